@@ -1,0 +1,247 @@
+/*
+ * cohort.h - process groups and collectives that never hang silently.
+ *
+ * Every collective and point-to-point call carries a contract (sequence
+ * number, operation, count, dtype, reduce op, root/peer/tag, call site).
+ * Ranks compare contracts before any payload is used, so a mismatched call
+ * ends in COHORT_ERR_CONTRACT on every rank with a precise message instead
+ * of a hang or silently wrong data.
+ *
+ * Threads: a group may be used from one thread at a time for issuing calls;
+ * cohort_abort() and cohort_work_test()/cohort_work_wait() may be called from
+ * any thread. The library is not fork-safe: fork before cohort_init().
+ */
+#ifndef COHORT_H
+#define COHORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cohort_status.h"
+#include "cohort_store.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define COHORT_VERSION_MAJOR 0
+#define COHORT_VERSION_MINOR 1
+#define COHORT_VERSION_PATCH 0
+
+/* ---- data types and reductions ---------------------------------------- */
+
+typedef enum cohort_dtype {
+    COHORT_INT8 = 0,
+    COHORT_UINT8,
+    COHORT_INT32,
+    COHORT_UINT32,
+    COHORT_INT64,
+    COHORT_UINT64,
+    COHORT_FLOAT16,
+    COHORT_BFLOAT16,
+    COHORT_FLOAT32,
+    COHORT_FLOAT64,
+    COHORT_DTYPE_COUNT
+} cohort_dtype;
+
+typedef enum cohort_op {
+    COHORT_SUM = 0,
+    COHORT_PROD,
+    COHORT_MIN,
+    COHORT_MAX,
+    COHORT_AVG,  /* float types only */
+    COHORT_BAND, /* integer types only */
+    COHORT_BOR,
+    COHORT_BXOR,
+    COHORT_OP_COUNT
+} cohort_op;
+
+size_t cohort_dtype_size(cohort_dtype dt);      /* 0 if invalid */
+const char *cohort_dtype_name(cohort_dtype dt); /* "float32" */
+const char *cohort_op_name(cohort_op op);       /* "sum" */
+
+/* ---- groups ------------------------------------------------------------ */
+
+typedef struct cohort_group cohort_group;
+typedef struct cohort_work cohort_work;
+
+/* Programmatic form of the environment variables (see docs/concepts.md).
+ * Zero/NULL fields fall back to the environment, then to defaults. */
+typedef struct cohort_options {
+    int rank;                 /* -1: from env */
+    int world_size;           /* -1: from env */
+    const char *master_addr;  /* MASTER_ADDR */
+    int master_port;          /* MASTER_PORT; 0: from env */
+    const char *store_url;    /* COHORT_STORE: "tcp://h:p" or "etcd://..." */
+    const char *job_id;       /* COHORT_JOB_ID */
+    const char *token;        /* COHORT_TOKEN (secret; never logged) */
+    uint32_t generation;      /* COHORT_GENERATION; 0: from env (default 1) */
+    int timeout_ms;           /* COHORT_TIMEOUT (seconds in env); 0: default */
+    const char *transport;    /* COHORT_TRANSPORT: "auto", "shm", "tcp" */
+} cohort_options;
+
+/* Sets every field to "from environment". */
+void cohort_options_init(cohort_options *o);
+
+/* Join the group described by the environment (torchrun names, then
+ * cohort's, then Slurm / Open MPI). Rank 0 hosts the store unless
+ * COHORT_STORE is set. On failure *group is NULL and cohort_last_error(NULL)
+ * says which variable or peer was at fault. */
+cohort_status cohort_init(cohort_group **group);
+cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o);
+
+/* Leaves the group and frees it (no collective: safe after an error).
+ * Accepts NULL. */
+cohort_status cohort_finalize(cohort_group *group);
+
+int cohort_rank(const cohort_group *g);
+int cohort_size(const cohort_group *g);
+uint32_t cohort_generation(const cohort_group *g);
+
+/* The last error on this group, with who/what/which peer; "" if none.
+ * With g == NULL: the last group-less failure on this thread. */
+const char *cohort_last_error(const cohort_group *g);
+
+/* Poisons the group: every waiter (any thread) and every later call returns
+ * COHORT_ERR_ABORTED with this reason; peers are told through the store and
+ * the data connections. */
+cohort_status cohort_abort(cohort_group *g, const char *reason);
+
+/* Sub-groups, collective over g (every rank of g must call). color < 0:
+ * this rank joins no new group and *out is NULL. */
+#define COHORT_UNDEFINED (-1)
+cohort_status cohort_split(cohort_group *g, int color, int key, cohort_group **out);
+/* Collective over g; ranks not listed get *out == NULL. */
+cohort_status cohort_new_group(cohort_group *g, const int *ranks, int n, cohort_group **out);
+
+/* ---- collectives --------------------------------------------------------
+ * Every function is a macro over its _at form so that the call site is
+ * recorded in the contract. count 0 is legal. send == recv means in place.
+ * Counts are per rank for all_gather/gather/scatter/reduce_scatter and per
+ * peer for all_to_all. */
+
+#define COHORT_CALLSITE __FILE__, __LINE__
+
+cohort_status cohort_all_reduce_at(const char *file, int line, cohort_group *g, const void *send,
+                                   void *recv, size_t count, cohort_dtype dt, cohort_op op);
+cohort_status cohort_broadcast_at(const char *file, int line, cohort_group *g, void *buf,
+                                  size_t count, cohort_dtype dt, int root);
+cohort_status cohort_reduce_at(const char *file, int line, cohort_group *g, const void *send,
+                               void *recv, size_t count, cohort_dtype dt, cohort_op op, int root);
+cohort_status cohort_all_gather_at(const char *file, int line, cohort_group *g, const void *send,
+                                   void *recv, size_t count, cohort_dtype dt);
+cohort_status cohort_gather_at(const char *file, int line, cohort_group *g, const void *send,
+                               void *recv, size_t count, cohort_dtype dt, int root);
+cohort_status cohort_scatter_at(const char *file, int line, cohort_group *g, const void *send,
+                                void *recv, size_t count, cohort_dtype dt, int root);
+cohort_status cohort_reduce_scatter_at(const char *file, int line, cohort_group *g,
+                                       const void *send, void *recv, size_t count,
+                                       cohort_dtype dt, cohort_op op);
+cohort_status cohort_all_to_all_at(const char *file, int line, cohort_group *g, const void *send,
+                                   void *recv, size_t count, cohort_dtype dt);
+cohort_status cohort_barrier_at(const char *file, int line, cohort_group *g);
+cohort_status cohort_send_at(const char *file, int line, cohort_group *g, const void *buf,
+                             size_t count, cohort_dtype dt, int peer, int tag);
+cohort_status cohort_recv_at(const char *file, int line, cohort_group *g, void *buf, size_t count,
+                             cohort_dtype dt, int peer, int tag);
+
+#define cohort_all_reduce(...) cohort_all_reduce_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_broadcast(...) cohort_broadcast_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_reduce(...) cohort_reduce_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_all_gather(...) cohort_all_gather_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_gather(...) cohort_gather_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_scatter(...) cohort_scatter_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_reduce_scatter(...) cohort_reduce_scatter_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_all_to_all(...) cohort_all_to_all_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_barrier(g) cohort_barrier_at(COHORT_CALLSITE, (g))
+#define cohort_send(...) cohort_send_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_recv(...) cohort_recv_at(COHORT_CALLSITE, __VA_ARGS__)
+
+/* ---- async ----------------------------------------------------------------
+ * Buffers handed to an async call belong to cohort until wait/test reports
+ * completion: do not read recv or write send before then (COHORT_DEBUG=buffers
+ * detects it). Ops of one group complete in issue order. */
+
+cohort_status cohort_all_reduce_async_at(const char *file, int line, cohort_group *g,
+                                         const void *send, void *recv, size_t count,
+                                         cohort_dtype dt, cohort_op op, cohort_work **work);
+cohort_status cohort_broadcast_async_at(const char *file, int line, cohort_group *g, void *buf,
+                                        size_t count, cohort_dtype dt, int root,
+                                        cohort_work **work);
+cohort_status cohort_reduce_async_at(const char *file, int line, cohort_group *g,
+                                     const void *send, void *recv, size_t count, cohort_dtype dt,
+                                     cohort_op op, int root, cohort_work **work);
+cohort_status cohort_all_gather_async_at(const char *file, int line, cohort_group *g,
+                                         const void *send, void *recv, size_t count,
+                                         cohort_dtype dt, cohort_work **work);
+cohort_status cohort_gather_async_at(const char *file, int line, cohort_group *g,
+                                     const void *send, void *recv, size_t count, cohort_dtype dt,
+                                     int root, cohort_work **work);
+cohort_status cohort_scatter_async_at(const char *file, int line, cohort_group *g,
+                                      const void *send, void *recv, size_t count, cohort_dtype dt,
+                                      int root, cohort_work **work);
+cohort_status cohort_reduce_scatter_async_at(const char *file, int line, cohort_group *g,
+                                             const void *send, void *recv, size_t count,
+                                             cohort_dtype dt, cohort_op op, cohort_work **work);
+cohort_status cohort_all_to_all_async_at(const char *file, int line, cohort_group *g,
+                                         const void *send, void *recv, size_t count,
+                                         cohort_dtype dt, cohort_work **work);
+cohort_status cohort_barrier_async_at(const char *file, int line, cohort_group *g,
+                                      cohort_work **work);
+cohort_status cohort_send_async_at(const char *file, int line, cohort_group *g, const void *buf,
+                                   size_t count, cohort_dtype dt, int peer, int tag,
+                                   cohort_work **work);
+cohort_status cohort_recv_async_at(const char *file, int line, cohort_group *g, void *buf,
+                                   size_t count, cohort_dtype dt, int peer, int tag,
+                                   cohort_work **work);
+
+#define cohort_all_reduce_async(...) cohort_all_reduce_async_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_broadcast_async(...) cohort_broadcast_async_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_reduce_async(...) cohort_reduce_async_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_all_gather_async(...) cohort_all_gather_async_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_gather_async(...) cohort_gather_async_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_scatter_async(...) cohort_scatter_async_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_reduce_scatter_async(...)                                                           \
+    cohort_reduce_scatter_async_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_all_to_all_async(...) cohort_all_to_all_async_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_barrier_async(...) cohort_barrier_async_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_send_async(...) cohort_send_async_at(COHORT_CALLSITE, __VA_ARGS__)
+#define cohort_recv_async(...) cohort_recv_async_at(COHORT_CALLSITE, __VA_ARGS__)
+
+/* timeout_ms < 0: the group's timeout. Returns the op's final status. */
+cohort_status cohort_work_wait(cohort_work *w, int timeout_ms);
+/* *done = 1 once finished; returns the op's status when done, else OK. */
+cohort_status cohort_work_test(cohort_work *w, int *done);
+/* Frees a finished work handle; a pending one is waited for first. NULL ok. */
+void cohort_work_free(cohort_work *w);
+
+/* ---- diagnostics ----------------------------------------------------------- */
+
+/* Writes this rank's flight recorder as JSON Lines to
+ * COHORT_TRACE_DIR/<job>-rank<R>.jsonl (or dir if non-NULL). */
+cohort_status cohort_trace_dump(cohort_group *g, const char *dir);
+
+/* Validates one call's fingerprints gathered from every rank (the lesson's
+ * validate_collective, generalised): returns COHORT_OK when all agree, else
+ * COHORT_ERR_CONTRACT and a majority-based report in msg. */
+typedef struct cohort_fingerprint {
+    uint64_t seq;
+    int coll;         /* cohort_coll_kind */
+    int dtype;        /* cohort_dtype */
+    int redop;        /* cohort_op, -1 if none */
+    int root;         /* root, peer, -1 if none */
+    int tag;          /* p2p tag, 0 if none */
+    uint64_t count;
+    uint32_t group;   /* group id */
+    uint32_t generation;
+    const char *file; /* call site */
+    int line;
+} cohort_fingerprint;
+
+cohort_status cohort_validate_fingerprints(const cohort_fingerprint *by_rank, int n, char *msg,
+                                           size_t msglen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* COHORT_H */

@@ -1,0 +1,46 @@
+/*
+ * coll.h - collective algorithms and their selection.
+ *
+ * An algorithm is a function over the group's transports: message
+ * algorithms use coh_net_xfer (every message carries the contract), shm
+ * algorithms use the host segment (coh_shm_*), hierarchical ones combine
+ * both (shm inside a host, messages between host leaders).
+ *
+ * Selection is a table walked in order: the first entry whose supports()
+ * accepts (op, bytes, world size, topology) runs. COHORT_ALGO_<OP>=name
+ * (e.g. COHORT_ALGO_ALL_REDUCE=ring) forces one; an unknown or unsupported
+ * forced name is a COHORT_ERR_INVALID naming the variable and the choices.
+ * The choice depends only on the contract and the topology, so every rank
+ * picks the same algorithm.
+ */
+#ifndef COH_COLL_H
+#define COH_COLL_H
+
+#include "group/group.h"
+
+typedef struct coh_algo {
+    const char *name;    /* "ring", "rd", "tree", "pairwise", "dissemination", "shm", "hier" */
+    int coll;            /* coh_coll */
+    /* 1 if it can run this call on this group (topology, transports). */
+    int (*supports)(const cohort_group *g, const coh_call *c);
+    /* 1 if the table should pick it by default for this call. */
+    int (*preferred)(const cohort_group *g, const coh_call *c);
+    cohort_status (*run)(cohort_group *g, coh_call *c);
+} coh_algo;
+
+/* Runs the call with the selected algorithm (the engine calls this). Handles
+ * size == 1 and count == 0 without communication beyond what the contract
+ * check needs. */
+cohort_status coh_coll_run(cohort_group *g, coh_call *c);
+
+/* The algorithm that would run (for tests and cohort-perf output). */
+const coh_algo *coh_coll_select(const cohort_group *g, const coh_call *c, cohort_status *err);
+
+/* All registered algorithms, NULL-terminated (tests iterate it). */
+const coh_algo *const *coh_coll_algos(void);
+
+/* Chunk size for pipelined message algorithms (bytes); tests shrink it via
+ * COHORT_CHUNK_BYTES so multi-chunk paths run on small buffers. */
+size_t coh_coll_chunk_bytes(void);
+
+#endif

@@ -1,0 +1,133 @@
+/* fail.c - sticky errors, poisoning, and the wait bookkeeping every
+ * transport's wait loop shares (abort, deadline, stall report). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "contract/contract.h"
+#include "engine/engine.h"
+#include "group/group.h"
+#include "group/monitor.h"
+#include "trace/trace.h"
+#include "transport/shm/shm.h"
+#include "transport/transport.h"
+
+static void wake_all(cohort_group *g)
+{
+    if (g->shm)
+        coh_shm_wake(g->shm);
+    if (g->net)
+        coh_net_wake(g->net);
+    if (g->engine)
+        coh_engine_wake(g->engine);
+}
+
+/* Poisons g with (st, msg) if it is not yet poisoned. Returns 1 if this call
+ * did the poisoning. */
+static int poison(cohort_group *g, cohort_status st, const char *msg)
+{
+    int expect = 0;
+    pthread_mutex_lock(&g->err_mu);
+    int first = atomic_compare_exchange_strong(&g->poisoned, &expect, (int)st);
+    if (first) {
+        g->err.status = st;
+        snprintf(g->err.msg, sizeof g->err.msg, "%s", msg);
+    }
+    g->last.status = st;
+    snprintf(g->last.msg, sizeof g->last.msg, "%s", first ? msg : g->err.msg);
+    pthread_mutex_unlock(&g->err_mu);
+    return first;
+}
+
+cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt, ...)
+{
+    char msg[COH_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!poison(g, st, msg))
+        return st;
+    coh_error("group %u: %s: %s", g->id, cohort_status_name(st), msg);
+    /* Tell the peers through channels that do not depend on the failed data
+     * path: the shared segment's abort word, abort frames, and the store. */
+    if (g->shm)
+        coh_shm_abort(g->shm, st, msg);
+    if (g->net)
+        coh_net_send_abort(g->net, st, msg);
+    coh_monitor_post_abort(g, st, msg);
+    wake_all(g);
+    if (g->trace)
+        coh_trace_dump(g, NULL, msg);
+    return st;
+}
+
+void coh_group_remote_abort(cohort_group *g, cohort_status st, const char *reason)
+{
+    if (!poison(g, st, reason))
+        return;
+    coh_warn("group %u aborted by a peer: %s: %s", g->id, cohort_status_name(st), reason);
+    if (g->shm)
+        coh_shm_abort(g->shm, st, reason);
+    wake_all(g);
+    if (g->trace)
+        coh_trace_dump(g, NULL, reason);
+}
+
+cohort_status coh_group_peer_lost(cohort_group *g, int peer, const char *how)
+{
+    const char *host = (g->peers && g->hosts && peer >= 0 && peer < g->size)
+                           ? g->hosts[g->peers[peer].host]
+                           : "?";
+    int pid = (g->peers && peer >= 0 && peer < g->size) ? g->peers[peer].pid : 0;
+    return coh_group_fail(g, COHORT_ERR_PEER_LOST, "rank %d (host %s, pid %d) lost: %s", peer,
+                          host, pid, how);
+}
+
+/* ---- waits ---- */
+
+void coh_wait_init(coh_wait *w, cohort_group *g, const coh_call *call)
+{
+    memset(w, 0, sizeof *w);
+    w->g = g;
+    w->call = call;
+    w->start_ns = coh_now_ns();
+    w->deadline_ns = g->timeout_ms < 0 ? UINT64_MAX
+                                       : w->start_ns + (uint64_t)g->timeout_ms * 1000000ull;
+    w->stall_ns = g->stall_warn_ms < 0 ? UINT64_MAX
+                                       : w->start_ns + (uint64_t)g->stall_warn_ms * 1000000ull;
+    w->probe_ns = w->start_ns + 100000000ull; /* 100 ms: out-of-band contract probe */
+}
+
+int coh_wait_slow(const coh_wait *w) { return coh_now_ns() >= w->probe_ns; }
+
+cohort_status coh_wait_check(coh_wait *w)
+{
+    cohort_group *g = w->g;
+    int p = coh_group_poisoned(g);
+    if (p)
+        return (cohort_status)p;
+    uint64_t now = coh_now_ns();
+    if (now >= w->probe_ns && !w->probed) {
+        w->probed = 1;
+        /* The call has not progressed for 100 ms: some mismatches send no
+         * message at all (two ranks both think they receive), so compare
+         * fingerprints out of band. */
+        cohort_status st = coh_monitor_probe(g, w->call);
+        if (st != COHORT_OK)
+            return st;
+    }
+    if (now >= w->stall_ns && !w->stalled) {
+        w->stalled = 1;
+        char rep[COH_ERRLEN];
+        coh_monitor_stall_report(g, w, rep, sizeof rep);
+        coh_warn("%s", rep);
+    }
+    if (now >= w->deadline_ns) {
+        char rep[COH_ERRLEN];
+        coh_monitor_stall_report(g, w, rep, sizeof rep);
+        return coh_group_fail(g, COHORT_ERR_TIMEOUT, "timed out after %d ms: %s", g->timeout_ms,
+                              rep);
+    }
+    return COHORT_OK;
+}

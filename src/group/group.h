@@ -1,0 +1,169 @@
+/*
+ * group.h - the group object every module works on.
+ *
+ * A call flows: public API (src/group/api.c) builds a coh_call (the
+ * contract) -> engine (inline, or the async worker) -> coll selects an
+ * algorithm -> algorithm moves data through g->net (tcp messages, every
+ * message carries the contract in its coh_hdr) and/or g->shm (the host's
+ * shared segment, whose slot headers carry the same contract).
+ *
+ * Errors are sticky: the first failure (coh_group_fail) records the detail,
+ * poisons the group, wakes every waiter and tells the peers (store + abort
+ * frames). Later calls return COHORT_ERR_ABORTED carrying the cause.
+ *
+ * Lock order: g->err_mu is a leaf. The engine's queue lock is taken before
+ * any transport lock.
+ */
+#ifndef COH_GROUP_H
+#define COH_GROUP_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cohort.h"
+#include "util/util.h"
+
+/* Collective kinds (the contract's "op" field). Append-only: they go on the wire. */
+typedef enum coh_coll {
+    COH_COLL_NONE = 0,
+    COH_COLL_ALL_REDUCE = 1,
+    COH_COLL_BROADCAST = 2,
+    COH_COLL_REDUCE = 3,
+    COH_COLL_ALL_GATHER = 4,
+    COH_COLL_GATHER = 5,
+    COH_COLL_SCATTER = 6,
+    COH_COLL_REDUCE_SCATTER = 7,
+    COH_COLL_ALL_TO_ALL = 8,
+    COH_COLL_BARRIER = 9,
+    COH_COLL_SEND = 10,
+    COH_COLL_RECV = 11,
+    COH_COLL_INTERNAL = 12, /* group-internal traffic (split, debug=sync) */
+    COH_COLL_KIND_COUNT
+} coh_coll;
+
+const char *coh_coll_name(int coll); /* "all_reduce" */
+
+/* One call's contract plus its buffers: the fingerprint is fields seq..line. */
+typedef struct coh_call {
+    uint64_t seq;       /* group collective seq (1-based), or per-pair p2p seq */
+    uint8_t coll;       /* coh_coll */
+    uint8_t dtype;      /* cohort_dtype */
+    int8_t redop;       /* cohort_op, -1 when the op has none */
+    uint8_t pad0;
+    int32_t root;       /* root (broadcast/reduce/gather/scatter), peer (p2p), else -1 */
+    int32_t tag;        /* p2p tag, else 0 */
+    uint64_t count;     /* elements, as passed by the user */
+    const char *file;   /* call site */
+    int line;
+    uint32_t site;      /* hash of file:line (goes on the wire, not compared) */
+    /* buffers (not part of the fingerprint) */
+    const void *send;
+    void *recv;
+    /* debug=buffers: checksum of the input when issued */
+    uint64_t in_sum;
+} coh_call;
+
+struct coh_net;      /* src/transport/transport.h */
+struct coh_shm;      /* src/transport/shm/shm.h */
+struct coh_trace;    /* src/trace/trace.h */
+struct coh_engine;   /* src/engine/engine.h */
+struct coh_monitor;  /* src/group/monitor.c */
+
+typedef struct coh_peer {
+    int host;           /* index into hosts */
+    int local_index;    /* index among ranks of its host, in group-rank order */
+    int32_t pid;
+    char addr[80];      /* tcp listen address "ip:port" */
+} coh_peer;
+
+struct cohort_group {
+    int rank, size;
+    uint32_t generation;
+    uint32_t id;               /* group id: 0 for the world, hashed for sub-groups */
+    char job_id[64];
+    int timeout_ms;            /* per-call timeout (COHORT_TIMEOUT) */
+    int stall_warn_ms;         /* COHORT_STALL_WARN */
+    int check_contract;        /* 1 unless COHORT_CONTRACT=off (benchmarks only) */
+    int debug_sync;            /* COHORT_DEBUG=sync */
+    int debug_buffers;         /* COHORT_DEBUG=buffers */
+    int force_transport;       /* 0 auto, 1 shm, 2 tcp */
+    pid_t pid;                 /* fork detection */
+
+    /* contract sequence numbers */
+    uint64_t seq;              /* last issued collective seq */
+    uint64_t *p2p_send_seq;    /* per peer: last p2p send seq */
+    uint64_t *p2p_recv_seq;    /* per peer: last p2p recv seq */
+
+    /* sticky error */
+    _Atomic int poisoned;      /* 0, or the cohort_status of the first failure */
+    pthread_mutex_t err_mu;
+    coh_err err;               /* first failure; later calls report it */
+    coh_err last;              /* last error returned to the user */
+
+    /* topology */
+    coh_peer *peers;           /* [size] */
+    int n_hosts;
+    char (*hosts)[128];        /* [n_hosts] printable host names */
+    int my_host;
+    int *local_ranks;          /* group ranks on my host, ascending */
+    int local_size, local_rank;
+    int *leaders;              /* [n_hosts]: lowest group rank per host */
+
+    /* data plane */
+    struct coh_net *net;       /* tcp messages to every peer (NULL if size == 1) */
+    struct coh_shm *shm;       /* host-local segment (NULL if local_size == 1 or tcp forced) */
+
+    /* control plane */
+    cohort_store *store;       /* prefixed: "<gen>/g<id>/" */
+    cohort_store *store_root;  /* the job's connection (owned by the world group) */
+    char store_addr[256];
+    char *token;               /* kept for sub-group rendezvous; never logged */
+    cohort_store_server *server; /* embedded server (world rank 0) */
+    struct coh_monitor *monitor; /* watches the store for aborts and state probes */
+
+    struct coh_trace *trace;
+    struct coh_engine *engine;
+    cohort_group *parent;      /* NULL for the world */
+    int n_children;            /* sub-groups: ids are parent id + counter */
+};
+
+/* Records the first failure (later ones only go to g->last), poisons g,
+ * wakes every waiter, posts the abort to the store and abort frames to peers
+ * (unless st is COHORT_ERR_ABORTED received from a peer). Returns st. */
+cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Marks g poisoned from a remote abort (no re-broadcast). */
+void coh_group_remote_abort(cohort_group *g, cohort_status st, const char *reason);
+
+static inline int coh_group_poisoned(const cohort_group *g)
+{
+    return atomic_load_explicit(&((cohort_group *)g)->poisoned, memory_order_acquire);
+}
+
+/* Wait bookkeeping shared by every wait loop (shm futex waits, tcp poll).
+ * coh_wait_check() is cheap; call it at least every COH_WAIT_SLICE_MS while
+ * blocked. It returns COHORT_OK to keep waiting, or the status to fail with
+ * (after recording it through coh_group_fail): ABORTED when poisoned,
+ * TIMEOUT past the deadline (with the stall report), and it emits the one
+ * stall report at stall_warn_ms. `what` names the awaited peer(s). */
+#define COH_WAIT_SLICE_MS 50
+typedef struct coh_wait {
+    cohort_group *g;
+    const coh_call *call;
+    uint64_t start_ns, deadline_ns, stall_ns, probe_ns;
+    int stalled, probed;
+    const int *waiting_for; /* group ranks awaited, may be NULL */
+    int n_waiting_for;
+} coh_wait;
+void coh_wait_init(coh_wait *w, cohort_group *g, const coh_call *call);
+cohort_status coh_wait_check(coh_wait *w);
+/* Returns 1 once the call has made no progress for ~100 ms: transports
+ * then publish / compare fingerprints out of band (see contract). */
+int coh_wait_slow(const coh_wait *w);
+
+/* The call's peer `peer` is known dead (EOF, pidfd, lease): fails g with
+ * COHORT_ERR_PEER_LOST naming rank and host. */
+cohort_status coh_group_peer_lost(cohort_group *g, int peer, const char *how);
+
+#endif

@@ -1,0 +1,44 @@
+/*
+ * reduce.h - dtype x op reduction kernels.
+ *
+ * Kernels are plain loops the compiler vectorises (-O2 -ftree-vectorize on
+ * this file). float16/bfloat16 convert to float32, reduce, and round back to
+ * nearest even; the multi-source form accumulates every source in float32
+ * and rounds once.
+ */
+#ifndef COH_REDUCE_H
+#define COH_REDUCE_H
+
+#include <stddef.h>
+
+#include "cohort.h"
+
+/* 1 if (dt, op) is a valid pair: AVG only for float types, BAND/BOR/BXOR only
+ * for integer types, everything else for all. */
+int coh_op_valid(cohort_dtype dt, cohort_op op);
+
+/* inout[i] = inout[i] op in[i], n elements. AVG reduces as SUM (call
+ * coh_reduce_finish afterwards). */
+typedef void (*coh_reduce_fn)(void *inout, const void *in, size_t n);
+coh_reduce_fn coh_reduce_kernel(cohort_dtype dt, cohort_op op);
+
+/* out[i] = a[i] op b[i] (out may alias a or b). */
+typedef void (*coh_reduce3_fn)(void *out, const void *a, const void *b, size_t n);
+coh_reduce3_fn coh_reduce3_kernel(cohort_dtype dt, cohort_op op);
+
+/* out[i] = srcs[0][i] op ... op srcs[nsrc-1][i]; out may alias a source.
+ * fp16/bf16 accumulate in float32 and round once. */
+void coh_reduce_multi(void *out, const void *const *srcs, int nsrc, size_t n, cohort_dtype dt,
+                      cohort_op op);
+
+/* After a SUM that implements AVG over nranks: divide in place. No-op for
+ * other ops. */
+void coh_reduce_finish(void *buf, size_t n, cohort_dtype dt, cohort_op op, int nranks);
+
+/* Conversions (exposed for tests and the reference implementation). */
+float coh_f16_to_f32(uint16_t h);
+uint16_t coh_f32_to_f16(float f);
+float coh_bf16_to_f32(uint16_t h);
+uint16_t coh_f32_to_bf16(float f);
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * backend.h - the store client's backend vtable. cohort_store_connect picks
+ * the backend from the address scheme: "host:port" / "tcp://" -> tcp (the
+ * cohort store protocol), "etcd://" -> etcd (optional, COHORT_ETCD). The
+ * prefix wrapper is backend-independent (src/store/client.c).
+ *
+ * Every op has the same meaning as the public cohort_store_* function; keys
+ * arrive already prefixed. Backends record failures in the handle's error
+ * (coh_store_err) and return the status.
+ */
+#ifndef COH_STORE_BACKEND_H
+#define COH_STORE_BACKEND_H
+
+#include "cohort_store.h"
+#include "util/util.h"
+
+typedef struct coh_store_backend {
+    const char *scheme; /* "tcp", "etcd" */
+    cohort_status (*connect)(cohort_store *s, const char *addr, const char *job_id,
+                             const char *token, uint32_t generation, int timeout_ms);
+    void (*close)(cohort_store *s);
+    cohort_status (*set)(cohort_store *s, const void *k, size_t kl, const void *v, size_t vl);
+    cohort_status (*get)(cohort_store *s, const void *k, size_t kl, void **v, size_t *vl,
+                         int timeout_ms);
+    cohort_status (*add)(cohort_store *s, const void *k, size_t kl, int64_t d, int64_t *res);
+    cohort_status (*compare_set)(cohort_store *s, const void *k, size_t kl, const void *e,
+                                 size_t el, const void *d, size_t dl, void **cur, size_t *curl);
+    cohort_status (*check)(cohort_store *s, const void *const *k, const size_t *kl, int n,
+                           int *all);
+    cohort_status (*wait)(cohort_store *s, const void *const *k, const size_t *kl, int n,
+                          int any, int timeout_ms, int *which);
+    cohort_status (*del)(cohort_store *s, const void *k, size_t kl, int *deleted);
+    cohort_status (*num_keys)(cohort_store *s, const void *prefix, size_t pl, int64_t *n);
+    cohort_status (*list)(cohort_store *s, const void *prefix, size_t pl, char ***keys,
+                          size_t **klens, int *n);
+    cohort_status (*multi_get)(cohort_store *s, const void *const *k, const size_t *kl, int n,
+                               void **v, size_t *vl, int timeout_ms);
+    cohort_status (*multi_set)(cohort_store *s, const void *const *k, const size_t *kl,
+                               const void *const *v, const size_t *vl, int n);
+    cohort_status (*append)(cohort_store *s, const void *k, size_t kl, const void *v, size_t vl);
+    cohort_status (*barrier)(cohort_store *s, const void *name, size_t nl, int n, int timeout_ms);
+} coh_store_backend;
+
+extern const coh_store_backend coh_store_tcp_backend;
+/* NULL-returning stub when built without COHORT_ETCD. */
+const coh_store_backend *coh_store_etcd_backend(void);
+
+/* Connect with an explicit generation: the server refuses generations older
+ * than the newest it has seen for the job (COHORT_ERR_AUTH, "stale
+ * generation"). 0: tools and humans, never raises the job's generation. */
+cohort_status coh_store_connect_gen(cohort_store **out, const char *addr, const char *job_id,
+                                    const char *token, uint32_t generation, int timeout_ms);
+
+#endif

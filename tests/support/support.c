@@ -1,0 +1,214 @@
+/* support.c - rank spawner and helpers for multi-process tests. */
+#include "support.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int cht_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t l = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &l) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+cohort_store_server *cht_store_start(const char *job, const char *token, char *addr,
+                                     size_t addrlen)
+{
+    cohort_store_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.bind_addr = "127.0.0.1";
+    o.job_ids = &job;
+    o.tokens = &token;
+    o.n_jobs = 1;
+    cohort_store_server *s = NULL;
+    if (cohort_store_server_start(&s, &o) != COHORT_OK)
+        return NULL;
+    snprintf(addr, addrlen, "127.0.0.1:%d", cohort_store_server_port(s));
+    return s;
+}
+
+static void set_extra_env(const char *extra)
+{
+    if (!extra)
+        return;
+    char *dup = strdup(extra), *save = NULL;
+    for (char *kv = strtok_r(dup, ";", &save); kv; kv = strtok_r(NULL, ";", &save)) {
+        char *eq = strchr(kv, '=');
+        if (!eq)
+            continue;
+        *eq = 0;
+        setenv(kv, eq + 1, 1);
+    }
+    free(dup);
+}
+
+int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_result *res)
+{
+    memset(res, 0, sizeof *res);
+    int n = o->nranks;
+    if (n < 1 || n > 64)
+        return -1;
+    res->n = n;
+    char job[64], token[65];
+    snprintf(job, sizeof job, "test-%d-%ld", (int)getpid(), (long)(now_ms() * 1000) % 1000000000);
+    unsigned char rnd[16];
+    FILE *ur = fopen("/dev/urandom", "rb");
+    if (!ur || fread(rnd, 1, sizeof rnd, ur) != sizeof rnd) {
+        if (ur)
+            fclose(ur);
+        return -1;
+    }
+    fclose(ur);
+    for (int i = 0; i < 16; i++)
+        snprintf(token + 2 * i, 3, "%02x", rnd[i]);
+    cohort_store_server *srv = NULL;
+    int port = 0;
+    if (o->store_mode == CHT_STORE_PARENT) {
+        srv = cht_store_start(job, token, res->store_addr, sizeof res->store_addr);
+        if (!srv)
+            return -1;
+    } else {
+        port = cht_free_port();
+    }
+    fflush(NULL);
+    pid_t pids[64];
+    double t0 = now_ms();
+    for (int r = 0; r < n; r++) {
+        pid_t p = fork();
+        if (p < 0)
+            return -1;
+        if (p == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            char b[32];
+            snprintf(b, sizeof b, "%d", r);
+            setenv("RANK", b, 1);
+            setenv("LOCAL_RANK", b, 1);
+            snprintf(b, sizeof b, "%d", n);
+            setenv("WORLD_SIZE", b, 1);
+            setenv("LOCAL_WORLD_SIZE", b, 1);
+            setenv("COHORT_JOB_ID", job, 1);
+            setenv("COHORT_TOKEN", token, 1);
+            if (srv) {
+                char url[160];
+                snprintf(url, sizeof url, "tcp://%s", res->store_addr);
+                setenv("COHORT_STORE", url, 1);
+            } else {
+                setenv("MASTER_ADDR", "127.0.0.1", 1);
+                snprintf(b, sizeof b, "%d", port);
+                setenv("MASTER_PORT", b, 1);
+            }
+            if (o->transport)
+                setenv("COHORT_TRANSPORT", o->transport, 1);
+            if (o->generation) {
+                snprintf(b, sizeof b, "%d", o->generation);
+                setenv("COHORT_GENERATION", b, 1);
+            }
+            set_extra_env(o->extra_env);
+            int rc = fn(r, arg);
+            fflush(NULL);
+            _exit(rc);
+        }
+        pids[r] = p;
+    }
+    int deadline = o->deadline_ms > 0 ? o->deadline_ms : 60000;
+    int left = n;
+    int done[64] = {0};
+    while (left > 0) {
+        int st;
+        pid_t p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            for (int r = 0; r < n; r++)
+                if (pids[r] == p && !done[r]) {
+                    done[r] = 1;
+                    left--;
+                    res->status[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+                }
+            continue;
+        }
+        if (now_ms() - t0 > deadline) {
+            for (int r = 0; r < n; r++)
+                if (!done[r]) {
+                    res->hung[r] = 1;
+                    kill(pids[r], SIGKILL);
+                }
+            deadline = 1 << 30;
+            continue;
+        }
+        /* Reaping cadence only; not synchronisation between ranks. */
+        struct timespec ts = {0, 2 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    res->elapsed_ms = now_ms() - t0;
+    if (srv)
+        cohort_store_server_stop(srv);
+    for (int r = 0; r < n; r++)
+        if (res->status[r] || res->hung[r])
+            return 1;
+    return 0;
+}
+
+void cht_assert_all_ok(const cht_result *r)
+{
+    char msg[1024] = "";
+    size_t pos = 0;
+    int bad = 0;
+    for (int i = 0; i < r->n; i++)
+        if (r->status[i] || r->hung[i]) {
+            bad = 1;
+            pos += (size_t)snprintf(msg + pos, sizeof msg - pos, " rank %d: %s %d;", i,
+                                    r->hung[i] ? "hung, killed" : "exit", r->status[i]);
+            if (pos >= sizeof msg)
+                break;
+        }
+    ck_assert_msg(!bad, "ranks failed:%s", msg);
+}
+
+double cht_value(int rank, size_t i) { return (double)((rank * 7 + (int)(i % 13)) % 11) - 3.0; }
+
+const char *cht_tool(const char *name)
+{
+    static _Thread_local char path[1024];
+    const char *b = getenv("COHORT_BUILD_DIR");
+    snprintf(path, sizeof path, "%s/tools/%s/%s", b ? b : ".", name, name);
+    return path;
+}
+
+int cht_count_dev_shm(void)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.')
+            n++;
+    closedir(d);
+    return n;
+}

@@ -1,0 +1,95 @@
+/*
+ * support.h - test helpers on top of Check: status asserts, a rank spawner
+ * that forks real processes, store helpers. Rank processes never call
+ * ck_assert: they report through their exit status and stderr, and the test
+ * process asserts, so a failure is charged to the right test.
+ */
+#ifndef COHORT_TEST_SUPPORT_H
+#define COHORT_TEST_SUPPORT_H
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cohort.h"
+
+/* Assert a status in the test process, printing name, text and detail. */
+#define CHT_PASS(expr) CHT_EXPECT(expr, COHORT_OK, NULL)
+#define CHT_EXPECT(expr, want, g)                                                                  \
+    do {                                                                                           \
+        cohort_status st_ = (expr);                                                                \
+        ck_assert_msg(st_ == (want), "%s returned %s (%s), wanted %s; detail: %s", #expr,          \
+                      cohort_status_name(st_), cohort_strerror(st_), cohort_status_name(want),     \
+                      cohort_last_error(g));                                                       \
+    } while (0)
+
+/* In a rank process: on failure print and exit(1). */
+#define RANK_CHECK(cond, ...)                                                                      \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank check failed at %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define RANK_PASS(expr, g)                                                                         \
+    do {                                                                                           \
+        cohort_status st_ = (expr);                                                                \
+        RANK_CHECK(st_ == COHORT_OK, "%s: %s", cohort_status_name(st_), cohort_last_error(g));     \
+    } while (0)
+
+/* How ranks find the store. */
+enum cht_store_mode {
+    CHT_STORE_RANK0 = 0,   /* rank 0 hosts the embedded store (MASTER_ADDR/PORT) */
+    CHT_STORE_PARENT = 1,  /* the test process runs a server; COHORT_STORE=tcp://... */
+};
+
+typedef struct cht_opts {
+    int nranks;
+    int deadline_ms;        /* kill everything after this; 0: 60 s */
+    int store_mode;
+    const char *transport;  /* COHORT_TRANSPORT value or NULL */
+    const char *extra_env;  /* "K=V;K2=V2" set in every rank, or NULL */
+    int generation;         /* 0: unset */
+} cht_opts;
+
+/* Result of one run: exit status per rank (exit code, or 128+signal), and
+ * ranks that had to be killed at the deadline. */
+typedef struct cht_result {
+    int n;
+    int status[64];         /* exit code, 128+sig if signalled */
+    int hung[64];           /* 1 if killed at the deadline */
+    double elapsed_ms;
+    char store_addr[128];   /* parent-hosted store address, if any */
+} cht_result;
+
+/* Forks opts->nranks processes with RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, COHORT_JOB_ID, COHORT_TOKEN set,
+ * runs fn(rank, arg) in each and exits with its return value. Waits for all
+ * (SIGKILL at the deadline). Returns 0 if every rank exited 0. */
+int cht_run_ranks(const cht_opts *opts, int (*fn)(int rank, void *arg), void *arg,
+                  cht_result *res);
+
+/* Convenience: every rank exited 0, no hang; prints a summary otherwise. */
+void cht_assert_all_ok(const cht_result *r);
+
+/* A free TCP port on 127.0.0.1 (bind 0, read it, close). Only for
+ * processes that must be told a port before they start (MASTER_PORT). */
+int cht_free_port(void);
+
+/* Starts an embedded store server in the test process on 127.0.0.1:0 for
+ * one job; writes "127.0.0.1:<port>". */
+cohort_store_server *cht_store_start(const char *job, const char *token, char *addr,
+                                     size_t addrlen);
+
+/* Pattern helpers: deterministic input values. */
+double cht_value(int rank, size_t i);
+
+/* Path to a built tool ("cohortrun") from COHORT_BUILD_DIR. */
+const char *cht_tool(const char *name);
+
+/* Counts /dev/shm entries and open fds of this process (leak checks). */
+int cht_count_dev_shm(void);
+
+#endif
