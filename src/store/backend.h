@@ -54,6 +54,8 @@ void *coh_store_priv(cohort_store *s);
 void coh_store_set_priv(cohort_store *s, void *priv);
 int coh_store_timeout(cohort_store *s);
 const char *coh_store_addr(cohort_store *s);
+/* The backend a handle uses (tools: is this a tcp handle?). */
+const coh_store_backend *coh_store_backend_of(cohort_store *s);
 
 extern const coh_store_backend coh_store_tcp_backend;
 /* NULL-returning stub when built without COHORT_ETCD. */

@@ -45,6 +45,7 @@ void *coh_store_priv(cohort_store *s) { return s ? s->root->priv : NULL; }
 void coh_store_set_priv(cohort_store *s, void *priv) { s->root->priv = priv; }
 int coh_store_timeout(cohort_store *s) { return atomic_load(&s->timeout_ms); }
 const char *coh_store_addr(cohort_store *s) { return s->root->addr; }
+const coh_store_backend *coh_store_backend_of(cohort_store *s) { return s ? s->be : NULL; }
 
 static void op_begin(void)
 {

@@ -50,7 +50,8 @@ const char *coh_proto_op_name(uint8_t op)
         [COH_OP_LIST] = "LIST",           [COH_OP_MULTI_GET] = "MULTI_GET",
         [COH_OP_MULTI_SET] = "MULTI_SET", [COH_OP_APPEND] = "APPEND",
         [COH_OP_BARRIER] = "BARRIER",     [COH_OP_CANCEL] = "CANCEL",
-        [COH_OP_PING] = "PING",           [COH_OP_ERROR] = "ERROR",
+        [COH_OP_PING] = "PING",           [COH_OP_STATS] = "STATS",
+        [COH_OP_ERROR] = "ERROR",
     };
     uint8_t base = op & 0x7F;
     if (op == COH_OP_ERROR)
@@ -320,6 +321,7 @@ cohort_status coh_proto_decode_req(const coh_frame_hdr *h, const uint8_t *payloa
         q->target = coh_rd_u32(&r);
         break;
     case COH_OP_PING:
+    case COH_OP_STATS:
         break;
     default:
         return FAIL(COHORT_ERR_PROTOCOL, "unknown request op 0x%02x", h->op);

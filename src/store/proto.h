@@ -57,6 +57,8 @@ enum coh_proto_op {
     COH_OP_BARRIER = 0x1C,   /* name, u32 n */
     COH_OP_CANCEL = 0x1D,    /* u32 request id to abandon; no reply */
     COH_OP_PING = 0x1E,      /* empty -> empty */
+    COH_OP_STATS = 0x1F,     /* empty -> i64 conns, job_conns, waiters, keys, mem_used,
+                                max_memory; u32 generation */
     COH_OP_ERROR = 0x7F,     /* server -> client, id 0: u8 status, bytes msg; then close */
 };
 

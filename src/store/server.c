@@ -304,6 +304,8 @@ static void conn_close(conn *c)
     close(c->fd);
     c->fd = -1;
     dl_del(&c->node);
+    if (c->authed)
+        c->job->nconns--;
     dl_del(&c->jnode);
     dl_del(&c->pnode);
     if (c->body) {
@@ -502,6 +504,7 @@ static void do_auth(conn *c, const coh_req *q)
     c->job = j;
     c->gen = q->generation;
     dl_push(&j->conns, &c->jnode);
+    j->nconns++;
     coh_wr *w = coh_srv_reply_begin(c, q->op, q->id);
     coh_wr_u32(w, s->max_key);
     coh_wr_u32(w, s->max_value);

@@ -111,6 +111,8 @@ typedef struct job {
     htab keys;
     htab bars;
     size_t npresent;
+    size_t nwaiters;
+    size_t nconns;
     dl conns;
 } job;
 

@@ -193,6 +193,7 @@ static void waiter_free(struct cohort_store_server *s, waiter *w)
         l->linked = 0;
     }
     dl_del(&w->cnode);
+    j->nwaiters--;
     mem_uncharge(s, w->mem);
     coh_free(w);
 }
@@ -223,6 +224,7 @@ static waiter *waiter_new(conn *c, const coh_req *q, uint32_t n, cohort_status *
         w->links[i].idx = i;
     }
     dl_push(&c->waiters, &w->cnode);
+    c->job->nwaiters++;
     return w;
 }
 
@@ -854,6 +856,20 @@ static void h_cancel(conn *c, const coh_req *q)
     /* Already answered: the client discards that reply by its id. */
 }
 
+static void h_stats(conn *c, const coh_req *q)
+{
+    struct cohort_store_server *s = c->srv;
+    coh_wr *w = coh_srv_reply_begin(c, q->op, q->id);
+    coh_wr_i64(w, s->nconns);
+    coh_wr_i64(w, (int64_t)c->job->nconns);
+    coh_wr_i64(w, (int64_t)c->job->nwaiters);
+    coh_wr_i64(w, (int64_t)c->job->npresent);
+    coh_wr_i64(w, (int64_t)s->mem_used);
+    coh_wr_i64(w, (int64_t)s->max_memory);
+    coh_wr_u32(w, c->job->gen);
+    coh_srv_reply_end(c, q->op, q->id);
+}
+
 void coh_kv_handle(conn *c, const coh_req *q)
 {
     switch (q->op) {
@@ -901,6 +917,9 @@ void coh_kv_handle(conn *c, const coh_req *q)
         break;
     case COH_OP_PING:
         coh_srv_reply_ok(c, q->op, q->id);
+        break;
+    case COH_OP_STATS:
+        h_stats(c, q);
         break;
     default:
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_PROTOCOL, "op 0x%02x not allowed here",

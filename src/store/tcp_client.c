@@ -41,6 +41,7 @@
 
 #include "store/backend.h"
 #include "store/proto.h"
+#include "store/tcp.h"
 
 typedef struct tslot {
     struct tslot *next, *prev;
@@ -1299,3 +1300,52 @@ const coh_store_backend coh_store_tcp_backend = {
     .append = tcp_append,
     .barrier = tcp_barrier,
 };
+
+/* ---- extras (tcp.h) ---- */
+
+static cohort_status extra_call(cohort_store *s, uint8_t op, const char *what, coh_reply *r,
+                                uint8_t **pl)
+{
+    if (!s || coh_store_priv(s) == NULL)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "%s: NULL or closed handle", what);
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_end_frame(&w, at, op, 0);
+    cohort_status st = rpc(s, &w, op_deadline(s), what, r, pl);
+    coh_wr_free(&w);
+    return st;
+}
+
+cohort_status coh_store_tcp_stats(cohort_store *s, coh_store_stats *out)
+{
+    if (s && coh_store_backend_of(s) != &coh_store_tcp_backend)
+        return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED, "stats: not a tcp store handle");
+    coh_reply r;
+    uint8_t *pl = NULL;
+    cohort_status st = extra_call(s, COH_OP_STATS, "stats", &r, &pl);
+    if (st)
+        return st;
+    out->conns = coh_rd_i64(&r.body);
+    out->job_conns = coh_rd_i64(&r.body);
+    out->waiters = coh_rd_i64(&r.body);
+    out->keys = coh_rd_i64(&r.body);
+    out->mem_used = coh_rd_i64(&r.body);
+    out->max_memory = coh_rd_i64(&r.body);
+    out->generation = coh_rd_u32(&r.body);
+    if (r.body.err || r.body.n)
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "stats: malformed reply");
+    coh_free(pl);
+    return st;
+}
+
+cohort_status coh_store_tcp_ping(cohort_store *s)
+{
+    if (s && coh_store_backend_of(s) != &coh_store_tcp_backend)
+        return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED, "ping: not a tcp store handle");
+    coh_reply r;
+    uint8_t *pl = NULL;
+    cohort_status st = extra_call(s, COH_OP_PING, "ping", &r, &pl);
+    coh_free(pl);
+    return st;
+}

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cohort.h"
+#include "store/tcp.h"
 #include "store/tokenfile.h"
 #include "util/util.h"
 
@@ -37,7 +38,8 @@ static void usage(FILE *f)
             "  delete KEY\n"
             "  list [PREFIX]        keys, one per line\n"
             "  num-keys\n"
-            "  ping\n"
+            "  ping                 one round trip to the server\n"
+            "  stats                server counters (connections, waiters, keys, memory)\n"
             "\n"
             "options (anywhere on the line):\n"
             "  --addr HOST:PORT     store address (default $COHORT_STORE)\n"
@@ -191,7 +193,8 @@ int main(int argc, char **argv)
         const char *name;
         int min, max;
     } cmds[] = {{"set", 2, 2},  {"get", 1, 1},    {"add", 2, 2},      {"wait", 1, 63},
-                {"delete", 1, 1}, {"list", 0, 1}, {"num-keys", 0, 0}, {"ping", 0, 0}};
+                {"delete", 1, 1}, {"list", 0, 1}, {"num-keys", 0, 0}, {"ping", 0, 0},
+                {"stats", 0, 0}};
     int known = 0;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) {
@@ -309,10 +312,18 @@ int main(int argc, char **argv)
         if (st == COHORT_OK)
             printf("%lld\n", (long long)n);
     } else if (!strcmp(cmd, "ping")) {
-        int all = 0;
-        st = cohort_store_check(s, NULL, NULL, 0, &all);
+        st = coh_store_tcp_ping(s);
         if (st == COHORT_OK)
             printf("ok\n");
+    } else if (!strcmp(cmd, "stats")) {
+        coh_store_stats x;
+        st = coh_store_tcp_stats(s, &x);
+        if (st == COHORT_OK)
+            printf("connections %lld\njob_connections %lld\nwaiters %lld\nkeys %lld\n"
+                   "mem_used %lld\nmax_memory %lld\ngeneration %u\n",
+                   (long long)x.conns, (long long)x.job_conns, (long long)x.waiters,
+                   (long long)x.keys, (long long)x.mem_used, (long long)x.max_memory,
+                   x.generation);
     }
     if (st != COHORT_OK) {
         fprintf(stderr, "cohort-kv: %s\n", cohort_store_last_error(s));
