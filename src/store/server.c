@@ -742,8 +742,9 @@ static int sweep(struct cohort_store_server *s)
         }
         if (now >= dead) {
             const char *what = !c->authed ? "did not authenticate" : "stalled mid-frame";
-            coh_warn("store: %s %s within %d ms: closing", c->peer, what, s->frame_timeout_ms);
-            conn_fail(c, COHORT_ERR_TIMEOUT, "connection %s within %d ms (frame timeout)", what,
+            coh_warn("store: %s %s (frame timeout %d ms): closing", c->peer, what,
+                     s->frame_timeout_ms);
+            conn_fail(c, COHORT_ERR_TIMEOUT, "connection %s (frame timeout %d ms): closed", what,
                       s->frame_timeout_ms);
             continue;
         }
