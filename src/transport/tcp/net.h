@@ -99,6 +99,7 @@ struct coh_net {
     int hs_timeout_ms;      /* per unauthenticated connection */
     /* data path */
     size_t stash_bytes, stash_max;
+    int nstash;             /* stashed messages, all connections */
     uint64_t coll_floor;    /* highest seq of a posted COLL receive: lower ones are stale */
     coh_xfer *ops;          /* the current batch */
     int nops;

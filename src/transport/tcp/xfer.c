@@ -268,6 +268,7 @@ static cohort_status rx_dispatch(coh_net *n, tcp_conn *c)
                 c->sq_head = s;
             c->sq_tail = s;
             n->stash_bytes += (size_t)h->len;
+            n->nstash++;
             c->rx_dst = RXD_STASH;
             c->rstash = s;
             c->rdst = s->data;
@@ -415,6 +416,7 @@ static cohort_status match_stash(coh_net *n, coh_xfer *op)
         if (c->sq_tail == s)
             c->sq_tail = prev;
         n->stash_bytes -= (size_t)s->h.len;
+        n->nstash--;
         if (c->rstash == s) {
             if (c->rdone)
                 memcpy(op->buf, s->data, c->rdone);
@@ -439,6 +441,7 @@ void tcp_stash_free(coh_net *n, tcp_conn *c)
     for (tcp_stash *s = c->sq_head, *nx; s; s = nx) {
         nx = s->next;
         n->stash_bytes -= (size_t)s->h.len;
+        n->nstash--;
         coh_free(s);
     }
     c->sq_head = c->sq_tail = c->rstash = NULL;
@@ -489,8 +492,17 @@ static cohort_status tx_op(coh_net *n, coh_xfer *op, int *moved)
                  : coh_group_fail(n->g, COHORT_ERR_ABORTED,
                                   "tcp: connection to rank %d unusable after an abort", op->peer);
     }
-    if (err)
-        return lost(n, c, err, "sends to");
+    if (err) {
+        /* A peer that fails usually sends an abort frame and then closes;
+         * our send then hits the reset. Read what it sent before the reset
+         * so the group reports the peer's cause, not a lost connection. */
+        int ignored = 0;
+        cohort_status st = rx_progress(n, c, 1, &ignored);
+        int p = coh_group_poisoned(n->g);
+        if (p)
+            return (cohort_status)p;
+        return st != COHORT_OK ? st : lost(n, c, err, "sends to");
+    }
     if (op->done == total) {
         op->state = OP_DONE;
         c->sends--;
@@ -643,6 +655,7 @@ cohort_status coh_net_xfer(coh_net *n, const coh_call *call, coh_xfer *ops, int 
     n->ops = ops;
     n->nops = nops;
     n->call = call;
+    uint64_t floor0 = n->coll_floor;
     n->left = nops;
     n->ndpeers = 0;
     for (int i = 0; i < nops; i++) {
@@ -663,6 +676,15 @@ cohort_status coh_net_xfer(coh_net *n, const coh_call *call, coh_xfer *ops, int 
             if (op->hdr.kind == COH_MSG_COLL && op->hdr.seq > n->coll_floor)
                 n->coll_floor = op->hdr.seq;
         }
+    }
+    if (n->nstash > 0 && n->coll_floor > floor0) {
+        /* Stashed while an earlier call ran, never claimed by it: stale. */
+        for (int j = 0; j < n->size; j++)
+            for (tcp_stash *s = n->c[j].sq_head; s; s = s->next) {
+                cohort_status st = check_unexpected(n, &s->h);
+                if (st != COHORT_OK)
+                    return st;
+            }
     }
     for (int i = 0; i < nops; i++)
         if (!ops[i].is_send && n->c[ops[i].peer].sq_head) {
