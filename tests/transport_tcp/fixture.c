@@ -259,7 +259,8 @@ static int rank_main(tf_shared *sh, const tf_opts *o, int rank, tf_fn fn, void *
         rc = pthread_cond_timedwait(&sh->cv, &sh->mu, &ts);
     int all = sh->nready >= sh->n;
     for (int i = 0; i < g->size; i++) {
-        snprintf(g->peers[i].addr, sizeof g->peers[i].addr, "%s", sh->addr[i]);
+        const char *a = o->peer_addr ? o->peer_addr(rank, i, arg) : NULL;
+        snprintf(g->peers[i].addr, sizeof g->peers[i].addr, "%s", a ? a : sh->addr[i]);
         g->peers[i].pid = sh->pid[i];
     }
     pthread_mutex_unlock(&sh->mu);

@@ -53,6 +53,8 @@ typedef struct tf_opts {
     const char *env;     /* "K=V;K2=V2" set in every rank before listen */
     /* optional per-rank identity changes (wrong token / job / generation / group) */
     void (*tweak)(int rank, cohort_group *g, void *arg);
+    /* optional: the address `rank` uses for `peer` (NULL: the published one) */
+    const char *(*peer_addr)(int rank, int peer, void *arg);
     /* runs in the test process after the ranks are forked; its return value
      * is passed back as tf_result.parent */
     int (*parent)(tf_shared *sh, void *arg);

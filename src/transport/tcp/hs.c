@@ -403,8 +403,15 @@ static void hs_refuse(coh_net *n, tcp_hs *h, int code, const char *detail)
         coh_warn("tcp: group %u rank %d refused a connection from %s: %s%s%s", n->me.group,
                  n->rank, h->from, coh_hs_refuse_text(code), detail ? ": " : "",
                  detail ? detail : "");
+    /* Generation and group numbers help a misconfigured rank; job names
+     * and the token's fate are not told to unauthenticated peers. */
+    char text[96];
+    if (detail && (code == COH_HS_OLD_GEN || code == COH_HS_NEW_GEN || code == COH_HS_WRONG_GROUP))
+        snprintf(text, sizeof text, "%s: %s", coh_hs_refuse_text(code), detail);
+    else
+        snprintf(text, sizeof text, "%s", coh_hs_refuse_text(code));
     uint8_t f[COH_HS_PREFIX + COH_HS_REFUSE_LEN];
-    size_t l = coh_hs_refuse_put(f, code, coh_hs_refuse_text(code));
+    size_t l = coh_hs_refuse_put(f, code, text);
     ssize_t w = send(h->fd, f, l, MSG_NOSIGNAL | MSG_DONTWAIT);
     (void)w;
     hs_close(h);
@@ -535,9 +542,9 @@ static cohort_status hs_out_frame(coh_net *n, tcp_hs *h)
             return COHORT_OK;
         }
         return coh_group_fail(g, COHORT_ERR_AUTH,
-                              "tcp connect to rank %d at %s: refused: %s (this rank: job %s, "
-                              "generation %u, group %u, rank %d of %d)",
-                              h->peer, h->from, text, n->me.job, n->me.gen, n->me.group,
+                              "tcp connect to rank %d at %s: rank %d refused this rank: %s (this "
+                              "rank: job %s, generation %u, group %u, rank %d of %d)",
+                              h->peer, h->from, h->peer, text, n->me.job, n->me.gen, n->me.group,
                               n->rank, n->size);
     }
     return coh_group_fail(g, COHORT_ERR_PROTOCOL,
@@ -578,7 +585,7 @@ static cohort_status hs_in_frame(coh_net *n, tcp_hs *h)
             job[i] = 0;
             snprintf(detail, sizeof detail, "job \"%s\", ours \"%s\"", job, n->me.job);
         } else if (code == COH_HS_OLD_GEN || code == COH_HS_NEW_GEN) {
-            snprintf(detail, sizeof detail, "generation %u, ours %u", hello.id.gen, n->me.gen);
+            snprintf(detail, sizeof detail, "gen %u, ours %u", hello.id.gen, n->me.gen);
         } else if (code == COH_HS_WRONG_GROUP) {
             snprintf(detail, sizeof detail, "group %u, ours %u", hello.id.group, n->me.group);
         }
@@ -845,6 +852,14 @@ cohort_status coh_net_connect(coh_net *n)
             char ranks[256], why[COH_ERRLEN / 2] = "";
             coh_fmt_ranks(ranks, sizeof ranks, n->scratch, nm);
             size_t pos = 0;
+            int lower = 0;
+            for (int i = 0; i < nm; i++)
+                lower += n->scratch[i] < n->rank;
+            if (lower) {
+                int w = snprintf(why, sizeof why, "; %d lower rank%s never connected to this rank",
+                                 lower, lower > 1 ? "s" : "");
+                pos = w > 0 ? (size_t)w : 0;
+            }
             for (int i = 0; i < n->nhs && pos < sizeof why; i++) {
                 tcp_hs *h = &n->hs[i];
                 if (!h->outgoing || !h->state)
