@@ -133,5 +133,8 @@ coh_call th_call(cohort_group *g, int coll, int dtype, int redop, int root, uint
     c.file = __FILE__;
     c.line = __LINE__;
     c.site = 0x1234u + (uint32_t)coll;
+    /* what the engine does per call: publish the state for stall reports */
+    if (g->shm)
+        coh_shm_set_state(g->shm, &c, c.seq - 1);
     return c;
 }

@@ -43,6 +43,14 @@ static const char *const coll_names[COH_COLL_KIND_COUNT] = {
     "scatter", "reduce_scatter", "all_to_all", "barrier", "send",       "recv", "internal"};
 
 #define DATA(b) ((b) + SHM_LINE)
+/* memcpy that evaluates its pointers only for a non-empty copy (NULL
+ * buffers are legal with count 0). */
+#define CPY(d, s, n)                                                                               \
+    do {                                                                                           \
+        size_t n_ = (n);                                                                           \
+        if (n_)                                                                                    \
+            memcpy((d), (s), n_);                                                                  \
+    } while (0)
 
 /* ---- fingerprints ---- */
 
@@ -263,7 +271,7 @@ static cohort_status ar_small(shm_op *o, const void *send, void *recv, size_t co
     uint32_t p = s->phase + 1;
     unsigned char *mb = shm_buf(s, s->me, p);
     put_hdr(o, mb, 0, bytes);
-    memcpy(DATA(mb), send, bytes);
+    CPY(DATA(mb), send, bytes);
     shm_publish(s);
     if ((st = shm_wait_all(o, p)) != COHORT_OK || (st = check_all(o, p, 0, bytes, -1, 0)))
         return st;
@@ -290,8 +298,8 @@ static cohort_status red_phase_a(shm_op *o, const unsigned char *send, size_t of
     uint32_t p = s->phase + 1;
     unsigned char *mb = shm_buf(s, s->me, p);
     put_hdr(o, mb, step, len * es);
-    memcpy(DATA(mb), send + off * es, lo * es);
-    memcpy(DATA(mb) + lo * es, send + (off + hi) * es, (len - hi) * es);
+    CPY(DATA(mb), send + off * es, lo * es);
+    CPY(DATA(mb) + lo * es, send + (off + hi) * es, (len - hi) * es);
     shm_publish(s);
     if ((st = shm_wait_all(o, p)) != COHORT_OK)
         return st;
@@ -353,7 +361,7 @@ static cohort_status ar_large(shm_op *o, const unsigned char *send, unsigned cha
         uint32_t pb = s->phase + 1;
         unsigned char *mb = shm_buf(s, me, pb);
         put_hdr(o, mb, step + 1, (hi - lo) * es);
-        memcpy(DATA(mb), out, (hi - lo) * es);
+        CPY(DATA(mb), out, (hi - lo) * es);
         shm_publish(s);
         if ((st = shm_wait_all(o, pb)) != COHORT_OK)
             return st;
@@ -363,7 +371,7 @@ static cohort_status ar_large(shm_op *o, const unsigned char *send, unsigned cha
             size_t qlo = slice_lo(len, n, q, al), qhi = slice_lo(len, n, q + 1, al);
             if ((st = check_hdr(o, q, pb, step + 1, (qhi - qlo) * es)) != COHORT_OK)
                 return st;
-            memcpy(recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)), (qhi - qlo) * es);
+            CPY(recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)), (qhi - qlo) * es);
         }
     }
     return COHORT_OK;
@@ -425,7 +433,7 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
         uint32_t p = s->phase + 1;
         unsigned char *mb = shm_buf(s, me, p);
         put_hdr(&o, mb, 0, bytes);
-        memcpy(DATA(mb), send, bytes);
+        CPY(DATA(mb), send, bytes);
         shm_publish(s);
         if ((st = shm_wait_all(&o, p)) != COHORT_OK || (st = check_all(&o, p, 0, bytes, -1, 0)))
             return st;
@@ -471,7 +479,7 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
             size_t qlo = slice_lo(len, n, q, al), qhi = slice_lo(len, n, q + 1, al);
             if ((st = check_hdr(&o, q, pb, step + 1, (qhi - qlo) * es)) != COHORT_OK)
                 return st;
-            memcpy((unsigned char *)recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)),
+            CPY((unsigned char *)recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)),
                    (qhi - qlo) * es);
         }
     }
@@ -506,7 +514,7 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
             unsigned char *mb = shm_buf(s, me, p);
             put_hdr(&o, mb, step, am_root ? len : 0);
             if (am_root)
-                memcpy(DATA(mb), b + off, len);
+                CPY(DATA(mb), b + off, len);
         }
         shm_publish(s); /* readers after step 0: "done reading step-1" */
         if (step == 0) {
@@ -519,7 +527,7 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
                 return st;
         }
         if (!am_root)
-            memcpy(b + off, DATA(shm_buf(s, root, p)), len);
+            CPY(b + off, DATA(shm_buf(s, root, p)), len);
         off += len;
         step++;
     } while (off < bytes);
@@ -544,16 +552,14 @@ cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send
     unsigned char *rb = recv;
     unsigned char *own = rb + (size_t)me * bpr;
     const unsigned char *src = send;
-    /* Any overlap is fine: move my part to its final place first and
-     * publish from there. */
-    if (overlap(send, bpr, recv, total)) {
-        if (send != own)
-            memmove(own, send, bpr);
-        src = own;
-    }
+    /* send may overlap recv anywhere (in place is send == own or send ==
+     * recv). Piece 0 is published from send untouched; once the contract
+     * check passed, my part moves to its final place before any peer data
+     * lands, and later pieces are published from there. */
+    int ovl = overlap(send, bpr, recv, total);
     if (n == 1) {
         if (src != own && bpr)
-            memcpy(own, src, bpr);
+            memmove(own, src, bpr);
         return COHORT_OK;
     }
     size_t S = s->S, off = 0;
@@ -565,16 +571,21 @@ cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send
         uint32_t p = s->phase + 1;
         unsigned char *mb = shm_buf(s, me, p);
         put_hdr(&o, mb, step, len);
-        memcpy(DATA(mb), src + off, len);
+        CPY(DATA(mb), src + off, len);
         shm_publish(s);
-        if (src != own)
-            memcpy(own + off, src + off, len);
         if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
             (st = check_all(&o, p, step, len, -1, 0)) != COHORT_OK)
             return st;
+        if (step == 0 && ovl) {
+            if (src != own)
+                memmove(own, src, bpr);
+            src = own;
+        } else if (src != own) {
+            CPY(own + off, src + off, len);
+        }
         for (int q = 0; q < n; q++)
             if (q != me)
-                memcpy(rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
+                CPY(rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
         off += len;
         step++;
     } while (off < bpr);
@@ -597,10 +608,14 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
     if (bpr && (!send || (am_root && !recv)))
         return bad_arg(&o, "NULL buffer");
     unsigned char *rb = recv;
-    if (am_root && bpr && send != rb + (size_t)me * bpr)
-        memmove(rb + (size_t)me * bpr, send, bpr); /* before any peer data lands */
-    if (n == 1)
+    /* The root's own part moves after the first contract check and before
+     * any peer data lands (its send may overlap recv). */
+    int own_move = am_root && bpr && send != rb + (size_t)me * bpr;
+    if (n == 1) {
+        if (own_move)
+            memmove(rb, send, bpr);
         return COHORT_OK;
+    }
     size_t S = s->S, off = 0;
     uint32_t step = 0;
     do {
@@ -612,7 +627,7 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
             unsigned char *mb = shm_buf(s, me, p);
             put_hdr(&o, mb, step, am_root ? 0 : len);
             if (!am_root)
-                memcpy(DATA(mb), (const unsigned char *)send + off, len);
+                CPY(DATA(mb), (const unsigned char *)send + off, len);
         }
         shm_publish(s);
         if (step == 0 || am_root) {
@@ -625,10 +640,12 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
             if (st != COHORT_OK)
                 return st;
         }
+        if (step == 0 && own_move)
+            memmove(rb + (size_t)me * bpr, send, bpr);
         if (am_root)
             for (int q = 0; q < n; q++)
                 if (q != me)
-                    memcpy(rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
+                    CPY(rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
         off += len;
         step++;
     } while (off < bpr);
@@ -668,7 +685,7 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
                 if (am_root)
                     for (int q = 0; q < n; q++)
                         if (q != me)
-                            memcpy(DATA(mb) + bidx(me, q) * Pb, sb + (size_t)q * bpr + off, len);
+                            CPY(DATA(mb) + bidx(me, q) * Pb, sb + (size_t)q * bpr + off, len);
             }
             shm_publish(s);
             if (step == 0) {
@@ -681,7 +698,7 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
                     return st;
             }
             if (!am_root)
-                memcpy(rb + off, DATA(shm_buf(s, root, p)) + bidx(root, me) * Pb, len);
+                CPY(rb + off, DATA(shm_buf(s, root, p)) + bidx(root, me) * Pb, len);
             off += len;
             step++;
         } while (off < bpr);
@@ -730,7 +747,7 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
         put_hdr(&o, mb, step, len * es);
         for (int j = 0; j < n; j++)
             if (j != me)
-                memcpy(DATA(mb) + bidx(me, j) * Pe * es, sb + ((size_t)j * cpr + off) * es,
+                CPY(DATA(mb) + bidx(me, j) * Pe * es, sb + ((size_t)j * cpr + off) * es,
                        len * es);
         shm_publish(s);
         if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
@@ -785,16 +802,16 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
         put_hdr(&o, mb, step, len);
         for (int j = 0; j < n; j++)
             if (j != me)
-                memcpy(DATA(mb) + bidx(me, j) * Pb, sb + (size_t)j * bpp + off, len);
+                CPY(DATA(mb) + bidx(me, j) * Pb, sb + (size_t)j * bpp + off, len);
         shm_publish(s);
-        if (rb != sb)
-            memcpy(rb + (size_t)me * bpp + off, sb + (size_t)me * bpp + off, len);
         if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
             (st = check_all(&o, p, step, len, -1, 0)) != COHORT_OK)
             return st;
+        if (rb != sb)
+            CPY(rb + (size_t)me * bpp + off, sb + (size_t)me * bpp + off, len);
         for (int q = 0; q < n; q++)
             if (q != me)
-                memcpy(rb + (size_t)q * bpp + off, DATA(shm_buf(s, q, p)) + bidx(q, me) * Pb,
+                CPY(rb + (size_t)q * bpp + off, DATA(shm_buf(s, q, p)) + bidx(q, me) * Pb,
                        len);
         off += len;
         step++;
