@@ -633,8 +633,8 @@ static cohort_status member_attach(coh_shm *s)
         if (fd >= 0)
             close(fd);
         return coh_group_fail(g, COHORT_ERR_AUTH,
-                              "shm: the process behind rank %d's segment socket failed "
-                              "authentication (not this job, token or generation)",
+                              "shm: authentication with rank %d (the segment owner) failed: "
+                              "job id, token, generation or group differ",
                               g->local_ranks[0]);
     }
     m3.text[sizeof m3.text - 1] = 0;
