@@ -3,24 +3,6 @@
 #include "cohort.h"
 #include <stddef.h>
 
-size_t cohort_dtype_size(cohort_dtype dt)
-{
-    (void)dt;
-    return 0;
-}
-
-const char * cohort_dtype_name(cohort_dtype dt)
-{
-    (void)dt;
-    return NULL;
-}
-
-const char * cohort_op_name(cohort_op op)
-{
-    (void)op;
-    return NULL;
-}
-
 void cohort_options_init(cohort_options *o)
 {
     (void)o;
