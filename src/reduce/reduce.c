@@ -89,20 +89,29 @@ static inline double fmax_f64(double a, double b)
 #define OP_MIN_F64(T, U, a, b) fmin_f64((a), (b))
 #define OP_MAX_F64(T, U, a, b) fmax_f64((a), (b))
 
+/* x86-64: an AVX2 clone of every kernel next to the baseline SSE2 one,
+ * picked once at load time (ifunc). Both are the same C, so both give the
+ * same bits: no FMA contraction (ISO C mode), same IEEE operations. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define COH_KERNEL __attribute__((target_clones("avx2", "default")))
+#else
+#define COH_KERNEL
+#endif
+
 /* ---- kernel generators --------------------------------------------------
  * K2: io[i] = io[i] op in[i]. K3r: out = a op b, no aliasing. K3: the
  * exported 3-operand form; aliasing out with a or b reduces to K2, which is
  * correct because every op is commutative. */
 #define K2(name, T, U, OP)                                                                         \
-    static void name##_2(void *restrict io_, const void *restrict in_, size_t n)                   \
+    COH_KERNEL static void name##_2(void *restrict io_, const void *restrict in_, size_t n)        \
     {                                                                                              \
         T *restrict io = io_;                                                                      \
         const T *restrict in = in_;                                                                \
         for (size_t i = 0; i < n; i++)                                                             \
             io[i] = OP(T, U, io[i], in[i]);                                                        \
     }                                                                                              \
-    static void name##_3r(void *restrict o_, const void *restrict a_, const void *restrict b_,     \
-                          size_t n)                                                                \
+    COH_KERNEL static void name##_3r(void *restrict o_, const void *restrict a_,                   \
+                                     const void *restrict b_, size_t n)                            \
     {                                                                                              \
         T *restrict o = o_;                                                                        \
         const T *restrict a = a_;                                                                  \
@@ -122,15 +131,15 @@ static inline double fmax_f64(double a, double b)
 
 /* Half types: widen both operands, combine in float32, round once. */
 #define KH(name, CVT_IN, CVT_OUT, OP)                                                              \
-    static void name##_2(void *restrict io_, const void *restrict in_, size_t n)                   \
+    COH_KERNEL static void name##_2(void *restrict io_, const void *restrict in_, size_t n)        \
     {                                                                                              \
         uint16_t *restrict io = io_;                                                               \
         const uint16_t *restrict in = in_;                                                         \
         for (size_t i = 0; i < n; i++)                                                             \
             io[i] = CVT_OUT(OP(float, uint32_t, CVT_IN(io[i]), CVT_IN(in[i])));                    \
     }                                                                                              \
-    static void name##_3r(void *restrict o_, const void *restrict a_, const void *restrict b_,     \
-                          size_t n)                                                                \
+    COH_KERNEL static void name##_3r(void *restrict o_, const void *restrict a_,                   \
+                                     const void *restrict b_, size_t n)                            \
     {                                                                                              \
         uint16_t *restrict o = o_;                                                                 \
         const uint16_t *restrict a = a_;                                                           \
@@ -235,7 +244,7 @@ coh_reduce3_fn coh_reduce3_kernel(cohort_dtype dt, cohort_op op)
 
 #define MULTI_BLOCK 1024 /* elements; the float32 accumulator is 4 KiB */
 
-static void half_load(float *restrict acc, const uint16_t *restrict s, size_t n, int bf)
+COH_KERNEL static void half_load(float *restrict acc, const uint16_t *restrict s, size_t n, int bf)
 {
     if (bf)
         for (size_t i = 0; i < n; i++)
@@ -245,7 +254,7 @@ static void half_load(float *restrict acc, const uint16_t *restrict s, size_t n,
             acc[i] = coh__f16_to_f32(s[i]);
 }
 
-static void half_store(uint16_t *restrict d, const float *restrict acc, size_t n, int bf)
+COH_KERNEL static void half_store(uint16_t *restrict d, const float *restrict acc, size_t n, int bf)
 {
     if (bf)
         for (size_t i = 0; i < n; i++)
@@ -256,7 +265,7 @@ static void half_store(uint16_t *restrict d, const float *restrict acc, size_t n
 }
 
 #define HALF_ACC(name, CVT, OP)                                                                    \
-    static void name(float *restrict acc, const uint16_t *restrict s, size_t n)                    \
+    COH_KERNEL static void name(float *restrict acc, const uint16_t *restrict s, size_t n)         \
     {                                                                                              \
         for (size_t i = 0; i < n; i++)                                                             \
             acc[i] = OP(float, uint32_t, acc[i], CVT(s[i]));                                       \
