@@ -133,13 +133,20 @@ static cohort_status run_red_tree(cohort_group *g, coh_call *c)
     return st;
 }
 
-/* all_gather: put this rank's block in place first; in place means send is
- * recv itself or recv's block for this rank */
+/* The rank's own block of an all_gather/gather: in place (send == recv, as
+ * MPI_IN_PLACE) it is already in its slot of recv. Passing the slot itself
+ * as send (NCCL's convention) works too. */
+static const void *own_block(const cohort_group *g, const coh_call *c)
+{
+    return c->send == c->recv ? (const char *)c->recv + (size_t)g->rank * bytes_of(c) : c->send;
+}
+
+/* all_gather: put this rank's block in place first */
 static void ag_prepare(cohort_group *g, coh_call *c)
 {
     size_t B = bytes_of(c);
     char *mine = (char *)c->recv + (size_t)g->rank * B;
-    if ((const char *)c->send != mine)
+    if (own_block(g, c) != mine)
         memmove(mine, c->send, B);
 }
 static cohort_status run_ag_ring(cohort_group *g, coh_call *c)
@@ -158,12 +165,12 @@ static cohort_status run_ag_bruck(cohort_group *g, coh_call *c)
 static cohort_status run_ga_linear(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
-    return coh_linear_gather(g, c, &v, c->send, c->recv, bytes_of(c), c->root, 0);
+    return coh_linear_gather(g, c, &v, own_block(g, c), c->recv, bytes_of(c), c->root, 0);
 }
 static cohort_status run_ga_tree(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
-    return coh_tree_gather(g, c, &v, c->send, c->recv, bytes_of(c), c->root, 0);
+    return coh_tree_gather(g, c, &v, own_block(g, c), c->recv, bytes_of(c), c->root, 0);
 }
 static cohort_status run_sc_linear(cohort_group *g, coh_call *c)
 {
@@ -227,17 +234,23 @@ static cohort_status run_red_shm(cohort_group *g, coh_call *c)
 {
     return coh_coll_tp->shm_reduce(g->shm, c, c->send, c->recv, c->count, lroot(g, c->root));
 }
+/* In place, the shm collectives get the rank's own slot as the separate
+ * buffer (send for all_gather/gather, recv for the scatter root). */
 static cohort_status run_ag_shm(cohort_group *g, coh_call *c)
 {
-    return coh_coll_tp->shm_all_gather(g->shm, c, c->send, c->recv, bytes_of(c));
+    return coh_coll_tp->shm_all_gather(g->shm, c, own_block(g, c), c->recv, bytes_of(c));
 }
 static cohort_status run_ga_shm(cohort_group *g, coh_call *c)
 {
-    return coh_coll_tp->shm_gather(g->shm, c, c->send, c->recv, bytes_of(c), lroot(g, c->root));
+    return coh_coll_tp->shm_gather(g->shm, c, own_block(g, c), c->recv, bytes_of(c),
+                                   lroot(g, c->root));
 }
 static cohort_status run_sc_shm(cohort_group *g, coh_call *c)
 {
-    return coh_coll_tp->shm_scatter(g->shm, c, c->send, c->recv, bytes_of(c), lroot(g, c->root));
+    void *recv = c->recv;
+    if (c->recv == c->send)
+        recv = (char *)c->recv + (size_t)g->rank * bytes_of(c);
+    return coh_coll_tp->shm_scatter(g->shm, c, c->send, recv, bytes_of(c), lroot(g, c->root));
 }
 static cohort_status run_rs_shm(cohort_group *g, coh_call *c)
 {

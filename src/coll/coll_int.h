@@ -169,8 +169,10 @@ cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view
 cohort_status coh_dissemination(cohort_group *g, const coh_call *c, const coh_view *v,
                                 uint32_t step_base);
 
-/* Per-rank blocks of B bytes (perrank.c). Gather: recv (n*B) on root only;
- * scatter: send (n*B) on root only. send may lie inside recv (in place). */
+/* Per-rank blocks of B bytes (perrank.c). Gather: send is the rank's own
+ * block (callers resolve in place to its slot of recv), recv (n*B) on root
+ * only. Scatter: send (n*B) on root only; recv == send or recv == the root's
+ * slot at the root means in place (the root's block stays put). */
 cohort_status coh_linear_gather(cohort_group *g, const coh_call *c, const coh_view *v,
                                 const void *send, void *recv, size_t B, int root,
                                 uint32_t step_base);

@@ -187,12 +187,15 @@ cohort_status coh_hier_all_gather(cohort_group *g, coh_call *c)
             return COHORT_ERR_NOMEM;
         }
     }
-    /* 1: each host's blocks, in local order, at the host's place in tmp */
+    /* 1: each host's blocks, in local order, at the host's place in tmp;
+     * in place (send == recv) the own block is in its slot of recv */
     char *mine = leader ? tmp + hoff[g->my_host] : NULL;
+    const char *own = c->send == c->recv ? (const char *)c->recv + (size_t)g->rank * B
+                                         : (const char *)c->send;
     if (g->local_size > 1)
-        st = coh_coll_tp->shm_gather(g->shm, c, c->send, mine, B, 0);
+        st = coh_coll_tp->shm_gather(g->shm, c, own, mine, B, 0);
     else
-        memcpy(mine, c->send, B);
+        memcpy(mine, own, B);
     /* 2: hosts' blocks between leaders (sizes differ per host) */
     if (st == COHORT_OK && leader) {
         coh_view v;

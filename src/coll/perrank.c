@@ -55,7 +55,8 @@ cohort_status coh_linear_scatter(cohort_group *g, const coh_call *c, const coh_v
     cohort_status st = coh_xf_run(g, c, ops, nops);
     coh_free(ops);
     /* after the sends: in place, recv may overlap blocks being sent */
-    if (st == COHORT_OK && (const char *)recv != send + (size_t)me * B)
+    /* in place (recv == send) the root's block stays in its slot */
+    if (st == COHORT_OK && (const char *)recv != send && (const char *)recv != send + (size_t)me * B)
         memmove(recv, send + (size_t)me * B, B);
     return st;
 }
@@ -73,7 +74,8 @@ cohort_status coh_tree_gather(cohort_group *g, const coh_call *c, const coh_view
     char *tmp = coh_coll_alloc(g, c, (size_t)sub * B, "tree gather buffer");
     if (!tmp)
         return COHORT_ERR_NOMEM;
-    memcpy(tmp, send, B);
+    if (B)
+        memcpy(tmp, send, B);
     coh_xfer ops[32];
     for (int i = 0; i < nch; i++)
         coh_xf_recv(&ops[i], g, c, coh_view_rank(v, coh_mod(ch[i] + root, n)),
@@ -120,7 +122,8 @@ cohort_status coh_tree_scatter(cohort_group *g, const coh_call *c, const coh_vie
                         tmp + (size_t)(ch[i] - vr) * B, (size_t)coh_tree_subtree(ch[i], n) * B);
         st = coh_xf_run(g, c, ops, nch);
     }
-    if (st == COHORT_OK)
+    if (st == COHORT_OK && (par >= 0 || (recv != send && (const char *)recv !=
+                                                           (const char *)send + (size_t)v->me * B)))
         memcpy(recv, tmp, B);
     coh_free(tmp);
     return st;
