@@ -389,19 +389,3 @@ void cohort_work_free(cohort_work *w)
     (void)w;
 }
 
-cohort_status cohort_trace_dump(cohort_group *g, const char *dir)
-{
-    (void)g;
-    (void)dir;
-    return COHORT_ERR_UNSUPPORTED;
-}
-
-cohort_status cohort_validate_fingerprints(const cohort_fingerprint *by_rank, int n, char *msg, size_t msglen)
-{
-    (void)by_rank;
-    (void)n;
-    (void)msg;
-    (void)msglen;
-    return COHORT_ERR_UNSUPPORTED;
-}
-
