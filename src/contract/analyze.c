@@ -141,9 +141,14 @@ static const char *field_label(int f, const cohort_fingerprint *ref)
     return coh_field_name(f);
 }
 
+static int site_known(const cohort_fingerprint *fp) { return fp->file && fp->file[0]; }
+
 static void sb_site(sb *s, const cohort_fingerprint *fp)
 {
-    sb_printf(s, "%s:%d", coh_site_base(fp->file), fp->line);
+    if (site_known(fp))
+        sb_printf(s, "%s:%d", coh_site_base(fp->file), fp->line);
+    else
+        sb_printf(s, "unknown call site");
 }
 
 static int same_site(const cohort_fingerprint *a, const cohort_fingerprint *b)
@@ -265,6 +270,11 @@ static void sb_common_site(sb *s, const call_view *v, const int *idx, int n, con
                            const char *close)
 {
     const cohort_fingerprint *a = v->m[idx[0]].fp;
+    int known = 0;
+    for (int i = 0; i < n; i++)
+        known |= site_known(v->m[idx[i]].fp);
+    if (!known)
+        return; /* e.g. cohort_validate_fingerprints without call sites */
     for (int i = 1; i < n; i++)
         if (!same_site(a, v->m[idx[i]].fp)) {
             sb_printf(s, "%sdifferent call sites%s", open, close);
@@ -273,6 +283,16 @@ static void sb_common_site(sb *s, const call_view *v, const int *idx, int n, con
     sb_printf(s, "%s", open);
     sb_site(s, a);
     sb_printf(s, "%s", close);
+}
+
+static _Thread_local const call_view *tl_view; /* for cls_rank_cmp */
+
+/* Classes by their lowest rank (a class's members are in rank order). */
+static int cls_rank_cmp(const void *x, const void *y)
+{
+    int a = tl_view->m[tl_view->cls_start[*(const int *)x]].rank;
+    int b = tl_view->m[tl_view->cls_start[*(const int *)y]].rank;
+    return a < b ? -1 : a > b;
 }
 
 /* A value group: members that share the headline field's value. */
@@ -319,7 +339,7 @@ static int report_field(sb *s, const call_view *v)
         sb_printf(s, "%s #%" PRIu64, coh_coll_name(ref->coll), ref->seq);
     else
         sb_printf(s, "call #%" PRIu64, ref->seq);
-    if (v->has_majority) {
+    if (v->has_majority && site_known(ref)) {
         sb_printf(s, " (");
         sb_site(s, ref);
         sb_printf(s, ")");
@@ -394,17 +414,25 @@ static int report_field(sb *s, const call_view *v)
 
     /* Where to look: the odd ranks, grouped by class and call site. */
     int nodd_groups = 0, any_other_site = 0;
-    int *gi_rank = ranks, *tmp = ranks + n;
+    int *tmp = ranks + n;
     sb_printf(s, " - look at ");
     /* Count (class, site) subgroups of the odd ranks first. */
+    /* Odd classes in rank order (classes themselves are in contract order):
+     * reuse the value-group index buffer, no longer needed. */
+    int *order = idx;
+    for (int c = 0; c < v->ncls; c++)
+        order[c] = c;
+    tl_view = v;
+    qsort(order, (size_t)v->ncls, sizeof *order, cls_rank_cmp);
     for (int pass = 0; pass < 2; pass++) {
         int listed = 0, more = 0;
-        for (int c = 0; c < v->ncls; c++) {
+        for (int oc = 0; oc < v->ncls; oc++) {
+            int c = order[oc];
             if (c == v->ref_cls)
                 continue;
             /* members of class c, split by call site */
             int start = v->cls_start[c], end = v->cls_start[c + 1];
-            unsigned char *done = (unsigned char *)gi_rank; /* reuse as flags */
+            unsigned char *done = (unsigned char *)ranks; /* first half reused as flags */
             memset(done, 0, (size_t)(end - start));
             for (int i = start; i < end; i++) {
                 if (done[i - start])
@@ -415,7 +443,7 @@ static int report_field(sb *s, const call_view *v)
                         done[j - start] = 1;
                         tmp[nr++] = v->m[j].rank;
                     }
-                if (!same_site(v->m[i].fp, ref))
+                if (site_known(v->m[i].fp) && site_known(ref) && !same_site(v->m[i].fp, ref))
                     any_other_site = 1;
                 if (pass == 0) {
                     nodd_groups++;
@@ -427,13 +455,15 @@ static int report_field(sb *s, const call_view *v)
                 }
                 if (nodd_groups == 1) {
                     if (nr == 1)
-                        sb_printf(s, "rank %d's call at ", tmp[0]);
+                        sb_printf(s, "rank %d's call", tmp[0]);
                     else {
                         sb_printf(s, "the calls of ");
                         sb_ranks(s, tmp, nr);
-                        sb_printf(s, " at ");
                     }
-                    sb_site(s, v->m[i].fp);
+                    if (site_known(v->m[i].fp)) {
+                        sb_printf(s, " at ");
+                        sb_site(s, v->m[i].fp);
+                    }
                 } else {
                     sb_printf(s, "%s", listed ? ", " : "the calls of ");
                     sb_ranks(s, tmp, nr);
@@ -447,17 +477,11 @@ static int report_field(sb *s, const call_view *v)
         if (pass == 1 && more)
             sb_printf(s, ", and %d more ranks", more);
     }
-    if (any_other_site) {
-        /* The odd ranks are on another code path: the field is a symptom,
-         * the cause is the control flow that led there (lesson Q1). */
-        int nr = cls_ranks(v, v->ref_cls, tmp);
-        sb_printf(s, " (");
-        sb_ranks(s, tmp, nr);
-        sb_printf(s, " called from ");
-        sb_site(s, ref);
-        sb_printf(s, ": a different code path, so a call may have been skipped or added at or "
-                     "before #%" PRIu64 ")", ref->seq);
-    }
+    if (any_other_site)
+        /* The odd ranks reached this call from another line: the differing
+         * field is a symptom, the cause is the control flow that led there,
+         * maybe a call skipped or added earlier (lesson Q1). */
+        sb_printf(s, " (a different call site: check the control flow that led there)");
     coh_free(ranks), coh_free(g), coh_free(idx);
     return 0;
 }
@@ -546,16 +570,18 @@ static const cohort_fingerprint *hist_at(const rhist *h, uint64_t seq)
 
 /* Does rank o's history, shifted by `shift` seqs, equal rank m's after d?
  * shift = +1: o[d+k] == m[d+k-1] for k >= 1 (o made an extra call at d);
- * shift = -1: o[d+k] == m[d+k+1] for k >= 0 (o skipped m's call at d).
- * Needs at least one pair compared; call sites must match too. */
+ * shift = -1: o[d+k] == m[d+k+1] for k >= 0 (o skipped m's call at d);
+ * shift = 0:  o[d+k] == m[d+k]   for k >= 1 (no shift: only call d differs).
+ * Returns 1 if every pair compared matches (contract and call site), 0 if
+ * one differs, -1 if no pair could be compared. */
 static int shifted_match(const rhist *o, const rhist *m, uint64_t d, int shift)
 {
     int compared = 0;
     for (int i = 0; i < o->n; i++) {
         const cohort_fingerprint *a = o->e[i];
-        if (a->seq < d + (shift > 0 ? 1u : 0u))
+        if (a->seq < d + (shift >= 0 ? 1u : 0u))
             continue;
-        uint64_t ms = shift > 0 ? a->seq - 1 : a->seq + 1;
+        uint64_t ms = a->seq - (uint64_t)(int64_t)shift;
         const cohort_fingerprint *b = hist_at(m, ms);
         if (!b)
             continue;
@@ -563,7 +589,33 @@ static int shifted_match(const rhist *o, const rhist *m, uint64_t d, int shift)
             return 0;
         compared++;
     }
-    return compared > 0;
+    return compared ? 1 : -1;
+}
+
+/* Classifies one odd class against the majority's lowest rank: extra,
+ * skipped, either (periodic code: both shifts fit), or no provable shift.
+ * A shift needs positive evidence (a shifted pair that matches) and must
+ * not be explained as well by the plain alignment (the calls after d
+ * agree unshifted: then only call d differs - a substitution). */
+static int classify_shift(const rhist *h, const call_view *v, int odd_cls, int ref_rank,
+                          uint64_t d)
+{
+    const rhist *ref = &h[ref_rank];
+    int extra = 1, skipped = 1;
+    for (int i = v->cls_start[odd_cls]; i < v->cls_start[odd_cls + 1]; i++) {
+        const rhist *o = &h[v->m[i].rank];
+        if (shifted_match(o, ref, d, 0) == 1)
+            return COH_DIV_FIELD;
+        extra = extra && shifted_match(o, ref, d, +1) == 1;
+        skipped = skipped && shifted_match(o, ref, d, -1) == 1;
+    }
+    if (extra && skipped)
+        return COH_DIV_SHIFTED;
+    if (extra)
+        return COH_DIV_EXTRA;
+    if (skipped)
+        return COH_DIV_SKIPPED;
+    return COH_DIV_FIELD;
 }
 
 typedef struct div_state {
@@ -632,15 +684,7 @@ static int find_divergence(rhist *h, int nranks, div_state *st)
         st->d.kind = COH_DIV_FIELD;
         if (st->v.has_majority && st->v.ncls == 2) {
             int odd_cls = st->v.ref_cls == 0 ? 1 : 0;
-            const rhist *ref = &h[st->d.ref_rank];
-            int extra = 1, skipped = 1;
-            for (int i = st->v.cls_start[odd_cls]; i < st->v.cls_start[odd_cls + 1]; i++) {
-                const rhist *o = &h[st->v.m[i].rank];
-                extra = extra && shifted_match(o, ref, s, +1);
-                skipped = skipped && shifted_match(o, ref, s, -1);
-            }
-            if (extra != skipped)
-                st->d.kind = extra ? COH_DIV_EXTRA : COH_DIV_SKIPPED;
+            st->d.kind = classify_shift(h, &st->v, odd_cls, st->d.ref_rank, s);
         }
         return 1;
     }
@@ -720,6 +764,17 @@ static void report_shift(sb *s, const div_state *st, const rhist *h)
         sb_printf(s, " called %s #%" PRIu64 " (", coh_coll_name(mf->coll), mf->seq);
         sb_site(s, mf);
         sb_printf(s, "); the calls after it are misaligned");
+    } else if (st->d.kind == COH_DIV_SHIFTED) {
+        /* Repetitive code (a loop of the same calls) makes a skipped call
+         * and an extra one look the same afterwards: say both. */
+        sb_printf(s, " %s one call out of step from #%" PRIu64 ": %s skipped %s #%" PRIu64 " (",
+                  no == 1 ? "is" : "are", st->d.seq, no == 1 ? "it" : "they",
+                  coh_coll_name(mf->coll), mf->seq);
+        sb_site(s, mf);
+        sb_printf(s, "), or %s %s #%" PRIu64 " (", no == 1 ? "its" : "their",
+                  coh_coll_name(of->coll), of->seq);
+        sb_site(s, of);
+        sb_printf(s, ") is an extra call; the calls after it are misaligned");
     } else {
         const cohort_fingerprint *next = hist_at(&h[maj[0]], st->d.seq + 1);
         sb_printf(s, " skipped %s #%" PRIu64 " (", coh_coll_name(mf->coll), mf->seq);

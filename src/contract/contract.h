@@ -101,6 +101,7 @@ enum coh_div_kind {
     COH_DIV_FIELD,    /* ranks made different calls at `seq`; `field` is the first difference */
     COH_DIV_EXTRA,    /* the odd ranks made an extra call at `seq` */
     COH_DIV_SKIPPED,  /* the odd ranks skipped the majority's call at `seq` */
+    COH_DIV_SHIFTED,  /* one call out of step, direction unprovable (repetitive calls) */
 };
 typedef struct coh_divergence {
     int kind;         /* coh_div_kind */
