@@ -32,8 +32,10 @@ static void safe_name(char *out, size_t cap, const char *in)
         out[o++] = ok ? c : '_';
     }
     out[o] = 0;
-    if (!o || out[0] == '.')
+    if (!o)
         snprintf(out, cap, "%s", "cohort");
+    else if (out[0] == '.')
+        out[0] = '_'; /* hidden names are temporaries */
 }
 
 typedef struct wbuf {
