@@ -490,12 +490,17 @@ static int want_int(jp *p, const jv *v, const char *key, int64_t lo, int64_t hi,
         snprintf(m, sizeof m, "\"%s\": expected an integer", key);
         return jp_fail(p, m);
     }
-    if ((!v->neg && v->mag > (uint64_t)hi) || (v->neg && (v->mag > (uint64_t)INT64_MAX ||
-                                                          -(int64_t)v->mag < lo))) {
+    /* |value| beyond INT64_MAX is out of every range we accept. */
+    if (v->mag > (uint64_t)INT64_MAX) {
         snprintf(m, sizeof m, "\"%s\": out of range", key);
         return jp_fail(p, m);
     }
-    *out = v->neg ? -(int64_t)v->mag : (int64_t)v->mag;
+    int64_t x = v->neg ? -(int64_t)v->mag : (int64_t)v->mag;
+    if (x < lo || x > hi) {
+        snprintf(m, sizeof m, "\"%s\": out of range", key);
+        return jp_fail(p, m);
+    }
+    *out = x;
     return 0;
 }
 
