@@ -618,12 +618,46 @@ static int classify_shift(const rhist *h, const call_view *v, int odd_cls, int r
     return COH_DIV_FIELD;
 }
 
-typedef struct div_state {
+/* forward: the state find_divergence fills */
+typedef struct div_state div_state;
+static void earlier_shift(const rhist *h, div_state *st, int odd_cls, uint64_t d);
+
+struct div_state {
     coh_divergence d;
     call_view v;     /* the view at d.seq (valid when d.kind != NONE) */
     uint64_t lo, hi; /* seqs compared (no divergence) */
     int compared;    /* some seq had two ranks */
-} div_state;
+};
+
+/* The lesson's false attribution: an extra or skipped call whose contract
+ * happens to equal the call it pairs with passes unnoticed, and the error
+ * surfaces one or more calls later. If the contracts first differ at d but
+ * the odd ranks' call sites already differed from the majority's at an
+ * earlier seq with equal contracts, test the shift hypotheses from there:
+ * the report then names the call that really diverged. */
+static void earlier_shift(const rhist *h, div_state *st, int odd_cls, uint64_t d)
+{
+    const call_view *v = &st->v;
+    const rhist *ref = &h[st->d.ref_rank];
+    for (uint64_t s0 = st->lo; s0 < d; s0++) {
+        const cohort_fingerprint *rf = hist_at(ref, s0);
+        if (!rf || !site_known(rf))
+            continue;
+        int all_differ = 1;
+        for (int i = v->cls_start[odd_cls]; i < v->cls_start[odd_cls + 1] && all_differ; i++) {
+            const cohort_fingerprint *of = hist_at(&h[v->m[i].rank], s0);
+            all_differ = of && site_known(of) && !same_site(of, rf);
+        }
+        if (!all_differ)
+            continue;
+        int k = classify_shift(h, v, odd_cls, st->d.ref_rank, s0);
+        if (k != COH_DIV_FIELD) {
+            st->d.seq = s0;
+            st->d.kind = k;
+        }
+        return; /* only the first site divergence can be the cause */
+    }
+}
 
 /* Finds the first divergence. Returns 1 found, 0 none, -1 OOM. */
 static int find_divergence(rhist *h, int nranks, div_state *st)
@@ -685,6 +719,8 @@ static int find_divergence(rhist *h, int nranks, div_state *st)
         if (st->v.has_majority && st->v.ncls == 2) {
             int odd_cls = st->v.ref_cls == 0 ? 1 : 0;
             st->d.kind = classify_shift(h, &st->v, odd_cls, st->d.ref_rank, s);
+            if (st->d.kind == COH_DIV_FIELD)
+                earlier_shift(h, st, odd_cls, s);
         }
         return 1;
     }
