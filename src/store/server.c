@@ -56,14 +56,18 @@ static void conn_set_events(conn *c, uint32_t ev)
 }
 
 /* Reading is paused while a client is far behind on its replies, and
- * stopped once an ERROR is queued. */
+ * stopped once an ERROR is queued. EPOLLOUT is wanted only when a flush
+ * left bytes behind; replies queued in this iteration are written by
+ * flush_all first, so the common request/reply costs no epoll_ctl. */
 static void conn_update_events(conn *c)
 {
     uint32_t ev = 0;
     if (!c->closing && c->out_bytes < OUT_HIGH)
         ev |= EPOLLIN;
-    if (c->oq_head)
+    if (c->oq_head && !c->in_flush)
         ev |= EPOLLOUT;
+    else if (c->in_flush)
+        ev |= c->ev & EPOLLOUT;
     conn_set_events(c, ev);
 }
 
