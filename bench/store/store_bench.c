@@ -111,6 +111,35 @@ static long server_rss_kb(void)
     return rss;
 }
 
+/* CPU seconds (user + system) a process has used so far. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char buf[2048];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    unsigned long ut = 0, st = 0;
+    /* fields after ")": state ppid pgrp session tty tpgid flags minflt cminflt majflt
+     * cmajflt utime stime */
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return -1;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double children_cpu_s(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_CHILDREN, &ru);
+    return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+           ru.ru_stime.tv_usec * 1e-6;
+}
+
 static void server_stop(void)
 {
     kill(server_pid, SIGTERM);
@@ -250,6 +279,8 @@ static void run_tp(int nc, const char *op, size_t vsize, double duration)
         if (read(rp[0], &b, 1) != 1)
             die("ready", "a client failed to start");
     }
+    double srv_cpu0 = proc_cpu_s(server_pid);
+    double kid_cpu0 = children_cpu_s();
     close(gp[1]); /* go: every child's read() returns */
     long total = 0;
     double wall = 0;
@@ -265,17 +296,21 @@ static void run_tp(int nc, const char *op, size_t vsize, double duration)
             wall = r.elapsed;
         close(outs[i]);
     }
+    double srv_cpu = proc_cpu_s(server_pid) - srv_cpu0;
     for (int i = 0; i < nc; i++)
         waitpid(kids[i], NULL, 0);
+    /* children's CPU includes their connect and preset before "go" (small) */
+    double kid_cpu = children_cpu_s() - kid_cpu0;
     long rss = server_rss_kb();
     server_stop();
     qsort(lats, nl, sizeof *lats, cmpd);
     printf("{\"impl\": \"cohort\", \"kind\": \"tp\", \"clients\": %d, \"op\": \"%s\", "
            "\"value_bytes\": %zu, \"duration_s\": %.3f, \"ops\": %ld, \"ops_per_s\": %.1f, "
            "\"MB_per_s\": %.1f, \"p50_us\": %.1f, \"p99_us\": %.1f, \"max_us\": %.1f, "
-           "\"server_hwm_kb\": %ld}\n",
+           "\"server_hwm_kb\": %ld, \"server_cpu_us_per_op\": %.2f, \"client_cpu_us_per_op\": %.2f}\n",
            nc, op, vsize, wall, total, (double)total / wall, (double)total * (double)vsize / wall / 1e6,
-           pct(lats, nl, 50) * 1e6, pct(lats, nl, 99) * 1e6, lats[nl - 1] * 1e6, rss);
+           pct(lats, nl, 50) * 1e6, pct(lats, nl, 99) * 1e6, lats[nl - 1] * 1e6, rss,
+           srv_cpu * 1e6 / (double)total, kid_cpu * 1e6 / (double)total);
     fflush(stdout);
     free(lats);
     free(outs);
@@ -331,7 +366,8 @@ static void run_rdzv(int n, int rounds, int pre)
         usage();
     server_start();
     double *done = calloc((size_t)rounds, sizeof *done);
-    double fork_ms = 0;
+    double fork_ms = 0, wake_ms = 0, conn_ms = 0, kid_cpu = 0;
+    double srv_cpu0 = proc_cpu_s(server_pid);
     for (int rd = 0; rd < rounds; rd++) {
         int rp[2], gp[2], op_[2];
         if (pipe(rp) || pipe(gp) || pipe(op_))
@@ -356,21 +392,29 @@ static void run_rdzv(int n, int rounds, int pre)
                 die("ready", "client failed");
         }
         fork_ms += (now_s() - tf) * 1e3;
+        double kid0 = children_cpu_s();
         /* let every child block in read(go) before the clock starts */
         struct timespec ts = {0, 200 * 1000000};
         nanosleep(&ts, NULL);
         double t_go = now_s();
         close(gp[1]);
-        double last = 0;
+        double last = 0, wake = 0, conn = 0;
         for (int i = 0; i < n; i++) {
             rd_res r;
             if (read_full(op_[0], &r, sizeof r))
                 die("result", "client died");
             if (r.t_end > last)
                 last = r.t_end;
+            if (r.t_start - t_go > wake)
+                wake = r.t_start - t_go;
+            if (r.t_conn - t_go > conn)
+                conn = r.t_conn - t_go;
         }
+        wake_ms += wake * 1e3 / rounds;
+        conn_ms += conn * 1e3 / rounds;
         for (int i = 0; i < n; i++)
             waitpid(kids[i], NULL, 0);
+        kid_cpu += children_cpu_s() - kid0;
         done[rd] = (last - t_go) * 1e3;
         close(rp[0]);
         close(rp[1]);
@@ -378,6 +422,7 @@ static void run_rdzv(int n, int rounds, int pre)
         close(op_[0]);
         free(kids);
     }
+    double srv_cpu = proc_cpu_s(server_pid) - srv_cpu0;
     server_stop();
     double sorted[64];
     memcpy(sorted, done, (size_t)rounds * sizeof *done);
@@ -386,9 +431,11 @@ static void run_rdzv(int n, int rounds, int pre)
                             : (sorted[rounds / 2 - 1] + sorted[rounds / 2]) / 2;
     printf("{\"impl\": \"cohort\", \"kind\": \"rdzv\", \"clients\": %d, \"mode\": \"%s\", "
            "\"rounds\": %d, \"median_all_done_ms\": %.2f, \"max_all_done_ms\": %.2f, "
-           "\"fork_ms\": %.1f}\n",
+           "\"fork_ms\": %.1f, \"last_woken_ms\": %.2f, \"last_connected_ms\": %.2f, "
+           "\"client_cpu_us_each\": %.1f, \"server_cpu_us_per_client\": %.1f}\n",
            n, pre ? "preconnected barrier" : "connect+register+barrier", rounds, med,
-           sorted[rounds - 1], fork_ms / rounds);
+           sorted[rounds - 1], fork_ms / rounds, wake_ms, conn_ms, kid_cpu * 1e6 / rounds / n,
+           srv_cpu * 1e6 / rounds / n);
     fflush(stdout);
     free(done);
 }

@@ -313,7 +313,8 @@ static void conn_close(conn *c)
     dl_del(&c->jnode);
     dl_del(&c->pnode);
     if (c->body) {
-        coh_free(c->body);
+        coh_blob_unref(c->body_blob);
+        c->body_blob = NULL;
         c->body = NULL;
         s->mem_used -= c->body_mem;
         c->body_mem = 0;
@@ -593,7 +594,8 @@ static int take_header(conn *c, const uint8_t *hb)
     return 0;
 }
 
-/* The buffered body of c->fh is complete: handle it and release it. */
+/* The buffered body of c->fh is complete: handle it and release it (unless
+ * a SET adopted it as its value, which then carries its own charge). */
 static void body_done(conn *c)
 {
     uint8_t *b = c->body;
@@ -602,7 +604,8 @@ static void body_done(conn *c)
     c->body_mem = 0;
     c->in_body = 0;
     handle_frame(c, &c->fh, b);
-    coh_free(b);
+    coh_blob_unref(c->body_blob);
+    c->body_blob = NULL;
     c->srv->mem_used -= bm;
 }
 
@@ -665,7 +668,8 @@ static void conn_feed(conn *c, const uint8_t *p, size_t n)
             c->skip = need;
             continue;
         }
-        c->body = coh_malloc(need);
+        c->body_blob = coh_blob_alloc(need);
+        c->body = c->body_blob ? c->body_blob->storage : NULL;
         if (!c->body) {
             coh_srv_reply_err(c, c->fh.op, c->fh.id, COHORT_ERR_NOMEM,
                               "store server out of memory for a %zu-byte request", need);
