@@ -56,14 +56,18 @@ static void conn_set_events(conn *c, uint32_t ev)
 }
 
 /* Reading is paused while a client is far behind on its replies, and
- * stopped once an ERROR is queued. */
+ * stopped once an ERROR is queued. EPOLLOUT is wanted only when a flush
+ * left bytes behind; replies queued in this iteration are written by
+ * flush_all first, so the common request/reply costs no epoll_ctl. */
 static void conn_update_events(conn *c)
 {
     uint32_t ev = 0;
     if (!c->closing && c->out_bytes < OUT_HIGH)
         ev |= EPOLLIN;
-    if (c->oq_head)
+    if (c->oq_head && !c->in_flush)
         ev |= EPOLLOUT;
+    else if (c->in_flush)
+        ev |= c->ev & EPOLLOUT;
     conn_set_events(c, ev);
 }
 
@@ -309,7 +313,8 @@ static void conn_close(conn *c)
     dl_del(&c->jnode);
     dl_del(&c->pnode);
     if (c->body) {
-        coh_free(c->body);
+        coh_blob_unref(c->body_blob);
+        c->body_blob = NULL;
         c->body = NULL;
         s->mem_used -= c->body_mem;
         c->body_mem = 0;
@@ -589,7 +594,8 @@ static int take_header(conn *c, const uint8_t *hb)
     return 0;
 }
 
-/* The buffered body of c->fh is complete: handle it and release it. */
+/* The buffered body of c->fh is complete: handle it and release it (unless
+ * a SET adopted it as its value, which then carries its own charge). */
 static void body_done(conn *c)
 {
     uint8_t *b = c->body;
@@ -598,7 +604,8 @@ static void body_done(conn *c)
     c->body_mem = 0;
     c->in_body = 0;
     handle_frame(c, &c->fh, b);
-    coh_free(b);
+    coh_blob_unref(c->body_blob);
+    c->body_blob = NULL;
     c->srv->mem_used -= bm;
 }
 
@@ -661,7 +668,8 @@ static void conn_feed(conn *c, const uint8_t *p, size_t n)
             c->skip = need;
             continue;
         }
-        c->body = coh_malloc(need);
+        c->body_blob = coh_blob_alloc(need);
+        c->body = c->body_blob ? c->body_blob->storage : NULL;
         if (!c->body) {
             coh_srv_reply_err(c, c->fh.op, c->fh.id, COHORT_ERR_NOMEM,
                               "store server out of memory for a %zu-byte request", need);

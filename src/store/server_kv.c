@@ -34,13 +34,23 @@ static void mem_uncharge(struct cohort_store_server *s, size_t n) { s->mem_used 
 
 /* ---- blobs ---- */
 
-static blob *blob_new(const void *p1, size_t n1, const void *p2, size_t n2)
+blob *coh_blob_alloc(size_t n)
 {
-    blob *b = coh_malloc(sizeof *b + n1 + n2);
+    blob *b = coh_malloc(sizeof *b + n);
     if (!b)
         return NULL;
     b->refs = 1;
-    b->len = n1 + n2;
+    b->len = n;
+    b->cost = sizeof *b + n;
+    b->data = b->storage;
+    return b;
+}
+
+static blob *blob_new(const void *p1, size_t n1, const void *p2, size_t n2)
+{
+    blob *b = coh_blob_alloc(n1 + n2);
+    if (!b)
+        return NULL;
     if (n1)
         memcpy(b->data, p1, n1);
     if (n2)
@@ -55,6 +65,10 @@ void coh_blob_unref(blob *b)
 }
 
 static size_t blob_cost(size_t len) { return sizeof(blob) + len; }
+
+/* Memory a stored value is charged: what its blob says (an adopted frame
+ * also carries the key and the header bytes). */
+static size_t val_cost(const blob *b) { return b->cost; }
 
 /* ---- hash table ---- */
 
@@ -385,7 +399,7 @@ void coh_kv_job_free(struct cohort_store_server *s, job *j)
 static void kent_store(job *j, kent *e, blob *b, struct cohort_store_server *s)
 {
     if (e->val) {
-        mem_uncharge(s, blob_cost(e->val->len));
+        mem_uncharge(s, val_cost(e->val));
         coh_blob_unref(e->val);
     } else {
         j->npresent++;
@@ -404,14 +418,31 @@ static cohort_status set_value(conn *c, const coh_slice *k, const void *p1, size
     cohort_status st = COHORT_OK;
     size_t cost = blob_cost(n1 + n2);
     kent *e = kent_find(s, j, k);
-    size_t freed = (e && e->val) ? blob_cost(e->val->len) : 0;
+    size_t freed = (e && e->val) ? val_cost(e->val) : 0;
     /* Replacing a value only costs the growth; the old value is released in
      * kent_store right after, so mem_used overshoots only transiently. */
     size_t growth = cost > freed ? cost - freed : 0;
     if (growth > s->max_memory || s->mem_used > s->max_memory - growth)
         return COHORT_ERR_TOO_LARGE;
+    /* A large SET whose frame was buffered keeps that buffer as the value's
+     * storage: no second copy of a 1 MiB value. */
+    blob *b = NULL;
+    if (c->body_blob && !n2 && n1 >= BIG_VALUE && (const uint8_t *)p1 >= c->body_blob->storage &&
+        (const uint8_t *)p1 + n1 <= c->body_blob->storage + c->body_blob->len) {
+        b = c->body_blob;
+        c->body_blob = NULL;
+        b->data = (uint8_t *)p1;
+        b->len = n1;
+        cost = b->cost;
+        growth = cost > freed ? cost - freed : 0;
+        if (growth > s->max_memory || s->mem_used > s->max_memory - growth) {
+            c->body_blob = b; /* still the frame's; freed with it */
+            return COHORT_ERR_TOO_LARGE;
+        }
+    }
     s->mem_used += cost;
-    blob *b = blob_new(p1, n1, p2, n2);
+    if (!b)
+        b = blob_new(p1, n1, p2, n2);
     if (!e && b)
         e = kent_get(s, j, k, &st);
     if (!b || !e) {
@@ -564,7 +595,7 @@ static void h_delete(conn *c, const coh_req *q)
     kent *e = kent_find(s, c->job, &q->key);
     int deleted = 0;
     if (e && e->val) {
-        mem_uncharge(s, blob_cost(e->val->len));
+        mem_uncharge(s, val_cost(e->val));
         coh_blob_unref(e->val);
         e->val = NULL;
         c->job->npresent--;
@@ -768,7 +799,7 @@ static void h_multi_set(conn *c, const coh_req *q)
         coh_slice k, v;
         coh_req_next(&it, &k, &v);
         kent *e = kent_find(s, c->job, &k);
-        size_t freed = (e && e->val) ? blob_cost(e->val->len) : 0;
+        size_t freed = (e && e->val) ? val_cost(e->val) : 0;
         size_t cost = blob_cost(v.n) + (e ? 0 : kent_cost(k.n));
         growth += cost > freed ? cost - freed : 0;
     }
@@ -856,6 +887,8 @@ static void h_cancel(conn *c, const coh_req *q)
     /* Already answered: the client discards that reply by its id. */
 }
 
+static void coh_kv_dispatch(conn *c, const coh_req *q);
+
 static void h_stats(conn *c, const coh_req *q)
 {
     struct cohort_store_server *s = c->srv;
@@ -871,6 +904,18 @@ static void h_stats(conn *c, const coh_req *q)
 }
 
 void coh_kv_handle(conn *c, const coh_req *q)
+{
+    /* Only a plain SET may adopt the frame buffer: other ops keep reading
+     * the payload after storing (MULTI_SET) or store a mix (APPEND). */
+    blob *frame = c->body_blob;
+    if (q->op != COH_OP_SET)
+        c->body_blob = NULL;
+    coh_kv_dispatch(c, q);
+    if (q->op != COH_OP_SET)
+        c->body_blob = frame;
+}
+
+static void coh_kv_dispatch(conn *c, const coh_req *q)
 {
     switch (q->op) {
     case COH_OP_SET:

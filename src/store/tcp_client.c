@@ -867,6 +867,7 @@ static cohort_status simple_kv(cohort_store *s, uint8_t op, const char *opname, 
         return st;
     coh_wr w;
     coh_wr_init(&w);
+    coh_wr_reserve(&w, COH_PROTO_HDR + 8 + kl + vl); /* one allocation, no regrowth */
     size_t at = coh_wr_begin_frame(&w);
     coh_wr_bytes(&w, k, kl);
     coh_wr_bytes(&w, v, vl);
@@ -927,13 +928,16 @@ static cohort_status tcp_get(cohort_store *s, const void *k, size_t kl, void **v
     const uint8_t *p = coh_rd_bytes(&r.body, &n);
     if (r.body.err || r.body.n) {
         st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
-    } else if (!(*v = dup_value(p, n))) {
-        st = coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "%s: %u-byte value", what, n);
-    } else {
-        *vl = n;
+        coh_free(pl);
+        return st;
     }
-    coh_free(pl);
-    return st;
+    /* The reply buffer becomes the value: [status][u32 len][value] is at
+     * least 5 bytes longer than the value, so it also holds the NUL. */
+    memmove(pl, p, n);
+    pl[n] = 0;
+    *v = pl;
+    *vl = n;
+    return COHORT_OK;
 }
 
 static cohort_status tcp_add(cohort_store *s, const void *k, size_t kl, int64_t d, int64_t *res)
@@ -972,6 +976,7 @@ static cohort_status tcp_cas(cohort_store *s, const void *k, size_t kl, const vo
         return st;
     coh_wr w;
     coh_wr_init(&w);
+    coh_wr_reserve(&w, COH_PROTO_HDR + 12 + kl + el + dl);
     size_t at = coh_wr_begin_frame(&w);
     coh_wr_bytes(&w, k, kl);
     coh_wr_bytes(&w, e, el);
@@ -1241,8 +1246,12 @@ static cohort_status tcp_multi_set(cohort_store *s, const void *const *k, const 
     for (int i = 0; i < n; i++)
         if ((st = check_key(s, what, kl[i])) || (st = check_val(s, what, vl[i])))
             return st;
+    size_t total = COH_PROTO_HDR + 4;
+    for (int i = 0; i < n; i++)
+        total += 8 + kl[i] + vl[i];
     coh_wr w;
     coh_wr_init(&w);
+    coh_wr_reserve(&w, total);
     size_t at = coh_wr_begin_frame(&w);
     coh_wr_u32(&w, (uint32_t)n);
     for (int i = 0; i < n; i++) {
