@@ -13,6 +13,10 @@
  *   crun_probe trap                print "ready", on SIGINT/SIGTERM print which
  *                                  signal arrived and exit 0
  *   crun_probe flaky RANK UNTIL    RANK exits 9 while COHORT_RESTART_COUNT < UNTIL
+ *   crun_probe store               generation 1: rank 0 writes a key into the
+ *                                  launcher's store, rank 1 then fails (exit 9);
+ *                                  generation 2: rank 0 reads the key back and
+ *                                  tries to connect as generation 1
  *
  * "wait" is pause() bounded by alarm(60): a leaked worker still ends. With
  * PROBE_STUBBORN=1 in the environment, waiting ranks ignore SIGTERM.
@@ -24,6 +28,9 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "cohort.h"
+#include "store/backend.h"
 
 static int env_int(const char *n)
 {
@@ -77,6 +84,40 @@ static int token_in_cmdline(const char *tok)
             return 1;
     }
     return 0;
+}
+
+static int store_mode(int rank)
+{
+    unsigned gen = (unsigned)env_int("COHORT_GENERATION");
+    const char *url = getenv("COHORT_STORE"), *job = getenv("COHORT_JOB_ID");
+    const char *tok = getenv("COHORT_TOKEN");
+    cohort_store *s = NULL;
+    cohort_status st = coh_store_connect_gen(&s, url, job, tok, gen, 10000);
+    if (st != COHORT_OK) {
+        fprintf(stderr, "connect: %s: %s\n", cohort_status_name(st), cohort_last_error(NULL));
+        return 1;
+    }
+    char *v = NULL;
+    int rc = 0;
+    if (gen == 1 && rank == 0) {
+        st = cohort_store_sets(s, "probe/k", "written in generation 1");
+        rc = st == COHORT_OK ? 0 : 1;
+    } else if (gen == 1) {
+        st = cohort_store_gets(s, "probe/k", &v, 10000); /* then fail: restart */
+        rc = st == COHORT_OK ? 9 : 1;
+    } else if (rank == 0) {
+        st = cohort_store_gets(s, "probe/k", &v, 1000);
+        printf("generation %u read: %s\n", gen, st == COHORT_OK ? v : cohort_status_name(st));
+        cohort_store *old = NULL;
+        st = coh_store_connect_gen(&old, url, job, tok, 1, 2000);
+        printf("generation 1 client %s: %s: %s\n", st == COHORT_OK ? "accepted" : "refused",
+               cohort_status_name(st), st == COHORT_OK ? "" : cohort_last_error(NULL));
+        if (old)
+            cohort_store_close(old);
+    }
+    free(v);
+    cohort_store_close(s);
+    return rc;
 }
 
 static volatile sig_atomic_t got_sig;
@@ -192,6 +233,8 @@ int main(int argc, char **argv)
         }
         return 0;
     }
+    if (!strcmp(mode, "store"))
+        return store_mode(rank);
     fprintf(stderr, "crun_probe: bad arguments\n");
     return 64;
 }
