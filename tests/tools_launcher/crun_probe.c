@@ -54,9 +54,6 @@ static uint64_t fnv(const char *s)
 
 static void wait_forever(void)
 {
-    /* PROBE_STUBBORN=1: make the launcher escalate to SIGKILL. */
-    if (getenv("PROBE_STUBBORN"))
-        signal(SIGTERM, SIG_IGN);
     alarm(60);
     for (;;)
         pause();
@@ -126,6 +123,10 @@ static void on_sig(int s) { got_sig = s; }
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* PROBE_STUBBORN=1: make the launcher escalate to SIGKILL. Set before
+     * anything is printed: "ready" must mean "will ignore SIGTERM". */
+    if (getenv("PROBE_STUBBORN"))
+        signal(SIGTERM, SIG_IGN);
     int rank = env_int("RANK");
     const char *mode = argc > 1 ? argv[1] : "env";
 
