@@ -250,10 +250,12 @@ static int parse(int argc, char **argv, opts *o)
                 .ckpt_every = 10, .lr = 0.5, .seed = 42, .mismatch_at = -1, .kill_at = -1};
     int c;
     while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        if (c == '?')
+            return -1;
         char *end = NULL;
-        double v = strtod(optarg ? optarg : "", &end);
-        if (!optarg || end == optarg || *end) {
-            fprintf(stderr, "train: bad value for an option\n");
+        double v = strtod(optarg, &end);
+        if (c != 'C' && (end == optarg || *end)) {
+            fprintf(stderr, "train: %s: '%s' is not a number\n", argv[optind - 1], optarg);
             return -1;
         }
         switch (c) {

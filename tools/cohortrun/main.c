@@ -335,12 +335,6 @@ int main(int argc, char **argv)
         so.tokens = toks;
         so.n_jobs = 1;
         cohort_status s = cohort_store_server_start(&server, &so);
-        if (s == COHORT_ERR_UNSUPPORTED) {
-            /* TEMPORARY until the store module lands on main: run without. */
-            crun_msg("warning: store server not built (stub); workers get no working store");
-            server = NULL;
-            s = COHORT_OK;
-        }
         if (s != COHORT_OK) {
             crun_msg("cannot start the job's store on %s:%d: %s: %s", bind, so.port,
                      cohort_status_name(s), cohort_last_error(NULL));
