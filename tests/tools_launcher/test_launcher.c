@@ -294,6 +294,17 @@ START_TEST(log_dir_one_file_per_rank_and_stream)
 }
 END_TEST
 
+START_TEST(log_dir_unusable_is_a_launcher_error)
+{
+    crun_proc p;
+    RUN(&p, NULL, "-n", "2", "--log-dir", "/dev/null/logs", probe_path(), "env");
+    EXPECT_STATUS(&p, 125);
+    ck_assert_ptr_nonnull(strstr(p.ebuf, "cannot create log directory '/dev/null/logs': Not a directory"));
+    ck_assert_ptr_null(strstr(p.obuf, "RANK=")); /* nothing ran */
+    crun_free(&p);
+}
+END_TEST
+
 START_TEST(failure_exit_code_one_summary_with_stderr_tail)
 {
     crun_proc p;
@@ -565,6 +576,7 @@ static Suite *suite(void)
     tcase_add_test(t, token_file_is_used_and_never_printed);
     tcase_add_test(t, output_prefixed_whole_lines_streams_apart);
     tcase_add_test(t, log_dir_one_file_per_rank_and_stream);
+    tcase_add_test(t, log_dir_unusable_is_a_launcher_error);
     tcase_add_test(t, failure_exit_code_one_summary_with_stderr_tail);
     tcase_add_test(t, worker_signal_gives_128_plus_signal);
     tcase_add_test(t, stubborn_workers_get_sigkill_after_grace);

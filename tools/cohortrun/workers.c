@@ -497,8 +497,12 @@ void crun_run_generation(crun_job *job, uint32_t gen, crun_result *r)
         r->code = CRUN_EXIT_LAUNCHER;
         goto out;
     }
-    for (int i = 0; i < s->n; i++)
+    for (int i = 0; i < s->n; i++) {
         exec_fds[i] = -1;
+        /* Until initialised, nothing to close (calloc's 0 would be stdin). */
+        s->w[i].out.fd = s->w[i].out.log_fd = -1;
+        s->w[i].err.fd = s->w[i].err.log_fd = -1;
+    }
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = TAG(TAG_SIG, 0)};
     epoll_ctl(s->ep, EPOLL_CTL_ADD, job->sigfd, &ev);
     if (job->coord) {
