@@ -265,17 +265,16 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     if (g->local_size > 1 && g->force_transport != 2) {
         st = coh_shm_create(g, &g->shm);
         if (st != COHORT_OK) {
-            if (g->force_transport == 1) {
-                st = coh_err_set(&g->err, st, "shared memory (COHORT_TRANSPORT=shm): %s",
-                                 g->err.msg[0] ? g->err.msg : cohort_last_error(NULL));
-                goto out;
-            }
-            /* Not fatal in auto mode: the message algorithms still work. */
-            coh_warn("shared memory unavailable, using tcp inside the host: %s",
-                     g->err.msg[0] ? g->err.msg : cohort_last_error(NULL));
-            g->shm = NULL;
-            g->err.msg[0] = 0;
-            g->err.status = COHORT_OK;
+            /* Fatal even in auto mode: the segment is collective over the
+             * host's ranks, and a silent per-rank fallback would make ranks
+             * pick different algorithms. */
+            char why[COH_ERRLEN];
+            snprintf(why, sizeof why, "%s", g->err.msg[0] ? g->err.msg : cohort_last_error(NULL));
+            st = coh_err_set(&g->err, st,
+                             "shared memory between the %d ranks of host %s: %s (COHORT_TRANSPORT=tcp "
+                             "avoids it)",
+                             g->local_size, g->hosts[g->my_host], why);
+            goto out;
         }
     } else if (g->force_transport == 1 && g->n_hosts > 1) {
         st = coh_err_set(&g->err, COHORT_ERR_INVALID,
@@ -379,8 +378,10 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
         so.n_jobs = 1;
         st = cohort_store_server_start(&g->server, &so);
         if (st != COHORT_OK) {
+            char why[COH_ERRLEN];
+            snprintf(why, sizeof why, "%s", cohort_last_error(NULL));
             coh_err_set(NULL, st, "rank 0 could not host the store on port %d (MASTER_PORT): %s",
-                        s.store_port, cohort_last_error(NULL));
+                        s.store_port, why);
             coh_group_free(g);
             return st;
         }
@@ -388,15 +389,20 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
     st = coh_store_connect_gen(&g->store_root, g->store_addr, g->job_id, g->token, g->generation,
                                g->timeout_ms);
     if (st != COHORT_OK) {
-        coh_err_set(NULL, st, "connecting to the store at %s: %s", g->store_addr,
-                    g->store_root ? cohort_store_last_error(g->store_root)
-                                  : cohort_last_error(NULL));
+        char why[COH_ERRLEN];
+        snprintf(why, sizeof why, "%s",
+                 g->store_root ? cohort_store_last_error(g->store_root) : cohort_last_error(NULL));
+        /* The store's own message usually names the address already. */
+        if (strstr(why, g->store_addr))
+            coh_err_set(NULL, st, "%s", why);
+        else
+            coh_err_set(NULL, st, "connecting to the store at %s: %s", g->store_addr, why);
         coh_group_free(g);
         return st;
     }
     st = group_start(g);
     if (st != COHORT_OK) {
-        coh_err_set(NULL, st, "%s", g->err.msg);
+        coh_err_set(NULL, st, "%s", g->err.msg[0] ? g->err.msg : "group start failed");
         coh_group_free(g);
         return st;
     }
