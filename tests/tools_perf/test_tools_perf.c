@@ -99,6 +99,14 @@ static void run_tool(char *const argv[], run_out *r)
     unlink(errp);
 }
 
+/* The last max bytes of s: Check's messages have a bounded size. */
+static const char *tail(const char *s, size_t max)
+{
+    size_t l = strlen(s);
+    return l > max ? s + l - max : s;
+}
+#define T(s) tail((s), 1500)
+
 static void run_free(run_out *r)
 {
     free(r->out);
@@ -144,17 +152,17 @@ START_TEST(test_all_ops_check)
     run_out r;
     run_tool(argv, &r);
     ck_assert_msg(r.status == 0, "cohort-perf -n %d exited %d\nstdout:\n%s\nstderr:\n%s", n, r.status,
-                  r.out, r.err);
+                  T(r.out), T(r.err));
     for (int i = 0; ALL_OPS[i]; i++) {
         int ok, fail;
         int rows = rows_of(r.out, ALL_OPS[i], &ok, &fail);
         int want = !strcmp(ALL_OPS[i], "barrier") ? 1 : 3;
-        ck_assert_msg(rows == want, "%s: %d rows, want %d\n%s", ALL_OPS[i], rows, want, r.out);
-        ck_assert_msg(fail == 0, "%s: FAIL rows\n%s\n%s", ALL_OPS[i], r.out, r.err);
+        ck_assert_msg(rows == want, "%s: %d rows, want %d\n%s", ALL_OPS[i], rows, want, T(r.out));
+        ck_assert_msg(fail == 0, "%s: FAIL rows\n%s\n%s", ALL_OPS[i], T(r.out), T(r.err));
         if (strcmp(ALL_OPS[i], "barrier"))
-            ck_assert_msg(ok == want, "%s: %d ok of %d\n%s", ALL_OPS[i], ok, want, r.out);
+            ck_assert_msg(ok == want, "%s: %d ok of %d\n%s", ALL_OPS[i], ok, want, T(r.out));
     }
-    ck_assert_msg(strstr(r.out, "rss_init"), "no memory report:\n%s", r.out);
+    ck_assert_msg(strstr(r.out, "rss_init"), "no memory report:\n%s", T(r.out));
     run_free(&r);
 }
 END_TEST
@@ -174,8 +182,8 @@ START_TEST(test_dtypes_check)
         run_out r;
         run_tool(argv, &r);
         ck_assert_msg(r.status == 0, "%s/%s exited %d\n%s\n%s", combos[i][0], combos[i][1],
-                      r.status, r.out, r.err);
-        ck_assert_msg(!strstr(r.out, "FAIL"), "%s/%s:\n%s", combos[i][0], combos[i][1], r.out);
+                      r.status, T(r.out), T(r.err));
+        ck_assert_msg(!strstr(r.out, "FAIL"), "%s/%s:\n%s", combos[i][0], combos[i][1], T(r.out));
         run_free(&r);
     }
 }
@@ -193,12 +201,12 @@ START_TEST(test_corrupt_detected)
         run_out r;
         run_tool(argv, &r);
         ck_assert_msg(r.status == 1, "%s with --debug-corrupt exited %d, want 1\n%s\n%s", ops[i],
-                      r.status, r.out, r.err);
+                      r.status, T(r.out), T(r.err));
         int ok, fail;
         rows_of(r.out, ops[i], &ok, &fail);
-        ck_assert_msg(fail == 1, "%s: %d FAIL rows\n%s", ops[i], fail, r.out);
+        ck_assert_msg(fail == 1, "%s: %d FAIL rows\n%s", ops[i], fail, T(r.out));
         ck_assert_msg(strstr(r.err, "CHECK FAILED") && strstr(r.err, "element 0"),
-                      "%s: stderr does not name the element:\n%s", ops[i], r.err);
+                      "%s: stderr does not name the element:\n%s", ops[i], T(r.err));
         run_free(&r);
     }
 }
@@ -212,10 +220,10 @@ START_TEST(test_json_parses)
                     "3", "--json", "-l", "json \"test\"", "--deadline", "40", NULL};
     run_out r;
     run_tool(argv, &r);
-    ck_assert_msg(r.status == 0, "exit %d\n%s\n%s", r.status, r.out, r.err);
+    ck_assert_msg(r.status == 0, "exit %d\n%s\n%s", r.status, T(r.out), T(r.err));
     json_error_t e;
     json_t *doc = json_loads(r.out, 0, &e);
-    ck_assert_msg(doc, "JSON does not parse: %s at line %d:\n%s", e.text, e.line, r.out);
+    ck_assert_msg(doc, "JSON does not parse: %s at line %d:\n%s", e.text, e.line, T(r.out));
     ck_assert_str_eq(json_string_value(json_object_get(doc, "tool")), "cohort-perf");
     ck_assert_str_eq(json_string_value(json_object_get(doc, "label")), "json \"test\"");
     ck_assert_int_eq(json_integer_value(json_object_get(doc, "ranks")), 2);
@@ -286,9 +294,9 @@ START_TEST(test_env_ranks)
         fprintf(stderr, "rank 0 output:\n%s\n", text);
     cht_assert_all_ok(&res);
     int ok, fail;
-    ck_assert_msg(rows_of(text, "all_reduce", &ok, &fail) == 2 && ok == 2, "%s", text);
-    ck_assert_msg(rows_of(text, "sendrecv", &ok, &fail) == 2 && ok == 2, "%s", text);
-    ck_assert_msg(strstr(text, "ranks 2"), "%s", text);
+    ck_assert_msg(rows_of(text, "all_reduce", &ok, &fail) == 2 && ok == 2, "%s", T(text));
+    ck_assert_msg(rows_of(text, "sendrecv", &ok, &fail) == 2 && ok == 2, "%s", T(text));
+    ck_assert_msg(strstr(text, "ranks 2"), "%s", T(text));
     free(text);
 }
 END_TEST
@@ -307,9 +315,9 @@ START_TEST(test_bad_args)
         run_out r;
         run_tool(argv, &r);
         ck_assert_msg(r.status == 2, "%s %s: exit %d, want 2\n%s", bad[i][0], bad[i][1], r.status,
-                      r.err);
+                      T(r.err));
         ck_assert_msg(strstr(r.err, "cohort-perf:"), "%s %s: no message:\n%s", bad[i][0],
-                      bad[i][1], r.err);
+                      bad[i][1], T(r.err));
         run_free(&r);
     }
 }
