@@ -16,6 +16,8 @@
 #   COHORT_PERF=PATH the cohort-perf binary (default build/tools/cohort-perf/cohort-perf)
 #   PEERS_SRC=DIR    the peer harness, copied to a temp dir (default /work/shared/peers/coll)
 #   LAUNCH_TIMEOUT=900   seconds before one launch is killed
+#   QUIET_BUSY=20 QUIET_WAIT=120   before each launch, wait up to QUIET_WAIT s for
+#                    the machine to be under QUIET_BUSY % busy (it is shared)
 #
 # Configurations:
 #   shm2      2 ranks, shared memory: cohort, Open MPI (vader), MPICH (ch4 posix), Gloo (TCP)
@@ -110,11 +112,39 @@ cat "$OUT/run_info.txt" >&2
 
 free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
+# busy_pct: share of CPU time the machine spent busy over the last second
+# (everything else: this script is idle while it samples).
+busy_pct() {
+
+    read -r _ a1 a2 a3 a4 a5 a6 a7 a8 _ < /proc/stat
+    sleep 1
+    read -r _ b1 b2 b3 b4 b5 b6 b7 b8 _ < /proc/stat
+    local idle=$(( (b4 + b5) - (a4 + a5) ))
+    local total=$(( (b1+b2+b3+b4+b5+b6+b7+b8) - (a1+a2+a3+a4+a5+a6+a7+a8) ))
+    [ $total -gt 0 ] && echo $(( 100 * (total - idle) / total )) || echo 0
+}
+
+# wait_quiet: the machine is shared; before a launch wait (at most QUIET_WAIT
+# seconds) until other work leaves the CPUs under QUIET_BUSY percent busy, and
+# say what the launch got. Noise is still there: that is why medians are taken.
+QUIET_BUSY=${QUIET_BUSY:-20}
+QUIET_WAIT=${QUIET_WAIT:-120}
+LAST_BUSY=0
+wait_quiet() {
+    local t0=$SECONDS
+    LAST_BUSY=$(busy_pct)
+    while [ "$LAST_BUSY" -ge "$QUIET_BUSY" ] && [ $((SECONDS - t0)) -lt "$QUIET_WAIT" ]; do
+        LAST_BUSY=$(busy_pct)
+    done
+    [ "$LAST_BUSY" -ge "$QUIET_BUSY" ] && log "   machine still ${LAST_BUSY}% busy after ${QUIET_WAIT}s: launching anyway"
+}
+
 # runlog FILE CMD... : one launch, output to FILE with a header; never aborts the run.
 runlog() {
     local f=$1; shift
     mkdir -p "$(dirname "$f")"
-    { echo "# cmd: $*"; echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)"; } > "$f"
+    wait_quiet
+    { echo "# cmd: $*"; echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$f"
     timeout -k 10 "$LAUNCH_TIMEOUT" "$@" >> "$f" 2>&1
     local rc=$?
     if [ $rc -ne 0 ]; then
@@ -169,8 +199,9 @@ cohort_netns() { # rep
     local tok; tok=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
     local common=(WORLD_SIZE=2 MASTER_ADDR=10.231.0.1 MASTER_PORT=$port COHORT_JOB_ID=cmp$$-$rep COHORT_TOKEN=$tok)
     local args=(-o $COHORT_OPS --sizes "$SIZES" -t "$T" --check -l "netns2 cohort")
+    wait_quiet
     { echo "# cmd: ip netns exec A|B $PERF ${args[*]} (rank 0 in $NS_A 10.231.0.1, rank 1 in $NS_B 10.231.0.2)"
-      echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)"; } > "$base.txt"
+      echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
     timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_B env "${common[@]}" RANK=1 LOCAL_RANK=0 \
         "$PERF" "${args[@]}" > "$base.rank1.txt" 2>&1 &
     local p1=$!
@@ -189,7 +220,8 @@ gloo_netns() { # rep
     local rep=$1 base="$OUT/raw/netns2/gloo.$rep" port=$((20000 + RANDOM % 20000))
     local common=(WORLD_SIZE=2 MASTER_ADDR=10.231.0.1 MASTER_PORT=$port GLOO_SOCKET_IFNAME=coh0 OMP_NUM_THREADS=1)
     local args=(--worker -n 2 -c $GLOO_OPS -s "$SIZES" -t "$T" -l "netns2 gloo")
-    { echo "# cmd: ip netns exec A|B $PY gloo_bench.py ${args[*]}"; echo "# date: $(date -Is)"; } > "$base.txt"
+    wait_quiet
+    { echo "# cmd: ip netns exec A|B $PY gloo_bench.py ${args[*]}"; echo "# date: $(date -Is)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
     timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_B env "${common[@]}" RANK=1 LOCAL_RANK=0 \
         $PY "$PEERS/gloo_bench.py" "${args[@]}" > /dev/null 2>&1 &
     local p1=$!
