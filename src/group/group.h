@@ -106,6 +106,7 @@ struct cohort_group {
     pthread_mutex_t err_mu;
     coh_err err;               /* first failure; later calls report it */
     coh_err last;              /* last error returned to the user */
+    _Atomic int contract_state; /* src/contract: COH_CSTATE_* bits (zero-initialised) */
 
     /* topology */
     coh_peer *peers;           /* [size] */
