@@ -629,6 +629,9 @@ int main(int argc, char **argv)
         timeline.f = fopen(timeline_path, "w");
         if (!timeline.f) {
             fprintf(stderr, "cohort-trace: %s: %s\n", timeline_path, strerror(errno));
+            for (int i = 0; i < nd; i++)
+                free(dumps[i].e);
+            free(dumps);
             return 2;
         }
         timeline.first = 1;
