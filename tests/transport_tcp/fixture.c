@@ -91,10 +91,16 @@ int tf_flag_wait(tf_shared *sh, int idx, int v, int timeout_ms)
 void tf_record(tf_rank *r, cohort_status st)
 {
     tf_shared *sh = r->sh;
+    uint64_t t = tf_now_ns();
+    char msg[COH_ERRLEN];
+    /* g->err is written under err_mu (possibly by another thread). */
+    pthread_mutex_lock(&r->g.err_mu);
+    snprintf(msg, sizeof msg, "%s", r->g.err.msg);
+    pthread_mutex_unlock(&r->g.err_mu);
     pthread_mutex_lock(&sh->mu);
     sh->status[r->rank] = st;
-    sh->t_ns[r->rank] = tf_now_ns();
-    snprintf(sh->msg[r->rank], sizeof sh->msg[r->rank], "%s", r->g.err.msg);
+    sh->t_ns[r->rank] = t;
+    snprintf(sh->msg[r->rank], sizeof sh->msg[r->rank], "%s", msg);
     pthread_mutex_unlock(&sh->mu);
 }
 

@@ -633,7 +633,20 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
     return coh_wait_check(w);
 }
 
+static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, int nops);
+
 cohort_status coh_net_xfer(coh_net *n, const coh_call *call, coh_xfer *ops, int nops)
+{
+    cohort_status st = xfer_run(n, call, ops, nops);
+    if (st == COHORT_OK)
+        return st;
+    /* Several failures can race (a local abort, the peer's EOF that
+     * follows it): report the group's first one, as every later call will. */
+    int p = coh_group_poisoned(n->g);
+    return p ? (cohort_status)p : st;
+}
+
+static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, int nops)
 {
     cohort_group *g = n->g;
     int p = coh_group_poisoned(g);
