@@ -816,7 +816,16 @@ static int missing_ranks(const coh_net *n, int *out)
     return k;
 }
 
+static cohort_status connect_run(coh_net *n);
+
 cohort_status coh_net_connect(coh_net *n)
+{
+    cohort_status st = connect_run(n);
+    int p = st != COHORT_OK ? coh_group_poisoned(n->g) : 0;
+    return p ? (cohort_status)p : st;
+}
+
+static cohort_status connect_run(coh_net *n)
 {
     cohort_group *g = n->g;
     if (n->connected)
