@@ -3,10 +3,7 @@
 #include "store/backend.h"
 #include <stddef.h>
 
-const coh_store_backend * coh_store_etcd_backend(void)
-{
-    return NULL;
-}
+/* coh_store_etcd_backend: src/store/etcd/ (etcd_stub.c when COHORT_ETCD=OFF). */
 
 cohort_status coh_store_connect_gen(cohort_store **out, const char *addr, const char *job_id, const char *token, uint32_t generation, int timeout_ms)
 {
