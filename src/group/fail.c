@@ -108,8 +108,10 @@ cohort_status coh_wait_check(coh_wait *w)
     if (p)
         return (cohort_status)p;
     uint64_t now = coh_now_ns();
-    if (now >= w->probe_ns && !w->probed) {
-        w->probed = 1;
+    if (now >= w->probe_ns) {
+        w->probed++;
+        w->probe_ns = now + 500000000ull; /* then every 500 ms: cheap, and a
+                                            * peer that probes later sees us */
         /* The call has not progressed for 100 ms: some mismatches send no
          * message at all (two ranks both think they receive), so compare
          * fingerprints out of band. */

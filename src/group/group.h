@@ -62,6 +62,12 @@ typedef struct coh_call {
     void *recv;
     /* debug=buffers: checksum of the input when issued */
     uint64_t in_sum;
+    /* In-place forms of all_gather, gather, scatter, reduce_scatter and
+     * all_to_all are normalised by the API: the input is copied here and
+     * `send` points at it, so algorithms never see aliased buffers except
+     * all_reduce/reduce (elementwise, send == recv) and broadcast. Freed by
+     * the engine when the call finishes. */
+    void *scratch;
 } coh_call;
 
 struct coh_net;      /* src/transport/transport.h */
