@@ -444,7 +444,12 @@ static void ws_missing(const wstate *w, char *out, size_t cap)
     }
     char kb[200];
     const ekey *k = &w->keys[first];
-    snprintf(out, cap, "'%s'%s", kfmt(kb, sizeof kb, k->p, k->n), "");
+    /* User keys are named as the caller wrote them (job root stripped). */
+    size_t skip = k->n >= w->e->cfg.kroot_len &&
+                          !memcmp(k->p, w->e->cfg.kroot, w->e->cfg.kroot_len)
+                      ? w->e->cfg.kroot_len
+                      : 0;
+    snprintf(out, cap, "'%s'", kfmt(kb, sizeof kb, k->p + skip, k->n - skip));
     if (miss > 1) {
         size_t o = strlen(out);
         snprintf(out + o, cap - o, " and %d more", miss - 1);
