@@ -91,6 +91,15 @@ static const char *kfmt(char *out, size_t cap, const void *k, size_t kl)
     return out;
 }
 
+/* A full key as the caller knows it: user keys without the job root. */
+static const char *ekfmt(coh_etcd *e, char *out, size_t cap, const ekey *k)
+{
+    size_t skip = k->n >= e->cfg.kroot_len && !memcmp(k->p, e->cfg.kroot, e->cfg.kroot_len)
+                      ? e->cfg.kroot_len
+                      : 0;
+    return kfmt(out, cap, k->p + skip, k->n - skip);
+}
+
 static uint64_t op_deadline(coh_etcd *e, int timeout_ms)
 {
     return coh_deadline_ns(timeout_ms < 0 ? e->timeout_ms : timeout_ms);
@@ -444,12 +453,7 @@ static void ws_missing(const wstate *w, char *out, size_t cap)
     }
     char kb[200];
     const ekey *k = &w->keys[first];
-    /* User keys are named as the caller wrote them (job root stripped). */
-    size_t skip = k->n >= w->e->cfg.kroot_len &&
-                          !memcmp(k->p, w->e->cfg.kroot, w->e->cfg.kroot_len)
-                      ? w->e->cfg.kroot_len
-                      : 0;
-    snprintf(out, cap, "'%s'", kfmt(kb, sizeof kb, k->p + skip, k->n - skip));
+    snprintf(out, cap, "'%s'", ekfmt(w->e, kb, sizeof kb, k));
     if (miss > 1) {
         size_t o = strlen(out);
         snprintf(out + o, cap - o, " and %d more", miss - 1);
@@ -472,15 +476,23 @@ static cohort_status ws_run(wstate *w, int timeout_ms, const char *what)
             return COHORT_OK;
         if (coh_ms_left(deadline) == 0)
             break;
+        /* A stream lives at most two request timeouts: a frozen member
+         * (SIGSTOP, a hung host) sends nothing and breaks nothing, so the
+         * re-read that follows is what notices it and fails over. */
         int res = ETCD_WATCH_ERROR;
         uint64_t ws = coh_now_ns();
-        st = ws_watch_once(w, rev + 1, deadline, &res);
+        uint64_t renew = coh_deadline_ns(2 * w->e->cfg.req_timeout_ms);
+        st = ws_watch_once(w, rev + 1, renew < deadline ? renew : deadline, &res);
         if (res == ETCD_WATCH_DONE)
             return COHORT_OK;
         if (res == ETCD_WATCH_ERROR)
             return st;
-        if (res == ETCD_WATCH_TIMEOUT)
-            break;
+        if (res == ETCD_WATCH_TIMEOUT) {
+            if (coh_ms_left(deadline) == 0)
+                break;
+            restarts = 0;
+            continue;
+        }
         /* RESTART: pause if streams keep failing fast, then re-read. */
         if (coh_now_ns() - ws < 1000000000ull)
             coh_etcd_pause(coh_etcd_backoff_ms(restarts++), deadline);
@@ -683,8 +695,7 @@ static cohort_status add_full(coh_etcd *e, coh_err *err, const ekey *key, int64_
         int64_t nv;
         if (__builtin_add_overflow(cur, d, &nv)) {
             st = coh_err_set(err, COHORT_ERR_INVALID, "etcd add on '%s': %lld + %lld overflows",
-                             kfmt(kb, sizeof kb, key->p + e->cfg.kroot_len,
-                                  key->n - e->cfg.kroot_len),
+                             ekfmt(e, kb, sizeof kb, key),
                              (long long)cur, (long long)d);
             break;
         }
@@ -731,7 +742,7 @@ static cohort_status add_full(coh_etcd *e, coh_err *err, const ekey *key, int64_
                 json_decref(r);
                 st = coh_err_set(err, COHORT_ERR_INVALID,
                                  "etcd add on '%s': the key holds a value that is not a decimal integer",
-                                 kfmt(kb, sizeof kb, key->p, key->n));
+                                 ekfmt(e, kb, sizeof kb, key));
                 break;
             }
             rev = etcd_int(kv, "mod_revision");
@@ -739,7 +750,7 @@ static cohort_status add_full(coh_etcd *e, coh_err *err, const ekey *key, int64_
         json_decref(r);
         if (++conflicts > 1 && coh_ms_left(deadline) == 0) {
             st = coh_err_set(err, COHORT_ERR_TIMEOUT, "etcd add on '%s': %d conflicting updates, out of time",
-                             kfmt(kb, sizeof kb, key->p, key->n), conflicts);
+                             ekfmt(e, kb, sizeof kb, key), conflicts);
             break;
         }
     }
