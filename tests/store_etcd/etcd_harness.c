@@ -270,10 +270,10 @@ static int start_once(eh_cluster *c, double deadline)
 {
     if (pick_ports(c) < 0)
         return -1;
-    char initial[512] = "";
+    char *initial = c->initial;
     size_t o = 0;
     for (int i = 0; i < c->n; i++)
-        o += (size_t)snprintf(initial + o, sizeof initial - o, "%sm%d=http://127.0.0.1:%d",
+        o += (size_t)snprintf(initial + o, sizeof c->initial - o, "%sm%d=http://127.0.0.1:%d",
                               i ? "," : "", i, c->peer_port[i]);
     for (int i = 0; i < c->n; i++) {
         char sub[300];
@@ -504,4 +504,55 @@ int eh_move_leader(const eh_cluster *c, int i)
         return -1;
     /* The transfer completes before etcdctl returns; confirm. */
     return member_status(c, i, &id, &leader) == 0 && id == leader ? 0 : -1;
+}
+
+int eh_restart(eh_cluster *c, int i, int deadline_ms)
+{
+    if (i < 0 || i >= c->n || c->pid[i] > 0)
+        return -1;
+    double deadline = now_ms() + deadline_ms;
+    c->pid[i] = spawn_member(c, i, c->initial);
+    if (c->pid[i] < 0)
+        return -1;
+    char msg[32];
+    snprintf(msg, sizeof msg, "P %d\n", (int)c->pid[i]);
+    guard_tell(c, msg);
+    int wait = 5;
+    for (;;) {
+        char out[256];
+        if (eh_post(c, i, "/health", NULL, NULL, out, sizeof out) == 200 &&
+            strstr(out, "\"health\":\"true\""))
+            return 0;
+        if (now_ms() > deadline || waitpid(c->pid[i], NULL, WNOHANG) == c->pid[i]) {
+            fprintf(stderr, "etcd m%d did not come back\n", i);
+            log_tail(c, i);
+            return -1;
+        }
+        nap_ms(wait);
+        if (wait < 50)
+            wait *= 2;
+    }
+}
+
+double eh_metric(const eh_cluster *c, int i, const char *a, const char *b, const char *d)
+{
+    size_t cap = 4 << 20;
+    char *buf = malloc(cap);
+    if (!buf)
+        return -1;
+    if (eh_post(c, i, "/metrics", NULL, NULL, buf, cap) != 200) {
+        free(buf);
+        return -1;
+    }
+    double sum = 0;
+    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#' || (a && !strstr(line, a)) || (b && !strstr(line, b)) ||
+            (d && !strstr(line, d)))
+            continue;
+        const char *sp = strrchr(line, ' ');
+        if (sp)
+            sum += strtod(sp + 1, NULL);
+    }
+    free(buf);
+    return sum;
 }

@@ -22,6 +22,7 @@ typedef struct eh_cluster {
     char dir[256];           /* data root: <dir>/m<i>, <dir>/m<i>.log */
     char endpoints[512];     /* "http://127.0.0.1:p,..." (etcdctl --endpoints) */
     char hosts[512];         /* "127.0.0.1:p,..." (etcd:// address) */
+    char initial[512];       /* --initial-cluster */
     pid_t guard;
     int guard_fd;            /* write end: EOF tells the guard we are gone */
 } eh_cluster;
@@ -34,6 +35,11 @@ int eh_start(eh_cluster *c, int n, int deadline_ms);
 void eh_stop(eh_cluster *c);
 /* Sends sig to member i (SIGKILL: also reaps it). */
 void eh_signal(eh_cluster *c, int i, int sig);
+/* Restarts stopped member i on its ports and data; waits until healthy. */
+int eh_restart(eh_cluster *c, int i, int deadline_ms);
+/* Sum of the values of member i's /metrics lines that contain every one of
+ * the (up to 3, NULL-ended) substrings; -1 on failure. */
+double eh_metric(const eh_cluster *c, int i, const char *a, const char *b, const char *d);
 /* "etcd://<hosts>/<prefix>" into out. */
 const char *eh_addr(const eh_cluster *c, const char *prefix, char *out, size_t outlen);
 /* Runs etcdctl against the cluster (root:rootpw once auth is on). argv is
