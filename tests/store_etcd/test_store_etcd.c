@@ -676,7 +676,9 @@ static int fo_client(int idx, void *arg)
     cohort_store *s = NULL;
     C_PASS(cohort_store_connect(&s, addr, JOB, TOK, 10000), NULL);
     cohort_store_set_timeout(s, 30000);
+    double slowest = 0;
     for (int it = 0; it < FO_ITERS; it++) {
+        double t0 = now_ms();
         char k[32], peer[32];
         int64_t r;
         C_PASS(cohort_store_add(s, "ctr", 3, 1, &r), s);
@@ -695,7 +697,10 @@ static int fo_client(int idx, void *arg)
             snprintf(k, sizeof k, "progress/%d", idx);
             C_PASS(cohort_store_sets(s, k, "1"), s);
         }
+        if (now_ms() - t0 > slowest)
+            slowest = now_ms() - t0;
     }
+    fprintf(stderr, "failover client %d: slowest iteration %.0f ms\n", idx, slowest);
     cohort_store_close(s);
     return 0;
 }

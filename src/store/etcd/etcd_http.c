@@ -542,7 +542,17 @@ static int classify(coh_etcd_conn *c, coh_err *err, const char *path, CURLcode c
     if (strstr(msg, "user name is empty") && c->cfg->password[0] &&
         c->cfg->auth_mode != ETCD_AUTH_OFF)
         return A_NEEDAUTH;
-    if (strstr(msg, "request is too large") || strstr(msg, "too many operations in txn")) {
+    if (strstr(msg, "user name is empty")) {
+        *st = coh_err_set(err, COHORT_ERR_AUTH,
+                          "etcd %s at %s: the cluster requires authentication: connect with the job token as the password of etcd user '%s' (COHORT_ETCD_AUTH is %s)",
+                          path, ep_name(c), c->cfg->job,
+                          c->cfg->auth_mode == ETCD_AUTH_OFF ? "off" : "auto, but no token");
+        return A_FATAL;
+    }
+    /* Over etcd's --max-request-bytes, or over gRPC's message limit (which
+     * comes back as ResourceExhausted, like "too many requests"). */
+    if (strstr(msg, "request is too large") || strstr(msg, "too many operations in txn") ||
+        strstr(msg, "larger than max")) {
         *st = coh_err_set(err, COHORT_ERR_TOO_LARGE,
                           "etcd %s at %s: %s (raise etcd's --max-request-bytes / --max-txn-ops)",
                           path, ep_name(c), msg);
@@ -923,7 +933,8 @@ int coh_etcd_watch(coh_etcd_conn *c, coh_err *err, const void *const *keys, cons
     } else if (w.failed) {
         *st = w.st;
         ret = ETCD_WATCH_ERROR;
-    } else if (cc == CURLE_OPERATION_TIMEDOUT && coh_ms_left(deadline) == 0) {
+    } else if (cc == CURLE_OPERATION_TIMEDOUT && coh_ms_left(deadline) <= 10) {
+        /* curl's clock may fire a hair before ours. */
         ret = ETCD_WATCH_TIMEOUT;
     } else if (http == 404) {
         *st = coh_err_set(err, COHORT_ERR_PROTOCOL, "%s/v3/watch: HTTP 404: not an etcd v3 gateway?",

@@ -467,7 +467,10 @@ static cohort_status ws_run(wstate *w, int timeout_ms, const char *what)
     uint64_t t0 = coh_now_ns();
     uint64_t deadline = op_deadline(w->e, timeout_ms);
     int restarts = 0;
-    for (;;) {
+    for (int round = 0;; round++) {
+        /* Out of time after a broken stream: that is the wait's timeout. */
+        if (round > 0 && coh_ms_left(deadline) == 0)
+            break;
         int64_t rev = 0;
         cohort_status st = ws_read(w, deadline, &rev);
         if (st != COHORT_OK)
