@@ -326,7 +326,9 @@ static int start_once(eh_cluster *c, double deadline)
     return 1;
 }
 
-int eh_start(eh_cluster *c, int n, int deadline_ms)
+int eh_start(eh_cluster *c, int n, int deadline_ms) { return eh_start_opts(c, n, deadline_ms, 0); }
+
+int eh_start_opts(eh_cluster *c, int n, int deadline_ms, int on_disk)
 {
     memset(c, 0, sizeof *c);
     c->guard_fd = -1;
@@ -337,7 +339,7 @@ int eh_start(eh_cluster *c, int n, int deadline_ms)
     /* tmpfs: etcd fsyncs every write; on disk that is ~1k puts/s. A dot
      * name keeps it out of the /dev/shm leak counters. */
     snprintf(c->dir, sizeof c->dir, "/dev/shm/.cohort-etcd-XXXXXX");
-    if (!mkdtemp(c->dir)) {
+    if (on_disk || !mkdtemp(c->dir)) {
         const char *t = getenv("TMPDIR");
         snprintf(c->dir, sizeof c->dir, "%s/cohort-etcd-XXXXXX", t ? t : "/tmp");
         if (!mkdtemp(c->dir)) {
@@ -545,7 +547,8 @@ double eh_metric(const eh_cluster *c, int i, const char *a, const char *b, const
         return -1;
     }
     double sum = 0;
-    for (char *line = strtok(buf, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (line[0] == '#' || (a && !strstr(line, a)) || (b && !strstr(line, b)) ||
             (d && !strstr(line, d)))
             continue;

@@ -31,6 +31,9 @@ typedef struct eh_cluster {
  * reports healthy. Retries with new ports if one was taken meanwhile.
  * Returns 0, or -1 with the reason (and the members' log tails) on stderr. */
 int eh_start(eh_cluster *c, int n, int deadline_ms);
+/* Same; on_disk puts the data in $TMPDIR (or /tmp) instead of tmpfs, so
+ * that etcd pays for its fsyncs as in production (benchmarks). */
+int eh_start_opts(eh_cluster *c, int n, int deadline_ms, int on_disk);
 /* Kills every member still running, waits for them, removes the data. */
 void eh_stop(eh_cluster *c);
 /* Sends sig to member i (SIGKILL: also reaps it). */
