@@ -1029,6 +1029,7 @@ void coh_etcd_close(coh_etcd *e)
         json_decref(b);
     }
     coh_etcd_conn_fini(&e->conn);
+    coh_free(e->ac_key);
     pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->lease.mu);
     pthread_cond_destroy(&e->lease.cv);

@@ -92,6 +92,12 @@ typedef struct coh_etcd {
     int timeout_ms;         /* default op timeout (handle default) */
     uint64_t client_id;     /* random: names this handle's op marker key */
     uint64_t op_seq;        /* conditional txns' marker sequence */
+    /* The last counter this handle added to, with its value and revision
+     * after that add: the next add on it guesses from here (one round trip
+     * instead of two when nobody else wrote it meanwhile). */
+    unsigned char *ac_key;
+    size_t ac_kl;
+    int64_t ac_rev, ac_val;
     coh_etcd_lease lease;
 } coh_etcd;
 

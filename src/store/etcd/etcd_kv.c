@@ -691,16 +691,25 @@ static cohort_status add_full(coh_etcd *e, coh_err *err, const ekey *key, int64_
     if (st != COHORT_OK)
         return st;
     uint64_t seq = ++e->op_seq;
-    int64_t rev = 0, cur = 0; /* first guess: the key is absent */
+    /* First guess: what this handle saw last, else "absent"; a wrong guess
+     * costs one failed txn that returns the truth. */
+    int64_t rev = 0, cur = 0;
+    int known = 0;
+    if (e->ac_key && e->ac_kl == key->n && !memcmp(e->ac_key, key->p, key->n)) {
+        rev = e->ac_rev;
+        cur = e->ac_val;
+    }
     int conflicts = 0;
     char kb[200];
     for (;;) {
-        int64_t nv;
+        int64_t nv = 0;
         if (__builtin_add_overflow(cur, d, &nv)) {
-            st = coh_err_set(err, COHORT_ERR_INVALID, "etcd add on '%s': %lld + %lld overflows",
-                             ekfmt(e, kb, sizeof kb, key),
-                             (long long)cur, (long long)d);
-            break;
+            if (known) {
+                st = coh_err_set(err, COHORT_ERR_INVALID, "etcd add on '%s': %lld + %lld overflows",
+                                 ekfmt(e, kb, sizeof kb, key), (long long)cur, (long long)d);
+                break;
+            }
+            rev = -1; /* a guess that overflows: just read (MOD == -1 fails) */
         }
         char val[32], mval[64];
         snprintf(val, sizeof val, "%lld", (long long)nv);
@@ -717,6 +726,15 @@ static cohort_status add_full(coh_etcd *e, coh_err *err, const ekey *key, int64_
         }
         if (ok) {
             *res = nv;
+            /* Our put is the txn's revision: remember it for the next add. */
+            unsigned char *ck = e->ac_kl == key->n ? e->ac_key : coh_realloc(e->ac_key, key->n);
+            if (ck) {
+                memcpy(ck, key->p, key->n);
+                e->ac_key = ck;
+                e->ac_kl = key->n;
+                e->ac_rev = etcd_int(json_object_get(r, "header"), "revision");
+                e->ac_val = nv;
+            }
             json_decref(r);
             break;
         }
@@ -732,6 +750,7 @@ static cohort_status add_full(coh_etcd *e, coh_err *err, const ekey *key, int64_
         coh_free(mark);
         cur = 0;
         rev = 0;
+        known = 1;
         if (kv) {
             unsigned char *v;
             size_t vl;
