@@ -85,7 +85,7 @@ static void expect_str(cohort_store *s, const char *k, const char *want)
     free(v);
 }
 
-static int exists(cohort_store *s, const char *k)
+__attribute__((unused)) static int exists(cohort_store *s, const char *k)
 {
     const void *keys[1] = {k};
     size_t kl[1] = {strlen(k)};
@@ -146,7 +146,7 @@ static int del_ev(void *arg, const etcd_event *ev)
 
 static int del_batch(void *arg) { return ((delw *)arg)->gone; }
 
-static double wait_deleted(const char *job, const char *tok, const char *key, int timeout_ms)
+__attribute__((unused)) static double wait_deleted(const char *job, const char *tok, const char *key, int timeout_ms)
 {
     coh_err err = {0};
     coh_etcd *e = NULL;
@@ -187,6 +187,8 @@ static double wait_deleted(const char *job, const char *tok, const char *key, in
     coh_etcd_close(e);
     return present ? -1 : now_ms() - t0;
 }
+
+#ifndef ETCD_FAULTS
 
 /* ======================================================================== */
 
@@ -666,6 +668,57 @@ START_TEST(test_lease_expiry)
 }
 END_TEST
 
+START_TEST(test_config_errors)
+{
+    cohort_store *s = NULL;
+    const char *bad[] = {"etcd://", "etcd:///p", "etcd://127.0.0.1:99999/p", "etcd://[::1/p",
+                         "etcd://::1:2379/p", "etcd://h st:1/p", "etcd://127.0.0.1:x/p",
+                         "etcd://127.0.0.1:1,/p"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(cohort_store_connect(&s, bad[i], JOB, TOK, 500) == COHORT_ERR_INVALID,
+                      "%s accepted (%s)", bad[i], cohort_last_error(NULL));
+    start_cluster(1, "cohort");
+    ck_assert_int_eq(cohort_store_connect(&s, ADDR, "a/b", TOK, 500), COHORT_ERR_INVALID);
+    setenv("COHORT_ETCD_LEASE_TTL", "abc", 1);
+    ck_assert_int_eq(cohort_store_connect(&s, ADDR, JOB, TOK, 500), COHORT_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(cohort_last_error(NULL), "COHORT_ETCD_LEASE_TTL"));
+    unsetenv("COHORT_ETCD_LEASE_TTL");
+    setenv("COHORT_ETCD_AUTH", "maybe", 1);
+    ck_assert_int_eq(cohort_store_connect(&s, ADDR, JOB, TOK, 500), COHORT_ERR_INVALID);
+    /* auth demanded, but the cluster has none */
+    setenv("COHORT_ETCD_AUTH", "on", 1);
+    ck_assert_int_eq(cohort_store_connect(&s, ADDR, JOB, TOK, 2000), COHORT_ERR_AUTH);
+    unsetenv("COHORT_ETCD_AUTH");
+
+    /* generations: a newer one fences older clients out */
+    ST_PASS(coh_store_connect_gen(&s, ADDR, JOB, TOK, 3, 2000), NULL);
+    cohort_store_close(s);
+    ck_assert_int_eq(coh_store_connect_gen(&s, ADDR, JOB, TOK, 2, 2000), COHORT_ERR_AUTH);
+    ck_assert_ptr_nonnull(strstr(cohort_last_error(NULL), "stale generation"));
+    ST_PASS(coh_store_connect_gen(&s, ADDR, JOB, TOK, 0, 2000), NULL);
+    cohort_store_close(s);
+
+    /* values over etcd's request limit (1.5 MiB by default) */
+    s = conn(ADDR, JOB, TOK);
+    size_t n = 2u << 20;
+    char *big = malloc(n);
+    memset(big, 'v', n);
+    ST_EXPECT(cohort_store_set(s, "big", 3, big, n), COHORT_ERR_TOO_LARGE, s);
+    ST_PASS(cohort_store_set(s, "big", 3, big, 1u << 20), s);
+    void *v;
+    size_t vl;
+    ST_PASS(cohort_store_get(s, "big", 3, &v, &vl, 2000), s);
+    ck_assert_uint_eq(vl, 1u << 20);
+    ck_assert(!memcmp(v, big, vl));
+    free(v);
+    free(big);
+    cohort_store_close(s);
+    eh_stop(&C);
+}
+END_TEST
+
+#else /* ETCD_FAULTS */
+
 /* ---- a 3-member cluster losing a member while clients work ---- */
 
 #define FO_ITERS 120
@@ -828,58 +881,15 @@ START_TEST(test_restart_during_wait)
 }
 END_TEST
 
-START_TEST(test_config_errors)
-{
-    cohort_store *s = NULL;
-    const char *bad[] = {"etcd://", "etcd:///p", "etcd://127.0.0.1:99999/p", "etcd://[::1/p",
-                         "etcd://::1:2379/p", "etcd://h st:1/p", "etcd://127.0.0.1:x/p",
-                         "etcd://127.0.0.1:1,/p"};
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-        ck_assert_msg(cohort_store_connect(&s, bad[i], JOB, TOK, 500) == COHORT_ERR_INVALID,
-                      "%s accepted (%s)", bad[i], cohort_last_error(NULL));
-    start_cluster(1, "cohort");
-    ck_assert_int_eq(cohort_store_connect(&s, ADDR, "a/b", TOK, 500), COHORT_ERR_INVALID);
-    setenv("COHORT_ETCD_LEASE_TTL", "abc", 1);
-    ck_assert_int_eq(cohort_store_connect(&s, ADDR, JOB, TOK, 500), COHORT_ERR_INVALID);
-    ck_assert_ptr_nonnull(strstr(cohort_last_error(NULL), "COHORT_ETCD_LEASE_TTL"));
-    unsetenv("COHORT_ETCD_LEASE_TTL");
-    setenv("COHORT_ETCD_AUTH", "maybe", 1);
-    ck_assert_int_eq(cohort_store_connect(&s, ADDR, JOB, TOK, 500), COHORT_ERR_INVALID);
-    /* auth demanded, but the cluster has none */
-    setenv("COHORT_ETCD_AUTH", "on", 1);
-    ck_assert_int_eq(cohort_store_connect(&s, ADDR, JOB, TOK, 2000), COHORT_ERR_AUTH);
-    unsetenv("COHORT_ETCD_AUTH");
+#endif /* ETCD_FAULTS */
 
-    /* generations: a newer one fences older clients out */
-    ST_PASS(coh_store_connect_gen(&s, ADDR, JOB, TOK, 3, 2000), NULL);
-    cohort_store_close(s);
-    ck_assert_int_eq(coh_store_connect_gen(&s, ADDR, JOB, TOK, 2, 2000), COHORT_ERR_AUTH);
-    ck_assert_ptr_nonnull(strstr(cohort_last_error(NULL), "stale generation"));
-    ST_PASS(coh_store_connect_gen(&s, ADDR, JOB, TOK, 0, 2000), NULL);
-    cohort_store_close(s);
-
-    /* values over etcd's request limit (1.5 MiB by default) */
-    s = conn(ADDR, JOB, TOK);
-    size_t n = 2u << 20;
-    char *big = malloc(n);
-    memset(big, 'v', n);
-    ST_EXPECT(cohort_store_set(s, "big", 3, big, n), COHORT_ERR_TOO_LARGE, s);
-    ST_PASS(cohort_store_set(s, "big", 3, big, 1u << 20), s);
-    void *v;
-    size_t vl;
-    ST_PASS(cohort_store_get(s, "big", 3, &v, &vl, 2000), s);
-    ck_assert_uint_eq(vl, 1u << 20);
-    ck_assert(!memcmp(v, big, vl));
-    free(v);
-    free(big);
-    cohort_store_close(s);
-    eh_stop(&C);
-}
-END_TEST
-
+/* One source, two binaries: the fault tests (a member killed or frozen,
+ * the store dead or restarted) are also the etcd part of the fault suite
+ * (ctest -L fault). */
 static Suite *suite(void)
 {
     Suite *s = suite_create("store_etcd");
+#ifndef ETCD_FAULTS
     TCase *t = tcase_create("ops");
     tcase_set_timeout(t, 60);
     tcase_add_test(t, test_ops);
@@ -892,6 +902,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_lease_expiry);
     tcase_add_test(t, test_config_errors);
     suite_add_tcase(s, t);
+#else
     TCase *f = tcase_create("faults");
     tcase_set_timeout(f, 90);
     tcase_add_test(f, test_dead_cluster);
@@ -899,6 +910,7 @@ static Suite *suite(void)
     tcase_add_test(f, test_member_killed);
     tcase_add_test(f, test_member_frozen);
     suite_add_tcase(s, f);
+#endif
     return s;
 }
 
