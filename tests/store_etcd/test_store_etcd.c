@@ -668,6 +668,90 @@ START_TEST(test_lease_expiry)
 }
 END_TEST
 
+/* One round of every op with the n-th library allocation failing: each
+ * call returns OK or NOMEM (never a crash, a hang or another error), and
+ * the handle keeps working after a failed call. 1: the failure was hit. */
+static int oom_round(long n, int *hit)
+{
+    static const cohort_status ok[] = {COHORT_OK, COHORT_ERR_NOMEM};
+#define OOM_OK(expr)                                                                               \
+    do {                                                                                           \
+        cohort_status st_ = (expr);                                                                \
+        ck_assert_msg(st_ == ok[0] || st_ == ok[1], "n=%ld: %s -> %s (%s / %s)", n, #expr,         \
+                      cohort_status_name(st_), s ? cohort_store_last_error(s) : "",              \
+                      cohort_last_error(NULL));                                                   \
+        *hit |= st_ == COHORT_ERR_NOMEM;                                                           \
+    } while (0)
+    cohort_store *s = NULL;
+    coh_alloc_fail_after(n);
+    cohort_status cs = cohort_store_connect(&s, ADDR, JOB, TOK, 5000);
+    if (cs != COHORT_OK) {
+        ck_assert_msg(cs == COHORT_ERR_NOMEM, "n=%ld: connect -> %s (%s)", n,
+                      cohort_status_name(cs), cohort_last_error(NULL));
+        coh_alloc_fail_after(-1);
+        return 1;
+    }
+    void *v = NULL;
+    size_t vl;
+    int64_t r;
+    int all, del, which;
+    const void *k2[2] = {"o1", "o2"};
+    size_t kl2[2] = {2, 2};
+    void *mv[2] = {0};
+    size_t mvl[2];
+    char **names = NULL;
+    size_t *nl = NULL;
+    int cnt = 0;
+    OOM_OK(cohort_store_multi_set(s, k2, kl2, (const void *[]){"a", "b"}, (size_t[]){1, 1}, 2));
+    OOM_OK(cohort_store_set(s, "o1", 2, "x", 1));
+    OOM_OK(cohort_store_get(s, "o1", 2, &v, &vl, 2000));
+    free(v);
+    OOM_OK(cohort_store_add(s, "ctr", 3, 1, &r));
+    OOM_OK(cohort_store_append(s, "ap", 2, "z", 1));
+    v = NULL;
+    OOM_OK(cohort_store_compare_set(s, "cs", 2, NULL, 0, "d", 1, &v, &vl));
+    free(v);
+    OOM_OK(cohort_store_check(s, k2, kl2, 2, &all));
+    OOM_OK(cohort_store_wait_any(s, k2, kl2, 2, 2000, &which));
+    OOM_OK(cohort_store_multi_get(s, k2, kl2, 2, mv, mvl, 2000));
+    free(mv[0]);
+    free(mv[1]);
+    OOM_OK(cohort_store_list(s, "o", &names, &nl, &cnt));
+    for (int i = 0; i < cnt; i++)
+        free(names[i]);
+    free(names);
+    free(nl);
+    OOM_OK(cohort_store_num_keys(s, &r));
+    OOM_OK(coh_store_etcd_put_lease(s, "alive", 5, "1", 1));
+    OOM_OK(cohort_store_delete(s, "gone", 4, &del));
+    coh_alloc_fail_after(-1);
+    cohort_store_close(s);
+    return *hit;
+#undef OOM_OK
+}
+
+START_TEST(test_oom)
+{
+    start_cluster(1, "cohort");
+    /* Keys the waits need, so that a failed set cannot starve them. */
+    cohort_store *s = conn(ADDR, JOB, TOK);
+    ST_PASS(cohort_store_sets(s, "o1", "a"), s);
+    ST_PASS(cohort_store_sets(s, "o2", "b"), s);
+    cohort_store_close(s);
+    /* Some failures are absorbed (a cache not refreshed, the keep-alive
+     * thread retrying), so the end is 40 rounds in a row without a NOMEM. */
+    int rounds = 0, quiet = 0;
+    for (long n = 0; n < 4000 && quiet < 40; n++) {
+        int hit = 0;
+        quiet = oom_round(n, &hit) ? 0 : quiet + 1;
+        rounds++;
+    }
+    ck_assert_msg(rounds > 100, "only %d allocation sites reached", rounds);
+    fprintf(stderr, "oom: %d rounds, each failing one allocation\n", rounds);
+    eh_stop(&C);
+}
+END_TEST
+
 START_TEST(test_config_errors)
 {
     cohort_store *s = NULL;
@@ -901,6 +985,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_auth);
     tcase_add_test(t, test_lease_expiry);
     tcase_add_test(t, test_config_errors);
+    tcase_add_test(t, test_oom);
     suite_add_tcase(s, t);
 #else
     TCase *f = tcase_create("faults");
