@@ -223,6 +223,24 @@ START_TEST(test_ops)
     ST_EXPECT(cohort_store_add(s, "a", 1, 1, &r), COHORT_ERR_INVALID, s);
     ck_assert_ptr_nonnull(strstr(cohort_store_last_error(s), "'a'"));
 
+    /* A txn re-sent after its reply was lost is recognised by the op
+     * marker and not applied twice (white box: replay the same sequence
+     * number with the same stale guess). */
+    coh_etcd *e = coh_store_priv(s);
+    ST_PASS(cohort_store_add(s, "dup", 3, 1, &r), s);
+    ck_assert_int_eq(r, 1);
+    e->op_seq--;
+    e->ac_kl = 0; /* the first try guessed "absent" */
+    ST_PASS(cohort_store_add(s, "dup", 3, 1, &r), s);
+    ck_assert_int_eq(r, 1);
+    expect_str(s, "dup", "1");
+    ST_PASS(cohort_store_add(s, "dup", 3, 1, &r), s);
+    ck_assert_int_eq(r, 2);
+    ST_PASS(cohort_store_append(s, "dupa", 4, "x", 1), s);
+    e->op_seq--;
+    ST_PASS(cohort_store_append(s, "dupa", 4, "x", 1), s);
+    expect_str(s, "dupa", "x");
+
     /* compare_set: create, lose, win, empty expected vs empty value */
     void *cur = NULL;
     size_t cl = 0;
@@ -263,7 +281,7 @@ START_TEST(test_ops)
     /* num_keys / list (names relative, sorted, filtered by sub-prefix) */
     int64_t nk = -1;
     ST_PASS(cohort_store_num_keys(s, &nk), s);
-    ck_assert_int_eq(nk, 4); /* b\0k, empty, n, c */
+    ck_assert_int_eq(nk, 6); /* b\0k, empty, n, dup, dupa, c */
     ST_PASS(cohort_store_sets(s, "l/1", "x"), s);
     ST_PASS(cohort_store_sets(s, "l/2", "x"), s);
     ST_PASS(cohort_store_sets(s, "m/1", "x"), s);
@@ -294,6 +312,39 @@ START_TEST(test_ops)
         ck_assert(!memcmp(gv[i], mv[i], mvl[i]));
         free(gv[i]);
     }
+
+    /* more keys than one txn carries (etcd's 128 ops): batches, reads
+     * pinned to one revision */
+    enum { NB = 130 };
+    static char bkn[NB][16];
+    const void *bk2[NB], *bv2[NB];
+    size_t bkl2[NB], bvl2[NB];
+    void *bgot[NB];
+    size_t bgotl[NB];
+    for (int i = 0; i < NB; i++) {
+        snprintf(bkn[i], sizeof bkn[i], "batch/%03d", i);
+        bk2[i] = bkn[i];
+        bkl2[i] = strlen(bkn[i]);
+        bv2[i] = bkn[i] + 6;
+        bvl2[i] = 3;
+    }
+    ST_PASS(cohort_store_multi_set(s, bk2, bkl2, bv2, bvl2, NB), s);
+    ST_PASS(cohort_store_multi_get(s, bk2, bkl2, NB, bgot, bgotl, 1000), s);
+    for (int i = 0; i < NB; i++) {
+        ck_assert(bgotl[i] == 3 && !memcmp(bgot[i], bv2[i], 3));
+        free(bgot[i]);
+    }
+    ST_PASS(cohort_store_check(s, bk2, bkl2, NB, &all), s);
+    ck_assert_int_eq(all, 1);
+    ST_PASS(cohort_store_delete(s, bk2[129], bkl2[129], &del), s);
+    ST_PASS(cohort_store_check(s, bk2, bkl2, NB, &all), s);
+    ck_assert_int_eq(all, 0);
+    ST_PASS(cohort_store_list(s, "batch/", &names, &nl, &n), s);
+    ck_assert_int_eq(n, NB - 1);
+    for (int i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+    free(nl);
 
     /* append creates, then extends */
     ST_PASS(cohort_store_append(s, "ap", 2, "x", 1), s);
@@ -384,6 +435,17 @@ static int waiter_client(int idx, void *arg)
                "multi_get values");
     free(mv[0]);
     free(mv[1]);
+    /* many keys: one range watch over all of them */
+    const void *many[40];
+    size_t manyl[40];
+    static char mn[40][16];
+    for (int i = 0; i < 40; i++) {
+        snprintf(mn[i], sizeof mn[i], "many/%02d", i);
+        many[i] = mn[i];
+        manyl[i] = strlen(mn[i]);
+    }
+    C_PASS(cohort_store_sets(s, "stage/many", "1"), s);
+    C_PASS(cohort_store_wait(s, many, manyl, 40, 10000), s);
     C_PASS(cohort_store_sets(s, "stage/done", "1"), s);
     cohort_store_close(s);
     return 0;
@@ -413,6 +475,15 @@ START_TEST(test_waits_woken)
     await_stage(s, "multi");
     ST_PASS(cohort_store_sets(s, "m2", "v2"), s);
     ST_PASS(cohort_store_sets(s, "m1", "v1"), s);
+    await_stage(s, "many");
+    /* in between, keys of the range that are not waited for */
+    for (int i = 39; i >= 0; i--) {
+        char k[16];
+        snprintf(k, sizeof k, "many/%02d", i);
+        ST_PASS(cohort_store_sets(s, k, "."), s);
+        snprintf(k, sizeof k, "many/%02dx", i);
+        ST_PASS(cohort_store_sets(s, k, "."), s);
+    }
     ck_assert_int_eq(join(p, now_ms() + 20000), 0);
     expect_str(s, "stage/done", "1");
     cohort_store_close(s);

@@ -115,7 +115,16 @@ static cohort_status lease_grant(coh_etcd *e, coh_err *err)
         return coh_err_set(err, COHORT_ERR_PROTOCOL, "etcd lease grant: no ID/TTL in the reply");
     if ((st = coh_etcd_conn_init(&l->conn, &e->cfg, err)) != COHORT_OK)
         goto revoke;
+    /* Start at the member the op connection uses, with its auth token
+     * (valid there): no second bcrypt round on the server. */
     l->conn.ep = e->conn.ep;
+    if (e->conn.auth_on > 0 && e->conn.auth && e->conn.auth_ep == e->conn.ep) {
+        l->conn.auth = coh_strdup(e->conn.auth);
+        if (l->conn.auth) {
+            l->conn.auth_on = 1;
+            l->conn.auth_ep = e->conn.ep;
+        }
+    }
     l->id = id;
     l->ttl_s = (int)ttl; /* the server may raise a short TTL to its minimum */
     l->stop = 0;
