@@ -1,0 +1,911 @@
+/*
+ * shm.c - the host segment's life: creation by the lowest local rank,
+ * authenticated hand-over of the memfd to the other local ranks, attach
+ * barrier, liveness handles, abort, wake, and the published call state.
+ *
+ * Rendezvous (docs/shm.md has the message layouts):
+ *   lead (local index 0): memfd_create + ftruncate + seals + mmap, listens
+ *     on an abstract AF_UNIX SOCK_SEQPACKET socket with a random name, and
+ *     publishes the name under "shm/<lead group rank>/addr" in g->store
+ *     (already prefixed by generation and group).
+ *   member: reads the name, connects; both sides prove knowledge of the
+ *     job token with HMAC-SHA256 over fresh nonces from both sides plus job
+ *     id, generation, group id and the member's identity; the lead then
+ *     sends the memfd with SCM_RIGHTS. The member checks the lead's MAC
+ *     before it trusts the descriptor, and the seals before it maps it.
+ * Nothing is left in the file system: the memfd disappears with the last
+ * mapping, the abstract name with the listening socket (closed as soon as
+ * every member attached), and the store key is deleted by the lead.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "transport/shm/shm_int.h"
+
+#define HS_MAGIC 0x4b485343u /* "CSHK" */
+#define HS_TIMEOUT_MS 2000   /* one member's handshake, bounded separately */
+
+/* lead -> member on accept */
+typedef struct hs_m1 {
+    uint32_t magic, version;
+    uint8_t snonce[32];
+} hs_m1;
+
+/* member -> lead */
+typedef struct hs_m2 {
+    uint32_t magic, version;
+    int32_t local_index, group_rank, pid;
+    uint32_t check_contract;
+    uint8_t cnonce[32];
+    uint8_t mac[32];
+} hs_m2;
+
+/* lead -> member, with the memfd attached when status == OK */
+typedef struct hs_m3 {
+    uint32_t magic, status;
+    uint64_t size;
+    uint8_t mac[32];
+    char text[256];
+} hs_m3;
+
+static const coh_call attach_call = {
+    .seq = 0, .coll = COH_COLL_INTERNAL, .redop = -1, .root = -1, .file = "shm attach"};
+
+static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
+
+static uint64_t job_hash(const cohort_group *g)
+{
+    return coh_hash64(g->job_id, strnlen(g->job_id, sizeof g->job_id), 0x73686dull);
+}
+
+/* MAC over a label, two nonces, the group identity and extra bytes. */
+static void hs_mac(uint8_t out[32], const cohort_group *g, const char *label, const uint8_t a[32],
+                   const uint8_t b[32], const void *extra, size_t extra_len)
+{
+    crypto_auth_hmacsha256_state st;
+    crypto_auth_hmacsha256_init(&st, (const unsigned char *)g->token, strlen(g->token));
+    crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, strlen(label) + 1);
+    crypto_auth_hmacsha256_update(&st, a, 32);
+    crypto_auth_hmacsha256_update(&st, b, 32);
+    crypto_auth_hmacsha256_update(&st, (const unsigned char *)g->job_id,
+                                  strnlen(g->job_id, sizeof g->job_id) + 1);
+    uint32_t ids[2] = {g->generation, g->id};
+    crypto_auth_hmacsha256_update(&st, (const unsigned char *)ids, sizeof ids);
+    crypto_auth_hmacsha256_update(&st, extra, extra_len);
+    crypto_auth_hmacsha256_final(&st, out);
+}
+
+static void m2_mac(uint8_t out[32], const cohort_group *g, const hs_m2 *m, const uint8_t sn[32])
+{
+    int32_t extra[4] = {m->local_index, m->group_rank, m->pid, (int32_t)m->check_contract};
+    hs_mac(out, g, "cohort-shm-member", sn, m->cnonce, extra, sizeof extra);
+}
+
+static void m3_mac(uint8_t out[32], const cohort_group *g, const hs_m3 *m, const uint8_t cn[32],
+                   const uint8_t sn[32], int32_t member)
+{
+    uint64_t extra[3] = {m->status, m->size, (uint64_t)(uint32_t)member};
+    hs_mac(out, g, "cohort-shm-lead", cn, sn, extra, sizeof extra);
+}
+
+/* Geometry from (n, S): every rank computes it and checks the lead's. */
+static void geometry(int n, size_t S, size_t *buf_stride, size_t *rank_stride, size_t *ctl_off,
+                     size_t *slot_off, size_t *total)
+{
+    *buf_stride = round_up(SHM_LINE + S, SHM_LINE);
+    *rank_stride = round_up(2 * *buf_stride, 4096);
+    *ctl_off = SHM_SEG_HDR_BYTES;
+    *slot_off = round_up(*ctl_off + (size_t)n * SHM_CTL_BYTES, 4096);
+    *total = *slot_off + (size_t)n * *rank_stride;
+}
+
+size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
+{
+    size_t a, b, c, d, t;
+    geometry(local_size, slot_bytes, &a, &b, &c, &d, &t);
+    return t;
+}
+
+/* Slot size: COHORT_SHM_SLOT_BYTES (the lead's value wins; every rank
+ * validates its own so a typo is reported wherever it is). */
+static cohort_status read_env(cohort_group *g, size_t *slot, size_t *small)
+{
+    long v = SHM_DEFAULT_SLOT_BYTES;
+    int r = coh_env_int("COHORT_SHM_SLOT_BYTES", &v);
+    if (r < 0 || v < (long)SHM_MIN_SLOT_BYTES || v > (long)SHM_MAX_SLOT_BYTES)
+        return coh_group_fail(g, COHORT_ERR_INVALID,
+                              "COHORT_SHM_SLOT_BYTES=%s: want an integer in [%u, %u]",
+                              coh_env_str("COHORT_SHM_SLOT_BYTES"), SHM_MIN_SLOT_BYTES,
+                              SHM_MAX_SLOT_BYTES);
+    /* Blocked algorithms put n-1 blocks of at least one 8-byte element in a
+     * buffer; keep buffers a whole number of cache lines. */
+    size_t S = round_up((size_t)v, SHM_LINE);
+    size_t min_blocks = (size_t)(g->local_size > 1 ? g->local_size - 1 : 1) * 8;
+    if (S < min_blocks)
+        S = round_up(min_blocks, SHM_LINE);
+    long sm = SHM_DEFAULT_SMALL_BYTES;
+    r = coh_env_int("COHORT_SHM_SMALL_BYTES", &sm);
+    if (r < 0 || sm < 0 || sm > (long)SHM_MAX_SLOT_BYTES)
+        return coh_group_fail(g, COHORT_ERR_INVALID,
+                              "COHORT_SHM_SMALL_BYTES=%s: want an integer in [0, %u]",
+                              coh_env_str("COHORT_SHM_SMALL_BYTES"), SHM_MAX_SLOT_BYTES);
+    *slot = S;
+    *small = COH_MIN((size_t)sm, S);
+    return COHORT_OK;
+}
+
+static void set_geometry(coh_shm *s)
+{
+    shm_seg_hdr *h = s->hdr;
+    s->S = (size_t)h->slot_bytes;
+    s->small_bytes = (size_t)h->small_bytes;
+    s->check = (int)h->check_contract;
+    s->rank_stride = (size_t)h->rank_stride;
+    s->buf_stride = (size_t)h->buf_stride;
+    s->ctl_base = s->base + h->ctl_off;
+    s->slots = s->base + h->slot_off;
+}
+
+static void cleanup(coh_shm *s)
+{
+    if (s->base && s->base != MAP_FAILED)
+        munmap(s->base, s->size);
+    if (s->pidfd) {
+        for (int q = 0; q < s->n; q++)
+            if (s->pidfd[q] >= 0)
+                close(s->pidfd[q]);
+        coh_free(s->pidfd);
+    }
+    coh_free(s->srcs);
+    coh_free(s->peer_file);
+    coh_free(s);
+}
+
+/* ---- socket helpers: one message per call, every wait bounded ---- */
+
+static int wait_fd(int fd, short ev, uint64_t deadline_ns)
+{
+    for (;;) {
+        int ms = coh_ms_left(deadline_ns);
+        if (ms == 0)
+            return -ETIMEDOUT;
+        struct pollfd pf = {.fd = fd, .events = ev};
+        int r = poll(&pf, 1, COH_MIN(ms, COH_WAIT_SLICE_MS));
+        if (r > 0)
+            return 0;
+        if (r < 0 && errno != EINTR)
+            return -errno;
+    }
+}
+
+static int send_msg(int fd, const void *buf, size_t len, int pass_fd, uint64_t deadline_ns)
+{
+    struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+    union {
+        char b[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    if (pass_fd >= 0) {
+        memset(&ctl, 0, sizeof ctl);
+        mh.msg_control = ctl.b;
+        mh.msg_controllen = sizeof ctl.b;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+    }
+    for (;;) {
+        ssize_t r = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (r == (ssize_t)len)
+            return 0;
+        if (r >= 0)
+            return -EMSGSIZE;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -errno;
+        int w = wait_fd(fd, POLLOUT, deadline_ns);
+        if (w < 0)
+            return w;
+    }
+}
+
+/* Receives exactly one message of `len` bytes; *got_fd (if given) receives
+ * a passed descriptor or -1. Extra descriptors are closed. */
+static int recv_msg(int fd, void *buf, size_t len, int *got_fd, uint64_t deadline_ns)
+{
+    if (got_fd)
+        *got_fd = -1;
+    for (;;) {
+        union {
+            char b[CMSG_SPACE(4 * sizeof(int))];
+            struct cmsghdr align;
+        } ctl;
+        struct iovec iov = {.iov_base = buf, .iov_len = len};
+        struct msghdr mh = {
+            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.b, .msg_controllen = sizeof ctl.b};
+        ssize_t r = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int w = wait_fd(fd, POLLIN, deadline_ns);
+            if (w < 0)
+                return w;
+            continue;
+        }
+        if (r < 0)
+            return -errno;
+        for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+            if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+                continue;
+            size_t nfd = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < nfd; i++) {
+                int f;
+                memcpy(&f, CMSG_DATA(cm) + i * sizeof(int), sizeof f);
+                if (got_fd && *got_fd < 0)
+                    *got_fd = f;
+                else
+                    close(f);
+            }
+        }
+        if (r == 0)
+            return -ECONNRESET;
+        if ((size_t)r != len || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
+            if (got_fd && *got_fd >= 0) {
+                close(*got_fd);
+                *got_fd = -1;
+            }
+            return -EPROTO;
+        }
+        return 0;
+    }
+}
+
+static socklen_t abstract_addr(struct sockaddr_un *a, const char *name)
+{
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    size_t l = strnlen(name, sizeof a->sun_path - 2);
+    memcpy(a->sun_path + 1, name, l); /* sun_path[0] = 0: abstract namespace */
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + l);
+}
+
+static void store_key(const cohort_group *g, char *key, size_t n)
+{
+    snprintf(key, n, "shm/%d/addr", g->local_ranks[0]);
+}
+
+/* ---- lead ---- */
+
+/* Serves one member connection. Returns 1 if it attached (its local index
+ * in *li), 0 if it was refused (reason in why). */
+static int serve_member(coh_shm *s, int c, int memfd, const int *have, int *li, char *why,
+                        size_t whylen, uint64_t deadline_ns)
+{
+    cohort_group *g = s->g;
+    uint64_t dl = COH_MIN(deadline_ns, coh_now_ns() + (uint64_t)HS_TIMEOUT_MS * 1000000ull);
+    hs_m1 m1 = {.magic = HS_MAGIC, .version = SHM_VERSION};
+    hs_m2 m2;
+    hs_m3 m3;
+    memset(&m3, 0, sizeof m3);
+    m3.magic = HS_MAGIC;
+    int e;
+    if (coh_random(m1.snonce, sizeof m1.snonce) != COHORT_OK) {
+        snprintf(why, whylen, "getrandom failed");
+        return 0;
+    }
+    if ((e = send_msg(c, &m1, sizeof m1, -1, dl)) < 0 ||
+        (e = recv_msg(c, &m2, sizeof m2, NULL, dl)) < 0) {
+        snprintf(why, whylen, "handshake i/o: %s", strerror(-e));
+        return 0;
+    }
+    uint8_t mac[32];
+    m2_mac(mac, g, &m2, m1.snonce);
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    int have_cred = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
+    cohort_status st = COHORT_OK;
+    if (m2.magic != HS_MAGIC || m2.version != SHM_VERSION) {
+        st = COHORT_ERR_PROTOCOL;
+        snprintf(m3.text, sizeof m3.text, "bad handshake magic/version (%#x/%u, want %#x/%u)",
+                 m2.magic, m2.version, HS_MAGIC, SHM_VERSION);
+    } else if (crypto_verify_32(mac, m2.mac) != 0) {
+        st = COHORT_ERR_AUTH;
+        snprintf(m3.text, sizeof m3.text,
+                 "authentication failed (different job, token, generation or group)");
+    } else if (m2.local_index <= 0 || m2.local_index >= s->n ||
+               m2.group_rank != g->local_ranks[m2.local_index]) {
+        st = COHORT_ERR_PROTOCOL;
+        snprintf(m3.text, sizeof m3.text,
+                 "member claims local index %d / rank %d, which is not a local rank of group %u",
+                 m2.local_index, m2.group_rank, g->id);
+    } else if (have[m2.local_index]) {
+        st = COHORT_ERR_PROTOCOL;
+        snprintf(m3.text, sizeof m3.text, "local index %d (rank %d) attached twice",
+                 m2.local_index, m2.group_rank);
+    } else if ((int)m2.check_contract != s->check) {
+        st = COHORT_ERR_INVALID;
+        snprintf(m3.text, sizeof m3.text,
+                 "COHORT_CONTRACT differs between local ranks (rank %d: %s, rank %d: %s)",
+                 g->rank, s->check ? "on" : "off", m2.group_rank,
+                 m2.check_contract ? "on" : "off");
+    }
+    m3.status = (uint32_t)st;
+    m3.size = s->size;
+    m3_mac(m3.mac, g, &m3, m2.cnonce, m1.snonce, m2.local_index);
+    e = send_msg(c, &m3, sizeof m3, st == COHORT_OK ? memfd : -1, dl);
+    if (st != COHORT_OK) {
+        snprintf(why, whylen, "%s", m3.text);
+        return 0;
+    }
+    if (e < 0) {
+        snprintf(why, whylen, "sending the segment: %s", strerror(-e));
+        return 0;
+    }
+    /* pids are only comparable if the member lives in our pid namespace. */
+    if (!have_cred || cred.pid != m2.pid)
+        atomic_fetch_or(&s->hdr->flags, SHM_F_NO_PIDFD);
+    *li = m2.local_index;
+    return 1;
+}
+
+static cohort_status lead_publish_error(coh_shm *s, cohort_status st)
+{
+    cohort_group *g = s->g;
+    if (s->n > 1 && g->store) {
+        char key[64], val[COH_ERRLEN + 16];
+        store_key(g, key, sizeof key);
+        snprintf(val, sizeof val, "!%d:%s", (int)st, g->err.msg);
+        cohort_store_set(g->store, key, strlen(key), val, strlen(val));
+    }
+    return st;
+}
+
+static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
+{
+    cohort_group *g = s->g;
+    int n = s->n;
+    size_t buf_stride, rank_stride, ctl_off, slot_off, total;
+    geometry(n, S, &buf_stride, &rank_stride, &ctl_off, &slot_off, &total);
+    int fd = memfd_create("cohort-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0)
+        return lead_publish_error(
+            s, coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: memfd_create: %s (errno %d)",
+                              strerror(errno), errno));
+    if (ftruncate(fd, (off_t)total) < 0) {
+        int e = errno;
+        close(fd);
+        return lead_publish_error(
+            s, coh_group_fail(g, COHORT_ERR_SYSTEM,
+                              "shm: ftruncate of the %zu-byte segment: %s (errno %d)", total,
+                              strerror(e), e));
+    }
+    /* Sealed size: no member can shrink the segment under the others
+     * (which would turn their next access into SIGBUS). */
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+    s->base = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (s->base == MAP_FAILED) {
+        int e = errno;
+        s->base = NULL;
+        close(fd);
+        return lead_publish_error(
+            s, coh_group_fail(g, COHORT_ERR_SYSTEM,
+                              "shm: mmap of the %zu-byte segment: %s (errno %d)", total,
+                              strerror(e), e));
+    }
+    s->size = total;
+    shm_seg_hdr *h = s->hdr = (shm_seg_hdr *)s->base;
+    h->version = SHM_VERSION;
+    h->group = g->id;
+    h->gen = g->generation;
+    h->job_hash = job_hash(g);
+    h->local_size = (uint32_t)n;
+    h->check_contract = (uint32_t)s->check;
+    h->slot_bytes = S;
+    h->small_bytes = small;
+    h->total_bytes = total;
+    h->ctl_off = ctl_off;
+    h->slot_off = slot_off;
+    h->rank_stride = rank_stride;
+    h->buf_stride = buf_stride;
+    h->magic = SHM_MAGIC;
+    set_geometry(s);
+    if (n == 1) {
+        close(fd);
+        return COHORT_OK;
+    }
+
+    int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (ls < 0) {
+        int e = errno;
+        close(fd);
+        return lead_publish_error(s, coh_group_fail(g, COHORT_ERR_SYSTEM,
+                                                    "shm: socket(AF_UNIX): %s (errno %d)",
+                                                    strerror(e), e));
+    }
+    uint8_t rnd[16];
+    char name[64];
+    struct sockaddr_un addr;
+    socklen_t alen = 0;
+    int bound = 0;
+    for (int attempt = 0; attempt < 4 && !bound; attempt++) {
+        if (coh_random(rnd, sizeof rnd) != COHORT_OK)
+            break;
+        int p = snprintf(name, sizeof name, "cohort-shm-");
+        for (size_t i = 0; i < sizeof rnd; i++)
+            p += snprintf(name + p, sizeof name - (size_t)p, "%02x", rnd[i]);
+        alen = abstract_addr(&addr, name);
+        bound = bind(ls, (struct sockaddr *)&addr, alen) == 0;
+    }
+    if (!bound || listen(ls, n) < 0) {
+        int e = errno;
+        close(ls);
+        close(fd);
+        return lead_publish_error(s, coh_group_fail(g, COHORT_ERR_SYSTEM,
+                                                    "shm: bind/listen on an abstract unix "
+                                                    "socket: %s (errno %d)",
+                                                    strerror(e), e));
+    }
+    char key[64];
+    store_key(g, key, sizeof key);
+    cohort_status st = cohort_store_set(g->store, key, strlen(key), name, strlen(name));
+    if (st != COHORT_OK) {
+        close(ls);
+        close(fd);
+        return coh_group_fail(g, st, "shm: publishing the segment address in the store: %s",
+                              cohort_store_last_error(g->store));
+    }
+
+    /* Accept until every member attached. A refused connection (another
+     * job, a bad token) is logged and does not count. */
+    uint64_t deadline = coh_deadline_ns(g->timeout_ms);
+    int *have = coh_calloc((size_t)n, sizeof(int));
+    if (!have) {
+        close(ls);
+        close(fd);
+        return lead_publish_error(s, coh_group_fail(g, COHORT_ERR_NOMEM, "shm: out of memory"));
+    }
+    int got = 0, refused = 0;
+    char why[300] = "";
+    while (got < n - 1) {
+        if ((st = shm_check_abort(s)) != COHORT_OK) {
+            /* poisoned from elsewhere (another thread, the monitor) */
+            break;
+        }
+        if (coh_ms_left(deadline) == 0) {
+            char missing[256];
+            int miss[64], nm = 0;
+            for (int q = 1; q < n && nm < 64; q++)
+                if (!have[q])
+                    miss[nm++] = g->local_ranks[q];
+            coh_fmt_ranks(missing, sizeof missing, miss, nm);
+            st = coh_group_fail(
+                g, COHORT_ERR_TIMEOUT,
+                "shm: rank(s) %s of this host never attached to the shared segment within %d "
+                "ms%s%s%s",
+                missing, g->timeout_ms, refused ? " (refused a connection: " : "",
+                refused ? why : "", refused ? ")" : "");
+            break;
+        }
+        int w = wait_fd(ls, POLLIN, COH_MIN(deadline, coh_now_ns() + 50000000ull));
+        if (w == -ETIMEDOUT)
+            continue;
+        int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (c < 0) {
+            if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
+                continue;
+            int e = errno;
+            st = coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: accept: %s (errno %d)", strerror(e),
+                                e);
+            break;
+        }
+        int li = -1;
+        if (serve_member(s, c, fd, have, &li, why, sizeof why, deadline)) {
+            have[li] = 1;
+            got++;
+        } else {
+            refused++;
+            coh_warn("shm: refused a connection to the segment of group %u: %s", g->id, why);
+        }
+        close(c);
+    }
+    coh_free(have);
+    close(ls);
+    close(fd);
+    if (st != COHORT_OK)
+        return st;
+    int deleted;
+    cohort_store_delete(g->store, key, strlen(key), &deleted);
+    return COHORT_OK;
+}
+
+/* ---- member ---- */
+
+static cohort_status member_attach(coh_shm *s)
+{
+    cohort_group *g = s->g;
+    char key[64];
+    store_key(g, key, sizeof key);
+    void *val = NULL;
+    size_t vlen = 0;
+    cohort_status st = cohort_store_get(g->store, key, strlen(key), &val, &vlen,
+                                        g->timeout_ms < 0 ? -1 : g->timeout_ms);
+    if (st != COHORT_OK)
+        return coh_group_fail(g, st,
+                              "shm: waiting for rank %d to publish the segment address: %s",
+                              g->local_ranks[0], cohort_store_last_error(g->store));
+    char name[128];
+    size_t l = COH_MIN(vlen, sizeof name - 1);
+    memcpy(name, val, l);
+    name[l] = 0;
+    free(val); /* the store allocates with malloc */
+    if (name[0] == '!') {
+        int code = COHORT_ERR_SYSTEM;
+        char *colon = strchr(name, ':');
+        sscanf(name + 1, "%d", &code);
+        return coh_group_fail(g, code > 0 ? (cohort_status)code : COHORT_ERR_SYSTEM,
+                              "shm: rank %d could not create the segment: %s", g->local_ranks[0],
+                              colon ? colon + 1 : name + 1);
+    }
+
+    uint64_t deadline = coh_deadline_ns(g->timeout_ms);
+    uint64_t dl = COH_MIN(deadline, coh_now_ns() + 4ull * HS_TIMEOUT_MS * 1000000ull);
+    int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (c < 0)
+        return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: socket(AF_UNIX): %s (errno %d)",
+                              strerror(errno), errno);
+    struct sockaddr_un addr;
+    socklen_t alen = abstract_addr(&addr, name);
+    int e = 0;
+    for (;;) {
+        if (connect(c, (struct sockaddr *)&addr, alen) == 0)
+            break;
+        e = errno;
+        if (e == EINPROGRESS || e == EALREADY) {
+            /* non-blocking connect on unix sockets completes or fails at once
+             * except when the backlog is full: wait for writability */
+            if (wait_fd(c, POLLOUT, dl) < 0)
+                break;
+            int soerr = 0;
+            socklen_t sl = sizeof soerr;
+            getsockopt(c, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+            e = soerr;
+            if (!e)
+                break;
+        }
+        if ((e == EAGAIN || e == EINTR) && coh_ms_left(dl) > 0) {
+            wait_fd(c, POLLOUT, COH_MIN(dl, coh_now_ns() + 1000000ull));
+            continue;
+        }
+        break;
+    }
+    if (e && e != EINPROGRESS) {
+        close(c);
+        return coh_group_fail(g, COHORT_ERR_SYSTEM,
+                              "shm: connecting to rank %d's segment socket @%s: %s (errno %d) "
+                              "(ranks of one host must share a network namespace)",
+                              g->local_ranks[0], name, strerror(e), e);
+    }
+    hs_m1 m1;
+    hs_m2 m2 = {.magic = HS_MAGIC,
+                .version = SHM_VERSION,
+                .local_index = s->me,
+                .group_rank = g->rank,
+                .pid = (int32_t)getpid(),
+                .check_contract = (uint32_t)s->check};
+    hs_m3 m3;
+    int fd = -1;
+    if ((e = recv_msg(c, &m1, sizeof m1, NULL, dl)) < 0)
+        goto io_err;
+    if (m1.magic != HS_MAGIC || m1.version != SHM_VERSION) {
+        close(c);
+        return coh_group_fail(g, COHORT_ERR_PROTOCOL,
+                              "shm: rank %d's segment socket speaks magic/version %#x/%u, want "
+                              "%#x/%u",
+                              g->local_ranks[0], m1.magic, m1.version, HS_MAGIC, SHM_VERSION);
+    }
+    if (coh_random(m2.cnonce, sizeof m2.cnonce) != COHORT_OK) {
+        close(c);
+        return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: getrandom failed");
+    }
+    m2_mac(m2.mac, g, &m2, m1.snonce);
+    if ((e = send_msg(c, &m2, sizeof m2, -1, dl)) < 0)
+        goto io_err;
+    if ((e = recv_msg(c, &m3, sizeof m3, &fd, dl)) < 0)
+        goto io_err;
+    close(c);
+    uint8_t mac[32];
+    m3_mac(mac, g, &m3, m2.cnonce, m1.snonce, s->me);
+    if (m3.magic != HS_MAGIC || crypto_verify_32(mac, m3.mac) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return coh_group_fail(g, COHORT_ERR_AUTH,
+                              "shm: authentication with rank %d (the segment owner) failed: "
+                              "job id, token, generation or group differ",
+                              g->local_ranks[0]);
+    }
+    m3.text[sizeof m3.text - 1] = 0;
+    if (m3.status != COHORT_OK) {
+        if (fd >= 0)
+            close(fd);
+        return coh_group_fail(g, (cohort_status)m3.status,
+                              "shm: rank %d refused this rank's attach: %s", g->local_ranks[0],
+                              m3.text);
+    }
+    if (fd < 0)
+        return coh_group_fail(g, COHORT_ERR_PROTOCOL,
+                              "shm: rank %d accepted but passed no segment descriptor",
+                              g->local_ranks[0]);
+    struct stat sb;
+    int seals = fcntl(fd, F_GET_SEALS);
+    if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != m3.size || seals < 0 ||
+        (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
+        close(fd);
+        return coh_group_fail(g, COHORT_ERR_PROTOCOL,
+                              "shm: the segment from rank %d is not a sealed %llu-byte memfd",
+                              g->local_ranks[0], (unsigned long long)m3.size);
+    }
+    s->base = mmap(NULL, (size_t)m3.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    e = errno;
+    close(fd);
+    if (s->base == MAP_FAILED) {
+        s->base = NULL;
+        return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: mmap of the segment: %s (errno %d)",
+                              strerror(e), e);
+    }
+    s->size = (size_t)m3.size;
+    shm_seg_hdr *h = s->hdr = (shm_seg_hdr *)s->base;
+    size_t bs, rs, co, so, tot;
+    geometry(s->n, (size_t)h->slot_bytes, &bs, &rs, &co, &so, &tot);
+    if (s->size < sizeof(shm_seg_hdr) || h->magic != SHM_MAGIC || h->version != SHM_VERSION ||
+        h->group != g->id || h->gen != g->generation || h->job_hash != job_hash(g) ||
+        h->local_size != (uint32_t)s->n || h->total_bytes != s->size || tot != s->size ||
+        h->buf_stride != bs || h->rank_stride != rs || h->ctl_off != co || h->slot_off != so ||
+        h->small_bytes > h->slot_bytes) {
+        return coh_group_fail(g, COHORT_ERR_PROTOCOL,
+                              "shm: the segment from rank %d has an unexpected header (group %u "
+                              "gen %u local size %u)",
+                              g->local_ranks[0], h->group, h->gen, h->local_size);
+    }
+    set_geometry(s);
+    return COHORT_OK;
+
+io_err:
+    close(c);
+    if (fd >= 0)
+        close(fd);
+    return coh_group_fail(g, e == -ETIMEDOUT ? COHORT_ERR_TIMEOUT : COHORT_ERR_SYSTEM,
+                          "shm: handshake with rank %d's segment socket: %s", g->local_ranks[0],
+                          strerror(-e));
+}
+
+/* ---- attach: identity, first touch, barrier, liveness handles ---- */
+
+static cohort_status attach(coh_shm *s)
+{
+    cohort_group *g = s->g;
+    shm_ctl *me = shm_ctl_of(s, s->me);
+    atomic_store(&me->pid, (int32_t)getpid());
+    atomic_store(&me->group_rank, g->rank);
+    atomic_store(&me->attached, 1);
+    /* First touch of my own buffers from this process (page placement,
+     * and no page faults inside the first collective). */
+    unsigned char *mine = s->slots + (size_t)s->me * s->rank_stride;
+#ifdef MADV_POPULATE_WRITE
+    if (madvise(mine, s->rank_stride, MADV_POPULATE_WRITE) != 0)
+#endif
+        for (size_t i = 0; i < s->rank_stride; i += 4096)
+            ((volatile unsigned char *)mine)[i] = 0;
+    /* Barrier: phase 1 published by everyone. */
+    shm_op o = {.s = s, .g = g, .c = &attach_call};
+    shm_publish(s);
+    cohort_status st = shm_wait_all(&o, s->phase);
+    if (st != COHORT_OK)
+        return st;
+    s->pidfd = coh_malloc((size_t)s->n * sizeof(int));
+    if (!s->pidfd)
+        return coh_group_fail(g, COHORT_ERR_NOMEM, "shm: out of memory");
+    int nopid = (atomic_load(&s->hdr->flags) & SHM_F_NO_PIDFD) != 0;
+    for (int q = 0; q < s->n; q++) {
+        s->pidfd[q] = -1;
+        if (q == s->me || nopid)
+            continue;
+        pid_t pid = atomic_load(&shm_ctl_of(s, q)->pid);
+        int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+        if (fd < 0)
+            coh_info("shm: pidfd_open(%d) for rank %d: %s; its death will show as a timeout",
+                     (int)pid, g->local_ranks[q], strerror(errno));
+        else
+            fcntl(fd, F_SETFD, FD_CLOEXEC);
+        s->pidfd[q] = fd;
+    }
+    if (nopid)
+        coh_info("shm: local ranks live in different pid namespaces; peer deaths will show as "
+                 "timeouts");
+    return COHORT_OK;
+}
+
+cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
+{
+    if (!out)
+        return COHORT_ERR_INVALID;
+    *out = NULL;
+    if (!g || g->local_size < 1 || g->local_rank < 0 || g->local_rank >= g->local_size ||
+        !g->local_ranks)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "shm: group without a local topology");
+    if (g->local_size > 1 && (!g->store || !g->token))
+        return coh_group_fail(g, COHORT_ERR_INVALID, "shm: group without a store or job token");
+    if (sodium_init() < 0)
+        return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: libsodium initialisation failed");
+    size_t S = 0, small = 0;
+    cohort_status st = read_env(g, &S, &small);
+    if (st != COHORT_OK)
+        return st;
+    coh_shm *s = coh_calloc(1, sizeof *s);
+    if (!s)
+        return coh_group_fail(g, COHORT_ERR_NOMEM, "shm: out of memory");
+    s->g = g;
+    s->n = g->local_size;
+    s->me = g->local_rank;
+    s->check = g->check_contract ? 1 : 0;
+    s->srcs = coh_calloc((size_t)s->n, sizeof *s->srcs);
+    s->peer_file = coh_calloc((size_t)s->n, sizeof *s->peer_file);
+    if (!s->srcs || !s->peer_file) {
+        cleanup(s);
+        return coh_group_fail(g, COHORT_ERR_NOMEM, "shm: out of memory");
+    }
+    shm_wait_defaults(s);
+    st = s->me == 0 ? lead_create(s, S, small) : member_attach(s);
+    if (st == COHORT_OK)
+        st = attach(s);
+    if (st != COHORT_OK) {
+        cleanup(s);
+        return st;
+    }
+    coh_debug("shm: group %u local %d/%d attached, segment %zu bytes, slot %zu, small %zu, %s",
+              g->id, s->me, s->n, s->size, s->S, s->small_bytes,
+              s->oversub ? "oversubscribed (yield early)" : "spin then yield");
+    *out = s;
+    return COHORT_OK;
+}
+
+void coh_shm_destroy(coh_shm *s)
+{
+    if (s)
+        cleanup(s);
+}
+
+void coh_shm_wake(coh_shm *s)
+{
+    if (!s || !s->ctl_base)
+        return;
+    for (int q = 0; q < s->n; q++)
+        shm_futex_wake(&shm_ctl_of(s, q)->arrive);
+}
+
+void coh_shm_abort(coh_shm *s, cohort_status st, const char *reason)
+{
+    if (!s || !s->hdr)
+        return;
+    shm_seg_hdr *h = s->hdr;
+    uint32_t zero = 0;
+    if (st != COHORT_OK &&
+        atomic_compare_exchange_strong(&h->abort_claim, &zero, 1u)) {
+        snprintf(h->abort_reason, sizeof h->abort_reason, "%s", reason ? reason : "");
+        h->abort_rank = s->g->rank;
+        atomic_store_explicit(&h->abort_status, (uint32_t)st, memory_order_release);
+    }
+    coh_shm_wake(s);
+}
+
+/* ---- published state (seqlock: version odd while the owner writes) ---- */
+
+void coh_shm_set_state(coh_shm *s, const coh_call *cur, uint64_t last_done)
+{
+    if (!s)
+        return;
+    shm_ctl *c = shm_ctl_of(s, s->me);
+    uint32_t v = atomic_load_explicit(&c->st_ver, memory_order_relaxed);
+    atomic_store_explicit(&c->st_ver, v + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&c->st_last_done, last_done, memory_order_relaxed);
+    if (cur) {
+        uint64_t packed = (uint64_t)cur->coll | (uint64_t)cur->dtype << 8 |
+                          (uint64_t)(uint8_t)(cur->redop + 1) << 16 | (uint64_t)cur->site << 32;
+        atomic_store_explicit(&c->st_seq, cur->seq, memory_order_relaxed);
+        atomic_store_explicit(&c->st_count, cur->count, memory_order_relaxed);
+        atomic_store_explicit(&c->st_packed, packed, memory_order_relaxed);
+        atomic_store_explicit(&c->st_root, cur->root, memory_order_relaxed);
+        atomic_store_explicit(&c->st_tag, cur->tag, memory_order_relaxed);
+        atomic_store_explicit(&c->st_line, (uint32_t)cur->line, memory_order_relaxed);
+        /* The file name only changes with the call site: copy it then. */
+        if (cur->site != s->st_file_site || !s->st_file_site) {
+            char f[sizeof c->st_file];
+            memset(f, 0, sizeof f);
+            if (cur->file) {
+                size_t l = strlen(cur->file);
+                const char *p = l >= sizeof f ? cur->file + l - (sizeof f - 1) : cur->file;
+                memcpy(f, p, strnlen(p, sizeof f - 1));
+            }
+            for (size_t i = 0; i < COH_ARRAY_LEN(c->st_file); i++) {
+                uint64_t w;
+                memcpy(&w, f + 8 * i, 8);
+                atomic_store_explicit(&c->st_file[i], w, memory_order_relaxed);
+            }
+            s->st_file_site = cur->site;
+        }
+    } else {
+        atomic_store_explicit(&c->st_seq, 0, memory_order_relaxed);
+        atomic_store_explicit(&c->st_packed, 0, memory_order_relaxed);
+    }
+    atomic_store_explicit(&c->st_ver, v + 2, memory_order_release);
+}
+
+int coh_shm_peer_state(coh_shm *s, int li, coh_call *cur, uint64_t *last_done, int *alive)
+{
+    if (!s || li < 0 || li >= s->n)
+        return 0;
+    shm_ctl *c = shm_ctl_of(s, li);
+    if (!atomic_load(&c->attached))
+        return 0;
+    coh_call tmp;
+    uint64_t done = 0;
+    char file[sizeof c->st_file];
+    int ok = 0;
+    for (int tries = 0; tries < 1000 && !ok; tries++) {
+        uint32_t v1 = atomic_load_explicit(&c->st_ver, memory_order_acquire);
+        if (v1 & 1u)
+            continue;
+        memset(&tmp, 0, sizeof tmp);
+        done = atomic_load_explicit(&c->st_last_done, memory_order_relaxed);
+        tmp.seq = atomic_load_explicit(&c->st_seq, memory_order_relaxed);
+        tmp.count = atomic_load_explicit(&c->st_count, memory_order_relaxed);
+        uint64_t packed = atomic_load_explicit(&c->st_packed, memory_order_relaxed);
+        tmp.root = atomic_load_explicit(&c->st_root, memory_order_relaxed);
+        tmp.tag = atomic_load_explicit(&c->st_tag, memory_order_relaxed);
+        tmp.line = (int)atomic_load_explicit(&c->st_line, memory_order_relaxed);
+        for (size_t i = 0; i < COH_ARRAY_LEN(c->st_file); i++) {
+            uint64_t w = atomic_load_explicit(&c->st_file[i], memory_order_relaxed);
+            memcpy(file + 8 * i, &w, 8);
+        }
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&c->st_ver, memory_order_relaxed) != v1)
+            continue;
+        tmp.coll = (uint8_t)(packed & 0xff);
+        tmp.dtype = (uint8_t)(packed >> 8 & 0xff);
+        tmp.redop = (int8_t)((int)(packed >> 16 & 0xff) - 1);
+        tmp.site = (uint32_t)(packed >> 32);
+        ok = 1;
+    }
+    if (!ok)
+        return 0;
+    file[sizeof file - 1] = 0;
+    memcpy(s->peer_file[li], file, sizeof s->peer_file[li]);
+    tmp.file = s->peer_file[li];
+    if (cur)
+        *cur = tmp;
+    if (last_done)
+        *last_done = done;
+    if (alive) {
+        *alive = 1;
+        if (li != s->me && s->pidfd && s->pidfd[li] >= 0) {
+            struct pollfd pf = {.fd = s->pidfd[li], .events = POLLIN};
+            if (poll(&pf, 1, 0) > 0)
+                *alive = 0;
+        }
+    }
+    return 1;
+}

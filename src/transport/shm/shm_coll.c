@@ -1,0 +1,841 @@
+/*
+ * shm_coll.c - the collectives on the host segment, built from the phase
+ * protocol of shm_int.h (claim, write, publish, wait, check, read).
+ *
+ * Contract check: on the first phase of every call every local rank writes
+ * its fingerprint (coh_hdr) into its buffer - with data or without - and
+ * waits for and compares every peer's before reading any payload. So every
+ * rank fails a mismatched call (count, dtype, op, reduce op, root...) with
+ * COHORT_ERR_CONTRACT and leaves its receive buffer untouched, and a wrong
+ * root cannot make ranks wait for data nobody sends. Later phases carry a
+ * header per buffer too (step = phase index in the call, len = payload
+ * bytes), checked by whoever reads that buffer.
+ *
+ * Data movement (n local ranks, S bytes per buffer):
+ *   all_reduce small (<= small_bytes): one phase - everyone copies its
+ *     input in, everyone reduces all n inputs (same order on every rank, so
+ *     the results are bitwise identical).
+ *   all_reduce large: per piece two phases - A: copy in the slices other
+ *     ranks reduce; each rank reduces its own 1/n slice reading its private
+ *     input plus the peers' copies and writes the result to recv; B: it
+ *     publishes that slice, everyone copies the other slices out.
+ *   broadcast/scatter: the root publishes pieces, readers copy out; the
+ *     root runs at most one piece ahead (double buffering).
+ *   gather: ranks publish pieces, the root copies out.
+ *   reduce: like all_reduce large (work split over all ranks), but only
+ *     the root copies results out. all_gather, reduce_scatter, all_to_all:
+ *     one phase per piece, everybody publishes and reads.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "reduce/reduce.h"
+#include "transport/shm/shm_int.h"
+
+static const uint8_t dt_size[COHORT_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+static const char *const dt_names[COHORT_DTYPE_COUNT] = {
+    "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
+    "float64"};
+static const char *const op_names[COHORT_OP_COUNT] = {"sum", "prod", "min", "max",
+                                                      "avg", "band", "bor", "bxor"};
+static const char *const coll_names[COH_COLL_KIND_COUNT] = {
+    "none",   "all_reduce",     "broadcast",  "reduce",  "all_gather", "gather",
+    "scatter", "reduce_scatter", "all_to_all", "barrier", "send",       "recv", "internal"};
+
+#define DATA(b) ((b) + SHM_LINE)
+/* memcpy that evaluates its pointers only for a non-empty copy (NULL
+ * buffers are legal with count 0). */
+#define CPY(d, s, n)                                                                               \
+    do {                                                                                           \
+        size_t n_ = (n);                                                                           \
+        if (n_)                                                                                    \
+            memcpy((d), (s), n_);                                                                  \
+    } while (0)
+
+/* ---- fingerprints ---- */
+
+static void hdr_fill(coh_hdr *h, const cohort_group *g, const coh_call *c)
+{
+    memset(h, 0, sizeof *h);
+    h->magic = COH_HDR_MAGIC;
+    h->kind = COH_MSG_COLL;
+    h->coll = c->coll;
+    h->dtype = c->dtype;
+    h->redop = c->redop;
+    h->group = g->id;
+    h->gen = g->generation;
+    h->seq = c->seq;
+    h->count = c->count;
+    h->root = c->root;
+    h->tag = c->tag;
+    h->site = c->site;
+    h->src = g->rank;
+    h->line = (uint32_t)c->line;
+}
+
+static void put_hdr(shm_op *o, unsigned char *buf, uint32_t step, uint64_t len)
+{
+    if (!o->s->check)
+        return;
+    o->mine.step = step;
+    o->mine.len = len;
+    memcpy(buf, &o->mine, sizeof o->mine);
+}
+
+static const char *name_of(const char *const *t, int n, int v)
+{
+    return v >= 0 && v < n ? t[v] : "?";
+}
+
+static void field_str(char *out, size_t n, int f, const coh_hdr *h)
+{
+    switch (f) {
+    case COH_FIELD_GROUP: snprintf(out, n, "group %u", h->group); break;
+    case COH_FIELD_GENERATION: snprintf(out, n, "generation %u", h->gen); break;
+    case COH_FIELD_SEQ: snprintf(out, n, "seq %llu", (unsigned long long)h->seq); break;
+    case COH_FIELD_OP: snprintf(out, n, "%s", name_of(coll_names, COH_COLL_KIND_COUNT, h->coll)); break;
+    case COH_FIELD_DTYPE: snprintf(out, n, "%s", name_of(dt_names, COHORT_DTYPE_COUNT, h->dtype)); break;
+    case COH_FIELD_COUNT: snprintf(out, n, "%llu", (unsigned long long)h->count); break;
+    case COH_FIELD_REDOP:
+        snprintf(out, n, "%s", h->redop < 0 ? "none" : name_of(op_names, COHORT_OP_COUNT, h->redop));
+        break;
+    case COH_FIELD_ROOT: snprintf(out, n, "%d", h->root); break;
+    case COH_FIELD_TAG: snprintf(out, n, "%d", h->tag); break;
+    default:
+        snprintf(out, n, "step %u len %llu", h->step, (unsigned long long)h->len);
+        break;
+    }
+}
+
+static const char *field_label(int f)
+{
+    static const char *const t[] = {"nothing", "group",    "generation", "seq",
+                                    "operation", "dtype",  "count",      "reduce op",
+                                    "root",    "tag",      "algorithm step"};
+    return f >= 0 && f < (int)COH_ARRAY_LEN(t) ? t[f] : "field";
+}
+
+/* Slow path of check_hdr: report and fail the group. */
+static cohort_status hdr_mismatch(shm_op *o, int q, const coh_hdr *gotp)
+{
+    cohort_group *g = o->g;
+    coh_hdr got;
+    memcpy(&got, gotp, sizeof got);
+    int peer = g->local_ranks[q];
+    if (got.magic != COH_HDR_MAGIC)
+        return coh_group_fail(g, COHORT_ERR_PROTOCOL,
+                              "shm: rank %d's buffer header is not a fingerprint (magic %#x) in "
+                              "%s #%llu",
+                              peer, got.magic, name_of(coll_names, COH_COLL_KIND_COUNT, o->c->coll),
+                              (unsigned long long)o->c->seq);
+    int f = coh_hdr_match(&o->exp, &got);
+    cohort_status st = coh_contract_mismatch(g, o->c, peer, &o->exp, &got);
+    if (st != COHORT_ERR_CONTRACT) {
+        /* The contract module is not there (placeholder): report locally. */
+        char a[64], b[64], site[96] = "";
+        coh_call pc;
+        field_str(a, sizeof a, f, &o->exp);
+        field_str(b, sizeof b, f, &got);
+        if (coh_shm_peer_state(o->s, q, &pc, NULL, NULL) && pc.seq == got.seq && pc.file &&
+            pc.file[0])
+            snprintf(site, sizeof site, " (%s:%u)", pc.file, got.line);
+        else
+            snprintf(site, sizeof site, " (line %u)", got.line);
+        coh_group_fail(g, COHORT_ERR_CONTRACT,
+                       "%s #%llu (%s:%d): %s differs: rank %d has %s, rank %d%s has %s",
+                       name_of(coll_names, COH_COLL_KIND_COUNT, o->c->coll),
+                       (unsigned long long)o->c->seq, o->c->file ? o->c->file : "?", o->c->line,
+                       field_label(f), g->rank, a, peer, site, b);
+    }
+    int p = coh_group_poisoned(g);
+    return p ? (cohort_status)p : COHORT_ERR_CONTRACT;
+}
+
+/* Compares local rank q's header for phase p with mine before its payload
+ * is read. */
+static inline cohort_status check_hdr(shm_op *o, int q, uint32_t p, uint32_t step, uint64_t len)
+{
+    if (!o->s->check)
+        return COHORT_OK;
+    const coh_hdr *got = (const coh_hdr *)shm_buf(o->s, q, p);
+    o->exp.step = step;
+    o->exp.len = len;
+    if (__builtin_expect(got->magic == COH_HDR_MAGIC &&
+                             coh_hdr_match(&o->exp, got) == COH_FIELD_NONE,
+                         1))
+        return COHORT_OK;
+    return hdr_mismatch(o, q, got);
+}
+
+/* Checks every peer's header of phase p; want_len(q) via the lens array or
+ * one length for all (lens == NULL). */
+static cohort_status check_all(shm_op *o, uint32_t p, uint32_t step, uint64_t len, int odd_rank,
+                               uint64_t odd_len)
+{
+    if (!o->s->check)
+        return COHORT_OK;
+    for (int q = 0; q < o->s->n; q++) {
+        if (q == o->s->me)
+            continue;
+        cohort_status st = check_hdr(o, q, p, step, q == odd_rank ? odd_len : len);
+        if (st != COHORT_OK)
+            return st;
+    }
+    return COHORT_OK;
+}
+
+/* ---- per-call setup ---- */
+
+static cohort_status bad_arg(shm_op *o, const char *what)
+{
+    return coh_group_fail(o->g, COHORT_ERR_INVALID, "shm %s #%llu (%s:%d): %s",
+                          name_of(coll_names, COH_COLL_KIND_COUNT, o->c->coll),
+                          (unsigned long long)o->c->seq, o->c->file ? o->c->file : "?",
+                          o->c->line, what);
+}
+
+static cohort_status op_begin(shm_op *o, coh_shm *s, const coh_call *c, int need_redop)
+{
+    if (!s || !c)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "shm: no segment or no call");
+    o->s = s;
+    o->g = s->g;
+    o->c = c;
+    o->w_init = 0;
+    if (coh_group_poisoned(s->g))
+        return COHORT_ERR_ABORTED;
+    cohort_status st = shm_check_abort(s);
+    if (st != COHORT_OK)
+        return st;
+    if (c->dtype >= COHORT_DTYPE_COUNT)
+        return bad_arg(o, "invalid dtype");
+    if (need_redop && (c->redop < 0 || c->redop >= COHORT_OP_COUNT))
+        return bad_arg(o, "invalid reduce op");
+    if (s->check) {
+        hdr_fill(&o->mine, s->g, c);
+        o->exp = o->mine;
+    }
+    return COHORT_OK;
+}
+
+static int overlap(const void *a, size_t la, const void *b, size_t lb)
+{
+    uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+    return la && lb && x < y + lb && y < x + la;
+}
+
+static int mul_ok(size_t a, size_t b, size_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+/* Slice j of a piece of len elements over n ranks, boundaries aligned to
+ * `al` elements so each rank's slice starts on a cache line. */
+static inline size_t slice_lo(size_t len, int n, int j, size_t al)
+{
+    if (j >= n)
+        return len;
+    return len * (size_t)j / (size_t)n / al * al;
+}
+
+/* Index of peer j's block in local rank `owner`'s buffer (owner's own block
+ * is not stored). */
+static inline size_t bidx(int owner, int j) { return (size_t)(j < owner ? j : j - 1); }
+
+/* Block piece for blocked ops: S/(n-1) bytes, whole cache lines when it
+ * can, whole elements always. */
+static size_t block_piece(const coh_shm *s, size_t es)
+{
+    size_t b = s->S / (size_t)(s->n - 1);
+    if (b >= SHM_LINE)
+        b = b / SHM_LINE * SHM_LINE;
+    return b / es * es;
+}
+
+/* AVG is reduced as SUM here and divided ONCE by the caller (coh_coll_run,
+ * src/coll/select.c), which knows the whole group's size: the hierarchical
+ * algorithms reduce through this segment first and across hosts after, so
+ * dividing here by the local size would be wrong. Do not finish AVG here. */
+static void finish(void *buf, size_t n, int dt, int op, int nranks)
+{
+    (void)buf, (void)n, (void)dt, (void)op, (void)nranks;
+}
+
+/* ---- all_reduce ---- */
+
+static cohort_status ar_small(shm_op *o, const void *send, void *recv, size_t count)
+{
+    coh_shm *s = o->s;
+    const coh_call *c = o->c;
+    size_t bytes = count * dt_size[c->dtype];
+    cohort_status st = shm_claim(o);
+    if (st != COHORT_OK)
+        return st;
+    uint32_t p = s->phase + 1;
+    unsigned char *mb = shm_buf(s, s->me, p);
+    put_hdr(o, mb, 0, bytes);
+    CPY(DATA(mb), send, bytes);
+    shm_publish(s);
+    if ((st = shm_wait_all(o, p)) != COHORT_OK || (st = check_all(o, p, 0, bytes, -1, 0)))
+        return st;
+    for (int q = 0; q < s->n; q++)
+        s->srcs[q] = q == s->me ? send : DATA(shm_buf(s, q, p));
+    if (count) {
+        coh_reduce_multi(recv, s->srcs, s->n, count, (cohort_dtype)c->dtype, (cohort_op)c->redop);
+        finish(recv, count, c->dtype, c->redop, s->n);
+    }
+    return COHORT_OK;
+}
+
+/* Phase A of a large reduction piece: copy every slice but mine of
+ * send[off, off+len) into my buffer, packed (my slice's gap closed). */
+static cohort_status red_phase_a(shm_op *o, const unsigned char *send, size_t off, size_t len,
+                                 size_t al, uint32_t step)
+{
+    coh_shm *s = o->s;
+    size_t es = dt_size[o->c->dtype];
+    size_t lo = slice_lo(len, s->n, s->me, al), hi = slice_lo(len, s->n, s->me + 1, al);
+    cohort_status st = shm_claim(o);
+    if (st != COHORT_OK)
+        return st;
+    uint32_t p = s->phase + 1;
+    unsigned char *mb = shm_buf(s, s->me, p);
+    put_hdr(o, mb, step, len * es);
+    CPY(DATA(mb), send + off * es, lo * es);
+    CPY(DATA(mb) + lo * es, send + (off + hi) * es, (len - hi) * es);
+    shm_publish(s);
+    if ((st = shm_wait_all(o, p)) != COHORT_OK)
+        return st;
+    return check_all(o, p, step, len * es, -1, 0);
+}
+
+/* Reduces my slice of the piece published at phase p into out. */
+static void red_slice(shm_op *o, const unsigned char *send, size_t off, size_t len, size_t al,
+                      uint32_t p, void *out)
+{
+    coh_shm *s = o->s;
+    const coh_call *c = o->c;
+    size_t es = dt_size[c->dtype];
+    int n = s->n, me = s->me;
+    size_t lo = slice_lo(len, n, me, al), hi = slice_lo(len, n, me + 1, al);
+    if (hi == lo)
+        return;
+    for (int q = 0; q < n; q++) {
+        if (q == me) {
+            s->srcs[q] = send + (off + lo) * es;
+        } else {
+            /* q's buffer lacks q's own slice: mine sits at lo, shifted down
+             * by q's slice length if it comes after q's. */
+            size_t qlen = slice_lo(len, n, q + 1, al) - slice_lo(len, n, q, al);
+            s->srcs[q] = DATA(shm_buf(s, q, p)) + (me < q ? lo : lo - qlen) * es;
+        }
+    }
+    coh_reduce_multi(out, s->srcs, n, hi - lo, (cohort_dtype)c->dtype, (cohort_op)c->redop);
+    finish(out, hi - lo, c->dtype, c->redop, n);
+}
+
+static size_t red_align(const coh_shm *s, size_t es, size_t piece)
+{
+    size_t al = SHM_LINE / es;
+    return piece >= al * (size_t)s->n ? al : 1;
+}
+
+static cohort_status ar_large(shm_op *o, const unsigned char *send, unsigned char *recv,
+                              size_t count)
+{
+    coh_shm *s = o->s;
+    size_t es = dt_size[o->c->dtype];
+    int n = s->n, me = s->me;
+    size_t P = s->S / es;
+    uint32_t step = 0;
+    cohort_status st;
+    for (size_t off = 0; off < count; off += P, step += 2) {
+        size_t len = COH_MIN(P, count - off);
+        size_t al = red_align(s, es, len);
+        if ((st = red_phase_a(o, send, off, len, al, step)) != COHORT_OK)
+            return st;
+        uint32_t pa = s->phase;
+        size_t lo = slice_lo(len, n, me, al), hi = slice_lo(len, n, me + 1, al);
+        unsigned char *out = recv + (off + lo) * es;
+        red_slice(o, send, off, len, al, pa, out);
+        /* Phase B: publish my result slice; copy out everyone else's. */
+        if ((st = shm_claim(o)) != COHORT_OK)
+            return st;
+        uint32_t pb = s->phase + 1;
+        unsigned char *mb = shm_buf(s, me, pb);
+        put_hdr(o, mb, step + 1, (hi - lo) * es);
+        CPY(DATA(mb), out, (hi - lo) * es);
+        shm_publish(s);
+        if ((st = shm_wait_all(o, pb)) != COHORT_OK)
+            return st;
+        for (int q = 0; q < n; q++) {
+            if (q == me)
+                continue;
+            size_t qlo = slice_lo(len, n, q, al), qhi = slice_lo(len, n, q + 1, al);
+            if ((st = check_hdr(o, q, pb, step + 1, (qhi - qlo) * es)) != COHORT_OK)
+                return st;
+            CPY(recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)), (qhi - qlo) * es);
+        }
+    }
+    return COHORT_OK;
+}
+
+cohort_status coh_shm_all_reduce(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                 size_t count)
+{
+    shm_op o;
+    cohort_status st = op_begin(&o, s, c, 1);
+    if (st != COHORT_OK)
+        return st;
+    size_t bytes;
+    if (!mul_ok(count, dt_size[c->dtype], &bytes))
+        return bad_arg(&o, "count * dtype size overflows");
+    if (bytes && (!send || !recv))
+        return bad_arg(&o, "NULL buffer");
+    if (send != recv && overlap(send, bytes, recv, bytes))
+        return bad_arg(&o, "send and recv overlap without being the same buffer");
+    if (s->n == 1) {
+        if (send != recv && bytes)
+            memcpy(recv, send, bytes);
+        finish(recv, count, c->dtype, c->redop, 1);
+        return COHORT_OK;
+    }
+    if (bytes <= s->small_bytes)
+        return ar_small(&o, send, recv, count);
+    return ar_large(&o, send, recv, count);
+}
+
+/* ---- reduce ---- */
+
+cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                             size_t count, int root)
+{
+    shm_op o;
+    cohort_status st = op_begin(&o, s, c, 1);
+    if (st != COHORT_OK)
+        return st;
+    if (root < 0 || root >= s->n)
+        return bad_arg(&o, "root is not a local rank index");
+    int n = s->n, me = s->me, am_root = me == root;
+    size_t es = dt_size[c->dtype], bytes;
+    if (!mul_ok(count, es, &bytes))
+        return bad_arg(&o, "count * dtype size overflows");
+    if (bytes && (!send || (am_root && !recv)))
+        return bad_arg(&o, "NULL buffer");
+    if (am_root && send != recv && overlap(send, bytes, recv, bytes))
+        return bad_arg(&o, "send and recv overlap without being the same buffer");
+    if (n == 1) {
+        if (send != recv && bytes)
+            memcpy(recv, send, bytes);
+        finish(recv, count, c->dtype, c->redop, 1);
+        return COHORT_OK;
+    }
+    if (bytes <= s->small_bytes) {
+        if ((st = shm_claim(&o)) != COHORT_OK)
+            return st;
+        uint32_t p = s->phase + 1;
+        unsigned char *mb = shm_buf(s, me, p);
+        put_hdr(&o, mb, 0, bytes);
+        CPY(DATA(mb), send, bytes);
+        shm_publish(s);
+        if ((st = shm_wait_all(&o, p)) != COHORT_OK || (st = check_all(&o, p, 0, bytes, -1, 0)))
+            return st;
+        if (am_root && count) {
+            for (int q = 0; q < n; q++)
+                s->srcs[q] = q == me ? send : DATA(shm_buf(s, q, p));
+            coh_reduce_multi(recv, s->srcs, n, count, (cohort_dtype)c->dtype,
+                             (cohort_op)c->redop);
+            finish(recv, count, c->dtype, c->redop, n);
+        }
+        return COHORT_OK;
+    }
+    /* Large: every rank reduces its slice (the work is spread over the
+     * cores); non-roots reduce straight into their buffer, the root into
+     * recv, then the root copies the other slices out. */
+    size_t P = s->S / es;
+    uint32_t step = 0;
+    for (size_t off = 0; off < count; off += P, step += 2) {
+        size_t len = COH_MIN(P, count - off);
+        size_t al = red_align(s, es, len);
+        if ((st = red_phase_a(&o, send, off, len, al, step)) != COHORT_OK)
+            return st;
+        uint32_t pa = s->phase;
+        size_t lo = slice_lo(len, n, me, al), hi = slice_lo(len, n, me + 1, al);
+        if ((st = shm_claim(&o)) != COHORT_OK)
+            return st;
+        uint32_t pb = pa + 1;
+        unsigned char *mb = shm_buf(s, me, pb);
+        if (am_root) {
+            red_slice(&o, send, off, len, al, pa, (unsigned char *)recv + (off + lo) * es);
+        } else {
+            put_hdr(&o, mb, step + 1, (hi - lo) * es);
+            red_slice(&o, send, off, len, al, pa, DATA(mb));
+        }
+        shm_publish(s);
+        if (!am_root)
+            continue;
+        if ((st = shm_wait_all(&o, pb)) != COHORT_OK)
+            return st;
+        for (int q = 0; q < n; q++) {
+            if (q == me)
+                continue;
+            size_t qlo = slice_lo(len, n, q, al), qhi = slice_lo(len, n, q + 1, al);
+            if ((st = check_hdr(&o, q, pb, step + 1, (qhi - qlo) * es)) != COHORT_OK)
+                return st;
+            CPY((unsigned char *)recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)),
+                   (qhi - qlo) * es);
+        }
+    }
+    return COHORT_OK;
+}
+
+/* ---- broadcast ---- */
+
+cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root)
+{
+    shm_op o;
+    cohort_status st = op_begin(&o, s, c, 0);
+    if (st != COHORT_OK)
+        return st;
+    if (root < 0 || root >= s->n)
+        return bad_arg(&o, "root is not a local rank index");
+    if (bytes && !buf)
+        return bad_arg(&o, "NULL buffer");
+    if (s->n == 1)
+        return COHORT_OK;
+    int me = s->me, am_root = me == root;
+    size_t S = s->S;
+    unsigned char *b = buf;
+    uint32_t step = 0;
+    size_t off = 0;
+    do {
+        size_t len = COH_MIN(S, bytes - off);
+        uint32_t p = s->phase + 1;
+        if (step == 0 || am_root) {
+            if ((st = shm_claim(&o)) != COHORT_OK)
+                return st;
+            unsigned char *mb = shm_buf(s, me, p);
+            put_hdr(&o, mb, step, am_root ? len : 0);
+            if (am_root)
+                CPY(DATA(mb), b + off, len);
+        }
+        shm_publish(s); /* readers after step 0: "done reading step-1" */
+        if (step == 0) {
+            if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
+                (st = check_all(&o, p, 0, 0, root, len)) != COHORT_OK)
+                return st;
+        } else if (!am_root) {
+            if ((st = shm_wait_rank(&o, root, p)) != COHORT_OK ||
+                (st = check_hdr(&o, root, p, step, len)) != COHORT_OK)
+                return st;
+        }
+        if (!am_root)
+            CPY(b + off, DATA(shm_buf(s, root, p)), len);
+        off += len;
+        step++;
+    } while (off < bytes);
+    return COHORT_OK;
+}
+
+/* ---- all_gather / gather ---- */
+
+cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                 size_t bpr)
+{
+    shm_op o;
+    cohort_status st = op_begin(&o, s, c, 0);
+    if (st != COHORT_OK)
+        return st;
+    size_t total;
+    if (!mul_ok(bpr, (size_t)s->n, &total))
+        return bad_arg(&o, "bytes per rank * ranks overflows");
+    if (bpr && (!send || !recv))
+        return bad_arg(&o, "NULL buffer");
+    int n = s->n, me = s->me;
+    unsigned char *rb = recv;
+    unsigned char *own = rb + (size_t)me * bpr;
+    const unsigned char *src = send;
+    /* send may overlap recv anywhere (in place is send == own or send ==
+     * recv). Piece 0 is published from send untouched; once the contract
+     * check passed, my part moves to its final place before any peer data
+     * lands, and later pieces are published from there. */
+    int ovl = overlap(send, bpr, recv, total);
+    if (n == 1) {
+        if (src != own && bpr)
+            memmove(own, src, bpr);
+        return COHORT_OK;
+    }
+    size_t S = s->S, off = 0;
+    uint32_t step = 0;
+    do {
+        size_t len = COH_MIN(S, bpr - off);
+        if ((st = shm_claim(&o)) != COHORT_OK)
+            return st;
+        uint32_t p = s->phase + 1;
+        unsigned char *mb = shm_buf(s, me, p);
+        put_hdr(&o, mb, step, len);
+        CPY(DATA(mb), src + off, len);
+        shm_publish(s);
+        if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
+            (st = check_all(&o, p, step, len, -1, 0)) != COHORT_OK)
+            return st;
+        if (step == 0 && ovl) {
+            if (src != own)
+                memmove(own, src, bpr);
+            src = own;
+        } else if (src != own) {
+            CPY(own + off, src + off, len);
+        }
+        for (int q = 0; q < n; q++)
+            if (q != me)
+                CPY(rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
+        off += len;
+        step++;
+    } while (off < bpr);
+    return COHORT_OK;
+}
+
+cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                             size_t bpr, int root)
+{
+    shm_op o;
+    cohort_status st = op_begin(&o, s, c, 0);
+    if (st != COHORT_OK)
+        return st;
+    if (root < 0 || root >= s->n)
+        return bad_arg(&o, "root is not a local rank index");
+    int n = s->n, me = s->me, am_root = me == root;
+    size_t total;
+    if (!mul_ok(bpr, (size_t)n, &total))
+        return bad_arg(&o, "bytes per rank * ranks overflows");
+    if (bpr && (!send || (am_root && !recv)))
+        return bad_arg(&o, "NULL buffer");
+    unsigned char *rb = recv;
+    /* The root's own part moves after the first contract check and before
+     * any peer data lands (its send may overlap recv). */
+    int own_move = am_root && bpr && send != rb + (size_t)me * bpr;
+    if (n == 1) {
+        if (own_move)
+            memmove(rb, send, bpr);
+        return COHORT_OK;
+    }
+    size_t S = s->S, off = 0;
+    uint32_t step = 0;
+    do {
+        size_t len = COH_MIN(S, bpr - off);
+        uint32_t p = s->phase + 1;
+        if (step == 0 || !am_root) {
+            if ((st = shm_claim(&o)) != COHORT_OK)
+                return st;
+            unsigned char *mb = shm_buf(s, me, p);
+            put_hdr(&o, mb, step, am_root ? 0 : len);
+            if (!am_root)
+                CPY(DATA(mb), (const unsigned char *)send + off, len);
+        }
+        shm_publish(s);
+        if (step == 0 || am_root) {
+            if ((st = shm_wait_all(&o, p)) != COHORT_OK)
+                return st;
+            if (step == 0)
+                st = check_all(&o, p, 0, len, root, 0);
+            else
+                st = check_all(&o, p, step, len, -1, 0);
+            if (st != COHORT_OK)
+                return st;
+        }
+        if (step == 0 && own_move)
+            memmove(rb + (size_t)me * bpr, send, bpr);
+        if (am_root)
+            for (int q = 0; q < n; q++)
+                if (q != me)
+                    CPY(rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
+        off += len;
+        step++;
+    } while (off < bpr);
+    return COHORT_OK;
+}
+
+/* ---- scatter ---- */
+
+cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                              size_t bpr, int root)
+{
+    shm_op o;
+    cohort_status st = op_begin(&o, s, c, 0);
+    if (st != COHORT_OK)
+        return st;
+    if (root < 0 || root >= s->n)
+        return bad_arg(&o, "root is not a local rank index");
+    int n = s->n, me = s->me, am_root = me == root;
+    size_t total;
+    if (!mul_ok(bpr, (size_t)n, &total))
+        return bad_arg(&o, "bytes per rank * ranks overflows");
+    if (bpr && (!recv || (am_root && !send)))
+        return bad_arg(&o, "NULL buffer");
+    const unsigned char *sb = send;
+    unsigned char *rb = recv;
+    if (n > 1) {
+        size_t Pb = block_piece(s, 1), off = 0;
+        uint32_t step = 0;
+        do {
+            size_t len = COH_MIN(Pb, bpr - off);
+            uint32_t p = s->phase + 1;
+            if (step == 0 || am_root) {
+                if ((st = shm_claim(&o)) != COHORT_OK)
+                    return st;
+                unsigned char *mb = shm_buf(s, me, p);
+                put_hdr(&o, mb, step, am_root ? len : 0);
+                if (am_root)
+                    for (int q = 0; q < n; q++)
+                        if (q != me)
+                            CPY(DATA(mb) + bidx(me, q) * Pb, sb + (size_t)q * bpr + off, len);
+            }
+            shm_publish(s);
+            if (step == 0) {
+                if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
+                    (st = check_all(&o, p, 0, 0, root, len)) != COHORT_OK)
+                    return st;
+            } else if (!am_root) {
+                if ((st = shm_wait_rank(&o, root, p)) != COHORT_OK ||
+                    (st = check_hdr(&o, root, p, step, len)) != COHORT_OK)
+                    return st;
+            }
+            if (!am_root)
+                CPY(rb + off, DATA(shm_buf(s, root, p)) + bidx(root, me) * Pb, len);
+            off += len;
+            step++;
+        } while (off < bpr);
+    }
+    /* The root's own block last: recv may overlap send (in place). */
+    if (am_root && bpr && rb != sb + (size_t)me * bpr)
+        memmove(rb, sb + (size_t)me * bpr, bpr);
+    return COHORT_OK;
+}
+
+/* ---- reduce_scatter ---- */
+
+cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                     size_t cpr)
+{
+    shm_op o;
+    cohort_status st = op_begin(&o, s, c, 1);
+    if (st != COHORT_OK)
+        return st;
+    int n = s->n, me = s->me;
+    size_t es = dt_size[c->dtype], blk, total;
+    if (!mul_ok(cpr, es, &blk) || !mul_ok(blk, (size_t)n, &total))
+        return bad_arg(&o, "count * dtype size * ranks overflows");
+    if (blk && (!send || !recv))
+        return bad_arg(&o, "NULL buffer");
+    const unsigned char *sb = send;
+    unsigned char *rb = recv;
+    /* In place is recv == send or recv == my block of send; both only
+     * overwrite input the current piece has already consumed. */
+    if (rb != sb && rb != sb + (size_t)me * blk && overlap(send, total, recv, blk))
+        return bad_arg(&o, "send and recv overlap without being in place");
+    if (n == 1) {
+        if (rb != sb && blk)
+            memmove(rb, sb, blk);
+        finish(rb, cpr, c->dtype, c->redop, 1);
+        return COHORT_OK;
+    }
+    size_t Pe = block_piece(s, es) / es, off = 0;
+    uint32_t step = 0;
+    do {
+        size_t len = COH_MIN(Pe, cpr - off);
+        if ((st = shm_claim(&o)) != COHORT_OK)
+            return st;
+        uint32_t p = s->phase + 1;
+        unsigned char *mb = shm_buf(s, me, p);
+        put_hdr(&o, mb, step, len * es);
+        for (int j = 0; j < n; j++)
+            if (j != me)
+                CPY(DATA(mb) + bidx(me, j) * Pe * es, sb + ((size_t)j * cpr + off) * es,
+                       len * es);
+        shm_publish(s);
+        if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
+            (st = check_all(&o, p, step, len * es, -1, 0)) != COHORT_OK)
+            return st;
+        if (len) {
+            for (int q = 0; q < n; q++)
+                s->srcs[q] = q == me ? sb + ((size_t)me * cpr + off) * es
+                                     : DATA(shm_buf(s, q, p)) + bidx(q, me) * Pe * es;
+            coh_reduce_multi(rb + off * es, s->srcs, n, len, (cohort_dtype)c->dtype,
+                             (cohort_op)c->redop);
+            finish(rb + off * es, len, c->dtype, c->redop, n);
+        }
+        off += len;
+        step++;
+    } while (off < cpr);
+    return COHORT_OK;
+}
+
+/* ---- all_to_all ---- */
+
+cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                 size_t bpp)
+{
+    shm_op o;
+    cohort_status st = op_begin(&o, s, c, 0);
+    if (st != COHORT_OK)
+        return st;
+    int n = s->n, me = s->me;
+    size_t total;
+    if (!mul_ok(bpp, (size_t)n, &total))
+        return bad_arg(&o, "bytes per peer * ranks overflows");
+    if (bpp && (!send || !recv))
+        return bad_arg(&o, "NULL buffer");
+    if (send != recv && overlap(send, total, recv, total))
+        return bad_arg(&o, "send and recv overlap without being the same buffer");
+    const unsigned char *sb = send;
+    unsigned char *rb = recv;
+    if (n == 1) {
+        if (rb != sb && bpp)
+            memcpy(rb, sb, bpp);
+        return COHORT_OK;
+    }
+    size_t Pb = block_piece(s, 1), off = 0;
+    uint32_t step = 0;
+    do {
+        size_t len = COH_MIN(Pb, bpp - off);
+        if ((st = shm_claim(&o)) != COHORT_OK)
+            return st;
+        uint32_t p = s->phase + 1;
+        unsigned char *mb = shm_buf(s, me, p);
+        put_hdr(&o, mb, step, len);
+        for (int j = 0; j < n; j++)
+            if (j != me)
+                CPY(DATA(mb) + bidx(me, j) * Pb, sb + (size_t)j * bpp + off, len);
+        shm_publish(s);
+        if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
+            (st = check_all(&o, p, step, len, -1, 0)) != COHORT_OK)
+            return st;
+        if (rb != sb)
+            CPY(rb + (size_t)me * bpp + off, sb + (size_t)me * bpp + off, len);
+        for (int q = 0; q < n; q++)
+            if (q != me)
+                CPY(rb + (size_t)q * bpp + off, DATA(shm_buf(s, q, p)) + bidx(q, me) * Pb,
+                       len);
+        off += len;
+        step++;
+    } while (off < bpp);
+    return COHORT_OK;
+}
+
+/* ---- barrier ---- */
+
+cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
+{
+    shm_op o;
+    cohort_status st = op_begin(&o, s, c, 0);
+    if (st != COHORT_OK || s->n == 1)
+        return st;
+    if ((st = shm_claim(&o)) != COHORT_OK)
+        return st;
+    uint32_t p = s->phase + 1;
+    put_hdr(&o, shm_buf(s, s->me, p), 0, 0);
+    shm_publish(s);
+    if ((st = shm_wait_all(&o, p)) != COHORT_OK)
+        return st;
+    return check_all(&o, p, 0, 0, -1, 0);
+}

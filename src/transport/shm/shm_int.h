@@ -1,0 +1,199 @@
+/*
+ * shm_int.h - private to src/transport/shm: the segment layout, the handle,
+ * and the phase protocol every shm collective is built from.
+ *
+ * Segment (one memfd per group and host, mapped by every local rank):
+ *
+ *   [seg header, 4 KiB]  magic, version, ids, geometry, abort word + reason
+ *   [ctl, 256 B x n]     per local rank: line 0 = arrive (futex word) and
+ *                        waiters; line 1 = identity (pid); lines 2-3 = the
+ *                        published call state for stall reports (seqlock)
+ *   [slots, page-aligned stride x n]
+ *                        per local rank two buffers, each a coh_hdr (the
+ *                        sender's fingerprint) followed by S data bytes
+ *
+ * Phase protocol. Every local rank keeps a phase counter `arrive` (u32,
+ * compared modulo 2^32). A collective is a fixed sequence of phases that
+ * every rank runs in the same order (the contract check on the first phase
+ * guarantees that the ranks agree on the call, hence on the phases). At
+ * phase p a rank may write its buffer p%2, then publishes arrive = p.
+ *
+ *   Rule W (writers): before writing buffer p%2 a rank waits until every
+ *     local rank has arrive >= p-1 ("claim").
+ *   Rule R (readers): data a peer published at phase q is read only after
+ *     seeing the peer's arrive >= q, and only until the reader's own
+ *     arrive = q+1 (a rank finishes all reads of phase q before it
+ *     publishes q+1).
+ *
+ * Safety: buffer p%2 was last written at phase <= p-2; by Rule R every
+ * reader of that content finished before publishing p-1, and Rule W waits
+ * for exactly that. Writers never touch a buffer while it is being read,
+ * and the next call can start (writing the other buffer) while slow readers
+ * still read the previous phase. Most phases end with a wait for all ranks
+ * anyway, so the claim usually costs nothing (min_seen caches it).
+ */
+#ifndef COH_SHM_INT_H
+#define COH_SHM_INT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "contract/contract.h"
+#include "transport/shm/shm.h"
+#include "transport/transport.h"
+
+#define SHM_MAGIC 0x4d485343u /* "CSHM" */
+#define SHM_VERSION 1u
+#define SHM_SEG_HDR_BYTES 4096u
+#define SHM_CTL_BYTES 256u
+#define SHM_LINE 64u
+
+/* Defaults; see docs/shm.md for how they were chosen. */
+#define SHM_DEFAULT_SLOT_BYTES (512u * 1024u)
+#define SHM_DEFAULT_SMALL_BYTES (16u * 1024u)
+#define SHM_MIN_SLOT_BYTES 64u
+#define SHM_MAX_SLOT_BYTES (256u * 1024u * 1024u)
+
+enum { SHM_F_NO_PIDFD = 1u }; /* pids are not comparable across local ranks */
+
+typedef struct shm_seg_hdr {
+    uint32_t magic, version;
+    uint32_t group, gen;
+    uint64_t job_hash;
+    uint32_t local_size;
+    uint32_t check_contract;
+    uint64_t slot_bytes;   /* S: data bytes per buffer */
+    uint64_t small_bytes;  /* all_reduce single-phase threshold */
+    uint64_t total_bytes;
+    uint64_t ctl_off, slot_off, rank_stride, buf_stride;
+    _Atomic uint32_t flags;
+    /* abort: claim (CAS 0 -> 1) elects the one writer of reason/status;
+     * status is stored last (release), so a nonzero status means the
+     * reason is complete. */
+    _Alignas(64) _Atomic uint32_t abort_claim;
+    _Atomic uint32_t abort_status;
+    int32_t abort_rank;
+    char abort_reason[COH_ERRLEN];
+} shm_seg_hdr;
+_Static_assert(sizeof(shm_seg_hdr) <= SHM_SEG_HDR_BYTES, "segment header fits its page");
+
+typedef struct shm_ctl {
+    /* line 0: the phase counter (futex word) and the count of ranks asleep
+     * on it, together so the writer's waiters check hits its own line */
+    _Alignas(64) _Atomic uint32_t arrive;
+    _Atomic uint32_t waiters;
+    /* line 1: identity, written once at attach */
+    _Alignas(64) _Atomic int32_t pid;
+    _Atomic int32_t group_rank;
+    _Atomic uint32_t attached;
+    /* lines 2-3: published call state (seqlock on st_ver: odd = writing) */
+    _Alignas(64) _Atomic uint32_t st_ver;
+    _Atomic uint32_t st_line;
+    _Atomic uint64_t st_seq;
+    _Atomic uint64_t st_last_done;
+    _Atomic uint64_t st_count;
+    _Atomic uint64_t st_packed; /* coll | dtype<<8 | (redop+1)<<16 | site<<32 */
+    _Atomic int32_t st_root, st_tag;
+    _Atomic uint64_t st_file[9]; /* call-site file name, NUL padded (72 B) */
+} shm_ctl;
+_Static_assert(sizeof(shm_ctl) <= SHM_CTL_BYTES, "control block fits");
+
+struct coh_shm {
+    cohort_group *g;
+    int n, me;                  /* local size, my local index */
+    unsigned char *base;
+    size_t size;
+    shm_seg_hdr *hdr;
+    unsigned char *ctl_base;
+    unsigned char *slots;
+    size_t rank_stride, buf_stride;
+    size_t S;                   /* data bytes per buffer */
+    size_t small_bytes;
+    int check;                  /* contract check on (same on every local rank) */
+    uint32_t phase;             /* my published phase */
+    uint32_t min_seen;          /* every rank is known to have arrive >= this */
+    int *pidfd;                 /* [n]; -1 for me / unavailable */
+    int oversub;                /* ranks outnumber usable CPUs */
+    uint64_t spin_ns, yield_ns; /* waiting strategy */
+    uint32_t st_file_site;      /* site whose file name is published */
+    char (*peer_file)[72];      /* [n]: storage for coh_shm_peer_state's cur->file */
+    const void **srcs;          /* [n]: reduction sources scratch */
+};
+
+/* Segment bytes for a local size and slot size (docs, tests). */
+size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes);
+
+static inline shm_ctl *shm_ctl_of(const coh_shm *s, int q)
+{
+    return (shm_ctl *)(s->ctl_base + (size_t)q * SHM_CTL_BYTES);
+}
+
+/* Buffer of local rank q used at phase p: header at +0, data at +64. */
+static inline unsigned char *shm_buf(const coh_shm *s, int q, uint32_t p)
+{
+    return s->slots + (size_t)q * s->rank_stride + (size_t)(p & 1u) * s->buf_stride;
+}
+
+static inline int shm_reached(uint32_t v, uint32_t target) { return (int32_t)(v - target) >= 0; }
+
+/* One collective's state while it runs. */
+typedef struct shm_op {
+    coh_shm *s;
+    cohort_group *g;
+    const coh_call *c;
+    coh_hdr mine; /* my fingerprint; step/len set per phase */
+    coh_hdr exp;  /* scratch: what a peer's header must say */
+    coh_wait w;
+    int w_init;
+    int waiting_for; /* group rank named in stall reports */
+} shm_op;
+
+/* shm_wait.c */
+cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target);
+cohort_status shm_check_abort(coh_shm *s);
+void shm_futex_wake(_Atomic uint32_t *word);
+void shm_wait_defaults(coh_shm *s);
+
+/* Waits until local rank q published phase `target`. */
+static inline cohort_status shm_wait_rank(shm_op *o, int q, uint32_t target)
+{
+    if (shm_reached(atomic_load_explicit(&shm_ctl_of(o->s, q)->arrive, memory_order_acquire),
+                    target))
+        return COHORT_OK;
+    return shm_wait_slow(o, q, target);
+}
+
+/* Waits until every local rank published phase `target`. */
+static inline cohort_status shm_wait_all(shm_op *o, uint32_t target)
+{
+    coh_shm *s = o->s;
+    if (shm_reached(s->min_seen, target))
+        return COHORT_OK;
+    for (int q = 0; q < s->n; q++) {
+        if (q == s->me)
+            continue;
+        cohort_status st = shm_wait_rank(o, q, target);
+        if (st != COHORT_OK)
+            return st;
+    }
+    s->min_seen = target;
+    return COHORT_OK;
+}
+
+/* Rule W: before writing my buffer for the next phase. */
+static inline cohort_status shm_claim(shm_op *o) { return shm_wait_all(o, o->s->phase); }
+
+/* Publishes the next phase. The seq_cst store/load pair with the sleeper's
+ * seq_cst increment-then-recheck means that either the sleeper sees the new
+ * phase or the writer sees the sleeper: no lost wake-up. */
+static inline void shm_publish(coh_shm *s)
+{
+    shm_ctl *me = shm_ctl_of(s, s->me);
+    uint32_t p = ++s->phase;
+    atomic_store_explicit(&me->arrive, p, memory_order_seq_cst);
+    if (atomic_load_explicit(&me->waiters, memory_order_seq_cst))
+        shm_futex_wake(&me->arrive);
+}
+
+#endif

@@ -1,0 +1,187 @@
+/*
+ * shm_wait.c - waiting for a local peer's phase: spin, then yield, then
+ * sleep on the peer's arrive word (shared futex), checking abort, deadline,
+ * stall and the peer's liveness at least every COH_WAIT_SLICE_MS.
+ *
+ * Why three stages: on this class of machine a futex wake-up costs 20-40 us
+ * while a cache-line hand-off costs ~0.1 us, so a short spin catches the
+ * common case of ranks arriving close together. Yielding keeps latency low
+ * when ranks outnumber cores (the rank we wait for may need our CPU: a pure
+ * spinner would hold it for a whole time slice, which is how busy-polling
+ * MPI implementations collapse to milliseconds). Sleeping bounds the CPU
+ * burnt by a long wait; it only starts after the wait has already lasted
+ * well over the cost of a wake-up, so it adds a few percent at most.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "transport/shm/shm_int.h"
+
+#define SLICE_NS ((uint64_t)COH_WAIT_SLICE_MS * 1000000ull)
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#else
+    atomic_signal_fence(memory_order_seq_cst);
+#endif
+}
+
+void shm_futex_wake(_Atomic uint32_t *word)
+{
+    /* Shared (not PRIVATE) futex: the sleepers live in other processes. */
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t val, int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+void shm_wait_defaults(coh_shm *s)
+{
+    long cpus = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        cpus = CPU_COUNT(&set);
+    if (cpus <= 0)
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    s->oversub = cpus > 0 && s->n > cpus;
+    /* Oversubscribed: barely spin (a peer that needs our CPU cannot run
+     * while we spin), then yield so it can. Otherwise spin for about the
+     * time two or three wake-ups would cost before yielding. */
+    s->spin_ns = s->oversub ? 0 : 50000;
+    s->yield_ns = s->oversub ? 2000000 : 1000000;
+    long v;
+    if (coh_env_int("COHORT_SHM_SPIN_US", &v) == 1 && v >= 0 && v <= 10000000)
+        s->spin_ns = (uint64_t)v * 1000;
+    if (coh_env_int("COHORT_SHM_YIELD_US", &v) == 1 && v >= 0 && v <= 10000000)
+        s->yield_ns = (uint64_t)v * 1000;
+    if (s->yield_ns < s->spin_ns)
+        s->yield_ns = s->spin_ns;
+}
+
+cohort_status shm_check_abort(coh_shm *s)
+{
+    uint32_t st = atomic_load_explicit(&s->hdr->abort_status, memory_order_acquire);
+    int p = coh_group_poisoned(s->g);
+    if (p)
+        return (cohort_status)p;
+    if (!st)
+        return COHORT_OK;
+    /* Another local rank failed the group: adopt its cause. Copy the reason
+     * out of the segment first; its writer finished before storing st. */
+    char reason[COH_ERRLEN];
+    memcpy(reason, s->hdr->abort_reason, sizeof reason);
+    reason[sizeof reason - 1] = 0;
+    coh_group_remote_abort(s->g, (cohort_status)st, reason);
+    p = coh_group_poisoned(s->g);
+    return p ? (cohort_status)p : (cohort_status)st;
+}
+
+static int peer_exited(coh_shm *s, int q)
+{
+    if (!s->pidfd || s->pidfd[q] < 0)
+        return 0;
+    struct pollfd pf = {.fd = s->pidfd[q], .events = POLLIN};
+    return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLIN | POLLHUP | POLLERR));
+}
+
+/* Everything that is too expensive for every spin iteration: the abort
+ * word, the peer's pidfd, and the group's wait bookkeeping (deadline,
+ * stall report, out-of-band probe). */
+static cohort_status slow_check(shm_op *o, int q, uint32_t target)
+{
+    coh_shm *s = o->s;
+    cohort_status st = shm_check_abort(s);
+    if (st != COHORT_OK)
+        return st;
+    if (peer_exited(s, q)) {
+        /* It may have published what we need just before exiting. */
+        uint32_t v = atomic_load_explicit(&shm_ctl_of(s, q)->arrive, memory_order_acquire);
+        if (shm_reached(v, target))
+            return COHORT_OK;
+        return coh_group_peer_lost(o->g, o->waiting_for,
+                                   "process exited (shared-memory peer, seen through its pidfd)");
+    }
+    o->w.waiting_for = &o->waiting_for;
+    o->w.n_waiting_for = 1;
+    return coh_wait_check(&o->w);
+}
+
+static inline int urgent(coh_shm *s)
+{
+    return atomic_load_explicit(&s->hdr->abort_status, memory_order_relaxed) ||
+           coh_group_poisoned(s->g);
+}
+
+cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target)
+{
+    coh_shm *s = o->s;
+    shm_ctl *pc = shm_ctl_of(s, q);
+    _Atomic uint32_t *word = &pc->arrive;
+    if (!o->w_init) {
+        coh_wait_init(&o->w, o->g, o->c);
+        o->w_init = 1;
+    }
+    o->waiting_for = o->g->local_ranks ? o->g->local_ranks[q] : q;
+    cohort_status st;
+    uint64_t t0 = coh_now_ns(), now = t0, next_check = t0 + SLICE_NS;
+
+    /* Stage 1: spin. The clock is read every 64 iterations only. */
+    for (unsigned i = 1;; i++) {
+        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
+            return COHORT_OK;
+        if ((i & 63u) == 0) {
+            if (urgent(s) && (st = slow_check(o, q, target)) != COHORT_OK)
+                return st;
+            now = coh_now_ns();
+            if (now - t0 >= s->spin_ns)
+                break;
+            if (now >= next_check) {
+                if ((st = slow_check(o, q, target)) != COHORT_OK)
+                    return st;
+                next_check = now + SLICE_NS;
+            }
+        }
+        cpu_relax();
+    }
+
+    /* Stage 2: yield the CPU to whoever is runnable (maybe the peer). */
+    while (now - t0 < s->yield_ns) {
+        sched_yield();
+        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
+            return COHORT_OK;
+        now = coh_now_ns();
+        if (urgent(s) || now >= next_check) {
+            if ((st = slow_check(o, q, target)) != COHORT_OK)
+                return st;
+            next_check = now + SLICE_NS;
+        }
+    }
+
+    /* Stage 3: sleep on the peer's arrive word, one slice at a time. The
+     * seq_cst increment before the re-check pairs with shm_publish. */
+    for (;;) {
+        atomic_fetch_add_explicit(&pc->waiters, 1, memory_order_seq_cst);
+        uint32_t v = atomic_load_explicit(word, memory_order_seq_cst);
+        if (!shm_reached(v, target) && !urgent(s))
+            futex_wait(word, v, COH_WAIT_SLICE_MS);
+        atomic_fetch_sub_explicit(&pc->waiters, 1, memory_order_seq_cst);
+        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
+            return COHORT_OK;
+        if ((st = slow_check(o, q, target)) != COHORT_OK)
+            return st;
+    }
+}

@@ -1,0 +1,140 @@
+/* harness.c - see harness.h. */
+#include "harness.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static th_shared *shared;
+
+th_shared *th_shared_init(void)
+{
+    if (shared)
+        munmap(shared, sizeof *shared);
+    void *p = mmap(NULL, sizeof(th_shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+    shared = p == MAP_FAILED ? NULL : p;
+    return shared;
+}
+
+th_shared *th_sh(void) { return shared; }
+
+size_t th_dtype_size(int dt)
+{
+    static const size_t t[] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+    return dt >= 0 && dt < COHORT_DTYPE_COUNT ? t[dt] : 0;
+}
+
+const char *th_dtype_name(int dt)
+{
+    static const char *t[] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
+                              "uint64",  "float16",  "bfloat16", "float32", "float64"};
+    return dt >= 0 && dt < COHORT_DTYPE_COUNT ? t[dt] : "?";
+}
+
+cohort_group *th_group_bare(int rank, int n, int timeout_ms)
+{
+    cohort_group *g = calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->rank = rank;
+    g->size = n;
+    g->generation = 1;
+    g->id = 0;
+    const char *job = getenv("COHORT_JOB_ID");
+    snprintf(g->job_id, sizeof g->job_id, "%s", job ? job : "shm-test");
+    g->timeout_ms = timeout_ms;
+    g->stall_warn_ms = -1;
+    const char *cc = getenv("COHORT_CONTRACT");
+    g->check_contract = !(cc && !strcmp(cc, "off"));
+    g->pid = getpid();
+    pthread_mutex_init(&g->err_mu, NULL);
+    g->peers = calloc((size_t)n, sizeof *g->peers);
+    g->hosts = calloc(1, sizeof *g->hosts);
+    g->local_ranks = calloc((size_t)n, sizeof(int));
+    g->leaders = calloc(1, sizeof(int));
+    g->store = th_store_handle("1/g0/");
+    const char *tok = getenv("COHORT_TOKEN");
+    g->token = strdup(tok ? tok : "shm-test-token");
+    if (!g->peers || !g->hosts || !g->local_ranks || !g->leaders || !g->store || !g->token) {
+        th_group_free(g);
+        return NULL;
+    }
+    snprintf(g->hosts[0], sizeof g->hosts[0], "localhost");
+    g->n_hosts = 1;
+    for (int r = 0; r < n; r++) {
+        g->local_ranks[r] = r;
+        g->peers[r].local_index = r;
+    }
+    g->local_size = n;
+    g->local_rank = rank;
+    /* pids for error messages, through the store like a rendezvous would */
+    char key[32], val[32];
+    snprintf(key, sizeof key, "pid/%d", rank);
+    snprintf(val, sizeof val, "%d", (int)getpid());
+    cohort_store_sets(g->store, key, val);
+    for (int r = 0; r < n; r++) {
+        char *v = NULL;
+        snprintf(key, sizeof key, "pid/%d", r);
+        if (cohort_store_gets(g->store, key, &v, timeout_ms < 0 ? 60000 : timeout_ms) ==
+            COHORT_OK) {
+            g->peers[r].pid = atoi(v);
+            free(v);
+        }
+    }
+    return g;
+}
+
+cohort_group *th_group(int rank, int n, int timeout_ms, cohort_status *st)
+{
+    cohort_group *g = th_group_bare(rank, n, timeout_ms);
+    if (!g) {
+        *st = COHORT_ERR_NOMEM;
+        return NULL;
+    }
+    *st = coh_shm_create(g, &g->shm);
+    if (*st != COHORT_OK) {
+        fprintf(stderr, "rank %d: coh_shm_create: %s: %s\n", rank, cohort_status_name(*st),
+                g->err.msg);
+        th_group_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void th_group_free(cohort_group *g)
+{
+    if (!g)
+        return;
+    coh_shm_destroy(g->shm);
+    g->shm = NULL;
+    free(g->peers);
+    free(g->hosts);
+    free(g->local_ranks);
+    free(g->leaders);
+    cohort_store_close(g->store);
+    free(g->token);
+    pthread_mutex_destroy(&g->err_mu);
+    free(g);
+}
+
+coh_call th_call(cohort_group *g, int coll, int dtype, int redop, int root, uint64_t count)
+{
+    coh_call c;
+    memset(&c, 0, sizeof c);
+    c.seq = ++g->seq;
+    c.coll = (uint8_t)coll;
+    c.dtype = (uint8_t)dtype;
+    c.redop = (int8_t)redop;
+    c.root = root;
+    c.count = count;
+    c.file = __FILE__;
+    c.line = __LINE__;
+    c.site = 0x1234u + (uint32_t)coll;
+    /* what the engine does per call: publish the state for stall reports */
+    if (g->shm)
+        coh_shm_set_state(g->shm, &c, c.seq - 1);
+    return c;
+}

@@ -1,0 +1,42 @@
+/*
+ * harness.h - shm test harness: a hand-built group per rank process (until
+ * the group module's rendezvous lands), a page shared by all ranks of a run
+ * for timestamps and flags, and value generators.
+ */
+#ifndef SHM_TEST_HARNESS_H
+#define SHM_TEST_HARNESS_H
+
+#include <stdint.h>
+
+#include "cohort.h"
+#include "group/group.h"
+#include "transport/shm/shm.h"
+
+/* Shared between the test process and every rank it forks; create with
+ * th_store_init() + th_shared_init() before cht_run_ranks. */
+typedef struct th_shared {
+    _Atomic uint64_t t_event_ns; /* e.g. when a victim killed itself */
+    _Atomic int flag[16];
+    _Atomic int64_t val[64];
+} th_shared;
+
+int th_store_init(void);
+cohort_store *th_store_handle(const char *prefix);
+th_shared *th_shared_init(void);
+th_shared *th_sh(void);
+
+/* Builds rank `rank` of an n-rank group on one host and creates its shm
+ * segment (COHORT_TOKEN / COHORT_JOB_ID from the environment the spawner
+ * sets). On failure returns NULL and writes the status to *st. */
+cohort_group *th_group(int rank, int n, int timeout_ms, cohort_status *st);
+/* Same, without creating the segment (g->shm NULL). */
+cohort_group *th_group_bare(int rank, int n, int timeout_ms);
+void th_group_free(cohort_group *g);
+
+/* A contract for one call (seq must advance per call: use th_call_next). */
+coh_call th_call(cohort_group *g, int coll, int dtype, int redop, int root, uint64_t count);
+
+size_t th_dtype_size(int dt);
+const char *th_dtype_name(int dt);
+
+#endif

@@ -1,0 +1,576 @@
+/*
+ * test_shm_coll.c - every shm collective x dtype x op x count x local size,
+ * in real forked processes on a real segment, checked exactly against a
+ * reference each rank computes independently from every rank's (pure,
+ * deterministic) inputs.
+ *
+ * Counts: 0, 1, 7, the single-phase all_reduce threshold and one past it,
+ * exactly one piece, and several pieces plus an odd remainder; the "tiny"
+ * configurations shrink the slot (COHORT_SHM_SLOT_BYTES) so every
+ * multi-piece path runs on small buffers. Buffers have guard zones that
+ * must stay untouched; in-place forms are tested where the op has them.
+ *
+ * Float tolerance: inputs are small integers, so every SUM/PROD/MIN/MAX
+ * result is exact in every float type regardless of the order of
+ * operations and is compared bit-exactly. AVG divides by the local size
+ * and may round differently from the double reference: allowed 1 ulp of
+ * the dtype (0 for float64).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "reduce/reduce.h"
+#include "support/support.h"
+#include "transport/shm/shm_int.h"
+
+#define GUARD 64
+#define GUARD_BYTE 0xA5
+
+static int nranks;
+static int me;
+static cohort_group *G;
+static const char *where;
+static char wbuf[256];
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "rank %d/%d: %s: check failed (%s:%d) %s: ", me, nranks, where,        \
+                    __FILE__, __LINE__, #cond);                                                    \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+#define OK(expr)                                                                                   \
+    do {                                                                                           \
+        cohort_status st_ = (expr);                                                                \
+        CHECK(st_ == COHORT_OK, "%s: %s", cohort_status_name(st_), G->err.msg);                   \
+    } while (0)
+
+static uint64_t mix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static int is_float(int dt) { return dt >= COHORT_FLOAT16; }
+static int is_signed(int dt)
+{
+    return dt == COHORT_INT8 || dt == COHORT_INT32 || dt == COHORT_INT64 || is_float(dt);
+}
+static int bits_of(int dt) { return (int)th_dtype_size(dt) * 8; }
+
+/* ---- values: rank r's input element i, as an exact integer ---- */
+
+static int64_t val(int dt, int op, int r, size_t i, uint64_t salt)
+{
+    uint64_t h = mix(salt * 1000003u + (uint64_t)r * 7919u + i);
+    switch (op) {
+    case COHORT_SUM:
+    case COHORT_AVG: return is_signed(dt) ? (int64_t)(h % 9) - 4 : (int64_t)(h % 9);
+    case COHORT_PROD:
+        /* at most two ranks contribute 2 for any i: |product| <= 4 */
+        if ((i + (size_t)r + salt) % 4 == 0)
+            return 2;
+        return is_signed(dt) && h % 5 == 0 ? -1 : 1;
+    case COHORT_MIN:
+    case COHORT_MAX: return is_signed(dt) ? (int64_t)(h % 101) - 50 : (int64_t)(h % 101);
+    default: /* bit ops: full width */
+        return bits_of(dt) == 64 ? (int64_t)h : (int64_t)(h & ((1ull << bits_of(dt)) - 1));
+    }
+}
+
+/* Independent float16 decode (the encoder of exact small integers below is
+ * trivially correct; the decoder must not be the code under test). */
+static double f16_dec(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? INFINITY : ldexp(m + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+static double bf16_dec(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+static void store_val(void *p, size_t i, int dt, int64_t v)
+{
+    switch (dt) {
+    case COHORT_INT8: ((int8_t *)p)[i] = (int8_t)v; break;
+    case COHORT_UINT8: ((uint8_t *)p)[i] = (uint8_t)v; break;
+    case COHORT_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case COHORT_UINT32: ((uint32_t *)p)[i] = (uint32_t)v; break;
+    case COHORT_INT64: ((int64_t *)p)[i] = v; break;
+    case COHORT_UINT64: ((uint64_t *)p)[i] = (uint64_t)v; break;
+    case COHORT_FLOAT16: ((uint16_t *)p)[i] = coh_f32_to_f16((float)v); break;
+    case COHORT_BFLOAT16: ((uint16_t *)p)[i] = coh_f32_to_bf16((float)v); break;
+    case COHORT_FLOAT32: ((float *)p)[i] = (float)v; break;
+    case COHORT_FLOAT64: ((double *)p)[i] = (double)v; break;
+    }
+}
+
+static double load_f(const void *p, size_t i, int dt)
+{
+    switch (dt) {
+    case COHORT_FLOAT16: return f16_dec(((const uint16_t *)p)[i]);
+    case COHORT_BFLOAT16: return bf16_dec(((const uint16_t *)p)[i]);
+    case COHORT_FLOAT32: return ((const float *)p)[i];
+    default: return ((const double *)p)[i];
+    }
+}
+
+static uint64_t load_bits(const void *p, size_t i, int dt)
+{
+    uint64_t v = 0;
+    memcpy(&v, (const char *)p + i * th_dtype_size(dt), th_dtype_size(dt));
+    return v;
+}
+
+static uint64_t mask_of(int dt) { return bits_of(dt) == 64 ? ~0ull : (1ull << bits_of(dt)) - 1; }
+
+/* Checks element i of `got` against the reduction over the given ranks'
+ * inputs (element index `src_i` of each). */
+static void check_reduced(const void *got, size_t i, int dt, int op, size_t src_i, uint64_t salt)
+{
+    if (is_float(dt)) {
+        double acc = (double)val(dt, op, 0, src_i, salt);
+        for (int r = 1; r < nranks; r++) {
+            double v = (double)val(dt, op, r, src_i, salt);
+            switch (op) {
+            case COHORT_SUM:
+            case COHORT_AVG: acc += v; break;
+            case COHORT_PROD: acc *= v; break;
+            case COHORT_MIN: acc = v < acc ? v : acc; break;
+            default: acc = v > acc ? v : acc; break;
+            }
+        }
+        double g = load_f(got, i, dt);
+        if (op == COHORT_AVG) {
+            acc /= nranks;
+            int mant = dt == COHORT_FLOAT16 ? 10 : dt == COHORT_BFLOAT16 ? 7 : dt == COHORT_FLOAT32 ? 23 : 52;
+            double ulp = acc == 0 ? ldexp(1, -24) : ldexp(1, ilogb(acc) - mant);
+            double tol = dt == COHORT_FLOAT64 ? 0 : ulp;
+            CHECK(fabs(g - acc) <= tol, "elem %zu: got %.9g want %.9g (avg, tol %.3g)", i, g, acc,
+                  tol);
+        } else {
+            CHECK(g == acc, "elem %zu: got %.9g want %.9g", i, g, acc);
+        }
+        return;
+    }
+    uint64_t m = mask_of(dt);
+    uint64_t acc = (uint64_t)val(dt, op, 0, src_i, salt) & m;
+    for (int r = 1; r < nranks; r++) {
+        uint64_t v = (uint64_t)val(dt, op, r, src_i, salt) & m;
+        switch (op) {
+        case COHORT_SUM: acc = (acc + v) & m; break;
+        case COHORT_PROD: acc = (acc * v) & m; break;
+        case COHORT_MIN:
+        case COHORT_MAX: {
+            int64_t a = (int64_t)val(dt, op, 0, src_i, salt);
+            for (int q = 1; q < nranks; q++) {
+                int64_t b = (int64_t)val(dt, op, q, src_i, salt);
+                a = op == COHORT_MIN ? (b < a ? b : a) : (b > a ? b : a);
+            }
+            acc = (uint64_t)a & m;
+            r = nranks;
+            break;
+        }
+        case COHORT_BAND: acc &= v; break;
+        case COHORT_BOR: acc |= v; break;
+        default: acc ^= v; break;
+        }
+    }
+    uint64_t g = load_bits(got, i, dt);
+    CHECK(g == acc, "elem %zu: got %#llx want %#llx", i, (unsigned long long)g,
+          (unsigned long long)acc);
+}
+
+static uint8_t byte_of(int from, int to, size_t i, uint64_t salt)
+{
+    return (uint8_t)mix(salt * 31u + (uint64_t)from * 1000003u + (uint64_t)to * 7919u + i);
+}
+
+/* ---- buffers with guard zones ---- */
+
+typedef struct gbuf {
+    unsigned char *base;
+    size_t len;
+} gbuf;
+
+static unsigned char *galloc(gbuf *b, size_t len)
+{
+    b->len = len;
+    b->base = malloc(len + 2 * GUARD);
+    CHECK(b->base, "malloc %zu", len);
+    memset(b->base, GUARD_BYTE, len + 2 * GUARD);
+    return b->base + GUARD;
+}
+
+static void gcheck(gbuf *b, const char *name)
+{
+    for (size_t i = 0; i < GUARD; i++) {
+        CHECK(b->base[i] == GUARD_BYTE, "%s: guard before the buffer overwritten at -%zu", name,
+              GUARD - i);
+        CHECK(b->base[GUARD + b->len + i] == GUARD_BYTE,
+              "%s: guard after the buffer overwritten at +%zu", name, i);
+    }
+    free(b->base);
+}
+
+static void untouched(const unsigned char *p, size_t len, const char *name)
+{
+    for (size_t i = 0; i < len; i++)
+        CHECK(p[i] == GUARD_BYTE, "%s byte %zu written", name, i);
+}
+
+/* ---- the collectives ---- */
+
+static uint64_t salt_ctr;
+
+static void t_all_reduce(int dt, int op, size_t count, int inplace)
+{
+    size_t es = th_dtype_size(dt);
+    uint64_t salt = ++salt_ctr;
+    gbuf bs, br;
+    unsigned char *send = galloc(&bs, count * es);
+    unsigned char *recv = inplace ? send : galloc(&br, count * es);
+    for (size_t i = 0; i < count; i++)
+        store_val(send, i, dt, val(dt, op, me, i, salt));
+    coh_call c = th_call(G, COH_COLL_ALL_REDUCE, dt, op, -1, count);
+    OK(coh_shm_all_reduce(G->shm, &c, send, recv, count));
+    for (size_t i = 0; i < count; i++)
+        check_reduced(recv, i, dt, op, i, salt);
+    gcheck(&bs, "send");
+    if (!inplace)
+        gcheck(&br, "recv");
+}
+
+static void t_reduce(int dt, int op, size_t count, int inplace, int root)
+{
+    size_t es = th_dtype_size(dt);
+    uint64_t salt = ++salt_ctr;
+    gbuf bs, br;
+    unsigned char *send = galloc(&bs, count * es);
+    unsigned char *recv = inplace && me == root ? send : galloc(&br, count * es);
+    for (size_t i = 0; i < count; i++)
+        store_val(send, i, dt, val(dt, op, me, i, salt));
+    coh_call c = th_call(G, COH_COLL_REDUCE, dt, op, root, count);
+    OK(coh_shm_reduce(G->shm, &c, send, recv, count, root));
+    if (me == root)
+        for (size_t i = 0; i < count; i++)
+            check_reduced(recv, i, dt, op, i, salt);
+    else
+        untouched(recv, count * es, "non-root recv");
+    gcheck(&bs, "send");
+    if (recv != send)
+        gcheck(&br, "recv");
+}
+
+static void t_broadcast(int dt, size_t count, int root)
+{
+    size_t bytes = count * th_dtype_size(dt);
+    uint64_t salt = ++salt_ctr;
+    gbuf b;
+    unsigned char *buf = galloc(&b, bytes);
+    if (me == root)
+        for (size_t i = 0; i < bytes; i++)
+            buf[i] = byte_of(root, 0, i, salt);
+    coh_call c = th_call(G, COH_COLL_BROADCAST, dt, -1, root, count);
+    OK(coh_shm_broadcast(G->shm, &c, buf, bytes, root));
+    for (size_t i = 0; i < bytes; i++)
+        CHECK(buf[i] == byte_of(root, 0, i, salt), "byte %zu", i);
+    gcheck(&b, "buf");
+}
+
+/* inplace: 0 separate, 1 send = recv + me*B, 2 send == recv */
+static void t_all_gather(int dt, size_t count, int inplace)
+{
+    size_t B = count * th_dtype_size(dt);
+    uint64_t salt = ++salt_ctr;
+    gbuf bs, br;
+    unsigned char *recv = galloc(&br, B * nranks);
+    unsigned char *send = inplace == 1 ? recv + me * B : inplace == 2 ? recv : galloc(&bs, B);
+    for (size_t i = 0; i < B; i++)
+        send[i] = byte_of(me, 0, i, salt);
+    coh_call c = th_call(G, COH_COLL_ALL_GATHER, dt, -1, -1, count);
+    OK(coh_shm_all_gather(G->shm, &c, send, recv, B));
+    for (int q = 0; q < nranks; q++)
+        for (size_t i = 0; i < B; i++)
+            CHECK(recv[q * B + i] == byte_of(q, 0, i, salt), "block %d byte %zu", q, i);
+    gcheck(&br, "recv");
+    if (!inplace)
+        gcheck(&bs, "send");
+}
+
+static void t_gather(int dt, size_t count, int inplace, int root)
+{
+    size_t B = count * th_dtype_size(dt);
+    uint64_t salt = ++salt_ctr;
+    gbuf bs, br;
+    unsigned char *recv = galloc(&br, B * nranks);
+    int ip = inplace && me == root;
+    unsigned char *send = ip ? recv + me * B : galloc(&bs, B);
+    for (size_t i = 0; i < B; i++)
+        send[i] = byte_of(me, 0, i, salt);
+    coh_call c = th_call(G, COH_COLL_GATHER, dt, -1, root, count);
+    OK(coh_shm_gather(G->shm, &c, send, recv, B, root));
+    if (me == root) {
+        for (int q = 0; q < nranks; q++)
+            for (size_t i = 0; i < B; i++)
+                CHECK(recv[q * B + i] == byte_of(q, 0, i, salt), "block %d byte %zu", q, i);
+    } else {
+        untouched(recv, B * nranks, "non-root recv");
+    }
+    gcheck(&br, "recv");
+    if (!ip)
+        gcheck(&bs, "send");
+}
+
+/* inplace (root): 0 separate, 1 recv = send + root*B, 2 recv == send */
+static void t_scatter(int dt, size_t count, int inplace, int root)
+{
+    size_t B = count * th_dtype_size(dt);
+    uint64_t salt = ++salt_ctr;
+    gbuf bs, br;
+    unsigned char *send = galloc(&bs, B * nranks);
+    unsigned char *recv;
+    if (me == root)
+        for (int q = 0; q < nranks; q++)
+            for (size_t i = 0; i < B; i++)
+                send[q * B + i] = byte_of(root, q, i, salt);
+    int ip = me == root ? inplace : 0;
+    recv = ip == 1 ? send + me * B : ip == 2 ? send : galloc(&br, B);
+    coh_call c = th_call(G, COH_COLL_SCATTER, dt, -1, root, count);
+    OK(coh_shm_scatter(G->shm, &c, me == root ? send : NULL, recv, B, root));
+    for (size_t i = 0; i < B; i++)
+        CHECK(recv[i] == byte_of(root, me, i, salt), "byte %zu", i);
+    if (me != root)
+        untouched(send, B * nranks, "non-root send");
+    gcheck(&bs, "send");
+    if (!ip)
+        gcheck(&br, "recv");
+}
+
+/* inplace: 0 separate, 1 recv == send, 2 recv = send + me*blk */
+static void t_reduce_scatter(int dt, int op, size_t cpr, int inplace)
+{
+    size_t es = th_dtype_size(dt), blk = cpr * es;
+    uint64_t salt = ++salt_ctr;
+    gbuf bs, br;
+    unsigned char *send = galloc(&bs, blk * nranks);
+    unsigned char *recv = inplace == 1 ? send : inplace == 2 ? send + me * blk : galloc(&br, blk);
+    for (size_t i = 0; i < cpr * nranks; i++)
+        store_val(send, i, dt, val(dt, op, me, i, salt));
+    coh_call c = th_call(G, COH_COLL_REDUCE_SCATTER, dt, op, -1, cpr);
+    OK(coh_shm_reduce_scatter(G->shm, &c, send, recv, cpr));
+    for (size_t i = 0; i < cpr; i++)
+        check_reduced(recv, i, dt, op, me * cpr + i, salt);
+    gcheck(&bs, "send");
+    if (!inplace)
+        gcheck(&br, "recv");
+}
+
+static void t_all_to_all(int dt, size_t count, int inplace)
+{
+    size_t B = count * th_dtype_size(dt);
+    uint64_t salt = ++salt_ctr;
+    gbuf bs, br;
+    unsigned char *send = galloc(&bs, B * nranks);
+    unsigned char *recv = inplace ? send : galloc(&br, B * nranks);
+    for (int j = 0; j < nranks; j++)
+        for (size_t i = 0; i < B; i++)
+            send[j * B + i] = byte_of(me, j, i, salt);
+    coh_call c = th_call(G, COH_COLL_ALL_TO_ALL, dt, -1, -1, count);
+    OK(coh_shm_all_to_all(G->shm, &c, send, recv, B));
+    for (int q = 0; q < nranks; q++)
+        for (size_t i = 0; i < B; i++)
+            CHECK(recv[q * B + i] == byte_of(q, me, i, salt), "block %d byte %zu", q, i);
+    gcheck(&bs, "send");
+    if (!inplace)
+        gcheck(&br, "recv");
+}
+
+/* ---- the matrix ---- */
+
+typedef struct cfg {
+    int n;
+    int tiny;       /* shrunken slot: every dtype and op */
+    const char *env;
+} cfg;
+
+static const int all_dt[] = {COHORT_INT32,   COHORT_FLOAT32, COHORT_FLOAT16, COHORT_BFLOAT16,
+                             COHORT_FLOAT64, COHORT_UINT8,   COHORT_INT8,    COHORT_UINT32,
+                             COHORT_INT64,   COHORT_UINT64};
+static const int big_dt[] = {COHORT_FLOAT32, COHORT_BFLOAT16, COHORT_INT64};
+
+static int op_valid(int dt, int op)
+{
+    if (op == COHORT_AVG)
+        return is_float(dt);
+    if (op >= COHORT_BAND)
+        return !is_float(dt);
+    return 1;
+}
+
+/* counts around every threshold for an op whose piece is `piece` elements */
+static int counts_for(size_t *out, size_t piece, size_t small)
+{
+    int k = 0;
+    out[k++] = 0;
+    out[k++] = 1;
+    out[k++] = 7;
+    if (small > 1) {
+        out[k++] = small;
+        out[k++] = small + 1;
+    }
+    out[k++] = piece;
+    out[k++] = 3 * piece + 5;
+    return k;
+}
+
+static int rank_main(int rank, void *arg)
+{
+    const cfg *cf = arg;
+    nranks = cf->n;
+    me = rank;
+    cohort_status st;
+    G = th_group(rank, nranks, 30000, &st);
+    if (!G)
+        return 1;
+    coh_shm *s = G->shm;
+    int n = nranks;
+    const int *dts = cf->tiny ? all_dt : big_dt;
+    int ndt = cf->tiny ? (int)COH_ARRAY_LEN(all_dt) : (int)COH_ARRAY_LEN(big_dt);
+    int roots[2] = {0, n - 1};
+    int nroots = n > 1 ? 2 : 1;
+    size_t cnt[8];
+    for (int d = 0; d < ndt; d++) {
+        int dt = dts[d];
+        size_t es = th_dtype_size(dt);
+        size_t blockp = n > 1 ? (s->S / (size_t)(n - 1) >= 64 ? s->S / (size_t)(n - 1) / 64 * 64
+                                                              : s->S / (size_t)(n - 1)) / es
+                              : s->S / es;
+        /* reductions */
+        int nc = counts_for(cnt, s->S / es, s->small_bytes / es);
+        for (int op = 0; op < COHORT_OP_COUNT; op++) {
+            if (!op_valid(dt, op) || (!cf->tiny && op != COHORT_SUM && op != COHORT_AVG &&
+                                      op != COHORT_MAX))
+                continue;
+            for (int k = 0; k < nc; k++)
+                for (int ip = 0; ip < 2; ip++) {
+                    snprintf(wbuf, sizeof wbuf, "all_reduce %s %s count %zu%s",
+                             th_dtype_name(dt), cohort_op_name(op) ? cohort_op_name(op) : "",
+                             cnt[k], ip ? " in place" : "");
+                    where = wbuf;
+                    t_all_reduce(dt, op, cnt[k], ip);
+                    for (int ri = 0; ri < nroots; ri++) {
+                        snprintf(wbuf, sizeof wbuf, "reduce %s op %d count %zu root %d%s",
+                                 th_dtype_name(dt), op, cnt[k], roots[ri], ip ? " in place" : "");
+                        t_reduce(dt, op, cnt[k], ip, roots[ri]);
+                    }
+                }
+            int nb = counts_for(cnt, blockp ? blockp : 1, 0);
+            for (int k = 0; k < nb; k++)
+                for (int ip = 0; ip < 3; ip++) {
+                    snprintf(wbuf, sizeof wbuf, "reduce_scatter %s op %d count %zu inplace %d",
+                             th_dtype_name(dt), op, cnt[k], ip);
+                    where = wbuf;
+                    t_reduce_scatter(dt, op, cnt[k], ip);
+                }
+            nc = counts_for(cnt, s->S / es, s->small_bytes / es);
+        }
+        /* data movement */
+        nc = counts_for(cnt, s->S / es, 0);
+        for (int k = 0; k < nc; k++) {
+            for (int ri = 0; ri < nroots; ri++) {
+                snprintf(wbuf, sizeof wbuf, "broadcast %s count %zu root %d", th_dtype_name(dt),
+                         cnt[k], roots[ri]);
+                where = wbuf;
+                t_broadcast(dt, cnt[k], roots[ri]);
+                for (int ip = 0; ip < 2; ip++) {
+                    snprintf(wbuf, sizeof wbuf, "gather %s count %zu root %d inplace %d",
+                             th_dtype_name(dt), cnt[k], roots[ri], ip);
+                    t_gather(dt, cnt[k], ip, roots[ri]);
+                }
+            }
+            for (int ip = 0; ip < 3; ip++) {
+                snprintf(wbuf, sizeof wbuf, "all_gather %s count %zu inplace %d",
+                         th_dtype_name(dt), cnt[k], ip);
+                where = wbuf;
+                t_all_gather(dt, cnt[k], ip);
+            }
+        }
+        nc = counts_for(cnt, blockp ? blockp : 1, 0);
+        for (int k = 0; k < nc; k++) {
+            for (int ri = 0; ri < nroots; ri++)
+                for (int ip = 0; ip < 3; ip++) {
+                    snprintf(wbuf, sizeof wbuf, "scatter %s count %zu root %d inplace %d",
+                             th_dtype_name(dt), cnt[k], roots[ri], ip);
+                    where = wbuf;
+                    t_scatter(dt, cnt[k], ip, roots[ri]);
+                }
+            for (int ip = 0; ip < 2; ip++) {
+                snprintf(wbuf, sizeof wbuf, "all_to_all %s count %zu inplace %d",
+                         th_dtype_name(dt), cnt[k], ip);
+                where = wbuf;
+                t_all_to_all(dt, cnt[k], ip);
+            }
+        }
+        where = "barrier";
+        coh_call c = th_call(G, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+        OK(coh_shm_barrier(s, &c));
+    }
+    th_group_free(G);
+    return 0;
+}
+
+static const cfg cfgs[] = {
+    {1, 1, "COHORT_SHM_SLOT_BYTES=256;COHORT_SHM_SMALL_BYTES=64"},
+    {2, 1, "COHORT_SHM_SLOT_BYTES=256;COHORT_SHM_SMALL_BYTES=64"},
+    {3, 1, "COHORT_SHM_SLOT_BYTES=320;COHORT_SHM_SMALL_BYTES=96"},
+    {4, 1, "COHORT_SHM_SLOT_BYTES=256;COHORT_SHM_SMALL_BYTES=64"},
+    {5, 1, "COHORT_SHM_SLOT_BYTES=448;COHORT_SHM_SMALL_BYTES=64"},
+    {8, 1, "COHORT_SHM_SLOT_BYTES=512;COHORT_SHM_SMALL_BYTES=128"},
+    {3, 1, "COHORT_SHM_SLOT_BYTES=320;COHORT_SHM_SMALL_BYTES=96;COHORT_CONTRACT=off"},
+    {2, 0, "COHORT_SHM_SLOT_BYTES=65536"},
+    {3, 0, "COHORT_SHM_SLOT_BYTES=65536"},
+    {5, 0, "COHORT_SHM_SLOT_BYTES=65536"},
+    {8, 0, "COHORT_SHM_SLOT_BYTES=65536"},
+    {4, 0, NULL}, /* defaults */
+};
+
+START_TEST(matrix)
+{
+    const cfg *cf = &cfgs[_i];
+    ck_assert_int_eq(th_store_init(), 0);
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.nranks = cf->n, .deadline_ms = 240000, .extra_env = cf->env};
+    cht_result r;
+    cht_run_ranks(&o, rank_main, (void *)cf, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("shm_coll");
+    TCase *tc = tcase_create("matrix");
+    tcase_add_loop_test(tc, matrix, 0, (int)COH_ARRAY_LEN(cfgs));
+    tcase_set_timeout(tc, 250);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int f = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return f ? 1 : 0;
+}

@@ -1,0 +1,214 @@
+/*
+ * test_shm_contract.c - mismatched calls across local ranks: every rank
+ * must fail the call with COHORT_ERR_CONTRACT naming the differing field,
+ * quickly (no hang), with its receive buffer untouched, and every later
+ * call must fail with COHORT_ERR_ABORTED. Rank 1 of 3 is the odd one out.
+ * Includes same-byte-size mismatches (2048 float16 vs 1024 float32; SUM vs
+ * MAX) that a byte-counting transport could not see, and multi-piece calls.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "support/support.h"
+
+#define N 3
+#define SENT 0x5A
+
+typedef struct mcase {
+    const char *name;
+    const char *field; /* substring the error must contain */
+    const char *env;
+} mcase;
+
+enum {
+    M_COUNT, M_DTYPE_SAME_BYTES, M_REDOP, M_OP, M_BCAST_ROOT, M_COUNT_LARGE, M_REDOP_LARGE,
+    M_REDUCE_ROOT, M_GATHER_ROOT, M_SCATTER_ROOT, M_AG_COUNT, M_RS_COUNT, M_A2A_COUNT,
+    M_BARRIER_VS_AR, M_N
+};
+
+static const mcase cases[M_N] = {
+    [M_COUNT] = {"all_reduce count 1024 vs 512", "count", NULL},
+    [M_DTYPE_SAME_BYTES] = {"all_reduce 2048 float16 vs 1024 float32", "dtype", NULL},
+    [M_REDOP] = {"all_reduce sum vs max", "reduce op", NULL},
+    [M_OP] = {"all_reduce vs broadcast", "operation", NULL},
+    [M_BCAST_ROOT] = {"broadcast root 0 vs 1", "root", NULL},
+    [M_COUNT_LARGE] = {"multi-piece all_reduce count", "count", "COHORT_SHM_SLOT_BYTES=4096"},
+    [M_REDOP_LARGE] = {"multi-piece all_reduce sum vs max", "reduce op",
+                       "COHORT_SHM_SLOT_BYTES=4096"},
+    [M_REDUCE_ROOT] = {"reduce root 0 vs 1", "root", NULL},
+    [M_GATHER_ROOT] = {"gather root 2 vs 1", "root", "COHORT_SHM_SLOT_BYTES=256"},
+    [M_SCATTER_ROOT] = {"scatter root 0 vs 1", "root", "COHORT_SHM_SLOT_BYTES=256"},
+    [M_AG_COUNT] = {"all_gather count", "count", "COHORT_SHM_SLOT_BYTES=256"},
+    [M_RS_COUNT] = {"reduce_scatter count", "count", "COHORT_SHM_SLOT_BYTES=256"},
+    [M_A2A_COUNT] = {"all_to_all count", "count", "COHORT_SHM_SLOT_BYTES=256"},
+    [M_BARRIER_VS_AR] = {"barrier vs all_reduce of 0", "operation", NULL},
+};
+
+static int odd;
+
+static cohort_status run(cohort_group *g, int k, unsigned char *send, unsigned char *recv,
+                         size_t *recv_len)
+{
+    coh_shm *s = g->shm;
+    int r = g->rank;
+    coh_call c;
+    switch (k) {
+    case M_COUNT: {
+        size_t n = odd ? 512 : 1024;
+        *recv_len = n * 4;
+        c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, n);
+        return coh_shm_all_reduce(s, &c, send, recv, n);
+    }
+    case M_DTYPE_SAME_BYTES: {
+        int dt = odd ? COHORT_FLOAT32 : COHORT_FLOAT16;
+        size_t n = odd ? 1024 : 2048;
+        *recv_len = 4096;
+        c = th_call(g, COH_COLL_ALL_REDUCE, dt, COHORT_SUM, -1, n);
+        return coh_shm_all_reduce(s, &c, send, recv, n);
+    }
+    case M_REDOP:
+    case M_REDOP_LARGE: {
+        size_t n = k == M_REDOP ? 256 : 20000;
+        *recv_len = n * 4;
+        c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, odd ? COHORT_MAX : COHORT_SUM, -1, n);
+        return coh_shm_all_reduce(s, &c, send, recv, n);
+    }
+    case M_OP:
+        *recv_len = 1024;
+        if (odd) {
+            memset(recv, SENT, 1024);
+            c = th_call(g, COH_COLL_BROADCAST, COHORT_FLOAT32, -1, 0, 256);
+            return coh_shm_broadcast(s, &c, recv, 1024, 0);
+        }
+        c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 256);
+        return coh_shm_all_reduce(s, &c, send, recv, 256);
+    case M_BCAST_ROOT: {
+        int root = odd ? 1 : 0;
+        /* the (believed) roots hold data; real receivers must stay untouched */
+        *recv_len = r == root ? 0 : 4096;
+        unsigned char *b = r == root ? send : recv;
+        c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, root, 4096);
+        return coh_shm_broadcast(s, &c, b, 4096, root);
+    }
+    case M_COUNT_LARGE: {
+        size_t n = odd ? 30000 : 40000;
+        *recv_len = n * 4;
+        c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, n);
+        return coh_shm_all_reduce(s, &c, send, recv, n);
+    }
+    case M_REDUCE_ROOT: {
+        int root = odd ? 1 : 0;
+        *recv_len = 4096;
+        c = th_call(g, COH_COLL_REDUCE, COHORT_INT32, COHORT_SUM, root, 1024);
+        return coh_shm_reduce(s, &c, send, recv, 1024, root);
+    }
+    case M_GATHER_ROOT: {
+        int root = odd ? 1 : 2;
+        *recv_len = 3 * 1000;
+        c = th_call(g, COH_COLL_GATHER, COHORT_UINT8, -1, root, 1000);
+        return coh_shm_gather(s, &c, send, recv, 1000, root);
+    }
+    case M_SCATTER_ROOT: {
+        int root = odd ? 1 : 0;
+        *recv_len = r == root ? 0 : 1000;
+        c = th_call(g, COH_COLL_SCATTER, COHORT_UINT8, -1, root, 1000);
+        return coh_shm_scatter(s, &c, send, r == root ? send + 3000 : recv, 1000, root);
+    }
+    case M_AG_COUNT: {
+        size_t n = odd ? 100 : 120;
+        *recv_len = 3 * n * 4;
+        c = th_call(g, COH_COLL_ALL_GATHER, COHORT_INT32, -1, -1, n);
+        return coh_shm_all_gather(s, &c, send, recv, n * 4);
+    }
+    case M_RS_COUNT: {
+        size_t n = odd ? 100 : 120;
+        *recv_len = n * 4;
+        c = th_call(g, COH_COLL_REDUCE_SCATTER, COHORT_INT32, COHORT_SUM, -1, n);
+        return coh_shm_reduce_scatter(s, &c, send, recv, n);
+    }
+    case M_A2A_COUNT: {
+        size_t n = odd ? 100 : 120;
+        *recv_len = 3 * n * 4;
+        c = th_call(g, COH_COLL_ALL_TO_ALL, COHORT_INT32, -1, -1, n);
+        return coh_shm_all_to_all(s, &c, send, recv, n * 4);
+    }
+    default:
+        *recv_len = 0;
+        if (odd) {
+            c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+            return coh_shm_barrier(s, &c);
+        }
+        c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0);
+        return coh_shm_all_reduce(s, &c, send, recv, 0);
+    }
+}
+
+static int rank_main(int rank, void *arg)
+{
+    int k = *(int *)arg;
+    odd = rank == 1;
+    cohort_status st;
+    cohort_group *g = th_group(rank, N, 20000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    /* warm up: one good call so the mismatch is not the first */
+    float x = 1, y = 0;
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+    RANK_PASS(coh_shm_all_reduce(g->shm, &c, &x, &y, 1), NULL);
+    RANK_CHECK(y == N, "warm-up all_reduce gave %f", y);
+
+    size_t cap = 1 << 20;
+    unsigned char *send = malloc(cap), *recv = malloc(cap);
+    RANK_CHECK(send && recv, "malloc");
+    for (size_t i = 0; i < cap; i++)
+        send[i] = (unsigned char)(i * 7 + rank);
+    memset(recv, SENT, cap);
+    size_t rl = 0;
+    uint64_t t0 = coh_now_ns();
+    st = run(g, k, send, recv, &rl);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "%s: got %s (%s)", cases[k].name,
+               cohort_status_name(st), g->err.msg);
+    RANK_CHECK(ms < 2000, "%s: took %.0f ms to fail", cases[k].name, ms);
+    RANK_CHECK(strstr(g->err.msg, cases[k].field), "%s: message does not name the %s: %s",
+               cases[k].name, cases[k].field, g->err.msg);
+    for (size_t i = 0; i < rl; i++)
+        RANK_CHECK(recv[i] == SENT, "%s: receive buffer byte %zu written", cases[k].name, i);
+    /* poisoned: later calls fail at once */
+    c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+    st = coh_shm_all_reduce(g->shm, &c, &x, &y, 1);
+    RANK_CHECK(st == COHORT_ERR_ABORTED, "call after the mismatch: %s", cohort_status_name(st));
+    if (rank == 0)
+        fprintf(stderr, "[%s] %s\n", cases[k].name, g->err.msg);
+    free(send);
+    free(recv);
+    th_group_free(g);
+    return 0;
+}
+
+START_TEST(mismatch)
+{
+    int k = _i;
+    ck_assert_int_eq(th_store_init(), 0);
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.nranks = N, .deadline_ms = 30000, .extra_env = cases[k].env};
+    cht_result r;
+    cht_run_ranks(&o, rank_main, &k, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("shm_contract");
+    TCase *tc = tcase_create("mismatch");
+    tcase_add_loop_test(tc, mismatch, 0, M_N);
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int f = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return f ? 1 : 0;
+}

@@ -1,0 +1,405 @@
+/*
+ * test_shm_fault.c - failures around the segment, in real processes:
+ *   - a SIGKILLed rank (before a small call, and in the middle of a large
+ *     multi-piece one): survivors fail with COHORT_ERR_PEER_LOST naming it
+ *     within 2 s (pidfd liveness);
+ *   - a SIGSTOPped rank: survivors fail with COHORT_ERR_TIMEOUT after the
+ *     group timeout;
+ *   - an abort from another thread wakes ranks blocked (asleep on the
+ *     futex) in a call, on every local rank, and later calls fail at once;
+ *   - create/destroy leaves no fd, mapping or /dev/shm entry behind;
+ *   - a process with a wrong token or generation is refused (AUTH) and the
+ *     real group still forms;
+ *   - every allocation failure during create is a clean NOMEM;
+ *   - a lead that never comes is a TIMEOUT; a bad env var is INVALID.
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "support/support.h"
+
+static void ms_sleep(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Waits (bounded) for a flag another rank sets; not a sleep-as-sync: the
+ * condition is checked, the deadline fails the rank. */
+static void wait_flag(int i, int deadline_ms)
+{
+    uint64_t end = coh_now_ns() + (uint64_t)deadline_ms * 1000000ull;
+    while (!atomic_load(&th_sh()->flag[i])) {
+        RANK_CHECK(coh_now_ns() < end, "flag %d never set", i);
+        ms_sleep(1);
+    }
+}
+
+static int run_expect(const cht_opts *o, int (*fn)(int, void *), void *arg, const int *want)
+{
+    cht_result r;
+    ck_assert_int_eq(th_store_init(), 0);
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_run_ranks(o, fn, arg, &r);
+    for (int i = 0; i < o->nranks; i++) {
+        ck_assert_msg(!r.hung[i], "rank %d hung", i);
+        ck_assert_msg(r.status[i] == want[i], "rank %d exited %d, wanted %d", i, r.status[i],
+                      want[i]);
+    }
+    return 0;
+}
+
+/* ---- SIGKILL ---- */
+
+static int kill_large_mode;
+
+static void *killer(void *arg)
+{
+    (void)arg;
+    ms_sleep(30); /* lands in the middle of the looped 4 MiB all_reduces */
+    atomic_store(&th_sh()->t_event_ns, coh_now_ns());
+    raise(SIGKILL);
+    return NULL;
+}
+
+static int kill_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    cohort_group *g = th_group(rank, 3, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    size_t n = kill_large_mode ? (4u << 20) / 4 : 2;
+    float *a = calloc(n, 4), *b = calloc(n, 4);
+    RANK_CHECK(a && b, "calloc");
+    if (rank == 2) {
+        if (!kill_large_mode) {
+            atomic_store(&th_sh()->t_event_ns, coh_now_ns());
+            raise(SIGKILL);
+        }
+        pthread_t t;
+        pthread_create(&t, NULL, killer, NULL);
+    }
+    for (long it = 0;; it++) {
+        coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, n);
+        st = coh_shm_all_reduce(g->shm, &c, a, b, n);
+        if (st != COHORT_OK)
+            break;
+        RANK_CHECK(rank != 2 || it < 1000000, "victim still alive");
+    }
+    uint64_t t = coh_now_ns(), t0 = atomic_load(&th_sh()->t_event_ns);
+    double ms = t0 ? (t - t0) / 1e6 : -1;
+    fprintf(stderr, "rank %d: %s after %.1f ms: %s\n", rank, cohort_status_name(st), ms,
+            g->err.msg);
+    RANK_CHECK(st == COHORT_ERR_PEER_LOST, "got %s: %s", cohort_status_name(st), g->err.msg);
+    RANK_CHECK(strstr(g->err.msg, "rank 2 "), "message does not name rank 2: %s", g->err.msg);
+    RANK_CHECK(t0 && ms < 2000, "took %.1f ms to notice", ms);
+    th_group_free(g);
+    return 0;
+}
+
+START_TEST(sigkill_small)
+{
+    kill_large_mode = 0;
+    cht_opts o = {.nranks = 3, .deadline_ms = 20000};
+    int want[3] = {0, 0, 128 + SIGKILL};
+    run_expect(&o, kill_rank, NULL, want);
+}
+END_TEST
+
+START_TEST(sigkill_large)
+{
+    kill_large_mode = 1;
+    cht_opts o = {.nranks = 3, .deadline_ms = 20000, .extra_env = "COHORT_SHM_SLOT_BYTES=65536"};
+    int want[3] = {0, 0, 128 + SIGKILL};
+    run_expect(&o, kill_rank, NULL, want);
+}
+END_TEST
+
+/* ---- SIGSTOP ---- */
+
+static int stop_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    cohort_group *g = th_group(rank, 3, 500, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    if (rank == 2)
+        raise(SIGSTOP);
+    float a = 1, b;
+    uint64_t t0 = coh_now_ns();
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+    st = coh_shm_all_reduce(g->shm, &c, &a, &b, 1);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), ms,
+            g->err.msg);
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT, "got %s: %s", cohort_status_name(st), g->err.msg);
+    RANK_CHECK(ms >= 400 && ms < 3000, "timed out after %.0f ms (timeout 500)", ms);
+    if (rank == 0)
+        kill(g->peers[2].pid, SIGKILL);
+    th_group_free(g);
+    return 0;
+}
+
+START_TEST(sigstop_timeout)
+{
+    cht_opts o = {.nranks = 3, .deadline_ms = 20000};
+    int want[3] = {0, 0, 128 + SIGKILL};
+    run_expect(&o, stop_rank, NULL, want);
+}
+END_TEST
+
+/* ---- abort from another thread ---- */
+
+static cohort_group *abort_g;
+
+static void *aborter(void *arg)
+{
+    (void)arg;
+    ms_sleep(200); /* long enough for the waiters to be asleep on the futex */
+    atomic_store(&th_sh()->t_event_ns, coh_now_ns());
+    coh_group_fail(abort_g, COHORT_ERR_ABORTED, "aborted by a test thread");
+    atomic_store(&th_sh()->flag[0], 1);
+    return NULL;
+}
+
+static int abort_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    cohort_group *g = abort_g = th_group(rank, 3, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    pthread_t t;
+    if (rank == 0)
+        pthread_create(&t, NULL, aborter, NULL);
+    if (rank == 2)
+        wait_flag(0, 10000);
+    float a = 1, b;
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+    st = coh_shm_all_reduce(g->shm, &c, &a, &b, 1);
+    double ms = (coh_now_ns() - atomic_load(&th_sh()->t_event_ns)) / 1e6;
+    RANK_CHECK(st == COHORT_ERR_ABORTED, "got %s: %s", cohort_status_name(st), g->err.msg);
+    RANK_CHECK(ms < 500, "woke %.1f ms after the abort", ms);
+    RANK_CHECK(strstr(g->err.msg, "aborted by a test thread"), "reason lost: %s", g->err.msg);
+    if (rank == 0)
+        pthread_join(t, NULL);
+    c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+    RANK_CHECK(coh_shm_barrier(g->shm, &c) == COHORT_ERR_ABORTED, "later call not aborted");
+    th_group_free(g);
+    return 0;
+}
+
+START_TEST(abort_wakes)
+{
+    cht_opts o = {.nranks = 3, .deadline_ms = 20000};
+    int want[3] = {0, 0, 0};
+    run_expect(&o, abort_rank, NULL, want);
+}
+END_TEST
+
+/* ---- leaks ---- */
+
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n - 1; /* the DIR's own fd */
+}
+
+static int maps_mention(const char *what)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    char line[512];
+    int hit = 0;
+    while (f && fgets(line, sizeof line, f))
+        hit |= strstr(line, what) != NULL;
+    if (f)
+        fclose(f);
+    return hit;
+}
+
+static int leak_rank(int rank, void *arg)
+{
+    int n = *(int *)arg;
+    for (int round = 0; round < 10; round++) {
+        cohort_group *g = th_group_bare(rank, n, 10000);
+        RANK_CHECK(g, "group");
+        /* per round and group: distinct store keys */
+        cohort_store_close(g->store);
+        char pfx[32];
+        snprintf(pfx, sizeof pfx, "1/g%d/", round);
+        g->store = th_store_handle(pfx);
+        g->id = (uint32_t)round;
+        int fds = count_fds();
+        RANK_PASS(coh_shm_create(g, &g->shm), g);
+        RANK_CHECK(maps_mention("cohort-shm"), "segment not mapped?");
+        coh_call c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+        RANK_CHECK(coh_shm_barrier(g->shm, &c) == COHORT_OK, "barrier: %s", g->err.msg);
+        coh_shm_destroy(g->shm);
+        g->shm = NULL;
+        RANK_CHECK(count_fds() == fds, "round %d: %d fds before create, %d after destroy", round,
+                   fds, count_fds());
+        RANK_CHECK(!maps_mention("cohort-shm"), "round %d: segment still mapped", round);
+        th_group_free(g);
+    }
+    return 0;
+}
+
+START_TEST(no_leaks)
+{
+    static int sizes[] = {1, 2, 4};
+    int n = sizes[_i];
+    int dev_shm = cht_count_dev_shm();
+    cht_opts o = {.nranks = n, .deadline_ms = 30000};
+    int want[4] = {0, 0, 0, 0};
+    run_expect(&o, leak_rank, &n, want);
+    ck_assert_int_eq(cht_count_dev_shm(), dev_shm);
+}
+END_TEST
+
+/* ---- authentication ---- */
+
+static int auth_mode; /* 0 wrong token, 1 wrong generation */
+
+static int auth_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    if (rank == 2) { /* the impostor, claiming to be local rank 1 */
+        cohort_group *g = th_group_bare(1, 2, 5000);
+        RANK_CHECK(g, "group");
+        if (auth_mode == 0) {
+            free(g->token);
+            g->token = strdup("not-the-job-token");
+        } else {
+            g->generation = 2;
+        }
+        st = coh_shm_create(g, &g->shm);
+        fprintf(stderr, "impostor: %s: %s\n", cohort_status_name(st), g->err.msg);
+        atomic_store(&th_sh()->flag[1], 1);
+        RANK_CHECK(st == COHORT_ERR_AUTH, "impostor got %s: %s", cohort_status_name(st),
+                   g->err.msg);
+        th_group_free(g);
+        return 0;
+    }
+    if (rank == 1)
+        wait_flag(1, 10000);
+    cohort_group *g = th_group(rank, 2, 10000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    int a = rank + 1, b = 0;
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_SUM, -1, 1);
+    RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), NULL);
+    RANK_CHECK(b == 3, "sum %d", b);
+    th_group_free(g);
+    return 0;
+}
+
+START_TEST(impostor_refused)
+{
+    auth_mode = _i;
+    cht_opts o = {.nranks = 3, .deadline_ms = 20000};
+    int want[3] = {0, 0, 0};
+    run_expect(&o, auth_rank, NULL, want);
+}
+END_TEST
+
+/* ---- allocation failures ---- */
+
+START_TEST(oom_walk)
+{
+    ck_assert_int_eq(th_store_init(), 0);
+    int fds = count_fds(), ok = 0;
+    for (long k = 0; k < 100 && !ok; k++) {
+        cohort_group *g = th_group_bare(0, 1, 1000);
+        ck_assert_ptr_nonnull(g);
+        coh_alloc_fail_after(k);
+        cohort_status st = coh_shm_create(g, &g->shm);
+        coh_alloc_fail_after(-1);
+        if (st == COHORT_OK)
+            ok = 1;
+        else
+            ck_assert_msg(st == COHORT_ERR_NOMEM && g->shm == NULL, "k=%ld: %s", k,
+                          cohort_status_name(st));
+        th_group_free(g);
+    }
+    ck_assert_msg(ok, "create never succeeded");
+    ck_assert_int_eq(count_fds(), fds);
+    ck_assert(!maps_mention("cohort-shm"));
+}
+END_TEST
+
+/* ---- create without a lead, bad configuration ---- */
+
+static int nolead_rank(int rank, void *arg)
+{
+    (void)arg;
+    if (rank == 0)
+        return 0; /* never creates the segment */
+    cohort_group *g = th_group_bare(rank, 2, 300);
+    RANK_CHECK(g, "group");
+    uint64_t t0 = coh_now_ns();
+    cohort_status st = coh_shm_create(g, &g->shm);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT, "got %s: %s", cohort_status_name(st), g->err.msg);
+    RANK_CHECK(ms < 2000, "%.0f ms", ms);
+    RANK_CHECK(strstr(g->err.msg, "rank 0"), "message: %s", g->err.msg);
+    th_group_free(g);
+    return 0;
+}
+
+START_TEST(no_lead_timeout)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 20000};
+    int want[2] = {0, 0};
+    run_expect(&o, nolead_rank, NULL, want);
+}
+END_TEST
+
+START_TEST(bad_env)
+{
+    ck_assert_int_eq(th_store_init(), 0);
+    const char *bad[] = {"abc", "12", "99999999999"};
+    for (size_t i = 0; i < 3; i++) {
+        setenv("COHORT_SHM_SLOT_BYTES", bad[i], 1);
+        cohort_group *g = th_group_bare(0, 1, 1000);
+        cohort_status st = coh_shm_create(g, &g->shm);
+        ck_assert_msg(st == COHORT_ERR_INVALID, "%s: %s", bad[i], cohort_status_name(st));
+        ck_assert_msg(strstr(g->err.msg, "COHORT_SHM_SLOT_BYTES"), "%s", g->err.msg);
+        th_group_free(g);
+    }
+    unsetenv("COHORT_SHM_SLOT_BYTES");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("shm_fault");
+    TCase *tc = tcase_create("fault");
+    tcase_add_test(tc, sigkill_small);
+    tcase_add_test(tc, sigkill_large);
+    tcase_add_test(tc, sigstop_timeout);
+    tcase_add_test(tc, abort_wakes);
+    tcase_add_loop_test(tc, no_leaks, 0, 3);
+    tcase_add_loop_test(tc, impostor_refused, 0, 2);
+    tcase_add_test(tc, oom_walk);
+    tcase_add_test(tc, no_lead_timeout);
+    tcase_add_test(tc, bad_env);
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int f = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return f ? 1 : 0;
+}
