@@ -13,6 +13,7 @@
 
 #include <string.h>
 
+/* The connection of s (views share their root's). */
 static coh_etcd *H(cohort_store *s) { return coh_store_priv(s); }
 
 /* Takes the handle's lock and its current default timeout (a view may have
@@ -31,6 +32,8 @@ static cohort_status leave(coh_etcd *e, cohort_status st)
     return st;
 }
 
+/* Failure detail goes to coh_store_err(s); the front end moves it to
+ * cohort_last_error(NULL) since no handle is returned. */
 static cohort_status be_connect(cohort_store *s, const char *addr, const char *job_id,
                                 const char *token, uint32_t generation, int timeout_ms)
 {
@@ -44,6 +47,7 @@ static cohort_status be_connect(cohort_store *s, const char *addr, const char *j
     return COHORT_OK;
 }
 
+/* Called once, when the root and all its views are closed. */
 static void be_close(cohort_store *s)
 {
     coh_etcd_close(H(s));
@@ -138,6 +142,8 @@ static cohort_status be_barrier(cohort_store *s, const void *name, size_t nl, in
     return leave(e, coh_etcd_barrier(e, coh_store_err(s), name, nl, n, timeout_ms));
 }
 
+/* Every op is the coh_etcd_* function of the same name under the handle's
+ * lock (etcd_kv.c documents the mapping onto etcd requests). */
 static const coh_store_backend etcd_backend = {
     .scheme = "etcd",
     .connect = be_connect,

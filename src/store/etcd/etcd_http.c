@@ -111,6 +111,8 @@ json_t *etcd_prefix_end(const void *p, size_t n)
 
 /* ---- address and configuration ---- */
 
+/* Safe on a partly filled cfg (every failure path of cfg_parse ends here).
+ * The password is wiped before it is freed. */
 static void cfg_fini(coh_etcd_cfg *cfg)
 {
     for (int i = 0; i < cfg->n_ep; i++)
@@ -128,6 +130,8 @@ static void cfg_fini(coh_etcd_cfg *cfg)
     memset(cfg, 0, sizeof *cfg);
 }
 
+/* Hosts become part of an URL: only name and address characters, so an
+ * address can never smuggle a path, query or credentials into it. */
 static int host_char_ok(char ch)
 {
     return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_' || ch == ':';
@@ -193,6 +197,8 @@ static cohort_status parse_endpoint(const char *s, size_t n, char **url, coh_err
     return COHORT_OK;
 }
 
+/* An integer setting from the environment: def when unset, INVALID naming
+ * the variable when malformed or out of [lo, hi]. */
 static cohort_status env_int_range(const char *name, long def, long lo, long hi, long *out,
                                    coh_err *err)
 {
@@ -316,6 +322,9 @@ fail:
 
 /* ---- one connection ---- */
 
+/* curl write callback for unary replies: grows c->body (NUL-terminated for
+ * jansson). Returning short makes curl fail with CURLE_WRITE_ERROR, which
+ * classify() turns into NOMEM or TOO_LARGE. */
 static size_t body_write(char *p, size_t sz, size_t nm, void *arg)
 {
     coh_etcd_conn *c = arg;
@@ -362,6 +371,8 @@ static CURL *conn_new_curl(void)
     return h;
 }
 
+/* auth_on starts "unknown" (-1) when there is a token to try: the first
+ * call authenticates and learns whether the cluster enforces auth. */
 cohort_status coh_etcd_conn_init(coh_etcd_conn *c, const coh_etcd_cfg *cfg, coh_err *err)
 {
     memset(c, 0, sizeof *c);
@@ -388,6 +399,7 @@ void coh_etcd_conn_fini(coh_etcd_conn *c)
     memset(c, 0, sizeof *c);
 }
 
+/* "host:port" of the current endpoint (the URL without "http://"). */
 static const char *ep_name(const coh_etcd_conn *c) { return c->cfg->urls[c->ep] + 7; }
 
 void coh_etcd_next_endpoint(coh_etcd_conn *c, const char *why)
@@ -458,6 +470,8 @@ static CURLcode conn_post(coh_etcd_conn *c, const char *path, const char *body, 
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)tmo_ms);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)COH_MIN(tmo_ms, 2000));
     *http = 0;
+    /* Blocks for at most tmo_ms; the handle keeps the connection alive for
+     * the next call to the same member. */
     CURLcode cc = curl_easy_perform(h);
     curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, http);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
@@ -511,6 +525,9 @@ static int classify(coh_etcd_conn *c, coh_err *err, const char *path, CURLcode c
         snprintf(why, whylen, "%s", curl_easy_strerror(cc));
         return A_TRANSPORT;
     }
+    /* Every gateway answer is a JSON object: the reply on 200, a gRPC
+     * status otherwise. Anything else is not an etcd gateway, or a proxy's
+     * error page (5xx: worth another member). */
     json_error_t je;
     json_t *j = c->len ? json_loadb(c->body, c->len, 0, &je) : NULL;
     if (http == 200 && json_is_object(j)) {
@@ -668,6 +685,8 @@ cohort_status coh_etcd_call(coh_etcd_conn *c, coh_err *err, const char *path, js
     char why[256] = "";
     int fails = 0, rounds = 0, reauths = 0;
     uint64_t t0 = coh_now_ns();
+    /* One attempt per turn: authenticate first when this member has not
+     * issued us a token yet, then the request itself. */
     for (;;) {
         int left = coh_ms_left(deadline);
         if (left <= 0)
@@ -821,6 +840,9 @@ static int watch_msg(watch_ctx *w, const char *s, size_t n)
     return 0;
 }
 
+/* curl write callback of a watch stream: splits the bytes into messages
+ * and hands each to watch_msg; returning 0 ends the transfer (condition
+ * met, server cancel, or failure; watch_ctx says which). */
 static size_t watch_write(char *p, size_t sz, size_t nm, void *arg)
 {
     watch_ctx *w = arg;
@@ -924,6 +946,8 @@ int coh_etcd_watch(coh_etcd_conn *c, coh_err *err, const void *const *keys, cons
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, left == INT_MAX ? 0L : (long)left);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)COH_MIN(left, 2000));
+    /* Runs until watch_write stops it, the stream ends, or the deadline. An
+     * aborted transfer closes this connection: the server drops the watch. */
     CURLcode cc = curl_easy_perform(h);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     long http = 0;
@@ -984,6 +1008,8 @@ cohort_status coh_etcd_open(coh_etcd **out, const char *addr, const char *job, c
         coh_free(e);
         return st;
     }
+    /* The lease waits on a monotonic clock: wall-clock jumps must not
+     * stretch or shrink the keep-alive period. */
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->lease.mu, NULL);
     pthread_condattr_t ca;

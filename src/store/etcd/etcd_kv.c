@@ -28,6 +28,7 @@
 
 /* ---- keys ---- */
 
+/* A full etcd key (job root + user key, or a metadata key), owned. */
 typedef struct ekey {
     unsigned char *p;
     size_t n;
@@ -47,6 +48,7 @@ static cohort_status ekey_make(ekey *k, const char *base, size_t bl, const void 
     return COHORT_OK;
 }
 
+/* The etcd key of user key u: kroot || u, within the key size limit. */
 static cohort_status ukey(coh_etcd *e, ekey *k, const void *u, size_t ul, coh_err *err)
 {
     if (ul > ETCD_MAX_KEY)
@@ -100,6 +102,8 @@ static const char *ekfmt(coh_etcd *e, char *out, size_t cap, const ekey *k)
     return kfmt(out, cap, k->p + skip, k->n - skip);
 }
 
+/* Deadline of a call: its own timeout, or the handle default when < 0
+ * (which may itself be "never"). */
 static uint64_t op_deadline(coh_etcd *e, int timeout_ms)
 {
     return coh_deadline_ns(timeout_ms < 0 ? e->timeout_ms : timeout_ms);
@@ -200,6 +204,8 @@ static int parse_i64(const unsigned char *p, size_t n, int64_t *out)
     return 0;
 }
 
+/* coh_etcd_call on the handle's connection; consumes body, and a NULL
+ * body (a builder ran out of memory) is NOMEM. */
 static cohort_status call(coh_etcd *e, coh_err *err, const char *path, json_t *body,
                           uint64_t deadline, json_t **out)
 {
@@ -284,6 +290,8 @@ cohort_status coh_etcd_multi_set(coh_etcd *e, coh_err *err, const void *const *k
 
 /* ---- snapshot reads and watches: the waiting core ---- */
 
+/* A waiting call's view of its keys: which exist (and their values when
+ * captured), updated by the snapshot read and then by watch events. */
 typedef struct wstate {
     coh_etcd *e;
     coh_err *err;
@@ -307,6 +315,7 @@ static int ws_done(const wstate *w)
     return !w->any;
 }
 
+/* Records key i as present (with a copy of its value) or absent. */
 static int ws_set(wstate *w, int i, int present, const unsigned char *v, size_t vl)
 {
     w->present[i] = (unsigned char)present;
@@ -329,6 +338,7 @@ static int ws_set(wstate *w, int i, int present, const unsigned char *v, size_t 
     return 0;
 }
 
+/* Watch events apply in revision order; a key listed twice gets both. */
 static int ws_event(void *arg, const etcd_event *ev)
 {
     wstate *w = arg;
@@ -438,6 +448,7 @@ out:
     return st;
 }
 
+/* "'key' and N more": the first missing key for a timeout message. */
 static void ws_missing(const wstate *w, char *out, size_t cap)
 {
     int miss = 0, first = -1;
@@ -975,6 +986,8 @@ cohort_status coh_etcd_num_keys(coh_etcd *e, coh_err *err, const void *p, size_t
 
 #define LIST_PAGE 10000
 
+/* Keys come back relative to the job (a view's prefix included): the
+ * store front end strips the view's part. */
 cohort_status coh_etcd_list(coh_etcd *e, coh_err *err, const void *p, size_t pl, char ***keys,
                             size_t **klens, int *n)
 {
