@@ -118,7 +118,19 @@ static cohort_status send_all(cohort_store *s, tcp *t, const uint8_t *p, size_t 
 {
     size_t off = 0;
     cohort_status st = COHORT_OK;
-    pthread_mutex_lock(&t->send_mu);
+    /* Another thread may hold the send side while a stalled server does not
+     * read: waiting for it is bounded by this call's own deadline. */
+    if (deadline == UINT64_MAX) {
+        pthread_mutex_lock(&t->send_mu);
+    } else {
+        struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ull),
+                              .tv_nsec = (long)(deadline % 1000000000ull)};
+        if (pthread_mutex_clocklock(&t->send_mu, CLOCK_MONOTONIC, &ts) != 0)
+            return coh_err_set(coh_store_err(s), COHORT_ERR_TIMEOUT,
+                               "%s: timed out waiting to send to store %s (another thread's "
+                               "send is stalled)",
+                               what, t->addr);
+    }
     while (off < n) {
         ssize_t w = send(t->fd, p + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
