@@ -237,6 +237,8 @@ static int sh(const char *fmt, ...)
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
     int rc = system(cmd);
+    if (rc != 0 && !strstr(cmd, "2>/dev/null"))
+        fprintf(stderr, "test support: '%s' failed (status %d)\n", cmd, rc);
     return rc == 0 ? 0 : -1;
 }
 

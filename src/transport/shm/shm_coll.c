@@ -252,10 +252,13 @@ static size_t block_piece(const coh_shm *s, size_t es)
     return b / es * es;
 }
 
+/* AVG is reduced as SUM here and divided ONCE by the caller (coh_coll_run,
+ * src/coll/select.c), which knows the whole group's size: the hierarchical
+ * algorithms reduce through this segment first and across hosts after, so
+ * dividing here by the local size would be wrong. Do not finish AVG here. */
 static void finish(void *buf, size_t n, int dt, int op, int nranks)
 {
-    if (op == COHORT_AVG && n)
-        coh_reduce_finish(buf, n, (cohort_dtype)dt, (cohort_op)op, nranks);
+    (void)buf, (void)n, (void)dt, (void)op, (void)nranks;
 }
 
 /* ---- all_reduce ---- */
