@@ -404,7 +404,8 @@ static void t_all_to_all(int dt, size_t count, int inplace)
 
 typedef struct cfg {
     int n;
-    int tiny;       /* shrunken slot: every dtype and op */
+    int tiny;       /* 1: shrunken slot, every dtype and op; 0: 3 dtypes, 3 ops;
+                       -1: default slot, float32 sum only */
     const char *env;
 } cfg;
 
@@ -449,8 +450,8 @@ static int rank_main(int rank, void *arg)
         return 1;
     coh_shm *s = G->shm;
     int n = nranks;
-    const int *dts = cf->tiny ? all_dt : big_dt;
-    int ndt = cf->tiny ? (int)COH_ARRAY_LEN(all_dt) : (int)COH_ARRAY_LEN(big_dt);
+    const int *dts = cf->tiny > 0 ? all_dt : big_dt;
+    int ndt = cf->tiny > 0 ? (int)COH_ARRAY_LEN(all_dt) : cf->tiny < 0 ? 1 : (int)COH_ARRAY_LEN(big_dt);
     int roots[2] = {0, n - 1};
     int nroots = n > 1 ? 2 : 1;
     size_t cnt[8];
@@ -463,8 +464,9 @@ static int rank_main(int rank, void *arg)
         /* reductions */
         int nc = counts_for(cnt, s->S / es, s->small_bytes / es);
         for (int op = 0; op < COHORT_OP_COUNT; op++) {
-            if (!op_valid(dt, op) || (!cf->tiny && op != COHORT_SUM && op != COHORT_AVG &&
-                                      op != COHORT_MAX))
+            if (!op_valid(dt, op) || (cf->tiny <= 0 && op != COHORT_SUM && op != COHORT_AVG &&
+                                      op != COHORT_MAX) ||
+                (cf->tiny < 0 && op != COHORT_SUM))
                 continue;
             for (int k = 0; k < nc; k++)
                 for (int ip = 0; ip < 2; ip++) {
@@ -542,11 +544,13 @@ static const cfg cfgs[] = {
     {5, 1, "COHORT_SHM_SLOT_BYTES=448;COHORT_SHM_SMALL_BYTES=64"},
     {8, 1, "COHORT_SHM_SLOT_BYTES=512;COHORT_SHM_SMALL_BYTES=128"},
     {3, 1, "COHORT_SHM_SLOT_BYTES=320;COHORT_SHM_SMALL_BYTES=96;COHORT_CONTRACT=off"},
+    {3, 1, "COHORT_SHM_SLOT_BYTES=320;COHORT_SHM_SMALL_BYTES=96;COHORT_SHM_NT_BYTES=0"},
+    {2, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_NT_BYTES=0"},
     {2, 0, "COHORT_SHM_SLOT_BYTES=65536"},
     {3, 0, "COHORT_SHM_SLOT_BYTES=65536"},
     {5, 0, "COHORT_SHM_SLOT_BYTES=65536"},
     {8, 0, "COHORT_SHM_SLOT_BYTES=65536"},
-    {4, 0, NULL}, /* defaults */
+    {4, -1, NULL}, /* defaults */
 };
 
 START_TEST(matrix)

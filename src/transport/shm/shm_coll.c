@@ -28,6 +28,9 @@
  */
 #include <stdio.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "reduce/reduce.h"
 #include "transport/shm/shm_int.h"
@@ -51,6 +54,62 @@ static const char *const coll_names[COH_COLL_KIND_COUNT] = {
         if (n_)                                                                                    \
             memcpy((d), (s), n_);                                                                  \
     } while (0)
+
+/* ---- copies into the user's receive buffer ---- */
+
+/* Copy with non-temporal stores: the destination is not read first (no
+ * read-for-ownership) and does not evict the segment from the cache.
+ * Only for receive buffers too large to stay cached anyway. */
+static void copy_nt(void *dst, const void *src, size_t n)
+{
+#if defined(__x86_64__)
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    size_t head = (size_t)(-(uintptr_t)d & 15u);
+    if (head > n)
+        head = n;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s);
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, n);
+#else
+    memcpy(dst, src, n);
+#endif
+}
+
+/* Copy into recv: streaming when the call is large (o->nt). */
+#define OUT(o, d, s, n)                                                                            \
+    do {                                                                                           \
+        size_t m_ = (n);                                                                           \
+        if (m_) {                                                                                  \
+            if ((o)->nt)                                                                           \
+                copy_nt((d), (s), m_);                                                             \
+            else                                                                                   \
+                memcpy((d), (s), m_);                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* Streaming stores are weakly ordered: fence them before the call returns
+ * so the caller's other threads see the data. */
+static cohort_status op_end(shm_op *o, cohort_status st)
+{
+#if defined(__x86_64__)
+    if (o->nt)
+        _mm_sfence();
+#endif
+    return st;
+}
 
 /* ---- fingerprints ---- */
 
@@ -202,6 +261,7 @@ static cohort_status op_begin(shm_op *o, coh_shm *s, const coh_call *c, int need
     o->g = s->g;
     o->c = c;
     o->w_init = 0;
+    o->nt = 0;
     if (coh_group_poisoned(s->g))
         return COHORT_ERR_ABORTED;
     cohort_status st = shm_check_abort(s);
@@ -353,16 +413,16 @@ static cohort_status ar_large(shm_op *o, const unsigned char *send, unsigned cha
             return st;
         uint32_t pa = s->phase;
         size_t lo = slice_lo(len, n, me, al), hi = slice_lo(len, n, me + 1, al);
-        unsigned char *out = recv + (off + lo) * es;
-        red_slice(o, send, off, len, al, pa, out);
-        /* Phase B: publish my result slice; copy out everyone else's. */
+        /* Phase B: reduce my slice straight into my buffer, publish it,
+         * then copy it and everyone else's slices out. */
         if ((st = shm_claim(o)) != COHORT_OK)
             return st;
         uint32_t pb = s->phase + 1;
         unsigned char *mb = shm_buf(s, me, pb);
         put_hdr(o, mb, step + 1, (hi - lo) * es);
-        CPY(DATA(mb), out, (hi - lo) * es);
+        red_slice(o, send, off, len, al, pa, DATA(mb));
         shm_publish(s);
+        OUT(o, recv + (off + lo) * es, DATA(mb), (hi - lo) * es);
         if ((st = shm_wait_all(o, pb)) != COHORT_OK)
             return st;
         for (int q = 0; q < n; q++) {
@@ -371,7 +431,7 @@ static cohort_status ar_large(shm_op *o, const unsigned char *send, unsigned cha
             size_t qlo = slice_lo(len, n, q, al), qhi = slice_lo(len, n, q + 1, al);
             if ((st = check_hdr(o, q, pb, step + 1, (qhi - qlo) * es)) != COHORT_OK)
                 return st;
-            CPY(recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)), (qhi - qlo) * es);
+            OUT(o, recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)), (qhi - qlo) * es);
         }
     }
     return COHORT_OK;
@@ -399,7 +459,8 @@ cohort_status coh_shm_all_reduce(coh_shm *s, const coh_call *c, const void *send
     }
     if (bytes <= s->small_bytes)
         return ar_small(&o, send, recv, count);
-    return ar_large(&o, send, recv, count);
+    o.nt = bytes >= s->nt_bytes;
+    return op_end(&o, ar_large(&o, send, recv, count));
 }
 
 /* ---- reduce ---- */
@@ -447,43 +508,40 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
         return COHORT_OK;
     }
     /* Large: every rank reduces its slice (the work is spread over the
-     * cores); non-roots reduce straight into their buffer, the root into
-     * recv, then the root copies the other slices out. */
+     * cores) into its buffer, then the root copies every slice out. */
+    o.nt = am_root && bytes >= s->nt_bytes;
     size_t P = s->S / es;
     uint32_t step = 0;
     for (size_t off = 0; off < count; off += P, step += 2) {
         size_t len = COH_MIN(P, count - off);
         size_t al = red_align(s, es, len);
         if ((st = red_phase_a(&o, send, off, len, al, step)) != COHORT_OK)
-            return st;
+            return op_end(&o, st);
         uint32_t pa = s->phase;
         size_t lo = slice_lo(len, n, me, al), hi = slice_lo(len, n, me + 1, al);
         if ((st = shm_claim(&o)) != COHORT_OK)
-            return st;
+            return op_end(&o, st);
         uint32_t pb = pa + 1;
         unsigned char *mb = shm_buf(s, me, pb);
-        if (am_root) {
-            red_slice(&o, send, off, len, al, pa, (unsigned char *)recv + (off + lo) * es);
-        } else {
-            put_hdr(&o, mb, step + 1, (hi - lo) * es);
-            red_slice(&o, send, off, len, al, pa, DATA(mb));
-        }
+        put_hdr(&o, mb, step + 1, (hi - lo) * es);
+        red_slice(&o, send, off, len, al, pa, DATA(mb));
         shm_publish(s);
         if (!am_root)
             continue;
+        OUT(&o, (unsigned char *)recv + (off + lo) * es, DATA(mb), (hi - lo) * es);
         if ((st = shm_wait_all(&o, pb)) != COHORT_OK)
-            return st;
+            return op_end(&o, st);
         for (int q = 0; q < n; q++) {
             if (q == me)
                 continue;
             size_t qlo = slice_lo(len, n, q, al), qhi = slice_lo(len, n, q + 1, al);
             if ((st = check_hdr(&o, q, pb, step + 1, (qhi - qlo) * es)) != COHORT_OK)
-                return st;
-            CPY((unsigned char *)recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)),
-                   (qhi - qlo) * es);
+                return op_end(&o, st);
+            OUT(&o, (unsigned char *)recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)),
+                (qhi - qlo) * es);
         }
     }
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 /* ---- broadcast ---- */
@@ -503,6 +561,7 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
     int me = s->me, am_root = me == root;
     size_t S = s->S;
     unsigned char *b = buf;
+    o.nt = !am_root && bytes >= s->nt_bytes;
     uint32_t step = 0;
     size_t off = 0;
     do {
@@ -527,11 +586,11 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
                 return st;
         }
         if (!am_root)
-            CPY(b + off, DATA(shm_buf(s, root, p)), len);
+            OUT(&o, b + off, DATA(shm_buf(s, root, p)), len);
         off += len;
         step++;
     } while (off < bytes);
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 /* ---- all_gather / gather ---- */
@@ -557,6 +616,7 @@ cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send
      * check passed, my part moves to its final place before any peer data
      * lands, and later pieces are published from there. */
     int ovl = overlap(send, bpr, recv, total);
+    o.nt = total >= s->nt_bytes;
     if (n == 1) {
         if (src != own && bpr)
             memmove(own, src, bpr);
@@ -585,11 +645,11 @@ cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send
         }
         for (int q = 0; q < n; q++)
             if (q != me)
-                CPY(rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
+                OUT(&o, rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
         off += len;
         step++;
     } while (off < bpr);
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, void *recv,
@@ -611,6 +671,7 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
     /* The root's own part moves after the first contract check and before
      * any peer data lands (its send may overlap recv). */
     int own_move = am_root && bpr && send != rb + (size_t)me * bpr;
+    o.nt = am_root && total >= s->nt_bytes;
     if (n == 1) {
         if (own_move)
             memmove(rb, send, bpr);
@@ -645,11 +706,11 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
         if (am_root)
             for (int q = 0; q < n; q++)
                 if (q != me)
-                    CPY(rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
+                    OUT(&o, rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
         off += len;
         step++;
     } while (off < bpr);
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 /* ---- scatter ---- */
@@ -671,6 +732,7 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
         return bad_arg(&o, "NULL buffer");
     const unsigned char *sb = send;
     unsigned char *rb = recv;
+    o.nt = !am_root && bpr >= s->nt_bytes;
     if (n > 1) {
         size_t Pb = block_piece(s, 1), off = 0;
         uint32_t step = 0;
@@ -698,7 +760,7 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
                     return st;
             }
             if (!am_root)
-                CPY(rb + off, DATA(shm_buf(s, root, p)) + bidx(root, me) * Pb, len);
+                OUT(&o, rb + off, DATA(shm_buf(s, root, p)) + bidx(root, me) * Pb, len);
             off += len;
             step++;
         } while (off < bpr);
@@ -706,7 +768,7 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
     /* The root's own block last: recv may overlap send (in place). */
     if (am_root && bpr && rb != sb + (size_t)me * bpr)
         memmove(rb, sb + (size_t)me * bpr, bpr);
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 /* ---- reduce_scatter ---- */
@@ -791,6 +853,7 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
             memcpy(rb, sb, bpp);
         return COHORT_OK;
     }
+    o.nt = total >= s->nt_bytes;
     size_t Pb = block_piece(s, 1), off = 0;
     uint32_t step = 0;
     do {
@@ -811,12 +874,12 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
             CPY(rb + (size_t)me * bpp + off, sb + (size_t)me * bpp + off, len);
         for (int q = 0; q < n; q++)
             if (q != me)
-                CPY(rb + (size_t)q * bpp + off, DATA(shm_buf(s, q, p)) + bidx(q, me) * Pb,
-                       len);
+                OUT(&o, rb + (size_t)q * bpp + off, DATA(shm_buf(s, q, p)) + bidx(q, me) * Pb,
+                    len);
         off += len;
         step++;
     } while (off < bpp);
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 /* ---- barrier ---- */

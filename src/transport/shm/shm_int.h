@@ -111,6 +111,7 @@ struct coh_shm {
     size_t S;                   /* data bytes per buffer */
     size_t small_bytes;
     int check;                  /* contract check on (same on every local rank) */
+    size_t nt_bytes;            /* calls writing more than this stream to recv */
     uint32_t phase;             /* my published phase */
     uint32_t min_seen;          /* every rank is known to have arrive >= this */
     int *pidfd;                 /* [n]; -1 for me / unavailable */
@@ -147,6 +148,7 @@ typedef struct shm_op {
     coh_wait w;
     int w_init;
     int waiting_for; /* group rank named in stall reports */
+    int nt;          /* this call writes recv with streaming stores */
 } shm_op;
 
 /* shm_wait.c */
