@@ -116,7 +116,8 @@ struct coh_shm {
     uint32_t min_seen;          /* every rank is known to have arrive >= this */
     int *pidfd;                 /* [n]; -1 for me / unavailable */
     int oversub;                /* ranks outnumber usable CPUs */
-    uint64_t spin_ns, yield_ns; /* waiting strategy */
+    uint64_t spin_ns, yield_ns; /* waiting strategy: max spin, spin + yield */
+    uint64_t spin_cur;          /* adaptive spin budget, <= spin_ns */
     uint32_t st_file_site;      /* site whose file name is published */
     char (*peer_file)[72];      /* [n]: storage for coh_shm_peer_state's cur->file */
     const void **srcs;          /* [n]: reduction sources scratch */
