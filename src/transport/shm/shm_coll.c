@@ -312,6 +312,20 @@ static size_t block_piece(const coh_shm *s, size_t es)
     return b / es * es;
 }
 
+/* Piece size for the one-writer ops (broadcast, gather, scatter): about a
+ * quarter of the message, so that with two buffers the writer fills piece
+ * k+1 while the readers drain piece k; never below PIPE_MIN (a phase costs
+ * a few cache-line hand-offs) nor above the buffer. */
+#define PIPE_MIN (16u * 1024u)
+static size_t pipe_piece(size_t cap, size_t bytes)
+{
+    size_t p = bytes / 4;
+    if (p < PIPE_MIN)
+        p = PIPE_MIN;
+    p = (p + SHM_LINE - 1) / SHM_LINE * SHM_LINE;
+    return p < cap ? p : cap;
+}
+
 static void finish(void *buf, size_t n, int dt, int op, int nranks)
 {
     if (op == COHORT_AVG && n)
@@ -559,7 +573,7 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
     if (s->n == 1)
         return COHORT_OK;
     int me = s->me, am_root = me == root;
-    size_t S = s->S;
+    size_t S = pipe_piece(s->S, bytes);
     unsigned char *b = buf;
     o.nt = !am_root && bytes >= s->nt_bytes;
     uint32_t step = 0;
@@ -677,7 +691,7 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
             memmove(rb, send, bpr);
         return COHORT_OK;
     }
-    size_t S = s->S, off = 0;
+    size_t S = pipe_piece(s->S, bpr), off = 0;
     uint32_t step = 0;
     do {
         size_t len = COH_MIN(S, bpr - off);
@@ -735,6 +749,7 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
     o.nt = !am_root && bpr >= s->nt_bytes;
     if (n > 1) {
         size_t Pb = block_piece(s, 1), off = 0;
+        Pb = COH_MIN(Pb, pipe_piece(Pb, bpr));
         uint32_t step = 0;
         do {
             size_t len = COH_MIN(Pb, bpr - off);
