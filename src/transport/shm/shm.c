@@ -781,6 +781,10 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     if (st == COHORT_OK)
         st = attach(s);
     if (st != COHORT_OK) {
+        /* Ranks that already attached learn it from the segment at once
+         * instead of waiting out the attach barrier. */
+        if (s->hdr && s->ctl_base)
+            coh_shm_abort(s, st, g->err.msg[0] ? g->err.msg : "shm: attach failed");
         cleanup(s);
         return st;
     }
