@@ -40,6 +40,9 @@ typedef struct cohort_store_server_opts {
     size_t max_value;       /* 0: 64 MiB */
     int max_clients;        /* 0: 65536 */
     size_t max_memory;      /* 0: 1 GiB across all keys of all jobs */
+    /* A connection that holds half a frame (or has not authenticated) this
+     * long without sending a byte is closed. 0: 10000 ms. (since 0.1) */
+    int frame_timeout_ms;
 } cohort_store_server_opts;
 
 /* Starts the server on its own thread; returns once it listens. */

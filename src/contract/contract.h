@@ -63,6 +63,11 @@ static inline int coh_hdr_match(const coh_hdr *exp, const coh_hdr *got)
     return COH_FIELD_NONE;
 }
 
+/* g->contract_state bits. */
+#define COH_CSTATE_BUSY 1     /* a thread is building the global report */
+#define COH_CSTATE_DONE 2     /* the global report replaced g->err */
+#define COH_CSTATE_DETECTED 4 /* this rank detected the mismatch itself (first failure) */
+
 /* Called by a transport that received `got` from `peer` while expecting
  * `exp` for `call`: fails the group with COHORT_ERR_CONTRACT and a first,
  * local message (the global report replaces it when it is ready). Returns
@@ -77,12 +82,60 @@ cohort_status coh_contract_mismatch(cohort_group *g, const coh_call *call, int p
 void coh_contract_report(cohort_group *g);
 
 /* Builds the majority report from per-rank histories (pure; unit-tested).
- * hist[r] is rank r's last calls (oldest first) or NULL if rank r did not
- * answer. */
+ * hist[r] is rank r's last calls (oldest first; the order is not relied
+ * on) or, with fp == NULL, a rank that did not answer (fp != NULL with
+ * n == 0: answered, no calls yet). Histories are aligned by seq, so pass
+ * collectives only (send/recv seqs are per pair). Returns 1 when the
+ * histories diverge (out: the report), 0 when they agree (out: a short
+ * summary naming missing ranks and ranks that did not reach the others'
+ * last call). Message formats: docs/contract.md. */
 typedef struct coh_hist {
     int n;                 /* entries */
     cohort_fingerprint *fp;
 } coh_hist;
-void coh_contract_analyze(const coh_hist *hist, int nranks, char *out, size_t outlen);
+int coh_contract_analyze(const coh_hist *hist, int nranks, char *out, size_t outlen);
+
+/* The first divergence, as data (for cohort-trace's timeline). */
+enum coh_div_kind {
+    COH_DIV_NONE = 0,
+    COH_DIV_FIELD,    /* ranks made different calls at `seq`; `field` is the first difference */
+    COH_DIV_EXTRA,    /* the odd ranks made an extra call at `seq` */
+    COH_DIV_SKIPPED,  /* the odd ranks skipped the majority's call at `seq` */
+    COH_DIV_SHIFTED,  /* one call out of step, direction unprovable (repetitive calls) */
+};
+typedef struct coh_divergence {
+    int kind;         /* coh_div_kind */
+    uint64_t seq;
+    int field;        /* coh_field */
+    int has_majority; /* 0: a tie, nobody is blamed */
+    int ref_rank;     /* a rank of the majority (the lowest rank on a tie) */
+} coh_divergence;
+/* Fills d and, if odd != NULL (nranks bytes), odd[r] = 1 for the ranks the
+ * report blames (every rank outside the majority; on a tie every rank that
+ * differs from ref_rank). Returns 1 if the histories diverge. Pure. */
+int coh_contract_diverge(const coh_hist *hist, int nranks, coh_divergence *d,
+                         unsigned char *odd);
+
+/* One field's value as reports print it: "1024", "float32", "sum",
+ * "none" (root -1 / no reduce op), "#7" (seq). */
+void coh_contract_fmt_value(int field, const cohort_fingerprint *fp, char *out, size_t len);
+/* A received header as a fingerprint (no call site). */
+void coh_hdr_to_fp(const coh_hdr *h, cohort_fingerprint *fp);
+
+/* ---- names (src/contract/names.c); never NULL ---- */
+const char *coh_dtype_str(int dt);    /* cohort_dtype_name, or a built-in name */
+const char *coh_redop_str(int op);    /* cohort_op_name; "none" for -1 */
+const char *coh_state_name(int st);   /* coh_call_state: "issued" ... */
+int coh_coll_from_name(const char *s);   /* -1 if unknown */
+int coh_dtype_from_name(const char *s);  /* -1 if unknown */
+int coh_redop_from_name(const char *s);  /* -1 for "none", -2 if unknown */
+int coh_state_from_name(const char *s);  /* -1 if unknown */
+int coh_status_from_name(const char *s); /* -1 if unknown */
+/* Call sites: reports print the basename; the wire carries a hash. The API
+ * layer sets coh_call.site = coh_site_hash(file, line) so a receiver can
+ * name the sender's file when it knows it (its own files). */
+const char *coh_site_base(const char *file); /* "?" for NULL */
+uint32_t coh_site_hash(const char *file, int line);
+int coh_site_equal(const char *fa, int la, const char *fb, int lb); /* basename + line */
 
 #endif

@@ -41,6 +41,22 @@ typedef struct coh_store_backend {
     cohort_status (*barrier)(cohort_store *s, const void *name, size_t nl, int n, int timeout_ms);
 } coh_store_backend;
 
+/* For backends (src/store/client.c implements these):
+ * - coh_store_err(s): where an op records its failure detail (it is copied
+ *   into cohort_store_last_error(s) when the op returns an error; NULL-safe).
+ * - coh_store_priv / coh_store_set_priv: the backend's connection state. A
+ *   prefixed view shares its root's, so ops called on a view see the root's.
+ * - coh_store_timeout(s): the handle's default timeout (ms) for ops that
+ *   take none (set, add, ...); waiting ops get theirs resolved already.
+ * - coh_store_addr(s): the address the handle was connected with. */
+coh_err *coh_store_err(cohort_store *s);
+void *coh_store_priv(cohort_store *s);
+void coh_store_set_priv(cohort_store *s, void *priv);
+int coh_store_timeout(cohort_store *s);
+const char *coh_store_addr(cohort_store *s);
+/* The backend a handle uses (tools: is this a tcp handle?). */
+const coh_store_backend *coh_store_backend_of(cohort_store *s);
+
 extern const coh_store_backend coh_store_tcp_backend;
 /* NULL-returning stub when built without COHORT_ETCD. */
 const coh_store_backend *coh_store_etcd_backend(void);

@@ -26,23 +26,52 @@ typedef struct coh_trace_entry {
 
 typedef struct coh_trace coh_trace;
 
+/* capacity <= 0: COHORT_TRACE_SIZE, default 2048 (1..1048576, else
+ * COHORT_ERR_INVALID naming the variable). Error detail: thread-local. */
 cohort_status coh_trace_create(coh_trace **out, int capacity);
-void coh_trace_destroy(coh_trace *t);
-/* Returns the slot index for later updates. */
+void coh_trace_destroy(coh_trace *t); /* NULL ok */
+/* Records c as ISSUED (wall clock now). c->file must stay valid for the
+ * trace's lifetime (it is __FILE__). Returns the ring index for later
+ * updates. Every function accepts t == NULL (no-op). */
 uint64_t coh_trace_issue(coh_trace *t, const coh_call *c);
+/* STARTED, t_start = now. */
 void coh_trace_start(coh_trace *t, uint64_t idx);
+/* COMPLETED (st == OK) or FAILED, t_end = now. An index whose slot was
+ * reused meanwhile is ignored. */
 void coh_trace_end(coh_trace *t, uint64_t idx, cohort_status st);
-/* Last n entries, oldest first, into out (returns count). */
+/* Last n entries, oldest first, into out (returns count). Safe while
+ * writers run; entries being rewritten at that moment are skipped. */
 int coh_trace_last(const coh_trace *t, coh_trace_entry *out, int n);
-/* Last completed collective seq and the current (first unfinished) entry. */
+/* Last completed collective seq (send/recv excluded; 0 if none) and the
+ * current (oldest unfinished, any kind) entry. */
 void coh_trace_progress(const coh_trace *t, uint64_t *last_done, coh_trace_entry *cur,
                         int *has_cur);
-/* Writes the dump for g (dir NULL: COHORT_TRACE_DIR, else no-op). `reason`
- * goes into the header line. */
+/* Copies ring index idx (0 .. coh_trace_recorded()-1) into e; returns 0 if
+ * it was overwritten or is being rewritten right now. */
+int coh_trace_read(const coh_trace *t, uint64_t idx, coh_trace_entry *e);
+/* Ring size, and how many calls were ever recorded (older ones are gone). */
+int coh_trace_capacity(const coh_trace *t);
+uint64_t coh_trace_recorded(const coh_trace *t);
+/* Writes the dump for g (dir NULL: COHORT_TRACE_DIR, else no-op returning
+ * COHORT_OK). `reason` goes into the header line. The file is
+ * <dir>/<job>-rank<R>.jsonl for the world group and
+ * <dir>/<job>-g<id>-rank<R>.jsonl for a sub-group (R: group rank), written
+ * to a temporary name and renamed, so readers never see a partial dump.
+ * Never takes g->err_mu; safe from the monitor thread and from
+ * coh_group_fail. Format: docs/trace.md. */
 cohort_status coh_trace_dump(cohort_group *g, const char *dir, const char *reason);
-/* Installs the SIGUSR1 handler that dumps every live group (once per
- * process; the handler only sets a flag the monitor thread acts on). */
+/* Installs the SIGUSR1 handler (once per process; COHORT_TRACE_SIGNAL=0
+ * skips it). The handler only counts signals; a previously installed
+ * handler is still called. */
 void coh_trace_install_signal(void);
+/* Number of SIGUSR1 received since start (0: none). A counter, not a flag:
+ * it is never reset, so several groups can each act on one signal. */
 int coh_trace_signal_pending(void);
+/* For one group's monitor: returns 1 once per new SIGUSR1 (per trace t),
+ * else 0. `if (coh_trace_signal_take(g->trace)) coh_trace_dump(g, NULL,
+ * "SIGUSR1");` */
+int coh_trace_signal_take(coh_trace *t);
+/* COHORT_TRACE_SIZE or the default into *out; -1 if the variable is bad. */
+int coh_trace_default_capacity(int *out);
 
 #endif

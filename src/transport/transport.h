@@ -20,6 +20,8 @@ enum coh_msg_kind {
     COH_MSG_COLL = 1,  /* a collective's message: seq = group seq, step = algorithm step */
     COH_MSG_P2P = 2,   /* send/recv: seq = per-pair seq, tag = user tag */
     COH_MSG_ABORT = 3, /* payload: UTF-8 reason; status in tag */
+    COH_MSG_BYE = 4,   /* no payload: the sender closes cleanly (coh_net_destroy); an EOF
+                          after it is not a peer death */
 };
 
 /* Wire header, 64 bytes, little-endian host order (all hosts of a job are

@@ -3,11 +3,14 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -105,6 +108,16 @@ int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_resu
             return -1;
         if (p == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (o->netns && o->netns[r]) {
+                char path[256];
+                snprintf(path, sizeof path, "/var/run/netns/%s", o->netns[r]);
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+                    fprintf(stderr, "rank %d: cannot enter netns %s\n", r, o->netns[r]);
+                    _exit(97);
+                }
+                close(fd);
+            }
             char b[32];
             snprintf(b, sizeof b, "%d", r);
             setenv("RANK", b, 1);
@@ -119,7 +132,7 @@ int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_resu
                 snprintf(url, sizeof url, "tcp://%s", res->store_addr);
                 setenv("COHORT_STORE", url, 1);
             } else {
-                setenv("MASTER_ADDR", "127.0.0.1", 1);
+                setenv("MASTER_ADDR", o->master_addr ? o->master_addr : "127.0.0.1", 1);
                 snprintf(b, sizeof b, "%d", port);
                 setenv("MASTER_PORT", b, 1);
             }
@@ -211,4 +224,80 @@ int cht_count_dev_shm(void)
             n++;
     closedir(d);
     return n;
+}
+
+/* ---- network-namespace clusters ---- */
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...)
+{
+    char cmd[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int rc = system(cmd);
+    if (rc != 0 && !strstr(cmd, "2>/dev/null"))
+        fprintf(stderr, "test support: '%s' failed (status %d)\n", cmd, rc);
+    return rc == 0 ? 0 : -1;
+}
+
+static char netns_prefix[64];
+static int netns_hosts;
+
+static void netns_atexit(void)
+{
+    if (netns_hosts)
+        cht_netns_destroy(netns_prefix, netns_hosts);
+}
+
+const char *cht_netns_ip(int net, int host)
+{
+    static _Thread_local char ip[32];
+    snprintf(ip, sizeof ip, "10.%d.0.%d", net, host + 1);
+    return ip;
+}
+
+void cht_netns_destroy(const char *prefix, int hosts)
+{
+    for (int i = 0; i < hosts; i++)
+        sh("ip netns del %s%d 2>/dev/null", prefix, i);
+    sh("ip netns del %shub 2>/dev/null", prefix);
+    if (!strcmp(prefix, netns_prefix))
+        netns_hosts = 0;
+}
+
+int cht_netns_create(const char *prefix, int hosts, int net)
+{
+    cht_netns_destroy(prefix, hosts);
+    if (sh("ip netns add %shub", prefix) ||
+        sh("ip -n %shub link add br0 type bridge && ip -n %shub link set br0 up", prefix, prefix))
+        return -1;
+    snprintf(netns_prefix, sizeof netns_prefix, "%s", prefix);
+    netns_hosts = hosts;
+    static int registered;
+    if (!registered) {
+        atexit(netns_atexit);
+        registered = 1;
+    }
+    for (int i = 0; i < hosts; i++) {
+        /* veth names must be short (IFNAMSIZ): v<i>h / v<i>b, unique per namespace */
+        if (sh("ip netns add %s%d", prefix, i) ||
+            sh("ip -n %s%d link set lo up", prefix, i) ||
+            sh("ip -n %s%d link add eth0 type veth peer name v%d netns %shub", prefix, i, i,
+               prefix) ||
+            sh("ip -n %s%d addr add %s/24 dev eth0", prefix, i, cht_netns_ip(net, i)) ||
+            sh("ip -n %s%d link set eth0 up", prefix, i) ||
+            sh("ip -n %shub link set v%d master br0 && ip -n %shub link set v%d up", prefix, i,
+               prefix, i)) {
+            cht_netns_destroy(prefix, hosts);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int cht_netns_link(const char *prefix, int host, int down)
+{
+    return sh("ip -n %shub link set v%d %s", prefix, host, down ? "down" : "up");
 }

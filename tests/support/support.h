@@ -52,6 +52,10 @@ typedef struct cht_opts {
     const char *transport;  /* COHORT_TRANSPORT value or NULL */
     const char *extra_env;  /* "K=V;K2=V2" set in every rank, or NULL */
     int generation;         /* 0: unset */
+    /* Per-rank network namespace (names made by cht_netns_create), or NULL:
+     * each rank joins its namespace (setns) right after fork. */
+    const char *const *netns;
+    const char *master_addr; /* MASTER_ADDR / store host when not 127.0.0.1 */
 } cht_opts;
 
 /* Result of one run: exit status per rank (exit code, or 128+signal), and
@@ -82,6 +86,19 @@ int cht_free_port(void);
  * one job; writes "127.0.0.1:<port>". */
 cohort_store_server *cht_store_start(const char *job, const char *token, char *addr,
                                      size_t addrlen);
+
+/* A small cluster on one machine: `hosts` network namespaces named
+ * "<prefix><i>", each with lo up and a veth into a hub namespace
+ * "<prefix>hub" holding a bridge; host i has IP 10.<net>.0.<i+1>/24.
+ * Removes leftovers with the same prefix first. Returns 0 on success (needs
+ * root and iproute2). cht_netns_destroy removes everything; it is also
+ * registered with atexit so a failing test does not leave namespaces. */
+int cht_netns_create(const char *prefix, int hosts, int net);
+void cht_netns_destroy(const char *prefix, int hosts);
+/* Takes host i's link down (1) or up (0). */
+int cht_netns_link(const char *prefix, int host, int down);
+/* "10.<net>.0.<host+1>" */
+const char *cht_netns_ip(int net, int host);
 
 /* Pattern helpers: deterministic input values. */
 double cht_value(int rank, size_t i);

@@ -56,9 +56,8 @@ START_TEST(oversubscribed)
 {
     static int sizes[] = {4, 8};
     int n = sizes[_i];
-    ck_assert_int_eq(th_store_init(), 0);
     ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.nranks = n, .deadline_ms = 60000};
+    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = n, .deadline_ms = 60000};
     cht_result r;
     cht_run_ranks(&o, rank_main, &n, &r);
     cht_assert_all_ok(&r);

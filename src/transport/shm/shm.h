@@ -17,6 +17,7 @@
  *
  * All functions work on the local ranks only; `root` arguments are local
  * indices (0..local_size-1). They fail the group (coh_group_fail) on error.
+ * AVG is computed as SUM: the caller divides by the group size once.
  */
 #ifndef COH_SHM_H
 #define COH_SHM_H

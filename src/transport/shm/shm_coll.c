@@ -17,14 +17,19 @@
  *     the results are bitwise identical).
  *   all_reduce large: per piece two phases - A: copy in the slices other
  *     ranks reduce; each rank reduces its own 1/n slice reading its private
- *     input plus the peers' copies and writes the result to recv; B: it
- *     publishes that slice, everyone copies the other slices out.
+ *     input plus the peers' copies, into its other buffer; B: it publishes
+ *     that slice, everyone copies all slices out.
  *   broadcast/scatter: the root publishes pieces, readers copy out; the
  *     root runs at most one piece ahead (double buffering).
  *   gather: ranks publish pieces, the root copies out.
  *   reduce: like all_reduce large (work split over all ranks), but only
  *     the root copies results out. all_gather, reduce_scatter, all_to_all:
  *     one phase per piece, everybody publishes and reads.
+ *
+ * AVG is reduced as SUM here and divided ONCE by the caller (coh_coll_run,
+ * src/coll/select.c), which knows the whole group's size: hierarchical
+ * algorithms reduce through this segment first and across hosts after, so
+ * dividing by the local size here would be wrong.
  */
 #include <stdio.h>
 #include <string.h>
@@ -36,15 +41,6 @@
 #include "transport/shm/shm_int.h"
 
 static const uint8_t dt_size[COHORT_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-static const char *const dt_names[COHORT_DTYPE_COUNT] = {
-    "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
-    "float64"};
-static const char *const op_names[COHORT_OP_COUNT] = {"sum", "prod", "min", "max",
-                                                      "avg", "band", "bor", "bxor"};
-static const char *const coll_names[COH_COLL_KIND_COUNT] = {
-    "none",   "all_reduce",     "broadcast",  "reduce",  "all_gather", "gather",
-    "scatter", "reduce_scatter", "all_to_all", "barrier", "send",       "recv", "internal"};
-
 #define DATA(b) ((b) + SHM_LINE)
 /* memcpy that evaluates its pointers only for a non-empty copy (NULL
  * buffers are legal with count 0). */
@@ -141,39 +137,6 @@ static void put_hdr(shm_op *o, unsigned char *buf, uint32_t step, uint64_t len)
     memcpy(buf, &o->mine, sizeof o->mine);
 }
 
-static const char *name_of(const char *const *t, int n, int v)
-{
-    return v >= 0 && v < n ? t[v] : "?";
-}
-
-static void field_str(char *out, size_t n, int f, const coh_hdr *h)
-{
-    switch (f) {
-    case COH_FIELD_GROUP: snprintf(out, n, "group %u", h->group); break;
-    case COH_FIELD_GENERATION: snprintf(out, n, "generation %u", h->gen); break;
-    case COH_FIELD_SEQ: snprintf(out, n, "seq %llu", (unsigned long long)h->seq); break;
-    case COH_FIELD_OP: snprintf(out, n, "%s", name_of(coll_names, COH_COLL_KIND_COUNT, h->coll)); break;
-    case COH_FIELD_DTYPE: snprintf(out, n, "%s", name_of(dt_names, COHORT_DTYPE_COUNT, h->dtype)); break;
-    case COH_FIELD_COUNT: snprintf(out, n, "%llu", (unsigned long long)h->count); break;
-    case COH_FIELD_REDOP:
-        snprintf(out, n, "%s", h->redop < 0 ? "none" : name_of(op_names, COHORT_OP_COUNT, h->redop));
-        break;
-    case COH_FIELD_ROOT: snprintf(out, n, "%d", h->root); break;
-    case COH_FIELD_TAG: snprintf(out, n, "%d", h->tag); break;
-    default:
-        snprintf(out, n, "step %u len %llu", h->step, (unsigned long long)h->len);
-        break;
-    }
-}
-
-static const char *field_label(int f)
-{
-    static const char *const t[] = {"nothing", "group",    "generation", "seq",
-                                    "operation", "dtype",  "count",      "reduce op",
-                                    "root",    "tag",      "algorithm step"};
-    return f >= 0 && f < (int)COH_ARRAY_LEN(t) ? t[f] : "field";
-}
-
 /* Slow path of check_hdr: report and fail the group. */
 static cohort_status hdr_mismatch(shm_op *o, int q, const coh_hdr *gotp)
 {
@@ -185,27 +148,14 @@ static cohort_status hdr_mismatch(shm_op *o, int q, const coh_hdr *gotp)
         return coh_group_fail(g, COHORT_ERR_PROTOCOL,
                               "shm: rank %d's buffer header is not a fingerprint (magic %#x) in "
                               "%s #%llu",
-                              peer, got.magic, name_of(coll_names, COH_COLL_KIND_COUNT, o->c->coll),
+                              peer, got.magic, coh_coll_name(o->c->coll),
                               (unsigned long long)o->c->seq);
-    int f = coh_hdr_match(&o->exp, &got);
+    /* The contract module words the report and fails the group. */
     cohort_status st = coh_contract_mismatch(g, o->c, peer, &o->exp, &got);
-    if (st != COHORT_ERR_CONTRACT) {
-        /* The contract module is not there (placeholder): report locally. */
-        char a[64], b[64], site[96] = "";
-        coh_call pc;
-        field_str(a, sizeof a, f, &o->exp);
-        field_str(b, sizeof b, f, &got);
-        if (coh_shm_peer_state(o->s, q, &pc, NULL, NULL) && pc.seq == got.seq && pc.file &&
-            pc.file[0])
-            snprintf(site, sizeof site, " (%s:%u)", pc.file, got.line);
-        else
-            snprintf(site, sizeof site, " (line %u)", got.line);
-        coh_group_fail(g, COHORT_ERR_CONTRACT,
-                       "%s #%llu (%s:%d): %s differs: rank %d has %s, rank %d%s has %s",
-                       name_of(coll_names, COH_COLL_KIND_COUNT, o->c->coll),
-                       (unsigned long long)o->c->seq, o->c->file ? o->c->file : "?", o->c->line,
-                       field_label(f), g->rank, a, peer, site, b);
-    }
+    if (st != COHORT_ERR_CONTRACT)
+        coh_group_fail(g, COHORT_ERR_CONTRACT, "%s #%llu: %s differs from rank %d's",
+                       coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
+                       coh_field_name(coh_hdr_match(&o->exp, &got)), peer);
     int p = coh_group_poisoned(g);
     return p ? (cohort_status)p : COHORT_ERR_CONTRACT;
 }
@@ -248,7 +198,7 @@ static cohort_status check_all(shm_op *o, uint32_t p, uint32_t step, uint64_t le
 static cohort_status bad_arg(shm_op *o, const char *what)
 {
     return coh_group_fail(o->g, COHORT_ERR_INVALID, "shm %s #%llu (%s:%d): %s",
-                          name_of(coll_names, COH_COLL_KIND_COUNT, o->c->coll),
+                          coh_coll_name(o->c->coll),
                           (unsigned long long)o->c->seq, o->c->file ? o->c->file : "?",
                           o->c->line, what);
 }
@@ -326,12 +276,6 @@ static size_t pipe_piece(size_t cap, size_t bytes)
     return p < cap ? p : cap;
 }
 
-static void finish(void *buf, size_t n, int dt, int op, int nranks)
-{
-    if (op == COHORT_AVG && n)
-        coh_reduce_finish(buf, n, (cohort_dtype)dt, (cohort_op)op, nranks);
-}
-
 /* ---- all_reduce ---- */
 
 static cohort_status ar_small(shm_op *o, const void *send, void *recv, size_t count)
@@ -353,7 +297,6 @@ static cohort_status ar_small(shm_op *o, const void *send, void *recv, size_t co
         s->srcs[q] = q == s->me ? send : DATA(shm_buf(s, q, p));
     if (count) {
         coh_reduce_multi(recv, s->srcs, s->n, count, (cohort_dtype)c->dtype, (cohort_op)c->redop);
-        finish(recv, count, c->dtype, c->redop, s->n);
     }
     return COHORT_OK;
 }
@@ -402,7 +345,6 @@ static void red_slice(shm_op *o, const unsigned char *send, size_t off, size_t l
         }
     }
     coh_reduce_multi(out, s->srcs, n, hi - lo, (cohort_dtype)c->dtype, (cohort_op)c->redop);
-    finish(out, hi - lo, c->dtype, c->redop, n);
 }
 
 static size_t red_align(const coh_shm *s, size_t es, size_t piece)
@@ -468,7 +410,6 @@ cohort_status coh_shm_all_reduce(coh_shm *s, const coh_call *c, const void *send
     if (s->n == 1) {
         if (send != recv && bytes)
             memcpy(recv, send, bytes);
-        finish(recv, count, c->dtype, c->redop, 1);
         return COHORT_OK;
     }
     if (bytes <= s->small_bytes)
@@ -499,7 +440,6 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
     if (n == 1) {
         if (send != recv && bytes)
             memcpy(recv, send, bytes);
-        finish(recv, count, c->dtype, c->redop, 1);
         return COHORT_OK;
     }
     if (bytes <= s->small_bytes) {
@@ -517,7 +457,6 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
                 s->srcs[q] = q == me ? send : DATA(shm_buf(s, q, p));
             coh_reduce_multi(recv, s->srcs, n, count, (cohort_dtype)c->dtype,
                              (cohort_op)c->redop);
-            finish(recv, count, c->dtype, c->redop, n);
         }
         return COHORT_OK;
     }
@@ -810,7 +749,6 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
     if (n == 1) {
         if (rb != sb && blk)
             memmove(rb, sb, blk);
-        finish(rb, cpr, c->dtype, c->redop, 1);
         return COHORT_OK;
     }
     size_t Pe = block_piece(s, es) / es, off = 0;
@@ -836,7 +774,6 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
                                      : DATA(shm_buf(s, q, p)) + bidx(q, me) * Pe * es;
             coh_reduce_multi(rb + off * es, s->srcs, n, len, (cohort_dtype)c->dtype,
                              (cohort_op)c->redop);
-            finish(rb + off * es, len, c->dtype, c->redop, n);
         }
         off += len;
         step++;

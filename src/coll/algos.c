@@ -1,0 +1,332 @@
+/*
+ * algos.c - the algorithm table: message algorithms over all ranks, shm
+ * algorithms for single-host groups, hierarchical ones (hier.c) for groups
+ * spanning hosts; each with the predicates the selection walks.
+ *
+ * Table order is preference order: per collective, shm (one host) and hier
+ * (several hosts with shared memory inside them) come first, then message
+ * algorithms whose preferred() encodes the size crossovers below. The
+ * thresholds were measured over loopback TCP on the 2-core reference
+ * machine (docs/algorithms.md has the numbers and the alpha-beta model).
+ */
+#include <string.h>
+
+#include "coll/coll_int.h"
+
+/* ---- crossovers (bytes) ---- */
+#define AR_RD_MAX (32u << 10)   /* all_reduce: recursive doubling up to here */
+#define AR_RAB_MAX (512u << 10) /* ... Rabenseifner up to here, ring above */
+#define AG_BRUCK_MAX (64u << 10) /* all_gather: Bruck while the total is small */
+#define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
+
+static size_t es_of(const coh_call *c) { return cohort_dtype_size((cohort_dtype)c->dtype); }
+static size_t bytes_of(const coh_call *c) { return (size_t)c->count * es_of(c); }
+static coh_view whole(const cohort_group *g) { return (coh_view){g->size, g->rank, NULL}; }
+static void *bcast_buf(const coh_call *c) { return c->recv ? c->recv : (void *)c->send; }
+
+/* ---- predicates ---- */
+
+int coh_topo_single_host_shm(const cohort_group *g)
+{
+    return g->n_hosts == 1 && g->shm != NULL && g->local_size == g->size;
+}
+
+int coh_topo_hier(const cohort_group *g)
+{
+    /* some host holds two ranks or more, and shared memory is allowed */
+    return g->n_hosts > 1 && g->n_hosts < g->size && g->force_transport != 2;
+}
+
+static int msg_ok(const cohort_group *g, const coh_call *c)
+{
+    (void)c;
+    return g->size == 1 || g->net != NULL;
+}
+static int shm_ok(const cohort_group *g, const coh_call *c)
+{
+    (void)c;
+    return coh_topo_single_host_shm(g);
+}
+static int hier_ok(const cohort_group *g, const coh_call *c)
+{
+    (void)c;
+    return coh_topo_hier(g) && g->net != NULL;
+}
+static int always(const cohort_group *g, const coh_call *c)
+{
+    (void)g;
+    (void)c;
+    return 1;
+}
+
+static int ar_rd_pref(const cohort_group *g, const coh_call *c)
+{
+    /* fewer elements than ranks: the halving algorithms would send empty
+     * blocks; two ranks: one exchange of the whole vector is optimal too */
+    return bytes_of(c) <= AR_RD_MAX || c->count < (uint64_t)g->size;
+}
+static int ar_rab_pref(const cohort_group *g, const coh_call *c)
+{
+    (void)g;
+    return bytes_of(c) <= AR_RAB_MAX;
+}
+static int ag_bruck_pref(const cohort_group *g, const coh_call *c)
+{
+    return bytes_of(c) * (size_t)g->size <= AG_BRUCK_MAX;
+}
+static int gs_tree_pref(const cohort_group *g, const coh_call *c)
+{
+    (void)g;
+    return bytes_of(c) <= GS_TREE_MAX;
+}
+
+/* ---- message algorithms over all ranks ---- */
+
+/* all_reduce variants start from recv holding this rank's input */
+static void ar_prepare(coh_call *c)
+{
+    if (c->send != c->recv)
+        memmove(c->recv, c->send, bytes_of(c));
+}
+
+static cohort_status run_ar_ring(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    ar_prepare(c);
+    return coh_ring_all_reduce(g, c, &v, c->recv, c->count, 0);
+}
+static cohort_status run_ar_rd(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    ar_prepare(c);
+    return coh_rd_all_reduce(g, c, &v, c->recv, c->count, 0);
+}
+static cohort_status run_ar_rab(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    ar_prepare(c);
+    return coh_rab_all_reduce(g, c, &v, c->recv, c->count, 0);
+}
+
+static cohort_status run_bc_tree(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    return coh_tree_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
+}
+
+static cohort_status run_red_tree(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    size_t bytes = bytes_of(c);
+    if (g->rank == c->root) {
+        if (c->send != c->recv)
+            memmove(c->recv, c->send, bytes);
+        return coh_tree_reduce(g, c, &v, c->recv, c->count, c->root, 0);
+    }
+    /* the tree keeps partial sums in its accumulator: never in send */
+    void *acc = coh_coll_alloc(g, c, bytes, "reduce accumulator");
+    if (!acc)
+        return COHORT_ERR_NOMEM;
+    memcpy(acc, c->send, bytes);
+    cohort_status st = coh_tree_reduce(g, c, &v, acc, c->count, c->root, 0);
+    coh_free(acc);
+    return st;
+}
+
+/* The rank's own block of an all_gather/gather: in place (send == recv, as
+ * MPI_IN_PLACE) it is already in its slot of recv. Passing the slot itself
+ * as send (NCCL's convention) works too. */
+static const void *own_block(const cohort_group *g, const coh_call *c)
+{
+    return c->send == c->recv ? (const char *)c->recv + (size_t)g->rank * bytes_of(c) : c->send;
+}
+
+/* all_gather: put this rank's block in place first */
+static void ag_prepare(cohort_group *g, coh_call *c)
+{
+    size_t B = bytes_of(c);
+    char *mine = (char *)c->recv + (size_t)g->rank * B;
+    if (own_block(g, c) != mine)
+        memmove(mine, c->send, B);
+}
+static cohort_status run_ag_ring(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    ag_prepare(g, c);
+    return coh_ring_all_gather(g, c, &v, c->recv, bytes_of(c), NULL, NULL, 0);
+}
+static cohort_status run_ag_bruck(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    ag_prepare(g, c);
+    return coh_bruck_all_gather(g, c, &v, c->recv, bytes_of(c), 0);
+}
+
+static cohort_status run_ga_linear(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    return coh_linear_gather(g, c, &v, own_block(g, c), c->recv, bytes_of(c), c->root, 0);
+}
+static cohort_status run_ga_tree(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    return coh_tree_gather(g, c, &v, own_block(g, c), c->recv, bytes_of(c), c->root, 0);
+}
+static cohort_status run_sc_linear(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    return coh_linear_scatter(g, c, &v, c->send, c->recv, bytes_of(c), c->root, 0);
+}
+static cohort_status run_sc_tree(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    return coh_tree_scatter(g, c, &v, c->send, c->recv, bytes_of(c), c->root, 0);
+}
+
+/* reduce_scatter: the input is size*count; the ring reduces it in place, so
+ * work on recv itself when the call is in place (send == recv), else on a
+ * copy; the result goes to recv[0, count). */
+static cohort_status run_rs_ring(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    size_t B = bytes_of(c), total = B * (size_t)g->size;
+    char *work = c->recv;
+    if (c->send != c->recv) {
+        work = coh_coll_alloc(g, c, total, "reduce_scatter working copy");
+        if (!work)
+            return COHORT_ERR_NOMEM;
+        memcpy(work, c->send, total);
+    }
+    cohort_status st = coh_ring_reduce_scatter(g, c, &v, work, c->count * (size_t)g->size, NULL,
+                                               NULL, 0);
+    if (st == COHORT_OK)
+        memmove(c->recv, work + (size_t)g->rank * B, B);
+    if (work != c->recv)
+        coh_free(work);
+    return st;
+}
+
+static cohort_status run_a2a_pairwise(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    return coh_pairwise_all_to_all(g, c, &v, c->send, c->recv, bytes_of(c), 0);
+}
+
+static cohort_status run_bar_dissem(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    return coh_dissemination(g, c, &v, 0);
+}
+
+/* ---- shm: every rank on this host's segment ---- */
+
+static int lroot(const cohort_group *g, int root) { return g->peers[root].local_index; }
+
+static cohort_status run_ar_shm(cohort_group *g, coh_call *c)
+{
+    coh_call tmp;
+    cohort_status st;
+    const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+    return st ? st : coh_coll_tp->shm_all_reduce(g->shm, rc, c->send, c->recv, c->count);
+}
+static cohort_status run_bc_shm(cohort_group *g, coh_call *c)
+{
+    return coh_coll_tp->shm_broadcast(g->shm, c, bcast_buf(c), bytes_of(c), lroot(g, c->root));
+}
+static cohort_status run_red_shm(cohort_group *g, coh_call *c)
+{
+    coh_call tmp;
+    cohort_status st;
+    const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+    return st ? st
+              : coh_coll_tp->shm_reduce(g->shm, rc, c->send, c->recv, c->count, lroot(g, c->root));
+}
+/* In place, the shm all_gather/gather get the rank's own slot as send. */
+static cohort_status run_ag_shm(cohort_group *g, coh_call *c)
+{
+    return coh_coll_tp->shm_all_gather(g->shm, c, own_block(g, c), c->recv, bytes_of(c));
+}
+static cohort_status run_ga_shm(cohort_group *g, coh_call *c)
+{
+    return coh_coll_tp->shm_gather(g->shm, c, own_block(g, c), c->recv, bytes_of(c),
+                                   lroot(g, c->root));
+}
+static cohort_status run_sc_shm(cohort_group *g, coh_call *c)
+{
+    return coh_coll_tp->shm_scatter(g->shm, c, c->send, c->recv, bytes_of(c), lroot(g, c->root));
+}
+static cohort_status run_rs_shm(cohort_group *g, coh_call *c)
+{
+    coh_call tmp;
+    cohort_status st;
+    const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+    return st ? st : coh_coll_tp->shm_reduce_scatter(g->shm, rc, c->send, c->recv, c->count);
+}
+static cohort_status run_a2a_shm(cohort_group *g, coh_call *c)
+{
+    return coh_coll_tp->shm_all_to_all(g->shm, c, c->send, c->recv, bytes_of(c));
+}
+static cohort_status run_bar_shm(cohort_group *g, coh_call *c)
+{
+    return coh_coll_tp->shm_barrier(g->shm, c);
+}
+
+/* hier.c */
+cohort_status coh_hier_all_reduce(cohort_group *g, coh_call *c);
+cohort_status coh_hier_broadcast(cohort_group *g, coh_call *c);
+cohort_status coh_hier_reduce(cohort_group *g, coh_call *c);
+cohort_status coh_hier_all_gather(cohort_group *g, coh_call *c);
+cohort_status coh_hier_reduce_scatter(cohort_group *g, coh_call *c);
+cohort_status coh_hier_barrier(cohort_group *g, coh_call *c);
+
+#define A(nm, coll, sup, pref, fn) {nm, coll, sup, pref, fn}
+const coh_algo coh_algo_table[] = {
+    A("shm", COH_COLL_ALL_REDUCE, shm_ok, always, run_ar_shm),
+    A("hier", COH_COLL_ALL_REDUCE, hier_ok, always, coh_hier_all_reduce),
+    A("rd", COH_COLL_ALL_REDUCE, msg_ok, ar_rd_pref, run_ar_rd),
+    A("rabenseifner", COH_COLL_ALL_REDUCE, msg_ok, ar_rab_pref, run_ar_rab),
+    A("ring", COH_COLL_ALL_REDUCE, msg_ok, always, run_ar_ring),
+
+    A("shm", COH_COLL_BROADCAST, shm_ok, always, run_bc_shm),
+    A("hier", COH_COLL_BROADCAST, hier_ok, always, coh_hier_broadcast),
+    A("tree", COH_COLL_BROADCAST, msg_ok, always, run_bc_tree),
+
+    A("shm", COH_COLL_REDUCE, shm_ok, always, run_red_shm),
+    A("hier", COH_COLL_REDUCE, hier_ok, always, coh_hier_reduce),
+    A("tree", COH_COLL_REDUCE, msg_ok, always, run_red_tree),
+
+    A("shm", COH_COLL_ALL_GATHER, shm_ok, always, run_ag_shm),
+    A("hier", COH_COLL_ALL_GATHER, hier_ok, always, coh_hier_all_gather),
+    A("bruck", COH_COLL_ALL_GATHER, msg_ok, ag_bruck_pref, run_ag_bruck),
+    A("ring", COH_COLL_ALL_GATHER, msg_ok, always, run_ag_ring),
+
+    A("shm", COH_COLL_GATHER, shm_ok, always, run_ga_shm),
+    A("tree", COH_COLL_GATHER, msg_ok, gs_tree_pref, run_ga_tree),
+    A("linear", COH_COLL_GATHER, msg_ok, always, run_ga_linear),
+
+    A("shm", COH_COLL_SCATTER, shm_ok, always, run_sc_shm),
+    A("tree", COH_COLL_SCATTER, msg_ok, gs_tree_pref, run_sc_tree),
+    A("linear", COH_COLL_SCATTER, msg_ok, always, run_sc_linear),
+
+    A("shm", COH_COLL_REDUCE_SCATTER, shm_ok, always, run_rs_shm),
+    A("hier", COH_COLL_REDUCE_SCATTER, hier_ok, always, coh_hier_reduce_scatter),
+    A("ring", COH_COLL_REDUCE_SCATTER, msg_ok, always, run_rs_ring),
+
+    A("shm", COH_COLL_ALL_TO_ALL, shm_ok, always, run_a2a_shm),
+    A("pairwise", COH_COLL_ALL_TO_ALL, msg_ok, always, run_a2a_pairwise),
+
+    A("shm", COH_COLL_BARRIER, shm_ok, always, run_bar_shm),
+    A("hier", COH_COLL_BARRIER, hier_ok, always, coh_hier_barrier),
+    A("dissemination", COH_COLL_BARRIER, msg_ok, always, run_bar_dissem),
+
+    {NULL, 0, NULL, NULL, NULL},
+};
+
+cohort_status coh_coll_sync(cohort_group *g, coh_call *c)
+{
+    if (coh_topo_single_host_shm(g))
+        return run_bar_shm(g, c);
+    if (hier_ok(g, c))
+        return coh_hier_barrier(g, c);
+    return run_bar_dissem(g, c);
+}

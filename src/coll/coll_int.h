@@ -1,0 +1,213 @@
+/*
+ * coll_int.h - private to src/coll: the partition arithmetic every
+ * algorithm shares (pure functions, unit-tested in tests/coll), the views
+ * algorithms run over, the transport seam, and the algorithm entry points.
+ *
+ * Step numbers: every message of one call carries a step number that the
+ * sender and the receiver compute independently from the contract (count,
+ * dtype, size, root) and the topology, so the transport's exact header
+ * comparison also checks that both sides are at the same point of the same
+ * algorithm. Within one call, the messages one rank receives all have
+ * distinct step numbers, and so do the messages it sends to any one peer.
+ */
+#ifndef COH_COLL_INT_H
+#define COH_COLL_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coll/coll.h"
+#include "group/group.h"
+#include "reduce/reduce.h"
+#include "transport/shm/shm.h"
+#include "transport/transport.h"
+
+/* ---- transport seam ------------------------------------------------------
+ * Every algorithm reaches the transports through this table. The default
+ * points at the real coh_net_xfer / coh_shm_*; tests/coll's in-process
+ * harness swaps in a fake so that algorithms, including hierarchical ones
+ * over several simulated hosts, run as threads. Not for production use. */
+typedef struct coh_coll_transport {
+    cohort_status (*xfer)(struct coh_net *n, const coh_call *c, coh_xfer *ops, int nops);
+    cohort_status (*shm_all_reduce)(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                    size_t count);
+    cohort_status (*shm_reduce)(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                size_t count, int root);
+    cohort_status (*shm_broadcast)(coh_shm *s, const coh_call *c, void *buf, size_t bytes,
+                                   int root);
+    cohort_status (*shm_all_gather)(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                    size_t bytes_per_rank);
+    cohort_status (*shm_gather)(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                size_t bytes_per_rank, int root);
+    cohort_status (*shm_scatter)(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                 size_t bytes_per_rank, int root);
+    cohort_status (*shm_reduce_scatter)(coh_shm *s, const coh_call *c, const void *send,
+                                        void *recv, size_t count_per_rank);
+    cohort_status (*shm_all_to_all)(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                    size_t bytes_per_peer);
+    cohort_status (*shm_barrier)(coh_shm *s, const coh_call *c);
+} coh_coll_transport;
+
+/* NULL restores the real transports. Call only while no collective runs. */
+void coh_coll_set_transport(const coh_coll_transport *t);
+extern const coh_coll_transport *coh_coll_tp;
+
+/* ---- views -----------------------------------------------------------------
+ * Message algorithms run over a view: n members, this rank's index me, and
+ * the group rank of each member (ranks == NULL: member i is group rank i).
+ * Hierarchical algorithms run the same code over one rank per host. */
+typedef struct coh_view {
+    int n, me;
+    const int *ranks;
+} coh_view;
+
+static inline int coh_view_rank(const coh_view *v, int i) { return v->ranks ? v->ranks[i] : i; }
+static inline int coh_mod(int a, int n) { return ((a % n) + n) % n; }
+
+/* ---- partition arithmetic (plan.c; pure) ---------------------------------- */
+
+/* count elements split into n blocks, the first count % n one longer. */
+size_t coh_blk_off(size_t count, int n, int b);
+size_t coh_blk_len(size_t count, int n, int b);
+
+/* Pieces of a len-element message cut at chunk elements (0 for len 0). */
+static inline size_t coh_npieces(size_t len, size_t chunk)
+{
+    return len ? (len + chunk - 1) / chunk : 0;
+}
+
+/* Elements per pipeline piece for a call: COHORT_CHUNK_BYTES / es, at least
+ * 1, and large enough that `rounds` rounds of at most max_len-element
+ * messages keep every step number below 2^32 (rounds * pieces). */
+size_t coh_chunk_elems(size_t chunk_bytes, size_t es, size_t max_len, int rounds);
+
+/* Largest power of two <= n (n >= 1). */
+int coh_pof2(int n);
+/* Non-power-of-two fold used by recursive doubling and halving: with
+ * p = coh_pof2(n) and extra = n - p, each even rank below 2*extra hands its
+ * data to the odd rank above it and sits the core rounds out. Returns the
+ * virtual rank (0..p-1) of r, or -1 if r sits out. */
+int coh_fold_vrank(int r, int n);
+/* The real rank of virtual rank v. */
+int coh_fold_real(int v, int n);
+
+/* Recursive halving over p (a power of two) blocks: the window
+ * [*lo, *hi) of blocks that virtual rank v still owns after `round` rounds
+ * (round 0: all p blocks; round log2(p): block v alone). In round k the
+ * partner is v ^ (p >> (k + 1)). */
+void coh_rh_window(int v, int p, int round, int *lo, int *hi);
+
+/* Binomial tree over n relative ranks rooted at 0: parent of vr (-1 for
+ * the root), the children in increasing distance order (returns how many;
+ * out needs room for 32), and the size of vr's subtree, which is the
+ * contiguous range [vr, vr + size). The link from vr to child vr + 2^k is
+ * level k. */
+int coh_tree_parent(int vr, int n);
+int coh_tree_children(int vr, int n, int *out);
+int coh_tree_subtree(int vr, int n);
+int coh_ilog2(unsigned v); /* floor(log2(v)), v >= 1 */
+
+/* Bruck all_gather round k (distance 2^k): how many blocks are exchanged. */
+static inline int coh_bruck_blocks(int n, int k)
+{
+    int d = 1 << k;
+    return d < n - d ? d : n - d;
+}
+/* ceil(log2(n)) for n >= 1. */
+int coh_clog2(int n);
+
+/* ---- message helpers (msg.c) -------------------------------------------------- */
+
+/* Fills one send / receive of a batch with the call's contract. */
+void coh_xf_send(coh_xfer *x, const cohort_group *g, const coh_call *c, int peer, uint32_t step,
+                 const void *buf, size_t len);
+void coh_xf_recv(coh_xfer *x, const cohort_group *g, const coh_call *c, int peer, uint32_t step,
+                 void *buf, size_t len);
+/* Runs a batch (nops may be 0: no-op). */
+cohort_status coh_xf_run(cohort_group *g, const coh_call *c, coh_xfer *ops, int nops);
+/* The contract to hand a shm reduction: c itself, or for AVG a copy with
+ * SUM (after a shm barrier that checks c itself), so that the division is
+ * done once, by coh_coll_run, over the whole group. */
+const coh_call *coh_shm_sum_call(cohort_group *g, const coh_call *c, coh_call *tmp,
+                                 cohort_status *st);
+/* Scratch allocation that fails the group (NOMEM, naming the call) on
+ * failure, so that peers waiting for this rank are told at once. */
+void *coh_coll_alloc(cohort_group *g, const coh_call *c, size_t bytes, const char *what);
+
+/* ---- message algorithms over a view (ring.c, rd.c, tree.c) --------------------
+ * Buffers are element arrays of the call's dtype unless named in bytes.
+ * step_base offsets every step number so that one call can run several
+ * phases over the same connections. Each returns after the last message. */
+
+/* All-reduce in place on buf (count elements). */
+cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                  size_t count, uint32_t step_base);
+cohort_status coh_rd_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                size_t count, uint32_t step_base);
+cohort_status coh_rab_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                 size_t count, uint32_t step_base);
+
+/* Reduce-scatter in place on buf, split in v->n blocks (boff/blen elements,
+ * or NULL: coh_blk_* of count): member i ends with block i reduced. */
+cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
+                                      void *buf, size_t count, const size_t *boff,
+                                      const size_t *blen, uint32_t step_base);
+/* All-gather in place on buf: member i's block is already in place on
+ * member i. Blocks: byte offsets/lengths, or NULL: n blocks of bytes_each. */
+cohort_status coh_ring_all_gather(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                  size_t bytes_each, const size_t *boff, const size_t *blen,
+                                  uint32_t step_base);
+/* Bruck all-gather: equal blocks of `bytes`; buf holds n blocks, member i's
+ * own block already at i. */
+cohort_status coh_bruck_all_gather(cohort_group *g, const coh_call *c, const coh_view *v,
+                                   void *buf, size_t bytes, uint32_t step_base);
+
+/* Binomial broadcast of bytes from member root. */
+cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                 size_t bytes, int root, uint32_t step_base);
+/* Binomial reduce of count elements to member root: acc is the input on
+ * every member (it is overwritten: it holds partial results), and the
+ * result on root. */
+cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *acc,
+                              size_t count, int root, uint32_t step_base);
+/* Dissemination barrier (zero-byte messages carrying the contract). */
+cohort_status coh_dissemination(cohort_group *g, const coh_call *c, const coh_view *v,
+                                uint32_t step_base);
+
+/* Per-rank blocks of B bytes (perrank.c). Gather: send is the rank's own
+ * block (callers resolve in place to its slot of recv), recv (n*B) on root
+ * only. Scatter: send (n*B) on root only; the root's own block goes to
+ * recv (which may be send itself or the block's own slot). */
+cohort_status coh_linear_gather(cohort_group *g, const coh_call *c, const coh_view *v,
+                                const void *send, void *recv, size_t B, int root,
+                                uint32_t step_base);
+cohort_status coh_linear_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
+                                 const void *send, void *recv, size_t B, int root,
+                                 uint32_t step_base);
+cohort_status coh_tree_gather(cohort_group *g, const coh_call *c, const coh_view *v,
+                              const void *send, void *recv, size_t B, int root,
+                              uint32_t step_base);
+cohort_status coh_tree_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
+                               const void *send, void *recv, size_t B, int root,
+                               uint32_t step_base);
+cohort_status coh_pairwise_all_to_all(cohort_group *g, const coh_call *c, const coh_view *v,
+                                      const void *send, void *recv, size_t B,
+                                      uint32_t step_base);
+/* send/recv: one message with a COH_MSG_P2P header. */
+cohort_status coh_p2p(cohort_group *g, coh_call *c);
+
+/* "all_reduce" etc. for messages (coh_coll_name lives in src/group). */
+const char *coh_coll_label(int coll);
+
+/* ---- the algorithm table (algos.c, shm_algo.c, hier.c) ------------------------ */
+extern const coh_algo coh_algo_table[];
+
+/* Topology predicates the table uses; deterministic across ranks. */
+int coh_topo_single_host_shm(const cohort_group *g); /* every rank on one host, shm */
+int coh_topo_hier(const cohort_group *g);            /* several hosts, some with >1 rank */
+
+/* Zero-count calls and barrier-like syncs: the cheapest pattern for the
+ * topology that still carries c's contract between all ranks. */
+cohort_status coh_coll_sync(cohort_group *g, coh_call *c);
+
+#endif

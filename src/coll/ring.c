@@ -1,0 +1,150 @@
+/*
+ * ring.c - ring reduce-scatter, all-gather and all-reduce over a view.
+ *
+ * Ring all-reduce is the bandwidth-optimal composition of the two: each
+ * member sends and receives 2(n-1)/n of the vector. Reduce-scatter steps are
+ * cut into pieces of coh_coll_chunk_bytes(): one batch moves piece t of the
+ * outgoing block and piece t of the incoming one, then piece t is reduced.
+ * The left neighbour's next piece streams into the socket buffer while this
+ * rank reduces, and the block sent at step s+1 is the one reduced at step
+ * s, so transfer and reduction overlap piece by piece.
+ *
+ * Blocks are either the even split of `count` (coh_blk_*) or explicit
+ * offset/length arrays (the hierarchical algorithms' per-host blocks).
+ */
+#include <string.h>
+
+#include "coll/coll_int.h"
+
+typedef struct blocks {
+    const size_t *off, *len; /* NULL: even split of count over n */
+    size_t count;
+    int n;
+} blocks;
+
+static size_t b_off(const blocks *b, int i)
+{
+    return b->off ? b->off[i] : coh_blk_off(b->count, b->n, i);
+}
+static size_t b_len(const blocks *b, int i)
+{
+    return b->len ? b->len[i] : coh_blk_len(b->count, b->n, i);
+}
+static size_t b_max(const blocks *b)
+{
+    if (!b->len)
+        return coh_blk_len(b->count, b->n, 0);
+    size_t m = 0;
+    for (int i = 0; i < b->n; i++)
+        m = b->len[i] > m ? b->len[i] : m;
+    return m;
+}
+
+/* Reduce-scatter in place. Member me starts by sending block me+k; after
+ * n-1 steps it holds block me+k+1 fully reduced. Returns the number of step
+ * numbers used in *used. */
+static cohort_status ring_rs(cohort_group *g, const coh_call *c, const coh_view *v, char *buf,
+                             const blocks *bl, int k, uint32_t base, uint32_t *used)
+{
+    int n = v->n, me = v->me;
+    *used = 0;
+    if (n == 1)
+        return COHORT_OK;
+    size_t es = cohort_dtype_size((cohort_dtype)c->dtype);
+    size_t maxlen = b_max(bl);
+    size_t ce = coh_chunk_elems(coh_coll_chunk_bytes(), es, maxlen, 2 * n);
+    size_t P = coh_npieces(maxlen, ce);
+    coh_reduce_fn red = coh_reduce_kernel((cohort_dtype)c->dtype, (cohort_op)c->redop);
+    int right = coh_view_rank(v, coh_mod(me + 1, n)), left = coh_view_rank(v, coh_mod(me - 1, n));
+    char *tmp = P ? coh_coll_alloc(g, c, COH_MIN(ce, maxlen) * es, "ring reduce-scatter piece")
+                  : NULL;
+    if (P && !tmp)
+        return COHORT_ERR_NOMEM;
+    cohort_status st = COHORT_OK;
+    for (int s = 0; s < n - 1 && st == COHORT_OK; s++) {
+        int sb = coh_mod(me + k - s, n), rb = coh_mod(me + k - s - 1, n);
+        size_t slen = b_len(bl, sb), rlen = b_len(bl, rb);
+        size_t ps = coh_npieces(slen, ce), pr = coh_npieces(rlen, ce);
+        size_t pm = ps > pr ? ps : pr;
+        for (size_t t = 0; t < pm; t++) {
+            coh_xfer ops[2];
+            int nops = 0;
+            uint32_t step = base + (uint32_t)((size_t)s * P + t);
+            size_t rn = 0;
+            if (t < ps) {
+                size_t o = t * ce, m = COH_MIN(ce, slen - o);
+                coh_xf_send(&ops[nops++], g, c, right, step, buf + (b_off(bl, sb) + o) * es,
+                            m * es);
+            }
+            if (t < pr) {
+                rn = COH_MIN(ce, rlen - t * ce);
+                coh_xf_recv(&ops[nops++], g, c, left, step, tmp, rn * es);
+            }
+            st = coh_xf_run(g, c, ops, nops);
+            if (st != COHORT_OK)
+                break;
+            if (rn)
+                red(buf + (b_off(bl, rb) + t * ce) * es, tmp, rn);
+        }
+    }
+    coh_free(tmp);
+    *used = (uint32_t)((size_t)(n - 1) * P);
+    return st;
+}
+
+/* All-gather in place, whole blocks per step (no reduction to overlap).
+ * Member me starts owning block me+k. Offsets/lengths in bytes (scale es). */
+static cohort_status ring_ag(cohort_group *g, const coh_call *c, const coh_view *v, char *buf,
+                             const blocks *bl, size_t scale, int k, uint32_t base)
+{
+    int n = v->n, me = v->me;
+    int right = coh_view_rank(v, coh_mod(me + 1, n)), left = coh_view_rank(v, coh_mod(me - 1, n));
+    for (int s = 0; s < n - 1; s++) {
+        int sb = coh_mod(me + k - s, n), rb = coh_mod(me + k - s - 1, n);
+        size_t slen = b_len(bl, sb) * scale, rlen = b_len(bl, rb) * scale;
+        coh_xfer ops[2];
+        int nops = 0;
+        if (slen)
+            coh_xf_send(&ops[nops++], g, c, right, base + (uint32_t)s,
+                        buf + b_off(bl, sb) * scale, slen);
+        if (rlen)
+            coh_xf_recv(&ops[nops++], g, c, left, base + (uint32_t)s, buf + b_off(bl, rb) * scale,
+                        rlen);
+        cohort_status st = coh_xf_run(g, c, ops, nops);
+        if (st != COHORT_OK)
+            return st;
+    }
+    return COHORT_OK;
+}
+
+cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                  size_t count, uint32_t step_base)
+{
+    blocks bl = {NULL, NULL, count, v->n};
+    uint32_t used;
+    cohort_status st = ring_rs(g, c, v, buf, &bl, 0, step_base, &used);
+    if (st != COHORT_OK)
+        return st;
+    /* after the reduce-scatter member me owns block me+1 */
+    return ring_ag(g, c, v, buf, &bl, cohort_dtype_size((cohort_dtype)c->dtype), 1,
+                   step_base + used);
+}
+
+cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
+                                      void *buf, size_t count, const size_t *boff,
+                                      const size_t *blen, uint32_t step_base)
+{
+    blocks bl = {boff, blen, count, v->n};
+    uint32_t used;
+    /* start one block early so that member me ends with block me */
+    return ring_rs(g, c, v, buf, &bl, -1, step_base, &used);
+}
+
+cohort_status coh_ring_all_gather(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                  size_t bytes_each, const size_t *boff, const size_t *blen,
+                                  uint32_t step_base)
+{
+    /* without arrays: n equal blocks, the even split of n * bytes_each */
+    blocks bl = {boff, blen, (size_t)v->n * bytes_each, v->n};
+    return ring_ag(g, c, v, buf, &bl, 1, 0, step_base);
+}

@@ -1,0 +1,234 @@
+/*
+ * select.c - choosing an algorithm (table walk, COHORT_ALGO_<OP> override)
+ * and running a call: the size-1 and zero-count shortcuts, send/recv, and
+ * the AVG division after the reduction.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "coll/coll_int.h"
+
+#define DEFAULT_CHUNK_BYTES ((size_t)256 << 10)
+
+static const char *const labels[COH_COLL_KIND_COUNT] = {
+    [COH_COLL_NONE] = "none",
+    [COH_COLL_ALL_REDUCE] = "all_reduce",
+    [COH_COLL_BROADCAST] = "broadcast",
+    [COH_COLL_REDUCE] = "reduce",
+    [COH_COLL_ALL_GATHER] = "all_gather",
+    [COH_COLL_GATHER] = "gather",
+    [COH_COLL_SCATTER] = "scatter",
+    [COH_COLL_REDUCE_SCATTER] = "reduce_scatter",
+    [COH_COLL_ALL_TO_ALL] = "all_to_all",
+    [COH_COLL_BARRIER] = "barrier",
+    [COH_COLL_SEND] = "send",
+    [COH_COLL_RECV] = "recv",
+    [COH_COLL_INTERNAL] = "internal",
+};
+
+const char *coh_coll_label(int coll)
+{
+    return coll >= 0 && coll < COH_COLL_KIND_COUNT && labels[coll] ? labels[coll] : "unknown";
+}
+
+/* "COHORT_ALGO_ALL_REDUCE" for COH_COLL_ALL_REDUCE */
+static void env_name(int coll, char *out, size_t len)
+{
+    int n = snprintf(out, len, "COHORT_ALGO_%s", coh_coll_label(coll));
+    for (int i = 12; i < n && (size_t)i < len; i++)
+        if (out[i] >= 'a' && out[i] <= 'z')
+            out[i] = (char)(out[i] - 'a' + 'A');
+}
+
+const coh_algo *const *coh_coll_algos(void)
+{
+    /* pointers to the table rows, built once (the table is constant) */
+    static const coh_algo *ptrs[64];
+    static int built;
+    if (!__atomic_load_n(&built, __ATOMIC_ACQUIRE)) {
+        size_t i = 0;
+        for (; coh_algo_table[i].name && i + 1 < COH_ARRAY_LEN(ptrs); i++)
+            ptrs[i] = &coh_algo_table[i];
+        ptrs[i] = NULL;
+        __atomic_store_n(&built, 1, __ATOMIC_RELEASE);
+    }
+    return ptrs;
+}
+
+size_t coh_coll_chunk_bytes(void)
+{
+    long v = 0;
+    int r = coh_env_int("COHORT_CHUNK_BYTES", &v);
+    if (r == 0)
+        return DEFAULT_CHUNK_BYTES;
+    if (r < 0 || v < 1) {
+        static int warned;
+        if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+            coh_warn("COHORT_CHUNK_BYTES=%s is not a positive integer; using %zu",
+                     coh_env_str("COHORT_CHUNK_BYTES") ? coh_env_str("COHORT_CHUNK_BYTES") : "",
+                     DEFAULT_CHUNK_BYTES);
+        return DEFAULT_CHUNK_BYTES;
+    }
+    return (size_t)v;
+}
+
+/* Appends the names of the algorithms for coll (only those usable here if
+ * g is given) to out as "a, b, c". */
+static void list_names(const cohort_group *g, const coh_call *c, char *out, size_t len)
+{
+    size_t pos = 0;
+    out[0] = 0;
+    for (const coh_algo *a = coh_algo_table; a->name; a++) {
+        if (a->coll != c->coll || (g && !a->supports(g, c)))
+            continue;
+        int w = snprintf(out + pos, len - pos, "%s%s", pos ? ", " : "", a->name);
+        if (w < 0 || (size_t)w >= len - pos)
+            break;
+        pos += (size_t)w;
+    }
+    if (!out[0])
+        snprintf(out, len, "none");
+}
+
+const coh_algo *coh_coll_select(const cohort_group *g, const coh_call *c, cohort_status *err)
+{
+    char var[48], names[256];
+    env_name(c->coll, var, sizeof var);
+    const char *forced = coh_env_str(var);
+    if (err)
+        *err = COHORT_OK;
+    if (forced && strcmp(forced, "auto") != 0) {
+        for (const coh_algo *a = coh_algo_table; a->name; a++) {
+            if (a->coll != c->coll || strcmp(a->name, forced) != 0)
+                continue;
+            if (a->supports(g, c))
+                return a;
+            list_names(g, c, names, sizeof names);
+            coh_err_set(NULL, COHORT_ERR_INVALID,
+                        "%s=%s cannot run on this group (%d ranks on %d hosts%s); usable here: "
+                        "%s, auto",
+                        var, forced, g->size, g->n_hosts,
+                        g->force_transport == 2 ? ", COHORT_TRANSPORT=tcp"
+                        : g->shm                ? ", shared memory"
+                                                : "",
+                        names);
+            if (err)
+                *err = COHORT_ERR_INVALID;
+            return NULL;
+        }
+        list_names(NULL, c, names, sizeof names);
+        coh_err_set(NULL, COHORT_ERR_INVALID, "%s=%s is not an algorithm for %s; choices: %s, auto",
+                    var, forced, coh_coll_label(c->coll), names);
+        if (err)
+            *err = COHORT_ERR_INVALID;
+        return NULL;
+    }
+    /* First preferred, else first usable: both depend only on the contract
+     * and the topology, so every rank of the group picks the same. */
+    for (const coh_algo *a = coh_algo_table; a->name; a++)
+        if (a->coll == c->coll && a->supports(g, c) && a->preferred(g, c))
+            return a;
+    for (const coh_algo *a = coh_algo_table; a->name; a++)
+        if (a->coll == c->coll && a->supports(g, c))
+            return a;
+    coh_err_set(NULL, COHORT_ERR_UNSUPPORTED, "no algorithm can run %s on this group",
+                coh_coll_label(c->coll));
+    if (err)
+        *err = COHORT_ERR_UNSUPPORTED;
+    return NULL;
+}
+
+/* A call this rank rejects before any communication: recorded as the
+ * group's last error without poisoning it (the API layer validates first;
+ * this is the backstop for internal callers). */
+static cohort_status bad_call(cohort_group *g, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static cohort_status bad_call(cohort_group *g, const char *fmt, ...)
+{
+    char msg[COH_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&g->err_mu);
+    coh_err_set(&g->last, COHORT_ERR_INVALID, "%s", msg);
+    pthread_mutex_unlock(&g->err_mu);
+    return COHORT_ERR_INVALID;
+}
+
+static int is_reducing(int coll)
+{
+    return coll == COH_COLL_ALL_REDUCE || coll == COH_COLL_REDUCE ||
+           coll == COH_COLL_REDUCE_SCATTER;
+}
+
+/* One rank: every collective is a local copy (or nothing). */
+static void run_alone(const coh_call *c, size_t bytes)
+{
+    switch (c->coll) {
+    case COH_COLL_ALL_REDUCE:
+    case COH_COLL_REDUCE:
+    case COH_COLL_ALL_GATHER:
+    case COH_COLL_GATHER:
+    case COH_COLL_SCATTER:
+    case COH_COLL_REDUCE_SCATTER:
+    case COH_COLL_ALL_TO_ALL:
+        if (bytes && c->send != c->recv && c->recv)
+            memmove(c->recv, c->send, bytes);
+        break;
+    default:
+        break; /* broadcast, barrier: nothing to move */
+    }
+}
+
+cohort_status coh_coll_run(cohort_group *g, coh_call *c)
+{
+    int poisoned = coh_group_poisoned(g);
+    if (poisoned)
+        return COHORT_ERR_ABORTED;
+    size_t es = cohort_dtype_size((cohort_dtype)c->dtype);
+    if (c->coll != COH_COLL_BARRIER && es == 0)
+        return bad_call(g, "%s #%llu: invalid dtype %d", coh_coll_label(c->coll),
+                        (unsigned long long)c->seq, c->dtype);
+    if (is_reducing(c->coll) && !coh_op_valid((cohort_dtype)c->dtype, (cohort_op)c->redop))
+        return bad_call(g, "%s #%llu: reduction %s on %s", coh_coll_label(c->coll),
+                        (unsigned long long)c->seq, cohort_op_name((cohort_op)c->redop),
+                        cohort_dtype_name((cohort_dtype)c->dtype));
+    size_t bytes = (size_t)c->count * es;
+
+    if (c->coll == COH_COLL_SEND || c->coll == COH_COLL_RECV) {
+        if (c->root < 0 || c->root >= g->size || c->root == g->rank)
+            return bad_call(g, "%s: peer %d is not another rank of this group of %d",
+                            coh_coll_label(c->coll), c->root, g->size);
+        return coh_p2p(g, c);
+    }
+    if (g->size == 1) {
+        run_alone(c, bytes);
+        return COHORT_OK;
+    }
+    /* Group-internal calls (split, new_group) carry no payload: they only
+     * keep every rank's seq and contract in step. */
+    if (c->coll == COH_COLL_INTERNAL)
+        return coh_coll_sync(g, c);
+    /* Select even for count 0, so that a bad COHORT_ALGO_* is reported the
+     * same way whatever the count. */
+    cohort_status st;
+    const coh_algo *a = coh_coll_select(g, c, &st);
+    if (!a)
+        return coh_group_fail(g, st, "%s", coh_tls_err()->msg);
+    if (c->count == 0 && c->coll != COH_COLL_BARRIER)
+        /* Nothing to move, but the contract must still meet every rank's:
+         * a barrier-shaped exchange carrying this call's header. */
+        return coh_coll_sync(g, c);
+    st = a->run(g, c);
+    if (st != COHORT_OK)
+        return st;
+    if (c->redop == COHORT_AVG) {
+        if (c->coll == COH_COLL_ALL_REDUCE || (c->coll == COH_COLL_REDUCE && g->rank == c->root))
+            coh_reduce_finish(c->recv, c->count, (cohort_dtype)c->dtype, COHORT_AVG, g->size);
+        else if (c->coll == COH_COLL_REDUCE_SCATTER)
+            coh_reduce_finish(c->recv, c->count, (cohort_dtype)c->dtype, COHORT_AVG, g->size);
+    }
+    return COHORT_OK;
+}

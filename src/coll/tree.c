@@ -1,0 +1,111 @@
+/*
+ * tree.c - binomial-tree broadcast and reduce over a view, pipelined in
+ * pieces of coh_coll_chunk_bytes().
+ *
+ * Ranks are taken relative to the root (vr = me - root mod n). The tree is
+ * the usual binomial one: vr's parent is vr minus its lowest set bit, its
+ * children vr + 2^k below that bit (coh_tree_*). The link to child vr + 2^k
+ * is level k and its messages carry step base + k*P + piece, P being the
+ * number of pieces.
+ *
+ * Pipelining: an inner member forwards piece j-1 to its children in the
+ * same batch in which it receives piece j, so a large message flows down
+ * (or up) the tree in depth + P batches instead of depth * P.
+ */
+#include <string.h>
+
+#include "coll/coll_int.h"
+
+static uint32_t lvl_step(uint32_t base, int lvl, size_t P, size_t j)
+{
+    return base + (uint32_t)((size_t)lvl * P + j);
+}
+
+cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf_,
+                                 size_t bytes, int root, uint32_t step_base)
+{
+    int n = v->n;
+    if (n == 1 || bytes == 0)
+        return COHORT_OK;
+    char *buf = buf_;
+    int vr = coh_mod(v->me - root, n), par = coh_tree_parent(vr, n);
+    int ch[32], nch = coh_tree_children(vr, n, ch);
+    size_t cb = coh_chunk_elems(coh_coll_chunk_bytes(), 1, bytes, 32);
+    size_t P = coh_npieces(bytes, cb);
+    int mylvl = par >= 0 ? coh_ilog2((unsigned)(vr - par)) : 0;
+    int parent = par >= 0 ? coh_view_rank(v, coh_mod(par + root, n)) : -1;
+    /* the root sends piece j in batch j; others receive piece j in batch j
+     * and forward piece j-1 */
+    size_t batches = par >= 0 ? P + (nch ? 1 : 0) : P;
+    coh_xfer ops[33];
+    for (size_t j = 0; j < batches; j++) {
+        int nops = 0;
+        if (par >= 0 && j < P) {
+            size_t o = j * cb;
+            coh_xf_recv(&ops[nops++], g, c, parent, lvl_step(step_base, mylvl, P, j), buf + o,
+                        COH_MIN(cb, bytes - o));
+        }
+        size_t fj = par >= 0 ? j - 1 : j; /* piece to forward */
+        if ((par < 0 || j >= 1) && fj < P)
+            for (int i = 0; i < nch; i++) {
+                size_t o = fj * cb;
+                int lvl = coh_ilog2((unsigned)(ch[i] - vr));
+                coh_xf_send(&ops[nops++], g, c, coh_view_rank(v, coh_mod(ch[i] + root, n)),
+                            lvl_step(step_base, lvl, P, fj), buf + o, COH_MIN(cb, bytes - o));
+            }
+        cohort_status st = coh_xf_run(g, c, ops, nops);
+        if (st != COHORT_OK)
+            return st;
+    }
+    return COHORT_OK;
+}
+
+cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *acc_,
+                              size_t count, int root, uint32_t step_base)
+{
+    int n = v->n;
+    if (n == 1 || count == 0)
+        return COHORT_OK;
+    char *acc = acc_;
+    size_t es = cohort_dtype_size((cohort_dtype)c->dtype);
+    int vr = coh_mod(v->me - root, n), par = coh_tree_parent(vr, n);
+    int ch[32], nch = coh_tree_children(vr, n, ch);
+    size_t ce = coh_chunk_elems(coh_coll_chunk_bytes(), es, count, 32);
+    size_t P = coh_npieces(count, ce), pe = COH_MIN(ce, count);
+    int mylvl = par >= 0 ? coh_ilog2((unsigned)(vr - par)) : 0;
+    int parent = par >= 0 ? coh_view_rank(v, coh_mod(par + root, n)) : -1;
+    char *tmp = NULL;
+    if (nch) {
+        tmp = coh_coll_alloc(g, c, (size_t)nch * pe * es, "tree reduce pieces");
+        if (!tmp)
+            return COHORT_ERR_NOMEM;
+    }
+    coh_reduce_fn red = coh_reduce_kernel((cohort_dtype)c->dtype, (cohort_op)c->redop);
+    /* batch j: receive piece j from every child, send piece j-1 (reduced in
+     * the previous iteration) to the parent */
+    size_t batches = par >= 0 ? P + 1 : P;
+    coh_xfer ops[33];
+    cohort_status st = COHORT_OK;
+    for (size_t j = 0; j < batches && st == COHORT_OK; j++) {
+        int nops = 0;
+        size_t m = j < P ? COH_MIN(ce, count - j * ce) : 0;
+        if (j < P)
+            for (int i = 0; i < nch; i++) {
+                int lvl = coh_ilog2((unsigned)(ch[i] - vr));
+                coh_xf_recv(&ops[nops++], g, c, coh_view_rank(v, coh_mod(ch[i] + root, n)),
+                            lvl_step(step_base, lvl, P, j), tmp + (size_t)i * pe * es, m * es);
+            }
+        if (par >= 0 && j >= 1) {
+            size_t o = (j - 1) * ce;
+            coh_xf_send(&ops[nops++], g, c, parent, lvl_step(step_base, mylvl, P, j - 1),
+                        acc + o * es, COH_MIN(ce, count - o) * es);
+        }
+        st = coh_xf_run(g, c, ops, nops);
+        /* children in a fixed order: the result does not depend on timing */
+        if (st == COHORT_OK && m)
+            for (int i = 0; i < nch; i++)
+                red(acc + j * ce * es, tmp + (size_t)i * pe * es, m);
+    }
+    coh_free(tmp);
+    return st;
+}

@@ -1,0 +1,412 @@
+/* api.c - the public collective entry points: validate the arguments, build
+ * the call's contract (coh_call), assign its sequence number, hand it to the
+ * engine. Kept thin: this is the per-call fast path. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "contract/contract.h"
+#include "engine/engine.h"
+#include "group/group.h"
+#include "reduce/reduce.h"
+#include "trace/trace.h"
+
+static cohort_status invalid(cohort_group *g, const coh_call *c, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static cohort_status invalid(cohort_group *g, const coh_call *c, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    /* Argument errors are local: they do not poison the group (nothing was
+     * sent), but they are recorded where the user looks. */
+    return coh_err_set(g ? &g->last : NULL, COHORT_ERR_INVALID, "%s (%s:%d): %s",
+                       coh_coll_name(c->coll), c->file ? c->file : "?", c->line, msg);
+}
+
+/* Bytes of the input buffer the call reads (for scratch copies and
+ * debug=buffers), and whether the call is in place. */
+static size_t input_bytes(const cohort_group *g, const coh_call *c, size_t esz)
+{
+    switch (c->coll) {
+    case COH_COLL_ALL_REDUCE:
+    case COH_COLL_REDUCE:
+    case COH_COLL_ALL_GATHER:
+    case COH_COLL_GATHER:
+    case COH_COLL_BROADCAST:
+    case COH_COLL_SEND:
+        return c->count * esz;
+    case COH_COLL_SCATTER:
+        return g->rank == c->root ? c->count * esz * (size_t)g->size : 0;
+    case COH_COLL_REDUCE_SCATTER:
+    case COH_COLL_ALL_TO_ALL:
+        return c->count * esz * (size_t)g->size;
+    default:
+        return 0;
+    }
+}
+
+static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
+{
+    if (work)
+        *work = NULL;
+    if (!g)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "%s (%s:%d): group is NULL",
+                           coh_coll_name(c->coll), c->file, c->line);
+    if (g->pid != getpid())
+        return invalid(g, c, "group used in a forked child (fork before cohort_init)");
+    size_t esz = 1;
+    if (c->coll != COH_COLL_BARRIER) {
+        esz = cohort_dtype_size((cohort_dtype)c->dtype);
+        if (!esz)
+            return invalid(g, c, "invalid dtype %d", c->dtype);
+        if (c->count > (SIZE_MAX / 2) / esz / (size_t)g->size)
+            return invalid(g, c, "count %llu is too large", (unsigned long long)c->count);
+    }
+    if (c->redop >= 0 && !coh_op_valid((cohort_dtype)c->dtype, (cohort_op)c->redop))
+        return invalid(g, c, "reduce op %s is not defined for %s",
+                       cohort_op_name((cohort_op)c->redop) ? cohort_op_name((cohort_op)c->redop)
+                                                           : "?",
+                       cohort_dtype_name((cohort_dtype)c->dtype)
+                           ? cohort_dtype_name((cohort_dtype)c->dtype)
+                           : "?");
+    int rooted = c->coll == COH_COLL_BROADCAST || c->coll == COH_COLL_REDUCE ||
+                 c->coll == COH_COLL_GATHER || c->coll == COH_COLL_SCATTER;
+    int p2p = c->coll == COH_COLL_SEND || c->coll == COH_COLL_RECV;
+    if (rooted && (c->root < 0 || c->root >= g->size))
+        return invalid(g, c, "root %d is out of range for group size %d", c->root, g->size);
+    if (p2p) {
+        if (c->root < 0 || c->root >= g->size)
+            return invalid(g, c, "peer %d is out of range for group size %d", c->root, g->size);
+        if (c->root == g->rank)
+            return invalid(g, c, "peer %d is this rank", c->root);
+        if (c->tag < 0)
+            return invalid(g, c, "tag %d is negative", c->tag);
+    }
+    /* Buffers: only the ones this rank uses must be non-NULL. */
+    if (c->count && c->coll != COH_COLL_INTERNAL) {
+        int needs_send = 1, needs_recv = 1;
+        switch (c->coll) {
+        case COH_COLL_BROADCAST:
+            needs_send = 0;
+            break;
+        case COH_COLL_REDUCE:
+        case COH_COLL_GATHER:
+            needs_recv = g->rank == c->root;
+            break;
+        case COH_COLL_SCATTER:
+            needs_send = g->rank == c->root;
+            break;
+        case COH_COLL_SEND:
+            needs_recv = 0;
+            break;
+        case COH_COLL_RECV:
+            needs_send = 0;
+            break;
+        default:
+            break;
+        }
+        if (needs_send && !c->send)
+            return invalid(g, c, "send buffer is NULL with count %llu", (unsigned long long)c->count);
+        if (needs_recv && !c->recv)
+            return invalid(g, c, "recv buffer is NULL with count %llu", (unsigned long long)c->count);
+    }
+    c->site = coh_site_hash(c->file, c->line);
+    if (p2p) {
+        uint64_t *s = c->coll == COH_COLL_SEND ? g->p2p_send_seq : g->p2p_recv_seq;
+        c->seq = ++s[c->root];
+    } else {
+        c->seq = ++g->seq;
+    }
+    int p = coh_group_poisoned(g);
+    if (p) {
+        /* Recorded so the history the contract report reads shows where this
+         * rank was. The first call to see the failure reports the cause
+         * itself (a peer loss that arrived between two calls is still
+         * PEER_LOST); every later one gets ABORTED carrying the cause. */
+        uint64_t t = coh_trace_issue(g->trace, c);
+        int first = !atomic_exchange(&g->err_reported, 1);
+        if (first && p == COHORT_ERR_CONTRACT)
+            coh_contract_report(g); /* the same majority report as the ranks that saw it */
+        cohort_status ret = first && p != COHORT_ERR_ABORTED ? (cohort_status)p : COHORT_ERR_ABORTED;
+        pthread_mutex_lock(&g->err_mu);
+        if (ret != COHORT_ERR_ABORTED)
+            coh_err_set(&g->last, ret, "%s", g->err.msg);
+        else
+            coh_err_set(&g->last, COHORT_ERR_ABORTED,
+                        "%s #%llu (%s:%d) refused: group %u is aborted by an earlier error (%s): %s",
+                        coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line,
+                        g->id, cohort_status_name(g->err.status), g->err.msg);
+        pthread_mutex_unlock(&g->err_mu);
+        coh_trace_end(g->trace, t, ret);
+        coh_free(c->scratch);
+        return ret;
+    }
+    /* In-place forms whose input and output overlap in non-elementwise ways
+     * get a private copy of the input (see coh_call.scratch). */
+    if (c->count && c->send && c->send == c->recv &&
+        (c->coll == COH_COLL_ALL_GATHER || c->coll == COH_COLL_GATHER ||
+         c->coll == COH_COLL_SCATTER || c->coll == COH_COLL_REDUCE_SCATTER ||
+         c->coll == COH_COLL_ALL_TO_ALL)) {
+        size_t in = input_bytes(g, c, esz);
+        const char *src = c->send;
+        /* all_gather / gather in place: my part already sits at my slot. */
+        if (c->coll == COH_COLL_ALL_GATHER || c->coll == COH_COLL_GATHER)
+            src += (size_t)g->rank * c->count * esz;
+        c->scratch = coh_malloc(in ? in : 1);
+        if (!c->scratch)
+            return invalid(g, c, "out of memory for the in-place copy (%zu bytes)", in);
+        memcpy(c->scratch, src, in);
+        c->send = c->scratch;
+    }
+    if (g->debug_buffers && c->send)
+        c->in_sum = coh_hash64(c->send, input_bytes(g, c, esz), 0);
+    return coh_engine_submit(g, c, work);
+}
+
+#define CALL_INIT(coll_, send_, recv_, count_, dt_, op_, root_, tag_)                              \
+    coh_call c;                                                                                    \
+    memset(&c, 0, sizeof c);                                                                       \
+    c.coll = (coll_);                                                                              \
+    c.send = (send_);                                                                              \
+    c.recv = (recv_);                                                                              \
+    c.count = (count_);                                                                            \
+    c.dtype = (uint8_t)(dt_);                                                                      \
+    c.redop = (int8_t)(op_);                                                                       \
+    c.root = (root_);                                                                              \
+    c.tag = (tag_);                                                                                \
+    c.file = file ? file : "?";                                                                    \
+    c.line = line;                                                                                 \
+    if ((unsigned)(dt_) >= COHORT_DTYPE_COUNT)                                                     \
+        c.dtype = 0xff;                                                                            \
+    if ((int)(op_) >= (int)COHORT_OP_COUNT || (int)(op_) < -1)                                     \
+        return invalid(g, &c, "invalid reduce op %d", (int)(op_));
+
+#define NO_OP (-1)
+
+cohort_status cohort_all_reduce_async_at(const char *file, int line, cohort_group *g,
+                                         const void *send, void *recv, size_t count,
+                                         cohort_dtype dt, cohort_op op, cohort_work **work)
+{
+    CALL_INIT(COH_COLL_ALL_REDUCE, send, recv, count, dt, op, -1, 0);
+    return issue(g, &c, work);
+}
+
+cohort_status cohort_all_reduce_at(const char *file, int line, cohort_group *g, const void *send,
+                                   void *recv, size_t count, cohort_dtype dt, cohort_op op)
+{
+    CALL_INIT(COH_COLL_ALL_REDUCE, send, recv, count, dt, op, -1, 0);
+    return issue(g, &c, NULL);
+}
+
+cohort_status cohort_broadcast_async_at(const char *file, int line, cohort_group *g, void *buf,
+                                        size_t count, cohort_dtype dt, int root,
+                                        cohort_work **work)
+{
+    CALL_INIT(COH_COLL_BROADCAST, buf, buf, count, dt, NO_OP, root, 0);
+    return issue(g, &c, work);
+}
+
+cohort_status cohort_broadcast_at(const char *file, int line, cohort_group *g, void *buf,
+                                  size_t count, cohort_dtype dt, int root)
+{
+    CALL_INIT(COH_COLL_BROADCAST, buf, buf, count, dt, NO_OP, root, 0);
+    return issue(g, &c, NULL);
+}
+
+cohort_status cohort_reduce_async_at(const char *file, int line, cohort_group *g,
+                                     const void *send, void *recv, size_t count, cohort_dtype dt,
+                                     cohort_op op, int root, cohort_work **work)
+{
+    CALL_INIT(COH_COLL_REDUCE, send, recv, count, dt, op, root, 0);
+    return issue(g, &c, work);
+}
+
+cohort_status cohort_reduce_at(const char *file, int line, cohort_group *g, const void *send,
+                               void *recv, size_t count, cohort_dtype dt, cohort_op op, int root)
+{
+    CALL_INIT(COH_COLL_REDUCE, send, recv, count, dt, op, root, 0);
+    return issue(g, &c, NULL);
+}
+
+cohort_status cohort_all_gather_async_at(const char *file, int line, cohort_group *g,
+                                         const void *send, void *recv, size_t count,
+                                         cohort_dtype dt, cohort_work **work)
+{
+    CALL_INIT(COH_COLL_ALL_GATHER, send, recv, count, dt, NO_OP, -1, 0);
+    return issue(g, &c, work);
+}
+
+cohort_status cohort_all_gather_at(const char *file, int line, cohort_group *g, const void *send,
+                                   void *recv, size_t count, cohort_dtype dt)
+{
+    CALL_INIT(COH_COLL_ALL_GATHER, send, recv, count, dt, NO_OP, -1, 0);
+    return issue(g, &c, NULL);
+}
+
+cohort_status cohort_gather_async_at(const char *file, int line, cohort_group *g,
+                                     const void *send, void *recv, size_t count, cohort_dtype dt,
+                                     int root, cohort_work **work)
+{
+    CALL_INIT(COH_COLL_GATHER, send, recv, count, dt, NO_OP, root, 0);
+    return issue(g, &c, work);
+}
+
+cohort_status cohort_gather_at(const char *file, int line, cohort_group *g, const void *send,
+                               void *recv, size_t count, cohort_dtype dt, int root)
+{
+    CALL_INIT(COH_COLL_GATHER, send, recv, count, dt, NO_OP, root, 0);
+    return issue(g, &c, NULL);
+}
+
+cohort_status cohort_scatter_async_at(const char *file, int line, cohort_group *g,
+                                      const void *send, void *recv, size_t count, cohort_dtype dt,
+                                      int root, cohort_work **work)
+{
+    CALL_INIT(COH_COLL_SCATTER, send, recv, count, dt, NO_OP, root, 0);
+    return issue(g, &c, work);
+}
+
+cohort_status cohort_scatter_at(const char *file, int line, cohort_group *g, const void *send,
+                                void *recv, size_t count, cohort_dtype dt, int root)
+{
+    CALL_INIT(COH_COLL_SCATTER, send, recv, count, dt, NO_OP, root, 0);
+    return issue(g, &c, NULL);
+}
+
+cohort_status cohort_reduce_scatter_async_at(const char *file, int line, cohort_group *g,
+                                             const void *send, void *recv, size_t count,
+                                             cohort_dtype dt, cohort_op op, cohort_work **work)
+{
+    CALL_INIT(COH_COLL_REDUCE_SCATTER, send, recv, count, dt, op, -1, 0);
+    return issue(g, &c, work);
+}
+
+cohort_status cohort_reduce_scatter_at(const char *file, int line, cohort_group *g,
+                                       const void *send, void *recv, size_t count,
+                                       cohort_dtype dt, cohort_op op)
+{
+    CALL_INIT(COH_COLL_REDUCE_SCATTER, send, recv, count, dt, op, -1, 0);
+    return issue(g, &c, NULL);
+}
+
+cohort_status cohort_all_to_all_async_at(const char *file, int line, cohort_group *g,
+                                         const void *send, void *recv, size_t count,
+                                         cohort_dtype dt, cohort_work **work)
+{
+    CALL_INIT(COH_COLL_ALL_TO_ALL, send, recv, count, dt, NO_OP, -1, 0);
+    return issue(g, &c, work);
+}
+
+cohort_status cohort_all_to_all_at(const char *file, int line, cohort_group *g, const void *send,
+                                   void *recv, size_t count, cohort_dtype dt)
+{
+    CALL_INIT(COH_COLL_ALL_TO_ALL, send, recv, count, dt, NO_OP, -1, 0);
+    return issue(g, &c, NULL);
+}
+
+cohort_status cohort_barrier_async_at(const char *file, int line, cohort_group *g,
+                                      cohort_work **work)
+{
+    CALL_INIT(COH_COLL_BARRIER, NULL, NULL, 0, COHORT_UINT8, NO_OP, -1, 0);
+    return issue(g, &c, work);
+}
+
+cohort_status cohort_barrier_at(const char *file, int line, cohort_group *g)
+{
+    CALL_INIT(COH_COLL_BARRIER, NULL, NULL, 0, COHORT_UINT8, NO_OP, -1, 0);
+    return issue(g, &c, NULL);
+}
+
+cohort_status cohort_send_async_at(const char *file, int line, cohort_group *g, const void *buf,
+                                   size_t count, cohort_dtype dt, int peer, int tag,
+                                   cohort_work **work)
+{
+    CALL_INIT(COH_COLL_SEND, buf, NULL, count, dt, NO_OP, peer, tag);
+    return issue(g, &c, work);
+}
+
+cohort_status cohort_send_at(const char *file, int line, cohort_group *g, const void *buf,
+                             size_t count, cohort_dtype dt, int peer, int tag)
+{
+    CALL_INIT(COH_COLL_SEND, buf, NULL, count, dt, NO_OP, peer, tag);
+    return issue(g, &c, NULL);
+}
+
+cohort_status cohort_recv_async_at(const char *file, int line, cohort_group *g, void *buf,
+                                   size_t count, cohort_dtype dt, int peer, int tag,
+                                   cohort_work **work)
+{
+    CALL_INIT(COH_COLL_RECV, NULL, buf, count, dt, NO_OP, peer, tag);
+    return issue(g, &c, work);
+}
+
+cohort_status cohort_recv_at(const char *file, int line, cohort_group *g, void *buf, size_t count,
+                             cohort_dtype dt, int peer, int tag)
+{
+    CALL_INIT(COH_COLL_RECV, NULL, buf, count, dt, NO_OP, peer, tag);
+    return issue(g, &c, NULL);
+}
+
+/* ---- sub-groups: collective over g, recorded as internal calls so that a
+ * rank that skips a split is caught by the contract like any other call. */
+
+cohort_status coh_group_split_members(cohort_group *g, int color, int key, uint64_t seq,
+                                      cohort_group **out);
+
+cohort_status cohort_split(cohort_group *g, int color, int key, cohort_group **out)
+{
+    if (!out)
+        return coh_err_set(g ? &g->last : NULL, COHORT_ERR_INVALID, "cohort_split: out is NULL");
+    *out = NULL;
+    if (!g)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_split: group is NULL");
+    /* A barrier-shaped internal call keeps the seq and contract in step on
+     * every rank before the store exchange. */
+    const char *file = "cohort_split";
+    int line = 0;
+    CALL_INIT(COH_COLL_INTERNAL, NULL, NULL, 0, COHORT_UINT8, NO_OP, -1, 1);
+    cohort_status st = issue(g, &c, NULL);
+    if (st != COHORT_OK)
+        return st;
+    return coh_group_split_members(g, color < 0 ? -1 : color, key, c.seq, out);
+}
+
+cohort_status cohort_new_group(cohort_group *g, const int *ranks, int n, cohort_group **out)
+{
+    if (!out)
+        return coh_err_set(g ? &g->last : NULL, COHORT_ERR_INVALID, "cohort_new_group: out is NULL");
+    *out = NULL;
+    if (!g)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_new_group: group is NULL");
+    if (!ranks || n < 1 || n > g->size)
+        return coh_err_set(&g->last, COHORT_ERR_INVALID,
+                           "cohort_new_group: need 1..%d ranks, got %d", g->size, n);
+    int pos = -1;
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] < 0 || ranks[i] >= g->size)
+            return coh_err_set(&g->last, COHORT_ERR_INVALID,
+                               "cohort_new_group: rank %d out of range", ranks[i]);
+        for (int j = 0; j < i; j++)
+            if (ranks[j] == ranks[i])
+                return coh_err_set(&g->last, COHORT_ERR_INVALID,
+                                   "cohort_new_group: rank %d listed twice", ranks[i]);
+        if (ranks[i] == g->rank)
+            pos = i;
+    }
+    /* The member list is part of the contract: its hash rides in `root`, so
+     * ranks passing different lists get a contract error, not two groups. */
+    const char *file = "cohort_new_group";
+    int line = 0;
+    CALL_INIT(COH_COLL_INTERNAL, NULL, NULL, (size_t)n, COHORT_UINT8, NO_OP,
+              (int32_t)(coh_hash64(ranks, sizeof(int) * (size_t)n, 7) & 0x7fffffff), 2);
+    cohort_status st = issue(g, &c, NULL);
+    if (st != COHORT_OK)
+        return st;
+    /* color 0 for members, ordered by their position in the list. */
+    return coh_group_split_members(g, pos >= 0 ? 0 : -1, pos, c.seq, out);
+}

@@ -1,0 +1,217 @@
+/* env.c - resolving a group's settings from options and the environment:
+ * cohort's own / torchrun names first, then Slurm, then Open MPI, so that
+ * cohortrun, torchrun-style scripts, srun and mpirun all start cohort
+ * programs unchanged. Every missing or malformed variable is named. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "group/group_internal.h"
+
+void cohort_options_init(cohort_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->rank = -1;
+    o->world_size = -1;
+}
+
+/* Reads the first set variable of names[] as an int. Returns 1 if found, 0
+ * if none is set, -1 (with the error recorded) if one is malformed. */
+static int env_first_int(const char *const *names, long *out, const char **which)
+{
+    for (int i = 0; names[i]; i++) {
+        int r = coh_env_int(names[i], out);
+        if (r == 1) {
+            *which = names[i];
+            return 1;
+        }
+        if (r < 0) {
+            coh_err_set(NULL, COHORT_ERR_INVALID, "environment variable %s='%s' is not an integer",
+                        names[i], getenv(names[i]));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
+{
+    memset(s, 0, sizeof *s);
+    long v;
+    const char *which = NULL;
+    static const char *const rank_names[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                                             "PMI_RANK", NULL};
+    static const char *const size_names[] = {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE",
+                                             "PMI_SIZE", NULL};
+    static const char *const lrank_names[] = {"LOCAL_RANK", "SLURM_LOCALID",
+                                              "OMPI_COMM_WORLD_LOCAL_RANK", NULL};
+
+    if (o && o->rank >= 0) {
+        s->rank = o->rank;
+        s->rank_src = "options.rank";
+    } else {
+        int r = env_first_int(rank_names, &v, &which);
+        if (r < 0)
+            return COHORT_ERR_INVALID;
+        if (r == 0)
+            return coh_err_set(NULL, COHORT_ERR_INVALID,
+                               "RANK is not set (nor SLURM_PROCID / OMPI_COMM_WORLD_RANK): start the "
+                               "program with cohortrun, or set RANK and WORLD_SIZE");
+        s->rank = (int)v;
+        s->rank_src = which;
+    }
+    if (o && o->world_size >= 0) {
+        s->size = o->world_size;
+        s->size_src = "options.world_size";
+    } else {
+        int r = env_first_int(size_names, &v, &which);
+        if (r < 0)
+            return COHORT_ERR_INVALID;
+        if (r == 0)
+            return coh_err_set(NULL, COHORT_ERR_INVALID,
+                               "WORLD_SIZE is not set (nor SLURM_NTASKS / OMPI_COMM_WORLD_SIZE)");
+        s->size = (int)v;
+        s->size_src = which;
+    }
+    if (s->size < 1 || s->size > 1 << 20)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "%s=%d is not a valid world size",
+                           s->size_src, s->size);
+    if (s->rank < 0 || s->rank >= s->size)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "%s=%d is out of range for %s=%d",
+                           s->rank_src, s->rank, s->size_src, s->size);
+    s->local_rank = -1;
+    if (env_first_int(lrank_names, &v, &which) == 1)
+        s->local_rank = (int)v;
+
+    /* Job identity: cohort's own, then the launcher's job ids. */
+    const char *job = (o && o->job_id) ? o->job_id : coh_env_str("COHORT_JOB_ID");
+    if (!job)
+        job = coh_env_str("SLURM_JOB_ID");
+    if (!job)
+        job = coh_env_str("OMPI_MCA_ess_base_jobid");
+    if (!job)
+        job = coh_env_str("PMIX_NAMESPACE");
+    if (!job)
+        job = "default";
+    if (strlen(job) >= sizeof s->job_id)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "COHORT_JOB_ID is longer than %zu bytes",
+                           sizeof s->job_id - 1);
+    snprintf(s->job_id, sizeof s->job_id, "%s", job);
+
+    const char *tok = (o && o->token) ? o->token : coh_env_str("COHORT_TOKEN");
+    if (!tok)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "COHORT_TOKEN is not set: cohortrun sets it; under srun or mpirun export "
+                           "a shared secret to every rank (e.g. COHORT_TOKEN=$(openssl rand -hex "
+                           "16), mpirun -x COHORT_TOKEN)");
+    if (strlen(tok) >= sizeof s->token)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "COHORT_TOKEN is longer than %zu bytes",
+                           sizeof s->token - 1);
+    snprintf(s->token, sizeof s->token, "%s", tok);
+
+    s->generation = 1;
+    if (o && o->generation)
+        s->generation = o->generation;
+    else {
+        int r = coh_env_int("COHORT_GENERATION", &v);
+        if (r < 0 || (r == 1 && (v < 1 || v > 0x7fffffff)))
+            return coh_err_set(NULL, COHORT_ERR_INVALID,
+                               "COHORT_GENERATION='%s' is not a positive integer",
+                               getenv("COHORT_GENERATION"));
+        if (r == 1)
+            s->generation = (uint32_t)v;
+    }
+
+    s->timeout_ms = 600 * 1000;
+    if (o && o->timeout_ms)
+        s->timeout_ms = o->timeout_ms;
+    else {
+        /* Seconds, fractions allowed (tests use short timeouts). */
+        const char *t = coh_env_str("COHORT_TIMEOUT");
+        if (t) {
+            char *end;
+            double d = strtod(t, &end);
+            if (end == t || *end || d <= 0 || d > 1e7)
+                return coh_err_set(NULL, COHORT_ERR_INVALID,
+                                   "COHORT_TIMEOUT='%s' is not a positive number of seconds", t);
+            s->timeout_ms = (int)(d * 1000);
+            if (s->timeout_ms < 1)
+                s->timeout_ms = 1;
+        }
+    }
+    s->stall_warn_ms = 30 * 1000;
+    {
+        const char *t = coh_env_str("COHORT_STALL_WARN");
+        if (t) {
+            char *end;
+            double d = strtod(t, &end);
+            if (end == t || *end || d <= 0 || d > 1e7)
+                return coh_err_set(NULL, COHORT_ERR_INVALID,
+                                   "COHORT_STALL_WARN='%s' is not a positive number of seconds", t);
+            s->stall_warn_ms = (int)(d * 1000);
+        }
+    }
+
+    const char *tr = (o && o->transport) ? o->transport : coh_env_str("COHORT_TRANSPORT");
+    s->force_transport = 0;
+    if (tr) {
+        if (!strcmp(tr, "auto"))
+            s->force_transport = 0;
+        else if (!strcmp(tr, "shm"))
+            s->force_transport = 1;
+        else if (!strcmp(tr, "tcp"))
+            s->force_transport = 2;
+        else
+            return coh_err_set(NULL, COHORT_ERR_INVALID,
+                               "COHORT_TRANSPORT='%s': expected auto, shm or tcp", tr);
+    }
+    const char *dbg = coh_env_str("COHORT_DEBUG");
+    if (dbg) {
+        s->debug_sync = strstr(dbg, "sync") != NULL;
+        s->debug_buffers = strstr(dbg, "buffers") != NULL;
+        if (!s->debug_sync && !s->debug_buffers)
+            return coh_err_set(NULL, COHORT_ERR_INVALID,
+                               "COHORT_DEBUG='%s': expected sync, buffers or sync,buffers", dbg);
+    }
+    const char *cc = coh_env_str("COHORT_CONTRACT");
+    s->check_contract = !(cc && !strcmp(cc, "off"));
+
+    /* Where the store is. */
+    const char *url = (o && o->store_url) ? o->store_url : coh_env_str("COHORT_STORE");
+    if (url) {
+        if (strlen(url) >= sizeof s->store_addr)
+            return coh_err_set(NULL, COHORT_ERR_INVALID, "COHORT_STORE is too long");
+        snprintf(s->store_addr, sizeof s->store_addr, "%s", url);
+        s->host_store = 0;
+        return COHORT_OK;
+    }
+    const char *maddr = (o && o->master_addr) ? o->master_addr : coh_env_str("MASTER_ADDR");
+    long port = 0;
+    if (o && o->master_port)
+        port = o->master_port;
+    else {
+        int r = coh_env_int("MASTER_PORT", &port);
+        if (r < 0)
+            return coh_err_set(NULL, COHORT_ERR_INVALID, "MASTER_PORT='%s' is not a port number",
+                               getenv("MASTER_PORT"));
+        if (r == 0 && coh_env_str("SLURM_JOB_ID")) {
+            /* Under srun without MASTER_PORT: a port derived from the job id,
+             * the same on every rank (the convention of other frameworks). */
+            port = 20000 + atol(getenv("SLURM_JOB_ID")) % 20000;
+        }
+    }
+    if (!maddr)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "neither COHORT_STORE nor MASTER_ADDR is set: say where rank 0 hosts "
+                           "the store (MASTER_ADDR, MASTER_PORT) or give a store URL");
+    if (port <= 0 || port > 65535)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "MASTER_PORT is %s",
+                           port ? "out of range" : "not set");
+    if (strchr(maddr, ':') && maddr[0] != '[')
+        snprintf(s->store_addr, sizeof s->store_addr, "[%s]:%ld", maddr, port);
+    else
+        snprintf(s->store_addr, sizeof s->store_addr, "%s:%ld", maddr, port);
+    s->store_port = (int)port;
+    s->host_store = s->rank == 0;
+    return COHORT_OK;
+}

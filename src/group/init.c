@@ -1,0 +1,584 @@
+/* init.c - group lifecycle: init from the environment, rendezvous through
+ * the store, sub-groups, abort, finalize. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/engine.h"
+#include "group/group_internal.h"
+#include "group/monitor.h"
+#include "store/backend.h"
+#include "trace/trace.h"
+#include "transport/shm/shm.h"
+#include "transport/transport.h"
+
+/* ---- host identity ---- */
+
+void coh_host_identity(char *id, size_t idlen, char *name, size_t namelen)
+{
+    char host[128] = "unknown";
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    struct stat st;
+    unsigned long netns = 0;
+    if (stat("/proc/self/ns/net", &st) == 0)
+        netns = (unsigned long)st.st_ino;
+    char boot[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof boot, f))
+            boot[0] = 0;
+        fclose(f);
+        boot[strcspn(boot, "\n")] = 0;
+    }
+    snprintf(id, idlen, "%s/%s/netns:%lu", host, boot, netns);
+    /* Printable name: the hostname, plus the namespace when not the init
+     * one, so that reports tell namespace-"hosts" apart. */
+    struct stat init_ns;
+    if (stat("/proc/1/ns/net", &init_ns) == 0 && init_ns.st_ino != st.st_ino)
+        snprintf(name, namelen, "%s[netns:%lu]", host, netns);
+    else
+        snprintf(name, namelen, "%s", host);
+}
+
+/* ---- allocation ---- */
+
+cohort_group *coh_group_alloc(int rank, int size)
+{
+    cohort_group *g = coh_calloc(1, sizeof *g);
+    if (!g)
+        return NULL;
+    g->rank = rank;
+    g->size = size;
+    g->pid = getpid();
+    g->check_contract = 1;
+    pthread_mutex_init(&g->err_mu, NULL);
+    g->peers = coh_calloc((size_t)size, sizeof *g->peers);
+    g->p2p_send_seq = coh_calloc((size_t)size, sizeof *g->p2p_send_seq);
+    g->p2p_recv_seq = coh_calloc((size_t)size, sizeof *g->p2p_recv_seq);
+    if (!g->peers || !g->p2p_send_seq || !g->p2p_recv_seq) {
+        coh_group_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void coh_group_free(cohort_group *g)
+{
+    if (!g)
+        return;
+    coh_monitor_stop(g);
+    if (g->engine)
+        coh_engine_destroy(g->engine);
+    if (g->net)
+        coh_net_destroy(g->net);
+    if (g->shm)
+        coh_shm_destroy(g->shm);
+    if (g->store)
+        cohort_store_close(g->store);
+    if (!g->parent) {
+        if (g->store_root)
+            cohort_store_close(g->store_root);
+        if (g->server)
+            cohort_store_server_stop(g->server);
+    }
+    if (g->trace)
+        coh_trace_destroy(g->trace);
+    if (g->token) {
+        memset(g->token, 0, strlen(g->token));
+        coh_free(g->token);
+    }
+    coh_free(g->peers);
+    coh_free(g->p2p_send_seq);
+    coh_free(g->p2p_recv_seq);
+    coh_free(g->hosts);
+    coh_free(g->local_ranks);
+    coh_free(g->leaders);
+    pthread_mutex_destroy(&g->err_mu);
+    coh_free(g);
+}
+
+/* ---- rendezvous ---- */
+
+/* Names the ranks whose keys "<what>/<r>" are missing (after a timeout). */
+static void missing_ranks(cohort_group *g, const char *what, char *out, size_t outlen)
+{
+    int *miss = coh_malloc(sizeof(int) * (size_t)g->size);
+    int n = 0;
+    if (!miss) {
+        snprintf(out, outlen, "?");
+        return;
+    }
+    for (int r = 0; r < g->size; r++) {
+        char k[64];
+        snprintf(k, sizeof k, "%s/%d", what, r);
+        const void *kp = k;
+        size_t kl = strlen(k);
+        int all = 0;
+        if (cohort_store_check(g->store, &kp, &kl, 1, &all) == COHORT_OK && !all)
+            miss[n++] = r;
+    }
+    coh_fmt_ranks(out, outlen, miss, n);
+    if (!n)
+        snprintf(out, outlen, "none (store error)");
+    coh_free(miss);
+}
+
+cohort_status coh_group_rendezvous(cohort_group *g)
+{
+    cohort_status st;
+    char key[64], val[512];
+    char hostid[256], hostname[128];
+    coh_host_identity(hostid, sizeof hostid, hostname, sizeof hostname);
+
+    /* A rank number must join once: a second process claiming it is a
+     * launch error, reported instead of silently corrupting the group. */
+    snprintf(key, sizeof key, "join/%d", g->rank);
+    int64_t joined = 0;
+    st = cohort_store_add(g->store, key, strlen(key), 1, &joined);
+    if (st != COHORT_OK)
+        return coh_err_set(&g->err, st, "rendezvous: store add %s: %s", key,
+                           cohort_store_last_error(g->store));
+    if (joined != 1)
+        return coh_err_set(&g->err, COHORT_ERR_INVALID,
+                           "rendezvous: rank %d joined group %u twice (two processes with the same "
+                           "RANK?)",
+                           g->rank, g->id);
+
+    char addr[128] = "-";
+    if (g->size > 1) {
+        st = coh_net_listen(g, &g->net, addr, sizeof addr);
+        if (st != COHORT_OK)
+            return coh_err_set(&g->err, st, "rendezvous: tcp listen: %s", cohort_last_error(NULL));
+    }
+    snprintf(key, sizeof key, "rank/%d", g->rank);
+    snprintf(val, sizeof val, "%d %d %s %s %s", g->size, (int)getpid(), addr, hostid, hostname);
+    st = cohort_store_set(g->store, key, strlen(key), val, strlen(val));
+    if (st != COHORT_OK)
+        return coh_err_set(&g->err, st, "rendezvous: store set: %s",
+                           cohort_store_last_error(g->store));
+
+    /* Everyone's record. */
+    int n = g->size;
+    char (*keys)[32] = coh_calloc((size_t)n, sizeof *keys);
+    const void **kp = coh_calloc((size_t)n, sizeof *kp);
+    size_t *kl = coh_calloc((size_t)n, sizeof *kl);
+    void **vals = coh_calloc((size_t)n, sizeof *vals);
+    size_t *vl = coh_calloc((size_t)n, sizeof *vl);
+    char (*ids)[256] = coh_calloc((size_t)n, sizeof *ids);
+    char (*names)[128] = coh_calloc((size_t)n, sizeof *names);
+    int *host_of = coh_calloc((size_t)n, sizeof *host_of);
+    if (!keys || !kp || !kl || !vals || !vl || !ids || !names || !host_of) {
+        st = coh_err_set(&g->err, COHORT_ERR_NOMEM, "rendezvous: out of memory for %d ranks", n);
+        goto out;
+    }
+    for (int r = 0; r < n; r++) {
+        snprintf(keys[r], sizeof keys[r], "rank/%d", r);
+        kp[r] = keys[r];
+        kl[r] = strlen(keys[r]);
+    }
+    st = cohort_store_multi_get(g->store, kp, kl, n, vals, vl, g->timeout_ms);
+    if (st == COHORT_ERR_TIMEOUT) {
+        char miss[256];
+        missing_ranks(g, "rank", miss, sizeof miss);
+        st = coh_err_set(&g->err, COHORT_ERR_TIMEOUT,
+                         "rendezvous of group %u (generation %u) timed out after %d ms: rank(s) %s "
+                         "never joined (check WORLD_SIZE=%d and that every rank started)",
+                         g->id, g->generation, g->timeout_ms, miss, g->size);
+        goto out;
+    }
+    if (st != COHORT_OK) {
+        st = coh_err_set(&g->err, st, "rendezvous: store: %s", cohort_store_last_error(g->store));
+        goto out;
+    }
+    int nh = 0;
+    for (int r = 0; r < n; r++) {
+        char *v = coh_malloc(vl[r] + 1);
+        if (!v) {
+            st = coh_err_set(&g->err, COHORT_ERR_NOMEM, "rendezvous: out of memory");
+            goto out;
+        }
+        memcpy(v, vals[r], vl[r]);
+        v[vl[r]] = 0;
+        int size = 0, pid = 0;
+        char a[128], id[256], nm[128];
+        int f = sscanf(v, "%d %d %127s %255s %127s", &size, &pid, a, id, nm);
+        coh_free(v);
+        if (f != 5) {
+            st = coh_err_set(&g->err, COHORT_ERR_PROTOCOL,
+                             "rendezvous: malformed record for rank %d", r);
+            goto out;
+        }
+        if (size != g->size) {
+            st = coh_err_set(&g->err, COHORT_ERR_INVALID,
+                             "rendezvous: rank %d has world size %d but rank %d has %d (WORLD_SIZE "
+                             "differs between ranks)",
+                             r, size, g->rank, g->size);
+            goto out;
+        }
+        g->peers[r].pid = pid;
+        snprintf(g->peers[r].addr, sizeof g->peers[r].addr, "%s", a);
+        snprintf(ids[r], sizeof ids[r], "%s", id);
+        snprintf(names[r], sizeof names[r], "%s", nm);
+        int h;
+        for (h = 0; h < nh; h++)
+            if (!strcmp(ids[host_of[h]], id))
+                break;
+        if (h == nh)
+            host_of[nh++] = r; /* first rank of each host, by rank order */
+        g->peers[r].host = h;
+    }
+    g->n_hosts = nh;
+    g->hosts = coh_calloc((size_t)nh, sizeof *g->hosts);
+    g->leaders = coh_calloc((size_t)nh, sizeof *g->leaders);
+    g->local_ranks = coh_calloc((size_t)n, sizeof *g->local_ranks);
+    if (!g->hosts || !g->leaders || !g->local_ranks) {
+        st = coh_err_set(&g->err, COHORT_ERR_NOMEM, "rendezvous: out of memory");
+        goto out;
+    }
+    for (int h = 0; h < nh; h++) {
+        g->leaders[h] = host_of[h];
+        snprintf(g->hosts[h], sizeof g->hosts[h], "%s", names[host_of[h]]);
+    }
+    g->my_host = g->peers[g->rank].host;
+    int counts[1];
+    counts[0] = 0;
+    for (int r = 0; r < n; r++) {
+        int li = 0;
+        for (int q = 0; q < r; q++)
+            if (g->peers[q].host == g->peers[r].host)
+                li++;
+        g->peers[r].local_index = li;
+        if (g->peers[r].host == g->my_host) {
+            if (r == g->rank)
+                g->local_rank = counts[0];
+            g->local_ranks[counts[0]++] = r;
+        }
+    }
+    g->local_size = counts[0];
+    coh_debug("group %u: rank %d/%d, %d host(s), %d local rank(s)", g->id, g->rank, g->size, nh,
+              g->local_size);
+
+    /* Shared memory inside the host unless tcp is forced. */
+    if (g->local_size > 1 && g->force_transport != 2) {
+        st = coh_shm_create(g, &g->shm);
+        if (st != COHORT_OK) {
+            /* Fatal even in auto mode: the segment is collective over the
+             * host's ranks, and a silent per-rank fallback would make ranks
+             * pick different algorithms. */
+            char why[COH_ERRLEN];
+            snprintf(why, sizeof why, "%s", g->err.msg[0] ? g->err.msg : cohort_last_error(NULL));
+            st = coh_err_set(&g->err, st,
+                             "shared memory between the %d ranks of host %s: %s (COHORT_TRANSPORT=tcp "
+                             "avoids it)",
+                             g->local_size, g->hosts[g->my_host], why);
+            goto out;
+        }
+    } else if (g->force_transport == 1 && g->n_hosts > 1) {
+        st = coh_err_set(&g->err, COHORT_ERR_INVALID,
+                         "COHORT_TRANSPORT=shm but the group spans %d hosts", g->n_hosts);
+        goto out;
+    }
+    if (g->net) {
+        st = coh_net_connect(g->net);
+        if (st != COHORT_OK) {
+            if (!g->err.msg[0])
+                coh_err_set(&g->err, st, "tcp connect: %s", cohort_last_error(NULL));
+            goto out;
+        }
+    }
+    st = COHORT_OK;
+out:
+    if (vals)
+        for (int r = 0; r < n; r++)
+            free(vals[r]);
+    coh_free(keys);
+    coh_free(kp);
+    coh_free(kl);
+    coh_free(vals);
+    coh_free(vl);
+    coh_free(ids);
+    coh_free(names);
+    coh_free(host_of);
+    return st;
+}
+
+/* Common tail of world and sub-group creation: store prefix, rendezvous,
+ * engine, recorder, monitor. */
+static cohort_status group_start(cohort_group *g)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "gen%u/g%u/", g->generation, g->id);
+    cohort_status st = cohort_store_prefixed(g->store_root, prefix, &g->store);
+    if (st != COHORT_OK)
+        return coh_err_set(&g->err, st, "store prefix: %s", cohort_store_last_error(g->store_root));
+    cohort_store_set_timeout(g->store, g->timeout_ms);
+    long cap = 2048;
+    coh_env_int("COHORT_TRACE_SIZE", &cap);
+    if (cap < 16)
+        cap = 16;
+    st = coh_trace_create(&g->trace, (int)cap);
+    if (st != COHORT_OK)
+        return coh_err_set(&g->err, st, "flight recorder: out of memory");
+    st = coh_group_rendezvous(g);
+    if (st != COHORT_OK)
+        return st;
+    st = coh_engine_create(g, &g->engine);
+    if (st != COHORT_OK)
+        return coh_err_set(&g->err, st, "engine: %s", cohort_last_error(NULL));
+    st = coh_monitor_start(g);
+    if (st != COHORT_OK)
+        return coh_err_set(&g->err, st, "monitor: %s", cohort_last_error(NULL));
+    return COHORT_OK;
+}
+
+cohort_status cohort_init(cohort_group **group) { return cohort_init_opts(group, NULL); }
+
+cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
+{
+    if (!group)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_init: group is NULL");
+    *group = NULL;
+    coh_settings s;
+    cohort_status st = coh_settings_resolve(o, &s);
+    if (st != COHORT_OK)
+        return st;
+    coh_log_set_rank(s.rank);
+    cohort_group *g = coh_group_alloc(s.rank, s.size);
+    if (!g)
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "cohort_init: out of memory");
+    g->generation = s.generation;
+    g->id = 0;
+    snprintf(g->job_id, sizeof g->job_id, "%s", s.job_id);
+    g->timeout_ms = s.timeout_ms;
+    g->stall_warn_ms = s.stall_warn_ms;
+    g->force_transport = s.force_transport;
+    g->debug_sync = s.debug_sync;
+    g->debug_buffers = s.debug_buffers;
+    g->check_contract = s.check_contract;
+    g->token = coh_strdup(s.token);
+    snprintf(g->store_addr, sizeof g->store_addr, "%s", s.store_addr);
+    memset(s.token, 0, sizeof s.token);
+    if (!g->token) {
+        coh_group_free(g);
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "cohort_init: out of memory");
+    }
+
+    if (s.host_store) {
+        cohort_store_server_opts so;
+        memset(&so, 0, sizeof so);
+        const char *jid = g->job_id;
+        const char *tok = g->token;
+        so.bind_addr = coh_env_str("COHORT_STORE_BIND");
+        so.port = s.store_port;
+        so.job_ids = &jid;
+        so.tokens = &tok;
+        so.n_jobs = 1;
+        st = cohort_store_server_start(&g->server, &so);
+        if (st != COHORT_OK) {
+            char why[COH_ERRLEN];
+            snprintf(why, sizeof why, "%s", cohort_last_error(NULL));
+            coh_err_set(NULL, st, "rank 0 could not host the store on port %d (MASTER_PORT): %s",
+                        s.store_port, why);
+            coh_group_free(g);
+            return st;
+        }
+    }
+    st = coh_store_connect_gen(&g->store_root, g->store_addr, g->job_id, g->token, g->generation,
+                               g->timeout_ms);
+    if (st != COHORT_OK) {
+        char why[COH_ERRLEN];
+        snprintf(why, sizeof why, "%s",
+                 g->store_root ? cohort_store_last_error(g->store_root) : cohort_last_error(NULL));
+        /* The store's own message usually names the address already. */
+        if (strstr(why, g->store_addr))
+            coh_err_set(NULL, st, "%s", why);
+        else
+            coh_err_set(NULL, st, "connecting to the store at %s: %s", g->store_addr, why);
+        coh_group_free(g);
+        return st;
+    }
+    st = group_start(g);
+    if (st != COHORT_OK) {
+        coh_err_set(NULL, st, "%s", g->err.msg[0] ? g->err.msg : "group start failed");
+        coh_group_free(g);
+        return st;
+    }
+    coh_info("joined: rank %d of %d, generation %u, %d host(s)", g->rank, g->size, g->generation,
+             g->n_hosts);
+    *group = g;
+    return COHORT_OK;
+}
+
+cohort_status cohort_finalize(cohort_group *g)
+{
+    if (!g)
+        return COHORT_OK;
+    /* The world's rank 0 may host the store: keep it up until every rank
+     * has left (bounded), so nobody's finalize or last call loses it. */
+    char key[64];
+    snprintf(key, sizeof key, "left/%d", g->rank);
+    if (g->store)
+        cohort_store_set(g->store, key, strlen(key), "1", 1);
+    if (g->server && g->store) {
+        /* After a failure the others may still be building the contract
+         * report through this store: a few seconds of grace. */
+        int wait_ms = coh_group_poisoned(g) ? 5000 : COH_MIN(g->timeout_ms, 30000);
+        uint64_t dl = coh_deadline_ns(wait_ms);
+        for (int r = 0; r < g->size; r++) {
+            snprintf(key, sizeof key, "left/%d", r);
+            const void *kp = key;
+            size_t kl = strlen(key);
+            if (cohort_store_wait(g->store, &kp, &kl, 1, coh_ms_left(dl)) != COHORT_OK)
+                break;
+        }
+    }
+    coh_group_free(g);
+    return COHORT_OK;
+}
+
+int cohort_rank(const cohort_group *g) { return g ? g->rank : -1; }
+int cohort_size(const cohort_group *g) { return g ? g->size : -1; }
+uint32_t cohort_generation(const cohort_group *g) { return g ? g->generation : 0; }
+
+const char *cohort_last_error(const cohort_group *g)
+{
+    if (!g)
+        return coh_tls_err()->msg;
+    return g->last.msg;
+}
+
+cohort_status cohort_abort(cohort_group *g, const char *reason)
+{
+    if (!g)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_abort: group is NULL");
+    coh_group_fail(g, COHORT_ERR_ABORTED, "aborted by rank %d: %s", g->rank,
+                   reason ? reason : "cohort_abort() called");
+    return COHORT_OK;
+}
+
+/* ---- sub-groups ---- */
+
+/* Exchanges (color, key) through the store under the parent's call seq and
+ * builds the sub-group of this rank's color. */
+cohort_status coh_group_split_members(cohort_group *g, int color, int key, uint64_t seq,
+                                      cohort_group **out);
+
+cohort_status coh_group_split_members(cohort_group *g, int color, int key, uint64_t seq,
+                                      cohort_group **out)
+{
+    char k[64], v[64];
+    snprintf(k, sizeof k, "split/%llu/%d", (unsigned long long)seq, g->rank);
+    snprintf(v, sizeof v, "%d %d", color, key);
+    cohort_status st = cohort_store_set(g->store, k, strlen(k), v, strlen(v));
+    if (st != COHORT_OK)
+        return coh_group_fail(g, st, "split #%llu: store: %s", (unsigned long long)seq,
+                              cohort_store_last_error(g->store));
+    int n = g->size;
+    char (*keys)[48] = coh_calloc((size_t)n, sizeof *keys);
+    const void **kp = coh_calloc((size_t)n, sizeof *kp);
+    size_t *kl = coh_calloc((size_t)n, sizeof *kl);
+    void **vals = coh_calloc((size_t)n, sizeof *vals);
+    size_t *vl = coh_calloc((size_t)n, sizeof *vl);
+    int *colors = coh_calloc((size_t)n, sizeof *colors);
+    int *keyv = coh_calloc((size_t)n, sizeof *keyv);
+    int *members = coh_calloc((size_t)n, sizeof *members);
+    cohort_group *sub = NULL;
+    if (!keys || !kp || !kl || !vals || !vl || !colors || !keyv || !members) {
+        st = coh_group_fail(g, COHORT_ERR_NOMEM, "split: out of memory");
+        goto out;
+    }
+    for (int r = 0; r < n; r++) {
+        snprintf(keys[r], sizeof keys[r], "split/%llu/%d", (unsigned long long)seq, r);
+        kp[r] = keys[r];
+        kl[r] = strlen(keys[r]);
+    }
+    st = cohort_store_multi_get(g->store, kp, kl, n, vals, vl, g->timeout_ms);
+    if (st != COHORT_OK) {
+        st = coh_group_fail(g, st, "split #%llu: waiting for every rank's color: %s",
+                            (unsigned long long)seq, cohort_store_last_error(g->store));
+        goto out;
+    }
+    for (int r = 0; r < n; r++) {
+        char buf[64];
+        size_t l = COH_MIN(vl[r], sizeof buf - 1);
+        memcpy(buf, vals[r], l);
+        buf[l] = 0;
+        if (sscanf(buf, "%d %d", &colors[r], &keyv[r]) != 2) {
+            st = coh_group_fail(g, COHORT_ERR_PROTOCOL, "split: malformed record of rank %d", r);
+            goto out;
+        }
+    }
+    *out = NULL;
+    if (color < 0) {
+        st = COHORT_OK;
+        goto out;
+    }
+    /* Members of my color ordered by (key, parent rank), as MPI_Comm_split. */
+    int m = 0;
+    for (int r = 0; r < n; r++)
+        if (colors[r] == color)
+            members[m++] = r;
+    for (int i = 1; i < m; i++)
+        for (int j = i; j > 0; j--) {
+            int a = members[j - 1], b = members[j];
+            if (keyv[a] > keyv[b] || (keyv[a] == keyv[b] && a > b)) {
+                members[j - 1] = b;
+                members[j] = a;
+            } else
+                break;
+        }
+    int myrank = -1;
+    for (int i = 0; i < m; i++)
+        if (members[i] == g->rank)
+            myrank = i;
+    sub = coh_group_alloc(myrank, m);
+    if (!sub) {
+        st = coh_group_fail(g, COHORT_ERR_NOMEM, "split: out of memory");
+        goto out;
+    }
+    g->n_children++;
+    sub->parent = g;
+    sub->generation = g->generation;
+    /* Deterministic on every member: parent id, the split's seq, color. */
+    uint64_t idin[3] = {g->id, seq, (uint64_t)(uint32_t)color};
+    sub->id = (uint32_t)coh_hash64(idin, sizeof idin, 0x5eed) | 1u;
+    memcpy(sub->job_id, g->job_id, sizeof sub->job_id);
+    sub->timeout_ms = g->timeout_ms;
+    sub->stall_warn_ms = g->stall_warn_ms;
+    sub->force_transport = g->force_transport;
+    sub->debug_sync = g->debug_sync;
+    sub->debug_buffers = g->debug_buffers;
+    sub->check_contract = g->check_contract;
+    sub->token = coh_strdup(g->token);
+    sub->store_root = g->store_root;
+    memcpy(sub->store_addr, g->store_addr, sizeof sub->store_addr);
+    if (!sub->token) {
+        st = coh_group_fail(g, COHORT_ERR_NOMEM, "split: out of memory");
+        goto out;
+    }
+    st = group_start(sub);
+    if (st != COHORT_OK) {
+        coh_group_fail(g, st, "split: creating sub-group %u: %s", sub->id, sub->err.msg);
+        goto out;
+    }
+    *out = sub;
+    sub = NULL;
+out:
+    if (sub)
+        coh_group_free(sub);
+    if (vals)
+        for (int r = 0; r < n; r++)
+            free(vals[r]);
+    coh_free(keys);
+    coh_free(kp);
+    coh_free(kl);
+    coh_free(vals);
+    coh_free(vl);
+    coh_free(colors);
+    coh_free(keyv);
+    coh_free(members);
+    return st;
+}

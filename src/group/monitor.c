@@ -1,0 +1,392 @@
+/* monitor.c - the group's out-of-band control channel through the store.
+ *
+ * Records "ctl/<k>" (k from the counter "ctl/n") are appended by any rank:
+ *   "A <rank> <status> <reason>"  abort: every rank poisons its group
+ *   "S <rank> <k>"                 state probe: answer under "state/<k>/<me>"
+ *   "D <rank>"                     dump the flight recorder
+ * Each rank's monitor thread waits for the next record on its own store
+ * connection (server-notified, no polling) and acts on it, so aborts and
+ * probes work even when the data path is broken or the main thread is stuck
+ * inside a transport. A rank whose process is stopped cannot answer, and is
+ * reported as unresponsive.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "contract/contract.h"
+#include "group/monitor.h"
+#include "store/backend.h"
+#include "trace/trace.h"
+#include "transport/transport.h"
+
+struct coh_monitor {
+    cohort_group *g;
+    cohort_store *root;  /* own connection: the thread blocks on it */
+    cohort_store *s;     /* prefixed view of root */
+    cohort_store *post;  /* prefixed view of the group's connection, short timeout */
+    pthread_t th;
+    int started;
+    atomic_int stop;
+};
+
+/* Control records ride on the data path's waits: a partitioned store must
+ * cost each wait at most this once (then store_down skips it). */
+#define POST_TIMEOUT_MS 500
+
+static void note_store(cohort_group *g, cohort_status st)
+{
+    if (st == COHORT_ERR_STORE || st == COHORT_ERR_TIMEOUT) {
+        if (!atomic_exchange(&g->store_down, 1))
+            coh_warn("the store is unreachable (%s): aborts and stall reports now travel on the "
+                     "data path only",
+                     cohort_status_name(st));
+    }
+}
+
+static cohort_status post_record(cohort_group *g, const char *rec, int64_t *kout)
+{
+    struct coh_monitor *m = g->monitor;
+    cohort_store *s = m ? m->post : g->store;
+    if (!s || atomic_load(&g->store_down))
+        return COHORT_ERR_STORE;
+    int64_t k = 0;
+    cohort_status st = cohort_store_add(s, "ctl/n", 5, 1, &k);
+    note_store(g, st);
+    if (st != COHORT_OK)
+        return st;
+    char key[48];
+    snprintf(key, sizeof key, "ctl/%lld", (long long)k);
+    st = cohort_store_set(s, key, strlen(key), rec, strlen(rec));
+    if (kout)
+        *kout = k;
+    return st;
+}
+
+/* This rank's state for a probe: "<last_done> <cur_seq> <coll> <peer> <line> <file>". */
+static void my_state(cohort_group *g, char *out, size_t len)
+{
+    uint64_t last = 0;
+    coh_trace_entry cur;
+    int has = 0;
+    coh_trace_progress(g->trace, &last, &cur, &has);
+    if (has)
+        snprintf(out, len, "%llu %llu %d %d %d %s", (unsigned long long)last,
+                 (unsigned long long)cur.call.seq, cur.call.coll,
+                 (cur.call.coll == COH_COLL_SEND || cur.call.coll == COH_COLL_RECV)
+                     ? cur.call.root
+                     : -1,
+                 cur.call.line, cur.call.file ? cur.call.file : "?");
+    else
+        snprintf(out, len, "%llu 0 0 -1 0 -", (unsigned long long)last);
+}
+
+static void handle_record(struct coh_monitor *m, const char *rec)
+{
+    cohort_group *g = m->g;
+    int from = -1;
+    if (rec[0] == 'A') {
+        int st = 0, off = 0;
+        if (sscanf(rec, "A %d %d %n", &from, &st, &off) >= 2 && from != g->rank)
+            coh_group_remote_abort(g, (cohort_status)st, rec + off);
+    } else if (rec[0] == 'S') {
+        long long k = 0;
+        if (sscanf(rec, "S %d %lld", &from, &k) == 2 && from != g->rank) {
+            char key[64], val[512];
+            snprintf(key, sizeof key, "state/%lld/%d", k, g->rank);
+            my_state(g, val, sizeof val);
+            cohort_store_set(m->s, key, strlen(key), val, strlen(val));
+        }
+    } else if (rec[0] == 'D') {
+        coh_trace_dump(g, NULL, "dump requested by a peer");
+    }
+}
+
+static void *monitor_main(void *arg)
+{
+    struct coh_monitor *m = arg;
+    cohort_group *g = m->g;
+    int64_t next = 1;
+    char stopkey[32], ctl[48];
+    snprintf(stopkey, sizeof stopkey, "stop/%d", g->rank);
+    while (!atomic_load(&m->stop)) {
+        snprintf(ctl, sizeof ctl, "ctl/%lld", (long long)next);
+        const void *kp[2] = {ctl, stopkey};
+        size_t kl[2] = {strlen(ctl), strlen(stopkey)};
+        int which = -1;
+        /* 1 s timeout only to act on SIGUSR1 (a flag set by the handler). */
+        cohort_status st = cohort_store_wait_any(m->s, kp, kl, 2, 1000, &which);
+        if (coh_trace_signal_pending())
+            coh_trace_dump(g, NULL, "SIGUSR1");
+        if (st == COHORT_ERR_TIMEOUT)
+            continue;
+        if (st != COHORT_OK) {
+            if (!atomic_load(&m->stop))
+                coh_debug("monitor: store wait failed: %s", cohort_store_last_error(m->s));
+            break; /* store gone: data-path errors still reach the user */
+        }
+        if (which == 1)
+            break;
+        void *v = NULL;
+        size_t vl = 0;
+        if (cohort_store_get(m->s, ctl, strlen(ctl), &v, &vl, 1000) == COHORT_OK) {
+            char *rec = coh_malloc(vl + 1);
+            if (rec) {
+                memcpy(rec, v, vl);
+                rec[vl] = 0;
+                handle_record(m, rec);
+                coh_free(rec);
+            }
+            free(v);
+        }
+        next++;
+    }
+    return NULL;
+}
+
+cohort_status coh_monitor_start(cohort_group *g)
+{
+    struct coh_monitor *m = coh_calloc(1, sizeof *m);
+    if (!m)
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "monitor: out of memory");
+    m->g = g;
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "gen%u/g%u/", g->generation, g->id);
+    cohort_status st = coh_store_connect_gen(&m->root, g->store_addr, g->job_id, g->token,
+                                             g->generation, g->timeout_ms);
+    if (st == COHORT_OK)
+        st = cohort_store_prefixed(m->root, prefix, &m->s);
+    if (st == COHORT_OK)
+        st = cohort_store_prefixed(g->store_root, prefix, &m->post);
+    if (st != COHORT_OK) {
+        coh_err_set(NULL, st, "monitor: store: %s",
+                    m->root ? cohort_store_last_error(m->root) : "connect failed");
+        if (m->post)
+            cohort_store_close(m->post);
+        if (m->s)
+            cohort_store_close(m->s);
+        if (m->root)
+            cohort_store_close(m->root);
+        coh_free(m);
+        return st;
+    }
+    cohort_store_set_timeout(m->post, POST_TIMEOUT_MS);
+    coh_trace_install_signal();
+    int rc = pthread_create(&m->th, NULL, monitor_main, m);
+    if (rc) {
+        cohort_store_close(m->post);
+        cohort_store_close(m->s);
+        cohort_store_close(m->root);
+        coh_free(m);
+        return coh_err_sys(NULL, COHORT_ERR_SYSTEM, "pthread_create", rc, "monitor thread");
+    }
+    m->started = 1;
+    g->monitor = m;
+    return COHORT_OK;
+}
+
+void coh_monitor_stop(cohort_group *g)
+{
+    struct coh_monitor *m = g->monitor;
+    if (!m)
+        return;
+    atomic_store(&m->stop, 1);
+    char key[32];
+    snprintf(key, sizeof key, "stop/%d", g->rank);
+    cohort_store_set(m->post, key, strlen(key), "1", 1);
+    if (m->started)
+        pthread_join(m->th, NULL);
+    g->monitor = NULL;
+    cohort_store_close(m->post);
+    cohort_store_close(m->s);
+    cohort_store_close(m->root);
+    coh_free(m);
+}
+
+void coh_monitor_post_abort(cohort_group *g, cohort_status st, const char *reason)
+{
+    if (!g->store)
+        return;
+    char rec[COH_ERRLEN + 64];
+    snprintf(rec, sizeof rec, "A %d %d %s", g->rank, (int)st, reason);
+    if (post_record(g, rec, NULL) != COHORT_OK)
+        coh_debug("could not post the abort to the store (peers learn it from the data path)");
+}
+
+/* ---- out-of-band contract probe ---- */
+
+static void fp_format(const cohort_group *g, const coh_call *c, char *out, size_t len)
+{
+    snprintf(out, len, "%d %d %llu %d %d %d %d %s", c->coll, c->dtype,
+             (unsigned long long)c->count, c->redop, c->root, c->tag, c->line,
+             c->file ? c->file : "?");
+    (void)g;
+}
+
+cohort_status coh_monitor_probe(cohort_group *g, const coh_call *c)
+{
+    if (!c || !g->store || !g->check_contract || c->coll == COH_COLL_SEND ||
+        c->coll == COH_COLL_RECV || atomic_load(&g->store_down))
+        return COHORT_OK;
+    char key[64], val[512];
+    snprintf(key, sizeof key, "fp/%llu/%d", (unsigned long long)c->seq, g->rank);
+    fp_format(g, c, val, sizeof val);
+    struct coh_monitor *m = g->monitor;
+    cohort_store *s = m ? m->post : g->store;
+    cohort_status pst = cohort_store_set(s, key, strlen(key), val, strlen(val));
+    if (pst != COHORT_OK) {
+        note_store(g, pst);
+        return COHORT_OK; /* best effort: the stall report still comes */
+    }
+    coh_hdr mine;
+    coh_hdr_from_call(&mine, g, c, COH_MSG_COLL, 0, 0);
+    for (int r = 0; r < g->size; r++) {
+        if (r == g->rank)
+            continue;
+        snprintf(key, sizeof key, "fp/%llu/%d", (unsigned long long)c->seq, r);
+        const void *kp = key;
+        size_t kl = strlen(key);
+        int have = 0;
+        if (cohort_store_check(s, &kp, &kl, 1, &have) != COHORT_OK || !have)
+            continue;
+        void *v = NULL;
+        size_t vl = 0;
+        if (cohort_store_get(s, key, kl, &v, &vl, 500) != COHORT_OK)
+            continue;
+        char buf[512];
+        size_t n = COH_MIN(vl, sizeof buf - 1);
+        memcpy(buf, v, n);
+        buf[n] = 0;
+        free(v);
+        coh_call theirs;
+        memset(&theirs, 0, sizeof theirs);
+        int coll, dtype, redop, root, tag, line;
+        unsigned long long count;
+        char file[256];
+        if (sscanf(buf, "%d %d %llu %d %d %d %d %255s", &coll, &dtype, &count, &redop, &root,
+                   &tag, &line, file) != 8)
+            continue;
+        theirs.seq = c->seq;
+        theirs.coll = (uint8_t)coll;
+        theirs.dtype = (uint8_t)dtype;
+        theirs.count = count;
+        theirs.redop = (int8_t)redop;
+        theirs.root = root;
+        theirs.tag = tag;
+        theirs.line = line;
+        theirs.file = file;
+        coh_hdr got;
+        coh_hdr_from_call(&got, g, &theirs, COH_MSG_COLL, 0, 0);
+        got.src = r;
+        got.line = (uint32_t)line;
+        if (coh_hdr_match(&mine, &got) != COH_FIELD_NONE)
+            return coh_contract_mismatch(g, c, r, &mine, &got);
+    }
+    return COHORT_OK;
+}
+
+/* ---- stall reports ---- */
+
+void coh_monitor_stall_report(cohort_group *g, const coh_wait *w, char *out, size_t outlen)
+{
+    const coh_call *c = w->call;
+    size_t pos = 0;
+    double waited = (double)(coh_now_ns() - w->start_ns) / 1e9;
+#define APPEND(...)                                                                                \
+    do {                                                                                           \
+        if (pos < outlen) {                                                                        \
+            int n_ = snprintf(out + pos, outlen - pos, __VA_ARGS__);                               \
+            if (n_ > 0)                                                                            \
+                pos += (size_t)n_;                                                                 \
+        }                                                                                          \
+    } while (0)
+    if (c)
+        APPEND("stall: %s #%llu (%s:%d) on rank %d has waited %.1f s", coh_coll_name(c->coll),
+               (unsigned long long)c->seq, c->file, c->line, g->rank, waited);
+    else
+        APPEND("stall on rank %d after %.1f s", g->rank, waited);
+    int64_t k = 0;
+    char rec[64];
+    snprintf(rec, sizeof rec, "S %d", g->rank);
+    /* The record carries its own index so answers are keyed by it. */
+    struct coh_monitor *m = g->monitor;
+    cohort_store *s = m ? m->post : g->store;
+    cohort_status ast = (!s || atomic_load(&g->store_down)) ? COHORT_ERR_STORE
+                                                              : cohort_store_add(s, "ctl/n", 5, 1, &k);
+    if (ast != COHORT_OK) {
+        note_store(g, ast);
+        APPEND("; peers' state unavailable (store unreachable)");
+        return;
+    }
+    char key[64];
+    snprintf(rec, sizeof rec, "S %d %lld", g->rank, (long long)k);
+    snprintf(key, sizeof key, "ctl/%lld", (long long)k);
+    cohort_store_set(s, key, strlen(key), rec, strlen(rec));
+    uint64_t dl = coh_deadline_ns(1000);
+    int *wait_peer = coh_calloc((size_t)g->size, sizeof(int));
+    int64_t *cur_seq = coh_calloc((size_t)g->size, sizeof(int64_t));
+    for (int r = 0; r < g->size; r++) {
+        if (wait_peer)
+            wait_peer[r] = -2;
+        if (r == g->rank)
+            continue;
+        snprintf(key, sizeof key, "state/%lld/%d", (long long)k, r);
+        void *v = NULL;
+        size_t vl = 0;
+        if (cohort_store_get(s, key, strlen(key), &v, &vl, coh_ms_left(dl)) != COHORT_OK) {
+            APPEND("; rank %d: unresponsive (no answer within 1 s: stopped, hung or dead)", r);
+            continue;
+        }
+        char buf[512], file[256] = "?";
+        size_t n = COH_MIN(vl, sizeof buf - 1);
+        memcpy(buf, v, n);
+        buf[n] = 0;
+        free(v);
+        unsigned long long last = 0, seq = 0;
+        int coll = 0, peer = -1, line = 0;
+        sscanf(buf, "%llu %llu %d %d %d %255s", &last, &seq, &coll, &peer, &line, file);
+        if (wait_peer) {
+            wait_peer[r] = coll ? peer : -2;
+            cur_seq[r] = (int64_t)seq;
+        }
+        if (coll)
+            APPEND("; rank %d: last completed #%llu, now in %s #%llu (%s:%d)%s", r, last,
+                   coh_coll_name(coll), seq, file, line,
+                   (c && c->coll != COH_COLL_SEND && c->coll != COH_COLL_RECV &&
+                    coll != COH_COLL_SEND && coll != COH_COLL_RECV && seq != c->seq)
+                       ? (seq < c->seq ? " - behind" : " - ahead")
+                       : "");
+        else
+            APPEND("; rank %d: not in any call, last completed #%llu%s", r, last,
+                   (c && c->coll != COH_COLL_SEND && c->coll != COH_COLL_RECV && last < c->seq)
+                       ? " - it has not reached this call (skipped it, or still computing)"
+                       : "");
+    }
+    /* Point-to-point wait-for cycle through this rank. */
+    if (wait_peer && c && (c->coll == COH_COLL_SEND || c->coll == COH_COLL_RECV)) {
+        wait_peer[g->rank] = c->root;
+        int cur = g->rank, steps = 0;
+        int *path = coh_calloc((size_t)g->size + 1, sizeof(int));
+        if (path) {
+            path[steps++] = cur;
+            while (steps <= g->size) {
+                int nx = wait_peer[cur];
+                if (nx < 0)
+                    break;
+                if (nx == g->rank) {
+                    APPEND("; deadlock cycle:");
+                    for (int i = 0; i < steps; i++)
+                        APPEND(" rank %d waits for rank %d%s", path[i], wait_peer[path[i]],
+                               i + 1 < steps ? "," : "");
+                    break;
+                }
+                path[steps++] = nx;
+                cur = nx;
+            }
+            coh_free(path);
+        }
+    }
+    coh_free(wait_peer);
+    coh_free(cur_seq);
+#undef APPEND
+}

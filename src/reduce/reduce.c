@@ -1,0 +1,263 @@
+/*
+ * reduce.c - the dtype x op reduction kernels.
+ *
+ * Every kernel is a plain counted loop over restrict pointers with a
+ * branch-free body, so gcc vectorises it (checked with -fopt-info-vec; the
+ * pragma below turns on the full vectoriser for this file only, since -O2's
+ * "very cheap" cost model refuses loops with a runtime trip count).
+ * no-trapping-math lets gcc if-convert the selects in the float16 and
+ * MIN/MAX bodies: it changes no result (FP exceptions are masked and no
+ * code here reads the flags), it only stops gcc from assuming that an FP op
+ * in a select arm could trap.
+ *
+ * Semantics, chosen so that every rank computes bitwise-identical results
+ * whatever order an algorithm combines its operands in:
+ *  - every op is commutative bit for bit (NaN payloads aside): integer
+ *    SUM/PROD wrap (done in the unsigned type: no signed-overflow UB);
+ *    float MIN/MAX propagate NaN and order -0 below +0, so min(+0,-0) is -0
+ *    in either order (a plain a<b?a:b would return whichever came first);
+ *  - float16/bfloat16 convert to float32, combine, and round back to nearest
+ *    even once per pairwise combine; coh_reduce_multi rounds once overall;
+ *  - AVG reduces as SUM; coh_reduce_finish divides by the rank count.
+ */
+#pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
+
+#include "reduce/reduce.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce/half.h"
+#include "util/util.h"
+
+/* ---- element ops --------------------------------------------------------
+ * OP_<name>(T, U, a, b): T the storage type, U its unsigned twin. */
+#define OP_SUM_I(T, U, a, b) ((T)((U)(a) + (U)(b)))
+#define OP_PROD_I(T, U, a, b) ((T)((U)(a) * (U)(b)))
+#define OP_MIN_I(T, U, a, b) ((a) < (b) ? (a) : (b))
+#define OP_MAX_I(T, U, a, b) ((a) > (b) ? (a) : (b))
+#define OP_BAND_I(T, U, a, b) ((T)((U)(a) & (U)(b)))
+#define OP_BOR_I(T, U, a, b) ((T)((U)(a) | (U)(b)))
+#define OP_BXOR_I(T, U, a, b) ((T)((U)(a) ^ (U)(b)))
+
+#define OP_SUM_F(T, U, a, b) ((a) + (b))
+#define OP_PROD_F(T, U, a, b) ((a) * (b))
+
+/* Float MIN/MAX: NaN if either is NaN (a + b is then NaN); equal operands
+ * (including +0 vs -0) combine their bit patterns so that the result does
+ * not depend on operand order: OR of the signs for min, AND for max. */
+static inline float fmin_f32(float a, float b)
+{
+    float r = a < b ? a : b;
+    uint32_t z = coh__f32_bits(a) | coh__f32_bits(b);
+    r = a == b ? coh__f32_from_bits(z) : r;
+    return (a != a || b != b) ? a + b : r;
+}
+static inline float fmax_f32(float a, float b)
+{
+    float r = a > b ? a : b;
+    uint32_t z = coh__f32_bits(a) & coh__f32_bits(b);
+    r = a == b ? coh__f32_from_bits(z) : r;
+    return (a != a || b != b) ? a + b : r;
+}
+static inline double fmin_f64(double a, double b)
+{
+    uint64_t ua, ub, uz;
+    memcpy(&ua, &a, 8);
+    memcpy(&ub, &b, 8);
+    uz = ua | ub;
+    double z;
+    memcpy(&z, &uz, 8);
+    double r = a < b ? a : b;
+    r = a == b ? z : r;
+    return (a != a || b != b) ? a + b : r;
+}
+static inline double fmax_f64(double a, double b)
+{
+    uint64_t ua, ub, uz;
+    memcpy(&ua, &a, 8);
+    memcpy(&ub, &b, 8);
+    uz = ua & ub;
+    double z;
+    memcpy(&z, &uz, 8);
+    double r = a > b ? a : b;
+    r = a == b ? z : r;
+    return (a != a || b != b) ? a + b : r;
+}
+#define OP_MIN_F32(T, U, a, b) fmin_f32((a), (b))
+#define OP_MAX_F32(T, U, a, b) fmax_f32((a), (b))
+#define OP_MIN_F64(T, U, a, b) fmin_f64((a), (b))
+#define OP_MAX_F64(T, U, a, b) fmax_f64((a), (b))
+
+/* ---- kernel sets ---------------------------------------------------------
+ * kernels.inc is compiled once per instruction-set variant: the baseline
+ * (SSE2 on x86-64) and, on x86-64, AVX2. The variant is picked once, at the
+ * first lookup, from the CPU (no ifunc: safe under sanitizers and in static
+ * binaries). Both are the same C: no FMA contraction (ISO C mode), the same
+ * IEEE operations, hence the same bits. */
+
+typedef struct kpair {
+    coh_reduce_fn k2;
+    coh_reduce3_fn k3;
+} kpair;
+
+typedef void (*half_acc_fn)(float *restrict, const uint16_t *restrict, size_t);
+
+typedef struct kset_t {
+    kpair k[COHORT_DTYPE_COUNT][COHORT_OP_COUNT];
+    void (*load)(float *restrict, const uint16_t *restrict, size_t, int bf);
+    void (*store)(uint16_t *restrict, const float *restrict, size_t, int bf);
+    half_acc_fn acc[2][COHORT_OP_COUNT]; /* [bf][op] */
+} kset_t;
+
+#define KCAT2(a, b) a##b
+#define KCAT(a, b) KCAT2(a, b)
+
+#define KSFX
+#define KATTR
+#include "reduce/kernels.inc"
+#undef KSFX
+#undef KATTR
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define COH_HAVE_AVX2_SET 1
+#define KSFX _avx2
+#define KATTR __attribute__((target("avx2")))
+#include "reduce/kernels.inc"
+#undef KSFX
+#undef KATTR
+#else
+#define COH_HAVE_AVX2_SET 0
+#endif
+
+static const kset_t *kernels(void)
+{
+    /* 0 unknown, 1 baseline, 2 avx2; a benign race: every thread computes
+     * the same answer */
+    static _Atomic int which;
+    int w = atomic_load_explicit(&which, memory_order_relaxed);
+    if (!w) {
+        w = 1;
+#if COH_HAVE_AVX2_SET
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx2") && !getenv("COHORT_REDUCE_BASELINE"))
+            w = 2;
+#endif
+        atomic_store_explicit(&which, w, memory_order_relaxed);
+    }
+#if COH_HAVE_AVX2_SET
+    if (w == 2)
+        return &kernel_set_avx2;
+#endif
+    return &kernel_set;
+}
+
+int coh_op_valid(cohort_dtype dt, cohort_op op)
+{
+    if ((unsigned)dt >= COHORT_DTYPE_COUNT || (unsigned)op >= COHORT_OP_COUNT)
+        return 0;
+    return kernel_set.k[dt][op].k2 != NULL;
+}
+
+coh_reduce_fn coh_reduce_kernel(cohort_dtype dt, cohort_op op)
+{
+    return coh_op_valid(dt, op) ? kernels()->k[dt][op].k2 : NULL;
+}
+
+coh_reduce3_fn coh_reduce3_kernel(cohort_dtype dt, cohort_op op)
+{
+    return coh_op_valid(dt, op) ? kernels()->k[dt][op].k3 : NULL;
+}
+
+/* ---- multi-source reduction ----------------------------------------------
+ * Works block by block through a stack accumulator: the block is read from
+ * every source before it is written, so out may alias any source. Half
+ * types accumulate in float32 and round once per element. */
+
+#define MULTI_BLOCK 1024 /* elements; the float32 accumulator is 4 KiB */
+
+void coh_reduce_multi(void *out, const void *const *srcs, int nsrc, size_t n, cohort_dtype dt,
+                      cohort_op op)
+{
+    if (nsrc <= 0 || n == 0 || !coh_op_valid(dt, op))
+        return;
+    size_t es = cohort_dtype_size(dt);
+    if (nsrc == 1) {
+        if (out != srcs[0])
+            memmove(out, srcs[0], n * es);
+        return;
+    }
+    const kset_t *ks = kernels();
+    if (dt == COHORT_FLOAT16 || dt == COHORT_BFLOAT16) {
+        int bf = dt == COHORT_BFLOAT16;
+        half_acc_fn acc_fn = ks->acc[bf][op];
+        float acc[MULTI_BLOCK];
+        for (size_t off = 0; off < n; off += MULTI_BLOCK) {
+            size_t m = COH_MIN(n - off, MULTI_BLOCK);
+            ks->load(acc, (const uint16_t *)srcs[0] + off, m, bf);
+            for (int s = 1; s < nsrc; s++)
+                acc_fn(acc, (const uint16_t *)srcs[s] + off, m);
+            ks->store((uint16_t *)out + off, acc, m, bf);
+        }
+        return;
+    }
+    /* Other types: the accumulator is a block of the type itself (the
+     * pairwise kernel is already exact in the type's own arithmetic). */
+    coh_reduce_fn k2 = ks->k[dt][op].k2;
+    _Alignas(64) unsigned char acc[MULTI_BLOCK * 8];
+    size_t blk = sizeof acc / es;
+    for (size_t off = 0; off < n; off += blk) {
+        size_t m = COH_MIN(n - off, blk);
+        memcpy(acc, (const char *)srcs[0] + off * es, m * es);
+        for (int s = 1; s < nsrc; s++)
+            k2(acc, (const char *)srcs[s] + off * es, m);
+        memcpy((char *)out + off * es, acc, m * es);
+    }
+}
+
+/* ---- AVG finishing ------------------------------------------------------- */
+
+void coh_reduce_finish(void *buf, size_t n, cohort_dtype dt, cohort_op op, int nranks)
+{
+    if (op != COHORT_AVG || nranks <= 1 || n == 0)
+        return;
+    switch (dt) {
+    case COHORT_FLOAT32: {
+        float *restrict p = buf, d = (float)nranks;
+        for (size_t i = 0; i < n; i++)
+            p[i] = p[i] / d;
+        break;
+    }
+    case COHORT_FLOAT64: {
+        double *restrict p = buf, d = (double)nranks;
+        for (size_t i = 0; i < n; i++)
+            p[i] = p[i] / d;
+        break;
+    }
+    case COHORT_FLOAT16: {
+        uint16_t *restrict p = buf;
+        float d = (float)nranks;
+        for (size_t i = 0; i < n; i++)
+            p[i] = coh__f32_to_f16(coh__f16_to_f32(p[i]) / d);
+        break;
+    }
+    case COHORT_BFLOAT16: {
+        uint16_t *restrict p = buf;
+        float d = (float)nranks;
+        for (size_t i = 0; i < n; i++)
+            p[i] = coh__f32_to_bf16(coh__bf16_to_f32(p[i]) / d);
+        break;
+    }
+    default:
+        break; /* integer AVG is rejected by coh_op_valid before any call */
+    }
+}
+
+/* ---- exported conversions ----------------------------------------------- */
+
+float coh_f16_to_f32(uint16_t h) { return coh__f16_to_f32(h); }
+uint16_t coh_f32_to_f16(float f) { return coh__f32_to_f16(f); }
+float coh_bf16_to_f32(uint16_t h) { return coh__bf16_to_f32(h); }
+uint16_t coh_f32_to_bf16(float f) { return coh__f32_to_bf16(f); }

@@ -1,0 +1,1211 @@
+/*
+ * server.c - the store server: one thread, epoll, non-blocking sockets.
+ *
+ * Each loop iteration: epoll_wait (timeout = the nearest stall deadline of a
+ * connection that is unauthenticated or holds half a frame, else none),
+ * accept / read / write the ready sockets, then flush every connection that
+ * got replies (waiters completed by one client's SET reply to others), then
+ * free the connections closed during the iteration.
+ *
+ * Reading never blocks and never buffers more than one frame per
+ * connection: bytes are read into one shared scratch buffer and frames are
+ * handled in place; only the tail of a frame that is still arriving is
+ * copied to the connection (a header into 12 inline bytes, a body into a
+ * buffer sized by the validated header). A header whose length is over the
+ * limit is answered at once (COHORT_ERR_TOO_LARGE) and its body skipped as
+ * it arrives, so nothing is allocated for it and the connection stays
+ * usable. Before authentication only tiny frames are accepted.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "store/server_int.h"
+
+#define SCRATCH_SIZE (256 * 1024)
+#define READS_PER_EVENT 4            /* fairness: then let other sockets run */
+#define OUT_HIGH (8u * 1024 * 1024)  /* stop reading a client this far behind */
+#define MAX_EVENTS 256
+
+static void conn_close(conn *c);
+static void pend_update(conn *c);
+static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* ---- epoll registration ---- */
+
+/* Level-triggered epoll: a connection is registered for what it needs now.
+ * The cached mask (c->ev) avoids an epoll_ctl when nothing changes, which is
+ * the common case for a request/reply client. */
+static void conn_set_events(conn *c, uint32_t ev)
+{
+    if (c->closed || c->ev == ev)
+        return;
+    struct epoll_event e = {.events = ev, .data.ptr = c};
+    if (epoll_ctl(c->srv->epfd, EPOLL_CTL_MOD, c->fd, &e) == 0)
+        c->ev = ev;
+}
+
+/* Reading is paused while a client is far behind on its replies, and
+ * stopped once an ERROR is queued. EPOLLOUT is wanted only when a flush
+ * left bytes behind; replies queued in this iteration are written by
+ * flush_all first, so the common request/reply costs no epoll_ctl. */
+static void conn_update_events(conn *c)
+{
+    uint32_t ev = 0;
+    if (!c->closing && c->out_bytes < OUT_HIGH)
+        ev |= EPOLLIN;
+    if (c->oq_head && !c->in_flush)
+        ev |= EPOLLOUT;
+    else if (c->in_flush)
+        ev |= c->ev & EPOLLOUT;
+    conn_set_events(c, ev);
+}
+
+/* ---- output ---- */
+
+/* Replies are not written where they are produced: a SET may complete a
+ * hundred waiters on other connections, and each of those connections is
+ * written once, at the end of the loop iteration (flush_all), with every
+ * reply it got in one sendmsg. */
+static void flush_mark(conn *c)
+{
+    if (!c->in_flush && !c->closed) {
+        c->in_flush = 1;
+        c->flush_next = c->srv->flush_head;
+        c->srv->flush_head = c;
+    }
+}
+
+/* Small replies are packed into the tail segment (one 4 KiB buffer holds
+ * hundreds of them); a reply larger than that gets a segment of its own. */
+int coh_srv_send(conn *c, const void *p, size_t n)
+{
+    if (c->closed)
+        return -1;
+    if (!p) {
+        /* Caller lost a half-built frame: the stream cannot continue. */
+        conn_fail(c, COHORT_ERR_NOMEM, "out of memory in the store server while replying");
+        return -1;
+    }
+    oseg *t = c->oq_tail;
+    if (t && !t->ref && t->cap - t->len >= n) {
+        memcpy(t->buf + t->len, p, n);
+        t->len += n;
+    } else {
+        size_t cap = n < 4096 ? 4096 : n;
+        oseg *s = coh_malloc(sizeof *s + cap);
+        if (!s) {
+            /* Drop the queue: a client missing replies would misread. */
+            conn_close(c);
+            coh_warn("store: out of memory queueing a reply to %s: connection closed", c->peer);
+            return -1;
+        }
+        memset(s, 0, sizeof *s);
+        s->cap = cap;
+        s->p = s->buf;
+        memcpy(s->buf, p, n);
+        s->len = n;
+        if (t)
+            t->next = s;
+        else
+            c->oq_head = s;
+        c->oq_tail = s;
+    }
+    c->out_bytes += n;
+    flush_mark(c);
+    return 0;
+}
+
+/* Queues a stored value by reference: the output queue holds a reference,
+ * so a SET or DELETE of the key meanwhile cannot free bytes still being
+ * written, and a GET of 64 MiB costs no copy in the server. */
+int coh_srv_send_blob(conn *c, blob *b)
+{
+    if (c->closed)
+        return -1;
+    oseg *s = coh_malloc(sizeof *s);
+    if (!s) {
+        conn_close(c);
+        coh_warn("store: out of memory queueing a reply to %s: connection closed", c->peer);
+        return -1;
+    }
+    memset(s, 0, sizeof *s);
+    b->refs++;
+    s->ref = b;
+    s->p = b->data;
+    s->len = b->len;
+    if (c->oq_tail)
+        c->oq_tail->next = s;
+    else
+        c->oq_head = s;
+    c->oq_tail = s;
+    c->out_bytes += b->len;
+    flush_mark(c);
+    return 0;
+}
+
+static void oq_free(conn *c)
+{
+    for (oseg *s = c->oq_head, *nx; s; s = nx) {
+        nx = s->next;
+        coh_blob_unref(s->ref);
+        coh_free(s);
+    }
+    c->oq_head = c->oq_tail = NULL;
+    c->out_bytes = 0;
+}
+
+/* Writes as much as the socket takes, up to 64 segments per sendmsg. What
+ * is left waits for EPOLLOUT; a connection marked closing is closed once
+ * its last byte (the ERROR frame) is out. */
+static void conn_flush(conn *c)
+{
+    while (c->oq_head && !c->closed) {
+        struct iovec iov[64];
+        int n = 0;
+        for (oseg *s = c->oq_head; s && n < 64; s = s->next, n++) {
+            iov[n].iov_base = (void *)(s->p + s->off);
+            iov[n].iov_len = s->len - s->off;
+        }
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            coh_info("store: write to %s failed: %s; closing", c->peer, strerror(errno));
+            conn_close(c);
+            return;
+        }
+        c->out_bytes -= (size_t)w;
+        size_t left = (size_t)w;
+        while (left && c->oq_head) {
+            oseg *s = c->oq_head;
+            size_t take = COH_MIN(left, s->len - s->off);
+            s->off += take;
+            left -= take;
+            if (s->off == s->len) {
+                c->oq_head = s->next;
+                if (!c->oq_head)
+                    c->oq_tail = NULL;
+                coh_blob_unref(s->ref);
+                coh_free(s);
+            }
+        }
+    }
+    if (c->closed)
+        return;
+    if (!c->oq_head && c->closing) {
+        conn_close(c);
+        return;
+    }
+    conn_update_events(c);
+}
+
+coh_wr *coh_srv_reply_begin(conn *c, uint8_t op, uint32_t id)
+{
+    coh_wr *w = &c->srv->w;
+    w->len = 0;
+    w->oom = 0;
+    coh_wr_begin_frame(w);
+    coh_wr_u8(w, COHORT_OK);
+    (void)op;
+    (void)id;
+    return w;
+}
+
+void coh_srv_reply_end(conn *c, uint8_t op, uint32_t id)
+{
+    coh_wr *w = &c->srv->w;
+    if (w->oom) {
+        coh_srv_reply_err(c, op, id, COHORT_ERR_NOMEM, "out of memory building the reply");
+        return;
+    }
+    if (w->len - COH_PROTO_HDR > UINT32_MAX) {
+        coh_srv_reply_err(c, op, id, COHORT_ERR_TOO_LARGE,
+                          "reply of %zu bytes does not fit in one frame (4 GiB)", w->len);
+        return;
+    }
+    coh_wr_end_frame(w, 0, op | COH_PROTO_REPLY, id);
+    coh_srv_send(c, w->p, w->len);
+}
+
+void coh_srv_reply_ok(conn *c, uint8_t op, uint32_t id)
+{
+    uint8_t f[COH_PROTO_HDR + 1];
+    coh_proto_put_hdr(f, op | COH_PROTO_REPLY, id, 1);
+    f[COH_PROTO_HDR] = COHORT_OK;
+    coh_srv_send(c, f, sizeof f);
+}
+
+/* Builds [hdr][u8 status][bytes msg] for op (a reply op or COH_OP_ERROR). */
+static size_t build_err(uint8_t *f, size_t cap, uint8_t op, uint32_t id, cohort_status st,
+                        const char *fmt, va_list ap)
+{
+    char msg[512];
+    int m = vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t ml = m < 0 ? 0 : COH_MIN((size_t)m, sizeof msg - 1);
+    size_t len = 1 + 4 + ml;
+    if (COH_PROTO_HDR + len > cap)
+        return 0;
+    coh_proto_put_hdr(f, op, id, (uint32_t)len);
+    f[COH_PROTO_HDR] = (uint8_t)st;
+    coh_put_u32(f + COH_PROTO_HDR + 1, (uint32_t)ml);
+    memcpy(f + COH_PROTO_HDR + 5, msg, ml);
+    return COH_PROTO_HDR + len;
+}
+
+void coh_srv_reply_err(conn *c, uint8_t op, uint32_t id, cohort_status st, const char *fmt, ...)
+{
+    uint8_t f[600];
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = build_err(f, sizeof f, op | COH_PROTO_REPLY, id, st, fmt, ap);
+    va_end(ap);
+    coh_srv_send(c, f, n);
+}
+
+/* Queues an unsolicited ERROR frame, reads nothing more from c, and closes
+ * it once the frame is written (or at once if it cannot be). */
+static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
+{
+    if (c->closed || c->closing)
+        return;
+    uint8_t f[600];
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = build_err(f, sizeof f, COH_OP_ERROR, 0, st, fmt, ap);
+    va_end(ap);
+    c->closing = 1;
+    /* A client that does not read its ERROR is dropped at the next frame
+     * timeout (sweep); the clock restarts now. */
+    c->last_rx_ns = coh_now_ns();
+    pend_update(c);
+    if (coh_srv_send(c, f, n) == 0)
+        conn_flush(c);
+}
+
+/* ---- connection lifecycle ----
+ * pend: connections that owe the server something with a deadline: an AUTH
+ * (not authenticated yet), the rest of a frame, or reading their ERROR frame
+ * (closing). Only these are swept, so an idle server with thousands of
+ * quiet clients sleeps in epoll_wait without a timeout. */
+
+static void pend_update(conn *c)
+{
+    int partial = !c->authed || c->closing || c->hdr_have || c->in_body || c->skip;
+    int listed = !dl_empty(&c->pnode);
+    if (partial && !listed)
+        dl_push(&c->srv->pend, &c->pnode);
+    else if (!partial && listed)
+        dl_del(&c->pnode);
+}
+
+/* Unlinks c from everything at once (waiters, job, lists, epoll) so no
+ * later event can reach its state; the memory itself is freed by reap_all
+ * at the end of the iteration, since events for c may still be in the
+ * batch being processed. */
+static void conn_close(conn *c)
+{
+    if (c->closed)
+        return;
+    struct cohort_store_server *s = c->srv;
+    c->closed = 1;
+    coh_kv_drop_waiters(c);
+    epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    dl_del(&c->node);
+    if (c->authed)
+        c->job->nconns--;
+    dl_del(&c->jnode);
+    dl_del(&c->pnode);
+    if (c->body) {
+        coh_blob_unref(c->body_blob);
+        c->body_blob = NULL;
+        c->body = NULL;
+        s->mem_used -= c->body_mem;
+        c->body_mem = 0;
+    }
+    oq_free(c);
+    s->nconns--;
+    c->reap_next = s->reap;
+    s->reap = c;
+}
+
+/* The nonce each connection was sent, kept for its AUTH. */
+typedef struct conn_pre {
+    conn c;
+    uint8_t nonce[COH_PROTO_NONCE];
+} conn_pre;
+
+static void peer_name(const struct sockaddr_storage *a, char *out, size_t n)
+{
+    char host[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (a->ss_family == AF_INET) {
+        const struct sockaddr_in *i = (const void *)a;
+        inet_ntop(AF_INET, &i->sin_addr, host, sizeof host);
+        port = ntohs(i->sin_port);
+        snprintf(out, n, "%s:%d", host, port);
+    } else if (a->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *i = (const void *)a;
+        inet_ntop(AF_INET6, &i->sin6_addr, host, sizeof host);
+        port = ntohs(i->sin6_port);
+        snprintf(out, n, "[%s]:%d", host, port);
+    } else {
+        snprintf(out, n, "?");
+    }
+}
+
+/* Refuses a connection we cannot take: one ERROR frame, best effort. */
+static void refuse_fd(int fd, cohort_status st, const char *fmt, ...)
+{
+    uint8_t f[600];
+    va_list ap;
+    va_start(ap, fmt);
+    size_t n = build_err(f, sizeof f, COH_OP_ERROR, 0, st, fmt, ap);
+    va_end(ap);
+    ssize_t w = send(fd, f, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    close(fd);
+}
+
+/* Accepts until EAGAIN (a connect storm of 1000 ranks is drained in one
+ * wakeup). Every connection gets its own fresh nonce in the HELLO, which is
+ * what makes a recorded AUTH useless on another connection. */
+static void do_accept(struct cohort_store_server *s)
+{
+    for (;;) {
+        struct sockaddr_storage a;
+        socklen_t al = sizeof a;
+        int fd = accept4(s->lfd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if ((errno == EMFILE || errno == ENFILE) && s->reserve_fd >= 0) {
+                /* Out of fds: free the reserve to accept and refuse one
+                 * client, so the listen socket does not stay ready forever. */
+                close(s->reserve_fd);
+                s->reserve_fd = -1;
+                fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+                if (fd >= 0)
+                    refuse_fd(fd, COHORT_ERR_SYSTEM,
+                              "store server is out of file descriptors (raise RLIMIT_NOFILE)");
+                coh_warn("store: out of file descriptors: refusing a client");
+                s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                continue;
+            }
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                coh_warn("store: accept: %s", strerror(errno));
+            return;
+        }
+        if (s->nconns >= s->max_clients) {
+            char pn[64];
+            peer_name(&a, pn, sizeof pn);
+            coh_warn("store: refused %s: at max_clients (%d)", pn, s->max_clients);
+            refuse_fd(fd, COHORT_ERR_TOO_LARGE, "store server is at its client limit (max_clients %d)",
+                      s->max_clients);
+            continue;
+        }
+        conn_pre *cp = coh_calloc(1, sizeof *cp);
+        if (!cp) {
+            refuse_fd(fd, COHORT_ERR_NOMEM, "store server is out of memory");
+            continue;
+        }
+        conn *c = &cp->c;
+        c->srv = s;
+        c->fd = fd;
+        peer_name(&a, c->peer, sizeof c->peer);
+        dl_init(&c->node);
+        dl_init(&c->jnode);
+        dl_init(&c->pnode);
+        dl_init(&c->waiters);
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
+        if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
+            coh_warn("store: epoll_ctl: %s", strerror(errno));
+            close(fd);
+            coh_free(cp);
+            continue;
+        }
+        c->ev = EPOLLIN;
+        dl_push(&s->conns, &c->node);
+        s->nconns++;
+        c->last_rx_ns = coh_now_ns();
+        pend_update(c);
+        randombytes_buf(cp->nonce, sizeof cp->nonce);
+        uint8_t f[COH_PROTO_HDR + COH_PROTO_NONCE];
+        coh_proto_put_hdr(f, COH_OP_HELLO, 0, COH_PROTO_NONCE);
+        memcpy(f + COH_PROTO_HDR, cp->nonce, COH_PROTO_NONCE);
+        if (coh_srv_send(c, f, sizeof f) == 0)
+            conn_flush(c);
+    }
+}
+
+/* ---- authentication ---- */
+
+/* After an AUTH error reply: read nothing more, close once it is written. */
+static void auth_close(conn *c)
+{
+    c->closing = 1;
+    c->last_rx_ns = coh_now_ns();
+    pend_update(c);
+    conn_flush(c);
+}
+
+/* Checks an AUTH against the job table. The expected MAC is computed under
+ * jobs_mu (add_job may replace the token concurrently) and compared in
+ * constant time. Every refusal is logged once, with the peer address and
+ * the reason, and answered with a reply the client turns into
+ * COHORT_ERR_AUTH; the connection is closed after that reply. */
+static void do_auth(conn *c, const coh_req *q)
+{
+    struct cohort_store_server *s = c->srv;
+    char jid[COH_PROTO_MAX_JOB + 1];
+    /* Printable copy for messages; the comparison uses the raw bytes. */
+    size_t jl = q->job.n;
+    for (size_t i = 0; i < jl; i++)
+        jid[i] = (q->job.p[i] >= 0x20 && q->job.p[i] < 0x7f) ? (char)q->job.p[i] : '?';
+    jid[jl] = 0;
+    job *j = NULL;
+    uint8_t want[COH_PROTO_MAC];
+    pthread_mutex_lock(&s->jobs_mu);
+    for (job *x = s->jobs; x; x = x->next)
+        if (x->idlen == jl && !memcmp(x->id, q->job.p, jl)) {
+            j = x;
+            coh_proto_auth_mac(want, x->token, ((conn_pre *)c)->nonce, q->job.p, jl,
+                               q->generation);
+            break;
+        }
+    pthread_mutex_unlock(&s->jobs_mu);
+    if (!j) {
+        coh_warn("store: refused %s: unknown job '%s'", c->peer, jid);
+        coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH, "unknown job '%s'", jid);
+        auth_close(c);
+        return;
+    }
+    if (sodium_memcmp(want, q->mac, COH_PROTO_MAC) != 0) {
+        coh_warn("store: refused %s: wrong token for job '%s'", c->peer, jid);
+        coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH, "wrong token for job '%s'", jid);
+        auth_close(c);
+        return;
+    }
+    if (q->generation && q->generation < j->gen) {
+        coh_warn("store: refused %s: job '%s' stale generation %u (job is at %u)", c->peer, jid,
+                 q->generation, j->gen);
+        coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH, "stale generation %u, job is at %u",
+                          q->generation, j->gen);
+        auth_close(c);
+        return;
+    }
+    if (q->generation > j->gen) {
+        /* A restart under a new generation: connections of older ones are
+         * closed, so a lingering old process cannot touch the new run. */
+        uint32_t old = j->gen;
+        j->gen = q->generation;
+        int closed = 0;
+        for (dl *p = j->conns.next, *nx; p != &j->conns; p = nx) {
+            nx = p->next;
+            conn *o = dl_entry(p, conn, jnode);
+            if (o->gen && o->gen < j->gen) {
+                conn_fail(o, COHORT_ERR_AUTH,
+                          "job '%s' moved to generation %u; this connection (generation %u) is "
+                          "closed",
+                          jid, j->gen, o->gen);
+                closed++;
+            }
+        }
+        if (old || closed)
+            coh_info("store: job '%s' now at generation %u (was %u); closed %d older connections",
+                     jid, j->gen, old, closed);
+    }
+    c->authed = 1;
+    c->job = j;
+    c->gen = q->generation;
+    dl_push(&j->conns, &c->jnode);
+    j->nconns++;
+    coh_wr *w = coh_srv_reply_begin(c, q->op, q->id);
+    coh_wr_u32(w, s->max_key);
+    coh_wr_u32(w, s->max_value);
+    coh_wr_u32(w, s->max_frame);
+    coh_wr_u32(w, j->gen);
+    coh_srv_reply_end(c, q->op, q->id);
+}
+
+/* ---- input ---- */
+
+/* One complete frame. Before authentication only AUTH is accepted and any
+ * mistake closes the connection; after it, a malformed or over-limit
+ * request is answered with an error reply and the connection carries on,
+ * because the frame boundary (from the validated header) is still sound. */
+static void handle_frame(conn *c, const coh_frame_hdr *h, const uint8_t *payload)
+{
+    struct cohort_store_server *s = c->srv;
+    coh_proto_limits lim = {s->max_key, s->max_value};
+    coh_req q;
+    char err[256];
+    if (!c->authed && h->op != COH_OP_AUTH) {
+        coh_warn("store: %s sent %s (op 0x%02x) before authenticating: closing", c->peer,
+                 coh_proto_op_name(h->op), h->op);
+        conn_fail(c, COHORT_ERR_PROTOCOL, "expected AUTH, got op 0x%02x", h->op);
+        return;
+    }
+    cohort_status st = coh_proto_decode_req(h, payload, &lim, &q, err, sizeof err);
+    if (st != COHORT_OK) {
+        if (!c->authed) {
+            coh_warn("store: refused %s: bad AUTH frame: %s", c->peer, err);
+            conn_fail(c, st, "bad AUTH frame: %s", err);
+            return;
+        }
+        /* The frame's extent was sound: answer it and keep the connection. */
+        if (h->op != COH_OP_CANCEL)
+            coh_srv_reply_err(c, h->op, h->id, st, "%s", err);
+        return;
+    }
+    if (h->op == COH_OP_AUTH) {
+        if (c->authed)
+            coh_srv_reply_err(c, h->op, h->id, COHORT_ERR_PROTOCOL, "already authenticated");
+        else
+            do_auth(c, &q);
+        return;
+    }
+    coh_kv_handle(c, &q);
+}
+
+/* Validates a complete header; returns 0 to read its body, -1 if the
+ * connection was failed, 1 if the body is to be skipped (already answered). */
+static int take_header(conn *c, const uint8_t *hb)
+{
+    struct cohort_store_server *s = c->srv;
+    coh_frame_hdr h;
+    int r = coh_proto_parse_hdr(hb, COH_PROTO_HDR, &h);
+    if (r == COH_HDR_BAD_MAGIC) {
+        coh_warn("store: %s sent bytes that are not a store frame (%02x %02x ...): closing",
+                 c->peer, hb[0], hb[1]);
+        conn_fail(c, COHORT_ERR_PROTOCOL, "not a cohort store frame (bad magic %02x %02x)",
+                  hb[0], hb[1]);
+        return -1;
+    }
+    if (r == COH_HDR_BAD_VERSION) {
+        coh_warn("store: refused %s: it speaks store protocol version %u, this server %u",
+                 c->peer, h.version, COH_PROTO_VERSION);
+        conn_fail(c, COHORT_ERR_PROTOCOL,
+                  "store protocol version %u not supported: this server speaks version %u",
+                  h.version, COH_PROTO_VERSION);
+        return -1;
+    }
+    c->fh = h;
+    if (!c->authed && h.len > COH_PROTO_MAX_PREAUTH) {
+        coh_warn("store: refused %s: %u-byte frame before authenticating", c->peer, h.len);
+        conn_fail(c, COHORT_ERR_PROTOCOL, "frame of %u bytes before authentication (max %d)",
+                  h.len, COH_PROTO_MAX_PREAUTH);
+        return -1;
+    }
+    if (h.len > s->max_frame) {
+        c->skip = h.len;
+        coh_srv_reply_err(c, h.op, h.id, COHORT_ERR_TOO_LARGE,
+                          "request of %u bytes is over the server's frame limit (%u bytes: "
+                          "max_value %u + 1 MiB)",
+                          h.len, s->max_frame, s->max_value);
+        return 1;
+    }
+    return 0;
+}
+
+/* The buffered body of c->fh is complete: handle it and release it (unless
+ * a SET adopted it as its value, which then carries its own charge). */
+static void body_done(conn *c)
+{
+    uint8_t *b = c->body;
+    size_t bm = c->body_mem;
+    c->body = NULL;
+    c->body_mem = 0;
+    c->in_body = 0;
+    handle_frame(c, &c->fh, b);
+    coh_blob_unref(c->body_blob);
+    c->body_blob = NULL;
+    c->srv->mem_used -= bm;
+}
+
+/* Consumes n bytes of input. Complete frames are handled in place. */
+static void conn_feed(conn *c, const uint8_t *p, size_t n)
+{
+    struct cohort_store_server *s = c->srv;
+    while (n && !c->closed && !c->closing) {
+        if (c->skip) {
+            size_t k = (size_t)COH_MIN((uint64_t)n, c->skip);
+            c->skip -= k;
+            p += k;
+            n -= k;
+            continue;
+        }
+        if (c->in_body) {
+            size_t k = COH_MIN(n, c->fh.len - c->body_have);
+            memcpy(c->body + c->body_have, p, k);
+            c->body_have += k;
+            p += k;
+            n -= k;
+            if (c->body_have == c->fh.len)
+                body_done(c);
+            continue;
+        }
+        const uint8_t *hb;
+        if (c->hdr_have || n < COH_PROTO_HDR) {
+            size_t k = COH_MIN(n, (size_t)(COH_PROTO_HDR - c->hdr_have));
+            memcpy(c->hdr + c->hdr_have, p, k);
+            c->hdr_have = (uint8_t)(c->hdr_have + k);
+            p += k;
+            n -= k;
+            if (c->hdr_have < COH_PROTO_HDR)
+                break;
+            c->hdr_have = 0;
+            hb = c->hdr;
+        } else {
+            hb = p;
+            p += COH_PROTO_HDR;
+            n -= COH_PROTO_HDR;
+        }
+        int r = take_header(c, hb);
+        if (r)
+            continue; /* failed (loop ends) or skipping */
+        if (n >= c->fh.len) {
+            /* Common case: the whole frame is in the scratch buffer. */
+            handle_frame(c, &c->fh, p);
+            p += c->fh.len;
+            n -= c->fh.len;
+            continue;
+        }
+        /* The body is still arriving: buffer exactly this frame, charged to
+         * the memory limit like stored data. */
+        size_t need = c->fh.len;
+        if (need > s->max_memory || s->mem_used > s->max_memory - need) {
+            coh_srv_reply_err(c, c->fh.op, c->fh.id, COHORT_ERR_TOO_LARGE,
+                              "store memory limit reached (%zu of max_memory %zu bytes in use); "
+                              "request of %zu bytes refused",
+                              s->mem_used, s->max_memory, need);
+            c->skip = need;
+            continue;
+        }
+        c->body_blob = coh_blob_alloc(need);
+        c->body = c->body_blob ? c->body_blob->storage : NULL;
+        if (!c->body) {
+            coh_srv_reply_err(c, c->fh.op, c->fh.id, COHORT_ERR_NOMEM,
+                              "store server out of memory for a %zu-byte request", need);
+            c->skip = need;
+            continue;
+        }
+        s->mem_used += need;
+        c->body_mem = need;
+        c->body_have = 0;
+        c->in_body = 1;
+    }
+}
+
+/* At most READS_PER_EVENT reads per readiness event, so one client
+ * streaming large values cannot starve the others in this iteration;
+ * level-triggered epoll brings it back next time. */
+static void conn_read(conn *c)
+{
+    struct cohort_store_server *s = c->srv;
+    for (int i = 0; i < READS_PER_EVENT && !c->closed && !c->closing; i++) {
+        if (c->out_bytes >= OUT_HIGH)
+            break;
+        uint8_t *dst = s->scratch;
+        size_t cap = s->scratch_cap;
+        int direct = 0;
+        /* A large body is read straight into its buffer: no second copy. */
+        if (c->in_body && c->fh.len - c->body_have >= cap / 2) {
+            dst = c->body + c->body_have;
+            cap = c->fh.len - c->body_have;
+            direct = 1;
+        }
+        ssize_t r = recv(c->fd, dst, cap, MSG_DONTWAIT);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            coh_info("store: read from %s failed: %s; closing", c->peer, strerror(errno));
+            conn_close(c);
+            return;
+        }
+        if (r == 0) {
+            if (c->hdr_have || c->in_body)
+                coh_info("store: %s closed the connection mid-frame", c->peer);
+            conn_close(c);
+            return;
+        }
+        c->last_rx_ns = coh_now_ns();
+        if (direct) {
+            c->body_have += (size_t)r;
+            if (c->body_have == c->fh.len)
+                body_done(c);
+        } else {
+            conn_feed(c, dst, (size_t)r);
+        }
+        if ((size_t)r < cap)
+            break; /* the socket is drained */
+    }
+    if (!c->closed) {
+        pend_update(c);
+        conn_update_events(c);
+    }
+}
+
+/* Closes connections that stalled mid-frame or never authenticated; returns
+ * the ms until the next such deadline (-1: none). */
+static int sweep(struct cohort_store_server *s)
+{
+    if (dl_empty(&s->pend))
+        return -1;
+    uint64_t now = coh_now_ns();
+    uint64_t to = (uint64_t)s->frame_timeout_ms * 1000000ull;
+    uint64_t next = UINT64_MAX;
+    for (dl *p = s->pend.next, *nx; p != &s->pend; p = nx) {
+        nx = p->next;
+        conn *c = dl_entry(p, conn, pnode);
+        uint64_t dead = c->last_rx_ns + to;
+        if (now >= dead && c->closing) {
+            conn_close(c); /* it never read its ERROR frame */
+            continue;
+        }
+        if (now >= dead) {
+            const char *what = !c->authed ? "did not authenticate" : "stalled mid-frame";
+            coh_warn("store: %s %s (frame timeout %d ms): closing", c->peer, what,
+                     s->frame_timeout_ms);
+            conn_fail(c, COHORT_ERR_TIMEOUT, "connection %s (frame timeout %d ms): closed", what,
+                      s->frame_timeout_ms);
+            continue;
+        }
+        if (dead < next)
+            next = dead;
+    }
+    if (next == UINT64_MAX)
+        return -1;
+    return (int)((next - now) / 1000000ull) + 1;
+}
+
+/* Writes every connection that got replies in this iteration. */
+static void flush_all(struct cohort_store_server *s)
+{
+    while (s->flush_head) {
+        conn *c = s->flush_head;
+        s->flush_head = c->flush_next;
+        c->in_flush = 0;
+        if (!c->closed)
+            conn_flush(c);
+    }
+}
+
+static void reap_all(struct cohort_store_server *s)
+{
+    /* A reaped conn may still be on the flush list (closed after queueing):
+     * flush_all skipped it; unlink it before freeing. */
+    conn **pp = &s->flush_head;
+    while (*pp) {
+        if ((*pp)->closed)
+            *pp = (*pp)->flush_next;
+        else
+            pp = &(*pp)->flush_next;
+    }
+    while (s->reap) {
+        conn *c = s->reap;
+        s->reap = c->reap_next;
+        coh_free((conn_pre *)c);
+    }
+}
+
+/* ---- the loop ---- */
+
+/* Stop: every client is told "shutting down" (one non-blocking attempt)
+ * and closed, so their pending calls fail at once with COHORT_ERR_STORE
+ * instead of waiting for a timeout; the listen socket closes too, so new
+ * connects are refused rather than left in the backlog. */
+static void loop_shutdown(struct cohort_store_server *s)
+{
+    while (!dl_empty(&s->conns)) {
+        conn *c = dl_entry(s->conns.next, conn, node);
+        if (!c->closing)
+            conn_fail(c, COHORT_ERR_STORE, "store server shutting down");
+        /* One non-blocking attempt at the ERROR frame, then close. */
+        if (!c->closed)
+            conn_close(c);
+    }
+    flush_all(s);
+    reap_all(s);
+    if (s->lfd >= 0) {
+        close(s->lfd);
+        s->lfd = -1;
+    }
+}
+
+static cohort_status server_loop(struct cohort_store_server *s, volatile int *flag,
+                                 const sigset_t *waitmask)
+{
+    struct epoll_event evs[MAX_EVENTS];
+    cohort_status st = COHORT_OK;
+    while (!atomic_load(&s->stop) && !(flag && *flag)) {
+        int to = sweep(s);
+        flush_all(s); /* ERROR frames queued by the sweep */
+        reap_all(s);
+        int n = waitmask ? epoll_pwait(s->epfd, evs, MAX_EVENTS, to, waitmask)
+                         : epoll_wait(s->epfd, evs, MAX_EVENTS, to);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            st = coh_err_sys(NULL, COHORT_ERR_SYSTEM, "epoll_wait", errno, "store server loop");
+            coh_error("%s", coh_tls_err()->msg);
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            void *ptr = evs[i].data.ptr;
+            uint32_t ev = evs[i].events;
+            if (ptr == &s->lfd) {
+                do_accept(s);
+                continue;
+            }
+            if (ptr == &s->evfd) {
+                uint64_t v;
+                ssize_t r = read(s->evfd, &v, sizeof v);
+                (void)r;
+                continue;
+            }
+            conn *c = ptr;
+            if (c->closed)
+                continue; /* closed earlier in this batch; freed below */
+            if ((ev & (EPOLLERR | EPOLLHUP)) && c->closing) {
+                conn_close(c);
+                continue;
+            }
+            if (ev & (EPOLLIN | EPOLLERR | EPOLLHUP))
+                conn_read(c);
+            if (!c->closed && (ev & EPOLLOUT))
+                conn_flush(c);
+        }
+        flush_all(s);
+        reap_all(s);
+    }
+    loop_shutdown(s);
+    return st;
+}
+
+/* ---- public API ---- */
+
+/* Binds the first address of host that works. "::" listens dual-stack
+ * (IPV6_V6ONLY off), so one server takes IPv4 and IPv6 clients. */
+static cohort_status listen_on(struct cohort_store_server *s, const char *host, int port)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE};
+    struct addrinfo *res = NULL;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int gr = getaddrinfo(host, ps, &hints, &res);
+    if (gr != 0)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "store server: cannot resolve bind address '%s': %s",
+                           host, gai_strerror(gr));
+    int err = 0;
+    const char *call = "socket";
+    for (struct addrinfo *a = res; a; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+            err = errno;
+            call = "socket";
+            continue;
+        }
+        int one = 1, zero = 0;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (a->ai_family == AF_INET6)
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        if (bind(fd, a->ai_addr, a->ai_addrlen) < 0) {
+            err = errno;
+            call = "bind";
+            close(fd);
+            continue;
+        }
+        if (listen(fd, SOMAXCONN) < 0) {
+            err = errno;
+            call = "listen";
+            close(fd);
+            continue;
+        }
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        getsockname(fd, (struct sockaddr *)&ss, &sl);
+        s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                 : ((struct sockaddr_in *)&ss)->sin_port);
+        s->lfd = fd;
+        freeaddrinfo(res);
+        return COHORT_OK;
+    }
+    freeaddrinfo(res);
+    return coh_err_sys(NULL, COHORT_ERR_SYSTEM, call, err, "store server: cannot listen on %s:%d",
+                       host, port);
+}
+
+static cohort_status job_check(const char *id, const char *token)
+{
+    if (!id || !*id || strlen(id) > COH_PROTO_MAX_JOB)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "store server: job id must be 1..%d bytes", COH_PROTO_MAX_JOB);
+    if (!token || !*token)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "store server: empty token for job '%s'",
+                           id);
+    return COHORT_OK;
+}
+
+cohort_status cohort_store_server_add_job(cohort_store_server *s, const char *job_id,
+                                          const char *token)
+{
+    if (!s)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "store server: NULL server");
+    cohort_status st = job_check(job_id, token);
+    if (st)
+        return st;
+    char *tok = coh_strdup(token);
+    if (!tok)
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "store server: adding job '%s'", job_id);
+    pthread_mutex_lock(&s->jobs_mu);
+    job **pp = &s->jobs;
+    for (; *pp; pp = &(*pp)->next)
+        if (!strcmp((*pp)->id, job_id)) {
+            /* Same job again: the new token replaces the old one. */
+            char *old = (*pp)->token;
+            (*pp)->token = tok;
+            pthread_mutex_unlock(&s->jobs_mu);
+            sodium_memzero(old, strlen(old));
+            coh_free(old);
+            return COHORT_OK;
+        }
+    job *j = coh_calloc(1, sizeof *j);
+    char *id = coh_strdup(job_id);
+    if (!j || !id) {
+        pthread_mutex_unlock(&s->jobs_mu);
+        coh_free(j);
+        coh_free(id);
+        coh_free(tok);
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "store server: adding job '%s'", job_id);
+    }
+    j->id = id;
+    j->idlen = strlen(id);
+    j->token = tok;
+    coh_kv_job_init(j);
+    *pp = j;
+    pthread_mutex_unlock(&s->jobs_mu);
+    return COHORT_OK;
+}
+
+static void server_free(cohort_store_server *s)
+{
+    if (s->lfd >= 0)
+        close(s->lfd);
+    if (s->evfd >= 0)
+        close(s->evfd);
+    if (s->epfd >= 0)
+        close(s->epfd);
+    if (s->reserve_fd >= 0)
+        close(s->reserve_fd);
+    for (job *j = s->jobs, *nx; j; j = nx) {
+        nx = j->next;
+        coh_kv_job_free(s, j);
+        sodium_memzero(j->token, strlen(j->token));
+        coh_free(j->token);
+        coh_free(j->id);
+        coh_free(j);
+    }
+    coh_free(s->scratch);
+    coh_wr_free(&s->w);
+    pthread_mutex_destroy(&s->jobs_mu);
+    pthread_mutex_destroy(&s->run_mu);
+    pthread_cond_destroy(&s->run_cv);
+    coh_free(s);
+}
+
+/* Validates every option before allocating anything, so a bad
+ * configuration is reported as COHORT_ERR_INVALID naming the option. The
+ * request frame limit follows from the value and key limits: the largest
+ * legal SET plus 1 MiB for multi-key requests. */
+cohort_status cohort_store_server_create(cohort_store_server **out,
+                                         const cohort_store_server_opts *o)
+{
+    if (!out || !o)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "store server: NULL argument");
+    *out = NULL;
+    if (sodium_init() < 0)
+        return coh_err_set(NULL, COHORT_ERR_SYSTEM, "store server: libsodium init failed");
+    if (o->port < 0 || o->port > 65535)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "store server: port %d out of range",
+                           o->port);
+    if (o->n_jobs < 0 || (o->n_jobs > 0 && (!o->job_ids || !o->tokens)))
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "store server: bad job list (n_jobs %d)",
+                           o->n_jobs);
+    for (int i = 0; i < o->n_jobs; i++) {
+        cohort_status st = job_check(o->job_ids[i], o->tokens[i]);
+        if (st)
+            return st;
+    }
+    size_t max_key = o->max_key ? o->max_key : 4096;
+    size_t max_value = o->max_value ? o->max_value : 64u << 20;
+    if (max_key > (1u << 20))
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "store server: max_key %zu over 1 MiB",
+                           max_key);
+    if (max_value > (size_t)UINT32_MAX - (4u << 20))
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "store server: max_value %zu over the protocol's 4 GiB - 4 MiB",
+                           max_value);
+    if (o->max_clients < 0 || o->frame_timeout_ms < 0)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "store server: negative max_clients or frame_timeout_ms");
+    cohort_store_server *s = coh_calloc(1, sizeof *s);
+    if (!s)
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "store server: allocating");
+    s->epfd = s->lfd = s->evfd = s->reserve_fd = -1;
+    pthread_mutex_init(&s->jobs_mu, NULL);
+    pthread_mutex_init(&s->run_mu, NULL);
+    pthread_cond_init(&s->run_cv, NULL);
+    dl_init(&s->conns);
+    dl_init(&s->pend);
+    coh_wr_init(&s->w);
+    s->max_key = (uint32_t)max_key;
+    s->max_value = (uint32_t)max_value;
+    s->max_frame = (uint32_t)(max_value + max_key + (1u << 20));
+    s->max_clients = o->max_clients ? o->max_clients : 65536;
+    s->max_memory = o->max_memory ? o->max_memory : (size_t)1 << 30;
+    s->frame_timeout_ms = o->frame_timeout_ms ? o->frame_timeout_ms : 10000;
+    randombytes_buf(s->hkey, sizeof s->hkey);
+    s->scratch_cap = SCRATCH_SIZE;
+    s->scratch = coh_malloc(s->scratch_cap);
+    cohort_status st = COHORT_OK;
+    if (!s->scratch) {
+        st = coh_err_set(NULL, COHORT_ERR_NOMEM, "store server: allocating buffers");
+        goto fail;
+    }
+    for (int i = 0; i < o->n_jobs && !st; i++)
+        st = cohort_store_server_add_job(s, o->job_ids[i], o->tokens[i]);
+    if (st)
+        goto fail;
+    const char *host = o->bind_addr ? o->bind_addr : "0.0.0.0";
+    snprintf(s->bind, sizeof s->bind, "%s", host);
+    if ((st = listen_on(s, host, o->port)))
+        goto fail;
+    s->epfd = epoll_create1(EPOLL_CLOEXEC);
+    s->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (s->epfd < 0 || s->evfd < 0) {
+        st = coh_err_sys(NULL, COHORT_ERR_SYSTEM, s->epfd < 0 ? "epoll_create1" : "eventfd",
+                         errno, "store server");
+        goto fail;
+    }
+    struct epoll_event e1 = {.events = EPOLLIN, .data.ptr = &s->lfd};
+    struct epoll_event e2 = {.events = EPOLLIN, .data.ptr = &s->evfd};
+    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &e1) < 0 ||
+        epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->evfd, &e2) < 0) {
+        st = coh_err_sys(NULL, COHORT_ERR_SYSTEM, "epoll_ctl", errno, "store server");
+        goto fail;
+    }
+    *out = s;
+    return COHORT_OK;
+fail:
+    server_free(s);
+    return st;
+}
+
+int cohort_store_server_port(const cohort_store_server *s) { return s ? s->port : 0; }
+
+static void *server_thread(void *arg)
+{
+    cohort_store_server *s = arg;
+    /* Signals belong to the application's threads, not to this one. */
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    server_loop(s, NULL, NULL);
+    return NULL;
+}
+
+cohort_status cohort_store_server_start(cohort_store_server **out,
+                                        const cohort_store_server_opts *opts)
+{
+    cohort_status st = cohort_store_server_create(out, opts);
+    if (st)
+        return st;
+    cohort_store_server *s = *out;
+    int e = pthread_create(&s->thr, NULL, server_thread, s);
+    if (e) {
+        server_free(s);
+        *out = NULL;
+        return coh_err_sys(NULL, COHORT_ERR_SYSTEM, "pthread_create", e, "store server thread");
+    }
+    s->thr_started = 1;
+    return COHORT_OK;
+}
+
+cohort_status cohort_store_server_run(cohort_store_server *s, volatile int *stop_flag)
+{
+    if (!s || s->thr_started)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "store server: run() on a NULL or already started server");
+    /* SIGINT/SIGTERM are blocked except inside epoll_pwait, so a handler
+     * that sets *stop_flag can never slip in between the check and the
+     * wait. */
+    sigset_t block, old, waitmask;
+    if (stop_flag) {
+        sigemptyset(&block);
+        sigaddset(&block, SIGINT);
+        sigaddset(&block, SIGTERM);
+        pthread_sigmask(SIG_BLOCK, &block, &old);
+        waitmask = old;
+        sigdelset(&waitmask, SIGINT);
+        sigdelset(&waitmask, SIGTERM);
+    }
+    pthread_mutex_lock(&s->run_mu);
+    s->running = 1;
+    pthread_mutex_unlock(&s->run_mu);
+    cohort_status st = server_loop(s, stop_flag, stop_flag ? &waitmask : NULL);
+    if (stop_flag)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_mutex_lock(&s->run_mu);
+    s->running = 0;
+    pthread_cond_broadcast(&s->run_cv);
+    pthread_mutex_unlock(&s->run_mu);
+    return st;
+}
+
+/* The eventfd wakes the loop wherever it sleeps; the loop sees the stop
+ * flag, shuts the clients down and returns. For a loop run by the caller's
+ * thread (cohort_store_server_run), stop() waits on run_cv until run() has
+ * left the loop before freeing. */
+void cohort_store_server_stop(cohort_store_server *s)
+{
+    if (!s)
+        return;
+    atomic_store(&s->stop, 1);
+    uint64_t one = 1;
+    ssize_t w = write(s->evfd, &one, sizeof one);
+    (void)w;
+    if (s->thr_started) {
+        pthread_join(s->thr, NULL);
+    } else {
+        pthread_mutex_lock(&s->run_mu);
+        while (s->running)
+            pthread_cond_wait(&s->run_cv, &s->run_mu);
+        pthread_mutex_unlock(&s->run_mu);
+    }
+    server_free(s);
+}

@@ -1,0 +1,218 @@
+/*
+ * server_int.h - internals of the store server (server.c: event loop and
+ * connections; server_kv.c: per-job keyspace, waiters, barriers).
+ *
+ * Threading: everything here is owned by the one server thread, except the
+ * job list's links and tokens (jobs_mu, for cohort_store_server_add_job) and
+ * the stop flag / eventfd.
+ *
+ * Lifetimes: a closed connection is unlinked at once (its waiters released,
+ * fd closed) but freed only at the end of the loop iteration (reap list), so
+ * epoll events already fetched for it in the same batch see c->closed.
+ */
+#ifndef COH_STORE_SERVER_INT_H
+#define COH_STORE_SERVER_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include <sodium.h>
+
+#include "cohort_store.h"
+#include "store/proto.h"
+#include "util/util.h"
+
+/* Intrusive circular doubly-linked list (head is a sentinel). */
+typedef struct dl {
+    struct dl *prev, *next;
+} dl;
+static inline void dl_init(dl *h) { h->prev = h->next = h; }
+static inline int dl_empty(const dl *h) { return h->next == h; }
+static inline void dl_push(dl *h, dl *n)
+{
+    n->prev = h->prev;
+    n->next = h;
+    h->prev->next = n;
+    h->prev = n;
+}
+static inline void dl_del(dl *n)
+{
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+    n->prev = n->next = n;
+}
+#define dl_entry(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+/* A stored value, shared by the keyspace and the output queues that send it
+ * (a GET of 1 MiB queues a reference, not a copy). */
+typedef struct blob {
+    uint32_t refs;
+    size_t len;
+    size_t cost;     /* bytes charged to max_memory while stored */
+    uint8_t *data;   /* into storage: all of it, or the value inside an
+                        adopted request frame (a large SET is not copied) */
+    uint8_t storage[];
+} blob;
+
+/* Hash table node: keys are bytes (SipHash with a per-server random key). */
+typedef struct hnode {
+    struct hnode *next;
+    uint64_t h;
+    uint32_t klen;
+    uint8_t *key;
+} hnode;
+
+typedef struct htab {
+    hnode **b;
+    size_t nb, n;
+} htab;
+
+/* A key: present (val != NULL) or only waited on (pins > 0). */
+typedef struct kent {
+    hnode hn;
+    blob *val;
+    dl waiters;    /* wlink.node of waiters still missing this key */
+    uint32_t pins; /* waiters referring to this entry */
+} kent;
+
+/* A server-side barrier (names are single use). */
+typedef struct bar {
+    hnode hn;
+    uint32_t n, arrived;
+    int done;
+    dl waiters;
+} bar;
+
+struct waiter;
+typedef struct wlink {
+    dl node;           /* in the owner's waiters list while linked */
+    struct waiter *w;
+    void *owner;       /* kent* (keys) or bar* (BARRIER) */
+    uint32_t idx;
+    uint8_t linked;
+} wlink;
+
+/* A request the server answers later: GET, WAIT, MULTI_GET, BARRIER. */
+typedef struct waiter {
+    dl cnode;          /* in conn->waiters */
+    struct conn *c;
+    uint32_t id;
+    uint8_t op, flags;
+    uint32_t n;
+    uint32_t remaining;
+    size_t mem;        /* bytes charged to the server's memory */
+    wlink links[];
+} waiter;
+
+typedef struct job {
+    struct job *next;
+    char *id;
+    size_t idlen;
+    char *token;       /* guarded by jobs_mu (add_job may replace it) */
+    uint32_t gen;      /* newest non-zero generation seen */
+    htab keys;
+    htab bars;
+    size_t npresent;
+    size_t nwaiters;
+    size_t nconns;
+    dl conns;
+} job;
+
+/* Output segment: owned bytes, or a reference to a blob's bytes. */
+typedef struct oseg {
+    struct oseg *next;
+    blob *ref;
+    const uint8_t *p;
+    size_t len, off, cap;
+    uint8_t buf[];
+} oseg;
+
+typedef struct conn {
+    struct cohort_store_server *srv;
+    int fd;
+    int closed;
+    int authed;
+    int closing;       /* ERROR queued: flush, then close; read nothing more */
+    job *job;
+    uint32_t gen;
+    char peer[64];
+    dl node;           /* srv->conns */
+    dl jnode;          /* job->conns once authed */
+    dl pnode;          /* srv->pend while unauthenticated or mid-frame */
+    dl waiters;
+    /* input state: a partial header, a partial body, or bytes to skip */
+    uint8_t hdr[COH_PROTO_HDR];
+    uint8_t hdr_have;
+    int in_body;
+    coh_frame_hdr fh;
+    uint8_t *body;
+    size_t body_have;
+    size_t body_mem;   /* charged to srv->mem_used */
+    uint64_t skip;
+    blob *body_blob;   /* the body buffer, while its frame is handled; a SET
+                          may adopt it (and sets this to NULL) */
+    uint64_t last_rx_ns;
+    /* output */
+    oseg *oq_head, *oq_tail;
+    size_t out_bytes;
+    uint32_t ev;       /* epoll events registered */
+    int in_flush;
+    struct conn *flush_next;
+    struct conn *reap_next;
+} conn;
+
+struct cohort_store_server {
+    int epfd, lfd, evfd, reserve_fd;
+    int port;
+    char bind[64];
+    pthread_t thr;
+    int thr_started;
+    atomic_int stop;
+    /* run() on a foreign thread: stop() waits for it to leave the loop */
+    pthread_mutex_t run_mu;
+    pthread_cond_t run_cv;
+    int running;
+    pthread_mutex_t jobs_mu;
+    job *jobs;
+    uint32_t max_key, max_value, max_frame;
+    int max_clients;
+    size_t max_memory;
+    int frame_timeout_ms;
+    size_t mem_used;
+    int nconns;
+    dl conns, pend;
+    conn *flush_head;
+    conn *reap;
+    uint8_t *scratch;
+    size_t scratch_cap;
+    unsigned char hkey[crypto_shorthash_KEYBYTES];
+    coh_wr w;          /* reply scratch */
+};
+
+/* ---- server.c: output helpers used by server_kv.c ---- */
+/* Queues bytes (copied) / a blob reference on c; marks c for flushing. */
+int coh_srv_send(conn *c, const void *p, size_t n);
+int coh_srv_send_blob(conn *c, blob *b);
+/* Error reply to request (op, id): status + message. */
+void coh_srv_reply_err(conn *c, uint8_t op, uint32_t id, cohort_status st, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* OK reply: coh_srv_reply_begin returns the server's scratch writer with the
+ * header and status written; append the body, then coh_srv_reply_end sends
+ * it (or a NOMEM / TOO_LARGE error if the body could not be built). */
+coh_wr *coh_srv_reply_begin(conn *c, uint8_t op, uint32_t id);
+void coh_srv_reply_end(conn *c, uint8_t op, uint32_t id);
+void coh_srv_reply_ok(conn *c, uint8_t op, uint32_t id); /* empty body */
+
+/* ---- server_kv.c ---- */
+void coh_kv_job_init(job *j);
+void coh_kv_job_free(struct cohort_store_server *s, job *j);
+/* Runs one decoded request of an authenticated connection. */
+void coh_kv_handle(conn *c, const coh_req *q);
+/* Drops every waiter of c (disconnect). */
+void coh_kv_drop_waiters(conn *c);
+void coh_blob_unref(blob *b);
+/* A blob of n bytes of storage (data = storage), refs 1; NULL on OOM. */
+blob *coh_blob_alloc(size_t n);
+
+#endif

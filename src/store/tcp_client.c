@@ -1,0 +1,1396 @@
+/*
+ * tcp_client.c - the tcp store backend: the cohort store protocol over one
+ * TCP connection per root handle.
+ *
+ * Pipelining: every request carries an id. Any number of threads may have a
+ * request outstanding on one connection; there is no background thread.
+ * A thread waiting for its reply either becomes "the reader" (if none is)
+ * and reads frames, handing each reply to the waiting thread it belongs to,
+ * or sleeps on the condition variable. When the reader's own reply arrives
+ * (or its deadline passes) it gives the role up and wakes the others, one
+ * of which takes over. So a GET that waits for minutes on one view never
+ * blocks a SET on another view of the same connection.
+ *
+ * Timeouts are client-side deadlines. A request that times out is removed
+ * from the pending list and a CANCEL for its id is sent, so the server drops
+ * its waiter; a reply that crosses the CANCEL is discarded by id. Replies
+ * therefore never go out of step.
+ *
+ * Failure: EOF, a reset, an ERROR frame or a malformed frame makes the
+ * connection dead (sticky): every pending and later call fails at once with
+ * the recorded cause (COHORT_ERR_STORE naming the server address, or the
+ * server's own status such as COHORT_ERR_AUTH for a generation change).
+ *
+ * Lock order: send_mu before mu is never needed; they are not nested.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "store/backend.h"
+#include "store/proto.h"
+#include "store/tcp.h"
+
+typedef struct tslot {
+    struct tslot *next, *prev;
+    uint32_t id;
+    int done;
+    coh_frame_hdr h;
+    uint8_t *payload; /* owned once done */
+} tslot;
+
+typedef struct tcp {
+    int fd;
+    char addr[300];    /* host:port, for messages */
+    pthread_mutex_t mu; /* pending, reader, dead, next_id */
+    pthread_cond_t cv;
+    pthread_mutex_t send_mu;
+    uint32_t next_id;
+    tslot pending;     /* sentinel of a circular list */
+    int reader;
+    int dead;
+    cohort_status dead_st;
+    char dead_msg[768];
+    /* owned by the current reader */
+    uint8_t *rbuf;
+    size_t rcap, roff, rlen;
+    int in_big;
+    coh_frame_hdr big_h;
+    uint8_t *big;
+    uint32_t big_have;
+    /* from the server's AUTH reply */
+    uint32_t max_key, max_value, max_frame, job_gen;
+} tcp;
+
+#define RBUF_SIZE (64 * 1024)
+
+static tcp *T(cohort_store *s) { return coh_store_priv(s); }
+
+/* ---- dead connection ---- */
+
+/* The first cause wins: later failures (the EPIPE of a send after the
+ * server closed) would only hide why the connection went away. */
+static void mark_dead_locked(tcp *t, cohort_status st, const char *msg)
+{
+    if (t->dead)
+        return;
+    t->dead = 1;
+    t->dead_st = st;
+    snprintf(t->dead_msg, sizeof t->dead_msg, "%s", msg);
+    /* Wake a reader blocked in poll() and every thread on the cv. */
+    shutdown(t->fd, SHUT_RDWR);
+    pthread_cond_broadcast(&t->cv);
+}
+
+static void mark_dead(tcp *t, cohort_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void mark_dead(tcp *t, cohort_status st, const char *fmt, ...)
+{
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&t->mu);
+    mark_dead_locked(t, st, msg);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* ---- sending ---- */
+
+/* Writes a whole frame by the deadline. A frame cut off midway leaves the
+ * stream unusable, so that kills the connection; a frame not started at all
+ * only times out. */
+static cohort_status send_all(cohort_store *s, tcp *t, const uint8_t *p, size_t n,
+                              uint64_t deadline, const char *what)
+{
+    size_t off = 0;
+    cohort_status st = COHORT_OK;
+    pthread_mutex_lock(&t->send_mu);
+    while (off < n) {
+        ssize_t w = send(t->fd, p + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int ms = coh_ms_left(deadline);
+            struct pollfd pf = {.fd = t->fd, .events = POLLOUT};
+            int r = ms > 0 ? poll(&pf, 1, ms) : 0;
+            if (r > 0 || (r < 0 && errno == EINTR))
+                continue;
+            if (off == 0) {
+                st = coh_err_set(coh_store_err(s), COHORT_ERR_TIMEOUT,
+                                 "%s: timed out sending to store %s (server not reading)", what,
+                                 t->addr);
+            } else {
+                mark_dead(t, COHORT_ERR_STORE,
+                          "connection to store %s abandoned: timed out mid-frame while sending",
+                          t->addr);
+                st = coh_err_set(coh_store_err(s), COHORT_ERR_TIMEOUT,
+                                 "%s: timed out sending to store %s; connection closed", what,
+                                 t->addr);
+            }
+            break;
+        }
+        int e = w < 0 ? errno : EPIPE;
+        mark_dead(t, COHORT_ERR_STORE, "connection to store server %s lost: send: %s", t->addr,
+                  strerror(e));
+        pthread_mutex_lock(&t->mu);
+        st = coh_err_set(coh_store_err(s), t->dead_st, "%s: %s", what, t->dead_msg);
+        pthread_mutex_unlock(&t->mu);
+        break;
+    }
+    pthread_mutex_unlock(&t->send_mu);
+    return st;
+}
+
+/* ---- receiving (reader only) ---- */
+
+/* Hands one complete frame to its owner; takes payload (malloc'd). An
+ * ERROR frame (id 0) is the server's last word on this connection (auth
+ * revoked by a newer generation, shutdown, a protocol violation): it
+ * becomes the sticky cause every pending and later call reports. */
+static void deliver(tcp *t, const coh_frame_hdr *h, uint8_t *payload)
+{
+    if (h->op == COH_OP_ERROR) {
+        coh_reply r;
+        char err[128];
+        if (coh_proto_decode_reply(h, payload, &r, err, sizeof err) == COHORT_OK &&
+            r.status != COHORT_OK)
+            mark_dead(t, r.status, "store server %s closed the connection: %.*s", t->addr,
+                      (int)r.msg.n,
+                      (const char *)r.msg.p);
+        else
+            mark_dead(t, COHORT_ERR_PROTOCOL, "store server %s sent a malformed ERROR frame",
+                      t->addr);
+        coh_free(payload);
+        return;
+    }
+    if (!(h->op & COH_PROTO_REPLY)) {
+        mark_dead(t, COHORT_ERR_PROTOCOL, "store server %s sent unexpected op 0x%02x", t->addr,
+                  h->op);
+        coh_free(payload);
+        return;
+    }
+    pthread_mutex_lock(&t->mu);
+    for (tslot *sl = t->pending.next; sl != &t->pending; sl = sl->next)
+        if (sl->id == h->id) {
+            sl->h = *h;
+            sl->payload = payload;
+            sl->done = 1;
+            sl->prev->next = sl->next;
+            sl->next->prev = sl->prev;
+            sl->next = sl->prev = sl;
+            pthread_cond_broadcast(&t->cv);
+            pthread_mutex_unlock(&t->mu);
+            return;
+        }
+    pthread_mutex_unlock(&t->mu);
+    /* A reply to a request that timed out and was cancelled. */
+    coh_free(payload);
+}
+
+/* Parses the frames in rbuf; 0 ok, -1 connection failed. Small replies are
+ * copied out of the shared buffer (it is reused at once); a reply larger
+ * than what is buffered gets its own buffer and the rest is read straight
+ * into it. The client trusts frame lengths from a server that passed the
+ * handshake; an allocation failure still ends cleanly (NOMEM, dead). */
+static int parse_rbuf(tcp *t)
+{
+    while (t->rlen - t->roff >= COH_PROTO_HDR) {
+        const uint8_t *p = t->rbuf + t->roff;
+        coh_frame_hdr h;
+        int r = coh_proto_parse_hdr(p, COH_PROTO_HDR, &h);
+        if (r != COH_HDR_OK) {
+            mark_dead(t, COHORT_ERR_PROTOCOL,
+                      r == COH_HDR_BAD_VERSION
+                          ? "store server %s switched protocol version mid-stream"
+                          : "store server %s sent bytes that are not a store frame",
+                      t->addr);
+            return -1;
+        }
+        size_t avail = t->rlen - t->roff - COH_PROTO_HDR;
+        uint8_t *pl = coh_malloc(h.len ? h.len : 1);
+        if (!pl) {
+            mark_dead(t, COHORT_ERR_NOMEM,
+                      "out of memory for a %u-byte reply from store %s; connection closed",
+                      h.len, t->addr);
+            return -1;
+        }
+        if (avail >= h.len) {
+            memcpy(pl, p + COH_PROTO_HDR, h.len);
+            t->roff += COH_PROTO_HDR + h.len;
+            deliver(t, &h, pl);
+            continue;
+        }
+        /* A frame longer than what is buffered: read the rest straight into
+         * its own buffer. */
+        memcpy(pl, p + COH_PROTO_HDR, avail);
+        t->in_big = 1;
+        t->big_h = h;
+        t->big = pl;
+        t->big_have = (uint32_t)avail;
+        t->roff = t->rlen = 0;
+        return 0;
+    }
+    if (t->roff == t->rlen) {
+        t->roff = t->rlen = 0;
+    } else if (t->roff > t->rcap / 2) {
+        memmove(t->rbuf, t->rbuf + t->roff, t->rlen - t->roff);
+        t->rlen -= t->roff;
+        t->roff = 0;
+    }
+    return 0;
+}
+
+/* Waits for input until deadline and processes it: 1 progress, 0 deadline,
+ * -1 connection failed. */
+static int read_some(tcp *t, uint64_t deadline)
+{
+    struct pollfd pf = {.fd = t->fd, .events = POLLIN};
+    int ms = coh_ms_left(deadline);
+    int r = poll(&pf, 1, ms);
+    if (r == 0)
+        return 0;
+    if (r < 0) {
+        if (errno == EINTR)
+            return 1;
+        mark_dead(t, COHORT_ERR_STORE, "poll on store %s: %s", t->addr, strerror(errno));
+        return -1;
+    }
+    uint8_t *dst;
+    size_t cap;
+    if (t->in_big) {
+        dst = t->big + t->big_have;
+        cap = t->big_h.len - t->big_have;
+    } else {
+        if (t->rlen == t->rcap && t->roff) {
+            memmove(t->rbuf, t->rbuf + t->roff, t->rlen - t->roff);
+            t->rlen -= t->roff;
+            t->roff = 0;
+        }
+        dst = t->rbuf + t->rlen;
+        cap = t->rcap - t->rlen;
+    }
+    ssize_t n = recv(t->fd, dst, cap, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return 1;
+    if (n <= 0) {
+        if (n == 0)
+            mark_dead(t, COHORT_ERR_STORE, "store server %s closed the connection", t->addr);
+        else
+            mark_dead(t, COHORT_ERR_STORE, "connection to store server %s lost: recv: %s",
+                      t->addr, strerror(errno));
+        return -1;
+    }
+    if (t->in_big) {
+        t->big_have += (uint32_t)n;
+        if (t->big_have == t->big_h.len) {
+            t->in_big = 0;
+            uint8_t *pl = t->big;
+            t->big = NULL;
+            deliver(t, &t->big_h, pl);
+        }
+        return 1;
+    }
+    t->rlen += (size_t)n;
+    return parse_rbuf(t) < 0 ? -1 : 1;
+}
+
+/* ---- request / reply ---- */
+
+static void slot_unlink(tslot *sl)
+{
+    sl->prev->next = sl->next;
+    sl->next->prev = sl->prev;
+    sl->next = sl->prev = sl;
+}
+
+/* Tells the server to drop the waiter of a request this client gave up on.
+ * The error detail of the timed-out call is kept: a failed CANCEL must not
+ * replace "timed out waiting for key X" with a send error. */
+static void send_cancel(cohort_store *s, tcp *t, uint32_t target)
+{
+    uint8_t f[COH_PROTO_HDR + 4];
+    coh_proto_put_hdr(f, COH_OP_CANCEL, 0, 4);
+    coh_put_u32(f + COH_PROTO_HDR, target);
+    /* Best effort within 100 ms; if even that fails the connection is
+     * marked dead by send_all, which is the safe outcome. */
+    coh_err keep = *coh_store_err(s);
+    send_all(s, t, f, sizeof f, coh_deadline_ns(100), "cancel");
+    *coh_store_err(s) = keep;
+}
+
+/* Sends the frame in w (header already written; the id is patched in) and
+ * waits for its reply until deadline. On COHORT_OK *rep is the decoded
+ * reply (status OK) and *payload must be freed by the caller. */
+static cohort_status rpc(cohort_store *s, coh_wr *w, uint64_t deadline, const char *what,
+                         coh_reply *rep, uint8_t **payload)
+{
+    tcp *t = T(s);
+    *payload = NULL;
+    if (w->oom)
+        return coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "%s: out of memory", what);
+    if (w->len - COH_PROTO_HDR > t->max_frame)
+        return coh_err_set(coh_store_err(s), COHORT_ERR_TOO_LARGE,
+                           "%s: request of %zu bytes is over store %s's frame limit (%u bytes)",
+                           what, w->len - COH_PROTO_HDR, t->addr, t->max_frame);
+    tslot sl;
+    memset(&sl, 0, sizeof sl);
+    pthread_mutex_lock(&t->mu);
+    if (t->dead) {
+        cohort_status st = coh_err_set(coh_store_err(s), t->dead_st, "%s: %s", what, t->dead_msg);
+        pthread_mutex_unlock(&t->mu);
+        return st;
+    }
+    if (++t->next_id == 0)
+        t->next_id = 1; /* id 0 is the handshake's */
+    sl.id = t->next_id;
+    sl.next = &t->pending;
+    sl.prev = t->pending.prev;
+    t->pending.prev->next = &sl;
+    t->pending.prev = &sl;
+    pthread_mutex_unlock(&t->mu);
+
+    coh_put_u32(w->p + 4, sl.id);
+    cohort_status st = send_all(s, t, w->p, w->len, deadline, what);
+    if (st != COHORT_OK) {
+        pthread_mutex_lock(&t->mu);
+        if (!sl.done)
+            slot_unlink(&sl);
+        pthread_mutex_unlock(&t->mu);
+        coh_free(sl.payload);
+        return st;
+    }
+
+    int timed_out = 0;
+    uint64_t t_sent = coh_now_ns();
+    pthread_mutex_lock(&t->mu);
+    for (;;) {
+        if (sl.done)
+            break;
+        if (t->dead) {
+            slot_unlink(&sl);
+            st = coh_err_set(coh_store_err(s), t->dead_st, "%s: %s", what, t->dead_msg);
+            break;
+        }
+        if (coh_ms_left(deadline) == 0) {
+            slot_unlink(&sl);
+            timed_out = 1;
+            break;
+        }
+        if (!t->reader) {
+            t->reader = 1;
+            pthread_mutex_unlock(&t->mu);
+            read_some(t, deadline);
+            pthread_mutex_lock(&t->mu);
+            t->reader = 0;
+            /* Another waiter may need to take over reading. */
+            pthread_cond_broadcast(&t->cv);
+            continue;
+        }
+        if (deadline == UINT64_MAX) {
+            pthread_cond_wait(&t->cv, &t->mu);
+        } else {
+            struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ull),
+                                  .tv_nsec = (long)(deadline % 1000000000ull)};
+            pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (timed_out) {
+        send_cancel(s, t, sl.id);
+        return coh_err_set(coh_store_err(s), COHORT_ERR_TIMEOUT,
+                           "%s: timed out after %d ms (store %s)", what,
+                           (int)((coh_now_ns() - t_sent) / 1000000ull), t->addr);
+    }
+    if (st != COHORT_OK)
+        return st;
+    char err[256];
+    st = coh_proto_decode_reply(&sl.h, sl.payload, rep, err, sizeof err);
+    if (st != COHORT_OK) {
+        coh_free(sl.payload);
+        return coh_err_set(coh_store_err(s), st, "%s: store %s: %s", what, t->addr, err);
+    }
+    if (rep->op != (w->p[3] & 0x7F)) {
+        coh_free(sl.payload);
+        return coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL,
+                           "%s: store %s answered request %u with a reply to op 0x%02x", what,
+                           t->addr, sl.id, rep->op);
+    }
+    if (rep->status != COHORT_OK) {
+        st = coh_err_set(coh_store_err(s), rep->status, "%s: store %s: %.*s", what, t->addr,
+                         (int)rep->msg.n, (const char *)rep->msg.p);
+        coh_free(sl.payload);
+        return st;
+    }
+    *payload = sl.payload;
+    return COHORT_OK;
+}
+
+/* ---- connect and handshake ---- */
+
+/* Splits "tcp://host:port", "host:port", "[v6]:port". A bare IPv6 address
+ * without brackets is refused: its last colon is ambiguous. */
+static cohort_status parse_addr(cohort_store *s, const char *addr, char *host, size_t hl,
+                                char *port, size_t pl)
+{
+    const char *a = addr;
+    if (!strncmp(a, "tcp://", 6))
+        a += 6;
+    const char *colon;
+    if (a[0] == '[') {
+        const char *rb = strchr(a, ']');
+        if (!rb || rb[1] != ':')
+            goto bad;
+        if ((size_t)(rb - a - 1) >= hl)
+            goto bad;
+        memcpy(host, a + 1, (size_t)(rb - a - 1));
+        host[rb - a - 1] = 0;
+        colon = rb + 1;
+    } else {
+        colon = strrchr(a, ':');
+        if (!colon || colon == a || (size_t)(colon - a) >= hl || memchr(a, ':', (size_t)(colon - a)))
+            goto bad;
+        memcpy(host, a, (size_t)(colon - a));
+        host[colon - a] = 0;
+    }
+    const char *ps = colon + 1;
+    size_t n = strlen(ps);
+    if (n == 0 || n >= pl || strspn(ps, "0123456789") != n || atoi(ps) < 1 || atoi(ps) > 65535)
+        goto bad;
+    memcpy(port, ps, n + 1);
+    return COHORT_OK;
+bad:
+    return coh_err_set(coh_store_err(s), COHORT_ERR_INVALID,
+                       "store address '%s' is not host:port, [v6]:port or tcp://host:port", addr);
+}
+
+/* Reads exactly n bytes by deadline: 0 ok, -1 EOF/error (errno; 0 = EOF),
+ * -2 deadline. For the handshake only, before any reader exists. */
+static int read_exact(int fd, uint8_t *p, size_t n, uint64_t deadline)
+{
+    size_t off = 0;
+    while (off < n) {
+        ssize_t r = recv(fd, p + off, n - off, MSG_DONTWAIT);
+        if (r > 0) {
+            off += (size_t)r;
+            continue;
+        }
+        if (r == 0) {
+            errno = 0;
+            return -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+        int ms = coh_ms_left(deadline);
+        if (ms == 0)
+            return -2;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, ms) < 0 && errno != EINTR)
+            return -1;
+    }
+    return 0;
+}
+
+/* Reads one handshake frame (at most 1 KiB). COHORT_OK, or a status for
+ * which retrying cannot help (PROTOCOL), or COHORT_ERR_STORE (retryable:
+ * the connection dropped) with detail in err. */
+static cohort_status read_frame(int fd, uint64_t deadline, coh_frame_hdr *h, uint8_t *body,
+                                size_t cap, int *hdr_rc, char *err, size_t errlen)
+{
+    uint8_t hb[COH_PROTO_HDR];
+    int r = read_exact(fd, hb, sizeof hb, deadline);
+    if (r == -2) {
+        snprintf(err, errlen, "no handshake reply");
+        return COHORT_ERR_TIMEOUT;
+    }
+    if (r < 0) {
+        snprintf(err, errlen, "connection closed during handshake%s%s", errno ? ": " : "",
+                 errno ? strerror(errno) : "");
+        return COHORT_ERR_STORE;
+    }
+    *hdr_rc = coh_proto_parse_hdr(hb, sizeof hb, h);
+    if (*hdr_rc == COH_HDR_BAD_MAGIC) {
+        snprintf(err, errlen, "not a cohort store server (it sent %02x %02x %02x %02x)", hb[0],
+                 hb[1], hb[2], hb[3]);
+        return COHORT_ERR_PROTOCOL;
+    }
+    if (h->len > cap) {
+        snprintf(err, errlen, "handshake frame of %u bytes (max %zu)", h->len, cap);
+        return COHORT_ERR_PROTOCOL;
+    }
+    r = read_exact(fd, body, h->len, deadline);
+    if (r == -2) {
+        snprintf(err, errlen, "handshake frame cut off");
+        return COHORT_ERR_TIMEOUT;
+    }
+    if (r < 0) {
+        snprintf(err, errlen, "connection closed during handshake");
+        return COHORT_ERR_STORE;
+    }
+    return COHORT_OK;
+}
+
+static int write_exact(int fd, const uint8_t *p, size_t n, uint64_t deadline)
+{
+    size_t off = 0;
+    while (off < n) {
+        ssize_t w = send(fd, p + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int ms = coh_ms_left(deadline);
+            if (ms == 0)
+                return -2;
+            struct pollfd pf = {.fd = fd, .events = POLLOUT};
+            poll(&pf, 1, ms);
+            continue;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* HELLO -> AUTH -> AUTH reply, each read with the connect deadline. The
+ * token never leaves the process: only the MAC over the server's nonce
+ * does, and the copy of it in the frame is wiped after sending. */
+static cohort_status handshake(cohort_store *s, tcp *t, const char *job, const char *token,
+                               uint32_t gen, uint64_t deadline, char *err, size_t errlen)
+{
+    coh_frame_hdr h;
+    uint8_t body[1024];
+    int hrc = 0;
+    cohort_status st = read_frame(t->fd, deadline, &h, body, sizeof body, &hrc, err, errlen);
+    if (st)
+        return st;
+    size_t jl = strlen(job);
+    uint8_t f[COH_PROTO_HDR + 4 + 4 + 255 + COH_PROTO_MAC];
+    size_t fl = COH_PROTO_HDR + 4 + 4 + jl + COH_PROTO_MAC;
+    coh_put_u32(f + COH_PROTO_HDR, gen);
+    coh_put_u32(f + COH_PROTO_HDR + 4, (uint32_t)jl);
+    memcpy(f + COH_PROTO_HDR + 8, job, jl);
+    coh_proto_put_hdr(f, COH_OP_AUTH, 0, (uint32_t)(fl - COH_PROTO_HDR));
+    if (hrc == COH_HDR_BAD_VERSION) {
+        /* Still send our AUTH (MAC zeroed): the server then logs which
+         * version this client speaks; both sides report the mismatch. */
+        memset(f + fl - COH_PROTO_MAC, 0, COH_PROTO_MAC);
+        write_exact(t->fd, f, fl, deadline);
+        snprintf(err, errlen,
+                 "it speaks store protocol version %u, this client version %u (upgrade the "
+                 "older side)",
+                 h.version, COH_PROTO_VERSION);
+        return COHORT_ERR_PROTOCOL;
+    }
+    if (h.op == COH_OP_ERROR) {
+        coh_reply r;
+        char e2[128];
+        if (coh_proto_decode_reply(&h, body, &r, e2, sizeof e2) == COHORT_OK && r.status) {
+            snprintf(err, errlen, "refused the connection: %.*s", (int)r.msg.n,
+                     (const char *)r.msg.p);
+            return r.status;
+        }
+        snprintf(err, errlen, "sent a malformed ERROR frame");
+        return COHORT_ERR_PROTOCOL;
+    }
+    if (h.op != COH_OP_HELLO || h.len != COH_PROTO_NONCE) {
+        snprintf(err, errlen, "expected HELLO, got op 0x%02x with %u bytes", h.op, h.len);
+        return COHORT_ERR_PROTOCOL;
+    }
+    coh_proto_auth_mac(f + fl - COH_PROTO_MAC, token, body, (const uint8_t *)job, jl, gen);
+    int w = write_exact(t->fd, f, fl, deadline);
+    sodium_memzero(f + fl - COH_PROTO_MAC, COH_PROTO_MAC);
+    if (w < 0) {
+        snprintf(err, errlen, "%s during handshake", w == -2 ? "timed out" : "connection lost");
+        return w == -2 ? COHORT_ERR_TIMEOUT : COHORT_ERR_STORE;
+    }
+    st = read_frame(t->fd, deadline, &h, body, sizeof body, &hrc, err, errlen);
+    if (st)
+        return st;
+    if (hrc != COH_HDR_OK || (h.op != (COH_OP_AUTH | COH_PROTO_REPLY) && h.op != COH_OP_ERROR)) {
+        snprintf(err, errlen, "unexpected handshake reply (op 0x%02x, version %u)", h.op,
+                 h.version);
+        return COHORT_ERR_PROTOCOL;
+    }
+    coh_reply r;
+    char e2[128];
+    if (coh_proto_decode_reply(&h, body, &r, e2, sizeof e2) != COHORT_OK) {
+        snprintf(err, errlen, "malformed AUTH reply: %s", e2);
+        return COHORT_ERR_PROTOCOL;
+    }
+    if (r.status != COHORT_OK) {
+        snprintf(err, errlen, "refused job '%s' (generation %u): %.*s", job, gen, (int)r.msg.n,
+                 (const char *)r.msg.p);
+        return r.status;
+    }
+    t->max_key = coh_rd_u32(&r.body);
+    t->max_value = coh_rd_u32(&r.body);
+    t->max_frame = coh_rd_u32(&r.body);
+    t->job_gen = coh_rd_u32(&r.body);
+    if (r.body.err) {
+        snprintf(err, errlen, "AUTH reply too short");
+        return COHORT_ERR_PROTOCOL;
+    }
+    (void)s;
+    return COHORT_OK;
+}
+
+/* One connect attempt to one address: 0 connected, else errno. Non-blocking
+ * so that an unroutable address cannot outlast the caller's deadline. */
+static int try_connect(const struct addrinfo *a, uint64_t deadline, int *fdp)
+{
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0)
+        return errno;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
+        if (errno != EINPROGRESS) {
+            int e = errno;
+            close(fd);
+            return e;
+        }
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int r;
+        do
+            r = poll(&pf, 1, coh_ms_left(deadline));
+        while (r < 0 && errno == EINTR);
+        int e = 0;
+        socklen_t el = sizeof e;
+        if (r == 0)
+            e = ETIMEDOUT;
+        else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el) < 0)
+            e = errno;
+        if (e) {
+            close(fd);
+            return e;
+        }
+    }
+    *fdp = fd;
+    return 0;
+}
+
+static void tcp_free(tcp *t)
+{
+    if (t->fd >= 0)
+        close(t->fd);
+    coh_free(t->rbuf);
+    coh_free(t->big);
+    pthread_mutex_destroy(&t->mu);
+    pthread_mutex_destroy(&t->send_mu);
+    pthread_cond_destroy(&t->cv);
+    coh_free(t);
+}
+
+/* Connect with retry: refused / unreachable / dropped-during-handshake
+ * attempts are retried with backoff until the deadline (the server may not
+ * be up yet: rank 0 starts it while the others already connect). A server
+ * that answers and refuses (auth, version, limits) is final at once. The
+ * first attempt is immediate and costs no sleep. */
+static cohort_status tcp_connect(cohort_store *s, const char *addr, const char *job,
+                                 const char *token, uint32_t gen, int timeout_ms)
+{
+    char host[256], port[16];
+    cohort_status st = parse_addr(s, addr, host, sizeof host, port, sizeof port);
+    if (st)
+        return st;
+    if (sodium_init() < 0)
+        return coh_err_set(coh_store_err(s), COHORT_ERR_SYSTEM, "libsodium init failed");
+    tcp *t = coh_calloc(1, sizeof *t);
+    if (!t || !(t->rbuf = coh_malloc(RBUF_SIZE))) {
+        coh_free(t);
+        return coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "store connect to %s", addr);
+    }
+    t->fd = -1;
+    t->rcap = RBUF_SIZE;
+    t->pending.next = t->pending.prev = &t->pending;
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_mutex_init(&t->send_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are coh_now_ns() */
+    pthread_cond_init(&t->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (host[0] && strchr(host, ':'))
+        snprintf(t->addr, sizeof t->addr, "[%s]:%s", host, port);
+    else
+        snprintf(t->addr, sizeof t->addr, "%s:%s", host, port);
+
+    uint64_t deadline = coh_deadline_ns(timeout_ms);
+    uint64_t t0 = coh_now_ns();
+    /* Backoff between refused attempts: 2 ms doubling to 500 ms, each
+     * drawn from [b/2, b] so that a thousand ranks do not retry in step. */
+    uint32_t backoff_us = 2000;
+    int attempts = 0;
+    char last[512] = "no attempt made";
+    cohort_status final = COHORT_OK;
+    for (;;) {
+        attempts++;
+        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                                 .ai_flags = AI_NUMERICSERV};
+        struct addrinfo *res = NULL;
+        int gr = getaddrinfo(host, port, &hints, &res);
+        if (gr == EAI_NONAME || gr == EAI_SERVICE || gr == EAI_FAMILY) {
+            final = coh_err_set(coh_store_err(s), COHORT_ERR_INVALID,
+                                "store address %s: cannot resolve '%s': %s", addr, host,
+                                gai_strerror(gr));
+            break;
+        }
+        if (gr != 0) {
+            snprintf(last, sizeof last, "getaddrinfo: %s", gai_strerror(gr));
+        } else {
+            for (struct addrinfo *a = res; a && t->fd < 0; a = a->ai_next) {
+                int fd = -1;
+                int e = try_connect(a, deadline, &fd);
+                if (e) {
+                    snprintf(last, sizeof last, "connect: %s", strerror(e));
+                    continue;
+                }
+                t->fd = fd;
+                char err[512];
+                st = handshake(s, t, job, token, gen, deadline, err, sizeof err);
+                if (st == COHORT_OK)
+                    break;
+                close(t->fd);
+                t->fd = -1;
+                snprintf(last, sizeof last, "%s", err);
+                if (st != COHORT_ERR_STORE && st != COHORT_ERR_TIMEOUT) {
+                    /* Refused by a live server (auth, version, limits): final. */
+                    final = coh_err_set(coh_store_err(s), st, "store %s %s", t->addr, err);
+                    break;
+                }
+            }
+            freeaddrinfo(res);
+        }
+        if (t->fd >= 0 || final != COHORT_OK)
+            break;
+        int left = coh_ms_left(deadline);
+        if (left == 0) {
+            final = coh_err_set(coh_store_err(s), COHORT_ERR_STORE,
+                                "could not connect to store %s within %d ms (%d attempts); last "
+                                "error: %s",
+                                t->addr, (int)((coh_now_ns() - t0) / 1000000ull), attempts,
+                                last);
+            break;
+        }
+        uint32_t us = backoff_us / 2 + randombytes_uniform(backoff_us / 2 + 1);
+        if ((uint64_t)us > (uint64_t)left * 1000)
+            us = (uint32_t)left * 1000;
+        struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+            ;
+        backoff_us = backoff_us >= 250000 ? 500000 : backoff_us * 2;
+    }
+    if (final != COHORT_OK) {
+        tcp_free(t);
+        return final;
+    }
+    coh_store_set_priv(s, t);
+    return COHORT_OK;
+}
+
+/* Called when the last handle of the connection is closed: no thread can
+ * be inside an op on it any more. */
+static void tcp_close(cohort_store *s)
+{
+    tcp *t = T(s);
+    if (!t)
+        return;
+    coh_store_set_priv(s, NULL);
+    tcp_free(t);
+}
+
+/* ---- ops ---- */
+
+/* Non-waiting ops finish within the handle's default timeout. */
+static uint64_t op_deadline(cohort_store *s)
+{
+    return coh_deadline_ns(coh_store_timeout(s));
+}
+
+/* Key description for messages: printable prefix of the key. */
+static const char *kdesc(char *out, size_t n, const char *op, const void *k, size_t kl)
+{
+    const uint8_t *p = k;
+    size_t o = (size_t)snprintf(out, n, "%s '", op);
+    for (size_t i = 0; i < kl && o + 6 < n; i++) {
+        if (i == 64) {
+            o += (size_t)snprintf(out + o, n - o, "...");
+            break;
+        }
+        if (p[i] >= 0x20 && p[i] < 0x7f)
+            out[o++] = (char)p[i];
+        else
+            o += (size_t)snprintf(out + o, n - o, "\\x%02x", p[i]);
+    }
+    if (o + 2 < n) {
+        out[o++] = '\'';
+        out[o] = 0;
+    }
+    return out;
+}
+
+/* The server's limits arrive in the AUTH reply, so oversized keys and
+ * values are refused here, before a byte is sent, with the same message the
+ * server would give. */
+static cohort_status check_key(cohort_store *s, const char *what, size_t kl)
+{
+    tcp *t = T(s);
+    if (kl > t->max_key)
+        return coh_err_set(coh_store_err(s), COHORT_ERR_TOO_LARGE,
+                           "%s: key of %zu bytes is over store %s's max_key (%u bytes)", what, kl,
+                           t->addr, t->max_key);
+    return COHORT_OK;
+}
+
+static cohort_status check_val(cohort_store *s, const char *what, size_t vl)
+{
+    tcp *t = T(s);
+    if (vl > t->max_value)
+        return coh_err_set(coh_store_err(s), COHORT_ERR_TOO_LARGE,
+                           "%s: value of %zu bytes is over store %s's max_value (%u bytes)", what,
+                           vl, t->addr, t->max_value);
+    return COHORT_OK;
+}
+
+/* Copies a reply value into a fresh NUL-terminated malloc'd buffer. */
+static void *dup_value(const uint8_t *p, size_t n)
+{
+    uint8_t *d = coh_malloc(n + 1);
+    if (!d)
+        return NULL;
+    if (n)
+        memcpy(d, p, n);
+    d[n] = 0;
+    return d;
+}
+
+/* SET and APPEND: key + value, empty reply. */
+static cohort_status simple_kv(cohort_store *s, uint8_t op, const char *opname, const void *k,
+                               size_t kl, const void *v, size_t vl)
+{
+    char what[160];
+    kdesc(what, sizeof what, opname, k, kl);
+    cohort_status st;
+    if ((st = check_key(s, what, kl)) || (st = check_val(s, what, vl)))
+        return st;
+    coh_wr w;
+    coh_wr_init(&w);
+    coh_wr_reserve(&w, COH_PROTO_HDR + 8 + kl + vl); /* one allocation, no regrowth */
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_bytes(&w, k, kl);
+    coh_wr_bytes(&w, v, vl);
+    coh_wr_end_frame(&w, at, op, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, op_deadline(s), what, &r, &pl);
+    coh_wr_free(&w);
+    coh_free(pl);
+    return st;
+}
+
+static cohort_status tcp_set(cohort_store *s, const void *k, size_t kl, const void *v, size_t vl)
+{
+    return simple_kv(s, COH_OP_SET, "set", k, kl, v, vl);
+}
+
+static cohort_status tcp_append(cohort_store *s, const void *k, size_t kl, const void *v,
+                                size_t vl)
+{
+    return simple_kv(s, COH_OP_APPEND, "append", k, kl, v, vl);
+}
+
+/* Deadline of a waiting op: timeout 0 asks the server not to wait (the
+ * reply itself then gets the handle's default time). */
+static uint64_t wait_deadline(cohort_store *s, int timeout_ms, uint8_t *flags)
+{
+    if (timeout_ms == 0) {
+        *flags |= COH_WAITF_NOWAIT;
+        return op_deadline(s);
+    }
+    return coh_deadline_ns(timeout_ms);
+}
+
+static cohort_status tcp_get(cohort_store *s, const void *k, size_t kl, void **v, size_t *vl,
+                             int timeout_ms)
+{
+    char what[160];
+    kdesc(what, sizeof what, "get", k, kl);
+    cohort_status st = check_key(s, what, kl);
+    if (st)
+        return st;
+    uint8_t flags = 0;
+    uint64_t dl = wait_deadline(s, timeout_ms, &flags);
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_u8(&w, flags);
+    coh_wr_bytes(&w, k, kl);
+    coh_wr_end_frame(&w, at, COH_OP_GET, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, dl, what, &r, &pl);
+    coh_wr_free(&w);
+    if (st)
+        return st;
+    uint32_t n;
+    const uint8_t *p = coh_rd_bytes(&r.body, &n);
+    if (r.body.err || r.body.n) {
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
+        coh_free(pl);
+        return st;
+    }
+    /* The reply buffer becomes the value: [status][u32 len][value] is at
+     * least 5 bytes longer than the value, so it also holds the NUL. */
+    memmove(pl, p, n);
+    pl[n] = 0;
+    *v = pl;
+    *vl = n;
+    return COHORT_OK;
+}
+
+static cohort_status tcp_add(cohort_store *s, const void *k, size_t kl, int64_t d, int64_t *res)
+{
+    char what[160];
+    kdesc(what, sizeof what, "add", k, kl);
+    cohort_status st = check_key(s, what, kl);
+    if (st)
+        return st;
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_bytes(&w, k, kl);
+    coh_wr_i64(&w, d);
+    coh_wr_end_frame(&w, at, COH_OP_ADD, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, op_deadline(s), what, &r, &pl);
+    coh_wr_free(&w);
+    if (st)
+        return st;
+    *res = coh_rd_i64(&r.body);
+    if (r.body.err || r.body.n)
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
+    coh_free(pl);
+    return st;
+}
+
+static cohort_status tcp_cas(cohort_store *s, const void *k, size_t kl, const void *e, size_t el,
+                             const void *d, size_t dl, void **cur, size_t *curl)
+{
+    char what[160];
+    kdesc(what, sizeof what, "compare_set", k, kl);
+    cohort_status st;
+    if ((st = check_key(s, what, kl)) || (st = check_val(s, what, dl)))
+        return st;
+    coh_wr w;
+    coh_wr_init(&w);
+    coh_wr_reserve(&w, COH_PROTO_HDR + 12 + kl + el + dl);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_bytes(&w, k, kl);
+    coh_wr_bytes(&w, e, el);
+    coh_wr_bytes(&w, d, dl);
+    coh_wr_end_frame(&w, at, COH_OP_CAS, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, op_deadline(s), what, &r, &pl);
+    coh_wr_free(&w);
+    if (st)
+        return st;
+    uint8_t exists = coh_rd_u8(&r.body);
+    uint32_t n;
+    const uint8_t *p = coh_rd_bytes(&r.body, &n);
+    if (r.body.err || r.body.n)
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
+    else if (exists && !(*cur = dup_value(p, n)))
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "%s", what);
+    else
+        *curl = exists ? n : 0;
+    coh_free(pl);
+    return st;
+}
+
+/* Encodes [u8 flags] u32 n + keys. */
+static void put_keys(coh_wr *w, const void *const *k, const size_t *kl, int n)
+{
+    coh_wr_u32(w, (uint32_t)n);
+    for (int i = 0; i < n; i++)
+        coh_wr_bytes(w, k[i], kl[i]);
+}
+
+static cohort_status check_keys(cohort_store *s, const char *what, const size_t *kl, int n)
+{
+    for (int i = 0; i < n; i++) {
+        cohort_status st = check_key(s, what, kl[i]);
+        if (st)
+            return st;
+    }
+    return COHORT_OK;
+}
+
+static cohort_status tcp_check(cohort_store *s, const void *const *k, const size_t *kl, int n,
+                               int *all)
+{
+    char what[160];
+    kdesc(what, sizeof what, "check", n ? k[0] : "", n ? kl[0] : 0);
+    cohort_status st = check_keys(s, what, kl, n);
+    if (st)
+        return st;
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    put_keys(&w, k, kl, n);
+    coh_wr_end_frame(&w, at, COH_OP_CHECK, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, op_deadline(s), what, &r, &pl);
+    coh_wr_free(&w);
+    if (st)
+        return st;
+    *all = coh_rd_u8(&r.body);
+    if (r.body.err || r.body.n)
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
+    coh_free(pl);
+    return st;
+}
+
+static cohort_status tcp_wait(cohort_store *s, const void *const *k, const size_t *kl, int n,
+                              int any, int timeout_ms, int *which)
+{
+    char what[200];
+    kdesc(what, sizeof what, any ? "wait_any" : "wait", n ? k[0] : "", n ? kl[0] : 0);
+    if (n > 1) {
+        size_t o = strlen(what);
+        snprintf(what + o, sizeof what - o, " (+%d more keys)", n - 1);
+    }
+    cohort_status st = check_keys(s, what, kl, n);
+    if (st)
+        return st;
+    uint8_t flags = any ? COH_WAITF_ANY : 0;
+    uint64_t dl = wait_deadline(s, timeout_ms, &flags);
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_u8(&w, flags);
+    put_keys(&w, k, kl, n);
+    coh_wr_end_frame(&w, at, COH_OP_WAIT, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, dl, what, &r, &pl);
+    coh_wr_free(&w);
+    if (st)
+        return st;
+    uint32_t idx = coh_rd_u32(&r.body);
+    if (r.body.err || r.body.n || (n && idx >= (uint32_t)n))
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
+    else if (which)
+        *which = (int)idx;
+    coh_free(pl);
+    return st;
+}
+
+static cohort_status tcp_del(cohort_store *s, const void *k, size_t kl, int *deleted)
+{
+    char what[160];
+    kdesc(what, sizeof what, "delete", k, kl);
+    cohort_status st = check_key(s, what, kl);
+    if (st)
+        return st;
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_bytes(&w, k, kl);
+    coh_wr_end_frame(&w, at, COH_OP_DELETE, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, op_deadline(s), what, &r, &pl);
+    coh_wr_free(&w);
+    if (st)
+        return st;
+    *deleted = coh_rd_u8(&r.body);
+    if (r.body.err || r.body.n)
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
+    coh_free(pl);
+    return st;
+}
+
+static cohort_status tcp_num_keys(cohort_store *s, const void *prefix, size_t pl_, int64_t *n)
+{
+    char what[160];
+    kdesc(what, sizeof what, "num_keys under", prefix, pl_);
+    cohort_status st = check_key(s, what, pl_);
+    if (st)
+        return st;
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_bytes(&w, prefix, pl_);
+    coh_wr_end_frame(&w, at, COH_OP_NUM_KEYS, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, op_deadline(s), what, &r, &pl);
+    coh_wr_free(&w);
+    if (st)
+        return st;
+    *n = coh_rd_i64(&r.body);
+    if (r.body.err || r.body.n)
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
+    coh_free(pl);
+    return st;
+}
+
+/* Keys come back whole and NUL-terminated (the front end strips a view's
+ * prefix in place). A count larger than the reply could hold is a protocol
+ * error, checked before the arrays are sized by it. */
+static cohort_status tcp_list(cohort_store *s, const void *prefix, size_t pl_, char ***keys,
+                              size_t **klens, int *n)
+{
+    char what[160];
+    kdesc(what, sizeof what, "list", prefix, pl_);
+    cohort_status st = check_key(s, what, pl_);
+    if (st)
+        return st;
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_bytes(&w, prefix, pl_);
+    coh_wr_end_frame(&w, at, COH_OP_LIST, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, op_deadline(s), what, &r, &pl);
+    coh_wr_free(&w);
+    if (st)
+        return st;
+    uint32_t cnt = coh_rd_u32(&r.body);
+    if (r.body.err || cnt > r.body.n / 4 || cnt > INT32_MAX) {
+        coh_free(pl);
+        return coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
+    }
+    char **ks = coh_calloc(cnt ? cnt : 1, sizeof *ks);
+    size_t *ls = coh_calloc(cnt ? cnt : 1, sizeof *ls);
+    if (!ks || !ls)
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "%s: %u keys", what, cnt);
+    for (uint32_t i = 0; i < cnt && !st; i++) {
+        uint32_t kn;
+        const uint8_t *kp = coh_rd_bytes(&r.body, &kn);
+        if (r.body.err)
+            st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
+        else if (kn < pl_)
+            st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL,
+                             "%s: server returned a key outside the prefix", what);
+        else if (!(ks[i] = dup_value(kp, kn)))
+            st = coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "%s", what);
+        else
+            ls[i] = kn;
+    }
+    coh_free(pl);
+    if (st) {
+        for (uint32_t i = 0; ks && i < cnt; i++)
+            coh_free(ks[i]);
+        coh_free(ks);
+        coh_free(ls);
+        return st;
+    }
+    *keys = ks;
+    *klens = ls;
+    *n = (int)cnt;
+    return COHORT_OK;
+}
+
+/* All values or none: on any failure every output is freed and NULL. */
+static cohort_status tcp_multi_get(cohort_store *s, const void *const *k, const size_t *kl,
+                                   int n, void **v, size_t *vl, int timeout_ms)
+{
+    char what[200];
+    kdesc(what, sizeof what, "multi_get", n ? k[0] : "", n ? kl[0] : 0);
+    if (n > 1) {
+        size_t o = strlen(what);
+        snprintf(what + o, sizeof what - o, " (+%d more keys)", n - 1);
+    }
+    cohort_status st = check_keys(s, what, kl, n);
+    if (st)
+        return st;
+    uint8_t flags = 0;
+    uint64_t dl = wait_deadline(s, timeout_ms, &flags);
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_u8(&w, flags);
+    put_keys(&w, k, kl, n);
+    coh_wr_end_frame(&w, at, COH_OP_MULTI_GET, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, dl, what, &r, &pl);
+    coh_wr_free(&w);
+    if (st)
+        return st;
+    for (int i = 0; i < n && !st; i++) {
+        uint32_t len;
+        const uint8_t *p = coh_rd_bytes(&r.body, &len);
+        if (r.body.err)
+            st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
+        else if (!(v[i] = dup_value(p, len)))
+            st = coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "%s", what);
+        else
+            vl[i] = len;
+    }
+    if (!st && r.body.n)
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
+    if (st)
+        for (int i = 0; i < n; i++) {
+            coh_free(v[i]);
+            v[i] = NULL;
+            vl[i] = 0;
+        }
+    coh_free(pl);
+    return st;
+}
+
+static cohort_status tcp_multi_set(cohort_store *s, const void *const *k, const size_t *kl,
+                                   const void *const *v, const size_t *vl, int n)
+{
+    char what[200];
+    kdesc(what, sizeof what, "multi_set", n ? k[0] : "", n ? kl[0] : 0);
+    if (n > 1) {
+        size_t o = strlen(what);
+        snprintf(what + o, sizeof what - o, " (+%d more keys)", n - 1);
+    }
+    cohort_status st;
+    for (int i = 0; i < n; i++)
+        if ((st = check_key(s, what, kl[i])) || (st = check_val(s, what, vl[i])))
+            return st;
+    size_t total = COH_PROTO_HDR + 4;
+    for (int i = 0; i < n; i++)
+        total += 8 + kl[i] + vl[i];
+    coh_wr w;
+    coh_wr_init(&w);
+    coh_wr_reserve(&w, total);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_u32(&w, (uint32_t)n);
+    for (int i = 0; i < n; i++) {
+        coh_wr_bytes(&w, k[i], kl[i]);
+        coh_wr_bytes(&w, v[i], vl[i]);
+    }
+    coh_wr_end_frame(&w, at, COH_OP_MULTI_SET, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, op_deadline(s), what, &r, &pl);
+    coh_wr_free(&w);
+    coh_free(pl);
+    return st;
+}
+
+/* The barrier waits on the server; a timeout cancels this participant
+ * there, so the barrier does not count a client that already gave up. */
+static cohort_status tcp_barrier(cohort_store *s, const void *name, size_t nl, int n,
+                                 int timeout_ms)
+{
+    char what[200];
+    kdesc(what, sizeof what, "barrier", name, nl);
+    size_t o = strlen(what);
+    snprintf(what + o, sizeof what - o, " of %d", n);
+    cohort_status st = check_key(s, what, nl);
+    if (st)
+        return st;
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_bytes(&w, name, nl);
+    coh_wr_u32(&w, (uint32_t)n);
+    coh_wr_end_frame(&w, at, COH_OP_BARRIER, 0);
+    coh_reply r;
+    uint8_t *pl;
+    st = rpc(s, &w, coh_deadline_ns(timeout_ms), what, &r, &pl);
+    coh_wr_free(&w);
+    coh_free(pl);
+    return st;
+}
+
+const coh_store_backend coh_store_tcp_backend = {
+    .scheme = "tcp",
+    .connect = tcp_connect,
+    .close = tcp_close,
+    .set = tcp_set,
+    .get = tcp_get,
+    .add = tcp_add,
+    .compare_set = tcp_cas,
+    .check = tcp_check,
+    .wait = tcp_wait,
+    .del = tcp_del,
+    .num_keys = tcp_num_keys,
+    .list = tcp_list,
+    .multi_get = tcp_multi_get,
+    .multi_set = tcp_multi_set,
+    .append = tcp_append,
+    .barrier = tcp_barrier,
+};
+
+/* ---- extras (tcp.h) ---- */
+
+static cohort_status extra_call(cohort_store *s, uint8_t op, const char *what, coh_reply *r,
+                                uint8_t **pl)
+{
+    if (!s || coh_store_priv(s) == NULL)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "%s: NULL or closed handle", what);
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_end_frame(&w, at, op, 0);
+    cohort_status st = rpc(s, &w, op_deadline(s), what, r, pl);
+    coh_wr_free(&w);
+    return st;
+}
+
+cohort_status coh_store_tcp_stats(cohort_store *s, coh_store_stats *out)
+{
+    if (s && coh_store_backend_of(s) != &coh_store_tcp_backend)
+        return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED, "stats: not a tcp store handle");
+    coh_reply r;
+    uint8_t *pl = NULL;
+    cohort_status st = extra_call(s, COH_OP_STATS, "stats", &r, &pl);
+    if (st)
+        return st;
+    out->conns = coh_rd_i64(&r.body);
+    out->job_conns = coh_rd_i64(&r.body);
+    out->waiters = coh_rd_i64(&r.body);
+    out->keys = coh_rd_i64(&r.body);
+    out->mem_used = coh_rd_i64(&r.body);
+    out->max_memory = coh_rd_i64(&r.body);
+    out->generation = coh_rd_u32(&r.body);
+    if (r.body.err || r.body.n)
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "stats: malformed reply");
+    coh_free(pl);
+    return st;
+}
+
+cohort_status coh_store_tcp_ping(cohort_store *s)
+{
+    if (s && coh_store_backend_of(s) != &coh_store_tcp_backend)
+        return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED, "ping: not a tcp store handle");
+    coh_reply r;
+    uint8_t *pl = NULL;
+    cohort_status st = extra_call(s, COH_OP_PING, "ping", &r, &pl);
+    coh_free(pl);
+    return st;
+}

@@ -1,0 +1,1033 @@
+/*
+ * hs.c - tcp transport: listening socket and published address, the
+ * authenticated connection setup (coh_net_connect), the listener serviced
+ * for the group's lifetime, abort frames, wake-ups and teardown.
+ *
+ * Connection direction: rank i connects to every rank j > i and accepts
+ * from every rank j < i, so each pair has exactly one connection and no
+ * simultaneous-open race exists. The listener accepts in any order; every
+ * accepted socket runs its own non-blocking handshake, so a stray, slow or
+ * hostile client never delays the real peers (it is refused and closed, with
+ * one log line naming the cause).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "transport/tcp/net.h"
+
+enum {
+    HS_RETRY = 1,   /* outgoing: not connected, (re)connect at retry_ns */
+    HS_CONNECTING,  /* outgoing: non-blocking connect in progress */
+    HS_SEND,        /* writing out[] */
+    HS_RECV,        /* reading a frame into in[] */
+};
+
+#define HS_RETRY_MIN_MS 5
+#define HS_RETRY_MAX_MS 500
+#define HS_DEFAULT_TIMEOUT_MS 10000
+
+/* ---- addresses ---- */
+
+static void fmt_sa(const struct sockaddr *sa, char *out, size_t len)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *s6 = (const void *)sa;
+        inet_ntop(AF_INET6, &s6->sin6_addr, ip, sizeof ip);
+        snprintf(out, len, "[%s]:%d", ip, ntohs(s6->sin6_port));
+    } else if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *s4 = (const void *)sa;
+        inet_ntop(AF_INET, &s4->sin_addr, ip, sizeof ip);
+        snprintf(out, len, "%s:%d", ip, ntohs(s4->sin_port));
+    } else {
+        snprintf(out, len, "?");
+    }
+}
+
+/* Splits "[scheme://]host[:port][/path]" (host may be "[v6]"). Returns 0 on
+ * success; port is "" when absent. */
+static int split_hostport(const char *s, char *host, size_t hl, char *port, size_t pl)
+{
+    const char *p = strstr(s, "://");
+    p = p ? p + 3 : s;
+    const char *end = p + strcspn(p, "/");
+    const char *hs = p, *he, *ps = NULL;
+    if (*p == '[') {
+        hs = p + 1;
+        he = memchr(hs, ']', (size_t)(end - hs));
+        if (!he)
+            return -1;
+        if (he + 1 < end && he[1] == ':')
+            ps = he + 2;
+    } else {
+        const char *colon = NULL;
+        for (const char *q = p; q < end; q++)
+            if (*q == ':')
+                colon = q;
+        he = colon ? colon : end;
+        if (colon)
+            ps = colon + 1;
+    }
+    size_t n = (size_t)(he - hs);
+    if (n == 0 || n >= hl)
+        return -1;
+    memcpy(host, hs, n);
+    host[n] = 0;
+    size_t m = ps ? (size_t)(end - ps) : 0;
+    if (m >= pl)
+        return -1;
+    if (m)
+        memcpy(port, ps, m);
+    port[m] = 0;
+    return 0;
+}
+
+static int resolve(const char *host, const char *port, int socktype, struct sockaddr_storage *ss,
+                   socklen_t *sl)
+{
+    struct addrinfo hints, *res = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = socktype;
+    hints.ai_flags = AI_NUMERICSERV;
+    if (getaddrinfo(host, port, &hints, &res) != 0 || !res)
+        return -1;
+    /* Prefer IPv4: MASTER_ADDR-style setups are IPv4 almost everywhere. */
+    struct addrinfo *pick = res;
+    for (struct addrinfo *a = res; a; a = a->ai_next)
+        if (a->ai_family == AF_INET) {
+            pick = a;
+            break;
+        }
+    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
+    *sl = pick->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* The local address the kernel would use to reach `host`: a connected UDP
+ * socket sends nothing, but getsockname() shows the chosen source address,
+ * i.e. the interface peers can reach us on if they can reach `host`. */
+static int route_src(const char *host, struct sockaddr_storage *ss, socklen_t *sl)
+{
+    struct sockaddr_storage dst;
+    socklen_t dl;
+    if (resolve(host, "9", SOCK_DGRAM, &dst, &dl) != 0)
+        return -1;
+    int fd = socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    int ok = connect(fd, (struct sockaddr *)&dst, dl) == 0;
+    *sl = sizeof *ss;
+    ok = ok && getsockname(fd, (struct sockaddr *)ss, sl) == 0;
+    close(fd);
+    return ok ? 0 : -1;
+}
+
+static void set_port(struct sockaddr_storage *ss, int port)
+{
+    if (ss->ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
+    else
+        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+}
+
+static int is_any(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET6)
+        return IN6_IS_ADDR_UNSPECIFIED(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+    return ((const struct sockaddr_in *)ss)->sin_addr.s_addr == htonl(INADDR_ANY);
+}
+
+static void loopback_of(int family, struct sockaddr_storage *ss, socklen_t *sl)
+{
+    memset(ss, 0, sizeof *ss);
+    if (family == AF_INET6) {
+        struct sockaddr_in6 *s6 = (void *)ss;
+        s6->sin6_family = AF_INET6;
+        s6->sin6_addr = in6addr_loopback;
+        *sl = sizeof *s6;
+    } else {
+        struct sockaddr_in *s4 = (void *)ss;
+        s4->sin_family = AF_INET;
+        s4->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        *sl = sizeof *s4;
+    }
+}
+
+/* Chooses the bind address and the address to publish:
+ *   COHORT_BIND_ADDR if set (published as is unless it is a wildcard);
+ *   else the interface that routes to MASTER_ADDR / the store host;
+ *   else bind 0.0.0.0 and publish 127.0.0.1 (single host). */
+static cohort_status pick_addrs(coh_net *n, struct sockaddr_storage *bind_ss, socklen_t *bind_len,
+                                struct sockaddr_storage *pub_ss)
+{
+    const char *b = coh_env_str("COHORT_BIND_ADDR");
+    int have_bind = 0;
+    if (b) {
+        char host[256], port[16];
+        if (split_hostport(b, host, sizeof host, port, sizeof port) != 0 ||
+            resolve(host, "0", SOCK_STREAM, bind_ss, bind_len) != 0)
+            return coh_err_set(NULL, COHORT_ERR_INVALID,
+                               "COHORT_BIND_ADDR=%s: not an address of this host", b);
+        have_bind = 1;
+        if (!is_any(bind_ss)) {
+            *pub_ss = *bind_ss;
+            return COHORT_OK;
+        }
+    }
+    const char *target = coh_env_str("MASTER_ADDR");
+    if (!target && n->g->store_addr[0])
+        target = n->g->store_addr;
+    if (!target)
+        target = coh_env_str("COHORT_STORE");
+    struct sockaddr_storage r;
+    socklen_t rl;
+    char host[256], port[16];
+    if (target && split_hostport(target, host, sizeof host, port, sizeof port) == 0 &&
+        route_src(host, &r, &rl) == 0) {
+        if (!have_bind) {
+            *bind_ss = r;
+            *bind_len = rl;
+        }
+        *pub_ss = r;
+        return COHORT_OK;
+    }
+    if (!have_bind) {
+        memset(bind_ss, 0, sizeof *bind_ss);
+        struct sockaddr_in *s4 = (void *)bind_ss;
+        s4->sin_family = AF_INET;
+        s4->sin_addr.s_addr = htonl(INADDR_ANY);
+        *bind_len = sizeof *s4;
+    }
+    socklen_t pl;
+    loopback_of(bind_ss->ss_family, pub_ss, &pl);
+    return COHORT_OK;
+}
+
+void tcp_sockopts(coh_net *n, int fd)
+{
+    int one = 1;
+    /* Failures only cost performance, never correctness: ignored. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (n->bufsize > 0) {
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &n->bufsize, sizeof n->bufsize);
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &n->bufsize, sizeof n->bufsize);
+    }
+}
+
+/* ---- listen ---- */
+
+static cohort_status read_env(coh_net *n)
+{
+    long v = 1l << 30;
+    if (coh_env_int("COHORT_MAX_UNEXPECTED", &v) < 0 || v < 0)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "COHORT_MAX_UNEXPECTED=%s: expected a byte count >= 0",
+                           coh_env_str("COHORT_MAX_UNEXPECTED"));
+    n->stash_max = (size_t)v;
+    v = 20;
+    if (coh_env_int("COHORT_TCP_SPIN_US", &v) < 0 || v < 0 || v > 1000000)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "COHORT_TCP_SPIN_US=%s: expected microseconds in 0..1000000",
+                           coh_env_str("COHORT_TCP_SPIN_US"));
+    n->spin_ns = (uint64_t)v * 1000;
+    v = 0;
+    if (coh_env_int("COHORT_TCP_BUFSIZE", &v) < 0 || v < 0 || v > (1l << 30))
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "COHORT_TCP_BUFSIZE=%s: expected bytes in 0..1073741824 (0: autotune)",
+                           coh_env_str("COHORT_TCP_BUFSIZE"));
+    n->bufsize = (int)v;
+    return COHORT_OK;
+}
+
+cohort_status coh_net_listen(cohort_group *g, coh_net **out, char *addr, size_t addrlen)
+{
+    *out = NULL;
+    if (!g || g->size < 1 || g->rank < 0 || g->rank >= g->size || !addr || addrlen < 8)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "coh_net_listen: bad group or buffer");
+    if (sodium_init() < 0)
+        return coh_err_set(NULL, COHORT_ERR_SYSTEM, "coh_net_listen: sodium_init failed");
+    coh_net *n = coh_calloc(1, sizeof *n);
+    if (!n)
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "coh_net_listen: out of memory");
+    n->g = g;
+    n->rank = g->rank;
+    n->size = g->size;
+    n->lfd = n->efd = -1;
+    n->rbuf_size = 32 * 1024;
+    n->hs_cap = TCP_HS_MAX_IN + g->size;
+    n->pfd_cap = 2 + g->size + n->hs_cap;
+    cohort_status st = read_env(n);
+    if (st != COHORT_OK) {
+        coh_free(n);
+        return st;
+    }
+    n->hs_timeout_ms = g->timeout_ms > 0 && g->timeout_ms < HS_DEFAULT_TIMEOUT_MS
+                           ? g->timeout_ms
+                           : HS_DEFAULT_TIMEOUT_MS;
+    n->c = coh_calloc((size_t)g->size, sizeof *n->c);
+    n->hs = coh_calloc((size_t)n->hs_cap, sizeof *n->hs);
+    n->pfd = coh_calloc((size_t)n->pfd_cap, sizeof *n->pfd);
+    n->pmap = coh_calloc((size_t)n->pfd_cap, sizeof *n->pmap);
+    n->scratch = coh_calloc((size_t)g->size, sizeof *n->scratch);
+    n->dpeers = coh_calloc((size_t)g->size, sizeof *n->dpeers);
+    if (!n->c || !n->hs || !n->pfd || !n->pmap || !n->scratch || !n->dpeers) {
+        coh_free(n->c); /* no mutex initialised yet: free by hand */
+        coh_free(n->hs);
+        coh_free(n->pfd);
+        coh_free(n->pmap);
+        coh_free(n->scratch);
+        coh_free(n->dpeers);
+        coh_free(n);
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "coh_net_listen: out of memory");
+    }
+    for (int i = 0; i < g->size; i++) {
+        n->c[i].fd = -1;
+        n->c[i].peer = i;
+        pthread_mutex_init(&n->c[i].wmu, NULL);
+    }
+    coh_hs_key(n->key, g->token);
+    memset(&n->me, 0, sizeof n->me);
+    snprintf(n->me.job, sizeof n->me.job, "%s", g->job_id);
+    n->me.gen = g->generation;
+    n->me.group = g->id;
+    n->me.rank = g->rank;
+    n->me.size = g->size;
+
+    n->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (n->efd < 0) {
+        st = coh_err_sys(NULL, COHORT_ERR_SYSTEM, "eventfd", errno, "tcp listen");
+        goto fail;
+    }
+    struct sockaddr_storage bss, pss;
+    socklen_t bl = 0;
+    st = pick_addrs(n, &bss, &bl, &pss);
+    if (st != COHORT_OK)
+        goto fail;
+    n->lfd = socket(bss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (n->lfd < 0) {
+        st = coh_err_sys(NULL, COHORT_ERR_SYSTEM, "socket", errno, "tcp listen");
+        goto fail;
+    }
+    /* Accepted sockets inherit the buffer sizes; they must be set before
+     * listen() so the window scale is negotiated for them. */
+    if (n->bufsize > 0) {
+        (void)setsockopt(n->lfd, SOL_SOCKET, SO_SNDBUF, &n->bufsize, sizeof n->bufsize);
+        (void)setsockopt(n->lfd, SOL_SOCKET, SO_RCVBUF, &n->bufsize, sizeof n->bufsize);
+    }
+    set_port(&bss, 0);
+    char where[80];
+    fmt_sa((struct sockaddr *)&bss, where, sizeof where);
+    if (bind(n->lfd, (struct sockaddr *)&bss, bl) < 0) {
+        st = coh_err_sys(NULL, COHORT_ERR_SYSTEM, "bind", errno, "tcp listen on %s", where);
+        goto fail;
+    }
+    if (listen(n->lfd, SOMAXCONN) < 0) {
+        st = coh_err_sys(NULL, COHORT_ERR_SYSTEM, "listen", errno, "tcp listen on %s", where);
+        goto fail;
+    }
+    struct sockaddr_storage got;
+    socklen_t gl = sizeof got;
+    if (getsockname(n->lfd, (struct sockaddr *)&got, &gl) < 0) {
+        st = coh_err_sys(NULL, COHORT_ERR_SYSTEM, "getsockname", errno, "tcp listen");
+        goto fail;
+    }
+    int port = got.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&got)->sin6_port)
+                                         : ntohs(((struct sockaddr_in *)&got)->sin_port);
+    set_port(&pss, port);
+    fmt_sa((struct sockaddr *)&pss, n->addr, sizeof n->addr);
+    if (strlen(n->addr) + 1 > addrlen) {
+        st = coh_err_set(NULL, COHORT_ERR_INVALID, "tcp listen: address buffer too small");
+        goto fail;
+    }
+    memcpy(addr, n->addr, strlen(n->addr) + 1);
+    coh_debug("tcp: rank %d listening on %s (bound %s)", g->rank, n->addr, where);
+    *out = n;
+    return COHORT_OK;
+fail:
+    coh_net_destroy(n);
+    return st;
+}
+
+/* ---- handshakes ---- */
+
+static tcp_hs *hs_new(coh_net *n)
+{
+    if (n->nhs >= n->hs_cap)
+        return NULL;
+    tcp_hs *h = &n->hs[n->nhs++];
+    memset(h, 0, sizeof *h);
+    h->fd = -1;
+    h->peer = -1;
+    return h;
+}
+
+static void hs_close(tcp_hs *h)
+{
+    if (h->fd >= 0)
+        close(h->fd);
+    h->fd = -1;
+    h->state = 0; /* removed at the next compaction */
+}
+
+static int n_incoming(const coh_net *n)
+{
+    int k = 0;
+    for (int i = 0; i < n->nhs; i++)
+        if (!n->hs[i].outgoing && n->hs[i].state)
+            k++;
+    return k;
+}
+
+/* Refuses an incoming connection: one log line, a best-effort REFUSE frame
+ * (the client may be a misconfigured rank that deserves to know why), close. */
+static void hs_refuse(coh_net *n, tcp_hs *h, int code, const char *detail)
+{
+    if (h->peer >= 0)
+        coh_warn("tcp: group %u rank %d refused a connection from %s claiming rank %d: %s%s%s",
+                 n->me.group, n->rank, h->from, h->peer, coh_hs_refuse_text(code),
+                 detail ? ": " : "", detail ? detail : "");
+    else
+        coh_warn("tcp: group %u rank %d refused a connection from %s: %s%s%s", n->me.group,
+                 n->rank, h->from, coh_hs_refuse_text(code), detail ? ": " : "",
+                 detail ? detail : "");
+    /* Generation and group numbers help a misconfigured rank; job names
+     * and the token's fate are not told to unauthenticated peers. */
+    char text[96];
+    if (detail && (code == COH_HS_OLD_GEN || code == COH_HS_NEW_GEN || code == COH_HS_WRONG_GROUP))
+        snprintf(text, sizeof text, "%s: %s", coh_hs_refuse_text(code), detail);
+    else
+        snprintf(text, sizeof text, "%s", coh_hs_refuse_text(code));
+    uint8_t f[COH_HS_PREFIX + COH_HS_REFUSE_LEN];
+    size_t l = coh_hs_refuse_put(f, code, text);
+    ssize_t w = send(h->fd, f, l, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)w;
+    hs_close(h);
+}
+
+/* An outgoing handshake failed in a way that may heal (peer not listening
+ * yet, reset, busy): retry with backoff until the connect deadline. */
+static void hs_retry(tcp_hs *h, const char *fmt, int err)
+{
+    if (err)
+        snprintf(h->why, sizeof h->why, "%s: %s", fmt, strerror(err));
+    else
+        snprintf(h->why, sizeof h->why, "%s", fmt);
+    if (h->fd >= 0)
+        close(h->fd);
+    h->fd = -1;
+    h->state = HS_RETRY;
+    int ms = HS_RETRY_MIN_MS << (h->attempts < 7 ? h->attempts : 7);
+    h->retry_ns = coh_now_ns() + (uint64_t)COH_MIN(ms, HS_RETRY_MAX_MS) * 1000000ull;
+}
+
+static void hs_start_recv(tcp_hs *h)
+{
+    h->state = HS_RECV;
+    h->ioff = 0;
+    h->iwant = COH_HS_PREFIX;
+    h->in_type = 0;
+}
+
+static void hs_start_send(tcp_hs *h, size_t len)
+{
+    h->state = HS_SEND;
+    h->olen = len;
+    h->ooff = 0;
+}
+
+static cohort_status establish(coh_net *n, tcp_hs *h)
+{
+    tcp_conn *c = &n->c[h->peer];
+    if (!c->rbuf) {
+        c->rbuf = coh_malloc(n->rbuf_size);
+        if (!c->rbuf)
+            return coh_group_fail(n->g, COHORT_ERR_NOMEM,
+                                  "tcp: out of memory for the connection to rank %d", h->peer);
+    }
+    pthread_mutex_lock(&c->wmu);
+    c->fd = h->fd;
+    c->open = 1;
+    pthread_mutex_unlock(&c->wmu);
+    coh_debug("tcp: rank %d connected to rank %d (%s, %s)", n->rank, h->peer, h->from,
+              h->outgoing ? "outgoing" : "incoming");
+    h->fd = -1;
+    h->state = 0;
+    return COHORT_OK;
+}
+
+static void hs_start_connect(coh_net *n, tcp_hs *h)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    char host[128], port[16];
+    /* The address was validated when the handshake was created. */
+    if (split_hostport(n->g->peers[h->peer].addr, host, sizeof host, port, sizeof port) != 0 ||
+        resolve(host, port, SOCK_STREAM, &ss, &sl) != 0) {
+        hs_retry(h, "cannot resolve its address", 0);
+        return;
+    }
+    h->attempts++;
+    h->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (h->fd < 0) {
+        hs_retry(h, "socket", errno);
+        return;
+    }
+    tcp_sockopts(n, h->fd);
+    if (connect(h->fd, (struct sockaddr *)&ss, sl) == 0 || errno == EINPROGRESS) {
+        h->state = HS_CONNECTING;
+        return;
+    }
+    hs_retry(h, "connect", errno);
+}
+
+/* A complete frame arrived on an outgoing handshake. */
+static cohort_status hs_out_frame(coh_net *n, tcp_hs *h)
+{
+    const uint8_t *body = h->in + COH_HS_PREFIX;
+    size_t bl = h->iwant - COH_HS_PREFIX;
+    cohort_group *g = n->g;
+    if (h->in_type == COH_HS_CHALLENGE) {
+        int32_t who;
+        if (h->ooff != 0 || coh_hs_challenge_get(body, bl, h->na, &who) != COH_HS_OK)
+            return coh_group_fail(g, COHORT_ERR_PROTOCOL,
+                                  "tcp connect to rank %d at %s: malformed challenge", h->peer,
+                                  h->from);
+        if (who != h->peer)
+            return coh_group_fail(g, COHORT_ERR_AUTH,
+                                  "tcp connect to rank %d at %s: the process there is rank %d "
+                                  "(stale or wrong address)",
+                                  h->peer, h->from, (int)who);
+        coh_hs_hello hello;
+        memset(&hello, 0, sizeof hello);
+        hello.id = n->me;
+        hello.dst = h->peer;
+        randombytes_buf(h->nc, sizeof h->nc);
+        memcpy(hello.nonce, h->nc, sizeof h->nc);
+        coh_hs_hello_mac(hello.mac, n->key, h->na, &hello);
+        hs_start_send(h, coh_hs_hello_put(h->out, &hello));
+        return COHORT_OK;
+    }
+    if (h->in_type == COH_HS_WELCOME && h->ooff == h->olen && h->olen) {
+        uint8_t mac[COH_HS_MAC], want[COH_HS_MAC];
+        coh_hs_welcome_get(body, bl, mac);
+        coh_hs_ident acc = n->me;
+        acc.rank = h->peer;
+        coh_hs_welcome_mac(want, n->key, h->nc, h->na, &acc, n->rank);
+        if (sodium_memcmp(mac, want, COH_HS_MAC) != 0)
+            return coh_group_fail(g, COHORT_ERR_AUTH,
+                                  "tcp connect to rank %d at %s: the peer failed to prove the job "
+                                  "token (welcome MAC mismatch: another job or token?)",
+                                  h->peer, h->from);
+        return establish(n, h);
+    }
+    if (h->in_type == COH_HS_REFUSE) {
+        int code;
+        char text[64];
+        coh_hs_refuse_get(body, bl, &code, text, sizeof text);
+        if (code == COH_HS_BUSY || code == COH_HS_TIMEOUT) {
+            hs_retry(h, "refused as busy", 0);
+            return COHORT_OK;
+        }
+        return coh_group_fail(g, COHORT_ERR_AUTH,
+                              "tcp connect to rank %d at %s: rank %d refused this rank: %s (this "
+                              "rank: job %s, generation %u, group %u, rank %d of %d)",
+                              h->peer, h->from, h->peer, text, n->me.job, n->me.gen, n->me.group,
+                              n->rank, n->size);
+    }
+    return coh_group_fail(g, COHORT_ERR_PROTOCOL,
+                          "tcp connect to rank %d at %s: unexpected handshake frame type %d",
+                          h->peer, h->from, h->in_type);
+}
+
+/* A complete frame arrived on an incoming handshake: it must be a HELLO. */
+static cohort_status hs_in_frame(coh_net *n, tcp_hs *h)
+{
+    const uint8_t *body = h->in + COH_HS_PREFIX;
+    coh_hs_hello hello;
+    if (h->in_type != COH_HS_HELLO ||
+        coh_hs_hello_get(body, h->iwant - COH_HS_PREFIX, &hello) != COH_HS_OK) {
+        hs_refuse(n, h, COH_HS_BAD_FRAME, "expected a hello");
+        return COHORT_OK;
+    }
+    if (hello.id.rank >= 0 && hello.id.rank < n->size)
+        h->peer = hello.id.rank;
+    int code = coh_hs_hello_check(&hello, &n->me, n->key, h->na);
+    char detail[128] = "";
+    if (code == COH_HS_OK) {
+        int dup = n->c[hello.id.rank].fd >= 0;
+        for (int i = 0; i < n->nhs && !dup; i++)
+            if (&n->hs[i] != h && !n->hs[i].outgoing && n->hs[i].state == HS_SEND &&
+                n->hs[i].peer == hello.id.rank && n->hs[i].in_type == COH_HS_HELLO)
+                dup = 1;
+        if (dup)
+            code = COH_HS_DUPLICATE;
+    }
+    if (code != COH_HS_OK) {
+        if (code == COH_HS_WRONG_JOB) {
+            char job[COH_HS_JOB + 1];
+            size_t i = 0;
+            for (; i < COH_HS_JOB && hello.id.job[i]; i++)
+                job[i] = (hello.id.job[i] >= 0x20 && hello.id.job[i] < 0x7f) ? hello.id.job[i]
+                                                                             : '?';
+            job[i] = 0;
+            snprintf(detail, sizeof detail, "job \"%s\", ours \"%s\"", job, n->me.job);
+        } else if (code == COH_HS_OLD_GEN || code == COH_HS_NEW_GEN) {
+            snprintf(detail, sizeof detail, "gen %u, ours %u", hello.id.gen, n->me.gen);
+        } else if (code == COH_HS_WRONG_GROUP) {
+            snprintf(detail, sizeof detail, "group %u, ours %u", hello.id.group, n->me.group);
+        }
+        hs_refuse(n, h, code, detail[0] ? detail : NULL);
+        return COHORT_OK;
+    }
+    uint8_t mac[COH_HS_MAC];
+    coh_hs_welcome_mac(mac, n->key, hello.nonce, h->na, &n->me, hello.id.rank);
+    hs_start_send(h, coh_hs_welcome_put(h->out, mac));
+    return COHORT_OK;
+}
+
+/* Moves one handshake as far as it goes without blocking. */
+static cohort_status hs_step(coh_net *n, tcp_hs *h)
+{
+    for (;;) {
+        if (h->state == HS_CONNECTING) {
+            int err = 0;
+            socklen_t el = sizeof err;
+            if (getsockopt(h->fd, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+                err = errno;
+            if (err == EINPROGRESS || err == EALREADY)
+                return COHORT_OK;
+            if (err) {
+                hs_retry(h, "connect", err);
+                return COHORT_OK;
+            }
+            hs_start_recv(h);
+            h->olen = h->ooff = 0;
+            snprintf(h->why, sizeof h->why, "TCP connected but no handshake answer");
+            continue;
+        }
+        if (h->state == HS_SEND) {
+            ssize_t w = send(h->fd, h->out + h->ooff, h->olen - h->ooff,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w < 0) {
+                if (errno == EINTR)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    return COHORT_OK;
+                if (h->outgoing) {
+                    hs_retry(h, "send", errno);
+                } else {
+                    coh_warn("tcp: rank %d: handshake with %s failed: send: %s", n->rank, h->from,
+                             strerror(errno));
+                    hs_close(h);
+                }
+                return COHORT_OK;
+            }
+            h->ooff += (size_t)w;
+            if (h->ooff < h->olen)
+                continue;
+            /* Frame sent: an incoming welcome completes the connection;
+             * challenge and hello are followed by reading the answer. */
+            if (!h->outgoing && h->in_type == COH_HS_HELLO)
+                return establish(n, h);
+            hs_start_recv(h);
+            continue;
+        }
+        if (h->state == HS_RECV) {
+            /* Exact reads: bytes after the handshake belong to the data stream. */
+            ssize_t r = recv(h->fd, h->in + h->ioff, h->iwant - h->ioff, MSG_DONTWAIT);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                return COHORT_OK;
+            if (r <= 0) {
+                int e = r < 0 ? errno : 0;
+                if (h->outgoing) {
+                    hs_retry(h, e ? "handshake recv" : "peer closed during the handshake", e);
+                } else {
+                    coh_warn("tcp: group %u rank %d dropped a connection from %s: %s after %zu "
+                             "handshake bytes",
+                             n->me.group, n->rank, h->from,
+                             e ? strerror(e) : "closed (truncated handshake)", h->ioff);
+                    hs_close(h);
+                }
+                return COHORT_OK;
+            }
+            h->ioff += (size_t)r;
+            if (h->ioff < h->iwant)
+                continue;
+            if (!h->in_type) {
+                int type;
+                uint32_t bl;
+                int code = coh_hs_prefix_parse(h->in, h->ioff, &type, &bl);
+                if (code != COH_HS_OK) {
+                    if (!h->outgoing) {
+                        hs_refuse(n, h, code, NULL);
+                        return COHORT_OK;
+                    }
+                    return coh_group_fail(n->g, COHORT_ERR_PROTOCOL,
+                                          "tcp connect to rank %d at %s: not a cohort peer: %s",
+                                          h->peer, h->from, coh_hs_refuse_text(code));
+                }
+                h->in_type = type;
+                h->iwant += bl;
+                continue;
+            }
+            cohort_status st = h->outgoing ? hs_out_frame(n, h) : hs_in_frame(n, h);
+            if (st != COHORT_OK || h->state == 0 || h->state == HS_RETRY)
+                return st;
+            continue;
+        }
+        return COHORT_OK;
+    }
+}
+
+static void hs_accept(coh_net *n)
+{
+    for (int k = 0; k < 16; k++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof ss;
+        int fd = accept4(n->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                coh_warn("tcp: rank %d: accept: %s", n->rank, strerror(errno));
+            return;
+        }
+        char from[64];
+        fmt_sa((struct sockaddr *)&ss, from, sizeof from);
+        tcp_hs *h = n_incoming(n) < TCP_HS_MAX_IN ? hs_new(n) : NULL;
+        if (!h) {
+            /* Bounded state for unauthenticated clients: turn extras away. */
+            coh_warn("tcp: rank %d refused a connection from %s: %s", n->rank, from,
+                     coh_hs_refuse_text(COH_HS_BUSY));
+            uint8_t f[COH_HS_PREFIX + COH_HS_REFUSE_LEN];
+            size_t l = coh_hs_refuse_put(f, COH_HS_BUSY, coh_hs_refuse_text(COH_HS_BUSY));
+            ssize_t w = send(fd, f, l, MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)w;
+            close(fd);
+            continue;
+        }
+        tcp_sockopts(n, fd);
+        h->fd = fd;
+        snprintf(h->from, sizeof h->from, "%s", from);
+        h->deadline_ns = coh_deadline_ns(n->hs_timeout_ms);
+        randombytes_buf(h->na, sizeof h->na);
+        hs_start_send(h, coh_hs_challenge_put(h->out, h->na, n->rank));
+        (void)hs_step(n, h); /* incoming steps never fail the group */
+    }
+}
+
+static int hs_polled(const tcp_hs *h)
+{
+    return h->fd >= 0 &&
+           (h->state == HS_CONNECTING || h->state == HS_SEND || h->state == HS_RECV);
+}
+
+/* Drops finished / closed entries. */
+static void hs_compact(coh_net *n)
+{
+    int j = 0;
+    for (int i = 0; i < n->nhs; i++)
+        if (n->hs[i].state)
+            n->hs[j++] = n->hs[i];
+    n->nhs = j;
+}
+
+int tcp_hs_pollfds(coh_net *n, struct pollfd *p)
+{
+    int k = 0;
+    if (n->lfd >= 0) {
+        p[k].fd = n->lfd;
+        p[k].events = POLLIN;
+        p[k].revents = 0;
+        k++;
+    }
+    for (int i = 0; i < n->nhs; i++) {
+        tcp_hs *h = &n->hs[i];
+        if (!hs_polled(h))
+            continue;
+        p[k].fd = h->fd;
+        p[k].events = h->state == HS_RECV ? POLLIN : POLLOUT;
+        p[k].revents = 0;
+        k++;
+    }
+    return k;
+}
+
+cohort_status tcp_hs_service(coh_net *n, const struct pollfd *p, int np)
+{
+    cohort_status st = COHORT_OK;
+    int k = 0, accept_ready = 0;
+    if (n->lfd >= 0 && k < np) {
+        accept_ready = p[k].revents != 0;
+        k++;
+    }
+    /* Same iteration order and filter as tcp_hs_pollfds. */
+    int nhs = n->nhs;
+    for (int i = 0; i < nhs && k < np && st == COHORT_OK; i++) {
+        tcp_hs *h = &n->hs[i];
+        if (!hs_polled(h))
+            continue;
+        if (p[k].fd == h->fd && p[k].revents)
+            st = hs_step(n, h);
+        k++;
+    }
+    uint64_t now = coh_now_ns();
+    for (int i = 0; i < n->nhs && st == COHORT_OK; i++) {
+        tcp_hs *h = &n->hs[i];
+        if (h->outgoing && h->state == HS_RETRY && h->retry_ns <= now) {
+            hs_start_connect(n, h);
+            if (h->state == HS_CONNECTING)
+                st = hs_step(n, h);
+        } else if (!h->outgoing && h->state && now >= h->deadline_ns) {
+            hs_refuse(n, h, COH_HS_TIMEOUT, NULL);
+        }
+    }
+    hs_compact(n);
+    if (accept_ready && st == COHORT_OK) {
+        hs_accept(n);
+        hs_compact(n);
+    }
+    return st;
+}
+
+/* ---- connect ---- */
+
+static int missing_ranks(const coh_net *n, int *out)
+{
+    int k = 0;
+    for (int j = 0; j < n->size; j++)
+        if (j != n->rank && n->c[j].fd < 0)
+            out[k++] = j;
+    return k;
+}
+
+static cohort_status connect_run(coh_net *n);
+
+cohort_status coh_net_connect(coh_net *n)
+{
+    cohort_status st = connect_run(n);
+    int p = st != COHORT_OK ? coh_group_poisoned(n->g) : 0;
+    return p ? (cohort_status)p : st;
+}
+
+static cohort_status connect_run(coh_net *n)
+{
+    cohort_group *g = n->g;
+    if (n->connected)
+        return COHORT_OK;
+    for (int j = n->rank + 1; j < n->size; j++) {
+        char host[128], port[16];
+        const char *a = g->peers ? g->peers[j].addr : "";
+        if (split_hostport(a, host, sizeof host, port, sizeof port) != 0 || !port[0])
+            return coh_group_fail(g, COHORT_ERR_INVALID,
+                                  "tcp connect: rank %d published an invalid address \"%s\"", j,
+                                  a);
+        tcp_hs *h = hs_new(n);
+        if (!h)
+            return coh_group_fail(g, COHORT_ERR_INVALID, "tcp connect: called twice");
+        h->outgoing = 1;
+        h->peer = j;
+        h->state = HS_RETRY;
+        h->retry_ns = 0;
+        snprintf(h->from, sizeof h->from, "%s", a);
+        snprintf(h->why, sizeof h->why, "not attempted yet");
+    }
+    uint64_t start = coh_now_ns();
+    uint64_t deadline = coh_deadline_ns(g->timeout_ms);
+    for (;;) {
+        int p = coh_group_poisoned(g);
+        if (p)
+            return (cohort_status)p;
+        int nm = missing_ranks(n, n->scratch);
+        if (nm == 0)
+            break;
+        uint64_t now = coh_now_ns();
+        if (now >= deadline) {
+            char ranks[256], why[COH_ERRLEN / 2] = "";
+            coh_fmt_ranks(ranks, sizeof ranks, n->scratch, nm);
+            size_t pos = 0;
+            int lower = 0;
+            for (int i = 0; i < nm; i++)
+                lower += n->scratch[i] < n->rank;
+            if (lower) {
+                int w = snprintf(why, sizeof why, "; %d lower rank%s never connected to this rank",
+                                 lower, lower > 1 ? "s" : "");
+                pos = w > 0 ? (size_t)w : 0;
+            }
+            for (int i = 0; i < n->nhs && pos < sizeof why; i++) {
+                tcp_hs *h = &n->hs[i];
+                if (!h->outgoing || !h->state)
+                    continue;
+                int w = snprintf(why + pos, sizeof why - pos, "; rank %d at %s: %s%s", h->peer,
+                                 h->from, h->state == HS_RETRY ? "" : "handshake unfinished, ",
+                                 h->why);
+                if (w < 0)
+                    break;
+                pos += (size_t)w;
+            }
+            return coh_group_fail(g, COHORT_ERR_TIMEOUT,
+                                  "tcp connect: timed out after %d ms: rank %d has no connection "
+                                  "to rank%s %s%s",
+                                  (int)((now - start) / 1000000), n->rank, nm > 1 ? "s" : "",
+                                  ranks, why);
+        }
+        /* Wait for socket events, the wake-up fd, the next retry or the deadline. */
+        uint64_t wake = deadline;
+        for (int i = 0; i < n->nhs; i++)
+            if (n->hs[i].outgoing && n->hs[i].state == HS_RETRY && n->hs[i].retry_ns < wake)
+                wake = n->hs[i].retry_ns;
+        int ms = wake <= now ? 0 : (int)COH_MIN((wake - now + 999999) / 1000000, COH_WAIT_SLICE_MS);
+        n->pfd[0].fd = n->efd;
+        n->pfd[0].events = POLLIN;
+        n->pfd[0].revents = 0;
+        int np = tcp_hs_pollfds(n, n->pfd + 1);
+        int r = poll(n->pfd, (nfds_t)(np + 1), ms);
+        if (r < 0 && errno != EINTR)
+            return coh_group_fail(g, COHORT_ERR_SYSTEM, "tcp connect: poll: %s", strerror(errno));
+        if (r > 0 && n->pfd[0].revents) {
+            uint64_t v;
+            ssize_t rr = read(n->efd, &v, sizeof v);
+            (void)rr;
+        }
+        cohort_status st = tcp_hs_service(n, n->pfd + 1, r > 0 ? np : 0);
+        if (st != COHORT_OK)
+            return st;
+    }
+    /* Outgoing entries are all established; incoming ones left are strays. */
+    n->connected = 1;
+    return COHORT_OK;
+}
+
+/* ---- wake, abort, teardown ---- */
+
+void coh_net_wake(coh_net *n)
+{
+    if (!n || n->efd < 0)
+        return;
+    uint64_t one = 1;
+    ssize_t w = write(n->efd, &one, sizeof one);
+    (void)w; /* EAGAIN: the counter is already non-zero, the waiter will wake */
+}
+
+/* Writes one frame (header + payload) without blocking if the stream is at
+ * a message boundary. A partial write leaves the stream mid-frame: marked
+ * broken so nothing else is ever written on it. Called with c->wmu held. */
+static void frame_locked(tcp_conn *c, const coh_hdr *h, const void *p, size_t len)
+{
+    if (!c->open || c->tx_mid || c->tx_broken)
+        return;
+    struct iovec iov[2] = {{(void *)h, sizeof *h}, {(void *)p, len}};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
+    ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0 && (size_t)w < sizeof *h + len)
+        c->tx_broken = 1;
+}
+
+static int lock_briefly(pthread_mutex_t *mu, uint64_t until_ns)
+{
+    /* The data path holds wmu only around one non-blocking syscall. */
+    while (pthread_mutex_trylock(mu) != 0) {
+        if (coh_now_ns() >= until_ns)
+            return 0;
+        sched_yield();
+    }
+    return 1;
+}
+
+void coh_net_send_abort(coh_net *n, cohort_status st, const char *reason)
+{
+    if (!n || !n->c)
+        return;
+    const char *r = reason ? reason : "";
+    size_t len = strlen(r);
+    if (len > COH_ABORT_MAX_LEN)
+        len = COH_ABORT_MAX_LEN;
+    coh_hdr h;
+    memset(&h, 0, sizeof h);
+    h.magic = COH_HDR_MAGIC;
+    h.kind = COH_MSG_ABORT;
+    h.group = n->me.group;
+    h.gen = n->me.gen;
+    h.tag = (int32_t)st;
+    h.root = -1;
+    h.src = n->rank;
+    h.len = len;
+    uint64_t until = coh_now_ns() + 5000000ull; /* a few ms, all peers together */
+    for (int j = 0; j < n->size; j++) {
+        if (j == n->rank)
+            continue;
+        tcp_conn *c = &n->c[j];
+        if (!lock_briefly(&c->wmu, until))
+            continue;
+        frame_locked(c, &h, r, len);
+        pthread_mutex_unlock(&c->wmu);
+    }
+}
+
+void coh_net_destroy(coh_net *n)
+{
+    if (!n)
+        return;
+    if (n->c) {
+        coh_hdr bye;
+        memset(&bye, 0, sizeof bye);
+        bye.magic = COH_HDR_MAGIC;
+        bye.kind = COH_MSG_BYE;
+        bye.group = n->me.group;
+        bye.gen = n->me.gen;
+        bye.root = -1;
+        bye.src = n->rank;
+        for (int j = 0; j < n->size; j++) {
+            tcp_conn *c = &n->c[j];
+            if (c->fd >= 0) {
+                pthread_mutex_lock(&c->wmu);
+                frame_locked(c, &bye, NULL, 0);
+                c->open = 0;
+                pthread_mutex_unlock(&c->wmu);
+                /* FIN after the queued data; then drain what the peer sent so
+                 * close() does not turn into a RST that could destroy our own
+                 * unsent tail (the peer may still be reading it). */
+                shutdown(c->fd, SHUT_WR);
+                char sink[4096];
+                for (int k = 0; k < 64; k++)
+                    if (recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) <= 0)
+                        break;
+                close(c->fd);
+                c->fd = -1;
+            }
+            tcp_stash_free(n, c);
+            coh_free(c->rbuf);
+            pthread_mutex_destroy(&c->wmu);
+        }
+    }
+    for (int i = 0; i < n->nhs; i++)
+        if (n->hs[i].fd >= 0)
+            close(n->hs[i].fd);
+    if (n->lfd >= 0)
+        close(n->lfd);
+    if (n->efd >= 0)
+        close(n->efd);
+    sodium_memzero(n->key, sizeof n->key);
+    coh_free(n->c);
+    coh_free(n->hs);
+    coh_free(n->pfd);
+    coh_free(n->pmap);
+    coh_free(n->scratch);
+    coh_free(n->dpeers);
+    coh_free(n);
+}

@@ -1,0 +1,135 @@
+/*
+ * net.h - the tcp transport's private state, shared by hs.c (listener,
+ * handshakes, connect, abort, teardown) and xfer.c (the data path).
+ *
+ * Threads: coh_net_xfer / coh_net_connect run on one thread at a time (the
+ * engine's guarantee); they own everything here except what coh_net_wake and
+ * coh_net_send_abort touch from other threads: the eventfd (write only) and,
+ * under conn->wmu, a connection's write side (fd writes, tx_mid, tx_broken,
+ * open).
+ *
+ * Lock order: conn->wmu is a leaf; never call coh_group_fail (which sends
+ * abort frames, taking wmu) while holding it.
+ */
+#ifndef COH_TCP_NET_H
+#define COH_TCP_NET_H
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "transport/tcp/wire.h"
+#include "transport/transport.h"
+
+/* An unexpected message (arrived before its receive was posted). The tail
+ * entry of a connection's stash may still be filling (conn->rstash). */
+typedef struct tcp_stash {
+    struct tcp_stash *next;
+    coh_hdr h;
+    unsigned char data[];
+} tcp_stash;
+
+enum { RX_HDR = 0, RX_BODY = 1, RX_PARKED = 2 };
+enum { RXD_OP = 0, RXD_STASH = 1, RXD_ABORT = 2 };
+
+typedef struct tcp_conn {
+    int fd; /* -1 until established */
+    int peer;
+    /* ---- read side (xfer thread only) ---- */
+    int rx_state;
+    coh_hdr rh;             /* header being read / being delivered */
+    size_t rh_got;
+    int rx_dst;             /* RXD_* */
+    unsigned char *rdst;    /* payload destination */
+    size_t rlen, rdone;
+    coh_xfer *rop;          /* RXD_OP: the receive being filled */
+    tcp_stash *rstash;      /* RXD_STASH: the entry being filled */
+    unsigned char *rbuf;    /* small reads land here first (one recv for header + payload) */
+    size_t rpos, rend;
+    tcp_stash *sq_head, *sq_tail; /* unexpected messages, arrival order */
+    int bye;                /* peer said BYE: its EOF is a clean close */
+    int eof;                /* EOF/reset seen after BYE: nothing more will come */
+    int hup;                /* parked and the peer closed: stop polling, decide on demand */
+    /* ---- per-batch bookkeeping (xfer thread) ---- */
+    int want;               /* incomplete receives from this peer in the batch */
+    int sends;              /* incomplete sends to this peer in the batch */
+    int blocked;            /* scratch: a send to this peer would block in this pass */
+    /* ---- write side (any thread, under wmu) ---- */
+    pthread_mutex_t wmu;
+    int open;               /* established and writable */
+    int tx_mid;             /* a message is partly written: no frame may be inserted */
+    int tx_broken;          /* a partial abort frame went out: the stream is unusable */
+} tcp_conn;
+
+/* One handshake in progress (either direction). */
+typedef struct tcp_hs {
+    int fd;
+    int outgoing;
+    int peer;               /* outgoing: target; incoming: claimed rank once known, else -1 */
+    int state;              /* HS_* in hs.c */
+    int refuse;             /* incoming: the code being sent before closing */
+    uint8_t out[COH_HS_MAX_FRAME];
+    size_t olen, ooff;
+    uint8_t in[COH_HS_MAX_FRAME];
+    size_t iwant, ioff;
+    int in_type;            /* type once the prefix is parsed, else 0 */
+    uint8_t na[COH_HS_NONCE], nc[COH_HS_NONCE];
+    uint64_t deadline_ns;
+    uint64_t retry_ns;      /* outgoing: earliest reconnect */
+    int attempts;
+    char why[160];          /* outgoing: last failure, for the timeout message */
+    char from[96];          /* printable remote address */
+} tcp_hs;
+
+#define TCP_HS_MAX_IN 64    /* concurrent unauthenticated connections */
+
+struct coh_net {
+    cohort_group *g;
+    int rank, size;
+    int lfd;                /* listening socket, open for the net's lifetime */
+    int efd;                /* eventfd: coh_net_wake */
+    tcp_conn *c;            /* [size]; c[rank] unused */
+    uint8_t key[COH_HS_KEY];
+    coh_hs_ident me;
+    tcp_hs *hs;             /* [hs_cap] */
+    int nhs, hs_cap;
+    int connected;          /* coh_net_connect succeeded */
+    int bufsize;            /* SO_SNDBUF/SO_RCVBUF (0: kernel autotuning) */
+    int hs_timeout_ms;      /* per unauthenticated connection */
+    /* data path */
+    size_t stash_bytes, stash_max;
+    int nstash;             /* stashed messages, all connections */
+    uint64_t coll_floor;    /* highest seq of a posted COLL receive: lower ones are stale */
+    coh_xfer *ops;          /* the current batch */
+    int nops;
+    const coh_call *call;
+    int left;               /* incomplete ops of the current batch */
+    uint64_t spin_ns;
+    size_t rbuf_size;
+    struct pollfd *pfd;     /* [pfd_cap] */
+    int *pmap;              /* [pfd_cap]: >=0 conn peer, -1 eventfd, -2 handshake area */
+    int pfd_cap;
+    int *scratch;           /* [size]: ranks list for stall reports */
+    int *dpeers;            /* [size]: peers the current batch moves data with */
+    int ndpeers;
+    char abort_txt[COH_ABORT_MAX_LEN + 1];
+    char addr[80];
+};
+
+/* hs.c: the handshake area of a poll set (listener + handshakes). Adds its
+ * fds at p[0..] and returns how many; tcp_hs_service then handles their
+ * revents (accept, progress, refuse, timeouts). During xfer only incoming
+ * handshakes exist: a completed one for an unconnected rank is refused as a
+ * duplicate/late connection. Returns a status only for fatal errors of
+ * outgoing handshakes (connect phase). */
+int tcp_hs_pollfds(coh_net *n, struct pollfd *p);
+cohort_status tcp_hs_service(coh_net *n, const struct pollfd *p, int np);
+
+/* xfer.c: frees a connection's stash. */
+void tcp_stash_free(coh_net *n, tcp_conn *c);
+
+/* Sets common options on a data socket (TCP_NODELAY, buffer sizes). */
+void tcp_sockopts(coh_net *n, int fd);
+
+#endif

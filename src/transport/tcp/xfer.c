@@ -1,0 +1,671 @@
+/*
+ * xfer.c - tcp transport data path: batches of sends and receives over
+ * non-blocking sockets, header-first contract checks, unexpected-message
+ * stash, abort/bye frames, peer-death detection.
+ *
+ * Matching (per connection, the TCP stream gives FIFO order):
+ *   - COLL: an arriving COLL header is matched with the earliest posted,
+ *     unmatched COLL receive from that peer; the contract is compared on the
+ *     header before one payload byte is written to the user buffer.
+ *   - P2P: matched by tag with the earliest posted P2P receive of that tag
+ *     (same tag FIFO, different tags may overtake, as in MPI).
+ *   - No match: the message is stashed (malloc'd, bounded by
+ *     COHORT_MAX_UNEXPECTED). When the budget is spent and no receive from
+ *     that peer is waiting, the connection is "parked": its header is kept,
+ *     the payload stays in the kernel, and the sender is flow-controlled
+ *     until a receive is posted. When a receive IS waiting behind it, the
+ *     budget overflow is an error (TOO_LARGE), never an OOM.
+ *
+ * Progress: a pass tries every pending send (sendmsg header+payload) and
+ * reads the connections the batch waits on; no progress -> spin for
+ * spin_ns with the same non-blocking attempts (small-message latency), then
+ * poll() every connection of the group (EOF, reset and abort frames are
+ * seen even on connections the batch does not use), the wake-up eventfd and
+ * the listener, for at most COH_WAIT_SLICE_MS, and run coh_wait_check.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "contract/contract.h"
+#include "transport/tcp/net.h"
+
+enum { OP_PENDING = 0, OP_ACTIVE = 1, OP_DONE = 2 };
+
+/* Payload remainders at least this large are read straight into their
+ * destination; smaller ones go through rbuf with whatever follows them. */
+#define DIRECT_MIN (16 * 1024)
+
+#define HDR_LEN sizeof(coh_hdr)
+
+/* ---- failures ---- */
+
+/* The contract module builds the message (both sides, call sites) and
+ * fails the group with COHORT_ERR_CONTRACT. */
+static cohort_status mismatch(coh_net *n, int peer, const coh_hdr *exp, const coh_hdr *got)
+{
+    return coh_contract_mismatch(n->g, n->call, peer, exp, got);
+}
+
+static cohort_status lost(coh_net *n, tcp_conn *c, int err, const char *doing)
+{
+    char how[200];
+    if (c->bye)
+        snprintf(how, sizeof how,
+                 "it closed its connection (left the group) while this rank still %s it", doing);
+    else if (err)
+        snprintf(how, sizeof how, "connection %s: %s (errno %d)",
+                 err == ECONNRESET ? "reset" : "failed", strerror(err), err);
+    else
+        snprintf(how, sizeof how, "connection closed by peer%s",
+                 (c->rx_state != RX_HDR || c->rh_got) ? " in the middle of a message" : "");
+    return coh_group_peer_lost(n->g, c->peer, how);
+}
+
+/* ---- receive side ---- */
+
+static coh_xfer *find_recv(coh_net *n, int peer, const coh_hdr *h)
+{
+    for (int i = 0; i < n->nops; i++) {
+        coh_xfer *op = &n->ops[i];
+        if (!op->is_send && op->state == OP_PENDING && op->peer == peer &&
+            op->hdr.kind == h->kind && (h->kind != COH_MSG_P2P || op->hdr.tag == h->tag))
+            return op;
+    }
+    return NULL;
+}
+
+/* The contract check of a matched message, on its header only. */
+static cohort_status check_hdr(coh_net *n, coh_xfer *op, const coh_hdr *got)
+{
+    coh_hdr e = op->hdr;
+    int f;
+    if (!n->g->check_contract) {
+        /* Contract checks off (benchmarks): the size still must fit. */
+        f = got->len == e.len ? COH_FIELD_NONE : COH_FIELD_STEP;
+    } else {
+        if (got->kind == COH_MSG_P2P) {
+            /* Matched by tag; sender and receiver number their own p2p calls
+             * and name each other as peer: only dtype/count/size compare. */
+            e.seq = got->seq;
+            e.coll = got->coll;
+            e.root = got->root;
+            e.step = got->step;
+        }
+        f = coh_hdr_match(&e, got);
+    }
+    return f == COH_FIELD_NONE ? COHORT_OK : mismatch(n, op->peer, &e, got);
+}
+
+/* A message nobody waits for: legitimate only if it belongs to this group
+ * and generation and is not older than what this rank already expects. */
+static cohort_status check_unexpected(coh_net *n, const coh_hdr *h)
+{
+    int f = COH_FIELD_NONE;
+    if (h->group != n->me.group)
+        f = COH_FIELD_GROUP;
+    else if (h->gen != n->me.gen)
+        f = COH_FIELD_GENERATION;
+    else if (h->kind == COH_MSG_COLL && h->seq < n->coll_floor)
+        f = COH_FIELD_SEQ;
+    if (f == COH_FIELD_NONE)
+        return COHORT_OK;
+    coh_hdr e = *h;
+    if (n->call)
+        coh_hdr_from_call(&e, n->g, n->call, h->kind, h->step, h->len);
+    e.group = n->me.group;
+    e.gen = n->me.gen;
+    if (h->kind == COH_MSG_COLL)
+        e.seq = n->coll_floor;
+    return mismatch(n, h->src, &e, h);
+}
+
+static void op_done(coh_net *n, tcp_conn *c, coh_xfer *op)
+{
+    op->state = OP_DONE;
+    op->done = op->len;
+    c->want--;
+    n->left--;
+}
+
+/* Header complete: decide where the payload goes. */
+static cohort_status rx_dispatch(coh_net *n, tcp_conn *c)
+{
+    coh_hdr *h = &c->rh;
+    const char *why = coh_hdr_sanity(h, c->peer, n->size);
+    if (!why && c->bye)
+        why = "data after its bye frame";
+    if (why)
+        return coh_group_fail(n->g, COHORT_ERR_PROTOCOL,
+                              "tcp: rank %d sent a malformed message: %s (magic 0x%08x kind %u "
+                              "len %llu)",
+                              c->peer, why, h->magic, h->kind, (unsigned long long)h->len);
+    if (h->kind == COH_MSG_BYE) {
+        c->bye = 1;
+        c->rx_state = RX_HDR;
+        c->rh_got = 0;
+        return COHORT_OK;
+    }
+    if (h->kind == COH_MSG_ABORT) {
+        c->rx_dst = RXD_ABORT;
+        c->rdst = (unsigned char *)n->abort_txt;
+        c->rlen = (size_t)h->len;
+    } else {
+        coh_xfer *op = find_recv(n, c->peer, h);
+        if (op) {
+            cohort_status st = check_hdr(n, op, h);
+            if (st != COHORT_OK)
+                return st;
+            op->state = OP_ACTIVE;
+            c->rx_dst = RXD_OP;
+            c->rop = op;
+            c->rdst = op->buf;
+            c->rlen = op->len;
+        } else {
+            cohort_status st = check_unexpected(n, h);
+            if (st != COHORT_OK)
+                return st;
+            if (h->len > n->stash_max - n->stash_bytes) {
+                if (c->want > 0)
+                    return coh_group_fail(
+                        n->g, COHORT_ERR_TOO_LARGE,
+                        "tcp: rank %d sent a %llu-byte message no posted receive matches (%s #%llu "
+                        "tag %d) ahead of the one this rank waits for; %zu unexpected bytes are "
+                        "already held and COHORT_MAX_UNEXPECTED is %zu",
+                        c->peer, (unsigned long long)h->len, coh_coll_name(h->coll),
+                        (unsigned long long)h->seq, h->tag, n->stash_bytes, n->stash_max);
+                /* Nobody waits on this peer: leave the payload in the kernel. */
+                c->rx_state = RX_PARKED;
+                return COHORT_OK;
+            }
+            tcp_stash *s = coh_malloc(sizeof *s + (size_t)h->len);
+            if (!s)
+                return coh_group_fail(n->g, COHORT_ERR_NOMEM,
+                                      "tcp: no memory to hold an unexpected %llu-byte message "
+                                      "from rank %d",
+                                      (unsigned long long)h->len, c->peer);
+            s->next = NULL;
+            s->h = *h;
+            if (c->sq_tail)
+                c->sq_tail->next = s;
+            else
+                c->sq_head = s;
+            c->sq_tail = s;
+            n->stash_bytes += (size_t)h->len;
+            n->nstash++;
+            c->rx_dst = RXD_STASH;
+            c->rstash = s;
+            c->rdst = s->data;
+            c->rlen = (size_t)h->len;
+        }
+    }
+    c->rdone = 0;
+    c->rx_state = RX_BODY;
+    return COHORT_OK;
+}
+
+static cohort_status rx_complete(coh_net *n, tcp_conn *c, int *moved)
+{
+    c->rx_state = RX_HDR;
+    c->rh_got = 0;
+    if (c->rx_dst == RXD_OP) {
+        op_done(n, c, c->rop);
+        c->rop = NULL;
+        *moved = 1;
+    } else if (c->rx_dst == RXD_STASH) {
+        c->rstash = NULL;
+    } else {
+        char *t = n->abort_txt;
+        t[c->rlen] = 0;
+        for (size_t i = 0; i < c->rlen; i++)
+            if ((unsigned char)t[i] < 0x20 && t[i] != '\n' && t[i] != '\t')
+                t[i] = '?';
+        int st = c->rh.tag;
+        if (st <= COHORT_OK || st > COHORT_ERR_UNSUPPORTED)
+            st = COHORT_ERR_ABORTED;
+        char reason[COH_ERRLEN + 64];
+        snprintf(reason, sizeof reason, "rank %d aborted the group: %s", c->peer, t);
+        coh_group_remote_abort(n->g, (cohort_status)st, reason);
+        int p = coh_group_poisoned(n->g);
+        return p ? (cohort_status)p : (cohort_status)st;
+    }
+    return COHORT_OK;
+}
+
+/* recv() without blocking. Returns >0 bytes, 0 when nothing is there (or
+ * the peer closed cleanly after BYE), -1 with *st set on failure. */
+static ssize_t sock_read(coh_net *n, tcp_conn *c, void *buf, size_t len, cohort_status *st)
+{
+    for (;;) {
+        ssize_t r = recv(c->fd, buf, len, MSG_DONTWAIT);
+        if (r > 0)
+            return r;
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        int err = r < 0 ? errno : 0;
+        if (c->bye && c->rx_state == RX_HDR && c->rh_got == 0) {
+            /* The peer left cleanly: fine unless this batch waits on it. */
+            c->eof = 1;
+            if (c->want > 0) {
+                *st = lost(n, c, 0, "waits for data from");
+                return -1;
+            }
+            return 0;
+        }
+        *st = lost(n, c, err, "waits for data from");
+        return -1;
+    }
+}
+
+/* Reads and delivers what connection c has, without blocking. greedy=0
+ * stops at a message boundary once the batch needs nothing more from c, so
+ * the next call's message is read straight into its own buffer later. */
+static cohort_status rx_progress(coh_net *n, tcp_conn *c, int greedy, int *moved)
+{
+    cohort_status st = COHORT_OK;
+    for (;;) {
+        if (c->rx_state == RX_PARKED || c->eof)
+            return COHORT_OK;
+        if (c->rx_state == RX_HDR) {
+            if (!greedy && c->want == 0 && c->rh_got == 0)
+                return COHORT_OK;
+            if (c->rpos < c->rend) {
+                size_t k = COH_MIN(c->rend - c->rpos, HDR_LEN - c->rh_got);
+                memcpy((unsigned char *)&c->rh + c->rh_got, c->rbuf + c->rpos, k);
+                c->rpos += k;
+                c->rh_got += k;
+            } else {
+                ssize_t r = sock_read(n, c, c->rbuf, n->rbuf_size, &st);
+                if (r <= 0)
+                    return r < 0 ? st : COHORT_OK;
+                c->rpos = 0;
+                c->rend = (size_t)r;
+                continue;
+            }
+            if (c->rh_got == HDR_LEN) {
+                st = rx_dispatch(n, c);
+                if (st != COHORT_OK)
+                    return st;
+            }
+            continue;
+        }
+        /* RX_BODY */
+        size_t left = c->rlen - c->rdone;
+        if (left == 0) {
+            st = rx_complete(n, c, moved);
+            if (st != COHORT_OK)
+                return st;
+            continue;
+        }
+        if (c->rpos < c->rend) {
+            size_t k = COH_MIN(left, c->rend - c->rpos);
+            memcpy(c->rdst + c->rdone, c->rbuf + c->rpos, k);
+            c->rpos += k;
+            c->rdone += k;
+        } else if (left >= DIRECT_MIN) {
+            ssize_t r = sock_read(n, c, c->rdst + c->rdone, left, &st);
+            if (r <= 0)
+                return r < 0 ? st : COHORT_OK;
+            c->rdone += (size_t)r;
+        } else {
+            ssize_t r = sock_read(n, c, c->rbuf, n->rbuf_size, &st);
+            if (r <= 0)
+                return r < 0 ? st : COHORT_OK;
+            c->rpos = 0;
+            c->rend = (size_t)r;
+        }
+        if (c->rx_dst == RXD_OP)
+            *moved = 1;
+    }
+}
+
+/* A posted receive takes the earliest matching stashed message. If that
+ * message is still arriving, the rest of it goes straight to the user. */
+static cohort_status match_stash(coh_net *n, coh_xfer *op)
+{
+    tcp_conn *c = &n->c[op->peer];
+    tcp_stash *prev = NULL;
+    for (tcp_stash *s = c->sq_head; s; prev = s, s = s->next) {
+        if (s->h.kind != op->hdr.kind || (s->h.kind == COH_MSG_P2P && s->h.tag != op->hdr.tag))
+            continue;
+        cohort_status st = check_hdr(n, op, &s->h);
+        if (st != COHORT_OK)
+            return st;
+        if (prev)
+            prev->next = s->next;
+        else
+            c->sq_head = s->next;
+        if (c->sq_tail == s)
+            c->sq_tail = prev;
+        n->stash_bytes -= (size_t)s->h.len;
+        n->nstash--;
+        if (c->rstash == s) {
+            if (c->rdone)
+                memcpy(op->buf, s->data, c->rdone);
+            c->rx_dst = RXD_OP;
+            c->rop = op;
+            c->rdst = op->buf;
+            c->rstash = NULL;
+            op->state = OP_ACTIVE;
+        } else {
+            if (s->h.len)
+                memcpy(op->buf, s->data, (size_t)s->h.len);
+            op_done(n, c, op);
+        }
+        coh_free(s);
+        return COHORT_OK;
+    }
+    return COHORT_OK;
+}
+
+void tcp_stash_free(coh_net *n, tcp_conn *c)
+{
+    for (tcp_stash *s = c->sq_head, *nx; s; s = nx) {
+        nx = s->next;
+        n->stash_bytes -= (size_t)s->h.len;
+        n->nstash--;
+        coh_free(s);
+    }
+    c->sq_head = c->sq_tail = c->rstash = NULL;
+}
+
+/* ---- send side ---- */
+
+static cohort_status tx_op(coh_net *n, coh_xfer *op, int *moved)
+{
+    tcp_conn *c = &n->c[op->peer];
+    size_t total = HDR_LEN + op->len;
+    int err = 0, broken;
+    pthread_mutex_lock(&c->wmu);
+    broken = c->tx_broken || !c->open;
+    while (!broken && op->done < total) {
+        struct iovec iov[2];
+        int k = 0;
+        if (op->done < HDR_LEN) {
+            iov[k].iov_base = (unsigned char *)&op->hdr + op->done;
+            iov[k++].iov_len = HDR_LEN - op->done;
+            if (op->len) {
+                iov[k].iov_base = op->buf;
+                iov[k++].iov_len = op->len;
+            }
+        } else {
+            iov[k].iov_base = (unsigned char *)op->buf + (op->done - HDR_LEN);
+            iov[k++].iov_len = total - op->done;
+        }
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)k};
+        ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            op->done += (size_t)w;
+            *moved = 1;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        err = w < 0 ? errno : EPIPE;
+        break;
+    }
+    c->tx_mid = op->done > 0 && op->done < total;
+    pthread_mutex_unlock(&c->wmu);
+    if (broken) {
+        int p = coh_group_poisoned(n->g);
+        return p ? (cohort_status)p
+                 : coh_group_fail(n->g, COHORT_ERR_ABORTED,
+                                  "tcp: connection to rank %d unusable after an abort", op->peer);
+    }
+    if (err) {
+        /* A peer that fails usually sends an abort frame and then closes;
+         * our send then hits the reset. Read what it sent before the reset
+         * so the group reports the peer's cause, not a lost connection. */
+        int ignored = 0;
+        cohort_status st = rx_progress(n, c, 1, &ignored);
+        int p = coh_group_poisoned(n->g);
+        if (p)
+            return (cohort_status)p;
+        return st != COHORT_OK ? st : lost(n, c, err, "sends to");
+    }
+    if (op->done == total) {
+        op->state = OP_DONE;
+        c->sends--;
+        n->left--;
+    } else {
+        c->blocked = 1;
+    }
+    return COHORT_OK;
+}
+
+/* One non-blocking attempt at everything the batch waits for. */
+static cohort_status pass(coh_net *n, int *moved)
+{
+    for (int i = 0; i < n->ndpeers; i++)
+        n->c[n->dpeers[i]].blocked = 0;
+    for (int i = 0; i < n->nops; i++) {
+        coh_xfer *op = &n->ops[i];
+        /* Sends to one peer go out in batch order: they share one stream. */
+        if (!op->is_send || op->state == OP_DONE || n->c[op->peer].blocked)
+            continue;
+        cohort_status st = tx_op(n, op, moved);
+        if (st != COHORT_OK)
+            return st;
+    }
+    for (int i = 0; i < n->ndpeers; i++) {
+        tcp_conn *c = &n->c[n->dpeers[i]];
+        if (c->want == 0)
+            continue;
+        cohort_status st;
+        if (c->rx_state == RX_PARKED) {
+            /* A receive from this peer is posted now: the parked message
+             * must be delivered or stashed to reach it. */
+            c->rx_state = RX_HDR;
+            st = rx_dispatch(n, c);
+            if (st != COHORT_OK)
+                return st;
+        }
+        if (c->eof)
+            return lost(n, c, 0, "waits for data from");
+        st = rx_progress(n, c, 0, moved);
+        if (st != COHORT_OK)
+            return st;
+    }
+    return COHORT_OK;
+}
+
+/* Nothing moves: wait in poll() for one slice on every connection of the
+ * group, the wake-up fd and the listener, then run the wait bookkeeping. */
+static cohort_status block(coh_net *n, coh_wait *w, int *moved)
+{
+    int timeout = COH_WAIT_SLICE_MS;
+    struct pollfd *p = n->pfd;
+    int k = 0;
+    p[k].fd = n->efd;
+    p[k].events = POLLIN;
+    p[k].revents = 0;
+    n->pmap[k++] = -1;
+    for (int j = 0; j < n->size; j++) {
+        tcp_conn *c = &n->c[j];
+        if (j == n->rank || c->fd < 0 || c->eof || (c->rx_state == RX_PARKED && c->hup))
+            continue;
+        short ev = POLLRDHUP;
+        if (c->rx_state != RX_PARKED) {
+            ev |= POLLIN;
+            if (c->rpos < c->rend)
+                timeout = 0; /* bytes already read but not yet delivered */
+        }
+        if (c->sends > 0 && c->blocked)
+            ev |= POLLOUT;
+        p[k].fd = c->fd;
+        p[k].events = ev;
+        p[k].revents = 0;
+        n->pmap[k++] = j;
+    }
+    int nconn = k;
+    int nh = tcp_hs_pollfds(n, p + k);
+    /* Stall reports name the peers this batch still waits on. */
+    int nw = 0;
+    for (int j = 0; j < n->size; j++)
+        if (j != n->rank && (n->c[j].want > 0 || n->c[j].sends > 0))
+            n->scratch[nw++] = j;
+    w->waiting_for = n->scratch;
+    w->n_waiting_for = nw;
+
+    int r = poll(p, (nfds_t)(nconn + nh), timeout);
+    if (r < 0 && errno != EINTR)
+        return coh_group_fail(n->g, COHORT_ERR_SYSTEM, "tcp: poll: %s (errno %d)",
+                              strerror(errno), errno);
+    if (r > 0) {
+        if (p[0].revents) {
+            uint64_t v;
+            ssize_t rr = read(n->efd, &v, sizeof v);
+            (void)rr;
+        }
+        for (int i = 1; i < nconn; i++) {
+            tcp_conn *c = &n->c[n->pmap[i]];
+            if (!p[i].revents)
+                continue;
+            if (c->rx_state == RX_PARKED) {
+                if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR))
+                    c->hup = 1; /* decided when a receive needs this peer */
+                continue;
+            }
+            if (p[i].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) {
+                cohort_status st = rx_progress(n, c, 1, moved);
+                if (st != COHORT_OK)
+                    return st;
+            }
+        }
+        cohort_status st = tcp_hs_service(n, p + nconn, nh);
+        if (st != COHORT_OK)
+            return st;
+    } else if (timeout == 0) {
+        for (int i = 1; i < nconn; i++) {
+            tcp_conn *c = &n->c[n->pmap[i]];
+            if (c->rpos < c->rend && c->rx_state != RX_PARKED) {
+                cohort_status st = rx_progress(n, c, 1, moved);
+                if (st != COHORT_OK)
+                    return st;
+            }
+        }
+    } else {
+        /* Timeouts of unauthenticated handshakes are checked every slice. */
+        cohort_status st = tcp_hs_service(n, p + nconn, 0);
+        if (st != COHORT_OK)
+            return st;
+    }
+    return coh_wait_check(w);
+}
+
+static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, int nops);
+
+cohort_status coh_net_xfer(coh_net *n, const coh_call *call, coh_xfer *ops, int nops)
+{
+    cohort_status st = xfer_run(n, call, ops, nops);
+    if (st == COHORT_OK)
+        return st;
+    /* Several failures can race (a local abort, the peer's EOF that
+     * follows it): report the group's first one, as every later call will. */
+    int p = coh_group_poisoned(n->g);
+    return p ? (cohort_status)p : st;
+}
+
+static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, int nops)
+{
+    cohort_group *g = n->g;
+    int p = coh_group_poisoned(g);
+    if (p)
+        return (cohort_status)p;
+    if (!n->connected)
+        return coh_group_fail(g, COHORT_ERR_INVALID, "tcp: transfer before coh_net_connect");
+    if (nops < 0 || (nops > 0 && !ops))
+        return coh_group_fail(g, COHORT_ERR_INVALID, "tcp: bad transfer batch");
+    for (int i = 0; i < nops; i++) {
+        coh_xfer *op = &ops[i];
+        if (op->peer < 0 || op->peer >= n->size || op->peer == n->rank ||
+            n->c[op->peer].fd < 0 || (op->len && !op->buf))
+            return coh_group_fail(g, COHORT_ERR_INVALID,
+                                  "tcp: bad transfer op %d (peer %d, %zu bytes, buffer %p)", i,
+                                  op->peer, op->len, op->buf);
+        n->c[op->peer].want = n->c[op->peer].sends = 0;
+    }
+    n->ops = ops;
+    n->nops = nops;
+    n->call = call;
+    uint64_t floor0 = n->coll_floor;
+    n->left = nops;
+    n->ndpeers = 0;
+    for (int i = 0; i < nops; i++) {
+        coh_xfer *op = &ops[i];
+        tcp_conn *c = &n->c[op->peer];
+        if (c->want == 0 && c->sends == 0)
+            n->dpeers[n->ndpeers++] = op->peer;
+        op->done = 0;
+        op->state = OP_PENDING;
+        if (op->is_send) {
+            op->hdr.magic = COH_HDR_MAGIC;
+            op->hdr.src = n->rank;
+            op->hdr.len = op->len;
+            c->sends++;
+        } else {
+            op->hdr.len = op->len;
+            c->want++;
+            if (op->hdr.kind == COH_MSG_COLL && op->hdr.seq > n->coll_floor)
+                n->coll_floor = op->hdr.seq;
+        }
+    }
+    if (n->nstash > 0 && n->coll_floor > floor0) {
+        /* Stashed while an earlier call ran, never claimed by it: stale. */
+        for (int j = 0; j < n->size; j++)
+            for (tcp_stash *s = n->c[j].sq_head; s; s = s->next) {
+                cohort_status st = check_unexpected(n, &s->h);
+                if (st != COHORT_OK)
+                    return st;
+            }
+    }
+    for (int i = 0; i < nops; i++)
+        if (!ops[i].is_send && n->c[ops[i].peer].sq_head) {
+            cohort_status st = match_stash(n, &ops[i]);
+            if (st != COHORT_OK)
+                return st;
+        }
+
+    coh_wait w;
+    coh_wait_init(&w, g, call);
+    uint64_t spin_start = 0;
+    int waited = 0;
+    for (;;) {
+        int moved = 0;
+        cohort_status st = pass(n, &moved);
+        if (st != COHORT_OK)
+            return st;
+        if (n->left == 0)
+            return COHORT_OK;
+        if (moved) {
+            spin_start = 0;
+            if (waited) {
+                /* Progress restarts the stall clock: the timeout bounds a
+                 * wait without progress, not a long transfer. */
+                coh_wait_init(&w, g, call);
+                waited = 0;
+            }
+            continue;
+        }
+        uint64_t now = coh_now_ns();
+        if (!spin_start)
+            spin_start = now;
+        if (now - spin_start < n->spin_ns && !coh_group_poisoned(g))
+            continue;
+        moved = 0;
+        st = block(n, &w, &moved);
+        if (st != COHORT_OK)
+            return st;
+        waited = !moved;
+        spin_start = 0;
+        if (moved)
+            coh_wait_init(&w, g, call);
+    }
+}

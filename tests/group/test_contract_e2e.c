@@ -1,0 +1,302 @@
+/* test_contract_e2e.c - the contract end to end, on real processes over shm
+ * and tcp: every field of the fingerprint, extra and skipped calls, root
+ * disagreements where no message flows, stall reports, p2p deadlock cycles,
+ * frozen peers, and the two debug modes. Each rank checks its own error and
+ * message; the test process checks every rank finished in time. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support/support.h"
+
+static const char *transports[] = {"auto", "tcp"};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+enum field { F_COUNT, F_DTYPE_SAMEBYTES, F_REDOP, F_OP, F_ROOT, F_EXTRA, F_SKIP, F_NFIELDS };
+
+typedef struct {
+    enum field f;
+    const char *want[3]; /* substrings every rank's message must contain */
+} mcase;
+
+static const mcase cases[F_NFIELDS] = {
+    [F_COUNT] = {F_COUNT, {"count differs", "ranks 0-2 have 1024", "rank 3 has 512"}},
+    [F_DTYPE_SAMEBYTES] = {F_DTYPE_SAMEBYTES, {"differs", "float16", "float32"}},
+    [F_REDOP] = {F_REDOP, {"differs", "sum", "max"}},
+    [F_OP] = {F_OP, {"all_reduce", "all_gather", "rank 3"}},
+    [F_ROOT] = {F_ROOT, {"root differs", "ranks 0-2 have 3", "rank 3 has 0"}},
+    [F_EXTRA] = {F_EXTRA, {"rank 3", "extra", "#4"}},
+    [F_SKIP] = {F_SKIP, {"rank 3", "skipped", "#4"}},
+};
+
+static int rank_mismatch(int rank, void *arg)
+{
+    const mcase *mc = arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static uint16_t h[2048];
+    static float f[1024], out[2048 * 2];
+    int odd = rank == 3;
+    /* A few good calls first so the seq is not 1. A rank still finishing
+     * the last of them when the others detect the mismatch at #4 gets the
+     * abort inside it: that call then fails with the same #4 report. */
+    double t0 = now_ms();
+    cohort_status st = COHORT_OK;
+    for (int i = 0; i < 3 && st == COHORT_OK; i++)
+        st = cohort_all_reduce(g, f, out, 16, COHORT_FLOAT32, COHORT_SUM);
+    RANK_CHECK(st == COHORT_OK || st == COHORT_ERR_CONTRACT, "warm-up: %s: %s",
+               cohort_status_name(st), cohort_last_error(g));
+    switch (st == COHORT_OK ? mc->f : F_NFIELDS) {
+    case F_COUNT:
+        st = cohort_all_reduce(g, f, out, odd ? 512 : 1024, COHORT_FLOAT32, COHORT_SUM);
+        break;
+    case F_DTYPE_SAMEBYTES: /* 2048 float16 against 1024 float32: same bytes */
+        st = odd ? cohort_all_reduce(g, h, out, 2048, COHORT_FLOAT16, COHORT_SUM)
+                 : cohort_all_reduce(g, f, out, 1024, COHORT_FLOAT32, COHORT_SUM);
+        break;
+    case F_REDOP:
+        st = cohort_all_reduce(g, f, out, 1024, COHORT_FLOAT32, odd ? COHORT_MAX : COHORT_SUM);
+        break;
+    case F_OP: /* all_gather of 256 floats = 1024 floats of output */
+        st = odd ? cohort_all_gather(g, f, out, 256, COHORT_FLOAT32)
+                 : cohort_all_reduce(g, f, out, 1024, COHORT_FLOAT32, COHORT_SUM);
+        break;
+    case F_ROOT:
+        /* ranks 0-2 take rank 3 for the root, rank 3 takes rank 0: the true
+         * root sends nothing, everyone waits to receive - no message ever
+         * carries a header, so the out-of-band probe must catch it */
+        st = cohort_broadcast(g, f, 1024, COHORT_FLOAT32, odd ? 0 : 3);
+        break;
+    case F_EXTRA:
+        /* rank 3 makes an extra all_reduce with the same contract as the
+         * next one (so it silently pairs with the others' next call: the
+         * lesson's false attribution); the error surfaces one call later
+         * and must still name #4 and rank 3's extra call. */
+        if (odd)
+            st = cohort_all_reduce(g, f, out, 1024, COHORT_FLOAT32, COHORT_SUM); /* extra */
+        if (st == COHORT_OK)
+            st = cohort_all_reduce(g, f, out, 1024, COHORT_FLOAT32, COHORT_SUM);
+        if (st == COHORT_OK)
+            st = cohort_barrier(g);
+        break;
+    case F_SKIP:
+        /* rank 3 skips the first of two same-shaped all_reduces */
+        if (!odd)
+            st = cohort_all_reduce(g, f, out, 1024, COHORT_FLOAT32, COHORT_SUM); /* skipped */
+        if (st == COHORT_OK)
+            st = cohort_all_reduce(g, f, out, 1024, COHORT_FLOAT32, COHORT_SUM);
+        if (st == COHORT_OK)
+            st = cohort_barrier(g);
+        break;
+    default:
+        break;
+    }
+    double dt = now_ms() - t0;
+    const char *m = cohort_last_error(g);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, cohort_status_name(st), m);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "got %s: %s", cohort_status_name(st), m);
+    for (int i = 0; i < 3; i++)
+        RANK_CHECK(!mc->want[i] || strstr(m, mc->want[i]), "missing '%s' in: %s", mc->want[i], m);
+    RANK_CHECK(strstr(m, "test_contract_e2e.c:"), "no call site in: %s", m);
+    RANK_CHECK(dt < 3000, "took %.0f ms", dt);
+    /* poisoned afterwards */
+    st = cohort_barrier(g);
+    RANK_CHECK(st == COHORT_ERR_ABORTED, "after mismatch: %s", cohort_status_name(st));
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(mismatch_every_field)
+{
+    for (int f = 0; f < F_NFIELDS; f++) {
+        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = transports[_i],
+                      .extra_env = "COHORT_TIMEOUT=20"};
+        cht_result r;
+        cht_run_ranks(&o, rank_mismatch, (void *)&cases[f], &r);
+        char msg[64];
+        snprintf(msg, sizeof msg, "field case %d", f);
+        for (int i = 0; i < 4; i++)
+            ck_assert_msg(r.status[i] == 0 && !r.hung[i], "%s (%s): rank %d status %d hung %d",
+                          msg, transports[_i], i, r.status[i], r.hung[i]);
+    }
+}
+END_TEST
+
+/* ---- straggler: stall report, then success ---- */
+
+static int rank_straggler(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    if (rank == 1) {
+        struct timespec ts = {1, 0}; /* the straggling itself is the test */
+        nanosleep(&ts, NULL);
+    }
+    float x = 1, y;
+    RANK_PASS(cohort_all_reduce(g, &x, &y, 1, COHORT_FLOAT32, COHORT_SUM), g);
+    RANK_CHECK(y == cohort_size(g), "sum %f", y);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(straggler_is_not_an_error)
+{
+    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .transport = transports[_i],
+                  .extra_env = "COHORT_STALL_WARN=0.3"};
+    cht_result r;
+    cht_run_ranks(&o, rank_straggler, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- frozen peer: TIMEOUT with a report naming it unresponsive ---- */
+
+static int rank_frozen(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    RANK_PASS(cohort_barrier(g), g);
+    if (rank == 2) {
+        raise(SIGSTOP); /* the test process resumes and kills it */
+        return 0;
+    }
+    float x = 1, y;
+    double t0 = now_ms();
+    cohort_status st = cohort_all_reduce(g, &x, &y, 1, COHORT_FLOAT32, COHORT_SUM);
+    double dt = now_ms() - t0;
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT || st == COHORT_ERR_ABORTED, "got %s: %s",
+               cohort_status_name(st), cohort_last_error(g));
+    RANK_CHECK(strstr(cohort_last_error(g), "rank 2"), "%s", cohort_last_error(g));
+    RANK_CHECK(dt < 6000, "took %.0f ms", dt);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(frozen_peer_times_out)
+{
+    cht_opts o = {.nranks = 3, .deadline_ms = 20000, .transport = transports[_i],
+                  .extra_env = "COHORT_TIMEOUT=2;COHORT_STALL_WARN=0.5",
+                  .store_mode = CHT_STORE_PARENT};
+    cht_result r;
+    cht_run_ranks(&o, rank_frozen, NULL, &r);
+    for (int i = 0; i < 3; i++)
+        if (i != 2)
+            ck_assert_msg(r.status[i] == 0 && !r.hung[i], "rank %d status %d hung %d", i,
+                          r.status[i], r.hung[i]);
+    ck_assert_msg(r.hung[2], "the frozen rank should have been killed at the deadline");
+}
+END_TEST
+
+/* ---- p2p deadlock cycle named in the timeout report ---- */
+
+static int rank_cycle(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    int32_t x;
+    cohort_status st = cohort_recv(g, &x, 1, COHORT_INT32, 1 - rank, 0);
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT || st == COHORT_ERR_ABORTED, "got %s",
+               cohort_status_name(st));
+    if (st == COHORT_ERR_TIMEOUT)
+        RANK_CHECK(strstr(cohort_last_error(g), "deadlock cycle"), "%s", cohort_last_error(g));
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(p2p_cycle_reported)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = transports[_i],
+                  .extra_env = "COHORT_TIMEOUT=1.5;COHORT_STALL_WARN=0.3"};
+    cht_result r;
+    cht_run_ranks(&o, rank_cycle, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- COHORT_DEBUG=buffers: a buffer touched while in flight is reported ---- */
+
+static int rank_buffers(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g, *ctl;
+    RANK_PASS(cohort_init(&g), NULL);
+    /* A second group carries the "go" signal: calls of one group complete
+     * in issue order, so it cannot share g with the async call. */
+    RANK_PASS(cohort_split(g, 0, rank, &ctl), g);
+    static float in[1 << 16], out[1 << 16];
+    int32_t go = 1;
+    if (rank == 0) {
+        cohort_work *w;
+        RANK_PASS(cohort_all_reduce_async(g, in, out, 1 << 16, COHORT_FLOAT32, COHORT_SUM, &w),
+                  g);
+        in[7] = 42.0f; /* the bug under test: touching an in-flight buffer */
+        RANK_PASS(cohort_send(ctl, &go, 1, COHORT_INT32, 1, 5), ctl);
+        cohort_status st = cohort_work_wait(w, -1);
+        cohort_work_free(w);
+        RANK_CHECK(st == COHORT_ERR_INVALID, "modified buffer not detected: %s",
+                   cohort_status_name(st));
+        RANK_CHECK(strstr(cohort_last_error(g), "modified while the call was in flight"), "%s",
+                   cohort_last_error(g));
+    } else {
+        /* rank 1 joins only after rank 0 has modified its input; it must
+         * get the error too instead of waiting for a call that never runs */
+        RANK_PASS(cohort_recv(ctl, &go, 1, COHORT_INT32, 0, 5), ctl);
+        /* Detected at rank 0's start or completion: the peer either gets the
+         * error, or (completion) has already finished; either way no hang,
+         * and its next call on g reports the cause. */
+        cohort_status st = cohort_all_reduce(g, in, out, 1 << 16, COHORT_FLOAT32, COHORT_SUM);
+        if (st == COHORT_OK)
+            st = cohort_barrier(g);
+        RANK_CHECK(st == COHORT_ERR_INVALID, "peer got %s: %s", cohort_status_name(st),
+                   cohort_last_error(g));
+        RANK_CHECK(strstr(cohort_last_error(g), "in flight"), "%s", cohort_last_error(g));
+    }
+    /* An untouched buffer passes the same check (on the healthy group). */
+    cohort_work *w2;
+    RANK_PASS(cohort_all_reduce_async(ctl, in, out, 1 << 16, COHORT_FLOAT32, COHORT_SUM, &w2), ctl);
+    RANK_PASS(cohort_work_wait(w2, -1), ctl);
+    cohort_work_free(w2);
+    cohort_finalize(ctl);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(debug_buffers_detects_race)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = transports[_i],
+                  .extra_env = "COHORT_DEBUG=buffers;COHORT_TIMEOUT=5"};
+    cht_result r;
+    cht_run_ranks(&o, rank_buffers, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("contract_e2e");
+    TCase *tc = tcase_create("e2e");
+    tcase_set_timeout(tc, 200);
+    tcase_add_loop_test(tc, mismatch_every_field, 0, 2);
+    tcase_add_loop_test(tc, straggler_is_not_an_error, 0, 2);
+    tcase_add_loop_test(tc, frozen_peer_times_out, 0, 2);
+    tcase_add_loop_test(tc, p2p_cycle_reported, 0, 2);
+    tcase_add_loop_test(tc, debug_buffers_detects_race, 0, 2);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}

@@ -1,0 +1,219 @@
+/* test_multihost.c - cohort across "hosts" made of network namespaces and
+ * veth pairs (3 hosts x 2 ranks): shm inside a host, tcp between hosts,
+ * hierarchical algorithms; the collectives matrix in a reduced form; a host's
+ * link taken down mid-job and brought back. The namespaces are created and
+ * removed by the test (also when it fails). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support/support.h"
+
+#define PREFIX "cohmh"
+#define NET 77
+enum { HOSTS = 3, PER_HOST = 2, N = HOSTS * PER_HOST };
+
+static const char *rank_ns[N];
+static char ns_names[HOSTS][32];
+
+static void setup(void)
+{
+    ck_assert_msg(cht_netns_create(PREFIX, HOSTS, NET) == 0,
+                  "could not build the namespace cluster (needs root + iproute2)");
+    for (int h = 0; h < HOSTS; h++)
+        snprintf(ns_names[h], sizeof ns_names[h], PREFIX "%d", h);
+    for (int r = 0; r < N; r++)
+        rank_ns[r] = ns_names[r / PER_HOST];
+}
+
+static void teardown(void) { cht_netns_destroy(PREFIX, HOSTS); }
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Deterministic integer inputs: exact checks. */
+static int32_t val(int rank, size_t i) { return (int32_t)((rank + 1) * 1000 + (int)(i % 97)); }
+
+static int rank_matrix(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    int n = cohort_size(g);
+    size_t counts[] = {0, 1, 7, 1000, 300001};
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+        size_t c = counts[ci];
+        int32_t *in = malloc((c * n + 1) * sizeof *in), *out = malloc((c * n + 1) * sizeof *out);
+        RANK_CHECK(in && out, "oom");
+        for (size_t i = 0; i < c * n; i++)
+            in[i] = val(rank, i);
+        /* all_reduce SUM and MAX */
+        RANK_PASS(cohort_all_reduce(g, in, out, c, COHORT_INT32, COHORT_SUM), g);
+        for (size_t i = 0; i < c; i++) {
+            int64_t want = 0;
+            for (int r = 0; r < n; r++)
+                want += val(r, i);
+            RANK_CHECK(out[i] == (int32_t)want, "all_reduce c=%zu i=%zu: %d want %lld", c, i,
+                       out[i], (long long)want);
+        }
+        RANK_PASS(cohort_all_reduce(g, in, out, c, COHORT_INT32, COHORT_MAX), g);
+        for (size_t i = 0; i < c; i++)
+            RANK_CHECK(out[i] == val(n - 1, i), "max c=%zu i=%zu", c, i);
+        /* broadcast from a rank on the last host */
+        int root = n - 1;
+        memcpy(out, in, c * sizeof *in);
+        RANK_PASS(cohort_broadcast(g, out, c, COHORT_INT32, root), g);
+        for (size_t i = 0; i < c; i++)
+            RANK_CHECK(out[i] == val(root, i), "bcast c=%zu i=%zu", c, i);
+        /* all_gather */
+        RANK_PASS(cohort_all_gather(g, in, out, c, COHORT_INT32), g);
+        for (int r = 0; r < n; r++)
+            for (size_t i = 0; i < c; i++)
+                RANK_CHECK(out[r * c + i] == val(r, i), "all_gather c=%zu r=%d i=%zu", c, r, i);
+        /* reduce_scatter */
+        RANK_PASS(cohort_reduce_scatter(g, in, out, c, COHORT_INT32, COHORT_SUM), g);
+        for (size_t i = 0; i < c; i++) {
+            int64_t want = 0;
+            for (int r = 0; r < n; r++)
+                want += val(r, rank * c + i);
+            RANK_CHECK(out[i] == (int32_t)want, "reduce_scatter c=%zu i=%zu", c, i);
+        }
+        /* all_to_all */
+        RANK_PASS(cohort_all_to_all(g, in, out, c, COHORT_INT32), g);
+        for (int r = 0; r < n; r++)
+            for (size_t i = 0; i < c; i++)
+                RANK_CHECK(out[r * c + i] == val(r, rank * c + i), "all_to_all c=%zu", c);
+        /* reduce, gather, scatter to/from a rank of the middle host */
+        root = PER_HOST;
+        RANK_PASS(cohort_reduce(g, in, out, c, COHORT_INT32, COHORT_SUM, root), g);
+        if (rank == root)
+            for (size_t i = 0; i < c; i++) {
+                int64_t want = 0;
+                for (int r = 0; r < n; r++)
+                    want += val(r, i);
+                RANK_CHECK(out[i] == (int32_t)want, "reduce c=%zu", c);
+            }
+        RANK_PASS(cohort_gather(g, in, out, c, COHORT_INT32, root), g);
+        if (rank == root)
+            for (int r = 0; r < n; r++)
+                for (size_t i = 0; i < c; i++)
+                    RANK_CHECK(out[r * c + i] == val(r, i), "gather c=%zu", c);
+        RANK_PASS(cohort_scatter(g, in, out, c, COHORT_INT32, root), g);
+        for (size_t i = 0; i < c; i++)
+            RANK_CHECK(out[i] == val(root, rank * c + i), "scatter c=%zu", c);
+        RANK_PASS(cohort_barrier(g), g);
+        free(in);
+        free(out);
+    }
+    /* float AVG across hosts, and p2p across hosts */
+    double x = rank, y = 0;
+    RANK_PASS(cohort_all_reduce(g, &x, &y, 1, COHORT_FLOAT64, COHORT_AVG), g);
+    RANK_CHECK(fabs(y - (n - 1) / 2.0) < 1e-12, "avg %f", y);
+    int32_t tok = rank;
+    int peer = (rank + PER_HOST) % n, from = (rank - PER_HOST + n) % n;
+    RANK_PASS(cohort_send(g, &tok, 1, COHORT_INT32, peer, 3), g);
+    RANK_PASS(cohort_recv(g, &tok, 1, COHORT_INT32, from, 3), g);
+    RANK_CHECK(tok == from, "p2p got %d", tok);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(matrix_across_hosts)
+{
+    setup();
+    cht_opts o = {.nranks = N, .deadline_ms = 180000, .netns = rank_ns,
+                  .master_addr = cht_netns_ip(NET, 0)};
+    cht_result r;
+    cht_run_ranks(&o, rank_matrix, NULL, &r);
+    teardown();
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- a partition: host 2's link goes down mid-job ---- */
+
+static int rank_partition(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    int32_t x = 1, y;
+    RANK_PASS(cohort_all_reduce(g, &x, &y, 1, COHORT_INT32, COHORT_SUM), g);
+    if (rank == 0)
+        cht_netns_link(PREFIX, 2, 1); /* host 2 cut off (rank 0 runs as root) */
+    double t0 = now_ms();
+    cohort_status st = COHORT_OK;
+    for (int i = 0; i < 100000 && st == COHORT_OK; i++)
+        st = cohort_all_reduce(g, &x, &y, 1, COHORT_INT32, COHORT_SUM);
+    double dt = now_ms() - t0;
+    fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), dt,
+            cohort_last_error(g));
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT || st == COHORT_ERR_PEER_LOST ||
+                   st == COHORT_ERR_ABORTED || st == COHORT_ERR_STORE,
+               "partition gave %s", cohort_status_name(st));
+    RANK_CHECK(dt < 8000, "partition noticed after %.0f ms (bound 8 s)", dt);
+    cohort_finalize(g);
+    return 0;
+}
+
+static int rank_after(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    int32_t x = rank, y;
+    RANK_PASS(cohort_all_reduce(g, &x, &y, 1, COHORT_INT32, COHORT_SUM), g);
+    RANK_CHECK(y == N * (N - 1) / 2, "sum %d", y);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(partition_then_restart)
+{
+    setup();
+    cht_opts o = {.nranks = N, .deadline_ms = 60000, .netns = rank_ns,
+                  .master_addr = cht_netns_ip(NET, 0),
+                  .extra_env = "COHORT_TIMEOUT=3;COHORT_STALL_WARN=1"};
+    cht_result r;
+    cht_run_ranks(&o, rank_partition, NULL, &r);
+    /* Every rank, on both sides of the cut, ends with an error in bounded time. */
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(!r.hung[i] && r.status[i] == 0, "partition: rank %d status %d hung %d", i,
+                      r.status[i], r.hung[i]);
+    /* Link back; the job restarts under a new generation and completes. */
+    ck_assert_int_eq(cht_netns_link(PREFIX, 2, 0), 0);
+    cht_opts o2 = o;
+    o2.generation = 2;
+    o2.extra_env = "COHORT_TIMEOUT=20";
+    cht_run_ranks(&o2, rank_after, NULL, &r);
+    teardown();
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+int main(void)
+{
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_multihost needs root (network namespaces)\n");
+        return 1;
+    }
+    Suite *s = suite_create("multihost");
+    TCase *tc = tcase_create("netns");
+    tcase_set_timeout(tc, 200);
+    tcase_add_test(tc, matrix_across_hosts);
+    tcase_add_test(tc, partition_then_restart);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}

@@ -1,0 +1,440 @@
+/*
+ * test_tcp_data.c - tcp transport data path: sizes, concurrency (no
+ * deadlock on full socket buffers), unexpected messages, p2p tag matching,
+ * unexpected-message budget, clean close.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture.h"
+
+#define COLL COH_MSG_COLL
+#define P2P COH_MSG_P2P
+
+/* ---- ping-pong over many sizes, including 0 and more than the socket buffers ---- */
+
+static const size_t pp_sizes[] = {0,    1,     7,         64,         1000,       4096,
+                                  65536, 65537, 1u << 20, 3u << 20, 64u << 20};
+
+static int pingpong_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    int peer = 1 - r->rank;
+    uint64_t seq = 0;
+    for (size_t k = 0; k < COH_ARRAY_LEN(pp_sizes); k++) {
+        size_t len = pp_sizes[k];
+        unsigned char *buf = malloc(len ? len : 1);
+        TF_CHECK(r, buf, "malloc");
+        for (int rep = 0; rep < 3; rep++) {
+            coh_call c = tf_call(++seq, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 0, len);
+            if (r->rank == 0) {
+                tf_fill(buf, len, seq);
+                TF_OK(r, tf_send(r, &c, COLL, peer, buf, len, 0));
+                memset(buf, 0, len);
+                TF_OK(r, tf_recv(r, &c, COLL, peer, buf, len, 1));
+                long bad = tf_check(buf, len, seq * 7);
+                TF_CHECK(r, bad < 0, "size %zu: echo differs at %ld", len, bad);
+            } else {
+                memset(buf, 0xee, len);
+                TF_OK(r, tf_recv(r, &c, COLL, peer, buf, len, 0));
+                long bad = tf_check(buf, len, seq);
+                TF_CHECK(r, bad < 0, "size %zu: data differs at %ld", len, bad);
+                tf_fill(buf, len, seq * 7);
+                TF_OK(r, tf_send(r, &c, COLL, peer, buf, len, 1));
+            }
+        }
+        free(buf);
+    }
+    return 0;
+}
+
+START_TEST(pingpong_sizes)
+{
+    tf_opts o = {.nranks = 2};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, pingpong_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* ---- ring step and pairwise exchange, both directions at once, large ---- */
+
+static int ring_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    int n = r->size, right = (r->rank + 1) % n, left = (r->rank + n - 1) % n;
+    const size_t sizes[] = {1, 4096, 1u << 20, 24u << 20};
+    uint64_t seq = 0;
+    for (size_t k = 0; k < COH_ARRAY_LEN(sizes); k++) {
+        size_t len = sizes[k];
+        unsigned char *sb = malloc(len), *rb = malloc(len);
+        TF_CHECK(r, sb && rb, "malloc");
+        for (int step = 0; step < n - 1; step++) {
+            coh_call c = tf_call(++seq, COH_COLL_ALL_GATHER, COHORT_UINT8, -1, -1, 0, len);
+            tf_fill(sb, len, seq * 100 + (uint64_t)r->rank);
+            memset(rb, 0, len);
+            /* Receive listed first on purpose: order in the batch is free. */
+            coh_xfer ops[2];
+            tf_op(&ops[0], r, &c, COLL, left, 0, rb, len, (uint32_t)step);
+            tf_op(&ops[1], r, &c, COLL, right, 1, sb, len, (uint32_t)step);
+            TF_OK(r, coh_net_xfer(r->net, &c, ops, 2));
+            long bad = tf_check(rb, len, seq * 100 + (uint64_t)left);
+            TF_CHECK(r, bad < 0, "ring size %zu step %d: differs at %ld", len, step, bad);
+        }
+        /* Pairwise with partner rank^1: both send and receive in one batch. */
+        int partner = r->rank ^ 1;
+        if (partner < n) {
+            coh_call c = tf_call(++seq, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, 0, len);
+            tf_fill(sb, len, seq * 100 + (uint64_t)r->rank);
+            coh_xfer ops[2];
+            tf_op(&ops[0], r, &c, COLL, partner, 1, sb, len, 0);
+            tf_op(&ops[1], r, &c, COLL, partner, 0, rb, len, 0);
+            TF_OK(r, coh_net_xfer(r->net, &c, ops, 2));
+            long bad = tf_check(rb, len, seq * 100 + (uint64_t)partner);
+            TF_CHECK(r, bad < 0, "pairwise size %zu: differs at %ld", len, bad);
+        } else {
+            ++seq;
+        }
+        free(sb);
+        free(rb);
+    }
+    /* Send-only batches in both directions before either receives: works
+     * because each side stashes the other's message while blocked. */
+    if ((r->rank ^ 1) < n) {
+        int partner = r->rank ^ 1;
+        size_t len = 16u << 20;
+        unsigned char *sb = malloc(len), *rb = malloc(len);
+        TF_CHECK(r, sb && rb, "malloc");
+        coh_call c = tf_call(++seq, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, 0, len);
+        tf_fill(sb, len, 4242 + (uint64_t)r->rank);
+        TF_OK(r, tf_send(r, &c, COLL, partner, sb, len, 0));
+        TF_OK(r, tf_recv(r, &c, COLL, partner, rb, len, 0));
+        long bad = tf_check(rb, len, 4242 + (uint64_t)partner);
+        TF_CHECK(r, bad < 0, "send-first exchange differs at %ld", bad);
+        free(sb);
+        free(rb);
+    }
+    return 0;
+}
+
+START_TEST(ring_bidirectional_large)
+{
+    tf_opts o = {.nranks = 4};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, ring_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* ---- many messages arrive before their receives are posted ---- */
+
+#define STASH_K 200
+static size_t stash_len(int i) { return (size_t)((i * 7919) % 70000); }
+
+static int stash_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    /* All messages belong to call #1; steps number them. Rank 1 first waits
+     * for rank 2, which only sends once rank 0 has sent all STASH_K. */
+    coh_call c = tf_call(1, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, 0, 12345);
+    unsigned char *buf = malloc(70000);
+    TF_CHECK(r, buf, "malloc");
+    if (r->rank == 0) {
+        for (int i = 0; i < STASH_K; i++) {
+            tf_fill(buf, stash_len(i), (uint64_t)i);
+            TF_OK(r, tf_send(r, &c, COLL, 1, buf, stash_len(i), (uint32_t)i + 1));
+        }
+        TF_OK(r, tf_send(r, &c, COLL, 2, NULL, 0, 0));
+    } else if (r->rank == 2) {
+        TF_OK(r, tf_recv(r, &c, COLL, 0, NULL, 0, 0));
+        tf_fill(buf, 100, 999);
+        TF_OK(r, tf_send(r, &c, COLL, 1, buf, 100, 0));
+    } else {
+        TF_OK(r, tf_recv(r, &c, COLL, 2, buf, 100, 0));
+        TF_CHECK(r, tf_check(buf, 100, 999) < 0, "message from rank 2 corrupted");
+        /* Everything from rank 0 is stashed by now (it was sent before rank 2
+         * was released). Drain it in batches of varying shapes. */
+        int i = 0;
+        unsigned char *bufs[STASH_K];
+        coh_xfer ops[STASH_K];
+        const int shapes[] = {1, 2, 50, 7, 140};
+        for (size_t s = 0; s < COH_ARRAY_LEN(shapes) && i < STASH_K; s++) {
+            int k = shapes[s];
+            if (i + k > STASH_K)
+                k = STASH_K - i;
+            for (int j = 0; j < k; j++) {
+                bufs[j] = malloc(stash_len(i + j) + 1);
+                TF_CHECK(r, bufs[j], "malloc");
+                tf_op(&ops[j], r, &c, COLL, 0, 0, bufs[j], stash_len(i + j),
+                      (uint32_t)(i + j) + 1);
+            }
+            TF_OK(r, coh_net_xfer(r->net, &c, ops, k));
+            for (int j = 0; j < k; j++) {
+                long bad = tf_check(bufs[j], stash_len(i + j), (uint64_t)(i + j));
+                TF_CHECK(r, bad < 0, "stashed message %d differs at %ld", i + j, bad);
+                free(bufs[j]);
+            }
+            i += k;
+        }
+        TF_CHECK(r, i == STASH_K, "drained %d", i);
+    }
+    free(buf);
+    return 0;
+}
+
+START_TEST(stash_out_of_order)
+{
+    tf_opts o = {.nranks = 3};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, stash_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* ---- p2p: same tag FIFO, different tags overtake ---- */
+
+static int p2p_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    enum { NA = 1000, NB = 300, NC = 4u << 20 };
+    unsigned char *a1 = malloc(NA), *a2 = malloc(NA), *b = malloc(NB), *cbuf = malloc(NC);
+    TF_CHECK(r, a1 && a2 && b && cbuf, "malloc");
+    if (r->rank == 0) {
+        coh_call s1 = tf_call(1, COH_COLL_SEND, COHORT_UINT8, -1, 1, 5, NA);
+        coh_call s2 = tf_call(2, COH_COLL_SEND, COHORT_UINT8, -1, 1, 7, NB);
+        coh_call s3 = tf_call(3, COH_COLL_SEND, COHORT_UINT8, -1, 1, 5, NA);
+        coh_call s4 = tf_call(4, COH_COLL_SEND, COHORT_UINT8, -1, 1, 9, NC);
+        tf_fill(a1, NA, 51);
+        tf_fill(b, NB, 71);
+        tf_fill(a2, NA, 52);
+        tf_fill(cbuf, NC, 91);
+        TF_OK(r, tf_send(r, &s1, P2P, 1, a1, NA, 0));
+        TF_OK(r, tf_send(r, &s2, P2P, 1, b, NB, 0));
+        TF_OK(r, tf_send(r, &s3, P2P, 1, a2, NA, 0));
+        TF_OK(r, tf_send(r, &s4, P2P, 1, cbuf, NC, 0));
+        /* A final ack keeps rank 0 alive until rank 1 has everything. */
+        coh_call ack = tf_call(1, COH_COLL_RECV, COHORT_UINT8, -1, 1, 1, 0);
+        TF_OK(r, tf_recv(r, &ack, P2P, 1, NULL, 0, 0));
+    } else {
+        /* Tag 7 first: overtakes the tag-5 message sent before it. */
+        coh_call r1 = tf_call(1, COH_COLL_RECV, COHORT_UINT8, -1, 0, 7, NB);
+        TF_OK(r, tf_recv(r, &r1, P2P, 0, b, NB, 0));
+        TF_CHECK(r, tf_check(b, NB, 71) < 0, "tag 7 payload");
+        /* One batch: tag 9 listed first, then the two tag-5 ones (FIFO). */
+        coh_call r9 = tf_call(2, COH_COLL_RECV, COHORT_UINT8, -1, 0, 9, NC);
+        coh_call r5 = tf_call(3, COH_COLL_RECV, COHORT_UINT8, -1, 0, 5, NA);
+        coh_xfer ops[3];
+        tf_op(&ops[0], r, &r9, P2P, 0, 0, cbuf, NC, 0);
+        tf_op(&ops[1], r, &r5, P2P, 0, 0, a1, NA, 0);
+        tf_op(&ops[2], r, &r5, P2P, 0, 0, a2, NA, 0);
+        TF_OK(r, coh_net_xfer(r->net, &r9, ops, 3));
+        TF_CHECK(r, tf_check(a1, NA, 51) < 0, "first tag-5 message out of order");
+        TF_CHECK(r, tf_check(a2, NA, 52) < 0, "second tag-5 message out of order");
+        TF_CHECK(r, tf_check(cbuf, NC, 91) < 0, "tag 9 payload");
+        coh_call ack = tf_call(1, COH_COLL_SEND, COHORT_UINT8, -1, 0, 1, 0);
+        TF_OK(r, tf_send(r, &ack, P2P, 0, NULL, 0, 0));
+    }
+    free(a1);
+    free(a2);
+    free(b);
+    free(cbuf);
+    return 0;
+}
+
+START_TEST(p2p_tag_matching)
+{
+    tf_opts o = {.nranks = 2};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, p2p_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* ---- unexpected-message budget ---- */
+
+/* Over budget with nobody waiting on the sender: the message is left in the
+ * kernel (the sender is flow-controlled) and delivered once posted. */
+static int park_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    size_t big = 8u << 20;
+    unsigned char *buf = malloc(big);
+    TF_CHECK(r, buf, "malloc");
+    coh_call c = tf_call(1, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, 0, 1);
+    if (r->rank == 0) {
+        tf_fill(buf, big, 8);
+        tf_flag_set(r->sh, 0, 1); /* releases rank 2 */
+        TF_OK(r, tf_send(r, &c, COLL, 1, buf, big, 1));
+    } else if (r->rank == 2) {
+        TF_CHECK(r, tf_flag_wait(r->sh, 0, 1, 20000) == 0, "flag");
+        TF_OK(r, tf_send(r, &c, COLL, 1, buf, 16, 0));
+    } else {
+        TF_OK(r, tf_recv(r, &c, COLL, 2, buf, 16, 0));
+        memset(buf, 0, big);
+        TF_OK(r, tf_recv(r, &c, COLL, 0, buf, big, 1));
+        long bad = tf_check(buf, big, 8);
+        TF_CHECK(r, bad < 0, "parked message differs at %ld", bad);
+    }
+    free(buf);
+    return 0;
+}
+
+START_TEST(unexpected_budget_parks)
+{
+    tf_opts o = {.nranks = 3, .env = "COHORT_MAX_UNEXPECTED=1048576"};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, park_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* Over budget with a receive waiting behind it (a p2p tag that overtakes a
+ * big message): error TOO_LARGE, never unbounded memory. */
+static int toolarge_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    size_t big = 4u << 20;
+    unsigned char *buf = malloc(big);
+    TF_CHECK(r, buf, "malloc");
+    if (r->rank == 0) {
+        coh_call s1 = tf_call(1, COH_COLL_SEND, COHORT_UINT8, -1, 1, 1, big);
+        coh_call s2 = tf_call(2, COH_COLL_SEND, COHORT_UINT8, -1, 1, 2, 8);
+        tf_fill(buf, big, 1);
+        coh_xfer ops[2];
+        tf_op(&ops[0], r, &s1, P2P, 1, 1, buf, big, 0);
+        tf_op(&ops[1], r, &s2, P2P, 1, 1, buf, 8, 0);
+        cohort_status st = coh_net_xfer(r->net, &s1, ops, 2);
+        /* Rank 1 aborts; the send may or may not have completed first. */
+        if (st == COHORT_OK) {
+            coh_call w = tf_call(3, COH_COLL_RECV, COHORT_UINT8, -1, 1, 3, 0);
+            st = tf_recv(r, &w, P2P, 1, NULL, 0, 0);
+        }
+        tf_record(r, st);
+        TF_CHECK(r, st == COHORT_ERR_TOO_LARGE, "got %s: %s", cohort_status_name(st),
+                 r->g.err.msg);
+    } else {
+        coh_call c = tf_call(1, COH_COLL_RECV, COHORT_UINT8, -1, 0, 2, 8);
+        cohort_status st = tf_recv(r, &c, P2P, 0, buf, 8, 0);
+        tf_record(r, st);
+        TF_CHECK(r, st == COHORT_ERR_TOO_LARGE, "got %s: %s", cohort_status_name(st),
+                 r->g.err.msg);
+        TF_CHECK(r, strstr(r->g.err.msg, "COHORT_MAX_UNEXPECTED"), "message: %s", r->g.err.msg);
+    }
+    free(buf);
+    return 0;
+}
+
+START_TEST(unexpected_budget_exceeded)
+{
+    tf_opts o = {.nranks = 2, .env = "COHORT_MAX_UNEXPECTED=1048576"};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, toolarge_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* ---- clean close: a peer's last message stays readable after it left;
+ * waiting for more from it afterwards is PEER_LOST "left the group" ---- */
+
+static int bye_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    size_t len = 1u << 20;
+    unsigned char *buf = malloc(len);
+    TF_CHECK(r, buf, "malloc");
+    coh_call c = tf_call(1, COH_COLL_BROADCAST, COHORT_UINT8, -1, 1, 0, len);
+    if (r->rank == 1) {
+        tf_fill(buf, len, 77);
+        TF_OK(r, tf_send(r, &c, COLL, 0, buf, len, 0));
+        coh_net_destroy(r->net);
+        r->net = NULL;
+        r->g.net = NULL;
+        tf_flag_set(r->sh, 0, 1);
+        free(buf);
+        /* The fixture destroys r->net again: NULL is accepted. */
+        return 0;
+    }
+    TF_CHECK(r, tf_flag_wait(r->sh, 0, 1, 20000) == 0, "flag");
+    TF_OK(r, tf_recv(r, &c, COLL, 1, buf, len, 0));
+    TF_CHECK(r, tf_check(buf, len, 77) < 0, "last message corrupted");
+    coh_call c2 = tf_call(2, COH_COLL_BROADCAST, COHORT_UINT8, -1, 1, 0, 8);
+    cohort_status st = tf_recv(r, &c2, COLL, 1, buf, 8, 0);
+    tf_record(r, st);
+    TF_CHECK(r, st == COHORT_ERR_PEER_LOST, "got %s", cohort_status_name(st));
+    TF_CHECK(r, strstr(r->g.err.msg, "rank 1") && strstr(r->g.err.msg, "left the group"),
+             "message: %s", r->g.err.msg);
+    free(buf);
+    return 0;
+}
+
+START_TEST(clean_close_then_lost)
+{
+    tf_opts o = {.nranks = 2};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, bye_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* ---- single rank: listen/connect/destroy are trivial ---- */
+
+static int single_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    coh_call c = tf_call(1, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0, 0);
+    TF_OK(r, coh_net_xfer(r->net, &c, NULL, 0));
+    return 0;
+}
+
+START_TEST(single_rank)
+{
+    tf_opts o = {.nranks = 1};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, single_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("transport_tcp_data");
+    TCase *t = tcase_create("data");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, single_rank);
+    tcase_add_test(t, pingpong_sizes);
+    tcase_add_test(t, ring_bidirectional_large);
+    tcase_add_test(t, stash_out_of_order);
+    tcase_add_test(t, p2p_tag_matching);
+    tcase_add_test(t, unexpected_budget_parks);
+    tcase_add_test(t, unexpected_budget_exceeded);
+    tcase_add_test(t, clean_close_then_lost);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
