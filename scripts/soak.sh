@@ -14,8 +14,8 @@ minutes=${1:-10}
 ranks=${2:-4}
 every=${3:-8000}
 scripts/deps.sh build
-cmake -S . -B build -DCOHORT_TESTS=OFF >/dev/null
-cmake --build build -j"$(nproc)" >/dev/null
+cmake -S . -B build >/dev/null
+cmake --build build -j"$(nproc)" --target cohortrun cohort-soak >/dev/null
 dir=$(mktemp -d /tmp/cohort-soak.XXXXXX)
 trap 'rm -rf "$dir"' EXIT
 until=$(( $(date +%s) + minutes * 60 ))
