@@ -24,6 +24,7 @@
  * the listener, for at most COH_WAIT_SLICE_MS, and run coh_wait_check.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -657,8 +658,13 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
         uint64_t now = coh_now_ns();
         if (!spin_start)
             spin_start = now;
-        if (now - spin_start < n->spin_ns && !coh_group_poisoned(g))
+        if (now - spin_start < n->spin_ns && !coh_group_poisoned(g)) {
+            /* On loopback the peer we wait for is often woken onto this
+             * very CPU (wake-affine): yielding lets it run instead of
+             * queueing behind our spin. */
+            sched_yield();
             continue;
+        }
         moved = 0;
         st = block(n, &w, &moved);
         if (st != COHORT_OK)
