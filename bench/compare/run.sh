@@ -196,6 +196,7 @@ netns_up() {
 
 cohort_netns() { # rep
     local rep=$1 base="$OUT/raw/netns2/cohort.$rep" port=$((20000 + RANDOM % 20000))
+    mkdir -p "$OUT/raw/netns2"
     local tok; tok=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
     local common=(WORLD_SIZE=2 MASTER_ADDR=10.231.0.1 MASTER_PORT=$port COHORT_JOB_ID=cmp$$-$rep COHORT_TOKEN=$tok)
     local args=(-o $COHORT_OPS --sizes "$SIZES" -t "$T" --check -l "netns2 cohort")
@@ -218,6 +219,7 @@ cohort_netns() { # rep
 
 gloo_netns() { # rep
     local rep=$1 base="$OUT/raw/netns2/gloo.$rep" port=$((20000 + RANDOM % 20000))
+    mkdir -p "$OUT/raw/netns2"
     local common=(WORLD_SIZE=2 MASTER_ADDR=10.231.0.1 MASTER_PORT=$port GLOO_SOCKET_IFNAME=coh0 OMP_NUM_THREADS=1)
     local args=(--worker -n 2 -c $GLOO_OPS -s "$SIZES" -t "$T" -l "netns2 gloo")
     wait_quiet

@@ -422,7 +422,9 @@ static int report_field(sb *s, const call_view *v)
             rest += g[k].n;
         sb_printf(s, ", and %d more ranks with %d other values", rest, ng - MAX_LISTED);
     }
-    if (v->also) {
+    /* Another op's dtype/count/reduce op are not comparable: naming them
+     * would be noise (a barrier has no count). */
+    if (v->also && f != COH_FIELD_OP) {
         sb_printf(s, " (also differs:");
         int first = 1;
         for (int ff = COH_FIELD_GROUP; ff <= COH_FIELD_TAG; ff++)
@@ -508,7 +510,8 @@ static int report_field(sb *s, const call_view *v)
         /* The odd ranks reached this call from another line: the differing
          * field is a symptom, the cause is the control flow that led there,
          * maybe a call skipped or added earlier (lesson Q1). */
-        sb_printf(s, " (a different call site: check the control flow that led there)");
+        sb_printf(s, " (a different call site: an extra or a skipped call? check the control "
+                     "flow that led there)");
     coh_free(ranks), coh_free(g), coh_free(idx);
     return 0;
 }

@@ -22,6 +22,8 @@
 
 /* ---- memory accounting ---- */
 
+/* Charges n bytes against max_memory; the comparison is written so that it
+ * cannot overflow whatever n a caller computed. */
 static int mem_charge(struct cohort_store_server *s, size_t n)
 {
     if (n > s->max_memory || s->mem_used > s->max_memory - n)
@@ -72,6 +74,9 @@ static size_t val_cost(const blob *b) { return b->cost; }
 
 /* ---- hash table ---- */
 
+/* SipHash-2-4 keyed with per-server random bytes: keys come from clients,
+ * and an unkeyed hash would let one client build colliding keys that turn
+ * every lookup of every job into a list walk. */
 static uint64_t hkey(struct cohort_store_server *s, const void *k, size_t n)
 {
     uint64_t h;
@@ -89,6 +94,8 @@ static hnode *ht_find(htab *t, const void *k, uint32_t n, uint64_t h)
     return NULL;
 }
 
+/* Doubles the bucket array when the load reaches 1. Bucket memory is
+ * charged like keys; if it cannot be had, chains get longer instead. */
 static void ht_grow(struct cohort_store_server *s, htab *t)
 {
     size_t nb = t->nb ? t->nb * 2 : 64;
@@ -188,6 +195,11 @@ static void kent_maybe_free(struct cohort_store_server *s, job *j, kent *e)
 
 /* ---- waiters ---- */
 
+/* Releases a waiter whether it completed, was cancelled, or its client
+ * went away: unlinks every link still in a key's (or barrier's) list and
+ * drops its pins, freeing key entries that existed only for it. A barrier
+ * participant that leaves before the barrier completes is no longer
+ * counted, so the barrier still needs n live participants. */
 static void waiter_free(struct cohort_store_server *s, waiter *w)
 {
     job *j = w->c->job;
@@ -212,6 +224,8 @@ static void waiter_free(struct cohort_store_server *s, waiter *w)
     coh_free(w);
 }
 
+/* A waiter and its links are one allocation, charged to max_memory: a
+ * client cannot park unbounded waiters any more than unbounded values. */
 static waiter *waiter_new(conn *c, const coh_req *q, uint32_t n, cohort_status *st)
 {
     struct cohort_store_server *s = c->srv;
@@ -249,6 +263,9 @@ static void link_to(wlink *l, dl *list)
 }
 
 /* Sends (op, id) the values of keys, in order; every key must be present. */
+/* The frame is built in the server's scratch writer; values of BIG_VALUE
+ * bytes or more are queued by reference between the pieces instead of being
+ * copied into it. */
 static void reply_values(conn *c, uint8_t op, uint32_t id, kent *const *es, uint32_t n)
 {
     uint64_t total = 1;
@@ -369,6 +386,8 @@ void coh_kv_drop_waiters(conn *c)
 
 /* ---- jobs ---- */
 
+/* Jobs live until the server stops: their keyspaces outlive connections,
+ * which is what lets ranks reconnect and find the rendezvous data. */
 void coh_kv_job_init(job *j)
 {
     memset(&j->keys, 0, sizeof j->keys);
@@ -519,6 +538,9 @@ static void h_append(conn *c, const coh_req *q)
         coh_srv_reply_ok(c, q->op, q->id);
 }
 
+/* Counters are decimal text so GET and cohort-kv show them as numbers;
+ * a value that is not one is an error for this request only (the torch
+ * store drops the connection here). Overflow is refused, not wrapped. */
 static void h_add(conn *c, const coh_req *q)
 {
     kent *e = kent_find(c->srv, c->job, &q->key);
@@ -548,6 +570,9 @@ static void h_add(conn *c, const coh_req *q)
     coh_srv_reply_end(c, q->op, q->id);
 }
 
+/* compare_set: a missing key matches an empty expected value (create);
+ * the reply always carries the value after the call, so the caller knows
+ * whether it won without a second round trip. */
 static void h_cas(conn *c, const coh_req *q)
 {
     kent *e = kent_find(c->srv, c->job, &q->key);
@@ -612,6 +637,8 @@ static int has_prefix(const hnode *e, const coh_slice *p)
     return e->klen >= p->n && (p->n == 0 || !memcmp(e->key, p->p, p->n));
 }
 
+/* The whole job's count is kept; a prefix count scans the job's keys
+ * (rare: tools and num_keys on prefixed views). */
 static void h_num_keys(conn *c, const coh_req *q)
 {
     job *j = c->job;
@@ -718,6 +745,9 @@ static void h_get(conn *c, const coh_req *q)
     wait_register(c, q, 1);
 }
 
+/* WAIT answers at once when it can (any: first present key; all: every
+ * key present); NOWAIT turns "not yet" into COHORT_ERR_TIMEOUT instead of
+ * a waiter. */
 static void h_wait(conn *c, const coh_req *q)
 {
     int any = (q->flags & COH_WAITF_ANY) != 0;
@@ -820,6 +850,10 @@ static void h_multi_set(conn *c, const coh_req *q)
     coh_srv_reply_ok(c, q->op, q->id);
 }
 
+/* Server-side barrier: the n-th arrival answers everyone in one pass. The
+ * record stays after completion (names are single use: a late or repeated
+ * entry gets an error instead of waiting forever for a barrier that is
+ * gone); participants disagreeing on n are refused. */
 static void h_barrier(conn *c, const coh_req *q)
 {
     struct cohort_store_server *s = c->srv;
@@ -834,15 +868,21 @@ static void h_barrier(conn *c, const coh_req *q)
             return;
         }
         b = coh_calloc(1, sizeof *b + q->key.n);
-        if (!b || (b->hn.key = (uint8_t *)(b + 1), b->hn.h = h, b->hn.klen = q->key.n,
-                   memcpy(b->hn.key, q->key.p, q->key.n), ht_insert(s, &j->bars, &b->hn) < 0)) {
+        if (b) {
+            b->hn.key = (uint8_t *)(b + 1);
+            b->hn.h = h;
+            b->hn.klen = q->key.n;
+            if (q->key.n)
+                memcpy(b->hn.key, q->key.p, q->key.n);
+            b->n = q->n;
+            dl_init(&b->waiters);
+        }
+        if (!b || ht_insert(s, &j->bars, &b->hn) < 0) {
             coh_free(b);
             mem_uncharge(s, cost);
             reply_limit(c, q, COHORT_ERR_NOMEM);
             return;
         }
-        b->n = q->n;
-        dl_init(&b->waiters);
     }
     if (b->done) {
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_INVALID,
@@ -875,6 +915,7 @@ static void h_barrier(conn *c, const coh_req *q)
     }
 }
 
+/* CANCEL is never answered: the client has already forgotten the id. */
 static void h_cancel(conn *c, const coh_req *q)
 {
     for (dl *p = c->waiters.next; p != &c->waiters; p = p->next) {
