@@ -625,14 +625,22 @@ START_TEST(test_auth)
     const char *jobs[2] = {"jobA", "jobB"}, *toks[2] = {"tokA", "tokB"};
     ck_assert_int_eq(eh_enable_auth(&C, "cohort", jobs, toks, 2), 0);
 
+    setenv("COHORT_ETCD_LEASE_TTL", "1", 1);
     cohort_store *a = conn(ADDR, "jobA", "tokA");
     cohort_store *b = conn(ADDR, "jobB", "tokB");
+    /* the keep-alive thread works under auth too */
+    ST_PASS(coh_store_etcd_put_lease(a, "alive", 5, "1", 1), a);
     ST_PASS(cohort_store_sets(a, "k", "secret-a"), a);
     ST_PASS(cohort_store_sets(b, "k", "b"), b);
     expect_str(a, "k", "secret-a");
     int64_t r;
     ST_PASS(cohort_store_add(a, "n", 1, 2, &r), a);
     ST_PASS(cohort_store_barrier(a, "b", 1, 1000), a);
+    void *v;
+    size_t vl;
+    ST_EXPECT(cohort_store_get(a, "never", 5, &v, &vl, 2500), COHORT_ERR_TIMEOUT, a);
+    ck_assert_int_eq(coh_store_etcd_lease_state(a), 1);
+    ck_assert_int_eq(exists(a, "alive"), 1);
 
     /* Wrong token, unknown job: AUTH at connect; the token is never echoed. */
     cohort_store *x = NULL;
