@@ -76,7 +76,9 @@ static cohort_status check_buffers(cohort_group *g, coh_call *c, const char *whe
         return COHORT_OK;
     if (coh_hash64(c->send, n, 0) == c->in_sum)
         return COHORT_OK;
-    return coh_err_set(&g->last, COHORT_ERR_INVALID,
+    /* A group failure, not a local one: the peers of a call that will not
+     * run (or ran on torn data) must not wait for it. */
+    return coh_group_fail(g, COHORT_ERR_INVALID,
                        "%s #%llu (%s:%d): COHORT_DEBUG=buffers: the input buffer was modified "
                        "while the call was in flight (detected at %s); an async call's buffers "
                        "belong to cohort until cohort_work_wait/test reports completion",
@@ -88,17 +90,14 @@ static cohort_status run_call(cohort_group *g, coh_call *c, uint64_t tidx)
 {
     coh_trace_start(g->trace, tidx);
     cohort_status st = check_buffers(g, c, "start");
-    int bad_buffers = st != COHORT_OK;
     if (st == COHORT_OK)
         st = coh_coll_run(g, c);
-    if (st == COHORT_OK && g->debug_buffers) {
+    if (st == COHORT_OK && g->debug_buffers)
         st = check_buffers(g, c, "completion");
-        bad_buffers = st != COHORT_OK;
-    }
     if (st == COHORT_ERR_CONTRACT)
         coh_contract_report(g); /* every rank builds the same majority report */
     coh_trace_end(g->trace, tidx, st);
-    if (st != COHORT_OK && !bad_buffers) {
+    if (st != COHORT_OK) {
         int p = coh_group_poisoned(g);
         pthread_mutex_lock(&g->err_mu);
         if (p)
@@ -111,6 +110,7 @@ static cohort_status run_call(cohort_group *g, coh_call *c, uint64_t tidx)
                      g->err.msg);
         g->last.status = st;
         pthread_mutex_unlock(&g->err_mu);
+        atomic_store(&g->err_reported, 1);
     }
     if (c->scratch) {
         coh_free(c->scratch);

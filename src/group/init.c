@@ -423,7 +423,9 @@ cohort_status cohort_finalize(cohort_group *g)
     if (g->store)
         cohort_store_set(g->store, key, strlen(key), "1", 1);
     if (g->server && g->store) {
-        int wait_ms = coh_group_poisoned(g) ? 2000 : COH_MIN(g->timeout_ms, 30000);
+        /* After a failure the others may still be building the contract
+         * report through this store: a few seconds of grace. */
+        int wait_ms = coh_group_poisoned(g) ? 5000 : COH_MIN(g->timeout_ms, 30000);
         uint64_t dl = coh_deadline_ns(wait_ms);
         for (int r = 0; r < g->size; r++) {
             snprintf(key, sizeof key, "left/%d", r);
