@@ -49,6 +49,9 @@ cohort_status coh_xf_run(cohort_group *g, const coh_call *c, coh_xfer *ops, int 
 {
     if (nops == 0)
         return COHORT_OK;
+    if (!g->net) /* only a group of one has no connections */
+        return coh_group_fail(g, COHORT_ERR_UNSUPPORTED, "%s #%llu: no message transport",
+                              coh_coll_label(c->coll), (unsigned long long)c->seq);
     return coh_coll_tp->xfer(g->net, c, ops, nops);
 }
 

@@ -106,7 +106,8 @@ static int p2p_ring(cohort_group *g, int rank, char *msg, size_t len)
         return 0;
     int right = (rank + 1) % n, left = (rank + n - 1) % n;
     static const size_t sizes[] = {3, 0, 1 << 20};
-    int32_t *out = malloc((1 << 20) * sizeof(int32_t)), *in = malloc((1 << 20) * sizeof(int32_t));
+    int32_t *out = malloc(((1 << 20) + 1) * sizeof(int32_t));
+    int32_t *in = malloc(((1 << 20) + 1) * sizeof(int32_t));
     if (!out || !in) {
         free(out);
         free(in);
