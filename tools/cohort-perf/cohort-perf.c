@@ -28,37 +28,42 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: cohort-perf [-n RANKS] [-o OPS] [-b MIN] [-e MAX] [-f FACTOR] [--sizes LIST]\n"
-            "                   [-d DTYPE] [-r REDOP] [--root R] [--check] [--json] [--json-out FILE]\n"
-            "                   [-t SECONDS] [--iters N] [--warmup N] [--max-iters N]\n"
-            "                   [--transport auto|shm|tcp] [--algo NAME|OP=NAME,...] [--contract on|off]\n"
-            "                   [--osu] [--bind core|none] [--deadline SECONDS] [-l LABEL]\n"
-            "\n"
-            "  -n RANKS        fork RANKS ranks on this host (default: ranks from the environment,\n"
-            "                  as set by cohortrun/torchrun/srun/mpirun; 1 if none is set)\n"
-            "  -o OPS          comma list of: all_reduce broadcast reduce all_gather gather scatter\n"
-            "                  reduce_scatter all_to_all barrier sendrecv, or 'all' (default all_reduce)\n"
-            "  -b/-e/-f        sizes MIN, MIN*F, ... <= MAX in bytes, suffixes K M G (default 16 64M 4)\n"
-            "  --sizes LIST    explicit comma list of sizes instead of -b/-e/-f\n"
-            "                  size = the full buffer (nccl-tests): all_gather/gather output,\n"
-            "                  reduce_scatter/scatter/all_to_all input\n"
-            "  -d DTYPE        int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64\n"
-            "  -r REDOP        sum prod min max avg band bor bxor (default sum)\n"
-            "  --root R        root of broadcast/reduce/gather/scatter (default 0)\n"
-            "  --check         verify every result exactly (deterministic inputs); exit 1 on a mismatch\n"
-            "  --json          write the results as one JSON document on stdout (no table)\n"
-            "  --json-out FILE also write the JSON document to FILE\n"
-            "  -t SECONDS      time per size (default 0.2); --iters N fixes the count instead\n"
-            "  --warmup N      untimed iterations per size before calibration (default 5)\n"
-            "  --max-iters N   cap on calibrated iterations (default 1000000)\n"
-            "  --transport T   sets COHORT_TRANSPORT\n"
-            "  --algo A        sets COHORT_ALGO_<OP>=A for every selected op, or per op: all_reduce=ring\n"
-            "  --contract off  sets COHORT_CONTRACT=off (benchmark only: no contract check)\n"
-            "  --osu           barrier between iterations, only the op timed (OSU style)\n"
-            "  --bind core     with -n: pin rank r to cpu r %% ncpu (default none)\n"
-            "  --deadline S    with -n: kill the ranks after S seconds (default none)\n"
-            "  -l LABEL        free text carried into the output\n");
+    fputs("usage: cohort-perf [-n RANKS] [-o OPS] [-b MIN] [-e MAX] [-f FACTOR] [--sizes LIST]\n"
+          "         [-d DTYPE] [-r REDOP] [--root R] [--check] [--json] [--json-out FILE]\n"
+          "         [-t SECONDS] [--iters N] [--warmup N] [--max-iters N]\n"
+          "         [--transport auto|shm|tcp] [--algo NAME|OP=NAME,...] [--contract on|off]\n"
+          "         [--osu] [--bind core|none] [--deadline SECONDS] [-l LABEL]\n"
+          "\n"
+          "  -n RANKS        fork RANKS ranks on this host (default: ranks from the\n"
+          "                  environment, as cohortrun/torchrun/srun/mpirun set it; else 1)\n"
+          "  -o OPS          comma list of: all_reduce broadcast reduce all_gather gather\n"
+          "                  scatter reduce_scatter all_to_all barrier sendrecv, or 'all'\n"
+          "                  (default all_reduce)\n"
+          "  -b/-e/-f        sizes MIN, MIN*F, ... <= MAX bytes, suffixes K M G\n"
+          "                  (default 16 64M 4)\n"
+          "  --sizes LIST    explicit comma list of sizes instead of -b/-e/-f; a size is the\n"
+          "                  full buffer (nccl-tests): all_gather/gather output,\n"
+          "                  reduce_scatter/scatter/all_to_all input\n"
+          "  -d DTYPE        int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32\n"
+          "                  float64 (default float32)\n"
+          "  -r REDOP        sum prod min max avg band bor bxor (default sum)\n"
+          "  --root R        root of broadcast/reduce/gather/scatter (default 0)\n"
+          "  --check         verify every result exactly (deterministic inputs); exit 1 on\n"
+          "                  a mismatch\n"
+          "  --json          write the results as one JSON document on stdout (no table)\n"
+          "  --json-out FILE also write the JSON document to FILE\n"
+          "  -t SECONDS      time per size (default 0.2); --iters N fixes the count instead\n"
+          "  --warmup N      untimed iterations per size before calibration (default 5)\n"
+          "  --max-iters N   cap on calibrated iterations (default 1000000)\n"
+          "  --transport T   sets COHORT_TRANSPORT\n"
+          "  --algo A        sets COHORT_ALGO_<OP>=A for every selected op, or per op:\n"
+          "                  all_reduce=ring,broadcast=tree\n"
+          "  --contract off  sets COHORT_CONTRACT=off (benchmark only: no contract check)\n"
+          "  --osu           barrier between iterations, only the op timed (OSU style)\n"
+          "  --bind core     with -n: pin rank r to cpu r % ncpu (default none)\n"
+          "  --deadline S    with -n: kill the ranks after S seconds (default none)\n"
+          "  -l LABEL        free text carried into the output\n",
+          f);
 }
 
 /* ---- option parsing ---- */
@@ -392,7 +397,8 @@ static int64_t check_once(perf_state *s, enum perf_op op, size_t count, size_t b
     int64_t bad = (int64_t)perf_verify(op, s->sbuf, s->rbuf, count, o->dtype, o->redop, o->root,
                                        s->rank, s->n, msg, sizeof msg);
     if (bad)
-        fprintf(stderr, "cohort-perf: rank %d: CHECK FAILED %s size %zu (%s): %lld wrong; first: %s\n",
+        fprintf(stderr,
+                "cohort-perf: rank %d: CHECK FAILED %s size %zu (%s): %lld wrong; first: %s\n",
                 s->rank, perf_op_names[op], bytes, fresh ? "fresh call" : "after timing",
                 (long long)bad, msg);
     (void)send_elems;
