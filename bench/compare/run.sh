@@ -86,8 +86,9 @@ $PY -c 'import torch.distributed' 2>/dev/null || die "$PY cannot import torch.di
 
 mkdir -p "$OUT/raw" "$OUT/plots" || die "cannot create $OUT"
 PEERS=$(mktemp -d /tmp/cohort-compare.XXXXXX)
-NS_A="" NS_B=""
+NS_A="" NS_B="" CHILD=""
 cleanup() {
+    [ -n "$CHILD" ] && kill -TERM "$CHILD" 2>/dev/null && wait "$CHILD" 2>/dev/null
     [ -n "$NS_A" ] && ip netns del "$NS_A" 2>/dev/null
     [ -n "$NS_B" ] && ip netns del "$NS_B" 2>/dev/null
     rm -rf "$PEERS"
@@ -151,8 +152,12 @@ runlog() {
     mkdir -p "$(dirname "$f")"
     wait_quiet
     { echo "# cmd: $*"; echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$f"
-    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" "$@" >> "$f" 2>&1
+    # In the background + wait, so that INT/TERM reach the trap at once.
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" "$@" >> "$f" 2>&1 &
+    CHILD=$!
+    wait $CHILD
     local rc=$?
+    CHILD=""
     if [ $rc -ne 0 ]; then
         echo "# exit code $rc" >> "$f"
         log "   !! $(basename "$(dirname "$f")")/$(basename "$f") exited $rc"
