@@ -262,9 +262,13 @@ static int sh(const char *fmt, ...)
 static char netns_prefix[64];
 static int netns_hosts;
 
+static pid_t netns_owner;
+
 static void netns_atexit(void)
 {
-    if (netns_hosts)
+    /* Only the process that built the cluster tears it down: rank
+     * processes forked from it inherit this handler and must not. */
+    if (netns_hosts && getpid() == netns_owner)
         cht_netns_destroy(netns_prefix, netns_hosts);
 }
 
@@ -292,6 +296,7 @@ int cht_netns_create(const char *prefix, int hosts, int net)
         return -1;
     snprintf(netns_prefix, sizeof netns_prefix, "%s", prefix);
     netns_hosts = hosts;
+    netns_owner = getpid();
     static int registered;
     if (!registered) {
         atexit(netns_atexit);
