@@ -224,7 +224,10 @@ static int lroot(const cohort_group *g, int root) { return g->peers[root].local_
 
 static cohort_status run_ar_shm(cohort_group *g, coh_call *c)
 {
-    return coh_coll_tp->shm_all_reduce(g->shm, c, c->send, c->recv, c->count);
+    coh_call tmp;
+    cohort_status st;
+    const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+    return st ? st : coh_coll_tp->shm_all_reduce(g->shm, rc, c->send, c->recv, c->count);
 }
 static cohort_status run_bc_shm(cohort_group *g, coh_call *c)
 {
@@ -232,10 +235,13 @@ static cohort_status run_bc_shm(cohort_group *g, coh_call *c)
 }
 static cohort_status run_red_shm(cohort_group *g, coh_call *c)
 {
-    return coh_coll_tp->shm_reduce(g->shm, c, c->send, c->recv, c->count, lroot(g, c->root));
+    coh_call tmp;
+    cohort_status st;
+    const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+    return st ? st
+              : coh_coll_tp->shm_reduce(g->shm, rc, c->send, c->recv, c->count, lroot(g, c->root));
 }
-/* In place, the shm collectives get the rank's own slot as the separate
- * buffer (send for all_gather/gather, recv for the scatter root). */
+/* In place, the shm all_gather/gather get the rank's own slot as send. */
 static cohort_status run_ag_shm(cohort_group *g, coh_call *c)
 {
     return coh_coll_tp->shm_all_gather(g->shm, c, own_block(g, c), c->recv, bytes_of(c));
@@ -247,14 +253,14 @@ static cohort_status run_ga_shm(cohort_group *g, coh_call *c)
 }
 static cohort_status run_sc_shm(cohort_group *g, coh_call *c)
 {
-    void *recv = c->recv;
-    if (c->recv == c->send)
-        recv = (char *)c->recv + (size_t)g->rank * bytes_of(c);
-    return coh_coll_tp->shm_scatter(g->shm, c, c->send, recv, bytes_of(c), lroot(g, c->root));
+    return coh_coll_tp->shm_scatter(g->shm, c, c->send, c->recv, bytes_of(c), lroot(g, c->root));
 }
 static cohort_status run_rs_shm(cohort_group *g, coh_call *c)
 {
-    return coh_coll_tp->shm_reduce_scatter(g->shm, c, c->send, c->recv, c->count);
+    coh_call tmp;
+    cohort_status st;
+    const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+    return st ? st : coh_coll_tp->shm_reduce_scatter(g->shm, rc, c->send, c->recv, c->count);
 }
 static cohort_status run_a2a_shm(cohort_group *g, coh_call *c)
 {

@@ -125,6 +125,11 @@ void coh_xf_recv(coh_xfer *x, const cohort_group *g, const coh_call *c, int peer
                  void *buf, size_t len);
 /* Runs a batch (nops may be 0: no-op). */
 cohort_status coh_xf_run(cohort_group *g, const coh_call *c, coh_xfer *ops, int nops);
+/* The contract to hand a shm reduction: c itself, or for AVG a copy with
+ * SUM (after a shm barrier that checks c itself), so that the division is
+ * done once, by coh_coll_run, over the whole group. */
+const coh_call *coh_shm_sum_call(cohort_group *g, const coh_call *c, coh_call *tmp,
+                                 cohort_status *st);
 /* Scratch allocation that fails the group (NOMEM, naming the call) on
  * failure, so that peers waiting for this rank are told at once. */
 void *coh_coll_alloc(cohort_group *g, const coh_call *c, size_t bytes, const char *what);
@@ -171,8 +176,8 @@ cohort_status coh_dissemination(cohort_group *g, const coh_call *c, const coh_vi
 
 /* Per-rank blocks of B bytes (perrank.c). Gather: send is the rank's own
  * block (callers resolve in place to its slot of recv), recv (n*B) on root
- * only. Scatter: send (n*B) on root only; recv == send or recv == the root's
- * slot at the root means in place (the root's block stays put). */
+ * only. Scatter: send (n*B) on root only; the root's own block goes to
+ * recv (which may be send itself or the block's own slot). */
 cohort_status coh_linear_gather(cohort_group *g, const coh_call *c, const coh_view *v,
                                 const void *send, void *recv, size_t B, int root,
                                 uint32_t step_base);

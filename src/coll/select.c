@@ -207,6 +207,10 @@ cohort_status coh_coll_run(cohort_group *g, coh_call *c)
         run_alone(c, bytes);
         return COHORT_OK;
     }
+    /* Group-internal calls (split, new_group) carry no payload: they only
+     * keep every rank's seq and contract in step. */
+    if (c->coll == COH_COLL_INTERNAL)
+        return coh_coll_sync(g, c);
     /* Select even for count 0, so that a bad COHORT_ALGO_* is reported the
      * same way whatever the count. */
     cohort_status st;

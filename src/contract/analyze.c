@@ -285,7 +285,37 @@ static void sb_common_site(sb *s, const call_view *v, const int *idx, int n, con
     sb_printf(s, "%s", close);
 }
 
-static _Thread_local const call_view *tl_view; /* for cls_rank_cmp */
+static _Thread_local const call_view *tl_view; /* for the comparators below */
+static _Thread_local int tl_field;
+
+/* Orders one field's values (any total order will do: it only groups). */
+static int field_cmp(int f, const cohort_fingerprint *a, const cohort_fingerprint *b)
+{
+#define CMPF(x) return a->x < b->x ? -1 : a->x > b->x
+    switch (f) {
+    case COH_FIELD_GROUP: CMPF(group);
+    case COH_FIELD_GENERATION: CMPF(generation);
+    case COH_FIELD_SEQ: CMPF(seq);
+    case COH_FIELD_OP: CMPF(coll);
+    case COH_FIELD_DTYPE: CMPF(dtype);
+    case COH_FIELD_COUNT: CMPF(count);
+    case COH_FIELD_REDOP: CMPF(redop);
+    case COH_FIELD_ROOT: CMPF(root);
+    case COH_FIELD_TAG: CMPF(tag);
+    default: return 0;
+    }
+#undef CMPF
+}
+
+/* Member indices by (tl_field's value, rank). */
+static int member_field_cmp(const void *x, const void *y)
+{
+    const member *a = &tl_view->m[*(const int *)x], *b = &tl_view->m[*(const int *)y];
+    int c = field_cmp(tl_field, a->fp, b->fp);
+    if (c)
+        return c;
+    return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
 
 /* Classes by their lowest rank (a class's members are in rank order). */
 static int cls_rank_cmp(const void *x, const void *y)
@@ -346,27 +376,24 @@ static int report_field(sb *s, const call_view *v)
     }
     sb_printf(s, ": %s differs: ", field_label(f, ref));
 
-    /* Group members by the headline field's value: one representative
-     * class per distinct value, then every member with that value. */
-    int ng = 0, used = 0;
-    for (int c = 0; c < v->ncls; c++) {
-        int k = 0;
-        while (k < ng && field_differs(f, v->m[g[k].idx[0]].fp, cls_fp(v, c)))
-            k++;
-        if (k < ng)
-            continue;
-        g[ng].idx = idx + used;
-        g[ng].lowest = -1;
-        for (int i = 0; i < n; i++)
-            if (!field_differs(f, cls_fp(v, c), v->m[i].fp)) {
-                g[ng].idx[g[ng].n++] = i;
-                if (g[ng].lowest < 0 || v->m[i].rank < g[ng].lowest)
-                    g[ng].lowest = v->m[i].rank;
-                if (v->m[i].cls == v->ref_cls)
-                    g[ng].has_ref = 1;
-            }
-        used += g[ng].n;
-        ng++;
+    /* Group members by the headline field's value: sort member indices by
+     * (value, rank), then runs of equal values are the groups. */
+    for (int i = 0; i < n; i++)
+        idx[i] = i;
+    tl_view = v;
+    tl_field = f;
+    qsort(idx, (size_t)n, sizeof *idx, member_field_cmp);
+    int ng = 0;
+    for (int i = 0; i < n; i++) {
+        if (i == 0 || field_cmp(f, v->m[idx[i - 1]].fp, v->m[idx[i]].fp)) {
+            g[ng].idx = idx + i;
+            g[ng].lowest = v->m[idx[i]].rank; /* sorted by rank within a value */
+            ng++;
+        }
+        vgroup *cur = &g[ng - 1];
+        cur->n++;
+        if (v->m[idx[i]].cls == v->ref_cls)
+            cur->has_ref = 1;
     }
     /* The majority's value first; on a tie no side goes first: by size,
      * then rank order. */
@@ -395,7 +422,9 @@ static int report_field(sb *s, const call_view *v)
             rest += g[k].n;
         sb_printf(s, ", and %d more ranks with %d other values", rest, ng - MAX_LISTED);
     }
-    if (v->also) {
+    /* Another op's dtype/count/reduce op are not comparable: naming them
+     * would be noise (a barrier has no count). */
+    if (v->also && f != COH_FIELD_OP) {
         sb_printf(s, " (also differs:");
         int first = 1;
         for (int ff = COH_FIELD_GROUP; ff <= COH_FIELD_TAG; ff++)
@@ -481,7 +510,8 @@ static int report_field(sb *s, const call_view *v)
         /* The odd ranks reached this call from another line: the differing
          * field is a symptom, the cause is the control flow that led there,
          * maybe a call skipped or added earlier (lesson Q1). */
-        sb_printf(s, " (a different call site: check the control flow that led there)");
+        sb_printf(s, " (a different call site: an extra or a skipped call? check the control "
+                     "flow that led there)");
     coh_free(ranks), coh_free(g), coh_free(idx);
     return 0;
 }
@@ -618,12 +648,46 @@ static int classify_shift(const rhist *h, const call_view *v, int odd_cls, int r
     return COH_DIV_FIELD;
 }
 
-typedef struct div_state {
+/* forward: the state find_divergence fills */
+typedef struct div_state div_state;
+static void earlier_shift(const rhist *h, div_state *st, int odd_cls, uint64_t d);
+
+struct div_state {
     coh_divergence d;
     call_view v;     /* the view at d.seq (valid when d.kind != NONE) */
     uint64_t lo, hi; /* seqs compared (no divergence) */
     int compared;    /* some seq had two ranks */
-} div_state;
+};
+
+/* The lesson's false attribution: an extra or skipped call whose contract
+ * happens to equal the call it pairs with passes unnoticed, and the error
+ * surfaces one or more calls later. If the contracts first differ at d but
+ * the odd ranks' call sites already differed from the majority's at an
+ * earlier seq with equal contracts, test the shift hypotheses from there:
+ * the report then names the call that really diverged. */
+static void earlier_shift(const rhist *h, div_state *st, int odd_cls, uint64_t d)
+{
+    const call_view *v = &st->v;
+    const rhist *ref = &h[st->d.ref_rank];
+    for (uint64_t s0 = st->lo; s0 < d; s0++) {
+        const cohort_fingerprint *rf = hist_at(ref, s0);
+        if (!rf || !site_known(rf))
+            continue;
+        int all_differ = 1;
+        for (int i = v->cls_start[odd_cls]; i < v->cls_start[odd_cls + 1] && all_differ; i++) {
+            const cohort_fingerprint *of = hist_at(&h[v->m[i].rank], s0);
+            all_differ = of && site_known(of) && !same_site(of, rf);
+        }
+        if (!all_differ)
+            continue;
+        int k = classify_shift(h, v, odd_cls, st->d.ref_rank, s0);
+        if (k != COH_DIV_FIELD) {
+            st->d.seq = s0;
+            st->d.kind = k;
+        }
+        return; /* only the first site divergence can be the cause */
+    }
+}
 
 /* Finds the first divergence. Returns 1 found, 0 none, -1 OOM. */
 static int find_divergence(rhist *h, int nranks, div_state *st)
@@ -685,6 +749,8 @@ static int find_divergence(rhist *h, int nranks, div_state *st)
         if (st->v.has_majority && st->v.ncls == 2) {
             int odd_cls = st->v.ref_cls == 0 ? 1 : 0;
             st->d.kind = classify_shift(h, &st->v, odd_cls, st->d.ref_rank, s);
+            if (st->d.kind == COH_DIV_FIELD)
+                earlier_shift(h, st, odd_cls, s);
         }
         return 1;
     }

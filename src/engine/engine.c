@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coll/coll.h"
@@ -76,11 +77,81 @@ static cohort_status check_buffers(cohort_group *g, coh_call *c, const char *whe
         return COHORT_OK;
     if (coh_hash64(c->send, n, 0) == c->in_sum)
         return COHORT_OK;
-    return coh_err_set(&g->last, COHORT_ERR_INVALID,
+    /* A group failure, not a local one: the peers of a call that will not
+     * run (or ran on torn data) must not wait for it. */
+    return coh_group_fail(g, COHORT_ERR_INVALID,
                        "%s #%llu (%s:%d): COHORT_DEBUG=buffers: the input buffer was modified "
                        "while the call was in flight (detected at %s); an async call's buffers "
                        "belong to cohort until cohort_work_wait/test reports completion",
                        coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line, when);
+}
+
+/* COHORT_DEBUG=sync: the lesson's "barrier as a probe". Before each
+ * collective every rank publishes its fingerprint under the call's seq and
+ * reads everyone's, so the first divergent call stops every rank right
+ * where it happens, with all ranks' values. It costs a store round trip per
+ * call and serialises the job: a debugging mode, never a fix. */
+static cohort_status debug_sync(cohort_group *g, const coh_call *c)
+{
+    if (c->coll == COH_COLL_SEND || c->coll == COH_COLL_RECV || g->size == 1 || !g->store)
+        return COHORT_OK;
+    char key[64], val[512];
+    snprintf(key, sizeof key, "dsync/%llu/%d", (unsigned long long)c->seq, g->rank);
+    snprintf(val, sizeof val, "%d %d %llu %d %d %d %d %s", c->coll, c->dtype,
+             (unsigned long long)c->count, c->redop, c->root, c->tag, c->line, c->file);
+    cohort_status st = cohort_store_set(g->store, key, strlen(key), val, strlen(val));
+    if (st != COHORT_OK)
+        return coh_group_fail(g, st, "COHORT_DEBUG=sync: publishing %s #%llu: %s",
+                              coh_coll_name(c->coll), (unsigned long long)c->seq,
+                              cohort_store_last_error(g->store));
+    int n = g->size;
+    cohort_fingerprint *fp = coh_calloc((size_t)n, sizeof *fp);
+    char (*files)[256] = coh_calloc((size_t)n, sizeof *files);
+    if (!fp || !files) {
+        coh_free(fp), coh_free(files);
+        return coh_group_fail(g, COHORT_ERR_NOMEM, "COHORT_DEBUG=sync: out of memory");
+    }
+    /* Each rank's record, waited for within the call's timeout: a rank
+     * that never arrives is a stall, reported by name. */
+    uint64_t dl = coh_deadline_ns(g->timeout_ms);
+    for (int r = 0; r < n && st == COHORT_OK; r++) {
+        snprintf(key, sizeof key, "dsync/%llu/%d", (unsigned long long)c->seq, r);
+        void *v = NULL;
+        size_t vl = 0;
+        st = cohort_store_get(g->store, key, strlen(key), &v, &vl, coh_ms_left(dl));
+        if (st == COHORT_ERR_TIMEOUT) {
+            st = coh_group_fail(g, COHORT_ERR_TIMEOUT,
+                                "COHORT_DEBUG=sync: %s #%llu (%s:%d): rank %d never reached call "
+                                "#%llu within %d ms (it skipped it, or is stuck before it)",
+                                coh_coll_name(c->coll), (unsigned long long)c->seq, c->file,
+                                c->line, r, (unsigned long long)c->seq, g->timeout_ms);
+            break;
+        }
+        if (st != COHORT_OK) {
+            st = coh_group_fail(g, st, "COHORT_DEBUG=sync: %s", cohort_store_last_error(g->store));
+            break;
+        }
+        char buf[512];
+        size_t l = COH_MIN(vl, sizeof buf - 1);
+        memcpy(buf, v, l);
+        buf[l] = 0;
+        free(v);
+        int coll = 0, dt = 0, redop = 0, root = 0, tag = 0, line = 0;
+        unsigned long long count = 0;
+        sscanf(buf, "%d %d %llu %d %d %d %d %255s", &coll, &dt, &count, &redop, &root, &tag, &line,
+               files[r]);
+        fp[r] = (cohort_fingerprint){.seq = c->seq, .coll = coll, .dtype = dt, .redop = redop,
+                                     .root = root, .tag = tag, .count = count, .group = g->id,
+                                     .generation = g->generation, .file = files[r], .line = line};
+    }
+    if (st == COHORT_OK) {
+        char msg[COH_ERRLEN];
+        if (cohort_validate_fingerprints(fp, n, msg, sizeof msg) != COHORT_OK)
+            st = coh_group_fail(g, COHORT_ERR_CONTRACT, "%s (stopped by COHORT_DEBUG=sync)", msg);
+    }
+    coh_free(fp);
+    coh_free(files);
+    return st;
 }
 
 /* Runs one call on the current thread and records it. */
@@ -88,17 +159,16 @@ static cohort_status run_call(cohort_group *g, coh_call *c, uint64_t tidx)
 {
     coh_trace_start(g->trace, tidx);
     cohort_status st = check_buffers(g, c, "start");
-    int bad_buffers = st != COHORT_OK;
+    if (st == COHORT_OK && g->debug_sync)
+        st = debug_sync(g, c);
     if (st == COHORT_OK)
         st = coh_coll_run(g, c);
-    if (st == COHORT_OK && g->debug_buffers) {
+    if (st == COHORT_OK && g->debug_buffers)
         st = check_buffers(g, c, "completion");
-        bad_buffers = st != COHORT_OK;
-    }
     if (st == COHORT_ERR_CONTRACT)
         coh_contract_report(g); /* every rank builds the same majority report */
     coh_trace_end(g->trace, tidx, st);
-    if (st != COHORT_OK && !bad_buffers) {
+    if (st != COHORT_OK) {
         int p = coh_group_poisoned(g);
         pthread_mutex_lock(&g->err_mu);
         if (p)
@@ -111,6 +181,7 @@ static cohort_status run_call(cohort_group *g, coh_call *c, uint64_t tidx)
                      g->err.msg);
         g->last.status = st;
         pthread_mutex_unlock(&g->err_mu);
+        atomic_store(&g->err_reported, 1);
     }
     if (c->scratch) {
         coh_free(c->scratch);

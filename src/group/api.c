@@ -6,9 +6,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "contract/contract.h"
 #include "engine/engine.h"
 #include "group/group.h"
 #include "reduce/reduce.h"
+#include "trace/trace.h"
 
 static cohort_status invalid(cohort_group *g, const coh_call *c, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -24,12 +26,6 @@ static cohort_status invalid(cohort_group *g, const coh_call *c, const char *fmt
      * sent), but they are recorded where the user looks. */
     return coh_err_set(g ? &g->last : NULL, COHORT_ERR_INVALID, "%s (%s:%d): %s",
                        coh_coll_name(c->coll), c->file ? c->file : "?", c->line, msg);
-}
-
-static uint32_t site_hash(const char *file, int line)
-{
-    uint64_t h = coh_hash64(file, strlen(file), (uint64_t)line);
-    return (uint32_t)(h ^ (h >> 32));
 }
 
 /* Bytes of the input buffer the call reads (for scratch copies and
@@ -63,16 +59,6 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
                            coh_coll_name(c->coll), c->file, c->line);
     if (g->pid != getpid())
         return invalid(g, c, "group used in a forked child (fork before cohort_init)");
-    int p = coh_group_poisoned(g);
-    if (p) {
-        pthread_mutex_lock(&g->err_mu);
-        coh_err_set(&g->last, COHORT_ERR_ABORTED,
-                    "%s (%s:%d) refused: group %u is aborted by an earlier error (%s): %s",
-                    coh_coll_name(c->coll), c->file, c->line, g->id,
-                    cohort_status_name(g->err.status), g->err.msg);
-        pthread_mutex_unlock(&g->err_mu);
-        return COHORT_ERR_ABORTED;
-    }
     size_t esz = 1;
     if (c->coll != COH_COLL_BARRIER) {
         esz = cohort_dtype_size((cohort_dtype)c->dtype);
@@ -102,7 +88,7 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
             return invalid(g, c, "tag %d is negative", c->tag);
     }
     /* Buffers: only the ones this rank uses must be non-NULL. */
-    if (c->count) {
+    if (c->count && c->coll != COH_COLL_INTERNAL) {
         int needs_send = 1, needs_recv = 1;
         switch (c->coll) {
         case COH_COLL_BROADCAST:
@@ -129,12 +115,36 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
         if (needs_recv && !c->recv)
             return invalid(g, c, "recv buffer is NULL with count %llu", (unsigned long long)c->count);
     }
-    c->site = site_hash(c->file, c->line);
+    c->site = coh_site_hash(c->file, c->line);
     if (p2p) {
         uint64_t *s = c->coll == COH_COLL_SEND ? g->p2p_send_seq : g->p2p_recv_seq;
         c->seq = ++s[c->root];
     } else {
         c->seq = ++g->seq;
+    }
+    int p = coh_group_poisoned(g);
+    if (p) {
+        /* Recorded so the history the contract report reads shows where this
+         * rank was. The first call to see the failure reports the cause
+         * itself (a peer loss that arrived between two calls is still
+         * PEER_LOST); every later one gets ABORTED carrying the cause. */
+        uint64_t t = coh_trace_issue(g->trace, c);
+        int first = !atomic_exchange(&g->err_reported, 1);
+        if (first && p == COHORT_ERR_CONTRACT)
+            coh_contract_report(g); /* the same majority report as the ranks that saw it */
+        cohort_status ret = first && p != COHORT_ERR_ABORTED ? (cohort_status)p : COHORT_ERR_ABORTED;
+        pthread_mutex_lock(&g->err_mu);
+        if (ret != COHORT_ERR_ABORTED)
+            coh_err_set(&g->last, ret, "%s", g->err.msg);
+        else
+            coh_err_set(&g->last, COHORT_ERR_ABORTED,
+                        "%s #%llu (%s:%d) refused: group %u is aborted by an earlier error (%s): %s",
+                        coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line,
+                        g->id, cohort_status_name(g->err.status), g->err.msg);
+        pthread_mutex_unlock(&g->err_mu);
+        coh_trace_end(g->trace, t, ret);
+        coh_free(c->scratch);
+        return ret;
     }
     /* In-place forms whose input and output overlap in non-elementwise ways
      * get a private copy of the input (see coh_call.scratch). */

@@ -1,6 +1,7 @@
 /* fail.c - sticky errors, poisoning, and the wait bookkeeping every
  * transport's wait loop shares (abort, deadline, stall report). */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -88,7 +89,8 @@ cohort_status coh_group_peer_lost(cohort_group *g, int peer, const char *how)
 
 void coh_wait_init(coh_wait *w, cohort_group *g, const coh_call *call)
 {
-    memset(w, 0, sizeof *w);
+    memset(w, 0, offsetof(coh_wait, report));
+    w->report[0] = 0;
     w->g = g;
     w->call = call;
     w->start_ns = coh_now_ns();
@@ -121,15 +123,16 @@ cohort_status coh_wait_check(coh_wait *w)
     }
     if (now >= w->stall_ns && !w->stalled) {
         w->stalled = 1;
-        char rep[COH_ERRLEN];
-        coh_monitor_stall_report(g, w, rep, sizeof rep);
-        coh_warn("%s", rep);
+        coh_monitor_stall_report(g, w, w->report, sizeof w->report);
+        coh_warn("%s", w->report);
     }
     if (now >= w->deadline_ns) {
-        char rep[COH_ERRLEN];
-        coh_monitor_stall_report(g, w, rep, sizeof rep);
+        /* The report taken while every rank was still stuck is the useful
+         * one: by the deadline, peers may have timed out and left. */
+        if (!w->stalled)
+            coh_monitor_stall_report(g, w, w->report, sizeof w->report);
         return coh_group_fail(g, COHORT_ERR_TIMEOUT, "timed out after %d ms: %s", g->timeout_ms,
-                              rep);
+                              w->report);
     }
     return COHORT_OK;
 }

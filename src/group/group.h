@@ -106,6 +106,7 @@ struct cohort_group {
     pthread_mutex_t err_mu;
     coh_err err;               /* first failure; later calls report it */
     coh_err last;              /* last error returned to the user */
+    _Atomic int err_reported;  /* the user has been given the first error */
     _Atomic int contract_state; /* src/contract: COH_CSTATE_* bits (zero-initialised) */
 
     /* topology */
@@ -128,6 +129,9 @@ struct cohort_group {
     char *token;               /* kept for sub-group rendezvous; never logged */
     cohort_store_server *server; /* embedded server (world rank 0) */
     struct coh_monitor *monitor; /* watches the store for aborts and state probes */
+    int lease_alive;           /* etcd: every rank holds "alive/<rank>" under a lease */
+    _Atomic int store_down;    /* a control-plane store call failed: skip the
+                                * out-of-band probes instead of blocking waits */
 
     struct coh_trace *trace;
     struct coh_engine *engine;
@@ -162,6 +166,7 @@ typedef struct coh_wait {
     int stalled, probed;
     const int *waiting_for; /* group ranks awaited, may be NULL */
     int n_waiting_for;
+    char report[COH_ERRLEN]; /* the stall report, reused by the timeout error */
 } coh_wait;
 void coh_wait_init(coh_wait *w, cohort_group *g, const coh_call *call);
 cohort_status coh_wait_check(coh_wait *w);

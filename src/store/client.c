@@ -33,6 +33,8 @@ struct cohort_store {
 
 #define DEFAULT_TIMEOUT_MS 300000
 
+/* The detail of the op in progress on this thread. Backends write here
+ * without locking; op_end copies it to the handle only if the op failed. */
 static _Thread_local coh_err op_err;
 
 coh_err *coh_store_err(cohort_store *s)
@@ -46,6 +48,11 @@ void coh_store_set_priv(cohort_store *s, void *priv) { s->root->priv = priv; }
 int coh_store_timeout(cohort_store *s) { return atomic_load(&s->timeout_ms); }
 const char *coh_store_addr(cohort_store *s) { return s->root->addr; }
 const coh_store_backend *coh_store_backend_of(cohort_store *s) { return s ? s->be : NULL; }
+const void *coh_store_prefix(cohort_store *s, size_t *len)
+{
+    *len = s->plen;
+    return s->prefix;
+}
 
 static void op_begin(void)
 {
@@ -122,6 +129,7 @@ static void handle_free(cohort_store *s)
     coh_free(s);
 }
 
+/* The connection closes when its last handle (root or view) is closed. */
 static void root_release(cohort_store *r)
 {
     if (atomic_fetch_sub(&r->refs, 1) == 1) {
@@ -131,6 +139,9 @@ static void root_release(cohort_store *r)
     }
 }
 
+/* The scheme picks the backend: none or tcp:// -> tcp, etcd:// -> etcd
+ * (COHORT_ERR_UNSUPPORTED when not built in), anything else is refused
+ * rather than guessed at. */
 cohort_status coh_store_connect_gen(cohort_store **out, const char *addr, const char *job_id,
                                     const char *token, uint32_t generation, int timeout_ms)
 {
@@ -191,6 +202,8 @@ cohort_status cohort_store_connect(cohort_store **out, const char *addr, const c
     return coh_store_connect_gen(out, addr, job_id, token, 0, timeout_ms);
 }
 
+/* A view copies its parent's prefix and appends its own, so nesting costs
+ * nothing per call; it holds a reference on the root, not on the parent. */
 cohort_status cohort_store_prefixed(cohort_store *s, const char *prefix, cohort_store **out)
 {
     op_begin();
@@ -236,7 +249,8 @@ void cohort_store_close(cohort_store *s)
 
 /* ---- prefixing ---- */
 
-/* One prefixed key: the caller's bytes when the handle has no prefix. */
+/* One prefixed key: the caller's bytes when the handle has no prefix (no
+ * copy on the root handle), else prefix||key on the stack when it fits. */
 typedef struct pkey {
     const void *p;
     size_t n;
@@ -273,6 +287,8 @@ typedef struct pkeys {
     uint8_t *buf;
 } pkeys;
 
+/* One buffer for all n prefixed keys (a 1024-key wait costs three
+ * allocations, not 1024). */
 static int pks_make(cohort_store *s, pkeys *o, const void *const *keys, const size_t *klens,
                     int n)
 {
@@ -305,6 +321,7 @@ static void pks_free(pkeys *o)
     coh_free(o->buf);
 }
 
+/* Waiting ops: a negative timeout means the handle's default. */
 static int wait_ms(cohort_store *s, int timeout_ms)
 {
     return timeout_ms < 0 ? atomic_load(&s->timeout_ms) : timeout_ms;
@@ -478,6 +495,7 @@ cohort_status cohort_store_delete(cohort_store *s, const void *key, size_t klen,
     return op_end(s, st);
 }
 
+/* On a view: the keys under its prefix only. */
 cohort_status cohort_store_num_keys(cohort_store *s, int64_t *n)
 {
     CHECK_HANDLE(s);
@@ -486,6 +504,8 @@ cohort_status cohort_store_num_keys(cohort_store *s, int64_t *n)
     return op_end(s, s->be->num_keys(s, s->prefix, s->plen, n));
 }
 
+/* Lists the keys under view-prefix||sub and returns them relative to the
+ * view, so code using a view never sees the namespace it lives in. */
 cohort_status cohort_store_list(cohort_store *s, const char *sub, char ***keys, size_t **klens,
                                 int *n)
 {

@@ -9,6 +9,10 @@
 
 #include "util/util.h"
 
+/* The header is decoded before it is judged, so a caller that gets
+ * BAD_VERSION can still say which version the peer speaks. Magic is checked
+ * first: a stream that is not ours is refused before its "length" means
+ * anything. */
 int coh_proto_parse_hdr(const uint8_t *p, size_t n, coh_frame_hdr *h)
 {
     if (n < COH_PROTO_HDR)
@@ -39,6 +43,8 @@ void coh_proto_put_hdr(uint8_t *p, uint8_t op, uint32_t id, uint32_t len)
     coh_proto_put_hdr_v(p, COH_PROTO_VERSION, op, id, len);
 }
 
+/* Names for log lines and error messages. Reply ops share the request's
+ * name table; anything else is "unknown op" (the caller prints the byte). */
 const char *coh_proto_op_name(uint8_t op)
 {
     static const char *names[] = {
@@ -61,7 +67,10 @@ const char *coh_proto_op_name(uint8_t op)
     return "unknown op";
 }
 
-/* ---- reader ---- */
+/* ---- reader ----
+ * Every read checks the bytes left before touching them and sets a sticky
+ * error instead of failing loudly: decoders read a whole request and test
+ * r.err once at the end, which keeps each decoder a straight line. */
 
 const uint8_t *coh_rd_raw(coh_rd *r, size_t len)
 {
@@ -102,7 +111,10 @@ const uint8_t *coh_rd_bytes(coh_rd *r, uint32_t *len)
     return p ? p : NULL;
 }
 
-/* ---- writer ---- */
+/* ---- writer ----
+ * Growth doubles (amortised O(1) appends); a failed allocation sets a
+ * sticky oom flag so encoders need no error check per field. The caller
+ * tests w->oom once before sending. */
 
 void coh_wr_init(coh_wr *w) { memset(w, 0, sizeof *w); }
 
@@ -167,6 +179,8 @@ void coh_wr_bytes(coh_wr *w, const void *p, size_t n)
     coh_wr_raw(w, p, n);
 }
 
+/* The header is written last because the payload length is only known
+ * then; begin reserves its 12 bytes, end fills them in place. */
 size_t coh_wr_begin_frame(coh_wr *w)
 {
     size_t start = w->len;
@@ -182,7 +196,13 @@ void coh_wr_end_frame(coh_wr *w, size_t start, uint8_t op, uint32_t id)
     coh_proto_put_hdr(w->p + start, op, id, (uint32_t)(w->len - start - COH_PROTO_HDR));
 }
 
-/* ---- request decoding ---- */
+/* ---- request decoding ----
+ * The decoder is the only code that interprets request bytes. It validates
+ * the entire payload (every length, every count, no trailing bytes) before
+ * the server acts on any of it, so a handler never sees half-valid input and
+ * a malformed request changes nothing. Limits are checked here too, so the
+ * reply names the limit that was exceeded (COHORT_ERR_TOO_LARGE) instead of
+ * a generic protocol error. */
 
 #define FAIL(st, ...) (snprintf(err, errlen, __VA_ARGS__), (st))
 
@@ -204,6 +224,7 @@ static cohort_status check_val(uint32_t n, const coh_proto_limits *lim, char *er
     return COHORT_OK;
 }
 
+/* bytes field -> slice pointing into the payload (no copy). */
 static int rd_slice(coh_rd *r, coh_slice *s)
 {
     s->p = coh_rd_bytes(r, &s->n);
@@ -334,6 +355,8 @@ cohort_status coh_proto_decode_req(const coh_frame_hdr *h, const uint8_t *payloa
     return COHORT_OK;
 }
 
+/* Iterating a request that coh_proto_decode_req accepted cannot run past
+ * the items: the decoder walked the same cursor once already. */
 void coh_req_next(coh_req *q, coh_slice *key, coh_slice *val)
 {
     rd_slice(&q->items, key);
@@ -341,7 +364,10 @@ void coh_req_next(coh_req *q, coh_slice *key, coh_slice *val)
         rd_slice(&q->items, val);
 }
 
-/* ---- replies ---- */
+/* ---- replies ----
+ * A reply's status byte is checked against the known range so that a
+ * newer server's unknown status becomes a clear protocol error on an older
+ * client rather than a number cast into an enum it does not have. */
 
 cohort_status coh_proto_decode_reply(const coh_frame_hdr *h, const uint8_t *payload,
                                      coh_reply *out, char *err, size_t errlen)
@@ -367,7 +393,12 @@ cohort_status coh_proto_decode_reply(const coh_frame_hdr *h, const uint8_t *payl
     return COHORT_OK;
 }
 
-/* ---- auth ---- */
+/* ---- auth ----
+ * The MAC binds the token to this connection's nonce (no replay on another
+ * connection) and to the job and generation the client claims (they cannot
+ * be swapped by a man in the middle without the token). The job id needs no
+ * length prefix: the nonce before it and the generation after it have fixed
+ * sizes. */
 
 void coh_proto_auth_mac(uint8_t mac[COH_PROTO_MAC], const char *token,
                         const uint8_t nonce[COH_PROTO_NONCE], const uint8_t *job, size_t joblen,

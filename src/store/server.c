@@ -46,6 +46,9 @@ static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
 
 /* ---- epoll registration ---- */
 
+/* Level-triggered epoll: a connection is registered for what it needs now.
+ * The cached mask (c->ev) avoids an epoll_ctl when nothing changes, which is
+ * the common case for a request/reply client. */
 static void conn_set_events(conn *c, uint32_t ev)
 {
     if (c->closed || c->ev == ev)
@@ -56,19 +59,27 @@ static void conn_set_events(conn *c, uint32_t ev)
 }
 
 /* Reading is paused while a client is far behind on its replies, and
- * stopped once an ERROR is queued. */
+ * stopped once an ERROR is queued. EPOLLOUT is wanted only when a flush
+ * left bytes behind; replies queued in this iteration are written by
+ * flush_all first, so the common request/reply costs no epoll_ctl. */
 static void conn_update_events(conn *c)
 {
     uint32_t ev = 0;
     if (!c->closing && c->out_bytes < OUT_HIGH)
         ev |= EPOLLIN;
-    if (c->oq_head)
+    if (c->oq_head && !c->in_flush)
         ev |= EPOLLOUT;
+    else if (c->in_flush)
+        ev |= c->ev & EPOLLOUT;
     conn_set_events(c, ev);
 }
 
 /* ---- output ---- */
 
+/* Replies are not written where they are produced: a SET may complete a
+ * hundred waiters on other connections, and each of those connections is
+ * written once, at the end of the loop iteration (flush_all), with every
+ * reply it got in one sendmsg. */
 static void flush_mark(conn *c)
 {
     if (!c->in_flush && !c->closed) {
@@ -78,6 +89,8 @@ static void flush_mark(conn *c)
     }
 }
 
+/* Small replies are packed into the tail segment (one 4 KiB buffer holds
+ * hundreds of them); a reply larger than that gets a segment of its own. */
 int coh_srv_send(conn *c, const void *p, size_t n)
 {
     if (c->closed)
@@ -116,6 +129,9 @@ int coh_srv_send(conn *c, const void *p, size_t n)
     return 0;
 }
 
+/* Queues a stored value by reference: the output queue holds a reference,
+ * so a SET or DELETE of the key meanwhile cannot free bytes still being
+ * written, and a GET of 64 MiB costs no copy in the server. */
 int coh_srv_send_blob(conn *c, blob *b)
 {
     if (c->closed)
@@ -152,7 +168,9 @@ static void oq_free(conn *c)
     c->out_bytes = 0;
 }
 
-/* Writes as much as the socket takes. */
+/* Writes as much as the socket takes, up to 64 segments per sendmsg. What
+ * is left waits for EPOLLOUT; a connection marked closing is closed once
+ * its last byte (the ERROR frame) is out. */
 static void conn_flush(conn *c)
 {
     while (c->oq_head && !c->closed) {
@@ -281,7 +299,11 @@ static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
         conn_flush(c);
 }
 
-/* ---- connection lifecycle ---- */
+/* ---- connection lifecycle ----
+ * pend: connections that owe the server something with a deadline: an AUTH
+ * (not authenticated yet), the rest of a frame, or reading their ERROR frame
+ * (closing). Only these are swept, so an idle server with thousands of
+ * quiet clients sleeps in epoll_wait without a timeout. */
 
 static void pend_update(conn *c)
 {
@@ -293,6 +315,10 @@ static void pend_update(conn *c)
         dl_del(&c->pnode);
 }
 
+/* Unlinks c from everything at once (waiters, job, lists, epoll) so no
+ * later event can reach its state; the memory itself is freed by reap_all
+ * at the end of the iteration, since events for c may still be in the
+ * batch being processed. */
 static void conn_close(conn *c)
 {
     if (c->closed)
@@ -309,7 +335,8 @@ static void conn_close(conn *c)
     dl_del(&c->jnode);
     dl_del(&c->pnode);
     if (c->body) {
-        coh_free(c->body);
+        coh_blob_unref(c->body_blob);
+        c->body_blob = NULL;
         c->body = NULL;
         s->mem_used -= c->body_mem;
         c->body_mem = 0;
@@ -358,6 +385,9 @@ static void refuse_fd(int fd, cohort_status st, const char *fmt, ...)
     close(fd);
 }
 
+/* Accepts until EAGAIN (a connect storm of 1000 ranks is drained in one
+ * wakeup). Every connection gets its own fresh nonce in the HELLO, which is
+ * what makes a recorded AUTH useless on another connection. */
 static void do_accept(struct cohort_store_server *s)
 {
     for (;;) {
@@ -439,6 +469,11 @@ static void auth_close(conn *c)
     conn_flush(c);
 }
 
+/* Checks an AUTH against the job table. The expected MAC is computed under
+ * jobs_mu (add_job may replace the token concurrently) and compared in
+ * constant time. Every refusal is logged once, with the peer address and
+ * the reason, and answered with a reply the client turns into
+ * COHORT_ERR_AUTH; the connection is closed after that reply. */
 static void do_auth(conn *c, const coh_req *q)
 {
     struct cohort_store_server *s = c->srv;
@@ -515,6 +550,10 @@ static void do_auth(conn *c, const coh_req *q)
 
 /* ---- input ---- */
 
+/* One complete frame. Before authentication only AUTH is accepted and any
+ * mistake closes the connection; after it, a malformed or over-limit
+ * request is answered with an error reply and the connection carries on,
+ * because the frame boundary (from the validated header) is still sound. */
 static void handle_frame(conn *c, const coh_frame_hdr *h, const uint8_t *payload)
 {
     struct cohort_store_server *s = c->srv;
@@ -589,7 +628,8 @@ static int take_header(conn *c, const uint8_t *hb)
     return 0;
 }
 
-/* The buffered body of c->fh is complete: handle it and release it. */
+/* The buffered body of c->fh is complete: handle it and release it (unless
+ * a SET adopted it as its value, which then carries its own charge). */
 static void body_done(conn *c)
 {
     uint8_t *b = c->body;
@@ -598,7 +638,8 @@ static void body_done(conn *c)
     c->body_mem = 0;
     c->in_body = 0;
     handle_frame(c, &c->fh, b);
-    coh_free(b);
+    coh_blob_unref(c->body_blob);
+    c->body_blob = NULL;
     c->srv->mem_used -= bm;
 }
 
@@ -661,7 +702,8 @@ static void conn_feed(conn *c, const uint8_t *p, size_t n)
             c->skip = need;
             continue;
         }
-        c->body = coh_malloc(need);
+        c->body_blob = coh_blob_alloc(need);
+        c->body = c->body_blob ? c->body_blob->storage : NULL;
         if (!c->body) {
             coh_srv_reply_err(c, c->fh.op, c->fh.id, COHORT_ERR_NOMEM,
                               "store server out of memory for a %zu-byte request", need);
@@ -675,6 +717,9 @@ static void conn_feed(conn *c, const uint8_t *p, size_t n)
     }
 }
 
+/* At most READS_PER_EVENT reads per readiness event, so one client
+ * streaming large values cannot starve the others in this iteration;
+ * level-triggered epoll brings it back next time. */
 static void conn_read(conn *c)
 {
     struct cohort_store_server *s = c->srv;
@@ -756,6 +801,7 @@ static int sweep(struct cohort_store_server *s)
     return (int)((next - now) / 1000000ull) + 1;
 }
 
+/* Writes every connection that got replies in this iteration. */
 static void flush_all(struct cohort_store_server *s)
 {
     while (s->flush_head) {
@@ -787,6 +833,10 @@ static void reap_all(struct cohort_store_server *s)
 
 /* ---- the loop ---- */
 
+/* Stop: every client is told "shutting down" (one non-blocking attempt)
+ * and closed, so their pending calls fail at once with COHORT_ERR_STORE
+ * instead of waiting for a timeout; the listen socket closes too, so new
+ * connects are refused rather than left in the backlog. */
 static void loop_shutdown(struct cohort_store_server *s)
 {
     while (!dl_empty(&s->conns)) {
@@ -857,6 +907,8 @@ static cohort_status server_loop(struct cohort_store_server *s, volatile int *fl
 
 /* ---- public API ---- */
 
+/* Binds the first address of host that works. "::" listens dual-stack
+ * (IPV6_V6ONLY off), so one server takes IPv4 and IPv6 clients. */
 static cohort_status listen_on(struct cohort_store_server *s, const char *host, int port)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -985,6 +1037,10 @@ static void server_free(cohort_store_server *s)
     coh_free(s);
 }
 
+/* Validates every option before allocating anything, so a bad
+ * configuration is reported as COHORT_ERR_INVALID naming the option. The
+ * request frame limit follows from the value and key limits: the largest
+ * legal SET plus 1 MiB for multi-key requests. */
 cohort_status cohort_store_server_create(cohort_store_server **out,
                                          const cohort_store_server_opts *o)
 {
@@ -1131,6 +1187,10 @@ cohort_status cohort_store_server_run(cohort_store_server *s, volatile int *stop
     return st;
 }
 
+/* The eventfd wakes the loop wherever it sleeps; the loop sees the stop
+ * flag, shuts the clients down and returns. For a loop run by the caller's
+ * thread (cohort_store_server_run), stop() waits on run_cv until run() has
+ * left the loop before freeing. */
 void cohort_store_server_stop(cohort_store_server *s)
 {
     if (!s)

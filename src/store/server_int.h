@@ -49,7 +49,10 @@ static inline void dl_del(dl *n)
 typedef struct blob {
     uint32_t refs;
     size_t len;
-    uint8_t data[];
+    size_t cost;     /* bytes charged to max_memory while stored */
+    uint8_t *data;   /* into storage: all of it, or the value inside an
+                        adopted request frame (a large SET is not copied) */
+    uint8_t storage[];
 } blob;
 
 /* Hash table node: keys are bytes (SipHash with a per-server random key). */
@@ -147,6 +150,8 @@ typedef struct conn {
     size_t body_have;
     size_t body_mem;   /* charged to srv->mem_used */
     uint64_t skip;
+    blob *body_blob;   /* the body buffer, while its frame is handled; a SET
+                          may adopt it (and sets this to NULL) */
     uint64_t last_rx_ns;
     /* output */
     oseg *oq_head, *oq_tail;
@@ -207,5 +212,7 @@ void coh_kv_handle(conn *c, const coh_req *q);
 /* Drops every waiter of c (disconnect). */
 void coh_kv_drop_waiters(conn *c);
 void coh_blob_unref(blob *b);
+/* A blob of n bytes of storage (data = storage), refs 1; NULL on OOM. */
+blob *coh_blob_alloc(size_t n);
 
 #endif

@@ -22,6 +22,8 @@
 
 /* ---- memory accounting ---- */
 
+/* Charges n bytes against max_memory; the comparison is written so that it
+ * cannot overflow whatever n a caller computed. */
 static int mem_charge(struct cohort_store_server *s, size_t n)
 {
     if (n > s->max_memory || s->mem_used > s->max_memory - n)
@@ -34,13 +36,23 @@ static void mem_uncharge(struct cohort_store_server *s, size_t n) { s->mem_used 
 
 /* ---- blobs ---- */
 
-static blob *blob_new(const void *p1, size_t n1, const void *p2, size_t n2)
+blob *coh_blob_alloc(size_t n)
 {
-    blob *b = coh_malloc(sizeof *b + n1 + n2);
+    blob *b = coh_malloc(sizeof *b + n);
     if (!b)
         return NULL;
     b->refs = 1;
-    b->len = n1 + n2;
+    b->len = n;
+    b->cost = sizeof *b + n;
+    b->data = b->storage;
+    return b;
+}
+
+static blob *blob_new(const void *p1, size_t n1, const void *p2, size_t n2)
+{
+    blob *b = coh_blob_alloc(n1 + n2);
+    if (!b)
+        return NULL;
     if (n1)
         memcpy(b->data, p1, n1);
     if (n2)
@@ -56,8 +68,15 @@ void coh_blob_unref(blob *b)
 
 static size_t blob_cost(size_t len) { return sizeof(blob) + len; }
 
+/* Memory a stored value is charged: what its blob says (an adopted frame
+ * also carries the key and the header bytes). */
+static size_t val_cost(const blob *b) { return b->cost; }
+
 /* ---- hash table ---- */
 
+/* SipHash-2-4 keyed with per-server random bytes: keys come from clients,
+ * and an unkeyed hash would let one client build colliding keys that turn
+ * every lookup of every job into a list walk. */
 static uint64_t hkey(struct cohort_store_server *s, const void *k, size_t n)
 {
     uint64_t h;
@@ -75,6 +94,8 @@ static hnode *ht_find(htab *t, const void *k, uint32_t n, uint64_t h)
     return NULL;
 }
 
+/* Doubles the bucket array when the load reaches 1. Bucket memory is
+ * charged like keys; if it cannot be had, chains get longer instead. */
 static void ht_grow(struct cohort_store_server *s, htab *t)
 {
     size_t nb = t->nb ? t->nb * 2 : 64;
@@ -174,6 +195,11 @@ static void kent_maybe_free(struct cohort_store_server *s, job *j, kent *e)
 
 /* ---- waiters ---- */
 
+/* Releases a waiter whether it completed, was cancelled, or its client
+ * went away: unlinks every link still in a key's (or barrier's) list and
+ * drops its pins, freeing key entries that existed only for it. A barrier
+ * participant that leaves before the barrier completes is no longer
+ * counted, so the barrier still needs n live participants. */
 static void waiter_free(struct cohort_store_server *s, waiter *w)
 {
     job *j = w->c->job;
@@ -198,6 +224,8 @@ static void waiter_free(struct cohort_store_server *s, waiter *w)
     coh_free(w);
 }
 
+/* A waiter and its links are one allocation, charged to max_memory: a
+ * client cannot park unbounded waiters any more than unbounded values. */
 static waiter *waiter_new(conn *c, const coh_req *q, uint32_t n, cohort_status *st)
 {
     struct cohort_store_server *s = c->srv;
@@ -235,6 +263,9 @@ static void link_to(wlink *l, dl *list)
 }
 
 /* Sends (op, id) the values of keys, in order; every key must be present. */
+/* The frame is built in the server's scratch writer; values of BIG_VALUE
+ * bytes or more are queued by reference between the pieces instead of being
+ * copied into it. */
 static void reply_values(conn *c, uint8_t op, uint32_t id, kent *const *es, uint32_t n)
 {
     uint64_t total = 1;
@@ -355,6 +386,8 @@ void coh_kv_drop_waiters(conn *c)
 
 /* ---- jobs ---- */
 
+/* Jobs live until the server stops: their keyspaces outlive connections,
+ * which is what lets ranks reconnect and find the rendezvous data. */
 void coh_kv_job_init(job *j)
 {
     memset(&j->keys, 0, sizeof j->keys);
@@ -385,7 +418,7 @@ void coh_kv_job_free(struct cohort_store_server *s, job *j)
 static void kent_store(job *j, kent *e, blob *b, struct cohort_store_server *s)
 {
     if (e->val) {
-        mem_uncharge(s, blob_cost(e->val->len));
+        mem_uncharge(s, val_cost(e->val));
         coh_blob_unref(e->val);
     } else {
         j->npresent++;
@@ -404,14 +437,31 @@ static cohort_status set_value(conn *c, const coh_slice *k, const void *p1, size
     cohort_status st = COHORT_OK;
     size_t cost = blob_cost(n1 + n2);
     kent *e = kent_find(s, j, k);
-    size_t freed = (e && e->val) ? blob_cost(e->val->len) : 0;
+    size_t freed = (e && e->val) ? val_cost(e->val) : 0;
     /* Replacing a value only costs the growth; the old value is released in
      * kent_store right after, so mem_used overshoots only transiently. */
     size_t growth = cost > freed ? cost - freed : 0;
     if (growth > s->max_memory || s->mem_used > s->max_memory - growth)
         return COHORT_ERR_TOO_LARGE;
+    /* A large SET whose frame was buffered keeps that buffer as the value's
+     * storage: no second copy of a 1 MiB value. */
+    blob *b = NULL;
+    if (c->body_blob && !n2 && n1 >= BIG_VALUE && (const uint8_t *)p1 >= c->body_blob->storage &&
+        (const uint8_t *)p1 + n1 <= c->body_blob->storage + c->body_blob->len) {
+        b = c->body_blob;
+        c->body_blob = NULL;
+        b->data = (uint8_t *)p1;
+        b->len = n1;
+        cost = b->cost;
+        growth = cost > freed ? cost - freed : 0;
+        if (growth > s->max_memory || s->mem_used > s->max_memory - growth) {
+            c->body_blob = b; /* still the frame's; freed with it */
+            return COHORT_ERR_TOO_LARGE;
+        }
+    }
     s->mem_used += cost;
-    blob *b = blob_new(p1, n1, p2, n2);
+    if (!b)
+        b = blob_new(p1, n1, p2, n2);
     if (!e && b)
         e = kent_get(s, j, k, &st);
     if (!b || !e) {
@@ -488,6 +538,9 @@ static void h_append(conn *c, const coh_req *q)
         coh_srv_reply_ok(c, q->op, q->id);
 }
 
+/* Counters are decimal text so GET and cohort-kv show them as numbers;
+ * a value that is not one is an error for this request only (the torch
+ * store drops the connection here). Overflow is refused, not wrapped. */
 static void h_add(conn *c, const coh_req *q)
 {
     kent *e = kent_find(c->srv, c->job, &q->key);
@@ -517,6 +570,9 @@ static void h_add(conn *c, const coh_req *q)
     coh_srv_reply_end(c, q->op, q->id);
 }
 
+/* compare_set: a missing key matches an empty expected value (create);
+ * the reply always carries the value after the call, so the caller knows
+ * whether it won without a second round trip. */
 static void h_cas(conn *c, const coh_req *q)
 {
     kent *e = kent_find(c->srv, c->job, &q->key);
@@ -564,7 +620,7 @@ static void h_delete(conn *c, const coh_req *q)
     kent *e = kent_find(s, c->job, &q->key);
     int deleted = 0;
     if (e && e->val) {
-        mem_uncharge(s, blob_cost(e->val->len));
+        mem_uncharge(s, val_cost(e->val));
         coh_blob_unref(e->val);
         e->val = NULL;
         c->job->npresent--;
@@ -581,6 +637,8 @@ static int has_prefix(const hnode *e, const coh_slice *p)
     return e->klen >= p->n && (p->n == 0 || !memcmp(e->key, p->p, p->n));
 }
 
+/* The whole job's count is kept; a prefix count scans the job's keys
+ * (rare: tools and num_keys on prefixed views). */
 static void h_num_keys(conn *c, const coh_req *q)
 {
     job *j = c->job;
@@ -687,6 +745,9 @@ static void h_get(conn *c, const coh_req *q)
     wait_register(c, q, 1);
 }
 
+/* WAIT answers at once when it can (any: first present key; all: every
+ * key present); NOWAIT turns "not yet" into COHORT_ERR_TIMEOUT instead of
+ * a waiter. */
 static void h_wait(conn *c, const coh_req *q)
 {
     int any = (q->flags & COH_WAITF_ANY) != 0;
@@ -768,7 +829,7 @@ static void h_multi_set(conn *c, const coh_req *q)
         coh_slice k, v;
         coh_req_next(&it, &k, &v);
         kent *e = kent_find(s, c->job, &k);
-        size_t freed = (e && e->val) ? blob_cost(e->val->len) : 0;
+        size_t freed = (e && e->val) ? val_cost(e->val) : 0;
         size_t cost = blob_cost(v.n) + (e ? 0 : kent_cost(k.n));
         growth += cost > freed ? cost - freed : 0;
     }
@@ -789,6 +850,10 @@ static void h_multi_set(conn *c, const coh_req *q)
     coh_srv_reply_ok(c, q->op, q->id);
 }
 
+/* Server-side barrier: the n-th arrival answers everyone in one pass. The
+ * record stays after completion (names are single use: a late or repeated
+ * entry gets an error instead of waiting forever for a barrier that is
+ * gone); participants disagreeing on n are refused. */
 static void h_barrier(conn *c, const coh_req *q)
 {
     struct cohort_store_server *s = c->srv;
@@ -803,15 +868,21 @@ static void h_barrier(conn *c, const coh_req *q)
             return;
         }
         b = coh_calloc(1, sizeof *b + q->key.n);
-        if (!b || (b->hn.key = (uint8_t *)(b + 1), b->hn.h = h, b->hn.klen = q->key.n,
-                   memcpy(b->hn.key, q->key.p, q->key.n), ht_insert(s, &j->bars, &b->hn) < 0)) {
+        if (b) {
+            b->hn.key = (uint8_t *)(b + 1);
+            b->hn.h = h;
+            b->hn.klen = q->key.n;
+            if (q->key.n)
+                memcpy(b->hn.key, q->key.p, q->key.n);
+            b->n = q->n;
+            dl_init(&b->waiters);
+        }
+        if (!b || ht_insert(s, &j->bars, &b->hn) < 0) {
             coh_free(b);
             mem_uncharge(s, cost);
             reply_limit(c, q, COHORT_ERR_NOMEM);
             return;
         }
-        b->n = q->n;
-        dl_init(&b->waiters);
     }
     if (b->done) {
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_INVALID,
@@ -844,6 +915,7 @@ static void h_barrier(conn *c, const coh_req *q)
     }
 }
 
+/* CANCEL is never answered: the client has already forgotten the id. */
 static void h_cancel(conn *c, const coh_req *q)
 {
     for (dl *p = c->waiters.next; p != &c->waiters; p = p->next) {
@@ -855,6 +927,8 @@ static void h_cancel(conn *c, const coh_req *q)
     }
     /* Already answered: the client discards that reply by its id. */
 }
+
+static void coh_kv_dispatch(conn *c, const coh_req *q);
 
 static void h_stats(conn *c, const coh_req *q)
 {
@@ -871,6 +945,18 @@ static void h_stats(conn *c, const coh_req *q)
 }
 
 void coh_kv_handle(conn *c, const coh_req *q)
+{
+    /* Only a plain SET may adopt the frame buffer: other ops keep reading
+     * the payload after storing (MULTI_SET) or store a mix (APPEND). */
+    blob *frame = c->body_blob;
+    if (q->op != COH_OP_SET)
+        c->body_blob = NULL;
+    coh_kv_dispatch(c, q);
+    if (q->op != COH_OP_SET)
+        c->body_blob = frame;
+}
+
+static void coh_kv_dispatch(conn *c, const coh_req *q)
 {
     switch (q->op) {
     case COH_OP_SET:

@@ -80,6 +80,8 @@ static tcp *T(cohort_store *s) { return coh_store_priv(s); }
 
 /* ---- dead connection ---- */
 
+/* The first cause wins: later failures (the EPIPE of a send after the
+ * server closed) would only hide why the connection went away. */
 static void mark_dead_locked(tcp *t, cohort_status st, const char *msg)
 {
     if (t->dead)
@@ -116,7 +118,19 @@ static cohort_status send_all(cohort_store *s, tcp *t, const uint8_t *p, size_t 
 {
     size_t off = 0;
     cohort_status st = COHORT_OK;
-    pthread_mutex_lock(&t->send_mu);
+    /* Another thread may hold the send side while a stalled server does not
+     * read: waiting for it is bounded by this call's own deadline. */
+    if (deadline == UINT64_MAX) {
+        pthread_mutex_lock(&t->send_mu);
+    } else {
+        struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ull),
+                              .tv_nsec = (long)(deadline % 1000000000ull)};
+        if (pthread_mutex_clocklock(&t->send_mu, CLOCK_MONOTONIC, &ts) != 0)
+            return coh_err_set(coh_store_err(s), COHORT_ERR_TIMEOUT,
+                               "%s: timed out waiting to send to store %s (another thread's "
+                               "send is stalled)",
+                               what, t->addr);
+    }
     while (off < n) {
         ssize_t w = send(t->fd, p + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
@@ -159,7 +173,10 @@ static cohort_status send_all(cohort_store *s, tcp *t, const uint8_t *p, size_t 
 
 /* ---- receiving (reader only) ---- */
 
-/* Hands one complete frame to its owner; takes payload (malloc'd). */
+/* Hands one complete frame to its owner; takes payload (malloc'd). An
+ * ERROR frame (id 0) is the server's last word on this connection (auth
+ * revoked by a newer generation, shutdown, a protocol violation): it
+ * becomes the sticky cause every pending and later call reports. */
 static void deliver(tcp *t, const coh_frame_hdr *h, uint8_t *payload)
 {
     if (h->op == COH_OP_ERROR) {
@@ -167,8 +184,8 @@ static void deliver(tcp *t, const coh_frame_hdr *h, uint8_t *payload)
         char err[128];
         if (coh_proto_decode_reply(h, payload, &r, err, sizeof err) == COHORT_OK &&
             r.status != COHORT_OK)
-            mark_dead(t, r.status == COHORT_ERR_STORE ? COHORT_ERR_STORE : r.status,
-                      "store server %s closed the connection: %.*s", t->addr, (int)r.msg.n,
+            mark_dead(t, r.status, "store server %s closed the connection: %.*s", t->addr,
+                      (int)r.msg.n,
                       (const char *)r.msg.p);
         else
             mark_dead(t, COHORT_ERR_PROTOCOL, "store server %s sent a malformed ERROR frame",
@@ -200,7 +217,11 @@ static void deliver(tcp *t, const coh_frame_hdr *h, uint8_t *payload)
     coh_free(payload);
 }
 
-/* Parses the frames in rbuf; 0 ok, -1 connection failed. */
+/* Parses the frames in rbuf; 0 ok, -1 connection failed. Small replies are
+ * copied out of the shared buffer (it is reused at once); a reply larger
+ * than what is buffered gets its own buffer and the rest is read straight
+ * into it. The client trusts frame lengths from a server that passed the
+ * handshake; an allocation failure still ends cleanly (NOMEM, dead). */
 static int parse_rbuf(tcp *t)
 {
     while (t->rlen - t->roff >= COH_PROTO_HDR) {
@@ -258,10 +279,12 @@ static int read_some(tcp *t, uint64_t deadline)
     int r = poll(&pf, 1, ms);
     if (r == 0)
         return 0;
-    if (r < 0)
-        return errno == EINTR ? 1 : (mark_dead(t, COHORT_ERR_STORE, "poll on store %s: %s",
-                                               t->addr, strerror(errno)),
-                                     -1);
+    if (r < 0) {
+        if (errno == EINTR)
+            return 1;
+        mark_dead(t, COHORT_ERR_STORE, "poll on store %s: %s", t->addr, strerror(errno));
+        return -1;
+    }
     uint8_t *dst;
     size_t cap;
     if (t->in_big) {
@@ -310,6 +333,9 @@ static void slot_unlink(tslot *sl)
     sl->next = sl->prev = sl;
 }
 
+/* Tells the server to drop the waiter of a request this client gave up on.
+ * The error detail of the timed-out call is kept: a failed CANCEL must not
+ * replace "timed out waiting for key X" with a send error. */
 static void send_cancel(cohort_store *s, tcp *t, uint32_t target)
 {
     uint8_t f[COH_PROTO_HDR + 4];
@@ -431,7 +457,8 @@ static cohort_status rpc(cohort_store *s, coh_wr *w, uint64_t deadline, const ch
 
 /* ---- connect and handshake ---- */
 
-/* Splits "tcp://host:port", "host:port", "[v6]:port". */
+/* Splits "tcp://host:port", "host:port", "[v6]:port". A bare IPv6 address
+ * without brackets is refused: its last colon is ambiguous. */
 static cohort_status parse_addr(cohort_store *s, const char *addr, char *host, size_t hl,
                                 char *port, size_t pl)
 {
@@ -558,7 +585,9 @@ static int write_exact(int fd, const uint8_t *p, size_t n, uint64_t deadline)
     return 0;
 }
 
-/* HELLO -> AUTH -> AUTH reply. */
+/* HELLO -> AUTH -> AUTH reply, each read with the connect deadline. The
+ * token never leaves the process: only the MAC over the server's nonce
+ * does, and the copy of it in the frame is wiped after sending. */
 static cohort_status handshake(cohort_store *s, tcp *t, const char *job, const char *token,
                                uint32_t gen, uint64_t deadline, char *err, size_t errlen)
 {
@@ -639,7 +668,8 @@ static cohort_status handshake(cohort_store *s, tcp *t, const char *job, const c
     return COHORT_OK;
 }
 
-/* One connect attempt to one address: 0 connected, else errno. */
+/* One connect attempt to one address: 0 connected, else errno. Non-blocking
+ * so that an unroutable address cannot outlast the caller's deadline. */
 static int try_connect(const struct addrinfo *a, uint64_t deadline, int *fdp)
 {
     int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
@@ -685,6 +715,11 @@ static void tcp_free(tcp *t)
     coh_free(t);
 }
 
+/* Connect with retry: refused / unreachable / dropped-during-handshake
+ * attempts are retried with backoff until the deadline (the server may not
+ * be up yet: rank 0 starts it while the others already connect). A server
+ * that answers and refuses (auth, version, limits) is final at once. The
+ * first attempt is immediate and costs no sleep. */
 static cohort_status tcp_connect(cohort_store *s, const char *addr, const char *job,
                                  const char *token, uint32_t gen, int timeout_ms)
 {
@@ -787,6 +822,8 @@ static cohort_status tcp_connect(cohort_store *s, const char *addr, const char *
     return COHORT_OK;
 }
 
+/* Called when the last handle of the connection is closed: no thread can
+ * be inside an op on it any more. */
 static void tcp_close(cohort_store *s)
 {
     tcp *t = T(s);
@@ -798,6 +835,7 @@ static void tcp_close(cohort_store *s)
 
 /* ---- ops ---- */
 
+/* Non-waiting ops finish within the handle's default timeout. */
 static uint64_t op_deadline(cohort_store *s)
 {
     return coh_deadline_ns(coh_store_timeout(s));
@@ -825,6 +863,9 @@ static const char *kdesc(char *out, size_t n, const char *op, const void *k, siz
     return out;
 }
 
+/* The server's limits arrive in the AUTH reply, so oversized keys and
+ * values are refused here, before a byte is sent, with the same message the
+ * server would give. */
 static cohort_status check_key(cohort_store *s, const char *what, size_t kl)
 {
     tcp *t = T(s);
@@ -857,6 +898,7 @@ static void *dup_value(const uint8_t *p, size_t n)
     return d;
 }
 
+/* SET and APPEND: key + value, empty reply. */
 static cohort_status simple_kv(cohort_store *s, uint8_t op, const char *opname, const void *k,
                                size_t kl, const void *v, size_t vl)
 {
@@ -867,6 +909,7 @@ static cohort_status simple_kv(cohort_store *s, uint8_t op, const char *opname, 
         return st;
     coh_wr w;
     coh_wr_init(&w);
+    coh_wr_reserve(&w, COH_PROTO_HDR + 8 + kl + vl); /* one allocation, no regrowth */
     size_t at = coh_wr_begin_frame(&w);
     coh_wr_bytes(&w, k, kl);
     coh_wr_bytes(&w, v, vl);
@@ -927,13 +970,16 @@ static cohort_status tcp_get(cohort_store *s, const void *k, size_t kl, void **v
     const uint8_t *p = coh_rd_bytes(&r.body, &n);
     if (r.body.err || r.body.n) {
         st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL, "%s: malformed reply", what);
-    } else if (!(*v = dup_value(p, n))) {
-        st = coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "%s: %u-byte value", what, n);
-    } else {
-        *vl = n;
+        coh_free(pl);
+        return st;
     }
-    coh_free(pl);
-    return st;
+    /* The reply buffer becomes the value: [status][u32 len][value] is at
+     * least 5 bytes longer than the value, so it also holds the NUL. */
+    memmove(pl, p, n);
+    pl[n] = 0;
+    *v = pl;
+    *vl = n;
+    return COHORT_OK;
 }
 
 static cohort_status tcp_add(cohort_store *s, const void *k, size_t kl, int64_t d, int64_t *res)
@@ -972,6 +1018,7 @@ static cohort_status tcp_cas(cohort_store *s, const void *k, size_t kl, const vo
         return st;
     coh_wr w;
     coh_wr_init(&w);
+    coh_wr_reserve(&w, COH_PROTO_HDR + 12 + kl + el + dl);
     size_t at = coh_wr_begin_frame(&w);
     coh_wr_bytes(&w, k, kl);
     coh_wr_bytes(&w, e, el);
@@ -1125,6 +1172,9 @@ static cohort_status tcp_num_keys(cohort_store *s, const void *prefix, size_t pl
     return st;
 }
 
+/* Keys come back whole and NUL-terminated (the front end strips a view's
+ * prefix in place). A count larger than the reply could hold is a protocol
+ * error, checked before the arrays are sized by it. */
 static cohort_status tcp_list(cohort_store *s, const void *prefix, size_t pl_, char ***keys,
                               size_t **klens, int *n)
 {
@@ -1180,6 +1230,7 @@ static cohort_status tcp_list(cohort_store *s, const void *prefix, size_t pl_, c
     return COHORT_OK;
 }
 
+/* All values or none: on any failure every output is freed and NULL. */
 static cohort_status tcp_multi_get(cohort_store *s, const void *const *k, const size_t *kl,
                                    int n, void **v, size_t *vl, int timeout_ms)
 {
@@ -1241,8 +1292,12 @@ static cohort_status tcp_multi_set(cohort_store *s, const void *const *k, const 
     for (int i = 0; i < n; i++)
         if ((st = check_key(s, what, kl[i])) || (st = check_val(s, what, vl[i])))
             return st;
+    size_t total = COH_PROTO_HDR + 4;
+    for (int i = 0; i < n; i++)
+        total += 8 + kl[i] + vl[i];
     coh_wr w;
     coh_wr_init(&w);
+    coh_wr_reserve(&w, total);
     size_t at = coh_wr_begin_frame(&w);
     coh_wr_u32(&w, (uint32_t)n);
     for (int i = 0; i < n; i++) {
@@ -1258,6 +1313,8 @@ static cohort_status tcp_multi_set(cohort_store *s, const void *const *k, const 
     return st;
 }
 
+/* The barrier waits on the server; a timeout cancels this participant
+ * there, so the barrier does not count a client that already gave up. */
 static cohort_status tcp_barrier(cohort_store *s, const void *name, size_t nl, int n,
                                  int timeout_ms)
 {

@@ -1,4 +1,8 @@
-/* tokenfile.c - "job_id token" files for the store tools. */
+/* tokenfile.c - "job_id token" files for the store tools.
+ *
+ * Tokens are secrets: the read buffer is wiped after parsing, freed tokens
+ * are wiped, and a file readable by others gets a warning (not an error: a
+ * CI secret mounted 0644 should still work, but visibly). */
 #include "store/tokenfile.h"
 
 #include <errno.h>
@@ -31,6 +35,8 @@ static int add(coh_tokenfile *tf, const char *job, const char *tok)
     return 0;
 }
 
+/* Line numbers in errors point at the offending line; a line with one word
+ * is a bare token (cohort-kv with --job), two words a job and its token. */
 cohort_status coh_tokenfile_read(const char *path, coh_tokenfile *tf)
 {
     memset(tf, 0, sizeof *tf);

@@ -608,6 +608,95 @@ START_TEST(server_stopped_gives_timeout_not_hang)
 }
 END_TEST
 
+/* ---- allocation failures (COHORT_FAULT_ALLOC / coh_alloc_fail_after) ---- */
+
+static int client_ops(const char *a)
+{
+    cohort_store *s = NULL;
+    cohort_status st = cohort_store_connect(&s, a, JOB_A, TOK_A, 2000);
+    if (st != COHORT_OK)
+        return st == COHORT_ERR_NOMEM || st == COHORT_ERR_STORE ? 0 : 10 + (int)st;
+    char *v = NULL;
+    const void *ks[2] = {"x", "y"};
+    size_t kl[2] = {1, 1};
+    void *vs[2];
+    size_t vls[2];
+    int64_t r;
+    cohort_status sts[5];
+    sts[0] = cohort_store_sets(s, "x", "1");
+    sts[1] = cohort_store_gets(s, "x", &v, 0);
+    sts[2] = cohort_store_add(s, "y", 1, 1, &r);
+    sts[3] = cohort_store_multi_get(s, ks, kl, 2, vs, vls, 0);
+    cohort_store *view = NULL;
+    sts[4] = cohort_store_prefixed(s, "p/", &view);
+    cohort_store_close(view);
+    free(v);
+    if (sts[3] == COHORT_OK) {
+        free(vs[0]);
+        free(vs[1]);
+    }
+    cohort_store_close(s);
+    for (int i = 0; i < 5; i++)
+        if (sts[i] != COHORT_OK && sts[i] != COHORT_ERR_NOMEM && sts[i] != COHORT_ERR_STORE &&
+            sts[i] != COHORT_ERR_NOT_FOUND)
+            return 20 + i;
+    return 0;
+}
+
+START_TEST(client_allocation_failures)
+{
+    /* The n-th allocation of the client fails, for every n along the path:
+     * each call returns a status (NOMEM where it hit), never crashes. */
+    for (long n = 0; n < 120; n++) {
+        fflush(NULL);
+        pid_t p = fork();
+        if (p == 0) {
+            coh_alloc_fail_after(n);
+            int rc = client_ops(addr);
+            coh_alloc_fail_after(-1);
+            _exit(rc);
+        }
+        int st;
+        ck_assert(waitpid(p, &st, 0) == p);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "fail_after %ld: status %d", n, st);
+    }
+    check_data_intact(good);
+}
+END_TEST
+
+START_TEST(server_allocation_failures)
+{
+    /* cohort-store with its n-th allocation failing: it refuses to start
+     * with a message, or serves with NOMEM errors; it never crashes. */
+    const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(), NULL};
+    int served = 0;
+    for (int n = 0; n < 60; n += (n < 20 ? 1 : 3)) {
+        char env[64], a[64];
+        snprintf(env, sizeof env, "%d", n);
+        setenv("COHORT_FAULT_ALLOC", env, 1);
+        pid_t sp = su_spawn_store(args, a, sizeof a, "/dev/null");
+        unsetenv("COHORT_FAULT_ALLOC");
+        if (sp < 0)
+            continue; /* refused to start (checked below by exit status) */
+        served++;
+        fflush(NULL);
+        pid_t p = fork();
+        if (p == 0)
+            _exit(client_ops(a));
+        int st;
+        ck_assert(waitpid(p, &st, 0) == p);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "client vs fail_after %d: %d", n,
+                      st);
+        /* still alive, and stops cleanly */
+        ck_assert_msg(waitpid(sp, &st, WNOHANG) == 0, "cohort-store died (fail_after %d)", n);
+        kill(sp, SIGTERM);
+        ck_assert(waitpid(sp, &st, 0) == sp);
+        ck_assert_msg(WIFEXITED(st), "cohort-store signalled %d (fail_after %d)", st, n);
+    }
+    ck_assert(served > 10);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("store_faults");
@@ -626,11 +715,13 @@ static Suite *suite(void)
     tcase_add_test(t, random_frames_after_auth);
     tcase_add_test(t, frames_before_auth_refused);
     tcase_add_test(t, embedded_stop_fails_waiters);
+    tcase_add_test(t, client_allocation_failures);
     suite_add_tcase(s, t);
     TCase *d = tcase_create("server_death");
     tcase_set_timeout(d, 60);
     tcase_add_test(d, server_killed_while_clients_wait);
     tcase_add_test(d, server_stopped_gives_timeout_not_hang);
+    tcase_add_test(d, server_allocation_failures);
     suite_add_tcase(s, d);
     return s;
 }

@@ -243,6 +243,57 @@ START_TEST(multi_set_get_append)
 }
 END_TEST
 
+START_TEST(large_values_and_memory_accounting)
+{
+    cohort_store *s = su_connect(addr, JOB_A, TOK_A);
+    coh_store_stats x0, x1;
+    ST_OK(cohort_store_sets(s, "seed", "x"), s); /* the hash table's buckets exist */
+    ST_OK(coh_store_tcp_stats(s, &x0), s);
+    size_t n = 3u << 20;
+    char *a = malloc(n), *b = malloc(n);
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (char)(i * 7 + 1);
+        b[i] = (char)(i * 13 + 5);
+    }
+    /* a buffered 3 MiB SET becomes the stored value without a copy; a
+     * replacement and a delete release it exactly */
+    ST_OK(cohort_store_set(s, "big", 3, a, n), s);
+    void *v;
+    size_t vl;
+    ST_OK(cohort_store_get(s, "big", 3, &v, &vl, 0), s);
+    ck_assert(vl == n && !memcmp(v, a, n));
+    free(v);
+    ST_OK(coh_store_tcp_stats(s, &x1), s);
+    ck_assert_int_ge(x1.mem_used - x0.mem_used, (int64_t)n);
+    ck_assert_int_lt(x1.mem_used - x0.mem_used, (int64_t)n + 4096);
+    ST_OK(cohort_store_set(s, "big", 3, b, n), s);
+    ST_OK(cohort_store_get(s, "big", 3, &v, &vl, 0), s);
+    ck_assert(vl == n && !memcmp(v, b, n));
+    free(v);
+    ST_OK(cohort_store_append(s, "big", 3, "tail", 4), s);
+    ST_OK(cohort_store_get(s, "big", 3, &v, &vl, 0), s);
+    ck_assert(vl == n + 4 && !memcmp(v, b, n) && !memcmp((char *)v + n, "tail", 4));
+    free(v);
+    /* the same key twice in one MULTI_SET: the last value wins, intact */
+    const void *ks[2] = {"dup", "dup"};
+    size_t kl[2] = {3, 3};
+    const void *vs[2] = {a, b};
+    size_t vls[2] = {n / 2, n / 2};
+    ST_OK(cohort_store_multi_set(s, ks, kl, vs, vls, 2), s);
+    ST_OK(cohort_store_get(s, "dup", 3, &v, &vl, 0), s);
+    ck_assert(vl == n / 2 && !memcmp(v, b, n / 2));
+    free(v);
+    int d;
+    ST_OK(cohort_store_delete(s, "big", 3, &d), s);
+    ST_OK(cohort_store_delete(s, "dup", 3, &d), s);
+    ST_OK(coh_store_tcp_stats(s, &x1), s);
+    ck_assert_int_eq(x1.mem_used, x0.mem_used);
+    free(a);
+    free(b);
+    cohort_store_close(s);
+}
+END_TEST
+
 /* ---- waiting ---- */
 
 typedef struct waitarg {
@@ -1018,6 +1069,7 @@ static Suite *suite(void)
     tcase_add_test(t, compare_set_semantics);
     tcase_add_test(t, check_delete_numkeys_list);
     tcase_add_test(t, multi_set_get_append);
+    tcase_add_test(t, large_values_and_memory_accounting);
     tcase_add_test(t, get_is_woken_by_server);
     tcase_add_test(t, wait_all_and_any);
     tcase_add_test(t, multi_get_and_wait_any_woken);

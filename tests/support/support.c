@@ -151,10 +151,27 @@ int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_resu
     }
     int deadline = o->deadline_ms > 0 ? o->deadline_ms : 60000;
     int left = n;
-    int done[64] = {0};
+    int done[64] = {0}, stopped[64] = {0}, resumed = 0;
     while (left > 0) {
         int st;
-        pid_t p = waitpid(-1, &st, WNOHANG);
+        pid_t p = waitpid(-1, &st, WNOHANG | (o->resume_stopped ? WUNTRACED : 0));
+        if (p > 0 && WIFSTOPPED(st)) {
+            for (int r = 0; r < n; r++)
+                if (pids[r] == p)
+                    stopped[r] = 1;
+            continue;
+        }
+        if (o->resume_stopped && !resumed) {
+            int nstopped = 0;
+            for (int r = 0; r < n; r++)
+                nstopped += stopped[r] && !done[r];
+            if (nstopped && nstopped == left) {
+                for (int r = 0; r < n; r++)
+                    if (stopped[r] && !done[r])
+                        kill(pids[r], SIGCONT);
+                resumed = 1;
+            }
+        }
         if (p > 0) {
             for (int r = 0; r < n; r++)
                 if (pids[r] == p && !done[r]) {
@@ -237,15 +254,21 @@ static int sh(const char *fmt, ...)
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
     int rc = system(cmd);
+    if (rc != 0 && !strstr(cmd, "2>/dev/null"))
+        fprintf(stderr, "test support: '%s' failed (status %d)\n", cmd, rc);
     return rc == 0 ? 0 : -1;
 }
 
 static char netns_prefix[64];
 static int netns_hosts;
 
+static pid_t netns_owner;
+
 static void netns_atexit(void)
 {
-    if (netns_hosts)
+    /* Only the process that built the cluster tears it down: rank
+     * processes forked from it inherit this handler and must not. */
+    if (netns_hosts && getpid() == netns_owner)
         cht_netns_destroy(netns_prefix, netns_hosts);
 }
 
@@ -273,6 +296,7 @@ int cht_netns_create(const char *prefix, int hosts, int net)
         return -1;
     snprintf(netns_prefix, sizeof netns_prefix, "%s", prefix);
     netns_hosts = hosts;
+    netns_owner = getpid();
     static int registered;
     if (!registered) {
         atexit(netns_atexit);

@@ -1,6 +1,9 @@
 /* harness.c - see harness.h. */
 #include "harness.h"
 
+#include "contract/contract.h"
+#include "group/monitor.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,12 +58,24 @@ cohort_group *th_group_bare(int rank, int n, int timeout_ms)
     g->hosts = calloc(1, sizeof *g->hosts);
     g->local_ranks = calloc((size_t)n, sizeof(int));
     g->leaders = calloc(1, sizeof(int));
-    g->store = th_store_handle("1/g0/");
     const char *tok = getenv("COHORT_TOKEN");
     g->token = strdup(tok ? tok : "shm-test-token");
-    if (!g->peers || !g->hosts || !g->local_ranks || !g->leaders || !g->store || !g->token) {
+    if (!g->peers || !g->hosts || !g->local_ranks || !g->leaders || !g->token) {
         th_group_free(g);
         return NULL;
+    }
+    const char *url = getenv("COHORT_STORE");
+    if (url) {
+        /* the same key prefix the group module and its monitor use */
+        snprintf(g->store_addr, sizeof g->store_addr, "%s", url);
+        cohort_status st = cohort_store_connect(&g->store_root, url, g->job_id, g->token, 10000);
+        if (st == COHORT_OK)
+            st = cohort_store_prefixed(g->store_root, "gen1/g0/", &g->store);
+        if (st != COHORT_OK) {
+            fprintf(stderr, "rank %d: store %s: %s\n", rank, url, cohort_status_name(st));
+            th_group_free(g);
+            return NULL;
+        }
     }
     snprintf(g->hosts[0], sizeof g->hosts[0], "localhost");
     g->n_hosts = 1;
@@ -71,6 +86,8 @@ cohort_group *th_group_bare(int rank, int n, int timeout_ms)
     g->local_size = n;
     g->local_rank = rank;
     /* pids for error messages, through the store like a rendezvous would */
+    if (!g->store)
+        return g;
     char key[32], val[32];
     snprintf(key, sizeof key, "pid/%d", rank);
     snprintf(val, sizeof val, "%d", (int)getpid());
@@ -84,6 +101,9 @@ cohort_group *th_group_bare(int rank, int n, int timeout_ms)
             free(v);
         }
     }
+    /* the monitor thread answers peers' stall probes and carries aborts */
+    if (coh_monitor_start(g) != COHORT_OK)
+        fprintf(stderr, "rank %d: monitor: %s\n", rank, cohort_last_error(NULL));
     return g;
 }
 
@@ -108,13 +128,18 @@ void th_group_free(cohort_group *g)
 {
     if (!g)
         return;
+    if (g->monitor)
+        coh_monitor_stop(g);
     coh_shm_destroy(g->shm);
     g->shm = NULL;
     free(g->peers);
     free(g->hosts);
     free(g->local_ranks);
     free(g->leaders);
-    cohort_store_close(g->store);
+    if (g->store)
+        cohort_store_close(g->store);
+    if (g->store_root)
+        cohort_store_close(g->store_root);
     free(g->token);
     pthread_mutex_destroy(&g->err_mu);
     free(g);
@@ -132,7 +157,7 @@ coh_call th_call(cohort_group *g, int coll, int dtype, int redop, int root, uint
     c.count = count;
     c.file = __FILE__;
     c.line = __LINE__;
-    c.site = 0x1234u + (uint32_t)coll;
+    c.site = coh_site_hash(c.file, c.line);
     /* what the engine does per call: publish the state for stall reports */
     if (g->shm)
         coh_shm_set_state(g->shm, &c, c.seq - 1);

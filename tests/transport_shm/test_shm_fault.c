@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "group/monitor.h"
 #include "harness.h"
 #include "support/support.h"
 
@@ -45,7 +46,6 @@ static void wait_flag(int i, int deadline_ms)
 static int run_expect(const cht_opts *o, int (*fn)(int, void *), void *arg, const int *want)
 {
     cht_result r;
-    ck_assert_int_eq(th_store_init(), 0);
     ck_assert_ptr_nonnull(th_shared_init());
     cht_run_ranks(o, fn, arg, &r);
     for (int i = 0; i < o->nranks; i++) {
@@ -107,7 +107,7 @@ static int kill_rank(int rank, void *arg)
 START_TEST(sigkill_small)
 {
     kill_large_mode = 0;
-    cht_opts o = {.nranks = 3, .deadline_ms = 20000};
+    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = 3, .deadline_ms = 20000};
     int want[3] = {0, 0, 128 + SIGKILL};
     run_expect(&o, kill_rank, NULL, want);
 }
@@ -116,7 +116,7 @@ END_TEST
 START_TEST(sigkill_large)
 {
     kill_large_mode = 1;
-    cht_opts o = {.nranks = 3, .deadline_ms = 20000, .extra_env = "COHORT_SHM_SLOT_BYTES=65536"};
+    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = 3, .deadline_ms = 20000, .extra_env = "COHORT_SHM_SLOT_BYTES=65536"};
     int want[3] = {0, 0, 128 + SIGKILL};
     run_expect(&o, kill_rank, NULL, want);
 }
@@ -149,7 +149,7 @@ static int stop_rank(int rank, void *arg)
 
 START_TEST(sigstop_timeout)
 {
-    cht_opts o = {.nranks = 3, .deadline_ms = 20000};
+    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = 3, .deadline_ms = 20000};
     int want[3] = {0, 0, 128 + SIGKILL};
     run_expect(&o, stop_rank, NULL, want);
 }
@@ -197,7 +197,7 @@ static int abort_rank(int rank, void *arg)
 
 START_TEST(abort_wakes)
 {
-    cht_opts o = {.nranks = 3, .deadline_ms = 20000};
+    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = 3, .deadline_ms = 20000};
     int want[3] = {0, 0, 0};
     run_expect(&o, abort_rank, NULL, want);
 }
@@ -239,7 +239,7 @@ static int leak_rank(int rank, void *arg)
         cohort_store_close(g->store);
         char pfx[32];
         snprintf(pfx, sizeof pfx, "1/g%d/", round);
-        g->store = th_store_handle(pfx);
+        RANK_CHECK(cohort_store_prefixed(g->store_root, pfx, &g->store) == COHORT_OK, "prefix");
         g->id = (uint32_t)round;
         int fds = count_fds();
         RANK_PASS(coh_shm_create(g, &g->shm), g);
@@ -256,15 +256,29 @@ static int leak_rank(int rank, void *arg)
     return 0;
 }
 
+/* /dev/shm entries that could be ours (other jobs on a shared machine come
+ * and go, so only names mentioning cohort count). */
+static int dev_shm_cohort(void)
+{
+    DIR *d = opendir("/dev/shm");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += strstr(e->d_name, "cohort") != NULL;
+    if (d)
+        closedir(d);
+    return n;
+}
+
 START_TEST(no_leaks)
 {
     static int sizes[] = {1, 2, 4};
     int n = sizes[_i];
-    int dev_shm = cht_count_dev_shm();
-    cht_opts o = {.nranks = n, .deadline_ms = 30000};
+    int dev_shm = dev_shm_cohort();
+    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = n, .deadline_ms = 30000};
     int want[4] = {0, 0, 0, 0};
     run_expect(&o, leak_rank, &n, want);
-    ck_assert_int_eq(cht_count_dev_shm(), dev_shm);
+    ck_assert_int_eq(dev_shm_cohort(), dev_shm);
 }
 END_TEST
 
@@ -279,6 +293,19 @@ static int auth_rank(int rank, void *arg)
     if (rank == 2) { /* the impostor, claiming to be local rank 1 */
         cohort_group *g = th_group_bare(1, 2, 5000);
         RANK_CHECK(g, "group");
+        /* An impostor finds the socket name by other means (abstract names
+         * are listed in /proc/net/unix); it has no access to the job's
+         * store namespace, so its own failure must not reach the group:
+         * copy the name into a private namespace and run from there. */
+        coh_monitor_stop(g);
+        void *addr = NULL;
+        size_t alen = 0;
+        RANK_CHECK(cohort_store_get(g->store, "shm/0/addr", 10, &addr, &alen, 10000) == COHORT_OK,
+                   "segment address");
+        cohort_store_close(g->store);
+        RANK_CHECK(cohort_store_prefixed(g->store_root, "impostor/", &g->store) == COHORT_OK, "ns");
+        RANK_CHECK(cohort_store_set(g->store, "shm/0/addr", 10, addr, alen) == COHORT_OK, "set");
+        free(addr);
         if (auth_mode == 0) {
             free(g->token);
             g->token = strdup("not-the-job-token");
@@ -308,7 +335,7 @@ static int auth_rank(int rank, void *arg)
 START_TEST(impostor_refused)
 {
     auth_mode = _i;
-    cht_opts o = {.nranks = 3, .deadline_ms = 20000};
+    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = 3, .deadline_ms = 20000};
     int want[3] = {0, 0, 0};
     run_expect(&o, auth_rank, NULL, want);
 }
@@ -318,7 +345,6 @@ END_TEST
 
 START_TEST(oom_walk)
 {
-    ck_assert_int_eq(th_store_init(), 0);
     int fds = count_fds(), ok = 0;
     for (long k = 0; k < 100 && !ok; k++) {
         cohort_group *g = th_group_bare(0, 1, 1000);
@@ -360,7 +386,7 @@ static int nolead_rank(int rank, void *arg)
 
 START_TEST(no_lead_timeout)
 {
-    cht_opts o = {.nranks = 2, .deadline_ms = 20000};
+    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = 2, .deadline_ms = 20000};
     int want[2] = {0, 0};
     run_expect(&o, nolead_rank, NULL, want);
 }
@@ -368,7 +394,6 @@ END_TEST
 
 START_TEST(bad_env)
 {
-    ck_assert_int_eq(th_store_init(), 0);
     const char *bad[] = {"abc", "12", "99999999999"};
     for (size_t i = 0; i < 3; i++) {
         setenv("COHORT_SHM_SLOT_BYTES", bad[i], 1);

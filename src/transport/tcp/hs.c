@@ -989,6 +989,16 @@ void coh_net_destroy(coh_net *n)
     if (!n)
         return;
     if (n->c) {
+        /* Leaving a failed group: say why before the goodbye, so a peer
+         * still waiting reports the cause rather than "rank left". */
+        int p = n->g ? coh_group_poisoned(n->g) : 0;
+        if (p) {
+            char why[COH_ERRLEN];
+            pthread_mutex_lock(&n->g->err_mu);
+            snprintf(why, sizeof why, "%s", n->g->err.msg);
+            pthread_mutex_unlock(&n->g->err_mu);
+            coh_net_send_abort(n, (cohort_status)p, why);
+        }
         coh_hdr bye;
         memset(&bye, 0, sizeof bye);
         bye.magic = COH_HDR_MAGIC;

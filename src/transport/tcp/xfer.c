@@ -228,7 +228,12 @@ static cohort_status rx_complete(coh_net *n, tcp_conn *c, int *moved)
         if (st <= COHORT_OK || st > COHORT_ERR_UNSUPPORTED)
             st = COHORT_ERR_ABORTED;
         char reason[COH_ERRLEN + 64];
-        snprintf(reason, sizeof reason, "rank %d aborted the group: %s", c->peer, t);
+        /* A relayed cause already names the rank that aborted: keep it. */
+        int relayed = !strncmp(t, "rank ", 5) && strstr(t, " aborted the group: ") != NULL;
+        if (relayed)
+            snprintf(reason, sizeof reason, "%s", t);
+        else
+            snprintf(reason, sizeof reason, "rank %d aborted the group: %s", c->peer, t);
         coh_group_remote_abort(n->g, (cohort_status)st, reason);
         int p = coh_group_poisoned(n->g);
         return p ? (cohort_status)p : (cohort_status)st;

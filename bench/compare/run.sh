@@ -1,0 +1,323 @@
+#!/bin/bash
+# bench/compare/run.sh - cohort side by side with Open MPI, MPICH and Gloo on
+# this machine, in one run, interleaved (cohort, peer, cohort, peer, ... per
+# configuration) so that drift of a noisy machine hits every library alike.
+#
+#   bench/compare/run.sh                 the full comparison (about an hour on 2 cores)
+#   QUICK=1 bench/compare/run.sh         smoke run: 1 launch, 3 sizes, short timing (a few minutes)
+#   CONFIGS="shm2 contract" bench/compare/run.sh     only some configurations
+#
+# Environment:
+#   REPS=5           launches per library and configuration (medians are taken over them)
+#   T=0.2            seconds timed per size (cohort-perf -t, mpi_coll_bench -t, gloo_bench -t)
+#   CONFIGS="shm2 over4 over8 tcp2 tcp4 netns2 contract memory"
+#   SIZES=8,16,64,...,67108864   bytes (nccl-tests convention: the full buffer)
+#   RESULTS=DIR      where results go (default bench/compare/results/<date>)
+#   COHORT_PERF=PATH the cohort-perf binary (default build/tools/cohort-perf/cohort-perf)
+#   PEERS_SRC=DIR    the peer harness, copied to a temp dir (default /work/shared/peers/coll)
+#   LAUNCH_TIMEOUT=900   seconds before one launch is killed
+#   NICE=0           niceness of every launch (all libraries alike); e.g. NICE=-5 on a
+#                    machine shared with other work (root only for negative values)
+#   QUIET_BUSY=20 QUIET_WAIT=120   before each launch, wait up to QUIET_WAIT s for
+#                    the machine to be under QUIET_BUSY % busy (it is shared)
+#
+# Configurations:
+#   shm2      2 ranks, shared memory: cohort, Open MPI (vader), MPICH (ch4 posix), Gloo (TCP)
+#   over4/8   4 and 8 ranks on the 2 cores (oversubscribed): cohort, Open MPI (--oversubscribe)
+#   tcp2/4    TCP over loopback: cohort --transport tcp, Open MPI btl tcp,self on lo, Gloo
+#   netns2    2 network namespaces joined by a veth pair, one rank in each (different
+#             "hosts" to cohort, so TCP): cohort and Gloo. Open MPI cannot start a job
+#             across namespaces (its ranks reach mpirun's PMIx server over 127.0.0.1 of
+#             their own namespace), so its TCP-loopback numbers (tcp2) stand in.
+#   contract  cohort 2 ranks shm, --contract off vs on, interleaved: the check's cost
+#   memory    RSS and shared segment per rank at 2, 4, 8 ranks: cohort and Open MPI
+#
+# Output (under RESULTS): raw/<config>/<lib>.<launch>.{txt,json}, compare.md (tables,
+# medians, ratios, targets), compare.csv, ratios.csv, memory.csv, plots/*.png
+# (bus bandwidth and latency against size, log-log, one line per library).
+set -u
+# The whole body is a function, read by bash before it runs: editing this
+# file during a run cannot make the running shell read a shifted offset.
+main() {
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+PERF=${COHORT_PERF:-$ROOT/build/tools/cohort-perf/cohort-perf}
+PEERS_SRC=${PEERS_SRC:-/work/shared/peers/coll}
+QUICK=${QUICK:-0}
+if [ "$QUICK" = 1 ]; then
+    REPS=${REPS:-1}
+    T=${T:-0.01}
+    SIZES=${SIZES:-8,65536,1048576}
+    LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-180}
+    MEMMAX=${MEMMAX:-1048576}
+else
+    REPS=${REPS:-5}
+    T=${T:-0.2}
+    SIZES=${SIZES:-8,16,64,256,1024,4096,16384,65536,262144,1048576,4194304,16777216,67108864}
+    LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-900}
+    MEMMAX=${MEMMAX:-67108864}
+fi
+CONFIGS=${CONFIGS:-"shm2 over4 over8 tcp2 tcp4 netns2 contract memory"}
+NICE=${NICE:-0}
+OUT=${RESULTS:-$HERE/results/$(date +%Y%m%d-%H%M%S)}
+PY=/usr/bin/python3 # Debian's python3 with python3-torch (Gloo)
+
+# The ops every library has (Gloo in torch 1.13 has no reduce_scatter).
+COHORT_OPS=all_reduce,broadcast,all_gather,reduce_scatter,barrier
+MPI_OPS=allreduce,bcast,allgather,reduce_scatter,barrier
+GLOO_OPS=all_reduce,broadcast,all_gather,barrier
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+OMPI="mpirun.openmpi --oversubscribe"
+OMPI_TCP="--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo"
+MPICH="mpirun.mpich"
+
+die() { echo "compare: $*" >&2; exit 2; }
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+
+# ---- setup ----------------------------------------------------------------
+
+[ -x "$PERF" ] || die "no cohort-perf at $PERF: build first (cmake -S . -B build && make -C build cohort-perf) or set COHORT_PERF"
+[ -d "$PEERS_SRC" ] || die "no peer harness at $PEERS_SRC (set PEERS_SRC)"
+for t in mpicc.openmpi mpirun.openmpi mpicc.mpich mpirun.mpich gnuplot; do
+    command -v $t >/dev/null || die "$t is not installed"
+done
+$PY -c 'import torch.distributed' 2>/dev/null || die "$PY cannot import torch.distributed (python3-torch)"
+
+mkdir -p "$OUT/raw" "$OUT/plots" || die "cannot create $OUT"
+PEERS=$(mktemp -d /tmp/cohort-compare.XXXXXX)
+NS_A="" NS_B="" CHILD=""
+cleanup() {
+    [ -n "$CHILD" ] && kill -TERM "$CHILD" 2>/dev/null && wait "$CHILD" 2>/dev/null
+    [ -n "$NS_A" ] && ip netns del "$NS_A" 2>/dev/null
+    [ -n "$NS_B" ] && ip netns del "$NS_B" 2>/dev/null
+    rm -rf "$PEERS"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The peer harness is read-only where it lives: work on a copy.
+cp -r "$PEERS_SRC"/. "$PEERS"/ || die "cannot copy $PEERS_SRC"
+mkdir -p "$PEERS/bin"
+mpicc.openmpi -O2 -Wall -o "$PEERS/bin/mpi_coll_bench.openmpi" "$PEERS/mpi_coll_bench.c" -lm || die "build mpi_coll_bench (Open MPI)"
+mpicc.mpich -O2 -Wall -o "$PEERS/bin/mpi_coll_bench.mpich" "$PEERS/mpi_coll_bench.c" -lm || die "build mpi_coll_bench (MPICH)"
+mpicc.openmpi -O2 -Wall -o "$PEERS/bin/mpi_mem.openmpi" "$HERE/mpi_mem.c" || die "build mpi_mem"
+
+{
+    echo "# date: $(date -Is)"
+    echo "# host: $(hostname)  kernel: $(uname -r)  debian: $(cat /etc/debian_version 2>/dev/null)"
+    echo "# cpu: $(lscpu | sed -n 's/^Model name: *//p') x $(nproc)  mem: $(free -g | awk '/Mem:/{print $2}') GiB"
+    echo "# cohort: $(git -C "$ROOT" describe --always --dirty 2>/dev/null)  perf: $PERF"
+    echo "# open mpi: $(mpirun.openmpi --version 2>&1 | head -1)"
+    echo "# mpich: $(mpichversion 2>/dev/null | head -1)"
+    echo "# torch: $($PY -c 'import torch; print(torch.__version__)')"
+    echo "# REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS"
+    echo "# SIZES=$SIZES"
+    echo "# command: $0 $*"
+} > "$OUT/run_info.txt"
+cat "$OUT/run_info.txt" >&2
+
+free_port() { $PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# busy_pct: share of CPU time the machine spent busy over the last second
+# (everything else: this script is idle while it samples).
+busy_pct() {
+
+    read -r _ a1 a2 a3 a4 a5 a6 a7 a8 _ < /proc/stat
+    sleep 1
+    read -r _ b1 b2 b3 b4 b5 b6 b7 b8 _ < /proc/stat
+    local idle=$(( (b4 + b5) - (a4 + a5) ))
+    local total=$(( (b1+b2+b3+b4+b5+b6+b7+b8) - (a1+a2+a3+a4+a5+a6+a7+a8) ))
+    [ $total -gt 0 ] && echo $(( 100 * (total - idle) / total )) || echo 0
+}
+
+# wait_quiet: the machine is shared; before a launch wait (at most QUIET_WAIT
+# seconds) until other work leaves the CPUs under QUIET_BUSY percent busy, and
+# say what the launch got. Noise is still there: that is why medians are taken.
+QUIET_BUSY=${QUIET_BUSY:-20}
+QUIET_WAIT=${QUIET_WAIT:-120}
+LAST_BUSY=0
+wait_quiet() {
+    local t0=$SECONDS
+    LAST_BUSY=$(busy_pct)
+    while [ "$LAST_BUSY" -ge "$QUIET_BUSY" ] && [ $((SECONDS - t0)) -lt "$QUIET_WAIT" ]; do
+        LAST_BUSY=$(busy_pct)
+    done
+    [ "$LAST_BUSY" -ge "$QUIET_BUSY" ] && log "   machine still ${LAST_BUSY}% busy after ${QUIET_WAIT}s: launching anyway"
+}
+
+# runlog FILE CMD... : one launch, output to FILE with a header; never aborts the run.
+runlog() {
+    local f=$1; shift
+    mkdir -p "$(dirname "$f")"
+    wait_quiet
+    { echo "# cmd: $*"; echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$f"
+    # In the background + wait, so that INT/TERM reach the trap at once.
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" "$@" >> "$f" 2>&1 &
+    CHILD=$!
+    wait $CHILD
+    local rc=$?
+    CHILD=""
+    if [ $rc -ne 0 ]; then
+        echo "# exit code $rc" >> "$f"
+        log "   !! $(basename "$(dirname "$f")")/$(basename "$f") exited $rc"
+    fi
+    return 0
+}
+
+# ---- one launch per library -----------------------------------------------
+
+cohort() { # cfg rep lib nranks [cohort-perf args...]
+    local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
+    local base="$OUT/raw/$cfg/$lib.$rep"
+    runlog "$base.txt" "$PERF" -n "$n" -o $COHORT_OPS --sizes "$SIZES" -t "$T" --check \
+        --deadline "$LAUNCH_TIMEOUT" --json-out "$base.json" -l "$cfg $lib" "$@"
+}
+ompi() { # cfg rep lib nranks [mpirun args...]
+    local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
+    runlog "$OUT/raw/$cfg/$lib.$rep.txt" $OMPI -n "$n" "$@" "$PEERS/bin/mpi_coll_bench.openmpi" \
+        -c $MPI_OPS -s "$SIZES" -t "$T" -l "$cfg $lib"
+}
+mpich() {
+    local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
+    runlog "$OUT/raw/$cfg/$lib.$rep.txt" $MPICH -n "$n" "$@" "$PEERS/bin/mpi_coll_bench.mpich" \
+        -c $MPI_OPS -s "$SIZES" -t "$T" -l "$cfg $lib"
+}
+gloo() {
+    local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
+    runlog "$OUT/raw/$cfg/$lib.$rep.txt" $PY "$PEERS/gloo_bench.py" -n "$n" -c $GLOO_OPS \
+        -s "$SIZES" -t "$T" --port "$(free_port)" -l "$cfg $lib"
+}
+
+# ---- network namespaces: two "hosts" joined by a veth pair ----------------
+
+netns_up() {
+    NS_A=cohcmpA$$ NS_B=cohcmpB$$
+    local va=ccv0$$ vb=ccv1$$
+    ip netns add $NS_A && ip netns add $NS_B || return 1
+    ip link add $va type veth peer name $vb || return 1
+    ip link set $va netns $NS_A && ip link set $vb netns $NS_B || return 1
+    # Same interface name on both sides, like two hosts' eth0.
+    ip -n $NS_A link set $va name coh0 && ip -n $NS_B link set $vb name coh0 || return 1
+    ip -n $NS_A addr add 10.231.0.1/24 dev coh0 && ip -n $NS_B addr add 10.231.0.2/24 dev coh0 || return 1
+    for ns in $NS_A $NS_B; do
+        ip -n $ns link set lo up && ip -n $ns link set coh0 up || return 1
+    done
+}
+
+cohort_netns() { # rep
+    local rep=$1 base="$OUT/raw/netns2/cohort.$rep" port=$((20000 + RANDOM % 20000))
+    mkdir -p "$OUT/raw/netns2"
+    local tok; tok=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
+    local common=(WORLD_SIZE=2 MASTER_ADDR=10.231.0.1 MASTER_PORT=$port COHORT_JOB_ID=cmp$$-$rep COHORT_TOKEN=$tok)
+    local args=(-o $COHORT_OPS --sizes "$SIZES" -t "$T" --check -l "netns2 cohort")
+    wait_quiet
+    { echo "# cmd: ip netns exec A|B $PERF ${args[*]} (rank 0 in $NS_A 10.231.0.1, rank 1 in $NS_B 10.231.0.2)"
+      echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_B env "${common[@]}" RANK=1 LOCAL_RANK=0 \
+        "$PERF" "${args[@]}" > "$base.rank1.txt" 2>&1 &
+    local p1=$!
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_A env "${common[@]}" RANK=0 LOCAL_RANK=0 \
+        "$PERF" "${args[@]}" --json-out "$base.json" >> "$base.txt" 2>&1
+    local rc0=$?
+    wait $p1
+    local rc1=$?
+    cat "$base.rank1.txt" >> "$base.txt"
+    rm -f "$base.rank1.txt"
+    [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ] && { echo "# exit codes $rc0 $rc1" >> "$base.txt"; log "   !! netns2/cohort.$rep exited $rc0/$rc1"; }
+    return 0
+}
+
+gloo_netns() { # rep
+    local rep=$1 base="$OUT/raw/netns2/gloo.$rep" port=$((20000 + RANDOM % 20000))
+    mkdir -p "$OUT/raw/netns2"
+    local common=(WORLD_SIZE=2 MASTER_ADDR=10.231.0.1 MASTER_PORT=$port GLOO_SOCKET_IFNAME=coh0 OMP_NUM_THREADS=1)
+    local args=(--worker -n 2 -c $GLOO_OPS -s "$SIZES" -t "$T" -l "netns2 gloo")
+    wait_quiet
+    { echo "# cmd: ip netns exec A|B $PY gloo_bench.py ${args[*]}"; echo "# date: $(date -Is)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_B env "${common[@]}" RANK=1 LOCAL_RANK=0 \
+        $PY "$PEERS/gloo_bench.py" "${args[@]}" > /dev/null 2>&1 &
+    local p1=$!
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_A env "${common[@]}" RANK=0 LOCAL_RANK=0 \
+        $PY "$PEERS/gloo_bench.py" "${args[@]}" >> "$base.txt" 2>&1 || log "   !! netns2/gloo.$rep failed"
+    wait $p1
+    return 0
+}
+
+# ---- the configurations ----------------------------------------------------
+
+has() { [[ " $CONFIGS " == *" $1 "* ]]; }
+
+# cohort runs before each peer (cohort, peer, cohort, peer, ...), so it gets
+# one launch per peer per round; files are numbered per configuration.
+declare -A NEXT
+cohort_next() { # cfg lib nranks args... : the next numbered cohort launch
+    local cfg=$1 lib=$2; shift 2
+    local k=$(( ${NEXT[$cfg.$lib]:-0} + 1 ))
+    NEXT[$cfg.$lib]=$k
+    cohort "$cfg" "$k" "$lib" "$@"
+}
+
+for rep in $(seq 1 "$REPS"); do
+    log "round $rep of $REPS"
+    if has shm2; then
+        log " shm2"
+        cohort_next shm2 cohort 2; ompi shm2 $rep ompi 2
+        cohort_next shm2 cohort 2; mpich shm2 $rep mpich 2
+        cohort_next shm2 cohort 2; gloo shm2 $rep gloo 2
+    fi
+    for n in 4 8; do
+        if has over$n; then
+            log " over$n"
+            cohort_next over$n cohort $n; ompi over$n $rep ompi $n
+        fi
+    done
+    for n in 2 4; do
+        if has tcp$n; then
+            log " tcp$n"
+            cohort_next tcp$n cohort $n --transport tcp; ompi tcp$n $rep ompi $n $OMPI_TCP
+            cohort_next tcp$n cohort $n --transport tcp; gloo tcp$n $rep gloo $n
+        fi
+    done
+    if has netns2; then
+        if [ -z "$NS_A" ]; then
+            netns_up || { log " netns2: cannot create network namespaces (needs root and ip netns); skipped"; CONFIGS=${CONFIGS/netns2/}; }
+        fi
+        if [ -n "$NS_A" ] && has netns2; then
+            log " netns2"
+            cohort_netns $rep
+            gloo_netns $rep
+        fi
+    fi
+    if has contract; then
+        log " contract"
+        # Alternate which goes first, so neither always runs on a cooler machine.
+        if [ $((rep % 2)) = 1 ]; then
+            cohort contract $rep on 2; cohort contract $rep off 2 --contract off
+        else
+            cohort contract $rep off 2 --contract off; cohort contract $rep on 2
+        fi
+    fi
+done
+
+if has memory; then
+    log "memory"
+    for n in 2 4 8; do
+        for rep in $(seq 1 $(( REPS < 3 ? REPS : 3 ))); do
+            base="$OUT/raw/memory/cohort.n$n.$rep"
+            runlog "$base.txt" "$PERF" -n $n -o all_reduce --sizes "$(echo "$SIZES" | tr , '\n' | awk -v m=$MEMMAX '$1<=m' | paste -sd,)" \
+                --iters 20 --warmup 2 --json-out "$base.json"
+            runlog "$OUT/raw/memory/ompi.n$n.$rep.txt" $OMPI -n $n "$PEERS/bin/mpi_mem.openmpi" $MEMMAX 20
+        done
+    done
+fi
+
+log "summarizing into $OUT"
+$PY "$HERE/summarize.py" "$OUT" || die "summarize.py failed"
+if [ -f "$OUT/plots/plots.gp" ]; then
+    (cd "$OUT/plots" && gnuplot plots.gp) || log "gnuplot failed"
+fi
+log "done: $OUT/compare.md"
+cat "$OUT/compare.md"
+}
+main "$@"
