@@ -38,6 +38,8 @@ int coh_topo_hier(const cohort_group *g)
     return g->n_hosts > 1 && g->n_hosts < g->size && g->force_transport != 2;
 }
 
+/* Message algorithms need the tcp mesh (every group larger than one has
+ * it); a group of one never gets this far but may be asked (tests). */
 static int msg_ok(const cohort_group *g, const coh_call *c)
 {
     (void)c;
@@ -66,6 +68,9 @@ static int ar_rd_pref(const cohort_group *g, const coh_call *c)
      * blocks; two ranks: one exchange of the whole vector is optimal too */
     return bytes_of(c) <= AR_RD_MAX || c->count < (uint64_t)g->size;
 }
+/* Medium sizes: halving keeps the log-round latency of recursive doubling
+ * but moves ring-like volume; above AR_RAB_MAX the ring's pipelined,
+ * neighbour-only traffic wins. */
 static int ar_rab_pref(const cohort_group *g, const coh_call *c)
 {
     (void)g;
@@ -85,6 +90,8 @@ static int ag_bruck_pref(const cohort_group *g, const coh_call *c)
 {
     return bytes_of(c) * (size_t)g->size <= AG_BRUCK_MAX;
 }
+/* Small blocks: the tree's log(n) messages at the root beat n-1; large
+ * ones: the linear form avoids the tree's intermediate copies. */
 static int gs_tree_pref(const cohort_group *g, const coh_call *c)
 {
     (void)g;
@@ -237,6 +244,8 @@ static cohort_status run_bar_dissem(cohort_group *g, coh_call *c)
 
 /* ---- shm: every rank on this host's segment ---- */
 
+/* shm collectives number ranks by their index on the host; with every rank
+ * on one host that is the group rank, but the peer table says so. */
 static int lroot(const cohort_group *g, int root) { return g->peers[root].local_index; }
 
 static cohort_status run_ar_shm(cohort_group *g, coh_call *c)
