@@ -3,6 +3,7 @@
  * and running a call: the size-1 and zero-count shortcuts, send/recv, and
  * the AVG division after the reduction.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,19 +42,22 @@ static void env_name(int coll, char *out, size_t len)
             out[i] = (char)(out[i] - 'a' + 'A');
 }
 
+/* Pointers to the table rows, built once (the table is constant). */
+static const coh_algo *algo_ptrs[64];
+static pthread_once_t algo_once = PTHREAD_ONCE_INIT;
+
+static void build_algo_ptrs(void)
+{
+    size_t i = 0;
+    for (; coh_algo_table[i].name && i + 1 < COH_ARRAY_LEN(algo_ptrs); i++)
+        algo_ptrs[i] = &coh_algo_table[i];
+    algo_ptrs[i] = NULL;
+}
+
 const coh_algo *const *coh_coll_algos(void)
 {
-    /* pointers to the table rows, built once (the table is constant) */
-    static const coh_algo *ptrs[64];
-    static int built;
-    if (!__atomic_load_n(&built, __ATOMIC_ACQUIRE)) {
-        size_t i = 0;
-        for (; coh_algo_table[i].name && i + 1 < COH_ARRAY_LEN(ptrs); i++)
-            ptrs[i] = &coh_algo_table[i];
-        ptrs[i] = NULL;
-        __atomic_store_n(&built, 1, __ATOMIC_RELEASE);
-    }
-    return ptrs;
+    pthread_once(&algo_once, build_algo_ptrs);
+    return algo_ptrs;
 }
 
 size_t coh_coll_chunk_bytes(void)
