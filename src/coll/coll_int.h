@@ -153,9 +153,10 @@ cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const 
                                       void *buf, size_t count, const size_t *boff,
                                       const size_t *blen, uint32_t step_base);
 /* All-gather in place on buf: member i's block is already in place on
- * member i. Blocks: byte offsets/lengths, or NULL: n blocks of bytes_each. */
+ * member i. Blocks: byte offsets/lengths, or NULL: the even split of total
+ * bytes over n (coh_blk_*). */
 cohort_status coh_ring_all_gather(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
-                                  size_t bytes_each, const size_t *boff, const size_t *blen,
+                                  size_t total, const size_t *boff, const size_t *blen,
                                   uint32_t step_base);
 /* Bruck all-gather: equal blocks of `bytes`; buf holds n blocks, member i's
  * own block already at i. */
@@ -165,6 +166,9 @@ cohort_status coh_bruck_all_gather(cohort_group *g, const coh_call *c, const coh
 /* Binomial broadcast of bytes from member root. */
 cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                  size_t bytes, int root, uint32_t step_base);
+/* Scatter + ring all-gather broadcast (large messages, n >= 4). */
+cohort_status coh_sag_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                size_t bytes, int root, uint32_t step_base);
 /* Binomial reduce of count elements to member root: acc is the input on
  * every member (it is overwritten: it holds partial results), and the
  * result on root. */
@@ -205,6 +209,10 @@ extern const coh_algo coh_algo_table[];
 /* Topology predicates the table uses; deterministic across ranks. */
 int coh_topo_single_host_shm(const cohort_group *g); /* every rank on one host, shm */
 int coh_topo_hier(const cohort_group *g);            /* several hosts, some with >1 rank */
+
+/* Broadcast crossover shared with the hierarchical algorithms: 1 if the
+ * binomial tree should carry bytes over n members. */
+int coh_bc_tree_pref(int n, size_t bytes);
 
 /* Zero-count calls and barrier-like syncs: the cheapest pattern for the
  * topology that still carries c's contract between all ranks. */

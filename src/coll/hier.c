@@ -129,7 +129,8 @@ cohort_status coh_hier_broadcast(cohort_group *g, coh_call *c)
     if (g->my_host == root_host && g->local_size > 1)
         st = coh_coll_tp->shm_broadcast(g->shm, c, buf, bytes, g->peers[c->root].local_index);
     if (st == COHORT_OK && g->rank == reps[g->my_host])
-        st = coh_tree_broadcast(g, c, &v, buf, bytes, root_host, 0);
+        st = coh_bc_tree_pref(v.n, bytes) ? coh_tree_broadcast(g, c, &v, buf, bytes, root_host, 0)
+                                          : coh_sag_broadcast(g, c, &v, buf, bytes, root_host, 0);
     if (st == COHORT_OK && g->my_host != root_host && g->local_size > 1)
         st = coh_coll_tp->shm_broadcast(g->shm, c, buf, bytes, 0);
     coh_free(reps);

@@ -179,10 +179,10 @@ cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const 
 }
 
 cohort_status coh_ring_all_gather(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
-                                  size_t bytes_each, const size_t *boff, const size_t *blen,
+                                  size_t total, const size_t *boff, const size_t *blen,
                                   uint32_t step_base)
 {
-    /* without arrays: n equal blocks, the even split of n * bytes_each */
-    blocks bl = {boff, blen, (size_t)v->n * bytes_each, v->n};
+    /* without arrays: the even split of total bytes over n */
+    blocks bl = {boff, blen, total, v->n};
     return ring_ag(g, c, v, buf, &bl, 1, 0, step_base);
 }

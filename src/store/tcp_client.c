@@ -74,7 +74,9 @@ typedef struct tcp {
     uint32_t max_key, max_value, max_frame, job_gen;
 } tcp;
 
-#define RBUF_SIZE (64 * 1024)
+/* Replies up to this size are read many at a time; larger ones get a buffer
+ * of their own. Small, since a process may hold a thousand handles. */
+#define RBUF_SIZE (16 * 1024)
 
 static tcp *T(cohort_store *s) { return coh_store_priv(s); }
 

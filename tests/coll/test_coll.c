@@ -81,10 +81,11 @@ static const algo_set tcp_sets[] = {
      "COHORT_ALGO_REDUCE_SCATTER=ring;COHORT_ALGO_ALL_TO_ALL=pairwise;"
      "COHORT_ALGO_BARRIER=dissemination",
      ALL_COLLS},
-    {"rd/bruck/tree",
+    {"rd/bruck/tree/scatter_allgather",
      "COHORT_ALGO_ALL_REDUCE=rd;COHORT_ALGO_ALL_GATHER=bruck;COHORT_ALGO_GATHER=tree;"
-     "COHORT_ALGO_SCATTER=tree",
-     {COH_COLL_ALL_REDUCE, COH_COLL_ALL_GATHER, COH_COLL_GATHER, COH_COLL_SCATTER, 0}},
+     "COHORT_ALGO_SCATTER=tree;COHORT_ALGO_BROADCAST=scatter_allgather",
+     {COH_COLL_ALL_REDUCE, COH_COLL_ALL_GATHER, COH_COLL_GATHER, COH_COLL_SCATTER,
+      COH_COLL_BROADCAST, 0}},
     {"rabenseifner", "COHORT_ALGO_ALL_REDUCE=rabenseifner", {COH_COLL_ALL_REDUCE, 0}},
 };
 
