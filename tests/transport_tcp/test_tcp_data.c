@@ -485,12 +485,44 @@ START_TEST(published_address)
 }
 END_TEST
 
+/* ---- allocation failures in listen: NOMEM, nothing leaked or crashed ---- */
+
+START_TEST(listen_out_of_memory)
+{
+    static cohort_group g;
+    memset(&g, 0, sizeof g);
+    g.rank = 0;
+    g.size = 3;
+    g.generation = 1;
+    g.timeout_ms = 1000;
+    snprintf(g.job_id, sizeof g.job_id, "oom");
+    g.token = "t";
+    pthread_mutex_init(&g.err_mu, NULL);
+    int ok = 0, nomem = 0;
+    for (long k = 0; k < 40; k++) {
+        coh_net *n = NULL;
+        char addr[80];
+        coh_alloc_fail_after(k);
+        cohort_status st = coh_net_listen(&g, &n, addr, sizeof addr);
+        coh_alloc_fail_after(-1);
+        ck_assert_msg(st == COHORT_OK || st == COHORT_ERR_NOMEM, "k=%ld: %s", k,
+                      cohort_status_name(st));
+        ck_assert(st == COHORT_OK ? n != NULL : n == NULL);
+        ok += st == COHORT_OK;
+        nomem += st == COHORT_ERR_NOMEM;
+        coh_net_destroy(n);
+    }
+    ck_assert_msg(nomem > 0 && ok > 0, "nomem %d ok %d", nomem, ok);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("transport_tcp_data");
     TCase *t = tcase_create("data");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, single_rank);
+    tcase_add_test(t, listen_out_of_memory);
     tcase_add_test(t, pingpong_sizes);
     tcase_add_test(t, ring_bidirectional_large);
     tcase_add_test(t, stash_out_of_order);
