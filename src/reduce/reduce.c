@@ -20,7 +20,9 @@
  *    even once per pairwise combine; coh_reduce_multi rounds once overall;
  *  - AVG reduces as SUM; coh_reduce_finish divides by the rank count.
  */
+#if defined(__GNUC__) && !defined(__clang__) /* clang vectorises at -O2 already */
 #pragma GCC optimize("tree-vectorize", "vect-cost-model=dynamic", "no-trapping-math")
+#endif
 
 #include "reduce/reduce.h"
 
