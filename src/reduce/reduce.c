@@ -128,6 +128,7 @@ typedef struct kset_t {
 #undef KF16C
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define COH_HAVE_AVX2_SET 1
 #define KSFX _avx2
@@ -151,8 +152,11 @@ static const kset_t *kernels(void)
         w = 1;
 #if COH_HAVE_AVX2_SET
         __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-            !getenv("COHORT_REDUCE_BASELINE"))
+        /* F16C through cpuid (leaf 1, ecx bit 29): clang 14 rejects "f16c"
+         * as a __builtin_cpu_supports feature. */
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
+        if (__builtin_cpu_supports("avx2") && f16c && !getenv("COHORT_REDUCE_BASELINE"))
             w = 2;
 #endif
         atomic_store_explicit(&which, w, memory_order_relaxed);

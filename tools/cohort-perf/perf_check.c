@@ -176,9 +176,10 @@ static double value(cohort_dtype dt, cohort_op op, int r, size_t i)
     }
     case COHORT_BAND:
     case COHORT_BOR:
-    case COHORT_BXOR:
+    case COHORT_BXOR: {
         unsigned u = (unsigned)r * 37u + (unsigned)(i % 1024) * 11u + 5u;
         return (double)((u ^ ((unsigned)r << 3)) & 0x7fu);
+    }
     default: {
         double v = (double)(((size_t)r * 7 + i % 13) % 11);
         return is_unsigned(dt) ? v : v - 3;

@@ -138,7 +138,8 @@ static cohort_status lease_grant(coh_etcd *e, coh_err *err)
     l->granted = 1;
     coh_debug("etcd: lease %lld granted, TTL %lld s", (long long)id, (long long)ttl);
     return COHORT_OK;
-revoke:
+revoke:;
+    /* (a declaration right after a label is not C11) */
     char ids[32];
     snprintf(ids, sizeof ids, "%lld", (long long)id);
     b = json_pack("{s:s}", "ID", ids);
