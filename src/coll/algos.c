@@ -18,6 +18,7 @@
 #define AR_RAB_MAX (512u << 10) /* ... Rabenseifner up to here, ring above */
 #define AG_BRUCK_MAX (64u << 10) /* all_gather: Bruck while the total is small */
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
+#define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
 
 static size_t es_of(const coh_call *c) { return cohort_dtype_size((cohort_dtype)c->dtype); }
 static size_t bytes_of(const coh_call *c) { return (size_t)c->count * es_of(c); }
@@ -37,6 +38,8 @@ int coh_topo_hier(const cohort_group *g)
     return g->n_hosts > 1 && g->n_hosts < g->size && g->force_transport != 2;
 }
 
+/* Message algorithms need the tcp mesh (every group larger than one has
+ * it); a group of one never gets this far but may be asked (tests). */
 static int msg_ok(const cohort_group *g, const coh_call *c)
 {
     (void)c;
@@ -65,15 +68,30 @@ static int ar_rd_pref(const cohort_group *g, const coh_call *c)
      * blocks; two ranks: one exchange of the whole vector is optimal too */
     return bytes_of(c) <= AR_RD_MAX || c->count < (uint64_t)g->size;
 }
+/* Medium sizes: halving keeps the log-round latency of recursive doubling
+ * but moves ring-like volume; above AR_RAB_MAX the ring's pipelined,
+ * neighbour-only traffic wins. */
 static int ar_rab_pref(const cohort_group *g, const coh_call *c)
 {
     (void)g;
     return bytes_of(c) <= AR_RAB_MAX;
 }
+int coh_bc_tree_pref(int n, size_t bytes)
+{
+    /* the tree's root sends log2(n) copies; scatter+all-gather about two
+     * and needs n-1 more latencies: worth it for large messages only */
+    return n < 4 || bytes <= BC_TREE_MAX;
+}
+static int bc_tree_pref(const cohort_group *g, const coh_call *c)
+{
+    return coh_bc_tree_pref(g->size, bytes_of(c));
+}
 static int ag_bruck_pref(const cohort_group *g, const coh_call *c)
 {
     return bytes_of(c) * (size_t)g->size <= AG_BRUCK_MAX;
 }
+/* Small blocks: the tree's log(n) messages at the root beat n-1; large
+ * ones: the linear form avoids the tree's intermediate copies. */
 static int gs_tree_pref(const cohort_group *g, const coh_call *c)
 {
     (void)g;
@@ -112,6 +130,12 @@ static cohort_status run_bc_tree(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     return coh_tree_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
+}
+
+static cohort_status run_bc_sag(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    return coh_sag_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
 }
 
 static cohort_status run_red_tree(cohort_group *g, coh_call *c)
@@ -153,7 +177,7 @@ static cohort_status run_ag_ring(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     ag_prepare(g, c);
-    return coh_ring_all_gather(g, c, &v, c->recv, bytes_of(c), NULL, NULL, 0);
+    return coh_ring_all_gather(g, c, &v, c->recv, bytes_of(c) * (size_t)g->size, NULL, NULL, 0);
 }
 static cohort_status run_ag_bruck(cohort_group *g, coh_call *c)
 {
@@ -220,11 +244,16 @@ static cohort_status run_bar_dissem(cohort_group *g, coh_call *c)
 
 /* ---- shm: every rank on this host's segment ---- */
 
+/* shm collectives number ranks by their index on the host; with every rank
+ * on one host that is the group rank, but the peer table says so. */
 static int lroot(const cohort_group *g, int root) { return g->peers[root].local_index; }
 
 static cohort_status run_ar_shm(cohort_group *g, coh_call *c)
 {
-    return coh_coll_tp->shm_all_reduce(g->shm, c, c->send, c->recv, c->count);
+    coh_call tmp;
+    cohort_status st;
+    const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+    return st ? st : coh_coll_tp->shm_all_reduce(g->shm, rc, c->send, c->recv, c->count);
 }
 static cohort_status run_bc_shm(cohort_group *g, coh_call *c)
 {
@@ -232,10 +261,13 @@ static cohort_status run_bc_shm(cohort_group *g, coh_call *c)
 }
 static cohort_status run_red_shm(cohort_group *g, coh_call *c)
 {
-    return coh_coll_tp->shm_reduce(g->shm, c, c->send, c->recv, c->count, lroot(g, c->root));
+    coh_call tmp;
+    cohort_status st;
+    const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+    return st ? st
+              : coh_coll_tp->shm_reduce(g->shm, rc, c->send, c->recv, c->count, lroot(g, c->root));
 }
-/* In place, the shm collectives get the rank's own slot as the separate
- * buffer (send for all_gather/gather, recv for the scatter root). */
+/* In place, the shm all_gather/gather get the rank's own slot as send. */
 static cohort_status run_ag_shm(cohort_group *g, coh_call *c)
 {
     return coh_coll_tp->shm_all_gather(g->shm, c, own_block(g, c), c->recv, bytes_of(c));
@@ -247,14 +279,14 @@ static cohort_status run_ga_shm(cohort_group *g, coh_call *c)
 }
 static cohort_status run_sc_shm(cohort_group *g, coh_call *c)
 {
-    void *recv = c->recv;
-    if (c->recv == c->send)
-        recv = (char *)c->recv + (size_t)g->rank * bytes_of(c);
-    return coh_coll_tp->shm_scatter(g->shm, c, c->send, recv, bytes_of(c), lroot(g, c->root));
+    return coh_coll_tp->shm_scatter(g->shm, c, c->send, c->recv, bytes_of(c), lroot(g, c->root));
 }
 static cohort_status run_rs_shm(cohort_group *g, coh_call *c)
 {
-    return coh_coll_tp->shm_reduce_scatter(g->shm, c, c->send, c->recv, c->count);
+    coh_call tmp;
+    cohort_status st;
+    const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+    return st ? st : coh_coll_tp->shm_reduce_scatter(g->shm, rc, c->send, c->recv, c->count);
 }
 static cohort_status run_a2a_shm(cohort_group *g, coh_call *c)
 {
@@ -283,7 +315,8 @@ const coh_algo coh_algo_table[] = {
 
     A("shm", COH_COLL_BROADCAST, shm_ok, always, run_bc_shm),
     A("hier", COH_COLL_BROADCAST, hier_ok, always, coh_hier_broadcast),
-    A("tree", COH_COLL_BROADCAST, msg_ok, always, run_bc_tree),
+    A("tree", COH_COLL_BROADCAST, msg_ok, bc_tree_pref, run_bc_tree),
+    A("scatter_allgather", COH_COLL_BROADCAST, msg_ok, always, run_bc_sag),
 
     A("shm", COH_COLL_REDUCE, shm_ok, always, run_red_shm),
     A("hier", COH_COLL_REDUCE, hier_ok, always, coh_hier_reduce),

@@ -125,6 +125,11 @@ void coh_xf_recv(coh_xfer *x, const cohort_group *g, const coh_call *c, int peer
                  void *buf, size_t len);
 /* Runs a batch (nops may be 0: no-op). */
 cohort_status coh_xf_run(cohort_group *g, const coh_call *c, coh_xfer *ops, int nops);
+/* The contract to hand a shm reduction: c itself, or for AVG a copy with
+ * SUM (after a shm barrier that checks c itself), so that the division is
+ * done once, by coh_coll_run, over the whole group. */
+const coh_call *coh_shm_sum_call(cohort_group *g, const coh_call *c, coh_call *tmp,
+                                 cohort_status *st);
 /* Scratch allocation that fails the group (NOMEM, naming the call) on
  * failure, so that peers waiting for this rank are told at once. */
 void *coh_coll_alloc(cohort_group *g, const coh_call *c, size_t bytes, const char *what);
@@ -148,9 +153,10 @@ cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const 
                                       void *buf, size_t count, const size_t *boff,
                                       const size_t *blen, uint32_t step_base);
 /* All-gather in place on buf: member i's block is already in place on
- * member i. Blocks: byte offsets/lengths, or NULL: n blocks of bytes_each. */
+ * member i. Blocks: byte offsets/lengths, or NULL: the even split of total
+ * bytes over n (coh_blk_*). */
 cohort_status coh_ring_all_gather(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
-                                  size_t bytes_each, const size_t *boff, const size_t *blen,
+                                  size_t total, const size_t *boff, const size_t *blen,
                                   uint32_t step_base);
 /* Bruck all-gather: equal blocks of `bytes`; buf holds n blocks, member i's
  * own block already at i. */
@@ -160,6 +166,9 @@ cohort_status coh_bruck_all_gather(cohort_group *g, const coh_call *c, const coh
 /* Binomial broadcast of bytes from member root. */
 cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                  size_t bytes, int root, uint32_t step_base);
+/* Scatter + ring all-gather broadcast (large messages, n >= 4). */
+cohort_status coh_sag_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                size_t bytes, int root, uint32_t step_base);
 /* Binomial reduce of count elements to member root: acc is the input on
  * every member (it is overwritten: it holds partial results), and the
  * result on root. */
@@ -171,8 +180,8 @@ cohort_status coh_dissemination(cohort_group *g, const coh_call *c, const coh_vi
 
 /* Per-rank blocks of B bytes (perrank.c). Gather: send is the rank's own
  * block (callers resolve in place to its slot of recv), recv (n*B) on root
- * only. Scatter: send (n*B) on root only; recv == send or recv == the root's
- * slot at the root means in place (the root's block stays put). */
+ * only. Scatter: send (n*B) on root only; the root's own block goes to
+ * recv (which may be send itself or the block's own slot). */
 cohort_status coh_linear_gather(cohort_group *g, const coh_call *c, const coh_view *v,
                                 const void *send, void *recv, size_t B, int root,
                                 uint32_t step_base);
@@ -200,6 +209,10 @@ extern const coh_algo coh_algo_table[];
 /* Topology predicates the table uses; deterministic across ranks. */
 int coh_topo_single_host_shm(const cohort_group *g); /* every rank on one host, shm */
 int coh_topo_hier(const cohort_group *g);            /* several hosts, some with >1 rank */
+
+/* Broadcast crossover shared with the hierarchical algorithms: 1 if the
+ * binomial tree should carry bytes over n members. */
+int coh_bc_tree_pref(int n, size_t bytes);
 
 /* Zero-count calls and barrier-like syncs: the cheapest pattern for the
  * topology that still carries c's contract between all ranks. */

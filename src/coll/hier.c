@@ -91,8 +91,12 @@ cohort_status coh_hier_all_reduce(cohort_group *g, coh_call *c)
         return st;
     size_t bytes = (size_t)c->count * es_of(c);
     int leader = g->rank == g->leaders[g->my_host];
-    if (g->local_size > 1)
-        st = coh_coll_tp->shm_reduce(g->shm, c, c->send, c->recv, c->count, 0);
+    coh_call tmp;
+    if (g->local_size > 1) {
+        const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+        if (st == COHORT_OK)
+            st = coh_coll_tp->shm_reduce(g->shm, rc, c->send, c->recv, c->count, 0);
+    }
     else if (c->send != c->recv)
         memmove(c->recv, c->send, bytes);
     if (st == COHORT_OK && leader) {
@@ -125,7 +129,8 @@ cohort_status coh_hier_broadcast(cohort_group *g, coh_call *c)
     if (g->my_host == root_host && g->local_size > 1)
         st = coh_coll_tp->shm_broadcast(g->shm, c, buf, bytes, g->peers[c->root].local_index);
     if (st == COHORT_OK && g->rank == reps[g->my_host])
-        st = coh_tree_broadcast(g, c, &v, buf, bytes, root_host, 0);
+        st = coh_bc_tree_pref(v.n, bytes) ? coh_tree_broadcast(g, c, &v, buf, bytes, root_host, 0)
+                                          : coh_sag_broadcast(g, c, &v, buf, bytes, root_host, 0);
     if (st == COHORT_OK && g->my_host != root_host && g->local_size > 1)
         st = coh_coll_tp->shm_broadcast(g->shm, c, buf, bytes, 0);
     coh_free(reps);
@@ -158,9 +163,13 @@ cohort_status coh_hier_reduce(cohort_group *g, coh_call *c)
             }
         }
     }
-    if (g->local_size > 1)
-        st = coh_coll_tp->shm_reduce(g->shm, c, c->send, acc ? (void *)acc : c->recv, c->count,
-                                     g->peers[rep].local_index);
+    coh_call tmp;
+    if (g->local_size > 1) {
+        const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+        if (st == COHORT_OK)
+            st = coh_coll_tp->shm_reduce(g->shm, rc, c->send, acc ? (void *)acc : c->recv,
+                                         c->count, g->peers[rep].local_index);
+    }
     else if ((const char *)c->send != acc)
         memmove(acc, c->send, bytes);
     if (st == COHORT_OK && g->rank == rep)
@@ -236,8 +245,12 @@ cohort_status coh_hier_reduce_scatter(cohort_group *g, coh_call *c)
         hm = sum + total;
     }
     /* 1: the host's sum of the whole input on the leader */
-    if (g->local_size > 1)
-        st = coh_coll_tp->shm_reduce(g->shm, c, c->send, sum, n_all, 0);
+    coh_call tmp;
+    if (g->local_size > 1) {
+        const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
+        if (st == COHORT_OK)
+            st = coh_coll_tp->shm_reduce(g->shm, rc, c->send, sum, n_all, 0);
+    }
     else
         memcpy(sum, c->send, total);
     if (st == COHORT_OK && leader) {

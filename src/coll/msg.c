@@ -49,7 +49,26 @@ cohort_status coh_xf_run(cohort_group *g, const coh_call *c, coh_xfer *ops, int 
 {
     if (nops == 0)
         return COHORT_OK;
+    if (!g->net) /* only a group of one has no connections */
+        return coh_group_fail(g, COHORT_ERR_UNSUPPORTED, "%s #%llu: no message transport",
+                              coh_coll_label(c->coll), (unsigned long long)c->seq);
     return coh_coll_tp->xfer(g->net, c, ops, nops);
+}
+
+const coh_call *coh_shm_sum_call(cohort_group *g, const coh_call *c, coh_call *tmp,
+                                 cohort_status *st)
+{
+    *st = COHORT_OK;
+    if (c->redop != COHORT_AVG)
+        return c;
+    /* The barrier compares the real contract (AVG included) between the
+     * local ranks; the reduction itself then runs as SUM, so however the
+     * segment treats AVG, coh_coll_run divides exactly once, by the group
+     * size. */
+    *st = coh_coll_tp->shm_barrier(g->shm, c);
+    *tmp = *c;
+    tmp->redop = COHORT_SUM;
+    return tmp;
 }
 
 void *coh_coll_alloc(cohort_group *g, const coh_call *c, size_t bytes, const char *what)

@@ -55,8 +55,9 @@ cohort_status coh_linear_scatter(cohort_group *g, const coh_call *c, const coh_v
     cohort_status st = coh_xf_run(g, c, ops, nops);
     coh_free(ops);
     /* after the sends: in place, recv may overlap blocks being sent */
-    /* in place (recv == send) the root's block stays in its slot */
-    if (st == COHORT_OK && (const char *)recv != send && (const char *)recv != send + (size_t)me * B)
+    /* after the sends: in place (recv == send) recv's first block is
+     * overwritten by the root's own */
+    if (st == COHORT_OK && (const char *)recv != send + (size_t)me * B)
         memmove(recv, send + (size_t)me * B, B);
     return st;
 }
@@ -122,8 +123,7 @@ cohort_status coh_tree_scatter(cohort_group *g, const coh_call *c, const coh_vie
                         tmp + (size_t)(ch[i] - vr) * B, (size_t)coh_tree_subtree(ch[i], n) * B);
         st = coh_xf_run(g, c, ops, nch);
     }
-    if (st == COHORT_OK && (par >= 0 || (recv != send && (const char *)recv !=
-                                                           (const char *)send + (size_t)v->me * B)))
+    if (st == COHORT_OK)
         memcpy(recv, tmp, B);
     coh_free(tmp);
     return st;

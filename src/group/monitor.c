@@ -30,16 +30,29 @@ struct coh_monitor {
     atomic_int stop;
 };
 
-#define POST_TIMEOUT_MS 2000
+/* Control records ride on the data path's waits: a partitioned store must
+ * cost each wait at most this once (then store_down skips it). */
+#define POST_TIMEOUT_MS 500
+
+static void note_store(cohort_group *g, cohort_status st)
+{
+    if (st == COHORT_ERR_STORE || st == COHORT_ERR_TIMEOUT) {
+        if (!atomic_exchange(&g->store_down, 1))
+            coh_warn("the store is unreachable (%s): aborts and stall reports now travel on the "
+                     "data path only",
+                     cohort_status_name(st));
+    }
+}
 
 static cohort_status post_record(cohort_group *g, const char *rec, int64_t *kout)
 {
     struct coh_monitor *m = g->monitor;
     cohort_store *s = m ? m->post : g->store;
-    if (!s)
+    if (!s || atomic_load(&g->store_down))
         return COHORT_ERR_STORE;
     int64_t k = 0;
     cohort_status st = cohort_store_add(s, "ctl/n", 5, 1, &k);
+    note_store(g, st);
     if (st != COHORT_OK)
         return st;
     char key[48];
@@ -210,18 +223,51 @@ static void fp_format(const cohort_group *g, const coh_call *c, char *out, size_
     (void)g;
 }
 
+/* etcd: a peer whose leased "alive/<r>" key is gone has died (its lease
+ * expired) even if no connection noticed - e.g. a host that vanished. */
+static cohort_status check_leases(cohort_group *g)
+{
+    struct coh_monitor *m = g->monitor;
+    cohort_store *s = m ? m->post : g->store;
+    for (int r = 0; r < g->size; r++) {
+        if (r == g->rank)
+            continue;
+        char k[32];
+        snprintf(k, sizeof k, "alive/%d", r);
+        const void *kp = k;
+        size_t kl = strlen(k);
+        int have = 1;
+        cohort_status st = cohort_store_check(s, &kp, &kl, 1, &have);
+        if (st != COHORT_OK) {
+            note_store(g, st);
+            return COHORT_OK;
+        }
+        if (!have)
+            return coh_group_peer_lost(g, r, "its etcd lease expired (seen through the store)");
+    }
+    return COHORT_OK;
+}
+
 cohort_status coh_monitor_probe(cohort_group *g, const coh_call *c)
 {
+    if (g->lease_alive && !atomic_load(&g->store_down)) {
+        cohort_status ls = check_leases(g);
+        if (ls != COHORT_OK)
+            return ls;
+    }
     if (!c || !g->store || !g->check_contract || c->coll == COH_COLL_SEND ||
-        c->coll == COH_COLL_RECV)
+        c->coll == COH_COLL_RECV || atomic_load(&g->store_down))
         return COHORT_OK;
     char key[64], val[512];
     snprintf(key, sizeof key, "fp/%llu/%d", (unsigned long long)c->seq, g->rank);
     fp_format(g, c, val, sizeof val);
     struct coh_monitor *m = g->monitor;
     cohort_store *s = m ? m->post : g->store;
-    if (cohort_store_set(s, key, strlen(key), val, strlen(val)) != COHORT_OK)
+    cohort_status pst = cohort_store_set(s, key, strlen(key), val, strlen(val));
+    if (pst != COHORT_OK) {
+        note_store(g, pst);
         return COHORT_OK; /* best effort: the stall report still comes */
+    }
     coh_hdr mine;
     coh_hdr_from_call(&mine, g, c, COH_MSG_COLL, 0, 0);
     for (int r = 0; r < g->size; r++) {
@@ -295,7 +341,10 @@ void coh_monitor_stall_report(cohort_group *g, const coh_wait *w, char *out, siz
     /* The record carries its own index so answers are keyed by it. */
     struct coh_monitor *m = g->monitor;
     cohort_store *s = m ? m->post : g->store;
-    if (!s || cohort_store_add(s, "ctl/n", 5, 1, &k) != COHORT_OK) {
+    cohort_status ast = (!s || atomic_load(&g->store_down)) ? COHORT_ERR_STORE
+                                                              : cohort_store_add(s, "ctl/n", 5, 1, &k);
+    if (ast != COHORT_OK) {
+        note_store(g, ast);
         APPEND("; peers' state unavailable (store unreachable)");
         return;
     }

@@ -293,17 +293,10 @@ int cc_check(int rank, int n, const cc_case *k, cc_issue_fn issue, void *ctx, ch
         }
         break;
     case COH_COLL_SCATTER:
-        if (me == root && ip) {
-            /* the root's own block stays where it was; the rest untouched */
-            for (int d = 0; d < n; d++)
-                for (size_t j = 0; j < c; j++)
-                    put_payload(want + ((size_t)d * c + j) * es, es, root * 1000 + d, j);
-            nout = c * (size_t)n;
-        } else {
-            for (size_t j = 0; j < c; j++)
-                put_payload(want + j * es, es, root * 1000 + me, j);
-            nout = c;
-        }
+        /* in place too: the root's own block lands at the start of recv */
+        for (size_t j = 0; j < c; j++)
+            put_payload(want + j * es, es, root * 1000 + me, j);
+        nout = c;
         break;
     case COH_COLL_ALL_TO_ALL:
         for (int s = 0; s < n; s++)

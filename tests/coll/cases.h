@@ -13,10 +13,10 @@
  * general float data: within n * 2^-23 * sum|x| of a double reference, and
  * bitwise identical on every rank.
  *
- * In place follows MPI: send == recv; for all_gather and gather the rank's
- * own block is then read from its slot of recv, for scatter the root's
- * block stays in its slot, reduce_scatter reads size*count from recv and
- * writes the first count.
+ * In place is send == recv (docs/concepts.md): for all_gather and gather
+ * the rank's own block is read from its slot of recv; scatter's root reads
+ * the whole send and writes its own block to the start of recv;
+ * reduce_scatter reads size*count from recv and writes the first count.
  */
 #ifndef COHORT_TEST_COLL_CASES_H
 #define COHORT_TEST_COLL_CASES_H

@@ -352,10 +352,14 @@ static cohort_status f_scatter(coh_shm *s, const coh_call *c, const void *send, 
     int li = post_as(s, c, send, recv);
     if (li < 0)
         return COHORT_ERR_ABORTED;
-    const char *src = (const char *)h->sptr[root] + (size_t)li * B;
-    if (src != recv)
-        memcpy(recv, src, B);
-    return done(h);
+    /* read before anyone writes: the root's recv may be its send */
+    char *tmp = malloc(B + 1);
+    memcpy(tmp, (const char *)h->sptr[root] + (size_t)li * B, B);
+    cohort_status st = done(h);
+    if (st == COHORT_OK)
+        memcpy(recv, tmp, B);
+    free(tmp);
+    return st == COHORT_OK ? done(h) : st;
 }
 
 static cohort_status f_reduce_scatter(coh_shm *s, const coh_call *c, const void *send, void *recv,

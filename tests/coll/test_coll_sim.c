@@ -197,6 +197,8 @@ START_TEST(test_select_defaults)
                      "rabenseifner");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, 4 << 20, &st)->name, "ring");
     ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 1, &st)->name, "tree");
+    ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 4 << 20, &st)->name,
+                     "scatter_allgather");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_GATHER, COHORT_FLOAT32, 16, &st)->name, "bruck");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_GATHER, COHORT_FLOAT32, 1 << 20, &st)->name, "ring");
     ck_assert_str_eq(pick(g, COH_COLL_BARRIER, COHORT_UINT8, 0, &st)->name, "dissemination");

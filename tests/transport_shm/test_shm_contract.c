@@ -29,21 +29,21 @@ enum {
 };
 
 static const mcase cases[M_N] = {
-    [M_COUNT] = {"all_reduce count 1024 vs 512", "count", NULL},
-    [M_DTYPE_SAME_BYTES] = {"all_reduce 2048 float16 vs 1024 float32", "dtype", NULL},
-    [M_REDOP] = {"all_reduce sum vs max", "reduce op", NULL},
-    [M_OP] = {"all_reduce vs broadcast", "operation", NULL},
-    [M_BCAST_ROOT] = {"broadcast root 0 vs 1", "root", NULL},
-    [M_COUNT_LARGE] = {"multi-piece all_reduce count", "count", "COHORT_SHM_SLOT_BYTES=4096"},
-    [M_REDOP_LARGE] = {"multi-piece all_reduce sum vs max", "reduce op",
+    [M_COUNT] = {"all_reduce count 1024 vs 512", "count differs", NULL},
+    [M_DTYPE_SAME_BYTES] = {"all_reduce 2048 float16 vs 1024 float32", "dtype differs", NULL},
+    [M_REDOP] = {"all_reduce sum vs max", "reduce op differs", NULL},
+    [M_OP] = {"all_reduce vs broadcast", "op differs", NULL},
+    [M_BCAST_ROOT] = {"broadcast root 0 vs 1", "root differs", NULL},
+    [M_COUNT_LARGE] = {"multi-piece all_reduce count", "count differs", "COHORT_SHM_SLOT_BYTES=4096"},
+    [M_REDOP_LARGE] = {"multi-piece all_reduce sum vs max", "reduce op differs",
                        "COHORT_SHM_SLOT_BYTES=4096"},
-    [M_REDUCE_ROOT] = {"reduce root 0 vs 1", "root", NULL},
-    [M_GATHER_ROOT] = {"gather root 2 vs 1", "root", "COHORT_SHM_SLOT_BYTES=256"},
-    [M_SCATTER_ROOT] = {"scatter root 0 vs 1", "root", "COHORT_SHM_SLOT_BYTES=256"},
-    [M_AG_COUNT] = {"all_gather count", "count", "COHORT_SHM_SLOT_BYTES=256"},
-    [M_RS_COUNT] = {"reduce_scatter count", "count", "COHORT_SHM_SLOT_BYTES=256"},
-    [M_A2A_COUNT] = {"all_to_all count", "count", "COHORT_SHM_SLOT_BYTES=256"},
-    [M_BARRIER_VS_AR] = {"barrier vs all_reduce of 0", "operation", NULL},
+    [M_REDUCE_ROOT] = {"reduce root 0 vs 1", "root differs", NULL},
+    [M_GATHER_ROOT] = {"gather root 2 vs 1", "root differs", "COHORT_SHM_SLOT_BYTES=256"},
+    [M_SCATTER_ROOT] = {"scatter root 0 vs 1", "root differs", "COHORT_SHM_SLOT_BYTES=256"},
+    [M_AG_COUNT] = {"all_gather count", "count differs", "COHORT_SHM_SLOT_BYTES=256"},
+    [M_RS_COUNT] = {"reduce_scatter count", "count differs", "COHORT_SHM_SLOT_BYTES=256"},
+    [M_A2A_COUNT] = {"all_to_all count", "count differs", "COHORT_SHM_SLOT_BYTES=256"},
+    [M_BARRIER_VS_AR] = {"barrier vs all_reduce of 0", "op differs", NULL},
 };
 
 static int odd;
@@ -190,9 +190,8 @@ static int rank_main(int rank, void *arg)
 START_TEST(mismatch)
 {
     int k = _i;
-    ck_assert_int_eq(th_store_init(), 0);
     ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.nranks = N, .deadline_ms = 30000, .extra_env = cases[k].env};
+    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = N, .deadline_ms = 30000, .extra_env = cases[k].env};
     cht_result r;
     cht_run_ranks(&o, rank_main, &k, &r);
     cht_assert_all_ok(&r);

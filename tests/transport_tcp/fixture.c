@@ -13,41 +13,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "group/monitor.h"
-
-/* ---- monitor shim ----
- * The monitor talks to the store, which these hand-built groups do not
- * have. These definitions take the place of src/group's monitor in the test
- * binaries (object files win over archive members at link time): aborts go
- * through abort frames only, the out-of-band probe finds nothing, the stall
- * report names the awaited ranks. */
-cohort_status coh_monitor_start(cohort_group *g)
-{
-    (void)g;
-    return COHORT_OK;
-}
-void coh_monitor_stop(cohort_group *g) { (void)g; }
-void coh_monitor_post_abort(cohort_group *g, cohort_status st, const char *reason)
-{
-    (void)g;
-    (void)st;
-    (void)reason;
-}
-cohort_status coh_monitor_probe(cohort_group *g, const coh_call *call)
-{
-    (void)g;
-    (void)call;
-    return COHORT_OK;
-}
-void coh_monitor_stall_report(cohort_group *g, const coh_wait *w, char *out, size_t outlen)
-{
-    char ranks[256] = "nobody";
-    if (w->n_waiting_for > 0)
-        coh_fmt_ranks(ranks, sizeof ranks, w->waiting_for, w->n_waiting_for);
-    snprintf(out, outlen, "rank %d waits for rank(s) %s", g->rank, ranks);
-}
 
 /* ---- helpers ---- */
+
+/* Setup failures in the test process (not ck_assert: tf_run also serves the
+ * benchmark, outside any Check test). */
+#define TF_REQUIRE(cond, ...)                                                                      \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "fixture: %s:%d: %s: ", __FILE__, __LINE__, #cond);                    \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
 
 uint64_t tf_now_ns(void)
 {
@@ -91,10 +70,16 @@ int tf_flag_wait(tf_shared *sh, int idx, int v, int timeout_ms)
 void tf_record(tf_rank *r, cohort_status st)
 {
     tf_shared *sh = r->sh;
+    uint64_t t = tf_now_ns();
+    char msg[COH_ERRLEN];
+    /* g->err is written under err_mu (possibly by another thread). */
+    pthread_mutex_lock(&r->g.err_mu);
+    snprintf(msg, sizeof msg, "%s", r->g.err.msg);
+    pthread_mutex_unlock(&r->g.err_mu);
     pthread_mutex_lock(&sh->mu);
     sh->status[r->rank] = st;
-    sh->t_ns[r->rank] = tf_now_ns();
-    snprintf(sh->msg[r->rank], sizeof sh->msg[r->rank], "%s", r->g.err.msg);
+    sh->t_ns[r->rank] = t;
+    snprintf(sh->msg[r->rank], sizeof sh->msg[r->rank], "%s", msg);
     pthread_mutex_unlock(&sh->mu);
 }
 
@@ -278,7 +263,7 @@ tf_shared *tf_run(const tf_opts *o, tf_fn fn, void *arg, tf_result *res)
 {
     memset(res, 0, sizeof *res);
     tf_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    ck_assert_msg(sh != MAP_FAILED, "mmap: %s", strerror(errno));
+    TF_REQUIRE(sh != MAP_FAILED, "mmap: %s", strerror(errno));
     memset(sh, 0, sizeof *sh);
     pthread_mutexattr_t ma;
     pthread_mutexattr_init(&ma);
@@ -290,13 +275,13 @@ tf_shared *tf_run(const tf_opts *o, tf_fn fn, void *arg, tf_result *res)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&sh->cv, &ca);
     int n = o->nranks;
-    ck_assert(n >= 1 && n <= TF_MAX);
+    TF_REQUIRE(n >= 1 && n <= TF_MAX, "%d ranks", n);
     sh->n = n;
     res->n = n;
     snprintf(sh->job, sizeof sh->job, "tcptest-%d-%llu", (int)getpid(),
              (unsigned long long)(tf_now_ns() % 1000000007ull));
     unsigned char rnd[16];
-    ck_assert(coh_random(rnd, sizeof rnd) == COHORT_OK);
+    TF_REQUIRE(coh_random(rnd, sizeof rnd) == COHORT_OK, "random");
     for (int i = 0; i < 16; i++)
         snprintf(sh->token + 2 * i, 3, "%02x", rnd[i]);
     for (int i = 0; i < TF_MAX; i++)
@@ -306,7 +291,7 @@ tf_shared *tf_run(const tf_opts *o, tf_fn fn, void *arg, tf_result *res)
     pid_t pids[TF_MAX];
     for (int r = 0; r < n; r++) {
         pid_t p = fork();
-        ck_assert_msg(p >= 0, "fork: %s", strerror(errno));
+        TF_REQUIRE(p >= 0, "fork: %s", strerror(errno));
         if (p == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             int rc = rank_main(sh, o, r, fn, arg);

@@ -5,6 +5,9 @@
  * page created before fork, waits (bounded) for everyone's, then runs the
  * test body. Ranks report through their exit status and the shared page
  * (status, message, time of the error); the test process asserts.
+ * The groups have no store: the monitor's store-backed parts (probe, peer
+ * state in stall reports, abort records) find nothing and stay quiet, so
+ * these tests see the transport's own detection only.
  */
 #ifndef TF_FIXTURE_H
 #define TF_FIXTURE_H

@@ -768,10 +768,23 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         return coh_group_fail(g, COHORT_ERR_NOMEM, "shm: out of memory");
     }
     shm_wait_defaults(s);
+    /* Streaming stores pay off once the job's buffers (send + recv on every
+     * local rank) no longer fit in the last-level cache. */
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (l3 <= 0)
+        l3 = 32l << 20;
+    s->nt_bytes = COH_MAX((size_t)l3 / (2 * (size_t)s->n), (size_t)1 << 20);
+    long ntv;
+    if (coh_env_int("COHORT_SHM_NT_BYTES", &ntv) == 1 && ntv >= 0)
+        s->nt_bytes = (size_t)ntv;
     st = s->me == 0 ? lead_create(s, S, small) : member_attach(s);
     if (st == COHORT_OK)
         st = attach(s);
     if (st != COHORT_OK) {
+        /* Ranks that already attached learn it from the segment at once
+         * instead of waiting out the attach barrier. */
+        if (s->hdr && s->ctl_base)
+            coh_shm_abort(s, st, g->err.msg[0] ? g->err.msg : "shm: attach failed");
         cleanup(s);
         return st;
     }

@@ -17,6 +17,15 @@
  *
  * All functions work on the local ranks only; `root` arguments are local
  * indices (0..local_size-1). They fail the group (coh_group_fail) on error.
+ * AVG is computed as SUM: the caller divides by the group size once.
+ *
+ * Buffers: send == recv is in place for all_reduce, reduce (root) and
+ * all_to_all; all_gather and gather accept any overlap of send with recv;
+ * scatter's root accepts recv == send and recv == send + root*bytes;
+ * reduce_scatter accepts recv == send and recv == send + local_rank*count.
+ * Any other overlap is COHORT_ERR_INVALID. No receive buffer is written
+ * before every local rank's fingerprint for the call matched. Design,
+ * tuning variables and measurements: docs/shm.md.
  */
 #ifndef COH_SHM_H
 #define COH_SHM_H

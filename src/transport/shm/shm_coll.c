@@ -17,31 +17,30 @@
  *     the results are bitwise identical).
  *   all_reduce large: per piece two phases - A: copy in the slices other
  *     ranks reduce; each rank reduces its own 1/n slice reading its private
- *     input plus the peers' copies and writes the result to recv; B: it
- *     publishes that slice, everyone copies the other slices out.
+ *     input plus the peers' copies, into its other buffer; B: it publishes
+ *     that slice, everyone copies all slices out.
  *   broadcast/scatter: the root publishes pieces, readers copy out; the
  *     root runs at most one piece ahead (double buffering).
  *   gather: ranks publish pieces, the root copies out.
  *   reduce: like all_reduce large (work split over all ranks), but only
  *     the root copies results out. all_gather, reduce_scatter, all_to_all:
  *     one phase per piece, everybody publishes and reads.
+ *
+ * AVG is reduced as SUM here and divided ONCE by the caller (coh_coll_run,
+ * src/coll/select.c), which knows the whole group's size: hierarchical
+ * algorithms reduce through this segment first and across hosts after, so
+ * dividing by the local size here would be wrong.
  */
 #include <stdio.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "reduce/reduce.h"
 #include "transport/shm/shm_int.h"
 
 static const uint8_t dt_size[COHORT_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
-static const char *const dt_names[COHORT_DTYPE_COUNT] = {
-    "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
-    "float64"};
-static const char *const op_names[COHORT_OP_COUNT] = {"sum", "prod", "min", "max",
-                                                      "avg", "band", "bor", "bxor"};
-static const char *const coll_names[COH_COLL_KIND_COUNT] = {
-    "none",   "all_reduce",     "broadcast",  "reduce",  "all_gather", "gather",
-    "scatter", "reduce_scatter", "all_to_all", "barrier", "send",       "recv", "internal"};
-
 #define DATA(b) ((b) + SHM_LINE)
 /* memcpy that evaluates its pointers only for a non-empty copy (NULL
  * buffers are legal with count 0). */
@@ -51,6 +50,62 @@ static const char *const coll_names[COH_COLL_KIND_COUNT] = {
         if (n_)                                                                                    \
             memcpy((d), (s), n_);                                                                  \
     } while (0)
+
+/* ---- copies into the user's receive buffer ---- */
+
+/* Copy with non-temporal stores: the destination is not read first (no
+ * read-for-ownership) and does not evict the segment from the cache.
+ * Only for receive buffers too large to stay cached anyway. */
+static void copy_nt(void *dst, const void *src, size_t n)
+{
+#if defined(__x86_64__)
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    size_t head = (size_t)(-(uintptr_t)d & 15u);
+    if (head > n)
+        head = n;
+    memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    for (; n >= 64; n -= 64, d += 64, s += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)s);
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+        _mm_stream_si128((__m128i *)d, a);
+        _mm_stream_si128((__m128i *)(d + 16), b);
+        _mm_stream_si128((__m128i *)(d + 32), c);
+        _mm_stream_si128((__m128i *)(d + 48), e);
+    }
+    memcpy(d, s, n);
+#else
+    memcpy(dst, src, n);
+#endif
+}
+
+/* Copy into recv: streaming when the call is large (o->nt). */
+#define OUT(o, d, s, n)                                                                            \
+    do {                                                                                           \
+        size_t m_ = (n);                                                                           \
+        if (m_) {                                                                                  \
+            if ((o)->nt)                                                                           \
+                copy_nt((d), (s), m_);                                                             \
+            else                                                                                   \
+                memcpy((d), (s), m_);                                                              \
+        }                                                                                          \
+    } while (0)
+
+/* Streaming stores are weakly ordered: fence them before the call returns
+ * so the caller's other threads see the data. */
+static cohort_status op_end(shm_op *o, cohort_status st)
+{
+#if defined(__x86_64__)
+    if (o->nt)
+        _mm_sfence();
+#endif
+    return st;
+}
 
 /* ---- fingerprints ---- */
 
@@ -82,39 +137,6 @@ static void put_hdr(shm_op *o, unsigned char *buf, uint32_t step, uint64_t len)
     memcpy(buf, &o->mine, sizeof o->mine);
 }
 
-static const char *name_of(const char *const *t, int n, int v)
-{
-    return v >= 0 && v < n ? t[v] : "?";
-}
-
-static void field_str(char *out, size_t n, int f, const coh_hdr *h)
-{
-    switch (f) {
-    case COH_FIELD_GROUP: snprintf(out, n, "group %u", h->group); break;
-    case COH_FIELD_GENERATION: snprintf(out, n, "generation %u", h->gen); break;
-    case COH_FIELD_SEQ: snprintf(out, n, "seq %llu", (unsigned long long)h->seq); break;
-    case COH_FIELD_OP: snprintf(out, n, "%s", name_of(coll_names, COH_COLL_KIND_COUNT, h->coll)); break;
-    case COH_FIELD_DTYPE: snprintf(out, n, "%s", name_of(dt_names, COHORT_DTYPE_COUNT, h->dtype)); break;
-    case COH_FIELD_COUNT: snprintf(out, n, "%llu", (unsigned long long)h->count); break;
-    case COH_FIELD_REDOP:
-        snprintf(out, n, "%s", h->redop < 0 ? "none" : name_of(op_names, COHORT_OP_COUNT, h->redop));
-        break;
-    case COH_FIELD_ROOT: snprintf(out, n, "%d", h->root); break;
-    case COH_FIELD_TAG: snprintf(out, n, "%d", h->tag); break;
-    default:
-        snprintf(out, n, "step %u len %llu", h->step, (unsigned long long)h->len);
-        break;
-    }
-}
-
-static const char *field_label(int f)
-{
-    static const char *const t[] = {"nothing", "group",    "generation", "seq",
-                                    "operation", "dtype",  "count",      "reduce op",
-                                    "root",    "tag",      "algorithm step"};
-    return f >= 0 && f < (int)COH_ARRAY_LEN(t) ? t[f] : "field";
-}
-
 /* Slow path of check_hdr: report and fail the group. */
 static cohort_status hdr_mismatch(shm_op *o, int q, const coh_hdr *gotp)
 {
@@ -126,27 +148,14 @@ static cohort_status hdr_mismatch(shm_op *o, int q, const coh_hdr *gotp)
         return coh_group_fail(g, COHORT_ERR_PROTOCOL,
                               "shm: rank %d's buffer header is not a fingerprint (magic %#x) in "
                               "%s #%llu",
-                              peer, got.magic, name_of(coll_names, COH_COLL_KIND_COUNT, o->c->coll),
+                              peer, got.magic, coh_coll_name(o->c->coll),
                               (unsigned long long)o->c->seq);
-    int f = coh_hdr_match(&o->exp, &got);
+    /* The contract module words the report and fails the group. */
     cohort_status st = coh_contract_mismatch(g, o->c, peer, &o->exp, &got);
-    if (st != COHORT_ERR_CONTRACT) {
-        /* The contract module is not there (placeholder): report locally. */
-        char a[64], b[64], site[96] = "";
-        coh_call pc;
-        field_str(a, sizeof a, f, &o->exp);
-        field_str(b, sizeof b, f, &got);
-        if (coh_shm_peer_state(o->s, q, &pc, NULL, NULL) && pc.seq == got.seq && pc.file &&
-            pc.file[0])
-            snprintf(site, sizeof site, " (%s:%u)", pc.file, got.line);
-        else
-            snprintf(site, sizeof site, " (line %u)", got.line);
-        coh_group_fail(g, COHORT_ERR_CONTRACT,
-                       "%s #%llu (%s:%d): %s differs: rank %d has %s, rank %d%s has %s",
-                       name_of(coll_names, COH_COLL_KIND_COUNT, o->c->coll),
-                       (unsigned long long)o->c->seq, o->c->file ? o->c->file : "?", o->c->line,
-                       field_label(f), g->rank, a, peer, site, b);
-    }
+    if (st != COHORT_ERR_CONTRACT)
+        coh_group_fail(g, COHORT_ERR_CONTRACT, "%s #%llu: %s differs from rank %d's",
+                       coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
+                       coh_field_name(coh_hdr_match(&o->exp, &got)), peer);
     int p = coh_group_poisoned(g);
     return p ? (cohort_status)p : COHORT_ERR_CONTRACT;
 }
@@ -189,7 +198,7 @@ static cohort_status check_all(shm_op *o, uint32_t p, uint32_t step, uint64_t le
 static cohort_status bad_arg(shm_op *o, const char *what)
 {
     return coh_group_fail(o->g, COHORT_ERR_INVALID, "shm %s #%llu (%s:%d): %s",
-                          name_of(coll_names, COH_COLL_KIND_COUNT, o->c->coll),
+                          coh_coll_name(o->c->coll),
                           (unsigned long long)o->c->seq, o->c->file ? o->c->file : "?",
                           o->c->line, what);
 }
@@ -202,6 +211,7 @@ static cohort_status op_begin(shm_op *o, coh_shm *s, const coh_call *c, int need
     o->g = s->g;
     o->c = c;
     o->w_init = 0;
+    o->nt = 0;
     if (coh_group_poisoned(s->g))
         return COHORT_ERR_ABORTED;
     cohort_status st = shm_check_abort(s);
@@ -252,10 +262,18 @@ static size_t block_piece(const coh_shm *s, size_t es)
     return b / es * es;
 }
 
-static void finish(void *buf, size_t n, int dt, int op, int nranks)
+/* Piece size for the one-writer ops (broadcast, gather, scatter): about a
+ * quarter of the message, so that with two buffers the writer fills piece
+ * k+1 while the readers drain piece k; never below PIPE_MIN (a phase costs
+ * a few cache-line hand-offs) nor above the buffer. */
+#define PIPE_MIN (16u * 1024u)
+static size_t pipe_piece(size_t cap, size_t bytes)
 {
-    if (op == COHORT_AVG && n)
-        coh_reduce_finish(buf, n, (cohort_dtype)dt, (cohort_op)op, nranks);
+    size_t p = bytes / 4;
+    if (p < PIPE_MIN)
+        p = PIPE_MIN;
+    p = (p + SHM_LINE - 1) / SHM_LINE * SHM_LINE;
+    return p < cap ? p : cap;
 }
 
 /* ---- all_reduce ---- */
@@ -279,7 +297,6 @@ static cohort_status ar_small(shm_op *o, const void *send, void *recv, size_t co
         s->srcs[q] = q == s->me ? send : DATA(shm_buf(s, q, p));
     if (count) {
         coh_reduce_multi(recv, s->srcs, s->n, count, (cohort_dtype)c->dtype, (cohort_op)c->redop);
-        finish(recv, count, c->dtype, c->redop, s->n);
     }
     return COHORT_OK;
 }
@@ -328,7 +345,6 @@ static void red_slice(shm_op *o, const unsigned char *send, size_t off, size_t l
         }
     }
     coh_reduce_multi(out, s->srcs, n, hi - lo, (cohort_dtype)c->dtype, (cohort_op)c->redop);
-    finish(out, hi - lo, c->dtype, c->redop, n);
 }
 
 static size_t red_align(const coh_shm *s, size_t es, size_t piece)
@@ -353,16 +369,16 @@ static cohort_status ar_large(shm_op *o, const unsigned char *send, unsigned cha
             return st;
         uint32_t pa = s->phase;
         size_t lo = slice_lo(len, n, me, al), hi = slice_lo(len, n, me + 1, al);
-        unsigned char *out = recv + (off + lo) * es;
-        red_slice(o, send, off, len, al, pa, out);
-        /* Phase B: publish my result slice; copy out everyone else's. */
+        /* Phase B: reduce my slice straight into my buffer, publish it,
+         * then copy it and everyone else's slices out. */
         if ((st = shm_claim(o)) != COHORT_OK)
             return st;
         uint32_t pb = s->phase + 1;
         unsigned char *mb = shm_buf(s, me, pb);
         put_hdr(o, mb, step + 1, (hi - lo) * es);
-        CPY(DATA(mb), out, (hi - lo) * es);
+        red_slice(o, send, off, len, al, pa, DATA(mb));
         shm_publish(s);
+        OUT(o, recv + (off + lo) * es, DATA(mb), (hi - lo) * es);
         if ((st = shm_wait_all(o, pb)) != COHORT_OK)
             return st;
         for (int q = 0; q < n; q++) {
@@ -371,7 +387,7 @@ static cohort_status ar_large(shm_op *o, const unsigned char *send, unsigned cha
             size_t qlo = slice_lo(len, n, q, al), qhi = slice_lo(len, n, q + 1, al);
             if ((st = check_hdr(o, q, pb, step + 1, (qhi - qlo) * es)) != COHORT_OK)
                 return st;
-            CPY(recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)), (qhi - qlo) * es);
+            OUT(o, recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)), (qhi - qlo) * es);
         }
     }
     return COHORT_OK;
@@ -394,12 +410,12 @@ cohort_status coh_shm_all_reduce(coh_shm *s, const coh_call *c, const void *send
     if (s->n == 1) {
         if (send != recv && bytes)
             memcpy(recv, send, bytes);
-        finish(recv, count, c->dtype, c->redop, 1);
         return COHORT_OK;
     }
     if (bytes <= s->small_bytes)
         return ar_small(&o, send, recv, count);
-    return ar_large(&o, send, recv, count);
+    o.nt = bytes >= s->nt_bytes;
+    return op_end(&o, ar_large(&o, send, recv, count));
 }
 
 /* ---- reduce ---- */
@@ -424,7 +440,6 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
     if (n == 1) {
         if (send != recv && bytes)
             memcpy(recv, send, bytes);
-        finish(recv, count, c->dtype, c->redop, 1);
         return COHORT_OK;
     }
     if (bytes <= s->small_bytes) {
@@ -442,48 +457,44 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
                 s->srcs[q] = q == me ? send : DATA(shm_buf(s, q, p));
             coh_reduce_multi(recv, s->srcs, n, count, (cohort_dtype)c->dtype,
                              (cohort_op)c->redop);
-            finish(recv, count, c->dtype, c->redop, n);
         }
         return COHORT_OK;
     }
     /* Large: every rank reduces its slice (the work is spread over the
-     * cores); non-roots reduce straight into their buffer, the root into
-     * recv, then the root copies the other slices out. */
+     * cores) into its buffer, then the root copies every slice out. */
+    o.nt = am_root && bytes >= s->nt_bytes;
     size_t P = s->S / es;
     uint32_t step = 0;
     for (size_t off = 0; off < count; off += P, step += 2) {
         size_t len = COH_MIN(P, count - off);
         size_t al = red_align(s, es, len);
         if ((st = red_phase_a(&o, send, off, len, al, step)) != COHORT_OK)
-            return st;
+            return op_end(&o, st);
         uint32_t pa = s->phase;
         size_t lo = slice_lo(len, n, me, al), hi = slice_lo(len, n, me + 1, al);
         if ((st = shm_claim(&o)) != COHORT_OK)
-            return st;
+            return op_end(&o, st);
         uint32_t pb = pa + 1;
         unsigned char *mb = shm_buf(s, me, pb);
-        if (am_root) {
-            red_slice(&o, send, off, len, al, pa, (unsigned char *)recv + (off + lo) * es);
-        } else {
-            put_hdr(&o, mb, step + 1, (hi - lo) * es);
-            red_slice(&o, send, off, len, al, pa, DATA(mb));
-        }
+        put_hdr(&o, mb, step + 1, (hi - lo) * es);
+        red_slice(&o, send, off, len, al, pa, DATA(mb));
         shm_publish(s);
         if (!am_root)
             continue;
+        OUT(&o, (unsigned char *)recv + (off + lo) * es, DATA(mb), (hi - lo) * es);
         if ((st = shm_wait_all(&o, pb)) != COHORT_OK)
-            return st;
+            return op_end(&o, st);
         for (int q = 0; q < n; q++) {
             if (q == me)
                 continue;
             size_t qlo = slice_lo(len, n, q, al), qhi = slice_lo(len, n, q + 1, al);
             if ((st = check_hdr(&o, q, pb, step + 1, (qhi - qlo) * es)) != COHORT_OK)
-                return st;
-            CPY((unsigned char *)recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)),
-                   (qhi - qlo) * es);
+                return op_end(&o, st);
+            OUT(&o, (unsigned char *)recv + (off + qlo) * es, DATA(shm_buf(s, q, pb)),
+                (qhi - qlo) * es);
         }
     }
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 /* ---- broadcast ---- */
@@ -501,8 +512,9 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
     if (s->n == 1)
         return COHORT_OK;
     int me = s->me, am_root = me == root;
-    size_t S = s->S;
+    size_t S = pipe_piece(s->S, bytes);
     unsigned char *b = buf;
+    o.nt = !am_root && bytes >= s->nt_bytes;
     uint32_t step = 0;
     size_t off = 0;
     do {
@@ -527,11 +539,11 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
                 return st;
         }
         if (!am_root)
-            CPY(b + off, DATA(shm_buf(s, root, p)), len);
+            OUT(&o, b + off, DATA(shm_buf(s, root, p)), len);
         off += len;
         step++;
     } while (off < bytes);
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 /* ---- all_gather / gather ---- */
@@ -557,6 +569,7 @@ cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send
      * check passed, my part moves to its final place before any peer data
      * lands, and later pieces are published from there. */
     int ovl = overlap(send, bpr, recv, total);
+    o.nt = total >= s->nt_bytes;
     if (n == 1) {
         if (src != own && bpr)
             memmove(own, src, bpr);
@@ -585,11 +598,11 @@ cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send
         }
         for (int q = 0; q < n; q++)
             if (q != me)
-                CPY(rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
+                OUT(&o, rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
         off += len;
         step++;
     } while (off < bpr);
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, void *recv,
@@ -611,12 +624,13 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
     /* The root's own part moves after the first contract check and before
      * any peer data lands (its send may overlap recv). */
     int own_move = am_root && bpr && send != rb + (size_t)me * bpr;
+    o.nt = am_root && total >= s->nt_bytes;
     if (n == 1) {
         if (own_move)
             memmove(rb, send, bpr);
         return COHORT_OK;
     }
-    size_t S = s->S, off = 0;
+    size_t S = pipe_piece(s->S, bpr), off = 0;
     uint32_t step = 0;
     do {
         size_t len = COH_MIN(S, bpr - off);
@@ -645,11 +659,11 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
         if (am_root)
             for (int q = 0; q < n; q++)
                 if (q != me)
-                    CPY(rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
+                    OUT(&o, rb + (size_t)q * bpr + off, DATA(shm_buf(s, q, p)), len);
         off += len;
         step++;
     } while (off < bpr);
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 /* ---- scatter ---- */
@@ -671,8 +685,10 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
         return bad_arg(&o, "NULL buffer");
     const unsigned char *sb = send;
     unsigned char *rb = recv;
+    o.nt = !am_root && bpr >= s->nt_bytes;
     if (n > 1) {
         size_t Pb = block_piece(s, 1), off = 0;
+        Pb = COH_MIN(Pb, pipe_piece(Pb, bpr));
         uint32_t step = 0;
         do {
             size_t len = COH_MIN(Pb, bpr - off);
@@ -698,7 +714,7 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
                     return st;
             }
             if (!am_root)
-                CPY(rb + off, DATA(shm_buf(s, root, p)) + bidx(root, me) * Pb, len);
+                OUT(&o, rb + off, DATA(shm_buf(s, root, p)) + bidx(root, me) * Pb, len);
             off += len;
             step++;
         } while (off < bpr);
@@ -706,7 +722,7 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
     /* The root's own block last: recv may overlap send (in place). */
     if (am_root && bpr && rb != sb + (size_t)me * bpr)
         memmove(rb, sb + (size_t)me * bpr, bpr);
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 /* ---- reduce_scatter ---- */
@@ -733,7 +749,6 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
     if (n == 1) {
         if (rb != sb && blk)
             memmove(rb, sb, blk);
-        finish(rb, cpr, c->dtype, c->redop, 1);
         return COHORT_OK;
     }
     size_t Pe = block_piece(s, es) / es, off = 0;
@@ -759,7 +774,6 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
                                      : DATA(shm_buf(s, q, p)) + bidx(q, me) * Pe * es;
             coh_reduce_multi(rb + off * es, s->srcs, n, len, (cohort_dtype)c->dtype,
                              (cohort_op)c->redop);
-            finish(rb + off * es, len, c->dtype, c->redop, n);
         }
         off += len;
         step++;
@@ -791,6 +805,7 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
             memcpy(rb, sb, bpp);
         return COHORT_OK;
     }
+    o.nt = total >= s->nt_bytes;
     size_t Pb = block_piece(s, 1), off = 0;
     uint32_t step = 0;
     do {
@@ -811,12 +826,12 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
             CPY(rb + (size_t)me * bpp + off, sb + (size_t)me * bpp + off, len);
         for (int q = 0; q < n; q++)
             if (q != me)
-                CPY(rb + (size_t)q * bpp + off, DATA(shm_buf(s, q, p)) + bidx(q, me) * Pb,
-                       len);
+                OUT(&o, rb + (size_t)q * bpp + off, DATA(shm_buf(s, q, p)) + bidx(q, me) * Pb,
+                    len);
         off += len;
         step++;
     } while (off < bpp);
-    return COHORT_OK;
+    return op_end(&o, COHORT_OK);
 }
 
 /* ---- barrier ---- */

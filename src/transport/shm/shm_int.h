@@ -111,11 +111,13 @@ struct coh_shm {
     size_t S;                   /* data bytes per buffer */
     size_t small_bytes;
     int check;                  /* contract check on (same on every local rank) */
+    size_t nt_bytes;            /* calls writing more than this stream to recv */
     uint32_t phase;             /* my published phase */
     uint32_t min_seen;          /* every rank is known to have arrive >= this */
     int *pidfd;                 /* [n]; -1 for me / unavailable */
     int oversub;                /* ranks outnumber usable CPUs */
-    uint64_t spin_ns, yield_ns; /* waiting strategy */
+    uint64_t spin_ns, yield_ns; /* waiting strategy: max spin, spin + yield */
+    uint64_t spin_cur;          /* adaptive spin budget, <= spin_ns */
     uint32_t st_file_site;      /* site whose file name is published */
     char (*peer_file)[72];      /* [n]: storage for coh_shm_peer_state's cur->file */
     const void **srcs;          /* [n]: reduction sources scratch */
@@ -147,6 +149,7 @@ typedef struct shm_op {
     coh_wait w;
     int w_init;
     int waiting_for; /* group rank named in stall reports */
+    int nt;          /* this call writes recv with streaming stores */
 } shm_op;
 
 /* shm_wait.c */

@@ -70,6 +70,25 @@ void shm_wait_defaults(coh_shm *s)
         s->yield_ns = (uint64_t)v * 1000;
     if (s->yield_ns < s->spin_ns)
         s->yield_ns = s->spin_ns;
+    s->spin_cur = s->spin_ns;
+}
+
+/* Adaptive spin: a wait that ends while spinning lets the budget grow back
+ * towards spin_ns; one that outlasts the spin halves it (down to SPIN_MIN),
+ * so a rank whose peers are descheduled (loaded machine) or slow stops
+ * burning a CPU they may need, while tight back-to-back calls keep
+ * spinning. */
+#define SPIN_MIN_NS 2000u
+static inline void spin_won(coh_shm *s)
+{
+    uint64_t c = s->spin_cur + s->spin_cur / 4 + 500;
+    s->spin_cur = c < s->spin_ns ? c : s->spin_ns;
+}
+
+static inline void spin_lost(coh_shm *s)
+{
+    uint64_t c = s->spin_cur / 2;
+    s->spin_cur = c > SPIN_MIN_NS ? c : (s->spin_ns < SPIN_MIN_NS ? s->spin_ns : SPIN_MIN_NS);
 }
 
 cohort_status shm_check_abort(coh_shm *s)
@@ -139,16 +158,22 @@ cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target)
     cohort_status st;
     uint64_t t0 = coh_now_ns(), now = t0, next_check = t0 + SLICE_NS;
 
-    /* Stage 1: spin. The clock is read every 64 iterations only. */
+    /* Stage 1: spin. The clock is read every 64 iterations only; when
+     * oversubscribed a few iterations only (the peer may need this CPU). */
+    unsigned mask = s->oversub ? 7u : 63u;
     for (unsigned i = 1;; i++) {
-        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
+        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target)) {
+            spin_won(s);
             return COHORT_OK;
-        if ((i & 63u) == 0) {
+        }
+        if ((i & mask) == 0) {
             if (urgent(s) && (st = slow_check(o, q, target)) != COHORT_OK)
                 return st;
             now = coh_now_ns();
-            if (now - t0 >= s->spin_ns)
+            if (now - t0 >= s->spin_cur) {
+                spin_lost(s);
                 break;
+            }
             if (now >= next_check) {
                 if ((st = slow_check(o, q, target)) != COHORT_OK)
                     return st;

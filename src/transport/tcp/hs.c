@@ -72,9 +72,14 @@ static int split_hostport(const char *s, char *host, size_t hl, char *port, size
             ps = he + 2;
     } else {
         const char *colon = NULL;
+        int ncolon = 0;
         for (const char *q = p; q < end; q++)
-            if (*q == ':')
+            if (*q == ':') {
                 colon = q;
+                ncolon++;
+            }
+        if (ncolon > 1)
+            colon = NULL; /* a bare IPv6 address: no port */
         he = colon ? colon : end;
         if (colon)
             ps = colon + 1;
@@ -816,7 +821,16 @@ static int missing_ranks(const coh_net *n, int *out)
     return k;
 }
 
+static cohort_status connect_run(coh_net *n);
+
 cohort_status coh_net_connect(coh_net *n)
+{
+    cohort_status st = connect_run(n);
+    int p = st != COHORT_OK ? coh_group_poisoned(n->g) : 0;
+    return p ? (cohort_status)p : st;
+}
+
+static cohort_status connect_run(coh_net *n)
 {
     cohort_group *g = n->g;
     if (n->connected)
@@ -975,6 +989,16 @@ void coh_net_destroy(coh_net *n)
     if (!n)
         return;
     if (n->c) {
+        /* Leaving a failed group: say why before the goodbye, so a peer
+         * still waiting reports the cause rather than "rank left". */
+        int p = n->g ? coh_group_poisoned(n->g) : 0;
+        if (p) {
+            char why[COH_ERRLEN];
+            pthread_mutex_lock(&n->g->err_mu);
+            snprintf(why, sizeof why, "%s", n->g->err.msg);
+            pthread_mutex_unlock(&n->g->err_mu);
+            coh_net_send_abort(n, (cohort_status)p, why);
+        }
         coh_hdr bye;
         memset(&bye, 0, sizeof bye);
         bye.magic = COH_HDR_MAGIC;

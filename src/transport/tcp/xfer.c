@@ -24,6 +24,7 @@
  * the listener, for at most COH_WAIT_SLICE_MS, and run coh_wait_check.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -41,86 +42,13 @@ enum { OP_PENDING = 0, OP_ACTIVE = 1, OP_DONE = 2 };
 
 #define HDR_LEN sizeof(coh_hdr)
 
-/* ---- naming, for the local mismatch message ---- */
-
-static const char *coll_str(int c)
-{
-    static const char *const t[] = {"none",   "all_reduce",     "broadcast",   "reduce",
-                                    "all_gather", "gather",     "scatter",     "reduce_scatter",
-                                    "all_to_all", "barrier",    "send",        "recv",
-                                    "internal"};
-    return c >= 0 && c < (int)COH_ARRAY_LEN(t) ? t[c] : "unknown op";
-}
-
-static void field_desc(char *out, size_t len, int f, const coh_hdr *h)
-{
-    static const char *const dt[] = {"int8",    "uint8",    "int32",   "uint32",  "int64",
-                                     "uint64",  "float16",  "bfloat16", "float32", "float64"};
-    static const char *const ro[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
-    switch (f) {
-    case COH_FIELD_GROUP:
-        snprintf(out, len, "group %u", h->group);
-        break;
-    case COH_FIELD_GENERATION:
-        snprintf(out, len, "generation %u", h->gen);
-        break;
-    case COH_FIELD_SEQ:
-        snprintf(out, len, "seq %llu", (unsigned long long)h->seq);
-        break;
-    case COH_FIELD_OP:
-        snprintf(out, len, "%s", coll_str(h->coll));
-        break;
-    case COH_FIELD_DTYPE:
-        snprintf(out, len, "%s", h->dtype < COH_ARRAY_LEN(dt) ? dt[h->dtype] : "bad dtype");
-        break;
-    case COH_FIELD_COUNT:
-        snprintf(out, len, "count %llu", (unsigned long long)h->count);
-        break;
-    case COH_FIELD_REDOP:
-        snprintf(out, len, "%s",
-                 h->redop < 0 ? "no reduction"
-                              : (h->redop < (int)COH_ARRAY_LEN(ro) ? ro[h->redop] : "bad op"));
-        break;
-    case COH_FIELD_ROOT:
-        snprintf(out, len, "root/peer %d", h->root);
-        break;
-    case COH_FIELD_TAG:
-        snprintf(out, len, "tag %d", h->tag);
-        break;
-    default:
-        snprintf(out, len, "step %u with %llu bytes", h->step, (unsigned long long)h->len);
-        break;
-    }
-}
-
-static const char *field_str(int f)
-{
-    static const char *const t[] = {"nothing", "group",  "generation", "seq",
-                                    "op",      "dtype",  "count",      "reduce op",
-                                    "root",    "tag",    "algorithm step / size"};
-    return f >= 0 && f < (int)COH_ARRAY_LEN(t) ? t[f] : "field";
-}
-
 /* ---- failures ---- */
 
-static cohort_status mismatch(coh_net *n, int peer, const coh_hdr *exp, const coh_hdr *got,
-                              int field)
+/* The contract module builds the message (both sides, call sites) and
+ * fails the group with COHORT_ERR_CONTRACT. */
+static cohort_status mismatch(coh_net *n, int peer, const coh_hdr *exp, const coh_hdr *got)
 {
-    cohort_group *g = n->g;
-    cohort_status st = coh_contract_mismatch(g, n->call, peer, exp, got);
-    if (st == COHORT_ERR_CONTRACT && coh_group_poisoned(g))
-        return st;
-    /* Fallback while src/contract/ is still the generated placeholder (it
-     * returns UNSUPPORTED without failing the group): the local report. */
-    char e[96], r[96];
-    field_desc(e, sizeof e, field, exp);
-    field_desc(r, sizeof r, field, got);
-    return coh_group_fail(g, COHORT_ERR_CONTRACT,
-                          "%s #%llu: %s differs: rank %d sent %s (%s #%llu, line %u), rank %d "
-                          "expects %s",
-                          coll_str(exp->coll), (unsigned long long)exp->seq, field_str(field),
-                          peer, r, coll_str(got->coll), (unsigned long long)got->seq, got->line,
-                          n->rank, e);
+    return coh_contract_mismatch(n->g, n->call, peer, exp, got);
 }
 
 static cohort_status lost(coh_net *n, tcp_conn *c, int err, const char *doing)
@@ -170,7 +98,7 @@ static cohort_status check_hdr(coh_net *n, coh_xfer *op, const coh_hdr *got)
         }
         f = coh_hdr_match(&e, got);
     }
-    return f == COH_FIELD_NONE ? COHORT_OK : mismatch(n, op->peer, &e, got, f);
+    return f == COH_FIELD_NONE ? COHORT_OK : mismatch(n, op->peer, &e, got);
 }
 
 /* A message nobody waits for: legitimate only if it belongs to this group
@@ -193,7 +121,7 @@ static cohort_status check_unexpected(coh_net *n, const coh_hdr *h)
     e.gen = n->me.gen;
     if (h->kind == COH_MSG_COLL)
         e.seq = n->coll_floor;
-    return mismatch(n, h->src, &e, h, f);
+    return mismatch(n, h->src, &e, h);
 }
 
 static void op_done(coh_net *n, tcp_conn *c, coh_xfer *op)
@@ -248,7 +176,7 @@ static cohort_status rx_dispatch(coh_net *n, tcp_conn *c)
                         "tcp: rank %d sent a %llu-byte message no posted receive matches (%s #%llu "
                         "tag %d) ahead of the one this rank waits for; %zu unexpected bytes are "
                         "already held and COHORT_MAX_UNEXPECTED is %zu",
-                        c->peer, (unsigned long long)h->len, coll_str(h->coll),
+                        c->peer, (unsigned long long)h->len, coh_coll_name(h->coll),
                         (unsigned long long)h->seq, h->tag, n->stash_bytes, n->stash_max);
                 /* Nobody waits on this peer: leave the payload in the kernel. */
                 c->rx_state = RX_PARKED;
@@ -300,7 +228,12 @@ static cohort_status rx_complete(coh_net *n, tcp_conn *c, int *moved)
         if (st <= COHORT_OK || st > COHORT_ERR_UNSUPPORTED)
             st = COHORT_ERR_ABORTED;
         char reason[COH_ERRLEN + 64];
-        snprintf(reason, sizeof reason, "rank %d aborted the group: %s", c->peer, t);
+        /* A relayed cause already names the rank that aborted: keep it. */
+        int relayed = !strncmp(t, "rank ", 5) && strstr(t, " aborted the group: ") != NULL;
+        if (relayed)
+            snprintf(reason, sizeof reason, "%s", t);
+        else
+            snprintf(reason, sizeof reason, "rank %d aborted the group: %s", c->peer, t);
         coh_group_remote_abort(n->g, (cohort_status)st, reason);
         int p = coh_group_poisoned(n->g);
         return p ? (cohort_status)p : (cohort_status)st;
@@ -597,19 +530,27 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
             ssize_t rr = read(n->efd, &v, sizeof v);
             (void)rr;
         }
-        for (int i = 1; i < nconn; i++) {
-            tcp_conn *c = &n->c[n->pmap[i]];
-            if (!p[i].revents)
-                continue;
-            if (c->rx_state == RX_PARKED) {
-                if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR))
-                    c->hup = 1; /* decided when a receive needs this peer */
-                continue;
-            }
-            if (p[i].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) {
-                cohort_status st = rx_progress(n, c, 1, moved);
-                if (st != COHORT_OK)
-                    return st;
+        /* The batch's own peers first: when their data completes the
+         * batch, the call succeeds even if another peer's abort frame is
+         * already queued (the next call reads it). */
+        for (int round = 0; round < 2; round++) {
+            if (round == 1 && n->left == 0)
+                return COHORT_OK;
+            for (int i = 1; i < nconn; i++) {
+                tcp_conn *c = &n->c[n->pmap[i]];
+                int mine = c->want > 0 || c->sends > 0;
+                if (!p[i].revents || mine != (round == 0))
+                    continue;
+                if (c->rx_state == RX_PARKED) {
+                    if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR))
+                        c->hup = 1; /* decided when a receive needs this peer */
+                    continue;
+                }
+                if (p[i].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) {
+                    cohort_status st = rx_progress(n, c, 1, moved);
+                    if (st != COHORT_OK)
+                        return st;
+                }
             }
         }
         cohort_status st = tcp_hs_service(n, p + nconn, nh);
@@ -633,7 +574,20 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
     return coh_wait_check(w);
 }
 
+static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, int nops);
+
 cohort_status coh_net_xfer(coh_net *n, const coh_call *call, coh_xfer *ops, int nops)
+{
+    cohort_status st = xfer_run(n, call, ops, nops);
+    if (st == COHORT_OK)
+        return st;
+    /* Several failures can race (a local abort, the peer's EOF that
+     * follows it): report the group's first one, as every later call will. */
+    int p = coh_group_poisoned(n->g);
+    return p ? (cohort_status)p : st;
+}
+
+static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, int nops)
 {
     cohort_group *g = n->g;
     int p = coh_group_poisoned(g);
@@ -717,8 +671,13 @@ cohort_status coh_net_xfer(coh_net *n, const coh_call *call, coh_xfer *ops, int 
         uint64_t now = coh_now_ns();
         if (!spin_start)
             spin_start = now;
-        if (now - spin_start < n->spin_ns && !coh_group_poisoned(g))
+        if (now - spin_start < n->spin_ns && !coh_group_poisoned(g)) {
+            /* On loopback the peer we wait for is often woken onto this
+             * very CPU (wake-affine): yielding lets it run instead of
+             * queueing behind our spin. */
+            sched_yield();
             continue;
+        }
         moved = 0;
         st = block(n, &w, &moved);
         if (st != COHORT_OK)

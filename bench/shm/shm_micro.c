@@ -273,8 +273,23 @@ int main(int argc, char **argv)
     snprintf(job, sizeof job, "shm-micro-%d", (int)getpid());
     setenv("COHORT_JOB_ID", job, 1);
     setenv("COHORT_TOKEN", "shm-micro-token", 1);
-    if (th_store_init() || !th_shared_init())
+    /* The ranks rendezvous through a store server on this process's
+     * thread (it keeps running in the parent after the fork). */
+    const char *jobp = job, *tokp = "shm-micro-token";
+    cohort_store_server_opts so;
+    memset(&so, 0, sizeof so);
+    so.bind_addr = "127.0.0.1";
+    so.job_ids = &jobp;
+    so.tokens = &tokp;
+    so.n_jobs = 1;
+    cohort_store_server *srv = NULL;
+    if (cohort_store_server_start(&srv, &so) != COHORT_OK || !th_shared_init()) {
+        fprintf(stderr, "cannot start the store server\n");
         return 1;
+    }
+    char url[64];
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", cohort_store_server_port(srv));
+    setenv("COHORT_STORE", url, 1);
     printf("# shm_micro: ranks %d, target %.2f s/size, back-to-back, float32 sum\n", nranks,
            target_s);
     printf("%-15s %12s %6s %10s %10s %10s %10s %11s %9s %9s %8s %s\n", "coll", "bytes", "ranks",
@@ -293,5 +308,6 @@ int main(int argc, char **argv)
         if (!WIFEXITED(st) || WEXITSTATUS(st))
             rc = 1;
     }
+    cohort_store_server_stop(srv);
     return rc;
 }
