@@ -14,8 +14,8 @@
 #include "coll/coll_int.h"
 
 /* ---- crossovers (bytes) ---- */
-#define AR_RD_MAX (32u << 10)   /* all_reduce: recursive doubling up to here */
-#define AR_RAB_MAX (512u << 10) /* ... Rabenseifner up to here, ring above */
+#define AR_RD_MAX (64u << 10)   /* all_reduce: recursive doubling up to here */
+#define AR_RAB_MAX (512u << 10) /* ... Rabenseifner up to here (n >= 4), ring above */
 #define AG_BRUCK_MAX (64u << 10) /* all_gather: Bruck while the total is small */
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
 #define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
@@ -73,8 +73,9 @@ static int ar_rd_pref(const cohort_group *g, const coh_call *c)
  * neighbour-only traffic wins. */
 static int ar_rab_pref(const cohort_group *g, const coh_call *c)
 {
-    (void)g;
-    return bytes_of(c) <= AR_RAB_MAX;
+    /* with 2 or 3 ranks the halving has one round: it is the ring without
+     * the pipelining */
+    return g->size >= 4 && bytes_of(c) <= AR_RAB_MAX;
 }
 int coh_bc_tree_pref(int n, size_t bytes)
 {

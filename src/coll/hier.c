@@ -77,9 +77,9 @@ static cohort_status leaders_all_reduce(cohort_group *g, const coh_call *c, cons
                                         void *buf, size_t count)
 {
     size_t bytes = count * es_of(c);
-    if (bytes <= (32u << 10) || count < (size_t)v->n)
+    if (bytes <= (64u << 10) || count < (size_t)v->n)
         return coh_rd_all_reduce(g, c, v, buf, count, 0);
-    if (bytes <= (512u << 10))
+    if (v->n >= 4 && bytes <= (512u << 10))
         return coh_rab_all_reduce(g, c, v, buf, count, 0);
     return coh_ring_all_reduce(g, c, v, buf, count, 0);
 }

@@ -204,6 +204,14 @@ START_TEST(test_select_defaults)
     ck_assert_str_eq(pick(g, COH_COLL_BARRIER, COHORT_UINT8, 0, &st)->name, "dissemination");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_TO_ALL, COHORT_UINT8, 9, &st)->name, "pairwise");
     sim_destroy(w);
+    /* two ranks: one exchange for small vectors, then the ring (halving
+     * would be the ring without the pipeline) */
+    w = sim_create(2, NULL, 0, 1);
+    ck_assert_str_eq(pick(sim_group(w, 0), COH_COLL_ALL_REDUCE, COHORT_FLOAT32, 1024, &st)->name,
+                     "rd");
+    ck_assert_str_eq(
+        pick(sim_group(w, 0), COH_COLL_ALL_REDUCE, COHORT_FLOAT32, 64 << 10, &st)->name, "ring");
+    sim_destroy(w);
     /* one host with shared memory: shm for everything */
     w = sim_create(4, NULL, 1, 0);
     for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
