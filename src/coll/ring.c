@@ -3,8 +3,7 @@
  *
  * Ring all-reduce is the bandwidth-optimal composition of the two: each
  * member sends and receives 2(n-1)/n of the vector. Reduce-scatter steps are
- * cut into pieces of coh_coll_chunk_bytes() and pipelined (ring_rs): the
- * reduction of piece j overlaps the transfer of piece j+1.
+ * cut into pieces of coh_coll_chunk_bytes() and pipelined (ring_rs).
  *
  * Blocks are either the even split of `count` (coh_blk_*) or explicit
  * offset/length arrays (the hierarchical algorithms' per-host blocks).
@@ -43,7 +42,13 @@ typedef struct rs_cur {
     size_t t;
 } rs_cur;
 
-#define RS_AHEAD 1 /* pieces a send may run ahead of the receives */
+/* Pieces a send may run ahead of the receives. One ahead lets the reduction
+ * of piece j overlap the sending of piece j+1, but the piece then usually
+ * arrives before its receive is posted and takes an extra copy through the
+ * transport's unexpected-message stash: on the 2-core reference VM that
+ * cost more than the overlap gained (64 MiB, 2 ranks: 280 ms at 0 vs
+ * 310-380 ms at 1), so pieces go in lockstep. */
+#define RS_AHEAD 0
 
 /* Pieces of the block sent (dir 0) or received (dir 1) in step s. */
 static size_t rs_pieces(const blocks *bl, int n, int me, int k, int s, int dir, size_t ce)
@@ -65,11 +70,12 @@ static void rs_norm(rs_cur *c, const blocks *bl, int n, int me, int k, int dir, 
  * numbers used in *used.
  *
  * The pieces form one stream per direction: piece t of step s goes right
- * once piece t of step s-1 has come in from the left and been reduced.
- * Sends run RS_AHEAD piece ahead of the receives: the batch that receives
- * piece j also sends piece j+1, so while this rank reduces piece j the next
- * one is already on its way to the right neighbour (one stream per peer
- * keeps them in order; a piece that arrives early waits in the transport). */
+ * as soon as piece t of step s-1 has come in from the left and been
+ * reduced, without waiting for the rest of its block, so the steps overlap
+ * and a neighbour's next piece streams into the socket buffer while this
+ * rank reduces. Sends may run RS_AHEAD pieces ahead of the receives (one
+ * stream per peer keeps them in order; an early piece waits in the
+ * transport). */
 static cohort_status ring_rs(cohort_group *g, const coh_call *c, const coh_view *v, char *buf,
                              const char *src, const blocks *bl, int k, uint32_t base,
                              uint32_t *used)
