@@ -12,26 +12,8 @@
 
 #define DEFAULT_CHUNK_BYTES ((size_t)256 << 10)
 
-static const char *const labels[COH_COLL_KIND_COUNT] = {
-    [COH_COLL_NONE] = "none",
-    [COH_COLL_ALL_REDUCE] = "all_reduce",
-    [COH_COLL_BROADCAST] = "broadcast",
-    [COH_COLL_REDUCE] = "reduce",
-    [COH_COLL_ALL_GATHER] = "all_gather",
-    [COH_COLL_GATHER] = "gather",
-    [COH_COLL_SCATTER] = "scatter",
-    [COH_COLL_REDUCE_SCATTER] = "reduce_scatter",
-    [COH_COLL_ALL_TO_ALL] = "all_to_all",
-    [COH_COLL_BARRIER] = "barrier",
-    [COH_COLL_SEND] = "send",
-    [COH_COLL_RECV] = "recv",
-    [COH_COLL_INTERNAL] = "internal",
-};
-
-const char *coh_coll_label(int coll)
-{
-    return coll >= 0 && coll < COH_COLL_KIND_COUNT && labels[coll] ? labels[coll] : "unknown";
-}
+/* One name table for the whole library: src/contract/names.c. */
+const char *coh_coll_label(int coll) { return coh_coll_name(coll); }
 
 /* "COHORT_ALGO_ALL_REDUCE" for COH_COLL_ALL_REDUCE */
 static void env_name(int coll, char *out, size_t len)

@@ -260,29 +260,48 @@ static void build_report(cohort_group *g)
     if (store_dead)
         snprintf(store_why, sizeof store_why, "%s: %s", cohort_status_name(st),
                  cohort_store_last_error(g->store));
-    /* Which keys exist (all of them when the wait succeeded). */
+    /* Which keys exist: all of them when the wait succeeded, else one
+     * listing (one round trip, whatever the group size). */
+    unsigned char *exists = coh_calloc((size_t)n, 1);
+    if (!exists) {
+        store_dead = 1;
+        snprintf(store_why, sizeof store_why, "out of memory");
+    } else if (!store_dead && st == COHORT_OK) {
+        memset(exists, 1, (size_t)n);
+    } else if (!store_dead) {
+        char **names = NULL;
+        size_t *nl = NULL;
+        int cnt = 0;
+        cohort_status ls = cohort_store_list(g->store, "contract/", &names, &nl, &cnt);
+        if (ls != COHORT_OK) {
+            store_dead = 1;
+            snprintf(store_why, sizeof store_why, "%s: %s", cohort_status_name(ls),
+                     cohort_store_last_error(g->store));
+        }
+        for (int i = 0; i < cnt; i++) {
+            /* "contract/<rank>" only (not "contract/read/<rank>") */
+            const char *p = names[i] + strlen("contract/");
+            char *end = NULL;
+            long r = strtol(p, &end, 10);
+            if (nl[i] > strlen("contract/") && end && !*end && end != p && r >= 0 && r < n)
+                exists[r] = 1;
+            free(names[i]);
+        }
+        free(names);
+        free(nl);
+    }
     int nhave = 0;
     for (int r = 0; r < n && !store_dead; r++) {
-        int exists = 1;
-        if (st != COHORT_OK) {
-            cohort_status cs = cohort_store_check(g->store, &kp[r], &kl[r], 1, &exists);
-            if (cs != COHORT_OK) {
-                store_dead = 1;
-                snprintf(store_why, sizeof store_why, "%s: %s", cohort_status_name(cs),
-                         cohort_store_last_error(g->store));
-                break;
-            }
-        }
-        if (!exists) {
+        if (!exists[r]) {
             coh_debug("contract report: no history from rank %d within %d ms", r, REPORT_WAIT_MS);
             continue;
         }
-        /* compact the present keys to the front (ranks remembered in kl's
-         * twin array below) */
+        /* the present keys, compacted to the front */
         kp[nhave] = keys[r];
         kl[nhave] = strlen(keys[r]);
         present[nhave++] = r;
     }
+    coh_free(exists);
     /* One round trip for all values: the window in which the store's host
      * may already be leaving stays small. */
     void **vals = NULL;

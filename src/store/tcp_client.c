@@ -74,7 +74,9 @@ typedef struct tcp {
     uint32_t max_key, max_value, max_frame, job_gen;
 } tcp;
 
-#define RBUF_SIZE (64 * 1024)
+/* Replies up to this size are read many at a time; larger ones get a buffer
+ * of their own. Small, since a process may hold a thousand handles. */
+#define RBUF_SIZE (16 * 1024)
 
 static tcp *T(cohort_store *s) { return coh_store_priv(s); }
 
@@ -123,9 +125,16 @@ static cohort_status send_all(cohort_store *s, tcp *t, const uint8_t *p, size_t 
     if (deadline == UINT64_MAX) {
         pthread_mutex_lock(&t->send_mu);
     } else {
-        struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ull),
-                              .tv_nsec = (long)(deadline % 1000000000ull)};
-        if (pthread_mutex_clocklock(&t->send_mu, CLOCK_MONOTONIC, &ts) != 0)
+        /* pthread_mutex_timedlock takes a CLOCK_REALTIME deadline: convert
+         * the monotonic one. (pthread_mutex_clocklock would avoid that, but
+         * gcc-12's TSan does not intercept it and reports false races.) */
+        uint64_t left = deadline > coh_now_ns() ? deadline - coh_now_ns() : 0;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t abs_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + left;
+        ts.tv_sec = (time_t)(abs_ns / 1000000000ull);
+        ts.tv_nsec = (long)(abs_ns % 1000000000ull);
+        if (pthread_mutex_timedlock(&t->send_mu, &ts) != 0)
             return coh_err_set(coh_store_err(s), COHORT_ERR_TIMEOUT,
                                "%s: timed out waiting to send to store %s (another thread's "
                                "send is stalled)",

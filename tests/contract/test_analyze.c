@@ -367,6 +367,34 @@ START_TEST(skipped_blocking_peer_view)
 }
 END_TEST
 
+START_TEST(same_contract_skip_without_majority_at_divergence)
+{
+    /* The e2e case under load: rank 3 skipped #4 (line 94), whose contract
+     * equals #5 (line 96), so nothing failed at #4. Ranks 0-1 were caught
+     * by the abort inside #4 and never reached #5; at #5 only ranks 2 (96)
+     * and 3 (barrier, 98) are present - no majority there. The call sites
+     * already split at #4 with one (0-2 at 94, 3 at 96): the report must
+     * still say rank 3 skipped #4. */
+    th_world w = th_make(4, 0);
+    for (int r = 0; r < 4; r++)
+        for (uint64_t q = 1; q <= 3; q++)
+            th_append(&w, r, th_fp(q, COH_COLL_ALL_REDUCE, 16, 51));
+    for (int r = 0; r < 3; r++)
+        th_append(&w, r, th_fp(4, COH_COLL_ALL_REDUCE, 1024, 94));
+    th_append(&w, 2, th_fp(5, COH_COLL_ALL_REDUCE, 1024, 96));
+    th_append(&w, 3, th_fp(4, COH_COLL_ALL_REDUCE, 1024, 96));
+    th_append(&w, 3, th_fp(5, COH_COLL_BARRIER, 0, 98));
+    coh_divergence d;
+    ck_assert_int_eq(coh_contract_diverge(w.h, 4, &d, NULL), 1);
+    ck_assert_int_eq(d.kind, COH_DIV_SKIPPED);
+    ck_assert_int_eq((int)d.seq, 4);
+    char out[1024];
+    coh_contract_analyze(w.h, 4, out, sizeof out);
+    ck_assert_msg(strstr(out, "rank 3 skipped all_reduce #4 (train.c:94)"), "%s", out);
+    th_free(&w);
+}
+END_TEST
+
 START_TEST(shift_direction_ambiguous)
 {
     /* A loop of two calls (88, 91): skipping 88 and adding a 91 give the
@@ -813,6 +841,7 @@ static Suite *suite(void)
     tcase_add_test(t, extra_call);
     tcase_add_test(t, skipped_call);
     tcase_add_test(t, skipped_blocking_peer_view);
+    tcase_add_test(t, same_contract_skip_without_majority_at_divergence);
     tcase_add_test(t, shift_direction_ambiguous);
     tcase_add_test(t, skipped_by_several);
     tcase_add_test(t, blocking_skip_without_lookahead);

@@ -139,6 +139,23 @@ START_TEST(mismatch_every_field)
 }
 END_TEST
 
+/* ---- COHORT_DEBUG=sync: the checked barrier catches the same cases ---- */
+
+START_TEST(debug_sync_catches_mismatch)
+{
+    int fields[] = {F_COUNT, F_SKIP, F_ROOT};
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = transports[_i],
+                      .extra_env = "COHORT_TIMEOUT=20;COHORT_DEBUG=sync"};
+        cht_result r;
+        cht_run_ranks(&o, rank_mismatch, (void *)&cases[fields[k]], &r);
+        for (int i = 0; i < 4; i++)
+            ck_assert_msg(r.status[i] == 0 && !r.hung[i], "sync, field %d: rank %d status %d",
+                          fields[k], i, r.status[i]);
+    }
+}
+END_TEST
+
 /* ---- straggler: stall report, then success ---- */
 
 static int rank_straggler(int rank, void *arg)
@@ -309,6 +326,7 @@ int main(void)
     TCase *tc = tcase_create("e2e");
     tcase_set_timeout(tc, 200);
     tcase_add_loop_test(tc, mismatch_every_field, 0, 2);
+    tcase_add_loop_test(tc, debug_sync_catches_mismatch, 0, 2);
     tcase_add_loop_test(tc, straggler_is_not_an_error, 0, 2);
     tcase_add_loop_test(tc, frozen_peer_times_out, 0, 2);
     tcase_add_loop_test(tc, p2p_cycle_reported, 0, 2);

@@ -625,14 +625,22 @@ START_TEST(test_auth)
     const char *jobs[2] = {"jobA", "jobB"}, *toks[2] = {"tokA", "tokB"};
     ck_assert_int_eq(eh_enable_auth(&C, "cohort", jobs, toks, 2), 0);
 
+    setenv("COHORT_ETCD_LEASE_TTL", "1", 1);
     cohort_store *a = conn(ADDR, "jobA", "tokA");
     cohort_store *b = conn(ADDR, "jobB", "tokB");
+    /* the keep-alive thread works under auth too */
+    ST_PASS(coh_store_etcd_put_lease(a, "alive", 5, "1", 1), a);
     ST_PASS(cohort_store_sets(a, "k", "secret-a"), a);
     ST_PASS(cohort_store_sets(b, "k", "b"), b);
     expect_str(a, "k", "secret-a");
     int64_t r;
     ST_PASS(cohort_store_add(a, "n", 1, 2, &r), a);
     ST_PASS(cohort_store_barrier(a, "b", 1, 1000), a);
+    void *v;
+    size_t vl;
+    ST_EXPECT(cohort_store_get(a, "never", 5, &v, &vl, 2500), COHORT_ERR_TIMEOUT, a);
+    ck_assert_int_eq(coh_store_etcd_lease_state(a), 1);
+    ck_assert_int_eq(exists(a, "alive"), 1);
 
     /* Wrong token, unknown job: AUTH at connect; the token is never echoed. */
     cohort_store *x = NULL;
@@ -735,6 +743,47 @@ START_TEST(test_lease_expiry)
     ck_assert_int_eq(exists(s, "alive/3"), 0);
     cohort_store_close(h);
     cohort_store_close(s);
+    eh_stop(&C);
+}
+END_TEST
+
+/* ---- a whole cohort group rendezvousing through etcd ---- */
+
+static int group_rank(int rank, void *arg)
+{
+    int mismatch = *(int *)arg;
+    cohort_group *g = NULL;
+    RANK_PASS(cohort_init(&g), NULL);
+    int n = cohort_size(g);
+    float buf[1024];
+    for (int i = 0; i < 1024; i++)
+        buf[i] = (float)(rank + i);
+    RANK_PASS(cohort_all_reduce(g, buf, buf, 1024, COHORT_FLOAT32, COHORT_SUM), g);
+    for (int i = 0; i < 1024; i++)
+        RANK_CHECK(buf[i] == (float)(n * (n - 1) / 2 + n * i), "all_reduce[%d] = %g", i, buf[i]);
+    RANK_PASS(cohort_barrier(g), g);
+    if (mismatch) {
+        /* rank 1 disagrees on the count: every rank gets the contract error */
+        cohort_status st = cohort_all_reduce(g, buf, buf, rank == 1 ? 512 : 1024,
+                                             COHORT_FLOAT32, COHORT_SUM);
+        RANK_CHECK(st == COHORT_ERR_CONTRACT, "mismatch gave %s: %s", cohort_status_name(st),
+                   cohort_last_error(g));
+    }
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(test_group_over_etcd)
+{
+    start_cluster(1, "cohort");
+    char env[800];
+    snprintf(env, sizeof env, "COHORT_STORE=%s;COHORT_TIMEOUT=30", ADDR);
+    for (int mismatch = 0; mismatch < 2; mismatch++) {
+        cht_opts o = {.nranks = 4, .deadline_ms = 60000, .extra_env = env};
+        cht_result r;
+        cht_run_ranks(&o, group_rank, &mismatch, &r);
+        cht_assert_all_ok(&r);
+    }
     eh_stop(&C);
 }
 END_TEST
@@ -1057,6 +1106,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_lease_expiry);
     tcase_add_test(t, test_config_errors);
     tcase_add_test(t, test_oom);
+    tcase_add_test(t, test_group_over_etcd);
     suite_add_tcase(s, t);
 #else
     TCase *f = tcase_create("faults");

@@ -151,8 +151,8 @@ START_TEST(test_all_ops_check)
                     "-d", "int32", NULL};
     run_out r;
     run_tool(argv, &r);
-    ck_assert_msg(r.status == 0, "cohort-perf -n %d exited %d\nstdout:\n%s\nstderr:\n%s", n, r.status,
-                  T(r.out), T(r.err));
+    ck_assert_msg(r.status == 0, "cohort-perf -n %d exited %d\nstdout:\n%s\nstderr:\n%s", n,
+                  r.status, T(r.out), T(r.err));
     for (int i = 0; ALL_OPS[i]; i++) {
         int ok, fail;
         int rows = rows_of(r.out, ALL_OPS[i], &ok, &fail);

@@ -8,9 +8,55 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 static th_shared *shared;
+static cohort_store_server *srv;  /* hosted by rank 0 in MASTER_PORT mode */
+static cohort_store *root_conn;   /* one connection per process, shared */
+static char store_url[128];
+
+/* The process's store connection (see harness.h for the two modes). */
+static cohort_store *store_root(const char *job, const char *token)
+{
+    if (root_conn)
+        return root_conn;
+    const char *url = getenv("COHORT_STORE"), *port = getenv("MASTER_PORT"),
+               *rank = getenv("RANK");
+    if (url) {
+        snprintf(store_url, sizeof store_url, "%s", url);
+    } else if (port) {
+        if (rank && !strcmp(rank, "0")) {
+            cohort_store_server_opts o;
+            memset(&o, 0, sizeof o);
+            o.bind_addr = "127.0.0.1";
+            o.port = atoi(port);
+            o.job_ids = &job;
+            o.tokens = &token;
+            o.n_jobs = 1;
+            if (cohort_store_server_start(&srv, &o) != COHORT_OK)
+                return NULL;
+        }
+        snprintf(store_url, sizeof store_url, "127.0.0.1:%s", port);
+    } else {
+        return NULL;
+    }
+    if (cohort_store_connect(&root_conn, store_url, job, token, 10000) != COHORT_OK)
+        root_conn = NULL;
+    return root_conn;
+}
+
+void th_done(int nranks)
+{
+    atomic_fetch_add(&shared->flag[15], 1);
+    if (!srv)
+        return;
+    uint64_t end = coh_now_ns() + 20000000000ull;
+    while (atomic_load(&shared->flag[15]) < nranks && coh_now_ns() < end) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL); /* bounded wait for a condition, not a sync sleep */
+    }
+}
 
 th_shared *th_shared_init(void)
 {
@@ -64,15 +110,13 @@ cohort_group *th_group_bare(int rank, int n, int timeout_ms)
         th_group_free(g);
         return NULL;
     }
-    const char *url = getenv("COHORT_STORE");
-    if (url) {
+    if (getenv("COHORT_STORE") || getenv("MASTER_PORT")) {
+        g->store_root = store_root(g->job_id, g->token);
         /* the same key prefix the group module and its monitor use */
-        snprintf(g->store_addr, sizeof g->store_addr, "%s", url);
-        cohort_status st = cohort_store_connect(&g->store_root, url, g->job_id, g->token, 10000);
-        if (st == COHORT_OK)
-            st = cohort_store_prefixed(g->store_root, "gen1/g0/", &g->store);
-        if (st != COHORT_OK) {
-            fprintf(stderr, "rank %d: store %s: %s\n", rank, url, cohort_status_name(st));
+        snprintf(g->store_addr, sizeof g->store_addr, "%s", store_url);
+        if (!g->store_root ||
+            cohort_store_prefixed(g->store_root, "gen1/g0/", &g->store) != COHORT_OK) {
+            fprintf(stderr, "rank %d: no store at %s\n", rank, store_url);
             th_group_free(g);
             return NULL;
         }
@@ -101,9 +145,6 @@ cohort_group *th_group_bare(int rank, int n, int timeout_ms)
             free(v);
         }
     }
-    /* the monitor thread answers peers' stall probes and carries aborts */
-    if (coh_monitor_start(g) != COHORT_OK)
-        fprintf(stderr, "rank %d: monitor: %s\n", rank, cohort_last_error(NULL));
     return g;
 }
 
@@ -121,6 +162,10 @@ cohort_group *th_group(int rank, int n, int timeout_ms, cohort_status *st)
         th_group_free(g);
         return NULL;
     }
+    /* As the group module does after its transports exist: the monitor
+     * thread answers peers' stall probes and carries aborts. */
+    if (g->store && coh_monitor_start(g) != COHORT_OK)
+        fprintf(stderr, "rank %d: monitor: %s\n", rank, cohort_last_error(NULL));
     return g;
 }
 
@@ -137,9 +182,7 @@ void th_group_free(cohort_group *g)
     free(g->local_ranks);
     free(g->leaders);
     if (g->store)
-        cohort_store_close(g->store);
-    if (g->store_root)
-        cohort_store_close(g->store_root);
+        cohort_store_close(g->store); /* the root connection is the process's */
     free(g->token);
     pthread_mutex_destroy(&g->err_mu);
     free(g);

@@ -14,7 +14,10 @@
 
 /* Shared between the test process and every rank it forks; create with
  * th_shared_init() before cht_run_ranks. Ranks reach the store the spawner
- * started (store_mode CHT_STORE_PARENT: COHORT_STORE in the environment). */
+ * started (CHT_STORE_PARENT: COHORT_STORE in the environment) or, with
+ * CHT_STORE_RANK0, one that rank 0 hosts on MASTER_PORT (no thread exists
+ * before the spawner forks: what TSan needs); such rank functions end with
+ * th_done() so rank 0 keeps the store up until every rank is finished. */
 typedef struct th_shared {
     _Atomic uint64_t t_event_ns; /* e.g. when a victim killed itself */
     _Atomic int flag[16];
@@ -33,6 +36,8 @@ cohort_group *th_group(int rank, int n, int timeout_ms, cohort_status *st);
 /* Same, without creating the segment (g->shm NULL). */
 cohort_group *th_group_bare(int rank, int n, int timeout_ms);
 void th_group_free(cohort_group *g);
+/* End of a rank function in CHT_STORE_RANK0 tests (see above). */
+void th_done(int nranks);
 
 /* A contract for one call (seq must advance per call: use th_call_next). */
 coh_call th_call(cohort_group *g, int coll, int dtype, int redop, int root, uint64_t count);

@@ -5,8 +5,6 @@
  *     within 2 s (pidfd liveness);
  *   - a SIGSTOPped rank: survivors fail with COHORT_ERR_TIMEOUT after the
  *     group timeout;
- *   - an abort from another thread wakes ranks blocked (asleep on the
- *     futex) in a call, on every local rank, and later calls fail at once;
  *   - create/destroy leaves no fd, mapping or /dev/shm entry behind;
  *   - a process with a wrong token or generation is refused (AUTH) and the
  *     real group still forms;
@@ -152,54 +150,6 @@ START_TEST(sigstop_timeout)
     cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = 3, .deadline_ms = 20000};
     int want[3] = {0, 0, 128 + SIGKILL};
     run_expect(&o, stop_rank, NULL, want);
-}
-END_TEST
-
-/* ---- abort from another thread ---- */
-
-static cohort_group *abort_g;
-
-static void *aborter(void *arg)
-{
-    (void)arg;
-    ms_sleep(200); /* long enough for the waiters to be asleep on the futex */
-    atomic_store(&th_sh()->t_event_ns, coh_now_ns());
-    coh_group_fail(abort_g, COHORT_ERR_ABORTED, "aborted by a test thread");
-    atomic_store(&th_sh()->flag[0], 1);
-    return NULL;
-}
-
-static int abort_rank(int rank, void *arg)
-{
-    (void)arg;
-    cohort_status st;
-    cohort_group *g = abort_g = th_group(rank, 3, 30000, &st);
-    RANK_CHECK(g, "create: %s", cohort_status_name(st));
-    pthread_t t;
-    if (rank == 0)
-        pthread_create(&t, NULL, aborter, NULL);
-    if (rank == 2)
-        wait_flag(0, 10000);
-    float a = 1, b;
-    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
-    st = coh_shm_all_reduce(g->shm, &c, &a, &b, 1);
-    double ms = (coh_now_ns() - atomic_load(&th_sh()->t_event_ns)) / 1e6;
-    RANK_CHECK(st == COHORT_ERR_ABORTED, "got %s: %s", cohort_status_name(st), g->err.msg);
-    RANK_CHECK(ms < 500, "woke %.1f ms after the abort", ms);
-    RANK_CHECK(strstr(g->err.msg, "aborted by a test thread"), "reason lost: %s", g->err.msg);
-    if (rank == 0)
-        pthread_join(t, NULL);
-    c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
-    RANK_CHECK(coh_shm_barrier(g->shm, &c) == COHORT_ERR_ABORTED, "later call not aborted");
-    th_group_free(g);
-    return 0;
-}
-
-START_TEST(abort_wakes)
-{
-    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = 3, .deadline_ms = 20000};
-    int want[3] = {0, 0, 0};
-    run_expect(&o, abort_rank, NULL, want);
 }
 END_TEST
 
@@ -414,7 +364,6 @@ int main(void)
     tcase_add_test(tc, sigkill_small);
     tcase_add_test(tc, sigkill_large);
     tcase_add_test(tc, sigstop_timeout);
-    tcase_add_test(tc, abort_wakes);
     tcase_add_loop_test(tc, no_leaks, 0, 3);
     tcase_add_loop_test(tc, impostor_refused, 0, 2);
     tcase_add_test(tc, oom_walk);

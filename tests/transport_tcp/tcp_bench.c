@@ -3,7 +3,7 @@
  * algorithm, no reduction): ping-pong latency (half round trip) and
  * bandwidth, and bidirectional exchange bandwidth between 2 ranks.
  *
- *   tcp_bench [--quick] [--sizes a,b,c]
+ *   tcp_bench [--quick] [--sizes a,b,c]   (sizes in bytes, <= 64 MiB)
  *
  * Ranks are forked with the test fixture (hand-built groups). --quick runs
  * few iterations (ctest smoke: the path works, numbers are printed).
@@ -15,6 +15,8 @@
 #include "fixture.h"
 
 static int quick;
+static size_t only[32];
+static int nonly;
 
 static int cmp_u64(const void *a, const void *b)
 {
@@ -45,8 +47,11 @@ static int bench_body(tf_rank *r)
     if (r->rank == 0)
         printf("%10s %8s %10s %10s %10s %12s %12s\n", "bytes", "iters", "p50_us", "avg_us",
                "p99_us", "pingpong_GBs", "exchange_GBs");
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        size_t len = sizes[k];
+    size_t nsz = nonly ? (size_t)nonly : sizeof sizes / sizeof sizes[0];
+    for (size_t k = 0; k < nsz; k++) {
+        size_t len = nonly ? only[k] : sizes[k];
+        if (len > maxlen)
+            continue;
         int it = iters_for(len), warm = it / 10 + 1;
         coh_call c = tf_call(++seq, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 0, len);
         coh_xfer op;
@@ -106,6 +111,9 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
+            for (char *p = argv[++i]; *p && nonly < 32; p += *p == ',')
+                only[nonly++] = (size_t)strtoull(p, &p, 0);
     tf_opts o = {.nranks = 2, .timeout_ms = 60000, .deadline_ms = 600000};
     tf_result res;
     tf_shared *sh = tf_run(&o, bench_body, NULL, &res);

@@ -530,9 +530,18 @@ static int classify(coh_etcd_conn *c, coh_err *err, const char *path, CURLcode c
      * error page (5xx: worth another member). */
     json_error_t je;
     json_t *j = c->len ? json_loadb(c->body, c->len, 0, &je) : NULL;
-    if (http == 200 && json_is_object(j)) {
+    /* Streaming endpoints (lease keepalive) answer 200 and report a failure
+     * in-band: {"error":{"grpc_code":N,"message":..}}. */
+    json_t *inband = http == 200 ? json_object_get(j, "error") : NULL;
+    if (http == 200 && json_is_object(j) && !inband) {
         *out = j;
         return A_OK;
+    }
+    if (json_is_object(inband)) {
+        json_t *flat = json_pack("{s:O?, s:O?}", "message", json_object_get(inband, "message"),
+                                 "code", json_object_get(inband, "grpc_code"));
+        json_decref(j);
+        j = flat;
     }
     if (!json_is_object(j)) {
         json_decref(j);
@@ -1049,7 +1058,7 @@ void coh_etcd_close(coh_etcd *e)
         json_t *b = k ? json_pack("{s:o}", "key", k) : NULL;
         json_t *r = NULL;
         coh_err tmp;
-        if (b && coh_etcd_call(&e->conn, &tmp, "/v3/kv/deleterange", b, coh_deadline_ns(1000),
+        if (b && coh_etcd_call(&e->conn, &tmp, "/v3/kv/deleterange", b, coh_deadline_ns(500),
                                &r) == COHORT_OK)
             json_decref(r);
         json_decref(b);

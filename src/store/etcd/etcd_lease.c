@@ -224,7 +224,7 @@ void coh_etcd_lease_stop(coh_etcd *e)
     json_t *b = json_pack("{s:s}", "ID", id);
     json_t *r = NULL;
     coh_err tmp;
-    if (b && coh_etcd_call(&e->conn, &tmp, "/v3/lease/revoke", b, coh_deadline_ns(1000), &r) ==
+    if (b && coh_etcd_call(&e->conn, &tmp, "/v3/lease/revoke", b, coh_deadline_ns(500), &r) ==
                  COHORT_OK)
         json_decref(r);
     json_decref(b);

@@ -72,9 +72,14 @@ static int split_hostport(const char *s, char *host, size_t hl, char *port, size
             ps = he + 2;
     } else {
         const char *colon = NULL;
+        int ncolon = 0;
         for (const char *q = p; q < end; q++)
-            if (*q == ':')
+            if (*q == ':') {
                 colon = q;
+                ncolon++;
+            }
+        if (ncolon > 1)
+            colon = NULL; /* a bare IPv6 address: no port */
         he = colon ? colon : end;
         if (colon)
             ps = colon + 1;

@@ -1,0 +1,93 @@
+/*
+ * test_shm_threads.c - the threaded part of the shm transport (run under
+ * TSan by scripts/test.sh): an abort from another thread of one rank wakes
+ * every local rank blocked in a call (asleep on the futex by then), with
+ * the abort's status and reason, within milliseconds, and later calls fail
+ * at once. Rank 0 hosts the store so that no thread exists before the
+ * spawner forks.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+#include "support/support.h"
+
+static cohort_group *abort_g;
+
+static void ms_sleep(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void *aborter(void *arg)
+{
+    (void)arg;
+    ms_sleep(200); /* long enough for the waiters to be asleep on the futex */
+    atomic_store(&th_sh()->t_event_ns, coh_now_ns());
+    coh_group_fail(abort_g, COHORT_ERR_ABORTED, "aborted by a test thread");
+    atomic_store(&th_sh()->flag[0], 1);
+    return NULL;
+}
+
+static int abort_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    cohort_group *g = abort_g = th_group(rank, 3, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    pthread_t t;
+    if (rank == 0)
+        pthread_create(&t, NULL, aborter, NULL);
+    if (rank == 2) { /* enters only after the abort: must fail at once */
+        uint64_t end = coh_now_ns() + 10000000000ull;
+        while (!atomic_load(&th_sh()->flag[0])) {
+            RANK_CHECK(coh_now_ns() < end, "abort never happened");
+            ms_sleep(1);
+        }
+    }
+    float a = 1, b;
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+    st = coh_shm_all_reduce(g->shm, &c, &a, &b, 1);
+    double ms = (coh_now_ns() - atomic_load(&th_sh()->t_event_ns)) / 1e6;
+    char msg[COH_ERRLEN];
+    pthread_mutex_lock(&g->err_mu); /* the aborting thread wrote it */
+    memcpy(msg, g->err.msg, sizeof msg);
+    pthread_mutex_unlock(&g->err_mu);
+    RANK_CHECK(st == COHORT_ERR_ABORTED, "got %s: %s", cohort_status_name(st), msg);
+    RANK_CHECK(ms < 500, "woke %.1f ms after the abort", ms);
+    RANK_CHECK(strstr(msg, "aborted by a test thread"), "reason lost: %s", msg);
+    if (rank == 0)
+        pthread_join(t, NULL);
+    c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+    RANK_CHECK(coh_shm_barrier(g->shm, &c) == COHORT_ERR_ABORTED, "later call not aborted");
+    th_group_free(g);
+    th_done(3);
+    return 0;
+}
+
+START_TEST(abort_wakes)
+{
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .store_mode = CHT_STORE_RANK0};
+    cht_result r;
+    cht_run_ranks(&o, abort_rank, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("shm_threads");
+    TCase *tc = tcase_create("threads");
+    tcase_add_loop_test(tc, abort_wakes, 0, 3);
+    tcase_set_timeout(tc, 60);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int f = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return f ? 1 : 0;
+}
