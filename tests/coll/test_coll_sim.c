@@ -131,8 +131,19 @@ static void run_topology(const topo *t)
         unsetenv(var);
     }
     ck_assert_int_gt(ran, 0);
-    int rc = sim_run(w, rank_float_identity, NULL);
-    ck_assert_msg(rc == 0, "%s: float identity: %s", t->name, sim_error(w));
+    /* random floats: every rank holds the same bits, under every all_reduce */
+    coh_call ar;
+    memset(&ar, 0, sizeof ar);
+    ar.coll = COH_COLL_ALL_REDUCE;
+    for (const coh_algo *const *all = coh_coll_algos(); *all; all++) {
+        if ((*all)->coll != COH_COLL_ALL_REDUCE || !(*all)->supports(sim_group(w, 0), &ar))
+            continue;
+        setenv("COHORT_ALGO_ALL_REDUCE", (*all)->name, 1);
+        int rc = sim_run(w, rank_float_identity, NULL);
+        ck_assert_msg(rc == 0, "%s: float identity (%s): %s", t->name, (*all)->name,
+                      sim_error(w));
+    }
+    unsetenv("COHORT_ALGO_ALL_REDUCE");
     sim_destroy(w);
     unsetenv("COHORT_CHUNK_BYTES");
     sim_uninstall();
