@@ -14,8 +14,8 @@
 #include "coll/coll_int.h"
 
 /* ---- crossovers (bytes) ---- */
-#define AR_RD_MAX (32u << 10)   /* all_reduce: recursive doubling up to here */
-#define AR_RAB_MAX (512u << 10) /* ... Rabenseifner up to here, ring above */
+#define AR_RD_MAX (64u << 10)   /* all_reduce: recursive doubling up to here */
+#define AR_RAB_MAX (512u << 10) /* ... Rabenseifner up to here (n >= 4), ring above */
 #define AG_BRUCK_MAX (64u << 10) /* all_gather: Bruck while the total is small */
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
 #define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
@@ -73,8 +73,9 @@ static int ar_rd_pref(const cohort_group *g, const coh_call *c)
  * neighbour-only traffic wins. */
 static int ar_rab_pref(const cohort_group *g, const coh_call *c)
 {
-    (void)g;
-    return bytes_of(c) <= AR_RAB_MAX;
+    /* with 2 or 3 ranks the halving has one round: it is the ring without
+     * the pipelining */
+    return g->size >= 4 && bytes_of(c) <= AR_RAB_MAX;
 }
 int coh_bc_tree_pref(int n, size_t bytes)
 {
@@ -110,8 +111,8 @@ static void ar_prepare(coh_call *c)
 static cohort_status run_ar_ring(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
-    ar_prepare(c);
-    return coh_ring_all_reduce(g, c, &v, c->recv, c->count, 0);
+    /* no prepare copy: the ring reads the input from send */
+    return coh_ring_all_reduce(g, c, &v, c->send, c->recv, c->count, 0);
 }
 static cohort_status run_ar_rd(cohort_group *g, coh_call *c)
 {
@@ -153,7 +154,7 @@ static cohort_status run_red_tree(cohort_group *g, coh_call *c)
         return COHORT_ERR_NOMEM;
     memcpy(acc, c->send, bytes);
     cohort_status st = coh_tree_reduce(g, c, &v, acc, c->count, c->root, 0);
-    coh_free(acc);
+    coh_coll_free(acc, bytes);
     return st;
 }
 
@@ -207,26 +208,25 @@ static cohort_status run_sc_tree(cohort_group *g, coh_call *c)
     return coh_tree_scatter(g, c, &v, c->send, c->recv, bytes_of(c), c->root, 0);
 }
 
-/* reduce_scatter: the input is size*count; the ring reduces it in place, so
- * work on recv itself when the call is in place (send == recv), else on a
- * copy; the result goes to recv[0, count). */
+/* reduce_scatter: the input is size*count; the ring's partial sums go to
+ * recv itself when the call is in place (send == recv), else to scratch;
+ * the result goes to recv[0, count). */
 static cohort_status run_rs_ring(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     size_t B = bytes_of(c), total = B * (size_t)g->size;
     char *work = c->recv;
     if (c->send != c->recv) {
-        work = coh_coll_alloc(g, c, total, "reduce_scatter working copy");
+        work = coh_coll_alloc(g, c, total, "reduce_scatter partial sums");
         if (!work)
             return COHORT_ERR_NOMEM;
-        memcpy(work, c->send, total);
     }
-    cohort_status st = coh_ring_reduce_scatter(g, c, &v, work, c->count * (size_t)g->size, NULL,
-                                               NULL, 0);
+    cohort_status st = coh_ring_reduce_scatter(g, c, &v, c->send, work,
+                                               c->count * (size_t)g->size, NULL, NULL, 0);
     if (st == COHORT_OK)
         memmove(c->recv, work + (size_t)g->rank * B, B);
     if (work != c->recv)
-        coh_free(work);
+        coh_coll_free(work, total);
     return st;
 }
 

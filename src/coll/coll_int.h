@@ -131,27 +131,34 @@ cohort_status coh_xf_run(cohort_group *g, const coh_call *c, coh_xfer *ops, int 
 const coh_call *coh_shm_sum_call(cohort_group *g, const coh_call *c, coh_call *tmp,
                                  cohort_status *st);
 /* Scratch allocation that fails the group (NOMEM, naming the call) on
- * failure, so that peers waiting for this rank are told at once. */
+ * failure, so that peers waiting for this rank are told at once. Large
+ * buffers are reused from a per-thread cache; give them back with
+ * coh_coll_free and the size they were asked with. */
 void *coh_coll_alloc(cohort_group *g, const coh_call *c, size_t bytes, const char *what);
+void coh_coll_free(void *p, size_t bytes);
 
 /* ---- message algorithms over a view (ring.c, rd.c, tree.c) --------------------
  * Buffers are element arrays of the call's dtype unless named in bytes.
  * step_base offsets every step number so that one call can run several
  * phases over the same connections. Each returns after the last message. */
 
-/* All-reduce in place on buf (count elements). */
-cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
-                                  size_t count, uint32_t step_base);
+/* All-reduce in place on buf (count elements). The ring reads this rank's
+ * input from src (which may be buf) and writes every element of buf, so an
+ * out-of-place call needs no copy first. */
+cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v,
+                                  const void *src, void *buf, size_t count, uint32_t step_base);
 cohort_status coh_rd_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                 size_t count, uint32_t step_base);
 cohort_status coh_rab_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                  size_t count, uint32_t step_base);
 
-/* Reduce-scatter in place on buf, split in v->n blocks (boff/blen elements,
- * or NULL: coh_blk_* of count): member i ends with block i reduced. */
+/* Reduce-scatter of src into buf, split in v->n blocks (boff/blen
+ * elements, or NULL: coh_blk_* of count): member i ends with block i
+ * reduced in buf. src may be buf; otherwise buf is scratch the ring fills
+ * (only the blocks it reduces are written). */
 cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
-                                      void *buf, size_t count, const size_t *boff,
-                                      const size_t *blen, uint32_t step_base);
+                                      const void *src, void *buf, size_t count,
+                                      const size_t *boff, const size_t *blen, uint32_t step_base);
 /* All-gather in place on buf: member i's block is already in place on
  * member i. Blocks: byte offsets/lengths, or NULL: the even split of total
  * bytes over n (coh_blk_*). */

@@ -3,8 +3,7 @@
  *
  * Ring all-reduce is the bandwidth-optimal composition of the two: each
  * member sends and receives 2(n-1)/n of the vector. Reduce-scatter steps are
- * cut into pieces of coh_coll_chunk_bytes() and pipelined (ring_rs): the
- * reduction of piece j overlaps the transfer of piece j+1.
+ * cut into pieces of coh_coll_chunk_bytes() and pipelined (ring_rs).
  *
  * Blocks are either the even split of `count` (coh_blk_*) or explicit
  * offset/length arrays (the hierarchical algorithms' per-host blocks).
@@ -43,7 +42,13 @@ typedef struct rs_cur {
     size_t t;
 } rs_cur;
 
-#define RS_AHEAD 1 /* pieces a send may run ahead of the receives */
+/* Pieces a send may run ahead of the receives. One ahead lets the reduction
+ * of piece j overlap the sending of piece j+1, but the piece then usually
+ * arrives before its receive is posted and takes an extra copy through the
+ * transport's unexpected-message stash: on the 2-core reference VM that
+ * cost more than the overlap gained (64 MiB, 2 ranks: 280 ms at 0 vs
+ * 310-380 ms at 1), so pieces go in lockstep. */
+#define RS_AHEAD 0
 
 /* Pieces of the block sent (dir 0) or received (dir 1) in step s. */
 static size_t rs_pieces(const blocks *bl, int n, int me, int k, int s, int dir, size_t ce)
@@ -65,13 +70,15 @@ static void rs_norm(rs_cur *c, const blocks *bl, int n, int me, int k, int dir, 
  * numbers used in *used.
  *
  * The pieces form one stream per direction: piece t of step s goes right
- * once piece t of step s-1 has come in from the left and been reduced.
- * Sends run RS_AHEAD piece ahead of the receives: the batch that receives
- * piece j also sends piece j+1, so while this rank reduces piece j the next
- * one is already on its way to the right neighbour (one stream per peer
- * keeps them in order; a piece that arrives early waits in the transport). */
+ * as soon as piece t of step s-1 has come in from the left and been
+ * reduced, without waiting for the rest of its block, so the steps overlap
+ * and a neighbour's next piece streams into the socket buffer while this
+ * rank reduces. Sends may run RS_AHEAD pieces ahead of the receives (one
+ * stream per peer keeps them in order; an early piece waits in the
+ * transport). */
 static cohort_status ring_rs(cohort_group *g, const coh_call *c, const coh_view *v, char *buf,
-                             const blocks *bl, int k, uint32_t base, uint32_t *used)
+                             const char *src, const blocks *bl, int k, uint32_t base,
+                             uint32_t *used)
 {
     int n = v->n, me = v->me;
     *used = 0;
@@ -82,9 +89,10 @@ static cohort_status ring_rs(cohort_group *g, const coh_call *c, const coh_view 
     size_t ce = coh_chunk_elems(coh_coll_chunk_bytes(), es, maxlen, 2 * n);
     size_t P = coh_npieces(maxlen, ce);
     coh_reduce_fn red = coh_reduce_kernel((cohort_dtype)c->dtype, (cohort_op)c->redop);
+    coh_reduce3_fn red3 = coh_reduce3_kernel((cohort_dtype)c->dtype, (cohort_op)c->redop);
     int right = coh_view_rank(v, coh_mod(me + 1, n)), left = coh_view_rank(v, coh_mod(me - 1, n));
-    char *tmp = P ? coh_coll_alloc(g, c, COH_MIN(ce, maxlen) * es, "ring reduce-scatter piece")
-                  : NULL;
+    size_t tmp_bytes = COH_MIN(ce, maxlen) * es;
+    char *tmp = P ? coh_coll_alloc(g, c, tmp_bytes, "ring reduce-scatter piece") : NULL;
     if (P && !tmp)
         return COHORT_ERR_NOMEM;
     rs_cur sc = {0, 0}, rc = {0, 0}; /* next piece to send / to receive */
@@ -109,8 +117,10 @@ static cohort_status ring_rs(cohort_group *g, const coh_call *c, const coh_view 
                (sc.s == 0 || rc.s > sc.s - 1 || (rc.s == sc.s - 1 && rc.t > sc.t))) {
             int sb = coh_mod(me + k - sc.s, n);
             size_t o = sc.t * ce, m = COH_MIN(ce, b_len(bl, sb) - o);
+            /* step 0 sends this rank's own input, later steps partial sums */
+            const char *from = sc.s == 0 ? src : buf;
             coh_xf_send(&ops[nops++], g, c, right, base + (uint32_t)((size_t)sc.s * P + sc.t),
-                        buf + (b_off(bl, sb) + o) * es, m * es);
+                        from + (b_off(bl, sb) + o) * es, m * es);
             sent++;
             sc.t++;
             rs_norm(&sc, bl, n, me, k, 0, ce);
@@ -120,12 +130,17 @@ static cohort_status ring_rs(cohort_group *g, const coh_call *c, const coh_view 
         st = coh_xf_run(g, c, ops, nops);
         if (st != COHORT_OK || !rn)
             continue;
-        red(buf + (b_off(bl, coh_mod(me + k - rc.s - 1, n)) + rc.t * ce) * es, tmp, rn);
+        /* each block arrives once: combine it with this rank's input */
+        size_t at = (b_off(bl, coh_mod(me + k - rc.s - 1, n)) + rc.t * ce) * es;
+        if (src == buf)
+            red(buf + at, tmp, rn);
+        else
+            red3(buf + at, src + at, tmp, rn);
         received++;
         rc.t++;
         rs_norm(&rc, bl, n, me, k, 1, ce);
     }
-    coh_free(tmp);
+    coh_coll_free(tmp, tmp_bytes);
     *used = (uint32_t)((size_t)(n - 1) * P);
     return st;
 }
@@ -155,12 +170,12 @@ static cohort_status ring_ag(cohort_group *g, const coh_call *c, const coh_view 
     return COHORT_OK;
 }
 
-cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
-                                  size_t count, uint32_t step_base)
+cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v,
+                                  const void *src, void *buf, size_t count, uint32_t step_base)
 {
     blocks bl = {NULL, NULL, count, v->n};
     uint32_t used;
-    cohort_status st = ring_rs(g, c, v, buf, &bl, 0, step_base, &used);
+    cohort_status st = ring_rs(g, c, v, buf, src, &bl, 0, step_base, &used);
     if (st != COHORT_OK)
         return st;
     /* after the reduce-scatter member me owns block me+1 */
@@ -169,13 +184,13 @@ cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_
 }
 
 cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
-                                      void *buf, size_t count, const size_t *boff,
-                                      const size_t *blen, uint32_t step_base)
+                                      const void *src, void *buf, size_t count,
+                                      const size_t *boff, const size_t *blen, uint32_t step_base)
 {
     blocks bl = {boff, blen, count, v->n};
     uint32_t used;
     /* start one block early so that member me ends with block me */
-    return ring_rs(g, c, v, buf, &bl, -1, step_base, &used);
+    return ring_rs(g, c, v, buf, src, &bl, -1, step_base, &used);
 }
 
 cohort_status coh_ring_all_gather(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,

@@ -75,8 +75,9 @@ cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view
     int mylvl = par >= 0 ? coh_ilog2((unsigned)(vr - par)) : 0;
     int parent = par >= 0 ? coh_view_rank(v, coh_mod(par + root, n)) : -1;
     char *tmp = NULL;
+    size_t tmp_bytes = (size_t)nch * pe * es;
     if (nch) {
-        tmp = coh_coll_alloc(g, c, (size_t)nch * pe * es, "tree reduce pieces");
+        tmp = coh_coll_alloc(g, c, tmp_bytes, "tree reduce pieces");
         if (!tmp)
             return COHORT_ERR_NOMEM;
     }
@@ -106,7 +107,7 @@ cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view
             for (int i = 0; i < nch; i++)
                 red(acc + j * ce * es, tmp + (size_t)i * pe * es, m);
     }
-    coh_free(tmp);
+    coh_coll_free(tmp, tmp_bytes);
     return st;
 }
 
@@ -158,6 +159,6 @@ cohort_status coh_sag_broadcast(cohort_group *g, const coh_call *c, const coh_vi
         rot[i] = coh_view_rank(v, coh_mod(i + root, n));
     coh_view rv = {n, vr, rot};
     st = coh_ring_all_gather(g, c, &rv, buf, bytes, NULL, NULL, step_base + 32);
-    coh_free(rot);
+    coh_coll_free(rot, sizeof(int) * (size_t)n);
     return st;
 }
