@@ -524,6 +524,7 @@ static int rank_main(int rank, void *arg)
         OK(coh_shm_barrier(s, &c));
     }
     th_group_free(G);
+    th_done(nranks);
     return 0;
 }
 
@@ -548,7 +549,7 @@ START_TEST(matrix)
 {
     const cfg *cf = &cfgs[_i];
     ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = cf->n, .deadline_ms = 240000, .extra_env = cf->env};
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = cf->n, .deadline_ms = 240000, .extra_env = cf->env};
     cht_result r;
     cht_run_ranks(&o, rank_main, (void *)cf, &r);
     cht_assert_all_ok(&r);
