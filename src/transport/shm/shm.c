@@ -769,9 +769,11 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     }
     shm_wait_defaults(s);
     /* Streaming stores pay off once the job's buffers (send + recv on every
-     * local rank) no longer fit in the last-level cache. */
+     * local rank) no longer fit in the last-level cache. VMs often report
+     * the whole host's L3 (256 MiB here) while one core complex shares
+     * 32 MiB: cap the estimate there. */
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (l3 <= 0)
+    if (l3 <= 0 || l3 > (32l << 20))
         l3 = 32l << 20;
     s->nt_bytes = COH_MAX((size_t)l3 / (2 * (size_t)s->n), (size_t)1 << 20);
     long ntv;
