@@ -278,6 +278,10 @@ static size_t pipe_piece(size_t cap, size_t bytes)
 
 /* ---- all_reduce ---- */
 
+/* One phase: copy in, wait for everyone, check every fingerprint, reduce
+ * all n inputs. srcs[me] is the private input (same bits as my copy). The
+ * buffer is reused two phases later, after everyone passed this phase's
+ * wait, so no release step is needed. */
 static cohort_status ar_small(shm_op *o, const void *send, void *recv, size_t count)
 {
     coh_shm *s = o->s;
@@ -353,6 +357,9 @@ static size_t red_align(const coh_shm *s, size_t es, size_t piece)
     return piece >= al * (size_t)s->n ? al : 1;
 }
 
+/* Reduce-scatter + all-gather through the segment, one piece of S bytes at
+ * a time: per byte one copy in, one reduction, one copy out. The slices
+ * are split on cache-line boundaries so ranks never write the same line. */
 static cohort_status ar_large(shm_op *o, const unsigned char *send, unsigned char *recv,
                               size_t count)
 {
@@ -499,6 +506,11 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
 
 /* ---- broadcast ---- */
 
+/* Step 0: every rank publishes its fingerprint (the root with piece 0) and
+ * waits for all: a wrong root is caught before anyone waits for data.
+ * Later steps: the root publishes, readers publish only their phase (they
+ * write nothing) and copy out; the root's claim lets it run one piece
+ * ahead of the slowest reader. */
 cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root)
 {
     shm_op o;
@@ -727,6 +739,9 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
 
 /* ---- reduce_scatter ---- */
 
+/* Each rank publishes the n-1 blocks the others reduce (a piece of each)
+ * and reduces its own block from its private input plus the peers'
+ * copies, straight into recv: one copy in, one reduction. */
 cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *send, void *recv,
                                      size_t cpr)
 {
@@ -783,6 +798,9 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
 
 /* ---- all_to_all ---- */
 
+/* Each rank publishes its n-1 outgoing blocks (a piece of each) and copies
+ * its incoming ones; in place works because piece k of every block is
+ * published before piece k of any block is overwritten. */
 cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send, void *recv,
                                  size_t bpp)
 {
