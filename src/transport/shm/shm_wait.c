@@ -164,8 +164,13 @@ cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target)
     uint64_t t0 = coh_now_ns(), now = t0, next_check = t0 + SLICE_NS;
 
     /* Stage 1: spin. The clock is read every 64 iterations only; when
-     * oversubscribed a few iterations only (the peer may need this CPU). */
+     * oversubscribed a few iterations only (the peer may need this CPU),
+     * and not at all when the peer last ran on this very CPU: it cannot
+     * publish before we let it run. */
     unsigned mask = s->oversub ? 7u : 63u;
+    int here = sched_getcpu();
+    if (here >= 0 && here == atomic_load_explicit(&pc->cpu, memory_order_relaxed))
+        goto yield;
     for (unsigned i = 1;; i++) {
         if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target)) {
             spin_won(s);
@@ -189,6 +194,7 @@ cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target)
     }
 
     /* Stage 2: yield the CPU to whoever is runnable (maybe the peer). */
+yield:
     while (now - t0 < s->yield_ns) {
         sched_yield();
         if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
