@@ -283,6 +283,14 @@ static int parse(int argc, char **argv, opts *o)
     return 0;
 }
 
+/* Buffers owned by main, freed at exit whatever the path out. */
+static void *owned[4];
+static void free_buffers_hook(void)
+{
+    for (int i = 0; i < 4; i++)
+        free(owned[i]);
+}
+
 int main(int argc, char **argv)
 {
     opts o;
@@ -303,11 +311,18 @@ int main(int argc, char **argv)
     const char *rc_env = getenv("COHORT_RESTART_COUNT");
     int restart_count = rc_env ? atoi(rc_env) : 0;
 
-    shard sh;
+    static shard sh;
     int d = o.dim;
     double *w = calloc((size_t)d + 2, sizeof(double)); /* weights, bias, [step slot] */
     double *gbuf = malloc(((size_t)d + 2) * sizeof(double));
-    if (make_shard(&o, rank, &sh) < 0 || !w || !gbuf) {
+    /* Every exit path (errors included) releases the buffers. */
+    owned[0] = w;
+    owned[1] = gbuf;
+    atexit(free_buffers_hook);
+    int shard_rc = make_shard(&o, rank, &sh);
+    owned[2] = sh.x;
+    owned[3] = sh.y;
+    if (shard_rc < 0 || !w || !gbuf) {
         fprintf(stderr, "train: rank %d: out of memory\n", rank);
         cohort_abort(g, "out of memory building the data shard");
         cohort_finalize(g);
@@ -385,9 +400,5 @@ int main(int argc, char **argv)
         printf("final loss %.17g after %d steps (generation %u)\n", loss[0], o.steps,
                cohort_generation(g));
     cohort_finalize(g);
-    free(sh.x);
-    free(sh.y);
-    free(w);
-    free(gbuf);
     return 0;
 }

@@ -16,6 +16,8 @@
 #   COHORT_PERF=PATH the cohort-perf binary (default build/tools/cohort-perf/cohort-perf)
 #   PEERS_SRC=DIR    the peer harness, copied to a temp dir (default /work/shared/peers/coll)
 #   LAUNCH_TIMEOUT=900   seconds before one launch is killed
+#   NICE=0           niceness of every launch (all libraries alike); e.g. NICE=-5 on a
+#                    machine shared with other work (root only for negative values)
 #   QUIET_BUSY=20 QUIET_WAIT=120   before each launch, wait up to QUIET_WAIT s for
 #                    the machine to be under QUIET_BUSY % busy (it is shared)
 #
@@ -34,6 +36,9 @@
 # medians, ratios, targets), compare.csv, ratios.csv, memory.csv, plots/*.png
 # (bus bandwidth and latency against size, log-log, one line per library).
 set -u
+# The whole body is a function, read by bash before it runs: editing this
+# file during a run cannot make the running shell read a shifted offset.
+main() {
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 PERF=${COHORT_PERF:-$ROOT/build/tools/cohort-perf/cohort-perf}
@@ -53,6 +58,7 @@ else
     MEMMAX=${MEMMAX:-67108864}
 fi
 CONFIGS=${CONFIGS:-"shm2 over4 over8 tcp2 tcp4 netns2 contract memory"}
+NICE=${NICE:-0}
 OUT=${RESULTS:-$HERE/results/$(date +%Y%m%d-%H%M%S)}
 PY=/usr/bin/python3 # Debian's python3 with python3-torch (Gloo)
 
@@ -80,8 +86,9 @@ $PY -c 'import torch.distributed' 2>/dev/null || die "$PY cannot import torch.di
 
 mkdir -p "$OUT/raw" "$OUT/plots" || die "cannot create $OUT"
 PEERS=$(mktemp -d /tmp/cohort-compare.XXXXXX)
-NS_A="" NS_B=""
+NS_A="" NS_B="" CHILD=""
 cleanup() {
+    [ -n "$CHILD" ] && kill -TERM "$CHILD" 2>/dev/null && wait "$CHILD" 2>/dev/null
     [ -n "$NS_A" ] && ip netns del "$NS_A" 2>/dev/null
     [ -n "$NS_B" ] && ip netns del "$NS_B" 2>/dev/null
     rm -rf "$PEERS"
@@ -104,7 +111,7 @@ mpicc.openmpi -O2 -Wall -o "$PEERS/bin/mpi_mem.openmpi" "$HERE/mpi_mem.c" || die
     echo "# open mpi: $(mpirun.openmpi --version 2>&1 | head -1)"
     echo "# mpich: $(mpichversion 2>/dev/null | head -1)"
     echo "# torch: $($PY -c 'import torch; print(torch.__version__)')"
-    echo "# REPS=$REPS T=$T QUICK=$QUICK CONFIGS=$CONFIGS"
+    echo "# REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS"
     echo "# SIZES=$SIZES"
     echo "# command: $0 $*"
 } > "$OUT/run_info.txt"
@@ -145,8 +152,12 @@ runlog() {
     mkdir -p "$(dirname "$f")"
     wait_quiet
     { echo "# cmd: $*"; echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$f"
-    timeout -k 10 "$LAUNCH_TIMEOUT" "$@" >> "$f" 2>&1
+    # In the background + wait, so that INT/TERM reach the trap at once.
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" "$@" >> "$f" 2>&1 &
+    CHILD=$!
+    wait $CHILD
     local rc=$?
+    CHILD=""
     if [ $rc -ne 0 ]; then
         echo "# exit code $rc" >> "$f"
         log "   !! $(basename "$(dirname "$f")")/$(basename "$f") exited $rc"
@@ -203,10 +214,10 @@ cohort_netns() { # rep
     wait_quiet
     { echo "# cmd: ip netns exec A|B $PERF ${args[*]} (rank 0 in $NS_A 10.231.0.1, rank 1 in $NS_B 10.231.0.2)"
       echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
-    timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_B env "${common[@]}" RANK=1 LOCAL_RANK=0 \
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_B env "${common[@]}" RANK=1 LOCAL_RANK=0 \
         "$PERF" "${args[@]}" > "$base.rank1.txt" 2>&1 &
     local p1=$!
-    timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_A env "${common[@]}" RANK=0 LOCAL_RANK=0 \
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_A env "${common[@]}" RANK=0 LOCAL_RANK=0 \
         "$PERF" "${args[@]}" --json-out "$base.json" >> "$base.txt" 2>&1
     local rc0=$?
     wait $p1
@@ -224,10 +235,10 @@ gloo_netns() { # rep
     local args=(--worker -n 2 -c $GLOO_OPS -s "$SIZES" -t "$T" -l "netns2 gloo")
     wait_quiet
     { echo "# cmd: ip netns exec A|B $PY gloo_bench.py ${args[*]}"; echo "# date: $(date -Is)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
-    timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_B env "${common[@]}" RANK=1 LOCAL_RANK=0 \
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_B env "${common[@]}" RANK=1 LOCAL_RANK=0 \
         $PY "$PEERS/gloo_bench.py" "${args[@]}" > /dev/null 2>&1 &
     local p1=$!
-    timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_A env "${common[@]}" RANK=0 LOCAL_RANK=0 \
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_A env "${common[@]}" RANK=0 LOCAL_RANK=0 \
         $PY "$PEERS/gloo_bench.py" "${args[@]}" >> "$base.txt" 2>&1 || log "   !! netns2/gloo.$rep failed"
     wait $p1
     return 0
@@ -308,3 +319,5 @@ if [ -f "$OUT/plots/plots.gp" ]; then
 fi
 log "done: $OUT/compare.md"
 cat "$OUT/compare.md"
+}
+main "$@"

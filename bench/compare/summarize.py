@@ -454,6 +454,7 @@ def main():
     if os.path.exists(info):
         md.append("```\n" + open(info).read().strip() + "\n```\n")
     rows_csv, ratios_csv = [], []
+    head = len(md)  # the targets go right after the title and the run info
     config_tables(data, md, rows_csv, ratios_csv)
     contract = contract_table(data, md, rows_csv)
     mem = memory_table(md)
@@ -462,12 +463,12 @@ def main():
            "| target | result | worst | misses (ratio) |", "|---|---|---|---|"]
     for name, cfg, (res, worst, detail) in T:
         tmd.append(f"| {name} | {res} | {worst} | {detail} |")
-    md[2:2] = tmd  # targets first, after the run info
+    md[head:head] = tmd
     # Check failures anywhere are reported loudly.
     fails = [(cfg, lib, k) for cfg, libs in data.items() for lib, d in libs.items()
              for k, recs in d.items() if any(r["check"] == "FAIL" for r in recs)]
     if fails:
-        md.insert(2, f"\n**CHECK FAILURES: {len(fails)} (config, library, op/size): " +
+        md.insert(head, f"\n**CHECK FAILURES: {len(fails)} (config, library, op/size): " +
                   ", ".join(f"{c}/{l}/{k[0]} {fmt_size(k[1])}" for c, l, k in fails[:20]) + "**\n")
     with open(os.path.join(OUT, "compare.md"), "w") as f:
         f.write("\n".join(md) + "\n")

@@ -73,3 +73,14 @@ for k in sorted({k for (k, _) in g if k[0] == "stall"}, key=lambda k: (k[1], k[2
     tl = [med([r[f] for r in t]) for f in ("p50_us", "p99_us", "max_us")]
     print(f"| {k[1]} | {k[2]} | {fmt(med([r['ops_per_s'] for r in c]))} | {' / '.join(fmt(x) for x in cl)} | "
           f"{fmt(med([r['ops_per_s'] for r in t]))} | {' / '.join(fmt(x) for x in tl)} |")
+
+print("\n### CPU per operation (user + system µs; insensitive to the machine's load)\n")
+print("| clients | op | value | cohort server / clients | TCPStore server / clients | total ratio |")
+print("|---:|---|---:|---|---|---:|")
+for k in tps:
+    c, t = g.get((k, "cohort"), []), g.get((k, "tcpstore"), [])
+    cs, cc = med([r.get("server_cpu_us_per_op") for r in c]), med([r.get("client_cpu_us_per_op") for r in c])
+    ts, tc = med([r.get("server_cpu_us_per_op") for r in t]), med([r.get("client_cpu_us_per_op") for r in t])
+    if None in (cs, cc, ts, tc):
+        continue
+    print(f"| {k[1]} | {k[2]} | {size(k[3])} | {fmt(cs)} / {fmt(cc)} | {fmt(ts)} / {fmt(tc)} | {ratio(ts + tc, cs + cc)} |")

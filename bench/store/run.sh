@@ -11,6 +11,7 @@
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
+ARGS="$*"
 QUICK=0
 REPS=3
 BUILD="$ROOT/build"
@@ -33,7 +34,7 @@ DUR=2
 {
   echo "# date: $(date -Iseconds)"
   echo "# host: $(uname -srm), $(nproc) cpus, load: $(cut -d' ' -f1-3 /proc/loadavg)"
-  echo "# command: $0 $*"
+  echo "# command: $0 $ARGS"
 } > "$OUT/meta.txt"
 cat "$OUT/meta.txt"
 

@@ -14,10 +14,11 @@
 #include "coll/coll_int.h"
 
 /* ---- crossovers (bytes) ---- */
-#define AR_RD_MAX (32u << 10)   /* all_reduce: recursive doubling up to here */
-#define AR_RAB_MAX (512u << 10) /* ... Rabenseifner up to here, ring above */
+#define AR_RD_MAX (64u << 10)   /* all_reduce: recursive doubling up to here */
+#define AR_RAB_MAX (512u << 10) /* ... Rabenseifner up to here (n >= 4), ring above */
 #define AG_BRUCK_MAX (64u << 10) /* all_gather: Bruck while the total is small */
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
+#define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
 
 static size_t es_of(const coh_call *c) { return cohort_dtype_size((cohort_dtype)c->dtype); }
 static size_t bytes_of(const coh_call *c) { return (size_t)c->count * es_of(c); }
@@ -37,6 +38,8 @@ int coh_topo_hier(const cohort_group *g)
     return g->n_hosts > 1 && g->n_hosts < g->size && g->force_transport != 2;
 }
 
+/* Message algorithms need the tcp mesh (every group larger than one has
+ * it); a group of one never gets this far but may be asked (tests). */
 static int msg_ok(const cohort_group *g, const coh_call *c)
 {
     (void)c;
@@ -65,15 +68,31 @@ static int ar_rd_pref(const cohort_group *g, const coh_call *c)
      * blocks; two ranks: one exchange of the whole vector is optimal too */
     return bytes_of(c) <= AR_RD_MAX || c->count < (uint64_t)g->size;
 }
+/* Medium sizes: halving keeps the log-round latency of recursive doubling
+ * but moves ring-like volume; above AR_RAB_MAX the ring's pipelined,
+ * neighbour-only traffic wins. */
 static int ar_rab_pref(const cohort_group *g, const coh_call *c)
 {
-    (void)g;
-    return bytes_of(c) <= AR_RAB_MAX;
+    /* with 2 or 3 ranks the halving has one round: it is the ring without
+     * the pipelining */
+    return g->size >= 4 && bytes_of(c) <= AR_RAB_MAX;
+}
+int coh_bc_tree_pref(int n, size_t bytes)
+{
+    /* the tree's root sends log2(n) copies; scatter+all-gather about two
+     * and needs n-1 more latencies: worth it for large messages only */
+    return n < 4 || bytes <= BC_TREE_MAX;
+}
+static int bc_tree_pref(const cohort_group *g, const coh_call *c)
+{
+    return coh_bc_tree_pref(g->size, bytes_of(c));
 }
 static int ag_bruck_pref(const cohort_group *g, const coh_call *c)
 {
     return bytes_of(c) * (size_t)g->size <= AG_BRUCK_MAX;
 }
+/* Small blocks: the tree's log(n) messages at the root beat n-1; large
+ * ones: the linear form avoids the tree's intermediate copies. */
 static int gs_tree_pref(const cohort_group *g, const coh_call *c)
 {
     (void)g;
@@ -92,8 +111,8 @@ static void ar_prepare(coh_call *c)
 static cohort_status run_ar_ring(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
-    ar_prepare(c);
-    return coh_ring_all_reduce(g, c, &v, c->recv, c->count, 0);
+    /* no prepare copy: the ring reads the input from send */
+    return coh_ring_all_reduce(g, c, &v, c->send, c->recv, c->count, 0);
 }
 static cohort_status run_ar_rd(cohort_group *g, coh_call *c)
 {
@@ -114,6 +133,12 @@ static cohort_status run_bc_tree(cohort_group *g, coh_call *c)
     return coh_tree_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
 }
 
+static cohort_status run_bc_sag(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    return coh_sag_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
+}
+
 static cohort_status run_red_tree(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
@@ -129,7 +154,7 @@ static cohort_status run_red_tree(cohort_group *g, coh_call *c)
         return COHORT_ERR_NOMEM;
     memcpy(acc, c->send, bytes);
     cohort_status st = coh_tree_reduce(g, c, &v, acc, c->count, c->root, 0);
-    coh_free(acc);
+    coh_coll_free(acc, bytes);
     return st;
 }
 
@@ -153,7 +178,7 @@ static cohort_status run_ag_ring(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     ag_prepare(g, c);
-    return coh_ring_all_gather(g, c, &v, c->recv, bytes_of(c), NULL, NULL, 0);
+    return coh_ring_all_gather(g, c, &v, c->recv, bytes_of(c) * (size_t)g->size, NULL, NULL, 0);
 }
 static cohort_status run_ag_bruck(cohort_group *g, coh_call *c)
 {
@@ -183,26 +208,25 @@ static cohort_status run_sc_tree(cohort_group *g, coh_call *c)
     return coh_tree_scatter(g, c, &v, c->send, c->recv, bytes_of(c), c->root, 0);
 }
 
-/* reduce_scatter: the input is size*count; the ring reduces it in place, so
- * work on recv itself when the call is in place (send == recv), else on a
- * copy; the result goes to recv[0, count). */
+/* reduce_scatter: the input is size*count; the ring's partial sums go to
+ * recv itself when the call is in place (send == recv), else to scratch;
+ * the result goes to recv[0, count). */
 static cohort_status run_rs_ring(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     size_t B = bytes_of(c), total = B * (size_t)g->size;
     char *work = c->recv;
     if (c->send != c->recv) {
-        work = coh_coll_alloc(g, c, total, "reduce_scatter working copy");
+        work = coh_coll_alloc(g, c, total, "reduce_scatter partial sums");
         if (!work)
             return COHORT_ERR_NOMEM;
-        memcpy(work, c->send, total);
     }
-    cohort_status st = coh_ring_reduce_scatter(g, c, &v, work, c->count * (size_t)g->size, NULL,
-                                               NULL, 0);
+    cohort_status st = coh_ring_reduce_scatter(g, c, &v, c->send, work,
+                                               c->count * (size_t)g->size, NULL, NULL, 0);
     if (st == COHORT_OK)
         memmove(c->recv, work + (size_t)g->rank * B, B);
     if (work != c->recv)
-        coh_free(work);
+        coh_coll_free(work, total);
     return st;
 }
 
@@ -220,6 +244,8 @@ static cohort_status run_bar_dissem(cohort_group *g, coh_call *c)
 
 /* ---- shm: every rank on this host's segment ---- */
 
+/* shm collectives number ranks by their index on the host; with every rank
+ * on one host that is the group rank, but the peer table says so. */
 static int lroot(const cohort_group *g, int root) { return g->peers[root].local_index; }
 
 static cohort_status run_ar_shm(cohort_group *g, coh_call *c)
@@ -289,7 +315,8 @@ const coh_algo coh_algo_table[] = {
 
     A("shm", COH_COLL_BROADCAST, shm_ok, always, run_bc_shm),
     A("hier", COH_COLL_BROADCAST, hier_ok, always, coh_hier_broadcast),
-    A("tree", COH_COLL_BROADCAST, msg_ok, always, run_bc_tree),
+    A("tree", COH_COLL_BROADCAST, msg_ok, bc_tree_pref, run_bc_tree),
+    A("scatter_allgather", COH_COLL_BROADCAST, msg_ok, always, run_bc_sag),
 
     A("shm", COH_COLL_REDUCE, shm_ok, always, run_red_shm),
     A("hier", COH_COLL_REDUCE, hier_ok, always, coh_hier_reduce),

@@ -131,31 +131,39 @@ cohort_status coh_xf_run(cohort_group *g, const coh_call *c, coh_xfer *ops, int 
 const coh_call *coh_shm_sum_call(cohort_group *g, const coh_call *c, coh_call *tmp,
                                  cohort_status *st);
 /* Scratch allocation that fails the group (NOMEM, naming the call) on
- * failure, so that peers waiting for this rank are told at once. */
+ * failure, so that peers waiting for this rank are told at once. Large
+ * buffers are reused from a per-thread cache; give them back with
+ * coh_coll_free and the size they were asked with. */
 void *coh_coll_alloc(cohort_group *g, const coh_call *c, size_t bytes, const char *what);
+void coh_coll_free(void *p, size_t bytes);
 
 /* ---- message algorithms over a view (ring.c, rd.c, tree.c) --------------------
  * Buffers are element arrays of the call's dtype unless named in bytes.
  * step_base offsets every step number so that one call can run several
  * phases over the same connections. Each returns after the last message. */
 
-/* All-reduce in place on buf (count elements). */
-cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
-                                  size_t count, uint32_t step_base);
+/* All-reduce in place on buf (count elements). The ring reads this rank's
+ * input from src (which may be buf) and writes every element of buf, so an
+ * out-of-place call needs no copy first. */
+cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v,
+                                  const void *src, void *buf, size_t count, uint32_t step_base);
 cohort_status coh_rd_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                 size_t count, uint32_t step_base);
 cohort_status coh_rab_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                  size_t count, uint32_t step_base);
 
-/* Reduce-scatter in place on buf, split in v->n blocks (boff/blen elements,
- * or NULL: coh_blk_* of count): member i ends with block i reduced. */
+/* Reduce-scatter of src into buf, split in v->n blocks (boff/blen
+ * elements, or NULL: coh_blk_* of count): member i ends with block i
+ * reduced in buf. src may be buf; otherwise buf is scratch the ring fills
+ * (only the blocks it reduces are written). */
 cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
-                                      void *buf, size_t count, const size_t *boff,
-                                      const size_t *blen, uint32_t step_base);
+                                      const void *src, void *buf, size_t count,
+                                      const size_t *boff, const size_t *blen, uint32_t step_base);
 /* All-gather in place on buf: member i's block is already in place on
- * member i. Blocks: byte offsets/lengths, or NULL: n blocks of bytes_each. */
+ * member i. Blocks: byte offsets/lengths, or NULL: the even split of total
+ * bytes over n (coh_blk_*). */
 cohort_status coh_ring_all_gather(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
-                                  size_t bytes_each, const size_t *boff, const size_t *blen,
+                                  size_t total, const size_t *boff, const size_t *blen,
                                   uint32_t step_base);
 /* Bruck all-gather: equal blocks of `bytes`; buf holds n blocks, member i's
  * own block already at i. */
@@ -165,6 +173,9 @@ cohort_status coh_bruck_all_gather(cohort_group *g, const coh_call *c, const coh
 /* Binomial broadcast of bytes from member root. */
 cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                  size_t bytes, int root, uint32_t step_base);
+/* Scatter + ring all-gather broadcast (large messages, n >= 4). */
+cohort_status coh_sag_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                size_t bytes, int root, uint32_t step_base);
 /* Binomial reduce of count elements to member root: acc is the input on
  * every member (it is overwritten: it holds partial results), and the
  * result on root. */
@@ -205,6 +216,10 @@ extern const coh_algo coh_algo_table[];
 /* Topology predicates the table uses; deterministic across ranks. */
 int coh_topo_single_host_shm(const cohort_group *g); /* every rank on one host, shm */
 int coh_topo_hier(const cohort_group *g);            /* several hosts, some with >1 rank */
+
+/* Broadcast crossover shared with the hierarchical algorithms: 1 if the
+ * binomial tree should carry bytes over n members. */
+int coh_bc_tree_pref(int n, size_t bytes);
 
 /* Zero-count calls and barrier-like syncs: the cheapest pattern for the
  * topology that still carries c's contract between all ranks. */

@@ -77,11 +77,11 @@ static cohort_status leaders_all_reduce(cohort_group *g, const coh_call *c, cons
                                         void *buf, size_t count)
 {
     size_t bytes = count * es_of(c);
-    if (bytes <= (32u << 10) || count < (size_t)v->n)
+    if (bytes <= (64u << 10) || count < (size_t)v->n)
         return coh_rd_all_reduce(g, c, v, buf, count, 0);
-    if (bytes <= (512u << 10))
+    if (v->n >= 4 && bytes <= (512u << 10))
         return coh_rab_all_reduce(g, c, v, buf, count, 0);
-    return coh_ring_all_reduce(g, c, v, buf, count, 0);
+    return coh_ring_all_reduce(g, c, v, buf, buf, count, 0);
 }
 
 cohort_status coh_hier_all_reduce(cohort_group *g, coh_call *c)
@@ -105,7 +105,7 @@ cohort_status coh_hier_all_reduce(cohort_group *g, coh_call *c)
         if (!reps)
             return COHORT_ERR_NOMEM;
         st = leaders_all_reduce(g, c, &v, c->recv, c->count);
-        coh_free(reps);
+        coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     }
     if (st == COHORT_OK && g->local_size > 1)
         st = coh_coll_tp->shm_broadcast(g->shm, c, c->recv, bytes, 0);
@@ -129,10 +129,11 @@ cohort_status coh_hier_broadcast(cohort_group *g, coh_call *c)
     if (g->my_host == root_host && g->local_size > 1)
         st = coh_coll_tp->shm_broadcast(g->shm, c, buf, bytes, g->peers[c->root].local_index);
     if (st == COHORT_OK && g->rank == reps[g->my_host])
-        st = coh_tree_broadcast(g, c, &v, buf, bytes, root_host, 0);
+        st = coh_bc_tree_pref(v.n, bytes) ? coh_tree_broadcast(g, c, &v, buf, bytes, root_host, 0)
+                                          : coh_sag_broadcast(g, c, &v, buf, bytes, root_host, 0);
     if (st == COHORT_OK && g->my_host != root_host && g->local_size > 1)
         st = coh_coll_tp->shm_broadcast(g->shm, c, buf, bytes, 0);
-    coh_free(reps);
+    coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     return st;
 }
 
@@ -157,7 +158,7 @@ cohort_status coh_hier_reduce(cohort_group *g, coh_call *c)
         } else {
             acc = scratch = coh_coll_alloc(g, c, bytes, "hierarchical reduce accumulator");
             if (!acc) {
-                coh_free(reps);
+                coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
                 return COHORT_ERR_NOMEM;
             }
         }
@@ -173,8 +174,8 @@ cohort_status coh_hier_reduce(cohort_group *g, coh_call *c)
         memmove(acc, c->send, bytes);
     if (st == COHORT_OK && g->rank == rep)
         st = coh_tree_reduce(g, c, &v, acc, c->count, root_host, 0);
-    coh_free(scratch);
-    coh_free(reps);
+    coh_coll_free(scratch, bytes);
+    coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     return st;
 }
 
@@ -191,7 +192,7 @@ cohort_status coh_hier_all_gather(cohort_group *g, coh_call *c)
         tmp = coh_coll_alloc(g, c, total, "hierarchical all_gather buffer");
         hoff = tmp ? host_blocks(g, c, B, &hlen) : NULL;
         if (!hoff) {
-            coh_free(tmp);
+            coh_coll_free(tmp, total);
             return COHORT_ERR_NOMEM;
         }
     }
@@ -209,15 +210,15 @@ cohort_status coh_hier_all_gather(cohort_group *g, coh_call *c)
         coh_view v;
         int *reps = make_reps(g, c, -1, &v);
         st = reps ? coh_ring_all_gather(g, c, &v, tmp, 0, hoff, hlen, 0) : COHORT_ERR_NOMEM;
-        coh_free(reps);
+        coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
         /* 3: host-major to rank order */
         if (st == COHORT_OK)
             for (int r = 0; r < g->size; r++)
                 memcpy((char *)c->recv + (size_t)r * B, tmp + host_major_index(g, hoff, B, r) * B,
                        B);
     }
-    coh_free(tmp);
-    coh_free(hoff);
+    coh_coll_free(tmp, total);
+    coh_coll_free(hoff, sizeof(size_t) * 2 * (size_t)g->n_hosts);
     /* 4: everything to the host */
     if (st == COHORT_OK && g->local_size > 1)
         st = coh_coll_tp->shm_broadcast(g->shm, c, c->recv, total, 0);
@@ -238,7 +239,7 @@ cohort_status coh_hier_reduce_scatter(cohort_group *g, coh_call *c)
         sum = coh_coll_alloc(g, c, 2 * total, "hierarchical reduce_scatter buffers");
         hoff = sum ? host_blocks(g, c, c->count, &hlen) : NULL;
         if (!hoff) {
-            coh_free(sum);
+            coh_coll_free(sum, 2 * total);
             return COHORT_ERR_NOMEM;
         }
         hm = sum + total;
@@ -259,9 +260,9 @@ cohort_status coh_hier_reduce_scatter(cohort_group *g, coh_call *c)
             memcpy(hm + host_major_index(g, hoff, c->count, r) * B, sum + (size_t)r * B, B);
         coh_view v;
         int *reps = make_reps(g, c, -1, &v);
-        st = reps ? coh_ring_reduce_scatter(g, c, &v, hm, n_all, hoff, hlen, 0)
+        st = reps ? coh_ring_reduce_scatter(g, c, &v, hm, hm, n_all, hoff, hlen, 0)
                   : COHORT_ERR_NOMEM;
-        coh_free(reps);
+        coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     }
     /* 3: the host's block, one count to each local rank */
     char *hb = leader ? hm + hoff[g->my_host] * es : NULL;
@@ -271,8 +272,8 @@ cohort_status coh_hier_reduce_scatter(cohort_group *g, coh_call *c)
         else
             memmove(c->recv, hb, B);
     }
-    coh_free(sum);
-    coh_free(hoff);
+    coh_coll_free(sum, 2 * total);
+    coh_coll_free(hoff, sizeof(size_t) * 2 * (size_t)g->n_hosts);
     return st;
 }
 
@@ -287,7 +288,7 @@ cohort_status coh_hier_barrier(cohort_group *g, coh_call *c)
         if (!reps)
             return COHORT_ERR_NOMEM;
         st = coh_dissemination(g, c, &v, 0);
-        coh_free(reps);
+        coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     }
     if (st == COHORT_OK && g->local_size > 1)
         st = coh_coll_tp->shm_barrier(g->shm, c);

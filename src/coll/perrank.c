@@ -29,7 +29,7 @@ cohort_status coh_linear_gather(cohort_group *g, const coh_call *c, const coh_vi
             coh_xf_recv(&ops[nops++], g, c, coh_view_rank(v, i), step_base,
                         recv + (size_t)i * B, B);
     cohort_status st = coh_xf_run(g, c, ops, nops);
-    coh_free(ops);
+    coh_coll_free(ops, sizeof(coh_xfer) * (size_t)n);
     return st;
 }
 
@@ -53,7 +53,7 @@ cohort_status coh_linear_scatter(cohort_group *g, const coh_call *c, const coh_v
             coh_xf_send(&ops[nops++], g, c, coh_view_rank(v, i), step_base,
                         send + (size_t)i * B, B);
     cohort_status st = coh_xf_run(g, c, ops, nops);
-    coh_free(ops);
+    coh_coll_free(ops, sizeof(coh_xfer) * (size_t)n);
     /* after the sends: in place, recv may overlap blocks being sent */
     /* after the sends: in place (recv == send) recv's first block is
      * overwritten by the root's own */
@@ -91,7 +91,7 @@ cohort_status coh_tree_gather(cohort_group *g, const coh_call *c, const coh_view
     if (st == COHORT_OK && par < 0) /* root: relative order back to ranks */
         for (int i = 0; i < n; i++)
             memcpy((char *)recv + (size_t)coh_mod(i + root, n) * B, tmp + (size_t)i * B, B);
-    coh_free(tmp);
+    coh_coll_free(tmp, (size_t)sub * B);
     return st;
 }
 
@@ -125,7 +125,7 @@ cohort_status coh_tree_scatter(cohort_group *g, const coh_call *c, const coh_vie
     }
     if (st == COHORT_OK)
         memcpy(recv, tmp, B);
-    coh_free(tmp);
+    coh_coll_free(tmp, (size_t)sub * B);
     return st;
 }
 
@@ -159,7 +159,7 @@ cohort_status coh_pairwise_all_to_all(cohort_group *g, const coh_call *c, const 
                     recv + (size_t)from * B, B);
         st = coh_xf_run(g, c, ops, 2);
     }
-    coh_free(copy);
+    coh_coll_free(copy, (size_t)n * B);
     return st;
 }
 

@@ -14,6 +14,9 @@ size_t coh_blk_len(size_t count, int n, int b)
     return q + ((size_t)b < rem ? 1 : 0);
 }
 
+/* Pieces are whole elements (a reduction never splits one) and never more
+ * than fit the step-number space: a huge message on a tiny chunk setting
+ * gets larger pieces rather than wrapping step numbers. */
 size_t coh_chunk_elems(size_t chunk_bytes, size_t es, size_t max_len, int rounds)
 {
     size_t ce = es ? chunk_bytes / es : 1;
@@ -30,6 +33,8 @@ size_t coh_chunk_elems(size_t chunk_bytes, size_t es, size_t max_len, int rounds
     return ce;
 }
 
+/* Recursive doubling and halving pair ranks by XOR, which needs a power of
+ * two; the fold (below) reduces any n to one. */
 int coh_pof2(int n)
 {
     int p = 1;

@@ -75,7 +75,7 @@ cohort_status coh_rd_all_reduce(cohort_group *g, const coh_call *c, const coh_vi
     }
     if (st == COHORT_OK)
         st = fold_out(g, c, v, buf, count, step_base + 1 + (uint32_t)L);
-    coh_free(tmp);
+    coh_coll_free(tmp, count * es);
     return st;
 }
 
@@ -153,7 +153,7 @@ cohort_status coh_rab_all_reduce(cohort_group *g, const coh_call *c, const coh_v
     }
     if (st == COHORT_OK)
         st = fold_out(g, c, v, buf, count, s_post);
-    coh_free(tmp);
+    coh_coll_free(tmp, tmp_elems * es);
     return st;
 }
 
@@ -184,7 +184,7 @@ cohort_status coh_bruck_all_gather(cohort_group *g, const coh_call *c, const coh
     if (st == COHORT_OK)
         for (int i = 0; i < n; i++)
             memcpy(buf + (size_t)coh_mod(me + i, n) * bytes, tmp + (size_t)i * bytes, bytes);
-    coh_free(tmp);
+    coh_coll_free(tmp, (size_t)n * bytes);
     return st;
 }
 

@@ -3,6 +3,7 @@
  * and running a call: the size-1 and zero-count shortcuts, send/recv, and
  * the AVG division after the reduction.
  */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -11,26 +12,8 @@
 
 #define DEFAULT_CHUNK_BYTES ((size_t)256 << 10)
 
-static const char *const labels[COH_COLL_KIND_COUNT] = {
-    [COH_COLL_NONE] = "none",
-    [COH_COLL_ALL_REDUCE] = "all_reduce",
-    [COH_COLL_BROADCAST] = "broadcast",
-    [COH_COLL_REDUCE] = "reduce",
-    [COH_COLL_ALL_GATHER] = "all_gather",
-    [COH_COLL_GATHER] = "gather",
-    [COH_COLL_SCATTER] = "scatter",
-    [COH_COLL_REDUCE_SCATTER] = "reduce_scatter",
-    [COH_COLL_ALL_TO_ALL] = "all_to_all",
-    [COH_COLL_BARRIER] = "barrier",
-    [COH_COLL_SEND] = "send",
-    [COH_COLL_RECV] = "recv",
-    [COH_COLL_INTERNAL] = "internal",
-};
-
-const char *coh_coll_label(int coll)
-{
-    return coll >= 0 && coll < COH_COLL_KIND_COUNT && labels[coll] ? labels[coll] : "unknown";
-}
+/* One name table for the whole library: src/contract/names.c. */
+const char *coh_coll_label(int coll) { return coh_coll_name(coll); }
 
 /* "COHORT_ALGO_ALL_REDUCE" for COH_COLL_ALL_REDUCE */
 static void env_name(int coll, char *out, size_t len)
@@ -41,19 +24,22 @@ static void env_name(int coll, char *out, size_t len)
             out[i] = (char)(out[i] - 'a' + 'A');
 }
 
+/* Pointers to the table rows, built once (the table is constant). */
+static const coh_algo *algo_ptrs[64];
+static pthread_once_t algo_once = PTHREAD_ONCE_INIT;
+
+static void build_algo_ptrs(void)
+{
+    size_t i = 0;
+    for (; coh_algo_table[i].name && i + 1 < COH_ARRAY_LEN(algo_ptrs); i++)
+        algo_ptrs[i] = &coh_algo_table[i];
+    algo_ptrs[i] = NULL;
+}
+
 const coh_algo *const *coh_coll_algos(void)
 {
-    /* pointers to the table rows, built once (the table is constant) */
-    static const coh_algo *ptrs[64];
-    static int built;
-    if (!__atomic_load_n(&built, __ATOMIC_ACQUIRE)) {
-        size_t i = 0;
-        for (; coh_algo_table[i].name && i + 1 < COH_ARRAY_LEN(ptrs); i++)
-            ptrs[i] = &coh_algo_table[i];
-        ptrs[i] = NULL;
-        __atomic_store_n(&built, 1, __ATOMIC_RELEASE);
-    }
-    return ptrs;
+    pthread_once(&algo_once, build_algo_ptrs);
+    return algo_ptrs;
 }
 
 size_t coh_coll_chunk_bytes(void)

@@ -75,8 +75,9 @@ cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view
     int mylvl = par >= 0 ? coh_ilog2((unsigned)(vr - par)) : 0;
     int parent = par >= 0 ? coh_view_rank(v, coh_mod(par + root, n)) : -1;
     char *tmp = NULL;
+    size_t tmp_bytes = (size_t)nch * pe * es;
     if (nch) {
-        tmp = coh_coll_alloc(g, c, (size_t)nch * pe * es, "tree reduce pieces");
+        tmp = coh_coll_alloc(g, c, tmp_bytes, "tree reduce pieces");
         if (!tmp)
             return COHORT_ERR_NOMEM;
     }
@@ -106,6 +107,58 @@ cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view
             for (int i = 0; i < nch; i++)
                 red(acc + j * ce * es, tmp + (size_t)i * pe * es, m);
     }
-    coh_free(tmp);
+    coh_coll_free(tmp, tmp_bytes);
+    return st;
+}
+
+/* Scatter + all-gather broadcast (van de Geijn): the message is cut into n
+ * blocks in relative-rank order, so block i sits at the same offset on
+ * every member; a binomial scatter hands each subtree its contiguous range
+ * straight into place, then a ring all-gather over the view rotated to the
+ * root completes every member's copy. The root sends ~m bytes instead of
+ * the tree's log2(n) * m. */
+cohort_status coh_sag_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf_,
+                                size_t bytes, int root, uint32_t step_base)
+{
+    int n = v->n;
+    if (n == 1 || bytes == 0)
+        return COHORT_OK;
+    char *buf = buf_;
+    int vr = coh_mod(v->me - root, n), par = coh_tree_parent(vr, n);
+    int ch[32], nch = coh_tree_children(vr, n, ch);
+    int sub = coh_tree_subtree(vr, n);
+    coh_xfer ops[32];
+    cohort_status st = COHORT_OK;
+    if (par >= 0) {
+        size_t lo = coh_blk_off(bytes, n, vr), hi = coh_blk_off(bytes, n, vr + sub);
+        int nops = 0;
+        if (hi > lo)
+            coh_xf_recv(&ops[nops++], g, c, coh_view_rank(v, coh_mod(par + root, n)),
+                        step_base + (uint32_t)coh_ilog2((unsigned)(vr - par)), buf + lo, hi - lo);
+        st = coh_xf_run(g, c, ops, nops);
+    }
+    if (st == COHORT_OK) {
+        int nops = 0;
+        for (int i = 0; i < nch; i++) {
+            size_t lo = coh_blk_off(bytes, n, ch[i]);
+            size_t hi = coh_blk_off(bytes, n, ch[i] + coh_tree_subtree(ch[i], n));
+            if (hi > lo)
+                coh_xf_send(&ops[nops++], g, c, coh_view_rank(v, coh_mod(ch[i] + root, n)),
+                            step_base + (uint32_t)coh_ilog2((unsigned)(ch[i] - vr)), buf + lo,
+                            hi - lo);
+        }
+        st = coh_xf_run(g, c, ops, nops);
+    }
+    if (st != COHORT_OK)
+        return st;
+    /* member i of the rotated view is relative rank i and owns block i */
+    int *rot = coh_coll_alloc(g, c, sizeof(int) * (size_t)n, "broadcast ring view");
+    if (!rot)
+        return COHORT_ERR_NOMEM;
+    for (int i = 0; i < n; i++)
+        rot[i] = coh_view_rank(v, coh_mod(i + root, n));
+    coh_view rv = {n, vr, rot};
+    st = coh_ring_all_gather(g, c, &rv, buf, bytes, NULL, NULL, step_base + 32);
+    coh_coll_free(rot, sizeof(int) * (size_t)n);
     return st;
 }

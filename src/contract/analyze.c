@@ -422,7 +422,9 @@ static int report_field(sb *s, const call_view *v)
             rest += g[k].n;
         sb_printf(s, ", and %d more ranks with %d other values", rest, ng - MAX_LISTED);
     }
-    if (v->also) {
+    /* Another op's dtype/count/reduce op are not comparable: naming them
+     * would be noise (a barrier has no count). */
+    if (v->also && f != COH_FIELD_OP) {
         sb_printf(s, " (also differs:");
         int first = 1;
         for (int ff = COH_FIELD_GROUP; ff <= COH_FIELD_TAG; ff++)
@@ -508,7 +510,8 @@ static int report_field(sb *s, const call_view *v)
         /* The odd ranks reached this call from another line: the differing
          * field is a symptom, the cause is the control flow that led there,
          * maybe a call skipped or added earlier (lesson Q1). */
-        sb_printf(s, " (a different call site: check the control flow that led there)");
+        sb_printf(s, " (a different call site: an extra or a skipped call? check the control "
+                     "flow that led there)");
     coh_free(ranks), coh_free(g), coh_free(idx);
     return 0;
 }
@@ -686,6 +689,100 @@ static void earlier_shift(const rhist *h, div_state *st, int odd_cls, uint64_t d
     }
 }
 
+/* A view of seq s0 whose two classes are call sites, not contracts: the
+ * ranks at the majority's site (class 0, the reference) and the others.
+ * Used when the contracts first differ at a seq where too few ranks are
+ * present to have a majority (the others were caught by the abort one call
+ * earlier), but the call sites already split at s0 with one. */
+static int site_view(const rhist *h, int nranks, uint64_t s0, call_view *v)
+{
+    memset(v, 0, sizeof *v);
+    member *m = coh_malloc(sizeof *m * (size_t)(nranks ? nranks : 1));
+    int *cs = coh_malloc(sizeof(int) * 3);
+    if (!m || !cs) {
+        coh_free(m), coh_free(cs);
+        return -1;
+    }
+    int n = 0;
+    const cohort_fingerprint *maj = NULL;
+    /* majority site: the site shared by more than half the present ranks */
+    for (int r = 0; r < nranks && !maj; r++) {
+        const cohort_fingerprint *a = h[r].missing ? NULL : hist_at(&h[r], s0);
+        if (!a || !site_known(a))
+            continue;
+        int same = 0, present = 0;
+        for (int q = 0; q < nranks; q++) {
+            const cohort_fingerprint *b = h[q].missing ? NULL : hist_at(&h[q], s0);
+            if (b) {
+                present++;
+                same += site_known(b) && same_site(a, b);
+            }
+        }
+        if (2 * same > present)
+            maj = a;
+    }
+    if (!maj) {
+        coh_free(m), coh_free(cs);
+        return 0;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int r = 0; r < nranks; r++) {
+            const cohort_fingerprint *b = h[r].missing ? NULL : hist_at(&h[r], s0);
+            if (b && (site_known(b) && same_site(maj, b)) == (pass == 0))
+                m[n++] = (member){b, r, pass};
+        }
+    int n0 = 0;
+    while (n0 < n && m[n0].cls == 0)
+        n0++;
+    if (n0 == n) {
+        coh_free(m), coh_free(cs);
+        return 0;
+    }
+    cs[0] = 0, cs[1] = n0, cs[2] = n;
+    v->m = m, v->n = n, v->ncls = 2, v->cls_start = cs, v->ref_cls = 0, v->has_majority = 1;
+    v->first_field = COH_FIELD_NONE;
+    return 1;
+}
+
+/* The contracts first differ at d without a majority: look for the first
+ * earlier seq where the call sites split with one, and test the shift
+ * hypotheses from there (see earlier_shift). */
+static void site_shift(const rhist *h, int nranks, div_state *st, uint64_t d)
+{
+    for (uint64_t s0 = st->lo; s0 < d; s0++) {
+        call_view v;
+        int r = site_view(h, nranks, s0, &v);
+        if (r < 0)
+            return;
+        if (r == 0)
+            continue;
+        /* Reference: the majority rank that got furthest - it holds the
+         * calls the shifted ranks' later calls must match. */
+        int ref_rank = v.m[0].rank;
+        uint64_t far = 0;
+        for (int i = v.cls_start[0]; i < v.cls_start[1]; i++) {
+            const rhist *rh = &h[v.m[i].rank];
+            uint64_t last = rh->n ? rh->e[rh->n - 1]->seq : 0;
+            if (last > far) {
+                far = last;
+                ref_rank = v.m[i].rank;
+            }
+        }
+        int k = classify_shift(h, &v, 1, ref_rank, s0);
+        if (k == COH_DIV_FIELD) {
+            view_free(&v);
+            return;
+        }
+        view_free(&st->v);
+        st->v = v;
+        st->d.seq = s0;
+        st->d.kind = k;
+        st->d.ref_rank = ref_rank;
+        st->d.has_majority = 1;
+        return;
+    }
+}
+
 /* Finds the first divergence. Returns 1 found, 0 none, -1 OOM. */
 static int find_divergence(rhist *h, int nranks, div_state *st)
 {
@@ -748,6 +845,8 @@ static int find_divergence(rhist *h, int nranks, div_state *st)
             st->d.kind = classify_shift(h, &st->v, odd_cls, st->d.ref_rank, s);
             if (st->d.kind == COH_DIV_FIELD)
                 earlier_shift(h, st, odd_cls, s);
+        } else {
+            site_shift(h, nranks, st, s);
         }
         return 1;
     }

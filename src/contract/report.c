@@ -9,9 +9,10 @@
  * if it detected one, then one flight-recorder entry line per call, oldest
  * first. Using the dump format means one parser (fuzzed) for both.
  *
- * Bounded: one set, one wait of REPORT_WAIT_MS for all keys, then reads of
- * what exists; never longer than REPORT_BUDGET_MS of our own waiting
- * (store calls that do not wait are bounded by the handle's own timeout).
+ * Bounded: one set, one wait of REPORT_WAIT_MS for all keys, one multi_get
+ * of what exists; the rank hosting the store then waits up to
+ * REPORT_WAIT_MS for the others to have read (calls that do not wait are
+ * bounded by the handle's own timeout).
  */
 #include <inttypes.h>
 #include <sched.h>
@@ -25,8 +26,8 @@
 #include "trace/trace.h"
 
 #define REPORT_HISTORY 16     /* collective calls published per rank */
-#define REPORT_WAIT_MS 500    /* for every rank's history to appear */
-#define REPORT_BUDGET_MS 1500 /* all reads together */
+#define REPORT_WAIT_MS 900    /* for every rank's history to appear (a loaded
+                               * 2-core machine needs more than 500 ms) */
 
 static int is_collective(int coll)
 {
@@ -172,6 +173,40 @@ static void keep_local(cohort_group *g, const char *why)
     set_msg(g, msg);
 }
 
+/* 1 if this process hosts the job's store (the embedded server of world
+ * rank 0; sub-groups share their world's). */
+static int hosts_store(const cohort_group *g)
+{
+    for (; g; g = g->parent)
+        if (g->server)
+            return 1;
+    return 0;
+}
+
+/* Says "read" and, on the rank that hosts the store, waits (bounded) until
+ * every rank that published has read too: that rank returning to the user
+ * and finalizing would take the store, and the others' reports, with it. */
+static void readers_done(cohort_group *g, const int *present, int npresent)
+{
+    char key[48];
+    snprintf(key, sizeof key, "contract/read/%d", g->rank);
+    if (cohort_store_set(g->store, key, strlen(key), "1", 1) != COHORT_OK || !hosts_store(g))
+        return;
+    char(*k)[48] = coh_calloc((size_t)npresent, sizeof *k);
+    const void **kp = coh_calloc((size_t)npresent, sizeof *kp);
+    size_t *kl = coh_calloc((size_t)npresent, sizeof *kl);
+    if (k && kp && kl) {
+        for (int i = 0; i < npresent; i++) {
+            snprintf(k[i], sizeof k[i], "contract/read/%d", present[i]);
+            kp[i] = k[i];
+            kl[i] = strlen(k[i]);
+        }
+        cohort_status st = cohort_store_wait(g->store, kp, kl, npresent, REPORT_WAIT_MS);
+        coh_debug("contract report: store host waiting for readers: %s", cohort_status_name(st));
+    }
+    coh_free(k), coh_free(kp), coh_free(kl);
+}
+
 static void build_report(cohort_group *g)
 {
     if (!g->store) {
@@ -201,11 +236,12 @@ static void build_report(cohort_group *g)
     char (*keys)[48] = coh_calloc((size_t)n, sizeof *keys);
     const void **kp = coh_calloc((size_t)n, sizeof *kp);
     size_t *kl = coh_calloc((size_t)n, sizeof *kl);
+    int *present = coh_calloc((size_t)n, sizeof *present);
     char *detected = coh_malloc(COH_ERRLEN);
     char *report = coh_malloc(COH_ERRLEN);
-    if (!hist || !keys || !kp || !kl || !detected || !report) {
-        coh_free(hist), coh_free(keys), coh_free(kp), coh_free(kl), coh_free(detected),
-            coh_free(report);
+    if (!hist || !keys || !kp || !kl || !present || !detected || !report) {
+        coh_free(hist), coh_free(keys), coh_free(kp), coh_free(kl), coh_free(present),
+            coh_free(detected), coh_free(report);
         keep_local(g, "out of memory");
         return;
     }
@@ -214,48 +250,95 @@ static void build_report(cohort_group *g)
         kp[r] = keys[r];
         kl[r] = strlen(keys[r]);
     }
-    uint64_t budget = coh_deadline_ns(REPORT_BUDGET_MS);
     /* One bounded wait for everybody; TIMEOUT just means someone is slow
      * or dead, and is reported per rank below. */
     st = cohort_store_wait(g->store, kp, kl, n, REPORT_WAIT_MS);
+    coh_debug("contract report: waiting for %d histories: %s", n, cohort_status_name(st));
     int store_dead = st != COHORT_OK && st != COHORT_ERR_TIMEOUT;
     int first_detector = -1;
     char store_why[256] = "";
     if (store_dead)
         snprintf(store_why, sizeof store_why, "%s: %s", cohort_status_name(st),
                  cohort_store_last_error(g->store));
+    /* Which keys exist: all of them when the wait succeeded, else one
+     * listing (one round trip, whatever the group size). */
+    unsigned char *exists = coh_calloc((size_t)n, 1);
+    if (!exists) {
+        store_dead = 1;
+        snprintf(store_why, sizeof store_why, "out of memory");
+    } else if (!store_dead && st == COHORT_OK) {
+        memset(exists, 1, (size_t)n);
+    } else if (!store_dead) {
+        char **names = NULL;
+        size_t *nl = NULL;
+        int cnt = 0;
+        cohort_status ls = cohort_store_list(g->store, "contract/", &names, &nl, &cnt);
+        if (ls != COHORT_OK) {
+            store_dead = 1;
+            snprintf(store_why, sizeof store_why, "%s: %s", cohort_status_name(ls),
+                     cohort_store_last_error(g->store));
+        }
+        for (int i = 0; i < cnt; i++) {
+            /* "contract/<rank>" only (not "contract/read/<rank>") */
+            const char *p = names[i] + strlen("contract/");
+            char *end = NULL;
+            long r = strtol(p, &end, 10);
+            if (nl[i] > strlen("contract/") && end && !*end && end != p && r >= 0 && r < n)
+                exists[r] = 1;
+            free(names[i]);
+        }
+        free(names);
+        free(nl);
+    }
+    int nhave = 0;
     for (int r = 0; r < n && !store_dead; r++) {
-        int exists = 1;
-        if (st != COHORT_OK) {
-            cohort_status cs = cohort_store_check(g->store, &kp[r], &kl[r], 1, &exists);
-            if (cs != COHORT_OK) {
+        if (!exists[r]) {
+            coh_debug("contract report: no history from rank %d within %d ms", r, REPORT_WAIT_MS);
+            continue;
+        }
+        /* the present keys, compacted to the front */
+        kp[nhave] = keys[r];
+        kl[nhave] = strlen(keys[r]);
+        present[nhave++] = r;
+    }
+    coh_free(exists);
+    /* One round trip for all values: the window in which the store's host
+     * may already be leaving stays small. */
+    void **vals = NULL;
+    size_t *vlens = NULL;
+    if (!store_dead && nhave) {
+        vals = coh_calloc((size_t)nhave, sizeof *vals);
+        vlens = coh_calloc((size_t)nhave, sizeof *vlens);
+        if (!vals || !vlens) {
+            coh_free(vals), coh_free(vlens);
+            vals = NULL, vlens = NULL;
+            nhave = 0;
+        } else {
+            cohort_status ms = cohort_store_multi_get(g->store, kp, kl, nhave, vals, vlens, 1000);
+            if (ms != COHORT_OK) {
                 store_dead = 1;
-                snprintf(store_why, sizeof store_why, "%s: %s", cohort_status_name(cs),
+                snprintf(store_why, sizeof store_why, "%s: %s", cohort_status_name(ms),
                          cohort_store_last_error(g->store));
-                break;
             }
         }
-        if (!exists || coh_ms_left(budget) == 0)
-            continue;
-        void *v = NULL;
-        size_t vl = 0;
-        cohort_status gs =
-            cohort_store_get(g->store, kp[r], kl[r], &v, &vl, COH_MIN(coh_ms_left(budget), 200));
-        if (gs != COHORT_OK) {
-            free(v);
-            continue;
-        }
+    }
+    for (int i = 0; i < nhave && !store_dead; i++) {
+        int r = present[i];
         char why[160];
         detected[0] = 0;
-        if (parse_entry(v, vl, r, &hist[r], detected, COH_ERRLEN, why, sizeof why) != 0)
+        if (parse_entry(vals[i], vlens[i], r, &hist[r], detected, COH_ERRLEN, why, sizeof why) != 0)
             coh_warn("contract report: rank %d's history: %s", r, why);
         else if (detected[0] && first_detector < 0) {
             /* The lowest rank that saw the mismatch first-hand. */
             first_detector = r;
             snprintf(report, COH_ERRLEN, "%s", detected);
         }
-        free(v); /* the store hands out malloc'd values */
     }
+    for (int i = 0; vals && i < nhave; i++)
+        free(vals[i]); /* the store hands out malloc'd values */
+    coh_free(vals), coh_free(vlens);
+    if (!store_dead)
+        readers_done(g, present, nhave);
     if (store_dead) {
         char why[512];
         snprintf(why, sizeof why, "reading the other ranks' histories failed: %s", store_why);
@@ -293,7 +376,8 @@ static void build_report(cohort_group *g)
     for (int r = 0; r < n; r++)
         coh_free(hist[r].fp);
     coh_free(hist);
-    coh_free(keys), coh_free(kp), coh_free(kl), coh_free(detected), coh_free(report);
+    coh_free(keys), coh_free(kp), coh_free(kl), coh_free(present), coh_free(detected),
+        coh_free(report);
 }
 
 void coh_contract_report(cohort_group *g)
@@ -308,7 +392,7 @@ void coh_contract_report(cohort_group *g)
             /* Another thread builds it: wait for it (bounded by its own
              * budget plus slack) so this caller also returns the global
              * message. Polling is fine here: once per error, ~2 s at most. */
-            uint64_t dl = coh_deadline_ns(REPORT_BUDGET_MS + REPORT_WAIT_MS + 1000);
+            uint64_t dl = coh_deadline_ns(3 * REPORT_WAIT_MS + 1500);
             while (!(atomic_load(&g->contract_state) & COH_CSTATE_DONE) && coh_ms_left(dl) > 0) {
                 struct timespec ts = {0, 2 * 1000 * 1000};
                 nanosleep(&ts, NULL);

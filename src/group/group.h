@@ -129,6 +129,7 @@ struct cohort_group {
     char *token;               /* kept for sub-group rendezvous; never logged */
     cohort_store_server *server; /* embedded server (world rank 0) */
     struct coh_monitor *monitor; /* watches the store for aborts and state probes */
+    int lease_alive;           /* etcd: every rank holds "alive/<rank>" under a lease */
     _Atomic int store_down;    /* a control-plane store call failed: skip the
                                 * out-of-band probes instead of blocking waits */
 

@@ -10,6 +10,7 @@
 #include "group/group_internal.h"
 #include "group/monitor.h"
 #include "store/backend.h"
+#include "store/etcd/etcd.h"
 #include "trace/trace.h"
 #include "transport/shm/shm.h"
 #include "transport/transport.h"
@@ -325,6 +326,18 @@ static cohort_status group_start(cohort_group *g)
     st = coh_group_rendezvous(g);
     if (st != COHORT_OK)
         return st;
+    /* With etcd, each rank also holds a leased key: when a rank dies its
+     * lease expires and the peers learn it through the store, a liveness
+     * signal independent of the data connections (monitor.c checks it
+     * while a call waits). Other backends: UNSUPPORTED, nothing to do. */
+    if (!strncmp(g->store_addr, "etcd://", 7)) {
+        char ak[32];
+        snprintf(ak, sizeof ak, "alive/%d", g->rank);
+        cohort_status ls = coh_store_etcd_put_lease(g->store, ak, strlen(ak), "1", 1);
+        if (ls != COHORT_OK)
+            return coh_err_set(&g->err, ls, "etcd lease for %s: %s", ak, cohort_last_error(NULL));
+        g->lease_alive = 1;
+    }
     st = coh_engine_create(g, &g->engine);
     if (st != COHORT_OK)
         return coh_err_set(&g->err, st, "engine: %s", cohort_last_error(NULL));

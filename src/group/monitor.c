@@ -223,8 +223,38 @@ static void fp_format(const cohort_group *g, const coh_call *c, char *out, size_
     (void)g;
 }
 
+/* etcd: a peer whose leased "alive/<r>" key is gone has died (its lease
+ * expired) even if no connection noticed - e.g. a host that vanished. */
+static cohort_status check_leases(cohort_group *g)
+{
+    struct coh_monitor *m = g->monitor;
+    cohort_store *s = m ? m->post : g->store;
+    for (int r = 0; r < g->size; r++) {
+        if (r == g->rank)
+            continue;
+        char k[32];
+        snprintf(k, sizeof k, "alive/%d", r);
+        const void *kp = k;
+        size_t kl = strlen(k);
+        int have = 1;
+        cohort_status st = cohort_store_check(s, &kp, &kl, 1, &have);
+        if (st != COHORT_OK) {
+            note_store(g, st);
+            return COHORT_OK;
+        }
+        if (!have)
+            return coh_group_peer_lost(g, r, "its etcd lease expired (seen through the store)");
+    }
+    return COHORT_OK;
+}
+
 cohort_status coh_monitor_probe(cohort_group *g, const coh_call *c)
 {
+    if (g->lease_alive && !atomic_load(&g->store_down)) {
+        cohort_status ls = check_leases(g);
+        if (ls != COHORT_OK)
+            return ls;
+    }
     if (!c || !g->store || !g->check_contract || c->coll == COH_COLL_SEND ||
         c->coll == COH_COLL_RECV || atomic_load(&g->store_down))
         return COHORT_OK;

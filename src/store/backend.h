@@ -56,6 +56,9 @@ int coh_store_timeout(cohort_store *s);
 const char *coh_store_addr(cohort_store *s);
 /* The backend a handle uses (tools: is this a tcp handle?). */
 const coh_store_backend *coh_store_backend_of(cohort_store *s);
+/* The prefix a view puts before every key (NULL, *len 0 for a root): for
+ * backend calls outside the vtable (coh_store_etcd_put_lease). */
+const void *coh_store_prefix(cohort_store *s, size_t *len);
 
 extern const coh_store_backend coh_store_tcp_backend;
 /* NULL-returning stub when built without COHORT_ETCD. */

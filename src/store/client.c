@@ -48,6 +48,11 @@ void coh_store_set_priv(cohort_store *s, void *priv) { s->root->priv = priv; }
 int coh_store_timeout(cohort_store *s) { return atomic_load(&s->timeout_ms); }
 const char *coh_store_addr(cohort_store *s) { return s->root->addr; }
 const coh_store_backend *coh_store_backend_of(cohort_store *s) { return s ? s->be : NULL; }
+const void *coh_store_prefix(cohort_store *s, size_t *len)
+{
+    *len = s->plen;
+    return s->prefix;
+}
 
 static void op_begin(void)
 {

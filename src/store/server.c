@@ -242,6 +242,9 @@ void coh_srv_reply_end(conn *c, uint8_t op, uint32_t id)
     }
     coh_wr_end_frame(w, 0, op | COH_PROTO_REPLY, id);
     coh_srv_send(c, w->p, w->len);
+    /* One huge LIST should not pin its buffer for the server's lifetime. */
+    if (w->cap > (4u << 20))
+        coh_wr_free(w);
 }
 
 void coh_srv_reply_ok(conn *c, uint8_t op, uint32_t id)

@@ -302,6 +302,8 @@ static void reply_values(conn *c, uint8_t op, uint32_t id, kent *const *es, uint
     }
     if (w->len)
         coh_srv_send(c, w->p, w->len);
+    if (w->cap > (4u << 20))
+        coh_wr_free(w); /* do not keep a multi_get's buffer forever */
 }
 
 /* Replies to a waiter whose keys are all present (re-linking any that were

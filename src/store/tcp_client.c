@@ -21,7 +21,10 @@
  * the recorded cause (COHORT_ERR_STORE naming the server address, or the
  * server's own status such as COHORT_ERR_AUTH for a generation change).
  *
- * Lock order: send_mu before mu is never needed; they are not nested.
+ * Locking: one mutex (mu) guards the pending list, the reader and sender
+ * roles and the dead state; it is never held across a syscall that can
+ * block. The socket is written by one thread at a time (the sender role)
+ * and read by one at a time (the reader role).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -56,7 +59,8 @@ typedef struct tcp {
     char addr[300];    /* host:port, for messages */
     pthread_mutex_t mu; /* pending, reader, dead, next_id */
     pthread_cond_t cv;
-    pthread_mutex_t send_mu;
+    pthread_cond_t send_cv; /* a sender finished */
+    int sending;
     uint32_t next_id;
     tslot pending;     /* sentinel of a circular list */
     int reader;
@@ -74,7 +78,9 @@ typedef struct tcp {
     uint32_t max_key, max_value, max_frame, job_gen;
 } tcp;
 
-#define RBUF_SIZE (64 * 1024)
+/* Replies up to this size are read many at a time; larger ones get a buffer
+ * of their own. Small, since a process may hold a thousand handles. */
+#define RBUF_SIZE (16 * 1024)
 
 static tcp *T(cohort_store *s) { return coh_store_priv(s); }
 
@@ -118,7 +124,27 @@ static cohort_status send_all(cohort_store *s, tcp *t, const uint8_t *p, size_t 
 {
     size_t off = 0;
     cohort_status st = COHORT_OK;
-    pthread_mutex_lock(&t->send_mu);
+    /* Another thread may be sending while a stalled server does not read:
+     * waiting for it is bounded by this call's own deadline. */
+    pthread_mutex_lock(&t->mu);
+    while (t->sending) {
+        if (coh_ms_left(deadline) == 0) {
+            pthread_mutex_unlock(&t->mu);
+            return coh_err_set(coh_store_err(s), COHORT_ERR_TIMEOUT,
+                               "%s: timed out waiting to send to store %s (another thread's "
+                               "send is stalled)",
+                               what, t->addr);
+        }
+        if (deadline == UINT64_MAX) {
+            pthread_cond_wait(&t->send_cv, &t->mu);
+        } else {
+            struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000ull),
+                                  .tv_nsec = (long)(deadline % 1000000000ull)};
+            pthread_cond_timedwait(&t->send_cv, &t->mu, &ts);
+        }
+    }
+    t->sending = 1;
+    pthread_mutex_unlock(&t->mu);
     while (off < n) {
         ssize_t w = send(t->fd, p + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
@@ -155,7 +181,10 @@ static cohort_status send_all(cohort_store *s, tcp *t, const uint8_t *p, size_t 
         pthread_mutex_unlock(&t->mu);
         break;
     }
-    pthread_mutex_unlock(&t->send_mu);
+    pthread_mutex_lock(&t->mu);
+    t->sending = 0;
+    pthread_cond_signal(&t->send_cv);
+    pthread_mutex_unlock(&t->mu);
     return st;
 }
 
@@ -698,7 +727,7 @@ static void tcp_free(tcp *t)
     coh_free(t->rbuf);
     coh_free(t->big);
     pthread_mutex_destroy(&t->mu);
-    pthread_mutex_destroy(&t->send_mu);
+    pthread_cond_destroy(&t->send_cv);
     pthread_cond_destroy(&t->cv);
     coh_free(t);
 }
@@ -726,11 +755,11 @@ static cohort_status tcp_connect(cohort_store *s, const char *addr, const char *
     t->rcap = RBUF_SIZE;
     t->pending.next = t->pending.prev = &t->pending;
     pthread_mutex_init(&t->mu, NULL);
-    pthread_mutex_init(&t->send_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* deadlines are coh_now_ns() */
     pthread_cond_init(&t->cv, &ca);
+    pthread_cond_init(&t->send_cv, &ca);
     pthread_condattr_destroy(&ca);
     if (host[0] && strchr(host, ':'))
         snprintf(t->addr, sizeof t->addr, "[%s]:%s", host, port);

@@ -85,7 +85,7 @@ cohort_status coh_trace_create(coh_trace **out, int capacity)
     }
     t->cap = capacity;
     /* Calls issued before the signal handler was installed do not count. */
-    atomic_store(&t->sig_seen, (unsigned)coh_trace_signal_pending());
+    atomic_store(&t->sig_seen, coh_trace_signal_count());
     *out = t;
     return COHORT_OK;
 }
@@ -287,16 +287,26 @@ static void install_once(void)
 
 void coh_trace_install_signal(void) { pthread_once(&sig_once, install_once); }
 
+unsigned coh_trace_signal_count(void) { return atomic_load_explicit(&sig_count, RLX); }
+
+/* Per thread: every group's monitor is its own thread, so each group acts
+ * once on each signal without any per-group state here. */
+static _Thread_local unsigned sig_seen_thread;
+
 int coh_trace_signal_pending(void)
 {
-    return (int)(atomic_load_explicit(&sig_count, RLX) & 0x7fffffffu);
+    unsigned now = coh_trace_signal_count();
+    if (now == sig_seen_thread)
+        return 0;
+    sig_seen_thread = now;
+    return 1;
 }
 
 int coh_trace_signal_take(coh_trace *t)
 {
     if (!t)
         return 0;
-    unsigned now = (unsigned)coh_trace_signal_pending();
+    unsigned now = coh_trace_signal_count();
     unsigned seen = atomic_load_explicit(&t->sig_seen, RLX);
     return seen != now && atomic_compare_exchange_strong(&t->sig_seen, &seen, now);
 }

@@ -64,13 +64,17 @@ cohort_status coh_trace_dump(cohort_group *g, const char *dir, const char *reaso
  * skips it). The handler only counts signals; a previously installed
  * handler is still called. */
 void coh_trace_install_signal(void);
-/* Number of SIGUSR1 received since start (0: none). A counter, not a flag:
- * it is never reset, so several groups can each act on one signal. */
+/* 1 once per SIGUSR1 per calling thread, else 0: a group's monitor thread
+ * polls it and dumps (`if (coh_trace_signal_pending()) coh_trace_dump(g,
+ * NULL, "SIGUSR1");`); each monitor thread sees every signal once, so every
+ * live group dumps. (A thread's first call reports a signal received
+ * before it started.) */
 int coh_trace_signal_pending(void);
-/* For one group's monitor: returns 1 once per new SIGUSR1 (per trace t),
- * else 0. `if (coh_trace_signal_take(g->trace)) coh_trace_dump(g, NULL,
- * "SIGUSR1");` */
+/* Same, per recorder instead of per thread (for callers that poll several
+ * groups from one thread). */
 int coh_trace_signal_take(coh_trace *t);
+/* SIGUSR1 received since the handler was installed (never reset). */
+unsigned coh_trace_signal_count(void);
 /* COHORT_TRACE_SIZE or the default into *out; -1 if the variable is bad. */
 int coh_trace_default_capacity(int *out);
 

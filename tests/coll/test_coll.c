@@ -81,10 +81,11 @@ static const algo_set tcp_sets[] = {
      "COHORT_ALGO_REDUCE_SCATTER=ring;COHORT_ALGO_ALL_TO_ALL=pairwise;"
      "COHORT_ALGO_BARRIER=dissemination",
      ALL_COLLS},
-    {"rd/bruck/tree",
+    {"rd/bruck/tree/scatter_allgather",
      "COHORT_ALGO_ALL_REDUCE=rd;COHORT_ALGO_ALL_GATHER=bruck;COHORT_ALGO_GATHER=tree;"
-     "COHORT_ALGO_SCATTER=tree",
-     {COH_COLL_ALL_REDUCE, COH_COLL_ALL_GATHER, COH_COLL_GATHER, COH_COLL_SCATTER, 0}},
+     "COHORT_ALGO_SCATTER=tree;COHORT_ALGO_BROADCAST=scatter_allgather",
+     {COH_COLL_ALL_REDUCE, COH_COLL_ALL_GATHER, COH_COLL_GATHER, COH_COLL_SCATTER,
+      COH_COLL_BROADCAST, 0}},
     {"rabenseifner", "COHORT_ALGO_ALL_REDUCE=rabenseifner", {COH_COLL_ALL_REDUCE, 0}},
 };
 
@@ -106,7 +107,8 @@ static int p2p_ring(cohort_group *g, int rank, char *msg, size_t len)
         return 0;
     int right = (rank + 1) % n, left = (rank + n - 1) % n;
     static const size_t sizes[] = {3, 0, 1 << 20};
-    int32_t *out = malloc((1 << 20) * sizeof(int32_t)), *in = malloc((1 << 20) * sizeof(int32_t));
+    int32_t *out = malloc(((1 << 20) + 1) * sizeof(int32_t));
+    int32_t *in = malloc(((1 << 20) + 1) * sizeof(int32_t));
     if (!out || !in) {
         free(out);
         free(in);

@@ -131,8 +131,19 @@ static void run_topology(const topo *t)
         unsetenv(var);
     }
     ck_assert_int_gt(ran, 0);
-    int rc = sim_run(w, rank_float_identity, NULL);
-    ck_assert_msg(rc == 0, "%s: float identity: %s", t->name, sim_error(w));
+    /* random floats: every rank holds the same bits, under every all_reduce */
+    coh_call ar;
+    memset(&ar, 0, sizeof ar);
+    ar.coll = COH_COLL_ALL_REDUCE;
+    for (const coh_algo *const *all = coh_coll_algos(); *all; all++) {
+        if ((*all)->coll != COH_COLL_ALL_REDUCE || !(*all)->supports(sim_group(w, 0), &ar))
+            continue;
+        setenv("COHORT_ALGO_ALL_REDUCE", (*all)->name, 1);
+        int rc = sim_run(w, rank_float_identity, NULL);
+        ck_assert_msg(rc == 0, "%s: float identity (%s): %s", t->name, (*all)->name,
+                      sim_error(w));
+    }
+    unsetenv("COHORT_ALGO_ALL_REDUCE");
     sim_destroy(w);
     unsetenv("COHORT_CHUNK_BYTES");
     sim_uninstall();
@@ -197,10 +208,20 @@ START_TEST(test_select_defaults)
                      "rabenseifner");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, 4 << 20, &st)->name, "ring");
     ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 1, &st)->name, "tree");
+    ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 4 << 20, &st)->name,
+                     "scatter_allgather");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_GATHER, COHORT_FLOAT32, 16, &st)->name, "bruck");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_GATHER, COHORT_FLOAT32, 1 << 20, &st)->name, "ring");
     ck_assert_str_eq(pick(g, COH_COLL_BARRIER, COHORT_UINT8, 0, &st)->name, "dissemination");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_TO_ALL, COHORT_UINT8, 9, &st)->name, "pairwise");
+    sim_destroy(w);
+    /* two ranks: one exchange for small vectors, then the ring (halving
+     * would be the ring without the pipeline) */
+    w = sim_create(2, NULL, 0, 1);
+    ck_assert_str_eq(pick(sim_group(w, 0), COH_COLL_ALL_REDUCE, COHORT_FLOAT32, 1024, &st)->name,
+                     "rd");
+    ck_assert_str_eq(
+        pick(sim_group(w, 0), COH_COLL_ALL_REDUCE, COHORT_FLOAT32, 64 << 10, &st)->name, "ring");
     sim_destroy(w);
     /* one host with shared memory: shm for everything */
     w = sim_create(4, NULL, 1, 0);

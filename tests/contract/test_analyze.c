@@ -57,8 +57,8 @@ START_TEST(count_differs_other_site)
     th_at(&w, 3, 7)->line = 90;
     EXPECT_REPORT(&w, 1,
                   "all_reduce #7 (train.c:88): count differs: ranks 0-2 have 1024, rank 3 has "
-                  "512 - look at rank 3's call at train.c:90 (a different call site: check the "
-                  "control flow that led there)");
+                  "512 - look at rank 3's call at train.c:90 (a different call site: an extra or a "
+                  "skipped call? check the control flow that led there)");
     th_free(&w);
 }
 END_TEST
@@ -153,7 +153,7 @@ static const field_case field_cases[] = {
      "look at rank 3's call at train.c:88"},
     {"op", m_op,
      "all_reduce #7 (train.c:88): op differs: ranks 0-2 have all_reduce, rank 3 has all_gather "
-     "(also differs: reduce op) - look at rank 3's call at train.c:88"},
+     "- look at rank 3's call at train.c:88"},
     {"redop", m_redop,
      "all_reduce #7 (train.c:88): reduce op differs: ranks 0-2 have sum, rank 3 has max - look "
      "at rank 3's call at train.c:88"},
@@ -206,7 +206,8 @@ START_TEST(several_values)
     EXPECT_REPORT(&w, 1,
                   "all_reduce #7 (train.c:88): count differs: ranks 0-3 have 1024, rank 4 has "
                   "512, rank 5 has 256 - look at the calls of rank 4 (train.c:88), rank 5 "
-                  "(train.c:93) (a different call site: check the control flow that led there)");
+                  "(train.c:93) (a different call site: an extra or a skipped call? check the "
+                  "control flow that led there)");
     th_free(&w);
 }
 END_TEST
@@ -267,8 +268,8 @@ START_TEST(tie_two_by_two_op)
     }
     EXPECT_REPORT(&w, 1,
                   "call #7: op differs: ranks 0-1 have all_reduce (train.c:88), ranks 2-3 have "
-                  "barrier (train.c:95) (also differs: count, reduce op) - no majority, so no "
-                  "rank is blamed: compare the call sites");
+                  "barrier (train.c:95) - no majority, so no rank is blamed: compare the call "
+                  "sites");
     th_free(&w);
 }
 END_TEST
@@ -366,6 +367,34 @@ START_TEST(skipped_blocking_peer_view)
 }
 END_TEST
 
+START_TEST(same_contract_skip_without_majority_at_divergence)
+{
+    /* The e2e case under load: rank 3 skipped #4 (line 94), whose contract
+     * equals #5 (line 96), so nothing failed at #4. Ranks 0-1 were caught
+     * by the abort inside #4 and never reached #5; at #5 only ranks 2 (96)
+     * and 3 (barrier, 98) are present - no majority there. The call sites
+     * already split at #4 with one (0-2 at 94, 3 at 96): the report must
+     * still say rank 3 skipped #4. */
+    th_world w = th_make(4, 0);
+    for (int r = 0; r < 4; r++)
+        for (uint64_t q = 1; q <= 3; q++)
+            th_append(&w, r, th_fp(q, COH_COLL_ALL_REDUCE, 16, 51));
+    for (int r = 0; r < 3; r++)
+        th_append(&w, r, th_fp(4, COH_COLL_ALL_REDUCE, 1024, 94));
+    th_append(&w, 2, th_fp(5, COH_COLL_ALL_REDUCE, 1024, 96));
+    th_append(&w, 3, th_fp(4, COH_COLL_ALL_REDUCE, 1024, 96));
+    th_append(&w, 3, th_fp(5, COH_COLL_BARRIER, 0, 98));
+    coh_divergence d;
+    ck_assert_int_eq(coh_contract_diverge(w.h, 4, &d, NULL), 1);
+    ck_assert_int_eq(d.kind, COH_DIV_SKIPPED);
+    ck_assert_int_eq((int)d.seq, 4);
+    char out[1024];
+    coh_contract_analyze(w.h, 4, out, sizeof out);
+    ck_assert_msg(strstr(out, "rank 3 skipped all_reduce #4 (train.c:94)"), "%s", out);
+    th_free(&w);
+}
+END_TEST
+
 START_TEST(shift_direction_ambiguous)
 {
     /* A loop of two calls (88, 91): skipping 88 and adding a 91 give the
@@ -408,8 +437,8 @@ START_TEST(blocking_skip_without_lookahead)
     *th_at(&w, 3, 7) = th_loop(7, 8);
     EXPECT_REPORT(&w, 1,
                   "all_reduce #7 (train.c:88): count differs: ranks 0-2 have 1024, rank 3 has "
-                  "2048 - look at rank 3's call at train.c:91 (a different call site: check the "
-                  "control flow that led there)");
+                  "2048 - look at rank 3's call at train.c:91 (a different call site: an extra or a "
+                  "skipped call? check the control flow that led there)");
     th_free(&w);
 }
 END_TEST
@@ -425,8 +454,9 @@ START_TEST(shift_ambiguous_falls_back)
     *th_at(&w, 2, 3) = th_fp(3, COH_COLL_BARRIER, 0, 11);
     EXPECT_REPORT(&w, 1,
                   "all_reduce #3 (train.c:10): op differs: ranks 0-1 have all_reduce, rank 2 has "
-                  "barrier (also differs: count, reduce op) - look at rank 2's call at train.c:11 "
-                  "(a different call site: check the control flow that led there)");
+                  "barrier - look at rank 2's call at train.c:11 "
+                  "(a different call site: an extra or a skipped call? check the control flow "
+                  "that led there)");
     th_free(&w);
 }
 END_TEST
@@ -811,6 +841,7 @@ static Suite *suite(void)
     tcase_add_test(t, extra_call);
     tcase_add_test(t, skipped_call);
     tcase_add_test(t, skipped_blocking_peer_view);
+    tcase_add_test(t, same_contract_skip_without_majority_at_divergence);
     tcase_add_test(t, shift_direction_ambiguous);
     tcase_add_test(t, skipped_by_several);
     tcase_add_test(t, blocking_skip_without_lookahead);

@@ -136,8 +136,15 @@ static int rank_strays(int rank, void *arg)
         RANK_CHECK(st == COHORT_ERR_AUTH, "wrong token: %s", cohort_status_name(st));
         /* Garbage, a truncated frame and a 4 GiB length prefix on every
          * peer's data port and on the store port while the job runs. */
-        const char *garbage[] = {"GET / HTTP/1.1\r\n\r\n", "\x31\x52\x48\x43\xff\xff\xff\xff",
-                                 "\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff"};
+        /* explicit lengths: the frames contain NUL bytes */
+        static const struct {
+            const char *b;
+            size_t n;
+        } garbage[] = {
+            {"GET / HTTP/1.1\r\n\r\n", 18},
+            {"\x31\x52\x48\x43\xff\xff\xff\xff", 8},                 /* data magic, junk */
+            {"\x00\x00\x00\x01\x00\x00\x00\x00\xff\xff\xff\xff", 12}, /* 4 GiB length */
+        };
         cohort_store *s;
         RANK_PASS(cohort_store_connect(&s, store_addr, "faultjob", "f00dfeed", 2000), NULL);
         for (int r = 0; r < n; r++) {
@@ -152,7 +159,7 @@ static int rank_strays(int rank, void *arg)
             for (size_t k = 0; k < sizeof garbage / sizeof garbage[0]; k++) {
                 int fd = connect_to(a);
                 if (fd >= 0) {
-                    ssize_t w = write(fd, garbage[k], strlen(garbage[k]) + 4);
+                    ssize_t w = write(fd, garbage[k].b, garbage[k].n);
                     (void)w;
                     close(fd);
                 }
@@ -161,7 +168,7 @@ static int rank_strays(int rank, void *arg)
         for (size_t k = 0; k < sizeof garbage / sizeof garbage[0]; k++) {
             int fd = connect_to(store_addr);
             if (fd >= 0) {
-                ssize_t w = write(fd, garbage[k], strlen(garbage[k]) + 4);
+                ssize_t w = write(fd, garbage[k].b, garbage[k].n);
                 (void)w;
                 close(fd);
             }

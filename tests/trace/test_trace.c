@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -592,6 +593,14 @@ static void prev_handler(int sig)
     atomic_fetch_add(&prev_called, 1);
 }
 
+static void *pending_in_thread(void *arg)
+{
+    (void)arg;
+    int first = coh_trace_signal_pending();
+    int second = coh_trace_signal_pending();
+    return (void *)(intptr_t)(first * 10 + second);
+}
+
 START_TEST(sigusr1_counter)
 {
     /* Forked test: the handler does not leak into other tests. */
@@ -599,21 +608,32 @@ START_TEST(sigusr1_counter)
     coh_trace *a, *b;
     ck_assert_int_eq(coh_trace_create(&a, 4), COHORT_OK);
     ck_assert_int_eq(coh_trace_create(&b, 4), COHORT_OK);
+    ck_assert_uint_eq(coh_trace_signal_count(), 0);
     ck_assert_int_eq(coh_trace_signal_pending(), 0);
     coh_trace_install_signal();
     coh_trace_install_signal(); /* once per process */
     ck_assert_int_eq(coh_trace_signal_take(a), 0);
     raise(SIGUSR1);
-    ck_assert_int_eq(coh_trace_signal_pending(), 1);
+    ck_assert_uint_eq(coh_trace_signal_count(), 1);
     ck_assert_int_eq(atomic_load(&prev_called), 1); /* the application's handler still runs */
-    /* Each group acts once per signal. */
+    /* Per thread (one monitor thread per group): once per signal each. */
+    ck_assert_int_eq(coh_trace_signal_pending(), 1);
+    ck_assert_int_eq(coh_trace_signal_pending(), 0);
+    pthread_t th;
+    void *r;
+    pthread_create(&th, NULL, pending_in_thread, NULL);
+    pthread_join(th, &r);
+    ck_assert_int_eq((int)(intptr_t)r, 10);
+    /* Per recorder. */
     ck_assert_int_eq(coh_trace_signal_take(a), 1);
     ck_assert_int_eq(coh_trace_signal_take(a), 0);
     ck_assert_int_eq(coh_trace_signal_take(b), 1);
     ck_assert_int_eq(coh_trace_signal_take(b), 0);
     raise(SIGUSR1);
     raise(SIGUSR1);
-    ck_assert_int_eq(coh_trace_signal_pending(), 3);
+    ck_assert_uint_eq(coh_trace_signal_count(), 3);
+    ck_assert_int_eq(coh_trace_signal_pending(), 1); /* two signals, one dump */
+    ck_assert_int_eq(coh_trace_signal_pending(), 0);
     ck_assert_int_eq(coh_trace_signal_take(a), 1);
     ck_assert_int_eq(coh_trace_signal_take(a), 0);
     /* A recorder created after the signals does not replay them. */

@@ -3,7 +3,10 @@
  * deadlock on full socket buffers), unexpected messages, p2p tag matching,
  * unexpected-message budget, clean close.
  */
+#include <arpa/inet.h>
 #include <check.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -413,12 +416,113 @@ START_TEST(single_rank)
 }
 END_TEST
 
+/* ---- published address: IPv6 bind address, interface routing to MASTER_ADDR ---- */
+
+static int addr_body(tf_rank *r)
+{
+    const char *want = r->arg;
+    TF_CHECK(r, !strncmp(r->g.peers[r->rank].addr, want, strlen(want)), "published %s, want %s...",
+             r->g.peers[r->rank].addr, want);
+    if (tf_connect(r))
+        return 1;
+    unsigned char buf[4096];
+    coh_call c = tf_call(1, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, 0, sizeof buf);
+    tf_fill(buf, sizeof buf, (uint64_t)r->rank);
+    coh_xfer ops[2];
+    unsigned char in[4096];
+    tf_op(&ops[0], r, &c, COLL, 1 - r->rank, 1, buf, sizeof buf, 0);
+    tf_op(&ops[1], r, &c, COLL, 1 - r->rank, 0, in, sizeof in, 0);
+    TF_OK(r, coh_net_xfer(r->net, &c, ops, 2));
+    TF_CHECK(r, tf_check(in, sizeof in, (uint64_t)(1 - r->rank)) < 0, "data");
+    return 0;
+}
+
+START_TEST(published_address)
+{
+    char env[128], want[64] = "";
+    if (_i == 0) {
+        /* IPv6 loopback, if this host has it. */
+        FILE *f = fopen("/proc/net/if_inet6", "r");
+        char line[256];
+        int have = 0;
+        while (f && fgets(line, sizeof line, f))
+            have |= !strncmp(line, "00000000000000000000000000000001", 32);
+        if (f)
+            fclose(f);
+        if (!have) {
+            fprintf(stderr, "published_address: no ::1 here, IPv6 case skipped\n");
+            return;
+        }
+        snprintf(env, sizeof env, "COHORT_BIND_ADDR=::1");
+        snprintf(want, sizeof want, "[::1]:");
+    } else {
+        /* MASTER_ADDR is a non-loopback address of this host: the published
+         * address is the interface that routes to it, not 127.0.0.1. */
+        struct ifaddrs *ifs, *i;
+        ck_assert(getifaddrs(&ifs) == 0);
+        for (i = ifs; i; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+                struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+                if ((ntohl(a.s_addr) >> 24) != 127) {
+                    inet_ntop(AF_INET, &a, want, sizeof want);
+                    break;
+                }
+            }
+        freeifaddrs(ifs);
+        if (!want[0]) {
+            fprintf(stderr, "published_address: no non-loopback IPv4 address, case skipped\n");
+            return;
+        }
+        snprintf(env, sizeof env, "MASTER_ADDR=%s", want);
+        strcat(want, ":");
+    }
+    tf_opts o = {.nranks = 2, .env = env};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, addr_body, want, &res);
+    fprintf(stderr, "published_address (%s): %s, %s\n", env, sh->addr[0], sh->addr[1]);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* ---- allocation failures in listen: NOMEM, nothing leaked or crashed ---- */
+
+START_TEST(listen_out_of_memory)
+{
+    static cohort_group g;
+    memset(&g, 0, sizeof g);
+    g.rank = 0;
+    g.size = 3;
+    g.generation = 1;
+    g.timeout_ms = 1000;
+    snprintf(g.job_id, sizeof g.job_id, "oom");
+    g.token = "t";
+    pthread_mutex_init(&g.err_mu, NULL);
+    int ok = 0, nomem = 0;
+    for (long k = 0; k < 40; k++) {
+        coh_net *n = NULL;
+        char addr[80];
+        coh_alloc_fail_after(k);
+        cohort_status st = coh_net_listen(&g, &n, addr, sizeof addr);
+        coh_alloc_fail_after(-1);
+        ck_assert_msg(st == COHORT_OK || st == COHORT_ERR_NOMEM, "k=%ld: %s", k,
+                      cohort_status_name(st));
+        ck_assert(st == COHORT_OK ? n != NULL : n == NULL);
+        ok += st == COHORT_OK;
+        nomem += st == COHORT_ERR_NOMEM;
+        coh_net_destroy(n);
+    }
+    ck_assert_msg(nomem > 0 && ok > 0, "nomem %d ok %d", nomem, ok);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("transport_tcp_data");
     TCase *t = tcase_create("data");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, single_rank);
+    tcase_add_test(t, listen_out_of_memory);
     tcase_add_test(t, pingpong_sizes);
     tcase_add_test(t, ring_bidirectional_large);
     tcase_add_test(t, stash_out_of_order);
@@ -426,6 +530,7 @@ static Suite *suite(void)
     tcase_add_test(t, unexpected_budget_parks);
     tcase_add_test(t, unexpected_budget_exceeded);
     tcase_add_test(t, clean_close_then_lost);
+    tcase_add_loop_test(t, published_address, 0, 2);
     suite_add_tcase(s, t);
     return s;
 }

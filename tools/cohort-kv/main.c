@@ -55,6 +55,9 @@ static void usage(FILE *f)
             "refused, 5 store unreachable or connection lost, 6 other error\n");
 }
 
+/* One exit code per kind of failure, so scripts can tell "not there yet"
+ * (1, 3) from "wrong credentials" (4) from "store down" (5) without parsing
+ * stderr. */
 static int exit_code(cohort_status st)
 {
     switch (st) {
@@ -87,6 +90,7 @@ static int parse_int(const char *s, long long *out)
     return 0;
 }
 
+/* "set KEY -": the value is stdin, read whole (binary-safe). */
 static int read_stdin(char **buf, size_t *len)
 {
     size_t cap = 4096, n = 0;
@@ -142,6 +146,8 @@ int main(int argc, char **argv)
     int raw = 0;
     const char *pos[64];
     int npos = 0;
+    /* Options may come anywhere ("get K --timeout 5000", as in redis-cli);
+     * everything else is the command and its arguments. */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -218,6 +224,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "cohort-kv: no job id (--job or COHORT_JOB_ID)\n");
         return EX_USAGE;
     }
+    /* The token comes from a file (never from argv: it would show in ps) or
+     * from the environment. */
     coh_tokenfile tf;
     memset(&tf, 0, sizeof tf);
     const char *token = NULL;
@@ -261,6 +269,8 @@ int main(int argc, char **argv)
     } else if (!strcmp(cmd, "get")) {
         void *v = NULL;
         size_t vl = 0;
+        /* Default: no waiting, so "get" of an absent key answers at once
+         * (exit 1) instead of hanging a script. */
         st = cohort_store_get(s, args[0], strlen(args[0]), &v, &vl,
                               timeout == -2 ? 0 : (int)timeout);
         if (st == COHORT_OK) {

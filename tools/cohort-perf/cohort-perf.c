@@ -5,8 +5,8 @@
  *   cohortrun -n 2 cohort-perf -o all ...        (ranks from the environment)
  *
  * Per op and size: warm-up, then a batch that grows x4 until it takes at
- * least t/10 (calibration), then about t seconds of iterations, each timed on
- * its own. At the end of a size every rank's per-iteration times are
+ * least t/10 (calibration), then batches of that size until the slowest rank
+ * has spent t seconds in them, each iteration timed on its own. At the end of a size every rank's per-iteration times are
  * combined with a max all_reduce, so p50/p99/max are of "the slowest rank in
  * that iteration" - what a synchronous training step waits for. avg is the
  * max over ranks of the per-rank mean, the convention of nccl-tests and of
@@ -28,37 +28,42 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: cohort-perf [-n RANKS] [-o OPS] [-b MIN] [-e MAX] [-f FACTOR] [--sizes LIST]\n"
-            "                   [-d DTYPE] [-r REDOP] [--root R] [--check] [--json] [--json-out FILE]\n"
-            "                   [-t SECONDS] [--iters N] [--warmup N] [--max-iters N]\n"
-            "                   [--transport auto|shm|tcp] [--algo NAME|OP=NAME,...] [--contract on|off]\n"
-            "                   [--osu] [--bind core|none] [--deadline SECONDS] [-l LABEL]\n"
-            "\n"
-            "  -n RANKS        fork RANKS ranks on this host (default: ranks from the environment,\n"
-            "                  as set by cohortrun/torchrun/srun/mpirun; 1 if none is set)\n"
-            "  -o OPS          comma list of: all_reduce broadcast reduce all_gather gather scatter\n"
-            "                  reduce_scatter all_to_all barrier sendrecv, or 'all' (default all_reduce)\n"
-            "  -b/-e/-f        sizes MIN, MIN*F, ... <= MAX in bytes, suffixes K M G (default 16 64M 4)\n"
-            "  --sizes LIST    explicit comma list of sizes instead of -b/-e/-f\n"
-            "                  size = the full buffer (nccl-tests): all_gather/gather output,\n"
-            "                  reduce_scatter/scatter/all_to_all input\n"
-            "  -d DTYPE        int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64\n"
-            "  -r REDOP        sum prod min max avg band bor bxor (default sum)\n"
-            "  --root R        root of broadcast/reduce/gather/scatter (default 0)\n"
-            "  --check         verify every result exactly (deterministic inputs); exit 1 on a mismatch\n"
-            "  --json          write the results as one JSON document on stdout (no table)\n"
-            "  --json-out FILE also write the JSON document to FILE\n"
-            "  -t SECONDS      time per size (default 0.2); --iters N fixes the count instead\n"
-            "  --warmup N      untimed iterations per size before calibration (default 5)\n"
-            "  --max-iters N   cap on calibrated iterations (default 1000000)\n"
-            "  --transport T   sets COHORT_TRANSPORT\n"
-            "  --algo A        sets COHORT_ALGO_<OP>=A for every selected op, or per op: all_reduce=ring\n"
-            "  --contract off  sets COHORT_CONTRACT=off (benchmark only: no contract check)\n"
-            "  --osu           barrier between iterations, only the op timed (OSU style)\n"
-            "  --bind core     with -n: pin rank r to cpu r %% ncpu (default none)\n"
-            "  --deadline S    with -n: kill the ranks after S seconds (default none)\n"
-            "  -l LABEL        free text carried into the output\n");
+    fputs("usage: cohort-perf [-n RANKS] [-o OPS] [-b MIN] [-e MAX] [-f FACTOR] [--sizes LIST]\n"
+          "         [-d DTYPE] [-r REDOP] [--root R] [--check] [--json] [--json-out FILE]\n"
+          "         [-t SECONDS] [--iters N] [--warmup N] [--max-iters N]\n"
+          "         [--transport auto|shm|tcp] [--algo NAME|OP=NAME,...] [--contract on|off]\n"
+          "         [--osu] [--bind core|none] [--deadline SECONDS] [-l LABEL]\n"
+          "\n"
+          "  -n RANKS        fork RANKS ranks on this host (default: ranks from the\n"
+          "                  environment, as cohortrun/torchrun/srun/mpirun set it; else 1)\n"
+          "  -o OPS          comma list of: all_reduce broadcast reduce all_gather gather\n"
+          "                  scatter reduce_scatter all_to_all barrier sendrecv, or 'all'\n"
+          "                  (default all_reduce)\n"
+          "  -b/-e/-f        sizes MIN, MIN*F, ... <= MAX bytes, suffixes K M G\n"
+          "                  (default 16 64M 4)\n"
+          "  --sizes LIST    explicit comma list of sizes instead of -b/-e/-f; a size is the\n"
+          "                  full buffer (nccl-tests): all_gather/gather output,\n"
+          "                  reduce_scatter/scatter/all_to_all input\n"
+          "  -d DTYPE        int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32\n"
+          "                  float64 (default float32)\n"
+          "  -r REDOP        sum prod min max avg band bor bxor (default sum)\n"
+          "  --root R        root of broadcast/reduce/gather/scatter (default 0)\n"
+          "  --check         verify every result exactly (deterministic inputs); exit 1 on\n"
+          "                  a mismatch\n"
+          "  --json          write the results as one JSON document on stdout (no table)\n"
+          "  --json-out FILE also write the JSON document to FILE\n"
+          "  -t SECONDS      time per size (default 0.2); --iters N fixes the count instead\n"
+          "  --warmup N      untimed iterations per size before calibration (default 5)\n"
+          "  --max-iters N   cap on calibrated iterations (default 1000000)\n"
+          "  --transport T   sets COHORT_TRANSPORT\n"
+          "  --algo A        sets COHORT_ALGO_<OP>=A for every selected op, or per op:\n"
+          "                  all_reduce=ring,broadcast=tree\n"
+          "  --contract off  sets COHORT_CONTRACT=off (benchmark only: no contract check)\n"
+          "  --osu           barrier between iterations, only the op timed (OSU style)\n"
+          "  --bind core     with -n: pin rank r to cpu r % ncpu (default none)\n"
+          "  --deadline S    with -n: kill the ranks after S seconds (default none)\n"
+          "  -l LABEL        free text carried into the output\n",
+          f);
 }
 
 /* ---- option parsing ---- */
@@ -339,9 +344,9 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Runs k untimed-per-iteration ops after a barrier; returns the max over
- * ranks of the mean seconds per op (every rank gets the same value, so all
- * ranks agree on the iteration count derived from it). */
+/* Runs k ops after a barrier, timed as a whole; returns the max over ranks
+ * of the mean seconds per op (every rank gets the same value, so all ranks
+ * agree on the batch size derived from it). */
 static double batch(perf_state *s, enum perf_op op, size_t count, size_t bytes, long k)
 {
     cohort_status st = cohort_barrier(s->g);
@@ -392,7 +397,8 @@ static int64_t check_once(perf_state *s, enum perf_op op, size_t count, size_t b
     int64_t bad = (int64_t)perf_verify(op, s->sbuf, s->rbuf, count, o->dtype, o->redop, o->root,
                                        s->rank, s->n, msg, sizeof msg);
     if (bad)
-        fprintf(stderr, "cohort-perf: rank %d: CHECK FAILED %s size %zu (%s): %lld wrong; first: %s\n",
+        fprintf(stderr,
+                "cohort-perf: rank %d: CHECK FAILED %s size %zu (%s): %lld wrong; first: %s\n",
                 s->rank, perf_op_names[op], bytes, fresh ? "fresh call" : "after timing",
                 (long long)bad, msg);
     (void)send_elems;
@@ -428,46 +434,59 @@ static void run_size(perf_state *s, enum perf_op op, size_t req_bytes)
         if ((st = do_op(s, op, count)) != COHORT_OK)
             die(s, st, "warm-up", op, bytes);
 
-    long iters = o->iters;
-    if (!iters) {
-        /* Start at 4 so that one preempted iteration (a 4 ms tick on a busy
-         * VM) does not end calibration with a tiny batch. */
-        long k = 4;
-        double per;
-        for (;;) {
-            per = batch(s, op, count, bytes, k);
-            if (per * (double)k >= o->target_s / 10 || k >= o->max_iters)
-                break;
+    /* Calibration: the batch grows x4 from 4 (so that one preempted
+     * iteration does not decide alone) until it takes at least t/10. */
+    long k = o->iters;
+    if (!k) {
+        k = 4;
+        while (k < o->max_iters && batch(s, op, count, bytes, k) * (double)k < o->target_s / 10)
             k *= 4;
-        }
-        double want = o->target_s / (per > 1e-9 ? per : 1e-9);
-        iters = want > (double)o->max_iters ? o->max_iters : (long)want;
-        if (iters < 5)
-            iters = 5;
+        if (k > o->max_iters)
+            k = o->max_iters;
     }
 
-    /* The timed loop: one clock read per iteration in back-to-back mode. */
+    /* The timed phase: batches of k iterations, each iteration timed on its
+     * own (one clock read per iteration back to back), until the slowest
+     * rank has spent t in them (every rank takes the same decision from a
+     * max all_reduce between batches). Deciding by elapsed time rather than
+     * by a count extrapolated from calibration keeps a preempted calibration
+     * batch on a busy machine from shrinking the sample. */
     if ((st = cohort_barrier(s->g)) != COHORT_OK)
         die(s, st, "barrier before", op, bytes);
-    double *t = s->times;
-    if (!o->osu) {
-        double c0 = now_s();
-        for (long i = 0; i < iters; i++) {
-            if ((st = do_op(s, op, count)) != COHORT_OK)
-                die(s, st, "timed", op, bytes);
-            double c1 = now_s();
-            t[i] = c1 - c0;
-            c0 = c1;
+    double *t = s->times, spent = 0;
+    long iters = 0;
+    for (;;) {
+        long m = k < o->max_iters - iters ? k : o->max_iters - iters;
+        double b0 = now_s();
+        if (!o->osu) {
+            double c0 = b0;
+            for (long i = iters; i < iters + m; i++) {
+                if ((st = do_op(s, op, count)) != COHORT_OK)
+                    die(s, st, "timed", op, bytes);
+                double c1 = now_s();
+                t[i] = c1 - c0;
+                c0 = c1;
+            }
+        } else {
+            for (long i = iters; i < iters + m; i++) {
+                double c0 = now_s();
+                if ((st = do_op(s, op, count)) != COHORT_OK)
+                    die(s, st, "timed", op, bytes);
+                t[i] = now_s() - c0;
+                if ((st = cohort_barrier(s->g)) != COHORT_OK)
+                    die(s, st, "osu barrier", op, bytes);
+            }
         }
-    } else {
-        for (long i = 0; i < iters; i++) {
-            double c0 = now_s();
-            if ((st = do_op(s, op, count)) != COHORT_OK)
-                die(s, st, "timed", op, bytes);
-            t[i] = now_s() - c0;
-            if ((st = cohort_barrier(s->g)) != COHORT_OK)
-                die(s, st, "osu barrier", op, bytes);
-        }
+        spent += now_s() - b0;
+        iters += m;
+        if (o->iters || iters >= o->max_iters)
+            break;
+        double most = 0;
+        if ((st = cohort_all_reduce(s->g, &spent, &most, 1, COHORT_FLOAT64, COHORT_MAX)) !=
+            COHORT_OK)
+            die(s, st, "time max all_reduce after", op, bytes);
+        if (most >= o->target_s)
+            break;
     }
     double scale = op == OP_SENDRECV ? 0.5e6 : 1e6; /* seconds -> us; ping-pong one-way */
     double sum = 0;

@@ -10,6 +10,7 @@
  * ranks) wraps, and the expected value wraps the same way. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "perf.h"
@@ -175,9 +176,10 @@ static double value(cohort_dtype dt, cohort_op op, int r, size_t i)
     }
     case COHORT_BAND:
     case COHORT_BOR:
-    case COHORT_BXOR:
-        return (double)((((unsigned)r * 37u + (unsigned)(i % 1024) * 11u + 5u) ^ ((unsigned)r << 3)) &
-                        0x7fu);
+    case COHORT_BXOR: {
+        unsigned u = (unsigned)r * 37u + (unsigned)(i % 1024) * 11u + 5u;
+        return (double)((u ^ ((unsigned)r << 3)) & 0x7fu);
+    }
     default: {
         double v = (double)(((size_t)r * 7 + i % 13) % 11);
         return is_unsigned(dt) ? v : v - 3;
@@ -185,12 +187,45 @@ static double value(cohort_dtype dt, cohort_op op, int r, size_t i)
     }
 }
 
-void perf_fill(void *buf, cohort_dtype dt, cohort_op op, int r, size_t first, size_t n)
+/* Every pattern is periodic in the element index (13 for the arithmetic
+ * ops, lcm(4, 5) for prod, 1024 for the bitwise ones), and so is every
+ * fold over ranks: filling and checking work one period at a time and
+ * replicate or memcmp the rest, which keeps --check cheap at 64 MiB. */
+static size_t period(cohort_op op)
 {
-    for (size_t k = 0; k < n; k++)
-        put(buf, dt, k, value(dt, op, r, first + k));
+    switch (op) {
+    case COHORT_PROD:
+        return 20;
+    case COHORT_BAND:
+    case COHORT_BOR:
+    case COHORT_BXOR:
+        return 1024;
+    default:
+        return 13;
+    }
 }
 
+/* Elements per replicated block: a multiple of the period near 4 KiB. */
+static size_t block_elems(cohort_dtype dt, cohort_op op)
+{
+    size_t p = period(op), es = cohort_dtype_size(dt);
+    size_t k = (4096 / es + p - 1) / p;
+    return (k ? k : 1) * p;
+}
+
+void perf_fill(void *buf, cohort_dtype dt, cohort_op op, int r, size_t first, size_t n)
+{
+    size_t b = block_elems(dt, op), es = cohort_dtype_size(dt);
+    size_t head = n < b ? n : b;
+    for (size_t k = 0; k < head; k++)
+        put(buf, dt, k, value(dt, op, r, first + k));
+    /* Doubling copies: [0, done) is filled and repeats with period b. */
+    for (size_t done = head; done < n;) {
+        size_t m = done < n - done ? done : n - done;
+        memcpy((char *)buf + done * es, buf, m * es);
+        done += m;
+    }
+}
 /* The exact reduction of element i over ranks 0..n-1, in the integer or
  * double domain (the caller wraps/rounds it through put()). */
 static double fold(cohort_dtype dt, cohort_op op, int n, size_t i)
@@ -280,66 +315,116 @@ static int same(const void *got, size_t gi, cohort_dtype dt, cohort_op op, doubl
     return 1;
 }
 
-/* Counts mismatches of buf[k] (k < n) against want(k); describes the first. */
-#define CHECK_RANGE(bufp, n, wantexpr, what)                                                       \
-    do {                                                                                           \
-        for (size_t k = 0; k < (n); k++) {                                                         \
-            char d_[160];                                                                          \
-            if (!same((bufp), k, dt, redop, (wantexpr), d_, sizeof d_)) {                          \
-                if (!bad)                                                                          \
-                    snprintf(msg, msglen, "%s element %zu: %s", (what), k, d_);                    \
-                bad++;                                                                             \
-            }                                                                                      \
-        }                                                                                          \
-    } while (0)
+/* Expected values of a run of elements: value(q, base + j) or the fold over
+ * ranks of base + j, for j in [0, len). */
+typedef struct want_fn {
+    int fold;      /* 1: fold over n ranks; 0: value of rank q */
+    int q, n;
+    size_t base;
+} want_fn;
+
+static double want_at(const want_fn *w, cohort_dtype dt, cohort_op op, size_t j)
+{
+    return w->fold ? fold(dt, op, w->n, w->base + j) : value(dt, op, w->q, w->base + j);
+}
+
+/* Checks got[0, len) against w. Fast path: one block of expected values in
+ * the dtype, memcmp per block; a block that differs (or avg on floats,
+ * which is compared within ulps) is checked element by element, which is
+ * the authority (it also accepts -0 == +0). Adds the wrong elements to
+ * *bad and describes the first in msg. */
+static void check_run(const void *got, size_t len, cohort_dtype dt, cohort_op op,
+                      const want_fn *w, size_t index0, const char *what, size_t *bad, char *msg,
+                      size_t msglen)
+{
+    size_t es = cohort_dtype_size(dt), b = block_elems(dt, op);
+    int exact = !(op == COHORT_AVG && is_float(dt));
+    unsigned char *exp = NULL;
+    if (exact && len > 0) {
+        size_t m = len < b ? len : b;
+        exp = malloc(m * es);
+        if (exp)
+            for (size_t j = 0; j < m; j++)
+                put(exp, dt, j, want_at(w, dt, op, j));
+    }
+    for (size_t at = 0; at < len; at += b) {
+        size_t m = len - at < b ? len - at : b;
+        const unsigned char *g = (const unsigned char *)got + at * es;
+        if (exp && memcmp(g, exp, m * es) == 0)
+            continue;
+        for (size_t j = 0; j < m; j++) {
+            char d[160];
+            if (!same(g, j, dt, op, want_at(w, dt, op, at + j), d, sizeof d)) {
+                if (!*bad)
+                    snprintf(msg, msglen, "%s element %zu: %s", what, index0 + at + j, d);
+                (*bad)++;
+            }
+        }
+    }
+    free(exp);
+}
 
 size_t perf_verify(enum perf_op op, const void *send, const void *recv, size_t count,
                    cohort_dtype dt, cohort_op redop, int root, int rank, int n, char *msg,
                    size_t msglen)
 {
-    size_t bad = 0;
-    size_t c = count;
-    size_t total = c * (size_t)n;
+    size_t bad = 0, c = count, total = c * (size_t)n, es = cohort_dtype_size(dt);
+    const unsigned char *rb = recv;
+    want_fn all = {1, 0, n, 0};         /* the fold of every rank's element k */
+    want_fn mine = {0, rank, n, 0};     /* this rank's own input */
+    const char *in = "send (must be unchanged)";
     msg[0] = 0;
     switch (op) {
     case OP_ALL_REDUCE:
-        CHECK_RANGE(recv, c, fold(dt, redop, n, k), "recv");
-        CHECK_RANGE(send, c, value(dt, redop, rank, k), "send (must be unchanged)");
-        break;
     case OP_REDUCE:
-        if (rank == root)
-            CHECK_RANGE(recv, c, fold(dt, redop, n, k), "recv");
-        CHECK_RANGE(send, c, value(dt, redop, rank, k), "send (must be unchanged)");
+        if (op == OP_ALL_REDUCE || rank == root)
+            check_run(recv, c, dt, redop, &all, 0, "recv", &bad, msg, msglen);
+        check_run(send, c, dt, redop, &mine, 0, in, &bad, msg, msglen);
         break;
-    case OP_BROADCAST:
-        CHECK_RANGE(recv, c, value(dt, redop, root, k), "buffer");
+    case OP_BROADCAST: {
+        want_fn w = {0, root, n, 0};
+        check_run(recv, c, dt, redop, &w, 0, "buffer", &bad, msg, msglen);
         break;
+    }
     case OP_ALL_GATHER:
-        CHECK_RANGE(recv, total, value(dt, redop, (int)(k / c), k % c), "recv");
-        CHECK_RANGE(send, c, value(dt, redop, rank, k), "send (must be unchanged)");
-        break;
     case OP_GATHER:
+        /* block q holds rank q's input */
+        if (op == OP_ALL_GATHER || rank == root)
+            for (int q = 0; q < n; q++) {
+                want_fn w = {0, q, n, 0};
+                check_run(rb + (size_t)q * c * es, c, dt, redop, &w, (size_t)q * c, "recv", &bad,
+                          msg, msglen);
+            }
+        check_run(send, c, dt, redop, &mine, 0, in, &bad, msg, msglen);
+        break;
+    case OP_SCATTER: {
+        want_fn w = {0, root, n, (size_t)rank * c};
+        check_run(recv, c, dt, redop, &w, 0, "recv", &bad, msg, msglen);
         if (rank == root)
-            CHECK_RANGE(recv, total, value(dt, redop, (int)(k / c), k % c), "recv");
-        CHECK_RANGE(send, c, value(dt, redop, rank, k), "send (must be unchanged)");
+            check_run(send, total, dt, redop, &mine, 0, in, &bad, msg, msglen);
         break;
-    case OP_SCATTER:
-        CHECK_RANGE(recv, c, value(dt, redop, root, (size_t)rank * c + k), "recv");
-        if (rank == root)
-            CHECK_RANGE(send, total, value(dt, redop, rank, k), "send (must be unchanged)");
+    }
+    case OP_REDUCE_SCATTER: {
+        want_fn w = {1, 0, n, (size_t)rank * c};
+        check_run(recv, c, dt, redop, &w, 0, "recv", &bad, msg, msglen);
+        check_run(send, total, dt, redop, &mine, 0, in, &bad, msg, msglen);
         break;
-    case OP_REDUCE_SCATTER:
-        CHECK_RANGE(recv, c, fold(dt, redop, n, (size_t)rank * c + k), "recv");
-        CHECK_RANGE(send, total, value(dt, redop, rank, k), "send (must be unchanged)");
-        break;
+    }
     case OP_ALL_TO_ALL:
-        CHECK_RANGE(recv, total, value(dt, redop, (int)(k / c), (size_t)rank * c + k % c), "recv");
-        CHECK_RANGE(send, total, value(dt, redop, rank, k), "send (must be unchanged)");
+        /* block q holds what rank q sent to this rank: its block `rank` */
+        for (int q = 0; q < n; q++) {
+            want_fn w = {0, q, n, (size_t)rank * c};
+            check_run(rb + (size_t)q * c * es, c, dt, redop, &w, (size_t)q * c, "recv", &bad, msg,
+                      msglen);
+        }
+        check_run(send, total, dt, redop, &mine, 0, in, &bad, msg, msglen);
         break;
     case OP_SENDRECV: {
         int partner = (rank % 2 == 0) ? rank + 1 : rank - 1;
-        if (partner < n)
-            CHECK_RANGE(recv, c, value(dt, redop, partner, k), "recv");
+        if (partner < n) {
+            want_fn w = {0, partner, n, 0};
+            check_run(recv, c, dt, redop, &w, 0, "recv", &bad, msg, msglen);
+        }
         break;
     }
     default:

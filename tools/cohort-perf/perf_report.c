@@ -186,8 +186,8 @@ void perf_print_header(FILE *f, const perf_opts *o, int n)
     fprintf(f, "# host %s  date %s  ranks %d  transport %s  contract %s  algo %s\n", host, date, n,
             transport_of(o), contract_on(o) ? "on" : "off", o->algo ? o->algo : "auto");
     fprintf(f, "# dtype %s  redop %s  root %d  mode %s  check %s  ", cohort_dtype_name(o->dtype),
-            cohort_op_name(o->redop), o->root, o->osu ? "osu (barrier between iterations)" : "back-to-back",
-            o->check ? "on" : "off");
+            cohort_op_name(o->redop), o->root,
+            o->osu ? "osu (barrier between iterations)" : "back-to-back", o->check ? "on" : "off");
     if (o->iters)
         fprintf(f, "iters %ld  warmup %ld\n", o->iters, o->warmup);
     else

@@ -9,7 +9,7 @@
  * group with a contract mismatch. Every surviving rank must see the
  * documented error (checked here) before the launcher restarts the job.
  *
- * Usage: cohort-soak --state FILE --until UNIX_TIME [--fault-every K]
+ * Usage: cohort-soak --state FILE --until UNIX_TIME [--fault-every K] [--log FILE]
  * (an absolute end, so restarts do not extend the run). */
 #include <signal.h>
 #include <stdint.h>
@@ -82,7 +82,7 @@ static void save(const char *path, const soak_state *s)
 
 int main(int argc, char **argv)
 {
-    const char *state = NULL;
+    const char *state = NULL, *logpath = NULL;
     double until = 0;
     long fault_every = 2000;
     for (int i = 1; i < argc; i++) {
@@ -90,6 +90,8 @@ int main(int argc, char **argv)
             state = argv[++i];
         else if (!strcmp(argv[i], "--until") && i + 1 < argc)
             until = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--log") && i + 1 < argc)
+            logpath = argv[++i];
         else if (!strcmp(argv[i], "--fault-every") && i + 1 < argc)
             fault_every = atol(argv[++i]);
         else {
@@ -101,6 +103,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "cohort-soak: --state FILE is required\n");
         return 2;
     }
+    /* cohortrun SIGTERMs the other workers when the victim dies; a soak
+     * worker keeps going until its own call reports the fault (bounded by
+     * the peer-loss bound), logs it, and exits - the launcher's SIGKILL
+     * after its grace period still ends a stuck one. */
+    signal(SIGTERM, SIG_IGN);
     cohort_group *g;
     if (cohort_init(&g) != COHORT_OK) {
         fprintf(stderr, "soak: init: %s\n", cohort_last_error(NULL));
@@ -133,9 +140,18 @@ int main(int argc, char **argv)
     long it = base;
     cohort_status st = COHORT_OK;
     long rss_warm = -1;
-    for (; now_s() < t_end; it++) {
-        if (it == base + 200 && rss_warm < 0)
-            rss_warm = rss_kb(); /* after warm-up: buffers and segments are mapped */
+    for (;; it++) {
+        /* Ranks must agree on the last iteration: rank 0 decides and
+         * broadcasts it (otherwise the ones that stop first look dead). */
+        if (it % 64 == 0) {
+            int32_t stop = rank == 0 && now_s() >= t_end;
+            st = cohort_broadcast(g, &stop, 1, COHORT_INT32, 0);
+            if (st != COHORT_OK || stop)
+                break;
+        }
+        if (it == base + 2500 && rss_warm < 0)
+            rss_warm = rss_kb(); /* after warm-up: buffers, segments and the
+                                  * 2048-entry flight recorder are all touched */
         if (it == fault_at && rank == victim) {
             if (fault_kind == 0)
                 raise(SIGKILL);            /* killed mid-job, small messages in flight */
@@ -183,10 +199,25 @@ int main(int argc, char **argv)
         }
         if (st != COHORT_OK)
             break;
-        if (rank == 0 && it % 100 == 0) {
+        if (rank == 0 && it % 64 == 0) {
             s.iters = it + 1;
             s.rss_end_kb = rss_kb();
             save(state, &s);
+        }
+    }
+    long rss_end = rss_kb();
+    if (logpath) {
+        /* One line per rank per generation: what it saw, and its memory. */
+        FILE *lf = fopen(logpath, "a");
+        if (lf) {
+            fprintf(lf, "gen %ld rank %d iters %ld status %s rss_warm_kb %ld rss_end_kb %ld %s\n",
+                    restart + 1, rank, it - base, cohort_status_name(st), rss_warm, rss_end,
+                    st == COHORT_OK ? "ok"
+                    : ((fault_kind <= 2 && (st == COHORT_ERR_PEER_LOST || st == COHORT_ERR_ABORTED)) ||
+                       (fault_kind == 3 && st == COHORT_ERR_CONTRACT))
+                        ? "expected"
+                        : "UNEXPECTED");
+            fclose(lf);
         }
     }
     if (st != COHORT_OK) {

@@ -18,6 +18,9 @@
 static volatile int stop_flag;
 static volatile int stop_sig;
 
+/* Only sets flags: the server loop sees them when epoll_pwait returns
+ * EINTR (the loop unblocks SIGINT/SIGTERM only inside that wait, so there
+ * is no window in which the signal is missed). */
 static void on_signal(int sig)
 {
     stop_sig = sig;
@@ -72,7 +75,7 @@ static int parse_size(const char *s, size_t *out)
     return 0;
 }
 
-/* "[HOST:]PORT", "[v6]:PORT". */
+/* "[HOST:]PORT", "[v6]:PORT". A bare port listens on all IPv4 interfaces. */
 static int parse_listen(const char *a, char *host, size_t hl, int *port)
 {
     const char *ps;
@@ -165,6 +168,8 @@ int main(int argc, char **argv)
             fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
             return 1;
         }
+        /* The server needs job ids: a bare-token line (fine for cohort-kv)
+         * is an error here. */
         for (int i = 0; i < tf.n; i++)
             if (!tf.jobs[i]) {
                 fprintf(stderr, "cohort-store: token file %s: every line needs 'job_id token'\n",
@@ -204,6 +209,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
         return 1;
     }
+    /* The readiness line: printed only once the socket listens, flushed so
+     * a script reading our stdout through a pipe sees it at once. */
     if (strchr(host, ':'))
         printf("listening on [%s]:%d\n", host, cohort_store_server_port(s));
     else

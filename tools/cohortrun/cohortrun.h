@@ -50,7 +50,6 @@ typedef struct crun_cfg {
     const char *log_dir;
     const char *bind_addr;  /* where the hosted store listens */
     int join_timeout_ms;    /* multi-node: how long agents wait for each other */
-    int tail_lines;
     int quiet;              /* no launcher notices, only the failure summary */
     char **argv;            /* the program and its arguments (NULL-terminated) */
     int argc;
@@ -89,7 +88,6 @@ int crun_stream_pump(crun_stream *s);
 void crun_stream_close(crun_stream *s);
 /* Copies the tail (oldest first) into lines; returns how many. */
 int crun_stream_tail(const crun_stream *s, char (*lines)[CRUN_TAIL_LINE_MAX], int max);
-void crun_stream_tail_reset(crun_stream *s);
 /* Opens <dir>/rank-<r>.out or .err for appending (creating dir). -1 on
  * failure after printing why. */
 int crun_log_open(const char *dir, int rank, int is_err);

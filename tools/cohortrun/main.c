@@ -341,6 +341,8 @@ int main(int argc, char **argv)
             goto out;
         }
         job.master_port = cohort_store_server_port(server);
+        /* Workers connect to what they were told: --master's host, else the
+         * bound address, else loopback (bound to every interface). */
         const char *host = cfg.master_host[0] ? cfg.master_host
                            : strcmp(bind, "0.0.0.0") && strcmp(bind, "::") ? bind
                                                                            : "127.0.0.1";
@@ -390,6 +392,9 @@ int main(int argc, char **argv)
             rc = res.code;
             break;
         }
+        /* Restart only what may succeed next time: not after an interrupt
+         * (the user wants out) nor after an agent's own failure (records
+         * with restartable = 0); restart (gen - 1) + 1 of max_restarts. */
         int restart = res.fail.restartable && !job.interrupted && (int)gen <= cfg.max_restarts;
         print_summary(&job, gen, &res, restart);
         rc = res.code;
@@ -397,6 +402,8 @@ int main(int argc, char **argv)
             break;
         gen++;
     }
+    /* Every agent acknowledges the end, so that node 0 does not take the
+     * store away while another agent still reads the outcome. */
     if (job.coord)
         crun_coord_leave(job.coord, gen);
 

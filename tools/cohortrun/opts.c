@@ -127,7 +127,6 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
     cfg->master_port = -1;
     cfg->grace_ms = 3000;
     cfg->join_timeout_ms = 300000;
-    cfg->tail_lines = CRUN_TAIL_LINES;
 
     int c, bad = 0;
     optind = 1;

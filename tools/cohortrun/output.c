@@ -94,12 +94,6 @@ int crun_stream_tail(const crun_stream *s, char (*lines)[CRUN_TAIL_LINE_MAX], in
     return n;
 }
 
-void crun_stream_tail_reset(crun_stream *s)
-{
-    s->tail_n = 0;
-    s->tail_next = 0;
-}
-
 /* Emits lines [data, data+len) (each ending in '\n', the last possibly
  * not: it gets one) with prefixes, in as few writes as fit a local buffer. */
 static void emit_lines(crun_stream *s, const char *data, size_t len)

@@ -41,7 +41,6 @@ enum { TAG_SIG = 1, TAG_COORD = 2, TAG_STREAM = 3 };
 typedef struct worker {
     int local_rank, rank;
     pid_t pid;     /* > 0 until reaped */
-    int wstatus;
     crun_stream out, err;
     char **envp;   /* this worker's environment (strings owned below) */
     char *own[N_OWN]; /* the variables set for this worker */
@@ -181,14 +180,13 @@ typedef struct gen_state {
     int stopping;       /* teardown started (SIGTERM sent) */
     int killed;         /* SIGKILL sent */
     uint64_t kill_at;   /* ms: when to escalate */
-    int local_done;     /* every local worker exited 0 (reported to coord) */
     int coord_done;     /* multi-node: the generation's end is agreed */
     crun_result *r;
 } gen_state;
 
 static void signal_all(gen_state *s, int sig)
 {
-    for (int i = 0; i < s->n; i++)
+    for (int i = 0; s->w && i < s->n; i++)
         if (s->w[i].pid > 0)
             (void)kill(-s->w[i].pid, sig);
 }
@@ -235,34 +233,60 @@ static void describe_status(int wstatus, crun_fail *f)
     }
 }
 
-/* A failure recorded by this node (local worker, interrupt, launch error):
- * multi-node, it must first win (or lose) the store's record. */
-static void record_failure(gen_state *s, const crun_fail *mine, int local, pid_t pid)
+/* The job's failure is another node's: adopt its record. */
+static void adopt_remote(gen_state *s, const crun_fail *first)
+{
+    s->r->kind = CRUN_GEN_FAILED;
+    s->r->fail = *first;
+    s->r->local = 0;
+    s->r->code = first->code;
+}
+
+/* Multi-node: records f as the generation's failure in the store unless
+ * another node's came first. Returns 0 if ours stands (or single node), 1
+ * with *first = the earlier record, -1 if the store is lost. */
+static int publish(gen_state *s, const crun_fail *f, crun_fail *first)
+{
+    if (!s->job->coord)
+        return 0;
+    s->coord_done = 1; /* the record ends the generation on every node */
+    if (crun_coord_fail(s->job->coord, s->gen, f, first) < 0)
+        return -1;
+    return first->node != f->node || first->rank != f->rank;
+}
+
+/* A failure of this node's agent itself (no worker to blame). */
+static void agent_fail(crun_fail *f, int node, int code, int restartable, const char *what)
+{
+    memset(f, 0, sizeof *f);
+    f->code = code;
+    f->rank = -1;
+    f->node = node;
+    f->restartable = restartable;
+    snprintf(f->desc, sizeof f->desc, "cohortrun on node %d %s", node, what);
+}
+
+/* A local worker failed first (as far as this node knows). */
+static void record_failure(gen_state *s, const crun_fail *mine, pid_t pid)
 {
     crun_result *r = s->r;
     r->kind = CRUN_GEN_FAILED;
     r->fail = *mine;
-    r->local = local;
+    r->local = 1;
     r->pid = pid;
     r->code = mine->code;
-    if (s->job->coord) {
-        crun_fail first;
-        if (crun_coord_fail(s->job->coord, s->gen, mine, &first) < 0) {
-            r->kind = CRUN_GEN_LAUNCH_ERROR;
-            r->code = CRUN_EXIT_LAUNCHER;
-        } else if (first.node != mine->node || first.rank != mine->rank) {
-            /* Another node failed first: that is the job's failure. */
-            r->fail = first;
-            r->local = 0;
-            r->code = first.code;
-        }
-        s->coord_done = 1;
+    crun_fail first;
+    int p = publish(s, mine, &first);
+    if (p < 0) {
+        r->kind = CRUN_GEN_LAUNCH_ERROR;
+        r->code = CRUN_EXIT_LAUNCHER;
+    } else if (p > 0) {
+        adopt_remote(s, &first);
     }
 }
 
 static void on_worker_exit(gen_state *s, worker *w, int wstatus)
 {
-    w->wstatus = wstatus;
     pid_t pid = w->pid;
     w->pid = 0;
     s->alive--;
@@ -279,11 +303,12 @@ static void on_worker_exit(gen_state *s, worker *w, int wstatus)
         f.rank = w->rank;
         f.node = s->job->cfg->node_rank;
         f.restartable = 1;
-        record_failure(s, &f, 1, pid);
+        record_failure(s, &f, pid);
         stop_all(s, SIGTERM);
     }
     if (s->alive == 0 && !s->stopping && s->r->kind == CRUN_GEN_OK) {
-        s->local_done = 1;
+        /* Every local worker exited 0: with several nodes, the job is done
+         * only when every node says so (the watcher sees "alldone"). */
         if (s->job->coord && crun_coord_done(s->job->coord, s->gen) < 0) {
             s->r->kind = CRUN_GEN_LAUNCH_ERROR;
             s->r->code = CRUN_EXIT_LAUNCHER;
@@ -330,24 +355,14 @@ static void on_launcher_signal(gen_state *s, int sig)
         s->r->kind = CRUN_GEN_INTERRUPTED;
         s->r->signo = sig;
         s->r->code = 128 + sig;
-        if (s->job->coord) {
-            crun_fail f;
-            memset(&f, 0, sizeof f);
-            f.code = 128 + sig;
-            f.rank = -1;
-            f.node = s->job->cfg->node_rank;
-            f.restartable = 0;
-            snprintf(f.desc, sizeof f.desc, "cohortrun on node %d got %s", f.node, sn);
-            crun_fail first;
-            if (crun_coord_fail(s->job->coord, s->gen, &f, &first) == 0 && first.node != f.node) {
-                /* A worker somewhere failed before: still the job's cause. */
-                s->r->kind = CRUN_GEN_FAILED;
-                s->r->fail = first;
-                s->r->local = 0;
-                s->r->code = first.code;
-            }
-            s->coord_done = 1;
-        }
+        /* Every node stops, none restarts - unless a worker somewhere had
+         * failed before: that stays the job's cause. */
+        char what[64];
+        crun_fail f, first;
+        snprintf(what, sizeof what, "got %s", sn);
+        agent_fail(&f, s->job->cfg->node_rank, 128 + sig, 0, what);
+        if (publish(s, &f, &first) > 0)
+            adopt_remote(s, &first);
     }
     if (s->stopping) {
         /* Already tearing down after a failure: forward anyway. */
@@ -389,12 +404,8 @@ static void on_coord(gen_state *s)
         return;
     }
     /* Another node recorded the generation's failure. */
-    if (s->r->kind == CRUN_GEN_OK) {
-        s->r->kind = CRUN_GEN_FAILED;
-        s->r->fail = f;
-        s->r->local = 0;
-        s->r->code = f.code;
-    }
+    if (s->r->kind == CRUN_GEN_OK)
+        adopt_remote(s, &f);
     stop_all(s, SIGTERM);
 }
 
@@ -409,33 +420,31 @@ static void close_stream(gen_state *s, crun_stream *st)
 
 static int spawn(gen_state *s, worker *w, int devnull, int *exec_fd)
 {
-    int po[2], pe[2], px[2];
-    if (pipe2(po, O_CLOEXEC) < 0)
-        return -1;
-    if (pipe2(pe, O_CLOEXEC) < 0) {
-        close(po[0]);
-        close(po[1]);
-        return -1;
-    }
-    if (pipe2(px, O_CLOEXEC) < 0) {
-        close(po[0]);
-        close(po[1]);
-        close(pe[0]);
-        close(pe[1]);
+    /* stdout, stderr, and the exec status (EOF on a successful exec). */
+    int pp[3][2], made;
+    for (made = 0; made < 3; made++)
+        if (pipe2(pp[made], O_CLOEXEC) < 0)
+            break;
+    if (made < 3) {
+        int saved = errno;
+        for (int i = 0; i < made; i++) {
+            close(pp[i][0]);
+            close(pp[i][1]);
+        }
+        errno = saved;
         return -1;
     }
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0)
-        child_exec(s->job, w, parent, po[1], pe[1], px[1], devnull);
+        child_exec(s->job, w, parent, pp[0][1], pp[1][1], pp[2][1], devnull);
     int saved = errno;
-    close(po[1]);
-    close(pe[1]);
-    close(px[1]);
+    for (int i = 0; i < 3; i++) {
+        close(pp[i][1]);
+        if (pid < 0)
+            close(pp[i][0]);
+    }
     if (pid < 0) {
-        close(po[0]);
-        close(pe[0]);
-        close(px[0]);
         errno = saved;
         return -1;
     }
@@ -443,9 +452,9 @@ static int spawn(gen_state *s, worker *w, int devnull, int *exec_fd)
     (void)setpgid(pid, pid);
     w->pid = pid;
     s->alive++;
-    *exec_fd = px[0];
-    w->out.fd = po[0];
-    w->err.fd = pe[0];
+    w->out.fd = pp[0][0];
+    w->err.fd = pp[1][0];
+    *exec_fd = pp[2][0];
     crun_stream *sts[2] = {&w->out, &w->err};
     for (int k = 0; k < 2; k++) {
         fcntl(sts[k]->fd, F_SETFL, O_NONBLOCK);
@@ -464,17 +473,9 @@ static void launch_error(gen_state *s, int code)
         s->r->kind = CRUN_GEN_LAUNCH_ERROR;
         s->r->code = code;
     }
-    if (s->job->coord) {
-        crun_fail f, first;
-        memset(&f, 0, sizeof f);
-        f.code = code;
-        f.rank = -1;
-        f.node = s->job->cfg->node_rank;
-        snprintf(f.desc, sizeof f.desc, "cohortrun on node %d could not start its workers",
-                 f.node);
-        (void)crun_coord_fail(s->job->coord, s->gen, &f, &first);
-        s->coord_done = 1;
-    }
+    crun_fail f, first;
+    agent_fail(&f, s->job->cfg->node_rank, code, 0, "could not start its workers");
+    (void)publish(s, &f, &first);
     stop_all(s, SIGTERM);
 }
 
@@ -493,8 +494,7 @@ void crun_run_generation(crun_job *job, uint32_t gen, crun_result *r)
     devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (!s->w || !exec_fds || s->ep < 0 || devnull < 0) {
         crun_msg("cannot set up generation %u: %s", gen, strerror(errno));
-        r->kind = CRUN_GEN_LAUNCH_ERROR;
-        r->code = CRUN_EXIT_LAUNCHER;
+        launch_error(s, CRUN_EXIT_LAUNCHER); /* the other nodes must learn it too */
         goto out;
     }
     for (int i = 0; i < s->n; i++) {
@@ -508,8 +508,7 @@ void crun_run_generation(crun_job *job, uint32_t gen, crun_result *r)
     if (job->coord) {
         int cfd = crun_coord_watch(job->coord, gen);
         if (cfd < 0) {
-            r->kind = CRUN_GEN_LAUNCH_ERROR;
-            r->code = CRUN_EXIT_LAUNCHER;
+            launch_error(s, CRUN_EXIT_LAUNCHER);
             goto out;
         }
         ev.data.u64 = TAG(TAG_COORD, 0);
@@ -568,7 +567,9 @@ void crun_run_generation(crun_job *job, uint32_t gen, crun_result *r)
     }
 
     /* The loop: until every worker is reaped, its output drained, and (with
-     * several nodes) the generation's end agreed. */
+     * several nodes) the generation's end agreed. Nothing here polls: epoll
+     * sleeps until a pipe, a signal or the watcher has something, and only
+     * the grace period and the drain bound put a timeout on it. */
     uint64_t drain_until = 0;
     for (;;) {
         if (s->alive == 0) {
@@ -625,7 +626,7 @@ out:
     if (r->kind == CRUN_GEN_FAILED && r->local) {
         for (int i = 0; i < s->n; i++)
             if (s->w && s->w[i].rank == r->fail.rank)
-                r->n_tail = crun_stream_tail(&s->w[i].err, r->tail, cfg->tail_lines);
+                r->n_tail = crun_stream_tail(&s->w[i].err, r->tail, CRUN_TAIL_LINES);
     }
     if (job->coord)
         crun_coord_unwatch(job->coord);

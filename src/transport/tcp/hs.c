@@ -26,6 +26,10 @@
 
 #include "transport/tcp/net.h"
 
+/* Handshake states. 0 means "finished or closed": the entry is dropped at
+ * the next compaction. Incoming: SEND(challenge) -> RECV(hello) ->
+ * SEND(welcome) -> established. Outgoing: RETRY -> CONNECTING ->
+ * RECV(challenge) -> SEND(hello) -> RECV(welcome) -> established. */
 enum {
     HS_RETRY = 1,   /* outgoing: not connected, (re)connect at retry_ns */
     HS_CONNECTING,  /* outgoing: non-blocking connect in progress */
@@ -72,9 +76,14 @@ static int split_hostport(const char *s, char *host, size_t hl, char *port, size
             ps = he + 2;
     } else {
         const char *colon = NULL;
+        int ncolon = 0;
         for (const char *q = p; q < end; q++)
-            if (*q == ':')
+            if (*q == ':') {
                 colon = q;
+                ncolon++;
+            }
+        if (ncolon > 1)
+            colon = NULL; /* a bare IPv6 address: no port */
         he = colon ? colon : end;
         if (colon)
             ps = colon + 1;
@@ -93,6 +102,7 @@ static int split_hostport(const char *s, char *host, size_t hl, char *port, size
     return 0;
 }
 
+/* No AI_ADDRCONFIG: on a loopback-only host it would hide 127.0.0.1. */
 static int resolve(const char *host, const char *port, int socktype, struct sockaddr_storage *ss,
                    socklen_t *sl)
 {
@@ -229,6 +239,8 @@ void tcp_sockopts(coh_net *n, int fd)
 
 /* ---- listen ---- */
 
+/* Tunables, read once per net; a malformed value is an error naming the
+ * variable, never silently the default. */
 static cohort_status read_env(coh_net *n)
 {
     long v = 1l << 30;
@@ -363,6 +375,8 @@ fail:
 
 /* ---- handshakes ---- */
 
+/* hs[] is preallocated (TCP_HS_MAX_IN incoming + one per higher rank):
+ * no allocation on behalf of unauthenticated clients. */
 static tcp_hs *hs_new(coh_net *n)
 {
     if (n->nhs >= n->hs_cap)
@@ -448,6 +462,8 @@ static void hs_start_send(tcp_hs *h, size_t len)
     h->ooff = 0;
 }
 
+/* The socket becomes the pair's data connection. fd/open are published
+ * under wmu because coh_net_send_abort may run on another thread. */
 static cohort_status establish(coh_net *n, tcp_hs *h)
 {
     tcp_conn *c = &n->c[h->peer];
@@ -468,6 +484,8 @@ static cohort_status establish(coh_net *n, tcp_hs *h)
     return COHORT_OK;
 }
 
+/* Resolved again on every attempt: cheap next to a TCP connect, and the
+ * entry stays a plain struct (no saved sockaddr per retry). */
 static void hs_start_connect(coh_net *n, tcp_hs *h)
 {
     struct sockaddr_storage ss;
@@ -493,7 +511,9 @@ static void hs_start_connect(coh_net *n, tcp_hs *h)
     hs_retry(h, "connect", errno);
 }
 
-/* A complete frame arrived on an outgoing handshake. */
+/* A complete frame arrived on an outgoing handshake. Failures here fail the
+ * group: a refusal with credentials, a peer that cannot prove the token or
+ * a non-cohort listener do not heal by retrying. */
 static cohort_status hs_out_frame(coh_net *n, tcp_hs *h)
 {
     const uint8_t *body = h->in + COH_HS_PREFIX;
@@ -694,6 +714,8 @@ static cohort_status hs_step(coh_net *n, tcp_hs *h)
     }
 }
 
+/* Accepts what the backlog holds (bounded per call so a connection flood
+ * cannot starve the data path) and sends each one its challenge at once. */
 static void hs_accept(coh_net *n)
 {
     for (int k = 0; k < 16; k++) {
@@ -768,6 +790,8 @@ int tcp_hs_pollfds(coh_net *n, struct pollfd *p)
     return k;
 }
 
+/* Runs after poll() on the area tcp_hs_pollfds filled; also the periodic
+ * timeout sweep when called with np == 0. */
 cohort_status tcp_hs_service(coh_net *n, const struct pollfd *p, int np)
 {
     cohort_status st = COHORT_OK;
@@ -825,6 +849,9 @@ cohort_status coh_net_connect(coh_net *n)
     return p ? (cohort_status)p : st;
 }
 
+/* Outgoing entries are created up front for every higher rank; incoming
+ * ones appear as the listener accepts. Done when every pair has its
+ * connection, whichever side finished first. */
 static cohort_status connect_run(coh_net *n)
 {
     cohort_group *g = n->g;
@@ -979,11 +1006,24 @@ void coh_net_send_abort(coh_net *n, cohort_status st, const char *reason)
     }
 }
 
+/* Order matters for the peers: abort reason (if failed), BYE, FIN after
+ * the queued data, drain, close - so a peer still reading gets our last
+ * message and then a clean end instead of a reset. */
 void coh_net_destroy(coh_net *n)
 {
     if (!n)
         return;
     if (n->c) {
+        /* Leaving a failed group: say why before the goodbye, so a peer
+         * still waiting reports the cause rather than "rank left". */
+        int p = n->g ? coh_group_poisoned(n->g) : 0;
+        if (p) {
+            char why[COH_ERRLEN];
+            pthread_mutex_lock(&n->g->err_mu);
+            snprintf(why, sizeof why, "%s", n->g->err.msg);
+            pthread_mutex_unlock(&n->g->err_mu);
+            coh_net_send_abort(n, (cohort_status)p, why);
+        }
         coh_hdr bye;
         memset(&bye, 0, sizeof bye);
         bye.magic = COH_HDR_MAGIC;

@@ -50,6 +50,9 @@ static uint32_t get32(const uint8_t *p)
 }
 static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 
+/* HMAC with the token as key is a standard extract step: the token may be
+ * any length or alphabet, the result is a uniform 32-byte key, and a leaked
+ * handshake key does not reveal the token the store also accepts. */
 void coh_hs_key(uint8_t key[COH_HS_KEY], const char *token)
 {
     static const char label[] = "cohort tcp handshake key v1";
@@ -72,6 +75,8 @@ void coh_hs_prefix_put(uint8_t *out, int type, uint32_t body_len)
     put32(out + 12, body_len);
 }
 
+/* Fixed body sizes per type: a length field can never make the acceptor
+ * allocate or wait for more than COH_HS_MAX_FRAME bytes. */
 static uint32_t body_len_of(int type)
 {
     switch (type) {
@@ -88,6 +93,8 @@ static uint32_t body_len_of(int type)
     }
 }
 
+/* Checks in the order a confused peer is best told about: not cohort at
+ * all, another protocol version, another byte order, a malformed frame. */
 int coh_hs_prefix_parse(const uint8_t *b, size_t n, int *type, uint32_t *body_len)
 {
     if (n < COH_HS_PREFIX)
@@ -132,6 +139,8 @@ int coh_hs_challenge_get(const uint8_t *body, size_t n, uint8_t nonce[COH_HS_NON
 /* The hello body without its MAC: also the MAC's input after the nonce. */
 #define HELLO_SIGNED (COH_HS_HELLO_LEN - COH_HS_MAC)
 
+/* The signed part of a hello is its canonical encoding (reserved field
+ * zeroed), so a MAC never depends on bytes the decoder ignores. */
 static void hello_fields(uint8_t *b, const coh_hs_hello *h)
 {
     memcpy(b, h->id.job, COH_HS_JOB);
@@ -214,6 +223,8 @@ int coh_hs_refuse_get(const uint8_t *body, size_t n, int *code, char *text, size
     return COH_HS_OK;
 }
 
+/* Distinct labels (with their NUL) for hello and welcome: a MAC computed
+ * for one message can never be replayed as the other. */
 void coh_hs_hello_mac(uint8_t mac[COH_HS_MAC], const uint8_t key[COH_HS_KEY],
                       const uint8_t nonce_a[COH_HS_NONCE], const coh_hs_hello *h)
 {
@@ -228,6 +239,8 @@ void coh_hs_hello_mac(uint8_t mac[COH_HS_MAC], const uint8_t key[COH_HS_KEY],
     crypto_auth_hmacsha256_final(&st, mac);
 }
 
+/* Covers both nonces: the acceptor proves the token for this very
+ * connection, and the ranks on both ends so a relay to another rank fails. */
 void coh_hs_welcome_mac(uint8_t mac[COH_HS_MAC], const uint8_t key[COH_HS_KEY],
                         const uint8_t nonce_c[COH_HS_NONCE], const uint8_t nonce_a[COH_HS_NONCE],
                         const coh_hs_ident *acc, int32_t connector_rank)
@@ -275,6 +288,8 @@ int coh_hs_hello_check(const coh_hs_hello *h, const coh_hs_ident *me,
     return COH_HS_OK;
 }
 
+/* Only what holds for every message whatever was posted: COLL/P2P sizes are
+ * judged against the matched receive or the unexpected-message budget. */
 const char *coh_hdr_sanity(const coh_hdr *h, int src, int size)
 {
     if (h->magic != COH_HDR_MAGIC)
@@ -298,6 +313,7 @@ const char *coh_hdr_sanity(const coh_hdr *h, int src, int size)
 void coh_hdr_from_call(coh_hdr *h, const cohort_group *g, const coh_call *c, int kind,
                        uint32_t step, uint64_t len)
 {
+    /* Zeroed first: the header goes on the wire whole, padding included. */
     memset(h, 0, sizeof *h);
     h->magic = COH_HDR_MAGIC;
     h->kind = (uint8_t)kind;

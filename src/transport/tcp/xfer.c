@@ -24,6 +24,7 @@
  * the listener, for at most COH_WAIT_SLICE_MS, and run coh_wait_check.
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -227,7 +228,12 @@ static cohort_status rx_complete(coh_net *n, tcp_conn *c, int *moved)
         if (st <= COHORT_OK || st > COHORT_ERR_UNSUPPORTED)
             st = COHORT_ERR_ABORTED;
         char reason[COH_ERRLEN + 64];
-        snprintf(reason, sizeof reason, "rank %d aborted the group: %s", c->peer, t);
+        /* A relayed cause already names the rank that aborted: keep it. */
+        int relayed = !strncmp(t, "rank ", 5) && strstr(t, " aborted the group: ") != NULL;
+        if (relayed)
+            snprintf(reason, sizeof reason, "%s", t);
+        else
+            snprintf(reason, sizeof reason, "rank %d aborted the group: %s", c->peer, t);
         coh_group_remote_abort(n->g, (cohort_status)st, reason);
         int p = coh_group_poisoned(n->g);
         return p ? (cohort_status)p : (cohort_status)st;
@@ -524,19 +530,27 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
             ssize_t rr = read(n->efd, &v, sizeof v);
             (void)rr;
         }
-        for (int i = 1; i < nconn; i++) {
-            tcp_conn *c = &n->c[n->pmap[i]];
-            if (!p[i].revents)
-                continue;
-            if (c->rx_state == RX_PARKED) {
-                if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR))
-                    c->hup = 1; /* decided when a receive needs this peer */
-                continue;
-            }
-            if (p[i].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) {
-                cohort_status st = rx_progress(n, c, 1, moved);
-                if (st != COHORT_OK)
-                    return st;
+        /* The batch's own peers first: when their data completes the
+         * batch, the call succeeds even if another peer's abort frame is
+         * already queued (the next call reads it). */
+        for (int round = 0; round < 2; round++) {
+            if (round == 1 && n->left == 0)
+                return COHORT_OK;
+            for (int i = 1; i < nconn; i++) {
+                tcp_conn *c = &n->c[n->pmap[i]];
+                int mine = c->want > 0 || c->sends > 0;
+                if (!p[i].revents || mine != (round == 0))
+                    continue;
+                if (c->rx_state == RX_PARKED) {
+                    if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR))
+                        c->hup = 1; /* decided when a receive needs this peer */
+                    continue;
+                }
+                if (p[i].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) {
+                    cohort_status st = rx_progress(n, c, 1, moved);
+                    if (st != COHORT_OK)
+                        return st;
+                }
             }
         }
         cohort_status st = tcp_hs_service(n, p + nconn, nh);
@@ -657,8 +671,13 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
         uint64_t now = coh_now_ns();
         if (!spin_start)
             spin_start = now;
-        if (now - spin_start < n->spin_ns && !coh_group_poisoned(g))
+        if (now - spin_start < n->spin_ns && !coh_group_poisoned(g)) {
+            /* On loopback the peer we wait for is often woken onto this
+             * very CPU (wake-affine): yielding lets it run instead of
+             * queueing behind our spin. */
+            sched_yield();
             continue;
+        }
         moved = 0;
         st = block(n, &w, &moved);
         if (st != COHORT_OK)

@@ -1,0 +1,250 @@
+/*
+ * test_coll_fault.c - failures inside the algorithms end in a precise error
+ * on every rank, never a hang or wrong data:
+ *   - one rank's count differs, under every message algorithm forced in turn
+ *     (the first message that reaches a rank with the other count fails the
+ *     group with COHORT_ERR_CONTRACT);
+ *   - ranks forced to different algorithms (the step numbers disagree);
+ *   - a scratch allocation fails on one rank mid-call (COHORT_ERR_NOMEM there,
+ *     an error everywhere);
+ *   - a rank exits before a ring all_reduce (COHORT_ERR_PEER_LOST).
+ * Real processes over tcp; every wait bounded (COHORT_TIMEOUT=20, checked
+ * to end well before).
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support/support.h"
+#include "util/util.h"
+
+enum { N = 4, COUNT = 300 };
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+typedef struct fcase {
+    const char *coll; /* public name */
+    const char *env;  /* COHORT_ALGO_... variable */
+    const char *algo;
+} fcase;
+
+static const fcase algos[] = {
+    {"all_reduce", "COHORT_ALGO_ALL_REDUCE", "ring"},
+    {"all_reduce", "COHORT_ALGO_ALL_REDUCE", "rd"},
+    {"all_reduce", "COHORT_ALGO_ALL_REDUCE", "rabenseifner"},
+    {"broadcast", "COHORT_ALGO_BROADCAST", "tree"},
+    {"broadcast", "COHORT_ALGO_BROADCAST", "scatter_allgather"},
+    {"reduce", "COHORT_ALGO_REDUCE", "tree"},
+    {"all_gather", "COHORT_ALGO_ALL_GATHER", "ring"},
+    {"all_gather", "COHORT_ALGO_ALL_GATHER", "bruck"},
+    {"gather", "COHORT_ALGO_GATHER", "linear"},
+    {"gather", "COHORT_ALGO_GATHER", "tree"},
+    {"scatter", "COHORT_ALGO_SCATTER", "linear"},
+    {"scatter", "COHORT_ALGO_SCATTER", "tree"},
+    {"reduce_scatter", "COHORT_ALGO_REDUCE_SCATTER", "ring"},
+    {"all_to_all", "COHORT_ALGO_ALL_TO_ALL", "pairwise"},
+};
+
+static cohort_status issue(cohort_group *g, const char *coll, size_t count, float *a, float *b)
+{
+    if (!strcmp(coll, "all_reduce"))
+        return cohort_all_reduce(g, a, b, count, COHORT_FLOAT32, COHORT_SUM);
+    if (!strcmp(coll, "broadcast"))
+        return cohort_broadcast(g, a, count, COHORT_FLOAT32, 1);
+    if (!strcmp(coll, "reduce"))
+        return cohort_reduce(g, a, b, count, COHORT_FLOAT32, COHORT_SUM, 1);
+    if (!strcmp(coll, "all_gather"))
+        return cohort_all_gather(g, a, b, count, COHORT_FLOAT32);
+    if (!strcmp(coll, "gather"))
+        return cohort_gather(g, a, b, count, COHORT_FLOAT32, 1);
+    if (!strcmp(coll, "scatter"))
+        return cohort_scatter(g, a, b, count, COHORT_FLOAT32, 1);
+    if (!strcmp(coll, "reduce_scatter"))
+        return cohort_reduce_scatter(g, a, b, count, COHORT_FLOAT32, COHORT_SUM);
+    if (!strcmp(coll, "all_to_all"))
+        return cohort_all_to_all(g, a, b, count, COHORT_FLOAT32);
+    return COHORT_ERR_INVALID;
+}
+
+/* ---- count mismatch under each algorithm ---- */
+
+/* A rank whose part of the call completes before anyone compares its
+ * contract with the odd rank's (the broadcast root, gather's senders) may
+ * return OK: the group is poisoned by then, so its next call fails with the
+ * cause. Likewise a fast rank's mismatch may abort a slower rank's previous
+ * call (the abort overtakes the last message of that call). So: the first
+ * non-OK status, within the calls below, must be CONTRACT (or ABORTED
+ * carrying it), name the count, and come quickly. */
+static int rank_count(int rank, void *arg)
+{
+    const fcase *f = arg;
+    setenv(f->env, f->algo, 1);
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static float a[(COUNT + 1) * N], b[(COUNT + 1) * N];
+    double t0 = now_ms();
+    /* a good call first: the mismatch is not the first message ever */
+    cohort_status st = issue(g, f->coll, COUNT, a, b);
+    if (st == COHORT_OK)
+        st = issue(g, f->coll, rank == N - 1 ? COUNT + 1 : COUNT, a, b);
+    if (st == COHORT_OK)
+        st = cohort_barrier(g);
+    double dt = now_ms() - t0;
+    const char *m = cohort_last_error(g);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED, "%s/%s rank %d: %s: %s",
+               f->coll, f->algo, rank, cohort_status_name(st), m);
+    RANK_CHECK(strstr(m, "count"), "%s/%s rank %d: message does not name the count: %s", f->coll,
+               f->algo, rank, m);
+    RANK_CHECK(dt < 10000, "%s/%s: took %.0f ms", f->coll, f->algo, dt);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(test_count_mismatch)
+{
+    const fcase *f = &algos[_i];
+    cht_opts o = {.nranks = N, .deadline_ms = 40000, .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=20;COHORT_CHUNK_BYTES=256"};
+    cht_result r;
+    cht_run_ranks(&o, rank_count, (void *)f, &r);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(r.status[i] == 0 && !r.hung[i], "%s/%s: rank %d: %s %d", f->coll, f->algo, i,
+                      r.hung[i] ? "hung" : "exit", r.status[i]);
+}
+END_TEST
+
+/* ---- ranks forced to different algorithms ---- */
+
+static int rank_algo_mismatch(int rank, void *arg)
+{
+    (void)arg;
+    setenv("COHORT_ALGO_ALL_REDUCE", rank == 0 ? "ring" : "rabenseifner", 1);
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static float a[4096], b[4096];
+    double t0 = now_ms();
+    cohort_status st = cohort_all_reduce(g, a, b, 4096, COHORT_FLOAT32, COHORT_SUM);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "rank %d: %s: %s", rank, cohort_status_name(st),
+               cohort_last_error(g));
+    /* same call, different algorithm: the step numbers tell them apart */
+    RANK_CHECK(strstr(cohort_last_error(g), "step"), "rank %d: %s", rank, cohort_last_error(g));
+    RANK_CHECK(now_ms() - t0 < 10000, "took %.0f ms", now_ms() - t0);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(test_algo_mismatch)
+{
+    cht_opts o = {.nranks = N, .deadline_ms = 40000, .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=20"};
+    cht_result r;
+    cht_run_ranks(&o, rank_algo_mismatch, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- allocation failure inside an algorithm ---- */
+
+static int rank_oom(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static float a[1000], b[1000];
+    double t0 = now_ms();
+    /* (rank 1's failure in #2 may abort a slower rank's #1: see rank_count) */
+    cohort_status st = cohort_all_reduce(g, a, b, 1000, COHORT_FLOAT32, COHORT_SUM);
+    RANK_CHECK(st == COHORT_OK || rank != 1, "rank 1: %s", cohort_last_error(g));
+    if (st == COHORT_OK) {
+        /* rank 1: the next allocation (the recursive doubling buffer) fails */
+        if (rank == 1)
+            coh_alloc_fail_after(0);
+        st = cohort_all_reduce(g, a, b, 1000, COHORT_FLOAT32, COHORT_SUM);
+        coh_alloc_fail_after(-1);
+    }
+    const char *m = cohort_last_error(g);
+    RANK_CHECK(st != COHORT_OK, "rank %d: the call succeeded", rank);
+    RANK_CHECK(strstr(m, "cannot allocate"), "rank %d: %s", rank, m);
+    if (rank == 1)
+        RANK_CHECK(st == COHORT_ERR_NOMEM && strstr(m, "cannot allocate"), "rank 1: %s: %s",
+                   cohort_status_name(st), m);
+    RANK_CHECK(now_ms() - t0 < 10000, "rank %d: took %.0f ms", rank, now_ms() - t0);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(test_oom)
+{
+    cht_opts o = {.nranks = N, .deadline_ms = 40000, .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=20;COHORT_ALGO_ALL_REDUCE=rd"};
+    cht_result r;
+    cht_run_ranks(&o, rank_oom, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- a rank gone before a ring all_reduce ---- */
+
+static int rank_exit(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static float a[100000], b[100000];
+    double t0 = now_ms();
+    /* The transport watches every connection, so a rank still finishing #1
+     * may already see rank 2 gone: #1 or #2 fails, naming rank 2. */
+    cohort_status st = cohort_all_reduce(g, a, b, 100000, COHORT_FLOAT32, COHORT_SUM);
+    RANK_CHECK(st == COHORT_OK || rank != 2, "rank 2: %s", cohort_last_error(g));
+    if (rank == 2)
+        _exit(0); /* no finalize: the peers see the connections close */
+    if (st == COHORT_OK)
+        st = cohort_all_reduce(g, a, b, 100000, COHORT_FLOAT32, COHORT_SUM);
+    const char *m = cohort_last_error(g);
+    RANK_CHECK(st == COHORT_ERR_PEER_LOST, "rank %d: %s: %s", rank, cohort_status_name(st), m);
+    RANK_CHECK(strstr(m, "rank 2"), "rank %d: the dead rank is not named: %s", rank, m);
+    RANK_CHECK(now_ms() - t0 < 10000, "rank %d: took %.0f ms", rank, now_ms() - t0);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(test_peer_exit)
+{
+    cht_opts o = {.nranks = N, .deadline_ms = 40000, .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=20;COHORT_ALGO_ALL_REDUCE=ring;"
+                               "COHORT_CHUNK_BYTES=4096"};
+    cht_result r;
+    cht_run_ranks(&o, rank_exit, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("coll_fault");
+    TCase *t = tcase_create("fault");
+    tcase_set_timeout(t, 60);
+    tcase_add_loop_test(t, test_count_mismatch, 0, sizeof algos / sizeof algos[0]);
+    tcase_add_test(t, test_algo_mismatch);
+    tcase_add_test(t, test_oom);
+    tcase_add_test(t, test_peer_exit);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
