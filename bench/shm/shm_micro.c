@@ -11,10 +11,13 @@
  * Also p50/p99 of single ops (max over ranks), from one clock read per op.
  *
  * usage: shm_micro [-n ranks] [-c allreduce,bcast,allgather,reduce_scatter,barrier]
- *                  [-b min] [-e max] [-f factor] [-s size,size] [-t seconds]
+ *                  [-b min] [-e max] [-f factor] [-s size,size] [-t seconds] [-B]
+ *   -B pins rank r to the r-th CPU of the affinity mask (Open MPI binds 2
+ *      ranks to cores by default; cohort does not).
  */
 #include <arpa/inet.h>
 #include <math.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +33,7 @@ enum { C_ALLREDUCE, C_BCAST, C_ALLGATHER, C_REDSCAT, C_BARRIER, C_N };
 static const char *cname[C_N] = {"allreduce", "bcast", "allgather", "reduce_scatter", "barrier"};
 
 static int nranks = 2;
+static int bind_cpus;
 static double target_s = 0.3;
 static float *sbuf, *rbuf;
 static double *lat;
@@ -236,8 +240,9 @@ int main(int argc, char **argv)
 {
     size_t minb = 8, maxb = 64u << 20, factor = 4;
     int opt;
-    while ((opt = getopt(argc, argv, "n:c:b:e:f:s:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:c:b:e:f:s:t:B")) != -1) {
         switch (opt) {
+        case 'B': bind_cpus = 1; break;
         case 'n': nranks = atoi(optarg); break;
         case 'c': {
             memset(use, 0, sizeof use);
@@ -291,8 +296,8 @@ int main(int argc, char **argv)
     snprintf(port, sizeof port, "%d", ntohs(sa.sin_port));
     close(lfd);
     setenv("MASTER_PORT", port, 1);
-    printf("# shm_micro: ranks %d, target %.2f s/size, back-to-back, float32 sum\n", nranks,
-           target_s);
+    printf("# shm_micro: ranks %d, target %.2f s/size, back-to-back, float32 sum%s\n", nranks,
+           target_s, bind_cpus ? ", bound to cpus" : "");
     printf("%-15s %12s %6s %10s %10s %10s %10s %11s %9s %9s %8s %s\n", "coll", "bytes", "ranks",
            "lat_us", "min_rk_us", "p50_us", "p99_us", "max_us", "algbw", "busbw", "iters", "check");
     fflush(stdout);
@@ -300,6 +305,17 @@ int main(int argc, char **argv)
     for (int r = 0; r < nranks; r++) {
         pids[r] = fork();
         if (pids[r] == 0) {
+            if (bind_cpus) {
+                cpu_set_t all, one;
+                sched_getaffinity(0, sizeof all, &all);
+                int k = r % CPU_COUNT(&all), c = -1;
+                for (int i = 0; i < CPU_SETSIZE && k >= 0; i++)
+                    if (CPU_ISSET(i, &all) && k-- == 0)
+                        c = i;
+                CPU_ZERO(&one);
+                CPU_SET(c, &one);
+                sched_setaffinity(0, sizeof one, &one);
+            }
             char rs[16];
             snprintf(rs, sizeof rs, "%d", r);
             setenv("RANK", rs, 1);
