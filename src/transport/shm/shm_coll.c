@@ -240,8 +240,8 @@ static inline cohort_status check_hdr(shm_op *o, int q, uint32_t p, uint32_t ste
     return hdr_mismatch(o, q, got);
 }
 
-/* Checks every peer's header of phase p; want_len(q) via the lens array or
- * one length for all (lens == NULL). */
+/* Checks every peer's header of phase p: payload length `len`, except
+ * local rank odd_rank (a root, or -1) which carries odd_len. */
 static cohort_status check_all(shm_op *o, uint32_t p, uint32_t step, uint64_t len, int odd_rank,
                                uint64_t odd_len)
 {
