@@ -11,12 +11,18 @@
  * Also p50/p99 of single ops (max over ranks), from one clock read per op.
  *
  * usage: shm_micro [-n ranks] [-c allreduce,bcast,allgather,reduce_scatter,barrier]
- *                  [-b min] [-e max] [-f factor] [-s size,size] [-t seconds]
+ *                  [-b min] [-e max] [-f factor] [-s size,size] [-t seconds] [-B]
+ *   -B pins rank r to the r-th CPU of the affinity mask (Open MPI binds 2
+ *      ranks to cores by default; cohort does not).
  */
+#include <arpa/inet.h>
 #include <math.h>
+#include <sched.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +33,7 @@ enum { C_ALLREDUCE, C_BCAST, C_ALLGATHER, C_REDSCAT, C_BARRIER, C_N };
 static const char *cname[C_N] = {"allreduce", "bcast", "allgather", "reduce_scatter", "barrier"};
 
 static int nranks = 2;
+static int bind_cpus;
 static double target_s = 0.3;
 static float *sbuf, *rbuf;
 static double *lat;
@@ -225,6 +232,7 @@ static int rank_main(int rank)
             run_size(g, c, c == C_BARRIER ? 0 : sizes[i]);
     }
     th_group_free(g);
+    th_done(nranks);
     return 0;
 }
 
@@ -232,8 +240,9 @@ int main(int argc, char **argv)
 {
     size_t minb = 8, maxb = 64u << 20, factor = 4;
     int opt;
-    while ((opt = getopt(argc, argv, "n:c:b:e:f:s:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "n:c:b:e:f:s:t:B")) != -1) {
         switch (opt) {
+        case 'B': bind_cpus = 1; break;
         case 'n': nranks = atoi(optarg); break;
         case 'c': {
             memset(use, 0, sizeof use);
@@ -273,33 +282,45 @@ int main(int argc, char **argv)
     snprintf(job, sizeof job, "shm-micro-%d", (int)getpid());
     setenv("COHORT_JOB_ID", job, 1);
     setenv("COHORT_TOKEN", "shm-micro-token", 1);
-    /* The ranks rendezvous through a store server on this process's
-     * thread (it keeps running in the parent after the fork). */
-    const char *jobp = job, *tokp = "shm-micro-token";
-    cohort_store_server_opts so;
-    memset(&so, 0, sizeof so);
-    so.bind_addr = "127.0.0.1";
-    so.job_ids = &jobp;
-    so.tokens = &tokp;
-    so.n_jobs = 1;
-    cohort_store_server *srv = NULL;
-    if (cohort_store_server_start(&srv, &so) != COHORT_OK || !th_shared_init()) {
-        fprintf(stderr, "cannot start the store server\n");
+    /* Rank 0 hosts the store on a free port (no thread in this process
+     * before the fork). */
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        getsockname(lfd, (struct sockaddr *)&sa, &sl) < 0 || !th_shared_init()) {
+        fprintf(stderr, "setup failed\n");
         return 1;
     }
-    char url[64];
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", cohort_store_server_port(srv));
-    setenv("COHORT_STORE", url, 1);
-    printf("# shm_micro: ranks %d, target %.2f s/size, back-to-back, float32 sum\n", nranks,
-           target_s);
+    char port[16];
+    snprintf(port, sizeof port, "%d", ntohs(sa.sin_port));
+    close(lfd);
+    setenv("MASTER_PORT", port, 1);
+    printf("# shm_micro: ranks %d, target %.2f s/size, back-to-back, float32 sum%s\n", nranks,
+           target_s, bind_cpus ? ", bound to cpus" : "");
     printf("%-15s %12s %6s %10s %10s %10s %10s %11s %9s %9s %8s %s\n", "coll", "bytes", "ranks",
            "lat_us", "min_rk_us", "p50_us", "p99_us", "max_us", "algbw", "busbw", "iters", "check");
     fflush(stdout);
     pid_t pids[16];
     for (int r = 0; r < nranks; r++) {
         pids[r] = fork();
-        if (pids[r] == 0)
+        if (pids[r] == 0) {
+            if (bind_cpus) {
+                cpu_set_t all, one;
+                sched_getaffinity(0, sizeof all, &all);
+                int k = r % CPU_COUNT(&all), c = -1;
+                for (int i = 0; i < CPU_SETSIZE && k >= 0; i++)
+                    if (CPU_ISSET(i, &all) && k-- == 0)
+                        c = i;
+                CPU_ZERO(&one);
+                CPU_SET(c, &one);
+                sched_setaffinity(0, sizeof one, &one);
+            }
+            char rs[16];
+            snprintf(rs, sizeof rs, "%d", r);
+            setenv("RANK", rs, 1);
             _exit(rank_main(r));
+        }
     }
     int rc = 0;
     for (int r = 0; r < nranks; r++) {
@@ -308,6 +329,5 @@ int main(int argc, char **argv)
         if (!WIFEXITED(st) || WEXITSTATUS(st))
             rc = 1;
     }
-    cohort_store_server_stop(srv);
     return rc;
 }

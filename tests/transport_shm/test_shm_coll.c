@@ -4,6 +4,7 @@
  * reference each rank computes independently from every rank's (pure,
  * deterministic) inputs.
  *
+ * Buffers start at rotating misalignments (multiples of the element size).
  * Counts: 0, 1, 7, the single-phase all_reduce threshold and one past it,
  * exactly one piece, and several pieces plus an odd remainder; the "tiny"
  * configurations shrink the slot (COHORT_SHM_SLOT_BYTES) so every
@@ -195,26 +196,33 @@ static uint8_t byte_of(int from, int to, size_t i, uint64_t salt)
 
 typedef struct gbuf {
     unsigned char *base;
-    size_t len;
+    size_t len, off;
 } gbuf;
+
+/* Buffers start at a rotating misalignment (a multiple of the element
+ * size) so copies see every head/tail shape against the 64-byte slots. */
+static unsigned mis_ctr;
+static size_t mis_unit = 1;
 
 static unsigned char *galloc(gbuf *b, size_t len)
 {
+    static const size_t mis[] = {0, 1, 3, 8, 13};
     b->len = len;
-    b->base = malloc(len + 2 * GUARD);
+    b->off = GUARD + mis[mis_ctr++ % 5] * mis_unit;
+    b->base = malloc(len + b->off + GUARD);
     CHECK(b->base, "malloc %zu", len);
-    memset(b->base, GUARD_BYTE, len + 2 * GUARD);
-    return b->base + GUARD;
+    memset(b->base, GUARD_BYTE, len + b->off + GUARD);
+    return b->base + b->off;
 }
 
 static void gcheck(gbuf *b, const char *name)
 {
-    for (size_t i = 0; i < GUARD; i++) {
+    for (size_t i = 0; i < b->off; i++)
         CHECK(b->base[i] == GUARD_BYTE, "%s: guard before the buffer overwritten at -%zu", name,
-              GUARD - i);
-        CHECK(b->base[GUARD + b->len + i] == GUARD_BYTE,
+              b->off - i);
+    for (size_t i = 0; i < GUARD; i++)
+        CHECK(b->base[b->off + b->len + i] == GUARD_BYTE,
               "%s: guard after the buffer overwritten at +%zu", name, i);
-    }
     free(b->base);
 }
 
@@ -449,6 +457,7 @@ static int rank_main(int rank, void *arg)
     for (int d = 0; d < ndt; d++) {
         int dt = dts[d];
         size_t es = th_dtype_size(dt);
+        mis_unit = es; /* reductions need element alignment */
         size_t blockp = n > 1 ? (s->S / (size_t)(n - 1) >= 64 ? s->S / (size_t)(n - 1) / 64 * 64
                                                               : s->S / (size_t)(n - 1)) / es
                               : s->S / es;
@@ -524,6 +533,7 @@ static int rank_main(int rank, void *arg)
         OK(coh_shm_barrier(s, &c));
     }
     th_group_free(G);
+    th_done(nranks);
     return 0;
 }
 
@@ -548,7 +558,7 @@ START_TEST(matrix)
 {
     const cfg *cf = &cfgs[_i];
     ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = cf->n, .deadline_ms = 240000, .extra_env = cf->env};
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = cf->n, .deadline_ms = 240000, .extra_env = cf->env};
     cht_result r;
     cht_run_ranks(&o, rank_main, (void *)cf, &r);
     cht_assert_all_ok(&r);

@@ -184,6 +184,7 @@ static int rank_main(int rank, void *arg)
     free(send);
     free(recv);
     th_group_free(g);
+    th_done(N);
     return 0;
 }
 
@@ -191,7 +192,7 @@ START_TEST(mismatch)
 {
     int k = _i;
     ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_PARENT, .nranks = N, .deadline_ms = 30000, .extra_env = cases[k].env};
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = N, .deadline_ms = 30000, .extra_env = cases[k].env};
     cht_result r;
     cht_run_ranks(&o, rank_main, &k, &r);
     cht_assert_all_ok(&r);

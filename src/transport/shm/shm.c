@@ -174,6 +174,8 @@ static void cleanup(coh_shm *s)
 
 /* ---- socket helpers: one message per call, every wait bounded ---- */
 
+/* Waits for ev on fd until the deadline, in slices so EINTR and clock
+ * jumps cannot stretch it. Returns 0, -ETIMEDOUT or -errno. */
 static int wait_fd(int fd, short ev, uint64_t deadline_ns)
 {
     for (;;) {
@@ -189,6 +191,8 @@ static int wait_fd(int fd, short ev, uint64_t deadline_ns)
     }
 }
 
+/* Sends one whole message (SEQPACKET keeps boundaries), optionally with
+ * one descriptor attached. Non-blocking socket + poll: bounded. */
 static int send_msg(int fd, const void *buf, size_t len, int pass_fd, uint64_t deadline_ns)
 {
     struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
@@ -263,6 +267,7 @@ static int recv_msg(int fd, void *buf, size_t len, int *got_fd, uint64_t deadlin
         }
         if (r == 0)
             return -ECONNRESET;
+        /* A message of another size is not ours: never act on a prefix. */
         if ((size_t)r != len || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC))) {
             if (got_fd && *got_fd >= 0) {
                 close(*got_fd);
@@ -283,6 +288,7 @@ static socklen_t abstract_addr(struct sockaddr_un *a, const char *name)
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + l);
 }
 
+/* One key per host and group: the lead's group rank names the host. */
 static void store_key(const cohort_group *g, char *key, size_t n)
 {
     snprintf(key, n, "shm/%d/addr", g->local_ranks[0]);
@@ -312,6 +318,7 @@ static int serve_member(coh_shm *s, int c, int memfd, const int *have, int *li, 
         snprintf(why, whylen, "handshake i/o: %s", strerror(-e));
         return 0;
     }
+    /* Verify before trusting any field: the MAC covers them all. */
     uint8_t mac[32];
     m2_mac(mac, g, &m2, m1.snonce);
     struct ucred cred;
@@ -343,6 +350,8 @@ static int serve_member(coh_shm *s, int c, int memfd, const int *have, int *li, 
                  g->rank, s->check ? "on" : "off", m2.group_rank,
                  m2.check_contract ? "on" : "off");
     }
+    /* The answer is authenticated too (over the member's nonce), so a
+     * member never maps a descriptor from a process without the token. */
     m3.status = (uint32_t)st;
     m3.size = s->size;
     m3_mac(m3.mac, g, &m3, m2.cnonce, m1.snonce, m2.local_index);
@@ -428,6 +437,9 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
         return COHORT_OK;
     }
 
+    /* Abstract name: nothing in the file system to clean up, gone with the
+     * socket; 128 random bits so it cannot be guessed (it is visible in
+     * /proc/net/unix, which is why the handshake authenticates). */
     int ls = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (ls < 0) {
         int e = errno;
@@ -547,6 +559,8 @@ static cohort_status member_attach(coh_shm *s)
         return coh_group_fail(g, st,
                               "shm: waiting for rank %d to publish the segment address: %s",
                               g->local_ranks[0], cohort_store_last_error(g->store));
+    /* "!<status>:<text>" is the lead's failure, published so that members
+     * fail at once with its reason instead of timing out. */
     char name[128];
     size_t l = COH_MIN(vlen, sizeof name - 1);
     memcpy(name, val, l);
@@ -649,6 +663,8 @@ static cohort_status member_attach(coh_shm *s)
         return coh_group_fail(g, COHORT_ERR_PROTOCOL,
                               "shm: rank %d accepted but passed no segment descriptor",
                               g->local_ranks[0]);
+    /* Only a sealed memfd of the announced size: a shrinkable file could
+     * turn later accesses into SIGBUS. */
     struct stat sb;
     int seals = fcntl(fd, F_GET_SEALS);
     if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != m3.size || seals < 0 ||
@@ -668,6 +684,8 @@ static cohort_status member_attach(coh_shm *s)
     }
     s->size = (size_t)m3.size;
     shm_seg_hdr *h = s->hdr = (shm_seg_hdr *)s->base;
+    /* Recompute the layout from (n, S) instead of trusting the offsets:
+     * every access below stays inside the mapping. */
     size_t bs, rs, co, so, tot;
     geometry(s->n, (size_t)h->slot_bytes, &bs, &rs, &co, &so, &tot);
     if (s->size < sizeof(shm_seg_hdr) || h->magic != SHM_MAGIC || h->version != SHM_VERSION ||
@@ -718,6 +736,8 @@ static cohort_status attach(coh_shm *s)
     s->pidfd = coh_malloc((size_t)s->n * sizeof(int));
     if (!s->pidfd)
         return coh_group_fail(g, COHORT_ERR_NOMEM, "shm: out of memory");
+    /* pidfds are opened after the barrier: every peer is alive and has
+     * published its pid, so a recycled pid cannot be mistaken for it. */
     int nopid = (atomic_load(&s->hdr->flags) & SHM_F_NO_PIDFD) != 0;
     for (int q = 0; q < s->n; q++) {
         s->pidfd[q] = -1;
@@ -769,9 +789,11 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     }
     shm_wait_defaults(s);
     /* Streaming stores pay off once the job's buffers (send + recv on every
-     * local rank) no longer fit in the last-level cache. */
+     * local rank) no longer fit in the last-level cache. VMs often report
+     * the whole host's L3 (256 MiB here) while one core complex shares
+     * 32 MiB: cap the estimate there. */
     long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (l3 <= 0)
+    if (l3 <= 0 || l3 > (32l << 20))
         l3 = 32l << 20;
     s->nt_bytes = COH_MAX((size_t)l3 / (2 * (size_t)s->n), (size_t)1 << 20);
     long ntv;
@@ -801,6 +823,9 @@ void coh_shm_destroy(coh_shm *s)
         cleanup(s);
 }
 
+/* Wakes every sleeper of the segment: we do not know which word a local
+ * waiter sleeps on, and waking other processes' sleepers costs them one
+ * spurious check. Rare (aborts). */
 void coh_shm_wake(coh_shm *s)
 {
     if (!s || !s->ctl_base)
@@ -867,6 +892,8 @@ void coh_shm_set_state(coh_shm *s, const coh_call *cur, uint64_t last_done)
     atomic_store_explicit(&c->st_ver, v + 2, memory_order_release);
 }
 
+/* Seqlock reader: retries while the owner writes (odd version) or the
+ * version moved during the read; gives up (returns 0) rather than block. */
 int coh_shm_peer_state(coh_shm *s, int li, coh_call *cur, uint64_t *last_done, int *alive)
 {
     if (!s || li < 0 || li >= s->n)

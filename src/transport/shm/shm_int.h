@@ -35,6 +35,7 @@
 #ifndef COH_SHM_INT_H
 #define COH_SHM_INT_H
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -83,6 +84,7 @@ typedef struct shm_ctl {
      * on it, together so the writer's waiters check hits its own line */
     _Alignas(64) _Atomic uint32_t arrive;
     _Atomic uint32_t waiters;
+    _Atomic int32_t cpu; /* CPU the owner last published from (a hint) */
     /* line 1: identity, written once at attach */
     _Alignas(64) _Atomic int32_t pid;
     _Atomic int32_t group_rank;
@@ -194,6 +196,9 @@ static inline void shm_publish(coh_shm *s)
 {
     shm_ctl *me = shm_ctl_of(s, s->me);
     uint32_t p = ++s->phase;
+    /* Same cache line as arrive, so free: lets a waiter that shares our
+     * CPU yield at once instead of spinning (sched_getcpu reads rseq). */
+    atomic_store_explicit(&me->cpu, sched_getcpu(), memory_order_relaxed);
     atomic_store_explicit(&me->arrive, p, memory_order_seq_cst);
     if (atomic_load_explicit(&me->waiters, memory_order_seq_cst))
         shm_futex_wake(&me->arrive);
