@@ -13,11 +13,12 @@ run() { # build-dir, cmake args..., then ctest
   cmake --build "$dir" -j"$jobs" >/dev/null
 }
 run build -DCMAKE_BUILD_TYPE=RelWithDebInfo
-(cd build && ctest --output-on-failure -j"$jobs" --timeout 600 "${@}")
+# Timing guards (label bench) are measurements: `ctest -L bench` runs them.
+(cd build && ctest --output-on-failure -j"$jobs" --timeout 600 -LE bench "${@}")
 # Sanitizers: same suite. CK_TIMEOUT_MULTIPLIER gives Check tests more time.
 run build-asan -DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZER=address,undefined
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-   CK_TIMEOUT_MULTIPLIER=3 ctest --output-on-failure -j"$jobs" --timeout 900 -LE nosan "${@}")
+   CK_TIMEOUT_MULTIPLIER=3 ctest --output-on-failure -j"$jobs" --timeout 900 -LE "nosan|bench" "${@}")
 run build-tsan -DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZER=thread
 (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/../tests/tsan.supp" \
    CK_TIMEOUT_MULTIPLIER=4 ctest --output-on-failure -j"$jobs" --timeout 900 -L threaded "${@}")

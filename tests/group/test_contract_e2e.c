@@ -14,6 +14,20 @@
 
 static const char *transports[] = {"auto", "tcp"};
 
+/* The debug=buffers test commits the very data race it detects (a buffer
+ * written while its async call reads it): under TSan that is reported as
+ * what it is, so the case runs in the plain and ASan builds only. */
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifndef UNDER_TSAN
+#define UNDER_TSAN 0
+#endif
+
 static double now_ms(void)
 {
     struct timespec ts;
@@ -330,7 +344,11 @@ int main(void)
     tcase_add_loop_test(tc, straggler_is_not_an_error, 0, 2);
     tcase_add_loop_test(tc, frozen_peer_times_out, 0, 2);
     tcase_add_loop_test(tc, p2p_cycle_reported, 0, 2);
-    tcase_add_loop_test(tc, debug_buffers_detects_race, 0, 2);
+    if (!UNDER_TSAN)
+        tcase_add_loop_test(tc, debug_buffers_detects_race, 0, 2);
+    else
+        fprintf(stderr, "debug_buffers_detects_race: not run under TSan (it commits the race "
+                        "it detects); the plain and ASan builds run it\n");
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

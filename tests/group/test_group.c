@@ -254,6 +254,14 @@ static int rank_recover(int rank, void *arg)
     (void)arg;
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
+    /* Every rank must have joined generation 1 before any rank moves on:
+     * once generation 2 connects, the store refuses generation 1 - a slow
+     * rank still joining it would (rightly) be refused as stale. A rank
+     * that leaves the barrier early may abort before a slower one has
+     * finished its side of it, so ABORTED is fine here. */
+    cohort_status st1 = cohort_barrier(g);
+    RANK_CHECK(st1 == COHORT_OK || st1 == COHORT_ERR_ABORTED || st1 == COHORT_ERR_PEER_LOST, "%s",
+               cohort_status_name(st1));
     cohort_abort(g, "simulated failure");
     cohort_finalize(g);
     /* rebuild: generation 2 */

@@ -131,6 +131,8 @@ int main(int argc, char **argv)
     double t_end = now_s() + (until - (double)time(NULL));
     int fault_kind = (int)(restart % 4);
     long fault_at = base + fault_every; /* one fault per generation */
+    if (fault_kind == 3 && fault_at % 50 == 0)
+        fault_at++; /* the mismatch is injected on a small call, not the 4 MiB one */
     int victim = 1 + (int)(restart % (n - 1));
     enum { BIG = 1 << 20 };
     float *big = malloc(sizeof(float) * BIG), *bigo = malloc(sizeof(float) * BIG);
