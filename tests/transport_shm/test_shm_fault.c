@@ -224,15 +224,15 @@ static int leak_rank(int rank, void *arg)
     return 0;
 }
 
-/* /dev/shm entries that could be ours (other jobs on a shared machine come
- * and go, so only names mentioning cohort count). */
+/* /dev/shm entries that could be ours (other jobs and other cohort tests
+ * on a shared machine come and go, so only this transport's name counts). */
 static int dev_shm_cohort(void)
 {
     DIR *d = opendir("/dev/shm");
     int n = 0;
     struct dirent *e;
     while (d && (e = readdir(d)))
-        n += strstr(e->d_name, "cohort") != NULL;
+        n += strstr(e->d_name, "cohort-shm") != NULL;
     if (d)
         closedir(d);
     return n;

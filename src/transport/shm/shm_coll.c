@@ -670,7 +670,9 @@ cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send
                 memmove(own, src, bpr);
             src = own;
         } else if (src != own) {
-            CPY(own + off, src + off, len);
+            /* from the piece just published (cache-hot), not from send
+             * again (maybe memory) */
+            OUT(&o, own + off, DATA(mb), len);
         }
         for (int q = 0; q < n; q++)
             if (q != me)
