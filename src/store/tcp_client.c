@@ -1139,10 +1139,13 @@ static cohort_status tcp_wait(cohort_store *s, const void *const *k, const size_
     return st;
 }
 
-static cohort_status tcp_del(cohort_store *s, const void *k, size_t kl, int *deleted)
+/* One RPC whose request is a single key (or prefix) field, under the
+ * handle's default deadline: describe it, check its length, send, and hand
+ * back the reply (the caller decodes it and frees *pl). */
+static cohort_status key_rpc(cohort_store *s, const char *verb, const void *k, size_t kl, uint8_t op,
+                             char *what, size_t wlen, coh_reply *r, uint8_t **pl)
 {
-    char what[160];
-    kdesc(what, sizeof what, "delete", k, kl);
+    kdesc(what, wlen, verb, k, kl);
     cohort_status st = check_key(s, what, kl);
     if (st)
         return st;
@@ -1150,11 +1153,18 @@ static cohort_status tcp_del(cohort_store *s, const void *k, size_t kl, int *del
     coh_wr_init(&w);
     size_t at = coh_wr_begin_frame(&w);
     coh_wr_bytes(&w, k, kl);
-    coh_wr_end_frame(&w, at, COH_OP_DELETE, 0);
+    coh_wr_end_frame(&w, at, op, 0);
+    st = rpc(s, &w, op_deadline(s), what, r, pl);
+    coh_wr_free(&w);
+    return st;
+}
+
+static cohort_status tcp_del(cohort_store *s, const void *k, size_t kl, int *deleted)
+{
+    char what[160];
     coh_reply r;
     uint8_t *pl;
-    st = rpc(s, &w, op_deadline(s), what, &r, &pl);
-    coh_wr_free(&w);
+    cohort_status st = key_rpc(s, "delete", k, kl, COH_OP_DELETE, what, sizeof what, &r, &pl);
     if (st)
         return st;
     *deleted = coh_rd_u8(&r.body);
@@ -1167,19 +1177,9 @@ static cohort_status tcp_del(cohort_store *s, const void *k, size_t kl, int *del
 static cohort_status tcp_num_keys(cohort_store *s, const void *prefix, size_t pl_, int64_t *n)
 {
     char what[160];
-    kdesc(what, sizeof what, "num_keys under", prefix, pl_);
-    cohort_status st = check_key(s, what, pl_);
-    if (st)
-        return st;
-    coh_wr w;
-    coh_wr_init(&w);
-    size_t at = coh_wr_begin_frame(&w);
-    coh_wr_bytes(&w, prefix, pl_);
-    coh_wr_end_frame(&w, at, COH_OP_NUM_KEYS, 0);
     coh_reply r;
     uint8_t *pl;
-    st = rpc(s, &w, op_deadline(s), what, &r, &pl);
-    coh_wr_free(&w);
+    cohort_status st = key_rpc(s, "num_keys under", prefix, pl_, COH_OP_NUM_KEYS, what, sizeof what, &r, &pl);
     if (st)
         return st;
     *n = coh_rd_i64(&r.body);
@@ -1196,19 +1196,9 @@ static cohort_status tcp_list(cohort_store *s, const void *prefix, size_t pl_, c
                               size_t **klens, int *n)
 {
     char what[160];
-    kdesc(what, sizeof what, "list", prefix, pl_);
-    cohort_status st = check_key(s, what, pl_);
-    if (st)
-        return st;
-    coh_wr w;
-    coh_wr_init(&w);
-    size_t at = coh_wr_begin_frame(&w);
-    coh_wr_bytes(&w, prefix, pl_);
-    coh_wr_end_frame(&w, at, COH_OP_LIST, 0);
     coh_reply r;
     uint8_t *pl;
-    st = rpc(s, &w, op_deadline(s), what, &r, &pl);
-    coh_wr_free(&w);
+    cohort_status st = key_rpc(s, "list", prefix, pl_, COH_OP_LIST, what, sizeof what, &r, &pl);
     if (st)
         return st;
     uint32_t cnt = coh_rd_u32(&r.body);
