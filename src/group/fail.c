@@ -23,9 +23,13 @@ static void wake_all(cohort_group *g)
         coh_engine_wake(g->engine);
 }
 
+_Thread_local int coh_group_background_thread;
+
 /* Poisons g with (st, msg) if it is not yet poisoned. Returns 1 if this call
- * did the poisoning. */
-static int poison(cohort_group *g, cohort_status st, const char *msg)
+ * did the poisoning. g->last belongs to the thread that makes calls on g, so
+ * the monitor thread (set_last 0) leaves it alone: the caller's failing call
+ * copies the cause into it (api.c, engine.c). */
+static int poison(cohort_group *g, cohort_status st, const char *msg, int set_last)
 {
     int expect = 0;
     pthread_mutex_lock(&g->err_mu);
@@ -34,8 +38,10 @@ static int poison(cohort_group *g, cohort_status st, const char *msg)
         g->err.status = st;
         snprintf(g->err.msg, sizeof g->err.msg, "%s", msg);
     }
-    g->last.status = st;
-    snprintf(g->last.msg, sizeof g->last.msg, "%s", first ? msg : g->err.msg);
+    if (set_last) {
+        g->last.status = st;
+        snprintf(g->last.msg, sizeof g->last.msg, "%s", first ? msg : g->err.msg);
+    }
     pthread_mutex_unlock(&g->err_mu);
     return first;
 }
@@ -47,7 +53,7 @@ cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt,
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (!poison(g, st, msg))
+    if (!poison(g, st, msg, !coh_group_background_thread))
         return st;
     coh_error("group %u: %s: %s", g->id, cohort_status_name(st), msg);
     /* Tell the peers through channels that do not depend on the failed data
@@ -65,7 +71,7 @@ cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt,
 
 void coh_group_remote_abort(cohort_group *g, cohort_status st, const char *reason)
 {
-    if (!poison(g, st, reason))
+    if (!poison(g, st, reason, !coh_group_background_thread))
         return;
     coh_warn("group %u aborted by a peer: %s: %s", g->id, cohort_status_name(st), reason);
     if (g->shm)

@@ -139,6 +139,11 @@ struct cohort_group {
     int n_children;            /* sub-groups: ids are parent id + counter */
 };
 
+/* Set on threads cohort runs in the background (the monitor): failures they
+ * find poison the group but do not write g->last, which the calling thread
+ * reads without a lock. */
+extern _Thread_local int coh_group_background_thread;
+
 /* Records the first failure (later ones only go to g->last), poisons g,
  * wakes every waiter, posts the abort to the store and abort frames to peers
  * (unless st is COHORT_ERR_ABORTED received from a peer). Returns st. */

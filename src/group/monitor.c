@@ -106,6 +106,7 @@ static void *monitor_main(void *arg)
 {
     struct coh_monitor *m = arg;
     cohort_group *g = m->g;
+    coh_group_background_thread = 1;
     int64_t next = 1;
     char stopkey[32], ctl[48];
     snprintf(stopkey, sizeof stopkey, "stop/%d", g->rank);
