@@ -90,8 +90,13 @@ void cohort_options_init(cohort_options *o);
 cohort_status cohort_init(cohort_group **group);
 cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o);
 
-/* Leaves the group and frees it (no collective: safe after an error).
- * Accepts NULL. */
+/* Leaves the group and frees it (whatever it returns). Collective on a
+ * healthy group: it checks that every message sent to this rank was
+ * received, and returns a failure this rank has not been told about yet -
+ * e.g. COHORT_ERR_CONTRACT when its last call was the send-only part (a
+ * broadcast root, a send) of a mismatched call; message in
+ * cohort_last_error(NULL). Bounded by COHORT_TIMEOUT (at most 30 s); does
+ * not wait on a group that already returned an error. Accepts NULL. */
 cohort_status cohort_finalize(cohort_group *group);
 
 int cohort_rank(const cohort_group *g);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "contract/contract.h"
 #include "engine/engine.h"
 #include "group/group_internal.h"
 #include "group/monitor.h"
@@ -425,10 +426,66 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
     return COHORT_OK;
 }
 
+/* The closing check. A rank whose part in a call was send-only (a broadcast
+ * root, a reduce leaf, a send) finishes before any receiver has compared
+ * its header; a mismatch found there reaches it at its next call. After the
+ * last call there is none, so finalize is collective: every rank drains its
+ * connections up to each peer's goodbye (what nobody received is a broken
+ * contract), meets the others in the store ("finalize/n", posted after its
+ * own findings), lets the monitor act on every abort posted before that, and
+ * returns a failure nobody has told this rank about yet. Bounded by
+ * COHORT_TIMEOUT (at most 30 s); a poisoned group skips the waits. */
+static cohort_status finalize_check(cohort_group *g)
+{
+    if (g->size < 2 || !g->store)
+        return COHORT_OK;
+    int wait_ms = COH_MIN(g->timeout_ms < 0 ? 30000 : g->timeout_ms, 30000);
+    uint64_t dl = coh_deadline_ns(wait_ms);
+    int p = coh_group_poisoned(g);
+    if (!p && g->net)
+        coh_net_close_check(g->net, wait_ms);
+    /* Arrive only after this rank's findings are posted; a rank that already
+     * has its error arrives without waiting, so nobody waits for it. */
+    int64_t n = 0;
+    int arrived = !atomic_load(&g->store_down) &&
+                  cohort_store_add(g->store, "finalize/n", 10, 1, &n) == COHORT_OK;
+    if (arrived && n == g->size)
+        cohort_store_set(g->store, "finalize/all", 12, "1", 1);
+    p = coh_group_poisoned(g);
+    if (p && atomic_load(&g->err_reported))
+        return COHORT_OK; /* the user has the error already */
+    if (!p && arrived) {
+        const void *kp = "finalize/all";
+        size_t kl = 12;
+        cohort_status st = COHORT_ERR_TIMEOUT;
+        while (!coh_group_poisoned(g) && coh_ms_left(dl) > 0) {
+            st = cohort_store_wait(g->store, &kp, &kl, 1, COH_MIN(coh_ms_left(dl), 100));
+            if (st != COHORT_ERR_TIMEOUT)
+                break;
+        }
+        if (st == COHORT_OK)
+            coh_monitor_sync(g, 2000); /* aborts posted before the others arrived */
+        else if (!coh_group_poisoned(g))
+            coh_warn("cohort_finalize: not every rank arrived within %d ms (%s); leaving anyway",
+                     wait_ms, cohort_status_name(st));
+    }
+    p = coh_group_poisoned(g);
+    if (!p || atomic_exchange(&g->err_reported, 1))
+        return COHORT_OK;
+    if (p == COHORT_ERR_CONTRACT)
+        coh_contract_report(g); /* the same majority report as the other ranks */
+    pthread_mutex_lock(&g->err_mu);
+    coh_err_set(&g->last, (cohort_status)p, "%s", g->err.msg);
+    coh_err_set(NULL, (cohort_status)p, "%s", g->err.msg); /* g is gone after finalize */
+    pthread_mutex_unlock(&g->err_mu);
+    return (cohort_status)p;
+}
+
 cohort_status cohort_finalize(cohort_group *g)
 {
     if (!g)
         return COHORT_OK;
+    cohort_status ret = finalize_check(g);
     /* The world's rank 0 may host the store: keep it up until every rank
      * has left (bounded), so nobody's finalize or last call loses it. */
     char key[64];
@@ -449,7 +506,7 @@ cohort_status cohort_finalize(cohort_group *g)
         }
     }
     coh_group_free(g);
-    return COHORT_OK;
+    return ret;
 }
 
 int cohort_rank(const cohort_group *g) { return g ? g->rank : -1; }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "contract/contract.h"
 #include "group/monitor.h"
@@ -28,6 +29,7 @@ struct coh_monitor {
     pthread_t th;
     int started;
     atomic_int stop;
+    _Atomic int64_t handled; /* records 1..handled are acted on */
 };
 
 /* Control records ride on the data path's waits: a partitioned store must
@@ -140,6 +142,7 @@ static void *monitor_main(void *arg)
             }
             free(v);
         }
+        atomic_store(&m->handled, next);
         next++;
     }
     return NULL;
@@ -202,6 +205,26 @@ void coh_monitor_stop(cohort_group *g)
     cohort_store_close(m->s);
     cohort_store_close(m->root);
     coh_free(m);
+}
+
+cohort_status coh_monitor_sync(cohort_group *g, int timeout_ms)
+{
+    struct coh_monitor *m = g->monitor;
+    if (!m || atomic_load(&g->store_down))
+        return COHORT_ERR_STORE;
+    int64_t k = 0;
+    cohort_status st = cohort_store_add(m->post, "ctl/n", 5, 0, &k);
+    note_store(g, st);
+    if (st != COHORT_OK)
+        return st;
+    uint64_t dl = coh_deadline_ns(timeout_ms);
+    while (atomic_load(&m->handled) < k) {
+        if (coh_now_ns() >= dl)
+            return COHORT_ERR_TIMEOUT;
+        struct timespec ts = {0, 1000000}; /* the monitor acts within microseconds */
+        nanosleep(&ts, NULL);
+    }
+    return COHORT_OK;
 }
 
 void coh_monitor_post_abort(cohort_group *g, cohort_status st, const char *reason)

@@ -14,6 +14,10 @@
 
 cohort_status coh_monitor_start(cohort_group *g);
 void coh_monitor_stop(cohort_group *g);
+/* Waits (bounded) until the monitor has acted on every control record
+ * posted so far, e.g. an abort another rank posted before it reached a
+ * barrier this rank has passed. */
+cohort_status coh_monitor_sync(cohort_group *g, int timeout_ms);
 /* Posts an abort record (best effort, bounded time). */
 void coh_monitor_post_abort(cohort_group *g, cohort_status st, const char *reason);
 /* Out-of-band contract probe for a call that has not progressed: publishes

@@ -82,6 +82,12 @@ cohort_status coh_net_xfer(coh_net *n, const coh_call *call, coh_xfer *ops, int 
 void coh_net_wake(coh_net *n);
 /* Best effort: tells every connected peer the group is aborted. */
 void coh_net_send_abort(coh_net *n, cohort_status st, const char *reason);
+/* cohort_finalize's closing handshake: BYE to every peer, then reads every
+ * connection up to the peer's BYE (bounded by timeout_ms). A message no call
+ * of this rank received is a broken contract (COHORT_ERR_CONTRACT: a rank
+ * whose part was send-only, a send without its recv); a peer that closes
+ * without BYE is lost; one that does not arrive in time is a timeout. */
+cohort_status coh_net_close_check(coh_net *n, int timeout_ms);
 void coh_net_destroy(coh_net *n);
 
 #endif

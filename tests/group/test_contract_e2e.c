@@ -153,6 +153,94 @@ START_TEST(mismatch_every_field)
 }
 END_TEST
 
+/* ---- a rank whose part is send-only: two roots ----
+ *
+ * Ranks 0-2 broadcast from rank 0, rank 3 believes it is the root. Rank 3
+ * only writes, and the true root's data never reaches it: in other libraries
+ * rank 3 finishes with its own, wrong, buffer and nobody notices. Every
+ * rank must fail the broadcast, or (a rank that could only send) the next
+ * call or cohort_finalize, with the report of broadcast #4. */
+
+static int rank_two_roots(int rank, void *arg)
+{
+    int then = *(const int *)arg; /* 0: a next call, 1: straight to finalize */
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static float f[1024];
+    for (int i = 0; i < 1024; i++)
+        f[i] = (float)rank;
+    cohort_status st = COHORT_OK;
+    for (int i = 0; i < 3 && st == COHORT_OK; i++)
+        st = cohort_all_reduce(g, f, f + 512, 16, COHORT_FLOAT32, COHORT_MAX);
+    RANK_CHECK(st == COHORT_OK, "warm-up: %s: %s", cohort_status_name(st), cohort_last_error(g));
+    double t0 = now_ms();
+    st = cohort_broadcast(g, f, 1024, COHORT_FLOAT32, rank == 3 ? 3 : 0);
+    char where[32] = "broadcast";
+    if (st == COHORT_OK && then == 0) {
+        snprintf(where, sizeof where, "the next all_reduce");
+        st = cohort_all_reduce(g, f, f + 512, 16, COHORT_FLOAT32, COHORT_SUM);
+    }
+    if (st == COHORT_OK) {
+        snprintf(where, sizeof where, "cohort_finalize");
+        st = cohort_finalize(g);
+        g = NULL;
+    }
+    double dt = now_ms() - t0;
+    const char *m = g ? cohort_last_error(g) : cohort_last_error(NULL);
+    fprintf(stderr, "rank %d: %s in %s after %.0f ms: %s\n", rank, cohort_status_name(st), where,
+            dt, m);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "got %s in %s: %s", cohort_status_name(st), where, m);
+    RANK_CHECK(strstr(m, "broadcast #4") && strstr(m, "root differs"), "report: %s", m);
+    RANK_CHECK(dt < 3000, "took %.0f ms", dt);
+    if (g)
+        cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(send_only_rank_learns_the_mismatch)
+{
+    for (int then = 0; then < 2; then++) {
+        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = transports[_i],
+                      .extra_env = "COHORT_TIMEOUT=20"};
+        cht_result r;
+        cht_run_ranks(&o, rank_two_roots, &then, &r);
+        for (int i = 0; i < 4; i++)
+            ck_assert_msg(r.status[i] == 0 && !r.hung[i], "%s, then %d: rank %d status %d hung %d",
+                          transports[_i], then, i, r.status[i], r.hung[i]);
+    }
+}
+END_TEST
+
+/* A send whose receive never comes: MPI keeps the message (or the sender
+ * blocks) and the program ends as if nothing happened. cohort_finalize's
+ * closing handshake finds it on the receiver, and both ranks fail. */
+static int rank_unreceived_send(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    int32_t v = 42;
+    if (rank == 0)
+        RANK_PASS(cohort_send(g, &v, 1, COHORT_INT32, 1, 5), g);
+    cohort_status st = cohort_finalize(g);
+    const char *m = cohort_last_error(NULL);
+    fprintf(stderr, "rank %d: finalize: %s: %s\n", rank, cohort_status_name(st), m);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "finalize returned %s: %s", cohort_status_name(st), m);
+    RANK_CHECK(strstr(m, "send #1 from rank 0 to rank 1") && strstr(m, "tag 5") && strstr(m, "never received"),
+               "message: %s", m);
+    return 0;
+}
+
+START_TEST(unreceived_send_fails_finalize)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = transports[_i],
+                  .extra_env = "COHORT_TIMEOUT=10"};
+    cht_result r;
+    cht_run_ranks(&o, rank_unreceived_send, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 /* ---- COHORT_DEBUG=sync: the checked barrier catches the same cases ---- */
 
 START_TEST(debug_sync_catches_mismatch)
@@ -340,6 +428,8 @@ int main(void)
     TCase *tc = tcase_create("e2e");
     tcase_set_timeout(tc, 200);
     tcase_add_loop_test(tc, mismatch_every_field, 0, 2);
+    tcase_add_loop_test(tc, send_only_rank_learns_the_mismatch, 0, 2);
+    tcase_add_loop_test(tc, unreceived_send_fails_finalize, 0, 2);
     tcase_add_loop_test(tc, debug_sync_catches_mismatch, 0, 2);
     tcase_add_loop_test(tc, straggler_is_not_an_error, 0, 2);
     tcase_add_loop_test(tc, frozen_peer_times_out, 0, 2);

@@ -1006,6 +1006,27 @@ void coh_net_send_abort(coh_net *n, cohort_status st, const char *reason)
     }
 }
 
+void tcp_send_bye(coh_net *n)
+{
+    coh_hdr bye;
+    memset(&bye, 0, sizeof bye);
+    bye.magic = COH_HDR_MAGIC;
+    bye.kind = COH_MSG_BYE;
+    bye.group = n->me.group;
+    bye.gen = n->me.gen;
+    bye.root = -1;
+    bye.src = n->rank;
+    for (int j = 0; j < n->size; j++) {
+        tcp_conn *c = &n->c[j];
+        if (c->fd < 0)
+            continue;
+        pthread_mutex_lock(&c->wmu);
+        frame_locked(c, &bye, NULL, 0);
+        c->open = 0; /* nothing may follow a BYE, abort frames included */
+        pthread_mutex_unlock(&c->wmu);
+    }
+}
+
 /* Order matters for the peers: abort reason (if failed), BYE, FIN after
  * the queued data, drain, close - so a peer still reading gets our last
  * message and then a clean end instead of a reset. */
@@ -1024,21 +1045,10 @@ void coh_net_destroy(coh_net *n)
             pthread_mutex_unlock(&n->g->err_mu);
             coh_net_send_abort(n, (cohort_status)p, why);
         }
-        coh_hdr bye;
-        memset(&bye, 0, sizeof bye);
-        bye.magic = COH_HDR_MAGIC;
-        bye.kind = COH_MSG_BYE;
-        bye.group = n->me.group;
-        bye.gen = n->me.gen;
-        bye.root = -1;
-        bye.src = n->rank;
+        tcp_send_bye(n); /* no-op where coh_net_close_check sent it */
         for (int j = 0; j < n->size; j++) {
             tcp_conn *c = &n->c[j];
             if (c->fd >= 0) {
-                pthread_mutex_lock(&c->wmu);
-                frame_locked(c, &bye, NULL, 0);
-                c->open = 0;
-                pthread_mutex_unlock(&c->wmu);
                 /* FIN after the queued data; then drain what the peer sent so
                  * close() does not turn into a RST that could destroy our own
                  * unsent tail (the peer may still be reading it). */

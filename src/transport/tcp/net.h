@@ -100,6 +100,7 @@ struct coh_net {
     /* data path */
     size_t stash_bytes, stash_max;
     int nstash;             /* stashed messages, all connections */
+    int closing;            /* coh_net_close_check has begun */
     uint64_t coll_floor;    /* highest seq of a posted COLL receive: lower ones are stale */
     coh_xfer *ops;          /* the current batch */
     int nops;
@@ -126,6 +127,9 @@ struct coh_net {
 int tcp_hs_pollfds(coh_net *n, struct pollfd *p);
 cohort_status tcp_hs_service(coh_net *n, const struct pollfd *p, int np);
 
+/* hs.c: BYE to every connected peer; the connections are closed for
+ * writing from then on (frames after a BYE are a protocol error). */
+void tcp_send_bye(coh_net *n);
 /* xfer.c: frees a connection's stash. */
 void tcp_stash_free(coh_net *n, tcp_conn *c);
 

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "contract/contract.h"
+#include "trace/trace.h"
 #include "transport/tcp/net.h"
 
 enum { OP_PENDING = 0, OP_ACTIVE = 1, OP_DONE = 2 };
@@ -54,7 +55,11 @@ static cohort_status mismatch(coh_net *n, int peer, const coh_hdr *exp, const co
 static cohort_status lost(coh_net *n, tcp_conn *c, int err, const char *doing)
 {
     char how[200];
-    if (c->bye)
+    if (n->closing && !c->bye)
+        snprintf(how, sizeof how,
+                 "it closed its connection without the goodbye of cohort_finalize (it exited, "
+                 "or was killed, before finalizing)");
+    else if (c->bye)
         snprintf(how, sizeof how,
                  "it closed its connection (left the group) while this rank still %s it", doing);
     else if (err)
@@ -110,8 +115,19 @@ static cohort_status check_unexpected(coh_net *n, const coh_hdr *h)
         f = COH_FIELD_GROUP;
     else if (h->gen != n->me.gen)
         f = COH_FIELD_GENERATION;
-    else if (h->kind == COH_MSG_COLL && h->seq < n->coll_floor)
-        f = COH_FIELD_SEQ;
+    else if (h->kind == COH_MSG_COLL && h->seq < n->coll_floor && n->call)
+        f = COH_FIELD_SEQ; /* (closing: coh_net_close_check judges leftovers itself) */
+    if (f == COH_FIELD_NONE && n->call && h->kind == COH_MSG_COLL && h->seq == n->call->seq &&
+        n->call->coll != COH_COLL_SEND && n->call->coll != COH_COLL_RECV) {
+        /* For the call running now, though not for this step or from this
+         * peer (e.g. from a rank that believes it is the root): its
+         * fingerprint can be compared at once. */
+        coh_hdr e;
+        coh_hdr_from_call(&e, n->g, n->call, h->kind, h->step, h->len);
+        int cf = coh_hdr_match(&e, h);
+        if (cf != COH_FIELD_NONE && cf != COH_FIELD_STEP)
+            return mismatch(n, h->src, &e, h);
+    }
     if (f == COH_FIELD_NONE)
         return COHORT_OK;
     coh_hdr e = *h;
@@ -687,4 +703,115 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
         if (moved)
             coh_wait_init(&w, g, call);
     }
+}
+
+/* ---- closing handshake (cohort_finalize) ---- */
+
+/* A message still here after its sender's BYE: no call of this rank took
+ * it. Judged against this rank's own call of that seq when the flight
+ * recorder still has it, so the report names the differing field. */
+static cohort_status unconsumed(coh_net *n, const coh_hdr *h)
+{
+    cohort_group *g = n->g;
+    if (h->kind == COH_MSG_P2P)
+        return coh_group_fail(g, COHORT_ERR_CONTRACT,
+                              "send #%llu from rank %d to rank %d (tag %d, %llu bytes, rank "
+                              "%d's line %u) was never received: rank %d finalized without the "
+                              "matching cohort_recv",
+                              (unsigned long long)h->seq, h->src, n->rank, h->tag,
+                              (unsigned long long)h->len, h->src, h->line, n->rank);
+    uint64_t rec = coh_trace_recorded(g->trace);
+    uint64_t cap = (uint64_t)coh_trace_capacity(g->trace);
+    uint64_t last = 0;
+    for (uint64_t i = rec; i > 0 && rec - i < cap; i--) {
+        coh_trace_entry e;
+        if (!coh_trace_read(g->trace, i - 1, &e) || e.call.coll == COH_COLL_SEND ||
+            e.call.coll == COH_COLL_RECV)
+            continue;
+        if (!last)
+            last = e.call.seq;
+        if (e.call.seq < h->seq)
+            break;
+        if (e.call.seq != h->seq)
+            continue;
+        coh_hdr exp;
+        coh_hdr_from_call(&exp, g, &e.call, h->kind, h->step, h->len);
+        if (coh_hdr_match(&exp, h) != COH_FIELD_NONE)
+            return coh_contract_mismatch(g, &e.call, h->src, &exp, h);
+        return coh_group_fail(g, COHORT_ERR_CONTRACT,
+                              "%s #%llu (%s:%d): rank %d sent this rank a message for it (step %u, "
+                              "%llu bytes) that the call never received",
+                              coh_coll_name(e.call.coll), (unsigned long long)e.call.seq,
+                              e.call.file ? e.call.file : "?", e.call.line, h->src, h->step,
+                              (unsigned long long)h->len);
+    }
+    if (h->seq > last)
+        return coh_group_fail(g, COHORT_ERR_CONTRACT,
+                              "rank %d sent %s #%llu (its line %u), but this rank's last call was "
+                              "#%llu: rank %d made more calls than this rank (an extra call on "
+                              "its side, or a skipped one here)",
+                              h->src, coh_coll_name(h->coll), (unsigned long long)h->seq, h->line,
+                              (unsigned long long)last, h->src);
+    return coh_group_fail(g, COHORT_ERR_CONTRACT,
+                          "rank %d sent %s #%llu (its line %u) that no call of this rank "
+                          "received",
+                          h->src, coh_coll_name(h->coll), (unsigned long long)h->seq, h->line);
+}
+
+cohort_status coh_net_close_check(coh_net *n, int timeout_ms)
+{
+    if (!n || !n->c || !n->connected)
+        return COHORT_OK;
+    cohort_group *g = n->g;
+    n->closing = 1;
+    n->ops = NULL;
+    n->nops = 0;
+    n->call = NULL; /* every arrival is unexpected from here on */
+    n->left = 0;
+    for (int j = 0; j < n->size; j++)
+        n->c[j].want = n->c[j].sends = 0;
+    tcp_send_bye(n);
+    uint64_t dl = coh_deadline_ns(timeout_ms);
+    for (;;) {
+        int nw = 0, k = 0;
+        for (int j = 0; j < n->size; j++) {
+            tcp_conn *c = &n->c[j];
+            if (j == n->rank || c->fd < 0 || c->bye || c->eof)
+                continue;
+            if (c->rx_state == RX_PARKED)
+                return unconsumed(n, &c->rh); /* over the stash budget, still unread */
+            int moved = 0;
+            cohort_status st = rx_progress(n, c, 1, &moved);
+            if (st != COHORT_OK)
+                return st;
+            if (c->bye || c->eof || c->rx_state == RX_PARKED)
+                continue;
+            n->scratch[nw++] = j;
+            n->pfd[k].fd = c->fd;
+            n->pfd[k].events = POLLIN | POLLRDHUP;
+            n->pfd[k].revents = 0;
+            k++;
+        }
+        if (nw == 0)
+            break;
+        int p = coh_group_poisoned(g);
+        if (p)
+            return (cohort_status)p;
+        if (coh_now_ns() >= dl) {
+            char who[256];
+            coh_fmt_ranks(who, sizeof who, n->scratch, nw);
+            return coh_group_fail(g, COHORT_ERR_TIMEOUT,
+                                  "cohort_finalize: rank%s %s did not finalize within %d ms; "
+                                  "what %s sent since the last call could not be checked",
+                                  nw > 1 ? "s" : "", who, timeout_ms, nw > 1 ? "they" : "it");
+        }
+        if (poll(n->pfd, (nfds_t)k, COH_MIN(coh_ms_left(dl), COH_WAIT_SLICE_MS)) < 0 &&
+            errno != EINTR)
+            return coh_group_fail(g, COHORT_ERR_SYSTEM, "tcp: poll: %s (errno %d)",
+                                  strerror(errno), errno);
+    }
+    for (int j = 0; j < n->size; j++)
+        if (n->c[j].sq_head)
+            return unconsumed(n, &n->c[j].sq_head->h);
+    return COHORT_OK;
 }
