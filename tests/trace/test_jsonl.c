@@ -21,7 +21,7 @@ static char err[160];
 static int parse(const char *s)
 {
     size_t n = strlen(s);
-    char *b = malloc(n ? n : 1);
+    char *b = calloc(1, n ? n : 1);
     memcpy(b, s, n);
     int k = coh_tl_parse(b, n, &ln, err, sizeof err);
     free(b);

@@ -287,7 +287,7 @@ static cohort_status cfg_parse(coh_etcd_cfg *cfg, const char *addr, const char *
     snprintf(cfg->kroot, cfg->kroot_len + 1, "%sk/", cfg->root);
     snprintf(cfg->mroot, cfg->mroot_len + 1, "%sm/", cfg->root);
 
-    long v;
+    long v = 0;
     if ((st = env_int_range("COHORT_ETCD_LEASE_TTL", 5, 1, 3600, &v, err)) != COHORT_OK)
         goto fail;
     cfg->lease_ttl_s = (int)v;

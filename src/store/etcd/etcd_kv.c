@@ -227,7 +227,7 @@ static json_t *j_txn(json_t *cmp, json_t *succ, json_t *fail)
 cohort_status coh_etcd_set(coh_etcd *e, coh_err *err, const void *k, size_t kl, const void *v,
                            size_t vl)
 {
-    ekey key;
+    ekey key = {0};
     cohort_status st = ukey(e, &key, k, kl, err);
     if (st != COHORT_OK)
         return st;
@@ -242,7 +242,7 @@ cohort_status coh_etcd_set(coh_etcd *e, coh_err *err, const void *k, size_t kl, 
 
 cohort_status coh_etcd_del(coh_etcd *e, coh_err *err, const void *k, size_t kl, int *deleted)
 {
-    ekey key;
+    ekey key = {0};
     cohort_status st = ukey(e, &key, k, kl, err);
     if (st != COHORT_OK)
         return st;
@@ -577,7 +577,7 @@ static cohort_status ukeys(coh_etcd *e, coh_err *err, const void *const *k, cons
 cohort_status coh_etcd_get(coh_etcd *e, coh_err *err, const void *k, size_t kl, void **v,
                            size_t *vl, int timeout_ms)
 {
-    ekey key;
+    ekey key = {0};
     wstate w;
     cohort_status st = ukey(e, &key, k, kl, err);
     if (st != COHORT_OK)
@@ -799,7 +799,7 @@ static cohort_status add_full(coh_etcd *e, coh_err *err, const ekey *key, int64_
 cohort_status coh_etcd_add(coh_etcd *e, coh_err *err, const void *k, size_t kl, int64_t d,
                            int64_t *res)
 {
-    ekey key;
+    ekey key = {0};
     cohort_status st = ukey(e, &key, k, kl, err);
     if (st != COHORT_OK)
         return st;
@@ -885,7 +885,7 @@ cohort_status coh_etcd_compare_set(coh_etcd *e, coh_err *err, const void *k, siz
                                    const void *ex, size_t el, const void *de, size_t dl,
                                    void **cur, size_t *curl)
 {
-    ekey key;
+    ekey key = {0};
     if ((!ex && el) || (!de && dl))
         return coh_err_set(err, COHORT_ERR_INVALID, "etcd compare_set: NULL buffer with a length");
     cohort_status st = ukey(e, &key, k, kl, err);
@@ -968,7 +968,7 @@ cohort_status coh_etcd_compare_set(coh_etcd *e, coh_err *err, const void *k, siz
 
 cohort_status coh_etcd_num_keys(coh_etcd *e, coh_err *err, const void *p, size_t pl, int64_t *n)
 {
-    ekey key;
+    ekey key = {0};
     cohort_status st = ukey(e, &key, p, pl, err);
     if (st != COHORT_OK)
         return st;
@@ -991,7 +991,7 @@ cohort_status coh_etcd_num_keys(coh_etcd *e, coh_err *err, const void *p, size_t
 cohort_status coh_etcd_list(coh_etcd *e, coh_err *err, const void *p, size_t pl, char ***keys,
                             size_t **klens, int *n)
 {
-    ekey key;
+    ekey key = {0};
     cohort_status st = ukey(e, &key, p, pl, err);
     if (st != COHORT_OK)
         return st;
@@ -1170,7 +1170,7 @@ out:
 cohort_status coh_etcd_check_generation(coh_etcd *e, coh_err *err, uint32_t gen,
                                         uint64_t deadline)
 {
-    ekey key;
+    ekey key = {0};
     cohort_status st = ekey_make(&key, e->cfg.mroot, e->cfg.mroot_len, "generation", 10, err);
     if (st != COHORT_OK)
         return st;
