@@ -35,6 +35,10 @@ cohort_status coh_coll_run(cohort_group *g, coh_call *c);
 
 /* The algorithm that would run (for tests and cohort-perf output). */
 const coh_algo *coh_coll_select(const cohort_group *g, const coh_call *c, cohort_status *err);
+/* Reads COHORT_ALGO_<OP> into g once (selection runs on every call), and
+ * frees that copy. */
+void coh_coll_read_env(cohort_group *g);
+void coh_coll_free_env(cohort_group *g);
 
 /* All registered algorithms, NULL-terminated (tests iterate it). */
 const coh_algo *const *coh_coll_algos(void);

@@ -15,13 +15,28 @@
 /* One name table for the whole library: src/contract/names.c. */
 const char *coh_coll_label(int coll) { return coh_coll_name(coll); }
 
-/* "COHORT_ALGO_ALL_REDUCE" for COH_COLL_ALL_REDUCE */
-static void env_name(int coll, char *out, size_t len)
+/* "COHORT_ALGO_ALL_REDUCE" for COH_COLL_ALL_REDUCE, built once: selection
+ * runs on every call (the variable itself is read each time, so a program
+ * or test may change it between calls). */
+#define N_COLL_NAMES 32
+static char env_names[N_COLL_NAMES][48];
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+static void build_env_names(void)
 {
-    int n = snprintf(out, len, "COHORT_ALGO_%s", coh_coll_label(coll));
-    for (int i = 12; i < n && (size_t)i < len; i++)
-        if (out[i] >= 'a' && out[i] <= 'z')
-            out[i] = (char)(out[i] - 'a' + 'A');
+    for (int coll = 0; coll < N_COLL_NAMES; coll++) {
+        char *out = env_names[coll];
+        int n = snprintf(out, sizeof env_names[coll], "COHORT_ALGO_%s", coh_coll_label(coll));
+        for (int i = 12; i < n && (size_t)i < sizeof env_names[coll]; i++)
+            if (out[i] >= 'a' && out[i] <= 'z')
+                out[i] = (char)(out[i] - 'a' + 'A');
+    }
+}
+
+static const char *env_name(int coll)
+{
+    pthread_once(&env_once, build_env_names);
+    return coll >= 0 && coll < N_COLL_NAMES ? env_names[coll] : "COHORT_ALGO_?";
 }
 
 /* Pointers to the table rows, built once (the table is constant). */
@@ -77,11 +92,36 @@ static void list_names(const cohort_group *g, const coh_call *c, char *out, size
         snprintf(out, len, "none");
 }
 
+void coh_coll_read_env(cohort_group *g)
+{
+    for (int coll = 0; coll < N_COLL_NAMES; coll++) {
+        const char *v = coh_env_str(env_name(coll));
+        if (v) {
+            size_t n = strlen(v);
+            g->algo_env[coll] = coh_malloc(n + 1);
+            if (g->algo_env[coll])
+                memcpy(g->algo_env[coll], v, n + 1);
+        }
+    }
+    g->algo_env_read = 1;
+}
+
+void coh_coll_free_env(cohort_group *g)
+{
+    for (int coll = 0; coll < N_COLL_NAMES; coll++) {
+        coh_free(g->algo_env[coll]);
+        g->algo_env[coll] = NULL;
+    }
+    g->algo_env_read = 0;
+}
+
 const coh_algo *coh_coll_select(const cohort_group *g, const coh_call *c, cohort_status *err)
 {
-    char var[48], names[256];
-    env_name(c->coll, var, sizeof var);
-    const char *forced = coh_env_str(var);
+    char names[256];
+    const char *var = env_name(c->coll);
+    const char *forced = g && g->algo_env_read
+                             ? (c->coll < N_COLL_NAMES ? g->algo_env[c->coll] : NULL)
+                             : coh_env_str(var);
     if (err)
         *err = COHORT_OK;
     if (forced && strcmp(forced, "auto") != 0) {

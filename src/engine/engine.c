@@ -155,9 +155,12 @@ static cohort_status debug_sync(cohort_group *g, const coh_call *c)
 }
 
 /* Runs one call on the current thread and records it. */
-static cohort_status run_call(cohort_group *g, coh_call *c, uint64_t tidx)
+static cohort_status run_call(cohort_group *g, coh_call *c, uint64_t tidx, int just_issued)
 {
-    coh_trace_start(g->trace, tidx);
+    if (just_issued)
+        coh_trace_start_now_issued(g->trace, tidx);
+    else
+        coh_trace_start(g->trace, tidx);
     cohort_status st = check_buffers(g, c, "start");
     if (st == COHORT_OK && g->debug_sync)
         st = debug_sync(g, c);
@@ -201,7 +204,7 @@ static void *worker_main(void *arg)
             break;
         cohort_work *w = e->head;
         pthread_mutex_unlock(&e->mu);
-        cohort_status st = run_call(e->g, &w->call, w->tidx);
+        cohort_status st = run_call(e->g, &w->call, w->tidx, 0);
         pthread_mutex_lock(&e->mu);
         e->head = w->next;
         if (!e->head)
@@ -284,7 +287,7 @@ cohort_status coh_engine_submit(cohort_group *g, coh_call *c, cohort_work **work
     coh_engine *e = g->engine;
     uint64_t tidx = coh_trace_issue(g->trace, c);
     if (!work && atomic_load_explicit(&e->pending, memory_order_acquire) == 0)
-        return run_call(g, c, tidx);
+        return run_call(g, c, tidx, 1);
     if (!work) {
         /* Blocking call behind async work: keep issue order. */
         cohort_work w;

@@ -57,7 +57,7 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
     if (!g)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "%s (%s:%d): group is NULL",
                            coh_coll_name(c->coll), c->file, c->line);
-    if (g->pid != getpid())
+    if (coh_group_forked(g))
         return invalid(g, c, "group used in a forked child (fork before cohort_init)");
     size_t esz = 1;
     if (c->coll != COH_COLL_BARRIER) {
@@ -115,7 +115,20 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
         if (needs_recv && !c->recv)
             return invalid(g, c, "recv buffer is NULL with count %llu", (unsigned long long)c->count);
     }
-    c->site = coh_site_hash(c->file, c->line);
+    /* Call sites repeat (a training loop): a small per-thread cache keyed by
+     * the __FILE__ pointer and line saves hashing the name on every call. */
+    static _Thread_local struct {
+        const char *file;
+        int line;
+        uint32_t site;
+    } sites[16];
+    unsigned si = ((unsigned)((uintptr_t)c->file >> 4) ^ (unsigned)c->line * 2654435761u) & 15u;
+    if (sites[si].file != c->file || sites[si].line != c->line || !c->file) {
+        sites[si].file = c->file;
+        sites[si].line = c->line;
+        sites[si].site = coh_site_hash(c->file, c->line);
+    }
+    c->site = sites[si].site;
     if (p2p) {
         uint64_t *s = c->coll == COH_COLL_SEND ? g->p2p_send_seq : g->p2p_recv_seq;
         c->seq = ++s[c->root];

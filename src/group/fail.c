@@ -25,6 +25,17 @@ static void wake_all(cohort_group *g)
 
 _Thread_local int coh_group_background_thread;
 
+_Atomic unsigned coh_fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+static void on_fork_child(void) { atomic_fetch_add(&coh_fork_gen, 1); }
+static void install_fork_hook(void) { pthread_atfork(NULL, NULL, on_fork_child); }
+
+unsigned coh_fork_generation(void)
+{
+    pthread_once(&fork_once, install_fork_hook);
+    return atomic_load(&coh_fork_gen);
+}
+
 /* Poisons g with (st, msg) if it is not yet poisoned. Returns 1 if this call
  * did the poisoning. g->last belongs to the thread that makes calls on g, so
  * the monitor thread (set_last 0) leaves it alone: the caller's failing call

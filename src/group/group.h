@@ -94,7 +94,12 @@ struct cohort_group {
     int debug_sync;            /* COHORT_DEBUG=sync */
     int debug_buffers;         /* COHORT_DEBUG=buffers */
     int force_transport;       /* 0 auto, 1 shm, 2 tcp */
-    pid_t pid;                 /* fork detection */
+    pid_t pid;                 /* the process that made the group */
+    unsigned fork_gen;         /* coh_fork_generation() when it was made */
+    /* COHORT_ALGO_<OP> values read when the group was made (coll/select.c);
+     * groups made otherwise (test harnesses) read the environment per call. */
+    char *algo_env[32];
+    int algo_env_read;
 
     /* contract sequence numbers */
     uint64_t seq;              /* last issued collective seq */
@@ -138,6 +143,16 @@ struct cohort_group {
     cohort_group *parent;      /* NULL for the world */
     int n_children;            /* sub-groups: ids are parent id + counter */
 };
+
+/* Bumped in every child of fork() (pthread_atfork, installed on first
+ * use): a group whose fork_gen differs was made before a fork - without a
+ * getpid() system call on every collective. */
+unsigned coh_fork_generation(void);
+extern _Atomic unsigned coh_fork_gen;
+static inline int coh_group_forked(const cohort_group *g)
+{
+    return atomic_load_explicit(&coh_fork_gen, memory_order_relaxed) != g->fork_gen;
+}
 
 /* Set on threads cohort runs in the background (the monitor): failures they
  * find poison the group but do not write g->last, which the calling thread

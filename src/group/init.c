@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coll/coll.h"
 #include "contract/contract.h"
 #include "engine/engine.h"
 #include "group/group_internal.h"
@@ -55,7 +56,9 @@ cohort_group *coh_group_alloc(int rank, int size)
     g->rank = rank;
     g->size = size;
     g->pid = getpid();
+    g->fork_gen = coh_fork_generation();
     g->check_contract = 1;
+    coh_coll_read_env(g);
     pthread_mutex_init(&g->err_mu, NULL);
     g->peers = coh_calloc((size_t)size, sizeof *g->peers);
     g->p2p_send_seq = coh_calloc((size_t)size, sizeof *g->p2p_send_seq);
@@ -88,6 +91,7 @@ void coh_group_free(cohort_group *g)
     }
     if (g->trace)
         coh_trace_destroy(g->trace);
+    coh_coll_free_env(g);
     if (g->token) {
         memset(g->token, 0, strlen(g->token));
         coh_free(g->token);

@@ -153,6 +153,15 @@ void coh_trace_start(coh_trace *t, uint64_t idx)
     atomic_store_explicit(&s->state, COH_ST_STARTED, memory_order_release);
 }
 
+void coh_trace_start_now_issued(coh_trace *t, uint64_t idx)
+{
+    trace_slot *s = live_slot(t, idx);
+    if (!s)
+        return;
+    atomic_store_explicit(&s->t_start, atomic_load_explicit(&s->t_issue, RLX), RLX);
+    atomic_store_explicit(&s->state, COH_ST_STARTED, memory_order_release);
+}
+
 void coh_trace_end(coh_trace *t, uint64_t idx, cohort_status st)
 {
     trace_slot *s = live_slot(t, idx);

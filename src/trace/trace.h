@@ -36,6 +36,9 @@ void coh_trace_destroy(coh_trace *t); /* NULL ok */
 uint64_t coh_trace_issue(coh_trace *t, const coh_call *c);
 /* STARTED, t_start = now. */
 void coh_trace_start(coh_trace *t, uint64_t idx);
+/* STARTED right after issue on the same thread: t_start = t_issue (saves a
+ * clock read on the blocking path). */
+void coh_trace_start_now_issued(coh_trace *t, uint64_t idx);
 /* COMPLETED (st == OK) or FAILED, t_end = now. An index whose slot was
  * reused meanwhile is ignored. */
 void coh_trace_end(coh_trace *t, uint64_t idx, cohort_status st);

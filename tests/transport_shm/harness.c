@@ -99,6 +99,7 @@ cohort_group *th_group_bare(int rank, int n, int timeout_ms)
     const char *cc = getenv("COHORT_CONTRACT");
     g->check_contract = !(cc && !strcmp(cc, "off"));
     g->pid = getpid();
+    g->fork_gen = coh_fork_generation();
     pthread_mutex_init(&g->err_mu, NULL);
     g->peers = calloc((size_t)n, sizeof *g->peers);
     g->hosts = calloc(1, sizeof *g->hosts);

@@ -563,7 +563,13 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
                     continue;
                 }
                 if (p[i].revents & (POLLIN | POLLRDHUP | POLLHUP | POLLERR)) {
-                    cohort_status st = rx_progress(n, c, 1, moved);
+                    /* Read past this batch's needs only from a peer it
+                     * expects nothing from (its frames, or the message that
+                     * unblocks a peer stuck sending to us). A peer that runs
+                     * ahead (a broadcast root) is otherwise stashed without
+                     * bound: two copies and fresh pages for every byte,
+                     * instead of TCP flow control and one copy. */
+                    cohort_status st = rx_progress(n, c, c->want == 0, moved);
                     if (st != COHORT_OK)
                         return st;
                 }
@@ -576,7 +582,7 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
         for (int i = 1; i < nconn; i++) {
             tcp_conn *c = &n->c[n->pmap[i]];
             if (c->rpos < c->rend && c->rx_state != RX_PARKED) {
-                cohort_status st = rx_progress(n, c, 1, moved);
+                cohort_status st = rx_progress(n, c, c->want == 0, moved);
                 if (st != COHORT_OK)
                     return st;
             }
