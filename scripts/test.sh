@@ -15,6 +15,12 @@ run() { # build-dir, cmake args..., then ctest
 run build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # Timing guards (label bench) are measurements: `ctest -L bench` runs them.
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600 -LE bench "${@}")
+# Users build with -O3 too: inlining there brings warnings (-Werror) of its
+# own, so the library and tools must build clean in Release as well.
+echo "== cohort: Release (-O3) build of the library and tools"
+cmake -S . -B build-o3 -DCOHORT_FUZZ=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-o3 -j"$jobs" --target cohort cohort_static cohortrun cohort-store cohort-kv \
+  cohort-perf cohort-trace cohort-soak >/dev/null
 # Sanitizers: same suite. CK_TIMEOUT_MULTIPLIER gives Check tests more time.
 run build-asan -DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZER=address,undefined
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
