@@ -95,8 +95,10 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o);
  * received, and returns a failure this rank has not been told about yet -
  * e.g. COHORT_ERR_CONTRACT when its last call was the send-only part (a
  * broadcast root, a send) of a mismatched call; message in
- * cohort_last_error(NULL). Bounded by COHORT_TIMEOUT (at most 30 s); does
- * not wait on a group that already returned an error. Accepts NULL. */
+ * cohort_last_error(NULL). Waits for the other ranks at most COHORT_TIMEOUT
+ * (capped at 30 s); a rank that has not arrived by then (still busy after
+ * its last call) is logged and left unchecked - not an error. Does not wait
+ * on a group that already returned an error. Accepts NULL. */
 cohort_status cohort_finalize(cohort_group *group);
 
 int cohort_rank(const cohort_group *g);

@@ -438,7 +438,8 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
  * contract), meets the others in the store ("finalize/n", posted after its
  * own findings), lets the monitor act on every abort posted before that, and
  * returns a failure nobody has told this rank about yet. Bounded by
- * COHORT_TIMEOUT (at most 30 s); a poisoned group skips the waits. */
+ * COHORT_TIMEOUT (at most 30 s): a rank still busy after its last call is
+ * logged and left unchecked, not an error. A poisoned group skips it. */
 static cohort_status finalize_check(cohort_group *g)
 {
     if (g->size < 2 || !g->store)
@@ -446,8 +447,9 @@ static cohort_status finalize_check(cohort_group *g)
     int wait_ms = COH_MIN(g->timeout_ms < 0 ? 30000 : g->timeout_ms, 30000);
     uint64_t dl = coh_deadline_ns(wait_ms);
     int p = coh_group_poisoned(g);
+    int late = 0;
     if (!p && g->net)
-        coh_net_close_check(g->net, wait_ms);
+        late = coh_net_close_check(g->net, wait_ms) == COHORT_ERR_TIMEOUT;
     /* Arrive only after this rank's findings are posted; a rank that already
      * has its error arrives without waiting, so nobody waits for it. */
     int64_t n = 0;
@@ -458,7 +460,7 @@ static cohort_status finalize_check(cohort_group *g)
     p = coh_group_poisoned(g);
     if (p && atomic_load(&g->err_reported))
         return COHORT_OK; /* the user has the error already */
-    if (!p && arrived) {
+    if (!p && arrived && !late) {
         const void *kp = "finalize/all";
         size_t kl = 12;
         cohort_status st = COHORT_ERR_TIMEOUT;

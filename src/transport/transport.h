@@ -86,7 +86,9 @@ void coh_net_send_abort(coh_net *n, cohort_status st, const char *reason);
  * connection up to the peer's BYE (bounded by timeout_ms). A message no call
  * of this rank received is a broken contract (COHORT_ERR_CONTRACT: a rank
  * whose part was send-only, a send without its recv); a peer that closes
- * without BYE is lost; one that does not arrive in time is a timeout. */
+ * without BYE is lost. Peers that do not arrive in time are logged and
+ * COHORT_ERR_TIMEOUT returned, without failing the group: a rank busy after
+ * its last call is not an error. */
 cohort_status coh_net_close_check(coh_net *n, int timeout_ms);
 void coh_net_destroy(coh_net *n);
 

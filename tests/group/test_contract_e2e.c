@@ -241,6 +241,42 @@ START_TEST(unreceived_send_fails_finalize)
 }
 END_TEST
 
+/* A rank still busy after its last call (a checkpoint being written) makes
+ * the others' closing check wait at most COHORT_TIMEOUT (capped at 30 s),
+ * then they leave with OK and a warning: being slow to finalize is not an
+ * error, and the busy rank's own finalize succeeds later. */
+static int rank_late_finalize(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    RANK_PASS(cohort_barrier(g), g);
+    if (rank == 0) { /* the store's host is the busy one: the others must not wait for it */
+        struct timespec ts = {3, 0}; /* the lateness is what is tested */
+        nanosleep(&ts, NULL);
+    }
+    double t0 = now_ms();
+    cohort_status st = cohort_finalize(g);
+    double dt = now_ms() - t0;
+    fprintf(stderr, "rank %d: finalize %s after %.0f ms: %s\n", rank, cohort_status_name(st), dt,
+            st ? cohort_last_error(NULL) : "");
+    RANK_CHECK(st == COHORT_OK, "finalize: %s: %s", cohort_status_name(st),
+               cohort_last_error(NULL));
+    if (rank == 1)
+        RANK_CHECK(dt < 2900, "rank 1 waited %.0f ms for a late rank (COHORT_TIMEOUT 1.5 s)", dt);
+    return 0;
+}
+
+START_TEST(late_rank_does_not_fail_finalize)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = transports[_i],
+                  .extra_env = "COHORT_TIMEOUT=1.5"};
+    cht_result r;
+    cht_run_ranks(&o, rank_late_finalize, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 /* ---- COHORT_DEBUG=sync: the checked barrier catches the same cases ---- */
 
 START_TEST(debug_sync_catches_mismatch)
@@ -430,6 +466,7 @@ int main(void)
     tcase_add_loop_test(tc, mismatch_every_field, 0, 2);
     tcase_add_loop_test(tc, send_only_rank_learns_the_mismatch, 0, 2);
     tcase_add_loop_test(tc, unreceived_send_fails_finalize, 0, 2);
+    tcase_add_loop_test(tc, late_rank_does_not_fail_finalize, 0, 2);
     tcase_add_loop_test(tc, debug_sync_catches_mismatch, 0, 2);
     tcase_add_loop_test(tc, straggler_is_not_an_error, 0, 2);
     tcase_add_loop_test(tc, frozen_peer_times_out, 0, 2);
