@@ -399,6 +399,13 @@ int main(int argc, char **argv)
     if (rank == 0)
         printf("final loss %.17g after %d steps (generation %u)\n", loss[0], o.steps,
                cohort_generation(g));
-    cohort_finalize(g);
+    /* Collective: it also returns what only a receiver saw (e.g. this rank's
+     * last call was the sending half of a mismatched one). */
+    st = cohort_finalize(g);
+    if (st != COHORT_OK) {
+        fprintf(stderr, "rank %d: cohort_finalize: %s: %s\n", rank, cohort_status_name(st),
+                cohort_last_error(NULL));
+        return 1;
+    }
     return 0;
 }
