@@ -104,11 +104,46 @@ static void handle_record(struct coh_monitor *m, const char *rec)
     }
 }
 
+/* The world's rank 0 of generation G drops what earlier generations left in
+ * the job's keyspace ("gen<k>/..." for k < G: rendezvous records, control
+ * records, contract reports): their processes are refused by the store
+ * already, and a job that restarts often would otherwise grow the store by
+ * every generation's keys. Off the init path: this thread, its own
+ * connection, best effort. */
+static void drop_old_generations(struct coh_monitor *m)
+{
+    cohort_group *g = m->g;
+    if (g->parent || g->rank != 0 || g->generation < 2)
+        return;
+    char **keys = NULL;
+    size_t *kl = NULL;
+    int n = 0;
+    if (cohort_store_list(m->root, "gen", &keys, &kl, &n) != COHORT_OK)
+        return;
+    int dropped = 0;
+    for (int i = 0; i < n; i++) {
+        unsigned gen = 0;
+        int used = 0;
+        if (!atomic_load(&m->stop) && sscanf(keys[i], "gen%u/%n", &gen, &used) == 1 && used > 0 &&
+            gen < g->generation) {
+            int del = 0;
+            if (cohort_store_delete(m->root, keys[i], kl[i], &del) == COHORT_OK)
+                dropped += del;
+        }
+        free(keys[i]);
+    }
+    free(keys);
+    free(kl);
+    if (dropped)
+        coh_debug("dropped %d store keys of generations before %u", dropped, g->generation);
+}
+
 static void *monitor_main(void *arg)
 {
     struct coh_monitor *m = arg;
     cohort_group *g = m->g;
     coh_group_background_thread = 1;
+    drop_old_generations(m);
     int64_t next = 1;
     char stopkey[32], ctl[48];
     snprintf(stopkey, sizeof stopkey, "stop/%d", g->rank);

@@ -273,6 +273,37 @@ static int rank_recover(int rank, void *arg)
     RANK_CHECK(n == cohort_size(g), "sum %d", n);
     RANK_PASS(cohort_barrier(g), g);
     if (rank == 0) {
+        /* generation 1's keys are dropped from the job's keyspace (by rank
+         * 0's monitor thread, in the background: bounded wait) */
+        const char *addr = getenv("COHORT_STORE"); /* the parent-hosted store */
+        RANK_CHECK(addr != NULL, "COHORT_STORE is not set");
+        cohort_store *st0 = NULL;
+        RANK_CHECK(cohort_store_connect(&st0, addr, getenv("COHORT_JOB_ID"),
+                                        getenv("COHORT_TOKEN"), 5000) == COHORT_OK,
+                   "store connect: %s", cohort_last_error(NULL));
+        int left = -1, gen2 = 0;
+        for (int tries = 0; tries < 500 && left != 0; tries++) {
+            char **keys = NULL;
+            size_t *kl = NULL;
+            int n = 0;
+            RANK_CHECK(cohort_store_list(st0, "gen", &keys, &kl, &n) == COHORT_OK, "list: %s",
+                       cohort_store_last_error(st0));
+            left = gen2 = 0;
+            for (int i = 0; i < n; i++) {
+                left += !strncmp(keys[i], "gen1/", 5);
+                gen2 += !strncmp(keys[i], "gen2/", 5);
+                free(keys[i]);
+            }
+            free(keys);
+            free(kl);
+            if (left) {
+                struct timespec ts = {0, 10000000}; /* polling the background cleanup */
+                nanosleep(&ts, NULL);
+            }
+        }
+        RANK_CHECK(left == 0, "%d keys of generation 1 are still in the store", left);
+        RANK_CHECK(gen2 > 0, "generation 2's own keys are gone too");
+        cohort_store_close(st0);
         /* a stale process of generation 1 is refused by the store */
         setenv("COHORT_GENERATION", "1", 1);
         setenv("RANK", "1", 1);
