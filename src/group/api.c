@@ -142,9 +142,7 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
          * itself (a peer loss that arrived between two calls is still
          * PEER_LOST); every later one gets ABORTED carrying the cause. */
         uint64_t t = coh_trace_issue(g->trace, c);
-        int first = !atomic_exchange(&g->err_reported, 1);
-        if (first && p == COHORT_ERR_CONTRACT)
-            coh_contract_report(g); /* the same majority report as the ranks that saw it */
+        int first = coh_group_claim_report(g);
         cohort_status ret = first && p != COHORT_ERR_ABORTED ? (cohort_status)p : COHORT_ERR_ABORTED;
         pthread_mutex_lock(&g->err_mu);
         if (ret != COHORT_ERR_ABORTED)

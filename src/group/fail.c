@@ -80,6 +80,15 @@ cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt,
     return st;
 }
 
+int coh_group_claim_report(cohort_group *g)
+{
+    if (atomic_exchange(&g->err_reported, 1))
+        return 0;
+    if (coh_group_poisoned(g) == COHORT_ERR_CONTRACT)
+        coh_contract_report(g); /* the same majority report as the ranks that saw it */
+    return 1;
+}
+
 void coh_group_remote_abort(cohort_group *g, cohort_status st, const char *reason)
 {
     if (!poison(g, st, reason, !coh_group_background_thread))

@@ -164,6 +164,10 @@ extern _Thread_local int coh_group_background_thread;
  * (unless st is COHORT_ERR_ABORTED received from a peer). Returns st. */
 cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* For the first caller to hand g's failure to the user (a call, or
+ * cohort_finalize): builds the contract report when the failure is a
+ * contract one and returns 1; every later caller gets 0. */
+int coh_group_claim_report(cohort_group *g);
 /* Marks g poisoned from a remote abort (no re-broadcast). */
 void coh_group_remote_abort(cohort_group *g, cohort_status st, const char *reason);
 

@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
-#include "contract/contract.h"
 #include "engine/engine.h"
 #include "group/group_internal.h"
 #include "group/monitor.h"
@@ -476,10 +475,8 @@ static cohort_status finalize_check(cohort_group *g)
                      wait_ms, cohort_status_name(st));
     }
     p = coh_group_poisoned(g);
-    if (!p || atomic_exchange(&g->err_reported, 1))
+    if (!p || !coh_group_claim_report(g))
         return COHORT_OK;
-    if (p == COHORT_ERR_CONTRACT)
-        coh_contract_report(g); /* the same majority report as the other ranks */
     pthread_mutex_lock(&g->err_mu);
     coh_err_set(&g->last, (cohort_status)p, "%s", g->err.msg);
     coh_err_set(NULL, (cohort_status)p, "%s", g->err.msg); /* g is gone after finalize */

@@ -226,7 +226,8 @@ static int rank_unreceived_send(int rank, void *arg)
     const char *m = cohort_last_error(NULL);
     fprintf(stderr, "rank %d: finalize: %s: %s\n", rank, cohort_status_name(st), m);
     RANK_CHECK(st == COHORT_ERR_CONTRACT, "finalize returned %s: %s", cohort_status_name(st), m);
-    RANK_CHECK(strstr(m, "send #1 from rank 0 to rank 1") && strstr(m, "tag 5") && strstr(m, "never received"),
+    RANK_CHECK(strstr(m, "send #1 from rank 0 to rank 1") && strstr(m, "tag 5") &&
+                   strstr(m, "never received"),
                "message: %s", m);
     return 0;
 }
