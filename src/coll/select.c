@@ -16,9 +16,12 @@
 const char *coh_coll_label(int coll) { return coh_coll_name(coll); }
 
 /* "COHORT_ALGO_ALL_REDUCE" for COH_COLL_ALL_REDUCE, built once: selection
- * runs on every call (the variable itself is read each time, so a program
- * or test may change it between calls). */
+ * runs on every call. A group made by cohort_init reads the variables once
+ * (coh_coll_read_env); harness groups read them per call, so the simulation
+ * tests can change them between calls. */
 #define N_COLL_NAMES 32
+_Static_assert(N_COLL_NAMES == sizeof(((cohort_group *)0)->algo_env) / sizeof(char *),
+               "one COHORT_ALGO_* slot per collective kind");
 static char env_names[N_COLL_NAMES][48];
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
