@@ -169,13 +169,21 @@ static int rank_two_roots(int rank, void *arg)
     static float f[1024];
     for (int i = 0; i < 1024; i++)
         f[i] = (float)rank;
+    /* As in rank_mismatch: a slow rank still in the last warm-up call when
+     * the others detect the mismatch at #4 gets the abort inside it, and
+     * that call fails with the same report of broadcast #4. */
+    double t0 = now_ms();
     cohort_status st = COHORT_OK;
     for (int i = 0; i < 3 && st == COHORT_OK; i++)
         st = cohort_all_reduce(g, f, f + 512, 16, COHORT_FLOAT32, COHORT_MAX);
-    RANK_CHECK(st == COHORT_OK, "warm-up: %s: %s", cohort_status_name(st), cohort_last_error(g));
-    double t0 = now_ms();
-    st = cohort_broadcast(g, f, 1024, COHORT_FLOAT32, rank == 3 ? 3 : 0);
-    char where[32] = "broadcast";
+    RANK_CHECK(st == COHORT_OK || st == COHORT_ERR_CONTRACT, "warm-up: %s: %s",
+               cohort_status_name(st), cohort_last_error(g));
+    char where[32] = "a warm-up all_reduce";
+    if (st == COHORT_OK) {
+        t0 = now_ms();
+        snprintf(where, sizeof where, "broadcast");
+        st = cohort_broadcast(g, f, 1024, COHORT_FLOAT32, rank == 3 ? 3 : 0);
+    }
     if (st == COHORT_OK && then == 0) {
         snprintf(where, sizeof where, "the next all_reduce");
         st = cohort_all_reduce(g, f, f + 512, 16, COHORT_FLOAT32, COHORT_SUM);
