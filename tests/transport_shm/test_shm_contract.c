@@ -25,7 +25,7 @@ typedef struct mcase {
 enum {
     M_COUNT, M_DTYPE_SAME_BYTES, M_REDOP, M_OP, M_BCAST_ROOT, M_COUNT_LARGE, M_REDOP_LARGE,
     M_REDUCE_ROOT, M_GATHER_ROOT, M_SCATTER_ROOT, M_AG_COUNT, M_RS_COUNT, M_A2A_COUNT,
-    M_BARRIER_VS_AR, M_N
+    M_BARRIER_VS_AR, M_SEQ, M_TAG, M_TAG_BIG, M_N
 };
 
 static const mcase cases[M_N] = {
@@ -44,6 +44,12 @@ static const mcase cases[M_N] = {
     [M_RS_COUNT] = {"reduce_scatter count", "count differs", "COHORT_SHM_SLOT_BYTES=256"},
     [M_A2A_COUNT] = {"all_to_all count", "count differs", "COHORT_SHM_SLOT_BYTES=256"},
     [M_BARRIER_VS_AR] = {"barrier vs all_reduce of 0", "op differs", NULL},
+    /* the first-phase fingerprint packs seq, count, op, dtype, reduce op,
+     * root and tags below 255 exactly; larger tags are decided by the full
+     * header */
+    [M_SEQ] = {"all_reduce with a skipped call", "sequence number differs", NULL},
+    [M_TAG] = {"barrier tag 7 vs 8", "tag differs", NULL},
+    [M_TAG_BIG] = {"barrier tag 300 vs 301", "tag differs", NULL},
 };
 
 static int odd;
@@ -134,6 +140,18 @@ static cohort_status run(cohort_group *g, int k, unsigned char *send, unsigned c
         c = th_call(g, COH_COLL_ALL_TO_ALL, COHORT_INT32, -1, -1, n);
         return coh_shm_all_to_all(s, &c, send, recv, n * 4);
     }
+    case M_SEQ:
+        *recv_len = 64;
+        if (odd)
+            g->seq++; /* as if it had made one call more */
+        c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 16);
+        return coh_shm_all_reduce(s, &c, send, recv, 16);
+    case M_TAG:
+    case M_TAG_BIG:
+        *recv_len = 0;
+        c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+        c.tag = (k == M_TAG ? 7 : 300) + odd;
+        return coh_shm_barrier(s, &c);
     default:
         *recv_len = 0;
         if (odd) {
@@ -157,6 +175,10 @@ static int rank_main(int rank, void *arg)
     coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
     RANK_PASS(coh_shm_all_reduce(g->shm, &c, &x, &y, 1), NULL);
     RANK_CHECK(y == N, "warm-up all_reduce gave %f", y);
+    /* equal tags past the packed range pass (the full header decides) */
+    c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+    c.tag = 1000;
+    RANK_PASS(coh_shm_barrier(g->shm, &c), NULL);
 
     size_t cap = 1 << 20;
     unsigned char *send = malloc(cap), *recv = malloc(cap);

@@ -3,8 +3,10 @@
  * protocol of shm_int.h (claim, write, publish, wait, check, read).
  *
  * Contract check: on the first phase of every call every local rank writes
- * its fingerprint (coh_hdr) into its buffer - with data or without - and
- * waits for and compares every peer's before reading any payload. So every
+ * its fingerprint - 24 exact bytes into its control line (shm_fp, next to
+ * the arrive word peers read anyway), the full coh_hdr into its buffer for
+ * reports - and waits for and compares every peer's before reading any
+ * payload. So every
  * rank fails a mismatched call (count, dtype, op, reduce op, root...) with
  * COHORT_ERR_CONTRACT and leaves its receive buffer untouched, and a wrong
  * root cannot make ranks wait for data nobody sends. Later phases carry a
@@ -192,6 +194,18 @@ static void hdr_fill(coh_hdr *h, const cohort_group *g, const coh_call *c)
     h->line = (uint32_t)c->line;
 }
 
+/* shm_fp.key: the call's small fields packed without loss (collectives
+ * carry tag 0; a tag >= 255 saturates and the full header decides). */
+#define FP_TAG_SAT 255u
+static uint64_t fp_key(const coh_call *c)
+{
+    uint32_t tag = c->tag < 0 || c->tag >= (int32_t)FP_TAG_SAT ? FP_TAG_SAT : (uint32_t)c->tag;
+    return (uint64_t)c->coll | (uint64_t)c->dtype << 8 | (uint64_t)(uint8_t)c->redop << 16 |
+           (uint64_t)tag << 24 | (uint64_t)(uint32_t)c->root << 32;
+}
+
+/* Writes my header for the phase being prepared (s->phase + 1) into buf;
+ * on a call's first phase also my fingerprint into my control line. */
 static void put_hdr(shm_op *o, unsigned char *buf, uint32_t step, uint64_t len)
 {
     if (!o->s->check)
@@ -199,6 +213,12 @@ static void put_hdr(shm_op *o, unsigned char *buf, uint32_t step, uint64_t len)
     o->mine.step = step;
     o->mine.len = len;
     memcpy(buf, &o->mine, sizeof o->mine);
+    if (step == 0) {
+        shm_fp *f = &shm_ctl_of(o->s, o->s->me)->fp[(o->s->phase + 1) & 1];
+        atomic_store_explicit(&f->seq, o->c->seq, memory_order_relaxed);
+        atomic_store_explicit(&f->count, o->c->count, memory_order_relaxed);
+        atomic_store_explicit(&f->key, o->fp_key, memory_order_relaxed);
+    }
 }
 
 /* Slow path of check_hdr: report and fail the group. */
@@ -245,12 +265,36 @@ static inline cohort_status check_hdr(shm_op *o, int q, uint32_t p, uint32_t ste
 static cohort_status check_all(shm_op *o, uint32_t p, uint32_t step, uint64_t len, int odd_rank,
                                uint64_t odd_len)
 {
-    if (!o->s->check)
+    coh_shm *s = o->s;
+    if (!s->check)
         return COHORT_OK;
-    for (int q = 0; q < o->s->n; q++) {
-        if (q == o->s->me)
+    for (int q = 0; q < s->n; q++) {
+        if (q == s->me)
             continue;
-        cohort_status st = check_hdr(o, q, p, step, q == odd_rank ? odd_len : len);
+        uint64_t ql = q == odd_rank ? odd_len : len;
+        if (step == 0) {
+            /* First phase: the fingerprint in q's control line, which the
+             * wait just read. Anything unexpected takes the full header's
+             * path, which words the report. */
+            const shm_fp *f = &shm_ctl_of(s, q)->fp[p & 1];
+            if (__builtin_expect(
+                    atomic_load_explicit(&f->seq, memory_order_relaxed) == o->c->seq &&
+                        atomic_load_explicit(&f->count, memory_order_relaxed) == o->c->count &&
+                        atomic_load_explicit(&f->key, memory_order_relaxed) == o->fp_key &&
+                        (o->fp_key >> 24 & 0xff) != FP_TAG_SAT,
+                    1))
+                continue;
+            cohort_status st = check_hdr(o, q, p, step, ql);
+            if (st != COHORT_OK)
+                return st;
+            if ((o->fp_key >> 24 & 0xff) != FP_TAG_SAT)
+                return coh_group_fail(o->g, COHORT_ERR_PROTOCOL,
+                                      "shm: rank %d's fingerprint and header disagree in %s #%llu",
+                                      o->g->local_ranks[q], coh_coll_name(o->c->coll),
+                                      (unsigned long long)o->c->seq);
+            continue;
+        }
+        cohort_status st = check_hdr(o, q, p, step, ql);
         if (st != COHORT_OK)
             return st;
     }
@@ -288,6 +332,7 @@ static cohort_status op_begin(shm_op *o, coh_shm *s, const coh_call *c, int need
     if (s->check) {
         hdr_fill(&o->mine, s->g, c);
         o->exp = o->mine;
+        o->fp_key = fp_key(c);
     }
     return COHORT_OK;
 }

@@ -45,7 +45,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 1u
+#define SHM_VERSION 2u
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -79,12 +79,28 @@ typedef struct shm_seg_hdr {
 } shm_seg_hdr;
 _Static_assert(sizeof(shm_seg_hdr) <= SHM_SEG_HDR_BYTES, "segment header fits its page");
 
+/* A call's contract in 24 bytes, exact: what every rank compares with
+ * every peer's on the first phase of a call. Group and generation need no
+ * field: the segment belongs to one of each (checked at attach). */
+typedef struct shm_fp {
+    _Atomic uint64_t seq;
+    _Atomic uint64_t count;
+    /* coll | dtype << 8 | (uint8)redop << 16 | min(tag, 255) << 24 |
+     * (uint32)root << 32; a tag >= 255 also compares the full header */
+    _Atomic uint64_t key;
+} shm_fp;
+
 typedef struct shm_ctl {
     /* line 0: the phase counter (futex word) and the count of ranks asleep
-     * on it, together so the writer's waiters check hits its own line */
+     * on it, together so the writer's waiters check hits its own line; and
+     * the first-phase fingerprints, in the line every peer reads anyway
+     * when it waits for our phase, so the contract check of a small call
+     * moves no extra cache line. fp[p & 1] is written at phase p (always
+     * after a claim, so its previous readers are done: Rule W). */
     _Alignas(64) _Atomic uint32_t arrive;
     _Atomic uint32_t waiters;
     _Atomic int32_t cpu; /* CPU the owner last published from (a hint) */
+    shm_fp fp[2];
     /* line 1: identity, written once at attach */
     _Alignas(64) _Atomic int32_t pid;
     _Atomic int32_t group_rank;
@@ -100,6 +116,8 @@ typedef struct shm_ctl {
     _Atomic uint64_t st_file[9]; /* call-site file name, NUL padded (72 B) */
 } shm_ctl;
 _Static_assert(sizeof(shm_ctl) <= SHM_CTL_BYTES, "control block fits");
+_Static_assert(offsetof(shm_ctl, fp) + sizeof(shm_fp[2]) <= SHM_LINE,
+               "the fingerprints share the arrive word's cache line");
 
 struct coh_shm {
     cohort_group *g;
@@ -147,6 +165,7 @@ typedef struct shm_op {
     cohort_group *g;
     const coh_call *c;
     coh_hdr mine; /* my fingerprint; step/len set per phase */
+    uint64_t fp_key; /* shm_fp.key of this call */
     coh_hdr exp;  /* scratch: what a peer's header must say */
     coh_wait w;
     int w_init;
