@@ -77,8 +77,20 @@ void cohort_store_set_timeout(cohort_store *s, int timeout_ms);
 /* Human-readable detail of the last failure on this handle ("" if none). */
 const char *cohort_store_last_error(const cohort_store *s);
 
+/* Returns once the server has applied the set. */
 cohort_status cohort_store_set(cohort_store *s, const void *key, size_t klen,
                                     const void *val, size_t vlen);
+/* Pipelined set: returns once the request is handed to the connection (no
+ * round trip), like TCPStore's set. The server applies it in order with the
+ * handle's other calls, so a later get on this handle sees it. A failure to
+ * apply it (store memory limit) is reported by the handle's next call, which
+ * is then not performed, or by cohort_store_flush; a lost connection fails
+ * every later call as usual. Backends without pipelining (etcd) do a set. */
+cohort_status cohort_store_set_nowait(cohort_store *s, const void *key, size_t klen,
+                                      const void *val, size_t vlen);
+/* Waits until every earlier set_nowait of the handle was applied (one round
+ * trip); returns the first failure among them, if any. */
+cohort_status cohort_store_flush(cohort_store *s);
 /* Waits until key exists (timeout_ms < 0: handle default). *val is malloc'd;
  * free() it. COHORT_ERR_TIMEOUT if it never appears. */
 cohort_status cohort_store_get(cohort_store *s, const void *key, size_t klen, void **val,

@@ -46,7 +46,7 @@ print("### Throughput and latency (client processes, latency per call)\n")
 print("| clients | op | value | cohort ops/s | TCPStore ops/s | ratio | cohort p50 / p99 / max µs "
       "| TCPStore p50 / p99 / max µs | p99 ratio |")
 print("|---:|---|---:|---:|---:|---:|---|---|---:|")
-tps = sorted({k for (k, _) in g if k[0] == "tp"}, key=lambda k: (k[1], k[3], ["set", "get", "add"].index(k[2])))
+tps = sorted({k for (k, _) in g if k[0] == "tp"}, key=lambda k: (k[1], k[3], ["set", "set_nowait", "get", "add"].index(k[2])))
 for k in tps:
     c, t = g.get((k, "cohort"), []), g.get((k, "tcpstore"), [])
     co, to = med([r["ops_per_s"] for r in c]), med([r["ops_per_s"] for r in t])

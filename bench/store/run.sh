@@ -52,7 +52,7 @@ both() { # alternate the order per repetition
 for rep in $(seq 1 "$REPS"); do
   echo "== repetition $rep/$REPS (load $(cut -d' ' -f1 /proc/loadavg))"
   for n in 1 16 64; do
-    for cell in "set 16" "get 16" "add 8" "set 1048576" "get 1048576"; do
+    for cell in "set 16" "set_nowait 16" "get 16" "add 8" "set 1048576" "get 1048576"; do
       set -- $cell
       both tp $n $1 $2 $DUR
     done

@@ -39,6 +39,10 @@ typedef struct coh_store_backend {
                                const void *const *v, const size_t *vl, int n);
     cohort_status (*append)(cohort_store *s, const void *k, size_t kl, const void *v, size_t vl);
     cohort_status (*barrier)(cohort_store *s, const void *name, size_t nl, int n, int timeout_ms);
+    /* Optional (NULL: set_nowait is a set, flush has nothing to wait for). */
+    cohort_status (*set_nowait)(cohort_store *s, const void *k, size_t kl, const void *v,
+                                size_t vl);
+    cohort_status (*flush)(cohort_store *s);
 } coh_store_backend;
 
 /* For backends (src/store/client.c implements these):

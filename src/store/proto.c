@@ -57,7 +57,7 @@ const char *coh_proto_op_name(uint8_t op)
         [COH_OP_MULTI_SET] = "MULTI_SET", [COH_OP_APPEND] = "APPEND",
         [COH_OP_BARRIER] = "BARRIER",     [COH_OP_CANCEL] = "CANCEL",
         [COH_OP_PING] = "PING",           [COH_OP_STATS] = "STATS",
-        [COH_OP_ERROR] = "ERROR",
+        [COH_OP_SET_NOREPLY] = "SET_NOREPLY", [COH_OP_ERROR] = "ERROR",
     };
     uint8_t base = op & 0x7F;
     if (op == COH_OP_ERROR)
@@ -253,6 +253,7 @@ cohort_status coh_proto_decode_req(const coh_frame_hdr *h, const uint8_t *payloa
                         q->job.n, COH_PROTO_MAX_JOB);
         break;
     case COH_OP_SET:
+    case COH_OP_SET_NOREPLY:
     case COH_OP_APPEND:
         if (rd_slice(&r, &q->key) < 0 || rd_slice(&r, &q->val) < 0)
             break;

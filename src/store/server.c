@@ -89,6 +89,42 @@ static void flush_mark(conn *c)
     }
 }
 
+#define OSEG_SMALL 4096u
+#define SPARE_MAX 256 /* 1 MiB of spare segments at most */
+
+static oseg *oseg_new(struct cohort_store_server *srv, size_t n)
+{
+    oseg *s;
+    if (n <= OSEG_SMALL && srv->spare) {
+        s = srv->spare;
+        srv->spare = s->next;
+        srv->nspare--;
+    } else {
+        size_t cap = n < OSEG_SMALL ? OSEG_SMALL : n;
+        s = coh_malloc(sizeof *s + cap);
+        if (!s)
+            return NULL;
+        s->cap = cap;
+    }
+    size_t cap = s->cap;
+    memset(s, 0, sizeof *s);
+    s->cap = cap;
+    s->p = s->buf;
+    return s;
+}
+
+static void oseg_free(struct cohort_store_server *srv, oseg *s)
+{
+    coh_blob_unref(s->ref);
+    if (!s->ref && s->cap == OSEG_SMALL && srv->nspare < SPARE_MAX) {
+        s->next = srv->spare;
+        srv->spare = s;
+        srv->nspare++;
+        return;
+    }
+    coh_free(s);
+}
+
 /* Small replies are packed into the tail segment (one 4 KiB buffer holds
  * hundreds of them); a reply larger than that gets a segment of its own. */
 int coh_srv_send(conn *c, const void *p, size_t n)
@@ -105,17 +141,13 @@ int coh_srv_send(conn *c, const void *p, size_t n)
         memcpy(t->buf + t->len, p, n);
         t->len += n;
     } else {
-        size_t cap = n < 4096 ? 4096 : n;
-        oseg *s = coh_malloc(sizeof *s + cap);
+        oseg *s = oseg_new(c->srv, n);
         if (!s) {
             /* Drop the queue: a client missing replies would misread. */
             conn_close(c);
             coh_warn("store: out of memory queueing a reply to %s: connection closed", c->peer);
             return -1;
         }
-        memset(s, 0, sizeof *s);
-        s->cap = cap;
-        s->p = s->buf;
         memcpy(s->buf, p, n);
         s->len = n;
         if (t)
@@ -161,8 +193,7 @@ static void oq_free(conn *c)
 {
     for (oseg *s = c->oq_head, *nx; s; s = nx) {
         nx = s->next;
-        coh_blob_unref(s->ref);
-        coh_free(s);
+        oseg_free(c->srv, s);
     }
     c->oq_head = c->oq_tail = NULL;
     c->out_bytes = 0;
@@ -202,8 +233,7 @@ static void conn_flush(conn *c)
                 c->oq_head = s->next;
                 if (!c->oq_head)
                     c->oq_tail = NULL;
-                coh_blob_unref(s->ref);
-                coh_free(s);
+                oseg_free(c->srv, s);
             }
         }
     }
@@ -1033,6 +1063,10 @@ static void server_free(cohort_store_server *s)
         coh_free(j);
     }
     coh_free(s->scratch);
+    for (oseg *o = s->spare, *nx; o; o = nx) {
+        nx = o->next;
+        coh_free(o);
+    }
     coh_wr_free(&s->w);
     pthread_mutex_destroy(&s->jobs_mu);
     pthread_mutex_destroy(&s->run_mu);

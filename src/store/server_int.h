@@ -186,6 +186,11 @@ struct cohort_store_server {
     conn *reap;
     uint8_t *scratch;
     size_t scratch_cap;
+    /* Spare 4 KiB reply segments: a reply per request would otherwise be a
+     * malloc and a free, and at the heap's top glibc trims and regrows it
+     * (brk + page faults: 8 % of the server's time at 64 clients). */
+    struct oseg *spare;
+    int nspare;
     unsigned char hkey[crypto_shorthash_KEYBYTES];
     coh_wr w;          /* reply scratch */
 };

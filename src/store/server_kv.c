@@ -510,9 +510,19 @@ static const char *keystr(char *out, size_t outlen, const uint8_t *k, size_t n)
 static void h_set(conn *c, const coh_req *q)
 {
     cohort_status st = set_value(c, &q->key, q->val.p, q->val.n, NULL, 0);
-    if (st)
+    if (st && q->op == COH_OP_SET_NOREPLY) {
+        /* Its only reply: the client no longer knows the key, so name it. */
+        char kb[256];
+        coh_srv_reply_err(c, q->op, q->id, st,
+                          "set_nowait of key '%s' was not applied: %s (%zu of max_memory %zu "
+                          "bytes in use)",
+                          KEYSTR(q->key),
+                          st == COHORT_ERR_TOO_LARGE ? "store memory limit reached"
+                                                     : "out of memory in the store server",
+                          c->srv->mem_used, c->srv->max_memory);
+    } else if (st) {
         reply_limit(c, q, st);
-    else
+    } else if (q->op == COH_OP_SET)
         coh_srv_reply_ok(c, q->op, q->id);
 }
 
@@ -951,10 +961,11 @@ void coh_kv_handle(conn *c, const coh_req *q)
     /* Only a plain SET may adopt the frame buffer: other ops keep reading
      * the payload after storing (MULTI_SET) or store a mix (APPEND). */
     blob *frame = c->body_blob;
-    if (q->op != COH_OP_SET)
+    int plain_set = q->op == COH_OP_SET || q->op == COH_OP_SET_NOREPLY;
+    if (!plain_set)
         c->body_blob = NULL;
     coh_kv_dispatch(c, q);
-    if (q->op != COH_OP_SET)
+    if (!plain_set)
         c->body_blob = frame;
 }
 
@@ -962,6 +973,7 @@ static void coh_kv_dispatch(conn *c, const coh_req *q)
 {
     switch (q->op) {
     case COH_OP_SET:
+    case COH_OP_SET_NOREPLY:
         h_set(c, q);
         break;
     case COH_OP_GET:

@@ -28,6 +28,7 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -76,6 +77,11 @@ typedef struct tcp {
     uint32_t big_have;
     /* from the server's AUTH reply */
     uint32_t max_key, max_value, max_frame, job_gen;
+    int rcvto_ms; /* SO_RCVTIMEO in force (0: none set yet) */
+    /* The first failure of a set_nowait (reported by the handle's next
+     * call, or by cohort_store_flush). Guarded by mu. */
+    cohort_status deferred_st;
+    char deferred_msg[600];
 } tcp;
 
 /* Replies up to this size are read many at a time; larger ones get a buffer
@@ -190,6 +196,34 @@ static cohort_status send_all(cohort_store *s, tcp *t, const uint8_t *p, size_t 
 
 /* ---- receiving (reader only) ---- */
 
+/* One blocking recv bounded by deadline (the socket is blocking once
+ * connected; sends pass MSG_DONTWAIT). Waiting in recv itself rather than
+ * in poll and then recv saves a system call per reply. SO_RCVTIMEO is only
+ * changed when the deadline is sooner than the timeout in force by more
+ * than 1/64 of the time left (2 ms at least), or when it is less than half
+ * of the time left: calls with the handle's usual timeout set it once. So
+ * a deadline is overshot by at most that slack; a recv that returns early
+ * only makes the caller loop. -1 with EAGAIN: nothing arrived in time. */
+static ssize_t recv_until(int fd, int *rcvto_ms, void *p, size_t n, uint64_t deadline)
+{
+    int ms = coh_ms_left(deadline);
+    if (ms == 0)
+        return recv(fd, p, n, MSG_DONTWAIT);
+    int slack = ms / 64 > 2 ? ms / 64 : 2;
+    if (*rcvto_ms <= 0 || *rcvto_ms > ms + slack || *rcvto_ms < ms / 2) {
+        struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) {
+            /* cannot bound a blocking recv: wait in poll instead */
+            struct pollfd pf = {.fd = fd, .events = POLLIN};
+            if (poll(&pf, 1, ms) < 0)
+                return -1;
+            return recv(fd, p, n, MSG_DONTWAIT);
+        }
+        *rcvto_ms = ms;
+    }
+    return recv(fd, p, n, 0);
+}
+
 /* Hands one complete frame to its owner; takes payload (malloc'd). An
  * ERROR frame (id 0) is the server's last word on this connection (auth
  * revoked by a newer generation, shutdown, a protocol violation): it
@@ -213,6 +247,27 @@ static void deliver(tcp *t, const coh_frame_hdr *h, uint8_t *payload)
     if (!(h->op & COH_PROTO_REPLY)) {
         mark_dead(t, COHORT_ERR_PROTOCOL, "store server %s sent unexpected op 0x%02x", t->addr,
                   h->op);
+        coh_free(payload);
+        return;
+    }
+    if ((h->op & 0x7F) == COH_OP_SET_NOREPLY) {
+        /* Sent only when a set_nowait failed: kept for the next call. */
+        coh_reply r;
+        char err[128];
+        pthread_mutex_lock(&t->mu);
+        if (coh_proto_decode_reply(h, payload, &r, err, sizeof err) != COHORT_OK) {
+            pthread_mutex_unlock(&t->mu);
+            coh_free(payload);
+            mark_dead(t, COHORT_ERR_PROTOCOL, "store server %s sent a malformed reply: %s",
+                      t->addr, err);
+            return;
+        }
+        if (r.status != COHORT_OK && t->deferred_st == COHORT_OK) {
+            t->deferred_st = r.status;
+            snprintf(t->deferred_msg, sizeof t->deferred_msg, "store %s: %.*s", t->addr,
+                     (int)r.msg.n, (const char *)r.msg.p);
+        }
+        pthread_mutex_unlock(&t->mu);
         coh_free(payload);
         return;
     }
@@ -291,17 +346,6 @@ static int parse_rbuf(tcp *t)
  * -1 connection failed. */
 static int read_some(tcp *t, uint64_t deadline)
 {
-    struct pollfd pf = {.fd = t->fd, .events = POLLIN};
-    int ms = coh_ms_left(deadline);
-    int r = poll(&pf, 1, ms);
-    if (r == 0)
-        return 0;
-    if (r < 0) {
-        if (errno == EINTR)
-            return 1;
-        mark_dead(t, COHORT_ERR_STORE, "poll on store %s: %s", t->addr, strerror(errno));
-        return -1;
-    }
     uint8_t *dst;
     size_t cap;
     if (t->in_big) {
@@ -316,8 +360,10 @@ static int read_some(tcp *t, uint64_t deadline)
         dst = t->rbuf + t->rlen;
         cap = t->rcap - t->rlen;
     }
-    ssize_t n = recv(t->fd, dst, cap, MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+    ssize_t n = recv_until(t->fd, &t->rcvto_ms, dst, cap, deadline);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return coh_ms_left(deadline) ? 1 : 0;
+    if (n < 0 && errno == EINTR)
         return 1;
     if (n <= 0) {
         if (n == 0)
@@ -365,6 +411,29 @@ static void send_cancel(cohort_store *s, tcp *t, uint32_t target)
     *coh_store_err(s) = keep;
 }
 
+/* With mu held: the connection's failure, or a set_nowait's failure not yet
+ * reported (reported once: this call is not sent and fails with it). */
+static cohort_status take_failure_locked(cohort_store *s, tcp *t, const char *what)
+{
+    if (t->dead)
+        return coh_err_set(coh_store_err(s), t->dead_st, "%s: %s", what, t->dead_msg);
+    if (t->deferred_st != COHORT_OK) {
+        cohort_status st = coh_err_set(coh_store_err(s), t->deferred_st,
+                                       "%s: not done: an earlier set_nowait failed: %s", what,
+                                       t->deferred_msg);
+        t->deferred_st = COHORT_OK;
+        return st;
+    }
+    return COHORT_OK;
+}
+
+static uint32_t new_id_locked(tcp *t)
+{
+    if (++t->next_id == 0)
+        t->next_id = 1; /* id 0 is the handshake's */
+    return t->next_id;
+}
+
 /* Sends the frame in w (header already written; the id is patched in) and
  * waits for its reply until deadline. On COHORT_OK *rep is the decoded
  * reply (status OK) and *payload must be freed by the caller. */
@@ -382,14 +451,12 @@ static cohort_status rpc(cohort_store *s, coh_wr *w, uint64_t deadline, const ch
     tslot sl;
     memset(&sl, 0, sizeof sl);
     pthread_mutex_lock(&t->mu);
-    if (t->dead) {
-        cohort_status st = coh_err_set(coh_store_err(s), t->dead_st, "%s: %s", what, t->dead_msg);
+    cohort_status pre = take_failure_locked(s, t, what);
+    if (pre != COHORT_OK) {
         pthread_mutex_unlock(&t->mu);
-        return st;
+        return pre;
     }
-    if (++t->next_id == 0)
-        t->next_id = 1; /* id 0 is the handshake's */
-    sl.id = t->next_id;
+    sl.id = new_id_locked(t);
     sl.next = &t->pending;
     sl.prev = t->pending.prev;
     t->pending.prev->next = &sl;
@@ -512,11 +579,11 @@ bad:
 
 /* Reads exactly n bytes by deadline: 0 ok, -1 EOF/error (errno; 0 = EOF),
  * -2 deadline. For the handshake only, before any reader exists. */
-static int read_exact(int fd, uint8_t *p, size_t n, uint64_t deadline)
+static int read_exact(tcp *t, uint8_t *p, size_t n, uint64_t deadline)
 {
     size_t off = 0;
     while (off < n) {
-        ssize_t r = recv(fd, p + off, n - off, MSG_DONTWAIT);
+        ssize_t r = recv_until(t->fd, &t->rcvto_ms, p + off, n - off, deadline);
         if (r > 0) {
             off += (size_t)r;
             continue;
@@ -529,12 +596,8 @@ static int read_exact(int fd, uint8_t *p, size_t n, uint64_t deadline)
             continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return -1;
-        int ms = coh_ms_left(deadline);
-        if (ms == 0)
+        if (coh_ms_left(deadline) == 0)
             return -2;
-        struct pollfd pf = {.fd = fd, .events = POLLIN};
-        if (poll(&pf, 1, ms) < 0 && errno != EINTR)
-            return -1;
     }
     return 0;
 }
@@ -542,11 +605,11 @@ static int read_exact(int fd, uint8_t *p, size_t n, uint64_t deadline)
 /* Reads one handshake frame (at most 1 KiB). COHORT_OK, or a status for
  * which retrying cannot help (PROTOCOL), or COHORT_ERR_STORE (retryable:
  * the connection dropped) with detail in err. */
-static cohort_status read_frame(int fd, uint64_t deadline, coh_frame_hdr *h, uint8_t *body,
+static cohort_status read_frame(tcp *t, uint64_t deadline, coh_frame_hdr *h, uint8_t *body,
                                 size_t cap, int *hdr_rc, char *err, size_t errlen)
 {
     uint8_t hb[COH_PROTO_HDR];
-    int r = read_exact(fd, hb, sizeof hb, deadline);
+    int r = read_exact(t, hb, sizeof hb, deadline);
     if (r == -2) {
         snprintf(err, errlen, "no handshake reply");
         return COHORT_ERR_TIMEOUT;
@@ -566,7 +629,7 @@ static cohort_status read_frame(int fd, uint64_t deadline, coh_frame_hdr *h, uin
         snprintf(err, errlen, "handshake frame of %u bytes (max %zu)", h->len, cap);
         return COHORT_ERR_PROTOCOL;
     }
-    r = read_exact(fd, body, h->len, deadline);
+    r = read_exact(t, body, h->len, deadline);
     if (r == -2) {
         snprintf(err, errlen, "handshake frame cut off");
         return COHORT_ERR_TIMEOUT;
@@ -611,7 +674,7 @@ static cohort_status handshake(cohort_store *s, tcp *t, const char *job, const c
     coh_frame_hdr h;
     uint8_t body[1024];
     int hrc = 0;
-    cohort_status st = read_frame(t->fd, deadline, &h, body, sizeof body, &hrc, err, errlen);
+    cohort_status st = read_frame(t, deadline, &h, body, sizeof body, &hrc, err, errlen);
     if (st)
         return st;
     size_t jl = strlen(job);
@@ -654,7 +717,7 @@ static cohort_status handshake(cohort_store *s, tcp *t, const char *job, const c
         snprintf(err, errlen, "%s during handshake", w == -2 ? "timed out" : "connection lost");
         return w == -2 ? COHORT_ERR_TIMEOUT : COHORT_ERR_STORE;
     }
-    st = read_frame(t->fd, deadline, &h, body, sizeof body, &hrc, err, errlen);
+    st = read_frame(t, deadline, &h, body, sizeof body, &hrc, err, errlen);
     if (st)
         return st;
     if (hrc != COH_HDR_OK || (h.op != (COH_OP_AUTH | COH_PROTO_REPLY) && h.op != COH_OP_ERROR)) {
@@ -715,6 +778,14 @@ static int try_connect(const struct addrinfo *a, uint64_t deadline, int *fdp)
             close(fd);
             return e;
         }
+    }
+    /* Blocking from here on: replies are awaited in recv (SO_RCVTIMEO
+     * bounds it); every send passes MSG_DONTWAIT. */
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(fd);
+        return e;
     }
     *fdp = fd;
     return 0;
@@ -948,6 +1019,71 @@ static cohort_status tcp_append(cohort_store *s, const void *k, size_t kl, const
                                 size_t vl)
 {
     return simple_kv(s, COH_OP_APPEND, "append", k, kl, v, vl);
+}
+
+/* SET_NOREPLY: returns once the frame is in the socket. The server applies
+ * it in order with this connection's other requests and answers only if it
+ * fails; that answer is kept for the next call or cohort_store_flush. */
+static cohort_status tcp_set_nowait(cohort_store *s, const void *k, size_t kl, const void *v,
+                                    size_t vl)
+{
+    tcp *t = T(s);
+    char what[160];
+    kdesc(what, sizeof what, "set_nowait", k, kl);
+    cohort_status st;
+    if ((st = check_key(s, what, kl)) || (st = check_val(s, what, vl)))
+        return st;
+    coh_wr w;
+    coh_wr_init(&w);
+    coh_wr_reserve(&w, COH_PROTO_HDR + 8 + kl + vl);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_bytes(&w, k, kl);
+    coh_wr_bytes(&w, v, vl);
+    coh_wr_end_frame(&w, at, COH_OP_SET_NOREPLY, 0);
+    if (w.oom) {
+        coh_wr_free(&w);
+        return coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "%s: out of memory", what);
+    }
+    if (w.len - COH_PROTO_HDR > t->max_frame) {
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_TOO_LARGE,
+                         "%s: request of %zu bytes is over store %s's frame limit (%u bytes)",
+                         what, w.len - COH_PROTO_HDR, t->addr, t->max_frame);
+        coh_wr_free(&w);
+        return st;
+    }
+    pthread_mutex_lock(&t->mu);
+    st = take_failure_locked(s, t, what);
+    uint32_t id = st == COHORT_OK ? new_id_locked(t) : 0;
+    pthread_mutex_unlock(&t->mu);
+    if (st == COHORT_OK) {
+        coh_put_u32(w.p + 4, id);
+        st = send_all(s, t, w.p, w.len, op_deadline(s), what);
+    }
+    coh_wr_free(&w);
+    return st;
+}
+
+/* A round trip (PING) behind every earlier set_nowait: the connection is
+ * FIFO, so once it is answered each of them was applied or its failure is
+ * in hand. */
+static cohort_status tcp_flush(cohort_store *s)
+{
+    tcp *t = T(s);
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_end_frame(&w, at, COH_OP_PING, 0);
+    coh_reply r;
+    uint8_t *pl = NULL;
+    cohort_status st = rpc(s, &w, op_deadline(s), "flush", &r, &pl);
+    coh_wr_free(&w);
+    coh_free(pl);
+    if (st != COHORT_OK)
+        return st;
+    pthread_mutex_lock(&t->mu);
+    st = take_failure_locked(s, t, "flush");
+    pthread_mutex_unlock(&t->mu);
+    return st;
 }
 
 /* Deadline of a waiting op: timeout 0 asks the server not to wait (the
@@ -1363,6 +1499,8 @@ const coh_store_backend coh_store_tcp_backend = {
     .multi_set = tcp_multi_set,
     .append = tcp_append,
     .barrier = tcp_barrier,
+    .set_nowait = tcp_set_nowait,
+    .flush = tcp_flush,
 };
 
 /* ---- extras (tcp.h) ---- */

@@ -986,6 +986,115 @@ START_TEST(limits_key_value_memory)
 }
 END_TEST
 
+/* ---- pipelined set ---- */
+
+static int64_t count_keys(cohort_store *s, const char *sub)
+{
+    char **keys = NULL;
+    size_t *kl = NULL;
+    int n = -1;
+    ST_OK(cohort_store_list(s, sub, &keys, &kl, &n), s);
+    for (int i = 0; i < n; i++)
+        free(keys[i]);
+    free(keys);
+    free(kl);
+    return n;
+}
+
+START_TEST(set_nowait_ordered_and_visible)
+{
+    cohort_store *s = su_connect(addr, JOB_A, TOK_A);
+    cohort_store *other = su_connect(addr, JOB_A, TOK_A);
+    /* FIFO on the connection: the get after it sees the last one */
+    for (int i = 0; i < 2000; i++) {
+        char v[16];
+        snprintf(v, sizeof v, "v%d", i);
+        ST_OK(cohort_store_set_nowait(s, "pipe", 4, v, strlen(v)), s);
+    }
+    char *v = NULL;
+    ST_OK(cohort_store_gets(s, "pipe", &v, 0), s);
+    ck_assert_str_eq(v, "v1999");
+    free(v);
+    /* another client waiting on a key is woken by a set_nowait */
+    for (int i = 0; i < 100; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "nw%d", i);
+        ST_OK(cohort_store_set_nowait(s, k, strlen(k), "x", 1), s);
+    }
+    ST_OK(cohort_store_flush(s), s);
+    ck_assert_int_eq(count_keys(other, "nw"), 100);
+    ST_OK(cohort_store_gets(other, "nw99", &v, 1000), other);
+    ck_assert_str_eq(v, "x");
+    free(v);
+    /* through a prefixed view: the key lands under the prefix */
+    cohort_store *view;
+    ST_OK(cohort_store_prefixed(s, "gen7/", &view), s);
+    ST_OK(cohort_store_set_nowait(view, "k", 1, "in-view", 7), view);
+    ST_OK(cohort_store_flush(view), view);
+    ST_OK(cohort_store_gets(other, "gen7/k", &v, 0), other);
+    ck_assert_str_eq(v, "in-view");
+    free(v);
+    /* client-side limits are checked before anything is sent */
+    ST_EXPECT(cohort_store_set_nowait(s, NULL, 3, "x", 1), COHORT_ERR_INVALID, s);
+    cohort_store_close(view);
+    cohort_store_close(other);
+    cohort_store_close(s);
+}
+END_TEST
+
+START_TEST(set_nowait_failure_reported_by_next_call)
+{
+    cohort_store_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_value = 4096;
+    o.max_memory = 32 * 1024;
+    char a2[64];
+    cohort_store_server *s2 = su_server(&o, a2, sizeof a2);
+    cohort_store *s = su_connect(a2, JOB_A, TOK_A);
+    static char val[4096];
+    /* fill past max_memory without waiting: the refusals come back later */
+    int sent = 0;
+    for (int i = 0; i < 20; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "fill%d", i);
+        if (cohort_store_set_nowait(s, k, strlen(k), val, sizeof val) != COHORT_OK)
+            break;
+        sent++;
+    }
+    ck_assert_int_eq(sent, 20); /* nothing known yet, or reported by a later set_nowait */
+    /* flush waits for all of them and names the first one refused */
+    ST_EXPECT(cohort_store_flush(s), COHORT_ERR_TOO_LARGE, s);
+    const char *e = cohort_store_last_error(s);
+    ck_assert_msg(strstr(e, "earlier set_nowait failed") && strstr(e, "key 'fill") &&
+                      strstr(e, "max_memory"),
+                  "%s", e);
+    /* reported once; the connection stays usable */
+    ST_OK(cohort_store_flush(s), s);
+    int64_t n = count_keys(s, "fill");
+    ck_assert_msg(n >= 4 && n < 8, "%lld fill keys", (long long)n);
+    /* without flush: the refusal is read while the next call (sent before it
+     * was known) waits for its own reply; that call was done and succeeds,
+     * the one after it is not done and reports the refusal */
+    ST_OK(cohort_store_set_nowait(s, "big", 3, val, sizeof val), s);
+    int64_t r = 0;
+    ST_OK(cohort_store_add(s, "ctr", 3, 1, &r), s);
+    ck_assert_int_eq(r, 1);
+    ST_EXPECT(cohort_store_add(s, "ctr", 3, 1, &r), COHORT_ERR_TOO_LARGE, s);
+    ck_assert_msg(strstr(cohort_store_last_error(s), "key 'big'") &&
+                      strstr(cohort_store_last_error(s), "add 'ctr': not done"),
+                  "%s", cohort_store_last_error(s));
+    ST_OK(cohort_store_add(s, "ctr", 3, 1, &r), s);
+    ck_assert_int_eq(r, 2); /* the refused call was not performed */
+    /* the server goes away with sets in flight: flush says so, never OK */
+    ST_OK(cohort_store_set_nowait(s, "late", 4, "x", 1), s);
+    cohort_store_server_stop(s2);
+    ST_EXPECT(cohort_store_flush(s), COHORT_ERR_STORE, s);
+    ck_assert_msg(strstr(cohort_store_last_error(s), a2), "%s", cohort_store_last_error(s));
+    ck_assert_int_eq(cohort_store_set_nowait(s, "later", 5, "x", 1), COHORT_ERR_STORE);
+    cohort_store_close(s);
+}
+END_TEST
+
 START_TEST(limit_max_clients)
 {
     cohort_store_server_opts o;
@@ -1086,6 +1195,8 @@ static Suite *suite(void)
     tcase_add_test(t, generations);
     tcase_add_test(t, two_jobs_isolated);
     tcase_add_test(t, limits_key_value_memory);
+    tcase_add_test(t, set_nowait_ordered_and_visible);
+    tcase_add_test(t, set_nowait_failure_reported_by_next_call);
     tcase_add_test(t, limit_max_clients);
     tcase_add_test(t, server_opts_validated);
     tcase_add_test(t, api_argument_checks);
