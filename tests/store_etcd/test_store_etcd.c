@@ -212,6 +212,10 @@ START_TEST(test_ops)
     ST_PASS(cohort_store_get(s, "empty", 5, &v, &vl, 1000), s);
     ck_assert_uint_eq(vl, 0);
     free(v);
+    /* no pipelining on etcd: set_nowait is a set, flush has nothing to do */
+    ST_PASS(cohort_store_set_nowait(s, "nw", 2, "now", 3), s);
+    expect_str(s, "nw", "now");
+    ST_PASS(cohort_store_flush(s), s);
 
     /* add: missing key counts as 0; ASCII decimal; bad content refused */
     int64_t r = 0;
