@@ -216,6 +216,9 @@ START_TEST(test_ops)
     ST_PASS(cohort_store_set_nowait(s, "nw", 2, "now", 3), s);
     expect_str(s, "nw", "now");
     ST_PASS(cohort_store_flush(s), s);
+    int gone = 0;
+    ST_PASS(cohort_store_delete(s, "nw", 2, &gone), s); /* keep the key count below exact */
+    ck_assert_int_eq(gone, 1);
 
     /* add: missing key counts as 0; ASCII decimal; bad content refused */
     int64_t r = 0;
