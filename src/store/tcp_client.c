@@ -209,8 +209,8 @@ static ssize_t recv_until(int fd, int *rcvto_ms, void *p, size_t n, uint64_t dea
     int ms = coh_ms_left(deadline);
     if (ms == 0)
         return recv(fd, p, n, MSG_DONTWAIT);
-    int slack = ms / 64 > 2 ? ms / 64 : 2;
-    if (*rcvto_ms <= 0 || *rcvto_ms > ms + slack || *rcvto_ms < ms / 2) {
+    long long slack = ms / 64 > 2 ? ms / 64 : 2; /* ms may be INT_MAX (no deadline) */
+    if (*rcvto_ms <= 0 || *rcvto_ms > (long long)ms + slack || *rcvto_ms < ms / 2) {
         struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
         if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0) {
             /* cannot bound a blocking recv: wait in poll instead */

@@ -300,6 +300,7 @@ typedef struct waitarg {
     const char *addr;
     const char *key;
     int timeout_ms;
+    int no_deadline;
     cohort_status st;
     char val[64];
     double t_done;
@@ -309,6 +310,8 @@ static void *getter(void *p)
 {
     waitarg *a = p;
     cohort_store *s = su_connect(a->addr, JOB_A, TOK_A);
+    if (a->no_deadline)
+        cohort_store_set_timeout(s, -1); /* every call of this handle waits forever */
     char *v = NULL;
     a->st = cohort_store_gets(s, a->key, &v, a->timeout_ms);
     a->t_done = su_now_ms();
@@ -335,6 +338,23 @@ START_TEST(get_is_woken_by_server)
     /* Woken by the SET, not by a poll interval or the timeout. */
     ck_assert_msg(a.t_done - t_set < 1000, "woke %.1f ms after the set", a.t_done - t_set);
     ck_assert(su_until(s, su_waiters_eq, (void *)0, 5000));
+    cohort_store_close(s);
+}
+END_TEST
+
+/* No deadline at all (timeout < 0 on the handle and the call): the reply is
+ * still awaited in recv, with no receive timeout, and arrives. */
+START_TEST(get_without_deadline_is_woken)
+{
+    cohort_store *s = su_connect(addr, JOB_A, TOK_A);
+    waitarg a = {.addr = addr, .key = "forever", .timeout_ms = -1, .no_deadline = 1};
+    pthread_t th;
+    pthread_create(&th, NULL, getter, &a);
+    ck_assert(su_until(s, su_waiters_eq, (void *)1, 5000));
+    ST_OK(cohort_store_sets(s, "forever", "at last"), s);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(a.st, COHORT_OK);
+    ck_assert_str_eq(a.val, "at last");
     cohort_store_close(s);
 }
 END_TEST
@@ -1180,6 +1200,7 @@ static Suite *suite(void)
     tcase_add_test(t, multi_set_get_append);
     tcase_add_test(t, large_values_and_memory_accounting);
     tcase_add_test(t, get_is_woken_by_server);
+    tcase_add_test(t, get_without_deadline_is_woken);
     tcase_add_test(t, wait_all_and_any);
     tcase_add_test(t, multi_get_and_wait_any_woken);
     tcase_add_test(t, timeout_cancels_on_server);
