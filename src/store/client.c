@@ -354,39 +354,38 @@ static cohort_status check_keys(cohort_store *s, const char *fn, const void *con
 
 /* ---- ops ---- */
 
-cohort_status cohort_store_set_nowait(cohort_store *s, const void *key, size_t klen,
-                                      const void *val, size_t vlen)
+/* set and set_nowait; a backend without pipelining does a set. */
+static cohort_status do_set(cohort_store *s, const void *key, size_t klen, const void *val,
+                            size_t vlen, int nowait)
 {
     CHECK_HANDLE(s);
     CHECK_BUF(s, key, klen, "key");
     CHECK_BUF(s, val, vlen, "value");
     pkey k;
     if (pk_make(s, &k, key, klen) < 0)
-        return bad(s, COHORT_ERR_NOMEM, "store set_nowait");
-    cohort_status st = s->be->set_nowait ? s->be->set_nowait(s, k.p, k.n, val, vlen)
-                                         : s->be->set(s, k.p, k.n, val, vlen);
+        return bad(s, COHORT_ERR_NOMEM, nowait ? "store set_nowait" : "store set");
+    cohort_status st = nowait && s->be->set_nowait ? s->be->set_nowait(s, k.p, k.n, val, vlen)
+                                                   : s->be->set(s, k.p, k.n, val, vlen);
     pk_free(&k);
     return op_end(s, st);
+}
+
+cohort_status cohort_store_set(cohort_store *s, const void *key, size_t klen, const void *val,
+                               size_t vlen)
+{
+    return do_set(s, key, klen, val, vlen, 0);
+}
+
+cohort_status cohort_store_set_nowait(cohort_store *s, const void *key, size_t klen,
+                                      const void *val, size_t vlen)
+{
+    return do_set(s, key, klen, val, vlen, 1);
 }
 
 cohort_status cohort_store_flush(cohort_store *s)
 {
     CHECK_HANDLE(s);
     return op_end(s, s->be->flush ? s->be->flush(s) : COHORT_OK);
-}
-
-cohort_status cohort_store_set(cohort_store *s, const void *key, size_t klen, const void *val,
-                               size_t vlen)
-{
-    CHECK_HANDLE(s);
-    CHECK_BUF(s, key, klen, "key");
-    CHECK_BUF(s, val, vlen, "value");
-    pkey k;
-    if (pk_make(s, &k, key, klen) < 0)
-        return bad(s, COHORT_ERR_NOMEM, "store set");
-    cohort_status st = s->be->set(s, k.p, k.n, val, vlen);
-    pk_free(&k);
-    return op_end(s, st);
 }
 
 cohort_status cohort_store_get(cohort_store *s, const void *key, size_t klen, void **val,

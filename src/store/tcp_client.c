@@ -434,6 +434,19 @@ static uint32_t new_id_locked(tcp *t)
     return t->next_id;
 }
 
+/* A built request can go out: it was fully allocated and fits the
+ * server's frame limit (from the AUTH reply). */
+static cohort_status frame_ok(cohort_store *s, tcp *t, const coh_wr *w, const char *what)
+{
+    if (w->oom)
+        return coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "%s: out of memory", what);
+    if (w->len - COH_PROTO_HDR > t->max_frame)
+        return coh_err_set(coh_store_err(s), COHORT_ERR_TOO_LARGE,
+                           "%s: request of %zu bytes is over store %s's frame limit (%u bytes)",
+                           what, w->len - COH_PROTO_HDR, t->addr, t->max_frame);
+    return COHORT_OK;
+}
+
 /* Sends the frame in w (header already written; the id is patched in) and
  * waits for its reply until deadline. On COHORT_OK *rep is the decoded
  * reply (status OK) and *payload must be freed by the caller. */
@@ -442,12 +455,9 @@ static cohort_status rpc(cohort_store *s, coh_wr *w, uint64_t deadline, const ch
 {
     tcp *t = T(s);
     *payload = NULL;
-    if (w->oom)
-        return coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "%s: out of memory", what);
-    if (w->len - COH_PROTO_HDR > t->max_frame)
-        return coh_err_set(coh_store_err(s), COHORT_ERR_TOO_LARGE,
-                           "%s: request of %zu bytes is over store %s's frame limit (%u bytes)",
-                           what, w->len - COH_PROTO_HDR, t->addr, t->max_frame);
+    cohort_status fst = frame_ok(s, t, w, what);
+    if (fst != COHORT_OK)
+        return fst;
     tslot sl;
     memset(&sl, 0, sizeof sl);
     pthread_mutex_lock(&t->mu);
@@ -986,22 +996,35 @@ static void *dup_value(const uint8_t *p, size_t n)
     return d;
 }
 
+/* Checks key and value against the server's limits and builds a key +
+ * value request (SET, SET_NOREPLY, APPEND) in w; w is to be freed either way. */
+static cohort_status kv_frame(cohort_store *s, coh_wr *w, uint8_t op, const char *what,
+                              const void *k, size_t kl, const void *v, size_t vl)
+{
+    coh_wr_init(w);
+    cohort_status st;
+    if ((st = check_key(s, what, kl)) || (st = check_val(s, what, vl)))
+        return st;
+    coh_wr_reserve(w, COH_PROTO_HDR + 8 + kl + vl); /* one allocation, no regrowth */
+    size_t at = coh_wr_begin_frame(w);
+    coh_wr_bytes(w, k, kl);
+    coh_wr_bytes(w, v, vl);
+    coh_wr_end_frame(w, at, op, 0);
+    return COHORT_OK;
+}
+
 /* SET and APPEND: key + value, empty reply. */
 static cohort_status simple_kv(cohort_store *s, uint8_t op, const char *opname, const void *k,
                                size_t kl, const void *v, size_t vl)
 {
     char what[160];
     kdesc(what, sizeof what, opname, k, kl);
-    cohort_status st;
-    if ((st = check_key(s, what, kl)) || (st = check_val(s, what, vl)))
-        return st;
     coh_wr w;
-    coh_wr_init(&w);
-    coh_wr_reserve(&w, COH_PROTO_HDR + 8 + kl + vl); /* one allocation, no regrowth */
-    size_t at = coh_wr_begin_frame(&w);
-    coh_wr_bytes(&w, k, kl);
-    coh_wr_bytes(&w, v, vl);
-    coh_wr_end_frame(&w, at, op, 0);
+    cohort_status st = kv_frame(s, &w, op, what, k, kl, v, vl);
+    if (st != COHORT_OK) {
+        coh_wr_free(&w);
+        return st;
+    }
     coh_reply r;
     uint8_t *pl;
     st = rpc(s, &w, op_deadline(s), what, &r, &pl);
@@ -1021,6 +1044,21 @@ static cohort_status tcp_append(cohort_store *s, const void *k, size_t kl, const
     return simple_kv(s, COH_OP_APPEND, "append", k, kl, v, vl);
 }
 
+/* A request with an empty payload (PING, STATS). */
+static cohort_status extra_call(cohort_store *s, uint8_t op, const char *what, coh_reply *r,
+                                uint8_t **pl)
+{
+    if (!s || coh_store_priv(s) == NULL)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "%s: NULL or closed handle", what);
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_end_frame(&w, at, op, 0);
+    cohort_status st = rpc(s, &w, op_deadline(s), what, r, pl);
+    coh_wr_free(&w);
+    return st;
+}
+
 /* SET_NOREPLY: returns once the frame is in the socket. The server applies
  * it in order with this connection's other requests and answers only if it
  * fails; that answer is kept for the next call or cohort_store_flush. */
@@ -1030,24 +1068,11 @@ static cohort_status tcp_set_nowait(cohort_store *s, const void *k, size_t kl, c
     tcp *t = T(s);
     char what[160];
     kdesc(what, sizeof what, "set_nowait", k, kl);
-    cohort_status st;
-    if ((st = check_key(s, what, kl)) || (st = check_val(s, what, vl)))
-        return st;
     coh_wr w;
-    coh_wr_init(&w);
-    coh_wr_reserve(&w, COH_PROTO_HDR + 8 + kl + vl);
-    size_t at = coh_wr_begin_frame(&w);
-    coh_wr_bytes(&w, k, kl);
-    coh_wr_bytes(&w, v, vl);
-    coh_wr_end_frame(&w, at, COH_OP_SET_NOREPLY, 0);
-    if (w.oom) {
-        coh_wr_free(&w);
-        return coh_err_set(coh_store_err(s), COHORT_ERR_NOMEM, "%s: out of memory", what);
-    }
-    if (w.len - COH_PROTO_HDR > t->max_frame) {
-        st = coh_err_set(coh_store_err(s), COHORT_ERR_TOO_LARGE,
-                         "%s: request of %zu bytes is over store %s's frame limit (%u bytes)",
-                         what, w.len - COH_PROTO_HDR, t->addr, t->max_frame);
+    cohort_status st = kv_frame(s, &w, COH_OP_SET_NOREPLY, what, k, kl, v, vl);
+    if (st == COHORT_OK)
+        st = frame_ok(s, t, &w, what);
+    if (st != COHORT_OK) {
         coh_wr_free(&w);
         return st;
     }
@@ -1069,14 +1094,9 @@ static cohort_status tcp_set_nowait(cohort_store *s, const void *k, size_t kl, c
 static cohort_status tcp_flush(cohort_store *s)
 {
     tcp *t = T(s);
-    coh_wr w;
-    coh_wr_init(&w);
-    size_t at = coh_wr_begin_frame(&w);
-    coh_wr_end_frame(&w, at, COH_OP_PING, 0);
     coh_reply r;
     uint8_t *pl = NULL;
-    cohort_status st = rpc(s, &w, op_deadline(s), "flush", &r, &pl);
-    coh_wr_free(&w);
+    cohort_status st = extra_call(s, COH_OP_PING, "flush", &r, &pl);
     coh_free(pl);
     if (st != COHORT_OK)
         return st;
@@ -1504,20 +1524,6 @@ const coh_store_backend coh_store_tcp_backend = {
 };
 
 /* ---- extras (tcp.h) ---- */
-
-static cohort_status extra_call(cohort_store *s, uint8_t op, const char *what, coh_reply *r,
-                                uint8_t **pl)
-{
-    if (!s || coh_store_priv(s) == NULL)
-        return coh_err_set(NULL, COHORT_ERR_INVALID, "%s: NULL or closed handle", what);
-    coh_wr w;
-    coh_wr_init(&w);
-    size_t at = coh_wr_begin_frame(&w);
-    coh_wr_end_frame(&w, at, op, 0);
-    cohort_status st = rpc(s, &w, op_deadline(s), what, r, pl);
-    coh_wr_free(&w);
-    return st;
-}
 
 cohort_status coh_store_tcp_stats(cohort_store *s, coh_store_stats *out)
 {

@@ -281,13 +281,13 @@ static cohort_status check_all(shm_op *o, uint32_t p, uint32_t step, uint64_t le
                     atomic_load_explicit(&f->seq, memory_order_relaxed) == o->c->seq &&
                         atomic_load_explicit(&f->count, memory_order_relaxed) == o->c->count &&
                         atomic_load_explicit(&f->key, memory_order_relaxed) == o->fp_key &&
-                        (o->fp_key >> 24 & 0xff) != FP_TAG_SAT,
+                        !o->fp_full,
                     1))
                 continue;
             cohort_status st = check_hdr(o, q, p, step, ql);
             if (st != COHORT_OK)
                 return st;
-            if ((o->fp_key >> 24 & 0xff) != FP_TAG_SAT)
+            if (!o->fp_full)
                 return coh_group_fail(o->g, COHORT_ERR_PROTOCOL,
                                       "shm: rank %d's fingerprint and header disagree in %s #%llu",
                                       o->g->local_ranks[q], coh_coll_name(o->c->coll),
@@ -333,6 +333,7 @@ static cohort_status op_begin(shm_op *o, coh_shm *s, const coh_call *c, int need
         hdr_fill(&o->mine, s->g, c);
         o->exp = o->mine;
         o->fp_key = fp_key(c);
+        o->fp_full = (o->fp_key >> 24 & 0xff) == FP_TAG_SAT;
     }
     return COHORT_OK;
 }

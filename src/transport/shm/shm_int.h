@@ -166,6 +166,7 @@ typedef struct shm_op {
     const coh_call *c;
     coh_hdr mine; /* my fingerprint; step/len set per phase */
     uint64_t fp_key; /* shm_fp.key of this call */
+    int fp_full;     /* its tag saturated the key: the full headers decide */
     coh_hdr exp;  /* scratch: what a peer's header must say */
     coh_wait w;
     int w_init;
