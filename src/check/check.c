@@ -925,8 +925,10 @@ cohort_status cohort_check_close(cohort_check *c, int timeout_ms)
                            "cohort_check_close: this rank's last calls were not compared within "
                            "%d ms (a neighbour did not make them)",
                            timeout_ms);
-    if (!c->st_user || c->size == 1)
+    if (!c->st_user || c->size == 1) {
+        atomic_store(&c->closed, 1);
         return COHORT_OK;
+    }
     /* 2. Meet the others, or learn of a failure. The calling threads are
      * done, so the user-side connection is free. */
     int64_t v = 0;
@@ -941,8 +943,10 @@ cohort_status cohort_check_close(cohort_check *c, int timeout_ms)
         int which = -1;
         int slice = COH_MIN(100, coh_ms_left(dl));
         cohort_status ws = cohort_store_wait_any(c->st_user, keys, kl, 2, slice, &which);
-        if (ws == COHORT_OK && which == 0)
+        if (ws == COHORT_OK && which == 0) {
+            atomic_store(&c->closed, 1);
             return COHORT_OK;
+        }
         if (ws == COHORT_OK && which == 1) {
             /* A failure posted: the monitor turns it into the report. */
             uint64_t d2 = coh_deadline_ns(FAIL_SEEN_MS);

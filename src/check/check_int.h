@@ -162,6 +162,8 @@ struct cohort_check {
     int report_ready;
     char err[COH_ERRLEN];      /* the report */
 
+    _Atomic int closed;        /* cohort_check_close succeeded: the world may now be
+                                * finalized under the monitor without it being a failure */
     /* monitor */
     pthread_t thr;
     int thr_started, stop;

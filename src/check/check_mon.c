@@ -709,7 +709,9 @@ void *coh_chk_monitor(void *arg)
         }
         int failed = atomic_load(&c->failed) != 0;
         pthread_mutex_unlock(&c->mu);
-        if (!handled && (failed || coh_group_poisoned(c->world))) {
+        /* After the closing check, ranks finalize and leave: a world that
+         * fails then (a peer gone) is not the program's failure. */
+        if (!handled && (failed || (coh_group_poisoned(c->world) && !atomic_load(&c->closed)))) {
             handle_failure(c);
             handled = 1;
         }
