@@ -636,6 +636,47 @@ static void auth_close(conn *c)
     conn_flush(c);
 }
 
+/* Moves job j to generation gen and closes its connections of every other
+ * non-zero generation (generation 0 is the tools'); returns how many. */
+static int job_set_gen(job *j, uint32_t gen, const char *jid)
+{
+    j->gen = gen;
+    int closed = 0;
+    for (dl *p = j->conns.next, *nx; p != &j->conns; p = nx) {
+        nx = p->next;
+        conn *o = dl_entry(p, conn, jnode);
+        if (o->gen && o->gen != gen) {
+            conn_fail(o, COHORT_ERR_AUTH,
+                      "job '%s' moved to generation %u; this connection (generation %u) is "
+                      "closed",
+                      jid, gen, o->gen);
+            closed++;
+        }
+    }
+    return closed;
+}
+
+/* SET_GEN: the operator's way to move a job to any generation (back to 0
+ * after a runaway one, or ahead), from a generation-0 (tool) connection. */
+static void do_set_gen(conn *c, const coh_req *q)
+{
+    job *j = c->job;
+    if (c->gen) {
+        coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH,
+                          "set-generation is an operator command: connect with generation 0 "
+                          "(this connection is generation %u)",
+                          c->gen);
+        return;
+    }
+    uint32_t old = j->gen;
+    int closed = job_set_gen(j, q->generation, j->id);
+    coh_warn("store: %s set job '%s' to generation %u (was %u); closed %d connections", c->peer,
+             j->id, j->gen, old, closed);
+    coh_wr *w = coh_srv_reply_begin(c, q->op, q->id);
+    coh_wr_u32(w, old);
+    coh_srv_reply_end(c, q->op, q->id);
+}
+
 /* Checks an AUTH against the job table. The expected MAC is computed under
  * jobs_mu (add_job may replace the token concurrently) and compared in
  * constant time. Every refusal is logged once, with the peer address and
@@ -681,23 +722,24 @@ static void do_auth(conn *c, const coh_req *q)
         auth_close(c);
         return;
     }
+    if (q->generation && j->gen && (uint64_t)q->generation > (uint64_t)j->gen + 1) {
+        /* One careless or hostile token holder must not make every later
+         * restart "stale": a job moves one generation at a time, and only
+         * an operator (SET_GEN) moves it further or back. */
+        coh_warn_rl("store: refused %s: job '%s' generation %u skips ahead (job is at %u)",
+                    c->peer, jid, q->generation, j->gen);
+        coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH,
+                          "generation %u skips ahead: job '%s' is at %u and moves one generation "
+                          "at a time (an operator can set it: cohort-kv set-generation)",
+                          q->generation, jid, j->gen);
+        auth_close(c);
+        return;
+    }
     if (q->generation > j->gen) {
         /* A restart under a new generation: connections of older ones are
          * closed, so a lingering old process cannot touch the new run. */
         uint32_t old = j->gen;
-        j->gen = q->generation;
-        int closed = 0;
-        for (dl *p = j->conns.next, *nx; p != &j->conns; p = nx) {
-            nx = p->next;
-            conn *o = dl_entry(p, conn, jnode);
-            if (o->gen && o->gen < j->gen) {
-                conn_fail(o, COHORT_ERR_AUTH,
-                          "job '%s' moved to generation %u; this connection (generation %u) is "
-                          "closed",
-                          jid, j->gen, o->gen);
-                closed++;
-            }
-        }
+        int closed = job_set_gen(j, q->generation, jid);
         if (old || closed)
             coh_info("store: job '%s' now at generation %u (was %u); closed %d older connections",
                      jid, j->gen, old, closed);
@@ -751,6 +793,10 @@ static void handle_frame(conn *c, const coh_frame_hdr *h, const uint8_t *payload
             coh_srv_reply_err(c, h->op, h->id, COHORT_ERR_PROTOCOL, "already authenticated");
         else
             do_auth(c, &q);
+        return;
+    }
+    if (h->op == COH_OP_SET_GEN) {
+        do_set_gen(c, &q);
         return;
     }
     coh_kv_handle(c, &q);

@@ -332,6 +332,52 @@ START_TEST(unauth_cannot_lock_out)
 }
 END_TEST
 
+/* A token holder with generation 0xFFFFFFFF cannot make every later
+ * restart stale: generations advance one step at a time; an operator
+ * (generation 0) can set any, and a job so reset starts over. */
+START_TEST(generation_advances_one_step)
+{
+    char addr[64];
+    cohort_store_server *s = su_server(NULL, addr, sizeof addr);
+    cohort_store *g1 = su_connect_gen(addr, JOB_A, TOK_A, 1);
+    ST_OK(cohort_store_sets(g1, "k", "1"), g1);
+    cohort_store *x = NULL;
+    ST_EXPECT(coh_store_connect_gen(&x, addr, JOB_A, TOK_A, 0xFFFFFFFFu, 3000), COHORT_ERR_AUTH,
+              NULL);
+    ck_assert_msg(strstr(coh_tls_err()->msg, "skips ahead"), "%s", coh_tls_err()->msg);
+    ST_EXPECT(coh_store_connect_gen(&x, addr, JOB_A, TOK_A, 3, 3000), COHORT_ERR_AUTH, NULL);
+    /* generation 1 is untouched by the refusals */
+    ST_OK(cohort_store_sets(g1, "k", "1b"), g1);
+    /* the next restart: generation 2, and 1's connection is closed */
+    cohort_store *g2 = su_connect_gen(addr, JOB_A, TOK_A, 2);
+    ST_OK(cohort_store_sets(g2, "k", "2"), g2);
+    ST_EXPECT(cohort_store_sets(g1, "k", "late"), COHORT_ERR_AUTH, g1);
+    /* job B is not affected by job A's generations */
+    cohort_store *b1 = su_connect_gen(addr, JOB_B, TOK_B, 1);
+    ST_OK(cohort_store_sets(b1, "k", "b"), b1);
+    /* only a generation-0 connection may set the generation */
+    uint32_t prev = 99;
+    ST_EXPECT(coh_store_tcp_set_generation(g2, 0, &prev), COHORT_ERR_AUTH, g2);
+    cohort_store *op = su_connect_gen(addr, JOB_A, TOK_A, 0);
+    ST_OK(coh_store_tcp_set_generation(op, 0, &prev), op);
+    ck_assert_uint_eq(prev, 2);
+    ST_EXPECT(cohort_store_sets(g2, "k", "x"), COHORT_ERR_AUTH, g2);
+    /* a reset job takes the next run's first generation */
+    cohort_store *n1 = su_connect_gen(addr, JOB_A, TOK_A, 1);
+    ST_OK(cohort_store_sets(n1, "k", "new"), n1);
+    coh_store_stats st;
+    ST_OK(coh_store_tcp_stats(op, &st), op);
+    ck_assert_uint_eq(st.generation, 1);
+    ST_OK(cohort_store_sets(b1, "k2", "b"), b1);
+    cohort_store_close(n1);
+    cohort_store_close(op);
+    cohort_store_close(b1);
+    cohort_store_close(g2);
+    cohort_store_close(g1);
+    cohort_store_server_stop(s);
+}
+END_TEST
+
 START_TEST(ratelimit_counts)
 {
     coh_ratelimit rl;
@@ -391,6 +437,7 @@ static Suite *suite(void)
     TCase *t = tcase_create("limits");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, ratelimit_counts);
+    tcase_add_test(t, generation_advances_one_step);
     tcase_add_test(t, fd_limit_standalone);
     tcase_add_test(t, fd_limit_embedded);
     tcase_add_test(t, auth_deadline_not_extended_by_bytes);
