@@ -179,6 +179,14 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
     return coh_engine_submit(g, c, work);
 }
 
+#define NO_OP (-1)
+
+/* Collectives that take a reduce op from the user. */
+static inline int coll_has_op(int coll)
+{
+    return coll == COH_COLL_ALL_REDUCE || coll == COH_COLL_REDUCE || coll == COH_COLL_REDUCE_SCATTER;
+}
+
 #define CALL_INIT(coll_, send_, recv_, count_, dt_, op_, root_, tag_)                              \
     coh_call c;                                                                                    \
     memset(&c, 0, sizeof c);                                                                       \
@@ -192,17 +200,26 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
     c.tag = (tag_);                                                                                \
     c.file = file ? file : "?";                                                                    \
     c.line = line;                                                                                 \
-    if ((unsigned)(dt_) >= COHORT_DTYPE_COUNT)                                                     \
+    /* Enums are checked before anything else: an out-of-range value (e.g.                        \
+     * (cohort_op)-1, cohort's internal "no op") must not reach the group. */                      \
+    if ((unsigned)(dt_) >= COHORT_DTYPE_COUNT) {                                                   \
         c.dtype = 0xff;                                                                            \
-    if ((int)(op_) >= (int)COHORT_OP_COUNT || (int)(op_) < -1)                                     \
-        return invalid(g, &c, "invalid reduce op %d", (int)(op_));
+        return invalid(g, &c, "invalid dtype %d (valid: 0..%d)", (int)(dt_),                       \
+                       COHORT_DTYPE_COUNT - 1);                                                    \
+    }                                                                                              \
+    if (coll_has_op(coll_) ? (unsigned)(op_) >= COHORT_OP_COUNT : (int)(op_) != NO_OP) {           \
+        c.redop = -1;                                                                              \
+        return invalid(g, &c, "invalid reduce op %d (valid: 0..%d)", (int)(op_),                   \
+                       COHORT_OP_COUNT - 1);                                                       \
+    }
 
-#define NO_OP (-1)
 
 cohort_status cohort_all_reduce_async_at(const char *file, int line, cohort_group *g,
                                          const void *send, void *recv, size_t count,
                                          cohort_dtype dt, cohort_op op, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_ALL_REDUCE, send, recv, count, dt, op, -1, 0);
     return issue(g, &c, work);
 }
@@ -218,6 +235,8 @@ cohort_status cohort_broadcast_async_at(const char *file, int line, cohort_group
                                         size_t count, cohort_dtype dt, int root,
                                         cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_BROADCAST, buf, buf, count, dt, NO_OP, root, 0);
     return issue(g, &c, work);
 }
@@ -233,6 +252,8 @@ cohort_status cohort_reduce_async_at(const char *file, int line, cohort_group *g
                                      const void *send, void *recv, size_t count, cohort_dtype dt,
                                      cohort_op op, int root, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_REDUCE, send, recv, count, dt, op, root, 0);
     return issue(g, &c, work);
 }
@@ -248,6 +269,8 @@ cohort_status cohort_all_gather_async_at(const char *file, int line, cohort_grou
                                          const void *send, void *recv, size_t count,
                                          cohort_dtype dt, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_ALL_GATHER, send, recv, count, dt, NO_OP, -1, 0);
     return issue(g, &c, work);
 }
@@ -263,6 +286,8 @@ cohort_status cohort_gather_async_at(const char *file, int line, cohort_group *g
                                      const void *send, void *recv, size_t count, cohort_dtype dt,
                                      int root, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_GATHER, send, recv, count, dt, NO_OP, root, 0);
     return issue(g, &c, work);
 }
@@ -278,6 +303,8 @@ cohort_status cohort_scatter_async_at(const char *file, int line, cohort_group *
                                       const void *send, void *recv, size_t count, cohort_dtype dt,
                                       int root, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_SCATTER, send, recv, count, dt, NO_OP, root, 0);
     return issue(g, &c, work);
 }
@@ -293,6 +320,8 @@ cohort_status cohort_reduce_scatter_async_at(const char *file, int line, cohort_
                                              const void *send, void *recv, size_t count,
                                              cohort_dtype dt, cohort_op op, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_REDUCE_SCATTER, send, recv, count, dt, op, -1, 0);
     return issue(g, &c, work);
 }
@@ -309,6 +338,8 @@ cohort_status cohort_all_to_all_async_at(const char *file, int line, cohort_grou
                                          const void *send, void *recv, size_t count,
                                          cohort_dtype dt, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_ALL_TO_ALL, send, recv, count, dt, NO_OP, -1, 0);
     return issue(g, &c, work);
 }
@@ -323,6 +354,8 @@ cohort_status cohort_all_to_all_at(const char *file, int line, cohort_group *g, 
 cohort_status cohort_barrier_async_at(const char *file, int line, cohort_group *g,
                                       cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_BARRIER, NULL, NULL, 0, COHORT_UINT8, NO_OP, -1, 0);
     return issue(g, &c, work);
 }
@@ -337,6 +370,8 @@ cohort_status cohort_send_async_at(const char *file, int line, cohort_group *g, 
                                    size_t count, cohort_dtype dt, int peer, int tag,
                                    cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_SEND, buf, NULL, count, dt, NO_OP, peer, tag);
     return issue(g, &c, work);
 }
@@ -352,6 +387,8 @@ cohort_status cohort_recv_async_at(const char *file, int line, cohort_group *g, 
                                    size_t count, cohort_dtype dt, int peer, int tag,
                                    cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_RECV, NULL, buf, count, dt, NO_OP, peer, tag);
     return issue(g, &c, work);
 }

@@ -217,7 +217,8 @@ START_TEST(test_json_parses)
 {
     char *argv[] = {(char *)cht_tool("cohort-perf"), "-n", "2", "-o",
                     "all_reduce,all_gather,barrier", "--check", "--sizes", "8,4096", "--iters",
-                    "3", "--json", "-l", "json \"test\"", "--deadline", "40", NULL};
+                    "3", "--json", "-l", "json \"test\" \xff\xfe\x01\t\xc3\xa9", "--deadline", "40",
+                    NULL};
     run_out r;
     run_tool(argv, &r);
     ck_assert_msg(r.status == 0, "exit %d\n%s\n%s", r.status, T(r.out), T(r.err));
@@ -225,7 +226,11 @@ START_TEST(test_json_parses)
     json_t *doc = json_loads(r.out, 0, &e);
     ck_assert_msg(doc, "JSON does not parse: %s at line %d:\n%s", e.text, e.line, T(r.out));
     ck_assert_str_eq(json_string_value(json_object_get(doc, "tool")), "cohort-perf");
-    ck_assert_str_eq(json_string_value(json_object_get(doc, "label")), "json \"test\"");
+    /* Invalid UTF-8 (ff fe) and control bytes in the label still give valid
+     * JSON (jansson refuses invalid UTF-8): the bytes come back as U+00FF,
+     * U+00FE; valid UTF-8 (c3 a9) as is. */
+    ck_assert_str_eq(json_string_value(json_object_get(doc, "label")),
+                     "json \"test\" \xc3\xbf\xc3\xbe\x01\t\xc3\xa9");
     ck_assert_int_eq(json_integer_value(json_object_get(doc, "ranks")), 2);
     ck_assert(json_is_false(json_object_get(doc, "failed")));
     json_t *res = json_object_get(doc, "results");

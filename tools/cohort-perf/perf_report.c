@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "perf.h"
+#include "util/json.h"
 
 const char *const perf_op_names[OP_COUNT] = {
     "all_reduce", "broadcast",  "reduce",  "all_gather", "gather",
@@ -241,21 +242,6 @@ void perf_print_mem(FILE *f, const perf_mem *m, int n)
     fflush(f);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 void perf_write_json(FILE *f, const perf_opts *o, int n, const perf_row *rows, int nrows,
                      const perf_mem *m, int failed)
 {
@@ -267,15 +253,15 @@ void perf_write_json(FILE *f, const perf_opts *o, int n, const perf_row *rows, i
     fprintf(f, "{\n  \"tool\": \"cohort-perf\",\n  \"version\": \"%d.%d.%d\",\n",
             COHORT_VERSION_MAJOR, COHORT_VERSION_MINOR, COHORT_VERSION_PATCH);
     fprintf(f, "  \"host\": ");
-    json_str(f, host);
+    coh_json_fputs(f, host);
     fprintf(f, ",\n  \"date\": ");
-    json_str(f, date);
+    coh_json_fputs(f, date);
     fprintf(f, ",\n  \"label\": ");
-    json_str(f, o->label ? o->label : "");
+    coh_json_fputs(f, o->label ? o->label : "");
     fprintf(f, ",\n  \"ranks\": %d,\n  \"transport\": ", n);
-    json_str(f, transport_of(o));
+    coh_json_fputs(f, transport_of(o));
     fprintf(f, ",\n  \"contract\": \"%s\",\n  \"algo\": ", contract_on(o) ? "on" : "off");
-    json_str(f, o->algo ? o->algo : "auto");
+    coh_json_fputs(f, o->algo ? o->algo : "auto");
     fprintf(f,
             ",\n  \"dtype\": \"%s\",\n  \"redop\": \"%s\",\n  \"root\": %d,\n  \"mode\": \"%s\",\n"
             "  \"check\": %s,\n  \"target_s\": %.6g,\n  \"warmup\": %ld,\n  \"fixed_iters\": %ld,\n"

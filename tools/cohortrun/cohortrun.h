@@ -51,6 +51,8 @@ typedef struct crun_cfg {
     const char *bind_addr;  /* where the hosted store listens */
     int join_timeout_ms;    /* multi-node: how long agents wait for each other */
     int quiet;              /* no launcher notices, only the failure summary */
+    int no_python;          /* --no-python: never put python3 in front */
+    char **py_argv;         /* "python3 [-m] PROGRAM ARGS" when that was put in front */
     char **argv;            /* the program and its arguments (NULL-terminated) */
     int argc;
 } crun_cfg;
