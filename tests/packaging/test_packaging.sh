@@ -19,6 +19,12 @@ step() { echo "== $*"; }
 # Quiet builds; the log is shown when one fails.
 quiet() { "$@" >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; fail "$*"; }; }
 
+step "no CMAKE_SOURCE_DIR/CMAKE_BINARY_DIR in cohort's CMake files (they break add_subdirectory)"
+bad=$(cd "$src" && git ls-files 2>/dev/null '*CMakeLists.txt' '*.cmake' '*.cmake.in' |
+      xargs grep -n 'CMAKE_SOURCE_DIR\|CMAKE_BINARY_DIR' 2>/dev/null |
+      grep -v '^CMakeLists.txt:[0-9]*:if(CMAKE_SOURCE_DIR STREQUAL PROJECT_SOURCE_DIR)' || true)
+[ -z "$bad" ] || fail "use PROJECT_SOURCE_DIR/PROJECT_BINARY_DIR or CMAKE_CURRENT_*: $bad"
+
 step "cmake --install into a temporary prefix"
 prefix=$tmp/prefix
 quiet cmake --install "$build" --prefix "$prefix"
