@@ -484,12 +484,12 @@ static cohort_status ws_run(wstate *w, int timeout_ms, const char *what)
             break;
         int64_t rev = 0;
         int left = coh_ms_left(deadline);
-        /* The first read gets one request timeout even when the wait's is
-         * shorter: timeout 0 means "do not wait for the key", not "do not
-         * ask" (as with the tcp store). */
+        /* The first read gets the handle's default timeout (that of a set)
+         * even when the wait's is shorter: timeout 0 means "do not wait for
+         * the key", not "do not ask" (as with the tcp store). */
         uint64_t rd = deadline;
         if (round == 0) {
-            uint64_t floor = coh_deadline_ns(w->e->cfg.req_timeout_ms);
+            uint64_t floor = op_deadline(w->e, -1);
             rd = floor > deadline ? floor : deadline;
         }
         cohort_status st = ws_read(w, rd, &rev);
