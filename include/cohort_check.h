@@ -66,7 +66,11 @@ typedef struct cohort_check_event {
 /* Called on the checker's monitor thread (never inside the call that
  * registered it): once for the first fatal event - the checker is failed
  * from then on - and for every stall warning before that. The text is
- * valid during the call. The handler may end the process. */
+ * valid during the call. It should report and return: for a fatal event the
+ * checker then waits (bounded, 3 s) until every rank's handler has
+ * returned, and only then calls the options' `abort` and lets failing
+ * calls return - so a rank ending the job at once (MPI_Abort kills every
+ * rank) cannot cut another rank's report short. */
 typedef void (*cohort_check_handler)(void *arg, const cohort_check_event *ev);
 
 /* Resolves a return address (cohort_check_fp.pc) to "file:line" for
@@ -75,8 +79,12 @@ typedef void (*cohort_check_handler)(void *arg, const cohort_check_event *ev);
 typedef int (*cohort_check_site_resolver)(void *arg, const void *pc, char *out, size_t len);
 
 typedef struct cohort_check_options {
-    cohort_check_handler handler; /* may be NULL: failures are only returned */
-    void *handler_arg;
+    cohort_check_handler handler; /* may be NULL: failures are logged and returned */
+    void *handler_arg;            /* also passed to abort */
+    /* After a fatal event, once every rank reported it (bounded): end the
+     * job the backend's way (MPI_Abort, abort the process group, exit).
+     * May be NULL: failing calls return the failure. */
+    cohort_check_handler abort;
     cohort_check_site_resolver resolver; /* may be NULL: "<pc 0x...>" */
     void *resolver_arg;
     int stall_warn_ms;  /* 0: COHORT_STALL_WARN (default 30 s); < 0: never */

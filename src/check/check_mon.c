@@ -144,9 +144,14 @@ static void finish(cohort_check *c, int kind, cohort_status st, const char *text
         c->status = st;
     snprintf(c->err, sizeof c->err, "%s", text);
     pthread_mutex_unlock(&c->mu);
-    /* Handlers end the job (MPI_Abort kills every rank at once, and the
-     * store lives in world rank 0): first let every rank get its report,
-     * bounded. */
+    cohort_check_event ev = {kind, st, text};
+    if (c->o.handler)
+        c->o.handler(c->o.handler_arg, &ev);
+    else
+        coh_error("checker: %s", text);
+    /* Handlers report; what ends the job (MPI_Abort kills every rank at
+     * once, and the store lives in world rank 0) waits until every rank
+     * has reported, bounded. */
     if (c->st_mon) {
         int64_t v = 0;
         cohort_store_add(c->st_mon, "shown", 5, 1, &v);
@@ -163,12 +168,8 @@ static void finish(cohort_check *c, int kind, cohort_status st, const char *text
     c->report_ready = 1;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
-    if (c->o.handler) {
-        cohort_check_event ev = {kind, st, text};
-        c->o.handler(c->o.handler_arg, &ev);
-    } else {
-        coh_error("checker: %s", text);
-    }
+    if (c->o.abort)
+        c->o.abort(c->o.handler_arg, &ev);
 }
 
 static cohort_status kind_status(int kind)

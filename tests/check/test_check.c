@@ -82,8 +82,13 @@ static void handler(void *arg, const cohort_check_event *ev)
     write_file(".kind", line, "w");
     write_file("", ev->text, "w");
     fprintf(stderr, "rank %d: checker event %d: %s\n", g_rank, ev->kind, ev->text);
-    /* As MPI_Abort ends a rank: killed, no exit handlers (and no sanitizer
-     * exit-time reports about the threads it could not join). */
+}
+
+/* As MPI_Abort ends a rank: killed, no exit handlers (and no sanitizer
+ * exit-time reports about the threads it could not join). */
+static void end_job(void *arg, const cohort_check_event *ev)
+{
+    (void)arg, (void)ev;
     raise(SIGKILL);
 }
 
@@ -152,6 +157,7 @@ static int rank_main(int rank, void *arg)
     cohort_check_options o;
     cohort_check_options_init(&o);
     o.handler = handler;
+    o.abort = end_job;
     o.transport = sc->transport;
     o.stall_warn_ms = sc->s == S_STALL ? 700 : -1;
     o.timeout_ms = sc->s == S_TIMEOUT ? 1500 : -1;
