@@ -181,6 +181,12 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *grp,
 cohort_status cohort_check_end(cohort_check *c, cohort_check_group *grp, uint64_t seq,
                                unsigned flags);
 
+/* This rank found the call's arguments inconsistent on its own (e.g. an
+ * MPI_Allgather whose send and receive amounts differ): fails the checker
+ * with "<group name>: <text>" as the report every rank gets. Returns
+ * COHORT_ERR_CONTRACT once the report is out (as a failing begin does). */
+cohort_status cohort_check_fail_local(cohort_check *c, cohort_check_group *grp, const char *text);
+
 /* Waits until the neighbour's fingerprint for call `seq` was compared
  * (for calls that do not synchronise, when the front end wants the check
  * before it goes on - e.g. before MPI_Finalize). timeout_ms < 0: no limit
@@ -189,11 +195,16 @@ cohort_status cohort_check_end(cohort_check *c, cohort_check_group *grp, uint64_
 cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *grp, uint64_t seq,
                                 int timeout_ms);
 
-/* A blocking point-to-point call waits for world rank `peer` (-1: any):
- * published for stall reports and deadlock detection. One per thread; a
- * second begin replaces the first. pc/file as in cohort_check_fp. */
-void cohort_check_wait_begin(cohort_check *c, int peer, const char *op, const char *file,
-                             int line, const void *pc);
+/* A blocking point-to-point call waits for world rank `peer` (-1: any
+ * source): published for stall reports and deadlock detection. is_send: 1
+ * for a send waiting for its receive, 0 for a receive or probe; tag: the
+ * call's tag (-1: any tag); grp: the group it is on (NULL: unknown). A
+ * send and a receive that wait for each other with compatible tags on the
+ * same group match, so they never make a cycle. One per thread; a second
+ * begin replaces the first. pc/file as in cohort_check_fp. */
+void cohort_check_wait_begin(cohort_check *c, cohort_check_group *grp, int peer, int tag,
+                             int is_send, const char *op, const char *file, int line,
+                             const void *pc);
 void cohort_check_wait_end(cohort_check *c);
 
 /* The checker's first failure (the report) or "". */

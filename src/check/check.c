@@ -764,11 +764,11 @@ cohort_status cohort_check_end(cohort_check *c, cohort_check_group *g, uint64_t 
         coh_chk_drain_locked(c, g->pred, 0);
         if (pending(g, seq) && (flags & COHORT_CHECK_SYNCED)) {
             /* The predecessor entered the call, so its record is written
-             * or being written: wait for it, briefly spinning, then
-             * yielding (the monitor would catch it later anyway). */
+             * (before it entered): wait briefly for it to be visible; past
+             * 5 ms the monitor compares it later. */
             uint64_t t0 = coh_now_ns();
             while (pending(g, seq) && !atomic_load_explicit(&c->failed, memory_order_relaxed) &&
-                   coh_now_ns() - t0 < 50 * 1000 * 1000ull) {
+                   coh_now_ns() - t0 < 5 * 1000 * 1000ull) {
                 pthread_mutex_unlock(&c->mu);
                 sched_yield();
                 pthread_mutex_lock(&c->mu);
@@ -814,15 +814,18 @@ cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *g, uint64_t
     return st;
 }
 
-void cohort_check_wait_begin(cohort_check *c, int peer, const char *op, const char *file,
-                             int line, const void *pc)
+void cohort_check_wait_begin(cohort_check *c, cohort_check_group *grp, int peer, int tag,
+                             int is_send, const char *op, const char *file, int line,
+                             const void *pc)
 {
     if (!c)
         return;
     pthread_mutex_lock(&c->mu);
     c->pos.state = CHK_POS_WAIT;
     c->pos.peer = peer;
-    c->pos.gid = 0;
+    c->pos.tag = tag;
+    c->pos.is_send = is_send != 0;
+    c->pos.gid = grp ? grp->id : 0;
     c->pos.seq = 0;
     c->pos.start_ns = coh_now_ns();
     copy_op(c->pos.op, op);
@@ -974,4 +977,26 @@ cohort_status cohort_check_close(cohort_check *c, int timeout_ms)
                            (long long)v, c->size, timeout_ms);
     return coh_err_set(NULL, st, "cohort_check_close: store: %s",
                        cohort_store_last_error(c->st_user));
+}
+
+cohort_status cohort_check_fail_local(cohort_check *c, cohort_check_group *grp, const char *text)
+{
+    if (!c || !grp || !text)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "cohort_check_fail_local: checker, group or text missing");
+    pthread_mutex_lock(&c->mu);
+    char *value = coh_malloc(COH_ERRLEN + 80);
+    char *msg = coh_malloc(COH_ERRLEN);
+    if (value && msg) {
+        snprintf(msg, COH_ERRLEN, "%s: %s", grp->name, text);
+        snprintf(value, COH_ERRLEN + 80, "R %d %s", COHORT_CHECK_MISMATCH, msg);
+        coh_chk_fail(c, COHORT_CHECK_MISMATCH, COHORT_ERR_CONTRACT, value, msg);
+    } else {
+        coh_chk_fail(c, COHORT_CHECK_ABORTED, COHORT_ERR_NOMEM, "R 5 checker: out of memory",
+                     "checker: out of memory");
+    }
+    coh_free(value), coh_free(msg);
+    cohort_status st = failed_status(c);
+    pthread_mutex_unlock(&c->mu);
+    return st;
 }

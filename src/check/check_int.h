@@ -65,6 +65,7 @@ _Static_assert(sizeof(chk_rec) <= CHK_REC_BYTES, "record fits");
 enum { CHK_POS_IDLE = 0, CHK_POS_CALL = 1, CHK_POS_WAIT = 2 };
 typedef struct chk_pos {
     int32_t state, peer; /* peer: world rank waited for (CHK_POS_WAIT), -1 any */
+    int32_t tag, is_send; /* CHK_POS_WAIT: the call's tag (-1 any), 1 for a send */
     uint64_t gid, seq, episode, start_ns;
     uint64_t last_gid, last_seq, last_end_ns;
     char op[CHK_OP_MAX];

@@ -41,6 +41,7 @@ enum scen {
     S_DEADLOCK,
     S_LATE_LAZY,
     S_BURST,
+    S_SENDRECV,
 };
 
 typedef struct scase {
@@ -307,8 +308,16 @@ static int rank_main(int rank, void *arg)
         break;
     case S_DEADLOCK:
         /* both ranks "block in MPI_Recv" from each other */
-        cohort_check_wait_begin(c, 1 - rank, "MPI_Recv", "a.c", rank ? 52 : 40, NULL);
+        cohort_check_wait_begin(c, gw, 1 - rank, 5, 0, "MPI_Recv", "a.c", rank ? 52 : 40, NULL);
         sleep(30);
+        cohort_check_wait_end(c);
+        break;
+    case S_SENDRECV:
+        /* a send and the receive it waits for match: a slow transfer, not a
+         * deadlock (both "blocked" for 2 s, twice deadlock_ms) */
+        cohort_check_wait_begin(c, gw, 1 - rank, 5, rank == 0, rank ? "MPI_Recv" : "MPI_Send",
+                                "a.c", 60, NULL);
+        usleep(2000 * 1000);
         cohort_check_wait_end(c);
         break;
     }
@@ -431,12 +440,14 @@ static const scase cases[] = {
     {S_DEADLOCK, 2, 0, 40 + COHORT_CHECK_DEADLOCK,
      {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40",
       "rank 1 waits for rank 0 in MPI_Recv at a.c:52"}},
+    {S_SENDRECV, 2, 0, 0, {NULL}},
     /* the store path */
     {S_CLEAN, 4, 1, 0, {NULL}},
     {S_COUNT, 4, 1, MIS, {"count differs", "ranks 0-2 have 1024", "rank 3 has 512"}},
     {S_SKIP, 4, 1, MIS, {"rank 3", "skipped", "Bcast #6"}},
     {S_DEADLOCK, 2, 1, 40 + COHORT_CHECK_DEADLOCK,
      {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40"}},
+    {S_SENDRECV, 2, 1, 0, {NULL}},
 };
 
 START_TEST(check_scenario)
