@@ -101,7 +101,6 @@ static void end(cm_comm *cc, uint64_t seq, unsigned flags, int rc)
 static void local_fail(cm_comm *cc, const cohort_check_fp *fp, uint64_t seq, const char *what)
 {
     char site[200] = "unknown call site", text[900];
-    extern int cm_resolve_site(const void *pc, char *out, size_t len);
     cm_resolve_site(fp->pc, site, sizeof site);
     snprintf(text, sizeof text, "%s #%llu (%s): %s", fp->op, (unsigned long long)seq, site, what);
     cm_failed(cohort_check_fail_local(cm_chk, cc->grp, text));

@@ -15,6 +15,7 @@
 #include <ifaddrs.h>
 #include <inttypes.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <arpa/inet.h>
 #include <net/if.h>
 #include <stdatomic.h>
@@ -140,6 +141,11 @@ static int resolve(void *arg, const void *pc, char *out, size_t len)
     else
         snprintf(out, len, "%s+0x%lx", ob ? ob + 1 : obj, (unsigned long)off);
     return 1;
+}
+
+int cm_resolve_site(const void *pc, char *out, size_t len)
+{
+    return resolve(NULL, pc, out, len);
 }
 
 /* ---- communicators ---- */

@@ -65,6 +65,9 @@ void cm_fatal(int kind, const char *text);
 /* A checker call failed: the report is ready; end the job. */
 void cm_failed(cohort_status st);
 
+/* A return address as "file:line" (or "function (object)"); 0 if unknown. */
+int cm_resolve_site(const void *pc, char *out, size_t len);
+
 /* The call's fingerprint helpers (coll.c). */
 #define CM_PC() __builtin_extract_return_addr(__builtin_return_address(0))
 
