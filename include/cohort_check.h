@@ -67,7 +67,7 @@ typedef struct cohort_check_event {
  * registered it): once for the first fatal event - the checker is failed
  * from then on - and for every stall warning before that. The text is
  * valid during the call. It should report and return: for a fatal event the
- * checker then waits (bounded, 3 s) until every rank's handler has
+ * checker then waits (bounded, 5 s) until every rank's handler has
  * returned, and only then calls the options' `abort` and lets failing
  * calls return - so a rank ending the job at once (MPI_Abort kills every
  * rank) cannot cut another rank's report short. */

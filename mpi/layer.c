@@ -34,6 +34,7 @@ static cohort_group *world;
 static cohort_store_server *server;
 static MPI_Comm priv = MPI_COMM_NULL;
 static int keyval = MPI_KEYVAL_INVALID;
+static MPI_Errhandler cm_errh = MPI_ERRHANDLER_NULL; /* the layer's (errfn) */
 static _Atomic int fatal_once;
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static int initialized_here;
@@ -80,6 +81,19 @@ void cm_failed(cohort_status st)
     cm_fatal(kind, NULL);
 }
 
+/* The checker failed (maybe on another rank): its monitor ends the job once
+ * every rank has the report. Wait for that, bounded. */
+static void wait_for_fatal(void)
+{
+    for (int i = 0; i < 1500; i++) {
+        if (atomic_load(&fatal_once))
+            for (;;)
+                pause();
+        usleep(10 * 1000);
+    }
+    cm_fatal(COHORT_CHECK_ABORTED, "the checker failed but did not end the job within 15 s");
+}
+
 static void on_event(void *arg, const cohort_check_event *ev)
 {
     (void)arg;
@@ -97,9 +111,43 @@ static void on_abort(void *arg, const cohort_check_event *ev)
 /* dladdr names the object; addr2line (binutils) turns the offset into
  * file:line where the object has debug info, else "function (object)". Runs
  * only while a report or a stall message is built. */
+static int resolve_now(const void *pc, char *out, size_t len);
+
+/* Resolutions are cached: each distinct call site costs one addr2line run
+ * per process (a fork), however often it is reported. */
+typedef struct site_cache {
+    const void *pc;
+    char text[160];
+    int ok;
+} site_cache;
+static site_cache sites[256];
+static pthread_mutex_t site_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static int resolve(void *arg, const void *pc, char *out, size_t len)
 {
     (void)arg;
+    size_t i = ((uintptr_t)pc >> 2) % (sizeof sites / sizeof sites[0]);
+    pthread_mutex_lock(&site_mu);
+    if (pc && sites[i].pc == pc) {
+        snprintf(out, len, "%s", sites[i].text);
+        int ok = sites[i].ok;
+        pthread_mutex_unlock(&site_mu);
+        return ok;
+    }
+    pthread_mutex_unlock(&site_mu);
+    char text[160] = "";
+    int ok = resolve_now(pc, text, sizeof text);
+    pthread_mutex_lock(&site_mu);
+    sites[i].pc = pc;
+    snprintf(sites[i].text, sizeof sites[i].text, "%s", text);
+    sites[i].ok = ok;
+    pthread_mutex_unlock(&site_mu);
+    snprintf(out, len, "%s", text);
+    return ok;
+}
+
+static int resolve_now(const void *pc, char *out, size_t len)
+{
     Dl_info di;
     if (!pc || !dladdr(pc, &di) || !di.dli_fname)
         return 0;
@@ -202,6 +250,7 @@ static cm_comm *register_comm(MPI_Comm comm, uint64_t id, const char *name)
     if (!id)
         id = cohort_check_group_id(0, 0, w, n);
     cc->n = n, cc->world = w, cc->id = id;
+    cc->user_eh = MPI_ERRORS_ARE_FATAL;
     snprintf(cc->name, sizeof cc->name, "%s", name);
     if (cohort_check_group_add(cm_chk, id, w, n, &cc->grp) != COHORT_OK) {
         fprintf(stderr, "cohort-mpi: rank %d: %s is not checked: %s\n", cm_world_rank, name,
@@ -211,6 +260,14 @@ static cm_comm *register_comm(MPI_Comm comm, uint64_t id, const char *name)
     }
     cohort_check_group_name(cm_chk, cc->grp, name);
     PMPI_Comm_set_attr(comm, keyval, cc);
+    /* What the program sees as this communicator's handler: the one it
+     * inherited (our own stands for "fatal"). */
+    MPI_Errhandler cur = MPI_ERRHANDLER_NULL;
+    PMPI_Comm_get_errhandler(comm, &cur);
+    if (cur != cm_errh && cur != MPI_ERRHANDLER_NULL)
+        cc->user_eh = cur;
+    if (cm_errh != MPI_ERRHANDLER_NULL)
+        PMPI_Comm_set_errhandler(comm, cm_errh);
     return cc;
 }
 
@@ -290,7 +347,98 @@ void cm_comm_made(cm_comm *parent, MPI_Comm newcomm, const char *how)
     pthread_mutex_unlock(&reg_mu);
     char name[64];
     snprintf(name, sizeof name, "comm %" PRIu64 " (%s of %.20s)", num, how, parent->name);
-    register_comm(newcomm, id, name);
+    cm_comm *cc = register_comm(newcomm, id, name);
+    if (cc)
+        cc->user_eh = parent->user_eh; /* MPI: a new communicator inherits it */
+}
+
+/* ---- MPI errors ----
+ *
+ * A mismatched collective often makes the backend fail (MPI_ERR_TRUNCATE)
+ * before the comparison has run, and MPI_ERRORS_ARE_FATAL would end the
+ * job with that symptom instead of the cause. The layer's handler stays
+ * installed on every communicator; on an error it first lets the check
+ * speak (the call's own comparison, then up to 2 s for another rank's
+ * finding), then applies the program's handler: fatal as MPI does, return,
+ * or the program's own function. */
+
+typedef struct cm_ehfn {
+    MPI_Errhandler eh;
+    MPI_Comm_errhandler_function *fn;
+} cm_ehfn;
+static cm_ehfn *ehfns;
+static size_t n_ehfns;
+
+static void errfn(MPI_Comm *comm, int *code, ...)
+{
+    if (cm_chk) {
+        cm_comm *cur = cm_cur_comm;
+        if (cur) {
+            cohort_status st = cohort_check_wait(cm_chk, cur->grp, cm_cur_seq, 5000);
+            if (st != COHORT_OK && st != COHORT_ERR_TIMEOUT)
+                cm_failed(st);
+        }
+        for (int i = 0; i < 200 && cohort_check_status(cm_chk) == COHORT_OK; i++)
+            usleep(10 * 1000);
+        if (cohort_check_status(cm_chk) != COHORT_OK)
+            wait_for_fatal();
+    }
+    cm_comm *cc = cm_comm_get(*comm);
+    MPI_Errhandler user = cc ? cc->user_eh : MPI_ERRORS_ARE_FATAL;
+    if (user == MPI_ERRORS_RETURN)
+        return;
+    if (user != MPI_ERRORS_ARE_FATAL) {
+        pthread_mutex_lock(&reg_mu);
+        MPI_Comm_errhandler_function *fn = NULL;
+        for (size_t i = 0; i < n_ehfns; i++)
+            if (ehfns[i].eh == user)
+                fn = ehfns[i].fn;
+        pthread_mutex_unlock(&reg_mu);
+        if (fn) {
+            fn(comm, code);
+            return;
+        }
+    }
+    char msg[MPI_MAX_ERROR_STRING + 1] = "";
+    int len = 0;
+    PMPI_Error_string(*code, msg, &len);
+    fprintf(stderr, "cohort-mpi: rank %d: MPI error (MPI_ERRORS_ARE_FATAL): %s\n", cm_world_rank,
+            msg);
+    fflush(stderr);
+    PMPI_Abort(*comm, *code);
+}
+
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function *fn, MPI_Errhandler *eh)
+{
+    int rc = PMPI_Comm_create_errhandler(fn, eh);
+    if (rc == MPI_SUCCESS) {
+        pthread_mutex_lock(&reg_mu);
+        cm_ehfn *nv = realloc(ehfns, (n_ehfns + 1) * sizeof *nv);
+        if (nv) {
+            ehfns = nv;
+            ehfns[n_ehfns++] = (cm_ehfn){*eh, fn};
+        }
+        pthread_mutex_unlock(&reg_mu);
+    }
+    return rc;
+}
+
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler eh)
+{
+    cm_comm *cc = cm_comm_get(comm);
+    if (!cc || cm_errh == MPI_ERRHANDLER_NULL)
+        return PMPI_Comm_set_errhandler(comm, eh);
+    cc->user_eh = eh;
+    return MPI_SUCCESS;
+}
+
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *eh)
+{
+    cm_comm *cc = cm_comm_get(comm);
+    if (!cc || cm_errh == MPI_ERRHANDLER_NULL)
+        return PMPI_Comm_get_errhandler(comm, eh);
+    *eh = cc->user_eh;
+    return MPI_SUCCESS;
 }
 
 /* ---- bootstrap ---- */
@@ -343,6 +491,9 @@ static void bootstrap(void)
     const char *off = getenv("COHORT_MPI");
     if (off && (!strcmp(off, "off") || !strcmp(off, "0")))
         return;
+    /* cohort's own log lines would repeat the layer's reports in another
+     * form: off unless asked for. */
+    setenv("COHORT_LOG", "off", 0);
     int rank, size;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -431,6 +582,7 @@ static void bootstrap(void)
         return;
     }
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, del_attr, &keyval, NULL);
+    PMPI_Comm_create_errhandler(errfn, &cm_errh);
     register_comm(MPI_COMM_WORLD, 0, "MPI_COMM_WORLD");
     initialized_here = 1;
 }
@@ -491,6 +643,11 @@ int MPI_Finalize(void)
         PMPI_Comm_free(&priv);
     if (keyval != MPI_KEYVAL_INVALID)
         PMPI_Comm_free_keyval(&keyval);
+    if (cm_errh != MPI_ERRHANDLER_NULL) {
+        /* MPI_COMM_WORLD goes back to the program's handler. */
+        PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        PMPI_Errhandler_free(&cm_errh);
+    }
     return PMPI_Finalize();
 }
 

@@ -33,7 +33,15 @@ typedef struct cm_comm {
     uint64_t id;
     uint64_t children; /* communicators made from this one so far */
     char name[64];
+    /* The program's error handler for this communicator: the layer keeps
+     * its own installed (so a backend error raised by a mismatched call is
+     * explained first) and applies the program's afterwards. */
+    MPI_Errhandler user_eh;
 } cm_comm;
+
+/* The checked call in progress on this thread (for the error handler). */
+extern _Thread_local cm_comm *cm_cur_comm;
+extern _Thread_local uint64_t cm_cur_seq;
 
 /* A datatype's type signature: the flattened basic types as a primitive
  * unit repeated m times (see types.c). */
