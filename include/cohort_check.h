@@ -214,7 +214,7 @@ cohort_status cohort_check_status(const cohort_check *c);
 
 /* Counters (since create), e.g. for tests and cost reports. */
 typedef struct cohort_check_stats {
-    uint64_t calls;       /* begin calls */
+    uint64_t calls;       /* begin calls in groups of two or more */
     uint64_t compared;    /* comparisons made (this member checked its predecessor) */
     uint64_t lazy;        /* of those, made after end returned */
     uint64_t ring_waits;  /* begin waited for a full ring to drain */

@@ -627,6 +627,16 @@ int MPI_Finalize(void)
                 cm_failed(cohort_check_status(cm_chk));
             cm_fatal(COHORT_CHECK_ABORTED, cohort_last_error(NULL));
         }
+        const char *stats = getenv("COHORT_MPI_STATS");
+        if (stats && strcmp(stats, "0")) {
+            cohort_check_stats s;
+            cohort_check_get_stats(cm_chk, &s);
+            fprintf(stderr,
+                    "cohort-mpi: rank %d: stats: %" PRIu64 " calls checked, %" PRIu64
+                    " compared with the neighbour (%" PRIu64 " after the call returned), %s\n",
+                    cm_world_rank, s.calls, s.compared, s.lazy,
+                    s.compared == s.calls ? "all compared" : "NOT all compared");
+        }
         PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
         cohort_check *c = cm_chk;
         cm_chk = NULL;

@@ -6,7 +6,10 @@ what=${1:-test}
 pkgs=(build-essential cmake pkg-config libsodium-dev check libsubunit-dev
       libcurl4-openssl-dev libjansson-dev iproute2 procps)
 case "$what" in
-  test)  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client python3 openmpi-bin) ;;
+  # libcohort-mpi's tests: both MPIs (headers too: the layer is built per
+  # MPI), Debian's hpcc, addr2line (call sites) from binutils
+  test)  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client python3 openmpi-bin
+                libopenmpi-dev mpich libmpich-dev hpcc binutils) ;;
   bench) pkgs+=(clang etcd-server etcd-client python3 python3-torch openmpi-bin libopenmpi-dev
                 mpich gnuplot-nox hyperfine linux-perf) ;;
 esac

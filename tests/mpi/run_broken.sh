@@ -6,12 +6,9 @@
 set -u
 impl=$1 lib=$2 bindir=$3
 n=4
-if [ "$impl" = openmpi ]; then
-  launch=(mpirun.openmpi --allow-run-as-root --oversubscribe -n $n -x LD_PRELOAD="$lib"
-          -x COHORT_STALL_WARN=30)
-else
-  launch=(mpiexec.mpich -n $n -genv LD_PRELOAD "$lib")
-fi
+. "$(dirname "$0")/launch.sh"
+launcher "$impl" "$n" "$lib"
+launch=("${L[@]}")
 # program | exit code | expected substrings (separated by ';')
 cases=(
   "bad_count|71|MPI_COMM_WORLD: MPI_Allreduce #3 (bad_count.c:15): count differs: ;have 1024;rank 3 has 512"
