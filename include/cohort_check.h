@@ -218,6 +218,8 @@ typedef struct cohort_check_stats {
     uint64_t compared;    /* comparisons made (this member checked its predecessor) */
     uint64_t lazy;        /* of those, made after end returned */
     uint64_t ring_waits;  /* begin waited for a full ring to drain */
+    uint64_t sync_waits;  /* end (COHORT_CHECK_SYNCED) found the neighbour's record not yet
+                           * visible and waited for it */
 } cohort_check_stats;
 void cohort_check_get_stats(const cohort_check *c, cohort_check_stats *out);
 

@@ -198,9 +198,17 @@ int cm_resolve_site(const void *pc, char *out, size_t len)
 
 /* ---- communicators ---- */
 
+/* The last lookup per thread, valid while no communicator was freed since
+ * (a freed handle may come back for another communicator). */
+static _Atomic unsigned long comm_gen = 1;
+static _Thread_local MPI_Comm tl_comm;
+static _Thread_local cm_comm *tl_cc;
+static _Thread_local unsigned long tl_gen;
+
 static int del_attr(MPI_Comm comm, int kv, void *val, void *extra)
 {
     (void)comm, (void)kv, (void)extra;
+    atomic_fetch_add(&comm_gen, 1);
     cm_comm *cc = val;
     if (cc && cc != (cm_comm *)&keyval) {
         if (cm_chk)
@@ -284,10 +292,22 @@ static lazy *lazies;
 static size_t n_lazy;
 static uint64_t n_comms;
 
+static cm_comm *comm_lookup(MPI_Comm comm);
+
 cm_comm *cm_comm_get(MPI_Comm comm)
 {
     if (!cm_chk || comm == MPI_COMM_NULL)
         return NULL;
+    unsigned long gen = atomic_load_explicit(&comm_gen, memory_order_acquire);
+    if (tl_gen == gen && tl_comm == comm)
+        return tl_cc;
+    cm_comm *cc = comm_lookup(comm);
+    tl_comm = comm, tl_cc = cc, tl_gen = gen;
+    return cc;
+}
+
+static cm_comm *comm_lookup(MPI_Comm comm)
+{
     void *val = NULL;
     int flag = 0;
     if (PMPI_Comm_get_attr(comm, keyval, &val, &flag) != MPI_SUCCESS)
@@ -633,11 +653,13 @@ int MPI_Finalize(void)
             cohort_check_get_stats(cm_chk, &s);
             fprintf(stderr,
                     "cohort-mpi: rank %d: stats: %" PRIu64 " calls checked, %" PRIu64
-                    " compared with the neighbour (%" PRIu64 " after the call returned), %s\n",
-                    cm_world_rank, s.calls, s.compared, s.lazy,
+                    " compared with the neighbour (%" PRIu64 " after the call returned, %" PRIu64
+                    " waits), %s\n",
+                    cm_world_rank, s.calls, s.compared, s.lazy, s.sync_waits,
                     s.compared == s.calls ? "all compared" : "NOT all compared");
         }
         PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
+        atomic_fetch_add(&comm_gen, 1);
         cohort_check *c = cm_chk;
         cm_chk = NULL;
         cohort_check_destroy(c);

@@ -18,6 +18,7 @@
  * U would differ) - docs/mpi.md.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,10 +399,21 @@ static void insert(uintptr_t k, const cm_sig *sig, char *text)
     cache_n++;
 }
 
+/* The last lookup per thread, valid while no datatype was freed since. */
+static _Atomic unsigned long type_gen = 1;
+static _Thread_local MPI_Datatype tl_dt;
+static _Thread_local cm_sig tl_sig;
+static _Thread_local unsigned long tl_gen;
+
 void cm_type_sig(MPI_Datatype dt, cm_sig *out)
 {
     if (dt == MPI_DATATYPE_NULL) {
         out->hash = 0, out->text = NULL, out->m = 0;
+        return;
+    }
+    unsigned long gen = atomic_load_explicit(&type_gen, memory_order_acquire);
+    if (tl_gen == gen && tl_dt == dt) {
+        *out = tl_sig;
         return;
     }
     uintptr_t k = key_of(dt);
@@ -410,6 +422,7 @@ void cm_type_sig(MPI_Datatype dt, cm_sig *out)
     if (e) {
         *out = e->sig;
         pthread_mutex_unlock(&mu);
+        tl_dt = dt, tl_sig = *out, tl_gen = gen;
         return;
     }
     char text[200];
@@ -424,10 +437,12 @@ void cm_type_sig(MPI_Datatype dt, cm_sig *out)
     insert(k, &s, t);
     *out = s;
     pthread_mutex_unlock(&mu);
+    tl_dt = dt, tl_sig = s, tl_gen = gen;
 }
 
 void cm_type_forget(MPI_Datatype dt)
 {
+    atomic_fetch_add(&type_gen, 1);
     uintptr_t k = key_of(dt);
     pthread_mutex_lock(&mu);
     centry *e = find(k);

@@ -689,7 +689,7 @@ static void resolve_own_site(cohort_check *c)
     if (c->pos.episode == ep) {
         snprintf(c->pos.site, sizeof c->pos.site, "%s", site);
         c->pos_site_done = 1;
-        coh_chk_pos_write(c);
+        coh_chk_pos_write(c, CHK_PW_SITE);
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -759,7 +759,7 @@ void *coh_chk_monitor(void *arg)
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000L;
             }
-            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+            pthread_cond_timedwait(&c->mon_cv, &c->mu, &ts);
         }
         pthread_mutex_unlock(&c->mu);
     }
