@@ -453,6 +453,7 @@ def sigint(g, who="1"):
     """Block; the test sends SIGINT (to rank `who` or to every rank).
     Ranks 0 and 1 block in an all_reduce, rank 2 in a recv from rank 0."""
     log("PID", os.getpid())
+    reason = ""
     try:
         log("READY")
         if g.rank < 2:
@@ -461,10 +462,20 @@ def sigint(g, who="1"):
             g.recv(np.zeros(4, np.float32), 0)
         raise AssertionError("the call returned")
     except KeyboardInterrupt:
-        log("CAUGHT KeyboardInterrupt", repr(time.time()))
+        kind, t = "KeyboardInterrupt", time.time()
     except cohort.AbortedError as e:
-        log("CAUGHT AbortedError", repr(time.time()))
-        log("REASON", e)
+        kind, t, reason = "AbortedError", time.time(), str(e)
+    # With SIGINT sent to every rank, this rank's own signal may land after
+    # a peer's abort already ended the call: absorb it, then report.
+    for _ in range(3):
+        try:
+            time.sleep(0.3)
+            log("CAUGHT", kind, repr(t))
+            if reason:
+                log("REASON", reason)
+            break
+        except KeyboardInterrupt:
+            pass
 
 
 @case

@@ -46,10 +46,12 @@ def test_every_call(server):
 
 def test_get_waits_for_a_later_set(server):
     with cohort.Store(url(server), JOB, TOKEN) as s, cohort.Store(url(server), JOB, TOKEN) as s2:
-        threading.Timer(0.3, s2.set, args=("late", b"here")).start()
+        setter = threading.Timer(0.3, s2.set, args=("late", b"here"))
+        setter.start()
         t0 = time.monotonic()
         assert s.get("late", timeout=10) == b"here"
         assert 0.2 < time.monotonic() - t0 < 5
+        setter.join()  # its set may still await the reply: close s2 after it
 
 
 def test_timeout(server):
