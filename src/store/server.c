@@ -441,6 +441,7 @@ static void refuse_fd(int fd, cohort_status st, const char *fmt, ...)
  * it has and sees stop requests and signals. */
 
 #define AUTH_GRACE_MS 250
+#define COH_GEN_MAX_STEP 64 /* how far ahead of a job's generation a client may join */
 #define ACCEPT_BACKOFF_MIN_MS 50
 #define ACCEPT_BACKOFF_MAX_MS 1000
 #define EVICT_PER_WAKEUP 64 /* bounds the work of one accept wakeup */
@@ -722,16 +723,20 @@ static void do_auth(conn *c, const coh_req *q)
         auth_close(c);
         return;
     }
-    if (q->generation && j->gen && (uint64_t)q->generation > (uint64_t)j->gen + 1) {
+    if (q->generation && j->gen &&
+        (uint64_t)q->generation > (uint64_t)j->gen + COH_GEN_MAX_STEP) {
         /* One careless or hostile token holder must not make every later
-         * restart "stale": a job moves one generation at a time, and only
-         * an operator (SET_GEN) moves it further or back. */
+         * restart "stale": a job moves forward a few generations at a time
+         * (a launcher's generations whose workers all died before they
+         * connected leave gaps), and only an operator (SET_GEN) moves it
+         * further or back. */
         coh_warn_rl("store: refused %s: job '%s' generation %u skips ahead (job is at %u)",
                     c->peer, jid, q->generation, j->gen);
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH,
-                          "generation %u skips ahead: job '%s' is at %u and moves one generation "
-                          "at a time (an operator can set it: cohort-kv set-generation)",
-                          q->generation, jid, j->gen);
+                          "generation %u skips ahead: job '%s' is at %u and moves at most %d "
+                          "generations at a time (an operator can set it: cohort-kv "
+                          "set-generation)",
+                          q->generation, jid, j->gen, COH_GEN_MAX_STEP);
         auth_close(c);
         return;
     }
