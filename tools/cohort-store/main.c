@@ -44,7 +44,12 @@ static void usage(FILE *f)
             "  --max-key BYTES       longest key (default 4K)\n"
             "  --max-value BYTES     largest value (default 64M)\n"
             "  --max-clients N       concurrent connections (default 65536)\n"
-            "  --max-memory BYTES    keys + values + waiters of all jobs (default 1G)\n"
+            "  --max-memory BYTES    everything the server holds, all jobs (default 1G)\n"
+            "  --max-job-memory BYTES  one job's keys, values, waiters, requests\n"
+            "                        arriving and replies queued (default: max-memory\n"
+            "                        divided by the number of jobs)\n"
+            "  --max-conn-memory BYTES  one connection's request arriving and replies\n"
+            "                        queued (default: largest request + 8M)\n"
             "  --frame-timeout MS    close connections stalled mid-frame after MS\n"
             "                        without a byte (default 10000)\n"
             "  --auth-timeout MS     close connections not authenticated MS after they\n"
@@ -129,6 +134,8 @@ int main(int argc, char **argv)
         O_FRAME_TIMEOUT,
         O_AUTH_TIMEOUT,
         O_MAX_UNAUTH,
+        O_MAX_JOB_MEMORY,
+        O_MAX_CONN_MEMORY,
     };
     static const struct option lo[] = {
         {"listen", required_argument, 0, O_LISTEN},
@@ -140,6 +147,8 @@ int main(int argc, char **argv)
         {"frame-timeout", required_argument, 0, O_FRAME_TIMEOUT},
         {"auth-timeout", required_argument, 0, O_AUTH_TIMEOUT},
         {"max-unauth", required_argument, 0, O_MAX_UNAUTH},
+        {"max-job-memory", required_argument, 0, O_MAX_JOB_MEMORY},
+        {"max-conn-memory", required_argument, 0, O_MAX_CONN_MEMORY},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -149,7 +158,7 @@ int main(int argc, char **argv)
     while ((idx = -1, c = getopt_long(argc, argv, ":hV", lo, &idx)) != -1) {
         size_t sz = 0;
         int ok = 1;
-        if (c >= O_MAX_KEY && c <= O_MAX_UNAUTH)
+        if (c >= O_MAX_KEY && c <= O_MAX_CONN_MEMORY)
             ok = !parse_size(optarg, &sz);
         switch (c) {
         case 'h':
@@ -172,6 +181,14 @@ int main(int argc, char **argv)
             break;
         case O_MAX_MEMORY:
             o.max_memory = sz;
+            break;
+        case O_MAX_JOB_MEMORY:
+            ok = ok && sz > 0;
+            o.max_job_memory = sz;
+            break;
+        case O_MAX_CONN_MEMORY:
+            ok = ok && sz > 0;
+            o.max_conn_memory = sz;
             break;
         case O_MAX_CLIENTS:
             ok = ok && sz > 0 && sz <= 1u << 24;
