@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "store/server_int.h"
+#include "store/torch.h"
 
 #define SCRATCH_SIZE (256 * 1024)
 #define READS_PER_EVENT 4            /* fairness: then let other sockets run */
@@ -127,7 +128,7 @@ static void oseg_free(struct cohort_store_server *srv, oseg *s)
 
 /* Small replies are packed into the tail segment (one 4 KiB buffer holds
  * hundreds of them); a reply larger than that gets a segment of its own. */
-int coh_srv_send(conn *c, const void *p, size_t n)
+int coh_srv_send_raw(conn *c, const void *p, size_t n)
 {
     if (c->closed)
         return -1;
@@ -161,6 +162,16 @@ int coh_srv_send(conn *c, const void *p, size_t n)
     return 0;
 }
 
+/* A torch connection's replies are rewritten in TCPStore's form first. */
+int coh_srv_send(conn *c, const void *p, size_t n)
+{
+    if (c->closed)
+        return -1;
+    if (c->torch)
+        return coh_torch_out(c, p, n);
+    return coh_srv_send_raw(c, p, n);
+}
+
 /* Queues a stored value by reference: the output queue holds a reference,
  * so a SET or DELETE of the key meanwhile cannot free bytes still being
  * written, and a GET of 64 MiB costs no copy in the server. */
@@ -168,6 +179,8 @@ int coh_srv_send_blob(conn *c, blob *b)
 {
     if (c->closed)
         return -1;
+    if (c->torch)
+        return coh_torch_out(c, b->data, b->len);
     oseg *s = coh_malloc(sizeof *s);
     if (!s) {
         conn_close(c);
@@ -332,6 +345,16 @@ static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
         conn_flush(c);
 }
 
+void coh_srv_close_later(conn *c)
+{
+    if (c->closed || c->closing)
+        return;
+    c->closing = 1;
+    c->last_rx_ns = coh_now_ns();
+    pend_update(c);
+    flush_mark(c);
+}
+
 /* ---- connection lifecycle ----
  * pend: connections that owe the server something with a deadline: an AUTH
  * (not authenticated yet), the rest of a frame, or reading their ERROR frame
@@ -340,7 +363,8 @@ static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
 
 static void pend_update(conn *c)
 {
-    int partial = !c->authed || c->closing || c->hdr_have || c->in_body || c->skip;
+    int partial = !c->authed || c->closing || c->hdr_have || c->in_body || c->skip ||
+                  coh_torch_partial(c);
     int listed = !dl_empty(&c->pnode);
     if (partial && !listed)
         dl_push(&c->srv->pend, &c->pnode);
@@ -359,6 +383,7 @@ static void conn_close(conn *c)
     struct cohort_store_server *s = c->srv;
     c->closed = 1;
     coh_kv_drop_waiters(c);
+    coh_torch_conn_close(c);
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -421,12 +446,12 @@ static void refuse_fd(int fd, cohort_status st, const char *fmt, ...)
 /* Accepts until EAGAIN (a connect storm of 1000 ranks is drained in one
  * wakeup). Every connection gets its own fresh nonce in the HELLO, which is
  * what makes a recorded AUTH useless on another connection. */
-static void do_accept(struct cohort_store_server *s)
+static void do_accept(struct cohort_store_server *s, int lfd, int torch)
 {
     for (;;) {
         struct sockaddr_storage a;
         socklen_t al = sizeof a;
-        int fd = accept4(s->lfd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -435,7 +460,7 @@ static void do_accept(struct cohort_store_server *s)
                  * client, so the listen socket does not stay ready forever. */
                 close(s->reserve_fd);
                 s->reserve_fd = -1;
-                fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
+                fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
                 if (fd >= 0)
                     refuse_fd(fd, COHORT_ERR_SYSTEM,
                               "store server is out of file descriptors (raise RLIMIT_NOFILE)");
@@ -481,6 +506,14 @@ static void do_accept(struct cohort_store_server *s)
         dl_push(&s->conns, &c->node);
         s->nconns++;
         c->last_rx_ns = coh_now_ns();
+        if (torch) {
+            /* TCPStore: no HELLO, no AUTH; the client speaks first. */
+            if (coh_torch_conn_init(c) < 0) {
+                coh_warn("store: out of memory accepting torch client %s", c->peer);
+                conn_close(c);
+            }
+            continue;
+        }
         pend_update(c);
         randombytes_buf(cp->nonce, sizeof cp->nonce);
         uint8_t f[COH_PROTO_HDR + COH_PROTO_NONCE];
@@ -789,6 +822,8 @@ static void conn_read(conn *c)
             c->body_have += (size_t)r;
             if (c->body_have == c->fh.len)
                 body_done(c);
+        } else if (c->torch) {
+            coh_torch_feed(c, dst, (size_t)r);
         } else {
             conn_feed(c, dst, (size_t)r);
         }
@@ -886,6 +921,10 @@ static void loop_shutdown(struct cohort_store_server *s)
         close(s->lfd);
         s->lfd = -1;
     }
+    if (s->tlfd >= 0) {
+        close(s->tlfd);
+        s->tlfd = -1;
+    }
 }
 
 static cohort_status server_loop(struct cohort_store_server *s, volatile int *flag,
@@ -909,8 +948,8 @@ static cohort_status server_loop(struct cohort_store_server *s, volatile int *fl
         for (int i = 0; i < n; i++) {
             void *ptr = evs[i].data.ptr;
             uint32_t ev = evs[i].events;
-            if (ptr == &s->lfd) {
-                do_accept(s);
+            if (ptr == &s->lfd || ptr == &s->tlfd) {
+                do_accept(s, ptr == &s->lfd ? s->lfd : s->tlfd, ptr == &s->tlfd);
                 continue;
             }
             if (ptr == &s->evfd) {
@@ -1048,6 +1087,9 @@ static void server_free(cohort_store_server *s)
 {
     if (s->lfd >= 0)
         close(s->lfd);
+    if (s->tlfd >= 0)
+        close(s->tlfd);
+    coh_torch_srv_free(s);
     if (s->evfd >= 0)
         close(s->evfd);
     if (s->epfd >= 0)
@@ -1112,7 +1154,7 @@ cohort_status cohort_store_server_create(cohort_store_server **out,
     cohort_store_server *s = coh_calloc(1, sizeof *s);
     if (!s)
         return coh_err_set(NULL, COHORT_ERR_NOMEM, "store server: allocating");
-    s->epfd = s->lfd = s->evfd = s->reserve_fd = -1;
+    s->epfd = s->lfd = s->evfd = s->reserve_fd = s->tlfd = -1;
     pthread_mutex_init(&s->jobs_mu, NULL);
     pthread_mutex_init(&s->run_mu, NULL);
     pthread_cond_init(&s->run_cv, NULL);
