@@ -6,7 +6,8 @@ what=${1:-test}
 pkgs=(build-essential cmake pkg-config libsodium-dev check libsubunit-dev
       libcurl4-openssl-dev libjansson-dev iproute2 procps)
 case "$what" in
-  test)  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client python3 openmpi-bin python3-torch) ;;
+  test)  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client python3 openmpi-bin
+                slurm-wlm munge util-linux python3-torch) ;; # slurm: tests/launch_slurm; torch: tests/store_torch
   bench) pkgs+=(clang etcd-server etcd-client python3 python3-torch openmpi-bin libopenmpi-dev
                 mpich gnuplot-nox hyperfine linux-perf) ;;
 esac

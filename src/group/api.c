@@ -50,6 +50,27 @@ static size_t input_bytes(const cohort_group *g, const coh_call *c, size_t esz)
     }
 }
 
+static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **work);
+
+/* A second thread calling while another is inside a call on g (forbidden by
+ * cohort.h): the sequence numbers and the transports' per-peer state would
+ * interleave into wrong data or a contract error blaming an innocent call.
+ * Both calls fail - the group is failed so that no peer waits for calls
+ * that cannot be matched - and the message names both call sites. */
+static cohort_status concurrent(cohort_group *g, const coh_call *c, const char *other_file)
+{
+    int site = atomic_load_explicit(&g->busy_site, memory_order_relaxed);
+    char msg[COH_ERRLEN];
+    snprintf(msg, sizeof msg,
+             "%s (%s:%d) was called while another thread was inside %s (%s:%d) on the same group "
+             "(rank %d, group %u): a group takes calls from one thread at a time; give each thread "
+             "its own group (cohort_split / cohort_new_group)",
+             coh_coll_name(c->coll), c->file, c->line, coh_coll_name(site & 0xff),
+             other_file ? other_file : "?", (int)((unsigned)site >> 8), g->rank, g->id);
+    coh_group_fail(g, COHORT_ERR_INVALID, "%s", msg);
+    return coh_err_set(NULL, COHORT_ERR_INVALID, "%s", msg); /* this thread's copy */
+}
+
 static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
 {
     if (work)
@@ -59,6 +80,21 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
                            coh_coll_name(c->coll), c->file, c->line);
     if (coh_group_forked(g))
         return invalid(g, c, "group used in a forked child (fork before cohort_init)");
+    const char *other = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&g->busy_file, &other, c->file,
+                                                 memory_order_acquire, memory_order_relaxed)) {
+        coh_free(c->scratch);
+        return concurrent(g, c, other);
+    }
+    atomic_store_explicit(&g->busy_site, (int)((unsigned)c->line << 8 | c->coll),
+                          memory_order_relaxed);
+    cohort_status st = issue_owned(g, c, work);
+    atomic_store_explicit(&g->busy_file, NULL, memory_order_release);
+    return st;
+}
+
+static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **work)
+{
     size_t esz = 1;
     if (c->coll != COH_COLL_BARRIER) {
         esz = cohort_dtype_size((cohort_dtype)c->dtype);
@@ -179,6 +215,14 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
     return coh_engine_submit(g, c, work);
 }
 
+#define NO_OP (-1)
+
+/* Collectives that take a reduce op from the user. */
+static inline int coll_has_op(int coll)
+{
+    return coll == COH_COLL_ALL_REDUCE || coll == COH_COLL_REDUCE || coll == COH_COLL_REDUCE_SCATTER;
+}
+
 #define CALL_INIT(coll_, send_, recv_, count_, dt_, op_, root_, tag_)                              \
     coh_call c;                                                                                    \
     memset(&c, 0, sizeof c);                                                                       \
@@ -192,17 +236,26 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
     c.tag = (tag_);                                                                                \
     c.file = file ? file : "?";                                                                    \
     c.line = line;                                                                                 \
-    if ((unsigned)(dt_) >= COHORT_DTYPE_COUNT)                                                     \
+    /* Enums are checked before anything else: an out-of-range value (e.g.                        \
+     * (cohort_op)-1, cohort's internal "no op") must not reach the group. */                      \
+    if ((unsigned)(dt_) >= COHORT_DTYPE_COUNT) {                                                   \
         c.dtype = 0xff;                                                                            \
-    if ((int)(op_) >= (int)COHORT_OP_COUNT || (int)(op_) < -1)                                     \
-        return invalid(g, &c, "invalid reduce op %d", (int)(op_));
+        return invalid(g, &c, "invalid dtype %d (valid: 0..%d)", (int)(dt_),                       \
+                       COHORT_DTYPE_COUNT - 1);                                                    \
+    }                                                                                              \
+    if (coll_has_op(coll_) ? (unsigned)(op_) >= COHORT_OP_COUNT : (int)(op_) != NO_OP) {           \
+        c.redop = -1;                                                                              \
+        return invalid(g, &c, "invalid reduce op %d (valid: 0..%d)", (int)(op_),                   \
+                       COHORT_OP_COUNT - 1);                                                       \
+    }
 
-#define NO_OP (-1)
 
 cohort_status cohort_all_reduce_async_at(const char *file, int line, cohort_group *g,
                                          const void *send, void *recv, size_t count,
                                          cohort_dtype dt, cohort_op op, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_ALL_REDUCE, send, recv, count, dt, op, -1, 0);
     return issue(g, &c, work);
 }
@@ -218,6 +271,8 @@ cohort_status cohort_broadcast_async_at(const char *file, int line, cohort_group
                                         size_t count, cohort_dtype dt, int root,
                                         cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_BROADCAST, buf, buf, count, dt, NO_OP, root, 0);
     return issue(g, &c, work);
 }
@@ -233,6 +288,8 @@ cohort_status cohort_reduce_async_at(const char *file, int line, cohort_group *g
                                      const void *send, void *recv, size_t count, cohort_dtype dt,
                                      cohort_op op, int root, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_REDUCE, send, recv, count, dt, op, root, 0);
     return issue(g, &c, work);
 }
@@ -248,6 +305,8 @@ cohort_status cohort_all_gather_async_at(const char *file, int line, cohort_grou
                                          const void *send, void *recv, size_t count,
                                          cohort_dtype dt, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_ALL_GATHER, send, recv, count, dt, NO_OP, -1, 0);
     return issue(g, &c, work);
 }
@@ -263,6 +322,8 @@ cohort_status cohort_gather_async_at(const char *file, int line, cohort_group *g
                                      const void *send, void *recv, size_t count, cohort_dtype dt,
                                      int root, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_GATHER, send, recv, count, dt, NO_OP, root, 0);
     return issue(g, &c, work);
 }
@@ -278,6 +339,8 @@ cohort_status cohort_scatter_async_at(const char *file, int line, cohort_group *
                                       const void *send, void *recv, size_t count, cohort_dtype dt,
                                       int root, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_SCATTER, send, recv, count, dt, NO_OP, root, 0);
     return issue(g, &c, work);
 }
@@ -293,6 +356,8 @@ cohort_status cohort_reduce_scatter_async_at(const char *file, int line, cohort_
                                              const void *send, void *recv, size_t count,
                                              cohort_dtype dt, cohort_op op, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_REDUCE_SCATTER, send, recv, count, dt, op, -1, 0);
     return issue(g, &c, work);
 }
@@ -309,6 +374,8 @@ cohort_status cohort_all_to_all_async_at(const char *file, int line, cohort_grou
                                          const void *send, void *recv, size_t count,
                                          cohort_dtype dt, cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_ALL_TO_ALL, send, recv, count, dt, NO_OP, -1, 0);
     return issue(g, &c, work);
 }
@@ -323,6 +390,8 @@ cohort_status cohort_all_to_all_at(const char *file, int line, cohort_group *g, 
 cohort_status cohort_barrier_async_at(const char *file, int line, cohort_group *g,
                                       cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_BARRIER, NULL, NULL, 0, COHORT_UINT8, NO_OP, -1, 0);
     return issue(g, &c, work);
 }
@@ -337,6 +406,8 @@ cohort_status cohort_send_async_at(const char *file, int line, cohort_group *g, 
                                    size_t count, cohort_dtype dt, int peer, int tag,
                                    cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_SEND, buf, NULL, count, dt, NO_OP, peer, tag);
     return issue(g, &c, work);
 }
@@ -352,6 +423,8 @@ cohort_status cohort_recv_async_at(const char *file, int line, cohort_group *g, 
                                    size_t count, cohort_dtype dt, int peer, int tag,
                                    cohort_work **work)
 {
+    if (work)
+        *work = NULL; /* also on invalid arguments */
     CALL_INIT(COH_COLL_RECV, NULL, buf, count, dt, NO_OP, peer, tag);
     return issue(g, &c, work);
 }

@@ -566,6 +566,113 @@ START_TEST(usage_errors_exit_2)
 }
 END_TEST
 
+/* What torchrun and mpirun users type: -np, underscore and dash spellings,
+ * --opt=value, --standalone, --master-addr/--master-port, --rdzv-endpoint,
+ * a .py program run by python3; typos get "did you mean". */
+START_TEST(torchrun_and_mpirun_spellings)
+{
+    static const char *const show = "echo RANK=$RANK WORLD_SIZE=$WORLD_SIZE MASTER_ADDR=$MASTER_ADDR"
+                                    " MASTER_PORT=$MASTER_PORT GROUP_RANK=$GROUP_RANK";
+    struct {
+        const char *args[8];
+        int world;
+        const char *port; /* expected MASTER_PORT, NULL: any */
+    } ok[] = {
+        {{"-np", "2"}, 2, NULL},
+        {{"-np3"}, 3, NULL},
+        {{"--nproc_per_node", "2"}, 2, NULL},
+        {{"--nproc_per_node=2", "--standalone"}, 2, NULL},
+        {{"--nproc-per-node=2", "--nnodes=1:1", "--node_rank=0", "--max_restarts=0"}, 2, NULL},
+        {{"-n", "1", "--master_addr", "127.0.0.1", "--master_port", "0"}, 1, NULL},
+        {{"-n", "1", "--master-addr=127.0.0.1"}, 1, "29500"},
+        {{"-n", "1", "--rdzv-backend", "c10d", "--rdzv_endpoint", "127.0.0.1"}, 1, "29400"},
+        {{"-n", "1", "--rdzv_backend=static", "--rdzv-endpoint=127.0.0.1:0", "--rdzv_id=tj"}, 1,
+         NULL},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        char *argv[16] = {launcher_path()};
+        int k = 1;
+        for (int j = 0; ok[i].args[j]; j++)
+            argv[k++] = (char *)ok[i].args[j];
+        argv[k++] = (char *)"/bin/sh";
+        argv[k++] = (char *)"-c";
+        argv[k++] = (char *)show;
+        crun_proc p;
+        crun_start(&p, argv, NULL);
+        EXPECT_STATUS(&p, 0);
+        for (int r = 0; r < ok[i].world; r++) {
+            char line[1024], v[64];
+            ck_assert_msg(rank_line(p.obuf, r, line, sizeof line), "case %zu: no rank %d", i, r);
+            field(line, "RANK", v, sizeof v);
+            ck_assert_int_eq(atoi(v), r);
+            field(line, "WORLD_SIZE", v, sizeof v);
+            ck_assert_int_eq(atoi(v), ok[i].world);
+            field(line, "MASTER_ADDR", v, sizeof v);
+            ck_assert_str_eq(v, "127.0.0.1");
+            field(line, "MASTER_PORT", v, sizeof v);
+            if (ok[i].port)
+                ck_assert_str_eq(v, ok[i].port);
+            else
+                ck_assert_int_gt(atoi(v), 0);
+        }
+        ck_assert_int_eq(rank_line(p.obuf, ok[i].world, (char[8]){0}, 8), 0);
+        crun_free(&p);
+    }
+
+    /* A Python script runs under python3, as with torchrun. */
+    char dir[256], py[300];
+    crun_tmpdir(dir, sizeof dir);
+    snprintf(py, sizeof py, "%s/t.py", dir);
+    FILE *f = fopen(py, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("import os\nprint('py rank', os.environ['RANK'])\n", f);
+    fclose(f);
+    crun_proc p;
+    RUN(&p, NULL, "--nproc_per_node", "2", py);
+    EXPECT_STATUS(&p, 0);
+    ck_assert_ptr_nonnull(strstr(p.obuf, "[0] py rank 0"));
+    ck_assert_ptr_nonnull(strstr(p.obuf, "[1] py rank 1"));
+    crun_free(&p);
+    /* --no-python runs it as it is: not executable -> 126. */
+    RUN(&p, NULL, "--no_python", "-n", "1", py);
+    EXPECT_STATUS(&p, 126);
+    crun_free(&p);
+    crun_rmtree(dir);
+
+    /* Refusals name the option and the nearest real one. */
+    static const char *bad[][5] = {
+        {"--nproc-per-nodes", "2", "true"},
+        {"--master-adress", "h", "true"},
+        {"--max_restrats", "1", "true"},
+        {"--nnodes", "1:4", "true"},
+        {"--rdzv-backend", "etcd", "true"},
+        {"--standalone", "--master", "127.0.0.1:1", "true"},
+        {"--rdzv_conf", "timeout=5", "true"},
+        {"-np", NULL},
+    };
+    static const char *why[] = {
+        "unknown option '--nproc-per-nodes' (did you mean '--nproc-per-node'?)",
+        "unknown option '--master-adress' (did you mean '--master-addr'?)",
+        "(did you mean '--max_restarts'?)",
+        "elastic node counts",
+        "--store etcd://",
+        "give the master once",
+        "torchrun option cohortrun has no equivalent",
+        "'-np' needs a value",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *argv[8] = {launcher_path()};
+        for (int k = 0; bad[i][k]; k++)
+            argv[k + 1] = (char *)bad[i][k];
+        crun_start(&p, argv, NULL);
+        EXPECT_STATUS(&p, 2);
+        ck_assert_msg(strstr(p.ebuf, why[i]) != NULL, "case %zu: '%s' not in: %s", i, why[i],
+                      p.ebuf);
+        crun_free(&p);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("launcher");
@@ -588,6 +695,7 @@ static Suite *suite(void)
     tcase_add_test(t, restarts_exhausted_returns_failure);
     tcase_add_test(t, program_not_found_or_not_executable);
     tcase_add_test(t, usage_errors_exit_2);
+    tcase_add_test(t, torchrun_and_mpirun_spellings);
     suite_add_tcase(s, t);
     return s;
 }

@@ -418,5 +418,6 @@ out:
         close(job.sigfd);
     explicit_bzero(token, sizeof token);
     free(prog);
+    free(cfg.py_argv);
     return rc;
 }

@@ -13,6 +13,10 @@
  *     id, generation, group id and the member's identity; the lead then
  *     sends the memfd with SCM_RIGHTS. The member checks the lead's MAC
  *     before it trusts the descriptor, and the seals before it maps it.
+ * Any local process can connect to the abstract name: the lead refuses
+ * other uids at accept, gives a same-uid stranger 500 ms for its whole
+ * handshake and serves all pending handshakes together (see "the
+ * rendezvous socket under attack" below).
  * Nothing is left in the file system: the memfd disappears with the last
  * mapping, the abstract name with the listening socket (closed as soon as
  * every member attached), and the store key is deleted by the lead.
@@ -29,12 +33,13 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transport/shm/shm_int.h"
 
 #define HS_MAGIC 0x4b485343u /* "CSHK" */
-#define HS_TIMEOUT_MS 2000   /* one member's handshake, bounded separately */
+#define HS_TIMEOUT_MS 2000   /* a member's wait for the lead's answers, per attempt */
 
 /* lead -> member on accept */
 typedef struct hs_m1 {
@@ -107,7 +112,8 @@ static void geometry(int n, size_t S, size_t *buf_stride, size_t *rank_stride, s
     *rank_stride = round_up(2 * *buf_stride, 4096);
     *ctl_off = SHM_SEG_HDR_BYTES;
     *slot_off = round_up(*ctl_off + (size_t)n * SHM_CTL_BYTES, 4096);
-    *total = *slot_off + (size_t)n * *rank_stride;
+    /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux */
+    *total = *slot_off + (size_t)n * (*rank_stride + COH_SHM_AUX_BYTES);
 }
 
 size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
@@ -155,6 +161,14 @@ static void set_geometry(coh_shm *s)
     s->buf_stride = (size_t)h->buf_stride;
     s->ctl_base = s->base + h->ctl_off;
     s->slots = s->base + h->slot_off;
+    s->aux = s->slots + (size_t)s->n * s->rank_stride;
+}
+
+void *coh_shm_aux(coh_shm *s, int li)
+{
+    if (!s || li < 0 || li >= s->n)
+        return NULL;
+    return s->aux + (size_t)li * COH_SHM_AUX_BYTES;
 }
 
 static void cleanup(coh_shm *s)
@@ -296,31 +310,21 @@ static void store_key(const cohort_group *g, char *key, size_t n)
 
 /* ---- lead ---- */
 
-/* Serves one member connection. Returns 1 if it attached (its local index
- * in *li), 0 if it was refused (reason in why). */
-static int serve_member(coh_shm *s, int c, int memfd, const int *have, int *li, char *why,
-                        size_t whylen, uint64_t deadline_ns)
+/* Answers one member's M2 (already received on c, greeted with snonce).
+ * Returns 1 if it attached (its local index in *li), 0 if it was refused
+ * (reason in why). */
+static int serve_member(coh_shm *s, int c, int memfd, const int *have, const uint8_t snonce[32],
+                        const hs_m2 *m2p, int *li, char *why, size_t whylen, uint64_t dl)
 {
     cohort_group *g = s->g;
-    uint64_t dl = COH_MIN(deadline_ns, coh_now_ns() + (uint64_t)HS_TIMEOUT_MS * 1000000ull);
-    hs_m1 m1 = {.magic = HS_MAGIC, .version = SHM_VERSION};
-    hs_m2 m2;
+    hs_m2 m2 = *m2p;
     hs_m3 m3;
     memset(&m3, 0, sizeof m3);
     m3.magic = HS_MAGIC;
     int e;
-    if (coh_random(m1.snonce, sizeof m1.snonce) != COHORT_OK) {
-        snprintf(why, whylen, "getrandom failed");
-        return 0;
-    }
-    if ((e = send_msg(c, &m1, sizeof m1, -1, dl)) < 0 ||
-        (e = recv_msg(c, &m2, sizeof m2, NULL, dl)) < 0) {
-        snprintf(why, whylen, "handshake i/o: %s", strerror(-e));
-        return 0;
-    }
     /* Verify before trusting any field: the MAC covers them all. */
     uint8_t mac[32];
-    m2_mac(mac, g, &m2, m1.snonce);
+    m2_mac(mac, g, &m2, snonce);
     struct ucred cred;
     socklen_t cl = sizeof cred;
     int have_cred = getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
@@ -354,7 +358,7 @@ static int serve_member(coh_shm *s, int c, int memfd, const int *have, int *li, 
      * member never maps a descriptor from a process without the token. */
     m3.status = (uint32_t)st;
     m3.size = s->size;
-    m3_mac(m3.mac, g, &m3, m2.cnonce, m1.snonce, m2.local_index);
+    m3_mac(m3.mac, g, &m3, m2.cnonce, snonce, m2.local_index);
     e = send_msg(c, &m3, sizeof m3, st == COHORT_OK ? memfd : -1, dl);
     if (st != COHORT_OK) {
         snprintf(why, whylen, "%s", m3.text);
@@ -369,6 +373,78 @@ static int serve_member(coh_shm *s, int c, int memfd, const int *have, int *li, 
         atomic_fetch_or(&s->hdr->flags, SHM_F_NO_PIDFD);
     *li = m2.local_index;
     return 1;
+}
+
+/* ---- lead: the rendezvous socket under attack ----
+ * Any local process can connect to the abstract name (it is listed in
+ * /proc/net/unix). So: a peer of another uid is closed at accept
+ * (SO_PEERCRED); a same-uid peer gets HS_AUTH_MS for its whole handshake,
+ * which bytes cannot extend; all pending handshakes are served together
+ * from one poll, so a silent peer delays nobody; at most HS_PENDING_MAX
+ * are pending and a new connection evicts the oldest (a real member
+ * answers within microseconds, so it is never the oldest for long). Every
+ * such connection is tallied by process and named in the log and in the
+ * lead's timeout error. */
+#define HS_AUTH_MS 500
+#define HS_STR_(x) #x
+#define HS_STR(x) HS_STR_(x)
+#define HS_PENDING_MAX 64
+
+typedef struct hs_pending {
+    int fd;
+    pid_t pid;
+    uid_t uid;
+    uint64_t dl;
+    uint8_t snonce[32];
+} hs_pending;
+
+/* Connections of one cause, with the first process seen and whether others were. */
+typedef struct hs_tally {
+    int n;
+    pid_t pid;
+    uid_t uid;
+    int others;
+} hs_tally;
+
+enum { T_STRANGER, T_SILENT, T_REFUSED, T_NCAUSE };
+
+static void tally_add(hs_tally *t, pid_t pid, uid_t uid)
+{
+    if (t->n == 0) {
+        t->pid = pid;
+        t->uid = uid;
+    } else if (t->pid != pid) {
+        t->others = 1;
+    }
+    t->n++;
+}
+
+/* "N connection(s) from pid X uid Y (and other processes) <what>; ..." */
+static void tally_fmt(const hs_tally *t, char *out, size_t len)
+{
+    static const char *what[T_NCAUSE] = {
+        "were refused: another user's process (SO_PEERCRED)",
+        "did not authenticate within " HS_STR(HS_AUTH_MS) " ms (silent, closed or evicted)",
+        "failed the handshake (see the log)"};
+    size_t pos = 0;
+    out[0] = 0;
+    for (int k = 0; k < T_NCAUSE; k++) {
+        if (!t[k].n || pos >= len)
+            continue;
+        int w = snprintf(out + pos, len - pos, "%s%d connection%s from pid %d uid %u%s %s",
+                         pos ? "; " : "", t[k].n, t[k].n > 1 ? "s" : "", (int)t[k].pid,
+                         (unsigned)t[k].uid, t[k].others ? " and other processes" : "", what[k]);
+        if (w < 0)
+            break;
+        pos += (size_t)w;
+    }
+}
+
+static void pending_drop(hs_pending *p, int *np, int i)
+{
+    close(p[i].fd);
+    memmove(&p[i], &p[i + 1], (size_t)(*np - i - 1) * sizeof *p);
+    (*np)--;
 }
 
 static cohort_status lead_publish_error(coh_shm *s, cohort_status st)
@@ -462,7 +538,8 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
         alen = abstract_addr(&addr, name);
         bound = bind(ls, (struct sockaddr *)&addr, alen) == 0;
     }
-    if (!bound || listen(ls, n) < 0) {
+    /* A full backlog makes members' connects fail: room for floods. */
+    if (!bound || listen(ls, SOMAXCONN) < 0) {
         int e = errno;
         close(ls);
         close(fd);
@@ -481,59 +558,164 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
                               cohort_store_last_error(g->store));
     }
 
-    /* Accept until every member attached. A refused connection (another
-     * job, a bad token) is logged and does not count. */
+    /* Accept until every member attached; strangers, silent and refused
+     * connections do not count (see "the rendezvous socket under attack"). */
     uint64_t deadline = coh_deadline_ns(g->timeout_ms);
     int *have = coh_calloc((size_t)n, sizeof(int));
-    if (!have) {
+    hs_pending *pend = coh_calloc(HS_PENDING_MAX, sizeof *pend);
+    struct pollfd *pfd = coh_calloc(HS_PENDING_MAX + 1, sizeof *pfd);
+    if (!have || !pend || !pfd) {
+        coh_free(have);
+        coh_free(pend);
+        coh_free(pfd);
         close(ls);
         close(fd);
         return lead_publish_error(s, coh_group_fail(g, COHORT_ERR_NOMEM, "shm: out of memory"));
     }
-    int got = 0, refused = 0;
+    hs_tally tally[T_NCAUSE];
+    memset(tally, 0, sizeof tally);
+    int logged[T_NCAUSE] = {0};
+    int got = 0, np = 0;
     char why[300] = "";
+    uid_t my_uid = geteuid();
     while (got < n - 1) {
         if ((st = shm_check_abort(s)) != COHORT_OK) {
             /* poisoned from elsewhere (another thread, the monitor) */
             break;
         }
-        if (coh_ms_left(deadline) == 0) {
-            char missing[256];
+        uint64_t now = coh_now_ns();
+        if (now >= deadline) {
+            char missing[256], seen[512];
             int miss[64], nm = 0;
             for (int q = 1; q < n && nm < 64; q++)
                 if (!have[q])
                     miss[nm++] = g->local_ranks[q];
             coh_fmt_ranks(missing, sizeof missing, miss, nm);
+            tally_fmt(tally, seen, sizeof seen);
             st = coh_group_fail(
                 g, COHORT_ERR_TIMEOUT,
                 "shm: rank(s) %s of this host never attached to the shared segment within %d "
-                "ms%s%s%s",
-                missing, g->timeout_ms, refused ? " (refused a connection: " : "",
-                refused ? why : "", refused ? ")" : "");
+                "ms%s%s%s%s",
+                missing, g->timeout_ms, seen[0] ? "; meanwhile " : "", seen,
+                tally[T_REFUSED].n ? "; last refusal: " : "", tally[T_REFUSED].n ? why : "");
             break;
         }
-        int w = wait_fd(ls, POLLIN, COH_MIN(deadline, coh_now_ns() + 50000000ull));
-        if (w == -ETIMEDOUT)
-            continue;
-        int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (c < 0) {
-            if (errno == EAGAIN || errno == EINTR || errno == ECONNABORTED)
-                continue;
+        /* Wake for the listener, every pending handshake, the earliest
+         * handshake deadline, or a slice (abort checks). */
+        uint64_t wake = COH_MIN(deadline, now + 50000000ull);
+        pfd[0] = (struct pollfd){.fd = ls, .events = POLLIN};
+        for (int i = 0; i < np; i++) {
+            pfd[i + 1] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
+            wake = COH_MIN(wake, pend[i].dl);
+        }
+        int ms = wake > now ? (int)((wake - now + 999999) / 1000000) : 0;
+        int r = poll(pfd, (nfds_t)np + 1, ms);
+        if (r < 0 && errno != EINTR) {
             int e = errno;
-            st = coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: accept: %s (errno %d)", strerror(e),
-                                e);
+            st = coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: poll: %s (errno %d)", strerror(e), e);
             break;
         }
-        int li = -1;
-        if (serve_member(s, c, fd, have, &li, why, sizeof why, deadline)) {
-            have[li] = 1;
-            got++;
-        } else {
-            refused++;
-            coh_warn("shm: refused a connection to the segment of group %u: %s", g->id, why);
+        now = coh_now_ns();
+        /* Pending handshakes first (pfd[i + 1] belongs to pend[i] until
+         * something is dropped: walk backwards so drops keep the mapping). */
+        for (int i = np - 1; i >= 0 && r > 0; i--) {
+            if (!pfd[i + 1].revents)
+                continue;
+            hs_m2 m2;
+            int e = recv_msg(pend[i].fd, &m2, sizeof m2, NULL, 0);
+            if (e == -ETIMEDOUT)
+                continue; /* woken without a message: its deadline still runs */
+            int li = -1;
+            if (e == -ECONNRESET) {
+                tally_add(&tally[T_SILENT], pend[i].pid, pend[i].uid);
+            } else if (e < 0) {
+                snprintf(why, sizeof why, "malformed handshake message: %s", strerror(-e));
+                tally_add(&tally[T_REFUSED], pend[i].pid, pend[i].uid);
+            } else if (serve_member(s, pend[i].fd, fd, have, pend[i].snonce, &m2, &li, why,
+                                    sizeof why, COH_MIN(deadline, now + HS_AUTH_MS * 1000000ull))) {
+                have[li] = 1;
+                got++;
+            } else {
+                tally_add(&tally[T_REFUSED], pend[i].pid, pend[i].uid);
+                if (!logged[T_REFUSED]++)
+                    coh_warn("shm: refused a connection (pid %d uid %u) to the segment of group "
+                             "%u: %s",
+                             (int)pend[i].pid, (unsigned)pend[i].uid, g->id, why);
+            }
+            pending_drop(pend, &np, i);
         }
-        close(c);
+        for (int i = np - 1; i >= 0; i--)
+            if (now >= pend[i].dl) {
+                tally_add(&tally[T_SILENT], pend[i].pid, pend[i].uid);
+                if (!logged[T_SILENT]++)
+                    coh_warn("shm: group %u: a connection from pid %d uid %u did not "
+                             "authenticate within %d ms; closed",
+                             g->id, (int)pend[i].pid, (unsigned)pend[i].uid, HS_AUTH_MS);
+                pending_drop(pend, &np, i);
+            }
+        if (!(pfd[0].revents & POLLIN))
+            continue;
+        /* Accept what is queued, a bounded batch per turn. */
+        for (int k = 0; k < 16; k++) {
+            int c = accept4(ls, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (c < 0) {
+                if (errno == EINTR || errno == ECONNABORTED)
+                    continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    break;
+                if ((errno == EMFILE || errno == ENFILE) && np > 0) {
+                    /* out of descriptors: the oldest pending one goes first */
+                    tally_add(&tally[T_SILENT], pend[0].pid, pend[0].uid);
+                    pending_drop(pend, &np, 0);
+                    continue;
+                }
+                int e = errno;
+                st = coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: accept: %s (errno %d)",
+                                    strerror(e), e);
+                break;
+            }
+            struct ucred cred = {.pid = 0, .uid = (uid_t)-1};
+            socklen_t cl = sizeof cred;
+            if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cred.uid != my_uid) {
+                tally_add(&tally[T_STRANGER], cred.pid, cred.uid);
+                if (!logged[T_STRANGER]++)
+                    coh_warn("shm: group %u: refused a connection to the segment socket from "
+                             "pid %d uid %u (ranks run as uid %u)",
+                             g->id, (int)cred.pid, (unsigned)cred.uid, (unsigned)my_uid);
+                close(c);
+                continue;
+            }
+            if (np == HS_PENDING_MAX) {
+                tally_add(&tally[T_SILENT], pend[0].pid, pend[0].uid);
+                pending_drop(pend, &np, 0);
+            }
+            hs_pending *p = &pend[np];
+            hs_m1 m1 = {.magic = HS_MAGIC, .version = SHM_VERSION};
+            if (coh_random(m1.snonce, sizeof m1.snonce) != COHORT_OK ||
+                send_msg(c, &m1, sizeof m1, -1, 0) < 0) {
+                /* a fresh socket always has room for 40 bytes */
+                close(c);
+                continue;
+            }
+            p->fd = c;
+            p->pid = cred.pid;
+            p->uid = cred.uid;
+            p->dl = COH_MIN(deadline, coh_now_ns() + HS_AUTH_MS * 1000000ull);
+            memcpy(p->snonce, m1.snonce, sizeof p->snonce);
+            np++;
+        }
+        if (st != COHORT_OK)
+            break;
     }
+    for (int i = np - 1; i >= 0; i--)
+        pending_drop(pend, &np, i);
+    if (tally[T_STRANGER].n + tally[T_SILENT].n + tally[T_REFUSED].n) {
+        char seen[512];
+        tally_fmt(tally, seen, sizeof seen);
+        coh_warn("shm: group %u segment rendezvous: %s", g->id, seen);
+    }
+    coh_free(pend);
+    coh_free(pfd);
     coh_free(have);
     close(ls);
     close(fd);
@@ -575,44 +757,13 @@ static cohort_status member_attach(coh_shm *s)
                               colon ? colon + 1 : name + 1);
     }
 
+    /* Connect and run M1..M3; a connection the lead closed before M3 (it
+     * evicts the oldest pending one under a flood) is retried until dl. */
     uint64_t deadline = coh_deadline_ns(g->timeout_ms);
-    uint64_t dl = COH_MIN(deadline, coh_now_ns() + 4ull * HS_TIMEOUT_MS * 1000000ull);
-    int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (c < 0)
-        return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: socket(AF_UNIX): %s (errno %d)",
-                              strerror(errno), errno);
+    uint64_t t0 = coh_now_ns();
+    uint64_t dl = COH_MIN(deadline, t0 + 4ull * HS_TIMEOUT_MS * 1000000ull);
     struct sockaddr_un addr;
     socklen_t alen = abstract_addr(&addr, name);
-    int e = 0;
-    for (;;) {
-        if (connect(c, (struct sockaddr *)&addr, alen) == 0)
-            break;
-        e = errno;
-        if (e == EINPROGRESS || e == EALREADY) {
-            /* non-blocking connect on unix sockets completes or fails at once
-             * except when the backlog is full: wait for writability */
-            if (wait_fd(c, POLLOUT, dl) < 0)
-                break;
-            int soerr = 0;
-            socklen_t sl = sizeof soerr;
-            getsockopt(c, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-            e = soerr;
-            if (!e)
-                break;
-        }
-        if ((e == EAGAIN || e == EINTR) && coh_ms_left(dl) > 0) {
-            wait_fd(c, POLLOUT, COH_MIN(dl, coh_now_ns() + 1000000ull));
-            continue;
-        }
-        break;
-    }
-    if (e && e != EINPROGRESS) {
-        close(c);
-        return coh_group_fail(g, COHORT_ERR_SYSTEM,
-                              "shm: connecting to rank %d's segment socket @%s: %s (errno %d) "
-                              "(ranks of one host must share a network namespace)",
-                              g->local_ranks[0], name, strerror(e), e);
-    }
     hs_m1 m1;
     hs_m2 m2 = {.magic = HS_MAGIC,
                 .version = SHM_VERSION,
@@ -621,25 +772,66 @@ static cohort_status member_attach(coh_shm *s)
                 .pid = (int32_t)getpid(),
                 .check_contract = (uint32_t)s->check};
     hs_m3 m3;
-    int fd = -1;
-    if ((e = recv_msg(c, &m1, sizeof m1, NULL, dl)) < 0)
-        goto io_err;
-    if (m1.magic != HS_MAGIC || m1.version != SHM_VERSION) {
-        close(c);
-        return coh_group_fail(g, COHORT_ERR_PROTOCOL,
-                              "shm: rank %d's segment socket speaks magic/version %#x/%u, want "
-                              "%#x/%u",
-                              g->local_ranks[0], m1.magic, m1.version, HS_MAGIC, SHM_VERSION);
+    int fd = -1, c = -1, e = 0, closed = 0;
+    for (;;) {
+        if (c >= 0)
+            close(c);
+        c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (c < 0)
+            return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: socket(AF_UNIX): %s (errno %d)",
+                                  strerror(errno), errno);
+        /* A unix connect completes or fails at once; EAGAIN means the
+         * backlog is full: retry every millisecond until dl. */
+        while ((e = connect(c, (struct sockaddr *)&addr, alen) == 0 ? 0 : errno) != 0) {
+            if ((e == EAGAIN || e == EINTR) && coh_ms_left(dl) > 0) {
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+                continue;
+            }
+            break;
+        }
+        if (e == EAGAIN) {
+            close(c);
+            return coh_group_fail(g, COHORT_ERR_TIMEOUT,
+                                  "shm: rank %d's segment socket @%s had a full backlog for %d ms "
+                                  "(another local process is flooding it with connections?)",
+                                  g->local_ranks[0], name, (int)((coh_now_ns() - t0) / 1000000));
+        }
+        if (e) {
+            close(c);
+            return coh_group_fail(g, COHORT_ERR_SYSTEM,
+                                  "shm: connecting to rank %d's segment socket @%s: %s (errno %d)%s",
+                                  g->local_ranks[0], name, strerror(e), e,
+                                  e == ECONNREFUSED
+                                      ? " (no such socket in this network namespace: ranks of "
+                                        "one host must share one; or the lead's rendezvous "
+                                        "already ended)"
+                                      : "");
+        }
+        if ((e = recv_msg(c, &m1, sizeof m1, NULL, dl)) < 0)
+            goto retry;
+        if (m1.magic != HS_MAGIC || m1.version != SHM_VERSION) {
+            close(c);
+            return coh_group_fail(g, COHORT_ERR_PROTOCOL,
+                                  "shm: rank %d's segment socket speaks magic/version %#x/%u, want "
+                                  "%#x/%u",
+                                  g->local_ranks[0], m1.magic, m1.version, HS_MAGIC, SHM_VERSION);
+        }
+        if (coh_random(m2.cnonce, sizeof m2.cnonce) != COHORT_OK) {
+            close(c);
+            return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: getrandom failed");
+        }
+        m2_mac(m2.mac, g, &m2, m1.snonce);
+        if ((e = send_msg(c, &m2, sizeof m2, -1, dl)) < 0)
+            goto retry;
+        if ((e = recv_msg(c, &m3, sizeof m3, &fd, dl)) < 0)
+            goto retry;
+        break;
+    retry:
+        if ((e != -ECONNRESET && e != -EPIPE) || coh_ms_left(dl) == 0)
+            goto io_err;
+        closed++;
     }
-    if (coh_random(m2.cnonce, sizeof m2.cnonce) != COHORT_OK) {
-        close(c);
-        return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: getrandom failed");
-    }
-    m2_mac(m2.mac, g, &m2, m1.snonce);
-    if ((e = send_msg(c, &m2, sizeof m2, -1, dl)) < 0)
-        goto io_err;
-    if ((e = recv_msg(c, &m3, sizeof m3, &fd, dl)) < 0)
-        goto io_err;
     close(c);
     uint8_t mac[32];
     m3_mac(mac, g, &m3, m2.cnonce, m1.snonce, s->me);
@@ -706,8 +898,12 @@ io_err:
     if (fd >= 0)
         close(fd);
     return coh_group_fail(g, e == -ETIMEDOUT ? COHORT_ERR_TIMEOUT : COHORT_ERR_SYSTEM,
-                          "shm: handshake with rank %d's segment socket: %s", g->local_ranks[0],
-                          strerror(-e));
+                          "shm: handshake with rank %d's segment socket: %s after %d ms%s",
+                          g->local_ranks[0], e == -ETIMEDOUT ? "no answer" : strerror(-e),
+                          (int)((coh_now_ns() - t0) / 1000000),
+                          closed ? " (the lead closed earlier attempts: is another local process "
+                                   "flooding its segment socket?)"
+                                 : "");
 }
 
 /* ---- attach: identity, first touch, barrier, liveness handles ---- */
