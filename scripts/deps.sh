@@ -7,7 +7,9 @@ pkgs=(build-essential cmake pkg-config libsodium-dev check libsubunit-dev
       libcurl4-openssl-dev libjansson-dev iproute2 procps)
 case "$what" in
   test)  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client python3 openmpi-bin
-                slurm-wlm munge util-linux python3-torch) ;; # slurm: tests/launch_slurm; torch: tests/store_torch
+                python3-dev python3-pip python3-setuptools python3-wheel python3-numpy
+                python3-pytest python3-torch
+                slurm-wlm munge util-linux) ;; # slurm: tests/launch_slurm; torch: tests/store_torch
   bench) pkgs+=(clang etcd-server etcd-client python3 python3-torch openmpi-bin libopenmpi-dev
                 mpich gnuplot-nox hyperfine linux-perf) ;;
 esac

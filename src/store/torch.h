@@ -20,7 +20,11 @@ int coh_store_server_torch_port(const cohort_store_server *s);
 struct conn;
 int coh_torch_conn_init(struct conn *c);
 void coh_torch_conn_close(struct conn *c);
-void coh_torch_feed(struct conn *c, const uint8_t *p, size_t n);
+/* Handles the requests in p[0..n) (at most max_reqs / max_bytes of them, and
+ * none while c is backlogged) and returns the bytes used; the caller keeps
+ * the rest for later. An unfinished request at the end is kept by c. */
+size_t coh_torch_feed(struct conn *c, const uint8_t *p, size_t n, unsigned max_reqs,
+                      size_t max_bytes);
 int coh_torch_out(struct conn *c, const void *p, size_t n);
 int coh_torch_partial(const struct conn *c);
 void coh_torch_srv_free(cohort_store_server *s);

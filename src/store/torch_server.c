@@ -245,6 +245,17 @@ int coh_torch_out(conn *c, const void *p, size_t n)
         tfail(c, "out of memory while replying");
         return -1;
     }
+    if (n > 64 * 1024) {
+        /* The rewritten reply is queued as a copy charged to the
+         * connection: refuse one its budgets cannot hold. */
+        coh_acct a = coh_srv_acct_conn(c);
+        if (coh_acct_room(&a) < n) {
+            tfail(c, "a reply of %zu bytes does not fit the connection's memory budget (%zu "
+                     "bytes left)",
+                  n, coh_acct_room(&a));
+            return -1;
+        }
+    }
     coh_wr *x = &t->tx;
     coh_wr_raw(x, p, n);
     if (x->oom) {
@@ -334,8 +345,10 @@ static int64_t queue_count(const uint8_t *p, size_t n)
 static void bwaiter_free(struct cohort_store_server *s, bwaiter *b)
 {
     dl_del(&b->node);
-    s->mem_used -= b->cost;
+    coh_acct a = coh_srv_acct_conn(b->c);
+    coh_acct_release(&a, b->cost);
     coh_free(b);
+    (void)s;
 }
 
 static void h_barrier(conn *c, const coh_torch_req *rq)
@@ -365,13 +378,17 @@ static void h_barrier(conn *c, const coh_torch_req *rq)
         return;
     }
     size_t cost = sizeof(bwaiter) + rq->key.n;
-    if (cost > s->max_memory || s->mem_used > s->max_memory - cost) {
-        tfail(c, "BARRIER: store memory limit reached (%zu of max_memory %zu bytes in use)",
-              s->mem_used, s->max_memory);
+    coh_acct a = coh_srv_acct_conn(c);
+    coh_budget *lim = coh_acct_charge(&a, cost);
+    if (lim) {
+        char msg[256];
+        coh_srv_limit_hit(c, lim, cost, "waiting in a BARRIER", msg, sizeof msg);
+        tfail(c, "BARRIER: %s", msg);
         return;
     }
     bwaiter *b = coh_malloc(cost);
     if (!b) {
+        coh_acct_release(&a, cost);
         tfail(c, "BARRIER: out of memory");
         return;
     }
@@ -381,7 +398,6 @@ static void h_barrier(conn *c, const coh_torch_req *rq)
     b->klen = rq->key.n;
     memcpy(b->key, rq->key.p, rq->key.n);
     dl_push(&s->torch->bwait, &b->node);
-    s->mem_used += cost;
 }
 
 static void drop_barriers(conn *c)
@@ -575,98 +591,117 @@ static void limits(conn *c, coh_torch_limits *l)
     l->max_request = s->max_frame;
 }
 
-/* Keeps n more bytes of an unfinished request, charged to max_memory. */
-static int keep(conn *c, const uint8_t *p, size_t n)
+/* Grows the unfinished-request buffer to hold want bytes, charged to the
+ * connection, its job and the server (refused past any of their limits). */
+static int reserve(conn *c, size_t want)
 {
-    struct cohort_store_server *s = c->srv;
     coh_torch_conn *t = c->torch;
-    size_t want = t->len + n;
-    if (want < t->need)
-        want = t->need;
-    if (want > t->cap) {
-        size_t ncap = t->cap ? t->cap : 256;
-        while (ncap < want)
-            ncap *= 2;
-        size_t more = ncap - t->cap;
-        if (more > s->max_memory || s->mem_used > s->max_memory - more) {
-            tfail(c, "store memory limit reached (%zu of max_memory %zu bytes in use) while a "
-                     "%zu-byte request arrives",
-                  s->mem_used, s->max_memory, want);
-            return -1;
-        }
-        uint8_t *nb = coh_realloc(t->buf, ncap);
-        if (!nb) {
-            tfail(c, "out of memory for a %zu-byte request", want);
-            return -1;
-        }
-        t->buf = nb;
-        s->mem_used += more;
-        t->cap = ncap;
+    if (want <= t->cap)
+        return 0;
+    size_t ncap = t->cap ? t->cap : 256;
+    while (ncap < want)
+        ncap *= 2;
+    size_t more = ncap - t->cap;
+    coh_acct a = coh_srv_acct_conn(c);
+    coh_budget *b = coh_acct_charge(&a, more);
+    if (b) {
+        char msg[256];
+        coh_srv_limit_hit(c, b, more, "buffering a TCPStore request", msg, sizeof msg);
+        tfail(c, "%s (a %zu-byte request is arriving)", msg, want);
+        return -1;
     }
-    memcpy(t->buf + t->len, p, n);
-    t->len += n;
+    uint8_t *nb = coh_realloc(t->buf, ncap);
+    if (!nb) {
+        coh_acct_release(&a, more);
+        tfail(c, "out of memory for a %zu-byte request", want);
+        return -1;
+    }
+    t->buf = nb;
+    t->cap = ncap;
     return 0;
 }
 
 static void release_buf(conn *c)
 {
     coh_torch_conn *t = c->torch;
-    c->srv->mem_used -= t->cap;
+    coh_acct a = coh_srv_acct_conn(c);
+    coh_acct_release(&a, t->cap);
     coh_free(t->buf);
     t->buf = NULL;
     t->cap = t->len = t->need = 0;
 }
 
-/* Parses and runs the complete requests at p; returns the bytes used, or
- * -1 once c is failing. */
-static long run(conn *c, const uint8_t *p, size_t n)
+/* Parses one request at p. > 0: handled, bytes used; 0: incomplete (need
+ * set); -1: c is failing. */
+static long one(conn *c, const uint8_t *p, size_t n)
 {
     coh_torch_conn *t = c->torch;
     coh_torch_limits lim;
     limits(c, &lim);
-    size_t used = 0;
-    while (used < n && !c->closed && !c->closing) {
-        coh_torch_req rq;
-        size_t need = 0;
-        char err[200];
-        long r = coh_torch_parse(p + used, n - used, &t->version, &lim, &rq, &need, err,
-                                 sizeof err);
-        if (r == COH_TORCH_BAD) {
-            tfail(c, "%s", err);
-            return -1;
-        }
-        if (r == COH_TORCH_NEED) {
-            t->need = need;
-            break;
-        }
-        t->need = 0;
-        handle(c, &rq);
-        used += (size_t)r;
+    coh_torch_req rq;
+    size_t need = 0;
+    char err[200];
+    long r = coh_torch_parse(p, n, &t->version, &lim, &rq, &need, err, sizeof err);
+    if (r == COH_TORCH_BAD) {
+        tfail(c, "%s", err);
+        return -1;
     }
-    return c->closed || c->closing ? -1 : (long)used;
+    if (r == COH_TORCH_NEED) {
+        t->need = need;
+        return 0;
+    }
+    t->need = 0;
+    handle(c, &rq);
+    return c->closed || c->closing ? -1 : r;
 }
 
-void coh_torch_feed(conn *c, const uint8_t *p, size_t n)
+/* The buffer only ever holds the one request that is still arriving: bytes
+ * are added up to what it needs, so complete requests behind it are parsed
+ * in place by the caller's loop (and stay subject to its turn bound). */
+size_t coh_torch_feed(conn *c, const uint8_t *p, size_t n, unsigned max_reqs, size_t max_bytes)
 {
     coh_torch_conn *t = c->torch;
-    if (t->len == 0) {
-        long u = run(c, p, n);
-        if (u < 0 || (size_t)u == n)
-            return;
-        keep(c, p + u, n - (size_t)u);
-        return;
+    size_t used = 0, work = 0;
+    unsigned reqs = 0;
+    while (t->len && used < n) {
+        size_t take = COH_MIN(n - used, t->need - t->len);
+        if (reserve(c, t->len + take) < 0)
+            return n;
+        memcpy(t->buf + t->len, p + used, take);
+        t->len += take;
+        used += take;
+        if (t->len < t->need)
+            return used; /* still arriving */
+        long r = one(c, t->buf, t->len);
+        if (r < 0)
+            return n;
+        if (r > 0) {
+            work += (size_t)r;
+            reqs++;
+            t->len = 0;
+            if (t->cap > KEEP_BUF)
+                release_buf(c);
+        }
     }
-    if (keep(c, p, n) < 0)
-        return;
-    if (t->len < t->need)
-        return; /* the request is still arriving: nothing to parse yet */
-    long u = run(c, t->buf, t->len);
-    if (u < 0)
-        return;
-    memmove(t->buf, t->buf + u, t->len - (size_t)u);
-    t->len -= (size_t)u;
-    if (t->len == 0 && t->cap > KEEP_BUF)
-        release_buf(c);
+    while (used < n && !c->closed && !c->closing) {
+        if (reqs >= max_reqs || work >= max_bytes || coh_srv_backlogged(c))
+            return used; /* the rest waits: the caller keeps it */
+        long r = one(c, p + used, n - used);
+        if (r < 0)
+            return n;
+        if (r == 0) {
+            /* The tail is the start of one request: keep it. */
+            if (reserve(c, COH_MAX(t->need, n - used)) < 0)
+                return n;
+            memcpy(t->buf, p + used, n - used);
+            t->len = n - used;
+            return n;
+        }
+        used += (size_t)r;
+        work += (size_t)r;
+        reqs++;
+    }
+    return used;
 }
 
 int coh_torch_partial(const conn *c) { return c->torch && c->torch->len > 0; }
@@ -794,8 +829,12 @@ void coh_torch_srv_free(cohort_store_server *s)
 {
     if (!s->torch)
         return;
-    while (!dl_empty(&s->torch->bwait))
-        bwaiter_free(s, dl_entry(s->torch->bwait.next, bwaiter, node));
+    /* Waiters leave with their connections (loop_shutdown closed them). */
+    while (!dl_empty(&s->torch->bwait)) {
+        bwaiter *b = dl_entry(s->torch->bwait.next, bwaiter, node);
+        dl_del(&b->node);
+        coh_free(b);
+    }
     coh_free(s->torch);
     s->torch = NULL;
 }

@@ -209,6 +209,54 @@ def test_garbage(srv):
         h.close()
 
 
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def test_backpressure(srv):
+    """A client that pipelines 300 GETs of a 512 KiB value (150 MiB of
+    replies, over its connection's memory budget) and reads nothing is not
+    read further once its replies pile up: the server's memory stays bounded,
+    others are served meanwhile, and once it reads, it gets all 300 replies
+    (its connection was paused, not dropped for memory)."""
+    s = srv.client()
+    val = b"z" * (512 * 1024)
+    s.set("bigv", val)
+    before = rss_kib(srv.p.pid)
+    h = raw(srv.port)
+    get = 3 if V2 else 2
+    n = 300
+    blob = (bytes([0]) + struct.pack("<I", MAGIC) if V2 else b"") + \
+        (bytes([get]) + tstr(b"/bigv")) * n
+    h.sendall(blob)
+    time.sleep(1.0)
+    grown = rss_kib(srv.p.pid) - before
+    check(grown < 64 * 1024, f"server grew {grown} KiB for a client not reading its replies")
+    t0 = time.monotonic()
+    for i in range(20):
+        s.set(f"bp{i}", "x")
+        check(s.get(f"bp{i}") == b"x", "op beside a backlogged client")
+    check(time.monotonic() - t0 < 3, "others served while one client is backlogged")
+    want = n * (8 + len(val))
+    got = bytearray()
+    h.settimeout(10)
+    while len(got) < want:
+        try:
+            d = h.recv(1 << 20)
+        except (socket.timeout, ConnectionResetError):
+            break
+        if not d:
+            break
+        got += d
+    check(len(got) == want and got[:8] == struct.pack("<Q", len(val)) and
+          got[-len(val):] == val, f"all {n} replies after the backlog: {len(got)} of {want} bytes")
+    h.close()
+
+
 def test_limits():
     srv = Server("--max-value", "64K", "--max-memory", "1M")
     try:
@@ -280,7 +328,7 @@ def main():
     srv = Server("--frame-timeout", "1500")
     try:
         for t in (test_ops, test_wait_set_later, test_half_frame, test_garbage, test_shared_job,
-                  test_many_clients):
+                  test_many_clients, test_backpressure):
             print("--", t.__name__, flush=True)
             t(srv)
     finally:

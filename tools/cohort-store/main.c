@@ -43,7 +43,12 @@ static void usage(FILE *f)
             "  --max-key BYTES       longest key (default 4K)\n"
             "  --max-value BYTES     largest value (default 64M)\n"
             "  --max-clients N       concurrent connections (default 65536)\n"
-            "  --max-memory BYTES    keys + values + waiters of all jobs (default 1G)\n"
+            "  --max-memory BYTES    everything the server holds, all jobs (default 1G)\n"
+            "  --max-job-memory BYTES  one job's keys, values, waiters, requests\n"
+            "                        arriving and replies queued (default: max-memory\n"
+            "                        divided by the number of jobs)\n"
+            "  --max-conn-memory BYTES  one connection's request arriving and replies\n"
+            "                        queued (default: largest request + 8M)\n"
             "  --frame-timeout MS    close connections stalled mid-frame after MS\n"
             "                        without a byte (default 10000)\n"
             "  --auth-timeout MS     close connections not authenticated MS after they\n"
@@ -157,6 +162,10 @@ int main(int argc, char **argv)
             o.max_value = sz;
         } else if (!strcmp(a, "--max-memory") && !parse_size(v, &sz)) {
             o.max_memory = sz;
+        } else if (!strcmp(a, "--max-job-memory") && !parse_size(v, &sz) && sz > 0) {
+            o.max_job_memory = sz;
+        } else if (!strcmp(a, "--max-conn-memory") && !parse_size(v, &sz) && sz > 0) {
+            o.max_conn_memory = sz;
         } else if (!strcmp(a, "--max-clients") && !parse_size(v, &sz) && sz > 0 &&
                    sz <= 1u << 24) {
             o.max_clients = (int)sz;
