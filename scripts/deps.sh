@@ -3,10 +3,10 @@
 # Usage: scripts/deps.sh [build|test|bench]   (default: test)
 set -euo pipefail
 what=${1:-test}
-pkgs=(build-essential cmake pkg-config libsodium-dev check libsubunit-dev
+pkgs=(build-essential cmake pkg-config libsodium-dev check libsubunit-dev scdoc
       libcurl4-openssl-dev libjansson-dev iproute2 procps)
 case "$what" in
-  test)  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client python3 openmpi-bin) ;;
+  test)  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client openssl python3 openmpi-bin) ;;
   bench) pkgs+=(clang etcd-server etcd-client python3 python3-torch openmpi-bin libopenmpi-dev
                 mpich gnuplot-nox hyperfine linux-perf) ;;
 esac
