@@ -389,6 +389,8 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
         const char *jid = g->job_id;
         const char *tok = g->token;
         so.bind_addr = coh_env_str("COHORT_STORE_BIND");
+        if (!so.bind_addr && s.singleton)
+            so.bind_addr = "127.0.0.1"; /* nobody else will connect */
         so.port = s.store_port;
         so.job_ids = &jid;
         so.tokens = &tok;
@@ -402,6 +404,9 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
             coh_group_free(g);
             return st;
         }
+        if (s.store_port == 0) /* a lone start: the free port the server got */
+            snprintf(g->store_addr, sizeof g->store_addr, "127.0.0.1:%d",
+                     cohort_store_server_port(g->server));
     }
     st = coh_store_connect_gen(&g->store_root, g->store_addr, g->job_id, g->token, g->generation,
                                g->timeout_ms);
@@ -423,6 +428,10 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
         coh_group_free(g);
         return st;
     }
+    /* Every rank has read the job's token file to get here: rank 0 removes
+     * the secret from the filesystem. */
+    if (s.token_file[0] && g->rank == 0)
+        unlink(s.token_file);
     coh_info("joined: rank %d of %d, generation %u, %d host(s)", g->rank, g->size, g->generation,
              g->n_hosts);
     *group = g;
