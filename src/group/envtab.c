@@ -55,6 +55,10 @@ static const coh_envvar table[] = {
     {"COHORT_ETCD_AUTH", COH_ENV_CHOICE, COH_ENV_LIB, "auto|on|off", 0, 0},
     {"COHORT_ETCD_LEASE_TTL", COH_ENV_INT, COH_ENV_LIB, NULL, 1, 3600},
     {"COHORT_ETCD_REQUEST_TIMEOUT", COH_ENV_INT, COH_ENV_LIB, NULL, 50, 600000},
+    {"COHORT_ETCD_CACERT", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
+    {"COHORT_ETCD_CERT", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
+    {"COHORT_ETCD_KEY", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
+    {"COHORT_ETCD_PLUGIN", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     /* fault injection (tests) */
     {"COHORT_FAULT_ALLOC", COH_ENV_INT, COH_ENV_LIB, NULL, -1, LONG_MAX},
     /* set by cohortrun for its workers */

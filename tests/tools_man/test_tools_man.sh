@@ -53,9 +53,12 @@ comp() { # words... (the last one is being completed) -> COMPREPLY, one a line
     _cohort_complete
     printf "%s\n" "${COMPREPLY[@]}"' "$src/tools/completion/cohort.bash" "$@"
 }
-comp cohortrun --nproc | grep -qx -- '--nproc-per-node' || fail "completion: cohortrun --nproc: $(comp cohortrun --nproc)"
-comp cohort-kv --addr x:1 "" | grep -qx 'set-generation' || fail "completion: cohort-kv commands"
-comp cohort-perf -d float | grep -qx 'bfloat16' && fail "completion: dtype prefix"
-comp cohort-perf -d float | grep -qx 'float16' || fail "completion: cohort-perf -d float"
-comp cohort-store --max | grep -qx -- '--max-memory' || fail "completion: cohort-store --max"
+# (outputs captured first: grep -q would end the pipe early under pipefail)
+has() { grep -qx -- "$1" <<<"$2"; }
+out=$(comp cohortrun --nproc); has --nproc-per-node "$out" || fail "completion: cohortrun --nproc: $out"
+out=$(comp cohort-kv --addr x:1 ""); has set-generation "$out" || fail "completion: cohort-kv commands: $out"
+out=$(comp cohort-perf -d b); has bfloat16 "$out" || fail "completion: cohort-perf -d b: $out"
+has float "$out" && fail "completion: cohort-perf -d b offers float"
+out=$(comp cohort-store --max); has --max-memory "$out" || fail "completion: cohort-store --max: $out"
+out=$(comp cohort-perf --coll all_); has all_gather "$out" || fail "completion: cohort-perf --coll: $out"
 echo "completion: ok"

@@ -30,7 +30,7 @@ _cohort_complete()
 
     # Values of options that take one.
     case "$prev" in
-        --token-file|--json-out|--state|--log|--timeline)
+        --token-file|--json-out|-J|--output_file|--state|--log|--timeline)
             COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --log-dir)
             COMPREPLY=($(compgen -d -- "$cur")); return ;;
@@ -45,14 +45,17 @@ _cohort_complete()
             COMPREPLY=($(compgen -W "c10d static" -- "$cur")); return ;;
         --nproc-per-node|--nproc_per_node)
             COMPREPLY=($(compgen -W "auto cpu" -- "$cur")); return ;;
-        -d|--dtype)
-            COMPREPLY=($(compgen -W "int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 float64" -- "$cur")); return ;;
-        -r|--op|--redop)
-            COMPREPLY=($(compgen -W "sum prod min max avg band bor bxor" -- "$cur")); return ;;
-        -o)
-            [[ $tool == cohort-perf ]] && { COMPREPLY=($(compgen -W "all all_reduce broadcast reduce all_gather gather scatter reduce_scatter all_to_all barrier sendrecv" -- "$cur")); return; }
-            ;;
-        -n|-np|--nnodes|--node-rank|--node_rank|--max-restarts|--max_restarts|--grace-ms|--master|--master-addr|--master_addr|--master-port|--master_port|--rdzv-endpoint|--rdzv_endpoint|--rdzv-id|--rdzv_id|--store|--job-id|--job_id|--join-timeout-ms|--listen|--max-key|--max-value|--max-clients|--max-memory|--frame-timeout|--auth-timeout|--max-unauth|--addr|--job|--timeout|--connect-timeout|-b|-e|-f|--sizes|--root|-t|--iters|--warmup|--max-iters|--algo|--deadline|-l|--until|--fault-every)
+        -d|--datatype)
+            COMPREPLY=($(compgen -W "all int8 uint8 int32 uint32 int64 uint64 half float double bfloat16" -- "$cur")); return ;;
+        -o|--op)
+            COMPREPLY=($(compgen -W "all sum prod min max avg band bor bxor" -- "$cur")); return ;;
+        --coll)
+            COMPREPLY=($(compgen -W "all all_reduce broadcast reduce all_gather gather scatter reduce_scatter all_to_all barrier sendrecv" -- "$cur")); return ;;
+        --in-place)
+            COMPREPLY=($(compgen -W "yes no" -- "$cur")); return ;;
+        -a|--average)
+            COMPREPLY=($(compgen -W "0 1 2 3" -- "$cur")); return ;;
+        -np|--nnodes|--node-rank|--node_rank|--max-restarts|--max_restarts|--grace-ms|--master|--master-addr|--master_addr|--master-port|--master_port|--rdzv-endpoint|--rdzv_endpoint|--rdzv-id|--rdzv_id|--store|--job-id|--job_id|--join-timeout-ms|--listen|--max-key|--max-value|--max-clients|--max-memory|--frame-timeout|--auth-timeout|--max-unauth|--addr|--job|--timeout|--connect-timeout|-b|--minbytes|-e|--maxbytes|-f|--stepfactor|-i|--stepbytes|-r|--root|-n|--iters|-w|--warmup_iters|-m|--agg_iters|-c|--check|-T|--time|--timeout|-t|--nthreads|-g|--ngpus|--np|--sizes|--max-iters|--algo|--deadline|-l|--label|--until|--fault-every)
             return ;;
     esac
 
