@@ -187,14 +187,15 @@ static inline int coh_group_poisoned(const cohort_group *g)
  * coh_wait_check() is cheap; call it at least every COH_WAIT_SLICE_MS while
  * blocked. It returns COHORT_OK to keep waiting, or the status to fail with
  * (after recording it through coh_group_fail): ABORTED when poisoned,
- * TIMEOUT past the deadline (with the stall report), and it emits the one
- * stall report at stall_warn_ms. `what` names the awaited peer(s). */
+ * TIMEOUT past the deadline (with the stall report), and it emits a stall
+ * report every stall_warn_ms, each with fresh numbers. */
 #define COH_WAIT_SLICE_MS 50
 typedef struct coh_wait {
     cohort_group *g;
     const coh_call *call;
     uint64_t start_ns, deadline_ns, stall_ns, probe_ns;
     int stalled, probed;
+    uint64_t report_ns;     /* when report was taken */
     const int *waiting_for; /* group ranks awaited, may be NULL */
     int n_waiting_for;
     char report[COH_ERRLEN]; /* the stall report, reused by the timeout error */

@@ -6,11 +6,13 @@
  * on SIGTERM or SIGINT (clients see COHORT_ERR_STORE "shutting down").
  */
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "cohort.h"
 #include "store/tokenfile.h"
 #include "util/util.h"
@@ -42,14 +44,20 @@ static void usage(FILE *f)
             "  --max-key BYTES       longest key (default 4K)\n"
             "  --max-value BYTES     largest value (default 64M)\n"
             "  --max-clients N       concurrent connections (default 65536)\n"
-            "  --max-memory BYTES    keys + values + waiters of all jobs (default 1G)\n"
+            "  --max-memory BYTES    everything the server holds, all jobs (default 1G)\n"
+            "  --max-job-memory BYTES  one job's keys, values, waiters, requests\n"
+            "                        arriving and replies queued (default: max-memory\n"
+            "                        divided by the number of jobs)\n"
+            "  --max-conn-memory BYTES  one connection's request arriving and replies\n"
+            "                        queued (default: largest request + 8M)\n"
             "  --frame-timeout MS    close connections stalled mid-frame after MS\n"
             "                        without a byte (default 10000)\n"
             "  --auth-timeout MS     close connections not authenticated MS after they\n"
             "                        were accepted (default 5000)\n"
             "  --max-unauth N        connections authenticating at once (default 1024);\n"
             "                        the oldest is closed to make room\n"
-            "  -h, --help\n"
+            "  -h, --help, -V, --version\n"
+            "options take --opt value or --opt=value\n"
             "\n"
             "Sizes take K, M or G suffixes (powers of 1024).\n"
             "Exit status: 0 after a clean shutdown, 1 on error, 2 on bad usage.\n");
@@ -116,47 +124,102 @@ int main(int argc, char **argv)
     const char *listen = NULL, *tokfile = NULL;
     cohort_store_server_opts o;
     memset(&o, 0, sizeof o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t sz;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    enum {
+        O_LISTEN = 256,
+        O_TOKEN_FILE,
+        O_MAX_KEY,
+        O_MAX_VALUE,
+        O_MAX_MEMORY,
+        O_MAX_CLIENTS,
+        O_FRAME_TIMEOUT,
+        O_AUTH_TIMEOUT,
+        O_MAX_UNAUTH,
+        O_MAX_JOB_MEMORY,
+        O_MAX_CONN_MEMORY,
+    };
+    static const struct option lo[] = {
+        {"listen", required_argument, 0, O_LISTEN},
+        {"token-file", required_argument, 0, O_TOKEN_FILE},
+        {"max-key", required_argument, 0, O_MAX_KEY},
+        {"max-value", required_argument, 0, O_MAX_VALUE},
+        {"max-memory", required_argument, 0, O_MAX_MEMORY},
+        {"max-clients", required_argument, 0, O_MAX_CLIENTS},
+        {"frame-timeout", required_argument, 0, O_FRAME_TIMEOUT},
+        {"auth-timeout", required_argument, 0, O_AUTH_TIMEOUT},
+        {"max-unauth", required_argument, 0, O_MAX_UNAUTH},
+        {"max-job-memory", required_argument, 0, O_MAX_JOB_MEMORY},
+        {"max-conn-memory", required_argument, 0, O_MAX_CONN_MEMORY},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    int c, idx = -1;
+    opterr = 0;
+    while ((idx = -1, c = getopt_long(argc, argv, ":hV", lo, &idx)) != -1) {
+        size_t sz = 0;
+        int ok = 1;
+        if (c >= O_MAX_KEY && c <= O_MAX_CONN_MEMORY)
+            ok = !parse_size(optarg, &sz);
+        switch (c) {
+        case 'h':
             usage(stdout);
             return 0;
-        }
-        if (!v) {
-            fprintf(stderr, "cohort-store: %s needs a value (or is unknown)\n", a);
-            usage(stderr);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--listen")) {
-            listen = v;
-        } else if (!strcmp(a, "--token-file")) {
-            tokfile = v;
-        } else if (!strcmp(a, "--max-key") && !parse_size(v, &sz)) {
+        case 'V':
+            cli_version("cohort-store");
+            return 0;
+        case O_LISTEN:
+            listen = optarg;
+            break;
+        case O_TOKEN_FILE:
+            tokfile = optarg;
+            break;
+        case O_MAX_KEY:
             o.max_key = sz;
-        } else if (!strcmp(a, "--max-value") && !parse_size(v, &sz)) {
+            break;
+        case O_MAX_VALUE:
             o.max_value = sz;
-        } else if (!strcmp(a, "--max-memory") && !parse_size(v, &sz)) {
+            break;
+        case O_MAX_MEMORY:
             o.max_memory = sz;
-        } else if (!strcmp(a, "--max-clients") && !parse_size(v, &sz) && sz > 0 &&
-                   sz <= 1u << 24) {
+            break;
+        case O_MAX_JOB_MEMORY:
+            ok = ok && sz > 0;
+            o.max_job_memory = sz;
+            break;
+        case O_MAX_CONN_MEMORY:
+            ok = ok && sz > 0;
+            o.max_conn_memory = sz;
+            break;
+        case O_MAX_CLIENTS:
+            ok = ok && sz > 0 && sz <= 1u << 24;
             o.max_clients = (int)sz;
-        } else if (!strcmp(a, "--frame-timeout") && !parse_size(v, &sz) && sz > 0 &&
-                   sz <= 86400000) {
+            break;
+        case O_FRAME_TIMEOUT:
+            ok = ok && sz > 0 && sz <= 86400000;
             o.frame_timeout_ms = (int)sz;
-        } else if (!strcmp(a, "--auth-timeout") && !parse_size(v, &sz) && sz > 0 &&
-                   sz <= 86400000) {
+            break;
+        case O_AUTH_TIMEOUT:
+            ok = ok && sz > 0 && sz <= 86400000;
             o.auth_timeout_ms = (int)sz;
-        } else if (!strcmp(a, "--max-unauth") && !parse_size(v, &sz) && sz > 0 &&
-                   sz <= 1u << 24) {
+            break;
+        case O_MAX_UNAUTH:
+            ok = ok && sz > 0 && sz <= 1u << 24;
             o.max_unauth = (int)sz;
-        } else {
-            fprintf(stderr, "cohort-store: bad option or value: %s %s\n", a, v);
-            usage(stderr);
+            break;
+        default:
+            return cli_opt_error("cohort-store", c, argv, lo);
+        }
+        if (!ok) {
+            fprintf(stderr, "cohort-store: bad option or value: --%s %s\n",
+                    idx >= 0 ? lo[idx].name : "?", optarg);
+            fprintf(stderr, "Try 'cohort-store --help'.\n");
             return 2;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "cohort-store: unexpected argument '%s'\n", argv[optind]);
+        fprintf(stderr, "Try 'cohort-store --help'.\n");
+        return 2;
     }
     if (!listen) {
         fprintf(stderr, "cohort-store: --listen is required\n");
