@@ -56,7 +56,7 @@ comp() { # words... (the last one is being completed) -> COMPREPLY, one a line
 # (outputs captured first: grep -q would end the pipe early under pipefail)
 has() { grep -qx -- "$1" <<<"$2"; }
 out=$(comp cohortrun --nproc); has --nproc-per-node "$out" || fail "completion: cohortrun --nproc: $out"
-out=$(comp cohort-kv --addr x:1 ""); has set-generation "$out" || fail "completion: cohort-kv commands: $out"
+out=$(comp cohort-kv --addr x:1 ""); has set-generation "$out" && has compare-set "$out" || fail "completion: cohort-kv commands: $out"
 out=$(comp cohort-perf -d b); has bfloat16 "$out" || fail "completion: cohort-perf -d b: $out"
 has float "$out" && fail "completion: cohort-perf -d b offers float"
 out=$(comp cohort-store --max); has --max-memory "$out" || fail "completion: cohort-store --max: $out"
