@@ -40,9 +40,17 @@ typedef struct cohort_store_server_opts {
     size_t max_value;       /* 0: 64 MiB */
     int max_clients;        /* 0: 65536 */
     size_t max_memory;      /* 0: 1 GiB across all keys of all jobs */
-    /* A connection that holds half a frame (or has not authenticated) this
-     * long without sending a byte is closed. 0: 10000 ms. (since 0.1) */
+    /* A connection that holds half a frame this long without sending a byte
+     * is closed. 0: 10000 ms. (since 0.1) */
     int frame_timeout_ms;
+    /* A connection must authenticate this long after it was accepted, bytes
+     * or not. 0: 5000 ms. (since 0.2) */
+    int auth_timeout_ms;
+    /* Connections accepted but not yet authenticated, at most. At this cap
+     * (and at max_clients or the descriptor limit) the oldest of them that
+     * had 250 ms to authenticate is closed to make room; authenticated
+     * clients are never closed for room. 0: 1024. (since 0.2) */
+    int max_unauth;
 } cohort_store_server_opts;
 
 /* Starts the server on its own thread; returns once it listens. */

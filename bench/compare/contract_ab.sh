@@ -7,21 +7,20 @@ mkdir -p $OUT
 for i in $(seq 1 $N); do
   for mode in on off; do
     [ $((i % 2)) = 0 ] && mode=$([ $mode = on ] && echo off || echo on)
-    $P -n 2 -o all_reduce,broadcast,all_gather,reduce_scatter --sizes 8,65536,1048576 -t 0.3 \
-       --contract $mode > $OUT/$mode.$i.txt 2>&1
+    $P --np 2 --coll all_reduce,broadcast,all_gather,reduce_scatter --sizes 8,65536,1048576 \
+       --time 0.3 --in-place no --contract $mode --json > $OUT/$mode.$i.txt 2>/dev/null
   done
 done
 python3 - "$OUT" <<'PY'
-import glob, sys, statistics as S
+import glob, json, sys, statistics as S
 out = sys.argv[1]
 def load(mode):
     d = {}
     for f in sorted(glob.glob(f"{out}/{mode}.*.txt")):
         i = int(f.split('.')[-2])
-        for line in open(f):
-            p = line.split()
-            if len(p) > 12 and p[1].isdigit() and p[0] in ("all_reduce","broadcast","all_gather","reduce_scatter"):
-                d.setdefault((p[0], int(p[1])), {})[i] = float(p[8])  # p50 of the launch
+        for r in json.load(open(f))["results"]:
+            # p50 of the launch, of the per-iteration slowest rank
+            d.setdefault((r["op"], r["size"]), {})[i] = r["step_p50_us"]
     return d
 on, off = load("on"), load("off")
 print("op size: median over launch pairs of (on p50 - off p50), and of on/off; medians of p50 on / off")

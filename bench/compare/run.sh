@@ -9,7 +9,7 @@
 #
 # Environment:
 #   REPS=5           launches per library and configuration (medians are taken over them)
-#   T=0.2            seconds timed per size (cohort-perf -t, mpi_coll_bench -t, gloo_bench -t)
+#   T=0.2            seconds timed per size (cohort-perf --time, mpi_coll_bench -t, gloo_bench -t)
 #   CONFIGS="shm2 over4 over8 tcp2 tcp4 netns2 contract memory"
 #   SIZES=8,16,64,...,67108864   bytes (nccl-tests convention: the full buffer)
 #   RESULTS=DIR      where results go (default bench/compare/results/<date>)
@@ -170,8 +170,9 @@ runlog() {
 cohort() { # cfg rep lib nranks [cohort-perf args...]
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
     local base="$OUT/raw/$cfg/$lib.$rep"
-    runlog "$base.txt" "$PERF" -n "$n" -o $COHORT_OPS --sizes "$SIZES" -t "$T" --check \
-        --deadline "$LAUNCH_TIMEOUT" --json-out "$base.json" -l "$cfg $lib" "$@"
+    runlog "$base.txt" "$PERF" --np "$n" --coll $COHORT_OPS --sizes "$SIZES" --time "$T" \
+        --in-place no --memory --deadline "$LAUNCH_TIMEOUT" --json-out "$base.json" \
+        -l "$cfg $lib" "$@"
 }
 ompi() { # cfg rep lib nranks [mpirun args...]
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
@@ -210,7 +211,7 @@ cohort_netns() { # rep
     mkdir -p "$OUT/raw/netns2"
     local tok; tok=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
     local common=(WORLD_SIZE=2 MASTER_ADDR=10.231.0.1 MASTER_PORT=$port COHORT_JOB_ID=cmp$$-$rep COHORT_TOKEN=$tok)
-    local args=(-o $COHORT_OPS --sizes "$SIZES" -t "$T" --check -l "netns2 cohort")
+    local args=(--coll $COHORT_OPS --sizes "$SIZES" --time "$T" --in-place no -l "netns2 cohort")
     wait_quiet
     { echo "# cmd: ip netns exec A|B $PERF ${args[*]} (rank 0 in $NS_A 10.231.0.1, rank 1 in $NS_B 10.231.0.2)"
       echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
@@ -305,8 +306,8 @@ if has memory; then
     for n in 2 4 8; do
         for rep in $(seq 1 $(( REPS < 3 ? REPS : 3 ))); do
             base="$OUT/raw/memory/cohort.n$n.$rep"
-            runlog "$base.txt" "$PERF" -n $n -o all_reduce --sizes "$(echo "$SIZES" | tr , '\n' | awk -v m=$MEMMAX '$1<=m' | paste -sd,)" \
-                --iters 20 --warmup 2 --json-out "$base.json"
+            runlog "$base.txt" "$PERF" --np $n --coll all_reduce --sizes "$(echo "$SIZES" | tr , '\n' | awk -v m=$MEMMAX '$1<=m' | paste -sd,)" \
+                -n 20 -w 2 --in-place no --memory --json-out "$base.json"
             runlog "$OUT/raw/memory/ompi.n$n.$rep.txt" $OMPI -n $n "$PEERS/bin/mpi_mem.openmpi" $MEMMAX 20
         done
     done

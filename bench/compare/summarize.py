@@ -81,9 +81,13 @@ def load_cohort_json(path):
         return None
     out = {}
     for r in d.get("results", []):
+        if r.get("in_place"):
+            continue  # the peers run out of place
+        # p50/p99/max of the per-iteration slowest rank (step_*; older files: p50_us ...)
         out.setdefault((r["op"], int(r["size"])), []).append(
-            {"lat": r["avg_us"], "busbw": r["busbw_GBs"], "p50": r["p50_us"], "p99": r["p99_us"],
-             "max": r["max_us"], "check": r["check"]})
+            {"lat": r["avg_us"], "busbw": r["busbw_GBs"],
+             "p50": r.get("step_p50_us", r["p50_us"]), "p99": r.get("step_p99_us", r["p99_us"]),
+             "max": r.get("step_max_us", r["max_us"]), "check": r["check"]})
     return out
 
 

@@ -43,6 +43,9 @@ const coh_algo *coh_coll_select(const cohort_group *g, const coh_call *c, cohort
  * frees that copy. */
 void coh_coll_read_env(cohort_group *g);
 void coh_coll_free_env(cohort_group *g);
+/* COHORT_ALGO_<OP>=value checked at init: 0 if var names a collective and
+ * value is auto or one of its algorithms, else -1 with the reason in msg. */
+int coh_coll_check_algo_env(const char *var, const char *value, char *msg, size_t len);
 
 /* All registered algorithms, NULL-terminated (tests iterate it). */
 const coh_algo *const *coh_coll_algos(void);

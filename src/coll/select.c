@@ -109,6 +109,46 @@ void coh_coll_read_env(cohort_group *g)
     g->algo_env_read = 1;
 }
 
+int coh_coll_check_algo_env(const char *var, const char *value, char *msg, size_t len)
+{
+    pthread_once(&env_once, build_env_names);
+    for (int coll = 0; coll < N_COLL_NAMES; coll++) {
+        if (strcmp(env_names[coll], var))
+            continue;
+        coh_call c;
+        memset(&c, 0, sizeof c);
+        c.coll = (uint8_t)coll;
+        char names[256];
+        list_names(NULL, &c, names, sizeof names);
+        if (!strcmp(names, "none"))
+            break; /* not a collective with algorithms (COHORT_ALGO_NONE) */
+        if (!strcmp(value, "auto"))
+            return 0;
+        for (const coh_algo *a = coh_algo_table; a->name; a++)
+            if (a->coll == coll && !strcmp(a->name, value))
+                return 0;
+        snprintf(msg, len, "%s=%s is not an algorithm for %s; choices: %s, auto", var, value,
+                 coh_coll_label(coll), names);
+        return -1;
+    }
+    /* Not one of the collectives: list the variables that exist. */
+    size_t pos = (size_t)snprintf(msg, len, "%s is not a cohort variable; the algorithm "
+                                            "variables are",
+                                  var);
+    for (int coll = 0; coll < N_COLL_NAMES && pos < len; coll++) {
+        int has = 0;
+        for (const coh_algo *a = coh_algo_table; a->name && !has; a++)
+            has = a->coll == coll;
+        if (has) {
+            int w = snprintf(msg + pos, len - pos, " %s", env_names[coll]);
+            if (w < 0)
+                break;
+            pos += (size_t)w;
+        }
+    }
+    return -1;
+}
+
 void coh_coll_free_env(cohort_group *g)
 {
     for (int coll = 0; coll < N_COLL_NAMES; coll++) {

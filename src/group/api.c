@@ -50,6 +50,27 @@ static size_t input_bytes(const cohort_group *g, const coh_call *c, size_t esz)
     }
 }
 
+static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **work);
+
+/* A second thread calling while another is inside a call on g (forbidden by
+ * cohort.h): the sequence numbers and the transports' per-peer state would
+ * interleave into wrong data or a contract error blaming an innocent call.
+ * Both calls fail - the group is failed so that no peer waits for calls
+ * that cannot be matched - and the message names both call sites. */
+static cohort_status concurrent(cohort_group *g, const coh_call *c, const char *other_file)
+{
+    int site = atomic_load_explicit(&g->busy_site, memory_order_relaxed);
+    char msg[COH_ERRLEN];
+    snprintf(msg, sizeof msg,
+             "%s (%s:%d) was called while another thread was inside %s (%s:%d) on the same group "
+             "(rank %d, group %u): a group takes calls from one thread at a time; give each thread "
+             "its own group (cohort_split / cohort_new_group)",
+             coh_coll_name(c->coll), c->file, c->line, coh_coll_name(site & 0xff),
+             other_file ? other_file : "?", (int)((unsigned)site >> 8), g->rank, g->id);
+    coh_group_fail(g, COHORT_ERR_INVALID, "%s", msg);
+    return coh_err_set(NULL, COHORT_ERR_INVALID, "%s", msg); /* this thread's copy */
+}
+
 static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
 {
     if (work)
@@ -59,6 +80,21 @@ static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
                            coh_coll_name(c->coll), c->file, c->line);
     if (coh_group_forked(g))
         return invalid(g, c, "group used in a forked child (fork before cohort_init)");
+    const char *other = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&g->busy_file, &other, c->file,
+                                                 memory_order_acquire, memory_order_relaxed)) {
+        coh_free(c->scratch);
+        return concurrent(g, c, other);
+    }
+    atomic_store_explicit(&g->busy_site, (int)((unsigned)c->line << 8 | c->coll),
+                          memory_order_relaxed);
+    cohort_status st = issue_owned(g, c, work);
+    atomic_store_explicit(&g->busy_file, NULL, memory_order_release);
+    return st;
+}
+
+static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **work)
+{
     size_t esz = 1;
     if (c->coll != COH_COLL_BARRIER) {
         esz = cohort_dtype_size((cohort_dtype)c->dtype);

@@ -2,10 +2,13 @@
  * cohort's own / torchrun names first, then Slurm, then Open MPI, so that
  * cohortrun, torchrun-style scripts, srun and mpirun all start cohort
  * programs unchanged. Every missing or malformed variable is named. */
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "group/envtab.h"
 #include "group/group_internal.h"
 
 void cohort_options_init(cohort_options *o)
@@ -15,28 +18,46 @@ void cohort_options_init(cohort_options *o)
     o->world_size = -1;
 }
 
-/* Reads the first set variable of names[] as an int. Returns 1 if found, 0
- * if none is set, -1 (with the error recorded) if one is malformed. */
-static int env_first_int(const char *const *names, long *out, const char **which)
+/* Reads the first set variable of names[] as an int in [lo, hi]. Returns 1
+ * if found, 0 if none is set, -1 (with the error recorded) if one is
+ * malformed or out of range (RANK=4294967296 must not wrap to 0). */
+static int env_first_int(const char *const *names, long lo, long hi, long *out,
+                         const char **which)
 {
     for (int i = 0; names[i]; i++) {
-        int r = coh_env_int(names[i], out);
+        int r = coh_env_int_in(names[i], lo, hi, out);
         if (r == 1) {
             *which = names[i];
             return 1;
         }
         if (r < 0) {
-            coh_err_set(NULL, COHORT_ERR_INVALID, "environment variable %s='%s' is not an integer",
-                        names[i], getenv(names[i]));
+            coh_err_set(NULL, COHORT_ERR_INVALID,
+                        "environment variable %s='%s' is not an integer in [%ld, %ld]", names[i],
+                        getenv(names[i]), lo, hi);
             return -1;
         }
     }
     return 0;
 }
 
+/* A number of seconds in (0, 1e7]: nan, inf and garbage are refused. */
+static int env_seconds(const char *t, int *ms)
+{
+    char *end;
+    double d = strtod(t, &end);
+    if (end == t || *end || !isfinite(d) || d <= 0 || d > 1e7)
+        return -1;
+    *ms = d * 1000 < 1 ? 1 : (int)(d * 1000);
+    return 0;
+}
+
 cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
 {
     memset(s, 0, sizeof *s);
+    /* Strict environment: a COHORT_* name cohort does not know (a typo) or
+     * a value it would not accept fails here, before anything else. */
+    if (coh_env_check_all() != COHORT_OK)
+        return COHORT_ERR_INVALID;
     long v;
     const char *which = NULL;
     static const char *const rank_names[] = {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
@@ -50,7 +71,7 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
         s->rank = o->rank;
         s->rank_src = "options.rank";
     } else {
-        int r = env_first_int(rank_names, &v, &which);
+        int r = env_first_int(rank_names, 0, INT_MAX, &v, &which);
         if (r < 0)
             return COHORT_ERR_INVALID;
         if (r == 0)
@@ -64,7 +85,7 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
         s->size = o->world_size;
         s->size_src = "options.world_size";
     } else {
-        int r = env_first_int(size_names, &v, &which);
+        int r = env_first_int(size_names, 1, 1 << 20, &v, &which);
         if (r < 0)
             return COHORT_ERR_INVALID;
         if (r == 0)
@@ -80,8 +101,13 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "%s=%d is out of range for %s=%d",
                            s->rank_src, s->rank, s->size_src, s->size);
     s->local_rank = -1;
-    if (env_first_int(lrank_names, &v, &which) == 1)
-        s->local_rank = (int)v;
+    {
+        int r = env_first_int(lrank_names, 0, INT_MAX, &v, &which);
+        if (r < 0)
+            return COHORT_ERR_INVALID;
+        if (r == 1)
+            s->local_rank = (int)v;
+    }
 
     /* Job identity: cohort's own, then the launcher's job ids. */
     const char *job = (o && o->job_id) ? o->job_id : coh_env_str("COHORT_JOB_ID");
@@ -128,28 +154,16 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
     else {
         /* Seconds, fractions allowed (tests use short timeouts). */
         const char *t = coh_env_str("COHORT_TIMEOUT");
-        if (t) {
-            char *end;
-            double d = strtod(t, &end);
-            if (end == t || *end || d <= 0 || d > 1e7)
-                return coh_err_set(NULL, COHORT_ERR_INVALID,
-                                   "COHORT_TIMEOUT='%s' is not a positive number of seconds", t);
-            s->timeout_ms = (int)(d * 1000);
-            if (s->timeout_ms < 1)
-                s->timeout_ms = 1;
-        }
+        if (t && env_seconds(t, &s->timeout_ms) < 0)
+            return coh_err_set(NULL, COHORT_ERR_INVALID,
+                               "COHORT_TIMEOUT='%s' is not a positive number of seconds", t);
     }
     s->stall_warn_ms = 30 * 1000;
     {
         const char *t = coh_env_str("COHORT_STALL_WARN");
-        if (t) {
-            char *end;
-            double d = strtod(t, &end);
-            if (end == t || *end || d <= 0 || d > 1e7)
-                return coh_err_set(NULL, COHORT_ERR_INVALID,
-                                   "COHORT_STALL_WARN='%s' is not a positive number of seconds", t);
-            s->stall_warn_ms = (int)(d * 1000);
-        }
+        if (t && env_seconds(t, &s->stall_warn_ms) < 0)
+            return coh_err_set(NULL, COHORT_ERR_INVALID,
+                               "COHORT_STALL_WARN='%s' is not a positive number of seconds", t);
     }
 
     const char *tr = (o && o->transport) ? o->transport : coh_env_str("COHORT_TRANSPORT");

@@ -101,6 +101,13 @@ struct cohort_group {
     char *algo_env[32];
     int algo_env_read;
 
+    /* The call in progress on the issuing thread (api.c): its site, set by
+     * one uncontended compare-and-swap per call, so a second thread calling
+     * on the group at the same time is refused naming both call sites
+     * instead of corrupting the sequence numbers. */
+    _Atomic(const char *) busy_file; /* NULL when no call is being issued */
+    _Atomic int busy_site;           /* line << 8 | coll of that call */
+
     /* contract sequence numbers */
     uint64_t seq;              /* last issued collective seq */
     uint64_t *p2p_send_seq;    /* per peer: last p2p send seq */

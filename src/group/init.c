@@ -334,7 +334,7 @@ static cohort_status group_start(cohort_group *g)
      * lease expires and the peers learn it through the store, a liveness
      * signal independent of the data connections (monitor.c checks it
      * while a call waits). Other backends: UNSUPPORTED, nothing to do. */
-    if (!strncmp(g->store_addr, "etcd://", 7)) {
+    if (!strncmp(g->store_addr, "etcd://", 7) || !strncmp(g->store_addr, "etcds://", 8)) {
         char ak[32];
         snprintf(ak, sizeof ak, "alive/%d", g->rank);
         cohort_status ls = coh_store_etcd_put_lease(g->store, ak, strlen(ak), "1", 1);

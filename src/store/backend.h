@@ -1,7 +1,7 @@
 /*
  * backend.h - the store client's backend vtable. cohort_store_connect picks
  * the backend from the address scheme: "host:port" / "tcp://" -> tcp (the
- * cohort store protocol), "etcd://" -> etcd (optional, COHORT_ETCD). The
+ * cohort store protocol), "etcd://" -> etcd (optional, COHORT_ETCD: a plugin, etcd_load.c). The
  * prefix wrapper is backend-independent (src/store/client.c).
  *
  * Every op has the same meaning as the public cohort_store_* function; keys
@@ -65,8 +65,12 @@ const coh_store_backend *coh_store_backend_of(cohort_store *s);
 const void *coh_store_prefix(cohort_store *s, size_t *len);
 
 extern const coh_store_backend coh_store_tcp_backend;
-/* NULL-returning stub when built without COHORT_ETCD. */
+/* The etcd backend, from the plugin libcohort-etcd.so loaded on first use
+ * (etcd_load.c); NULL when it cannot be loaded or COHORT_ETCD is off, and
+ * then coh_store_etcd_unavailable() says why (names each file tried and
+ * dlerror's reason). */
 const coh_store_backend *coh_store_etcd_backend(void);
+const char *coh_store_etcd_unavailable(void);
 
 /* Connect with an explicit generation: the server refuses generations older
  * than the newest it has seen for the job (COHORT_ERR_AUTH, "stale

@@ -140,7 +140,7 @@ static void root_release(cohort_store *r)
 }
 
 /* The scheme picks the backend: none or tcp:// -> tcp, etcd:// -> etcd
- * (COHORT_ERR_UNSUPPORTED when not built in), anything else is refused
+ * (the plugin, loaded now; COHORT_ERR_UNSUPPORTED when not built or not found), anything else is refused
  * rather than guessed at. */
 cohort_status coh_store_connect_gen(cohort_store **out, const char *addr, const char *job_id,
                                     const char *token, uint32_t generation, int timeout_ms)
@@ -162,16 +162,14 @@ cohort_status coh_store_connect_gen(cohort_store **out, const char *addr, const 
     const char *sep = strstr(addr, "://");
     if (sep) {
         size_t sl = (size_t)(sep - addr);
-        if (sl == 4 && !strncmp(addr, "etcd", 4)) {
+        if ((sl == 4 && !strncmp(addr, "etcd", 4)) || (sl == 5 && !strncmp(addr, "etcds", 5))) {
             be = coh_store_etcd_backend();
             if (!be)
-                return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED,
-                                   "store address %s: this cohort was built without etcd "
-                                   "(configure with -DCOHORT_ETCD=ON)",
-                                   addr);
+                return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED, "store address %s: %s", addr,
+                                   coh_store_etcd_unavailable());
         } else if (!(sl == 3 && !strncmp(addr, "tcp", 3))) {
             return coh_err_set(NULL, COHORT_ERR_INVALID,
-                               "store address %s: unknown scheme '%.*s' (tcp:// or etcd://)",
+                               "store address %s: unknown scheme '%.*s' (tcp://, etcd:// or etcds://)",
                                addr, (int)sl, addr);
         }
     }

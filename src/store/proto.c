@@ -57,7 +57,8 @@ const char *coh_proto_op_name(uint8_t op)
         [COH_OP_MULTI_SET] = "MULTI_SET", [COH_OP_APPEND] = "APPEND",
         [COH_OP_BARRIER] = "BARRIER",     [COH_OP_CANCEL] = "CANCEL",
         [COH_OP_PING] = "PING",           [COH_OP_STATS] = "STATS",
-        [COH_OP_SET_NOREPLY] = "SET_NOREPLY", [COH_OP_ERROR] = "ERROR",
+        [COH_OP_SET_NOREPLY] = "SET_NOREPLY", [COH_OP_SET_GEN] = "SET_GEN",
+        [COH_OP_ERROR] = "ERROR",
     };
     uint8_t base = op & 0x7F;
     if (op == COH_OP_ERROR)
@@ -341,6 +342,9 @@ cohort_status coh_proto_decode_req(const coh_frame_hdr *h, const uint8_t *payloa
         break;
     case COH_OP_CANCEL:
         q->target = coh_rd_u32(&r);
+        break;
+    case COH_OP_SET_GEN:
+        q->generation = coh_rd_u32(&r);
         break;
     case COH_OP_PING:
     case COH_OP_STATS:

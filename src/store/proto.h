@@ -60,6 +60,7 @@ enum coh_proto_op {
     COH_OP_STATS = 0x1F,     /* empty -> i64 conns, job_conns, waiters, keys, mem_used,
                                 max_memory; u32 generation */
     COH_OP_SET_NOREPLY = 0x20, /* key, value; replied to only when it fails (pipelined set) */
+    COH_OP_SET_GEN = 0x21,   /* u32 generation -> u32 previous; operator (generation 0) only */
     COH_OP_ERROR = 0x7F,     /* server -> client, id 0: u8 status, bytes msg; then close */
 };
 

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "store/server_int.h"
+#include "util/ratelimit.h"
 
 #define SCRATCH_SIZE (256 * 1024)
 #define READS_PER_EVENT 4            /* fairness: then let other sockets run */
@@ -41,6 +42,8 @@
 
 static void conn_close(conn *c);
 static void pend_update(conn *c);
+static void unauth_drop(conn *c);
+static void accept_fd_freed(struct cohort_store_server *s);
 static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
@@ -145,7 +148,7 @@ int coh_srv_send(conn *c, const void *p, size_t n)
         if (!s) {
             /* Drop the queue: a client missing replies would misread. */
             conn_close(c);
-            coh_warn("store: out of memory queueing a reply to %s: connection closed", c->peer);
+            coh_warn_rl("store: out of memory queueing a reply to %s: connection closed", c->peer);
             return -1;
         }
         memcpy(s->buf, p, n);
@@ -171,7 +174,7 @@ int coh_srv_send_blob(conn *c, blob *b)
     oseg *s = coh_malloc(sizeof *s);
     if (!s) {
         conn_close(c);
-        coh_warn("store: out of memory queueing a reply to %s: connection closed", c->peer);
+        coh_warn_rl("store: out of memory queueing a reply to %s: connection closed", c->peer);
         return -1;
     }
     memset(s, 0, sizeof *s);
@@ -367,6 +370,8 @@ static void conn_close(conn *c)
         c->job->nconns--;
     dl_del(&c->jnode);
     dl_del(&c->pnode);
+    unauth_drop(c);
+    accept_fd_freed(s);
     if (c->body) {
         coh_blob_unref(c->body_blob);
         c->body_blob = NULL;
@@ -418,41 +423,167 @@ static void refuse_fd(int fd, cohort_status st, const char *fmt, ...)
     close(fd);
 }
 
+/* ---- admission: descriptor limit, client limit, unauthenticated cap ----
+ *
+ * Connections that have not authenticated are the cheapest thing for a
+ * stranger to hold, so they are the first to go when something runs out:
+ * at the descriptor limit, at max_clients or at max_unauth, the oldest
+ * unauthenticated connection that has had AUTH_GRACE to answer its HELLO
+ * is closed to make room (an honest client answers within one round trip).
+ * An authenticated client is never closed to make room.
+ *
+ * Out of descriptors with nothing to evict, accept4 fails with EMFILE
+ * before the kernel looks at the backlog, so the listen socket stays
+ * readable: looping on it spins. Instead the reserve descriptor is spent on
+ * one accept, that client is told why (a retryable refusal), and accepting
+ * pauses (listen socket out of epoll) for a backoff of 50 ms doubling to
+ * 1 s, or until a connection closes. Meanwhile the loop serves the clients
+ * it has and sees stop requests and signals. */
+
+#define AUTH_GRACE_MS 250
+#define ACCEPT_BACKOFF_MIN_MS 50
+#define ACCEPT_BACKOFF_MAX_MS 1000
+#define EVICT_PER_WAKEUP 64 /* bounds the work of one accept wakeup */
+
+static void unauth_drop(conn *c)
+{
+    if (!dl_empty(&c->unode)) {
+        dl_del(&c->unode);
+        c->srv->nunauth--;
+    }
+}
+
+/* Closes the oldest unauthenticated connection if it had its grace;
+ * returns 1 if one was closed. */
+static int evict_oldest_unauth(struct cohort_store_server *s, const char *why)
+{
+    if (dl_empty(&s->unauth))
+        return 0;
+    conn *c = dl_entry(s->unauth.next, conn, unode);
+    if (coh_now_ns() - c->accept_ns < (uint64_t)AUTH_GRACE_MS * 1000000ull)
+        return 0;
+    coh_warn_rl("store: closed %s: not authenticated after %" PRIu64 " ms and the server is %s",
+                c->peer, (uint64_t)((coh_now_ns() - c->accept_ns) / 1000000u), why);
+    if (!c->closing)
+        conn_fail(c, COHORT_ERR_STORE,
+                  "closed before authenticating: the store server is %s (retry)", why);
+    if (!c->closed)
+        conn_close(c); /* one non-blocking attempt at the ERROR, then close */
+    return 1;
+}
+
+static void accept_pause(struct cohort_store_server *s)
+{
+    if (s->accept_paused)
+        return;
+    epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
+    s->accept_paused = 1;
+    s->accept_backoff_ms = s->accept_backoff_ms
+                               ? COH_MIN(s->accept_backoff_ms * 2, ACCEPT_BACKOFF_MAX_MS)
+                               : ACCEPT_BACKOFF_MIN_MS;
+    s->accept_resume_ns = coh_now_ns() + (uint64_t)s->accept_backoff_ms * 1000000ull;
+}
+
+/* Called at the top of every loop iteration; returns the ms until the
+ * paused listen socket is due back (-1: not paused). */
+static int accept_maybe_resume(struct cohort_store_server *s)
+{
+    if (!s->accept_paused)
+        return -1;
+    uint64_t now = coh_now_ns();
+    if (now < s->accept_resume_ns)
+        return (int)((s->accept_resume_ns - now) / 1000000ull) + 1;
+    struct epoll_event e = {.events = EPOLLIN, .data.ptr = &s->lfd};
+    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &e) < 0 && errno != EEXIST) {
+        s->accept_resume_ns = now + (uint64_t)ACCEPT_BACKOFF_MAX_MS * 1000000ull;
+        return ACCEPT_BACKOFF_MAX_MS;
+    }
+    s->accept_paused = 0;
+    return -1;
+}
+
+/* A descriptor was freed: let the next iteration try accepting again. */
+static void accept_fd_freed(struct cohort_store_server *s)
+{
+    if (s->accept_paused)
+        s->accept_resume_ns = 0;
+}
+
+/* EMFILE / ENFILE. Returns 1 to try accept4 again (a descriptor was freed
+ * by closing an unauthenticated connection), 0 to return to the loop. */
+static int accept_out_of_fds(struct cohort_store_server *s, int err, int *evicted)
+{
+    if (*evicted < EVICT_PER_WAKEUP &&
+        evict_oldest_unauth(s, "out of file descriptors")) {
+        ++*evicted;
+        return 1;
+    }
+    coh_warn_rl("store: out of file descriptors (%s; %d connections, %d unauthenticated): "
+                "not accepting for %d ms; raise RLIMIT_NOFILE (ulimit -n)",
+                err == ENFILE ? "system-wide limit" : "process limit", s->nconns, s->nunauth,
+                s->accept_backoff_ms ? COH_MIN(s->accept_backoff_ms * 2, ACCEPT_BACKOFF_MAX_MS)
+                                     : ACCEPT_BACKOFF_MIN_MS);
+    if (s->reserve_fd >= 0) {
+        close(s->reserve_fd);
+        s->reserve_fd = -1;
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0)
+            refuse_fd(fd, COHORT_ERR_STORE,
+                      "store server is out of file descriptors (raise its RLIMIT_NOFILE); "
+                      "retry later");
+        s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    }
+    accept_pause(s);
+    return 0;
+}
+
 /* Accepts until EAGAIN (a connect storm of 1000 ranks is drained in one
  * wakeup). Every connection gets its own fresh nonce in the HELLO, which is
  * what makes a recorded AUTH useless on another connection. */
 static void do_accept(struct cohort_store_server *s)
 {
-    for (;;) {
+    int evicted = 0;
+    while (!s->accept_paused) {
         struct sockaddr_storage a;
         socklen_t al = sizeof a;
         int fd = accept4(s->lfd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if ((errno == EMFILE || errno == ENFILE) && s->reserve_fd >= 0) {
-                /* Out of fds: free the reserve to accept and refuse one
-                 * client, so the listen socket does not stay ready forever. */
-                close(s->reserve_fd);
-                s->reserve_fd = -1;
-                fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC);
-                if (fd >= 0)
-                    refuse_fd(fd, COHORT_ERR_SYSTEM,
-                              "store server is out of file descriptors (raise RLIMIT_NOFILE)");
-                coh_warn("store: out of file descriptors: refusing a client");
-                s->reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                continue;
+            if (errno == EMFILE || errno == ENFILE) {
+                if (accept_out_of_fds(s, errno, &evicted))
+                    continue;
+                return;
             }
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                coh_warn("store: accept: %s", strerror(errno));
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                /* ENOBUFS, ENOMEM, EPERM...: not ours to fix; do not spin. */
+                coh_warn_rl("store: accept: %s; not accepting for a while", strerror(errno));
+                accept_pause(s);
+            }
             return;
         }
-        if (s->nconns >= s->max_clients) {
+        s->accept_backoff_ms = 0;
+        if (s->nconns >= s->max_clients &&
+            !(evicted < EVICT_PER_WAKEUP && evict_oldest_unauth(s, "at its client limit") &&
+              ++evicted)) {
             char pn[64];
             peer_name(&a, pn, sizeof pn);
-            coh_warn("store: refused %s: at max_clients (%d)", pn, s->max_clients);
+            coh_warn_rl("store: refused %s: at max_clients (%d)", pn, s->max_clients);
             refuse_fd(fd, COHORT_ERR_TOO_LARGE, "store server is at its client limit (max_clients %d)",
                       s->max_clients);
+            continue;
+        }
+        if (s->nunauth >= s->max_unauth &&
+            !(evicted < EVICT_PER_WAKEUP &&
+              evict_oldest_unauth(s, "at its limit of unauthenticated connections") &&
+              ++evicted)) {
+            char pn[64];
+            peer_name(&a, pn, sizeof pn);
+            coh_warn_rl("store: refused %s: %d connections are authenticating (max_unauth %d)",
+                        pn, s->nunauth, s->max_unauth);
+            refuse_fd(fd, COHORT_ERR_STORE,
+                      "store server has %d connections authenticating (its limit); retry later",
+                      s->nunauth);
             continue;
         }
         conn_pre *cp = coh_calloc(1, sizeof *cp);
@@ -467,12 +598,13 @@ static void do_accept(struct cohort_store_server *s)
         dl_init(&c->node);
         dl_init(&c->jnode);
         dl_init(&c->pnode);
+        dl_init(&c->unode);
         dl_init(&c->waiters);
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         struct epoll_event e = {.events = EPOLLIN, .data.ptr = c};
         if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &e) < 0) {
-            coh_warn("store: epoll_ctl: %s", strerror(errno));
+            coh_warn_rl("store: epoll_ctl: %s", strerror(errno));
             close(fd);
             coh_free(cp);
             continue;
@@ -480,7 +612,9 @@ static void do_accept(struct cohort_store_server *s)
         c->ev = EPOLLIN;
         dl_push(&s->conns, &c->node);
         s->nconns++;
-        c->last_rx_ns = coh_now_ns();
+        c->last_rx_ns = c->accept_ns = coh_now_ns();
+        dl_push(&s->unauth, &c->unode);
+        s->nunauth++;
         pend_update(c);
         randombytes_buf(cp->nonce, sizeof cp->nonce);
         uint8_t f[COH_PROTO_HDR + COH_PROTO_NONCE];
@@ -500,6 +634,47 @@ static void auth_close(conn *c)
     c->last_rx_ns = coh_now_ns();
     pend_update(c);
     conn_flush(c);
+}
+
+/* Moves job j to generation gen and closes its connections of every other
+ * non-zero generation (generation 0 is the tools'); returns how many. */
+static int job_set_gen(job *j, uint32_t gen, const char *jid)
+{
+    j->gen = gen;
+    int closed = 0;
+    for (dl *p = j->conns.next, *nx; p != &j->conns; p = nx) {
+        nx = p->next;
+        conn *o = dl_entry(p, conn, jnode);
+        if (o->gen && o->gen != gen) {
+            conn_fail(o, COHORT_ERR_AUTH,
+                      "job '%s' moved to generation %u; this connection (generation %u) is "
+                      "closed",
+                      jid, gen, o->gen);
+            closed++;
+        }
+    }
+    return closed;
+}
+
+/* SET_GEN: the operator's way to move a job to any generation (back to 0
+ * after a runaway one, or ahead), from a generation-0 (tool) connection. */
+static void do_set_gen(conn *c, const coh_req *q)
+{
+    job *j = c->job;
+    if (c->gen) {
+        coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH,
+                          "set-generation is an operator command: connect with generation 0 "
+                          "(this connection is generation %u)",
+                          c->gen);
+        return;
+    }
+    uint32_t old = j->gen;
+    int closed = job_set_gen(j, q->generation, j->id);
+    coh_warn("store: %s set job '%s' to generation %u (was %u); closed %d connections", c->peer,
+             j->id, j->gen, old, closed);
+    coh_wr *w = coh_srv_reply_begin(c, q->op, q->id);
+    coh_wr_u32(w, old);
+    coh_srv_reply_end(c, q->op, q->id);
 }
 
 /* Checks an AUTH against the job table. The expected MAC is computed under
@@ -528,22 +703,35 @@ static void do_auth(conn *c, const coh_req *q)
         }
     pthread_mutex_unlock(&s->jobs_mu);
     if (!j) {
-        coh_warn("store: refused %s: unknown job '%s'", c->peer, jid);
+        coh_warn_rl("store: refused %s: unknown job '%s'", c->peer, jid);
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH, "unknown job '%s'", jid);
         auth_close(c);
         return;
     }
     if (sodium_memcmp(want, q->mac, COH_PROTO_MAC) != 0) {
-        coh_warn("store: refused %s: wrong token for job '%s'", c->peer, jid);
+        coh_warn_rl("store: refused %s: wrong token for job '%s'", c->peer, jid);
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH, "wrong token for job '%s'", jid);
         auth_close(c);
         return;
     }
     if (q->generation && q->generation < j->gen) {
-        coh_warn("store: refused %s: job '%s' stale generation %u (job is at %u)", c->peer, jid,
+        coh_warn_rl("store: refused %s: job '%s' stale generation %u (job is at %u)", c->peer, jid,
                  q->generation, j->gen);
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH, "stale generation %u, job is at %u",
                           q->generation, j->gen);
+        auth_close(c);
+        return;
+    }
+    if (q->generation && j->gen && (uint64_t)q->generation > (uint64_t)j->gen + 1) {
+        /* One careless or hostile token holder must not make every later
+         * restart "stale": a job moves one generation at a time, and only
+         * an operator (SET_GEN) moves it further or back. */
+        coh_warn_rl("store: refused %s: job '%s' generation %u skips ahead (job is at %u)",
+                    c->peer, jid, q->generation, j->gen);
+        coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH,
+                          "generation %u skips ahead: job '%s' is at %u and moves one generation "
+                          "at a time (an operator can set it: cohort-kv set-generation)",
+                          q->generation, jid, j->gen);
         auth_close(c);
         return;
     }
@@ -551,24 +739,13 @@ static void do_auth(conn *c, const coh_req *q)
         /* A restart under a new generation: connections of older ones are
          * closed, so a lingering old process cannot touch the new run. */
         uint32_t old = j->gen;
-        j->gen = q->generation;
-        int closed = 0;
-        for (dl *p = j->conns.next, *nx; p != &j->conns; p = nx) {
-            nx = p->next;
-            conn *o = dl_entry(p, conn, jnode);
-            if (o->gen && o->gen < j->gen) {
-                conn_fail(o, COHORT_ERR_AUTH,
-                          "job '%s' moved to generation %u; this connection (generation %u) is "
-                          "closed",
-                          jid, j->gen, o->gen);
-                closed++;
-            }
-        }
+        int closed = job_set_gen(j, q->generation, jid);
         if (old || closed)
             coh_info("store: job '%s' now at generation %u (was %u); closed %d older connections",
                      jid, j->gen, old, closed);
     }
     c->authed = 1;
+    unauth_drop(c);
     c->job = j;
     c->gen = q->generation;
     dl_push(&j->conns, &c->jnode);
@@ -594,7 +771,7 @@ static void handle_frame(conn *c, const coh_frame_hdr *h, const uint8_t *payload
     coh_req q;
     char err[256];
     if (!c->authed && h->op != COH_OP_AUTH) {
-        coh_warn("store: %s sent %s (op 0x%02x) before authenticating: closing", c->peer,
+        coh_warn_rl("store: %s sent %s (op 0x%02x) before authenticating: closing", c->peer,
                  coh_proto_op_name(h->op), h->op);
         conn_fail(c, COHORT_ERR_PROTOCOL, "expected AUTH, got op 0x%02x", h->op);
         return;
@@ -602,7 +779,7 @@ static void handle_frame(conn *c, const coh_frame_hdr *h, const uint8_t *payload
     cohort_status st = coh_proto_decode_req(h, payload, &lim, &q, err, sizeof err);
     if (st != COHORT_OK) {
         if (!c->authed) {
-            coh_warn("store: refused %s: bad AUTH frame: %s", c->peer, err);
+            coh_warn_rl("store: refused %s: bad AUTH frame: %s", c->peer, err);
             conn_fail(c, st, "bad AUTH frame: %s", err);
             return;
         }
@@ -618,6 +795,10 @@ static void handle_frame(conn *c, const coh_frame_hdr *h, const uint8_t *payload
             do_auth(c, &q);
         return;
     }
+    if (h->op == COH_OP_SET_GEN) {
+        do_set_gen(c, &q);
+        return;
+    }
     coh_kv_handle(c, &q);
 }
 
@@ -629,14 +810,14 @@ static int take_header(conn *c, const uint8_t *hb)
     coh_frame_hdr h;
     int r = coh_proto_parse_hdr(hb, COH_PROTO_HDR, &h);
     if (r == COH_HDR_BAD_MAGIC) {
-        coh_warn("store: %s sent bytes that are not a store frame (%02x %02x ...): closing",
+        coh_warn_rl("store: %s sent bytes that are not a store frame (%02x %02x ...): closing",
                  c->peer, hb[0], hb[1]);
         conn_fail(c, COHORT_ERR_PROTOCOL, "not a cohort store frame (bad magic %02x %02x)",
                   hb[0], hb[1]);
         return -1;
     }
     if (r == COH_HDR_BAD_VERSION) {
-        coh_warn("store: refused %s: it speaks store protocol version %u, this server %u",
+        coh_warn_rl("store: refused %s: it speaks store protocol version %u, this server %u",
                  c->peer, h.version, COH_PROTO_VERSION);
         conn_fail(c, COHORT_ERR_PROTOCOL,
                   "store protocol version %u not supported: this server speaks version %u",
@@ -645,7 +826,7 @@ static int take_header(conn *c, const uint8_t *hb)
     }
     c->fh = h;
     if (!c->authed && h.len > COH_PROTO_MAX_PREAUTH) {
-        coh_warn("store: refused %s: %u-byte frame before authenticating", c->peer, h.len);
+        coh_warn_rl("store: refused %s: %u-byte frame before authenticating", c->peer, h.len);
         conn_fail(c, COHORT_ERR_PROTOCOL, "frame of %u bytes before authentication (max %d)",
                   h.len, COH_PROTO_MAX_PREAUTH);
         return -1;
@@ -801,28 +982,41 @@ static void conn_read(conn *c)
     }
 }
 
-/* Closes connections that stalled mid-frame or never authenticated; returns
- * the ms until the next such deadline (-1: none). */
+/* Closes connections that stalled mid-frame or did not authenticate in
+ * time; returns the ms until the next such deadline (-1: none). The
+ * authentication deadline counts from the accept and bytes do not extend
+ * it (a byte every few seconds would otherwise hold a connection for
+ * ever); a stalled frame counts from the last byte received. */
 static int sweep(struct cohort_store_server *s)
 {
     if (dl_empty(&s->pend))
         return -1;
     uint64_t now = coh_now_ns();
     uint64_t to = (uint64_t)s->frame_timeout_ms * 1000000ull;
+    uint64_t ato = (uint64_t)s->auth_timeout_ms * 1000000ull;
     uint64_t next = UINT64_MAX;
     for (dl *p = s->pend.next, *nx; p != &s->pend; p = nx) {
         nx = p->next;
         conn *c = dl_entry(p, conn, pnode);
-        uint64_t dead = c->last_rx_ns + to;
+        int auth = !c->authed && !c->closing;
+        uint64_t dead = auth ? c->accept_ns + ato : c->last_rx_ns + to;
         if (now >= dead && c->closing) {
             conn_close(c); /* it never read its ERROR frame */
             continue;
         }
+        if (now >= dead && auth) {
+            coh_warn_rl("store: %s did not authenticate within %d ms (auth timeout): closing",
+                        c->peer, s->auth_timeout_ms);
+            conn_fail(c, COHORT_ERR_TIMEOUT,
+                      "connection did not authenticate within %d ms (auth timeout): closed",
+                      s->auth_timeout_ms);
+            continue;
+        }
         if (now >= dead) {
-            const char *what = !c->authed ? "did not authenticate" : "stalled mid-frame";
-            coh_warn("store: %s %s (frame timeout %d ms): closing", c->peer, what,
-                     s->frame_timeout_ms);
-            conn_fail(c, COHORT_ERR_TIMEOUT, "connection %s (frame timeout %d ms): closed", what,
+            coh_warn_rl("store: %s stalled mid-frame (frame timeout %d ms): closing", c->peer,
+                        s->frame_timeout_ms);
+            conn_fail(c, COHORT_ERR_TIMEOUT,
+                      "connection stalled mid-frame (frame timeout %d ms): closed",
                       s->frame_timeout_ms);
             continue;
         }
@@ -895,6 +1089,9 @@ static cohort_status server_loop(struct cohort_store_server *s, volatile int *fl
     cohort_status st = COHORT_OK;
     while (!atomic_load(&s->stop) && !(flag && *flag)) {
         int to = sweep(s);
+        int ato = accept_maybe_resume(s);
+        if (ato >= 0 && (to < 0 || ato < to))
+            to = ato;
         flush_all(s); /* ERROR frames queued by the sweep */
         reap_all(s);
         int n = waitmask ? epoll_pwait(s->epfd, evs, MAX_EVENTS, to, waitmask)
@@ -1109,6 +1306,9 @@ cohort_status cohort_store_server_create(cohort_store_server **out,
     if (o->max_clients < 0 || o->frame_timeout_ms < 0)
         return coh_err_set(NULL, COHORT_ERR_INVALID,
                            "store server: negative max_clients or frame_timeout_ms");
+    if (o->auth_timeout_ms < 0 || o->max_unauth < 0)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "store server: negative auth_timeout_ms or max_unauth");
     cohort_store_server *s = coh_calloc(1, sizeof *s);
     if (!s)
         return coh_err_set(NULL, COHORT_ERR_NOMEM, "store server: allocating");
@@ -1118,6 +1318,7 @@ cohort_status cohort_store_server_create(cohort_store_server **out,
     pthread_cond_init(&s->run_cv, NULL);
     dl_init(&s->conns);
     dl_init(&s->pend);
+    dl_init(&s->unauth);
     coh_wr_init(&s->w);
     s->max_key = (uint32_t)max_key;
     s->max_value = (uint32_t)max_value;
@@ -1125,6 +1326,8 @@ cohort_status cohort_store_server_create(cohort_store_server **out,
     s->max_clients = o->max_clients ? o->max_clients : 65536;
     s->max_memory = o->max_memory ? o->max_memory : (size_t)1 << 30;
     s->frame_timeout_ms = o->frame_timeout_ms ? o->frame_timeout_ms : 10000;
+    s->auth_timeout_ms = o->auth_timeout_ms ? o->auth_timeout_ms : 5000;
+    s->max_unauth = o->max_unauth ? o->max_unauth : 1024;
     randombytes_buf(s->hkey, sizeof s->hkey);
     s->scratch_cap = SCRATCH_SIZE;
     s->scratch = coh_malloc(s->scratch_cap);

@@ -153,6 +153,8 @@ typedef struct conn {
     blob *body_blob;   /* the body buffer, while its frame is handled; a SET
                           may adopt it (and sets this to NULL) */
     uint64_t last_rx_ns;
+    uint64_t accept_ns; /* the authentication deadline counts from here */
+    dl unode;          /* srv->unauth (oldest first) until authenticated */
     /* output */
     oseg *oq_head, *oq_tail;
     size_t out_bytes;
@@ -179,9 +181,19 @@ struct cohort_store_server {
     int max_clients;
     size_t max_memory;
     int frame_timeout_ms;
+    int auth_timeout_ms;
+    int max_unauth;
     size_t mem_used;
     int nconns;
+    int nunauth;
     dl conns, pend;
+    dl unauth;         /* unauthenticated connections, oldest first */
+    /* Accepting is paused (listen socket out of epoll) while the process
+     * is out of descriptors; it resumes at accept_resume_ns or as soon as a
+     * connection closes. */
+    int accept_paused;
+    int accept_backoff_ms;
+    uint64_t accept_resume_ns;
     conn *flush_head;
     conn *reap;
     uint8_t *scratch;

@@ -23,5 +23,9 @@ typedef struct coh_store_stats {
 cohort_status coh_store_tcp_stats(cohort_store *s, coh_store_stats *out);
 /* Ping round trip (PING op). */
 cohort_status coh_store_tcp_ping(cohort_store *s);
+/* Operator command (SET_GEN op; the handle must be connected with generation
+ * 0): sets the job's generation to gen and closes the job's connections of
+ * any other non-zero generation. *prev (may be NULL) gets the old one. */
+cohort_status coh_store_tcp_set_generation(cohort_store *s, uint32_t gen, uint32_t *prev);
 
 #endif

@@ -1557,3 +1557,30 @@ cohort_status coh_store_tcp_ping(cohort_store *s)
     coh_free(pl);
     return st;
 }
+
+cohort_status coh_store_tcp_set_generation(cohort_store *s, uint32_t gen, uint32_t *prev)
+{
+    if (s && coh_store_backend_of(s) != &coh_store_tcp_backend)
+        return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED, "set_generation: not a tcp store handle");
+    if (!s || coh_store_priv(s) == NULL)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "set_generation: NULL or closed handle");
+    coh_wr w;
+    coh_wr_init(&w);
+    size_t at = coh_wr_begin_frame(&w);
+    coh_wr_u32(&w, gen);
+    coh_wr_end_frame(&w, at, COH_OP_SET_GEN, 0);
+    coh_reply r;
+    uint8_t *pl = NULL;
+    cohort_status st = rpc(s, &w, op_deadline(s), "set_generation", &r, &pl);
+    coh_wr_free(&w);
+    if (st == COHORT_OK) {
+        uint32_t p = coh_rd_u32(&r.body);
+        if (r.body.err || r.body.n)
+            st = coh_err_set(coh_store_err(s), COHORT_ERR_PROTOCOL,
+                             "set_generation: malformed reply");
+        else if (prev)
+            *prev = p;
+    }
+    coh_free(pl);
+    return st;
+}

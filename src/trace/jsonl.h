@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "trace/trace.h"
+#include "util/json.h" /* coh_json_str: the one JSON string escaper */
 
 #define COH_TL_VERSION 1
 
@@ -80,11 +81,6 @@ int coh_tl_parse(const char *s, size_t len, coh_tl_line *out, char *err, size_t 
 size_t coh_tl_fmt_header(char *buf, size_t buflen, const coh_tl_header *h);
 size_t coh_tl_fmt_entry(char *buf, size_t buflen, const coh_trace_entry *e);
 size_t coh_tl_fmt_contract(char *buf, size_t buflen, const coh_tl_contract *c);
-
-/* Appends s as a JSON string literal (quotes included) at buf[*pos],
- * escaping quotes, backslashes, control bytes and invalid UTF-8 (as \u00XX).
- * Never writes past buflen; *pos advances by the full length needed. */
-void coh_json_str(char *buf, size_t buflen, size_t *pos, const char *s);
 
 /* Converts a parsed entry back into a fingerprint (file points into e). */
 void coh_tl_entry_fp(const coh_tl_entry *e, uint32_t group, uint32_t generation,

@@ -20,12 +20,14 @@ static atomic_int log_rank = -1;
 int coh_log_level(void)
 {
     int l = atomic_load_explicit(&log_level, memory_order_relaxed);
-    if (l >= 0)
+    if (l != -1)
         return l;
     const char *e = getenv("COHORT_LOG");
     l = COH_LOG_WARN;
     if (e) {
-        if (!strcmp(e, "error"))
+        if (!strcmp(e, "off"))
+            l = COH_LOG_OFF; /* below every level: nothing is written */
+        else if (!strcmp(e, "error"))
             l = COH_LOG_ERROR;
         else if (!strcmp(e, "warn"))
             l = COH_LOG_WARN;
@@ -51,14 +53,17 @@ void coh_log_write(int level, const char *file, int line, const char *fmt, ...)
     const char *base = strrchr(file, '/');
     base = base ? base + 1 : file;
     int r = atomic_load(&log_rank);
+    /* Source locations are for cohort's developers: only at debug level. */
+    char where[96] = "";
+    if (coh_log_level() >= COH_LOG_DEBUG)
+        snprintf(where, sizeof where, " %s:%d", base, line);
     int n;
     if (r >= 0)
-        n = snprintf(buf, sizeof buf, "cohort %02d:%02d:%02d.%06ld rank %d %s %s:%d: ", tm.tm_hour,
-                     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000, r, names[level], base, line);
+        n = snprintf(buf, sizeof buf, "cohort %02d:%02d:%02d.%06ld rank %d %s%s: ", tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000, r, names[level], where);
     else
-        n = snprintf(buf, sizeof buf, "cohort %02d:%02d:%02d.%06ld pid %d %s %s:%d: ", tm.tm_hour,
-                     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000, (int)getpid(), names[level], base,
-                     line);
+        n = snprintf(buf, sizeof buf, "cohort %02d:%02d:%02d.%06ld pid %d %s%s: ", tm.tm_hour,
+                     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000, (int)getpid(), names[level], where);
     if (n < 0 || (size_t)n >= sizeof buf)
         n = 0;
     va_list ap;

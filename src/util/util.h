@@ -13,7 +13,7 @@
 
 /* ---- logging: COHORT_LOG=error|warn|info|debug, stderr, tagged with rank
  * and time. Default level: warn. */
-enum { COH_LOG_ERROR = 0, COH_LOG_WARN = 1, COH_LOG_INFO = 2, COH_LOG_DEBUG = 3 };
+enum { COH_LOG_OFF = -2, COH_LOG_ERROR = 0, COH_LOG_WARN = 1, COH_LOG_INFO = 2, COH_LOG_DEBUG = 3 };
 int coh_log_level(void);
 /* The rank printed in log lines of this process (-1: none yet). */
 void coh_log_set_rank(int rank);

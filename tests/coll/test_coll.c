@@ -260,20 +260,16 @@ END_TEST
 static int rank_bad_algo(int rank, void *arg)
 {
     (void)arg;
-    cohort_group *g;
-    RANK_PASS(cohort_init(&g), NULL);
-    float x = 1, y = 0;
-    cohort_status st = cohort_all_reduce(g, &x, &y, 1, COHORT_FLOAT32, COHORT_SUM);
-    const char *m = cohort_last_error(g);
-    RANK_CHECK(st == COHORT_ERR_INVALID, "rank %d: got %s", rank, cohort_status_name(st));
+    /* An unknown algorithm is refused by cohort_init (issue 16: checked at
+     * init, not at the first call), naming the variable and the choices. */
+    cohort_group *g = (cohort_group *)&g;
+    cohort_status st = cohort_init(&g);
+    const char *m = cohort_last_error(NULL);
+    RANK_CHECK(st == COHORT_ERR_INVALID && g == NULL, "rank %d: got %s", rank,
+               cohort_status_name(st));
     RANK_CHECK(strstr(m, "COHORT_ALGO_ALL_REDUCE=fastest") && strstr(m, "ring") &&
                    strstr(m, "rabenseifner"),
                "message: %s", m);
-    /* broadcast is not forced: still works? no - the group is poisoned on
-     * purpose, so that ranks whose variable differs are not left waiting */
-    st = cohort_broadcast(g, &x, 1, COHORT_FLOAT32, 0);
-    RANK_CHECK(st != COHORT_OK, "the group should be failed");
-    cohort_finalize(g);
     return 0;
 }
 

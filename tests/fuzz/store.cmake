@@ -5,10 +5,10 @@ if(COHORT_FUZZ)
   if(CMAKE_C_COMPILER_ID MATCHES "Clang")
     # The parser is compiled into the target itself so that libFuzzer's
     # coverage instrumentation covers it.
-    add_executable(fuzz_store_proto fuzz_store_proto.c ${CMAKE_SOURCE_DIR}/src/store/proto.c
-                   ${CMAKE_SOURCE_DIR}/src/util/util.c ${CMAKE_SOURCE_DIR}/src/util/status.c)
-    target_include_directories(fuzz_store_proto PRIVATE ${CMAKE_SOURCE_DIR}/include
-                               ${CMAKE_SOURCE_DIR}/src ${CMAKE_BINARY_DIR})
+    add_executable(fuzz_store_proto fuzz_store_proto.c ${PROJECT_SOURCE_DIR}/src/store/proto.c
+                   ${PROJECT_SOURCE_DIR}/src/util/util.c ${PROJECT_SOURCE_DIR}/src/util/status.c)
+    target_include_directories(fuzz_store_proto PRIVATE ${PROJECT_SOURCE_DIR}/include
+                               ${PROJECT_SOURCE_DIR}/src ${PROJECT_BINARY_DIR})
     target_compile_options(fuzz_store_proto PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_options(fuzz_store_proto PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_libraries(fuzz_store_proto PRIVATE PkgConfig::SODIUM Threads::Threads)

@@ -3,7 +3,7 @@
 set(_d ${CMAKE_CURRENT_SOURCE_DIR})
 add_executable(replay_trace_line ${_d}/fuzz_trace_line.c ${_d}/replay_main.c)
 target_link_libraries(replay_trace_line PRIVATE cohort_static)
-target_include_directories(replay_trace_line PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_BINARY_DIR})
+target_include_directories(replay_trace_line PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_BINARY_DIR})
 add_test(NAME fuzz_replay_trace_line COMMAND replay_trace_line ${_d}/corpus/trace_line)
 set_tests_properties(fuzz_replay_trace_line PROPERTIES TIMEOUT 120)
 
@@ -11,10 +11,10 @@ if(COHORT_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   # The parser's sources are compiled into the target itself so they get
   # coverage instrumentation and ASan/UBSan whatever the library was built
   # with; the archive supplies everything else.
-  add_executable(fuzz_trace_line ${_d}/fuzz_trace_line.c ${CMAKE_SOURCE_DIR}/src/trace/jsonl.c
-                                 ${CMAKE_SOURCE_DIR}/src/contract/names.c)
+  add_executable(fuzz_trace_line ${_d}/fuzz_trace_line.c ${PROJECT_SOURCE_DIR}/src/trace/jsonl.c
+                                 ${PROJECT_SOURCE_DIR}/src/contract/names.c)
   target_compile_options(fuzz_trace_line PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_options(fuzz_trace_line PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(fuzz_trace_line PRIVATE cohort_static)
-  target_include_directories(fuzz_trace_line PRIVATE ${CMAKE_SOURCE_DIR}/src ${CMAKE_BINARY_DIR})
+  target_include_directories(fuzz_trace_line PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_BINARY_DIR})
 endif()

@@ -32,6 +32,7 @@ static void setup(void)
     cohort_store_server_opts o;
     memset(&o, 0, sizeof o);
     o.frame_timeout_ms = 400;
+    o.auth_timeout_ms = 400;
     o.max_value = 64 * 1024;
     srv = su_server(&o, addr, sizeof addr);
     port = su_port_of(addr);

@@ -200,6 +200,18 @@ START_TEST(test_ops)
     /* set / get, binary-safe keys and values, empty values */
     ST_PASS(cohort_store_sets(s, "a", "hello"), s);
     expect_str(s, "a", "hello");
+    /* timeout 0: no wait for the key, but still one read (it used to fail
+     * as "cluster unreachable after 0 ms: no time left"). */
+    {
+        void *v0 = NULL;
+        size_t vl0 = 0;
+        ST_PASS(cohort_store_get(s, "a", 1, &v0, &vl0, 0), s);
+        ck_assert(vl0 == 5 && !memcmp(v0, "hello", 5));
+        free(v0);
+        cohort_status st0 = cohort_store_get(s, "absent0", 7, &v0, &vl0, 0);
+        ck_assert_msg(st0 == COHORT_ERR_TIMEOUT, "get absent, timeout 0: %s (%s)",
+                      cohort_status_name(st0), cohort_store_last_error(s));
+    }
     const char bk[] = {'b', 0, 'k'}, bv[] = {0, 1, 2, 0};
     ST_PASS(cohort_store_set(s, bk, sizeof bk, bv, sizeof bv), s);
     void *v = NULL;

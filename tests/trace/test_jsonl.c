@@ -286,6 +286,21 @@ START_TEST(writer_escapes)
     pos = 0;
     coh_json_str(buf, sizeof buf, &pos, NULL);
     ck_assert_str_eq(buf, "\"\"");
+    /* 4-byte UTF-8 passes; past U+10FFFF, truncated and lone lead bytes
+     * do not; NUL bytes inside a counted string become \u0000. */
+    pos = 0;
+    coh_json_strn(buf, sizeof buf, &pos, "\xf0\x9f\x98\x80|\xf4\x90\x80\x80|\xf0\x9f|\x00\x1f", 15);
+    ck_assert_str_eq(buf, "\"\xf0\x9f\x98\x80|\\u00f4\\u0090\\u0080\\u0080|\\u00f0\\u009f|"
+                          "\\u0000\\u001f\"");
+    /* The FILE writer writes the same bytes, never cut. */
+    char *mem = NULL;
+    size_t memlen = 0;
+    FILE *f = open_memstream(&mem, &memlen);
+    ck_assert_ptr_nonnull(f);
+    coh_json_fputs(f, "a\"\\\n\t\r\x01\x7f\xff\xc3\xa9\xe2\x82");
+    fclose(f);
+    ck_assert_str_eq(mem, "\"a\\\"\\\\\\n\\t\\r\\u0001\x7f\\u00ff\xc3\xa9\\u00e2\\u0082\"");
+    free(mem);
 }
 END_TEST
 

@@ -40,6 +40,9 @@ static void usage(FILE *f)
             "  num-keys\n"
             "  ping                 one round trip to the server\n"
             "  stats                server counters (connections, waiters, keys, memory)\n"
+            "  set-generation N     operator: set the job's generation to N (0: the next\n"
+            "                       launcher run may start at any); closes the job's\n"
+            "                       connections of other generations; prints the old one\n"
             "\n"
             "options (anywhere on the line):\n"
             "  --addr HOST:PORT     store address (default $COHORT_STORE)\n"
@@ -200,7 +203,7 @@ int main(int argc, char **argv)
         int min, max;
     } cmds[] = {{"set", 2, 2},  {"get", 1, 1},    {"add", 2, 2},      {"wait", 1, 63},
                 {"delete", 1, 1}, {"list", 0, 1}, {"num-keys", 0, 0}, {"ping", 0, 0},
-                {"stats", 0, 0}};
+                {"stats", 0, 0}, {"set-generation", 1, 1}};
     int known = 0;
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (!strcmp(cmd, cmds[i].name)) {
@@ -325,6 +328,20 @@ int main(int argc, char **argv)
         st = coh_store_tcp_ping(s);
         if (st == COHORT_OK)
             printf("ok\n");
+    } else if (!strcmp(cmd, "set-generation")) {
+        char *end;
+        errno = 0;
+        unsigned long g = strtoul(args[0], &end, 10);
+        if (errno || end == args[0] || *end || args[0][0] == '-' || g > UINT32_MAX) {
+            fprintf(stderr, "cohort-kv: set-generation: '%s' is not a generation (0..%u)\n",
+                    args[0], UINT32_MAX);
+            cohort_store_close(s);
+            return EX_USAGE;
+        }
+        uint32_t prev = 0;
+        st = coh_store_tcp_set_generation(s, (uint32_t)g, &prev);
+        if (st == COHORT_OK)
+            printf("%u\n", prev);
     } else if (!strcmp(cmd, "stats")) {
         coh_store_stats x;
         st = coh_store_tcp_stats(s, &x);

@@ -1,21 +1,26 @@
 /*
- * cohort-perf - collective benchmark in the style of nccl-tests.
+ * cohort-perf - collective benchmark that speaks nccl-tests: the same flags
+ * with the same meanings, the same table (out-of-place and in-place columns,
+ * #wrong, the "# Avg bus bandwidth" footer), so scripts written for
+ * all_reduce_perf read its output unchanged. See docs/tools.md.
  *
- *   cohort-perf -n 2 -o all_reduce -b 8 -e 64M -f 4 [--check] [--json] ...
- *   cohortrun -n 2 cohort-perf -o all ...        (ranks from the environment)
+ *   cohort-perf --np 2 -b 8 -e 64M -f 2               (all_reduce, 2 forked ranks)
+ *   cohortrun -n 4 cohort-perf --coll all -n 20       (ranks from the environment)
+ *   all_reduce_perf -b 8 -e 128M -f 2 -g 1            (a symlink named like the nccl-tests binary)
  *
- * Per op and size: warm-up, then a batch that grows x4 until it takes at
- * least t/10 (calibration), then batches of that size until the slowest rank
- * has spent t seconds in them, each iteration timed on its own. At the end of a size every rank's per-iteration times are
- * combined with a max all_reduce, so p50/p99/max are of "the slowest rank in
- * that iteration" - what a synchronous training step waits for. avg is the
- * max over ranks of the per-rank mean, the convention of nccl-tests and of
- * the peer harness (mpi_coll_bench, gloo_bench), so ratios against them
- * compare like with like.
+ * Per collective, dtype, reduce op, root and size, two variants (out-of-place,
+ * then in-place): checked calls (-c), warm-up (-w), then either -n timed
+ * iterations or - cohort's default - batches until --time seconds have been
+ * spent, each iteration (of -m calls) timed on its own. Each rank reduces its
+ * own times to a mean and percentiles; -a combines those over ranks (0: rank
+ * 0's, 1: mean, 2: min, 3: max, cohort's default - the slowest rank). Every
+ * column is the same combination of the same per-rank samples, so the time
+ * column is never the mean of one distribution next to the median of
+ * another.
  *
  * Environment switches (set before cohort_init, inherited by forked ranks):
  * --transport -> COHORT_TRANSPORT, --algo -> COHORT_ALGO_<OP>,
- * --contract off -> COHORT_CONTRACT=off (benchmark-only).
+ * --contract off -> COHORT_CONTRACT=off (benchmark-only), -T -> COHORT_TIMEOUT.
  */
 #include <ctype.h>
 #include <getopt.h>
@@ -23,46 +28,69 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "cli.h"
 #include "perf.h"
 
 static void usage(FILE *f)
 {
-    fputs("usage: cohort-perf [-n RANKS] [-o OPS] [-b MIN] [-e MAX] [-f FACTOR] [--sizes LIST]\n"
-          "         [-d DTYPE] [-r REDOP] [--root R] [--check] [--json] [--json-out FILE]\n"
-          "         [-t SECONDS] [--iters N] [--warmup N] [--max-iters N]\n"
-          "         [--transport auto|shm|tcp] [--algo NAME|OP=NAME,...] [--contract on|off]\n"
-          "         [--osu] [--bind core|none] [--deadline SECONDS] [-l LABEL]\n"
+    fputs("usage: cohort-perf [options]\n"
           "\n"
-          "  -n RANKS        fork RANKS ranks on this host (default: ranks from the\n"
-          "                  environment, as cohortrun/torchrun/srun/mpirun set it; else 1)\n"
-          "  -o OPS          comma list of: all_reduce broadcast reduce all_gather gather\n"
-          "                  scatter reduce_scatter all_to_all barrier sendrecv, or 'all'\n"
-          "                  (default all_reduce)\n"
-          "  -b/-e/-f        sizes MIN, MIN*F, ... <= MAX bytes, suffixes K M G\n"
-          "                  (default 16 64M 4)\n"
-          "  --sizes LIST    explicit comma list of sizes instead of -b/-e/-f; a size is the\n"
-          "                  full buffer (nccl-tests): all_gather/gather output,\n"
-          "                  reduce_scatter/scatter/all_to_all input\n"
-          "  -d DTYPE        int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32\n"
-          "                  float64 (default float32)\n"
-          "  -r REDOP        sum prod min max avg band bor bxor (default sum)\n"
-          "  --root R        root of broadcast/reduce/gather/scatter (default 0)\n"
-          "  --check         verify every result exactly (deterministic inputs); exit 1 on\n"
-          "                  a mismatch\n"
-          "  --json          write the results as one JSON document on stdout (no table)\n"
-          "  --json-out FILE also write the JSON document to FILE\n"
-          "  -t SECONDS      time per size (default 0.2); --iters N fixes the count instead\n"
-          "  --warmup N      untimed iterations per size before calibration (default 5)\n"
-          "  --max-iters N   cap on calibrated iterations (default 1000000)\n"
-          "  --transport T   sets COHORT_TRANSPORT\n"
-          "  --algo A        sets COHORT_ALGO_<OP>=A for every selected op, or per op:\n"
-          "                  all_reduce=ring,broadcast=tree\n"
-          "  --contract off  sets COHORT_CONTRACT=off (benchmark only: no contract check)\n"
-          "  --osu           barrier between iterations, only the op timed (OSU style)\n"
-          "  --bind core     with -n: pin rank r to cpu r % ncpu (default none)\n"
-          "  --deadline S    with -n: kill the ranks after S seconds (default none)\n"
-          "  -l LABEL        free text carried into the output\n",
+          "nccl-tests options (same letters, same meanings):\n"
+          "  -b, --minbytes SIZE     smallest size (suffixes K M G; default 16)\n"
+          "  -e, --maxbytes SIZE     largest size (default 64M)\n"
+          "  -f, --stepfactor F      multiply the size by F (default 4)\n"
+          "  -i, --stepbytes SIZE    add SIZE instead (fixed increment)\n"
+          "  -o, --op OP[,OP]|all    reduce op: sum prod min max avg (and band bor bxor);\n"
+          "                          default sum\n"
+          "  -d, --datatype T[,T]|all  int8 uint8 int32 uint32 int64 uint64 half float\n"
+          "                          double bfloat16 (default float)\n"
+          "  -r, --root R|all        root of broadcast/reduce/gather/scatter (default 0;\n"
+          "                          all: every rank in turn)\n"
+          "  -n, --iters N           timed iterations per size (default: calibrated to\n"
+          "                          --time instead)\n"
+          "  -w, --warmup_iters N    untimed iterations first (default 5)\n"
+          "  -m, --agg_iters N       calls per timed iteration (default 1)\n"
+          "  -a, --average 0|1|2|3   rank times combined as rank 0's, mean, min, max\n"
+          "                          (default 3: the slowest rank, what a step waits for)\n"
+          "  -c, --check N           checked calls per size and variant (default 1; 0: no\n"
+          "                          check, #wrong N/A)\n"
+          "  -J, --output_file FILE  also write the results as JSON to FILE\n"
+          "  -T, --timeout S         a call that takes longer fails (sets COHORT_TIMEOUT)\n"
+          "  -t, --nthreads 1, -g, --ngpus 1   one rank per process (only 1 is accepted)\n"
+          "  -p, -z, -C, -R, -S, -y, -G 0      accepted for compatibility; no effect (CPU\n"
+          "                          collectives are blocking; no CUDA graphs)\n"
+          "\n"
+          "cohort's own:\n"
+          "      --np N              fork N ranks on this host (default: ranks from the\n"
+          "                          environment, as cohortrun/torchrun/srun/mpirun set it;\n"
+          "                          else 1)\n"
+          "      --coll OPS          comma list of all_reduce broadcast reduce all_gather\n"
+          "                          gather scatter reduce_scatter all_to_all barrier\n"
+          "                          sendrecv, or all (default all_reduce; a program named\n"
+          "                          all_reduce_perf, broadcast_perf, ... picks its own)\n"
+          "      --sizes LIST        explicit comma list of sizes instead of -b/-e/-f/-i; a\n"
+          "                          size is the full buffer (nccl-tests): all_gather/gather\n"
+          "                          output, reduce_scatter/scatter/all_to_all input\n"
+          "      --time SECONDS      time per size and variant without -n (default 0.2)\n"
+          "      --max-iters N       cap on calibrated iterations (default 1000000)\n"
+          "      --in-place yes|no   also run the in-place variant (default yes)\n"
+          "      --percentiles       p50/p99/max columns after nccl-tests' columns\n"
+          "      --memory            per-rank memory table at the end\n"
+          "      --json              the results as one JSON document on stdout (no table)\n"
+          "      --json-out FILE     same as -J\n"
+          "      --transport T       sets COHORT_TRANSPORT (auto, shm, tcp)\n"
+          "      --algo A            sets COHORT_ALGO_<OP>=A for every selected op, or per op:\n"
+          "                          all_reduce=ring,broadcast=tree\n"
+          "      --contract off      sets COHORT_CONTRACT=off (benchmark only: no check)\n"
+          "      --osu               barrier between iterations, only the op timed (OSU style)\n"
+          "      --bind core         with --np: pin rank r to cpu r % ncpu (default none)\n"
+          "      --deadline S        with --np: kill the ranks after S seconds\n"
+          "  -l, --label LABEL       free text carried into the output\n"
+          "  -h, --help, -V, --version\n"
+          "\n"
+          "Exit status: 0 ok, 1 a result was wrong, 2 usage, 3 a call failed (docs/tools.md).\n",
           f);
 }
 
@@ -75,9 +103,11 @@ static int parse_dtype(const char *s, cohort_dtype *out)
         cohort_dtype dt;
     } alias[] = {{"float", COHORT_FLOAT32}, {"half", COHORT_FLOAT16}, {"double", COHORT_FLOAT64},
                  {"int", COHORT_INT32},     {"bf16", COHORT_BFLOAT16}, {"fp16", COHORT_FLOAT16},
-                 {"fp32", COHORT_FLOAT32},  {"fp64", COHORT_FLOAT64}};
+                 {"fp32", COHORT_FLOAT32},  {"fp64", COHORT_FLOAT64}, {"char", COHORT_INT8},
+                 {"uint", COHORT_UINT32}};
     for (int d = 0; d < COHORT_DTYPE_COUNT; d++)
-        if (!strcmp(s, cohort_dtype_name((cohort_dtype)d))) {
+        if (!strcmp(s, cohort_dtype_name((cohort_dtype)d)) ||
+            !strcmp(s, perf_dtype_name((cohort_dtype)d))) {
             *out = (cohort_dtype)d;
             return 0;
         }
@@ -97,6 +127,59 @@ static int parse_redop(const char *s, cohort_op *out)
             return 0;
         }
     return -1;
+}
+
+static int is_float(cohort_dtype dt)
+{
+    return dt == COHORT_FLOAT16 || dt == COHORT_BFLOAT16 || dt == COHORT_FLOAT32 ||
+           dt == COHORT_FLOAT64;
+}
+
+/* Whether redop applies to dt (avg: floating point; bit ops: integers). */
+static int redop_fits(cohort_op op, cohort_dtype dt)
+{
+    if (op == COHORT_AVG)
+        return is_float(dt);
+    if (op == COHORT_BAND || op == COHORT_BOR || op == COHORT_BXOR)
+        return !is_float(dt);
+    return 1;
+}
+
+/* "-d float,int32" or "-d all"; "-o sum,max" or "-o all" (nccl-tests: every
+ * op; here every op that fits the dtype). */
+static int parse_list(const char *s, int *set, int nset, int is_dtype)
+{
+    memset(set, 0, (size_t)nset * sizeof *set);
+    char *dup = strdup(s), *save = NULL;
+    if (!dup)
+        return -1;
+    int any = 0;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "all")) {
+            for (int i = 0; i < nset; i++)
+                set[i] = 1;
+            any = 1;
+            continue;
+        }
+        int v;
+        if (is_dtype) {
+            cohort_dtype dt;
+            v = parse_dtype(t, &dt) == 0 ? (int)dt : -1;
+        } else {
+            cohort_op op;
+            v = parse_redop(t, &op) == 0 ? (int)op : -1;
+        }
+        if (v < 0) {
+            fprintf(stderr, "cohort-perf: unknown %s '%s' (see --help)\n",
+                    is_dtype ? "datatype" : "reduce op", t);
+            free(dup);
+            return -1;
+        }
+        set[v] = 1;
+        any = 1;
+    }
+    free(dup);
+    return any ? 0 : -1;
 }
 
 static int find_op(const char *s)
@@ -221,16 +304,19 @@ static int apply_algo(const perf_opts *o)
 
 /* ---- one rank ---- */
 
+#define EXIT_WRONG 1 /* a result was wrong */
+#define EXIT_CALL 3  /* init or a call failed */
+
 typedef struct perf_state {
-    const perf_opts *o;
+    perf_opts *o;
     cohort_group *g;
     int rank, n;
     size_t esz;
     void *sbuf, *rbuf;
     size_t sbytes, rbytes;
-    double *times, *tmax;
-    perf_row rows[OP_COUNT * PERF_MAX_SIZES];
-    int nrows;
+    double *times, *tmax, *sorted;
+    perf_row *rows;
+    int nrows, caprows;
     int failed;
 } perf_state;
 
@@ -281,28 +367,30 @@ static void shape(const perf_state *s, enum perf_op op, size_t bytes, size_t *co
 }
 
 /* One call. Every call site is in this function, so every rank's contract
- * carries the same file:line. */
-static cohort_status do_op(perf_state *s, enum perf_op op, size_t count)
+ * carries the same file:line. In place (docs/concepts.md): send == recv. */
+static cohort_status do_op(perf_state *s, enum perf_op op, size_t count, int inplace)
 {
     const perf_opts *o = s->o;
     cohort_group *g = s->g;
+    void *sb = inplace ? s->rbuf : s->sbuf;
+    int root = o->cur_root < 0 ? 0 : o->cur_root;
     switch (op) {
     case OP_ALL_REDUCE:
-        return cohort_all_reduce(g, s->sbuf, s->rbuf, count, o->dtype, o->redop);
+        return cohort_all_reduce(g, sb, s->rbuf, count, o->dtype, o->redop);
     case OP_BROADCAST:
-        return cohort_broadcast(g, s->rbuf, count, o->dtype, o->root);
+        return cohort_broadcast(g, s->rbuf, count, o->dtype, root);
     case OP_REDUCE:
-        return cohort_reduce(g, s->sbuf, s->rbuf, count, o->dtype, o->redop, o->root);
+        return cohort_reduce(g, sb, s->rbuf, count, o->dtype, o->redop, root);
     case OP_ALL_GATHER:
-        return cohort_all_gather(g, s->sbuf, s->rbuf, count, o->dtype);
+        return cohort_all_gather(g, sb, s->rbuf, count, o->dtype);
     case OP_GATHER:
-        return cohort_gather(g, s->sbuf, s->rbuf, count, o->dtype, o->root);
+        return cohort_gather(g, sb, s->rbuf, count, o->dtype, root);
     case OP_SCATTER:
-        return cohort_scatter(g, s->sbuf, s->rbuf, count, o->dtype, o->root);
+        return cohort_scatter(g, sb, s->rbuf, count, o->dtype, root);
     case OP_REDUCE_SCATTER:
-        return cohort_reduce_scatter(g, s->sbuf, s->rbuf, count, o->dtype, o->redop);
+        return cohort_reduce_scatter(g, sb, s->rbuf, count, o->dtype, o->redop);
     case OP_ALL_TO_ALL:
-        return cohort_all_to_all(g, s->sbuf, s->rbuf, count, o->dtype);
+        return cohort_all_to_all(g, sb, s->rbuf, count, o->dtype);
     case OP_BARRIER:
         return cohort_barrier(g);
     case OP_SENDRECV: {
@@ -312,13 +400,13 @@ static cohort_status do_op(perf_state *s, enum perf_op op, size_t count)
             return COHORT_OK;
         cohort_status st;
         if (s->rank % 2 == 0) {
-            st = cohort_send(g, s->sbuf, count, o->dtype, partner, 0);
+            st = cohort_send(g, sb, count, o->dtype, partner, 0);
             if (st == COHORT_OK)
                 st = cohort_recv(g, s->rbuf, count, o->dtype, partner, 0);
         } else {
             st = cohort_recv(g, s->rbuf, count, o->dtype, partner, 0);
             if (st == COHORT_OK)
-                st = cohort_send(g, s->sbuf, count, o->dtype, partner, 0);
+                st = cohort_send(g, sb, count, o->dtype, partner, 0);
         }
         return st;
     }
@@ -334,7 +422,7 @@ static void die(perf_state *s, cohort_status st, const char *what, enum perf_op 
     fflush(NULL);
     /* Exit without finalize: peers see this rank gone (PEER_LOST), which is
      * the behaviour under test when something breaks. */
-    exit(2);
+    exit(EXIT_CALL);
 }
 
 static double now_s(void)
@@ -344,17 +432,35 @@ static double now_s(void)
     return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Runs k ops after a barrier, timed as a whole; returns the max over ranks
- * of the mean seconds per op (every rank gets the same value, so all ranks
- * agree on the batch size derived from it). */
-static double batch(perf_state *s, enum perf_op op, size_t count, size_t bytes, long k)
+/* One timed iteration: -m calls (plus the hidden skew's sleep). */
+static cohort_status iteration(perf_state *s, enum perf_op op, size_t count, int inplace, long i)
+{
+    const perf_opts *o = s->o;
+    cohort_status st = COHORT_OK;
+    for (long k = 0; k < o->agg && st == COHORT_OK; k++)
+        st = do_op(s, op, count, inplace);
+    /* Hidden test hook: a rank preempted between its call's end and its
+     * clock read, ranks taking turns - the noise under which "slowest rank
+     * per iteration" and "per-rank means" part ways. */
+    if (o->debug_skew_ms && i % s->n == s->rank) {
+        struct timespec d = {o->debug_skew_ms / 1000, (long)(o->debug_skew_ms % 1000) * 1000000L};
+        nanosleep(&d, NULL);
+    }
+    return st;
+}
+
+/* Runs k iterations after a barrier, timed as a whole; returns the max over
+ * ranks of the mean seconds per iteration (every rank gets the same value,
+ * so all ranks agree on the batch size derived from it). */
+static double batch(perf_state *s, enum perf_op op, size_t count, size_t bytes, long k,
+                    int inplace)
 {
     cohort_status st = cohort_barrier(s->g);
     if (st != COHORT_OK)
         die(s, st, "barrier before", op, bytes);
     double t0 = now_s();
     for (long i = 0; i < k; i++) {
-        st = do_op(s, op, count);
+        st = iteration(s, op, count, inplace, i);
         if (st != COHORT_OK)
             die(s, st, "calibration", op, bytes);
         if (s->o->osu && (st = cohort_barrier(s->g)) != COHORT_OK)
@@ -371,37 +477,74 @@ static double batch(perf_state *s, enum perf_op op, size_t count, size_t bytes, 
 static int corrupt_rank(const perf_state *s, enum perf_op op)
 {
     if (op == OP_REDUCE || op == OP_GATHER)
-        return s->o->root;
+        return s->o->cur_root < 0 ? 0 : s->o->cur_root;
     if (op == OP_SENDRECV)
         return s->n >= 2 ? 1 : -1;
     return s->n - 1;
 }
 
-/* Fills inputs, poisons outputs, runs one call and checks it. Returns the
- * number of wrong elements summed over ranks (0 without --check). */
-static int64_t check_once(perf_state *s, enum perf_op op, size_t count, size_t bytes,
-                          size_t send_elems, size_t recv_elems, int fresh)
+/* Puts this rank's inputs where the call reads them: in sbuf (out of place)
+ * or in rbuf (in place, at the place docs/concepts.md names), and poisons the
+ * output so stale data is caught. */
+static void prepare(perf_state *s, enum perf_op op, size_t count, size_t send_elems,
+                    size_t recv_elems, int inplace)
 {
     const perf_opts *o = s->o;
-    if (fresh) {
-        perf_poison(s->rbuf, recv_elems * s->esz);
-        if (op == OP_BROADCAST && s->rank == o->root)
-            perf_fill(s->rbuf, o->dtype, o->redop, o->root, 0, recv_elems);
-        cohort_status st = do_op(s, op, count);
-        if (st != COHORT_OK)
-            die(s, st, "check call", op, bytes);
-        if (o->debug_corrupt && s->rank == corrupt_rank(s, op) && recv_elems > 0)
-            ((unsigned char *)s->rbuf)[0] ^= 0x5a;
+    int root = o->cur_root < 0 ? 0 : o->cur_root;
+    size_t es = s->esz, n = (size_t)s->n;
+    if (op == OP_BARRIER)
+        return;
+    if (op == OP_BROADCAST) {
+        perf_poison(s->rbuf, recv_elems * es);
+        if (s->rank == root)
+            perf_fill(s->rbuf, o->dtype, o->redop, root, 0, recv_elems);
+        return;
     }
+    if (!inplace) {
+        perf_fill(s->sbuf, o->dtype, o->redop, s->rank, 0, send_elems);
+        perf_poison(s->rbuf, recv_elems * es);
+        return;
+    }
+    switch (op) {
+    case OP_ALL_GATHER:
+    case OP_GATHER:
+        perf_poison(s->rbuf, count * n * es);
+        perf_fill((char *)s->rbuf + (size_t)s->rank * count * es, o->dtype, o->redop, s->rank, 0,
+                  count);
+        break;
+    case OP_SCATTER:
+        perf_poison(s->rbuf, (s->rank == root ? count * n : count) * es);
+        if (s->rank == root)
+            perf_fill(s->rbuf, o->dtype, o->redop, s->rank, 0, count * n);
+        break;
+    default: /* the whole input in rbuf */
+        perf_fill(s->rbuf, o->dtype, o->redop, s->rank, 0, send_elems);
+        break;
+    }
+}
+
+/* Verifies one call's output: the number of wrong elements summed over
+ * ranks. In place there is no separate input left to check, and a rank's
+ * in-place ping-pong echoes its own data (not checked). */
+static int64_t verify(perf_state *s, enum perf_op op, size_t count, size_t bytes, int inplace,
+                      const char *when)
+{
+    const perf_opts *o = s->o;
+    int root = o->cur_root < 0 ? 0 : o->cur_root;
+    int64_t bad = 0;
     char msg[256];
-    int64_t bad = (int64_t)perf_verify(op, s->sbuf, s->rbuf, count, o->dtype, o->redop, o->root,
-                                       s->rank, s->n, msg, sizeof msg);
+    if (!(inplace && op == OP_SENDRECV)) {
+        const void *out = s->rbuf;
+        if (inplace && op == OP_SCATTER && s->rank == root)
+            out = (const char *)s->rbuf + (size_t)root * count * s->esz;
+        bad = (int64_t)perf_verify(op, inplace ? NULL : s->sbuf, out, count, o->dtype, o->redop,
+                                   root, s->rank, s->n, msg, sizeof msg);
+    }
     if (bad)
         fprintf(stderr,
-                "cohort-perf: rank %d: CHECK FAILED %s size %zu (%s): %lld wrong; first: %s\n",
-                s->rank, perf_op_names[op], bytes, fresh ? "fresh call" : "after timing",
-                (long long)bad, msg);
-    (void)send_elems;
+                "cohort-perf: rank %d: CHECK FAILED %s %s %s size %zu (%s): %lld wrong; first: %s\n",
+                s->rank, perf_op_names[op], inplace ? "in-place" : "out-of-place",
+                perf_dtype_name(o->dtype), bytes, when, (long long)bad, msg);
     int64_t total = 0;
     cohort_status st = cohort_all_reduce(s->g, &bad, &total, 1, COHORT_INT64, COHORT_SUM);
     if (st != COHORT_OK)
@@ -409,29 +552,39 @@ static int64_t check_once(perf_state *s, enum perf_op op, size_t count, size_t b
     return total;
 }
 
-static void run_size(perf_state *s, enum perf_op op, size_t req_bytes)
+static int64_t check_call(perf_state *s, enum perf_op op, size_t count, size_t bytes,
+                          size_t send_elems, size_t recv_elems, int inplace)
+{
+    prepare(s, op, count, send_elems, recv_elems, inplace);
+    cohort_status st = do_op(s, op, count, inplace);
+    if (st != COHORT_OK)
+        die(s, st, "check call", op, bytes);
+    if (s->o->debug_corrupt && s->rank == corrupt_rank(s, op) && recv_elems > 0)
+        ((unsigned char *)s->rbuf)[0] ^= 0x5a;
+    return verify(s, op, count, bytes, inplace, "checked call");
+}
+
+static void run_variant(perf_state *s, perf_row *row, int inplace)
 {
     const perf_opts *o = s->o;
+    enum perf_op op = row->op;
     size_t count, send_elems, recv_elems, bytes;
-    shape(s, op, req_bytes, &count, &send_elems, &recv_elems, &bytes);
+    shape(s, op, row->bytes, &count, &send_elems, &recv_elems, &bytes);
+    perf_res *res = &row->r[inplace];
+    memset(res, 0, sizeof *res);
+    res->ran = 1;
 
-    /* Inputs: the deterministic pattern (also touches every page before
-     * timing, with or without --check). */
-    if (send_elems)
-        perf_fill(s->sbuf, o->dtype, o->redop, s->rank, 0, send_elems);
-    if (op == OP_BROADCAST)
-        perf_fill(s->rbuf, o->dtype, o->redop, o->root, 0, recv_elems);
-    else if (recv_elems)
-        perf_poison(s->rbuf, recv_elems * s->esz);
-
+    /* An in-place ping-pong echoes a rank's own data back: nothing to check. */
+    int checkable = o->check > 0 && op != OP_BARRIER && !(inplace && op == OP_SENDRECV);
     int64_t bad = 0;
-    int checkable = o->check && op != OP_BARRIER;
-    if (checkable)
-        bad += check_once(s, op, count, bytes, send_elems, recv_elems, 1);
+    for (long c = 0; checkable && c < o->check; c++)
+        bad += check_call(s, op, count, bytes, send_elems, recv_elems, inplace);
+    /* Inputs for the timed calls (also touches every page before timing). */
+    prepare(s, op, count, send_elems, recv_elems, inplace);
 
     cohort_status st;
     for (long i = 0; i < o->warmup; i++)
-        if ((st = do_op(s, op, count)) != COHORT_OK)
+        if ((st = do_op(s, op, count, inplace)) != COHORT_OK)
             die(s, st, "warm-up", op, bytes);
 
     /* Calibration: the batch grows x4 from 4 (so that one preempted
@@ -439,18 +592,16 @@ static void run_size(perf_state *s, enum perf_op op, size_t req_bytes)
     long k = o->iters;
     if (!k) {
         k = 4;
-        while (k < o->max_iters && batch(s, op, count, bytes, k) * (double)k < o->target_s / 10)
+        while (k < o->max_iters &&
+               batch(s, op, count, bytes, k, inplace) * (double)k < o->target_s / 10)
             k *= 4;
         if (k > o->max_iters)
             k = o->max_iters;
     }
 
     /* The timed phase: batches of k iterations, each iteration timed on its
-     * own (one clock read per iteration back to back), until the slowest
-     * rank has spent t in them (every rank takes the same decision from a
-     * max all_reduce between batches). Deciding by elapsed time rather than
-     * by a count extrapolated from calibration keeps a preempted calibration
-     * batch on a busy machine from shrinking the sample. */
+     * own, until the slowest rank has spent --time in them (every rank takes
+     * the same decision from a max all_reduce between batches). */
     if ((st = cohort_barrier(s->g)) != COHORT_OK)
         die(s, st, "barrier before", op, bytes);
     double *t = s->times, spent = 0;
@@ -461,7 +612,7 @@ static void run_size(perf_state *s, enum perf_op op, size_t req_bytes)
         if (!o->osu) {
             double c0 = b0;
             for (long i = iters; i < iters + m; i++) {
-                if ((st = do_op(s, op, count)) != COHORT_OK)
+                if ((st = iteration(s, op, count, inplace, i)) != COHORT_OK)
                     die(s, st, "timed", op, bytes);
                 double c1 = now_s();
                 t[i] = c1 - c0;
@@ -470,7 +621,7 @@ static void run_size(perf_state *s, enum perf_op op, size_t req_bytes)
         } else {
             for (long i = iters; i < iters + m; i++) {
                 double c0 = now_s();
-                if ((st = do_op(s, op, count)) != COHORT_OK)
+                if ((st = iteration(s, op, count, inplace, i)) != COHORT_OK)
                     die(s, st, "timed", op, bytes);
                 t[i] = now_s() - c0;
                 if ((st = cohort_barrier(s->g)) != COHORT_OK)
@@ -488,43 +639,93 @@ static void run_size(perf_state *s, enum perf_op op, size_t req_bytes)
         if (most >= o->target_s)
             break;
     }
-    double scale = op == OP_SENDRECV ? 0.5e6 : 1e6; /* seconds -> us; ping-pong one-way */
-    double sum = 0;
-    for (long i = 0; i < iters; i++) {
+    /* Seconds per iteration -> us per call; a ping-pong is one-way. */
+    double scale = (op == OP_SENDRECV ? 0.5e6 : 1e6) / (double)o->agg;
+    for (long i = 0; i < iters; i++)
         t[i] *= scale;
+
+    /* This rank's own statistics, then their -a combination over ranks. */
+    double mine[5], sum = 0;
+    for (long i = 0; i < iters; i++)
         sum += t[i];
+    memcpy(s->sorted, t, (size_t)iters * sizeof(double));
+    qsort(s->sorted, (size_t)iters, sizeof(double), perf_cmp_double);
+    mine[0] = sum / (double)iters;
+    mine[1] = perf_pct(s->sorted, iters, 50);
+    mine[2] = perf_pct(s->sorted, iters, 99);
+    mine[3] = s->sorted[iters - 1];
+    mine[4] = s->sorted[0];
+    double comb[5];
+    if (o->average == 0) {
+        /* rank 0's own numbers, as every rank will print/agree on them */
+        memcpy(comb, mine, sizeof comb);
+        if ((st = cohort_broadcast(s->g, comb, 5, COHORT_FLOAT64, 0)) != COHORT_OK)
+            die(s, st, "stats broadcast after", op, bytes);
+    } else {
+        cohort_op how = o->average == 1 ? COHORT_SUM : o->average == 2 ? COHORT_MIN : COHORT_MAX;
+        if ((st = cohort_all_reduce(s->g, mine, comb, 5, COHORT_FLOAT64, how)) != COHORT_OK)
+            die(s, st, "stats all_reduce after", op, bytes);
+        if (o->average == 1)
+            for (int j = 0; j < 5; j++)
+                comb[j] /= s->n;
     }
-    double mean = sum / (double)iters, avg = 0;
-    if ((st = cohort_all_reduce(s->g, &mean, &avg, 1, COHORT_FLOAT64, COHORT_MAX)) != COHORT_OK)
-        die(s, st, "mean max all_reduce after", op, bytes);
+    /* The synchronous-step view (JSON): per iteration, the slowest rank. */
     if ((st = cohort_all_reduce(s->g, t, s->tmax, (size_t)iters, COHORT_FLOAT64, COHORT_MAX)) !=
         COHORT_OK)
         die(s, st, "per-iteration max all_reduce after", op, bytes);
+    qsort(s->tmax, (size_t)iters, sizeof(double), perf_cmp_double);
 
     /* The timed loop's last output must be right too (pipelined ops reuse
-     * buffers while earlier iterations may still drain). */
-    if (checkable)
-        bad += check_once(s, op, count, bytes, send_elems, recv_elems, 0);
+     * buffers while earlier iterations may still drain). In place each
+     * timed call consumed the previous one's output: only the checked calls
+     * count there. */
+    if (checkable && !inplace)
+        bad += verify(s, op, count, bytes, inplace, "after timing");
 
-    perf_row *r = &s->rows[s->nrows++];
-    memset(r, 0, sizeof *r);
-    r->op = op;
-    r->bytes = bytes;
-    r->count = count;
-    r->iters = iters;
-    r->avg_us = avg;
-    qsort(s->tmax, (size_t)iters, sizeof(double), perf_cmp_double);
-    r->min_us = s->tmax[0];
-    r->p50_us = perf_pct(s->tmax, iters, 50);
-    r->p99_us = perf_pct(s->tmax, iters, 99);
-    r->max_us = s->tmax[iters - 1];
-    r->algbw = avg > 0 ? (double)bytes / (avg * 1e-6) / 1e9 : 0;
-    r->busbw = r->algbw * perf_busfactor(op, s->n);
-    r->check = !checkable ? "-" : bad ? "FAIL" : "ok";
+    res->iters = iters;
+    res->avg_us = comb[0];
+    res->p50_us = comb[1];
+    res->p99_us = comb[2];
+    res->max_us = comb[3];
+    res->min_us = comb[4];
+    res->step_p50_us = perf_pct(s->tmax, iters, 50);
+    res->step_p99_us = perf_pct(s->tmax, iters, 99);
+    res->step_max_us = s->tmax[iters - 1];
+    res->algbw = res->avg_us > 0 ? (double)bytes / (res->avg_us * 1e-6) / 1e9 : 0;
+    res->busbw = res->algbw * perf_busfactor(op, s->n);
+    res->wrong = checkable ? bad : -1;
     if (bad)
         s->failed = 1;
+}
+
+static void run_row(perf_state *s, enum perf_op op, size_t req_bytes)
+{
+    perf_opts *o = s->o;
+    if (s->nrows == s->caprows) {
+        int cap = s->caprows ? 2 * s->caprows : 64;
+        perf_row *nr = realloc(s->rows, (size_t)cap * sizeof *nr);
+        if (!nr) {
+            fprintf(stderr, "cohort-perf: out of memory\n");
+            exit(EXIT_CALL);
+        }
+        s->rows = nr;
+        s->caprows = cap;
+    }
+    perf_row *row = &s->rows[s->nrows++];
+    memset(row, 0, sizeof *row);
+    size_t count, se, re, bytes;
+    shape(s, op, req_bytes, &count, &se, &re, &bytes);
+    row->op = op;
+    row->bytes = bytes;
+    row->count = count;
+    row->dtype = o->dtype;
+    row->redop = o->redop;
+    row->root = perf_op_has_root(op) ? o->cur_root : -1;
+    run_variant(s, row, 0);
+    if (o->in_place)
+        run_variant(s, row, 1);
     if (s->rank == 0 && !o->json)
-        perf_print_row(stdout, o, r);
+        perf_print_row(stdout, o, row);
 }
 
 static void *xalloc(size_t bytes)
@@ -534,18 +735,57 @@ static void *xalloc(size_t bytes)
     void *p = aligned_alloc(4096, b ? b : 4096);
     if (!p) {
         fprintf(stderr, "cohort-perf: cannot allocate %zu bytes\n", bytes);
-        exit(2);
+        exit(EXIT_CALL);
     }
     return p;
 }
 
-static int rank_main(const perf_opts *o)
+/* Every (dtype, reduce op, root) combination of op, in nccl-tests' order. */
+static void sweep_op(perf_state *s, enum perf_op op)
+{
+    perf_opts *o = s->o;
+    for (int d = 0; d < COHORT_DTYPE_COUNT; d++) {
+        if (!o->dtypes[d])
+            continue;
+        o->dtype = (cohort_dtype)d;
+        s->esz = cohort_dtype_size(o->dtype);
+        for (int r = 0; r < COHORT_OP_COUNT; r++) {
+            if (!o->redops[r])
+                continue;
+            if (perf_op_has_redop(op) && !redop_fits((cohort_op)r, o->dtype))
+                continue;
+            o->redop = (cohort_op)r;
+            int r0 = o->root < 0 ? 0 : o->root, r1 = o->root < 0 ? s->n - 1 : o->root;
+            if (!perf_op_has_root(op))
+                r1 = r0;
+            for (int root = r0; root <= r1; root++) {
+                o->cur_root = root;
+                if (op == OP_BARRIER) {
+                    run_row(s, op, 0);
+                } else {
+                    for (int i = 0; i < o->nsizes; i++)
+                        run_row(s, op, o->sizes[i]);
+                }
+                if (!perf_op_has_root(op))
+                    break;
+            }
+            if (!perf_op_has_redop(op))
+                break; /* the op ignores it: one pass */
+        }
+        if (op == OP_BARRIER)
+            break; /* no payload: one row */
+    }
+}
+
+static int rank_main(const perf_opts *co)
 {
     perf_state *s = calloc(1, sizeof *s);
-    if (!s) {
+    perf_opts *o = malloc(sizeof *o);
+    if (!s || !o) {
         fprintf(stderr, "cohort-perf: out of memory\n");
-        return 2;
+        return EXIT_CALL;
     }
+    *o = *co;
     s->o = o;
     perf_mem mem;
     memset(&mem, 0, sizeof mem);
@@ -556,17 +796,16 @@ static int rank_main(const perf_opts *o)
     if (st != COHORT_OK) {
         fprintf(stderr, "cohort-perf: cohort_init: %s: %s\n", cohort_status_name(st),
                 cohort_last_error(NULL));
-        return 2;
+        return EXIT_CALL;
     }
     s->rank = cohort_rank(s->g);
     s->n = cohort_size(s->g);
-    s->esz = cohort_dtype_size(o->dtype);
     if (o->root >= s->n) {
         if (s->rank == 0)
-            fprintf(stderr, "cohort-perf: --root %d is not a rank of a %d-rank group\n", o->root,
+            fprintf(stderr, "cohort-perf: -r %d is not a rank of a %d-rank group\n", o->root,
                     s->n);
         cohort_finalize(s->g);
-        return 2;
+        return CLI_EXIT_USAGE;
     }
     /* One tiny collective so that connections and segments exist before
      * the library's memory is read. */
@@ -575,20 +814,37 @@ static int rank_main(const perf_opts *o)
         die(s, st, "first", OP_ALL_REDUCE, 4);
     perf_mem_status(&mem.rss_init, &hwm, &shmem);
 
-    /* Buffers for the largest shape of any selected op. */
-    size_t nsz = 0;
-    const size_t *sizes = o->sizes;
-    nsz = (size_t)o->nsizes;
+    /* Where every rank runs, for the header's "# Using devices" lines. */
+    perf_where me, *where = calloc((size_t)s->n, sizeof *where);
+    if (!where) {
+        fprintf(stderr, "cohort-perf: out of memory\n");
+        exit(EXIT_CALL);
+    }
+    memset(&me, 0, sizeof me);
+    me.pid = (int32_t)getpid();
+    gethostname(me.host, sizeof me.host - 1);
+    if ((st = cohort_gather(s->g, &me, where, sizeof me, COHORT_UINT8, 0)) != COHORT_OK)
+        die(s, st, "host gather", OP_GATHER, sizeof me);
+
+    /* Buffers for the largest shape of any selected op and dtype; in place
+     * the output buffer also holds the input. */
     for (int op = 0; op < OP_COUNT; op++) {
         if (!o->ops[op])
             continue;
-        for (size_t i = 0; i < nsz; i++) {
-            size_t c, se, re, fb;
-            shape(s, (enum perf_op)op, sizes[i], &c, &se, &re, &fb);
-            if (se * s->esz > s->sbytes)
-                s->sbytes = se * s->esz;
-            if (re * s->esz > s->rbytes)
-                s->rbytes = re * s->esz;
+        for (int d = 0; d < COHORT_DTYPE_COUNT; d++) {
+            if (!o->dtypes[d])
+                continue;
+            s->esz = cohort_dtype_size((cohort_dtype)d);
+            for (int i = 0; i < o->nsizes; i++) {
+                size_t c, se, re, fb;
+                shape(s, (enum perf_op)op, o->sizes[i], &c, &se, &re, &fb);
+                if (se * s->esz > s->sbytes)
+                    s->sbytes = se * s->esz;
+                if (re * s->esz > s->rbytes)
+                    s->rbytes = re * s->esz;
+                if (se * s->esz > s->rbytes)
+                    s->rbytes = se * s->esz;
+            }
         }
     }
     s->sbuf = xalloc(s->sbytes);
@@ -598,23 +854,21 @@ static int rank_main(const perf_opts *o)
         cap = 5;
     s->times = xalloc((size_t)cap * sizeof(double));
     s->tmax = xalloc((size_t)cap * sizeof(double));
+    s->sorted = xalloc((size_t)cap * sizeof(double));
 
     if (s->rank == 0 && !o->json)
-        perf_print_header(stdout, o, s->n);
+        perf_print_header(stdout, o, s->n, where);
     for (int op = 0; op < OP_COUNT; op++) {
         if (!o->ops[op])
             continue;
-        if (op == OP_BARRIER) {
-            run_size(s, OP_BARRIER, 0);
-            continue;
-        }
         if (op == OP_SENDRECV && s->n < 2) {
             if (s->rank == 0)
                 fprintf(stderr, "cohort-perf: sendrecv needs at least 2 ranks; skipped\n");
             continue;
         }
-        for (size_t i = 0; i < nsz; i++)
-            run_size(s, (enum perf_op)op, sizes[i]);
+        if (s->rank == 0 && !o->json)
+            perf_print_table_head(stdout, o, (enum perf_op)op);
+        sweep_op(s, (enum perf_op)op);
     }
 
     /* Memory at the end, gathered to rank 0. */
@@ -623,7 +877,7 @@ static int rank_main(const perf_opts *o)
     perf_mem *all = calloc((size_t)s->n, sizeof *all);
     if (!all) {
         fprintf(stderr, "cohort-perf: out of memory\n");
-        exit(2);
+        exit(EXIT_CALL);
     }
     st = cohort_gather(s->g, &mem, all, PERF_MEM_FIELDS, COHORT_UINT64, 0);
     if (st != COHORT_OK)
@@ -632,48 +886,58 @@ static int rank_main(const perf_opts *o)
     st = cohort_all_reduce(s->g, &failed, &anyfail, 1, COHORT_INT64, COHORT_MAX);
     if (st != COHORT_OK)
         die(s, st, "final", OP_ALL_REDUCE, 8);
+    int rc = anyfail ? EXIT_WRONG : 0;
     if (s->rank == 0) {
-        if (!o->json)
-            perf_print_mem(stdout, all, s->n);
-        else
+        if (!o->json) {
+            perf_print_footer(stdout, o, s->rows, s->nrows);
+            if (o->memory)
+                perf_print_mem(stdout, all, s->n);
+        } else {
             perf_write_json(stdout, o, s->n, s->rows, s->nrows, all, (int)anyfail);
+        }
         if (o->json_out) {
             FILE *f = fopen(o->json_out, "w");
             if (!f) {
                 fprintf(stderr, "cohort-perf: cannot write %s\n", o->json_out);
-                anyfail = anyfail ? anyfail : 2;
+                rc = rc ? rc : EXIT_CALL;
             } else {
                 perf_write_json(f, o, s->n, s->rows, s->nrows, all, (int)anyfail);
                 fclose(f);
             }
         }
-        if (anyfail == 1 && !o->json)
-            printf("# CHECK FAILED (see stderr)\n");
     }
     st = cohort_finalize(s->g);
-    if (st != COHORT_OK)
+    if (st != COHORT_OK) {
         fprintf(stderr, "cohort-perf: rank %d: cohort_finalize: %s\n", s->rank,
                 cohort_status_name(st));
+        rc = rc ? rc : EXIT_CALL;
+    }
     free(all);
+    free(where);
     free(s->sbuf);
     free(s->rbuf);
     free(s->times);
     free(s->tmax);
+    free(s->sorted);
+    free(s->rows);
     free(s);
-    return anyfail ? (int)anyfail : (st == COHORT_OK ? 0 : 2);
+    free(o);
+    return rc;
 }
 
 /* ---- main ---- */
 
 enum {
     OPT_SIZES = 256,
-    OPT_ROOT,
-    OPT_CHECK,
+    OPT_NP,
+    OPT_COLL,
     OPT_JSON,
     OPT_JSON_OUT,
-    OPT_ITERS,
-    OPT_WARMUP,
+    OPT_TIME,
     OPT_MAX_ITERS,
+    OPT_IN_PLACE,
+    OPT_PERCENTILES,
+    OPT_MEMORY,
     OPT_TRANSPORT,
     OPT_ALGO,
     OPT_CONTRACT,
@@ -681,40 +945,91 @@ enum {
     OPT_BIND,
     OPT_DEADLINE,
     OPT_DEBUG_CORRUPT,
+    OPT_DEBUG_SKEW,
 };
+
+/* nccl-tests' binaries are named <collective>_perf: a link with that name
+ * (all_reduce_perf -> cohort-perf) runs that collective. */
+static void ops_from_name(const char *argv0, perf_opts *o)
+{
+    const char *b = strrchr(argv0, '/');
+    b = b ? b + 1 : argv0;
+    size_t l = strlen(b);
+    if (l <= 5 || strcmp(b + l - 5, "_perf"))
+        return;
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(l - 5), b);
+    int op = find_op(name);
+    if (op >= 0) {
+        memset(o->ops, 0, sizeof o->ops);
+        o->ops[op] = 1;
+    }
+}
+
+static int bad_value(const char *opt, const char *v, const char *want)
+{
+    fprintf(stderr, "cohort-perf: %s: '%s' is not %s\n", opt, v, want);
+    fprintf(stderr, "Try 'cohort-perf --help'.\n");
+    return CLI_EXIT_USAGE;
+}
 
 int main(int argc, char **argv)
 {
     static perf_opts o;
     memset(&o, 0, sizeof o);
     o.ops[OP_ALL_REDUCE] = 1;
+    ops_from_name(argv[0], &o);
     o.minbytes = 16;
     o.maxbytes = 64u << 20;
     o.factor = 4;
-    o.dtype = COHORT_FLOAT32;
-    o.redop = COHORT_SUM;
+    o.dtypes[COHORT_FLOAT32] = 1;
+    o.redops[COHORT_SUM] = 1;
+    o.check = 1;
+    o.average = 3;
+    o.agg = 1;
+    o.in_place = 1;
     o.warmup = 5;
     o.max_iters = 1000000;
     o.target_s = 0.2;
 
     static const struct option lo[] = {
-        {"nranks", required_argument, 0, 'n'},
-        {"op", required_argument, 0, 'o'},
+        /* nccl-tests */
+        {"nthreads", required_argument, 0, 't'},
+        {"ngpus", required_argument, 0, 'g'},
         {"minbytes", required_argument, 0, 'b'},
         {"maxbytes", required_argument, 0, 'e'},
+        {"stepbytes", required_argument, 0, 'i'},
         {"stepfactor", required_argument, 0, 'f'},
-        {"sizes", required_argument, 0, OPT_SIZES},
+        {"iters", required_argument, 0, 'n'},
+        {"agg_iters", required_argument, 0, 'm'},
+        {"warmup_iters", required_argument, 0, 'w'},
+        {"parallel_init", required_argument, 0, 'p'},
+        {"check", required_argument, 0, 'c'},
+        {"op", required_argument, 0, 'o'},
         {"datatype", required_argument, 0, 'd'},
-        {"op-reduce", required_argument, 0, 'r'},
-        {"redop", required_argument, 0, 'r'},
-        {"root", required_argument, 0, OPT_ROOT},
-        {"check", no_argument, 0, OPT_CHECK},
+        {"root", required_argument, 0, 'r'},
+        {"blocking", required_argument, 0, 'z'},
+        {"stream_null", required_argument, 0, 'y'},
+        {"timeout", required_argument, 0, 'T'},
+        {"cudagraph", required_argument, 0, 'G'},
+        {"report_cputime", required_argument, 0, 'C'},
+        {"report_timestamps", required_argument, 0, 'S'},
+        {"output_file", required_argument, 0, 'J'},
+        {"average", required_argument, 0, 'a'},
+        {"local_register", required_argument, 0, 'R'},
+        /* cohort's own */
+        {"np", required_argument, 0, OPT_NP},
+        {"nranks", required_argument, 0, OPT_NP},
+        {"coll", required_argument, 0, OPT_COLL},
+        {"sizes", required_argument, 0, OPT_SIZES},
+        {"warmup", required_argument, 0, 'w'},
+        {"time", required_argument, 0, OPT_TIME},
+        {"max-iters", required_argument, 0, OPT_MAX_ITERS},
+        {"in-place", required_argument, 0, OPT_IN_PLACE},
+        {"percentiles", no_argument, 0, OPT_PERCENTILES},
+        {"memory", no_argument, 0, OPT_MEMORY},
         {"json", no_argument, 0, OPT_JSON},
         {"json-out", required_argument, 0, OPT_JSON_OUT},
-        {"time", required_argument, 0, 't'},
-        {"iters", required_argument, 0, OPT_ITERS},
-        {"warmup", required_argument, 0, OPT_WARMUP},
-        {"max-iters", required_argument, 0, OPT_MAX_ITERS},
         {"transport", required_argument, 0, OPT_TRANSPORT},
         {"algo", required_argument, 0, OPT_ALGO},
         {"contract", required_argument, 0, OPT_CONTRACT},
@@ -722,137 +1037,185 @@ int main(int argc, char **argv)
         {"bind", required_argument, 0, OPT_BIND},
         {"deadline", required_argument, 0, OPT_DEADLINE},
         {"label", required_argument, 0, 'l'},
-        {"debug-corrupt", no_argument, 0, OPT_DEBUG_CORRUPT}, /* hidden: tests --check */
+        {"debug-corrupt", no_argument, 0, OPT_DEBUG_CORRUPT}, /* hidden: tests -c */
+        {"debug-skew", required_argument, 0, OPT_DEBUG_SKEW}, /* hidden: tests -a */
         {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
-    int c, sizes_given = 0;
+    int c, sizes_given = 0, step_given = 0, factor_given = 0;
     long v;
-    while ((c = getopt_long(argc, argv, "+n:o:b:e:f:d:r:t:l:h", lo, NULL)) != -1) {
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:y:T:G:C:S:J:a:R:l:hV", lo,
+                            NULL)) != -1) {
         switch (c) {
-        case 'n':
-            if (parse_long(optarg, 1, &v) != 0 || v > 4096) {
-                fprintf(stderr, "cohort-perf: -n expects 1..4096 ranks, got '%s'\n", optarg);
-                return 2;
-            }
+        case 't':
+        case 'g':
+            if (strcmp(optarg, "1"))
+                return bad_value(c == 't' ? "-t/--nthreads" : "-g/--ngpus", optarg,
+                                 "1 (cohort runs one rank per process; fork ranks with --np N or "
+                                 "start them with cohortrun/srun/mpirun)");
+            break;
+        case 'p':
+        case 'z':
+        case 'y':
+        case 'C':
+        case 'R':
+            if (strcmp(optarg, "0") && strcmp(optarg, "1"))
+                return bad_value("option", optarg, "0 or 1");
+            break;
+        case 'G':
+        case 'S':
+            if (strcmp(optarg, "0"))
+                return bad_value(c == 'G' ? "-G/--cudagraph" : "-S/--report_timestamps", optarg,
+                                 "0 (not supported by cohort-perf)");
+            break;
+        case OPT_NP:
+            if (parse_long(optarg, 1, &v) != 0 || v > 4096)
+                return bad_value("--np", optarg, "a rank count in 1..4096");
             o.nranks = (int)v;
             break;
-        case 'o':
+        case OPT_COLL:
             if (parse_ops(optarg, &o) != 0)
-                return 2;
+                return CLI_EXIT_USAGE;
             break;
         case 'b':
         case 'e':
-            if (perf_parse_size(optarg, c == 'b' ? &o.minbytes : &o.maxbytes) != 0) {
-                fprintf(stderr, "cohort-perf: -%c: bad size '%s'\n", c, optarg);
-                return 2;
+        case 'i':
+            if (perf_parse_size(optarg, c == 'b' ? &o.minbytes
+                                        : c == 'e' ? &o.maxbytes
+                                                   : &o.stepbytes) != 0)
+                return bad_value(c == 'b' ? "-b" : c == 'e' ? "-e" : "-i", optarg, "a size");
+            if (c == 'i') {
+                if (!o.stepbytes)
+                    return bad_value("-i", optarg, "a size > 0");
+                step_given = 1;
             }
             break;
         case 'f': {
             char *end;
             o.factor = strtod(optarg, &end);
-            if (end == optarg || *end || o.factor <= 1.0) {
-                fprintf(stderr, "cohort-perf: -f expects a factor > 1, got '%s'\n", optarg);
-                return 2;
-            }
+            if (end == optarg || *end || o.factor <= 1.0)
+                return bad_value("-f", optarg, "a factor > 1");
+            factor_given = 1;
             break;
         }
         case OPT_SIZES:
             if (parse_sizes(optarg, &o) != 0)
-                return 2;
+                return CLI_EXIT_USAGE;
             sizes_given = 1;
             break;
         case 'd':
-            if (parse_dtype(optarg, &o.dtype) != 0) {
-                fprintf(stderr, "cohort-perf: unknown dtype '%s' (see --help)\n", optarg);
-                return 2;
-            }
+            if (parse_list(optarg, o.dtypes, COHORT_DTYPE_COUNT, 1) != 0)
+                return CLI_EXIT_USAGE;
+            break;
+        case 'o':
+            if (parse_list(optarg, o.redops, COHORT_OP_COUNT, 0) != 0)
+                return CLI_EXIT_USAGE;
             break;
         case 'r':
-            if (parse_redop(optarg, &o.redop) != 0) {
-                fprintf(stderr, "cohort-perf: unknown reduce op '%s' (see --help)\n", optarg);
-                return 2;
-            }
+            if (!strcmp(optarg, "all") || !strcmp(optarg, "-1"))
+                o.root = -1;
+            else if (parse_long(optarg, 0, &v) != 0 || v > 1 << 20)
+                return bad_value("-r", optarg, "a rank or all");
+            else
+                o.root = (int)v;
             break;
-        case OPT_ROOT:
-            if (parse_long(optarg, 0, &v) != 0 || v > 1 << 20) {
-                fprintf(stderr, "cohort-perf: --root expects a rank, got '%s'\n", optarg);
-                return 2;
-            }
-            o.root = (int)v;
+        case 'c':
+            if (parse_long(optarg, 0, &v) != 0 || v > 1000000)
+                return bad_value("-c", optarg, "a count of checked calls (0: none)");
+            o.check = v;
             break;
-        case OPT_CHECK:
-            o.check = 1;
+        case 'a':
+            if (parse_long(optarg, 0, &v) != 0 || v > 3)
+                return bad_value("-a", optarg, "0 (rank 0), 1 (mean), 2 (min) or 3 (max)");
+            o.average = (int)v;
             break;
-        case OPT_JSON:
-            o.json = 1;
-            break;
-        case OPT_JSON_OUT:
-            o.json_out = optarg;
-            break;
-        case 't': {
-            char *end;
-            o.target_s = strtod(optarg, &end);
-            if (end == optarg || *end || o.target_s <= 0 || o.target_s > 3600) {
-                fprintf(stderr, "cohort-perf: -t expects seconds > 0, got '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        }
-        case OPT_ITERS:
-        case OPT_WARMUP:
+        case 'm':
+        case 'n':
+        case 'w':
         case OPT_MAX_ITERS:
-            if (parse_long(optarg, c == OPT_WARMUP ? 0 : 1, &v) != 0 || v > 100000000) {
-                fprintf(stderr, "cohort-perf: %s expects a count, got '%s'\n",
-                        c == OPT_ITERS ? "--iters" : c == OPT_WARMUP ? "--warmup" : "--max-iters",
-                        optarg);
-                return 2;
-            }
-            if (c == OPT_ITERS)
+            if (parse_long(optarg, c == 'w' ? 0 : 1, &v) != 0 || v > 100000000)
+                return bad_value(c == 'm' ? "-m" : c == 'n' ? "-n" : c == 'w' ? "-w" : "--max-iters",
+                                 optarg, "a count");
+            if (c == 'm')
+                o.agg = v;
+            else if (c == 'n')
                 o.iters = v;
-            else if (c == OPT_WARMUP)
+            else if (c == 'w')
                 o.warmup = v;
             else
                 o.max_iters = v;
             break;
+        case 'T': {
+            char *end;
+            double t = strtod(optarg, &end);
+            if (end == optarg || *end || t < 0 || t > 1e7)
+                return bad_value("-T", optarg, "seconds");
+            if (t > 0) /* nccl-tests: 0 = no timeout; cohort's default then applies */
+                setenv("COHORT_TIMEOUT", optarg, 1);
+            break;
+        }
+        case 'J':
+        case OPT_JSON_OUT:
+            o.json_out = optarg;
+            break;
+        case OPT_JSON:
+            o.json = 1;
+            break;
+        case OPT_TIME: {
+            char *end;
+            o.target_s = strtod(optarg, &end);
+            if (end == optarg || *end || o.target_s <= 0 || o.target_s > 3600)
+                return bad_value("--time", optarg, "seconds > 0");
+            break;
+        }
+        case OPT_IN_PLACE:
+            if (strcmp(optarg, "yes") && strcmp(optarg, "no"))
+                return bad_value("--in-place", optarg, "yes or no");
+            o.in_place = !strcmp(optarg, "yes");
+            break;
+        case OPT_PERCENTILES:
+            o.percentiles = 1;
+            break;
+        case OPT_MEMORY:
+            o.memory = 1;
+            break;
         case OPT_TRANSPORT:
-            if (strcmp(optarg, "auto") && strcmp(optarg, "shm") && strcmp(optarg, "tcp")) {
-                fprintf(stderr, "cohort-perf: --transport expects auto, shm or tcp\n");
-                return 2;
-            }
+            if (strcmp(optarg, "auto") && strcmp(optarg, "shm") && strcmp(optarg, "tcp"))
+                return bad_value("--transport", optarg, "auto, shm or tcp");
             o.transport = optarg;
             break;
         case OPT_ALGO:
             o.algo = optarg;
             break;
         case OPT_CONTRACT:
-            if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
-                fprintf(stderr, "cohort-perf: --contract expects on or off\n");
-                return 2;
-            }
+            if (strcmp(optarg, "on") && strcmp(optarg, "off"))
+                return bad_value("--contract", optarg, "on or off");
             o.contract_off = !strcmp(optarg, "off");
             break;
         case OPT_OSU:
             o.osu = 1;
             break;
         case OPT_BIND:
-            if (strcmp(optarg, "core") && strcmp(optarg, "none")) {
-                fprintf(stderr, "cohort-perf: --bind expects core or none\n");
-                return 2;
-            }
+            if (strcmp(optarg, "core") && strcmp(optarg, "none"))
+                return bad_value("--bind", optarg, "core or none");
             o.bind = !strcmp(optarg, "core");
             break;
         case OPT_DEADLINE: {
             char *end;
             o.deadline_s = strtod(optarg, &end);
-            if (end == optarg || *end || o.deadline_s <= 0) {
-                fprintf(stderr, "cohort-perf: --deadline expects seconds > 0\n");
-                return 2;
-            }
+            if (end == optarg || *end || o.deadline_s <= 0)
+                return bad_value("--deadline", optarg, "seconds > 0");
             break;
         }
         case OPT_DEBUG_CORRUPT:
             o.debug_corrupt = 1;
+            break;
+        case OPT_DEBUG_SKEW:
+            if (parse_long(optarg, 0, &v) != 0 || v > 10000)
+                return bad_value("--debug-skew", optarg, "milliseconds");
+            o.debug_skew_ms = (int)v;
             break;
         case 'l':
             o.label = optarg;
@@ -860,45 +1223,63 @@ int main(int argc, char **argv)
         case 'h':
             usage(stdout);
             return 0;
+        case 'V':
+            cli_version("cohort-perf");
+            return 0;
         default:
-            usage(stderr);
-            return 2;
+            return cli_opt_error("cohort-perf", c, argv, lo);
         }
     }
     if (optind < argc) {
         fprintf(stderr, "cohort-perf: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        return 2;
+        fprintf(stderr, "Try 'cohort-perf --help'.\n");
+        return CLI_EXIT_USAGE;
     }
     if (!sizes_given) {
         if (o.minbytes > o.maxbytes) {
             fprintf(stderr, "cohort-perf: -b %zu is larger than -e %zu\n", o.minbytes, o.maxbytes);
-            return 2;
+            return CLI_EXIT_USAGE;
         }
-        /* nccl-tests progression: MIN, MIN*F, ... while <= MAX. */
-        for (double sz = (double)o.minbytes; sz <= (double)o.maxbytes; sz *= o.factor) {
+        if (step_given && factor_given) {
+            fprintf(stderr, "cohort-perf: give -f (factor) or -i (increment), not both\n");
+            return CLI_EXIT_USAGE;
+        }
+        /* nccl-tests progression: MIN, MIN*F (or MIN+I), ... while <= MAX. */
+        for (double sz = (double)o.minbytes; sz <= (double)o.maxbytes;
+             sz = step_given ? sz + (double)o.stepbytes : sz * o.factor) {
             if (o.nsizes >= PERF_MAX_SIZES) {
-                fprintf(stderr, "cohort-perf: more than %d sizes; raise -f\n", PERF_MAX_SIZES);
-                return 2;
+                fprintf(stderr, "cohort-perf: more than %d sizes; raise -f or -i\n",
+                        PERF_MAX_SIZES);
+                return CLI_EXIT_USAGE;
             }
             o.sizes[o.nsizes++] = (size_t)sz;
             if (sz == 0)
                 break;
         }
     }
-    if (o.redop == COHORT_AVG && (o.dtype != COHORT_FLOAT16 && o.dtype != COHORT_BFLOAT16 &&
-                                  o.dtype != COHORT_FLOAT32 && o.dtype != COHORT_FLOAT64)) {
-        fprintf(stderr, "cohort-perf: -r avg needs a floating-point dtype\n");
-        return 2;
-    }
-    if ((o.redop == COHORT_BAND || o.redop == COHORT_BOR || o.redop == COHORT_BXOR) &&
-        (o.dtype == COHORT_FLOAT16 || o.dtype == COHORT_BFLOAT16 || o.dtype == COHORT_FLOAT32 ||
-         o.dtype == COHORT_FLOAT64)) {
-        fprintf(stderr, "cohort-perf: -r %s needs an integer dtype\n", cohort_op_name(o.redop));
-        return 2;
+    /* Reductions need at least one (dtype, op) pair that fits. */
+    int fits = 0;
+    for (int d = 0; d < COHORT_DTYPE_COUNT; d++)
+        for (int r = 0; r < COHORT_OP_COUNT; r++)
+            fits |= o.dtypes[d] && o.redops[r] && redop_fits((cohort_op)r, (cohort_dtype)d);
+    int reducing = o.ops[OP_ALL_REDUCE] || o.ops[OP_REDUCE] || o.ops[OP_REDUCE_SCATTER];
+    if (reducing && !fits) {
+        fprintf(stderr, "cohort-perf: no reduce op given with -o fits a datatype given with -d "
+                        "(avg needs floating point, band/bor/bxor integers)\n");
+        return CLI_EXIT_USAGE;
     }
     if (o.iters && o.iters > o.max_iters)
         o.max_iters = o.iters;
+    for (int d = 0; d < COHORT_DTYPE_COUNT; d++)
+        if (o.dtypes[d]) {
+            o.dtype = (cohort_dtype)d;
+            break;
+        }
+    for (int r = 0; r < COHORT_OP_COUNT; r++)
+        if (o.redops[r] && redop_fits((cohort_op)r, o.dtype)) {
+            o.redop = (cohort_op)r;
+            break;
+        }
 
     /* Settings the library reads at cohort_init: set them here so forked
      * ranks inherit them. */
@@ -907,7 +1288,7 @@ int main(int argc, char **argv)
     if (o.contract_off)
         setenv("COHORT_CONTRACT", "off", 1);
     if (apply_algo(&o) != 0)
-        return 2;
+        return CLI_EXIT_USAGE;
 
     if (o.nranks > 0)
         return perf_launch(&o, rank_main);

@@ -34,22 +34,28 @@ extern const char *const perf_op_names[OP_COUNT];
 #define PERF_MAX_SIZES 64
 
 typedef struct perf_opts {
-    int nranks;              /* -n: fork this many ranks (0: ranks come from the environment) */
-    int ops[OP_COUNT];       /* 1 = sweep this op */
+    int nranks;              /* --np: fork this many ranks (0: ranks come from the environment) */
+    int ops[OP_COUNT];       /* --coll (or the program's name, all_reduce_perf): 1 = sweep */
     size_t minbytes, maxbytes;
-    double factor;           /* -f: multiplicative step */
-    size_t sizes[PERF_MAX_SIZES]; /* --sizes: explicit list (overrides -b/-e/-f) */
+    double factor;           /* -f: multiplicative step (0: -i steps) */
+    size_t stepbytes;        /* -i: additive step */
+    size_t sizes[PERF_MAX_SIZES]; /* --sizes: explicit list (overrides -b/-e/-f/-i) */
     int nsizes;
-    cohort_dtype dtype;
-    cohort_op redop;
-    int root;
-    int check;               /* --check: verify results exactly */
+    int dtypes[COHORT_DTYPE_COUNT]; /* -d: 1 = sweep this dtype ("all": every one) */
+    int redops[COHORT_OP_COUNT];    /* -o: 1 = sweep this reduce op */
+    int root;                /* -r: root of rooted ops, -1: every rank in turn ("all") */
+    long check;              /* -c: checked calls per size and variant (0: no check, #wrong N/A) */
+    int average;             /* -a: rank times combined as 0 rank 0, 1 mean, 2 min, 3 max */
+    long agg;                /* -m: calls per timed iteration */
+    int in_place;            /* --in-place yes|no: also the in-place variant (default yes) */
+    int percentiles;         /* --percentiles: p50/p99/max columns after the table's */
+    int memory;              /* --memory: the per-rank memory table at the end */
     int json;                /* --json: the JSON document on stdout instead of the table */
-    const char *json_out;    /* --json-out FILE: JSON to a file as well */
-    long iters;              /* --iters: fixed timed iterations (0: calibrate) */
-    long warmup;             /* --warmup: untimed iterations before calibration */
+    const char *json_out;    /* --json-out / -J FILE: JSON to a file as well */
+    long iters;              /* -n: fixed timed iterations (0: calibrate to --time) */
+    long warmup;             /* -w: untimed iterations before calibration */
     long max_iters;          /* cap on calibrated iterations */
-    double target_s;         /* -t: seconds timed per size */
+    double target_s;         /* --time: seconds timed per size and variant */
     const char *transport;   /* --transport: COHORT_TRANSPORT */
     const char *algo;        /* --algo: NAME or op=NAME,op=NAME */
     int contract_off;        /* --contract off */
@@ -57,7 +63,12 @@ typedef struct perf_opts {
     int bind;                /* --bind core: pin forked rank r to cpu r % ncpu */
     double deadline_s;       /* --deadline: launcher kills ranks after this */
     int debug_corrupt;       /* hidden: corrupt one received element before checking */
+    int debug_skew_ms;       /* hidden: rank r sleeps this long in iterations i % n == r */
     const char *label;       /* -l: free text carried into the output */
+    /* The combination being run (set per row by the sweep). */
+    cohort_dtype dtype;
+    cohort_op redop;
+    int cur_root;
 } perf_opts;
 
 /* ---- launcher (perf_launch.c) ---- */
@@ -89,16 +100,38 @@ void perf_poison(void *buf, size_t bytes);
 
 /* ---- statistics, memory, output (perf_report.c) ---- */
 
+/* One variant (out-of-place or in-place) of one row. */
+typedef struct perf_res {
+    int ran;
+    long iters;
+    double avg_us;           /* -a combination over ranks of each rank's mean per call */
+    double p50_us, p99_us, max_us, min_us; /* the same combination of each rank's percentiles */
+    double step_p50_us, step_p99_us, step_max_us; /* of the per-iteration max over ranks */
+    double algbw, busbw;     /* GB/s (1e9 B/s) from avg_us */
+    int64_t wrong;           /* wrong elements summed over ranks; -1: not checked */
+} perf_res;
+
 typedef struct perf_row {
     enum perf_op op;
     size_t bytes;            /* nccl-tests convention: the full buffer */
     size_t count;            /* elements as passed to the call (per rank for per-rank ops) */
-    long iters;
-    double avg_us;           /* max over ranks of the per-rank mean */
-    double p50_us, p99_us, max_us, min_us; /* of the per-iteration max over ranks */
-    double algbw, busbw;     /* GB/s (1e9 B/s) from avg_us */
-    const char *check;       /* "ok", "FAIL", "-" */
+    cohort_dtype dtype;
+    cohort_op redop;         /* meaningful for reductions only */
+    int root;                /* -1 for ops without a root */
+    perf_res r[2];           /* [0] out-of-place, [1] in-place */
 } perf_row;
+
+/* Where a rank runs, for the "# Using devices" lines. */
+typedef struct perf_where {
+    int32_t pid;
+    char host[60];
+} perf_where;
+
+/* nccl-tests' names: "float", "half", "double", "bfloat16", "int32", ... */
+const char *perf_dtype_name(cohort_dtype dt);
+int perf_op_has_redop(enum perf_op op);
+int perf_op_has_root(enum perf_op op);
+
 
 /* Memory of one rank, KiB. */
 typedef struct perf_mem {
@@ -122,8 +155,12 @@ int perf_cmp_double(const void *a, const void *b);
 /* Percentile (nearest rank) of a sorted array. */
 double perf_pct(const double *sorted, long n, double p);
 
-void perf_print_header(FILE *f, const perf_opts *o, int n);
+void perf_print_header(FILE *f, const perf_opts *o, int n, const perf_where *w);
+/* "# Collective: all_reduce" and the nccl-tests column headers. */
+void perf_print_table_head(FILE *f, const perf_opts *o, enum perf_op op);
 void perf_print_row(FILE *f, const perf_opts *o, const perf_row *r);
+/* "# Out of bounds values : N OK|FAILED", "# Avg bus bandwidth    : X". */
+void perf_print_footer(FILE *f, const perf_opts *o, const perf_row *rows, int nrows);
 void perf_print_mem(FILE *f, const perf_mem *m, int n);
 /* The whole run as one JSON document. */
 void perf_write_json(FILE *f, const perf_opts *o, int n, const perf_row *rows, int nrows,

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "perf.h"
+#include "util/json.h"
 
 const char *const perf_op_names[OP_COUNT] = {
     "all_reduce", "broadcast",  "reduce",  "all_gather", "gather",
@@ -174,55 +175,182 @@ static int contract_on(const perf_opts *o)
     return !(e && !strcmp(e, "off"));
 }
 
-void perf_print_header(FILE *f, const perf_opts *o, int n)
+const char *perf_dtype_name(cohort_dtype dt)
 {
-    char host[128] = "?";
-    gethostname(host, sizeof host - 1);
-    time_t now = time(NULL);
-    char date[64];
-    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
-    fprintf(f, "# cohort-perf %d.%d.%d%s%s\n", COHORT_VERSION_MAJOR, COHORT_VERSION_MINOR,
-            COHORT_VERSION_PATCH, o->label ? "  " : "", o->label ? o->label : "");
-    fprintf(f, "# host %s  date %s  ranks %d  transport %s  contract %s  algo %s\n", host, date, n,
-            transport_of(o), contract_on(o) ? "on" : "off", o->algo ? o->algo : "auto");
-    fprintf(f, "# dtype %s  redop %s  root %d  mode %s  check %s  ", cohort_dtype_name(o->dtype),
-            cohort_op_name(o->redop), o->root,
-            o->osu ? "osu (barrier between iterations)" : "back-to-back", o->check ? "on" : "off");
-    if (o->iters)
-        fprintf(f, "iters %ld  warmup %ld\n", o->iters, o->warmup);
-    else
-        fprintf(f, "t %.3g s/size  warmup %ld\n", o->target_s, o->warmup);
-    fprintf(f, "# size: nccl-tests convention, the full buffer (all_gather/gather: output, "
-               "reduce_scatter/scatter/all_to_all: input); count: elements per call argument\n");
-    fprintf(f, "# avg: max over ranks of the per-rank mean; p50/p99/max: over iterations of the "
-               "per-iteration max over ranks; sendrecv: one-way (round trip / 2)\n");
-    fprintf(f, "# algbw = size / avg, busbw = algbw x nccl-tests factor; GB/s = 1e9 B/s\n");
-    fprintf(f, "%-15s %12s %12s %8s %6s %5s %9s %11s %11s %11s %11s %10s %10s %6s\n", "#op", "size",
-            "count", "type", "redop", "root", "iters", "avg(us)", "p50(us)", "p99(us)", "max(us)",
-            "algbw", "busbw", "check");
-    fflush(f);
+    switch (dt) {
+    case COHORT_FLOAT16:
+        return "half";
+    case COHORT_FLOAT32:
+        return "float";
+    case COHORT_FLOAT64:
+        return "double";
+    default:
+        return cohort_dtype_name(dt); /* int8 uint8 int32 uint32 int64 uint64 bfloat16 */
+    }
 }
 
-static int op_has_redop(enum perf_op op)
+int perf_op_has_redop(enum perf_op op)
 {
     return op == OP_ALL_REDUCE || op == OP_REDUCE || op == OP_REDUCE_SCATTER;
 }
 
-static int op_has_root(enum perf_op op)
+int perf_op_has_root(enum perf_op op)
 {
     return op == OP_BROADCAST || op == OP_REDUCE || op == OP_GATHER || op == OP_SCATTER;
 }
 
+static void list_of(char *out, size_t len, const int *set, int nset, int is_dtype)
+{
+    size_t pos = 0;
+    out[0] = 0;
+    for (int i = 0; i < nset && pos < len; i++)
+        if (set[i])
+            pos += (size_t)snprintf(out + pos, len - pos, "%s%s", pos ? "," : "",
+                                    is_dtype ? perf_dtype_name((cohort_dtype)i)
+                                             : cohort_op_name((cohort_op)i));
+}
+
+void perf_print_header(FILE *f, const perf_opts *o, int n, const perf_where *w)
+{
+    char date[64], dts[160], ops[96];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
+    list_of(dts, sizeof dts, o->dtypes, COHORT_DTYPE_COUNT, 1);
+    list_of(ops, sizeof ops, o->redops, COHORT_OP_COUNT, 0);
+    fprintf(f, "# cohort-perf %d.%d.%d (nccl-tests output)%s%s\n", COHORT_VERSION_MAJOR,
+            COHORT_VERSION_MINOR, COHORT_VERSION_PATCH, o->label ? "  " : "",
+            o->label ? o->label : "");
+    /* nccl-tests' first line, field for field. */
+    fprintf(f, "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: ", o->minbytes, o->maxbytes);
+    if (o->stepbytes)
+        fprintf(f, "%zu(bytes)", o->stepbytes);
+    else
+        fprintf(f, "%g(factor)", o->factor);
+    fprintf(f, " warmup iters: %ld iters: %ld agg iters: %ld validation: %ld graph: 0\n",
+            o->warmup, o->iters, o->agg, o->check);
+    fprintf(f, "#\n# Using devices\n");
+    for (int r = 0; w && r < n; r++)
+        fprintf(f, "#  Rank %2d Group  0 Pid %6d on %10.60s device  0 [cpu] %s\n", r,
+                (int)w[r].pid, w[r].host, "cohort");
+    fprintf(f, "#\n");
+    fprintf(f, "# cohort: date %s  ranks %d  transport %s  contract %s  algo %s  mode %s\n", date,
+            n, transport_of(o), contract_on(o) ? "on" : "off", o->algo ? o->algo : "auto",
+            o->osu ? "osu (barrier between iterations)" : "back-to-back");
+    if (o->iters)
+        fprintf(f, "# cohort: iters %ld per size and variant", o->iters);
+    else
+        fprintf(f, "# cohort: iters calibrated to %.3g s per size and variant (-n N fixes them)",
+                o->target_s);
+    fprintf(f, "  datatypes %s  reduce ops %s\n", dts, ops);
+    static const char *const avg_name[] = {"rank 0's", "the mean over ranks of each rank's",
+                                           "the min over ranks of each rank's",
+                                           "the max over ranks of each rank's"};
+    fprintf(f, "# cohort: time = %s mean per call (-a %d)%s; size: the full buffer "
+               "(all_gather/gather output, reduce_scatter/scatter/all_to_all input); "
+               "sendrecv: one-way\n",
+            avg_name[o->average], o->average,
+            o->percentiles ? "; p50/p99/max: the same over each rank's percentiles" : "");
+    fflush(f);
+}
+
+void perf_print_table_head(FILE *f, const perf_opts *o, enum perf_op op)
+{
+    /* nccl-tests' header; cohort's p50/p99/max come after all of its columns
+     * so that parsers of nccl-tests rows read the same fields. */
+    fprintf(f, "#\n# Collective: %s\n", perf_op_names[op]);
+    fprintf(f, "#%61s%s", "out-of-place", o->in_place ? "                       in-place" : "");
+    if (o->percentiles)
+        fprintf(f, "%s  out-of-place percentiles%s", o->in_place ? "" : "",
+                o->in_place ? "      in-place percentiles" : "");
+    fprintf(f, "\n#       size         count      type   redop    root     time   algbw   busbw "
+               "#wrong");
+    if (o->in_place)
+        fprintf(f, "     time   algbw   busbw #wrong");
+    for (int v = 0; o->percentiles && v < 1 + o->in_place; v++)
+        fprintf(f, "      p50      p99      max");
+    fprintf(f, "\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s) "
+               "      ");
+    if (o->in_place)
+        fprintf(f, "     (us)  (GB/s)  (GB/s)       ");
+    for (int v = 0; o->percentiles && v < 1 + o->in_place; v++)
+        fprintf(f, "     (us)     (us)     (us)");
+    fprintf(f, "\n");
+    fflush(f);
+}
+
+/* value right-aligned in width characters: 2 decimals while they fit, then
+ * 1, then none, then an exponent (nccl-tests' way of keeping columns). */
+static void fmt_num(char *out, size_t len, double v, int width)
+{
+    int digits = 1;
+    for (double p = 10; v >= p && digits < 40; p *= 10)
+        digits++;
+    if (digits + 3 <= width)
+        snprintf(out, len, "%*.2f", width, v);
+    else if (digits + 2 <= width)
+        snprintf(out, len, "%*.1f", width, v);
+    else if (digits <= width)
+        snprintf(out, len, "%*.0f", width, v);
+    else
+        snprintf(out, len, "%*.1e", width, v);
+}
+
+static void print_res(FILE *f, const perf_opts *o, const perf_res *r)
+{
+    char t[32], a[32], b[32];
+    fmt_num(t, sizeof t, r->avg_us, 7);
+    fmt_num(a, sizeof a, r->algbw, 6);
+    fmt_num(b, sizeof b, r->busbw, 6);
+    if (r->wrong >= 0)
+        fprintf(f, "  %7s  %6s  %6s  %6lld", t, a, b, (long long)r->wrong);
+    else
+        fprintf(f, "  %7s  %6s  %6s    N/A", t, a, b);
+    (void)o;
+}
+
+static void print_pct(FILE *f, const perf_res *r)
+{
+    char p50[32], p99[32], mx[32];
+    fmt_num(p50, sizeof p50, r->p50_us, 7);
+    fmt_num(p99, sizeof p99, r->p99_us, 7);
+    fmt_num(mx, sizeof mx, r->max_us, 7);
+    fprintf(f, "  %7s  %7s  %7s", p50, p99, mx);
+}
+
 void perf_print_row(FILE *f, const perf_opts *o, const perf_row *r)
 {
-    char root[16] = "-";
-    if (op_has_root(r->op))
-        snprintf(root, sizeof root, "%d", o->root);
-    fprintf(f, "%-15s %12zu %12zu %8s %6s %5s %9ld %11.2f %11.2f %11.2f %11.2f %10.3f %10.3f %6s\n",
-            perf_op_names[r->op], r->bytes, r->count,
-            r->op == OP_BARRIER ? "-" : cohort_dtype_name(o->dtype),
-            op_has_redop(r->op) ? cohort_op_name(o->redop) : "-", root, r->iters, r->avg_us,
-            r->p50_us, r->p99_us, r->max_us, r->algbw, r->busbw, r->check);
+    fprintf(f, "%12zu  %12zu  %8s  %6s  %6d", r->bytes, r->count,
+            r->op == OP_BARRIER ? "none" : perf_dtype_name(r->dtype),
+            perf_op_has_redop(r->op) ? cohort_op_name(r->redop) : "none", r->root);
+    print_res(f, o, &r->r[0]);
+    if (o->in_place)
+        print_res(f, o, &r->r[1]);
+    for (int v = 0; o->percentiles && v < 1 + o->in_place; v++)
+        print_pct(f, &r->r[v]);
+    fprintf(f, "\n");
+    fflush(f);
+}
+
+void perf_print_footer(FILE *f, const perf_opts *o, const perf_row *rows, int nrows)
+{
+    int64_t wrong = 0;
+    double bw = 0;
+    int nbw = 0;
+    for (int i = 0; i < nrows; i++)
+        for (int v = 0; v < 2; v++) {
+            const perf_res *r = &rows[i].r[v];
+            if (!r->ran)
+                continue;
+            if (r->wrong > 0)
+                wrong += r->wrong;
+            if (rows[i].op != OP_BARRIER) {
+                bw += r->busbw;
+                nbw++;
+            }
+        }
+    (void)o;
+    fprintf(f, "# Out of bounds values : %lld %s\n", (long long)wrong, wrong ? "FAILED" : "OK");
+    fprintf(f, "# Avg bus bandwidth    : %g \n#\n", nbw ? bw / nbw : 0.0);
     fflush(f);
 }
 
@@ -241,21 +369,6 @@ void perf_print_mem(FILE *f, const perf_mem *m, int n)
     fflush(f);
 }
 
-static void json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 void perf_write_json(FILE *f, const perf_opts *o, int n, const perf_row *rows, int nrows,
                      const perf_mem *m, int failed)
 {
@@ -267,35 +380,47 @@ void perf_write_json(FILE *f, const perf_opts *o, int n, const perf_row *rows, i
     fprintf(f, "{\n  \"tool\": \"cohort-perf\",\n  \"version\": \"%d.%d.%d\",\n",
             COHORT_VERSION_MAJOR, COHORT_VERSION_MINOR, COHORT_VERSION_PATCH);
     fprintf(f, "  \"host\": ");
-    json_str(f, host);
+    coh_json_fputs(f, host);
     fprintf(f, ",\n  \"date\": ");
-    json_str(f, date);
+    coh_json_fputs(f, date);
     fprintf(f, ",\n  \"label\": ");
-    json_str(f, o->label ? o->label : "");
+    coh_json_fputs(f, o->label ? o->label : "");
     fprintf(f, ",\n  \"ranks\": %d,\n  \"transport\": ", n);
-    json_str(f, transport_of(o));
+    coh_json_fputs(f, transport_of(o));
     fprintf(f, ",\n  \"contract\": \"%s\",\n  \"algo\": ", contract_on(o) ? "on" : "off");
-    json_str(f, o->algo ? o->algo : "auto");
+    coh_json_fputs(f, o->algo ? o->algo : "auto");
     fprintf(f,
             ",\n  \"dtype\": \"%s\",\n  \"redop\": \"%s\",\n  \"root\": %d,\n  \"mode\": \"%s\",\n"
-            "  \"check\": %s,\n  \"target_s\": %.6g,\n  \"warmup\": %ld,\n  \"fixed_iters\": %ld,\n"
+            "  \"check\": %s,\n  \"check_calls\": %ld,\n  \"average\": %d,\n  \"agg_iters\": %ld,\n"
+            "  \"target_s\": %.6g,\n  \"warmup\": %ld,\n  \"fixed_iters\": %ld,\n"
             "  \"failed\": %s,\n",
-            cohort_dtype_name(o->dtype), cohort_op_name(o->redop), o->root,
-            o->osu ? "osu" : "back-to-back", o->check ? "true" : "false", o->target_s, o->warmup,
+            perf_dtype_name(o->dtype), cohort_op_name(o->redop), o->root,
+            o->osu ? "osu" : "back-to-back", o->check ? "true" : "false", o->check, o->average,
+            o->agg, o->target_s, o->warmup,
             o->iters, failed ? "true" : "false");
     fprintf(f, "  \"results\": [");
+    int first = 1;
     for (int i = 0; i < nrows; i++) {
-        const perf_row *r = &rows[i];
-        fprintf(f,
-                "%s\n    {\"op\": \"%s\", \"size\": %zu, \"count\": %zu, \"dtype\": \"%s\", "
-                "\"redop\": \"%s\", \"root\": %d, \"iters\": %ld, \"avg_us\": %.4f, "
-                "\"p50_us\": %.4f, \"p99_us\": %.4f, \"max_us\": %.4f, \"min_us\": %.4f, "
-                "\"algbw_GBs\": %.6f, \"busbw_GBs\": %.6f, \"check\": \"%s\"}",
-                i ? "," : "", perf_op_names[r->op], r->bytes, r->count,
-                r->op == OP_BARRIER ? "-" : cohort_dtype_name(o->dtype),
-                op_has_redop(r->op) ? cohort_op_name(o->redop) : "-",
-                op_has_root(r->op) ? o->root : -1, r->iters, r->avg_us, r->p50_us, r->p99_us,
-                r->max_us, r->min_us, r->algbw, r->busbw, r->check);
+        const perf_row *row = &rows[i];
+        for (int v = 0; v < 2; v++) {
+            const perf_res *r = &row->r[v];
+            if (!r->ran)
+                continue;
+            fprintf(f,
+                    "%s\n    {\"op\": \"%s\", \"in_place\": %s, \"size\": %zu, \"count\": %zu, "
+                    "\"dtype\": \"%s\", \"redop\": \"%s\", \"root\": %d, \"iters\": %ld, "
+                    "\"avg_us\": %.4f, \"p50_us\": %.4f, \"p99_us\": %.4f, \"max_us\": %.4f, "
+                    "\"min_us\": %.4f, \"step_p50_us\": %.4f, \"step_p99_us\": %.4f, "
+                    "\"step_max_us\": %.4f, \"algbw_GBs\": %.6f, \"busbw_GBs\": %.6f, "
+                    "\"wrong\": %lld, \"check\": \"%s\"}",
+                    first ? "" : ",", perf_op_names[row->op], v ? "true" : "false", row->bytes,
+                    row->count, row->op == OP_BARRIER ? "none" : perf_dtype_name(row->dtype),
+                    perf_op_has_redop(row->op) ? cohort_op_name(row->redop) : "none", row->root,
+                    r->iters, r->avg_us, r->p50_us, r->p99_us, r->max_us, r->min_us,
+                    r->step_p50_us, r->step_p99_us, r->step_max_us, r->algbw, r->busbw,
+                    (long long)r->wrong, r->wrong < 0 ? "-" : r->wrong ? "FAIL" : "ok");
+            first = 0;
+        }
     }
     fprintf(f, "\n  ],\n  \"memory_kib\": [");
     for (int r = 0; m && r < n; r++)

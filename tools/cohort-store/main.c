@@ -43,8 +43,12 @@ static void usage(FILE *f)
             "  --max-value BYTES     largest value (default 64M)\n"
             "  --max-clients N       concurrent connections (default 65536)\n"
             "  --max-memory BYTES    keys + values + waiters of all jobs (default 1G)\n"
-            "  --frame-timeout MS    close connections stalled mid-frame or not\n"
-            "                        authenticated after MS (default 10000)\n"
+            "  --frame-timeout MS    close connections stalled mid-frame after MS\n"
+            "                        without a byte (default 10000)\n"
+            "  --auth-timeout MS     close connections not authenticated MS after they\n"
+            "                        were accepted (default 5000)\n"
+            "  --max-unauth N        connections authenticating at once (default 1024);\n"
+            "                        the oldest is closed to make room\n"
             "  -h, --help\n"
             "\n"
             "Sizes take K, M or G suffixes (powers of 1024).\n"
@@ -142,6 +146,12 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--frame-timeout") && !parse_size(v, &sz) && sz > 0 &&
                    sz <= 86400000) {
             o.frame_timeout_ms = (int)sz;
+        } else if (!strcmp(a, "--auth-timeout") && !parse_size(v, &sz) && sz > 0 &&
+                   sz <= 86400000) {
+            o.auth_timeout_ms = (int)sz;
+        } else if (!strcmp(a, "--max-unauth") && !parse_size(v, &sz) && sz > 0 &&
+                   sz <= 1u << 24) {
+            o.max_unauth = (int)sz;
         } else {
             fprintf(stderr, "cohort-store: bad option or value: %s %s\n", a, v);
             usage(stderr);

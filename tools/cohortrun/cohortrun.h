@@ -51,6 +51,7 @@ typedef struct crun_cfg {
     const char *bind_addr;  /* where the hosted store listens */
     int join_timeout_ms;    /* multi-node: how long agents wait for each other */
     int quiet;              /* no launcher notices, only the failure summary */
+    int no_prefix;          /* --no-prefix: worker lines without "[rank] " */
     int no_python;          /* --no-python: never put python3 in front */
     char **py_argv;         /* "python3 [-m] PROGRAM ARGS" when that was put in front */
     char **argv;            /* the program and its arguments (NULL-terminated) */
@@ -74,6 +75,7 @@ typedef struct crun_stream {
     int out_fd;      /* 1 or 2 */
     int log_fd;      /* rank-<r>.out/.err or -1 */
     int rank;
+    int bare;        /* --no-prefix: lines as the worker wrote them */
     char *buf;       /* pending partial line */
     size_t len, cap;
     /* last lines, kept only for stderr (the failure summary) */

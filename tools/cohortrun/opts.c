@@ -46,6 +46,8 @@ static const char usage_text[] =
     "                           PROGRAM ending in .py runs as 'python3 PROGRAM')\n"
     "Underscore spellings (--node_rank, --max_restarts, --log_dir, ...) and\n"
     "--opt=value are accepted everywhere.\n"
+    "      --no-prefix          worker lines as written, without \"[rank] \" (as mpirun\n"
+    "                           and torchrun print them; lines stay whole)\n"
     "  -q, --quiet              print only worker output and the failure summary\n"
     "  -h, --help               this text\n"
     "  -V, --version            print the version\n"
@@ -167,6 +169,7 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
         O_RDZV_BACKEND,
         O_NO_PYTHON,
         O_UNSUPPORTED,
+        O_NO_PREFIX,
     };
     /* cohortrun's own names first, then torchrun's spellings of the same
      * things (both the underscore and the dash forms torchrun accepts). */
@@ -202,6 +205,7 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
         {"no_python", no_argument, NULL, O_NO_PYTHON},
         {"module", no_argument, NULL, 'm'},
         {"quiet", no_argument, NULL, 'q'},
+        {"no-prefix", no_argument, NULL, O_NO_PREFIX},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         /* torchrun options with no cohortrun meaning: a precise refusal. */
@@ -315,6 +319,9 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
             break;
         case 'q':
             cfg->quiet = 1;
+            break;
+        case O_NO_PREFIX:
+            cfg->no_prefix = 1;
             break;
         case 'h':
             fputs(usage_text, stdout);

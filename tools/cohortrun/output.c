@@ -99,7 +99,7 @@ int crun_stream_tail(const crun_stream *s, char (*lines)[CRUN_TAIL_LINE_MAX], in
 static void emit_lines(crun_stream *s, const char *data, size_t len)
 {
     char prefix[PREFIX_MAX];
-    int pl = snprintf(prefix, sizeof prefix, "[%d] ", s->rank);
+    int pl = s->bare ? 0 : snprintf(prefix, sizeof prefix, "[%d] ", s->rank);
     char out[STREAM_CAP + 4096];
     size_t ol = 0;
     while (len > 0) {

@@ -525,6 +525,7 @@ void crun_run_generation(crun_job *job, uint32_t gen, crun_result *r)
             launch_error(s, CRUN_EXIT_LAUNCHER);
             break;
         }
+        w->out.bare = w->err.bare = cfg->no_prefix;
         if (cfg->log_dir) {
             w->out.log_fd = crun_log_open(cfg->log_dir, w->rank, 0);
             w->err.log_fd = crun_log_open(cfg->log_dir, w->rank, 1);

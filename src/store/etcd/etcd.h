@@ -1,7 +1,8 @@
 /*
  * etcd.h - what the etcd store backend offers beyond the backend vtable
- * (store/backend.h). Built with COHORT_ETCD; without it, etcd_stub.c makes
- * every function here fail with COHORT_ERR_UNSUPPORTED.
+ * (store/backend.h). Implemented in libcohort (src/store/etcd_load.c), which
+ * forwards to the plugin; without COHORT_ETCD, or before an etcd:// handle
+ * exists, every function here fails with COHORT_ERR_UNSUPPORTED.
  */
 #ifndef COH_STORE_ETCD_H
 #define COH_STORE_ETCD_H

@@ -10,6 +10,9 @@
 #include "store/backend.h"
 #include "store/etcd/etcd.h"
 #include "store/etcd/etcd_int.h"
+#include "store/etcd/plugin.h"
+
+#include "cohort_config.h"
 
 #include <string.h>
 
@@ -163,9 +166,7 @@ static const coh_store_backend etcd_backend = {
     .barrier = be_barrier,
 };
 
-const coh_store_backend *coh_store_etcd_backend(void) { return &etcd_backend; }
-
-/* ---- etcd.h ---- */
+/* ---- etcd.h (reached through the plugin table; etcd_load.c) ---- */
 
 /* s is an etcd handle (root or view) with a live connection. */
 static int is_etcd(cohort_store *s)
@@ -173,8 +174,8 @@ static int is_etcd(cohort_store *s)
     return s && coh_store_backend_of(s) == &etcd_backend && coh_store_priv(s);
 }
 
-cohort_status coh_store_etcd_put_lease(cohort_store *s, const void *key, size_t klen,
-                                       const void *val, size_t vlen)
+static cohort_status put_lease(cohort_store *s, const void *key, size_t klen, const void *val,
+                               size_t vlen)
 {
     if (!is_etcd(s))
         return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED,
@@ -203,9 +204,20 @@ cohort_status coh_store_etcd_put_lease(cohort_store *s, const void *key, size_t 
     return st;
 }
 
-int coh_store_etcd_lease_state(cohort_store *s)
+static int lease_state(cohort_store *s)
 {
     if (!is_etcd(s))
         return -1;
     return coh_etcd_lease_state(H(s), NULL);
 }
+
+static const coh_etcd_plugin plugin = {
+    .abi = COH_ETCD_PLUGIN_ABI,
+    .size = sizeof(coh_etcd_plugin),
+    .version = COHORT_VERSION_STRING,
+    .backend = &etcd_backend,
+    .put_lease = put_lease,
+    .lease_state = lease_state,
+};
+
+const coh_etcd_plugin *coh_etcd_plugin_table(void) { return &plugin; }

@@ -18,6 +18,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +126,9 @@ static void cfg_fini(coh_etcd_cfg *cfg)
         sodium_memzero(cfg->password, strlen(cfg->password));
         coh_free(cfg->password);
     }
+    coh_free(cfg->cacert);
+    coh_free(cfg->cert);
+    coh_free(cfg->key);
     coh_free(cfg->root);
     coh_free(cfg->kroot);
     coh_free(cfg->mroot);
@@ -137,8 +142,15 @@ static int host_char_ok(char ch)
     return isalnum((unsigned char)ch) || ch == '.' || ch == '-' || ch == '_' || ch == ':';
 }
 
+/* Loopback members: the only ones plain HTTP is quiet about. */
+static int host_is_loopback(const char *h)
+{
+    return !strcmp(h, "localhost") || !strncmp(h, "127.", 4) || !strcmp(h, "::1");
+}
+
 /* One "host:port", "[v6]:port" or "host" (port 2379) into an URL. */
-static cohort_status parse_endpoint(const char *s, size_t n, char **url, coh_err *err)
+static cohort_status parse_endpoint(const char *s, size_t n, int tls, char **url, int *loopback,
+                                    coh_err *err)
 {
     char host[256];
     long port = 2379;
@@ -190,10 +202,12 @@ static cohort_status parse_endpoint(const char *s, size_t n, char **url, coh_err
     *url = coh_malloc(ul);
     if (!*url)
         return coh_err_set(err, COHORT_ERR_NOMEM, "etcd: out of memory");
+    const char *scheme = tls ? "https" : "http";
     if (s[0] == '[')
-        snprintf(*url, ul, "http://[%s]:%ld", host, port);
+        snprintf(*url, ul, "%s://[%s]:%ld", scheme, host, port);
     else
-        snprintf(*url, ul, "http://%s:%ld", host, port);
+        snprintf(*url, ul, "%s://%s:%ld", scheme, host, port);
+    *loopback = host_is_loopback(host);
     return COHORT_OK;
 }
 
@@ -211,15 +225,50 @@ static cohort_status env_int_range(const char *name, long def, long lo, long hi,
     return COHORT_OK;
 }
 
+/* COHORT_ETCD_CACERT / CERT / KEY: files curl reads for etcds://. Refused
+ * with etcd:// (plain HTTP), where they would protect nothing while the
+ * user believes they do; unreadable files are named now, not as a TLS
+ * failure later. */
+static cohort_status tls_parse(coh_etcd_cfg *cfg, const char *addr, coh_err *err)
+{
+    static const char *const names[] = {"COHORT_ETCD_CACERT", "COHORT_ETCD_CERT",
+                                        "COHORT_ETCD_KEY"};
+    char **dst[] = {&cfg->cacert, &cfg->cert, &cfg->key};
+    for (int i = 0; i < 3; i++) {
+        const char *v = coh_env_str(names[i]);
+        if (!v)
+            continue;
+        if (!cfg->tls)
+            return coh_err_set(err, COHORT_ERR_INVALID,
+                               "%s is set but '%s' is plain HTTP: use etcds:// for TLS", names[i],
+                               addr);
+        if (access(v, R_OK) != 0)
+            return coh_err_sys(err, COHORT_ERR_INVALID, "access", errno, "%s=%s: cannot read it",
+                               names[i], v);
+        if (!(*dst[i] = coh_strdup(v)))
+            return coh_err_set(err, COHORT_ERR_NOMEM, "etcd: out of memory");
+    }
+    if (cfg->key && !cfg->cert)
+        return coh_err_set(err, COHORT_ERR_INVALID,
+                           "COHORT_ETCD_KEY is set without COHORT_ETCD_CERT (the client certificate)");
+    return COHORT_OK;
+}
+
 static cohort_status cfg_parse(coh_etcd_cfg *cfg, const char *addr, const char *job,
                                const char *token, coh_err *err)
 {
-    static const char scheme[] = "etcd://";
     cohort_status st;
     memset(cfg, 0, sizeof *cfg);
-    if (!addr || strncmp(addr, scheme, sizeof scheme - 1) != 0)
-        return coh_err_set(err, COHORT_ERR_INVALID, "etcd address '%s': expected etcd://host:port[,host:port...]/prefix",
+    size_t skip;
+    if (addr && !strncmp(addr, "etcd://", 7)) {
+        skip = 7;
+    } else if (addr && !strncmp(addr, "etcds://", 8)) {
+        skip = 8;
+        cfg->tls = 1;
+    } else {
+        return coh_err_set(err, COHORT_ERR_INVALID, "etcd address '%s': expected etcd://host:port[,host:port...]/prefix (or etcds:// for TLS)",
                            addr ? addr : "(null)");
+    }
     /* The job id becomes a key path segment and the auth user name: a '/'
      * would let one job's namespace overlap another's. */
     if (!job || !*job || strlen(job) > 255)
@@ -229,7 +278,7 @@ static cohort_status cfg_parse(coh_etcd_cfg *cfg, const char *addr, const char *
             return coh_err_set(err, COHORT_ERR_INVALID,
                                "etcd store: job id '%s' may not contain '/', spaces or control characters",
                                job);
-    const char *hosts = addr + sizeof scheme - 1;
+    const char *hosts = addr + skip;
     const char *slash = strchr(hosts, '/');
     const char *hend = slash ? slash : hosts + strlen(hosts);
     if (hend == hosts)
@@ -248,9 +297,11 @@ static cohort_status cfg_parse(coh_etcd_cfg *cfg, const char *addr, const char *
         const char *c = memchr(p, ',', (size_t)(hend - p));
         if (!c)
             c = hend;
-        st = parse_endpoint(p, (size_t)(c - p), &cfg->urls[cfg->n_ep], err);
+        int lo = 0;
+        st = parse_endpoint(p, (size_t)(c - p), cfg->tls, &cfg->urls[cfg->n_ep], &lo, err);
         if (st != COHORT_OK)
             goto fail;
+        cfg->remote_plain |= !cfg->tls && !lo;
         cfg->n_ep++;
         p = c + 1;
     }
@@ -307,6 +358,8 @@ static cohort_status cfg_parse(coh_etcd_cfg *cfg, const char *addr, const char *
                          am);
         goto fail;
     }
+    if ((st = tls_parse(cfg, addr, err)) != COHORT_OK)
+        goto fail;
     if (cfg->auth_mode == ETCD_AUTH_ON && !*cfg->password) {
         st = coh_err_set(err, COHORT_ERR_INVALID,
                          "COHORT_ETCD_AUTH=on needs the job token (COHORT_TOKEN) as the etcd password");
@@ -347,7 +400,7 @@ static size_t body_write(char *p, size_t sz, size_t nm, void *arg)
     return n;
 }
 
-static CURL *conn_new_curl(void)
+static CURL *conn_new_curl(const coh_etcd_cfg *cfg)
 {
     CURL *h = curl_easy_init();
     if (!h)
@@ -364,10 +417,23 @@ static CURL *conn_new_curl(void)
     curl_easy_setopt(h, CURLOPT_TCP_KEEPINTVL, 5L);
     curl_easy_setopt(h, CURLOPT_POST, 1L);
 #if LIBCURL_VERSION_NUM >= 0x075500
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, cfg->tls ? "https" : "http");
 #else
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)CURLPROTO_HTTP);
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS, (long)(cfg->tls ? CURLPROTO_HTTPS : CURLPROTO_HTTP));
 #endif
+    if (cfg->tls) {
+        /* Always verified: a member that cannot prove its name would get
+         * the job token. No switch turns this off. */
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+        curl_easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+        if (cfg->cacert)
+            curl_easy_setopt(h, CURLOPT_CAINFO, cfg->cacert);
+        if (cfg->cert)
+            curl_easy_setopt(h, CURLOPT_SSLCERT, cfg->cert);
+        if (cfg->key)
+            curl_easy_setopt(h, CURLOPT_SSLKEY, cfg->key);
+    }
     return h;
 }
 
@@ -379,7 +445,7 @@ cohort_status coh_etcd_conn_init(coh_etcd_conn *c, const coh_etcd_cfg *cfg, coh_
     c->cfg = cfg;
     c->auth_ep = -1;
     c->auth_on = (cfg->auth_mode != ETCD_AUTH_OFF && cfg->password[0]) ? -1 : 0;
-    c->curl = conn_new_curl();
+    c->curl = conn_new_curl(cfg);
     if (!c->curl)
         return coh_err_set(err, COHORT_ERR_NOMEM, "etcd: curl_easy_init failed");
     return COHORT_OK;
@@ -399,8 +465,9 @@ void coh_etcd_conn_fini(coh_etcd_conn *c)
     memset(c, 0, sizeof *c);
 }
 
-/* "host:port" of the current endpoint (the URL without "http://"). */
-static const char *ep_name(const coh_etcd_conn *c) { return c->cfg->urls[c->ep] + 7; }
+/* "host:port" of an endpoint (its URL without the scheme). */
+static const char *ep_host(const char *url) { return strstr(url, "://") + 3; }
+static const char *ep_name(const coh_etcd_conn *c) { return ep_host(c->cfg->urls[c->ep]); }
 
 void coh_etcd_next_endpoint(coh_etcd_conn *c, const char *why)
 {
@@ -409,7 +476,7 @@ void coh_etcd_next_endpoint(coh_etcd_conn *c, const char *why)
     int from = c->ep;
     c->ep = (c->ep + 1) % c->cfg->n_ep;
     c->failovers++;
-    coh_info("etcd: endpoint %s failed (%s); trying %s", c->cfg->urls[from] + 7, why,
+    coh_info("etcd: endpoint %s failed (%s); trying %s", ep_host(c->cfg->urls[from]), why,
              ep_name(c));
 }
 
@@ -467,6 +534,8 @@ static CURLcode conn_post(coh_etcd_conn *c, const char *path, const char *body, 
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)blen);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, body_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, c);
+    c->ebuf[0] = 0;
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->ebuf);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)tmo_ms);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)COH_MIN(tmo_ms, 2000));
     *http = 0;
@@ -522,7 +591,18 @@ static int classify(coh_etcd_conn *c, coh_err *err, const char *path, CURLcode c
                               path, ep_name(c));
             return A_FATAL;
         }
-        snprintf(why, whylen, "%s", curl_easy_strerror(cc));
+        /* The member's certificate (or ours) is refused: not a transient
+         * fault, and another member would only be asked the same. */
+        if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE ||
+            cc == CURLE_SSL_CERTPROBLEM || cc == CURLE_SSL_ISSUER_ERROR ||
+            cc == CURLE_SSL_CRL_BADFILE) {
+            *st = coh_err_set(err, COHORT_ERR_AUTH, "etcd %s at %s: TLS: %s (CA file: %s)", path,
+                              ep_name(c), c->ebuf[0] ? c->ebuf : curl_easy_strerror(cc),
+                              c->cfg->cacert ? c->cfg->cacert
+                                             : "the system's; set COHORT_ETCD_CACERT");
+            return A_FATAL;
+        }
+        snprintf(why, whylen, "%s", c->ebuf[0] ? c->ebuf : curl_easy_strerror(cc));
         return A_TRANSPORT;
     }
     /* Every gateway answer is a JSON object: the reply on 200, a gRPC
@@ -549,9 +629,16 @@ static int classify(coh_etcd_conn *c, coh_err *err, const char *path, CURLcode c
             snprintf(why, whylen, "HTTP %ld", http);
             return A_RETRY;
         }
+        /* The start of a text body says why (a proxy's page, or etcd's
+         * gateway refusing a client certificate that has a CommonName). */
+        char txt[161] = "";
+        size_t tl = 0;
+        for (size_t i = 0; i < c->len && tl + 1 < sizeof txt; i++)
+            txt[tl++] = isprint((unsigned char)c->body[i]) ? c->body[i] : ' ';
+        txt[tl] = 0;
         *st = coh_err_set(err, COHORT_ERR_PROTOCOL,
-                          "%s at %s answered HTTP %ld without a JSON body: not an etcd v3 gateway (etcd >= 3.4)?",
-                          path, ep_name(c), http);
+                          "%s at %s answered HTTP %ld without a JSON body%s%s%s: not an etcd v3 gateway (etcd >= 3.4)?",
+                          path, ep_name(c), http, tl ? " (\"" : "", txt, tl ? "\")" : "");
         return A_FATAL;
     }
     /* gRPC status mapped by the gateway: {"error":..,"message":..,"code":N}. */
@@ -934,7 +1021,7 @@ int coh_etcd_watch(coh_etcd_conn *c, coh_err *err, const void *const *keys, cons
         body[len++] = '\n';
         free(s);
     }
-    if (!c->wcurl && !(c->wcurl = conn_new_curl()))
+    if (!c->wcurl && !(c->wcurl = conn_new_curl(c->cfg)))
         goto nomem;
     if (!(hdr = conn_headers(c, c->auth_on > 0, 1)))
         goto nomem;
@@ -953,6 +1040,8 @@ int coh_etcd_watch(coh_etcd_conn *c, coh_err *err, const void *const *keys, cons
     curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, watch_write);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &w);
+    c->ebuf[0] = 0;
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, c->ebuf);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, left == INT_MAX ? 0L : (long)left);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)COH_MIN(left, 2000));
     /* Runs until watch_write stops it, the stream ends, or the deadline. An
@@ -977,7 +1066,8 @@ int coh_etcd_watch(coh_etcd_conn *c, coh_err *err, const void *const *keys, cons
         /* Broken or ended stream: the member died or shut down. */
         if (!w.restart) {
             snprintf(w.why, sizeof w.why, "watch stream ended: %s",
-                     cc == CURLE_OK ? "closed by the server" : curl_easy_strerror(cc));
+                     cc == CURLE_OK ? "closed by the server"
+                                    : c->ebuf[0] ? c->ebuf : curl_easy_strerror(cc));
             if (cc != CURLE_OK)
                 coh_etcd_next_endpoint(c, w.why);
         }
@@ -1012,6 +1102,16 @@ cohort_status coh_etcd_open(coh_etcd **out, const char *addr, const char *job, c
         coh_free(e);
         return st;
     }
+    /* The token is the etcd password: over plain HTTP anyone on the path
+     * reads it (and every key). Said once per process, at the first such
+     * connect; loopback members are not on a network. */
+    static atomic_int warned_plain;
+    if (e->cfg.remote_plain && e->cfg.auth_mode != ETCD_AUTH_OFF && e->cfg.password[0] &&
+        !atomic_exchange(&warned_plain, 1))
+        coh_warn("etcd://%s: plain HTTP to a member that is not loopback: the job token (the etcd "
+                 "password) and every key cross the network unprotected; use etcds:// (TLS, "
+                 "docs/etcd.md)",
+                 e->cfg.ep_list);
     if ((st = coh_etcd_conn_init(&e->conn, &e->cfg, err)) != COHORT_OK) {
         cfg_fini(&e->cfg);
         coh_free(e);

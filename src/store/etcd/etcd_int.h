@@ -41,7 +41,7 @@ enum { ETCD_AUTH_AUTO = 0, ETCD_AUTH_ON = 1, ETCD_AUTH_OFF = 2 };
 /* Immutable after coh_etcd_open: shared by the op and keep-alive threads. */
 typedef struct coh_etcd_cfg {
     int n_ep;
-    char **urls;       /* "http://host:port" per endpoint */
+    char **urls;       /* "http://host:port" (https for etcds://) per endpoint */
     char *ep_list;     /* "host:port,host:port" for messages */
     char *job;         /* auth user name */
     char *password;    /* job token; never logged, wiped on close */
@@ -53,6 +53,10 @@ typedef struct coh_etcd_cfg {
     char *mroot;       /* root + "m/": backend metadata */
     size_t mroot_len;
     int req_timeout_ms; /* one HTTP attempt (COHORT_ETCD_REQUEST_TIMEOUT, ms) */
+    int tls;            /* etcds://: https, peer and host verified */
+    int remote_plain;   /* plain http to a member that is not loopback */
+    char *cacert;       /* COHORT_ETCD_CACERT (NULL: the system's CAs) */
+    char *cert, *key;   /* COHORT_ETCD_CERT / COHORT_ETCD_KEY: client certificate */
     int lease_ttl_s;    /* COHORT_ETCD_LEASE_TTL */
 } coh_etcd_cfg;
 
@@ -70,6 +74,7 @@ typedef struct coh_etcd_conn {
     char *body;         /* response accumulator */
     size_t len, cap;
     int failovers;      /* endpoint switches so far (tests, logs) */
+    char ebuf[CURL_ERROR_SIZE]; /* curl's detail of the last failure (TLS) */
 } coh_etcd_conn;
 
 typedef struct coh_etcd_lease {
@@ -103,7 +108,7 @@ typedef struct coh_etcd {
 
 /* ---- etcd_http.c ---- */
 
-/* Parses "etcd://host:port[,host:port...]/prefix" and connects: checks the
+/* Parses "etcd://host:port[,host:port...]/prefix" (etcds://: TLS) and connects: checks the
  * cluster answers (retrying with backoff until timeout_ms), authenticates
  * when auth is on, and enforces the job's generation (a newer one recorded
  * in etcd -> COHORT_ERR_AUTH "stale generation"). */

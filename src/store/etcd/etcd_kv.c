@@ -484,7 +484,15 @@ static cohort_status ws_run(wstate *w, int timeout_ms, const char *what)
             break;
         int64_t rev = 0;
         int left = coh_ms_left(deadline);
-        cohort_status st = ws_read(w, deadline, &rev);
+        /* The first read gets the handle's default timeout (that of a set)
+         * even when the wait's is shorter: timeout 0 means "do not wait for
+         * the key", not "do not ask" (as with the tcp store). */
+        uint64_t rd = deadline;
+        if (round == 0) {
+            uint64_t floor = op_deadline(w->e, -1);
+            rd = floor > deadline ? floor : deadline;
+        }
+        cohort_status st = ws_read(w, rd, &rev);
         /* A re-read squeezed into the last moments of the wait failed for
          * lack of time, not for lack of a cluster: the wait timed out. */
         if (st == COHORT_ERR_STORE && round > 0 && left < 100)

@@ -1,0 +1,173 @@
+/*
+ * etcd_load.c - finds and loads the etcd backend plugin (libcohort-etcd.so,
+ * plugin.h) the first time an etcd:// address is used, and forwards etcd.h's
+ * calls to it. Programs that never use etcd never load it, so libcohort
+ * itself needs only libc, pthreads and libsodium.
+ *
+ * Where it looks, first hit wins:
+ *   1. $COHORT_ETCD_PLUGIN (a path; when set, the only place tried);
+ *   2. next to the object that holds this code: libcohort.so's directory
+ *      (an installed or moved tree), or the program's when linked statically;
+ *   3. the bare name: the program's RUNPATH (build-tree binaries point it at
+ *      the build directory), LD_LIBRARY_PATH, ld.so.cache, system dirs;
+ *   4. the install libdir configured at build time (COHORT_PLUGIN_DIR).
+ * A failure is remembered: later etcd:// connects fail with the same message
+ * (each path tried and dlerror's reason) without searching again.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cohort_config.h"
+#include "store/backend.h"
+#include "store/etcd/etcd.h"
+#include "store/etcd/plugin.h"
+
+static const coh_etcd_plugin *plugin;
+
+#if COHORT_ETCD
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static char load_error[2048];
+
+static const coh_etcd_host host = {
+    .abi = COH_ETCD_PLUGIN_ABI,
+    .size = sizeof(coh_etcd_host),
+    .version = COHORT_VERSION_STRING,
+    .malloc_ = coh_malloc,
+    .calloc_ = coh_calloc,
+    .realloc_ = coh_realloc,
+    .strdup_ = coh_strdup,
+    .free_ = coh_free,
+    .err_set = coh_err_set,
+    .err_sys = coh_err_sys,
+    .log_level = coh_log_level,
+    .log_write = coh_log_write,
+    .now_ns = coh_now_ns,
+    .deadline_ns = coh_deadline_ns,
+    .ms_left = coh_ms_left,
+    .env_int = coh_env_int,
+    .env_str = coh_env_str,
+    .random = coh_random,
+    .store_err = coh_store_err,
+    .store_priv = coh_store_priv,
+    .store_set_priv = coh_store_set_priv,
+    .store_timeout = coh_store_timeout,
+    .store_prefix = coh_store_prefix,
+    .store_backend_of = coh_store_backend_of,
+};
+
+/* Appends "; <what>" to load_error (bounded). */
+static void note(const char *fmt, const char *a, const char *b)
+{
+    size_t n = strlen(load_error);
+    if (n + 1 < sizeof load_error)
+        snprintf(load_error + n, sizeof load_error - n, fmt, a, b);
+}
+
+/* 1: loaded and accepted (plugin set); 0: note()d why not. */
+static int try_path(const char *path)
+{
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        note("%s%s", load_error[0] ? "; " : "", e ? e : path);
+        return 0;
+    }
+    coh_etcd_plugin_entry_fn entry;
+    /* POSIX's blessed way to turn a dlsym result into a function pointer. */
+    *(void **)&entry = dlsym(h, COH_ETCD_PLUGIN_ENTRY);
+    if (!entry) {
+        const char *e = dlerror();
+        note("%s%s", load_error[0] ? "; " : "", e ? e : "entry point missing");
+        dlclose(h);
+        return 0;
+    }
+    char why[512] = "";
+    const coh_etcd_plugin *p = entry(&host, why, sizeof why);
+    if (!p || p->abi != COH_ETCD_PLUGIN_ABI || p->size != sizeof(coh_etcd_plugin)) {
+        char msg[700];
+        snprintf(msg, sizeof msg, "%s: %s", path, why[0] ? why : "plugin ABI mismatch");
+        note("%s%s", load_error[0] ? "; " : "", msg);
+        dlclose(h);
+        return 0;
+    }
+    /* Never dlclosed: libcurl keeps global state and threads may run in it. */
+    plugin = p;
+    coh_debug("etcd backend plugin loaded from %s", path);
+    return 1;
+}
+
+static void load(void)
+{
+    char path[4096];
+    const char *env = coh_env_str("COHORT_ETCD_PLUGIN");
+    if (env) {
+        (void)try_path(env);
+    } else {
+        Dl_info di;
+        int found = 0;
+        if (dladdr((void *)&host, &di) && di.dli_fname && strchr(di.dli_fname, '/')) {
+            const char *slash = strrchr(di.dli_fname, '/');
+            int n = snprintf(path, sizeof path, "%.*s/%s", (int)(slash - di.dli_fname),
+                             di.dli_fname, COHORT_ETCD_PLUGIN_NAME);
+            found = n > 0 && (size_t)n < sizeof path && try_path(path);
+        }
+        if (!found && !try_path(COHORT_ETCD_PLUGIN_NAME)) {
+            snprintf(path, sizeof path, "%s/%s", COHORT_PLUGIN_DIR, COHORT_ETCD_PLUGIN_NAME);
+            (void)try_path(path);
+        }
+    }
+    if (!plugin) {
+        char tries[sizeof load_error];
+        memcpy(tries, load_error, sizeof tries);
+        snprintf(load_error, sizeof load_error,
+                 "etcd:// needs the etcd backend plugin %s, which could not be loaded (%s%s): %s",
+                 COHORT_ETCD_PLUGIN_NAME, env ? "COHORT_ETCD_PLUGIN=" : "install it beside libcohort or set COHORT_ETCD_PLUGIN",
+                 env ? env : "", tries);
+    }
+}
+#endif /* COHORT_ETCD */
+
+const coh_store_backend *coh_store_etcd_backend(void)
+{
+#if COHORT_ETCD
+    pthread_once(&load_once, load);
+    return plugin ? plugin->backend : NULL;
+#else
+    return NULL;
+#endif
+}
+
+const char *coh_store_etcd_unavailable(void)
+{
+#if COHORT_ETCD
+    if (!coh_store_etcd_backend())
+        return load_error;
+    return "";
+#else
+    return "this cohort was built without etcd (configure with -DCOHORT_ETCD=ON)";
+#endif
+}
+
+/* A handle is an etcd one iff its backend is the loaded plugin's. */
+static int is_etcd(cohort_store *s)
+{
+    return s && plugin && coh_store_backend_of(s) == plugin->backend;
+}
+
+cohort_status coh_store_etcd_put_lease(cohort_store *s, const void *key, size_t klen,
+                                       const void *val, size_t vlen)
+{
+    if (!is_etcd(s))
+        return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED,
+                           "coh_store_etcd_put_lease: not an etcd:// store handle");
+    return plugin->put_lease(s, key, klen, val, vlen);
+}
+
+int coh_store_etcd_lease_state(cohort_store *s)
+{
+    if (!is_etcd(s))
+        return -1;
+    return plugin->lease_state(s);
+}

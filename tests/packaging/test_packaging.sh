@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# tests/packaging: cohort consumed the way users consume it. Usage:
+#   test_build.sh BUILD_DIR SOURCE_DIR
+# Installs BUILD_DIR into a temporary prefix and builds tests/packaging/consumer
+# against it (find_package: shared and static), as a subproject of the
+# source tree (add_subdirectory), and with pkg-config (dynamic, fully
+# static); runs each under the installed cohortrun -n 2. Also checks
+# libcohort.so's NEEDED list and that the etcd plugin loads only on an
+# etcd:// address (and is named when missing).
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
+here=$src/tests/packaging
+tmp=$(mktemp -d /tmp/cohort-build-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+jobs=2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+step() { echo "== $*"; }
+# Quiet builds; the log is shown when one fails.
+quiet() { "$@" >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; fail "$*"; }; }
+
+step "no CMAKE_SOURCE_DIR/CMAKE_BINARY_DIR in cohort's CMake files (they break add_subdirectory)"
+bad=$(cd "$src" && git ls-files 2>/dev/null '*CMakeLists.txt' '*.cmake' '*.cmake.in' |
+      xargs grep -n 'CMAKE_SOURCE_DIR\|CMAKE_BINARY_DIR' 2>/dev/null |
+      grep -v '^CMakeLists.txt:[0-9]*:if(CMAKE_SOURCE_DIR STREQUAL PROJECT_SOURCE_DIR)' || true)
+[ -z "$bad" ] || fail "use PROJECT_SOURCE_DIR/PROJECT_BINARY_DIR or CMAKE_CURRENT_*: $bad"
+
+step "cmake --install into a temporary prefix"
+prefix=$tmp/prefix
+quiet cmake --install "$build" --prefix "$prefix"
+libdir=$(dirname "$(find "$prefix" -name 'libcohort.so.0' | head -1)")
+[ -n "$libdir" ] || fail "no libcohort.so.0 installed"
+for f in "$libdir/libcohort.a" "$libdir/libcohort-etcd.so" "$libdir/pkgconfig/cohort.pc" \
+         "$libdir/cmake/cohort/cohortConfig.cmake" "$libdir/cmake/cohort/cohortConfigVersion.cmake" \
+         "$prefix/include/cohort.h" "$prefix/bin/cohortrun"; do
+  [ -e "$f" ] || fail "not installed: $f"
+done
+crun=$prefix/bin/cohortrun
+
+step "libcohort.so needs only libc, pthreads, libsodium (the loader too)"
+needed=$(readelf -d "$libdir/libcohort.so.0" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+echo "$needed" | sed 's/^/  NEEDED /'
+while read -r lib; do
+  case "$lib" in
+    libc.so.*|libsodium.so.*|libpthread.so.*|ld-linux*|libdl.so.*) ;;
+    *) fail "libcohort.so needs $lib" ;;
+  esac
+done <<<"$needed"
+echo "$needed" | grep -q '^libsodium' || fail "libcohort.so does not link libsodium?"
+readelf -d "$libdir/libcohort-etcd.so" | grep -q 'libcurl' || fail "the plugin does not link libcurl"
+readelf -d "$libdir/libcohort-etcd.so" | grep -q 'RUNPATH\|RPATH' && fail "installed plugin keeps a build RUNPATH"
+nsyms=$(nm -D --defined-only "$libdir/libcohort-etcd.so" | awk '$2 ~ /[TDB]/' | wc -l)
+[ "$nsyms" = 1 ] || fail "the plugin exports $nsyms symbols (only its entry point should be)"
+
+run2() { # program: run as 2 ranks, expect sum=3
+  local out
+  out=$("$crun" -n 2 "$@" 2>&1) || { echo "$out" >&2; fail "cohortrun -n 2 $*"; }
+  echo "$out" | grep -q 'sum=3' || { echo "$out" >&2; fail "$*: wrong result"; }
+  echo "$out" | grep -q 'curl=not mapped' || { echo "$out" >&2; fail "$*: libcurl loaded without etcd"; }
+}
+etcd_check() { # program expected(found|missing) [env...]: etcd:// on a closed port
+  local prog=$1 want=$2 out; shift 2
+  out=$(env "$@" "$prog" etcd etcd://127.0.0.1:1/t 2>&1)
+  echo "$out" | grep -q 'curl before: not mapped' || { echo "$out" >&2; fail "$prog: libcurl mapped before etcd"; }
+  if [ "$want" = found ]; then
+    echo "$out" | grep -q 'etcd cluster unreachable' || { echo "$out" >&2; fail "$prog: plugin not used"; }
+    echo "$out" | grep -q 'curl after: mapped' || { echo "$out" >&2; fail "$prog: libcurl not loaded"; }
+  else
+    echo "$out" | grep -q 'COHORT_ERR_UNSUPPORTED' || { echo "$out" >&2; fail "$prog: missing plugin not reported"; }
+    echo "$out" | grep -q 'libcohort-etcd.so' || { echo "$out" >&2; fail "$prog: error does not name the plugin"; }
+    echo "$out" | grep -q 'No such file' || { echo "$out" >&2; fail "$prog: error lacks dlerror's reason"; }
+  fi
+}
+
+step "find_package(cohort CONFIG) against the prefix: shared and static"
+pk=$tmp/pkg
+quiet cmake -S "$here/consumer" -B "$pk" -DCMAKE_PREFIX_PATH="$prefix" -DMODE=package
+quiet cmake --build "$pk" -j$jobs
+ldd "$pk/app_shared" | grep -q "$libdir/libcohort.so.0" || fail "app_shared does not use the installed libcohort.so"
+ldd "$pk/app_static" | grep -q 'libcohort' && fail "app_static links libcohort.so"
+ldd "$pk/app_shared" | grep -q 'libcurl' && fail "app_shared loads libcurl at start"
+run2 "$pk/app_shared"
+run2 "$pk/app_static"
+# The shared library finds the plugin beside itself; a static program finds
+# it through COHORT_ETCD_PLUGIN (or the configured libdir, not this prefix).
+etcd_check "$pk/app_shared" found
+etcd_check "$pk/app_static" found COHORT_ETCD_PLUGIN="$libdir/libcohort-etcd.so"
+etcd_check "$pk/app_static" missing COHORT_ETCD_PLUGIN="$tmp/nowhere/libcohort-etcd.so"
+mv "$libdir/libcohort-etcd.so" "$tmp/"
+etcd_check "$pk/app_shared" missing
+mv "$tmp/libcohort-etcd.so" "$libdir/"
+# A version the package does not provide is refused.
+cat >"$tmp/v.cmake" <<V
+find_package(cohort 9.0 CONFIG QUIET PATHS "$prefix" NO_DEFAULT_PATH)
+if(cohort_FOUND)
+  message(FATAL_ERROR "cohort 9.0 found")
+endif()
+V
+quiet cmake -P "$tmp/v.cmake"
+
+step "pkg-config: dynamic, and a fully static program (--static)"
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+pkg-config --exists cohort || fail "pkg-config does not find cohort"
+[ "$(pkg-config --variable=prefix cohort)" -ef "$prefix" ] || fail "cohort.pc prefix is not the install prefix"
+quiet cc "$here/consumer/app.c" $(pkg-config --cflags --libs cohort) -Wl,-rpath,"$libdir" -o "$tmp/app_pc"
+run2 "$tmp/app_pc"
+# glibc warns that dlopen/getaddrinfo in a static program need its shared
+# libraries at run time; that is expected (the plugin is dlopened).
+quiet cc -static "$here/consumer/app.c" $(pkg-config --static --cflags --libs cohort) -o "$tmp/app_pc_static"
+readelf -d "$tmp/app_pc_static" 2>/dev/null | grep -q NEEDED && fail "app_pc_static is not static"
+run2 "$tmp/app_pc_static"
+
+step "add_subdirectory on the source tree (a parent project's flags untouched)"
+sd=$tmp/subdir
+quiet cmake -S "$here/consumer" -B "$sd" -DMODE=subdir -DCOHORT_SRC="$src"
+grep -q '^COHORT_TESTS:BOOL=OFF' "$sd/CMakeCache.txt" || fail "tests on by default in a subproject"
+grep -q '^COHORT_TOOLS:BOOL=OFF' "$sd/CMakeCache.txt" || fail "tools on by default in a subproject"
+grep -q '^COHORT_WERROR:BOOL=OFF' "$sd/CMakeCache.txt" || fail "-Werror on by default in a subproject"
+grep -q '^CMAKE_BUILD_TYPE:STRING=$' "$sd/CMakeCache.txt" || fail "cohort set the parent's CMAKE_BUILD_TYPE"
+quiet cmake --build "$sd" -j$jobs --target app_shared app_static cohort-etcd
+run2 "$sd/app_shared"
+run2 "$sd/app_static"
+etcd_check "$sd/app_shared" found
+# A static program of the parent finds the plugin once installed (libdir),
+# or where COHORT_ETCD_PLUGIN says; the build tree is not searched.
+etcd_check "$sd/app_static" missing
+etcd_check "$sd/app_static" found COHORT_ETCD_PLUGIN="$sd/cohort/libcohort-etcd.so"
+echo "== tests/packaging: all passed"

@@ -1,0 +1,457 @@
+/*
+ * test_store_limits.c - the store server under attack (issue 13): the
+ * descriptor limit, slow-loris before authentication, the cap on
+ * unauthenticated connections, rate-limited logging. Real servers (the
+ * standalone cohort-store and the embedded one in a forked process), real
+ * loopback sockets; every attack is bounded in time and traffic.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "store_util.h"
+#include "util/ratelimit.h"
+
+/* CPU ticks (user + system) a process has used. */
+static long cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    long ut = 0, st = 0;
+    /* after ')': state ppid pgrp session tty tpgid flags minflt cminflt
+     * majflt cmajflt utime stime */
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %ld %ld", &ut, &st) != 2)
+        return -1;
+    return ut + st;
+}
+
+/* Share of one CPU the process used over ms. */
+static double cpu_share(pid_t pid, int ms)
+{
+    long t0 = cpu_ticks(pid);
+    usleep((useconds_t)ms * 1000);
+    long t1 = cpu_ticks(pid);
+    return (double)(t1 - t0) / (double)sysconf(_SC_CLK_TCK) / (ms / 1000.0);
+}
+
+static int count_lines(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f))
+        if (strstr(line, needle))
+            n++;
+    fclose(f);
+    return n;
+}
+
+static off_t file_size(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    off_t n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+/* Opens n idle connections to port (they never send a byte). */
+static int open_idle(int port, int *fds, int n)
+{
+    int k = 0;
+    for (; k < n; k++) {
+        fds[k] = su_raw_connect(port);
+        if (fds[k] < 0)
+            break;
+    }
+    return k;
+}
+
+static void close_all(int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+/* The descriptor-limit attack against the server in process pid: 70 idle
+ * connections against a 64-descriptor limit. The server must return to
+ * epoll (no spinning), let a client with the right token in while the
+ * attack lasts, keep an already authenticated client working, log a
+ * bounded number of lines, and stop on SIGTERM. */
+static void fd_limit_attack(pid_t pid, const char *addr, const char *errpath, cohort_store *old)
+{
+    int port = su_port_of(addr);
+    enum { NATT = 70 };
+    int fds[NATT];
+    int n = open_idle(port, fds, NATT);
+    ck_assert_int_eq(n, NATT); /* the kernel's backlog takes what the server does not */
+    usleep(200 * 1000);
+    double cpu = cpu_share(pid, 1000);
+    ck_assert_msg(cpu < 0.3, "server used %.0f %% of a CPU at the descriptor limit", cpu * 100);
+    /* The authenticated client is still served. */
+    char *v = NULL;
+    ST_OK(cohort_store_gets(old, "before", &v, 3000), old);
+    ck_assert_str_eq(v, "attack");
+    free(v);
+    /* A client with the right token gets in while the attack lasts: the
+     * server closes the oldest unauthenticated connections to make room
+     * (the auth timeout here is 60 s, so this is not the timeout). */
+    double t0 = su_now_ms();
+    cohort_store *s = NULL;
+    ST_OK(cohort_store_connect(&s, addr, JOB_A, TOK_A, 15000), NULL);
+    double el = su_now_ms() - t0;
+    ck_assert_msg(el < 10000, "the right token got in after %.0f ms", el);
+    ST_OK(cohort_store_sets(s, "during", "ok"), s);
+    ST_OK(cohort_store_gets(s, "before", &v, 3000), s);
+    ck_assert_str_eq(v, "attack");
+    free(v);
+    cpu = cpu_share(pid, 500);
+    ck_assert_msg(cpu < 0.3, "server used %.0f %% of a CPU after admitting", cpu * 100);
+    /* The log: rate-limited, not megabytes. */
+    if (errpath) {
+        off_t sz = file_size(errpath);
+        ck_assert_msg(sz >= 0 && sz < 64 * 1024, "server log is %ld bytes", (long)sz);
+        int fdl = count_lines(errpath, "out of file descriptors");
+        ck_assert_msg(fdl >= 1 && fdl <= 10, "%d 'out of file descriptors' lines", fdl);
+    }
+    cohort_store_close(s);
+    /* SIGTERM is obeyed with the attackers still connected. */
+    kill(pid, SIGTERM);
+    int status = 0;
+    double t1 = su_now_ms();
+    pid_t w;
+    while ((w = waitpid(pid, &status, WNOHANG)) == 0 && su_now_ms() - t1 < 5000)
+        usleep(10 * 1000);
+    if (w == 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        ck_abort_msg("server ignored SIGTERM at the descriptor limit");
+    }
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "server status 0x%x", status);
+    close_all(fds, n);
+}
+
+static void set_nofile(rlim_t soft, struct rlimit *old)
+{
+    struct rlimit r;
+    getrlimit(RLIMIT_NOFILE, &r);
+    if (old)
+        *old = r;
+    r.rlim_cur = soft;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &r), 0);
+}
+
+START_TEST(fd_limit_standalone)
+{
+    const char *errpath = "/tmp/cohort-test-limits-fd.err";
+    const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(),
+                          "--auth-timeout", "60000", NULL};
+    char addr[64];
+    struct rlimit old;
+    set_nofile(64, &old); /* the child inherits it at fork */
+    pid_t pid = su_spawn_store(args, addr, sizeof addr, errpath);
+    setrlimit(RLIMIT_NOFILE, &old);
+    ck_assert_int_gt(pid, 0);
+    cohort_store *c = su_connect(addr, JOB_A, TOK_A);
+    ST_OK(cohort_store_sets(c, "before", "attack"), c);
+    fd_limit_attack(pid, addr, errpath, c);
+    cohort_store_close(c);
+    unlink(errpath);
+}
+END_TEST
+
+static volatile sig_atomic_t child_stop;
+static void on_term(int sig)
+{
+    (void)sig;
+    child_stop = 1;
+}
+
+/* The launcher's embedded server (cohort_store_server_start: its own
+ * thread) in a child process with a 64-descriptor limit. */
+START_TEST(fd_limit_embedded)
+{
+    int pfd[2];
+    ck_assert_int_eq(pipe(pfd), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        close(pfd[0]);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_term;
+        sigaction(SIGTERM, &sa, NULL);
+        struct rlimit r;
+        getrlimit(RLIMIT_NOFILE, &r);
+        r.rlim_cur = 64;
+        setrlimit(RLIMIT_NOFILE, &r);
+        static const char *jobs[] = {JOB_A};
+        static const char *toks[] = {TOK_A};
+        cohort_store_server_opts o;
+        memset(&o, 0, sizeof o);
+        o.bind_addr = "127.0.0.1";
+        o.job_ids = jobs;
+        o.tokens = toks;
+        o.n_jobs = 1;
+        o.auth_timeout_ms = 60000;
+        cohort_store_server *s = NULL;
+        if (cohort_store_server_start(&s, &o) != COHORT_OK)
+            _exit(3);
+        int port = cohort_store_server_port(s);
+        if (write(pfd[1], &port, sizeof port) != sizeof port)
+            _exit(4);
+        while (!child_stop)
+            pause();
+        cohort_store_server_stop(s);
+        _exit(0);
+    }
+    close(pfd[1]);
+    int port = 0;
+    struct pollfd pf = {.fd = pfd[0], .events = POLLIN};
+    ck_assert_int_eq(poll(&pf, 1, 10000), 1);
+    ck_assert_int_eq(read(pfd[0], &port, sizeof port), (ssize_t)sizeof port);
+    close(pfd[0]);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", port);
+    cohort_store *c = su_connect(addr, JOB_A, TOK_A);
+    ST_OK(cohort_store_sets(c, "before", "attack"), c);
+    fd_limit_attack(pid, addr, NULL, c);
+    cohort_store_close(c);
+}
+END_TEST
+
+/* Slow-loris before authentication: one byte every 150 ms must not keep a
+ * connection past the auth timeout (bytes reset only the frame timer). */
+START_TEST(auth_deadline_not_extended_by_bytes)
+{
+    cohort_store_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.auth_timeout_ms = 700;
+    o.frame_timeout_ms = 30000;
+    char addr[64];
+    cohort_store_server *s = su_server(&o, addr, sizeof addr);
+    int fd = su_raw_connect(su_port_of(addr));
+    ck_assert_int_ge(fd, 0);
+    coh_frame_hdr h;
+    uint8_t buf[256];
+    ck_assert_int_eq(su_raw_read(fd, &h, buf, sizeof buf, 3000), COH_PROTO_NONCE);
+    /* A plausible AUTH header, then its body one byte at a time. */
+    uint8_t hb[COH_PROTO_HDR];
+    coh_proto_put_hdr(hb, COH_OP_AUTH, 0, 100);
+    ck_assert_int_eq(su_raw_write(fd, hb, sizeof hb), 0);
+    double t0 = su_now_ms();
+    int closed = 0;
+    for (int i = 0; i < 40 && !closed; i++) {
+        if (su_raw_write(fd, "\0", 1) < 0)
+            break;
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (poll(&pf, 1, 150) == 1)
+            closed = 1;
+    }
+    double el = su_now_ms() - t0;
+    ck_assert_msg(closed, "a byte every 150 ms kept an unauthenticated connection %.0f ms", el);
+    char msg[512] = "";
+    int n = su_raw_read(fd, &h, buf, sizeof buf - 1, 2000);
+    ck_assert_int_gt(n, 5);
+    ck_assert_int_eq(h.op, COH_OP_ERROR);
+    ck_assert_int_eq(buf[0], COHORT_ERR_TIMEOUT);
+    memcpy(msg, buf + 5, (size_t)n - 5);
+    ck_assert_msg(strstr(msg, "authenticate"), "%s", msg);
+    ck_assert_msg(el < 3000, "closed after %.0f ms (auth timeout 700 ms)", el);
+    close(fd);
+    cohort_store_server_stop(s);
+}
+END_TEST
+
+/* Unauthenticated connections fill max_clients and max_unauth: a client
+ * with the right token still gets in at once, and an authenticated one is
+ * never closed to make room. */
+START_TEST(unauth_cannot_lock_out)
+{
+    cohort_store_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_clients = 40;
+    o.max_unauth = 30;
+    o.auth_timeout_ms = 60000;
+    char addr[64];
+    cohort_store_server *s = su_server(&o, addr, sizeof addr);
+    cohort_store *old = su_connect(addr, JOB_B, TOK_B);
+    ST_OK(cohort_store_sets(old, "k", "v"), old);
+    enum { NATT = 60 };
+    int fds[NATT];
+    ck_assert_int_eq(open_idle(su_port_of(addr), fds, NATT), NATT);
+    usleep(400 * 1000); /* past the 250 ms grace */
+    for (int round = 0; round < 3; round++) {
+        double t0 = su_now_ms();
+        cohort_store *c = NULL;
+        ST_OK(cohort_store_connect(&c, addr, JOB_A, TOK_A, 10000), NULL);
+        double el = su_now_ms() - t0;
+        ck_assert_msg(el < 3000, "round %d: the right token got in after %.0f ms", round, el);
+        ST_OK(cohort_store_sets(c, "k", "a"), c);
+        cohort_store_close(c);
+        /* more attackers replace the ones closed */
+        int more[10];
+        int m = open_idle(su_port_of(addr), more, 10);
+        usleep(300 * 1000);
+        close_all(more, m);
+    }
+    char *v = NULL;
+    ST_OK(cohort_store_gets(old, "k", &v, 2000), old);
+    ck_assert_str_eq(v, "v");
+    free(v);
+    coh_store_stats st;
+    ST_OK(coh_store_tcp_stats(old, &st), old);
+    ck_assert_msg(st.conns <= 40, "%lld connections over max_clients 40", (long long)st.conns);
+    close_all(fds, NATT);
+    cohort_store_close(old);
+    cohort_store_server_stop(s);
+}
+END_TEST
+
+/* A token holder with generation 0xFFFFFFFF cannot make every later
+ * restart stale: generations advance one step at a time; an operator
+ * (generation 0) can set any, and a job so reset starts over. */
+START_TEST(generation_advances_one_step)
+{
+    char addr[64];
+    cohort_store_server *s = su_server(NULL, addr, sizeof addr);
+    cohort_store *g1 = su_connect_gen(addr, JOB_A, TOK_A, 1);
+    ST_OK(cohort_store_sets(g1, "k", "1"), g1);
+    cohort_store *x = NULL;
+    ST_EXPECT(coh_store_connect_gen(&x, addr, JOB_A, TOK_A, 0xFFFFFFFFu, 3000), COHORT_ERR_AUTH,
+              NULL);
+    ck_assert_msg(strstr(coh_tls_err()->msg, "skips ahead"), "%s", coh_tls_err()->msg);
+    ST_EXPECT(coh_store_connect_gen(&x, addr, JOB_A, TOK_A, 3, 3000), COHORT_ERR_AUTH, NULL);
+    /* generation 1 is untouched by the refusals */
+    ST_OK(cohort_store_sets(g1, "k", "1b"), g1);
+    /* the next restart: generation 2, and 1's connection is closed */
+    cohort_store *g2 = su_connect_gen(addr, JOB_A, TOK_A, 2);
+    ST_OK(cohort_store_sets(g2, "k", "2"), g2);
+    ST_EXPECT(cohort_store_sets(g1, "k", "late"), COHORT_ERR_AUTH, g1);
+    /* job B is not affected by job A's generations */
+    cohort_store *b1 = su_connect_gen(addr, JOB_B, TOK_B, 1);
+    ST_OK(cohort_store_sets(b1, "k", "b"), b1);
+    /* only a generation-0 connection may set the generation */
+    uint32_t prev = 99;
+    ST_EXPECT(coh_store_tcp_set_generation(g2, 0, &prev), COHORT_ERR_AUTH, g2);
+    cohort_store *op = su_connect_gen(addr, JOB_A, TOK_A, 0);
+    ST_OK(coh_store_tcp_set_generation(op, 0, &prev), op);
+    ck_assert_uint_eq(prev, 2);
+    ST_EXPECT(cohort_store_sets(g2, "k", "x"), COHORT_ERR_AUTH, g2);
+    /* a reset job takes the next run's first generation */
+    cohort_store *n1 = su_connect_gen(addr, JOB_A, TOK_A, 1);
+    ST_OK(cohort_store_sets(n1, "k", "new"), n1);
+    coh_store_stats st;
+    ST_OK(coh_store_tcp_stats(op, &st), op);
+    ck_assert_uint_eq(st.generation, 1);
+    ST_OK(cohort_store_sets(b1, "k2", "b"), b1);
+    cohort_store_close(n1);
+    cohort_store_close(op);
+    cohort_store_close(b1);
+    cohort_store_close(g2);
+    cohort_store_close(g1);
+    cohort_store_server_stop(s);
+}
+END_TEST
+
+START_TEST(ratelimit_counts)
+{
+    coh_ratelimit rl;
+    memset(&rl, 0, sizeof rl);
+    uint64_t more;
+    unsigned secs;
+    uint64_t t = 1000000000ull;
+    for (int i = 0; i < COH_RL_BURST; i++) {
+        ck_assert_int_eq(coh_ratelimit_take(&rl, t, &more, &secs), 1);
+        ck_assert_uint_eq(more, 0);
+    }
+    for (int i = 0; i < 1234; i++)
+        ck_assert_int_eq(coh_ratelimit_take(&rl, t + (uint64_t)i * 1000000ull, &more, &secs), 0);
+    t += (uint64_t)COH_RL_WINDOW_S * 1000000000ull;
+    ck_assert_int_eq(coh_ratelimit_take(&rl, t, &more, &secs), 1);
+    ck_assert_uint_eq(more, 1234);
+    ck_assert_uint_eq(secs, COH_RL_WINDOW_S);
+    ck_assert_int_eq(coh_ratelimit_take(&rl, t + 1, &more, &secs), 1);
+    ck_assert_uint_eq(more, 0);
+}
+END_TEST
+
+/* A flood of bad connections writes a few lines and a count, not a line
+ * per connection. */
+START_TEST(bad_connection_flood_log_bounded)
+{
+    const char *errpath = "/tmp/cohort-test-limits-flood.err";
+    const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(), NULL};
+    char addr[64];
+    pid_t pid = su_spawn_store(args, addr, sizeof addr, errpath);
+    ck_assert_int_gt(pid, 0);
+    int port = su_port_of(addr);
+    enum { NBAD = 400 };
+    for (int i = 0; i < NBAD; i++) {
+        int fd = su_raw_connect(port);
+        ck_assert_int_ge(fd, 0);
+        su_raw_write(fd, "GET / HTTP/1.1\r\n\r\n", 18);
+        su_raw_eof(fd, 3000);
+        close(fd);
+    }
+    /* The server still serves, and says how many it did not log. */
+    cohort_store *c = su_connect(addr, JOB_A, TOK_A);
+    ST_OK(cohort_store_sets(c, "k", "v"), c);
+    cohort_store_close(c);
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+    int n = count_lines(errpath, "not a store frame");
+    ck_assert_msg(n >= 1 && n <= COH_RL_BURST + 1, "%d lines for %d bad connections", n, NBAD);
+    unlink(errpath);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("store_limits");
+    TCase *t = tcase_create("limits");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, ratelimit_counts);
+    tcase_add_test(t, generation_advances_one_step);
+    tcase_add_test(t, fd_limit_standalone);
+    tcase_add_test(t, fd_limit_embedded);
+    tcase_add_test(t, auth_deadline_not_extended_by_bytes);
+    tcase_add_test(t, unauth_cannot_lock_out);
+    tcase_add_test(t, bad_connection_flood_log_bounded);
+    suite_add_tcase(s, t);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(suite());
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
