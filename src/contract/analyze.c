@@ -63,7 +63,21 @@ static void sb_ranks(sb *s, const int *r, int n)
 
 /* ---- field access ---- */
 
-static int is_p2p(int coll) { return coll == COH_COLL_SEND || coll == COH_COLL_RECV; }
+/* Names of values that are not cohort's own (src/check's external calls):
+ * set for the duration of coh_contract_analyze_names on this thread. */
+static _Thread_local const coh_contract_names *tl_names;
+
+static int is_p2p(int coll)
+{
+    return !tl_names && (coll == COH_COLL_SEND || coll == COH_COLL_RECV);
+}
+
+static const char *op_str(int coll)
+{
+    if (tl_names && tl_names->op)
+        return tl_names->op(tl_names->arg, coll);
+    return coh_coll_name(coll);
+}
 
 /* Compares contracts up to (not including) the call site. */
 static int fp_cmp(const cohort_fingerprint *a, const cohort_fingerprint *b, int with_seq)
@@ -108,16 +122,20 @@ void coh_contract_fmt_value(int f, const cohort_fingerprint *fp, char *out, size
     case COH_FIELD_GROUP: snprintf(out, len, "%" PRIu32, fp->group); break;
     case COH_FIELD_GENERATION: snprintf(out, len, "%" PRIu32, fp->generation); break;
     case COH_FIELD_SEQ: snprintf(out, len, "#%" PRIu64, fp->seq); break;
-    case COH_FIELD_OP: snprintf(out, len, "%s", coh_coll_name(fp->coll)); break;
+    case COH_FIELD_OP: snprintf(out, len, "%s", op_str(fp->coll)); break;
     case COH_FIELD_DTYPE:
-        if (fp->dtype >= 0 && fp->dtype < COHORT_DTYPE_COUNT)
+        if (tl_names && tl_names->dtype)
+            snprintf(out, len, "%s", tl_names->dtype(tl_names->arg, fp->dtype));
+        else if (fp->dtype >= 0 && fp->dtype < COHORT_DTYPE_COUNT)
             snprintf(out, len, "%s", coh_dtype_str(fp->dtype));
         else
             snprintf(out, len, "invalid dtype %d", fp->dtype);
         break;
     case COH_FIELD_COUNT: snprintf(out, len, "%" PRIu64, fp->count); break;
     case COH_FIELD_REDOP:
-        if (fp->redop >= -1 && fp->redop < COHORT_OP_COUNT)
+        if (tl_names && tl_names->redop)
+            snprintf(out, len, "%s", tl_names->redop(tl_names->arg, fp->redop));
+        else if (fp->redop >= -1 && fp->redop < COHORT_OP_COUNT)
             snprintf(out, len, "%s", coh_redop_str(fp->redop));
         else
             snprintf(out, len, "invalid reduce op %d", fp->redop);
@@ -128,7 +146,12 @@ void coh_contract_fmt_value(int f, const cohort_fingerprint *fp, char *out, size
         else
             snprintf(out, len, "%d", fp->root);
         break;
-    case COH_FIELD_TAG: snprintf(out, len, "%d", fp->tag); break;
+    case COH_FIELD_TAG:
+        if (tl_names && tl_names->tag)
+            snprintf(out, len, "%s", tl_names->tag(tl_names->arg, fp->tag));
+        else
+            snprintf(out, len, "%d", fp->tag);
+        break;
     default: snprintf(out, len, "?"); break;
     }
 }
@@ -138,6 +161,8 @@ static const char *field_label(int f, const cohort_fingerprint *ref)
 {
     if (f == COH_FIELD_ROOT && is_p2p(ref->coll))
         return "peer";
+    if (tl_names && f >= 0 && f < (int)COH_ARRAY_LEN(tl_names->field) && tl_names->field[f])
+        return tl_names->field[f];
     return coh_field_name(f);
 }
 
@@ -366,7 +391,7 @@ static int report_field(sb *s, const call_view *v)
         if (cls_fp(v, c)->coll != ref->coll)
             same_op = 0;
     if (v->has_majority || same_op)
-        sb_printf(s, "%s #%" PRIu64, coh_coll_name(ref->coll), ref->seq);
+        sb_printf(s, "%s #%" PRIu64, op_str(ref->coll), ref->seq);
     else
         sb_printf(s, "call #%" PRIu64, ref->seq);
     if (v->has_majority && site_known(ref)) {
@@ -439,6 +464,27 @@ static int report_field(sb *s, const call_view *v)
         sb_printf(s, " - no majority, so no rank is blamed: compare the call sites");
         coh_free(ranks), coh_free(g), coh_free(idx);
         return 0;
+    }
+
+    /* Odd ranks that are all in cohort_finalize left the group: say so
+     * instead of pointing at a call site inside cohort. */
+    {
+        int nfin = 0, nodd = 0;
+        for (int i = 0; i < n; i++)
+            if (v->m[i].cls != v->ref_cls) {
+                nodd++;
+                if (v->m[i].fp->coll == COH_COLL_FINALIZE)
+                    ranks[nfin++] = v->m[i].rank;
+            }
+        if (nodd && nfin == nodd) {
+            qsort(ranks, (size_t)nfin, sizeof *ranks, rank_cmp);
+            sb_printf(s, " - ");
+            sb_ranks(s, ranks, nfin);
+            sb_printf(s, " left the group (called cohort_finalize) instead of making this call; "
+                         "finalize is collective: every rank makes the same calls before it");
+            coh_free(ranks), coh_free(g), coh_free(idx);
+            return 0;
+        }
     }
 
     /* Where to look: the odd ranks, grouped by class and call site. */
@@ -891,7 +937,7 @@ static void notes(sb *s, const rhist *h, int nranks, uint64_t upto, int have_upt
                 continue;
             }
             sb_printf(s, "; rank %d did not reach #%" PRIu64 " (its last call: #%" PRIu64 " %s at ",
-                      i, upto, last->seq, coh_coll_name(last->coll));
+                      i, upto, last->seq, op_str(last->coll));
             sb_site(s, last);
             sb_printf(s, ")");
             listed++;
@@ -919,11 +965,11 @@ static void report_shift(sb *s, const div_state *st, const rhist *h)
     const cohort_fingerprint *mf = hist_at(&h[maj[0]], st->d.seq);
     sb_ranks(s, odd, no);
     if (st->d.kind == COH_DIV_EXTRA) {
-        sb_printf(s, " made an extra call: %s #%" PRIu64 " (", coh_coll_name(of->coll), of->seq);
+        sb_printf(s, " made an extra call: %s #%" PRIu64 " (", op_str(of->coll), of->seq);
         sb_site(s, of);
         sb_printf(s, ") where ");
         sb_ranks(s, maj, nm);
-        sb_printf(s, " called %s #%" PRIu64 " (", coh_coll_name(mf->coll), mf->seq);
+        sb_printf(s, " called %s #%" PRIu64 " (", op_str(mf->coll), mf->seq);
         sb_site(s, mf);
         sb_printf(s, "); the calls after it are misaligned");
     } else if (st->d.kind == COH_DIV_SHIFTED) {
@@ -931,18 +977,18 @@ static void report_shift(sb *s, const div_state *st, const rhist *h)
          * and an extra one look the same afterwards: say both. */
         sb_printf(s, " %s one call out of step from #%" PRIu64 ": %s skipped %s #%" PRIu64 " (",
                   no == 1 ? "is" : "are", st->d.seq, no == 1 ? "it" : "they",
-                  coh_coll_name(mf->coll), mf->seq);
+                  op_str(mf->coll), mf->seq);
         sb_site(s, mf);
         sb_printf(s, "), or %s %s #%" PRIu64 " (", no == 1 ? "its" : "their",
-                  coh_coll_name(of->coll), of->seq);
+                  op_str(of->coll), of->seq);
         sb_site(s, of);
         sb_printf(s, ") is an extra call; the calls after it are misaligned");
     } else {
         const cohort_fingerprint *next = hist_at(&h[maj[0]], st->d.seq + 1);
-        sb_printf(s, " skipped %s #%" PRIu64 " (", coh_coll_name(mf->coll), mf->seq);
+        sb_printf(s, " skipped %s #%" PRIu64 " (", op_str(mf->coll), mf->seq);
         sb_site(s, mf);
         sb_printf(s, "): %s #%" PRIu64 " is %s (", no == 1 ? "its" : "their", of->seq,
-                  coh_coll_name(of->coll));
+                  op_str(of->coll));
         sb_site(s, of);
         sb_printf(s, "), which ");
         sb_ranks(s, maj, nm);
@@ -1025,6 +1071,16 @@ int coh_contract_analyze(const coh_hist *hist, int nranks, char *out, size_t out
     if (out && outlen && s.len >= outlen && outlen > 4)
         memcpy(out + outlen - 4, "...", 4); /* make a cut visible */
     return found == 1;
+}
+
+int coh_contract_analyze_names(const coh_hist *hist, int nranks, const coh_contract_names *names,
+                               char *out, size_t outlen)
+{
+    const coh_contract_names *saved = tl_names;
+    tl_names = names;
+    int r = coh_contract_analyze(hist, nranks, out, outlen);
+    tl_names = saved;
+    return r;
 }
 
 cohort_status cohort_validate_fingerprints(const cohort_fingerprint *by_rank, int n, char *msg,

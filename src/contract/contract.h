@@ -95,6 +95,21 @@ typedef struct coh_hist {
 } coh_hist;
 int coh_contract_analyze(const coh_hist *hist, int nranks, char *out, size_t outlen);
 
+/* The same analysis over calls that are not cohort's own (src/check: MPI,
+ * torch): coll, dtype, redop and tag hold indices into the caller's name
+ * tables instead of cohort enums, printed through `names`; field[] relabels
+ * fields (NULL: the default label). Send/recv wording is never used. */
+typedef struct coh_contract_names {
+    const char *(*op)(void *arg, int coll);
+    const char *(*dtype)(void *arg, int dtype);
+    const char *(*redop)(void *arg, int redop);
+    const char *(*tag)(void *arg, int tag);
+    const char *field[COH_FIELD_STEP + 1];
+    void *arg;
+} coh_contract_names;
+int coh_contract_analyze_names(const coh_hist *hist, int nranks, const coh_contract_names *names,
+                               char *out, size_t outlen);
+
 /* The first divergence, as data (for cohort-trace's timeline). */
 enum coh_div_kind {
     COH_DIV_NONE = 0,

@@ -24,7 +24,10 @@ void cohort_options_init(cohort_options *o)
 static int env_first_int(const char *const *names, long lo, long hi, long *out,
                          const char **which)
 {
+    int slurm = coh_env_slurm_step();
     for (int i = 0; names[i]; i++) {
+        if (!slurm && !strncmp(names[i], "SLURM_", 6))
+            continue; /* a batch script is not task 0 of its allocation */
         int r = coh_env_int_in(names[i], lo, hi, out);
         if (r == 1) {
             *which = names[i];
@@ -67,7 +70,13 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
     static const char *const lrank_names[] = {"LOCAL_RANK", "SLURM_LOCALID",
                                               "OMPI_COMM_WORLD_LOCAL_RANK", NULL};
 
-    if (o && o->rank >= 0) {
+    if ((!o || (o->rank < 0 && o->world_size < 0)) && !coh_env_launched()) {
+        /* Started alone, by no launcher: a world of one (MPI's singleton
+         * init), hosting its own store on a free loopback port. */
+        s->singleton = 1;
+        s->rank = 0;
+        s->rank_src = "a lone start (no RANK)";
+    } else if (o && o->rank >= 0) {
         s->rank = o->rank;
         s->rank_src = "options.rank";
     } else {
@@ -81,7 +90,10 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
         s->rank = (int)v;
         s->rank_src = which;
     }
-    if (o && o->world_size >= 0) {
+    if (s->singleton) {
+        s->size = 1;
+        s->size_src = "a lone start (no WORLD_SIZE)";
+    } else if (o && o->world_size >= 0) {
         s->size = o->world_size;
         s->size_src = "options.world_size";
     } else {
@@ -125,15 +137,11 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
     snprintf(s->job_id, sizeof s->job_id, "%s", job);
 
     const char *tok = (o && o->token) ? o->token : coh_env_str("COHORT_TOKEN");
-    if (!tok)
-        return coh_err_set(NULL, COHORT_ERR_INVALID,
-                           "COHORT_TOKEN is not set: cohortrun sets it; under srun or mpirun export "
-                           "a shared secret to every rank (e.g. COHORT_TOKEN=$(openssl rand -hex "
-                           "16), mpirun -x COHORT_TOKEN)");
-    if (strlen(tok) >= sizeof s->token)
+    if (tok && strlen(tok) >= sizeof s->token)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "COHORT_TOKEN is longer than %zu bytes",
                            sizeof s->token - 1);
-    snprintf(s->token, sizeof s->token, "%s", tok);
+    if (tok)
+        snprintf(s->token, sizeof s->token, "%s", tok);
 
     s->generation = 1;
     if (o && o->generation)
@@ -157,6 +165,20 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
         if (t && env_seconds(t, &s->timeout_ms) < 0)
             return coh_err_set(NULL, COHORT_ERR_INVALID,
                                "COHORT_TIMEOUT='%s' is not a positive number of seconds", t);
+    }
+    if (!tok && s->singleton) {
+        /* Nobody else will join: any fresh secret will do. */
+        unsigned char raw[32];
+        cohort_status rs = coh_random(raw, sizeof raw);
+        if (rs != COHORT_OK)
+            return rs;
+        for (size_t i = 0; i < sizeof raw; i++)
+            snprintf(s->token + 2 * i, 3, "%02x", raw[i]);
+        memset(raw, 0, sizeof raw);
+    } else if (!tok) {
+        cohort_status ts = coh_env_token_exchange(s);
+        if (ts != COHORT_OK)
+            return ts;
     }
     s->stall_warn_ms = 30 * 1000;
     {
@@ -200,6 +222,18 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
         return COHORT_OK;
     }
     const char *maddr = (o && o->master_addr) ? o->master_addr : coh_env_str("MASTER_ADDR");
+    char job_master[256];
+    const char *master_src = "MASTER_ADDR";
+    if (!maddr && s->singleton) {
+        maddr = "127.0.0.1";
+        master_src = "a lone start";
+    } else if (!maddr) {
+        cohort_status ms = coh_env_master_default(s, job_master, sizeof job_master, &master_src);
+        if (ms != COHORT_OK)
+            return ms;
+        if (job_master[0])
+            maddr = job_master;
+    }
     long port = 0;
     if (o && o->master_port)
         port = o->master_port;
@@ -208,16 +242,27 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
         if (r < 0)
             return coh_err_set(NULL, COHORT_ERR_INVALID, "MASTER_PORT='%s' is not a port number",
                                getenv("MASTER_PORT"));
-        if (r == 0 && coh_env_str("SLURM_JOB_ID")) {
-            /* Under srun without MASTER_PORT: a port derived from the job id,
-             * the same on every rank (the convention of other frameworks). */
-            port = 20000 + atol(getenv("SLURM_JOB_ID")) % 20000;
+        if (r == 0 && !s->singleton) {
+            /* Under srun or mpirun without MASTER_PORT: a port derived from
+             * the job's id, the same on every rank. */
+            const char *psrc;
+            port = coh_env_port_default(s, &psrc);
         }
     }
     if (!maddr)
         return coh_err_set(NULL, COHORT_ERR_INVALID,
-                           "neither COHORT_STORE nor MASTER_ADDR is set: say where rank 0 hosts "
-                           "the store (MASTER_ADDR, MASTER_PORT) or give a store URL");
+                           "neither COHORT_STORE nor MASTER_ADDR is set, and the job does not say "
+                           "where rank 0 runs (no Slurm step node list; ranks on several nodes): "
+                           "set MASTER_ADDR (and MASTER_PORT), e.g. mpirun -x MASTER_ADDR=node0 "
+                           "-x MASTER_PORT=29500, or give a store URL");
+    (void)master_src;
+    if (s->singleton && port == 0) {
+        /* a free port, read back once the store listens (init.c) */
+        snprintf(s->store_addr, sizeof s->store_addr, "127.0.0.1:0");
+        s->store_port = 0;
+        s->host_store = 1;
+        return COHORT_OK;
+    }
     if (port <= 0 || port > 65535)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "MASTER_PORT is %s",
                            port ? "out of range" : "not set");

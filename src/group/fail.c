@@ -107,8 +107,16 @@ cohort_status coh_group_peer_lost(cohort_group *g, int peer, const char *how)
                            ? g->hosts[g->peers[peer].host]
                            : "?";
     int pid = (g->peers && peer >= 0 && peer < g->size) ? g->peers[peer].pid : 0;
-    return coh_group_fail(g, COHORT_ERR_PEER_LOST, "rank %d (host %s, pid %d) lost: %s", peer,
-                          host, pid, how);
+    cohort_status st = coh_group_fail(g, COHORT_ERR_PEER_LOST,
+                                      "rank %d (host %s, pid %d) lost: %s", peer, host, pid, how);
+    coh_err_detail *d = peer >= 0 && peer < g->size ? coh_err_detail_new(g->size) : NULL;
+    if (d) {
+        d->status = COHORT_ERR_PEER_LOST;
+        snprintf(d->kind, sizeof d->kind, "peer_lost");
+        d->culprit[peer] = 1;
+        coh_err_detail_attach(g, d, 0);
+    }
+    return st;
 }
 
 /* ---- waits ---- */
@@ -147,18 +155,40 @@ cohort_status coh_wait_check(coh_wait *w)
         if (st != COHORT_OK)
             return st;
     }
-    if (now >= w->stall_ns && !w->stalled) {
-        w->stalled = 1;
+    if (now >= w->stall_ns && now < w->deadline_ns) {
+        /* Repeated every stall_warn_ms while the call waits, each with fresh
+         * numbers, so the log says how long it has been stuck now. */
+        w->stalled++;
         coh_monitor_stall_report(g, w, w->report, sizeof w->report);
+        w->report_ns = coh_now_ns();
+        w->stall_ns = w->report_ns + (uint64_t)COH_MAX(g->stall_warn_ms, 1) * 1000000ull;
         coh_warn("%s", w->report);
     }
     if (now >= w->deadline_ns) {
-        /* The report taken while every rank was still stuck is the useful
-         * one: by the deadline, peers may have timed out and left. */
-        if (!w->stalled)
+        if (!w->stalled) {
             coh_monitor_stall_report(g, w, w->report, sizeof w->report);
-        return coh_group_fail(g, COHORT_ERR_TIMEOUT, "timed out after %d ms: %s", g->timeout_ms,
-                              w->report);
+            w->report_ns = coh_now_ns();
+        }
+        /* The peers' state comes from the last report, taken while every
+         * rank was still stuck (by the deadline peers may have timed out
+         * and left): the header is rewritten with the time waited now, and
+         * the peers' part says when it was seen. */
+        char head[256];
+        const coh_call *c = w->call;
+        double waited = (double)(coh_now_ns() - w->start_ns) / 1e9;
+        double seen = (double)(w->report_ns - w->start_ns) / 1e9;
+        if (c)
+            snprintf(head, sizeof head, "stall: %s #%llu (%s:%d) on rank %d has waited %.1f s",
+                     coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line, g->rank,
+                     waited);
+        else
+            snprintf(head, sizeof head, "stall on rank %d after %.1f s", g->rank, waited);
+        const char *peers = strstr(w->report, "; ");
+        char when[64] = "";
+        if (peers && waited - seen >= 0.5)
+            snprintf(when, sizeof when, "; as of %.1f s", seen);
+        return coh_group_fail(g, COHORT_ERR_TIMEOUT, "timed out after %d ms: %s%s%s", g->timeout_ms,
+                              head, when, peers ? peers : "");
     }
     return COHORT_OK;
 }

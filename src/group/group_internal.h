@@ -17,9 +17,24 @@ typedef struct coh_settings {
     char store_addr[256];
     int store_port;
     int host_store; /* this rank starts the embedded server */
+    int singleton;  /* started alone: a world of one on a loopback store */
+    char token_file[600]; /* rank 0 deletes it once every rank has joined */
 } coh_settings;
 
 cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s);
+
+/* launch_env.c: what srun/mpirun or a lone start imply (docs/launcher.md). */
+int coh_env_slurm_step(void);  /* inside an srun step (Slurm's rank variables count) */
+int coh_env_launched(void);    /* some launcher's rank variable is set */
+/* MASTER_ADDR from the job (loopback on one node, the step's first host);
+ * out empty if it cannot be told. *src names where it came from. */
+cohort_status coh_env_master_default(const coh_settings *s, char *out, size_t len,
+                                     const char **src);
+/* MASTER_PORT from the job's id (0: none); *src names it. */
+long coh_env_port_default(const coh_settings *s, const char **src);
+/* The job's token through a 0600 file in COHORT_TOKEN_DIR: rank 0 writes
+ * it, the others wait for it (bounded by s->timeout_ms). */
+cohort_status coh_env_token_exchange(coh_settings *s);
 
 /* Allocates a group shell with settings copied in (no I/O). */
 cohort_group *coh_group_alloc(int rank, int size);

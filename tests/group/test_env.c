@@ -16,7 +16,8 @@ static void clear_env(void)
                           "COHORT_TRANSPORT", "COHORT_GENERATION", "SLURM_PROCID",
                           "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
                           "OMPI_COMM_WORLD_SIZE", "COHORT_DEBUG", "COHORT_STALL_WARN",
-                          "COHORT_LOG", "COHORT_CONTRACT", "COHORT_TRACE_SIZE", NULL};
+                          "COHORT_LOG", "COHORT_CONTRACT", "COHORT_TRACE_SIZE", "SLURM_STEP_ID",
+                          NULL};
     for (int i = 0; vars[i]; i++)
         unsetenv(vars[i]);
 }
@@ -33,6 +34,8 @@ static cohort_status init_err(char *msg, size_t len)
 START_TEST(missing_rank_named)
 {
     clear_env();
+    /* (no variable at all is a lone start: a world of one, test_launch_env) */
+    setenv("WORLD_SIZE", "2", 1);
     char m[1024];
     ck_assert_int_eq(init_err(m, sizeof m), COHORT_ERR_INVALID);
     ck_assert_msg(strstr(m, "RANK is not set"), "%s", m);
@@ -229,6 +232,7 @@ START_TEST(slurm_and_ompi_names)
     setenv("SLURM_PROCID", "3", 1);
     setenv("SLURM_NTASKS", "8", 1);
     setenv("SLURM_JOB_ID", "4242", 1);
+    setenv("SLURM_STEP_ID", "0", 1); /* inside an srun step */
     setenv("MASTER_ADDR", "node1", 1);
     setenv("COHORT_TOKEN", "t", 1);
     ck_assert_int_eq(coh_settings_resolve(NULL, &s), COHORT_OK);

@@ -112,7 +112,8 @@ static void geometry(int n, size_t S, size_t *buf_stride, size_t *rank_stride, s
     *rank_stride = round_up(2 * *buf_stride, 4096);
     *ctl_off = SHM_SEG_HDR_BYTES;
     *slot_off = round_up(*ctl_off + (size_t)n * SHM_CTL_BYTES, 4096);
-    *total = *slot_off + (size_t)n * *rank_stride;
+    /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux */
+    *total = *slot_off + (size_t)n * (*rank_stride + COH_SHM_AUX_BYTES);
 }
 
 size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
@@ -160,6 +161,14 @@ static void set_geometry(coh_shm *s)
     s->buf_stride = (size_t)h->buf_stride;
     s->ctl_base = s->base + h->ctl_off;
     s->slots = s->base + h->slot_off;
+    s->aux = s->slots + (size_t)s->n * s->rank_stride;
+}
+
+void *coh_shm_aux(coh_shm *s, int li)
+{
+    if (!s || li < 0 || li >= s->n)
+        return NULL;
+    return s->aux + (size_t)li * COH_SHM_AUX_BYTES;
 }
 
 static void cleanup(coh_shm *s)

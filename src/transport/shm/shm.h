@@ -47,6 +47,13 @@ void coh_shm_wake(coh_shm *s);
 /* Marks the segment aborted so every local rank's waits end at once. */
 void coh_shm_abort(coh_shm *s, cohort_status st, const char *reason);
 
+/* Per local rank, COH_SHM_AUX_BYTES of zero-initialised shared memory after
+ * the slots, owned by src/check (the external-collective checker keeps its
+ * outbound fingerprint ring and published position there). Pages nobody
+ * touches are never backed. NULL if li is out of range. */
+#define COH_SHM_AUX_BYTES (260u * 1024u)
+void *coh_shm_aux(coh_shm *s, int li);
+
 /* Publishes this rank's state for stall reports: current call (or NULL) and
  * last completed seq. Cheap (a few stores into the control line). */
 void coh_shm_set_state(coh_shm *s, const coh_call *cur, uint64_t last_done);

@@ -11,6 +11,9 @@
  *   [slots, page-aligned stride x n]
  *                        per local rank two buffers, each a coh_hdr (the
  *                        sender's fingerprint) followed by S data bytes
+ *   [aux, COH_SHM_AUX_BYTES x n]
+ *                        per local rank, for src/check (coh_shm_aux); pages
+ *                        untouched by groups that do not use it stay unbacked
  *
  * Phase protocol. Every local rank keeps a phase counter `arrive` (u32,
  * compared modulo 2^32). A collective is a fixed sequence of phases that
@@ -45,7 +48,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 2u
+#define SHM_VERSION 3u
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -127,6 +130,7 @@ struct coh_shm {
     shm_seg_hdr *hdr;
     unsigned char *ctl_base;
     unsigned char *slots;
+    unsigned char *aux;         /* coh_shm_aux regions, after the slots */
     size_t rank_stride, buf_stride;
     size_t S;                   /* data bytes per buffer */
     size_t small_bytes;

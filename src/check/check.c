@@ -1,0 +1,977 @@
+/*
+ * check.c - the external-collective checker: groups, the per-call fast path
+ * (publish to the successor, compare with the predecessor), the ring, and
+ * the hand-off of a failure to the monitor thread (check_mon.c).
+ *
+ * Fast path of one call on one host: begin = hash the names (pointer-keyed
+ * for op/redop), write one 128-byte record into this rank's ring, update the
+ * private and shared position; end = read the predecessor's ring from the
+ * cursor (normally the record is there: the backend synchronised) and
+ * compare 7 words. No system call, no store round trip.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check/check_int.h"
+#include "contract/contract.h"
+#include "store/backend.h"
+#include "transport/shm/shm.h"
+
+#define FAIL_SEEN_MS 5000 /* a posted failure reaches this rank's monitor */
+
+/* ---- interned strings: (kind, hash) -> owned copy ---- */
+
+const char *coh_chk_intern(cohort_check *c, int kind, uint64_t h, const char *s)
+{
+    if (!s)
+        return NULL;
+    uint64_t key = (h ^ ((uint64_t)kind * 0x9e3779b97f4a7c15ull)) | 1;
+    chk_intern *t = &c->names;
+    if ((t->n + 1) * 2 > t->cap) {
+        size_t nc = t->cap ? t->cap * 2 : 256;
+        uint64_t *nk = coh_calloc(nc, sizeof *nk);
+        char **nv = coh_calloc(nc, sizeof *nv);
+        if (!nk || !nv) {
+            coh_free(nk), coh_free(nv);
+            return NULL;
+        }
+        for (size_t i = 0; i < t->cap; i++)
+            if (t->key[i]) {
+                size_t j = t->key[i] & (nc - 1);
+                while (nk[j])
+                    j = (j + 1) & (nc - 1);
+                nk[j] = t->key[i];
+                nv[j] = t->val[i];
+            }
+        coh_free(t->key), coh_free(t->val);
+        t->key = nk, t->val = nv, t->cap = nc;
+    }
+    size_t j = key & (t->cap - 1);
+    while (t->key[j]) {
+        if (t->key[j] == key)
+            return t->val[j];
+        j = (j + 1) & (t->cap - 1);
+    }
+    char *copy = coh_malloc(strnlen(s, CHK_TEXT_MAX - 1) + 1);
+    if (!copy)
+        return NULL;
+    size_t l = strnlen(s, CHK_TEXT_MAX - 1);
+    memcpy(copy, s, l);
+    copy[l] = 0;
+    t->key[j] = key;
+    t->val[j] = copy;
+    t->n++;
+    return copy;
+}
+
+static uint64_t str_hash(const char *s)
+{
+    return s ? coh_hash64(s, strlen(s), 0x636b) | 1 : 0;
+}
+
+/* Pointer-keyed cache of str_hash for op and redop names (string literals
+ * per the header's ownership rule): a call hashes nothing on the fast path. */
+#define PCACHE 64
+static _Thread_local struct {
+    const char *p;
+    uint64_t h;
+} pcache[PCACHE];
+
+static uint64_t lit_hash(const char *s)
+{
+    if (!s)
+        return 0;
+    size_t i = ((uintptr_t)s >> 3) & (PCACHE - 1);
+    if (pcache[i].p != s) {
+        pcache[i].p = s;
+        pcache[i].h = str_hash(s);
+    }
+    return pcache[i].h;
+}
+
+/* ---- queues ---- */
+
+static int q_push(chk_q *q, const chk_cfp *f)
+{
+    if (q->n == q->cap) {
+        size_t nc = q->cap ? q->cap * 2 : 16;
+        chk_cfp *nv = coh_malloc(nc * sizeof *nv);
+        if (!nv)
+            return -1;
+        for (size_t i = 0; i < q->n; i++)
+            nv[i] = q->v[(q->head + i) % q->cap];
+        coh_free(q->v);
+        q->v = nv, q->cap = nc, q->head = 0;
+    }
+    q->v[(q->head + q->n) % q->cap] = *f;
+    q->n++;
+    return 0;
+}
+
+static chk_cfp *q_front(chk_q *q) { return q->n ? &q->v[q->head] : NULL; }
+
+static void q_pop(chk_q *q)
+{
+    q->head = (q->head + 1) % q->cap;
+    q->n--;
+}
+
+/* ---- groups ---- */
+
+uint64_t cohort_check_group_id(uint64_t parent_id, uint64_t creation_seq, const int *world_ranks,
+                               int n)
+{
+    uint64_t h = coh_hash64(&parent_id, sizeof parent_id, 0x67726f7570ull);
+    h = coh_hash64(&creation_seq, sizeof creation_seq, h);
+    for (int i = 0; i < n && world_ranks; i++) {
+        int32_t r = world_ranks[i];
+        h = coh_hash64(&r, sizeof r, h);
+    }
+    return h ? h : 1;
+}
+
+cohort_check_group *coh_chk_find(cohort_check *c, uint64_t gid)
+{
+    for (cohort_check_group *g = c->groups; g; g = g->next)
+        if (g->id == gid)
+            return g;
+    return NULL;
+}
+
+static int via_ring(const cohort_check *c, int w)
+{
+    const cohort_group *g = c->world;
+    return c->shm && g->peers[w].host == g->my_host;
+}
+
+static void group_free(cohort_check_group *g)
+{
+    coh_free(g->world);
+    coh_free(g->mine.v);
+    coh_free(g->theirs.v);
+    coh_free(g);
+}
+
+static void unlink_group(cohort_check *c, cohort_check_group *grp)
+{
+    for (cohort_check_group **pp = &c->groups; *pp; pp = &(*pp)->next)
+        if (*pp == grp) {
+            *pp = grp->next;
+            group_free(grp);
+            return;
+        }
+}
+
+static void cmp_fields(const chk_cfp *a, const chk_cfp *b, const char **field)
+{
+    *field = NULL;
+    if (a->op_hash != b->op_hash)
+        *field = "operation";
+    else if (a->sig_hash != b->sig_hash)
+        *field = "type signature";
+    else if (a->count != b->count)
+        *field = "count";
+    else if (a->redop_hash != b->redop_hash)
+        *field = "reduce op";
+    else if (a->root != b->root)
+        *field = "root";
+    else if (a->args_hash != b->args_hash)
+        *field = "arguments";
+}
+
+/* mine vs the predecessor's record for the same seq. c->mu held. */
+static void compare(cohort_check *c, cohort_check_group *g, const chk_cfp *mine,
+                    const chk_cfp *theirs, int lazy)
+{
+    c->stats.compared++;
+    if (lazy)
+        c->stats.lazy++;
+    const char *field;
+    cmp_fields(mine, theirs, &field);
+    if (!field)
+        return;
+    char val[96], text[600];
+    const chk_hent *e = &g->hist[mine->seq % CHK_HIST];
+    snprintf(text, sizeof text,
+             "%s: %s #%" PRIu64 ": %s differs between member %d (this rank, world rank %d) and "
+             "member %d (world rank %d)",
+             g->name, e->f.seq == mine->seq && e->op ? e->op : "call", mine->seq, field, g->me,
+             c->rank, (g->me + g->n - 1) % g->n, g->pred);
+    snprintf(val, sizeof val, "M %016" PRIx64 " %" PRIu64 " %d ", g->id, mine->seq, g->me);
+    char value[700];
+    snprintf(value, sizeof value, "%s%s", val, text);
+    coh_chk_fail(c, COHORT_CHECK_MISMATCH, COHORT_ERR_CONTRACT, value, text);
+}
+
+/* The predecessor's record for group gid arrived. c->mu held. */
+static void on_theirs(cohort_check *c, uint64_t gid, const chk_cfp *f, int lazy)
+{
+    cohort_check_group *g = coh_chk_find(c, gid);
+    if (!g) {
+        chk_orphan *o = coh_calloc(1, sizeof *o);
+        if (!o) {
+            coh_chk_fail(c, COHORT_CHECK_ABORTED, COHORT_ERR_NOMEM,
+                         "R 5 checker: out of memory", "checker: out of memory");
+            return;
+        }
+        o->gid = gid;
+        o->f = *f;
+        o->next = c->orphans;
+        c->orphans = o;
+        return;
+    }
+    chk_cfp *m = q_front(&g->mine);
+    if (m) {
+        if (m->seq != f->seq) {
+            /* Both sides are sequential per group: a gap is a bug. */
+            char text[300];
+            snprintf(text, sizeof text,
+                     "%s: checker records out of order (expected #%" PRIu64 ", got #%" PRIu64
+                     ") - a cohort bug: please report it",
+                     g->name, m->seq, f->seq);
+            char value[400];
+            snprintf(value, sizeof value, "R %d %s", COHORT_CHECK_ABORTED, text);
+            coh_chk_fail(c, COHORT_CHECK_ABORTED, COHORT_ERR_PROTOCOL, value, text);
+            return;
+        }
+        compare(c, g, m, f, lazy);
+        q_pop(&g->mine);
+        pthread_cond_broadcast(&c->cv);
+        if (g->removed && !g->mine.n)
+            unlink_group(c, g);
+        return;
+    }
+    if (q_push(&g->theirs, f) != 0)
+        coh_chk_fail(c, COHORT_CHECK_ABORTED, COHORT_ERR_NOMEM, "R 5 checker: out of memory",
+                     "checker: out of memory");
+}
+
+/* Drains writer w's ring of the records addressed to me. Returns the count.
+ * c->mu held. */
+int coh_chk_drain_locked(cohort_check *c, int w, int lazy)
+{
+    chk_aux_hdr *ah = coh_shm_aux(c->shm, c->world->peers[w].local_index);
+    if (!ah)
+        return 0;
+    chk_rec *ring = (chk_rec *)((unsigned char *)ah + CHK_AUX_HDR_BYTES);
+    int got = 0;
+    for (;;) {
+        uint64_t idx = c->cursor[w];
+        chk_rec *r = &ring[idx % CHK_RING_N];
+        uint64_t s1 = atomic_load_explicit(&r->stamp, memory_order_acquire);
+        if (s1 < idx + 1)
+            break; /* not written yet */
+        if (s1 > idx + 1) {
+            c->cursor[w]++; /* overwritten: it was someone else's */
+            continue;
+        }
+        chk_rec copy;
+        copy.reader = r->reader;
+        copy.root = r->root;
+        copy.gid = r->gid;
+        copy.seq = r->seq;
+        copy.op_hash = r->op_hash;
+        copy.sig_hash = r->sig_hash;
+        copy.count = r->count;
+        copy.redop_hash = r->redop_hash;
+        copy.args_hash = r->args_hash;
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&r->stamp, memory_order_relaxed) != s1)
+            continue; /* reused while read: someone else's; re-read the slot */
+        c->cursor[w]++;
+        if (copy.reader != c->rank)
+            continue;
+        chk_cfp f = {copy.seq,       copy.op_hash, copy.sig_hash, copy.count,
+                     copy.redop_hash, copy.args_hash, copy.root};
+        atomic_store_explicit(&r->done, s1, memory_order_release);
+        on_theirs(c, copy.gid, &f, lazy);
+        got++;
+    }
+    return got;
+}
+
+void coh_chk_handle_store_rec(cohort_check *c, int writer, const chk_rec *r)
+{
+    (void)writer;
+    chk_cfp f = {r->seq, r->op_hash, r->sig_hash, r->count, r->redop_hash, r->args_hash, r->root};
+    on_theirs(c, r->gid, &f, 1);
+}
+
+/* ---- options, create, destroy ---- */
+
+void cohort_check_options_init(cohort_check_options *o)
+{
+    memset(o, 0, sizeof *o);
+}
+
+static int env_ms(const char *name, int dflt)
+{
+    const char *t = coh_env_str(name);
+    if (!t)
+        return dflt;
+    char *end;
+    double d = strtod(t, &end);
+    if (end == t || *end || d <= 0 || d > 1e6)
+        return dflt;
+    return (int)(d * 1000);
+}
+
+cohort_status cohort_check_create(cohort_group *world, const cohort_check_options *o,
+                                  cohort_check **out)
+{
+    if (!out)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_create: out is NULL");
+    *out = NULL;
+    if (!world)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_create: world is NULL");
+    if (world->parent)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "cohort_check_create: the group must be a world group (from cohort_init)");
+    cohort_check *c = coh_calloc(1, sizeof *c);
+    if (!c)
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "cohort_check_create: out of memory");
+    if (o)
+        c->o = *o;
+    if (!c->o.stall_warn_ms)
+        c->o.stall_warn_ms = env_ms("COHORT_STALL_WARN", 30000);
+    if (!c->o.timeout_ms)
+        c->o.timeout_ms = env_ms("COHORT_TIMEOUT", -1);
+    if (!c->o.deadlock_ms)
+        c->o.deadlock_ms = 1000;
+    c->world = world;
+    c->rank = world->rank;
+    c->size = world->size;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->cursor = coh_calloc((size_t)c->size, sizeof *c->cursor);
+    c->sent = coh_calloc((size_t)c->size, sizeof *c->sent);
+    c->recvd = coh_calloc((size_t)c->size, sizeof *c->recvd);
+    c->remote_pred = coh_calloc((size_t)c->size, 1);
+    c->pos.peer = -1;
+    if (!c->cursor || !c->sent || !c->recvd || !c->remote_pred) {
+        cohort_check_destroy(c);
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "cohort_check_create: out of memory");
+    }
+    if (world->shm && c->o.transport != 1) {
+        c->shm = world->shm;
+        c->my_aux = coh_shm_aux(world->shm, world->local_rank);
+        c->my_ring = (chk_rec *)((unsigned char *)c->my_aux + CHK_AUX_HDR_BYTES);
+    }
+    /* Two store connections: one for calling threads (under c->mu), one
+     * for the monitor thread, which blocks in the store without the lock. */
+    cohort_status st = COHORT_OK;
+    char prefix[48];
+    snprintf(prefix, sizeof prefix, "gen%u/chk/", world->generation);
+    cohort_store **roots[2] = {&c->st_user_root, &c->st_mon_root};
+    cohort_store **views[2] = {&c->st_user, &c->st_mon};
+    for (int i = 0; i < 2 && st == COHORT_OK && world->size > 1; i++) {
+        st = coh_store_connect_gen(roots[i], world->store_addr, world->job_id, world->token,
+                                   world->generation, world->timeout_ms > 0 ? world->timeout_ms
+                                                                            : 30000);
+        if (st == COHORT_OK)
+            st = cohort_store_prefixed(*roots[i], prefix, views[i]);
+        if (st == COHORT_OK)
+            cohort_store_set_timeout(*views[i], 5000);
+    }
+    if (st != COHORT_OK) {
+        char why[COH_ERRLEN];
+        snprintf(why, sizeof why, "%s", cohort_last_error(NULL));
+        cohort_check_destroy(c);
+        return coh_err_set(NULL, st, "cohort_check_create: store connection: %s", why);
+    }
+    if (pthread_create(&c->thr, NULL, coh_chk_monitor, c) != 0) {
+        cohort_check_destroy(c);
+        return coh_err_set(NULL, COHORT_ERR_SYSTEM, "cohort_check_create: pthread_create failed");
+    }
+    c->thr_started = 1;
+    *out = c;
+    return COHORT_OK;
+}
+
+void cohort_check_destroy(cohort_check *c)
+{
+    if (!c)
+        return;
+    if (c->thr_started) {
+        pthread_mutex_lock(&c->mu);
+        c->stop = 1;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->thr, NULL);
+    }
+    for (cohort_check_group *g = c->groups, *n; g; g = n) {
+        n = g->next;
+        group_free(g);
+    }
+    for (chk_orphan *o = c->orphans, *n; o; o = n) {
+        n = o->next;
+        coh_free(o);
+    }
+    for (size_t i = 0; i < c->names.cap; i++)
+        coh_free(c->names.val[i]);
+    coh_free(c->names.key), coh_free(c->names.val);
+    if (c->st_user)
+        cohort_store_flush(c->st_user);
+    cohort_store_close(c->st_user);
+    cohort_store_close(c->st_user_root);
+    cohort_store_close(c->st_mon);
+    cohort_store_close(c->st_mon_root);
+    coh_free(c->cursor), coh_free(c->sent), coh_free(c->recvd), coh_free(c->remote_pred);
+    coh_free(c->fail_value);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    coh_free(c);
+}
+
+cohort_status cohort_check_group_add(cohort_check *c, uint64_t id, const int *world_ranks, int n,
+                                     cohort_check_group **out)
+{
+    if (!out)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_group_add: out is NULL");
+    *out = NULL;
+    if (!c || !world_ranks || n <= 0)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "cohort_check_group_add: checker, ranks or size missing");
+    int me = -1;
+    for (int i = 0; i < n; i++) {
+        if (world_ranks[i] < 0 || world_ranks[i] >= c->size)
+            return coh_err_set(NULL, COHORT_ERR_INVALID,
+                               "cohort_check_group_add: member %d has world rank %d, outside "
+                               "0..%d",
+                               i, world_ranks[i], c->size - 1);
+        if (world_ranks[i] == c->rank) {
+            if (me >= 0)
+                return coh_err_set(NULL, COHORT_ERR_INVALID,
+                                   "cohort_check_group_add: world rank %d listed twice", c->rank);
+            me = i;
+        }
+    }
+    if (me < 0)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "cohort_check_group_add: this rank (%d) is not a member", c->rank);
+    cohort_check_group *g = coh_calloc(1, sizeof *g);
+    int *w = coh_malloc(sizeof(int) * (size_t)n);
+    if (!g || !w) {
+        coh_free(g), coh_free(w);
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "cohort_check_group_add: out of memory");
+    }
+    memcpy(w, world_ranks, sizeof(int) * (size_t)n);
+    g->id = id;
+    g->n = n;
+    g->me = me;
+    g->world = w;
+    g->pred = w[(me + n - 1) % n];
+    g->succ = w[(me + 1) % n];
+    g->pred_ring = via_ring(c, g->pred);
+    g->succ_ring = via_ring(c, g->succ);
+    snprintf(g->name, sizeof g->name, "group %016" PRIx64, id);
+    pthread_mutex_lock(&c->mu);
+    if (coh_chk_find(c, id)) {
+        pthread_mutex_unlock(&c->mu);
+        group_free(g);
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "cohort_check_group_add: group %016" PRIx64 " is registered already",
+                           id);
+    }
+    g->next = c->groups;
+    c->groups = g;
+    if (!g->pred_ring && g->pred != c->rank)
+        c->remote_pred[g->pred] = 1;
+    /* Records that came before the group (oldest last in the list). */
+    chk_orphan **pp = &c->orphans, *mine = NULL;
+    while (*pp) {
+        chk_orphan *o = *pp;
+        if (o->gid == id) {
+            *pp = o->next;
+            o->next = mine;
+            mine = o;
+        } else {
+            pp = &o->next;
+        }
+    }
+    for (chk_orphan *o = mine, *nx; o; o = nx) {
+        nx = o->next;
+        if (q_push(&g->theirs, &o->f) != 0)
+            coh_chk_fail(c, COHORT_CHECK_ABORTED, COHORT_ERR_NOMEM, "R 5 checker: out of memory",
+                         "checker: out of memory");
+        coh_free(o);
+    }
+    pthread_mutex_unlock(&c->mu);
+    *out = g;
+    return COHORT_OK;
+}
+
+void cohort_check_group_name(cohort_check *c, cohort_check_group *grp, const char *name)
+{
+    if (!c || !grp || !name)
+        return;
+    pthread_mutex_lock(&c->mu);
+    snprintf(grp->name, sizeof grp->name, "%s", name);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void cohort_check_group_remove(cohort_check *c, cohort_check_group *grp)
+{
+    if (!c || !grp)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (grp->pred_ring && grp->mine.n)
+        coh_chk_drain_locked(c, grp->pred, 0);
+    /* With calls still uncompared it stays (removed) until the
+     * predecessor's records come; on_theirs frees it then. */
+    grp->removed = 1;
+    if (!grp->mine.n)
+        unlink_group(c, grp);
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ---- failure ---- */
+
+void coh_chk_fail(cohort_check *c, int kind, cohort_status st, const char *value,
+                  const char *local_text)
+{
+    int zero = 0;
+    if (!atomic_compare_exchange_strong(&c->failed, &zero, kind))
+        return;
+    c->status = st;
+    snprintf(c->err, sizeof c->err, "%s", local_text);
+    c->fail_value = value ? coh_strdup(value) : NULL;
+    coh_warn("checker: %s", local_text);
+    pthread_cond_broadcast(&c->cv);
+}
+
+/* Waits (bounded) for the monitor's report, then returns the status.
+ * c->mu held. */
+static cohort_status failed_status(cohort_check *c)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 15;
+    while (!c->report_ready && !c->stop) {
+        if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT)
+            break;
+    }
+    return c->status ? c->status : COHORT_ERR_ABORTED;
+}
+
+/* ---- the position (private copy + shared seqlock copy) ---- */
+
+void coh_chk_pos_write(cohort_check *c)
+{
+    if (!c->my_aux)
+        return;
+    chk_aux_hdr *h = c->my_aux;
+    uint32_t v = atomic_load_explicit(&h->pos_ver, memory_order_relaxed);
+    atomic_store_explicit(&h->pos_ver, v + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    memcpy(&h->pos, &c->pos, sizeof c->pos);
+    atomic_store_explicit(&h->pos_ver, v + 2, memory_order_release);
+}
+
+static void copy_op(char *dst, const char *op)
+{
+    size_t l = op ? strnlen(op, CHK_OP_MAX - 1) : 0;
+    memcpy(dst, op ? op : "", l);
+    dst[l] = 0;
+}
+
+/* ---- the calls ---- */
+
+static cohort_status publish(cohort_check *c, cohort_check_group *g, const chk_cfp *f)
+{
+    if (g->succ == c->rank)
+        return COHORT_OK;
+    if (g->succ_ring) {
+        uint64_t idx = c->head;
+        chk_rec *r = &c->my_ring[idx % CHK_RING_N];
+        if (idx >= CHK_RING_N) {
+            /* The slot's previous record must have been consumed. */
+            uint64_t prev = idx + 1 - CHK_RING_N;
+            if (atomic_load_explicit(&r->done, memory_order_acquire) != prev) {
+                c->stats.ring_waits++;
+                uint64_t t0 = coh_now_ns();
+                while (atomic_load_explicit(&r->done, memory_order_acquire) != prev) {
+                    if (atomic_load(&c->failed))
+                        return failed_status(c);
+                    pthread_mutex_unlock(&c->mu);
+                    struct timespec ts = {0, 200 * 1000};
+                    nanosleep(&ts, NULL);
+                    pthread_mutex_lock(&c->mu);
+                    if (c->o.timeout_ms > 0 &&
+                        coh_now_ns() - t0 > (uint64_t)c->o.timeout_ms * 1000000ull) {
+                        coh_chk_fail(c, COHORT_CHECK_TIMEOUT, COHORT_ERR_TIMEOUT,
+                                     "R 3 checker: a neighbour stopped reading this rank's "
+                                     "fingerprints (ring full)",
+                                     "checker: a neighbour stopped reading this rank's "
+                                     "fingerprints (ring full)");
+                        return failed_status(c);
+                    }
+                }
+            }
+        }
+        atomic_store_explicit(&r->stamp, 0, memory_order_relaxed);
+        atomic_thread_fence(memory_order_release);
+        r->reader = g->succ;
+        r->root = f->root;
+        r->gid = g->id;
+        r->seq = f->seq;
+        r->op_hash = f->op_hash;
+        r->sig_hash = f->sig_hash;
+        r->count = f->count;
+        r->redop_hash = f->redop_hash;
+        r->args_hash = f->args_hash;
+        atomic_store_explicit(&r->stamp, idx + 1, memory_order_release);
+        c->head = idx + 1;
+        atomic_store_explicit(&c->my_aux->head, idx + 1, memory_order_relaxed);
+        return COHORT_OK;
+    }
+    /* Through the store: pipelined, no round trip. */
+    chk_rec r = {.reader = g->succ, .root = f->root, .gid = g->id, .seq = f->seq,
+                 .op_hash = f->op_hash, .sig_hash = f->sig_hash, .count = f->count,
+                 .redop_hash = f->redop_hash, .args_hash = f->args_hash};
+    unsigned char buf[80];
+    coh_chk_rec_encode(&r, buf);
+    char key[64];
+    int kl = snprintf(key, sizeof key, "q/%d/%d/%" PRIu64, g->succ, c->rank, ++c->sent[g->succ]);
+    cohort_status st = cohort_store_set_nowait(c->st_user, key, (size_t)kl, buf, sizeof buf);
+    if (st != COHORT_OK) {
+        char text[400];
+        snprintf(text, sizeof text, "checker: publishing a fingerprint through the store: %s: %s",
+                 cohort_status_name(st), cohort_store_last_error(c->st_user));
+        char value[500];
+        snprintf(value, sizeof value, "R 5 %s", text);
+        coh_chk_fail(c, COHORT_CHECK_ABORTED, st, value, text);
+        return failed_status(c);
+    }
+    return COHORT_OK;
+}
+
+cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const cohort_check_fp *fp,
+                                 uint64_t *seq)
+{
+    if (!c || !g || !fp || !fp->op)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "cohort_check_begin: checker, group, fingerprint or op missing");
+    pthread_mutex_lock(&c->mu);
+    if (atomic_load_explicit(&c->failed, memory_order_relaxed)) {
+        cohort_status st = failed_status(c);
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
+    if (g->removed) {
+        pthread_mutex_unlock(&c->mu);
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_begin: %s was removed",
+                           g->name);
+    }
+    chk_cfp f;
+    f.seq = ++g->seq;
+    f.op_hash = lit_hash(fp->op);
+    f.sig_hash = fp->sig_hash;
+    f.count = fp->count;
+    f.redop_hash = lit_hash(fp->redop);
+    f.root = fp->root;
+    f.args_hash = fp->args_hash;
+    if (seq)
+        *seq = f.seq;
+    c->stats.calls++;
+
+    /* History: names interned once, then pointer copies. */
+    chk_hent *e = &g->hist[f.seq % CHK_HIST];
+    e->f = f;
+    e->op = fp->op;
+    e->redop = fp->redop;
+    e->sig = f.sig_hash && fp->sig ? coh_chk_intern(c, 1, f.sig_hash, fp->sig) : NULL;
+    e->args = f.args_hash && fp->args ? coh_chk_intern(c, 2, f.args_hash, fp->args) : NULL;
+    e->file = fp->file ? coh_chk_intern(c, 3, str_hash(fp->file), fp->file) : NULL;
+    e->line = fp->line;
+    e->pc = fp->pc;
+
+    c->pos.state = CHK_POS_CALL;
+    c->pos.peer = -1;
+    c->pos.gid = g->id;
+    c->pos.seq = f.seq;
+    c->pos.start_ns = coh_now_ns();
+    copy_op(c->pos.op, fp->op);
+    if (fp->file)
+        snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", coh_site_base(fp->file), fp->line);
+    else
+        c->pos.site[0] = 0;
+    c->pos_pc = fp->pc;
+    c->pos_site_done = fp->file != NULL;
+    c->stall_warned = 0;
+    c->pos.episode++;
+    coh_chk_pos_write(c);
+
+    cohort_status st = publish(c, g, &f);
+    if (st == COHORT_OK && g->pred != c->rank) {
+        if (g->pred_ring)
+            coh_chk_drain_locked(c, g->pred, 0);
+        chk_cfp *t = q_front(&g->theirs);
+        if (t) {
+            /* The predecessor is ahead: compare before the backend. */
+            chk_cfp tf = *t;
+            q_pop(&g->theirs);
+            if (tf.seq != f.seq) {
+                char text[300], value[400];
+                snprintf(text, sizeof text,
+                         "%s: checker records out of order (expected #%" PRIu64
+                         ", got #%" PRIu64 ") - a cohort bug: please report it",
+                         g->name, f.seq, tf.seq);
+                snprintf(value, sizeof value, "R 5 %s", text);
+                coh_chk_fail(c, COHORT_CHECK_ABORTED, COHORT_ERR_PROTOCOL, value, text);
+            } else {
+                compare(c, g, &f, &tf, 0);
+            }
+        } else if (q_push(&g->mine, &f) != 0) {
+            coh_chk_fail(c, COHORT_CHECK_ABORTED, COHORT_ERR_NOMEM, "R 5 checker: out of memory",
+                         "checker: out of memory");
+        }
+    }
+    if (atomic_load_explicit(&c->failed, memory_order_relaxed))
+        st = failed_status(c);
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+static int pending(const cohort_check_group *g, uint64_t seq)
+{
+    const chk_cfp *m = g->mine.n ? &g->mine.v[g->mine.head] : NULL;
+    return m && m->seq <= seq;
+}
+
+cohort_status cohort_check_end(cohort_check *c, cohort_check_group *g, uint64_t seq,
+                               unsigned flags)
+{
+    if (!c || !g)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_end: checker or group missing");
+    pthread_mutex_lock(&c->mu);
+    if (c->pos.state == CHK_POS_CALL && c->pos.gid == g->id && c->pos.seq == seq) {
+        c->pos.state = CHK_POS_IDLE;
+        c->pos.last_gid = g->id;
+        c->pos.last_seq = seq;
+        c->pos.last_end_ns = coh_now_ns();
+        memcpy(c->pos.last_op, c->pos.op, sizeof c->pos.op);
+        memcpy(c->pos.last_site, c->pos.site, sizeof c->pos.site);
+        c->pos.episode++;
+        coh_chk_pos_write(c);
+    }
+    if (pending(g, seq) && g->pred_ring) {
+        coh_chk_drain_locked(c, g->pred, 0);
+        if (pending(g, seq) && (flags & COHORT_CHECK_SYNCED)) {
+            /* The predecessor entered the call, so its record is written
+             * or being written: wait for it, briefly spinning, then
+             * yielding (the monitor would catch it later anyway). */
+            uint64_t t0 = coh_now_ns();
+            while (pending(g, seq) && !atomic_load_explicit(&c->failed, memory_order_relaxed) &&
+                   coh_now_ns() - t0 < 50 * 1000 * 1000ull) {
+                pthread_mutex_unlock(&c->mu);
+                sched_yield();
+                pthread_mutex_lock(&c->mu);
+                coh_chk_drain_locked(c, g->pred, 0);
+            }
+        }
+    }
+    cohort_status st = COHORT_OK;
+    if (atomic_load_explicit(&c->failed, memory_order_relaxed))
+        st = failed_status(c);
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *g, uint64_t seq,
+                                int timeout_ms)
+{
+    if (!c || !g)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_wait: checker or group missing");
+    pthread_mutex_lock(&c->mu);
+    uint64_t dl = coh_deadline_ns(timeout_ms);
+    while (pending(g, seq) && !atomic_load_explicit(&c->failed, memory_order_relaxed) &&
+           coh_ms_left(dl) > 0 && !c->stop) {
+        if (g->pred_ring)
+            coh_chk_drain_locked(c, g->pred, 0);
+        if (!pending(g, seq))
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 2 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+    cohort_status st = COHORT_OK;
+    if (atomic_load_explicit(&c->failed, memory_order_relaxed))
+        st = failed_status(c);
+    else if (pending(g, seq))
+        st = COHORT_ERR_TIMEOUT;
+    pthread_mutex_unlock(&c->mu);
+    return st;
+}
+
+void cohort_check_wait_begin(cohort_check *c, int peer, const char *op, const char *file,
+                             int line, const void *pc)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->pos.state = CHK_POS_WAIT;
+    c->pos.peer = peer;
+    c->pos.gid = 0;
+    c->pos.seq = 0;
+    c->pos.start_ns = coh_now_ns();
+    copy_op(c->pos.op, op);
+    if (file)
+        snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", coh_site_base(file), line);
+    else
+        c->pos.site[0] = 0;
+    c->pos_pc = pc;
+    c->pos_site_done = file != NULL;
+    c->stall_warned = 0;
+    c->pos.episode++;
+    coh_chk_pos_write(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void cohort_check_wait_end(cohort_check *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (c->pos.state == CHK_POS_WAIT) {
+        c->pos.state = CHK_POS_IDLE;
+        c->pos.episode++;
+        coh_chk_pos_write(c);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+const char *cohort_check_last_error(const cohort_check *c)
+{
+    static _Thread_local char copy[COH_ERRLEN];
+    copy[0] = 0;
+    if (!c || !atomic_load(&((cohort_check *)c)->failed))
+        return copy;
+    /* The monitor rewrites err with the global report: hand out a copy. */
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    memcpy(copy, c->err, sizeof copy);
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+    return copy;
+}
+
+cohort_status cohort_check_status(const cohort_check *c)
+{
+    if (!c || !atomic_load(&((cohort_check *)c)->failed))
+        return COHORT_OK;
+    return c->status;
+}
+
+void cohort_check_get_stats(const cohort_check *c, cohort_check_stats *out)
+{
+    if (!c || !out)
+        return;
+    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    *out = c->stats;
+    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+}
+
+static int any_pending(const cohort_check *c)
+{
+    for (const cohort_check_group *g = c->groups; g; g = g->next)
+        if (g->mine.n)
+            return 1;
+    return 0;
+}
+
+cohort_status cohort_check_close(cohort_check *c, int timeout_ms)
+{
+    if (!c)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_close: checker is NULL");
+    if (timeout_ms < 0)
+        timeout_ms = c->o.timeout_ms;
+    uint64_t dl = coh_deadline_ns(timeout_ms);
+    /* 1. This rank's comparisons (the monitor fetches store records). */
+    pthread_mutex_lock(&c->mu);
+    while (any_pending(c) && !atomic_load(&c->failed) && coh_ms_left(dl) > 0) {
+        if (c->shm)
+            for (int i = 0; i < c->world->local_size; i++)
+                if (c->world->local_ranks[i] != c->rank)
+                    coh_chk_drain_locked(c, c->world->local_ranks[i], 0);
+        if (!any_pending(c))
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 2 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+    if (atomic_load(&c->failed)) {
+        cohort_status st = failed_status(c);
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
+    int pend = any_pending(c);
+    pthread_mutex_unlock(&c->mu);
+    if (pend)
+        return coh_err_set(NULL, COHORT_ERR_TIMEOUT,
+                           "cohort_check_close: this rank's last calls were not compared within "
+                           "%d ms (a neighbour did not make them)",
+                           timeout_ms);
+    if (!c->st_user || c->size == 1) {
+        atomic_store(&c->closed, 1);
+        return COHORT_OK;
+    }
+    /* 2. Meet the others, or learn of a failure. The calling threads are
+     * done, so the user-side connection is free. */
+    int64_t v = 0;
+    cohort_status st = cohort_store_add(c->st_user, "closed", 6, 1, &v);
+    if (st == COHORT_OK && v == c->size)
+        st = cohort_store_set(c->st_user, "closed/all", 10, "1", 1);
+    const void *keys[2] = {"closed/all", "fail"};
+    size_t kl[2] = {10, 4};
+    while (st == COHORT_OK) {
+        if (atomic_load(&c->failed))
+            break;
+        int which = -1;
+        int slice = COH_MIN(100, coh_ms_left(dl));
+        cohort_status ws = cohort_store_wait_any(c->st_user, keys, kl, 2, slice, &which);
+        if (ws == COHORT_OK && which == 0) {
+            atomic_store(&c->closed, 1);
+            return COHORT_OK;
+        }
+        if (ws == COHORT_OK && which == 1) {
+            /* A failure posted: the monitor turns it into the report. */
+            uint64_t d2 = coh_deadline_ns(FAIL_SEEN_MS);
+            while (!atomic_load(&c->failed) && coh_ms_left(d2) > 0) {
+                struct timespec ts = {0, 5 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+            }
+            break;
+        }
+        if (ws != COHORT_OK && ws != COHORT_ERR_TIMEOUT)
+            st = ws;
+        else if (coh_ms_left(dl) <= 0)
+            st = COHORT_ERR_TIMEOUT;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (atomic_load(&c->failed)) {
+        st = failed_status(c);
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (st == COHORT_ERR_TIMEOUT)
+        return coh_err_set(NULL, st,
+                           "cohort_check_close: %lld of %d ranks arrived within %d ms",
+                           (long long)v, c->size, timeout_ms);
+    return coh_err_set(NULL, st, "cohort_check_close: store: %s",
+                       cohort_store_last_error(c->st_user));
+}

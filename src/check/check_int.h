@@ -1,0 +1,209 @@
+/*
+ * check_int.h - private to src/check: the external-collective checker.
+ *
+ * Per rank, one outbound ring of fingerprint records in the world group's
+ * shared segment (coh_shm_aux, one region per local rank): every call of
+ * every external group appends one record addressed to the member's
+ * successor in that group (member i+1 mod n). The successor drains the
+ * rings of its same-host predecessors (its calling thread at its own calls,
+ * its monitor thread in between) and compares each record with its own
+ * fingerprint for the same (group, seq). Across hosts - or with
+ * transport = 1 - the record goes to the store instead ("q/<to>/<from>/<n>",
+ * pipelined set) and the successor's monitor thread fetches it.
+ *
+ * Ring (RING_N records of 128 B): the writer fills a record, then stores
+ * stamp = index + 1 (release). A record has exactly one reader, which stores
+ * done = stamp after consuming it; the writer reuses a slot only once its
+ * previous record is done (it waits otherwise: the reader's monitor drains
+ * every tick). A reader walks each writer's ring with its own cursor and
+ * skips records addressed to others; a slot whose stamp is past its cursor
+ * held a record for someone else (one for this reader cannot be reused
+ * before it was consumed), so the cursor may pass it.
+ *
+ * Lock order: c->mu, then nothing (store calls under c->mu use the
+ * user-thread connection only; the monitor thread's own connection is used
+ * without c->mu).
+ */
+#ifndef COH_CHECK_INT_H
+#define COH_CHECK_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "cohort_check.h"
+#include "group/group.h"
+#include "util/util.h"
+
+#define CHK_RING_N 2048u
+#define CHK_REC_BYTES 128u
+#define CHK_AUX_HDR_BYTES 4096u
+#define CHK_HIST 16           /* calls kept per group for reports */
+#define CHK_OP_MAX 32
+#define CHK_SITE_MAX 160
+#define CHK_TEXT_MAX 200      /* readable signature / arguments in reports */
+
+/* The compared part of a fingerprint (exact). */
+typedef struct chk_cfp {
+    uint64_t seq;
+    uint64_t op_hash, sig_hash, count, redop_hash, args_hash;
+    int32_t root;
+} chk_cfp;
+
+/* One ring record (shared memory; little-endian host layout). */
+typedef struct chk_rec {
+    _Atomic uint64_t stamp; /* index + 1 when complete, 0 while written */
+    int32_t reader;         /* world rank of the consumer */
+    int32_t root;
+    uint64_t gid, seq;
+    uint64_t op_hash, sig_hash, count, redop_hash, args_hash;
+    _Atomic uint64_t done; /* stamp the reader consumed */
+} chk_rec;
+_Static_assert(sizeof(chk_rec) <= CHK_REC_BYTES, "record fits");
+
+/* Published position (seqlock on ver: odd = being written). */
+enum { CHK_POS_IDLE = 0, CHK_POS_CALL = 1, CHK_POS_WAIT = 2 };
+typedef struct chk_pos {
+    int32_t state, peer; /* peer: world rank waited for (CHK_POS_WAIT), -1 any */
+    uint64_t gid, seq, episode, start_ns;
+    uint64_t last_gid, last_seq, last_end_ns;
+    char op[CHK_OP_MAX];
+    char last_op[CHK_OP_MAX];
+    char site[CHK_SITE_MAX];      /* filled by the owner's monitor (lazily) */
+    char last_site[CHK_SITE_MAX];
+} chk_pos;
+
+typedef struct chk_aux_hdr {
+    _Atomic uint64_t head;      /* records written */
+    _Alignas(64) _Atomic uint32_t pos_ver;
+    chk_pos pos;
+} chk_aux_hdr;
+_Static_assert(sizeof(chk_aux_hdr) <= CHK_AUX_HDR_BYTES, "aux header fits");
+
+/* One call in a group's history (for reports). */
+typedef struct chk_hent {
+    chk_cfp f;
+    const char *op, *sig, *redop, *args, *file; /* interned, owned by the checker */
+    const void *pc;
+    int line;
+} chk_hent;
+
+/* A FIFO of compared parts. */
+typedef struct chk_q {
+    chk_cfp *v;
+    size_t head, n, cap;
+} chk_q;
+
+struct cohort_check_group {
+    uint64_t id;
+    int n, me;                 /* members, my index */
+    int *world;                /* [n] world ranks */
+    int pred, succ;            /* world ranks of my neighbours */
+    int pred_ring, succ_ring;  /* 1: through the shared segment, 0: the store */
+    uint64_t seq;              /* last call announced */
+    chk_q mine;                /* my calls not yet compared */
+    chk_q theirs;              /* the predecessor's calls I have not made yet */
+    chk_hent hist[CHK_HIST];   /* by seq % CHK_HIST */
+    char name[64];
+    int removed;               /* freed by the front end; kept until compared */
+    struct cohort_check_group *next; /* in c->groups */
+};
+
+/* A record for a group not registered yet (the predecessor was faster). */
+typedef struct chk_orphan {
+    uint64_t gid;
+    chk_cfp f;
+    struct chk_orphan *next;
+} chk_orphan;
+
+typedef struct chk_intern {
+    uint64_t *key;
+    char **val;
+    size_t cap, n;
+} chk_intern;
+
+struct cohort_check {
+    cohort_group *world;
+    cohort_check_options o;
+    int rank, size;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;         /* report ready, comparisons made */
+    cohort_check_group *groups;
+    chk_orphan *orphans;
+    chk_intern names;
+
+    /* shared segment (NULL: every pair uses the store) */
+    void *shm;                 /* struct coh_shm * of the world */
+    chk_aux_hdr *my_aux;
+    chk_rec *my_ring;
+    uint64_t head;             /* my records written */
+    uint64_t *cursor;          /* [size]: my read position in each writer's ring */
+    /* store path */
+    cohort_store *st_user, *st_user_root;
+    cohort_store *st_mon, *st_mon_root;
+    uint64_t *sent;            /* [size]: records sent to each rank through the store */
+    uint64_t *recvd;           /* [size]: records read from each rank through the store */
+    unsigned char *remote_pred; /* [size]: 1 if some group has that rank as a store-path pred */
+
+    /* position (private copy; the shared one is written alongside) */
+    chk_pos pos;
+    const void *pos_pc;
+    int pos_site_done;
+    uint64_t pos_published;    /* episode last written to the store */
+    int stall_warned;
+    uint64_t dl_episode_seen;  /* deadlock candidate: my episode */
+    uint64_t dl_since_ns;
+
+    /* failure */
+    _Atomic int failed;        /* cohort_check_event_kind of the first failure, 0 if none */
+    cohort_status status;
+    int fail_posted;           /* local detection posted to the store */
+    char *fail_value;          /* what to post ("M ..." / "R ..."), owned */
+    int report_ready;
+    char err[COH_ERRLEN];      /* the report */
+
+    _Atomic int closed;        /* cohort_check_close succeeded: the world may now be
+                                * finalized under the monitor without it being a failure */
+    /* monitor */
+    pthread_t thr;
+    int thr_started, stop;
+    cohort_check_stats stats;
+};
+
+/* check.c */
+void coh_chk_fail(cohort_check *c, int kind, cohort_status st, const char *value,
+                  const char *local_text);
+int coh_chk_drain_locked(cohort_check *c, int writer, int lazy);
+void coh_chk_handle_store_rec(cohort_check *c, int writer, const chk_rec *r);
+const char *coh_chk_intern(cohort_check *c, int kind, uint64_t h, const char *s);
+cohort_check_group *coh_chk_find(cohort_check *c, uint64_t gid);
+void coh_chk_pos_write(cohort_check *c);
+
+/* check_mon.c */
+void *coh_chk_monitor(void *arg);
+void coh_chk_site(cohort_check *c, const char *file, int line, const void *pc, char *out,
+                  size_t len);
+
+/* check_wire.c: formats that cross processes (docs/check.md), parsers
+ * fuzzed (tests/fuzz/fuzz_check_wire.c). */
+size_t coh_chk_rec_encode(const chk_rec *r, unsigned char out[80]);
+int coh_chk_rec_decode(const void *buf, size_t len, chk_rec *r);
+/* A group's history: header line + one line per call. */
+char *coh_chk_hist_format(const cohort_check_group *g, const char *const *sites, size_t *len);
+typedef struct chk_hline {
+    chk_cfp f;
+    int line;
+    char op[CHK_OP_MAX], sig[CHK_TEXT_MAX], redop[CHK_OP_MAX], args[CHK_TEXT_MAX],
+        file[CHK_SITE_MAX];
+} chk_hline;
+/* Parses a history; *out (malloc'd, *n entries) and the header's gid and
+ * member. Returns 0, or -1 with why. */
+int coh_chk_hist_parse(const char *v, size_t len, uint64_t *gid, int *member, chk_hline **out,
+                       int *n, char *why, size_t whylen);
+size_t coh_chk_pos_format(const chk_pos *p, char *out, size_t len);
+int coh_chk_pos_parse(const char *v, size_t len, chk_pos *p);
+/* The failure record "M <gid> <seq> <member> <text>" / "R <kind> <text>". */
+int coh_chk_fail_parse(const char *v, size_t len, int *kind, uint64_t *gid, uint64_t *seq,
+                       int *member, const char **text);
+
+#endif

@@ -1,0 +1,472 @@
+/* test_check.c - the external-collective checker (include/cohort_check.h)
+ * on real processes: a correct program with several groups is never
+ * flagged and every call is compared; each field's mismatch, a skipped and
+ * an extra call, a mismatch inside a sub-group, a stall warning, a timeout
+ * and a wait-for cycle each end with the same report on every rank, through
+ * the handler, while the ranks are blocked inside a "backend".
+ *
+ * The backend stands for MPI or gloo: a barrier through the store (add +
+ * wait), matched by arrival order only, so a skipped call silently pairs
+ * with the next one as it would in MPI. The handler plays MPI_Abort: it
+ * writes the report to <dir>/r<rank>, the event kind to <dir>/r<rank>.kind,
+ * and kills its process.
+ * Both transports are covered: the shared segment and the store. */
+#include <errno.h>
+#include <signal.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cohort_check.h"
+#include "group/group.h"
+#include "support/support.h"
+
+enum scen {
+    S_CLEAN,
+    S_COUNT,
+    S_SIG,
+    S_REDOP,
+    S_ROOT,
+    S_OP,
+    S_ARGS,
+    S_SKIP,
+    S_EXTRA,
+    S_SPLIT,
+    S_STALL,
+    S_TIMEOUT,
+    S_DEADLOCK,
+    S_LATE_LAZY,
+    S_BURST,
+};
+
+typedef struct scase {
+    enum scen s;
+    int nranks;
+    int transport;
+    int want_exit;       /* 40 + kind, or 0 */
+    const char *want[4]; /* substrings of every rank's report */
+} scase;
+
+typedef struct targ {
+    const scase *sc;
+    char dir[128];
+} targ;
+
+static targ g_arg;
+static int g_rank;
+
+static void write_file(const char *suffix, const char *text, const char *mode)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/r%d%s", g_arg.dir, g_rank, suffix);
+    FILE *f = fopen(path, mode);
+    if (f) {
+        fprintf(f, "%s\n", text);
+        fclose(f);
+    }
+}
+
+static void handler(void *arg, const cohort_check_event *ev)
+{
+    (void)arg;
+    if (ev->kind == COHORT_CHECK_STALL) {
+        write_file(".stall", ev->text, "a");
+        return;
+    }
+    char line[16];
+    snprintf(line, sizeof line, "%d", ev->kind);
+    write_file(".kind", line, "w");
+    write_file("", ev->text, "w");
+    fprintf(stderr, "rank %d: checker event %d: %s\n", g_rank, ev->kind, ev->text);
+    /* As MPI_Abort ends a rank: killed, no exit handlers (and no sanitizer
+     * exit-time reports about the threads it could not join). */
+    raise(SIGKILL);
+}
+
+/* The fake backend: a barrier through the store, matched by arrival
+ * order. Blocks (bounded by 60 s) like a real one. */
+static void backend(cohort_group *w, int n)
+{
+    static int k;
+    char key[32], go[40];
+    snprintf(key, sizeof key, "be/%d", ++k);
+    snprintf(go, sizeof go, "be/%d/go", k);
+    int64_t v = 0;
+    cohort_store_add(w->store, key, strlen(key), 1, &v);
+    if (v == n)
+        cohort_store_sets(w->store, go, "1");
+    char *val = NULL;
+    cohort_store_gets(w->store, go, &val, 60000);
+    free(val);
+}
+
+static int call(cohort_check *c, cohort_check_group *grp, cohort_group *w, int bn,
+                const cohort_check_fp *fp, int synced)
+{
+    uint64_t seq;
+    cohort_status st = cohort_check_begin(c, grp, fp, &seq);
+    if (st != COHORT_OK) {
+        /* A mismatch already known (the predecessor was ahead): the
+         * handler ends the process (bounded). */
+        sleep(20);
+        RANK_CHECK(0, "begin failed but the handler did not end the process: %s",
+                   cohort_check_last_error(c));
+    }
+    backend(w, bn);
+    st = cohort_check_end(c, grp, seq, synced ? COHORT_CHECK_SYNCED : 0);
+    if (st != COHORT_OK) {
+        /* The detecting rank: the handler ends the process (bounded). */
+        sleep(20);
+        RANK_CHECK(0, "end failed but the handler did not end the process: %s",
+                   cohort_check_last_error(c));
+    }
+    return 0;
+}
+
+static cohort_check_fp fpx(const char *op, uint64_t count, const char *redop, int root, int line)
+{
+    cohort_check_fp f;
+    memset(&f, 0, sizeof f);
+    f.op = op;
+    f.sig_hash = 0x1111;
+    f.sig = "int32";
+    f.count = count;
+    f.redop = redop;
+    f.root = root;
+    f.file = "app.c";
+    f.line = line;
+    return f;
+}
+
+static int rank_main(int rank, void *arg)
+{
+    const scase *sc = ((targ *)arg)->sc;
+    g_arg = *(targ *)arg;
+    g_rank = rank;
+    cohort_group *w;
+    RANK_PASS(cohort_init(&w), NULL);
+    cohort_check_options o;
+    cohort_check_options_init(&o);
+    o.handler = handler;
+    o.transport = sc->transport;
+    o.stall_warn_ms = sc->s == S_STALL ? 700 : -1;
+    o.timeout_ms = sc->s == S_TIMEOUT ? 1500 : -1;
+    o.deadlock_ms = 600;
+    cohort_check *c;
+    RANK_PASS(cohort_check_create(w, &o, &c), NULL);
+    int n = sc->nranks;
+    int world[8], sub[8], ns = 0;
+    for (int i = 0; i < n; i++) {
+        world[i] = i;
+        if (i % 2 == 1)
+            sub[ns++] = i;
+    }
+    cohort_check_group *gw, *gs = NULL;
+    RANK_PASS(cohort_check_group_add(c, cohort_check_group_id(0, 0, world, n), world, n, &gw),
+              NULL);
+    cohort_check_group_name(c, gw, "WORLD");
+    if (rank % 2 == 1) {
+        RANK_PASS(cohort_check_group_add(c, cohort_check_group_id(0, 1, sub, ns), sub, ns, &gs),
+                  NULL);
+        cohort_check_group_name(c, gs, "ODD");
+    }
+    int odd = rank == n - 1;
+    cohort_check_fp f;
+    /* warm-up: a few good calls, mixed, some synced */
+    for (int i = 0; i < 5; i++) {
+        f = fpx(i % 2 ? "Bcast" : "Allreduce", 1024, i % 2 ? NULL : "SUM", i % 2 ? 0 : -1, 10 + i);
+        call(c, gw, w, n, &f, i % 2 == 0);
+    }
+    switch (sc->s) {
+    case S_CLEAN:
+    case S_LATE_LAZY: {
+        uint64_t last_sub = 0;
+        for (int i = 0; i < 200; i++) {
+            f = fpx(i % 3 ? "Allreduce" : "Barrier", (uint64_t)i, i % 3 ? "SUM" : NULL, -1, 100);
+            if (sc->s == S_LATE_LAZY && rank == 0 && i % 50 == 0)
+                usleep(30000); /* a slow rank: neighbours compare lazily */
+            call(c, gw, w, n, &f, i % 2);
+            if (gs && i % 10 == 0) {
+                f = fpx("Gather", 8, NULL, 1, 101);
+                uint64_t s;
+                RANK_PASS(cohort_check_begin(c, gs, &f, &s), NULL);
+                RANK_PASS(cohort_check_end(c, gs, s, 0), NULL);
+                last_sub = s;
+            }
+        }
+        if (gs)
+            RANK_PASS(cohort_check_wait(c, gs, last_sub, 20000), NULL);
+        break;
+    }
+    case S_BURST: {
+        /* No backend at all: writers outrun readers, fill the ring (2048
+         * records) and wait for it to drain; a group registered late on
+         * some ranks receives records before it exists (orphans). */
+        if (rank == 1)
+            usleep(100 * 1000);
+        int all[8];
+        for (int i = 0; i < n; i++)
+            all[i] = n - 1 - i; /* another order: other neighbours */
+        cohort_check_group *gr;
+        RANK_PASS(cohort_check_group_add(c, cohort_check_group_id(0, 7, all, n), all, n, &gr),
+                  NULL);
+        uint64_t s = 0;
+        for (int i = 0; i < 6000; i++) {
+            f = fpx(i % 2 ? "Ibcast" : "Iallreduce", (uint64_t)i, NULL, -1, 60);
+            RANK_PASS(cohort_check_begin(c, i % 3 ? gw : gr, &f, &s), NULL);
+            RANK_PASS(cohort_check_end(c, i % 3 ? gw : gr, s, 0), NULL);
+        }
+        RANK_PASS(cohort_check_wait(c, gr, s, 20000), NULL);
+        cohort_check_group_remove(c, gr);
+        break;
+    }
+    case S_COUNT:
+        f = fpx("Allreduce", odd ? 512 : 1024, "SUM", -1, 40);
+        call(c, gw, w, n, &f, 1);
+        break;
+    case S_SIG:
+        f = fpx("Allreduce", 1024, "SUM", -1, 41);
+        if (odd) {
+            f.sig_hash = 0x2222;
+            f.sig = "float32";
+        }
+        call(c, gw, w, n, &f, 1);
+        break;
+    case S_REDOP:
+        f = fpx("Allreduce", 1024, odd ? "MAX" : "SUM", -1, 42);
+        call(c, gw, w, n, &f, 1);
+        break;
+    case S_ROOT:
+        f = fpx("Bcast", 1024, NULL, odd ? 0 : 3, 43);
+        call(c, gw, w, n, &f, 0);
+        f = fpx("Barrier", 0, NULL, -1, 44);
+        call(c, gw, w, n, &f, 1);
+        break;
+    case S_OP:
+        f = fpx(odd ? "Allgather" : "Allreduce", 1024, odd ? NULL : "SUM", -1, 45);
+        call(c, gw, w, n, &f, 1);
+        break;
+    case S_ARGS:
+        f = fpx("Allgatherv", 1024, NULL, -1, 46);
+        f.args_hash = odd ? 0xbad : 0x600d;
+        f.args = odd ? "recvcounts 1,1,2,0" : "recvcounts 1,1,1,1";
+        call(c, gw, w, n, &f, 1);
+        break;
+    case S_SKIP:
+        /* the last rank skips the first of two different calls */
+        if (!odd) {
+            f = fpx("Bcast", 1024, NULL, 0, 47);
+            call(c, gw, w, n, &f, 0);
+        }
+        f = fpx("Allreduce", 1024, "SUM", -1, 48);
+        call(c, gw, w, n, &f, 1);
+        f = fpx("Barrier", 0, NULL, -1, 49);
+        call(c, gw, w, n, &f, 1);
+        break;
+    case S_EXTRA:
+        if (odd) {
+            f = fpx("Bcast", 1024, NULL, 0, 50);
+            call(c, gw, w, n, &f, 0);
+        }
+        f = fpx("Allreduce", 1024, "SUM", -1, 51);
+        call(c, gw, w, n, &f, 1);
+        f = fpx("Barrier", 0, NULL, -1, 52);
+        call(c, gw, w, n, &f, 1);
+        break;
+    case S_SPLIT:
+        if (gs) {
+            f = fpx("Reduce", rank == 3 ? 7 : 8, "SUM", 0, 53);
+            call(c, gs, w, ns, &f, 0);
+            f = fpx("Barrier", 0, NULL, -1, 54);
+            call(c, gs, w, ns, &f, 1);
+        }
+        f = fpx("Barrier", 0, NULL, -1, 55);
+        call(c, gw, w, n, &f, 1);
+        break;
+    case S_STALL:
+        if (rank == 1)
+            usleep(2000 * 1000);
+        f = fpx("Allreduce", 1024, "SUM", -1, 56);
+        call(c, gw, w, n, &f, 1);
+        break;
+    case S_TIMEOUT:
+        if (rank == 1)
+            sleep(30); /* never arrives in time */
+        f = fpx("Allreduce", 1024, "SUM", -1, 57);
+        call(c, gw, w, n, &f, 1);
+        break;
+    case S_DEADLOCK:
+        /* both ranks "block in MPI_Recv" from each other */
+        cohort_check_wait_begin(c, 1 - rank, "MPI_Recv", "a.c", rank ? 52 : 40, NULL);
+        sleep(30);
+        cohort_check_wait_end(c);
+        break;
+    }
+    /* A correct end: the closing check, then every counter checked. */
+    f = fpx("Finalize", 0, NULL, -1, 99);
+    uint64_t s;
+    cohort_status st = cohort_check_begin(c, gw, &f, &s);
+    if (st == COHORT_OK)
+        st = cohort_check_close(c, 20000);
+    if (st == COHORT_ERR_CONTRACT || st == COHORT_ERR_TIMEOUT)
+        sleep(20); /* a failure found elsewhere: the handler ends this rank */
+    RANK_CHECK(st == COHORT_OK, "close: %s: %s", cohort_status_name(st),
+               cohort_check_last_error(c));
+    cohort_check_stats stats;
+    cohort_check_get_stats(c, &stats);
+    fprintf(stderr,
+            "rank %d: calls %" PRIu64 " compared %" PRIu64 " lazy %" PRIu64 " ring waits %" PRIu64
+            "\n",
+            rank, stats.calls, stats.compared, stats.lazy, stats.ring_waits);
+    RANK_CHECK(stats.compared == stats.calls, "compared %" PRIu64 " of %" PRIu64, stats.compared,
+               stats.calls);
+    if (sc->s == S_STALL && rank != 1) {
+        char path[256];
+        snprintf(path, sizeof path, "%s/r%d.stall", g_arg.dir, rank);
+        RANK_CHECK(access(path, F_OK) == 0, "no stall warning on rank %d", rank);
+    }
+    cohort_check_group_remove(c, gs);
+    cohort_check_group_remove(c, gw);
+    cohort_check_destroy(c);
+    cohort_finalize(w);
+    return 0;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    static char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = 0;
+    fclose(f);
+    return strdup(buf);
+}
+
+static void run_case(const scase *sc)
+{
+    targ a;
+    memset(&a, 0, sizeof a);
+    a.sc = sc;
+    snprintf(a.dir, sizeof a.dir, "/tmp/cohort-check-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(a.dir));
+    cht_opts o = {.nranks = sc->nranks, .deadline_ms = 45000, .extra_env = "COHORT_TIMEOUT=60"};
+    cht_result r;
+    cht_run_ranks(&o, rank_main, &a, &r);
+    char *first = NULL;
+    for (int i = 0; i < sc->nranks; i++)
+        if (r.status[i] != (sc->want_exit ? 128 + SIGKILL : 0) || r.hung[i])
+            fprintf(stderr, "scenario %d transport %d: rank %d exited %d%s\n", sc->s,
+                    sc->transport, i, r.status[i], r.hung[i] ? " (hung)" : "");
+    for (int i = 0; i < sc->nranks; i++) {
+        ck_assert_msg(!r.hung[i], "scenario %d transport %d: rank %d hung", sc->s, sc->transport,
+                      i);
+        int want = sc->want_exit ? 128 + SIGKILL : 0;
+        ck_assert_msg(r.status[i] == want,
+                      "scenario %d transport %d: rank %d exited %d, wanted %d", sc->s,
+                      sc->transport, i, r.status[i], want);
+        if (!sc->want_exit)
+            continue;
+        char path[256];
+        snprintf(path, sizeof path, "%s/r%d.kind", a.dir, i);
+        char *k = slurp(path);
+        ck_assert_msg(k && atoi(k) + 40 == sc->want_exit, "scenario %d: rank %d: event kind %s",
+                      sc->s, i, k ? k : "(none)");
+        free(k);
+        snprintf(path, sizeof path, "%s/r%d", a.dir, i);
+        char *t = slurp(path);
+        ck_assert_msg(t != NULL, "scenario %d: rank %d wrote no report", sc->s, i);
+        for (int k2 = 0; k2 < 4 && sc->want[k2]; k2++)
+            ck_assert_msg(strstr(t, sc->want[k2]), "scenario %d: rank %d: missing '%s' in: %s",
+                          sc->s, i, sc->want[k2], t);
+        if (!first)
+            first = t;
+        else {
+            ck_assert_msg(!strcmp(first, t), "scenario %d: rank %d's report differs:\n%s\nvs\n%s",
+                          sc->s, i, t, first);
+            free(t);
+        }
+        unlink(path);
+    }
+    free(first);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", a.dir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "could not remove %s\n", a.dir);
+}
+
+#define MIS (40 + COHORT_CHECK_MISMATCH)
+static const scase cases[] = {
+    {S_CLEAN, 4, 0, 0, {NULL}},
+    {S_LATE_LAZY, 4, 0, 0, {NULL}},
+    {S_BURST, 4, 0, 0, {NULL}},
+    {S_BURST, 3, 1, 0, {NULL}},
+    {S_COUNT, 4, 0, MIS, {"WORLD: Allreduce #6 (app.c:40): count differs", "ranks 0-2 have 1024",
+                          "rank 3 has 512"}},
+    {S_SIG, 4, 0, MIS, {"type signature differs", "ranks 0-2 have int32", "rank 3 has float32"}},
+    {S_REDOP, 4, 0, MIS, {"reduce op differs", "ranks 0-2 have SUM", "rank 3 has MAX"}},
+    {S_ROOT, 4, 0, MIS, {"Bcast #6", "root differs", "ranks 0-2 have 3", "rank 3 has 0"}},
+    {S_OP, 4, 0, MIS, {"operation differs", "ranks 0-2 have Allreduce", "rank 3 has Allgather"}},
+    {S_ARGS, 4, 0, MIS, {"arguments differ", "recvcounts 1,1,1,1", "rank 3 has recvcounts 1,1,2,0"}},
+    {S_SKIP, 4, 0, MIS, {"rank 3", "skipped", "Bcast #6", "app.c:47"}},
+    {S_EXTRA, 4, 0, MIS, {"operation differs: ranks 0-2 have Allreduce, rank 3 has Bcast",
+                          "rank 3's call at app.c:50", "an extra or a skipped call"}},
+    {S_SPLIT, 4, 0, MIS, {"ODD: Reduce #1: count differs", "rank 0 has 8 (app.c:53)",
+                          "rank 1 has 7 (app.c:53)", "world ranks: 1,3"}},
+    {S_STALL, 4, 0, 0, {NULL}},
+    {S_TIMEOUT, 3, 0, 40 + COHORT_CHECK_TIMEOUT,
+     {"timed out", "Allreduce #6 of WORLD (app.c:57)", "member 1 (rank 1) in no checked call",
+      "last finished Allreduce #5"}},
+    {S_DEADLOCK, 2, 0, 40 + COHORT_CHECK_DEADLOCK,
+     {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40",
+      "rank 1 waits for rank 0 in MPI_Recv at a.c:52"}},
+    /* the store path */
+    {S_CLEAN, 4, 1, 0, {NULL}},
+    {S_COUNT, 4, 1, MIS, {"count differs", "ranks 0-2 have 1024", "rank 3 has 512"}},
+    {S_SKIP, 4, 1, MIS, {"rank 3", "skipped", "Bcast #6"}},
+    {S_DEADLOCK, 2, 1, 40 + COHORT_CHECK_DEADLOCK,
+     {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40"}},
+};
+
+START_TEST(check_scenario)
+{
+    const char *only = getenv("CHECK_ONLY"); /* one scenario index, for debugging */
+    if (!only || atoi(only) == _i)
+        run_case(&cases[_i]);
+}
+END_TEST
+
+/* Local validation: no communication needed to refuse bad arguments. */
+START_TEST(check_args)
+{
+    cohort_check_group *g = (void *)1;
+    CHT_EXPECT(cohort_check_group_add(NULL, 1, (int[]){0}, 1, &g), COHORT_ERR_INVALID, NULL);
+    ck_assert_ptr_null(g);
+    CHT_EXPECT(cohort_check_create(NULL, NULL, &(cohort_check *){NULL}), COHORT_ERR_INVALID, NULL);
+    int a[3] = {0, 1, 2}, b[3] = {0, 1, 2}, d[3] = {0, 2, 1};
+    ck_assert(cohort_check_group_id(0, 1, a, 3) == cohort_check_group_id(0, 1, b, 3));
+    ck_assert(cohort_check_group_id(0, 1, a, 3) != cohort_check_group_id(0, 2, a, 3));
+    ck_assert(cohort_check_group_id(0, 1, a, 3) != cohort_check_group_id(0, 1, d, 3));
+    ck_assert(cohort_check_group_id(5, 1, a, 3) != cohort_check_group_id(0, 1, a, 3));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("check");
+    TCase *tc = tcase_create("check");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, check_args);
+    tcase_add_loop_test(tc, check_scenario, 0, (int)(sizeof cases / sizeof cases[0]));
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
