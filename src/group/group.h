@@ -39,6 +39,8 @@ typedef enum coh_coll {
     COH_COLL_SEND = 10,
     COH_COLL_RECV = 11,
     COH_COLL_INTERNAL = 12, /* group-internal traffic (split, debug=sync) */
+    COH_COLL_FINALIZE = 13, /* cohort_finalize: published so that peers still
+                             * in a call learn this rank left instead */
     COH_COLL_KIND_COUNT
 } coh_coll;
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
+#include "contract/contract.h"
 #include "engine/engine.h"
 #include "group/group_internal.h"
 #include "group/monitor.h"
@@ -630,14 +631,43 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
  * returns a failure nobody has told this rank about yet. Bounded by
  * COHORT_TIMEOUT (at most 30 s): a rank still busy after its last call is
  * logged and left unchecked, not an error. A poisoned group skips it. */
+static cohort_status finalize_wait(cohort_group *g, uint64_t *tidx_out);
+
 static cohort_status finalize_check(cohort_group *g)
 {
     if (g->size < 2 || !g->store)
         return COHORT_OK;
+    uint64_t tidx = UINT64_MAX;
+    cohort_status st = finalize_wait(g, &tidx);
+    if (tidx != UINT64_MAX)
+        coh_trace_end(g->trace, tidx, coh_group_poisoned(g) ? (cohort_status)coh_group_poisoned(g) : st);
+    return st;
+}
+
+static cohort_status finalize_wait(cohort_group *g, uint64_t *tidx_out)
+{
     int wait_ms = COH_MIN(g->timeout_ms < 0 ? 30000 : g->timeout_ms, 30000);
     uint64_t dl = coh_deadline_ns(wait_ms);
     int p = coh_group_poisoned(g);
     int late = 0;
+    /* finalize takes the next sequence number, like a call: a peer still
+     * waiting in its call #seq finds "finalize" there at its next probe
+     * (100 ms) and fails with a contract error naming the call this rank
+     * skipped; the abort that follows ends this rank's wait too. Recorded
+     * in the flight recorder so the mismatch report shows it. */
+    if (!p && g->check_contract) {
+        coh_call fc;
+        memset(&fc, 0, sizeof fc);
+        fc.seq = ++g->seq;
+        fc.coll = COH_COLL_FINALIZE;
+        fc.redop = -1;
+        fc.root = -1;
+        fc.file = "cohort_finalize";
+        fc.site = coh_site_hash(fc.file, 0);
+        *tidx_out = coh_trace_issue(g->trace, &fc);
+        coh_trace_start(g->trace, *tidx_out);
+        coh_monitor_announce(g, &fc);
+    }
     if (!p && g->net)
         late = coh_net_close_check(g->net, wait_ms) == COHORT_ERR_TIMEOUT;
     /* Arrive only after this rank's findings are posted; a rank that already

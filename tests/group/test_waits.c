@@ -203,6 +203,49 @@ START_TEST(stall_reports_repeat_fresh)
 }
 END_TEST
 
+/* ---- a rank finalizes while the others enter a collective ---- */
+
+static int rank_early_finalize(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    RANK_PASS(cohort_barrier(g), g);
+    float x[64] = {0};
+    double t0 = now_ms();
+    char m[4096];
+    cohort_status st;
+    if (rank == 1) {
+        usleep(200 * 1000); /* the others are inside all_reduce #2 */
+        st = cohort_finalize(g);
+        snprintf(m, sizeof m, "%s", cohort_last_error(NULL));
+    } else {
+        st = cohort_all_reduce_at("train.c", 88, g, x, x, 64, COHORT_FLOAT32, COHORT_SUM);
+        snprintf(m, sizeof m, "%s", cohort_last_error(g));
+        cohort_finalize(g);
+    }
+    double dt = now_ms() - t0;
+    fprintf(stderr, "rank %d (%.0f ms): %s: %s\n", rank, dt, cohort_status_name(st), m);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "rank %d: %s: %s", rank, cohort_status_name(st), m);
+    RANK_CHECK(strstr(m, "all_reduce #2") && strstr(m, "train.c:88") && strstr(m, "finalize") &&
+                   strstr(m, "rank 1"),
+               "rank %d: %s", rank, m);
+    /* within a second of the others' probe (plus the report), not COHORT_TIMEOUT */
+    RANK_CHECK(dt < 3000, "rank %d took %.0f ms", rank, dt);
+    return 0;
+}
+
+START_TEST(finalize_while_others_in_a_call)
+{
+    cht_opts o = {.nranks = 3, .deadline_ms = 60000, .transport = _i ? "tcp" : "auto",
+                  .extra_env = "COHORT_TIMEOUT=30"};
+    cht_result r;
+    cht_run_ranks(&o, rank_early_finalize, NULL, &r);
+    cht_assert_all_ok(&r);
+    ck_assert_msg(r.elapsed_ms < 10000, "took %.0f ms", r.elapsed_ms);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("waits");
@@ -211,6 +254,7 @@ int main(void)
     tcase_add_test(tc, world_size_disagreement_fails_fast);
     tcase_add_test(tc, init_reports_missing_ranks);
     tcase_add_loop_test(tc, stall_reports_repeat_fresh, 0, 2);
+    tcase_add_loop_test(tc, finalize_while_others_in_a_call, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
