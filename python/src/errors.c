@@ -75,11 +75,74 @@ static int set_defaults(PyObject *e)
     return 0;
 }
 
-static int fill_detail(PyObject *e, cohort_group *g)
+static PyObject *str_or_none(const char *v)
 {
-    (void)e;
-    (void)g;
-    return 0;
+    if (!v || !*v)
+        Py_RETURN_NONE;
+    return PyUnicode_DecodeUTF8(v, (Py_ssize_t)strlen(v), "replace");
+}
+
+/* The structured fields, from cohort_error_info_get (the failure that
+ * poisoned g): call, seq, field, kind, values {rank: value}, culprits
+ * [ranks], sites {rank: (file, line)}, and file/line of the first culprit
+ * (else of this rank) for convenience. */
+static int fill_detail(PyObject *e, cohort_group *g, cohort_status st)
+{
+    if (!g || st == COHORT_ERR_INVALID)
+        return 0; /* argument errors are local: the group's failure is not theirs */
+    cohort_error_info *info = cohort_error_info_get(g);
+    if (!info)
+        return 0;
+    int rc = -1;
+    PyObject *values = PyDict_New(), *sites = PyDict_New(), *culprits = PyList_New(0);
+    if (!values || !sites || !culprits)
+        goto out;
+    for (int r = 0; r < info->nranks; r++) {
+        if (info->values && info->values[r]) {
+            PyObject *v = str_or_none(info->values[r]);
+            PyObject *k = PyLong_FromLong(r);
+            int bad = !v || !k || PyDict_SetItem(values, k, v) < 0;
+            Py_XDECREF(v), Py_XDECREF(k);
+            if (bad)
+                goto out;
+        }
+        if (info->files && info->files[r]) {
+            PyObject *v = Py_BuildValue("(si)", info->files[r], info->lines ? info->lines[r] : 0);
+            PyObject *k = PyLong_FromLong(r);
+            int bad = !v || !k || PyDict_SetItem(sites, k, v) < 0;
+            Py_XDECREF(v), Py_XDECREF(k);
+            if (bad)
+                goto out;
+        }
+    }
+    for (int i = 0; i < info->nculprits; i++) {
+        PyObject *k = PyLong_FromLong(info->culprits[i]);
+        if (!k || PyList_Append(culprits, k) < 0) {
+            Py_XDECREF(k);
+            goto out;
+        }
+        Py_DECREF(k);
+    }
+    if (set_obj(e, "call", str_or_none(info->call)) < 0 ||
+        set_obj(e, "seq", info->seq ? PyLong_FromUnsignedLongLong(info->seq)
+                                    : (Py_INCREF(Py_None), Py_None)) < 0 ||
+        set_obj(e, "field", str_or_none(info->field)) < 0 ||
+        set_obj(e, "kind", str_or_none(info->kind)) < 0 ||
+        PyObject_SetAttrString(e, "values", values) < 0 ||
+        PyObject_SetAttrString(e, "sites", sites) < 0 ||
+        PyObject_SetAttrString(e, "culprits", culprits) < 0)
+        goto out;
+    int who = info->nculprits ? info->culprits[0] : cohort_rank(g);
+    if (info->files && who >= 0 && who < info->nranks && info->files[who]) {
+        if (set_obj(e, "file", str_or_none(info->files[who])) < 0 ||
+            set_obj(e, "line", PyLong_FromLong(info->lines[who])) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    Py_XDECREF(values), Py_XDECREF(sites), Py_XDECREF(culprits);
+    cohort_error_info_free(info);
+    return rc;
 }
 
 PyObject *cpy_raise(cohort_status st, const char *msg, cohort_group *g)
@@ -98,7 +161,7 @@ PyObject *cpy_raise(cohort_status st, const char *msg, cohort_group *g)
     if (set_obj(e, "status", PyLong_FromLong((long)st)) < 0 ||
         set_str(e, "status_name", cohort_status_name(st)) < 0 ||
         PyObject_SetAttrString(e, "message", text) < 0 || set_defaults(e) < 0 ||
-        fill_detail(e, g) < 0) {
+        fill_detail(e, g, st) < 0) {
         Py_DECREF(text);
         Py_DECREF(e);
         return NULL;

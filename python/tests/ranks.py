@@ -324,25 +324,40 @@ def mismatch_call(g, count):
     return g.all_reduce(np.zeros(count, np.float32))  # MISMATCH-LINE
 
 
+def extra_call(g):
+    return g.barrier()  # EXTRA-LINE
+
+
 @case
-def contract(g):
-    """Rank 1 passes a different count: a ContractError on every rank."""
+def contract(g, how="count"):
+    """Rank 1 makes a different call: a ContractError on every rank, with
+    the same message and the same structured fields."""
+    import json
     g.barrier()
     try:
-        mismatch_call(g, 4 if g.rank == 1 else 8)
+        if how == "count":
+            mismatch_call(g, 4 if g.rank == 1 else 8)
+        elif how == "dtype":
+            g.all_reduce(np.zeros(8, np.float64 if g.rank == 1 else np.float32))
+        elif how == "extra":
+            if g.rank == 1:
+                extra_call(g)
+            for _ in range(3):
+                g.all_reduce(np.zeros(8, np.float32))
         raise AssertionError("mismatch not detected")
     except cohort.ContractError as e:
         assert isinstance(e, cohort.Error)
         assert e.status == 2 and e.status_name == "COHORT_ERR_CONTRACT"
         assert e.message == str(e)
         log("MSG", e.message)
-        for f in ("call", "seq", "field", "kind", "culprits", "values", "file", "line"):
-            log("FIELD", f, repr(getattr(e, f)))
+        log("FIELDS", json.dumps({f: getattr(e, f) for f in
+                                  ("call", "seq", "field", "kind", "culprits", "values", "sites",
+                                   "file", "line")}))
     try:
         g.barrier()
         raise AssertionError("a poisoned group accepted a call")
     except cohort.AbortedError as e:
-        log("AFTER", e.status_name)
+        log("AFTER", e.status_name, e.kind)
 
 
 @case
@@ -446,6 +461,7 @@ def peer_lost(g):
         raise AssertionError("peer loss not detected")
     except (cohort.PeerLostError, cohort.AbortedError) as e:
         log("LOST", type(e).__name__, e)
+        log("CULPRITS", e.culprits, e.kind)
 
 
 @case

@@ -1,4 +1,5 @@
 """Every binding, in real multi-process jobs under cohortrun (see conftest)."""
+import json
 import os
 import re
 import signal
@@ -38,18 +39,54 @@ def test_bad_buffers_refused_before_anything_moves(run_job):
                for l in refused), refused
 
 
-def test_contract_error_on_every_rank_names_python_call_site(run_job):
-    job = run_job(3, "contract")
+def source_line(marker):
     src = open(os.path.join(os.path.dirname(__file__), "ranks.py")).read().splitlines()
-    line = next(i + 1 for i, l in enumerate(src) if "# MISMATCH-LINE" in l)
-    msgs = {r: job.values(r, "MSG") for r in range(3)}
-    for r in range(3):
-        assert len(msgs[r]) == 1
-        assert msgs[r] == msgs[0], "the same message on every rank"
-        assert job.values(r, "AFTER") == ["COHORT_ERR_ABORTED"]
-    m = msgs[0][0]
+    return next(i + 1 for i, l in enumerate(src) if marker in l)
+
+
+def same_on_every_rank(job, n, key):
+    vals = {r: job.values(r, key) for r in range(n)}
+    for r in range(n):
+        assert len(vals[r]) == 1, job
+        assert vals[r] == vals[0], f"rank {r} differs: {vals}"
+    return vals[0][0]
+
+
+def test_contract_error_on_every_rank_names_python_call_site(run_job):
+    job = run_job(3, "contract", "count")
+    line = source_line("# MISMATCH-LINE")
+    m = same_on_every_rank(job, 3, "MSG")
     assert f"ranks.py:{line}" in m, m
     assert "count differs: ranks 0,2 have 8, rank 1 has 4" in m, m
+    f = json.loads(same_on_every_rank(job, 3, "FIELDS"))
+    assert f["call"] == "all_reduce" and f["field"] == "count" and f["kind"] == "mismatch", f
+    assert f["seq"] == 2 and f["culprits"] == [1], f
+    assert f["values"] == {"0": "8", "1": "4", "2": "8"}, f
+    assert f["file"].endswith("ranks.py") and f["line"] == line, f
+    assert all(v[1] == line for v in f["sites"].values()), f
+    for r in range(3):  # later calls: AbortedError carrying the cause's fields
+        assert job.values(r, "AFTER") == ["COHORT_ERR_ABORTED mismatch"]
+
+
+def test_contract_dtype_fields(run_job):
+    job = run_job(3, "contract", "dtype")
+    f = json.loads(same_on_every_rank(job, 3, "FIELDS"))
+    assert f["field"] == "dtype" and f["culprits"] == [1], f
+    assert f["values"] == {"0": "float32", "1": "float64", "2": "float32"}, f
+
+
+def test_contract_extra_call_fields(run_job):
+    job = run_job(3, "contract", "extra")
+    line = source_line("# EXTRA-LINE")
+    m = same_on_every_rank(job, 3, "MSG")
+    assert f"ranks.py:{line}" in m, m
+    f = json.loads(same_on_every_rank(job, 3, "FIELDS"))
+    # with one call of history the analysis cannot prove "extra": it reports
+    # the op that differs at that seq
+    assert f["kind"] in ("extra", "mismatch") and f["culprits"] == [1], f
+    assert f["kind"] == "extra" or f["field"] == "op", f
+    assert f["values"]["1"] == "barrier" and f["values"]["0"] == "all_reduce", f
+    assert f["sites"]["1"][1] == line, f
 
 
 def test_abort_reaches_every_rank(run_job):
@@ -85,6 +122,11 @@ def test_peer_lost(run_job):
         assert "OK peer_lost" in job.lines[r], job
         (v,) = job.values(r, "LOST")
         assert v.startswith("PeerLostError") or "rank 1" in v, v
+    # the rank that saw the loss itself names the culprit as data; a rank told
+    # by a peer's abort has the message only
+    culprits = [job.values(r, "CULPRITS") for r in (0, 2)]
+    assert all(c in (["[1] peer_lost"], ["[] None"]) for c in culprits), culprits
+    assert ["[1] peer_lost"] in culprits, culprits
 
 
 def test_store_of_the_job(run_job):

@@ -207,6 +207,46 @@ static void readers_done(cohort_group *g, const int *present, int npresent)
     coh_free(k), coh_free(kp), coh_free(kl);
 }
 
+/* The report as data (cohort_error_info_get): the first divergence, each
+ * rank's value and call site at that seq, the blamed ranks. */
+static void attach_detail(cohort_group *g, const coh_hist *hist, int n)
+{
+    coh_divergence dv;
+    unsigned char *odd = coh_calloc((size_t)n, 1);
+    coh_err_detail *d = odd ? coh_err_detail_new(n) : NULL;
+    if (!d || !coh_contract_diverge(hist, n, &dv, odd)) {
+        coh_free(odd);
+        coh_err_detail_free(d);
+        return;
+    }
+    static const char *const kinds[] = {"", "mismatch", "extra", "skipped", "shifted"};
+    d->status = COHORT_ERR_CONTRACT;
+    snprintf(d->kind, sizeof d->kind, "%s",
+             dv.kind >= 0 && dv.kind < (int)COH_ARRAY_LEN(kinds) ? kinds[dv.kind] : "");
+    d->seq = dv.seq;
+    if (dv.kind == COH_DIV_FIELD)
+        snprintf(d->field, sizeof d->field, "%s", coh_field_name(dv.field));
+    for (int r = 0; r < n; r++) {
+        for (int i = 0; hist[r].fp && i < hist[r].n; i++) {
+            const cohort_fingerprint *fp = &hist[r].fp[i];
+            if (fp->seq != dv.seq)
+                continue;
+            if (dv.kind == COH_DIV_FIELD)
+                coh_contract_fmt_value(dv.field, fp, d->values[r], sizeof d->values[r]);
+            else /* extra / skipped / shifted: which call each rank made there */
+                snprintf(d->values[r], sizeof d->values[r], "%s", coh_coll_name(fp->coll));
+            snprintf(d->files[r], sizeof d->files[r], "%s", fp->file ? fp->file : "");
+            d->lines[r] = fp->line;
+            if (r == dv.ref_rank || !d->call[0])
+                snprintf(d->call, sizeof d->call, "%s", coh_coll_name(fp->coll));
+            break;
+        }
+        d->culprit[r] = dv.has_majority && odd[r];
+    }
+    coh_free(odd);
+    coh_err_detail_attach(g, d, 1);
+}
+
 static void build_report(cohort_group *g)
 {
     if (!g->store) {
@@ -350,8 +390,10 @@ static void build_report(cohort_group *g)
             keep_local(g, "out of memory");
         } else {
             int found = coh_contract_analyze(hist, n, analysis, COH_ERRLEN);
-            if (found)
+            if (found) {
                 snprintf(final, COH_ERRLEN, "%s", analysis);
+                attach_detail(g, hist, n);
+            }
             else {
                 /* The collectives agree (a send/recv mismatch, or a header
                  * from another group/generation): the first-hand message of

@@ -107,8 +107,16 @@ cohort_status coh_group_peer_lost(cohort_group *g, int peer, const char *how)
                            ? g->hosts[g->peers[peer].host]
                            : "?";
     int pid = (g->peers && peer >= 0 && peer < g->size) ? g->peers[peer].pid : 0;
-    return coh_group_fail(g, COHORT_ERR_PEER_LOST, "rank %d (host %s, pid %d) lost: %s", peer,
-                          host, pid, how);
+    cohort_status st = coh_group_fail(g, COHORT_ERR_PEER_LOST,
+                                      "rank %d (host %s, pid %d) lost: %s", peer, host, pid, how);
+    coh_err_detail *d = peer >= 0 && peer < g->size ? coh_err_detail_new(g->size) : NULL;
+    if (d) {
+        d->status = COHORT_ERR_PEER_LOST;
+        snprintf(d->kind, sizeof d->kind, "peer_lost");
+        d->culprit[peer] = 1;
+        coh_err_detail_attach(g, d, 0);
+    }
+    return st;
 }
 
 /* ---- waits ---- */

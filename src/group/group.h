@@ -46,6 +46,28 @@ typedef enum coh_coll {
 
 const char *coh_coll_name(int coll); /* "all_reduce" */
 
+/* ---- structured error detail (errinfo.c): the data behind g->err's
+ * message, for cohort_error_info_get ---- */
+typedef struct coh_err_detail {
+    cohort_status status;
+    char kind[16];
+    char call[32];
+    uint64_t seq;
+    char field[16];
+    int n;                  /* per-rank entries (0: none) */
+    char (*values)[64];     /* "" unknown */
+    char (*files)[256];     /* "" unknown */
+    int *lines;
+    unsigned char *culprit;
+} coh_err_detail;
+/* A zeroed detail with n per-rank entries; NULL on OOM. */
+coh_err_detail *coh_err_detail_new(int n);
+void coh_err_detail_free(coh_err_detail *d);
+/* Attaches d (ownership passes) as the detail of g's first failure when
+ * that failure has status d->status; replace: also over an earlier detail
+ * (the global contract report over the local view). Else frees d. */
+void coh_err_detail_attach(cohort_group *g, coh_err_detail *d, int replace);
+
 /* One call's contract plus its buffers: the fingerprint is fields seq..line. */
 typedef struct coh_call {
     uint64_t seq;       /* group collective seq (1-based), or per-pair p2p seq */
@@ -120,6 +142,7 @@ struct cohort_group {
     pthread_mutex_t err_mu;
     coh_err err;               /* first failure; later calls report it */
     coh_err last;              /* last error returned to the user */
+    struct coh_err_detail *detail; /* structured form of err (errinfo.c), under err_mu */
     _Atomic int err_reported;  /* the user has been given the first error */
     _Atomic int contract_state; /* src/contract: COH_CSTATE_* bits (zero-initialised) */
 

@@ -102,6 +102,7 @@ void coh_group_free(cohort_group *g)
     coh_free(g->hosts);
     coh_free(g->local_ranks);
     coh_free(g->leaders);
+    coh_err_detail_free(g->detail);
     pthread_mutex_destroy(&g->err_mu);
     coh_free(g);
 }

@@ -1047,9 +1047,12 @@ static int body_reserve(conn *c, size_t want)
 
 /* Work one connection may do per loop iteration before the others get
  * their turn: a pipeline of 10000 requests (or 40 APPENDs) runs over
- * several iterations, interleaved with every other client's. */
+ * several iterations, interleaved with every other client's. The time
+ * bound covers requests whose cost is not their size (a MULTI_GET of many
+ * keys, a LIST, a copy of a large value). */
 #define FRAMES_PER_TURN 64
 #define BYTES_PER_TURN (1u << 20)
+#define NS_PER_TURN (2u * 1000 * 1000)
 
 /* Consumes up to n bytes of input, handling complete frames in place;
  * returns how many were consumed. It stops early (the rest is the caller's
@@ -1062,6 +1065,7 @@ static size_t conn_feed(conn *c, const uint8_t *p, size_t n)
     const uint8_t *p0 = p;
     unsigned frames = 0;
     size_t work = 0;
+    uint64_t t0 = coh_now_ns();
     while (n && !c->closed && !c->closing) {
         if (c->skip) {
             size_t k = (size_t)COH_MIN((uint64_t)n, c->skip);
@@ -1087,7 +1091,8 @@ static size_t conn_feed(conn *c, const uint8_t *p, size_t n)
             continue;
         }
         if (!c->hdr_have &&
-            (frames >= FRAMES_PER_TURN || work >= BYTES_PER_TURN || conn_backlogged(c)))
+            (frames >= FRAMES_PER_TURN || work >= BYTES_PER_TURN || conn_backlogged(c) ||
+             (frames && coh_now_ns() - t0 >= NS_PER_TURN)))
             break; /* the next frame waits for a later turn */
         const uint8_t *hb;
         if (c->hdr_have || n < COH_PROTO_HDR) {

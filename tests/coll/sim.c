@@ -499,6 +499,7 @@ void sim_destroy(sim_world *w)
             }
     for (int r = 0; r < w->n; r++) {
         cohort_group *g = w->g[r];
+        coh_err_detail_free(g->detail); /* cohort_error_info's data */
         pthread_mutex_destroy(&g->err_mu);
         free(g->peers);
         free(g->hosts);
