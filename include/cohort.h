@@ -109,6 +109,36 @@ uint32_t cohort_generation(const cohort_group *g);
  * With g == NULL: the last group-less failure on this thread. */
 const char *cohort_last_error(const cohort_group *g);
 
+/* The structured form of the failure that poisoned g (since 0.2): what
+ * the message of cohort_last_error(g) names, as data, for bindings and
+ * tools that should not parse text. NULL when g has not failed, or failed
+ * in a way that has no structured form (only the message has the detail).
+ * One allocation: free it with cohort_error_info_free(). Safe from any
+ * thread; a contract report that completes later replaces the first
+ * rank-local view (call it again after the failing call returned). */
+typedef struct cohort_error_info {
+    cohort_status status;      /* of the first failure (COHORT_ERR_CONTRACT, ...) */
+    const char *kind;          /* "mismatch": ranks made different calls; "extra" / "skipped":
+                                * the culprits made an extra call / skipped one at seq;
+                                * "shifted": a call out of step, direction unprovable;
+                                * "local": one rank's view (this rank and one peer);
+                                * "peer_lost": the culprit died or its connection closed */
+    const char *call;          /* "all_reduce"; "" if none */
+    uint64_t seq;              /* the call's sequence number; 0 if none */
+    const char *field;         /* "count", "dtype", "op", "redop", "root", "peer", "tag", "seq",
+                                * ...; "" if none */
+    int nranks;                /* entries in the per-rank arrays (the group size); 0 if none */
+    const char *const *values; /* values[r]: rank r's value of field ("1024", "float32",
+                                * "all_reduce"); NULL where unknown */
+    const char *const *files;  /* files[r], lines[r]: rank r's call site; NULL / 0 where unknown */
+    const int *lines;
+    int nculprits;
+    const int *culprits;       /* the ranks the report blames, ascending (none on a tie) */
+} cohort_error_info;
+
+cohort_error_info *cohort_error_info_get(const cohort_group *g);
+void cohort_error_info_free(cohort_error_info *info);
+
 /* Poisons the group: every waiter (any thread) and every later call returns
  * COHORT_ERR_ABORTED with this reason; peers are told through the store and
  * the data connections. */

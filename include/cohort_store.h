@@ -39,7 +39,7 @@ typedef struct cohort_store_server_opts {
     size_t max_key;         /* 0: 4 KiB */
     size_t max_value;       /* 0: 64 MiB */
     int max_clients;        /* 0: 65536 */
-    size_t max_memory;      /* 0: 1 GiB across all keys of all jobs */
+    size_t max_memory;      /* 0: 1 GiB: everything, all jobs */
     /* A connection that holds half a frame this long without sending a byte
      * is closed. 0: 10000 ms. (since 0.1) */
     int frame_timeout_ms;
@@ -51,6 +51,14 @@ typedef struct cohort_store_server_opts {
      * had 250 ms to authenticate is closed to make room; authenticated
      * clients are never closed for room. 0: 1024. (since 0.2) */
     int max_unauth;
+    /* Memory of one job: its keys, values, waiters, barriers, and what its
+     * connections hold (request bodies as they arrive, reply bytes queued).
+     * 0: max_memory / n_jobs, so no job can take another's share. (since 0.2) */
+    size_t max_job_memory;
+    /* What one connection may hold: the request body arriving, input not yet
+     * handled, reply bytes queued. 0: the largest request frame + 8 MiB.
+     * (since 0.2) */
+    size_t max_conn_memory;
 } cohort_store_server_opts;
 
 /* Starts the server on its own thread; returns once it listens. */

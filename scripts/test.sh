@@ -15,6 +15,9 @@ run() { # build-dir, cmake args..., then ctest
 run build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 # Timing guards (label bench) are measurements: `ctest -L bench` runs them.
 (cd build && ctest --output-on-failure -j"$jobs" --timeout 600 -LE bench "${@}")
+# The Python package (python/): pip install ./python and its pytest suite,
+# for each python3 of the machine (scripts/test-python.sh).
+scripts/test-python.sh
 # Users build with -O3 too: inlining there brings warnings (-Werror) of its
 # own, so the library and tools must build clean in Release as well.
 echo "== cohort: Release (-O3) build of the library and tools"

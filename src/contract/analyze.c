@@ -466,6 +466,27 @@ static int report_field(sb *s, const call_view *v)
         return 0;
     }
 
+    /* Odd ranks that are all in cohort_finalize left the group: say so
+     * instead of pointing at a call site inside cohort. */
+    {
+        int nfin = 0, nodd = 0;
+        for (int i = 0; i < n; i++)
+            if (v->m[i].cls != v->ref_cls) {
+                nodd++;
+                if (v->m[i].fp->coll == COH_COLL_FINALIZE)
+                    ranks[nfin++] = v->m[i].rank;
+            }
+        if (nodd && nfin == nodd) {
+            qsort(ranks, (size_t)nfin, sizeof *ranks, rank_cmp);
+            sb_printf(s, " - ");
+            sb_ranks(s, ranks, nfin);
+            sb_printf(s, " left the group (called cohort_finalize) instead of making this call; "
+                         "finalize is collective: every rank makes the same calls before it");
+            coh_free(ranks), coh_free(g), coh_free(idx);
+            return 0;
+        }
+    }
+
     /* Where to look: the odd ranks, grouped by class and call site. */
     int nodd_groups = 0, any_other_site = 0;
     int *tmp = ranks + n;

@@ -117,6 +117,28 @@ cohort_status coh_contract_mismatch(cohort_group *g, const coh_call *call, int p
     }
 
     coh_group_fail(g, COHORT_ERR_CONTRACT, "%s", msg);
+    /* The same, as data (cohort_error_info_get): this rank's view until the
+     * global report replaces it. */
+    coh_err_detail *d = coh_err_detail_new(g->size);
+    if (d) {
+        d->status = COHORT_ERR_CONTRACT;
+        snprintf(d->kind, sizeof d->kind, "local");
+        snprintf(d->call, sizeof d->call, "%s", op);
+        d->seq = exp->seq;
+        snprintf(d->field, sizeof d->field, "%s",
+                 field == COH_FIELD_NONE                ? ""
+                 : field == COH_FIELD_ROOT && p2p       ? "peer"
+                                                        : coh_field_name(field));
+        if (field != COH_FIELD_NONE && field != COH_FIELD_STEP && peer >= 0 && peer < g->size) {
+            coh_contract_fmt_value(field, &ef, d->values[g->rank], sizeof d->values[0]);
+            coh_contract_fmt_value(field, &gf, d->values[peer], sizeof d->values[0]);
+        }
+        if (call && call->file) {
+            snprintf(d->files[g->rank], sizeof d->files[0], "%s", call->file);
+            d->lines[g->rank] = call->line;
+        }
+        coh_err_detail_attach(g, d, 0);
+    }
     /* Was this the group's first failure? Then this rank saw the mismatch
      * itself, and its message is evidence for the global report. */
     pthread_mutex_lock(&g->err_mu);

@@ -20,6 +20,7 @@ static const char *const coll_names[COH_COLL_KIND_COUNT] = {
     [COH_COLL_SEND] = "send",
     [COH_COLL_RECV] = "recv",
     [COH_COLL_INTERNAL] = "internal",
+    [COH_COLL_FINALIZE] = "finalize",
 };
 
 const char *coh_coll_name(int coll)

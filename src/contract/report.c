@@ -171,6 +171,7 @@ static void keep_local(cohort_group *g, const char *why)
     snprintf(tail, sizeof tail, " (no global report: %.560s)", why);
     join_fit(msg, sizeof msg, head, tail);
     set_msg(g, msg);
+    coh_error("group %u: %s: %s", g->id, cohort_status_name(COHORT_ERR_CONTRACT), msg);
 }
 
 /* 1 if this process hosts the job's store (the embedded server of world
@@ -205,6 +206,46 @@ static void readers_done(cohort_group *g, const int *present, int npresent)
         coh_debug("contract report: store host waiting for readers: %s", cohort_status_name(st));
     }
     coh_free(k), coh_free(kp), coh_free(kl);
+}
+
+/* The report as data (cohort_error_info_get): the first divergence, each
+ * rank's value and call site at that seq, the blamed ranks. */
+static void attach_detail(cohort_group *g, const coh_hist *hist, int n)
+{
+    coh_divergence dv;
+    unsigned char *odd = coh_calloc((size_t)n, 1);
+    coh_err_detail *d = odd ? coh_err_detail_new(n) : NULL;
+    if (!d || !coh_contract_diverge(hist, n, &dv, odd)) {
+        coh_free(odd);
+        coh_err_detail_free(d);
+        return;
+    }
+    static const char *const kinds[] = {"", "mismatch", "extra", "skipped", "shifted"};
+    d->status = COHORT_ERR_CONTRACT;
+    snprintf(d->kind, sizeof d->kind, "%s",
+             dv.kind >= 0 && dv.kind < (int)COH_ARRAY_LEN(kinds) ? kinds[dv.kind] : "");
+    d->seq = dv.seq;
+    if (dv.kind == COH_DIV_FIELD)
+        snprintf(d->field, sizeof d->field, "%s", coh_field_name(dv.field));
+    for (int r = 0; r < n; r++) {
+        for (int i = 0; hist[r].fp && i < hist[r].n; i++) {
+            const cohort_fingerprint *fp = &hist[r].fp[i];
+            if (fp->seq != dv.seq)
+                continue;
+            if (dv.kind == COH_DIV_FIELD)
+                coh_contract_fmt_value(dv.field, fp, d->values[r], sizeof d->values[r]);
+            else /* extra / skipped / shifted: which call each rank made there */
+                snprintf(d->values[r], sizeof d->values[r], "%s", coh_coll_name(fp->coll));
+            snprintf(d->files[r], sizeof d->files[r], "%s", fp->file ? fp->file : "");
+            d->lines[r] = fp->line;
+            if (r == dv.ref_rank || !d->call[0])
+                snprintf(d->call, sizeof d->call, "%s", coh_coll_name(fp->coll));
+            break;
+        }
+        d->culprit[r] = dv.has_majority && odd[r];
+    }
+    coh_free(odd);
+    coh_err_detail_attach(g, d, 1);
 }
 
 static void build_report(cohort_group *g)
@@ -350,8 +391,10 @@ static void build_report(cohort_group *g)
             keep_local(g, "out of memory");
         } else {
             int found = coh_contract_analyze(hist, n, analysis, COH_ERRLEN);
-            if (found)
+            if (found) {
                 snprintf(final, COH_ERRLEN, "%s", analysis);
+                attach_detail(g, hist, n);
+            }
             else {
                 /* The collectives agree (a send/recv mismatch, or a header
                  * from another group/generation): the first-hand message of
@@ -369,7 +412,12 @@ static void build_report(cohort_group *g)
                 join_fit(final, COH_ERRLEN, head, tail);
             }
             set_msg(g, final);
-            coh_warn("group %u: contract report: %s", g->id, final);
+            /* The one line a contract failure logs on each rank; the dump
+             * is rewritten with it (the first one, written when the
+             * failure was seen, had only the first-hand message). */
+            coh_error("group %u: %s: %s", g->id, cohort_status_name(COHORT_ERR_CONTRACT), final);
+            if (g->trace)
+                coh_trace_dump(g, NULL, final);
         }
         coh_free(analysis), coh_free(final);
     }

@@ -66,7 +66,10 @@ cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt,
     va_end(ap);
     if (!poison(g, st, msg, !coh_group_background_thread))
         return st;
-    coh_error("group %u: %s: %s", g->id, cohort_status_name(st), msg);
+    if (st == COHORT_ERR_CONTRACT)
+        coh_debug("group %u: %s: %s", g->id, cohort_status_name(st), msg); /* the report logs */
+    else
+        coh_error("group %u: %s: %s", g->id, cohort_status_name(st), msg);
     /* Tell the peers through channels that do not depend on the failed data
      * path: the shared segment's abort word, abort frames, and the store. */
     if (g->shm)
@@ -89,16 +92,46 @@ int coh_group_claim_report(cohort_group *g)
     return 1;
 }
 
+/* A peer's message seen from here: its "this rank (2)" is "rank 2" on
+ * every other rank (a dump or error saying "this rank (2)" on rank 1
+ * would put rank 2's values in rank 1's mouth). */
+static void peer_view(const char *in, char *out, size_t len)
+{
+    size_t o = 0;
+    while (*in && o + 1 < len) {
+        int r;
+        char close;
+        if (!strncmp(in, "this rank (", 11) && sscanf(in + 11, "%d%c", &r, &close) == 2 &&
+            close == ')') {
+            int w = snprintf(out + o, len - o, "rank %d", r);
+            if (w < 0 || (size_t)w >= len - o)
+                break;
+            o += (size_t)w;
+            in = strchr(in + 11, ')') + 1;
+            continue;
+        }
+        out[o++] = *in++;
+    }
+    out[o] = 0;
+}
+
 void coh_group_remote_abort(cohort_group *g, cohort_status st, const char *reason)
 {
-    if (!poison(g, st, reason, !coh_group_background_thread))
+    char msg[COH_ERRLEN];
+    peer_view(reason, msg, sizeof msg);
+    if (!poison(g, st, msg, !coh_group_background_thread))
         return;
-    coh_warn("group %u aborted by a peer: %s: %s", g->id, cohort_status_name(st), reason);
+    /* A contract failure is logged once per rank, by its report
+     * (contract/report.c); the first-hand line is for debugging. */
+    if (st == COHORT_ERR_CONTRACT)
+        coh_debug("group %u aborted by a peer: %s: %s", g->id, cohort_status_name(st), msg);
+    else
+        coh_warn("group %u aborted by a peer: %s: %s", g->id, cohort_status_name(st), msg);
     if (g->shm)
-        coh_shm_abort(g->shm, st, reason);
+        coh_shm_abort(g->shm, st, msg);
     wake_all(g);
     if (g->trace)
-        coh_trace_dump(g, NULL, reason);
+        coh_trace_dump(g, NULL, msg);
 }
 
 cohort_status coh_group_peer_lost(cohort_group *g, int peer, const char *how)
@@ -107,8 +140,16 @@ cohort_status coh_group_peer_lost(cohort_group *g, int peer, const char *how)
                            ? g->hosts[g->peers[peer].host]
                            : "?";
     int pid = (g->peers && peer >= 0 && peer < g->size) ? g->peers[peer].pid : 0;
-    return coh_group_fail(g, COHORT_ERR_PEER_LOST, "rank %d (host %s, pid %d) lost: %s", peer,
-                          host, pid, how);
+    cohort_status st = coh_group_fail(g, COHORT_ERR_PEER_LOST,
+                                      "rank %d (host %s, pid %d) lost: %s", peer, host, pid, how);
+    coh_err_detail *d = peer >= 0 && peer < g->size ? coh_err_detail_new(g->size) : NULL;
+    if (d) {
+        d->status = COHORT_ERR_PEER_LOST;
+        snprintf(d->kind, sizeof d->kind, "peer_lost");
+        d->culprit[peer] = 1;
+        coh_err_detail_attach(g, d, 0);
+    }
+    return st;
 }
 
 /* ---- waits ---- */
@@ -147,18 +188,40 @@ cohort_status coh_wait_check(coh_wait *w)
         if (st != COHORT_OK)
             return st;
     }
-    if (now >= w->stall_ns && !w->stalled) {
-        w->stalled = 1;
+    if (now >= w->stall_ns && now < w->deadline_ns) {
+        /* Repeated every stall_warn_ms while the call waits, each with fresh
+         * numbers, so the log says how long it has been stuck now. */
+        w->stalled++;
         coh_monitor_stall_report(g, w, w->report, sizeof w->report);
+        w->report_ns = coh_now_ns();
+        w->stall_ns = w->report_ns + (uint64_t)COH_MAX(g->stall_warn_ms, 1) * 1000000ull;
         coh_warn("%s", w->report);
     }
     if (now >= w->deadline_ns) {
-        /* The report taken while every rank was still stuck is the useful
-         * one: by the deadline, peers may have timed out and left. */
-        if (!w->stalled)
+        if (!w->stalled) {
             coh_monitor_stall_report(g, w, w->report, sizeof w->report);
-        return coh_group_fail(g, COHORT_ERR_TIMEOUT, "timed out after %d ms: %s", g->timeout_ms,
-                              w->report);
+            w->report_ns = coh_now_ns();
+        }
+        /* The peers' state comes from the last report, taken while every
+         * rank was still stuck (by the deadline peers may have timed out
+         * and left): the header is rewritten with the time waited now, and
+         * the peers' part says when it was seen. */
+        char head[256];
+        const coh_call *c = w->call;
+        double waited = (double)(coh_now_ns() - w->start_ns) / 1e9;
+        double seen = (double)(w->report_ns - w->start_ns) / 1e9;
+        if (c)
+            snprintf(head, sizeof head, "stall: %s #%llu (%s:%d) on rank %d has waited %.1f s",
+                     coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line, g->rank,
+                     waited);
+        else
+            snprintf(head, sizeof head, "stall on rank %d after %.1f s", g->rank, waited);
+        const char *peers = strstr(w->report, "; ");
+        char when[64] = "";
+        if (peers && waited - seen >= 0.5)
+            snprintf(when, sizeof when, "; as of %.1f s", seen);
+        return coh_group_fail(g, COHORT_ERR_TIMEOUT, "timed out after %d ms: %s%s%s", g->timeout_ms,
+                              head, when, peers ? peers : "");
     }
     return COHORT_OK;
 }

@@ -39,10 +39,34 @@ typedef enum coh_coll {
     COH_COLL_SEND = 10,
     COH_COLL_RECV = 11,
     COH_COLL_INTERNAL = 12, /* group-internal traffic (split, debug=sync) */
+    COH_COLL_FINALIZE = 13, /* cohort_finalize: published so that peers still
+                             * in a call learn this rank left instead */
     COH_COLL_KIND_COUNT
 } coh_coll;
 
 const char *coh_coll_name(int coll); /* "all_reduce" */
+
+/* ---- structured error detail (errinfo.c): the data behind g->err's
+ * message, for cohort_error_info_get ---- */
+typedef struct coh_err_detail {
+    cohort_status status;
+    char kind[16];
+    char call[32];
+    uint64_t seq;
+    char field[16];
+    int n;                  /* per-rank entries (0: none) */
+    char (*values)[64];     /* "" unknown */
+    char (*files)[256];     /* "" unknown */
+    int *lines;
+    unsigned char *culprit;
+} coh_err_detail;
+/* A zeroed detail with n per-rank entries; NULL on OOM. */
+coh_err_detail *coh_err_detail_new(int n);
+void coh_err_detail_free(coh_err_detail *d);
+/* Attaches d (ownership passes) as the detail of g's first failure when
+ * that failure has status d->status; replace: also over an earlier detail
+ * (the global contract report over the local view). Else frees d. */
+void coh_err_detail_attach(cohort_group *g, coh_err_detail *d, int replace);
 
 /* One call's contract plus its buffers: the fingerprint is fields seq..line. */
 typedef struct coh_call {
@@ -118,6 +142,7 @@ struct cohort_group {
     pthread_mutex_t err_mu;
     coh_err err;               /* first failure; later calls report it */
     coh_err last;              /* last error returned to the user */
+    struct coh_err_detail *detail; /* structured form of err (errinfo.c), under err_mu */
     _Atomic int err_reported;  /* the user has been given the first error */
     _Atomic int contract_state; /* src/contract: COH_CSTATE_* bits (zero-initialised) */
 
@@ -187,14 +212,15 @@ static inline int coh_group_poisoned(const cohort_group *g)
  * coh_wait_check() is cheap; call it at least every COH_WAIT_SLICE_MS while
  * blocked. It returns COHORT_OK to keep waiting, or the status to fail with
  * (after recording it through coh_group_fail): ABORTED when poisoned,
- * TIMEOUT past the deadline (with the stall report), and it emits the one
- * stall report at stall_warn_ms. `what` names the awaited peer(s). */
+ * TIMEOUT past the deadline (with the stall report), and it emits a stall
+ * report every stall_warn_ms, each with fresh numbers. */
 #define COH_WAIT_SLICE_MS 50
 typedef struct coh_wait {
     cohort_group *g;
     const coh_call *call;
     uint64_t start_ns, deadline_ns, stall_ns, probe_ns;
     int stalled, probed;
+    uint64_t report_ns;     /* when report was taken */
     const int *waiting_for; /* group ranks awaited, may be NULL */
     int n_waiting_for;
     char report[COH_ERRLEN]; /* the stall report, reused by the timeout error */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
+#include "contract/contract.h"
 #include "engine/engine.h"
 #include "group/group_internal.h"
 #include "group/monitor.h"
@@ -101,6 +102,7 @@ void coh_group_free(cohort_group *g)
     coh_free(g->hosts);
     coh_free(g->local_ranks);
     coh_free(g->leaders);
+    coh_err_detail_free(g->detail);
     pthread_mutex_destroy(&g->err_mu);
     coh_free(g);
 }
@@ -129,6 +131,185 @@ static void missing_ranks(cohort_group *g, const char *what, char *out, size_t o
     if (!n)
         snprintf(out, outlen, "none (store error)");
     coh_free(miss);
+}
+
+/* The records present now ("rank/<r>" keys): the ranks that joined, and
+ * the world size each announced. Returns the count, or -1. */
+static int present_records(cohort_group *g, int *ranks, int *sizes)
+{
+    char **keys = NULL;
+    size_t *kls = NULL;
+    int nk = 0, np = 0;
+    if (cohort_store_list(g->store, "rank/", &keys, &kls, &nk) != COHORT_OK)
+        return -1;
+    const void **kp = coh_calloc((size_t)nk + 1, sizeof *kp);
+    void **vals = coh_calloc((size_t)nk + 1, sizeof *vals);
+    size_t *vl = coh_calloc((size_t)nk + 1, sizeof *vl);
+    int *rk = coh_calloc((size_t)nk + 1, sizeof *rk);
+    int m = 0;
+    if (kp && vals && vl && rk) {
+        for (int i = 0; i < nk; i++) {
+            int r;
+            char tail;
+            if (sscanf(keys[i], "rank/%d%c", &r, &tail) != 1 || r < 0 || r >= g->size)
+                continue; /* a rank beyond this rank's world: reported by its size */
+            kp[m] = keys[i];
+            rk[m++] = r;
+        }
+        for (int i = 0; i < m; i++)
+            vl[i] = strlen(kp[i]);
+        /* vl doubles as key lengths for the request, then holds value lengths */
+        size_t *klen = coh_calloc((size_t)m + 1, sizeof *klen);
+        if (klen) {
+            memcpy(klen, vl, sizeof *klen * (size_t)m);
+            if (cohort_store_multi_get(g->store, kp, klen, m, vals, vl, 1000) == COHORT_OK) {
+                for (int i = 0; i < m; i++) {
+                    char buf[32];
+                    size_t l = COH_MIN(vl[i], sizeof buf - 1);
+                    memcpy(buf, vals[i], l);
+                    buf[l] = 0;
+                    ranks[np] = rk[i];
+                    sizes[np++] = atoi(buf);
+                }
+            } else {
+                np = -1;
+            }
+            coh_free(klen);
+        } else {
+            np = -1;
+        }
+        for (int i = 0; i < m; i++)
+            free(vals[i]);
+    } else {
+        np = -1;
+    }
+    /* Ranks this rank's world does not have: their records still count
+     * for the size check (a rank 5 in a world of 4 says WORLD_SIZE differs). */
+    for (int i = 0; i < nk; i++) {
+        int r;
+        if (np >= 0 && sscanf(keys[i], "rank/%d", &r) == 1 && r >= g->size && np < 2 * g->size) {
+            ranks[np] = r;
+            sizes[np++] = -1; /* size unknown here; r itself is out of this world */
+        }
+        free(keys[i]);
+    }
+    free(keys);
+    free(kls);
+    coh_free(kp), coh_free(vals), coh_free(vl), coh_free(rk);
+    return np;
+}
+
+/* Waits for every rank's record. While waiting it reports progress (which
+ * ranks are missing, every 10 s after the first 5, on the lowest rank
+ * present) and fails fast when the records present already show that the
+ * ranks disagree on the world size. */
+static cohort_status wait_records(cohort_group *g, const void **kp, size_t *kl, int n,
+                                  void **vals, size_t *vl)
+{
+    uint64_t start = coh_now_ns();
+    uint64_t dl = coh_deadline_ns(g->timeout_ms);
+    uint64_t next_report = start + 5000000000ull;
+    int *ranks = coh_calloc(2 * (size_t)n + 1, sizeof *ranks);
+    int *sizes = coh_calloc(2 * (size_t)n + 1, sizeof *sizes);
+    char *seen = coh_calloc((size_t)n + 1, 1);
+    cohort_status st;
+    for (;;) {
+        int left = coh_ms_left(dl);
+        st = cohort_store_multi_get(g->store, kp, kl, n, vals, vl, COH_MIN(left, 1000));
+        if (st != COHORT_ERR_TIMEOUT || coh_ms_left(dl) == 0 || !ranks || !sizes || !seen)
+            break;
+        for (int r = 0; r < n; r++) {
+            free(vals[r]);
+            vals[r] = NULL;
+        }
+        int np = present_records(g, ranks, sizes);
+        if (np < 0)
+            continue;
+        /* Disagreement on the world size, visible in the records already. */
+        int bad = 0;
+        for (int i = 0; i < np; i++)
+            bad |= sizes[i] != g->size;
+        if (bad) {
+            /* Grouped by value, ranks ascending: "this rank (2) has 4;
+             * ranks 0-1 have 3". Size -1: a rank outside this world. */
+            for (int i = 1; i < np; i++)
+                for (int j = i; j > 0 && (sizes[j - 1] > sizes[j] ||
+                                          (sizes[j - 1] == sizes[j] && ranks[j - 1] > ranks[j]));
+                     j--) {
+                    int t = sizes[j], u = ranks[j];
+                    sizes[j] = sizes[j - 1], ranks[j] = ranks[j - 1];
+                    sizes[j - 1] = t, ranks[j - 1] = u;
+                }
+            char desc[512] = "", list[256];
+            size_t dp = 0;
+            int *grp = coh_calloc((size_t)np + 1, sizeof *grp);
+            for (int i = 0; grp && i < np;) {
+                int j = i, k = 0;
+                while (j < np && sizes[j] == sizes[i]) {
+                    if (ranks[j] != g->rank)
+                        grp[k++] = ranks[j];
+                    j++;
+                }
+                coh_fmt_ranks(list, sizeof list, grp, k);
+                if (k && dp < sizeof desc) {
+                    if (sizes[i] < 0)
+                        dp += (size_t)snprintf(desc + dp, sizeof desc - dp,
+                                               "; rank%s %s exist%s (beyond a world of %d)",
+                                               k > 1 ? "s" : "", list, k > 1 ? "" : "s", g->size);
+                    else if (sizes[i] == g->size)
+                        dp += (size_t)snprintf(desc + dp, sizeof desc - dp, ", as %s rank%s %s",
+                                               k > 1 ? "do" : "does", k > 1 ? "s" : "", list);
+                    else
+                        dp += (size_t)snprintf(desc + dp, sizeof desc - dp, "; rank%s %s ha%s %d",
+                                               k > 1 ? "s" : "", list, k > 1 ? "ve" : "s",
+                                               sizes[i]);
+                }
+                i = j;
+            }
+            coh_free(grp);
+            /* "as do" goes right after this rank's own value */
+            char *as = strstr(desc, ", as ");
+            char head[160];
+            snprintf(head, sizeof head, "this rank (%d) has %d", g->rank, g->size);
+            char mine[256] = "";
+            if (as) {
+                char *end = strstr(as + 1, "; ");
+                size_t l = end ? (size_t)(end - as) : strlen(as);
+                snprintf(mine, sizeof mine, "%.*s", (int)l, as);
+                memmove(as, as + l, strlen(as + l) + 1);
+            }
+            st = coh_err_set(&g->err, COHORT_ERR_INVALID,
+                             "rendezvous of group %u (generation %u): the ranks disagree on the "
+                             "world size (WORLD_SIZE): %s%s%s",
+                             g->id, g->generation, head, mine, desc);
+            break;
+        }
+        uint64_t now = coh_now_ns();
+        if (now >= next_report) {
+            next_report = now + 10000000000ull;
+            memset(seen, 0, (size_t)n);
+            int lowest = n;
+            for (int i = 0; i < np; i++)
+                if (ranks[i] < n) {
+                    seen[ranks[i]] = 1;
+                    lowest = COH_MIN(lowest, ranks[i]);
+                }
+            int nm = 0;
+            for (int r = 0; r < n; r++)
+                if (!seen[r])
+                    ranks[nm++] = r;
+            if (nm && lowest == g->rank) {
+                char miss[256];
+                coh_fmt_ranks(miss, sizeof miss, ranks, nm);
+                coh_warn("group %u (generation %u): waiting for rank%s %s to join (%d of %d "
+                         "joined), %.0f s of %.0f s",
+                         g->id, g->generation, nm > 1 ? "s" : "", miss, n - nm, n,
+                         (double)(now - start) / 1e9, g->timeout_ms / 1e3);
+            }
+        }
+    }
+    coh_free(ranks), coh_free(sizes), coh_free(seen);
+    return st;
 }
 
 cohort_status coh_group_rendezvous(cohort_group *g)
@@ -184,7 +365,7 @@ cohort_status coh_group_rendezvous(cohort_group *g)
         kp[r] = keys[r];
         kl[r] = strlen(keys[r]);
     }
-    st = cohort_store_multi_get(g->store, kp, kl, n, vals, vl, g->timeout_ms);
+    st = wait_records(g, kp, kl, n, vals, vl);
     if (st == COHORT_ERR_TIMEOUT) {
         char miss[256];
         missing_ranks(g, "rank", miss, sizeof miss);
@@ -194,6 +375,8 @@ cohort_status coh_group_rendezvous(cohort_group *g)
                          g->id, g->generation, g->timeout_ms, miss, g->size);
         goto out;
     }
+    if (st == COHORT_ERR_INVALID)
+        goto out; /* the world sizes disagree: wait_records said how */
     if (st != COHORT_OK) {
         st = coh_err_set(&g->err, st, "rendezvous: store: %s", cohort_store_last_error(g->store));
         goto out;
@@ -218,9 +401,9 @@ cohort_status coh_group_rendezvous(cohort_group *g)
         }
         if (size != g->size) {
             st = coh_err_set(&g->err, COHORT_ERR_INVALID,
-                             "rendezvous: rank %d has world size %d but rank %d has %d (WORLD_SIZE "
-                             "differs between ranks)",
-                             r, size, g->rank, g->size);
+                             "rendezvous of group %u (generation %u): the ranks disagree on the "
+                             "world size (WORLD_SIZE): this rank (%d) has %d; rank %d has %d",
+                             g->id, g->generation, g->rank, g->size, r, size);
             goto out;
         }
         g->peers[r].pid = pid;
@@ -448,14 +631,43 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
  * returns a failure nobody has told this rank about yet. Bounded by
  * COHORT_TIMEOUT (at most 30 s): a rank still busy after its last call is
  * logged and left unchecked, not an error. A poisoned group skips it. */
+static cohort_status finalize_wait(cohort_group *g, uint64_t *tidx_out);
+
 static cohort_status finalize_check(cohort_group *g)
 {
     if (g->size < 2 || !g->store)
         return COHORT_OK;
+    uint64_t tidx = UINT64_MAX;
+    cohort_status st = finalize_wait(g, &tidx);
+    if (tidx != UINT64_MAX)
+        coh_trace_end(g->trace, tidx, coh_group_poisoned(g) ? (cohort_status)coh_group_poisoned(g) : st);
+    return st;
+}
+
+static cohort_status finalize_wait(cohort_group *g, uint64_t *tidx_out)
+{
     int wait_ms = COH_MIN(g->timeout_ms < 0 ? 30000 : g->timeout_ms, 30000);
     uint64_t dl = coh_deadline_ns(wait_ms);
     int p = coh_group_poisoned(g);
     int late = 0;
+    /* finalize takes the next sequence number, like a call: a peer still
+     * waiting in its call #seq finds "finalize" there at its next probe
+     * (100 ms) and fails with a contract error naming the call this rank
+     * skipped; the abort that follows ends this rank's wait too. Recorded
+     * in the flight recorder so the mismatch report shows it. */
+    if (!p && g->check_contract) {
+        coh_call fc;
+        memset(&fc, 0, sizeof fc);
+        fc.seq = ++g->seq;
+        fc.coll = COH_COLL_FINALIZE;
+        fc.redop = -1;
+        fc.root = -1;
+        fc.file = "cohort_finalize";
+        fc.site = coh_site_hash(fc.file, 0);
+        *tidx_out = coh_trace_issue(g->trace, &fc);
+        coh_trace_start(g->trace, *tidx_out);
+        coh_monitor_announce(g, &fc);
+    }
     if (!p && g->net)
         late = coh_net_close_check(g->net, wait_ms) == COHORT_ERR_TIMEOUT;
     /* Arrive only after this rank's findings are posted; a rank that already

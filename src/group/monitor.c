@@ -307,6 +307,20 @@ static cohort_status check_leases(cohort_group *g)
     return COHORT_OK;
 }
 
+void coh_monitor_announce(cohort_group *g, const coh_call *c)
+{
+    if (!g->store || atomic_load(&g->store_down))
+        return;
+    char key[64], val[512];
+    snprintf(key, sizeof key, "fp/%llu/%d", (unsigned long long)c->seq, g->rank);
+    fp_format(g, c, val, sizeof val);
+    struct coh_monitor *m = g->monitor;
+    cohort_store *s = m ? m->post : g->store;
+    cohort_status st = cohort_store_set(s, key, strlen(key), val, strlen(val));
+    if (st != COHORT_OK)
+        note_store(g, st);
+}
+
 cohort_status coh_monitor_probe(cohort_group *g, const coh_call *c)
 {
     if (g->lease_alive && !atomic_load(&g->store_down)) {

@@ -25,6 +25,10 @@ void coh_monitor_post_abort(cohort_group *g, cohort_status st, const char *reaso
  * fingerprints already published for the same seq. Returns
  * COHORT_ERR_CONTRACT (group failed) on a mismatch, else OK. */
 cohort_status coh_monitor_probe(cohort_group *g, const coh_call *call);
+/* Publishes this rank's fingerprint for call c (cohort_finalize's pseudo
+ * call) where peers' probes look for it: a peer still waiting in call
+ * #c->seq then fails with a contract error naming the skipped call. */
+void coh_monitor_announce(cohort_group *g, const coh_call *c);
 /* Builds the stall report: who this rank waits for and where they are. */
 void coh_monitor_stall_report(cohort_group *g, const coh_wait *w, char *out, size_t outlen);
 

@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "store/server_int.h"
+#include "store/torch.h"
 #include "util/ratelimit.h"
 
 #define SCRATCH_SIZE (256 * 1024)
@@ -42,12 +43,25 @@
 
 static void conn_close(conn *c);
 static void pend_update(conn *c);
+static void ready_mark(conn *c);
+static void body_release(conn *c);
+static void ibuf_free(conn *c);
 static void unauth_drop(conn *c);
 static void accept_fd_freed(struct cohort_store_server *s);
 static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /* ---- epoll registration ---- */
+
+/* Backpressure: a client this far behind on reading its replies (bytes
+ * queued, or copied reply bytes near its memory budget) is not read from
+ * until it catches up, so requests cannot pile up replies in the server. */
+static int conn_backlogged(const conn *c)
+{
+    return c->out_bytes >= OUT_HIGH || c->out_owned >= c->mem.limit / 2;
+}
+
+int coh_srv_backlogged(conn *c) { return conn_backlogged(c); }
 
 /* Level-triggered epoll: a connection is registered for what it needs now.
  * The cached mask (c->ev) avoids an epoll_ctl when nothing changes, which is
@@ -68,7 +82,7 @@ static void conn_set_events(conn *c, uint32_t ev)
 static void conn_update_events(conn *c)
 {
     uint32_t ev = 0;
-    if (!c->closing && c->out_bytes < OUT_HIGH)
+    if (!c->closing && !conn_backlogged(c) && c->ibuf_len == 0)
         ev |= EPOLLIN;
     if (c->oq_head && !c->in_flush)
         ev |= EPOLLOUT;
@@ -128,9 +142,32 @@ static void oseg_free(struct cohort_store_server *srv, oseg *s)
     coh_free(s);
 }
 
+/* Copied reply bytes are charged to the connection, its job and the
+ * server while queued (the bytes, not the 4 KiB segment they are packed
+ * into: a few error replies must not fill a small job's memory). A reply
+ * that would not fit was refused by its builder (coh_srv_reply_room), so
+ * a charge that fails here is only a small error reply, which is let
+ * through (the overshoot is bounded: a backlogged connection is not read,
+ * so it makes no more). */
+static void out_charge(conn *c, size_t n)
+{
+    coh_acct a = coh_srv_acct_conn(c);
+    coh_acct_force(&a, n);
+    c->out_owned += n;
+}
+
+static void oseg_release(conn *c, oseg *s)
+{
+    if (s->ref)
+        return;
+    coh_acct a = coh_srv_acct_conn(c);
+    coh_acct_release(&a, s->len);
+    c->out_owned -= s->len;
+}
+
 /* Small replies are packed into the tail segment (one 4 KiB buffer holds
  * hundreds of them); a reply larger than that gets a segment of its own. */
-int coh_srv_send(conn *c, const void *p, size_t n)
+int coh_srv_send_raw(conn *c, const void *p, size_t n)
 {
     if (c->closed)
         return -1;
@@ -143,6 +180,7 @@ int coh_srv_send(conn *c, const void *p, size_t n)
     if (t && !t->ref && t->cap - t->len >= n) {
         memcpy(t->buf + t->len, p, n);
         t->len += n;
+        out_charge(c, n);
     } else {
         oseg *s = oseg_new(c->srv, n);
         if (!s) {
@@ -151,6 +189,7 @@ int coh_srv_send(conn *c, const void *p, size_t n)
             coh_warn_rl("store: out of memory queueing a reply to %s: connection closed", c->peer);
             return -1;
         }
+        out_charge(c, n);
         memcpy(s->buf, p, n);
         s->len = n;
         if (t)
@@ -164,6 +203,16 @@ int coh_srv_send(conn *c, const void *p, size_t n)
     return 0;
 }
 
+/* A torch connection's replies are rewritten in TCPStore's form first. */
+int coh_srv_send(conn *c, const void *p, size_t n)
+{
+    if (c->closed)
+        return -1;
+    if (c->torch)
+        return coh_torch_out(c, p, n);
+    return coh_srv_send_raw(c, p, n);
+}
+
 /* Queues a stored value by reference: the output queue holds a reference,
  * so a SET or DELETE of the key meanwhile cannot free bytes still being
  * written, and a GET of 64 MiB costs no copy in the server. */
@@ -171,6 +220,8 @@ int coh_srv_send_blob(conn *c, blob *b)
 {
     if (c->closed)
         return -1;
+    if (c->torch)
+        return coh_torch_out(c, b->data, b->len);
     oseg *s = coh_malloc(sizeof *s);
     if (!s) {
         conn_close(c);
@@ -196,6 +247,7 @@ static void oq_free(conn *c)
 {
     for (oseg *s = c->oq_head, *nx; s; s = nx) {
         nx = s->next;
+        oseg_release(c, s);
         oseg_free(c->srv, s);
     }
     c->oq_head = c->oq_tail = NULL;
@@ -236,6 +288,7 @@ static void conn_flush(conn *c)
                 c->oq_head = s->next;
                 if (!c->oq_head)
                     c->oq_tail = NULL;
+                oseg_release(c, s);
                 oseg_free(c->srv, s);
             }
         }
@@ -246,6 +299,8 @@ static void conn_flush(conn *c)
         conn_close(c);
         return;
     }
+    if (c->ibuf_len && !conn_backlogged(c))
+        ready_mark(c); /* caught up: its buffered requests run next turn */
     conn_update_events(c);
 }
 
@@ -273,6 +328,8 @@ void coh_srv_reply_end(conn *c, uint8_t op, uint32_t id)
                           "reply of %zu bytes does not fit in one frame (4 GiB)", w->len);
         return;
     }
+    if (!coh_srv_reply_room(c, op, id, w->len))
+        return;
     coh_wr_end_frame(w, 0, op | COH_PROTO_REPLY, id);
     coh_srv_send(c, w->p, w->len);
     /* One huge LIST should not pin its buffer for the server's lifetime. */
@@ -286,6 +343,47 @@ void coh_srv_reply_ok(conn *c, uint8_t op, uint32_t id)
     coh_proto_put_hdr(f, op | COH_PROTO_REPLY, id, 1);
     f[COH_PROTO_HDR] = COHORT_OK;
     coh_srv_send(c, f, sizeof f);
+}
+
+void coh_srv_limit_hit(conn *c, const coh_budget *b, size_t want, const char *doing, char *msg,
+                       size_t msglen)
+{
+    char d[256];
+    coh_budget_describe(b, d, sizeof d);
+    const char *jid = c->job ? c->job->id : "-";
+    /* one rate-limited line per kind of limit */
+    if (b == &c->mem)
+        coh_warn_rl("store: %s (job '%s'): %s of %zu bytes refused: %s", c->peer, jid, doing,
+                    want, d);
+    else if (c->job && b == &c->job->mem)
+        coh_warn_rl("store: %s (job '%s'): %s of %zu bytes refused: %s", c->peer, jid, doing,
+                    want, d);
+    else
+        coh_warn_rl("store: %s (job '%s'): %s of %zu bytes refused: %s", c->peer, jid, doing,
+                    want, d);
+    if (c->job && b == &c->job->mem)
+        snprintf(msg, msglen, "job '%s': %s", jid, d);
+    else
+        snprintf(msg, msglen, "%s", d);
+}
+
+/* Checks that n bytes of reply can be queued for c (copied bytes are
+ * charged to the connection, its job and the server); if not, answers
+ * (op, id) with COHORT_ERR_TOO_LARGE naming the limit and returns 0. */
+int coh_srv_reply_room(conn *c, uint8_t op, uint32_t id, size_t n)
+{
+    coh_acct a = coh_srv_acct_conn(c);
+    for (int i = 0; i < COH_ACCT_LEVELS; i++) {
+        coh_budget *b = a.b[i];
+        if (b && (n > b->limit || b->used > b->limit - n)) {
+            char m[320];
+            coh_srv_limit_hit(c, b, n, "reply", m, sizeof m);
+            coh_srv_reply_err(c, op, id, COHORT_ERR_TOO_LARGE, "reply of %zu bytes refused: %s",
+                              n, m);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* Builds [hdr][u8 status][bytes msg] for op (a reply op or COH_OP_ERROR). */
@@ -335,6 +433,16 @@ static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
         conn_flush(c);
 }
 
+void coh_srv_close_later(conn *c)
+{
+    if (c->closed || c->closing)
+        return;
+    c->closing = 1;
+    c->last_rx_ns = coh_now_ns();
+    pend_update(c);
+    flush_mark(c);
+}
+
 /* ---- connection lifecycle ----
  * pend: connections that owe the server something with a deadline: an AUTH
  * (not authenticated yet), the rest of a frame, or reading their ERROR frame
@@ -343,7 +451,8 @@ static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
 
 static void pend_update(conn *c)
 {
-    int partial = !c->authed || c->closing || c->hdr_have || c->in_body || c->skip;
+    int partial = !c->authed || c->closing || c->hdr_have || c->in_body || c->skip ||
+                  coh_torch_partial(c);
     int listed = !dl_empty(&c->pnode);
     if (partial && !listed)
         dl_push(&c->srv->pend, &c->pnode);
@@ -362,6 +471,7 @@ static void conn_close(conn *c)
     struct cohort_store_server *s = c->srv;
     c->closed = 1;
     coh_kv_drop_waiters(c);
+    coh_torch_conn_close(c);
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -372,13 +482,8 @@ static void conn_close(conn *c)
     dl_del(&c->pnode);
     unauth_drop(c);
     accept_fd_freed(s);
-    if (c->body) {
-        coh_blob_unref(c->body_blob);
-        c->body_blob = NULL;
-        c->body = NULL;
-        s->mem_used -= c->body_mem;
-        c->body_mem = 0;
-    }
+    body_release(c);
+    ibuf_free(c);
     oq_free(c);
     s->nconns--;
     c->reap_next = s->reap;
@@ -441,6 +546,7 @@ static void refuse_fd(int fd, cohort_status st, const char *fmt, ...)
  * it has and sees stop requests and signals. */
 
 #define AUTH_GRACE_MS 250
+#define COH_GEN_MAX_STEP 64 /* how far ahead of a job's generation a client may join */
 #define ACCEPT_BACKOFF_MIN_MS 50
 #define ACCEPT_BACKOFF_MAX_MS 1000
 #define EVICT_PER_WAKEUP 64 /* bounds the work of one accept wakeup */
@@ -477,6 +583,8 @@ static void accept_pause(struct cohort_store_server *s)
     if (s->accept_paused)
         return;
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
+    if (s->tlfd >= 0)
+        epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->tlfd, NULL);
     s->accept_paused = 1;
     s->accept_backoff_ms = s->accept_backoff_ms
                                ? COH_MIN(s->accept_backoff_ms * 2, ACCEPT_BACKOFF_MAX_MS)
@@ -494,7 +602,9 @@ static int accept_maybe_resume(struct cohort_store_server *s)
     if (now < s->accept_resume_ns)
         return (int)((s->accept_resume_ns - now) / 1000000ull) + 1;
     struct epoll_event e = {.events = EPOLLIN, .data.ptr = &s->lfd};
-    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &e) < 0 && errno != EEXIST) {
+    struct epoll_event te = {.events = EPOLLIN, .data.ptr = &s->tlfd};
+    if ((epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &e) < 0 && errno != EEXIST) ||
+        (s->tlfd >= 0 && epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->tlfd, &te) < 0 && errno != EEXIST)) {
         s->accept_resume_ns = now + (uint64_t)ACCEPT_BACKOFF_MAX_MS * 1000000ull;
         return ACCEPT_BACKOFF_MAX_MS;
     }
@@ -540,13 +650,13 @@ static int accept_out_of_fds(struct cohort_store_server *s, int err, int *evicte
 /* Accepts until EAGAIN (a connect storm of 1000 ranks is drained in one
  * wakeup). Every connection gets its own fresh nonce in the HELLO, which is
  * what makes a recorded AUTH useless on another connection. */
-static void do_accept(struct cohort_store_server *s)
+static void do_accept(struct cohort_store_server *s, int lfd, int torch)
 {
     int evicted = 0;
     while (!s->accept_paused) {
         struct sockaddr_storage a;
         socklen_t al = sizeof a;
-        int fd = accept4(s->lfd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -569,11 +679,14 @@ static void do_accept(struct cohort_store_server *s)
             char pn[64];
             peer_name(&a, pn, sizeof pn);
             coh_warn_rl("store: refused %s: at max_clients (%d)", pn, s->max_clients);
-            refuse_fd(fd, COHORT_ERR_TOO_LARGE, "store server is at its client limit (max_clients %d)",
-                      s->max_clients);
+            if (torch)
+                close(fd); /* TCPStore has no error frame */
+            else
+                refuse_fd(fd, COHORT_ERR_TOO_LARGE,
+                          "store server is at its client limit (max_clients %d)", s->max_clients);
             continue;
         }
-        if (s->nunauth >= s->max_unauth &&
+        if (!torch && s->nunauth >= s->max_unauth &&
             !(evicted < EVICT_PER_WAKEUP &&
               evict_oldest_unauth(s, "at its limit of unauthenticated connections") &&
               ++evicted)) {
@@ -594,6 +707,9 @@ static void do_accept(struct cohort_store_server *s)
         conn *c = &cp->c;
         c->srv = s;
         c->fd = fd;
+        c->mem.limit = s->max_conn_memory;
+        c->mem.what = "connection";
+        c->mem.option = "max_conn_memory";
         peer_name(&a, c->peer, sizeof c->peer);
         dl_init(&c->node);
         dl_init(&c->jnode);
@@ -613,6 +729,14 @@ static void do_accept(struct cohort_store_server *s)
         dl_push(&s->conns, &c->node);
         s->nconns++;
         c->last_rx_ns = c->accept_ns = coh_now_ns();
+        if (torch) {
+            /* TCPStore: no HELLO, no AUTH; the client speaks first. */
+            if (coh_torch_conn_init(c) < 0) {
+                coh_warn("store: out of memory accepting torch client %s", c->peer);
+                conn_close(c);
+            }
+            continue;
+        }
         dl_push(&s->unauth, &c->unode);
         s->nunauth++;
         pend_update(c);
@@ -722,16 +846,20 @@ static void do_auth(conn *c, const coh_req *q)
         auth_close(c);
         return;
     }
-    if (q->generation && j->gen && (uint64_t)q->generation > (uint64_t)j->gen + 1) {
+    if (q->generation && j->gen &&
+        (uint64_t)q->generation > (uint64_t)j->gen + COH_GEN_MAX_STEP) {
         /* One careless or hostile token holder must not make every later
-         * restart "stale": a job moves one generation at a time, and only
-         * an operator (SET_GEN) moves it further or back. */
+         * restart "stale": a job moves forward a few generations at a time
+         * (a launcher's generations whose workers all died before they
+         * connected leave gaps), and only an operator (SET_GEN) moves it
+         * further or back. */
         coh_warn_rl("store: refused %s: job '%s' generation %u skips ahead (job is at %u)",
                     c->peer, jid, q->generation, j->gen);
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH,
-                          "generation %u skips ahead: job '%s' is at %u and moves one generation "
-                          "at a time (an operator can set it: cohort-kv set-generation)",
-                          q->generation, jid, j->gen);
+                          "generation %u skips ahead: job '%s' is at %u and moves at most %d "
+                          "generations at a time (an operator can set it: cohort-kv "
+                          "set-generation)",
+                          q->generation, jid, j->gen, COH_GEN_MAX_STEP);
         auth_close(c);
         return;
     }
@@ -747,6 +875,9 @@ static void do_auth(conn *c, const coh_req *q)
     c->authed = 1;
     unauth_drop(c);
     c->job = j;
+    /* What the connection holds was charged to (connection, server); from
+     * now on it is released from (connection, job, server). */
+    coh_acct_force(&(coh_acct){{&j->mem, NULL, NULL}}, c->mem.used);
     c->gen = q->generation;
     dl_push(&j->conns, &c->jnode);
     j->nconns++;
@@ -842,25 +973,102 @@ static int take_header(conn *c, const uint8_t *hb)
     return 0;
 }
 
+/* Releases the body buffer of the frame being received (if a SET did not
+ * adopt it) and its charge. */
+static void body_release(conn *c)
+{
+    if (c->body_cap) {
+        coh_acct a = coh_srv_acct_conn(c);
+        coh_acct_release(&a, c->body_cap);
+        c->body_cap = 0;
+    }
+    coh_blob_unref(c->body_blob);
+    c->body_blob = NULL;
+    c->body = NULL;
+}
+
 /* The buffered body of c->fh is complete: handle it and release it (unless
  * a SET adopted it as its value, which then carries its own charge). */
 static void body_done(conn *c)
 {
     uint8_t *b = c->body;
-    size_t bm = c->body_mem;
-    c->body = NULL;
-    c->body_mem = 0;
     c->in_body = 0;
     handle_frame(c, &c->fh, b);
-    coh_blob_unref(c->body_blob);
-    c->body_blob = NULL;
-    c->srv->mem_used -= bm;
+    body_release(c);
 }
 
-/* Consumes n bytes of input. Complete frames are handled in place. */
-static void conn_feed(conn *c, const uint8_t *p, size_t n)
+#define BODY_FIRST (64u * 1024)
+
+/* Makes room in the body buffer for want more bytes (at least one). The
+ * buffer grows as bytes arrive, doubling (amortised O(bytes)), and each
+ * growth is charged to the connection, its job and the server: a header
+ * that declares 64 MiB costs nothing until 64 MiB arrive. Returns 0, or -1
+ * if refused: the request is then answered COHORT_ERR_TOO_LARGE naming the
+ * limit, and the rest of its body is discarded as it arrives. */
+static int body_reserve(conn *c, size_t want)
 {
-    struct cohort_store_server *s = c->srv;
+    size_t left = c->fh.len - c->body_have;
+    size_t need = c->body_have + COH_MIN(want, left);
+    if (need <= c->body_cap)
+        return 0;
+    size_t ncap = COH_MAX(BODY_FIRST, c->body_cap * 2);
+    ncap = COH_MIN(COH_MAX(ncap, need), (size_t)c->fh.len);
+    size_t delta = ncap - c->body_cap;
+    coh_acct a = coh_srv_acct_conn(c);
+    const coh_budget *no = coh_acct_charge(&a, delta);
+    blob *nb = NULL;
+    if (!no) {
+        nb = coh_realloc(c->body_blob, sizeof(blob) + ncap);
+        if (!nb)
+            coh_acct_release(&a, delta);
+    }
+    if (!nb) {
+        char m[320];
+        if (no)
+            coh_srv_limit_hit(c, no, c->fh.len, coh_proto_op_name(c->fh.op), m, sizeof m);
+        else
+            snprintf(m, sizeof m, "store server out of memory");
+        coh_srv_reply_err(c, c->fh.op, c->fh.id, no ? COHORT_ERR_TOO_LARGE : COHORT_ERR_NOMEM,
+                          "request of %u bytes refused: %s", c->fh.len, m);
+        c->skip = left;
+        c->in_body = 0;
+        body_release(c);
+        return -1;
+    }
+    if (!c->body_blob) {
+        nb->refs = 1;
+        nb->cost = 0;
+    }
+    nb->data = nb->storage;
+    nb->len = nb->room = ncap;
+    nb->cost = sizeof(blob) + ncap;
+    c->body_blob = nb;
+    c->body = nb->storage;
+    c->body_cap = ncap;
+    return 0;
+}
+
+/* Work one connection may do per loop iteration before the others get
+ * their turn: a pipeline of 10000 requests (or 40 APPENDs) runs over
+ * several iterations, interleaved with every other client's. The time
+ * bound covers requests whose cost is not their size (a MULTI_GET of many
+ * keys, a LIST, a copy of a large value). */
+#define FRAMES_PER_TURN 64
+#define BYTES_PER_TURN (1u << 20)
+#define NS_PER_TURN (2u * 1000 * 1000)
+
+/* Consumes up to n bytes of input, handling complete frames in place;
+ * returns how many were consumed. It stops early (the rest is the caller's
+ * to keep) once this turn's work bound is reached, or when the client is
+ * backlogged on its replies. */
+static size_t conn_feed(conn *c, const uint8_t *p, size_t n)
+{
+    if (c->torch)
+        return coh_torch_feed(c, p, n, FRAMES_PER_TURN, BYTES_PER_TURN);
+    const uint8_t *p0 = p;
+    unsigned frames = 0;
+    size_t work = 0;
+    uint64_t t0 = coh_now_ns();
     while (n && !c->closed && !c->closing) {
         if (c->skip) {
             size_t k = (size_t)COH_MIN((uint64_t)n, c->skip);
@@ -871,14 +1079,24 @@ static void conn_feed(conn *c, const uint8_t *p, size_t n)
         }
         if (c->in_body) {
             size_t k = COH_MIN(n, c->fh.len - c->body_have);
+            if (body_reserve(c, k) < 0)
+                continue; /* answered; the rest is skipped */
+            k = COH_MIN(k, c->body_cap - c->body_have);
             memcpy(c->body + c->body_have, p, k);
             c->body_have += k;
             p += k;
             n -= k;
-            if (c->body_have == c->fh.len)
+            if (c->body_have == c->fh.len) {
                 body_done(c);
+                frames++;
+                work += c->fh.len;
+            }
             continue;
         }
+        if (!c->hdr_have &&
+            (frames >= FRAMES_PER_TURN || work >= BYTES_PER_TURN || conn_backlogged(c) ||
+             (frames && coh_now_ns() - t0 >= NS_PER_TURN)))
+            break; /* the next frame waits for a later turn */
         const uint8_t *hb;
         if (c->hdr_have || n < COH_PROTO_HDR) {
             size_t k = COH_MIN(n, (size_t)(COH_PROTO_HDR - c->hdr_have));
@@ -899,35 +1117,97 @@ static void conn_feed(conn *c, const uint8_t *p, size_t n)
         if (r)
             continue; /* failed (loop ends) or skipping */
         if (n >= c->fh.len) {
-            /* Common case: the whole frame is in the scratch buffer. */
+            /* Common case: the whole frame is in the buffer. */
             handle_frame(c, &c->fh, p);
             p += c->fh.len;
             n -= c->fh.len;
+            frames++;
+            work += COH_PROTO_HDR + c->fh.len;
             continue;
         }
-        /* The body is still arriving: buffer exactly this frame, charged to
-         * the memory limit like stored data. */
-        size_t need = c->fh.len;
-        if (need > s->max_memory || s->mem_used > s->max_memory - need) {
-            coh_srv_reply_err(c, c->fh.op, c->fh.id, COHORT_ERR_TOO_LARGE,
-                              "store memory limit reached (%zu of max_memory %zu bytes in use); "
-                              "request of %zu bytes refused",
-                              s->mem_used, s->max_memory, need);
-            c->skip = need;
-            continue;
-        }
-        c->body_blob = coh_blob_alloc(need);
-        c->body = c->body_blob ? c->body_blob->storage : NULL;
-        if (!c->body) {
-            coh_srv_reply_err(c, c->fh.op, c->fh.id, COHORT_ERR_NOMEM,
-                              "store server out of memory for a %zu-byte request", need);
-            c->skip = need;
-            continue;
-        }
-        s->mem_used += need;
-        c->body_mem = need;
+        /* The body is still arriving: it is buffered as it comes. */
         c->body_have = 0;
         c->in_body = 1;
+    }
+    return (size_t)(p - p0);
+}
+
+/* ---- input kept for a later turn ---- */
+
+static void ready_mark(conn *c)
+{
+    if (!c->ready && !c->closed) {
+        c->ready = 1;
+        c->ready_next = c->srv->ready_head;
+        c->srv->ready_head = c;
+    }
+}
+
+static void ibuf_free(conn *c)
+{
+    if (c->ibuf) {
+        coh_acct a = coh_srv_acct_conn(c);
+        coh_acct_release(&a, c->ibuf_off + c->ibuf_len);
+        coh_free(c->ibuf);
+        c->ibuf = NULL;
+    }
+    c->ibuf_off = c->ibuf_len = 0;
+}
+
+/* Keeps the n bytes the frame loop did not get to (at most one read's
+ * worth). They are charged to the connection regardless of its limit:
+ * they are already read, and the connection is not read again until they
+ * are handled, which bounds them. */
+static int ibuf_keep(conn *c, const uint8_t *p, size_t n)
+{
+    c->ibuf = coh_malloc(n);
+    if (!c->ibuf) {
+        coh_warn_rl("store: out of memory keeping %zu bytes of input of %s: closing", n,
+                    c->peer);
+        conn_close(c);
+        return -1;
+    }
+    memcpy(c->ibuf, p, n);
+    c->ibuf_off = 0;
+    c->ibuf_len = n;
+    coh_acct a = coh_srv_acct_conn(c);
+    coh_acct_force(&a, n);
+    return 0;
+}
+
+/* Handles kept input (a turn's worth); returns once it is gone or the
+ * turn's bound is reached again. */
+static void conn_run_ibuf(conn *c)
+{
+    size_t k = conn_feed(c, c->ibuf + c->ibuf_off, c->ibuf_len);
+    if (c->closed)
+        return;
+    c->ibuf_off += k;
+    c->ibuf_len -= k;
+    if (!c->ibuf_len)
+        ibuf_free(c);
+    else if (!conn_backlogged(c) && !c->closing)
+        ready_mark(c);
+    pend_update(c);
+    conn_update_events(c);
+}
+
+static void ready_run(struct cohort_store_server *s)
+{
+    conn *list = s->ready_head;
+    s->ready_head = NULL;
+    while (list) {
+        conn *c = list;
+        list = c->ready_next;
+        c->ready = 0;
+        if (c->closed || !c->ibuf_len)
+            continue;
+        if (c->closing) {
+            ibuf_free(c);
+            continue;
+        }
+        if (!conn_backlogged(c))
+            conn_run_ibuf(c);
     }
 }
 
@@ -938,16 +1218,20 @@ static void conn_read(conn *c)
 {
     struct cohort_store_server *s = c->srv;
     for (int i = 0; i < READS_PER_EVENT && !c->closed && !c->closing; i++) {
-        if (c->out_bytes >= OUT_HIGH)
+        if (conn_backlogged(c) || c->ibuf_len)
             break;
         uint8_t *dst = s->scratch;
         size_t cap = s->scratch_cap;
         int direct = 0;
-        /* A large body is read straight into its buffer: no second copy. */
-        if (c->in_body && c->fh.len - c->body_have >= cap / 2) {
-            dst = c->body + c->body_have;
-            cap = c->fh.len - c->body_have;
-            direct = 1;
+        /* A large body is read straight into its buffer: no second copy.
+         * The buffer still grows by doubling, not to the declared size. */
+        if (c->in_body && !c->skip && c->fh.len - c->body_have >= cap / 2) {
+            size_t grow = COH_MAX((size_t)BODY_FIRST, c->body_cap);
+            if (body_reserve(c, COH_MIN(grow, c->fh.len - c->body_have)) == 0) {
+                dst = c->body + c->body_have;
+                cap = c->body_cap - c->body_have;
+                direct = 1;
+            }
         }
         ssize_t r = recv(c->fd, dst, cap, MSG_DONTWAIT);
         if (r < 0) {
@@ -971,7 +1255,14 @@ static void conn_read(conn *c)
             if (c->body_have == c->fh.len)
                 body_done(c);
         } else {
-            conn_feed(c, dst, (size_t)r);
+            size_t k = conn_feed(c, dst, (size_t)r);
+            if (!c->closed && !c->closing && k < (size_t)r) {
+                if (ibuf_keep(c, dst + k, (size_t)r - k) < 0)
+                    return;
+                if (!conn_backlogged(c))
+                    ready_mark(c);
+                break;
+            }
         }
         if ((size_t)r < cap)
             break; /* the socket is drained */
@@ -1051,6 +1342,12 @@ static void reap_all(struct cohort_store_server *s)
         else
             pp = &(*pp)->flush_next;
     }
+    for (pp = &s->ready_head; *pp;) {
+        if ((*pp)->closed)
+            *pp = (*pp)->ready_next;
+        else
+            pp = &(*pp)->ready_next;
+    }
     while (s->reap) {
         conn *c = s->reap;
         s->reap = c->reap_next;
@@ -1080,6 +1377,10 @@ static void loop_shutdown(struct cohort_store_server *s)
         close(s->lfd);
         s->lfd = -1;
     }
+    if (s->tlfd >= 0) {
+        close(s->tlfd);
+        s->tlfd = -1;
+    }
 }
 
 static cohort_status server_loop(struct cohort_store_server *s, volatile int *flag,
@@ -1092,6 +1393,8 @@ static cohort_status server_loop(struct cohort_store_server *s, volatile int *fl
         int ato = accept_maybe_resume(s);
         if (ato >= 0 && (to < 0 || ato < to))
             to = ato;
+        if (s->ready_head)
+            to = 0; /* input kept from the last turn: poll, then run it */
         flush_all(s); /* ERROR frames queued by the sweep */
         reap_all(s);
         int n = waitmask ? epoll_pwait(s->epfd, evs, MAX_EVENTS, to, waitmask)
@@ -1106,8 +1409,8 @@ static cohort_status server_loop(struct cohort_store_server *s, volatile int *fl
         for (int i = 0; i < n; i++) {
             void *ptr = evs[i].data.ptr;
             uint32_t ev = evs[i].events;
-            if (ptr == &s->lfd) {
-                do_accept(s);
+            if (ptr == &s->lfd || ptr == &s->tlfd) {
+                do_accept(s, ptr == &s->lfd ? s->lfd : s->tlfd, ptr == &s->tlfd);
                 continue;
             }
             if (ptr == &s->evfd) {
@@ -1128,6 +1431,7 @@ static cohort_status server_loop(struct cohort_store_server *s, volatile int *fl
             if (!c->closed && (ev & EPOLLOUT))
                 conn_flush(c);
         }
+        ready_run(s);
         flush_all(s);
         reap_all(s);
     }
@@ -1235,6 +1539,9 @@ cohort_status cohort_store_server_add_job(cohort_store_server *s, const char *jo
     j->id = id;
     j->idlen = strlen(id);
     j->token = tok;
+    j->mem.limit = s->max_job_memory;
+    j->mem.what = "job";
+    j->mem.option = "max_job_memory";
     coh_kv_job_init(j);
     *pp = j;
     pthread_mutex_unlock(&s->jobs_mu);
@@ -1245,6 +1552,9 @@ static void server_free(cohort_store_server *s)
 {
     if (s->lfd >= 0)
         close(s->lfd);
+    if (s->tlfd >= 0)
+        close(s->tlfd);
+    coh_torch_srv_free(s);
     if (s->evfd >= 0)
         close(s->evfd);
     if (s->epfd >= 0)
@@ -1312,7 +1622,7 @@ cohort_status cohort_store_server_create(cohort_store_server **out,
     cohort_store_server *s = coh_calloc(1, sizeof *s);
     if (!s)
         return coh_err_set(NULL, COHORT_ERR_NOMEM, "store server: allocating");
-    s->epfd = s->lfd = s->evfd = s->reserve_fd = -1;
+    s->epfd = s->lfd = s->evfd = s->reserve_fd = s->tlfd = -1;
     pthread_mutex_init(&s->jobs_mu, NULL);
     pthread_mutex_init(&s->run_mu, NULL);
     pthread_cond_init(&s->run_cv, NULL);
@@ -1324,7 +1634,20 @@ cohort_status cohort_store_server_create(cohort_store_server **out,
     s->max_value = (uint32_t)max_value;
     s->max_frame = (uint32_t)(max_value + max_key + (1u << 20));
     s->max_clients = o->max_clients ? o->max_clients : 65536;
-    s->max_memory = o->max_memory ? o->max_memory : (size_t)1 << 30;
+    s->mem.limit = o->max_memory ? o->max_memory : (size_t)1 << 30;
+    s->mem.what = "store";
+    s->mem.option = "max_memory";
+    /* Job limits that add up to the server's: no job can use memory that
+     * another is entitled to. */
+    s->max_job_memory = o->max_job_memory ? o->max_job_memory
+                                          : s->mem.limit / (size_t)COH_MAX(o->n_jobs, 1);
+    if (o->max_job_memory && o->n_jobs > 1 &&
+        o->max_job_memory > s->mem.limit / (size_t)o->n_jobs)
+        coh_warn("store: max_job_memory %zu x %d jobs is over max_memory %zu: a job can be "
+                 "refused at the server's limit before its own",
+                 o->max_job_memory, o->n_jobs, s->mem.limit);
+    s->max_conn_memory = o->max_conn_memory ? o->max_conn_memory
+                                            : (size_t)s->max_frame + (8u << 20);
     s->frame_timeout_ms = o->frame_timeout_ms ? o->frame_timeout_ms : 10000;
     s->auth_timeout_ms = o->auth_timeout_ms ? o->auth_timeout_ms : 5000;
     s->max_unauth = o->max_unauth ? o->max_unauth : 1024;

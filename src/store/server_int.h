@@ -20,6 +20,7 @@
 #include <sodium.h>
 
 #include "cohort_store.h"
+#include "store/acct.h"
 #include "store/proto.h"
 #include "util/util.h"
 
@@ -49,7 +50,9 @@ static inline void dl_del(dl *n)
 typedef struct blob {
     uint32_t refs;
     size_t len;
-    size_t cost;     /* bytes charged to max_memory while stored */
+    size_t cost;     /* bytes charged while stored (sizeof + room) */
+    size_t room;     /* bytes of storage allocated (an APPEND grows in place
+                        into it while no reply holds a reference) */
     uint8_t *data;   /* into storage: all of it, or the value inside an
                         adopted request frame (a large SET is not copied) */
     uint8_t storage[];
@@ -101,7 +104,7 @@ typedef struct waiter {
     uint8_t op, flags;
     uint32_t n;
     uint32_t remaining;
-    size_t mem;        /* bytes charged to the server's memory */
+    size_t mem;        /* bytes charged to the job and the server */
     wlink links[];
 } waiter;
 
@@ -117,6 +120,8 @@ typedef struct job {
     size_t nwaiters;
     size_t nconns;
     dl conns;
+    coh_budget mem;    /* stored data + what its connections hold */
+    int mem_warned;    /* the limit hit was logged (once per job, then rate-limited) */
 } job;
 
 /* Output segment: owned bytes, or a reference to a blob's bytes. */
@@ -148,7 +153,7 @@ typedef struct conn {
     coh_frame_hdr fh;
     uint8_t *body;
     size_t body_have;
-    size_t body_mem;   /* charged to srv->mem_used */
+    size_t body_cap;   /* bytes of the body buffer (grows as bytes arrive), charged */
     uint64_t skip;
     blob *body_blob;   /* the body buffer, while its frame is handled; a SET
                           may adopt it (and sets this to NULL) */
@@ -158,10 +163,19 @@ typedef struct conn {
     /* output */
     oseg *oq_head, *oq_tail;
     size_t out_bytes;
+    coh_budget mem;    /* body buffer + unread input + copied reply bytes */
+    size_t out_owned;  /* reply bytes charged (owned segments' capacity) */
+    /* Input read but not yet handled (the per-turn work bound or
+     * backpressure stopped the frame loop): handled before reading more. */
+    uint8_t *ibuf;
+    size_t ibuf_off, ibuf_len;
+    int ready;         /* on srv->ready: has ibuf to handle */
+    struct conn *ready_next;
     uint32_t ev;       /* epoll events registered */
     int in_flush;
     struct conn *flush_next;
     struct conn *reap_next;
+    struct coh_torch_conn *torch; /* TCPStore protocol (torch_server.c); NULL: cohort's */
 } conn;
 
 struct cohort_store_server {
@@ -179,11 +193,13 @@ struct cohort_store_server {
     job *jobs;
     uint32_t max_key, max_value, max_frame;
     int max_clients;
-    size_t max_memory;
+    size_t max_job_memory, max_conn_memory;
     int frame_timeout_ms;
     int auth_timeout_ms;
     int max_unauth;
-    size_t mem_used;
+    coh_budget mem;    /* everything, all jobs (limit: max_memory) */
+    const coh_budget *refused; /* the budget of the last refused charge */
+    size_t refused_want;
     int nconns;
     int nunauth;
     dl conns, pend;
@@ -195,6 +211,7 @@ struct cohort_store_server {
     int accept_backoff_ms;
     uint64_t accept_resume_ns;
     conn *flush_head;
+    conn *ready_head;  /* connections with input to handle before reading */
     conn *reap;
     uint8_t *scratch;
     size_t scratch_cap;
@@ -205,12 +222,21 @@ struct cohort_store_server {
     int nspare;
     unsigned char hkey[crypto_shorthash_KEYBYTES];
     coh_wr w;          /* reply scratch */
+    int tlfd, tport;   /* TCPStore listener (torch_server.c), -1 / 0: none */
+    struct coh_torch_srv *torch;
 };
 
 /* ---- server.c: output helpers used by server_kv.c ---- */
 /* Queues bytes (copied) / a blob reference on c; marks c for flushing. */
 int coh_srv_send(conn *c, const void *p, size_t n);
 int coh_srv_send_blob(conn *c, blob *b);
+/* Queues bytes as they are, bypassing a torch connection's reply rewriting. */
+int coh_srv_send_raw(conn *c, const void *p, size_t n);
+/* Reads nothing more from c and closes it once its queued bytes are written
+ * (at the end of the loop iteration if nothing is queued). */
+void coh_srv_close_later(conn *c);
+/* c has so many replies queued that its requests wait (backpressure). */
+int coh_srv_backlogged(conn *c);
 /* Error reply to request (op, id): status + message. */
 void coh_srv_reply_err(conn *c, uint8_t op, uint32_t id, cohort_status st, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -220,6 +246,27 @@ void coh_srv_reply_err(conn *c, uint8_t op, uint32_t id, cohort_status st, const
 coh_wr *coh_srv_reply_begin(conn *c, uint8_t op, uint32_t id);
 void coh_srv_reply_end(conn *c, uint8_t op, uint32_t id);
 void coh_srv_reply_ok(conn *c, uint8_t op, uint32_t id); /* empty body */
+/* 1 if n bytes of copied reply fit c's budgets; else answers (op, id) with
+ * COHORT_ERR_TOO_LARGE naming the limit (logged) and returns 0. */
+int coh_srv_reply_room(conn *c, uint8_t op, uint32_t id, size_t n);
+
+/* What a connection's buffers are charged to: it, its job (once
+ * authenticated), the server. */
+static inline coh_acct coh_srv_acct_conn(conn *c)
+{
+    coh_acct a = {{&c->mem, c->job ? &c->job->mem : NULL, &c->srv->mem}};
+    return a;
+}
+/* What stored data of job j is charged to. */
+static inline coh_acct coh_srv_acct_job(struct cohort_store_server *s, job *j)
+{
+    coh_acct a = {{&j->mem, &s->mem, NULL}};
+    return a;
+}
+/* A refused charge: logs it (rate-limited, per budget kind) and writes the
+ * message for the reply to msg. */
+void coh_srv_limit_hit(conn *c, const coh_budget *b, size_t want, const char *doing, char *msg,
+                       size_t msglen);
 
 /* ---- server_kv.c ---- */
 void coh_kv_job_init(job *j);

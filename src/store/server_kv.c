@@ -9,8 +9,9 @@
  * down. A waiter whose count reaches zero re-checks every key (one may have
  * been deleted meanwhile) before it replies. Nothing ever polls.
  *
- * Memory: keys, values, waiters and barrier records are charged to
- * srv->mem_used and refused (COHORT_ERR_TOO_LARGE) beyond max_memory.
+ * Memory: keys, values, waiters and barrier records are charged to their
+ * job and to the server (acct.h) and refused (COHORT_ERR_TOO_LARGE) beyond
+ * either limit, so one job cannot fill the memory of another.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -22,17 +23,25 @@
 
 /* ---- memory accounting ---- */
 
-/* Charges n bytes against max_memory; the comparison is written so that it
- * cannot overflow whatever n a caller computed. */
-static int mem_charge(struct cohort_store_server *s, size_t n)
+/* Charges n bytes of job j's stored data to j and the server; on refusal
+ * remembers which limit it hit (for the reply) and returns -1. */
+static int mem_charge(struct cohort_store_server *s, job *j, size_t n)
 {
-    if (n > s->max_memory || s->mem_used > s->max_memory - n)
+    coh_acct a = coh_srv_acct_job(s, j);
+    const coh_budget *b = coh_acct_charge(&a, n);
+    if (b) {
+        s->refused = b;
+        s->refused_want = n;
         return -1;
-    s->mem_used += n;
+    }
     return 0;
 }
 
-static void mem_uncharge(struct cohort_store_server *s, size_t n) { s->mem_used -= n; }
+static void mem_uncharge(struct cohort_store_server *s, job *j, size_t n)
+{
+    coh_acct a = coh_srv_acct_job(s, j);
+    coh_acct_release(&a, n);
+}
 
 /* ---- blobs ---- */
 
@@ -43,6 +52,7 @@ blob *coh_blob_alloc(size_t n)
         return NULL;
     b->refs = 1;
     b->len = n;
+    b->room = n;
     b->cost = sizeof *b + n;
     b->data = b->storage;
     return b;
@@ -96,14 +106,14 @@ static hnode *ht_find(htab *t, const void *k, uint32_t n, uint64_t h)
 
 /* Doubles the bucket array when the load reaches 1. Bucket memory is
  * charged like keys; if it cannot be had, chains get longer instead. */
-static void ht_grow(struct cohort_store_server *s, htab *t)
+static void ht_grow(struct cohort_store_server *s, job *j, htab *t)
 {
     size_t nb = t->nb ? t->nb * 2 : 64;
-    if (mem_charge(s, nb * sizeof(hnode *)) < 0)
+    if (mem_charge(s, j, nb * sizeof(hnode *)) < 0)
         return; /* longer chains instead of a refused request */
     hnode **b = coh_calloc(nb, sizeof *b);
     if (!b) {
-        mem_uncharge(s, nb * sizeof(hnode *));
+        mem_uncharge(s, j, nb * sizeof(hnode *));
         return;
     }
     for (size_t i = 0; i < t->nb; i++)
@@ -112,17 +122,17 @@ static void ht_grow(struct cohort_store_server *s, htab *t)
             e->next = b[e->h & (nb - 1)];
             b[e->h & (nb - 1)] = e;
         }
-    mem_uncharge(s, t->nb * sizeof(hnode *));
+    mem_uncharge(s, j, t->nb * sizeof(hnode *));
     coh_free(t->b);
     t->b = b;
     t->nb = nb;
 }
 
 /* Returns -1 if the table has no buckets and none could be allocated. */
-static int ht_insert(struct cohort_store_server *s, htab *t, hnode *e)
+static int ht_insert(struct cohort_store_server *s, job *j, htab *t, hnode *e)
 {
     if (t->n >= t->nb)
-        ht_grow(s, t);
+        ht_grow(s, j, t);
     if (!t->nb)
         return -1;
     size_t i = e->h & (t->nb - 1);
@@ -158,13 +168,13 @@ static kent *kent_get(struct cohort_store_server *s, job *j, const coh_slice *k,
     kent *e = (kent *)ht_find(&j->keys, k->p, k->n, h);
     if (e)
         return e;
-    if (mem_charge(s, kent_cost(k->n)) < 0) {
+    if (mem_charge(s, j, kent_cost(k->n)) < 0) {
         *st = COHORT_ERR_TOO_LARGE;
         return NULL;
     }
     e = coh_calloc(1, sizeof *e + k->n);
     if (!e) {
-        mem_uncharge(s, kent_cost(k->n));
+        mem_uncharge(s, j, kent_cost(k->n));
         *st = COHORT_ERR_NOMEM;
         return NULL;
     }
@@ -174,9 +184,9 @@ static kent *kent_get(struct cohort_store_server *s, job *j, const coh_slice *k,
     if (k->n)
         memcpy(e->hn.key, k->p, k->n);
     dl_init(&e->waiters);
-    if (ht_insert(s, &j->keys, &e->hn) < 0) {
+    if (ht_insert(s, j, &j->keys, &e->hn) < 0) {
         coh_free(e);
-        mem_uncharge(s, kent_cost(k->n));
+        mem_uncharge(s, j, kent_cost(k->n));
         *st = COHORT_ERR_NOMEM;
         return NULL;
     }
@@ -189,7 +199,7 @@ static void kent_maybe_free(struct cohort_store_server *s, job *j, kent *e)
     if (e->val || e->pins)
         return;
     ht_remove(&j->keys, &e->hn);
-    mem_uncharge(s, kent_cost(e->hn.klen));
+    mem_uncharge(s, j, kent_cost(e->hn.klen));
     coh_free(e);
 }
 
@@ -220,23 +230,23 @@ static void waiter_free(struct cohort_store_server *s, waiter *w)
     }
     dl_del(&w->cnode);
     j->nwaiters--;
-    mem_uncharge(s, w->mem);
+    mem_uncharge(s, j, w->mem);
     coh_free(w);
 }
 
-/* A waiter and its links are one allocation, charged to max_memory: a
- * client cannot park unbounded waiters any more than unbounded values. */
+/* A waiter and its links are one allocation, charged to the job: a client
+ * cannot park unbounded waiters any more than unbounded values. */
 static waiter *waiter_new(conn *c, const coh_req *q, uint32_t n, cohort_status *st)
 {
     struct cohort_store_server *s = c->srv;
     size_t mem = sizeof(waiter) + (size_t)n * sizeof(wlink);
-    if (mem_charge(s, mem) < 0) {
+    if (mem_charge(s, c->job, mem) < 0) {
         *st = COHORT_ERR_TOO_LARGE;
         return NULL;
     }
     waiter *w = coh_calloc(1, mem);
     if (!w) {
-        mem_uncharge(s, mem);
+        mem_uncharge(s, c->job, mem);
         *st = COHORT_ERR_NOMEM;
         return NULL;
     }
@@ -268,14 +278,21 @@ static void link_to(wlink *l, dl *list)
  * copied into it. */
 static void reply_values(conn *c, uint8_t op, uint32_t id, kent *const *es, uint32_t n)
 {
-    uint64_t total = 1;
-    for (uint32_t i = 0; i < n; i++)
+    uint64_t total = 1, copied = COH_PROTO_HDR + 1;
+    for (uint32_t i = 0; i < n; i++) {
         total += 4 + es[i]->val->len;
+        copied += 4 + (es[i]->val->len < BIG_VALUE ? es[i]->val->len : 0);
+    }
     if (total > UINT32_MAX) {
         coh_srv_reply_err(c, op, id, COHORT_ERR_TOO_LARGE,
                           "reply of %" PRIu64 " bytes does not fit in one frame (4 GiB)", total);
         return;
     }
+    /* Copied bytes are charged while queued (values from BIG_VALUE up are
+     * queued by reference and cost no copy): a MULTI_GET of one small key
+     * 60000 times must not build a 240 MB reply. */
+    if (!coh_srv_reply_room(c, op, id, (size_t)copied))
+        return;
     coh_wr *w = &c->srv->w;
     w->len = 0;
     w->oom = 0;
@@ -420,7 +437,7 @@ void coh_kv_job_free(struct cohort_store_server *s, job *j)
 static void kent_store(job *j, kent *e, blob *b, struct cohort_store_server *s)
 {
     if (e->val) {
-        mem_uncharge(s, val_cost(e->val));
+        mem_uncharge(s, j, val_cost(e->val));
         coh_blob_unref(e->val);
     } else {
         j->npresent++;
@@ -429,45 +446,68 @@ static void kent_store(job *j, kent *e, blob *b, struct cohort_store_server *s)
     kent_notify(e);
 }
 
-/* Sets key k to p1||p2 (p1 may point into k's current value: it is copied
- * before that is released). Sends no reply. */
-static cohort_status set_value(conn *c, const coh_slice *k, const void *p1, size_t n1,
-                               const void *p2, size_t n2)
+/* Whether job j has room for growth more bytes (job and server limits);
+ * on refusal remembers the limit for the reply. */
+static int room_for(struct cohort_store_server *s, job *j, size_t growth)
+{
+    coh_acct a = coh_srv_acct_job(s, j);
+    for (int i = 0; i < COH_ACCT_LEVELS; i++) {
+        coh_budget *b = a.b[i];
+        if (b && (growth > b->limit || b->used > b->limit - growth)) {
+            s->refused = b;
+            s->refused_want = growth;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Sets key k to the n bytes at p. Sends no reply. */
+static cohort_status set_value(conn *c, const coh_slice *k, const void *p, size_t n)
 {
     struct cohort_store_server *s = c->srv;
     job *j = c->job;
+    coh_acct ja = coh_srv_acct_job(s, j);
     cohort_status st = COHORT_OK;
-    size_t cost = blob_cost(n1 + n2);
+    size_t cost = blob_cost(n);
     kent *e = kent_find(s, j, k);
     size_t freed = (e && e->val) ? val_cost(e->val) : 0;
-    /* Replacing a value only costs the growth; the old value is released in
-     * kent_store right after, so mem_used overshoots only transiently. */
-    size_t growth = cost > freed ? cost - freed : 0;
-    if (growth > s->max_memory || s->mem_used > s->max_memory - growth)
-        return COHORT_ERR_TOO_LARGE;
     /* A large SET whose frame was buffered keeps that buffer as the value's
-     * storage: no second copy of a 1 MiB value. */
+     * storage: no second copy of a 1 MiB value. The buffer was charged to
+     * the connection while it arrived; it becomes the job's stored data. */
     blob *b = NULL;
-    if (c->body_blob && !n2 && n1 >= BIG_VALUE && (const uint8_t *)p1 >= c->body_blob->storage &&
-        (const uint8_t *)p1 + n1 <= c->body_blob->storage + c->body_blob->len) {
+    size_t moved = 0;
+    if (c->body_blob && n >= BIG_VALUE && (const uint8_t *)p >= c->body_blob->storage &&
+        (const uint8_t *)p + n <= c->body_blob->storage + c->body_blob->len) {
         b = c->body_blob;
-        c->body_blob = NULL;
-        b->data = (uint8_t *)p1;
-        b->len = n1;
         cost = b->cost;
-        growth = cost > freed ? cost - freed : 0;
-        if (growth > s->max_memory || s->mem_used > s->max_memory - growth) {
-            c->body_blob = b; /* still the frame's; freed with it */
-            return COHORT_ERR_TOO_LARGE;
-        }
+        moved = c->body_cap;
+        coh_acct ca = coh_srv_acct_conn(c);
+        coh_acct_release(&ca, moved);
     }
-    s->mem_used += cost;
-    if (!b)
-        b = blob_new(p1, n1, p2, n2);
+    /* Replacing a value only costs the growth; the old value is released in
+     * kent_store right after, so the count overshoots only transiently. */
+    size_t growth = cost > freed ? cost - freed : 0;
+    if (!room_for(s, j, growth)) {
+        if (b) {
+            coh_acct ca = coh_srv_acct_conn(c);
+            coh_acct_force(&ca, moved); /* still the frame's; released with it */
+        }
+        return COHORT_ERR_TOO_LARGE;
+    }
+    if (b) {
+        c->body_blob = NULL;
+        c->body_cap = 0;
+        b->data = (uint8_t *)p;
+        b->len = n;
+    } else {
+        b = blob_new(p, n, NULL, 0);
+    }
+    coh_acct_force(&ja, cost);
     if (!e && b)
         e = kent_get(s, j, k, &st);
     if (!b || !e) {
-        mem_uncharge(s, cost);
+        coh_acct_release(&ja, cost);
         coh_blob_unref(b);
         return st == COHORT_OK ? COHORT_ERR_NOMEM : st;
     }
@@ -475,15 +515,57 @@ static cohort_status set_value(conn *c, const coh_slice *k, const void *p1, size
     return COHORT_OK;
 }
 
+/* APPEND to a present value: amortised O(appended bytes). A value grown
+ * by APPEND gets room to spare (double, up to max_value), and later
+ * appends fill it in place while no queued reply references the value
+ * (refs == 1); only then is a copy made. 40 appends of one byte to a
+ * 48 MiB value copy it once, not 40 times. */
+static cohort_status append_value(conn *c, kent *e, const void *p, size_t n)
+{
+    struct cohort_store_server *s = c->srv;
+    job *j = c->job;
+    blob *o = e->val;
+    size_t end = (size_t)(o->data - o->storage) + o->len;
+    if (o->refs == 1 && o->room - end >= n) {
+        memcpy(o->data + o->len, p, n);
+        o->len += n;
+        return COHORT_OK;
+    }
+    size_t need = o->len + n;
+    size_t freed = val_cost(o);
+    /* Spare room: double, else a quarter more, else 64 KiB more (a job near
+     * its limit), else exactly what is needed; never past max_value. */
+    size_t tries[4] = {need * 2, need + need / 4, need + (64u << 10), need};
+    size_t room = 0;
+    for (int i = 0; i < 4 && !room; i++) {
+        size_t r = COH_MAX(need, COH_MIN(tries[i], (size_t)s->max_value));
+        if (room_for(s, j, blob_cost(r) > freed ? blob_cost(r) - freed : 0))
+            room = r;
+    }
+    if (!room)
+        return COHORT_ERR_TOO_LARGE;
+    blob *b = coh_blob_alloc(room);
+    if (!b)
+        return COHORT_ERR_NOMEM;
+    memcpy(b->data, o->data, o->len);
+    memcpy(b->data + o->len, p, n);
+    b->len = need;
+    coh_acct ja = coh_srv_acct_job(s, j);
+    coh_acct_force(&ja, b->cost);
+    kent_store(j, e, b, s);
+    return COHORT_OK;
+}
+
 static void reply_limit(conn *c, const coh_req *q, cohort_status st)
 {
     struct cohort_store_server *s = c->srv;
-    if (st == COHORT_ERR_TOO_LARGE)
-        coh_srv_reply_err(c, q->op, q->id, st,
-                          "store memory limit reached (%zu of max_memory %zu bytes in use)",
-                          s->mem_used, s->max_memory);
-    else
+    if (st == COHORT_ERR_TOO_LARGE && s->refused) {
+        char m[320];
+        coh_srv_limit_hit(c, s->refused, s->refused_want, coh_proto_op_name(q->op), m, sizeof m);
+        coh_srv_reply_err(c, q->op, q->id, st, "%s", m);
+    } else {
         coh_srv_reply_err(c, q->op, q->id, st, "out of memory in the store server");
+    }
 }
 
 /* Printable form of a binary key for messages: escapes, truncated. */
@@ -509,17 +591,15 @@ static const char *keystr(char *out, size_t outlen, const uint8_t *k, size_t n)
 
 static void h_set(conn *c, const coh_req *q)
 {
-    cohort_status st = set_value(c, &q->key, q->val.p, q->val.n, NULL, 0);
+    cohort_status st = set_value(c, &q->key, q->val.p, q->val.n);
     if (st && q->op == COH_OP_SET_NOREPLY) {
         /* Its only reply: the client no longer knows the key, so name it. */
-        char kb[256];
-        coh_srv_reply_err(c, q->op, q->id, st,
-                          "set_nowait of key '%s' was not applied: %s (%zu of max_memory %zu "
-                          "bytes in use)",
-                          KEYSTR(q->key),
-                          st == COHORT_ERR_TOO_LARGE ? "store memory limit reached"
-                                                     : "out of memory in the store server",
-                          c->srv->mem_used, c->srv->max_memory);
+        char kb[256], m[320] = "out of memory in the store server";
+        if (st == COHORT_ERR_TOO_LARGE && c->srv->refused)
+            coh_srv_limit_hit(c, c->srv->refused, c->srv->refused_want, "set_nowait", m,
+                              sizeof m);
+        coh_srv_reply_err(c, q->op, q->id, st, "set_nowait of key '%s' was not applied: %s",
+                          KEYSTR(q->key), m);
     } else if (st) {
         reply_limit(c, q, st);
     } else if (q->op == COH_OP_SET)
@@ -540,9 +620,9 @@ static void h_append(conn *c, const coh_req *q)
                               KEYSTR(q->key), e->val->len + q->val.n, s->max_value);
             return;
         }
-        st = set_value(c, &q->key, e->val->data, e->val->len, q->val.p, q->val.n);
+        st = append_value(c, e, q->val.p, q->val.n);
     } else {
-        st = set_value(c, &q->key, q->val.p, q->val.n, NULL, 0);
+        st = set_value(c, &q->key, q->val.p, q->val.n);
     }
     if (st)
         reply_limit(c, q, st);
@@ -572,7 +652,7 @@ static void h_add(conn *c, const coh_req *q)
     }
     char buf[24];
     int n = snprintf(buf, sizeof buf, "%" PRId64, nv);
-    cohort_status st = set_value(c, &q->key, buf, (size_t)n, NULL, 0);
+    cohort_status st = set_value(c, &q->key, buf, (size_t)n);
     if (st) {
         reply_limit(c, q, st);
         return;
@@ -593,7 +673,7 @@ static void h_cas(conn *c, const coh_req *q)
                            (q->exp.n == 0 || !memcmp(e->val->data, q->exp.p, q->exp.n)))
                         : q->exp.n == 0;
     if (match) {
-        cohort_status st = set_value(c, &q->key, q->val.p, q->val.n, NULL, 0);
+        cohort_status st = set_value(c, &q->key, q->val.p, q->val.n);
         if (st) {
             reply_limit(c, q, st);
             return;
@@ -632,7 +712,7 @@ static void h_delete(conn *c, const coh_req *q)
     kent *e = kent_find(s, c->job, &q->key);
     int deleted = 0;
     if (e && e->val) {
-        mem_uncharge(s, val_cost(e->val));
+        mem_uncharge(s, c->job, val_cost(e->val));
         coh_blob_unref(e->val);
         e->val = NULL;
         c->job->npresent--;
@@ -845,7 +925,11 @@ static void h_multi_set(conn *c, const coh_req *q)
         size_t cost = blob_cost(v.n) + (e ? 0 : kent_cost(k.n));
         growth += cost > freed ? cost - freed : 0;
     }
-    if (growth > s->max_memory || s->mem_used > s->max_memory - growth) {
+    if (growth > SIZE_MAX / 2 || !room_for(s, c->job, (size_t)growth)) {
+        if (growth > SIZE_MAX / 2) {
+            s->refused = &s->mem;
+            s->refused_want = SIZE_MAX / 2;
+        }
         reply_limit(c, q, COHORT_ERR_TOO_LARGE);
         return;
     }
@@ -853,7 +937,7 @@ static void h_multi_set(conn *c, const coh_req *q)
     for (uint32_t i = 0; i < q->n; i++) {
         coh_slice k, v;
         coh_req_next(&it, &k, &v);
-        cohort_status st = set_value(c, &k, v.p, v.n, NULL, 0);
+        cohort_status st = set_value(c, &k, v.p, v.n);
         if (st) {
             reply_limit(c, q, st);
             return;
@@ -875,7 +959,7 @@ static void h_barrier(conn *c, const coh_req *q)
     bar *b = (bar *)ht_find(&j->bars, q->key.p, q->key.n, h);
     if (!b) {
         size_t cost = sizeof(bar) + q->key.n;
-        if (mem_charge(s, cost) < 0) {
+        if (mem_charge(s, j, cost) < 0) {
             reply_limit(c, q, COHORT_ERR_TOO_LARGE);
             return;
         }
@@ -889,9 +973,9 @@ static void h_barrier(conn *c, const coh_req *q)
             b->n = q->n;
             dl_init(&b->waiters);
         }
-        if (!b || ht_insert(s, &j->bars, &b->hn) < 0) {
+        if (!b || ht_insert(s, j, &j->bars, &b->hn) < 0) {
             coh_free(b);
-            mem_uncharge(s, cost);
+            mem_uncharge(s, j, cost);
             reply_limit(c, q, COHORT_ERR_NOMEM);
             return;
         }
@@ -950,8 +1034,8 @@ static void h_stats(conn *c, const coh_req *q)
     coh_wr_i64(w, (int64_t)c->job->nconns);
     coh_wr_i64(w, (int64_t)c->job->nwaiters);
     coh_wr_i64(w, (int64_t)c->job->npresent);
-    coh_wr_i64(w, (int64_t)s->mem_used);
-    coh_wr_i64(w, (int64_t)s->max_memory);
+    coh_wr_i64(w, (int64_t)s->mem.used);
+    coh_wr_i64(w, (int64_t)s->mem.limit);
     coh_wr_u32(w, c->job->gen);
     coh_srv_reply_end(c, q->op, q->id);
 }

@@ -30,6 +30,7 @@ static inline cohort_group *tg_make(int rank, int size)
 static inline void tg_free(cohort_group *g)
 {
     coh_trace_destroy(g->trace);
+    coh_err_detail_free(g->detail);
     pthread_mutex_destroy(&g->err_mu);
     free(g);
 }

@@ -80,6 +80,45 @@ static coh_call loop_call(uint64_t s)
                    s % 2 ? 1024 : 2048, TRAIN, s % 2 ? 88 : 91);
 }
 
+/* cohort_error_info_get: the report's story as data, the same on every rank. */
+static void check_info(cohort_group *g, const rcase *rc, int rank)
+{
+    int n = rc->nranks;
+    cohort_error_info *info = cohort_error_info_get(g);
+    if (rc->s == S_COUNT || rc->s == S_LARGE) {
+        RANK_CHECK(info && info->status == COHORT_ERR_CONTRACT, "no info");
+        RANK_CHECK(!strcmp(info->kind, "mismatch") && !strcmp(info->call, "all_reduce") &&
+                       info->seq == 7 && !strcmp(info->field, "count"),
+                   "info: %s %s #%llu %s", info->kind, info->call,
+                   (unsigned long long)info->seq, info->field);
+        RANK_CHECK(info->nranks == n && info->nculprits == 1 && info->culprits[0] == n - 1,
+                   "culprits: %d", info->nculprits);
+        for (int r = 0; r < n; r++) {
+            RANK_CHECK(info->values[r] && !strcmp(info->values[r], r == n - 1 ? "512" : "1024"),
+                       "value of rank %d: %s", r, info->values[r] ? info->values[r] : "NULL");
+            RANK_CHECK(info->files[r] && strstr(info->files[r], "train.c") && info->lines[r] == 88,
+                       "site of rank %d", r);
+        }
+    } else if (rc->s == S_EXTRA) {
+        RANK_CHECK(info && !strcmp(info->kind, "extra") && info->seq == 7, "info: %s",
+                   info ? info->kind : "NULL");
+        RANK_CHECK(info->nculprits == 1 && info->culprits[0] == n - 1, "culprits");
+        RANK_CHECK(info->values[n - 1] && !strcmp(info->values[n - 1], "barrier") &&
+                       info->values[0] && !strcmp(info->values[0], "all_reduce"),
+                   "values");
+    } else if (rc->s == S_P2P && rank == 1) {
+        /* collectives agree: the detecting rank keeps its own view */
+        RANK_CHECK(info && !strcmp(info->kind, "local") && !strcmp(info->call, "recv") &&
+                       !strcmp(info->field, "tag") && info->seq == 2,
+                   "p2p info: %s %s %s", info ? info->kind : "NULL", info ? info->call : "",
+                   info ? info->field : "");
+        RANK_CHECK(info->values[1] && !strcmp(info->values[1], "5") && info->values[0] &&
+                       !strcmp(info->values[0], "6") && info->nculprits == 0,
+                   "p2p values");
+    }
+    cohort_error_info_free(info);
+}
+
 static int rank_main(int rank, void *arg)
 {
     const rcase *rc = arg;
@@ -157,6 +196,7 @@ static int rank_main(int rank, void *arg)
     RANK_CHECK(!strcmp(g->last.msg, rc->want), "last: %s", g->last.msg);
     RANK_CHECK(dt >= rc->min_ms && dt <= rc->max_ms, "report took %.0f ms, want %.0f-%.0f", dt,
                rc->min_ms, rc->max_ms);
+    check_info(g, rc, rank);
     cohort_store_close(g->store);
     cohort_store_close(g->store_root);
     /* The host returned from its report only after every reporting rank

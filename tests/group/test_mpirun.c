@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "support/support.h"
 
@@ -32,12 +34,93 @@ START_TEST(hello_under_mpirun)
 }
 END_TEST
 
+/* Runs cmd through sh, returns its exit status with the output in out. */
+static int run_cmd(const char *cmd, char *out, size_t len)
+{
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    return pclose(p);
+}
+
+#define CLEAN_ENV                                                                                  \
+    "env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u LOCAL_WORLD_SIZE -u COHORT_STORE "               \
+    "-u MASTER_ADDR -u MASTER_PORT -u COHORT_TOKEN -u COHORT_JOB_ID "
+
+/* Nothing exported by hand: mpirun on one node gives loopback, a port from
+ * its job id, and the token travels through a private 0600 file. */
+START_TEST(mpirun_with_nothing_exported)
+{
+    const char *b = getenv("COHORT_BUILD_DIR");
+    ck_assert_ptr_nonnull(b);
+    char dir[128], cmd[2048], out[8192];
+    snprintf(dir, sizeof dir, "/tmp/cohort-mpirun-tok-%d", (int)getpid());
+    mkdir(dir, 0700);
+    snprintf(cmd, sizeof cmd,
+             CLEAN_ENV "COHORT_TOKEN_DIR=%s COHORT_TIMEOUT=30 timeout 120 mpirun "
+                       "--allow-run-as-root --oversubscribe -np 3 -x COHORT_TOKEN_DIR "
+                       "-x COHORT_TIMEOUT %s/bench/startup/hello_cohort 2>&1",
+             dir, b);
+    int rc = run_cmd(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "mpirun exited %d; output:\n%s", rc, out);
+    /* the secret is gone from the filesystem after init */
+    snprintf(cmd, sizeof cmd, "rmdir %s", dir);
+    ck_assert_msg(system(cmd) == 0, "token file left in %s", dir);
+}
+END_TEST
+
+/* MPICH's mpiexec on one node: loopback and a port from the local proxy;
+ * the token must still be exported (Hydra gives no job id to key a file). */
+START_TEST(mpich_without_master)
+{
+    const char *b = getenv("COHORT_BUILD_DIR");
+    ck_assert_ptr_nonnull(b);
+    if (system("command -v mpiexec.mpich >/dev/null") != 0) {
+        fprintf(stderr, "mpiexec.mpich not installed: skipped\n");
+        return;
+    }
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof cmd,
+             CLEAN_ENV "COHORT_TOKEN=mpich-secret COHORT_TIMEOUT=30 timeout 120 mpiexec.mpich "
+                       "-np 3 %s/bench/startup/hello_cohort 2>&1",
+             b);
+    int rc = run_cmd(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "mpiexec.mpich exited %d; output:\n%s", rc, out);
+    /* without the token: a message that says what to do */
+    snprintf(cmd, sizeof cmd,
+             CLEAN_ENV "COHORT_TIMEOUT=30 timeout 120 mpiexec.mpich -np 2 "
+                       "%s/bench/startup/hello_cohort 2>&1",
+             b);
+    rc = run_cmd(cmd, out, sizeof out);
+    ck_assert_msg(rc != 0 && strstr(out, "COHORT_TOKEN is not set"), "rc %d:\n%s", rc, out);
+}
+END_TEST
+
+/* A program started alone runs as a world of one (MPI's singleton init). */
+START_TEST(lone_start)
+{
+    const char *b = getenv("COHORT_BUILD_DIR");
+    ck_assert_ptr_nonnull(b);
+    char cmd[2048], out[4096];
+    snprintf(cmd, sizeof cmd,
+             CLEAN_ENV "-u OMPI_COMM_WORLD_RANK -u PMI_RANK -u SLURM_STEP_ID timeout 60 "
+                       "%s/bench/startup/hello_cohort 2>&1",
+             b);
+    int rc = run_cmd(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "a lone hello_cohort exited %d:\n%s", rc, out);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("mpirun");
     TCase *tc = tcase_create("mpirun");
     tcase_set_timeout(tc, 150);
     tcase_add_test(tc, hello_under_mpirun);
+    tcase_add_test(tc, mpirun_with_nothing_exported);
+    tcase_add_test(tc, mpich_without_master);
+    tcase_add_test(tc, lone_start);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

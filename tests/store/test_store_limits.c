@@ -333,7 +333,7 @@ START_TEST(unauth_cannot_lock_out)
 END_TEST
 
 /* A token holder with generation 0xFFFFFFFF cannot make every later
- * restart stale: generations advance one step at a time; an operator
+ * restart stale: generations advance at most 64 at a time; an operator
  * (generation 0) can set any, and a job so reset starts over. */
 START_TEST(generation_advances_one_step)
 {
@@ -345,7 +345,7 @@ START_TEST(generation_advances_one_step)
     ST_EXPECT(coh_store_connect_gen(&x, addr, JOB_A, TOK_A, 0xFFFFFFFFu, 3000), COHORT_ERR_AUTH,
               NULL);
     ck_assert_msg(strstr(coh_tls_err()->msg, "skips ahead"), "%s", coh_tls_err()->msg);
-    ST_EXPECT(coh_store_connect_gen(&x, addr, JOB_A, TOK_A, 3, 3000), COHORT_ERR_AUTH, NULL);
+    ST_EXPECT(coh_store_connect_gen(&x, addr, JOB_A, TOK_A, 1 + 65, 3000), COHORT_ERR_AUTH, NULL);
     /* generation 1 is untouched by the refusals */
     ST_OK(cohort_store_sets(g1, "k", "1b"), g1);
     /* the next restart: generation 2, and 1's connection is closed */
@@ -431,6 +431,352 @@ START_TEST(bad_connection_flood_log_bounded)
 }
 END_TEST
 
+/* ---- memory: per job, per connection, replies ---- */
+
+static long rss_kb(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long kb = -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb;
+}
+
+static int authed_fd(int port, const char *job, const char *tok)
+{
+    int fd = su_raw_connect(port);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(su_raw_auth(fd, job, tok, 0), COHORT_OK);
+    return fd;
+}
+
+static void stop_store(pid_t pid)
+{
+    kill(pid, SIGTERM);
+    int status;
+    waitpid(pid, &status, 0);
+}
+
+/* Issue 13 #2: job B's connections declare big SETs and trickle their
+ * bodies; then B fills its own memory. Job A keeps working throughout:
+ * bodies are charged as they arrive, and each job has its own limit. */
+START_TEST(job_cannot_starve_another_job)
+{
+    const char *errpath = "/tmp/cohort-test-limits-jobmem.err";
+    const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(),
+                          "--max-memory", "16M", "--max-value", "6M", NULL};
+    char addr[64];
+    pid_t pid = su_spawn_store(args, addr, sizeof addr, errpath);
+    ck_assert_int_gt(pid, 0);
+    int port = su_port_of(addr);
+    enum { NB = 16 };
+    int fds[NB];
+    for (int i = 0; i < NB; i++) {
+        fds[i] = authed_fd(port, JOB_B, TOK_B);
+        /* SET declaring 6 MiB + key; one byte of body so far */
+        uint8_t f[COH_PROTO_HDR + 1];
+        coh_proto_put_hdr(f, COH_OP_SET, 1, 6u << 20);
+        f[COH_PROTO_HDR] = 0;
+        ck_assert_int_eq(su_raw_write(fds[i], f, sizeof f), 0);
+    }
+    usleep(100 * 1000);
+    /* then 100 KiB more each (read straight into the body buffer, which
+     * grows by doubling: 128 KiB each is charged, not 6 MiB) */
+    static char chunk[100 * 1024];
+    for (int i = 0; i < NB; i++)
+        ck_assert_int_eq(su_raw_write(fds[i], chunk, sizeof chunk), 0);
+    usleep(200 * 1000);
+    cohort_store *a = su_connect(addr, JOB_A, TOK_A);
+    static char val[1 << 20];
+    memset(val, 'a', sizeof val);
+    for (int i = 0; i < 4; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "a%d", i);
+        ST_OK(cohort_store_set(a, k, strlen(k), val, sizeof val), a);
+    }
+    int64_t r;
+    ST_OK(cohort_store_add(a, "ctr", 3, 1, &r), a);
+    /* B fills its own share (8 MiB of 16) and is refused there */
+    cohort_store *b = su_connect(addr, JOB_B, TOK_B);
+    cohort_status st = COHORT_OK;
+    int nb = 0;
+    for (int i = 0; i < 40 && st == COHORT_OK; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "b%d", i);
+        st = cohort_store_set(b, k, strlen(k), val, sizeof val);
+        nb += st == COHORT_OK;
+    }
+    ck_assert_int_eq(st, COHORT_ERR_TOO_LARGE);
+    ck_assert_msg(strstr(cohort_store_last_error(b), "job 'jobB'") &&
+                      strstr(cohort_store_last_error(b), "max_job_memory"),
+                  "%s", cohort_store_last_error(b));
+    ck_assert_msg(nb >= 2 && nb < 8, "job B stored %d MiB", nb);
+    /* A still has its own share: 3 more MiB fit */
+    for (int i = 4; i < 7; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "a%d", i);
+        ST_OK(cohort_store_set(a, k, strlen(k), val, sizeof val), a);
+    }
+    void *v = NULL;
+    size_t vl = 0;
+    ST_OK(cohort_store_get(a, "a6", 2, &v, &vl, 1000), a);
+    ck_assert_uint_eq(vl, sizeof val);
+    free(v);
+    cohort_store_close(b);
+    cohort_store_close(a);
+    close_all(fds, NB);
+    stop_store(pid);
+    int n = count_lines(errpath, "max_job_memory");
+    ck_assert_msg(n >= 1 && n <= COH_RL_BURST + 1, "%d log lines of the job limit", n);
+    unlink(errpath);
+}
+END_TEST
+
+/* A MULTI_GET frame of key k repeated n times (NOWAIT). */
+static uint8_t *multi_get_frame(const char *k, uint32_t n, uint32_t id, size_t *len)
+{
+    size_t kl = strlen(k);
+    size_t pl = 1 + 4 + (size_t)n * (4 + kl);
+    uint8_t *f = malloc(COH_PROTO_HDR + pl);
+    ck_assert_ptr_nonnull(f);
+    coh_proto_put_hdr(f, COH_OP_MULTI_GET, id, (uint32_t)pl);
+    uint8_t *p = f + COH_PROTO_HDR;
+    *p++ = COH_WAITF_NOWAIT;
+    coh_put_u32(p, n);
+    p += 4;
+    for (uint32_t i = 0; i < n; i++) {
+        coh_put_u32(p, (uint32_t)kl);
+        memcpy(p + 4, k, kl);
+        p += 4 + kl;
+    }
+    *len = COH_PROTO_HDR + pl;
+    return f;
+}
+
+/* Issue 13 #3: replies are accounted. Connections that ask for 240 MB of
+ * reply (one MULTI_GET of a 4000-byte value 60000 times) and never read,
+ * and one that pipelines 60000 GETs of it and never reads, do not grow the
+ * server: the big reply is refused naming the limit, and the pipeline is
+ * not read further while its replies are not read (backpressure). */
+START_TEST(reply_memory_bounded)
+{
+    const char *errpath = "/tmp/cohort-test-limits-reply.err";
+    const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(),
+                          "--max-memory", "64M", NULL};
+    char addr[64];
+    pid_t pid = su_spawn_store(args, addr, sizeof addr, errpath);
+    ck_assert_int_gt(pid, 0);
+    int port = su_port_of(addr);
+    cohort_store *a = su_connect(addr, JOB_A, TOK_A);
+    static char val[4000];
+    memset(val, 'v', sizeof val);
+    ST_OK(cohort_store_set(a, "k", 1, val, sizeof val), a);
+    long rss0 = rss_kb(pid);
+    enum { NC = 5 };
+    int fds[NC + 1];
+    size_t fl;
+    uint8_t *f = multi_get_frame("k", 60000, 7, &fl);
+    for (int i = 0; i < NC; i++) {
+        fds[i] = authed_fd(port, JOB_A, TOK_A);
+        ck_assert_int_eq(su_raw_write(fds[i], f, fl), 0);
+    }
+    free(f);
+    /* 60000 pipelined GETs (20 bytes each), never read */
+    fds[NC] = authed_fd(port, JOB_A, TOK_A);
+    {
+        enum { NG = 60000 };
+        size_t one = COH_PROTO_HDR + 1 + 4 + 1;
+        uint8_t *g = malloc(one * NG);
+        ck_assert_ptr_nonnull(g);
+        for (int i = 0; i < NG; i++) {
+            uint8_t *p = g + one * (size_t)i;
+            coh_proto_put_hdr(p, COH_OP_GET, (uint32_t)i + 1, 6);
+            p[COH_PROTO_HDR] = COH_WAITF_NOWAIT;
+            coh_put_u32(p + COH_PROTO_HDR + 1, 1);
+            p[COH_PROTO_HDR + 5] = 'k';
+        }
+        /* the server stops reading: write what the socket takes in 3 s */
+        int fl0 = fcntl(fds[NC], F_GETFL);
+        fcntl(fds[NC], F_SETFL, fl0 | O_NONBLOCK);
+        size_t off = 0, tot = one * NG;
+        double t0 = su_now_ms();
+        while (off < tot && su_now_ms() - t0 < 3000) {
+            ssize_t w = send(fds[NC], g + off, tot - off, MSG_NOSIGNAL);
+            if (w > 0)
+                off += (size_t)w;
+            else
+                usleep(10 * 1000);
+        }
+        free(g);
+    }
+    usleep(500 * 1000);
+    long rss1 = rss_kb(pid);
+    ck_assert_msg(rss1 - rss0 < 128 * 1024, "server RSS grew %ld kB (from %ld kB)", rss1 - rss0,
+                  rss0);
+    /* Everyone else is still served. */
+    char *s = NULL;
+    ST_OK(cohort_store_sets(a, "other", "x"), a);
+    ST_OK(cohort_store_gets(a, "other", &s, 1000), a);
+    free(s);
+    /* The big MULTI_GET was answered with the limit */
+    coh_frame_hdr h;
+    static uint8_t buf[1024];
+    int n = su_raw_read(fds[0], &h, buf, sizeof buf - 1, 3000);
+    ck_assert_int_gt(n, 5);
+    ck_assert_int_eq(buf[0], COHORT_ERR_TOO_LARGE);
+    buf[n] = 0;
+    ck_assert_msg(strstr((char *)buf + 5, "reply of") && strstr((char *)buf + 5, "limit"), "%s",
+                  (char *)buf + 5);
+    close_all(fds, NC + 1);
+    cohort_store_close(a);
+    stop_store(pid);
+    unlink(errpath);
+}
+END_TEST
+
+/* Issue 13 (head-of-line): 100 one-byte APPENDs to a 48 MiB value, sent in
+ * one write, must not stop the server for anyone: APPEND is amortised
+ * O(appended bytes) and one connection's requests run a bounded amount
+ * per loop turn. The job's limit (56 MiB) leaves no room to double the
+ * value: the spare room must then be smaller, not zero (test_store_stress
+ * found exact-size copies per APPEND there). */
+START_TEST(append_is_amortised)
+{
+    char addr[64];
+    cohort_store_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_memory = 112u << 20;
+    cohort_store_server *srv = su_server(&o, addr, sizeof addr);
+    cohort_store *a = su_connect(addr, JOB_A, TOK_A);
+    size_t big = 48u << 20;
+    char *val = malloc(big);
+    ck_assert_ptr_nonnull(val);
+    memset(val, 'x', big);
+    ST_OK(cohort_store_set(a, "big", 3, val, big), a);
+    free(val);
+    cohort_store *other = su_connect(addr, JOB_B, TOK_B);
+    ST_OK(cohort_store_sets(other, "k", "v"), other);
+    int fd = authed_fd(su_port_of(addr), JOB_A, TOK_A);
+    enum { NA = 100 };
+    size_t one = COH_PROTO_HDR + 4 + 3 + 4 + 1;
+    uint8_t *f = malloc(one * NA);
+    for (int i = 0; i < NA; i++) {
+        uint8_t *p = f + one * (size_t)i;
+        coh_proto_put_hdr(p, COH_OP_APPEND, (uint32_t)i + 1, 12);
+        coh_put_u32(p + COH_PROTO_HDR, 3);
+        memcpy(p + COH_PROTO_HDR + 4, "big", 3);
+        coh_put_u32(p + COH_PROTO_HDR + 7, 1);
+        p[COH_PROTO_HDR + 11] = (uint8_t)('0' + i % 10);
+    }
+    double t0 = su_now_ms();
+    ck_assert_int_eq(su_raw_write(fd, f, one * NA), 0);
+    free(f);
+    /* another job's client meanwhile */
+    double worst = 0;
+    for (int i = 0; i < 20; i++) {
+        double t1 = su_now_ms();
+        char *v = NULL;
+        ST_OK(cohort_store_gets(other, "k", &v, 5000), other);
+        free(v);
+        double el = su_now_ms() - t1;
+        worst = el > worst ? el : worst;
+    }
+    for (int i = 0; i < NA; i++) {
+        coh_frame_hdr h;
+        uint8_t b[256];
+        int n = su_raw_read(fd, &h, b, sizeof b, 30000);
+        ck_assert_int_eq(n, 1);
+        ck_assert_int_eq(b[0], COHORT_OK);
+    }
+    double el = su_now_ms() - t0;
+    ck_assert_msg(el < 2000, "100 one-byte appends to 48 MiB took %.0f ms", el);
+    ck_assert_msg(worst < 1000, "another job's get took %.0f ms during the appends", worst);
+    void *v = NULL;
+    size_t vl = 0;
+    ST_OK(cohort_store_get(a, "big", 3, &v, &vl, 1000), a);
+    ck_assert_uint_eq(vl, big + NA);
+    for (int i = 0; i < NA; i++)
+        ck_assert_int_eq(((char *)v)[big + (size_t)i], '0' + i % 10);
+    ck_assert_int_eq(((char *)v)[big - 1], 'x');
+    free(v);
+    close(fd);
+    cohort_store_close(other);
+    cohort_store_close(a);
+    cohort_store_server_stop(srv);
+}
+END_TEST
+
+/* Fairness: a pipeline of expensive requests (a prefix count scans every
+ * key of the job) runs a bounded time per loop turn, so another job's
+ * requests are served between them. */
+START_TEST(pipeline_bounded_per_turn)
+{
+    char addr[64];
+    cohort_store_server *srv = su_server(NULL, addr, sizeof addr);
+    cohort_store *a = su_connect(addr, JOB_A, TOK_A);
+    enum { NK = 100000, BATCH = 1000 };
+    const void *ks[BATCH], *vs[BATCH];
+    size_t kls[BATCH], vls[BATCH];
+    static char kb[BATCH][16];
+    for (int i = 0; i < NK; i += BATCH) {
+        for (int j = 0; j < BATCH; j++) {
+            kls[j] = (size_t)snprintf(kb[j], sizeof kb[j], "k%d", i + j);
+            ks[j] = kb[j];
+            vs[j] = "v";
+            vls[j] = 1;
+        }
+        ST_OK(cohort_store_multi_set(a, ks, kls, vs, vls, BATCH), a);
+    }
+    cohort_store *other = su_connect(addr, JOB_B, TOK_B);
+    ST_OK(cohort_store_sets(other, "k", "v"), other);
+    int fd = authed_fd(su_port_of(addr), JOB_A, TOK_A);
+    enum { NR = 100 };
+    size_t one = COH_PROTO_HDR + 4 + 1;
+    uint8_t *f = malloc(one * NR);
+    for (int i = 0; i < NR; i++) {
+        uint8_t *p = f + one * (size_t)i;
+        coh_proto_put_hdr(p, COH_OP_NUM_KEYS, (uint32_t)i + 1, 5);
+        coh_put_u32(p + COH_PROTO_HDR, 1);
+        p[COH_PROTO_HDR + 4] = 'k';
+    }
+    double t1 = su_now_ms();
+    ck_assert_int_eq(su_raw_write(fd, f, one * NR), 0);
+    free(f);
+    double worst = 0;
+    int n = 0;
+    while (su_now_ms() - t1 < 1500) {
+        double t2 = su_now_ms();
+        char *v = NULL;
+        ST_OK(cohort_store_gets(other, "k", &v, 5000), other);
+        free(v);
+        double el = su_now_ms() - t2;
+        worst = el > worst ? el : worst;
+        n++;
+        usleep(2000);
+    }
+    for (int i = 0; i < NR; i++) {
+        coh_frame_hdr h;
+        uint8_t b[64];
+        ck_assert_int_eq(su_raw_read(fd, &h, b, sizeof b, 60000), 9);
+        ck_assert_int_eq(b[0], COHORT_OK);
+        ck_assert_int_eq((int64_t)coh_get_u64(b + 1), NK);
+    }
+    fprintf(stderr, "pipeline_bounded_per_turn: %d gets of another job, worst %.1f ms, "
+            "%d scans in %.0f ms\n", n, worst, (int)NR, su_now_ms() - t1);
+    ck_assert_msg(worst < 300, "another job's get took %.1f ms beside a pipeline of scans", worst);
+    close(fd);
+    cohort_store_close(other);
+    cohort_store_close(a);
+    cohort_store_server_stop(srv);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("store_limits");
@@ -444,6 +790,13 @@ static Suite *suite(void)
     tcase_add_test(t, unauth_cannot_lock_out);
     tcase_add_test(t, bad_connection_flood_log_bounded);
     suite_add_tcase(s, t);
+    TCase *m = tcase_create("memory");
+    tcase_set_timeout(m, 120);
+    tcase_add_test(m, job_cannot_starve_another_job);
+    tcase_add_test(m, reply_memory_bounded);
+    tcase_add_test(m, append_is_amortised);
+    tcase_add_test(m, pipeline_bounded_per_turn);
+    suite_add_tcase(s, m);
     return s;
 }
 

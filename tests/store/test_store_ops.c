@@ -962,6 +962,7 @@ START_TEST(limits_key_value_memory)
     o.max_key = 64;
     o.max_value = 4096;
     o.max_memory = 64 * 1024;
+    o.max_job_memory = 2 * o.max_memory; /* this test is about the server's limit */
     char a2[64];
     cohort_store_server *s2 = su_server(&o, a2, sizeof a2);
     cohort_store *s = su_connect(a2, JOB_A, TOK_A);
@@ -1068,6 +1069,7 @@ START_TEST(set_nowait_failure_reported_by_next_call)
     memset(&o, 0, sizeof o);
     o.max_value = 4096;
     o.max_memory = 32 * 1024;
+    o.max_job_memory = 2 * o.max_memory; /* this test is about the server's limit */
     char a2[64];
     cohort_store_server *s2 = su_server(&o, a2, sizeof a2);
     cohort_store *s = su_connect(a2, JOB_A, TOK_A);

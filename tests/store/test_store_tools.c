@@ -367,6 +367,109 @@ START_TEST(kv_wait_woken_by_kv_set)
 }
 END_TEST
 
+/* What issue 16 added: compare-set, append, watch, --prefix, --json, sorted
+ * list, --opt=value, --help/--version, "did you mean". */
+START_TEST(kv_cas_append_watch_prefix_json)
+{
+    run r;
+    /* compare-set: create only if absent, swap only on the expected value */
+    ck_assert_int_eq(KV(&r, "compare-set", "--absent", "lock", "me"), 0);
+    ck_assert_str_eq(r.out, "me\n");
+    ck_assert_int_eq(KV(&r, "cas", "--absent", "lock", "you"), 1); /* taken: not swapped */
+    ck_assert_str_eq(r.out, "me\n");
+    ck_assert_int_eq(KV(&r, "cas", "lock", "nope", "you"), 1);
+    ck_assert_int_eq(KV(&r, "cas", "lock", "me", "you"), 0);
+    ck_assert_str_eq(r.out, "you\n");
+    ck_assert_int_eq(KV(&r, "--json", "cas", "lock", "you", "x\"y"), 0);
+    ck_assert_str_eq(r.out, "{\"key\": \"lock\", \"swapped\": true, \"value\": \"x\\\"y\"}\n");
+    /* append creates, then appends */
+    ck_assert_int_eq(KV(&r, "append", "log", "a"), 0);
+    ck_assert_int_eq(KV(&r, "append", "log", "bc"), 0);
+    ck_assert_int_eq(KV(&r, "get", "log"), 0);
+    ck_assert_str_eq(r.out, "abc\n");
+    /* list is sorted */
+    ck_assert_int_eq(KV(&r, "set", "s/c", "1"), 0);
+    ck_assert_int_eq(KV(&r, "set", "s/a", "1"), 0);
+    ck_assert_int_eq(KV(&r, "set", "s/b", "1"), 0);
+    ck_assert_int_eq(KV(&r, "set", "s/aa", "1"), 0);
+    ck_assert_int_eq(KV(&r, "list", "s/"), 0);
+    ck_assert_str_eq(r.out, "s/a\ns/aa\ns/b\ns/c\n");
+    ck_assert_int_eq(KV(&r, "list", "s/", "--json"), 0);
+    ck_assert_str_eq(r.out, "[\"s/a\", \"s/aa\", \"s/b\", \"s/c\"]\n");
+    /* --prefix: a namespace, as torch's PrefixStore */
+    ck_assert_int_eq(KV(&r, "--prefix=exp1/", "set", "k", "v1"), 0);
+    ck_assert_int_eq(KV(&r, "get", "exp1/k"), 0);
+    ck_assert_str_eq(r.out, "v1\n");
+    ck_assert_int_eq(KV(&r, "--prefix", "exp1/", "get", "k"), 0);
+    ck_assert_str_eq(r.out, "v1\n");
+    ck_assert_int_eq(KV(&r, "--prefix", "exp1/", "list"), 0);
+    ck_assert_str_eq(r.out, "k\n");
+    /* --json get: binary-safe, valid JSON for any bytes */
+    ck_assert_int_eq(KV(&r, "set", "weird", "\xff\x01q"), 0);
+    ck_assert_int_eq(KV(&r, "get", "weird", "--json"), 0);
+    ck_assert_str_eq(r.out, "{\"key\": \"weird\", \"value\": \"\\u00ff\\u0001q\"}\n");
+    ck_assert_int_eq(KV(&r, "--json", "add", "n", "-3"), 0);
+    ck_assert_str_eq(r.out, "{\"key\": \"n\", \"value\": -3}\n");
+    ck_assert_int_eq(KV(&r, "--json", "stats"), 0);
+    ck_assert_msg(strstr(r.out, "\"keys\": ") && r.out[0] == '{', "%s", r.out);
+    /* --timeout=value, a negative number as an argument, '--' */
+    ck_assert_int_eq(KV(&r, "get", "absent", "--timeout=100"), 3);
+    ck_assert_int_eq(KV(&r, "--", "set", "--odd", "v"), 0);
+    ck_assert_int_eq(KV(&r, "get", "--", "--odd"), 0);
+    ck_assert_str_eq(r.out, "v\n");
+    /* did you mean */
+    ck_assert_int_eq(KV(&r, "--timout", "5", "get", "k"), 2);
+    ck_assert_msg(strstr(r.err, "did you mean '--timeout'"), "%s", r.err);
+    ck_assert_int_eq(KV(&r, "lsit"), 2);
+    ck_assert_msg(strstr(r.err, "did you mean 'list'"), "%s", r.err);
+
+    /* watch: appears, changes, goes - each seen once */
+    pid_t w = fork();
+    if (w == 0) {
+        struct timespec d = {0, 400 * 1000000L};
+        run rr;
+        nanosleep(&d, NULL);
+        KV(&rr, "set", "w", "one");
+        nanosleep(&d, NULL);
+        KV(&rr, "set", "w", "two");
+        nanosleep(&d, NULL);
+        KV(&rr, "delete", "w");
+        _exit(0);
+    }
+    ck_assert_int_eq(KV(&r, "watch", "w", "--count", "3", "--interval", "20", "--timeout",
+                        "15000"),
+                     0);
+    waitpid(w, NULL, 0);
+    ck_assert_str_eq(r.out, "one\ntwo\n(deleted)\n");
+    /* nothing comes: the timeout, exit 3 */
+    ck_assert_int_eq(KV(&r, "watch", "never", "--timeout", "200"), 3);
+}
+END_TEST
+
+START_TEST(tools_help_and_version)
+{
+    static const char *const tools[] = {"cohort-kv", "cohort-store", "cohortrun", "cohort-perf",
+                                        "cohort-trace", "cohort-soak"};
+    for (size_t i = 0; i < sizeof tools / sizeof tools[0]; i++) {
+        run r;
+        const char *h[] = {"--help", NULL}, *v[] = {"--version", NULL}, *b[] = {"--bogus-opt", NULL};
+        ck_assert_msg(run_tool(&r, tools[i], h, NULL, 0, NULL, 10000) == 0, "%s --help", tools[i]);
+        ck_assert_msg(strstr(r.out, "usage:") || strstr(r.out, "Usage:"), "%s --help: %s",
+                      tools[i], r.out);
+        ck_assert_msg(run_tool(&r, tools[i], v, NULL, 0, NULL, 10000) == 0, "%s --version",
+                      tools[i]);
+        char want[64];
+        snprintf(want, sizeof want, "%s %d.%d.%d\n", tools[i], COHORT_VERSION_MAJOR,
+                 COHORT_VERSION_MINOR, COHORT_VERSION_PATCH);
+        ck_assert_msg(!strcmp(r.out, want), "%s --version: '%s'", tools[i], r.out);
+        ck_assert_msg(run_tool(&r, tools[i], b, NULL, 0, NULL, 10000) == 2, "%s --bogus-opt",
+                      tools[i]);
+        ck_assert_msg(strstr(r.err, "unknown option '--bogus-opt'") && strstr(r.err, "--help"),
+                      "%s: %s", tools[i], r.err);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("store_tools");
@@ -384,6 +487,8 @@ static Suite *suite(void)
     tcase_add_test(k, kv_binary_stdin_and_env_token);
     tcase_add_test(k, kv_auth_and_unreachable);
     tcase_add_test(k, kv_wait_woken_by_kv_set);
+    tcase_add_test(k, kv_cas_append_watch_prefix_json);
+    tcase_add_test(k, tools_help_and_version);
     suite_add_tcase(s, k);
     return s;
 }

@@ -88,6 +88,10 @@ def main():
                    "-r", "all"] + nccl_flags)
         rows, avg, oob = parse(out)
         expect([r["root"] for r in rows] == [0, 1, 2], "roots", out)
+        # -N 2: the sweep twice
+        out = run([os.path.join(d, "broadcast_perf"), "--np", "2", "-b", "64", "-e", "64",
+                   "-N", "2"] + nccl_flags)
+        expect(len(parse(out)[0]) == 2, "-N 2 rows", out)
         expect(all(r["redop"] == "none" for r in rows), "broadcast redop none", out)
 
         # reduce_scatter_perf -o all -d all: every (type, op) that fits.

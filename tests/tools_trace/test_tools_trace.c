@@ -152,11 +152,11 @@ START_TEST(usage_errors)
     ck_assert_int_eq(run_tool(NULL, NULL, NULL, NULL), 2);
     HAS(err, "usage: cohort-trace [--timeline OUT.json] [--quiet] DIR\n");
     ck_assert_int_eq(run_tool("--bogus", "x", NULL, NULL), 2);
-    HAS(err, "cohort-trace: unknown option --bogus\n");
+    HAS(err, "cohort-trace: unknown option '--bogus'\nTry 'cohort-trace --help'.\n");
     ck_assert_int_eq(run_tool("/nonexistent/dumps", NULL, NULL, NULL), 2);
     HAS(err, "cohort-trace: /nonexistent/dumps: No such file or directory\n");
     ck_assert_int_eq(run_tool(data("consistent"), "--timeline", NULL, NULL), 2);
-    HAS(err, "cohort-trace: --timeline needs a file name\n");
+    HAS(err, "cohort-trace: option '--timeline' needs a value\n");
     ck_assert_int_eq(run_tool("--timeline", "/nonexistent/t.json", data("consistent"), NULL), 2);
     HAS(err, "cohort-trace: /nonexistent/t.json: No such file or directory\n");
     ck_assert_int_eq(run_tool(data("consistent"), data("stall"), NULL, NULL), 2);

@@ -185,6 +185,7 @@ void th_group_free(cohort_group *g)
     if (g->store)
         cohort_store_close(g->store); /* the root connection is the process's */
     free(g->token);
+    coh_err_detail_free(g->detail); /* cohort_error_info's data */
     pthread_mutex_destroy(&g->err_mu);
     free(g);
 }

@@ -57,6 +57,7 @@ static void usage(FILE *f)
           "  -c, --check N           checked calls per size and variant (default 1; 0: no\n"
           "                          check, #wrong N/A)\n"
           "  -J, --output_file FILE  also write the results as JSON to FILE\n"
+          "  -N, --run_cycles N      run the whole sweep N times (default 1)\n"
           "  -T, --timeout S         a call that takes longer fails (sets COHORT_TIMEOUT)\n"
           "  -t, --nthreads 1, -g, --ngpus 1   one rank per process (only 1 is accepted)\n"
           "  -p, -z, -C, -R, -S, -y, -G 0      accepted for compatibility; no effect (CPU\n"
@@ -858,18 +859,20 @@ static int rank_main(const perf_opts *co)
 
     if (s->rank == 0 && !o->json)
         perf_print_header(stdout, o, s->n, where);
-    for (int op = 0; op < OP_COUNT; op++) {
-        if (!o->ops[op])
-            continue;
-        if (op == OP_SENDRECV && s->n < 2) {
-            if (s->rank == 0)
-                fprintf(stderr, "cohort-perf: sendrecv needs at least 2 ranks; skipped\n");
-            continue;
+    /* -N: the whole sweep again, as nccl-tests' run cycles. */
+    for (long cycle = 0; cycle < o->cycles; cycle++)
+        for (int op = 0; op < OP_COUNT; op++) {
+            if (!o->ops[op])
+                continue;
+            if (op == OP_SENDRECV && s->n < 2) {
+                if (s->rank == 0 && cycle == 0)
+                    fprintf(stderr, "cohort-perf: sendrecv needs at least 2 ranks; skipped\n");
+                continue;
+            }
+            if (s->rank == 0 && !o->json)
+                perf_print_table_head(stdout, o, (enum perf_op)op);
+            sweep_op(s, (enum perf_op)op);
         }
-        if (s->rank == 0 && !o->json)
-            perf_print_table_head(stdout, o, (enum perf_op)op);
-        sweep_op(s, (enum perf_op)op);
-    }
 
     /* Memory at the end, gathered to rank 0. */
     perf_mem_status(&mem.rss_end, &mem.hwm, &mem.shmem);
@@ -987,6 +990,7 @@ int main(int argc, char **argv)
     o.check = 1;
     o.average = 3;
     o.agg = 1;
+    o.cycles = 1;
     o.in_place = 1;
     o.warmup = 5;
     o.max_iters = 1000000;
@@ -1017,6 +1021,7 @@ int main(int argc, char **argv)
         {"output_file", required_argument, 0, 'J'},
         {"average", required_argument, 0, 'a'},
         {"local_register", required_argument, 0, 'R'},
+        {"run_cycles", required_argument, 0, 'N'},
         /* cohort's own */
         {"np", required_argument, 0, OPT_NP},
         {"nranks", required_argument, 0, OPT_NP},
@@ -1046,7 +1051,7 @@ int main(int argc, char **argv)
     int c, sizes_given = 0, step_given = 0, factor_given = 0;
     long v;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:y:T:G:C:S:J:a:R:l:hV", lo,
+    while ((c = getopt_long(argc, argv, ":t:g:b:e:i:f:n:m:w:p:c:o:d:r:z:y:T:G:C:S:J:a:R:N:l:hV", lo,
                             NULL)) != -1) {
         switch (c) {
         case 't':
@@ -1130,6 +1135,14 @@ int main(int argc, char **argv)
             if (parse_long(optarg, 0, &v) != 0 || v > 3)
                 return bad_value("-a", optarg, "0 (rank 0), 1 (mean), 2 (min) or 3 (max)");
             o.average = (int)v;
+            break;
+        case 'N':
+            if (parse_long(optarg, 0, &v) != 0 || v > 1000000)
+                return bad_value("-N", optarg, "a count of cycles");
+            if (v == 0)
+                return bad_value("-N", optarg,
+                                 "a count >= 1 (nccl-tests' 0, forever, is not supported)");
+            o.cycles = v;
             break;
         case 'm':
         case 'n':

@@ -47,6 +47,7 @@ typedef struct perf_opts {
     long check;              /* -c: checked calls per size and variant (0: no check, #wrong N/A) */
     int average;             /* -a: rank times combined as 0 rank 0, 1 mean, 2 min, 3 max */
     long agg;                /* -m: calls per timed iteration */
+    long cycles;             /* -N: times the whole sweep runs */
     int in_place;            /* --in-place yes|no: also the in-place variant (default yes) */
     int percentiles;         /* --percentiles: p50/p99/max columns after the table's */
     int memory;              /* --memory: the per-rank memory table at the end */

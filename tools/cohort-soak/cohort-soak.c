@@ -11,6 +11,7 @@
  *
  * Usage: cohort-soak --state FILE --until UNIX_TIME [--fault-every K] [--log FILE]
  * (an absolute end, so restarts do not extend the run). */
+#include <getopt.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "cohort.h"
 
 static double now_s(void)
@@ -85,19 +87,66 @@ int main(int argc, char **argv)
     const char *state = NULL, *logpath = NULL;
     double until = 0;
     long fault_every = 2000;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--state") && i + 1 < argc)
-            state = argv[++i];
-        else if (!strcmp(argv[i], "--until") && i + 1 < argc)
-            until = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--log") && i + 1 < argc)
-            logpath = argv[++i];
-        else if (!strcmp(argv[i], "--fault-every") && i + 1 < argc)
-            fault_every = atol(argv[++i]);
-        else {
-            fprintf(stderr, "usage: cohort-soak --state FILE --until UNIX_TIME [--fault-every K]\n");
-            return 2;
+    static const char usage_text[] =
+        "usage: cohort-soak --state FILE --until UNIX_TIME [--fault-every K] [--log FILE]\n"
+        "A soak worker run under cohortrun --max-restarts by scripts/soak.sh\n"
+        "(docs/reliability.md): mixed checked collectives and one injected fault per\n"
+        "generation until UNIX_TIME.\n"
+        "  --state FILE       iteration count and statistics kept across restarts\n"
+        "  --until UNIX_TIME  absolute end (restarts do not extend the run)\n"
+        "  --fault-every K    iterations between injected faults (default 2000)\n"
+        "  --log FILE         append one line per generation's outcome\n"
+        "  -h, --help, -V, --version\n"
+        "Exit status: 0 done, 1 a setup step failed, 2 usage, 3 a wrong result, 4 or 10\n"
+        "the generation ended by its fault (cohortrun restarts the job).\n";
+    static const struct option lo[] = {
+        {"state", required_argument, 0, 's'},
+        {"until", required_argument, 0, 'u'},
+        {"log", required_argument, 0, 'l'},
+        {"fault-every", required_argument, 0, 'f'},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":hV", lo, NULL)) != -1) {
+        char *end = NULL;
+        switch (c) {
+        case 's':
+            state = optarg;
+            break;
+        case 'u':
+            until = strtod(optarg, &end);
+            if (end == optarg || *end || until <= 0) {
+                fprintf(stderr, "cohort-soak: --until '%s' is not a UNIX time\n", optarg);
+                return 2;
+            }
+            break;
+        case 'l':
+            logpath = optarg;
+            break;
+        case 'f':
+            fault_every = strtol(optarg, &end, 10);
+            if (end == optarg || *end || fault_every < 1) {
+                fprintf(stderr, "cohort-soak: --fault-every '%s' is not a count > 0\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 0;
+        case 'V':
+            cli_version("cohort-soak");
+            return 0;
+        default:
+            return cli_opt_error("cohort-soak", c, argv, lo);
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "cohort-soak: unexpected argument '%s'\nTry 'cohort-soak --help'.\n",
+                argv[optind]);
+        return 2;
     }
     if (!state) {
         fprintf(stderr, "cohort-soak: --state FILE is required\n");

@@ -6,13 +6,16 @@
  * on SIGTERM or SIGINT (clients see COHORT_ERR_STORE "shutting down").
  */
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "cohort.h"
 #include "store/tokenfile.h"
+#include "store/torch.h"
 #include "util/util.h"
 
 static volatile int stop_flag;
@@ -42,14 +45,27 @@ static void usage(FILE *f)
             "  --max-key BYTES       longest key (default 4K)\n"
             "  --max-value BYTES     largest value (default 64M)\n"
             "  --max-clients N       concurrent connections (default 65536)\n"
-            "  --max-memory BYTES    keys + values + waiters of all jobs (default 1G)\n"
+            "  --max-memory BYTES    everything the server holds, all jobs (default 1G)\n"
+            "  --max-job-memory BYTES  one job's keys, values, waiters, requests\n"
+            "                        arriving and replies queued (default: max-memory\n"
+            "                        divided by the number of jobs)\n"
+            "  --max-conn-memory BYTES  one connection's request arriving and replies\n"
+            "                        queued (default: largest request + 8M)\n"
             "  --frame-timeout MS    close connections stalled mid-frame after MS\n"
             "                        without a byte (default 10000)\n"
             "  --auth-timeout MS     close connections not authenticated MS after they\n"
             "                        were accepted (default 5000)\n"
             "  --max-unauth N        connections authenticating at once (default 1024);\n"
             "                        the oldest is closed to make room\n"
-            "  -h, --help\n"
+            "  --torch-listen [HOST:]PORT\n"
+            "                        also serve PyTorch's TCPStore protocol (torch 1.13\n"
+            "                        and 2.x) there; a bare PORT binds 127.0.0.1. Its\n"
+            "                        clients do NOT authenticate (docs/torch-store.md)\n"
+            "  --torch-job ID        the job whose keys TCPStore clients use (default: the\n"
+            "                        only job; without jobs, a job 'torch' is made)\n"
+            "  --torch-allow-remote  let --torch-listen bind a non-loopback address\n"
+            "  -h, --help, -V, --version\n"
+            "options take --opt value or --opt=value\n"
             "\n"
             "Sizes take K, M or G suffixes (powers of 1024).\n"
             "Exit status: 0 after a clean shutdown, 1 on error, 2 on bad usage.\n");
@@ -113,50 +129,121 @@ static int parse_listen(const char *a, char *host, size_t hl, int *port)
 
 int main(int argc, char **argv)
 {
-    const char *listen = NULL, *tokfile = NULL;
+    const char *listen = NULL, *tokfile = NULL, *tlisten = NULL, *tjob = NULL;
+    int tremote = 0;
     cohort_store_server_opts o;
     memset(&o, 0, sizeof o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        size_t sz;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+    enum {
+        O_LISTEN = 256,
+        O_TOKEN_FILE,
+        O_MAX_KEY,
+        O_MAX_VALUE,
+        O_MAX_MEMORY,
+        O_MAX_CLIENTS,
+        O_FRAME_TIMEOUT,
+        O_AUTH_TIMEOUT,
+        O_MAX_UNAUTH,
+        O_MAX_JOB_MEMORY,
+        O_MAX_CONN_MEMORY,
+        O_TORCH_LISTEN,
+        O_TORCH_JOB,
+        O_TORCH_REMOTE,
+    };
+    static const struct option lo[] = {
+        {"listen", required_argument, 0, O_LISTEN},
+        {"token-file", required_argument, 0, O_TOKEN_FILE},
+        {"max-key", required_argument, 0, O_MAX_KEY},
+        {"max-value", required_argument, 0, O_MAX_VALUE},
+        {"max-memory", required_argument, 0, O_MAX_MEMORY},
+        {"max-clients", required_argument, 0, O_MAX_CLIENTS},
+        {"frame-timeout", required_argument, 0, O_FRAME_TIMEOUT},
+        {"auth-timeout", required_argument, 0, O_AUTH_TIMEOUT},
+        {"max-unauth", required_argument, 0, O_MAX_UNAUTH},
+        {"max-job-memory", required_argument, 0, O_MAX_JOB_MEMORY},
+        {"max-conn-memory", required_argument, 0, O_MAX_CONN_MEMORY},
+        {"torch-listen", required_argument, 0, O_TORCH_LISTEN},
+        {"torch-job", required_argument, 0, O_TORCH_JOB},
+        {"torch-allow-remote", no_argument, 0, O_TORCH_REMOTE},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    int c, idx = -1;
+    opterr = 0;
+    while ((idx = -1, c = getopt_long(argc, argv, ":hV", lo, &idx)) != -1) {
+        size_t sz = 0;
+        int ok = 1;
+        if (c >= O_MAX_KEY && c <= O_MAX_CONN_MEMORY)
+            ok = !parse_size(optarg, &sz);
+        switch (c) {
+        case 'h':
             usage(stdout);
             return 0;
-        }
-        if (!v) {
-            fprintf(stderr, "cohort-store: %s needs a value (or is unknown)\n", a);
-            usage(stderr);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--listen")) {
-            listen = v;
-        } else if (!strcmp(a, "--token-file")) {
-            tokfile = v;
-        } else if (!strcmp(a, "--max-key") && !parse_size(v, &sz)) {
+        case 'V':
+            cli_version("cohort-store");
+            return 0;
+        case O_LISTEN:
+            listen = optarg;
+            break;
+        case O_TOKEN_FILE:
+            tokfile = optarg;
+            break;
+        case O_TORCH_LISTEN:
+            tlisten = optarg;
+            break;
+        case O_TORCH_JOB:
+            tjob = optarg;
+            break;
+        case O_TORCH_REMOTE:
+            tremote = 1;
+            break;
+        case O_MAX_KEY:
             o.max_key = sz;
-        } else if (!strcmp(a, "--max-value") && !parse_size(v, &sz)) {
+            break;
+        case O_MAX_VALUE:
             o.max_value = sz;
-        } else if (!strcmp(a, "--max-memory") && !parse_size(v, &sz)) {
+            break;
+        case O_MAX_MEMORY:
             o.max_memory = sz;
-        } else if (!strcmp(a, "--max-clients") && !parse_size(v, &sz) && sz > 0 &&
-                   sz <= 1u << 24) {
+            break;
+        case O_MAX_JOB_MEMORY:
+            ok = ok && sz > 0;
+            o.max_job_memory = sz;
+            break;
+        case O_MAX_CONN_MEMORY:
+            ok = ok && sz > 0;
+            o.max_conn_memory = sz;
+            break;
+        case O_MAX_CLIENTS:
+            ok = ok && sz > 0 && sz <= 1u << 24;
             o.max_clients = (int)sz;
-        } else if (!strcmp(a, "--frame-timeout") && !parse_size(v, &sz) && sz > 0 &&
-                   sz <= 86400000) {
+            break;
+        case O_FRAME_TIMEOUT:
+            ok = ok && sz > 0 && sz <= 86400000;
             o.frame_timeout_ms = (int)sz;
-        } else if (!strcmp(a, "--auth-timeout") && !parse_size(v, &sz) && sz > 0 &&
-                   sz <= 86400000) {
+            break;
+        case O_AUTH_TIMEOUT:
+            ok = ok && sz > 0 && sz <= 86400000;
             o.auth_timeout_ms = (int)sz;
-        } else if (!strcmp(a, "--max-unauth") && !parse_size(v, &sz) && sz > 0 &&
-                   sz <= 1u << 24) {
+            break;
+        case O_MAX_UNAUTH:
+            ok = ok && sz > 0 && sz <= 1u << 24;
             o.max_unauth = (int)sz;
-        } else {
-            fprintf(stderr, "cohort-store: bad option or value: %s %s\n", a, v);
-            usage(stderr);
+            break;
+        default:
+            return cli_opt_error("cohort-store", c, argv, lo);
+        }
+        if (!ok) {
+            fprintf(stderr, "cohort-store: bad option or value: --%s %s\n",
+                    idx >= 0 ? lo[idx].name : "?", optarg);
+            fprintf(stderr, "Try 'cohort-store --help'.\n");
             return 2;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "cohort-store: unexpected argument '%s'\n", argv[optind]);
+        fprintf(stderr, "Try 'cohort-store --help'.\n");
+        return 2;
     }
     if (!listen) {
         fprintf(stderr, "cohort-store: --listen is required\n");
@@ -169,6 +256,40 @@ int main(int argc, char **argv)
         return 2;
     }
     o.bind_addr = host;
+    /* TCPStore clients cannot authenticate: loopback unless told otherwise. */
+    char thost[128];
+    int tport = 0;
+    if (tlisten) {
+        if (!strchr(tlisten, ':') && tlisten[0] != '[') {
+            snprintf(thost, sizeof thost, "127.0.0.1");
+            char *end;
+            long p = strtol(tlisten, &end, 10);
+            if (end == tlisten || *end || p < 0 || p > 65535) {
+                fprintf(stderr, "cohort-store: --torch-listen %s: expected [HOST:]PORT\n", tlisten);
+                return 2;
+            }
+            tport = (int)p;
+        } else if (parse_listen(tlisten, thost, sizeof thost, &tport) < 0) {
+            fprintf(stderr, "cohort-store: --torch-listen %s: expected [HOST:]PORT or [V6]:PORT\n",
+                    tlisten);
+            return 2;
+        }
+        int loop = !strncmp(thost, "127.", 4) || !strcmp(thost, "::1") ||
+                   !strcmp(thost, "localhost");
+        if (!loop && !tremote) {
+            fprintf(stderr,
+                    "cohort-store: --torch-listen %s is not a loopback address: TCPStore clients "
+                    "do not authenticate, so anyone who reaches it can read and change the job's "
+                    "keys. Add --torch-allow-remote to accept that.\n",
+                    tlisten);
+            return 2;
+        }
+    } else if (tjob || tremote) {
+        fprintf(stderr, "cohort-store: --torch-job / --torch-allow-remote need --torch-listen\n");
+        return 2;
+    }
+    char torch_tok[65] = "";
+    const char *torch_jobname = "torch", *torch_tokp = torch_tok;
 
     coh_tokenfile tf;
     memset(&tf, 0, sizeof tf);
@@ -193,6 +314,19 @@ int main(int argc, char **argv)
     } else {
         env_job = coh_env_str("COHORT_JOB_ID");
         env_tok = coh_env_str("COHORT_TOKEN");
+        if ((!env_job || !env_tok) && tlisten) {
+            /* TCPStore only: one job whose token nobody knows (cohort clients
+             * cannot join it; TCPStore clients need none). */
+            unsigned char rb[32];
+            if (coh_random(rb, sizeof rb) != COHORT_OK) {
+                fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
+                return 1;
+            }
+            for (int k = 0; k < 32; k++)
+                snprintf(torch_tok + 2 * (k % 32), 3, "%02x", rb[k]);
+            env_job = tjob ? tjob : torch_jobname;
+            env_tok = torch_tokp;
+        }
         if (!env_job || !env_tok) {
             fprintf(stderr, "cohort-store: give --token-file, or set COHORT_JOB_ID and "
                             "COHORT_TOKEN\n");
@@ -219,12 +353,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
         return 1;
     }
+    if (tlisten && coh_store_server_torch_listen(s, thost, tport, tjob) != COHORT_OK) {
+        fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
+        cohort_store_server_stop(s);
+        return 1;
+    }
     /* The readiness line: printed only once the socket listens, flushed so
      * a script reading our stdout through a pipe sees it at once. */
     if (strchr(host, ':'))
         printf("listening on [%s]:%d\n", host, cohort_store_server_port(s));
     else
         printf("listening on %s:%d\n", host, cohort_store_server_port(s));
+    if (tlisten)
+        printf(strchr(thost, ':') ? "torch listening on [%s]:%d\n" : "torch listening on %s:%d\n",
+               thost, coh_store_server_torch_port(s));
     fflush(stdout);
     fprintf(stderr, "cohort-store: serving %d job%s\n", njobs, njobs == 1 ? "" : "s");
     st = cohort_store_server_run(s, &stop_flag);

@@ -15,12 +15,14 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "contract/contract.h"
 #include "trace/jsonl.h"
 
@@ -554,6 +556,7 @@ static int analyze_group(dump **by_rank, int size, const char *job, uint32_t gro
 static void usage(FILE *f)
 {
     fprintf(f, "usage: cohort-trace [--timeline OUT.json] [--quiet] DIR\n"
+               "       cohort-trace -h|--help, -V|--version\n"
                "Reads every rank's flight-recorder dump (*.jsonl, written on errors,\n"
                "timeouts, SIGUSR1 or cohort_trace_dump into COHORT_TRACE_DIR) and reports\n"
                "the first divergence between ranks, missing or stalled ranks and where they\n"
@@ -565,31 +568,39 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     const char *dir = NULL, *timeline_path = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+    static const struct option lo[] = {
+        {"timeline", required_argument, 0, 't'},
+        {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    int c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":qhV", lo, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            timeline_path = optarg;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        case 'h':
             usage(stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--timeline")) {
-            if (++i >= argc) {
-                fprintf(stderr, "cohort-trace: --timeline needs a file name\n");
-                usage(stderr);
-                return 2;
-            }
-            timeline_path = argv[i];
-        } else if (!strncmp(argv[i], "--timeline=", 11)) {
-            timeline_path = argv[i] + 11;
-        } else if (!strcmp(argv[i], "--quiet") || !strcmp(argv[i], "-q")) {
-            quiet = 1;
-        } else if (argv[i][0] == '-' && argv[i][1]) {
-            fprintf(stderr, "cohort-trace: unknown option %s\n", argv[i]);
-            usage(stderr);
-            return 2;
-        } else if (dir) {
+        case 'V':
+            cli_version("cohort-trace");
+            return 0;
+        default:
+            return cli_opt_error("cohort-trace", c, argv, lo);
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        if (dir) {
             fprintf(stderr, "cohort-trace: one directory only (got %s and %s)\n", dir, argv[i]);
             return 2;
-        } else {
-            dir = argv[i];
         }
+        dir = argv[i];
     }
     if (!dir) {
         usage(stderr);

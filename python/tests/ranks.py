@@ -1,0 +1,622 @@
+"""Rank programs of the pytest suite: cohortrun -n N python3 ranks.py CASE [ARGS].
+
+Every case ends by printing "OK CASE" on every rank; asserts fail the job.
+"""
+import array
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+
+import cohort
+
+CASES = {}
+
+
+def case(f):
+    CASES[f.__name__] = f
+    return f
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+NP_DTYPES = [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64, np.float16,
+             np.float32, np.float64]
+
+
+def to_bf16(a):
+    """float32 values as bfloat16 bit patterns (exact for small integers)."""
+    return (np.asarray(a, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+
+
+def from_bf16(u):
+    return (u.astype(np.uint32) << 16).view(np.float32)
+
+
+def check_dtype(g, dt, bf16=False):
+    """Every collective, in and out of place, on one dtype."""
+    n, r = g.size, g.rank
+    kw = {"dtype": "bfloat16"} if bf16 else {}
+    if bf16:
+        mk = lambda v: to_bf16(v)                          # noqa: E731
+        val = lambda a: from_bf16(a).astype(np.float64)    # noqa: E731
+    else:
+        mk = lambda v: np.asarray(v).astype(dt)            # noqa: E731
+        val = lambda a: a.astype(np.float64)               # noqa: E731
+    base = np.arange(5)
+    ranks_sum = n * (n - 1) // 2
+    # all_reduce out of place, in place; max
+    x = mk(base + r)
+    y = np.zeros_like(x)
+    out = g.all_reduce(x, y, **kw)
+    assert out is y
+    assert np.array_equal(val(y), n * base + ranks_sum), (dt, val(y))
+    assert np.array_equal(val(x), base + r)  # send untouched
+    z = mk(base + r)
+    assert g.all_reduce(z, **kw) is z
+    assert np.array_equal(val(z), n * base + ranks_sum)
+    m = mk(base + r)
+    g.all_reduce(m, op=cohort.MAX, **kw)
+    assert np.array_equal(val(m), base + n - 1)
+    m = mk(base + r)
+    g.all_reduce(m, op="min", **kw)
+    assert np.array_equal(val(m), base)
+    # broadcast from the last rank
+    b = mk(base + r)
+    g.broadcast(b, root=n - 1, **kw)
+    assert np.array_equal(val(b), base + n - 1)
+    # reduce to rank 0, out of place and in place
+    x = mk(base + r)
+    y = np.zeros_like(x)
+    res = g.reduce(x, y, root=0, **kw)
+    if r == 0:
+        assert res is y and np.array_equal(val(y), n * base + ranks_sum)
+    else:
+        assert res is None
+    x = mk(base + r)
+    g.reduce(x, root=n - 1, **kw)
+    if r == n - 1:
+        assert np.array_equal(val(x), n * base + ranks_sum)
+    # all_gather out of place, in place
+    x = mk(np.full(3, r))
+    y = np.zeros(3 * n, x.dtype)
+    g.all_gather(x, y, **kw)
+    assert np.array_equal(val(y), np.repeat(np.arange(n), 3)), val(y)
+    y = np.zeros(3 * n, x.dtype)
+    y[3 * r:3 * r + 3] = mk(np.full(3, r))
+    g.all_gather(None, y, **kw)
+    assert np.array_equal(val(y), np.repeat(np.arange(n), 3))
+    # gather to the last rank
+    x = mk(np.full(2, r + 1))
+    y = np.zeros(2 * n, x.dtype) if r == n - 1 else None
+    res = g.gather(x, y, root=n - 1, **kw)
+    if r == n - 1:
+        assert np.array_equal(val(y), np.repeat(np.arange(n) + 1, 2))
+    else:
+        assert res is None
+    # scatter from rank 0 (out of place), then in place at the root
+    src = mk(np.repeat(np.arange(n) * 2, 2)) if r == 0 else None
+    y = np.zeros(2, (to_bf16([0]) if bf16 else mk([0])).dtype)
+    g.scatter(src, y, root=0, **kw)
+    assert np.array_equal(val(y), [2 * r, 2 * r])
+    if r == 0:
+        src = mk(np.repeat(np.arange(n) * 3, 2))
+        g.scatter(src, root=0, **kw)  # in place at the root
+        assert np.array_equal(val(src)[:2], [0, 0])
+    else:
+        y = np.zeros(2, y.dtype)
+        g.scatter(None, y, root=0, **kw)
+        assert np.array_equal(val(y), [3 * r, 3 * r])
+    # reduce_scatter: out of place, in place
+    x = mk(np.arange(2 * n) + r)
+    y = np.zeros(2, x.dtype)
+    g.reduce_scatter(x, y, **kw)
+    assert np.array_equal(val(y), n * np.arange(2 * r, 2 * r + 2) + ranks_sum), val(y)
+    x = mk(np.arange(2 * n) + r)
+    g.reduce_scatter(x, **kw)
+    assert np.array_equal(val(x)[:2], n * np.arange(2 * r, 2 * r + 2) + ranks_sum)
+    # all_to_all: block j of rank i holds 10*i + j
+    x = mk(np.repeat(10 * r + np.arange(n), 2))
+    y = np.zeros_like(x)
+    g.all_to_all(x, y, **kw)
+    assert np.array_equal(val(y), np.repeat(10 * np.arange(n) + r, 2)), val(y)
+    g.all_to_all(x, **kw)
+    assert np.array_equal(val(x), np.repeat(10 * np.arange(n) + r, 2))
+    # send / recv around a ring
+    x = mk(np.full(4, r))
+    y = np.zeros_like(x)
+    w = g.send_async(x, (r + 1) % n, tag=7, **kw)
+    assert g.recv(y, (r - 1) % n, tag=7, **kw) is y
+    assert w.wait() is None
+    assert np.array_equal(val(y), np.full(4, (r - 1) % n))
+
+
+@case
+def collectives(g):
+    for dt in NP_DTYPES:
+        check_dtype(g, dt)
+    check_dtype(g, np.uint16, bf16=True)
+    # float averages, bitwise ops
+    x = np.full(7, float(g.rank), np.float16)
+    g.all_reduce(x, op=cohort.AVG)
+    assert np.allclose(x, (g.size - 1) / 2)
+    x = np.array([1 << g.rank], np.uint32)
+    g.all_reduce(x, op=cohort.BOR)
+    assert x[0] == (1 << g.size) - 1
+    # other buffer kinds: bytearray, array.array, memoryview, a 2-d array
+    ba = bytearray([g.rank + 1] * 3)
+    g.all_reduce(ba, op=cohort.MAX)
+    assert ba == bytearray([g.size] * 3)
+    aa = array.array("d", [g.rank] * 3)
+    g.all_reduce(aa)
+    assert list(aa) == [g.size * (g.size - 1) / 2] * 3
+    base = np.zeros(8, np.int64)
+    mv = memoryview(base)[2:6]
+    g.all_reduce(np.ones(4, np.int64), mv)
+    assert list(base) == [0, 0] + [g.size] * 4 + [0, 0]
+    m2 = np.full((3, 4), g.rank, np.float32)
+    g.all_reduce(m2)
+    assert (m2 == g.size * (g.size - 1) / 2).all()
+    # count 0 is legal
+    g.all_reduce(np.zeros(0, np.float32))
+    g.barrier()
+
+
+@case
+def async_ops(g):
+    n, r = g.size, g.rank
+    x = np.full(1000, r, np.float64)
+    rc0 = sys.getrefcount(x)
+    w = g.all_reduce_async(x)
+    assert sys.getrefcount(x) > rc0, "a pending Work holds its buffer"
+    res = w.wait()
+    assert res is x and w.done and w.test() is True
+    del res, w
+    assert sys.getrefcount(x) == rc0, "released once the Work is done and gone"
+    assert (x == n * (n - 1) / 2).all()
+    # test() polling
+    y = np.full(10, r + 1, np.int32)
+    w = g.all_reduce_async(y, op=cohort.PROD)
+    while not w.test():
+        time.sleep(0.001)
+    assert y[0] == np.prod(np.arange(1, n + 1))
+    # several in flight, completed in issue order
+    bufs = [np.full(100, i + r, np.int64) for i in range(5)]
+    works = [g.all_reduce_async(b) for b in bufs]
+    ag = np.zeros(2 * n, np.int32)
+    works.append(g.all_gather_async(np.full(2, r, np.int32), ag))
+    works.append(g.broadcast_async(np.full(3, r, np.uint8), root=0))
+    works.append(g.barrier_async())
+    for w in reversed(works):
+        w.wait()
+    for i, b in enumerate(bufs):
+        assert (b == n * i + n * (n - 1) // 2).all()
+    assert np.array_equal(ag, np.repeat(np.arange(n), 2).astype(np.int32))
+    rs = np.zeros(1, np.float32)
+    g.reduce_scatter_async(np.ones(n, np.float32), rs).wait()
+    assert rs[0] == n
+    a2a = np.zeros(n, np.int64)
+    g.all_to_all_async(np.arange(n) * 0 + r, a2a).wait()
+    assert np.array_equal(a2a, np.arange(n))
+    gt = np.zeros(n, np.int64) if r == 0 else None
+    res = g.gather_async(np.array([r], np.int64), gt, root=0).wait()
+    assert (res is None) == (r != 0)
+    sc = np.zeros(1, np.int64)
+    g.scatter_async(np.arange(n, dtype=np.int64) if r == 0 else None, sc, root=0).wait()
+    assert sc[0] == r
+    red = np.zeros(1, np.int64)
+    g.reduce_async(np.array([1], np.int64), red, root=0).wait()
+    assert r != 0 or red[0] == n
+    # a Work dropped while pending: the group keeps the buffer alive
+    big = np.full(1 << 18, 1.0, np.float32)
+    g.all_reduce_async(big)  # not kept
+    g.barrier()              # issue order: the all_reduce finished before this returns
+    assert (big == n).all()
+    # the error of a failed async call is raised by wait()
+    w = g.all_reduce_async(np.zeros(3 if r else 4, np.float32))
+    try:
+        w.wait()
+        raise AssertionError("mismatched async call did not fail")
+    except cohort.ContractError as e:
+        log("ASYNC_ERR", e.status_name)
+    try:
+        w.wait()
+        raise AssertionError("second wait did not raise again")
+    except cohort.ContractError:
+        pass
+
+
+@case
+def split(g):
+    n, r = g.size, g.rank
+    sub = g.split(r % 2, key=-r)  # reversed order inside each color
+    members = [i for i in range(n) if i % 2 == r % 2]
+    assert sub.size == len(members)
+    assert sub.rank == len(members) - 1 - members.index(r), (sub.rank, members)
+    assert sub.parent is g
+    x = np.array([r], np.int64)
+    sub.all_reduce(x)
+    assert x[0] == sum(members)
+    none = g.split(cohort.UNDEFINED if r == 0 else 1)
+    assert (none is None) == (r == 0)
+    pair = g.new_group([n - 1, 0])
+    if r in (0, n - 1):
+        assert pair.size == 2 and pair.rank == (0 if r == n - 1 else 1)
+        y = np.array([r], np.int32)
+        pair.all_reduce(y)
+        assert y[0] == n - 1
+    else:
+        assert pair is None
+    # finalizing the world finalizes the live sub-groups first
+    g.barrier()
+    g.finalize()
+    assert sub.closed and g.closed
+    try:
+        sub.all_reduce(x)
+        raise AssertionError("a finalized group accepted a call")
+    except cohort.InvalidArgumentError as e:
+        assert "finalized" in str(e)
+
+
+@case
+def refuse(g):
+    """Bad buffers are refused before anything moves: rank 0 makes every
+    mistake, then all ranks run one call that must still line up."""
+    r = g.rank
+    if r == 0:
+        def expect(exc, fn, *a, **k):
+            try:
+                fn(*a, **k)
+            except exc as e:
+                log("REFUSED", type(e).__name__, e)
+                return
+            raise AssertionError(f"{fn.__name__}{a} was not refused")
+        f = np.zeros(8, np.float32)
+        expect(ValueError, g.all_reduce, np.zeros(16, np.float32)[::2])          # strided
+        expect(ValueError, g.all_reduce, np.zeros((4, 4), np.float32).T)        # Fortran order
+        expect(TypeError, g.all_reduce, f, bytes(32))                           # read-only recv
+        ro = np.zeros(8, np.float32)
+        ro.flags.writeable = False
+        expect(TypeError, g.all_reduce, ro)                                     # in place, read-only
+        expect(TypeError, g.broadcast, ro, root=1)                              # written off the root
+        expect(ValueError, g.all_reduce, f, np.zeros(9, np.float32))            # size
+        expect(TypeError, g.all_reduce, f, np.zeros(8, np.float64))             # dtype
+        expect(TypeError, g.all_reduce, np.zeros(4, np.int16))                  # no int16
+        expect(TypeError, g.all_reduce, np.zeros(4, np.complex64))
+        expect(TypeError, g.all_reduce, np.zeros(4, np.bool_))
+        expect(TypeError, g.all_reduce, np.zeros(4, ">f4"))                     # big-endian
+        expect(TypeError, g.all_reduce, [1.0, 2.0])                             # no buffer
+        expect(TypeError, g.all_reduce, None)
+        expect(TypeError, g.all_reduce, f, dtype="complex")
+        expect(TypeError, g.all_reduce, f, op="mean")
+        expect(TypeError, g.all_reduce, np.zeros(3, np.float64), dtype="float32")  # 8 != 4
+        expect(ValueError, g.all_reduce, bytearray(3), dtype="float32")          # 3 bytes
+        expect(ValueError, g.all_gather, f, np.zeros(8 * g.size + 1, np.float32))
+        expect(ValueError, g.all_gather, None, np.zeros(8 * g.size + 1, np.float32))
+        expect(ValueError, g.reduce_scatter, np.zeros(g.size + 1, np.float32))
+        expect(ValueError, g.all_to_all, np.zeros(g.size + 1, np.float32))
+        expect(ValueError, g.scatter, np.zeros(g.size * 2 + 1, np.float32), np.zeros(2, np.float32))
+        expect(TypeError, g.gather, f, None, root=0)                           # root needs recv
+        # the library's own argument checks: local, the group stays usable
+        expect(cohort.InvalidArgumentError, g.broadcast, f, root=g.size)
+        expect(cohort.InvalidArgumentError, g.send, f, r)                      # to itself
+        expect(cohort.InvalidArgumentError, g.all_reduce, np.zeros(2, np.float32), op=cohort.BAND)
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        if torch is not None:
+            expect(ValueError, g.all_reduce, torch.zeros(4, 4).t())
+            expect(TypeError, g.all_reduce, torch.zeros(4, dtype=torch.complex64))
+            expect(TypeError, g.all_reduce, torch.zeros(4, dtype=torch.int16))
+    x = np.array([r + 1], np.int64)
+    g.all_reduce(x)
+    assert x[0] == g.size * (g.size + 1) // 2
+
+
+def mismatch_call(g, count):
+    # the call site the contract must name is this line
+    return g.all_reduce(np.zeros(count, np.float32))  # MISMATCH-LINE
+
+
+def extra_call(g):
+    return g.barrier()  # EXTRA-LINE
+
+
+@case
+def contract(g, how="count"):
+    """Rank 1 makes a different call: a ContractError on every rank, with
+    the same message and the same structured fields."""
+    import json
+    g.barrier()
+    try:
+        if how == "count":
+            mismatch_call(g, 4 if g.rank == 1 else 8)
+        elif how == "dtype":
+            g.all_reduce(np.zeros(8, np.float64 if g.rank == 1 else np.float32))
+        elif how == "extra":
+            if g.rank == 1:
+                extra_call(g)
+            for _ in range(3):
+                g.all_reduce(np.zeros(8, np.float32))
+        raise AssertionError("mismatch not detected")
+    except cohort.ContractError as e:
+        assert isinstance(e, cohort.Error)
+        assert e.status == 2 and e.status_name == "COHORT_ERR_CONTRACT"
+        assert e.message == str(e)
+        log("MSG", e.message)
+        log("FIELDS", json.dumps({f: getattr(e, f) for f in
+                                  ("call", "seq", "field", "kind", "culprits", "values", "sites",
+                                   "file", "line")}))
+    try:
+        g.barrier()
+        raise AssertionError("a poisoned group accepted a call")
+    except cohort.AbortedError as e:
+        log("AFTER", e.status_name, e.kind)
+
+
+@case
+def abort(g):
+    """Rank 1 aborts while the others wait in an all_reduce."""
+    if g.rank == 1:
+        time.sleep(0.3)
+        g.abort("rank one gives up")
+    t0 = time.monotonic()
+    try:
+        g.all_reduce(np.zeros(4, np.float32))
+        raise AssertionError("not aborted")
+    except cohort.AbortedError as e:
+        assert "rank one gives up" in str(e), str(e)
+        log("ABORTED", round(time.monotonic() - t0, 3), e)
+
+
+@case
+def abort_thread(g):
+    """Another thread of rank 0 aborts the group rank 0 is blocked in."""
+    if g.rank == 0:
+        threading.Timer(0.5, g.abort, args=("from a helper thread",)).start()
+        t0 = time.monotonic()
+        try:
+            g.all_reduce(np.zeros(4, np.float32))  # rank 1 never joins
+            raise AssertionError("not aborted")
+        except cohort.AbortedError as e:
+            dt = time.monotonic() - t0
+            assert "from a helper thread" in str(e)
+            assert dt < 2.5, dt
+            log("BLOCKED_FOR", round(dt, 3))
+    else:
+        # rank 1 joins later: its call fails at once with the cause
+        time.sleep(2)
+        try:
+            g.all_reduce(np.zeros(4, np.float32))
+            raise AssertionError("not aborted")
+        except cohort.AbortedError as e:
+            assert "from a helper thread" in str(e), str(e)
+
+
+@case
+def gil(g):
+    """A Python thread makes progress while the main thread is blocked."""
+    counter = [0]
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            counter[0] += 1
+    if g.rank == 0:
+        t = threading.Thread(target=spin)
+        t.start()
+        time.sleep(0.1)
+        c0 = counter[0]
+        t0 = time.monotonic()
+        g.all_reduce(np.zeros(4, np.float32))  # rank 1 arrives ~1.5 s later
+        blocked = time.monotonic() - t0
+        progressed = counter[0] - c0
+        stop.set()
+        t.join()
+        log("BLOCKED", round(blocked, 3), "PROGRESS", progressed)
+        assert blocked > 1.0, blocked
+        assert progressed > 10000, progressed
+    else:
+        time.sleep(1.5)
+        g.all_reduce(np.zeros(4, np.float32))
+    # the same for Work.wait and a store wait
+    w = g.barrier_async()
+    w.wait()
+
+
+@case
+def timeout(g):
+    """COHORT_TIMEOUT=1: rank 0 waits alone and gets CohortTimeoutError."""
+    if g.rank == 0:
+        try:
+            g.all_reduce(np.zeros(4, np.float32))
+            raise AssertionError("no timeout")
+        except cohort.CohortTimeoutError as e:
+            assert isinstance(e, TimeoutError)
+            log("TIMEOUT", e.status_name)
+    else:
+        time.sleep(3)
+        try:
+            g.all_reduce(np.zeros(4, np.float32))
+        except cohort.Error as e:
+            log("LATE", e.status_name)
+
+
+@case
+def peer_lost(g):
+    """Rank 1 dies; the others get PeerLostError (cohortrun's SIGTERM is
+    ignored here so the survivors can report)."""
+    signal.signal(signal.SIGTERM, lambda *a: None)
+    g.barrier()
+    if g.rank == 1:
+        os._exit(7)
+    try:
+        g.all_reduce(np.zeros(4, np.float32))
+        raise AssertionError("peer loss not detected")
+    except (cohort.PeerLostError, cohort.AbortedError) as e:
+        log("LOST", type(e).__name__, e)
+        log("CULPRITS", e.culprits, e.kind)
+
+
+@case
+def sigint(g, who="1"):
+    """Block; the test sends SIGINT (to rank `who` or to every rank).
+    Ranks 0 and 1 block in an all_reduce, rank 2 in a recv from rank 0."""
+    log("PID", os.getpid())
+    reason = ""
+    try:
+        log("READY")
+        if g.rank < 2:
+            g.all_reduce(np.zeros(4, np.float32))
+        else:
+            g.recv(np.zeros(4, np.float32), 0)
+        raise AssertionError("the call returned")
+    except KeyboardInterrupt:
+        kind, t = "KeyboardInterrupt", time.time()
+    except cohort.AbortedError as e:
+        kind, t, reason = "AbortedError", time.time(), str(e)
+    # With SIGINT sent to every rank, this rank's own signal may land after
+    # a peer's abort already ended the call: absorb it, then report.
+    for _ in range(3):
+        try:
+            time.sleep(0.3)
+            log("CAUGHT", kind, repr(t))
+            if reason:
+                log("REASON", reason)
+            break
+        except KeyboardInterrupt:
+            pass
+
+
+@case
+def store(g):
+    """The job's own store (cohortrun's) through cohort.Store."""
+    s = cohort.Store(os.environ["COHORT_STORE"], os.environ["COHORT_JOB_ID"],
+                     os.environ["COHORT_TOKEN"])
+    s.set(f"py/{g.rank}", str(g.rank).encode())
+    s.wait([f"py/{i}" for i in range(g.size)], timeout=30)
+    assert s.get(f"py/{(g.rank + 1) % g.size}") == str((g.rank + 1) % g.size).encode()
+    assert sorted(s.list("py/")) == sorted(f"py/{i}" for i in range(g.size))
+    total = s.add("py-counter", g.rank + 1)
+    assert 1 <= total <= g.size * (g.size + 1) // 2
+    s.barrier("py-barrier", g.size, timeout=30)
+    assert s.add("py-counter", 0) == g.size * (g.size + 1) // 2
+    s.close()
+
+
+@case
+def checker(g, how="ok"):
+    """cohort.Checker over a "backend" group (a cohort sub-group playing
+    another library): fingerprints announced around each backend call."""
+    backend = g.split(0)  # before the checker borrows the world
+    events = []
+
+    def handler(kind, st, text):
+        # the front end's part: no rank may stay blocked in the backend
+        events.append((kind, st, text))
+        if kind != cohort.CHECK_STALL:
+            backend.abort("checker: " + text)
+    chk = cohort.Checker(g, handler=handler)
+    ranks = list(range(g.size))
+    gid = cohort.Checker.group_id(0, 0, ranks)
+    assert gid == cohort.Checker.group_id(0, 0, ranks) and gid != cohort.Checker.group_id(0, 1, ranks)
+    grp = chk.add_group(gid, ranks, name="backend world")
+    assert grp.size == g.size and grp.index == g.rank
+    try:
+        g.finalize()
+        raise AssertionError("finalized a group a Checker borrows")
+    except cohort.InvalidArgumentError:
+        pass
+    failed_at = None
+    for i in range(6):
+        count = 4 if (how == "count" and i == 3 and g.rank == 1) else 8
+        try:
+            seq = chk.begin(grp, "all_reduce", count, sig="float32", redop="sum")
+            assert seq == i + 1
+            x = np.ones(8, np.float32)
+            backend.all_reduce(x)  # CHECKED-LINE
+            chk.end(grp, seq, synced=True)
+        except (cohort.ContractError, cohort.AbortedError) as e:
+            failed_at = i
+            log("MISMATCH", type(e).__name__, e)
+            break
+    if how == "ok":
+        assert failed_at is None
+        chk.close(timeout=30)
+        st = chk.stats()
+        assert st["calls"] == 6 and st["compared"] == 6, st
+        assert not events and chk.status == 0
+    else:
+        assert failed_at is not None and failed_at >= 3, failed_at
+        deadline = time.monotonic() + 20
+        while not events and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kinds = [k for k, _, _ in events]
+        assert kinds == [cohort.CHECK_MISMATCH], events
+        log("EVENT", events[0][2])
+        assert chk.status == 2
+    chk.destroy()
+    for grp_ in (backend, g):
+        try:
+            grp_.finalize()
+        except cohort.Error as e:
+            assert how != "ok", e
+
+
+@case
+def torch_tensors(g):
+    try:
+        import torch
+    except ImportError:
+        log("SKIP torch not installed")
+        return
+    n, r = g.size, g.rank
+    for dt in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+               torch.int32, torch.uint8, torch.int8):
+        t = torch.arange(6, dtype=dt) + r
+        g.all_reduce(t)
+        assert torch.equal(t, (torch.arange(6) * n + n * (n - 1) // 2).to(dt)), (dt, t)
+        out = torch.zeros(6 * n, dtype=dt)
+        g.all_gather(torch.full((6,), r, dtype=dt), out)
+        assert torch.equal(out, torch.arange(n).repeat_interleave(6).to(dt))
+    # out of place between a tensor and a numpy array of the same dtype
+    y = np.zeros(3, np.float32)
+    g.all_reduce(torch.ones(3), y)
+    assert (y == n).all()
+    # an input that requires grad is read through a detached view
+    p = torch.ones(4, requires_grad=True)
+    o = torch.zeros(4)
+    g.all_reduce(p, o)
+    assert torch.equal(o, torch.full((4,), float(n)))
+    # a slice of a tensor (offset, contiguous) and a 2-d tensor
+    big = torch.zeros(10)
+    g.all_reduce(torch.ones(4), big[3:7])
+    assert big.tolist() == [0, 0, 0] + [float(n)] * 4 + [0, 0, 0]
+    m = torch.full((2, 3), float(r))
+    g.broadcast(m, root=n - 1)
+    assert torch.equal(m, torch.full((2, 3), float(n - 1)))
+    w = g.all_reduce_async(torch.ones(1000, dtype=torch.bfloat16))
+    assert torch.equal(w.wait(), torch.full((1000,), float(n), dtype=torch.bfloat16))
+
+
+def main():
+    name = sys.argv[1]
+    fn = CASES[name]
+    g = cohort.init()
+    fn(g, *sys.argv[2:])
+    if not g.closed:
+        try:
+            g.finalize()
+        except cohort.Error as e:
+            log("FINALIZE", type(e).__name__, e)
+    log("OK", name)
+
+
+if __name__ == "__main__":
+    main()

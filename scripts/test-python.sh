@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The Python package's tests (part of scripts/test.sh): builds and installs
+# python/ (pip install ./python) for the python3 on PATH and for Debian's
+# /usr/bin/python3 when it is another interpreter, then runs python/tests
+# with each (real multi-process jobs under build/tools/cohortrun).
+# Extra arguments go to pytest (e.g. -k sigint).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+export COHORTRUN=${COHORTRUN:-$root/build/tools/cohortrun/cohortrun}
+if [ ! -x "$COHORTRUN" ]; then
+  cmake -S . -B build -DCOHORT_FUZZ=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build -j"$(nproc)" --target cohortrun >/dev/null
+fi
+pythons=()
+for p in "$(command -v python3 || true)" /usr/bin/python3; do
+  [ -n "$p" ] && [ -x "$p" ] || continue
+  real=$("$p" -c 'import sys; print(sys.executable)')
+  case " ${pythons[*]-} " in *" $real "*) ;; *) pythons+=("$real") ;; esac
+done
+for py in "${pythons[@]}"; do
+  echo "== cohort python: $py ($("$py" -c 'import sys; print(sys.version.split()[0])'))"
+  flags=(--no-build-isolation --no-deps --quiet --disable-pip-version-check --root-user-action=ignore)
+  # Debian's interpreter is "externally managed" (PEP 668)
+  if "$py" -c 'import os, sys, sysconfig
+sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")) else 1)'; then
+    flags+=(--break-system-packages)
+  fi
+  "$py" -m pip install "${flags[@]}" ./python
+  "$py" -m pytest -q -p no:cacheprovider python/tests "$@"
+done
