@@ -3,7 +3,7 @@
 #   test_build.sh BUILD_DIR SOURCE_DIR
 # Installs BUILD_DIR into a temporary prefix and builds tests/packaging/consumer
 # against it (find_package: shared and static), as a subproject of the
-# source tree (add_subdirectory), and with pkg-config (dynamic, fully
+# source tree (add_subdirectory, FetchContent), and with pkg-config (dynamic, fully
 # static); runs each under the installed cohortrun -n 2. Also checks
 # libcohort.so's NEEDED list and that the etcd plugin loads only on an
 # etcd:// address (and is named when missing).
@@ -125,4 +125,12 @@ etcd_check "$sd/app_shared" found
 # or where COHORT_ETCD_PLUGIN says; the build tree is not searched.
 etcd_check "$sd/app_static" missing
 etcd_check "$sd/app_static" found COHORT_ETCD_PLUGIN="$sd/cohort/libcohort-etcd.so"
+
+step "FetchContent (FETCHCONTENT_SOURCE_DIR_COHORT: no download)"
+fc=$tmp/fetch
+quiet cmake -S "$here/consumer" -B "$fc" -DMODE=fetch -DFETCHCONTENT_SOURCE_DIR_COHORT="$src"
+grep -q '^COHORT_TESTS:BOOL=OFF' "$fc/CMakeCache.txt" || fail "tests on by default via FetchContent"
+quiet cmake --build "$fc" -j$jobs --target app_shared app_static
+run2 "$fc/app_shared"
+run2 "$fc/app_static"
 echo "== tests/packaging: all passed"
