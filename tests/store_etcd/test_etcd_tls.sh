@@ -3,7 +3,7 @@
 # and client-certificate auth (mTLS), certificates made here with openssl.
 # Usage: test_etcd_tls.sh BUILD_DIR   (uses BUILD_DIR's cohort-kv and plugin)
 # Checks: set/get with CA + client cert + etcd auth (the token goes inside
-# TLS); an untrusted server certificate is refused at once (COHORT_ERR_AUTH,
+# TLS); a 2-rank group under cohortrun over etcds://; an untrusted server certificate is refused at once (COHORT_ERR_AUTH,
 # exit 4) naming the TLS failure; no client certificate is refused; TLS
 # variables with a plain etcd:// address are refused; plain HTTP to a
 # member that is not loopback warns that the token crosses unprotected.
@@ -75,6 +75,18 @@ out=$("$kv" --addr "$addr" --connect-timeout 10000 get greeting) || fail "get ov
 "${ctl[@]}" --user root:rootpw get /cohort/tlsjob/k/greeting | grep -q "over tls" || fail "key not in etcd"
 # The bare host name is checked too (localhost is in the certificate).
 out=$("$kv" --addr "etcds://localhost:$cport/cohort" get greeting) || fail "get via localhost"
+
+echo "== a 2-rank group over etcds:// (rendezvous, leases, barrier) under cohortrun"
+hello=$build/bench/startup/hello_cohort
+if [ -x "$hello" ]; then
+  printf '%s\n' "$COHORT_TOKEN" >"$tmp/token"; chmod 600 "$tmp/token"
+  out=$("$build/tools/cohortrun/cohortrun" -n 2 --store "$addr" --job-id tlsjob \
+        --token-file "$tmp/token" "$hello" 2>&1) || fail "group over etcds://: $out"
+  # init also puts each rank's leased alive/<rank> key (it fails without
+  # it); finalize revokes the leases, the rendezvous records stay.
+  n=$("${ctl[@]}" --user root:rootpw get --prefix /cohort/tlsjob/k/ --keys-only | grep -c . || true)
+  [ "$n" -gt 1 ] || fail "the group left no rendezvous keys in etcd ($n keys)"
+fi
 
 echo "== untrusted server certificate: refused at once, not retried"
 t0=$(date +%s%N)
