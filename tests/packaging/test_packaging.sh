@@ -32,7 +32,10 @@ libdir=$(dirname "$(find "$prefix" -name 'libcohort.so.0' | head -1)")
 [ -n "$libdir" ] || fail "no libcohort.so.0 installed"
 for f in "$libdir/libcohort.a" "$libdir/libcohort-etcd.so" "$libdir/pkgconfig/cohort.pc" \
          "$libdir/cmake/cohort/cohortConfig.cmake" "$libdir/cmake/cohort/cohortConfigVersion.cmake" \
-         "$prefix/include/cohort.h" "$prefix/bin/cohortrun"; do
+         "$prefix/include/cohort.h" "$prefix/bin/cohortrun" \
+         "$prefix/share/man/man1/cohortrun.1" "$prefix/share/man/man1/cohort-perf.1" \
+         "$prefix/share/man/man7/cohort.7" "$prefix/share/bash-completion/completions/cohortrun" \
+         "$prefix/share/bash-completion/completions/cohort-kv"; do
   [ -e "$f" ] || fail "not installed: $f"
 done
 crun=$prefix/bin/cohortrun
