@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "store/server_int.h"
+#include "store/torch.h"
 #include "util/ratelimit.h"
 
 #define SCRATCH_SIZE (256 * 1024)
@@ -59,6 +60,8 @@ static int conn_backlogged(const conn *c)
 {
     return c->out_bytes >= OUT_HIGH || c->out_owned >= c->mem.limit / 2;
 }
+
+int coh_srv_backlogged(conn *c) { return conn_backlogged(c); }
 
 /* Level-triggered epoll: a connection is registered for what it needs now.
  * The cached mask (c->ev) avoids an epoll_ctl when nothing changes, which is
@@ -162,7 +165,7 @@ static void oseg_release(conn *c, oseg *s)
 
 /* Small replies are packed into the tail segment (one 4 KiB buffer holds
  * hundreds of them); a reply larger than that gets a segment of its own. */
-int coh_srv_send(conn *c, const void *p, size_t n)
+int coh_srv_send_raw(conn *c, const void *p, size_t n)
 {
     if (c->closed)
         return -1;
@@ -197,6 +200,16 @@ int coh_srv_send(conn *c, const void *p, size_t n)
     return 0;
 }
 
+/* A torch connection's replies are rewritten in TCPStore's form first. */
+int coh_srv_send(conn *c, const void *p, size_t n)
+{
+    if (c->closed)
+        return -1;
+    if (c->torch)
+        return coh_torch_out(c, p, n);
+    return coh_srv_send_raw(c, p, n);
+}
+
 /* Queues a stored value by reference: the output queue holds a reference,
  * so a SET or DELETE of the key meanwhile cannot free bytes still being
  * written, and a GET of 64 MiB costs no copy in the server. */
@@ -204,6 +217,8 @@ int coh_srv_send_blob(conn *c, blob *b)
 {
     if (c->closed)
         return -1;
+    if (c->torch)
+        return coh_torch_out(c, b->data, b->len);
     oseg *s = coh_malloc(sizeof *s);
     if (!s) {
         conn_close(c);
@@ -415,6 +430,16 @@ static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
         conn_flush(c);
 }
 
+void coh_srv_close_later(conn *c)
+{
+    if (c->closed || c->closing)
+        return;
+    c->closing = 1;
+    c->last_rx_ns = coh_now_ns();
+    pend_update(c);
+    flush_mark(c);
+}
+
 /* ---- connection lifecycle ----
  * pend: connections that owe the server something with a deadline: an AUTH
  * (not authenticated yet), the rest of a frame, or reading their ERROR frame
@@ -423,7 +448,8 @@ static void conn_fail(conn *c, cohort_status st, const char *fmt, ...)
 
 static void pend_update(conn *c)
 {
-    int partial = !c->authed || c->closing || c->hdr_have || c->in_body || c->skip;
+    int partial = !c->authed || c->closing || c->hdr_have || c->in_body || c->skip ||
+                  coh_torch_partial(c);
     int listed = !dl_empty(&c->pnode);
     if (partial && !listed)
         dl_push(&c->srv->pend, &c->pnode);
@@ -442,6 +468,7 @@ static void conn_close(conn *c)
     struct cohort_store_server *s = c->srv;
     c->closed = 1;
     coh_kv_drop_waiters(c);
+    coh_torch_conn_close(c);
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     c->fd = -1;
@@ -553,6 +580,8 @@ static void accept_pause(struct cohort_store_server *s)
     if (s->accept_paused)
         return;
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->lfd, NULL);
+    if (s->tlfd >= 0)
+        epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->tlfd, NULL);
     s->accept_paused = 1;
     s->accept_backoff_ms = s->accept_backoff_ms
                                ? COH_MIN(s->accept_backoff_ms * 2, ACCEPT_BACKOFF_MAX_MS)
@@ -570,7 +599,9 @@ static int accept_maybe_resume(struct cohort_store_server *s)
     if (now < s->accept_resume_ns)
         return (int)((s->accept_resume_ns - now) / 1000000ull) + 1;
     struct epoll_event e = {.events = EPOLLIN, .data.ptr = &s->lfd};
-    if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &e) < 0 && errno != EEXIST) {
+    struct epoll_event te = {.events = EPOLLIN, .data.ptr = &s->tlfd};
+    if ((epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->lfd, &e) < 0 && errno != EEXIST) ||
+        (s->tlfd >= 0 && epoll_ctl(s->epfd, EPOLL_CTL_ADD, s->tlfd, &te) < 0 && errno != EEXIST)) {
         s->accept_resume_ns = now + (uint64_t)ACCEPT_BACKOFF_MAX_MS * 1000000ull;
         return ACCEPT_BACKOFF_MAX_MS;
     }
@@ -616,13 +647,13 @@ static int accept_out_of_fds(struct cohort_store_server *s, int err, int *evicte
 /* Accepts until EAGAIN (a connect storm of 1000 ranks is drained in one
  * wakeup). Every connection gets its own fresh nonce in the HELLO, which is
  * what makes a recorded AUTH useless on another connection. */
-static void do_accept(struct cohort_store_server *s)
+static void do_accept(struct cohort_store_server *s, int lfd, int torch)
 {
     int evicted = 0;
     while (!s->accept_paused) {
         struct sockaddr_storage a;
         socklen_t al = sizeof a;
-        int fd = accept4(s->lfd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        int fd = accept4(lfd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
@@ -645,11 +676,14 @@ static void do_accept(struct cohort_store_server *s)
             char pn[64];
             peer_name(&a, pn, sizeof pn);
             coh_warn_rl("store: refused %s: at max_clients (%d)", pn, s->max_clients);
-            refuse_fd(fd, COHORT_ERR_TOO_LARGE, "store server is at its client limit (max_clients %d)",
-                      s->max_clients);
+            if (torch)
+                close(fd); /* TCPStore has no error frame */
+            else
+                refuse_fd(fd, COHORT_ERR_TOO_LARGE,
+                          "store server is at its client limit (max_clients %d)", s->max_clients);
             continue;
         }
-        if (s->nunauth >= s->max_unauth &&
+        if (!torch && s->nunauth >= s->max_unauth &&
             !(evicted < EVICT_PER_WAKEUP &&
               evict_oldest_unauth(s, "at its limit of unauthenticated connections") &&
               ++evicted)) {
@@ -692,6 +726,14 @@ static void do_accept(struct cohort_store_server *s)
         dl_push(&s->conns, &c->node);
         s->nconns++;
         c->last_rx_ns = c->accept_ns = coh_now_ns();
+        if (torch) {
+            /* TCPStore: no HELLO, no AUTH; the client speaks first. */
+            if (coh_torch_conn_init(c) < 0) {
+                coh_warn("store: out of memory accepting torch client %s", c->peer);
+                conn_close(c);
+            }
+            continue;
+        }
         dl_push(&s->unauth, &c->unode);
         s->nunauth++;
         pend_update(c);
@@ -1005,9 +1047,12 @@ static int body_reserve(conn *c, size_t want)
 
 /* Work one connection may do per loop iteration before the others get
  * their turn: a pipeline of 10000 requests (or 40 APPENDs) runs over
- * several iterations, interleaved with every other client's. */
+ * several iterations, interleaved with every other client's. The time
+ * bound covers requests whose cost is not their size (a MULTI_GET of many
+ * keys, a LIST, a copy of a large value). */
 #define FRAMES_PER_TURN 64
 #define BYTES_PER_TURN (1u << 20)
+#define NS_PER_TURN (2u * 1000 * 1000)
 
 /* Consumes up to n bytes of input, handling complete frames in place;
  * returns how many were consumed. It stops early (the rest is the caller's
@@ -1015,9 +1060,12 @@ static int body_reserve(conn *c, size_t want)
  * backlogged on its replies. */
 static size_t conn_feed(conn *c, const uint8_t *p, size_t n)
 {
+    if (c->torch)
+        return coh_torch_feed(c, p, n, FRAMES_PER_TURN, BYTES_PER_TURN);
     const uint8_t *p0 = p;
     unsigned frames = 0;
     size_t work = 0;
+    uint64_t t0 = coh_now_ns();
     while (n && !c->closed && !c->closing) {
         if (c->skip) {
             size_t k = (size_t)COH_MIN((uint64_t)n, c->skip);
@@ -1043,7 +1091,8 @@ static size_t conn_feed(conn *c, const uint8_t *p, size_t n)
             continue;
         }
         if (!c->hdr_have &&
-            (frames >= FRAMES_PER_TURN || work >= BYTES_PER_TURN || conn_backlogged(c)))
+            (frames >= FRAMES_PER_TURN || work >= BYTES_PER_TURN || conn_backlogged(c) ||
+             (frames && coh_now_ns() - t0 >= NS_PER_TURN)))
             break; /* the next frame waits for a later turn */
         const uint8_t *hb;
         if (c->hdr_have || n < COH_PROTO_HDR) {
@@ -1325,6 +1374,10 @@ static void loop_shutdown(struct cohort_store_server *s)
         close(s->lfd);
         s->lfd = -1;
     }
+    if (s->tlfd >= 0) {
+        close(s->tlfd);
+        s->tlfd = -1;
+    }
 }
 
 static cohort_status server_loop(struct cohort_store_server *s, volatile int *flag,
@@ -1353,8 +1406,8 @@ static cohort_status server_loop(struct cohort_store_server *s, volatile int *fl
         for (int i = 0; i < n; i++) {
             void *ptr = evs[i].data.ptr;
             uint32_t ev = evs[i].events;
-            if (ptr == &s->lfd) {
-                do_accept(s);
+            if (ptr == &s->lfd || ptr == &s->tlfd) {
+                do_accept(s, ptr == &s->lfd ? s->lfd : s->tlfd, ptr == &s->tlfd);
                 continue;
             }
             if (ptr == &s->evfd) {
@@ -1496,6 +1549,9 @@ static void server_free(cohort_store_server *s)
 {
     if (s->lfd >= 0)
         close(s->lfd);
+    if (s->tlfd >= 0)
+        close(s->tlfd);
+    coh_torch_srv_free(s);
     if (s->evfd >= 0)
         close(s->evfd);
     if (s->epfd >= 0)
@@ -1563,7 +1619,7 @@ cohort_status cohort_store_server_create(cohort_store_server **out,
     cohort_store_server *s = coh_calloc(1, sizeof *s);
     if (!s)
         return coh_err_set(NULL, COHORT_ERR_NOMEM, "store server: allocating");
-    s->epfd = s->lfd = s->evfd = s->reserve_fd = -1;
+    s->epfd = s->lfd = s->evfd = s->reserve_fd = s->tlfd = -1;
     pthread_mutex_init(&s->jobs_mu, NULL);
     pthread_mutex_init(&s->run_mu, NULL);
     pthread_cond_init(&s->run_cv, NULL);

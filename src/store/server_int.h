@@ -175,6 +175,7 @@ typedef struct conn {
     int in_flush;
     struct conn *flush_next;
     struct conn *reap_next;
+    struct coh_torch_conn *torch; /* TCPStore protocol (torch_server.c); NULL: cohort's */
 } conn;
 
 struct cohort_store_server {
@@ -221,12 +222,21 @@ struct cohort_store_server {
     int nspare;
     unsigned char hkey[crypto_shorthash_KEYBYTES];
     coh_wr w;          /* reply scratch */
+    int tlfd, tport;   /* TCPStore listener (torch_server.c), -1 / 0: none */
+    struct coh_torch_srv *torch;
 };
 
 /* ---- server.c: output helpers used by server_kv.c ---- */
 /* Queues bytes (copied) / a blob reference on c; marks c for flushing. */
 int coh_srv_send(conn *c, const void *p, size_t n);
 int coh_srv_send_blob(conn *c, blob *b);
+/* Queues bytes as they are, bypassing a torch connection's reply rewriting. */
+int coh_srv_send_raw(conn *c, const void *p, size_t n);
+/* Reads nothing more from c and closes it once its queued bytes are written
+ * (at the end of the loop iteration if nothing is queued). */
+void coh_srv_close_later(conn *c);
+/* c has so many replies queued that its requests wait (backpressure). */
+int coh_srv_backlogged(conn *c);
 /* Error reply to request (op, id): status + message. */
 void coh_srv_reply_err(conn *c, uint8_t op, uint32_t id, cohort_status st, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "cohort.h"
 #include "store/tokenfile.h"
+#include "store/torch.h"
 #include "util/util.h"
 
 static volatile int stop_flag;
@@ -56,6 +57,13 @@ static void usage(FILE *f)
             "                        were accepted (default 5000)\n"
             "  --max-unauth N        connections authenticating at once (default 1024);\n"
             "                        the oldest is closed to make room\n"
+            "  --torch-listen [HOST:]PORT\n"
+            "                        also serve PyTorch's TCPStore protocol (torch 1.13\n"
+            "                        and 2.x) there; a bare PORT binds 127.0.0.1. Its\n"
+            "                        clients do NOT authenticate (docs/torch-store.md)\n"
+            "  --torch-job ID        the job whose keys TCPStore clients use (default: the\n"
+            "                        only job; without jobs, a job 'torch' is made)\n"
+            "  --torch-allow-remote  let --torch-listen bind a non-loopback address\n"
             "  -h, --help, -V, --version\n"
             "options take --opt value or --opt=value\n"
             "\n"
@@ -121,7 +129,8 @@ static int parse_listen(const char *a, char *host, size_t hl, int *port)
 
 int main(int argc, char **argv)
 {
-    const char *listen = NULL, *tokfile = NULL;
+    const char *listen = NULL, *tokfile = NULL, *tlisten = NULL, *tjob = NULL;
+    int tremote = 0;
     cohort_store_server_opts o;
     memset(&o, 0, sizeof o);
     enum {
@@ -136,6 +145,9 @@ int main(int argc, char **argv)
         O_MAX_UNAUTH,
         O_MAX_JOB_MEMORY,
         O_MAX_CONN_MEMORY,
+        O_TORCH_LISTEN,
+        O_TORCH_JOB,
+        O_TORCH_REMOTE,
     };
     static const struct option lo[] = {
         {"listen", required_argument, 0, O_LISTEN},
@@ -149,6 +161,9 @@ int main(int argc, char **argv)
         {"max-unauth", required_argument, 0, O_MAX_UNAUTH},
         {"max-job-memory", required_argument, 0, O_MAX_JOB_MEMORY},
         {"max-conn-memory", required_argument, 0, O_MAX_CONN_MEMORY},
+        {"torch-listen", required_argument, 0, O_TORCH_LISTEN},
+        {"torch-job", required_argument, 0, O_TORCH_JOB},
+        {"torch-allow-remote", no_argument, 0, O_TORCH_REMOTE},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
@@ -172,6 +187,15 @@ int main(int argc, char **argv)
             break;
         case O_TOKEN_FILE:
             tokfile = optarg;
+            break;
+        case O_TORCH_LISTEN:
+            tlisten = optarg;
+            break;
+        case O_TORCH_JOB:
+            tjob = optarg;
+            break;
+        case O_TORCH_REMOTE:
+            tremote = 1;
             break;
         case O_MAX_KEY:
             o.max_key = sz;
@@ -232,6 +256,40 @@ int main(int argc, char **argv)
         return 2;
     }
     o.bind_addr = host;
+    /* TCPStore clients cannot authenticate: loopback unless told otherwise. */
+    char thost[128];
+    int tport = 0;
+    if (tlisten) {
+        if (!strchr(tlisten, ':') && tlisten[0] != '[') {
+            snprintf(thost, sizeof thost, "127.0.0.1");
+            char *end;
+            long p = strtol(tlisten, &end, 10);
+            if (end == tlisten || *end || p < 0 || p > 65535) {
+                fprintf(stderr, "cohort-store: --torch-listen %s: expected [HOST:]PORT\n", tlisten);
+                return 2;
+            }
+            tport = (int)p;
+        } else if (parse_listen(tlisten, thost, sizeof thost, &tport) < 0) {
+            fprintf(stderr, "cohort-store: --torch-listen %s: expected [HOST:]PORT or [V6]:PORT\n",
+                    tlisten);
+            return 2;
+        }
+        int loop = !strncmp(thost, "127.", 4) || !strcmp(thost, "::1") ||
+                   !strcmp(thost, "localhost");
+        if (!loop && !tremote) {
+            fprintf(stderr,
+                    "cohort-store: --torch-listen %s is not a loopback address: TCPStore clients "
+                    "do not authenticate, so anyone who reaches it can read and change the job's "
+                    "keys. Add --torch-allow-remote to accept that.\n",
+                    tlisten);
+            return 2;
+        }
+    } else if (tjob || tremote) {
+        fprintf(stderr, "cohort-store: --torch-job / --torch-allow-remote need --torch-listen\n");
+        return 2;
+    }
+    char torch_tok[65] = "";
+    const char *torch_jobname = "torch", *torch_tokp = torch_tok;
 
     coh_tokenfile tf;
     memset(&tf, 0, sizeof tf);
@@ -256,6 +314,19 @@ int main(int argc, char **argv)
     } else {
         env_job = coh_env_str("COHORT_JOB_ID");
         env_tok = coh_env_str("COHORT_TOKEN");
+        if ((!env_job || !env_tok) && tlisten) {
+            /* TCPStore only: one job whose token nobody knows (cohort clients
+             * cannot join it; TCPStore clients need none). */
+            unsigned char rb[32];
+            if (coh_random(rb, sizeof rb) != COHORT_OK) {
+                fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
+                return 1;
+            }
+            for (int k = 0; k < 32; k++)
+                snprintf(torch_tok + 2 * (k % 32), 3, "%02x", rb[k]);
+            env_job = tjob ? tjob : torch_jobname;
+            env_tok = torch_tokp;
+        }
         if (!env_job || !env_tok) {
             fprintf(stderr, "cohort-store: give --token-file, or set COHORT_JOB_ID and "
                             "COHORT_TOKEN\n");
@@ -282,12 +353,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
         return 1;
     }
+    if (tlisten && coh_store_server_torch_listen(s, thost, tport, tjob) != COHORT_OK) {
+        fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
+        cohort_store_server_stop(s);
+        return 1;
+    }
     /* The readiness line: printed only once the socket listens, flushed so
      * a script reading our stdout through a pipe sees it at once. */
     if (strchr(host, ':'))
         printf("listening on [%s]:%d\n", host, cohort_store_server_port(s));
     else
         printf("listening on %s:%d\n", host, cohort_store_server_port(s));
+    if (tlisten)
+        printf(strchr(thost, ':') ? "torch listening on [%s]:%d\n" : "torch listening on %s:%d\n",
+               thost, coh_store_server_torch_port(s));
     fflush(stdout);
     fprintf(stderr, "cohort-store: serving %d job%s\n", njobs, njobs == 1 ? "" : "s");
     st = cohort_store_server_run(s, &stop_flag);

@@ -1,0 +1,32 @@
+/*
+ * torch.h - the store server's PyTorch TCPStore listener (torch_server.c;
+ * protocol in torch_proto.h, user documentation in docs/torch-store.md).
+ */
+#ifndef COH_STORE_TORCH_H
+#define COH_STORE_TORCH_H
+
+#include "cohort_store.h"
+
+/* Adds a listener speaking TCPStore's protocol (torch 1.13 and 2.x) to a
+ * server made by cohort_store_server_create, before it runs. Its clients do
+ * not authenticate: they all act in job job_id (NULL: the server's only
+ * job). host is the bind address; port 0 picks one
+ * (coh_store_server_torch_port). */
+cohort_status coh_store_server_torch_listen(cohort_store_server *s, const char *host, int port,
+                                            const char *job_id);
+int coh_store_server_torch_port(const cohort_store_server *s);
+
+/* For server.c (conn is server_int.h's). */
+struct conn;
+int coh_torch_conn_init(struct conn *c);
+void coh_torch_conn_close(struct conn *c);
+/* Handles the requests in p[0..n) (at most max_reqs / max_bytes of them, and
+ * none while c is backlogged) and returns the bytes used; the caller keeps
+ * the rest for later. An unfinished request at the end is kept by c. */
+size_t coh_torch_feed(struct conn *c, const uint8_t *p, size_t n, unsigned max_reqs,
+                      size_t max_bytes);
+int coh_torch_out(struct conn *c, const void *p, size_t n);
+int coh_torch_partial(const struct conn *c);
+void coh_torch_srv_free(cohort_store_server *s);
+
+#endif
