@@ -408,9 +408,19 @@ def gil(g):
     def spin():
         while not stop.is_set():
             counter[0] += 1
+    second = []
+
+    def issue_from_another_thread():
+        try:
+            g.barrier()
+        except cohort.InvalidArgumentError as e:
+            second.append(str(e))
     if g.rank == 0:
         t = threading.Thread(target=spin)
         t.start()
+        # a second thread issuing on the group while the main thread is in a
+        # call is refused locally (calls on a group: one thread at a time)
+        threading.Timer(0.5, issue_from_another_thread).start()
         time.sleep(0.1)
         c0 = counter[0]
         t0 = time.monotonic()
@@ -422,12 +432,36 @@ def gil(g):
         log("BLOCKED", round(blocked, 3), "PROGRESS", progressed)
         assert blocked > 1.0, blocked
         assert progressed > 10000, progressed
+        assert len(second) == 1 and "another thread is issuing" in second[0], second
     else:
         time.sleep(1.5)
         g.all_reduce(np.zeros(4, np.float32))
     # the same for Work.wait and a store wait
     w = g.barrier_async()
     w.wait()
+
+
+def with_block():
+    """The with-statement form, as a program would write it."""
+    with cohort.init() as g:
+        if g.rank == 1:
+            raise ValueError("bad input on one rank")
+        try:
+            g.all_reduce(np.zeros(4, np.float32))
+            raise AssertionError("not aborted")
+        except cohort.AbortedError as e:
+            assert "ValueError raised on rank 1: bad input on one rank" in str(e), str(e)
+            log("ABORTED_BY", e)
+    assert g.closed
+
+
+def no_finalize():
+    """A program that never finalizes: the group is finalized when collected."""
+    g = cohort.init()
+    x = np.ones(4)
+    g.all_reduce(x)
+    assert x[0] == g.size
+    log("OK no_finalize")
 
 
 @case
@@ -607,6 +641,16 @@ def torch_tensors(g):
 
 def main():
     name = sys.argv[1]
+    if name in ("with_block", "no_finalize"):  # they make their own group
+        try:
+            globals()[name]()
+        except ValueError as e:
+            log("RAISED", e)
+            log("OK", name)
+            return
+        if name == "with_block":
+            log("OK", name)
+        return
     fn = CASES[name]
     g = cohort.init()
     fn(g, *sys.argv[2:])

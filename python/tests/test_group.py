@@ -211,3 +211,15 @@ def test_checker_mismatch_reported_on_every_rank(run_job):
     for r in range(3):
         (m,) = job.values(r, "MISMATCH")
         assert m.startswith(("ContractError", "AbortedError")), m
+
+
+def test_with_block_aborts_the_group_on_an_exception(run_job):
+    job = run_job(3, "with_block")
+    assert job.values(1, "RAISED") == ["bad input on one rank"]
+    for r in (0, 2):
+        (m,) = job.values(r, "ABORTED_BY")
+        assert "aborted by rank 1: ValueError raised on rank 1" in m, m
+
+
+def test_group_finalized_when_collected(run_job):
+    run_job(3, "no_finalize")
