@@ -162,6 +162,17 @@ def collectives(g):
     m2 = np.full((3, 4), g.rank, np.float32)
     g.all_reduce(m2)
     assert (m2 == g.size * (g.size - 1) / 2).all()
+    # ml_dtypes' bfloat16 arrays (no buffer protocol: through __array_interface__)
+    try:
+        import ml_dtypes
+    except ImportError:
+        ml_dtypes = None
+    if ml_dtypes is not None:
+        b = np.arange(6).astype(ml_dtypes.bfloat16) + g.rank
+        g.all_reduce(b)
+        want = np.arange(6) * g.size + g.size * (g.size - 1) // 2
+        assert np.array_equal(b.astype(np.float64), want), b
+        log("ML_DTYPES", b.dtype.name)
     # count 0 is legal
     g.all_reduce(np.zeros(0, np.float32))
     g.barrier()
@@ -501,12 +512,15 @@ def peer_lost(g):
 @case
 def sigint(g, who="1"):
     """Block; the test sends SIGINT (to rank `who` or to every rank).
-    Ranks 0 and 1 block in an all_reduce, rank 2 in a recv from rank 0."""
+    Ranks 0 and 1 block in an all_reduce (rank 0 in Work.wait of its async
+    form), rank 2 in a recv from rank 0."""
     log("PID", os.getpid())
     reason = ""
     try:
         log("READY")
-        if g.rank < 2:
+        if g.rank == 0:  # blocked in Work.wait
+            g.all_reduce_async(np.zeros(4, np.float32)).wait()
+        elif g.rank == 1:
             g.all_reduce(np.zeros(4, np.float32))
         else:
             g.recv(np.zeros(4, np.float32), 0)
