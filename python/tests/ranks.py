@@ -475,6 +475,23 @@ def no_finalize():
     log("OK no_finalize")
 
 
+def sigint_init():
+    """Rank 0 waits in cohort.init() for rank 1, which does not come:
+    Ctrl-C there raises KeyboardInterrupt at once."""
+    log("PID", os.getpid())
+    try:
+        if os.environ["RANK"] == "1":
+            log("READY")
+            time.sleep(60)
+            return
+        log("READY")
+        cohort.init()
+        raise AssertionError("init returned")
+    except KeyboardInterrupt:
+        log("CAUGHT KeyboardInterrupt", repr(time.time()))
+    log("OK sigint_init")
+
+
 @case
 def timeout(g):
     """COHORT_TIMEOUT=1: rank 0 waits alone and gets CohortTimeoutError."""
@@ -655,6 +672,8 @@ def torch_tensors(g):
 
 def main():
     name = sys.argv[1]
+    if name == "sigint_init":
+        return sigint_init()
     if name in ("with_block", "no_finalize"):  # they make their own group
         try:
             globals()[name]()
