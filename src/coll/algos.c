@@ -62,6 +62,21 @@ static int always(const cohort_group *g, const coh_call *c)
     return 1;
 }
 
+/* float16/bfloat16 SUM/AVG/PROD round to 16 bits at every pairwise
+ * combine: the direct algorithms fold each element once, in float32, in
+ * the shm transport's order, so tcp gives the bits shm gives. MIN/MAX are
+ * exact in any order. */
+static int wide_fold(const coh_call *c)
+{
+    return (c->dtype == COHORT_FLOAT16 || c->dtype == COHORT_BFLOAT16) &&
+           (c->redop == COHORT_SUM || c->redop == COHORT_AVG || c->redop == COHORT_PROD);
+}
+static int direct_pref(const cohort_group *g, const coh_call *c)
+{
+    (void)g;
+    return wide_fold(c);
+}
+
 static int ar_rd_pref(const cohort_group *g, const coh_call *c)
 {
     /* fewer elements than ranks: the halving algorithms would send empty
@@ -113,6 +128,12 @@ static cohort_status run_ar_ring(cohort_group *g, coh_call *c)
     coh_view v = whole(g);
     /* no prepare copy: the ring reads the input from send */
     return coh_ring_all_reduce(g, c, &v, c->send, c->recv, c->count, 0);
+}
+static cohort_status run_ar_direct(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    /* no prepare copy: the reduce-scatter reads the input from send */
+    return coh_direct_all_reduce(g, c, &v, c->send, c->recv, c->count, 0);
 }
 static cohort_status run_ar_rd(cohort_group *g, coh_call *c)
 {
@@ -211,7 +232,7 @@ static cohort_status run_sc_tree(cohort_group *g, coh_call *c)
 /* reduce_scatter: the input is size*count; the ring's partial sums go to
  * recv itself when the call is in place (send == recv), else to scratch;
  * the result goes to recv[0, count). */
-static cohort_status run_rs_ring(cohort_group *g, coh_call *c)
+static cohort_status rs_run(cohort_group *g, coh_call *c, int direct)
 {
     coh_view v = whole(g);
     size_t B = bytes_of(c), total = B * (size_t)g->size;
@@ -221,14 +242,19 @@ static cohort_status run_rs_ring(cohort_group *g, coh_call *c)
         if (!work)
             return COHORT_ERR_NOMEM;
     }
-    cohort_status st = coh_ring_reduce_scatter(g, c, &v, c->send, work,
-                                               c->count * (size_t)g->size, NULL, NULL, 0);
+    size_t count = c->count * (size_t)g->size;
+    cohort_status st =
+        direct ? coh_direct_reduce_scatter(g, c, &v, c->send, work, count, NULL, NULL, 0)
+               : coh_ring_reduce_scatter(g, c, &v, c->send, work, count, NULL, NULL, 0);
     if (st == COHORT_OK)
         memmove(c->recv, work + (size_t)g->rank * B, B);
     if (work != c->recv)
         coh_coll_free(work, total);
     return st;
 }
+
+static cohort_status run_rs_ring(cohort_group *g, coh_call *c) { return rs_run(g, c, 0); }
+static cohort_status run_rs_direct(cohort_group *g, coh_call *c) { return rs_run(g, c, 1); }
 
 static cohort_status run_a2a_pairwise(cohort_group *g, coh_call *c)
 {
@@ -305,10 +331,13 @@ cohort_status coh_hier_all_gather(cohort_group *g, coh_call *c);
 cohort_status coh_hier_reduce_scatter(cohort_group *g, coh_call *c);
 cohort_status coh_hier_barrier(cohort_group *g, coh_call *c);
 
-#define A(nm, coll, sup, pref, fn) {nm, coll, sup, pref, fn}
+#define A(nm, coll, sup, pref, fn) {nm, coll, sup, pref, fn, 0}
+/* folds every rank's contribution at once: divides a half-type AVG itself */
+#define AF(nm, coll, sup, pref, fn) {nm, coll, sup, pref, fn, 1}
 const coh_algo coh_algo_table[] = {
-    A("shm", COH_COLL_ALL_REDUCE, shm_ok, always, run_ar_shm),
+    AF("shm", COH_COLL_ALL_REDUCE, shm_ok, always, run_ar_shm),
     A("hier", COH_COLL_ALL_REDUCE, hier_ok, always, coh_hier_all_reduce),
+    AF("direct", COH_COLL_ALL_REDUCE, msg_ok, direct_pref, run_ar_direct),
     A("rd", COH_COLL_ALL_REDUCE, msg_ok, ar_rd_pref, run_ar_rd),
     A("rabenseifner", COH_COLL_ALL_REDUCE, msg_ok, ar_rab_pref, run_ar_rab),
     A("ring", COH_COLL_ALL_REDUCE, msg_ok, always, run_ar_ring),
@@ -318,7 +347,7 @@ const coh_algo coh_algo_table[] = {
     A("tree", COH_COLL_BROADCAST, msg_ok, bc_tree_pref, run_bc_tree),
     A("scatter_allgather", COH_COLL_BROADCAST, msg_ok, always, run_bc_sag),
 
-    A("shm", COH_COLL_REDUCE, shm_ok, always, run_red_shm),
+    AF("shm", COH_COLL_REDUCE, shm_ok, always, run_red_shm),
     A("hier", COH_COLL_REDUCE, hier_ok, always, coh_hier_reduce),
     A("tree", COH_COLL_REDUCE, msg_ok, always, run_red_tree),
 
@@ -335,8 +364,9 @@ const coh_algo coh_algo_table[] = {
     A("tree", COH_COLL_SCATTER, msg_ok, gs_tree_pref, run_sc_tree),
     A("linear", COH_COLL_SCATTER, msg_ok, always, run_sc_linear),
 
-    A("shm", COH_COLL_REDUCE_SCATTER, shm_ok, always, run_rs_shm),
+    AF("shm", COH_COLL_REDUCE_SCATTER, shm_ok, always, run_rs_shm),
     A("hier", COH_COLL_REDUCE_SCATTER, hier_ok, always, coh_hier_reduce_scatter),
+    AF("direct", COH_COLL_REDUCE_SCATTER, msg_ok, direct_pref, run_rs_direct),
     A("ring", COH_COLL_REDUCE_SCATTER, msg_ok, always, run_rs_ring),
 
     A("shm", COH_COLL_ALL_TO_ALL, shm_ok, always, run_a2a_shm),
@@ -346,7 +376,7 @@ const coh_algo coh_algo_table[] = {
     A("hier", COH_COLL_BARRIER, hier_ok, always, coh_hier_barrier),
     A("dissemination", COH_COLL_BARRIER, msg_ok, always, run_bar_dissem),
 
-    {NULL, 0, NULL, NULL, NULL},
+    {NULL, 0, NULL, NULL, NULL, 0},
 };
 
 cohort_status coh_coll_sync(cohort_group *g, coh_call *c)

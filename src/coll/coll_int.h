@@ -159,6 +159,17 @@ cohort_status coh_rab_all_reduce(cohort_group *g, const coh_call *c, const coh_v
 cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
                                       const void *src, void *buf, size_t count,
                                       const size_t *boff, const size_t *blen, uint32_t step_base);
+/* The same two with a direct reduce-scatter (ring.c): every member folds
+ * the n contributions to its block once, in member order, with
+ * coh_reduce_multi (float16/bfloat16: float32 accumulation, one rounding;
+ * the shm transport's fold). Same volume as the ring; n-1 concurrent
+ * messages per piece. */
+cohort_status coh_direct_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v,
+                                    const void *src, void *buf, size_t count, uint32_t step_base);
+cohort_status coh_direct_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
+                                        const void *src, void *buf, size_t count,
+                                        const size_t *boff, const size_t *blen,
+                                        uint32_t step_base);
 /* All-gather in place on buf: member i's block is already in place on
  * member i. Blocks: byte offsets/lengths, or NULL: the even split of total
  * bytes over n (coh_blk_*). */

@@ -1,5 +1,7 @@
 /*
- * ring.c - ring reduce-scatter, all-gather and all-reduce over a view.
+ * ring.c - ring reduce-scatter, all-gather and all-reduce over a view, and
+ * the direct reduce-scatter (+ ring all-gather) that folds float16/bfloat16
+ * once in float32, in the shared-memory transport's order.
  *
  * Ring all-reduce is the bandwidth-optimal composition of the two: each
  * member sends and receives 2(n-1)/n of the vector. Reduce-scatter steps are
@@ -168,6 +170,109 @@ static cohort_status ring_ag(cohort_group *g, const coh_call *c, const coh_view 
             return st;
     }
     return COHORT_OK;
+}
+
+/* Direct reduce-scatter: member me receives piece t of block me straight
+ * from every other member and folds the n contributions once, with
+ * coh_reduce_multi in member order - the shared-memory fold's order (local
+ * index = group rank on one host), so for float16/bfloat16 both transports
+ * give the same bits, each element accumulated in float32 and rounded once.
+ * The ring instead rounds to 16 bits at each of its n-1 hops. Same volume
+ * as the ring's reduce-scatter: (n-1)/n of the vector out and in per
+ * member, as n-1 concurrent messages per piece instead of a pipeline.
+ * Step of the piece t that member j sends: base + t*n + j, so every
+ * message a member receives has its own step. Member me ends with block me
+ * in buf; src may be buf (only block me is written, and a member sends
+ * only the other members' blocks, never its own). */
+static cohort_status direct_rs(cohort_group *g, const coh_call *c, const coh_view *v, char *buf,
+                               const char *src, const blocks *bl, uint32_t base, uint32_t *used)
+{
+    int n = v->n, me = v->me;
+    *used = 0;
+    if (n == 1)
+        return COHORT_OK;
+    size_t es = cohort_dtype_size((cohort_dtype)c->dtype);
+    size_t maxlen = b_max(bl);
+    size_t ce = coh_chunk_elems(coh_coll_chunk_bytes(), es, maxlen, 2 * n);
+    size_t P = coh_npieces(maxlen, ce);
+    size_t mylen = b_len(bl, me), myoff = b_off(bl, me);
+    /* over the whole group a half-type AVG is divided in the fold, as the
+     * shm transport does (the algorithm is marked avg_in_fold) */
+    int avg_div = coh_avg_wide(c->dtype, c->redop) && n == g->size ? n : 0;
+    size_t slot = COH_MIN(ce, maxlen) * es;
+    size_t tmp_bytes = (size_t)(n - 1) * slot;
+    char *tmp = NULL;
+    coh_xfer *ops = NULL;
+    const void **srcs = NULL;
+    cohort_status st = COHORT_OK;
+    if (P) {
+        tmp = mylen ? coh_coll_alloc(g, c, tmp_bytes, "direct reduce-scatter pieces") : NULL;
+        ops = coh_coll_alloc(g, c, 2 * (size_t)n * sizeof *ops, "direct reduce-scatter ops");
+        srcs = coh_coll_alloc(g, c, (size_t)n * sizeof *srcs, "direct reduce-scatter sources");
+        if ((mylen && !tmp) || !ops || !srcs) {
+            st = COHORT_ERR_NOMEM;
+            goto out;
+        }
+    }
+    for (size_t t = 0; t < P && st == COHORT_OK; t++) {
+        int nops = 0;
+        size_t rn = mylen > t * ce ? COH_MIN(ce, mylen - t * ce) : 0;
+        for (int j = 0; j < n; j++) {
+            if (j == me)
+                continue;
+            int peer = coh_view_rank(v, j);
+            int k = j < me ? j : j - 1; /* tmp slot of member j */
+            if (rn)
+                coh_xf_recv(&ops[nops++], g, c, peer, base + (uint32_t)(t * (size_t)n + (size_t)j),
+                            tmp + (size_t)k * slot, rn * es);
+            size_t jl = b_len(bl, j);
+            if (jl > t * ce)
+                coh_xf_send(&ops[nops++], g, c, peer,
+                            base + (uint32_t)(t * (size_t)n + (size_t)me),
+                            src + (b_off(bl, j) + t * ce) * es, COH_MIN(ce, jl - t * ce) * es);
+        }
+        st = coh_xf_run(g, c, ops, nops);
+        if (st != COHORT_OK || !rn)
+            continue;
+        size_t at = (myoff + t * ce) * es;
+        for (int j = 0; j < n; j++)
+            srcs[j] = j == me ? (const void *)(src + at)
+                              : (const void *)(tmp + (size_t)(j < me ? j : j - 1) * slot);
+        coh_reduce_multi_div(buf + at, srcs, n, rn, (cohort_dtype)c->dtype, (cohort_op)c->redop,
+                             avg_div);
+    }
+out:
+    if (tmp)
+        coh_coll_free(tmp, tmp_bytes);
+    if (ops)
+        coh_coll_free(ops, 2 * (size_t)n * sizeof *ops);
+    if (srcs)
+        coh_coll_free(srcs, (size_t)n * sizeof *srcs);
+    *used = (uint32_t)(P * (size_t)n);
+    return st;
+}
+
+cohort_status coh_direct_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v,
+                                    const void *src, void *buf, size_t count, uint32_t step_base)
+{
+    blocks bl = {NULL, NULL, count, v->n};
+    uint32_t used;
+    cohort_status st = direct_rs(g, c, v, buf, src, &bl, step_base, &used);
+    if (st != COHORT_OK)
+        return st;
+    /* member me owns block me */
+    return ring_ag(g, c, v, buf, &bl, cohort_dtype_size((cohort_dtype)c->dtype), 0,
+                   step_base + used);
+}
+
+cohort_status coh_direct_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
+                                        const void *src, void *buf, size_t count,
+                                        const size_t *boff, const size_t *blen,
+                                        uint32_t step_base)
+{
+    blocks bl = {boff, blen, count, v->n};
+    uint32_t used;
+    return direct_rs(g, c, v, buf, src, &bl, step_base, &used);
 }
 
 cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v,

@@ -293,7 +293,7 @@ cohort_status coh_coll_run(cohort_group *g, coh_call *c)
     st = a->run(g, c);
     if (st != COHORT_OK)
         return st;
-    if (c->redop == COHORT_AVG) {
+    if (c->redop == COHORT_AVG && !(a->avg_in_fold && coh_avg_wide(c->dtype, c->redop))) {
         if (c->coll == COH_COLL_ALL_REDUCE || (c->coll == COH_COLL_REDUCE && g->rank == c->root))
             coh_reduce_finish(c->recv, c->count, (cohort_dtype)c->dtype, COHORT_AVG, g->size);
         else if (c->coll == COH_COLL_REDUCE_SCATTER)

@@ -195,12 +195,21 @@ coh_reduce3_fn coh_reduce3_kernel(cohort_dtype dt, cohort_op op)
 void coh_reduce_multi(void *out, const void *const *srcs, int nsrc, size_t n, cohort_dtype dt,
                       cohort_op op)
 {
+    coh_reduce_multi_div(out, srcs, nsrc, n, dt, op, 0);
+}
+
+void coh_reduce_multi_div(void *out, const void *const *srcs, int nsrc, size_t n, cohort_dtype dt,
+                          cohort_op op, int div)
+{
     if (nsrc <= 0 || n == 0 || !coh_op_valid(dt, op))
         return;
+    if (op != COHORT_AVG)
+        div = 0;
     size_t es = cohort_dtype_size(dt);
     if (nsrc == 1) {
         if (out != srcs[0])
             memmove(out, srcs[0], n * es);
+        coh_reduce_finish(out, n, dt, op, div); /* one rounding: the input is exact */
         return;
     }
     const kset_t *ks = kernels();
@@ -213,6 +222,9 @@ void coh_reduce_multi(void *out, const void *const *srcs, int nsrc, size_t n, co
             ks->load(acc, (const uint16_t *)srcs[0] + off, m, bf);
             for (int s = 1; s < nsrc; s++)
                 acc_fn(acc, (const uint16_t *)srcs[s] + off, m);
+            if (div > 1) /* the mean in float32, then the one rounding */
+                for (size_t i = 0; i < m; i++)
+                    acc[i] = acc[i] / (float)div;
             ks->store((uint16_t *)out + off, acc, m, bf);
         }
         return;
@@ -229,6 +241,7 @@ void coh_reduce_multi(void *out, const void *const *srcs, int nsrc, size_t n, co
             k2(acc, (const char *)srcs[s] + off * es, m);
         memcpy((char *)out + off * es, acc, m * es);
     }
+    coh_reduce_finish(out, n, dt, op, div);
 }
 
 /* ---- AVG finishing ------------------------------------------------------- */

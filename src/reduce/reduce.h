@@ -31,6 +31,21 @@ coh_reduce3_fn coh_reduce3_kernel(cohort_dtype dt, cohort_op op);
 void coh_reduce_multi(void *out, const void *const *srcs, int nsrc, size_t n, cohort_dtype dt,
                       cohort_op op);
 
+/* 1 for a float16/bfloat16 AVG: a fold that sees every rank's contribution
+ * divides its float32 accumulator before the one rounding
+ * (coh_reduce_multi_div), instead of rounding the sum and dividing that. */
+static inline int coh_avg_wide(int dt, int op)
+{
+    return op == COHORT_AVG && (dt == COHORT_FLOAT16 || dt == COHORT_BFLOAT16);
+}
+
+/* coh_reduce_multi, and for AVG with div > 0 the division by div as well:
+ * float16/bfloat16 divide the float32 accumulator and round once (the
+ * mean of the halves within half an ulp); other types divide the folded
+ * result as coh_reduce_finish does. div == 0: exactly coh_reduce_multi. */
+void coh_reduce_multi_div(void *out, const void *const *srcs, int nsrc, size_t n, cohort_dtype dt,
+                          cohort_op op, int div);
+
 /* After a SUM that implements AVG over nranks: divide in place. No-op for
  * other ops. */
 void coh_reduce_finish(void *buf, size_t n, cohort_dtype dt, cohort_op op, int nranks);

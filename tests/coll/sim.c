@@ -271,6 +271,13 @@ static cohort_status done(sim_host *h) { return hbar(h) ? COHORT_OK : COHORT_ERR
 
 static size_t esz(const coh_call *c) { return cohort_dtype_size((cohort_dtype)c->dtype); }
 
+/* As the real segment (shm_coll.c avg_div): a float16/bfloat16 AVG over
+ * the whole world is divided inside the fold. */
+static int avg_div(const sim_host *h, const coh_call *c)
+{
+    return coh_avg_wide(c->dtype, c->redop) && h->nlocal == h->w->n ? h->nlocal : 0;
+}
+
 static cohort_status f_all_reduce(coh_shm *s, const coh_call *c, const void *send, void *recv,
                                   size_t count)
 {
@@ -279,7 +286,8 @@ static cohort_status f_all_reduce(coh_shm *s, const coh_call *c, const void *sen
     if (li < 0)
         return COHORT_ERR_ABORTED;
     void *tmp = malloc(count * esz(c) + 1);
-    coh_reduce_multi(tmp, h->sptr, h->nlocal, count, (cohort_dtype)c->dtype, (cohort_op)c->redop);
+    coh_reduce_multi_div(tmp, h->sptr, h->nlocal, count, (cohort_dtype)c->dtype,
+                         (cohort_op)c->redop, avg_div(h, c));
     cohort_status st = done(h); /* everyone has read every send */
     if (st == COHORT_OK)
         memcpy(recv, tmp, count * esz(c));
@@ -297,8 +305,8 @@ static cohort_status f_reduce(coh_shm *s, const coh_call *c, const void *send, v
     void *tmp = NULL;
     if (li == root) {
         tmp = malloc(count * esz(c) + 1);
-        coh_reduce_multi(tmp, h->sptr, h->nlocal, count, (cohort_dtype)c->dtype,
-                         (cohort_op)c->redop);
+        coh_reduce_multi_div(tmp, h->sptr, h->nlocal, count, (cohort_dtype)c->dtype,
+                             (cohort_op)c->redop, avg_div(h, c));
     }
     cohort_status st = done(h);
     if (st == COHORT_OK && li == root)
@@ -374,7 +382,8 @@ static cohort_status f_reduce_scatter(coh_shm *s, const coh_call *c, const void 
     for (int i = 0; i < h->nlocal; i++)
         src[i] = (const char *)h->sptr[i] + (size_t)li * count * es;
     void *tmp = malloc(count * es + 1);
-    coh_reduce_multi(tmp, src, h->nlocal, count, (cohort_dtype)c->dtype, (cohort_op)c->redop);
+    coh_reduce_multi_div(tmp, src, h->nlocal, count, (cohort_dtype)c->dtype, (cohort_op)c->redop,
+                         avg_div(h, c));
     cohort_status st = done(h);
     if (st == COHORT_OK)
         memcpy(recv, tmp, count * es);

@@ -207,6 +207,9 @@ START_TEST(test_select_defaults)
     ck_assert_str_eq(pick(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, 64 << 10, &st)->name,
                      "rabenseifner");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, 4 << 20, &st)->name, "ring");
+    /* float16/bfloat16 sums fold once in float32, at every size */
+    ck_assert_str_eq(pick(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT16, 256, &st)->name, "direct");
+    ck_assert_str_eq(pick(g, COH_COLL_ALL_REDUCE, COHORT_BFLOAT16, 4 << 20, &st)->name, "direct");
     ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 1, &st)->name, "tree");
     ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 4 << 20, &st)->name,
                      "scatter_allgather");

@@ -652,12 +652,52 @@ START_TEST(test_finish)
 }
 END_TEST
 
+/* The mean of halves in one rounding (issue 13): 60000 + 60000 + 60000 in
+ * float16 overflows as a rounded sum (inf / 3 = inf) but not in float32;
+ * and a mean whose rounded sum would round a second time stays within half
+ * an ulp. Other types: the fold, then coh_reduce_finish's division. */
+START_TEST(test_multi_div)
+{
+    uint16_t big = coh_f32_to_f16(60000.0f), out;
+    const void *bigs[] = {&big, &big, &big};
+    coh_reduce_multi(&out, bigs, 3, 1, COHORT_FLOAT16, COHORT_AVG);
+    ck_assert(isinf(coh_f16_to_f32(out))); /* the sum, as AVG-as-SUM folds give it */
+    coh_reduce_multi_div(&out, bigs, 3, 1, COHORT_FLOAT16, COHORT_AVG, 3);
+    ck_assert_float_eq(coh_f16_to_f32(out), 60000.0f);
+    /* every pair of float16 values x, y in [1, 2) with a third z = 1: the
+     * result is the float16 nearest to (x+y+z)/3 computed in double */
+    for (uint16_t x = 0x3c00; x < 0x4000; x += 7)
+        for (uint16_t y = 0x3c00; y < 0x4000; y += 13) {
+            uint16_t z = 0x3c00;
+            const void *xs[] = {&x, &y, &z};
+            coh_reduce_multi_div(&out, xs, 3, 1, COHORT_FLOAT16, COHORT_AVG, 3);
+            double m = ((double)coh_f16_to_f32(x) + coh_f16_to_f32(y) + 1.0) / 3.0;
+            ck_assert_msg(coh_f16_to_f32(out) == coh_f16_to_f32(coh_f32_to_f16((float)m)),
+                          "%#x %#x", x, y);
+        }
+    uint16_t b3[] = {coh_f32_to_bf16(3.0f), coh_f32_to_bf16(4.0f), coh_f32_to_bf16(5.0f)};
+    const void *bs[] = {&b3[0], &b3[1], &b3[2]};
+    coh_reduce_multi_div(&out, bs, 3, 1, COHORT_BFLOAT16, COHORT_AVG, 3);
+    ck_assert_float_eq(coh_bf16_to_f32(out), 4.0f);
+    float f[] = {1.0f, 2.0f, 6.0f}, fo;
+    const void *fs[] = {&f[0], &f[1], &f[2]};
+    coh_reduce_multi_div(&fo, fs, 3, 1, COHORT_FLOAT32, COHORT_AVG, 3);
+    ck_assert(fo == 3.0f);
+    /* div is ignored for other ops, and 0 means no division */
+    coh_reduce_multi_div(&fo, fs, 3, 1, COHORT_FLOAT32, COHORT_SUM, 3);
+    ck_assert(fo == 9.0f);
+    coh_reduce_multi_div(&fo, fs, 3, 1, COHORT_FLOAT32, COHORT_AVG, 0);
+    ck_assert(fo == 9.0f);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("reduce");
     TCase *tc = tcase_create("reduce");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_names);
+    tcase_add_test(tc, test_multi_div);
     tcase_add_test(tc, test_op_valid);
     tcase_add_test(tc, test_f16_to_f32_exhaustive);
     tcase_add_test(tc, test_f32_to_f16);

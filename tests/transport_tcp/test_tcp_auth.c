@@ -235,15 +235,18 @@ static int attack_parent(tf_shared *sh, void *arg)
     f.rank = 0;
     fd = send_hello(a1, &f), ar->codes[k++] = refusal(fd), close(fd);
 
-    /* 11: a flood of silent connections: extras are turned away as busy */
+    /* 11: a flood of silent connections: at most TCP_HS_MAX_IN stay pending,
+     * the oldest are turned away as busy to make room for newer ones, the
+     * rest at the authentication deadline */
     int fds[TCP_HS_MAX_IN + 8], nf = 0, busy = 0;
     for (int i = 0; i < TCP_HS_MAX_IN + 8; i++)
         if ((fds[nf] = dial(a0)) >= 0)
             nf++;
     for (int i = 0; i < nf; i++) {
-        /* Each gets either a challenge (and then waits) or a BUSY refusal. */
+        /* Each gets its challenge at accept, then a refusal: BUSY when
+         * evicted, TIMEOUT at the deadline. */
         int t = read_frame(fds[i], body, &bl);
-        if (t == COH_HS_REFUSE)
+        if (t == COH_HS_CHALLENGE && refusal(fds[i]) == COH_HS_BUSY)
             busy++;
     }
     for (int i = 0; i < nf; i++)
@@ -272,6 +275,90 @@ START_TEST(strays_refused_job_continues)
                       coh_hs_refuse_text(want[i]));
     ck_assert_msg(ar.codes[11] >= 8, "only %d of the flood refused as busy", ar.codes[11]);
     fprintf(stderr, "strays: job ran %ld rounds while being attacked\n", sh->val[0]);
+    tf_done(sh);
+}
+END_TEST
+
+/* ---- a flood of silent connections while the ranks connect (issue 13) ----
+ * The test process holds TCP_HS_MAX_IN + 8 connections to rank 1's data
+ * port, never answering the challenge and reopening each one rank 1
+ * closes, before and while rank 0 connects to it. Rank 0 must get through:
+ * unauthenticated connections evict each other, never a peer that proves
+ * the token within one round trip. (Before: every slot was held for the
+ * whole handshake timeout, rank 0 was refused as busy until its connect
+ * deadline.) */
+enum { F_FLOODING = 2 };
+
+static int flood_parent(tf_shared *sh, void *arg)
+{
+    (void)arg;
+    enum { NF = TCP_HS_MAX_IN + 8 };
+    int fds[NF];
+    long reopened = 0;
+    /* wait (bounded) for both addresses */
+    for (int t = 0; t < 10000 && (!sh->addr[1][0]); t++)
+        usleep(1000);
+    for (int i = 0; i < NF; i++)
+        fds[i] = dial(sh->addr[1]);
+    /* Rank 0 starts once the flood churns: connections rank 1 closed
+     * (evicted, or at TCP_HS_AUTH_MS) were reopened, or after 3 s. */
+    uint64_t t0 = tf_now_ns(), end = t0 + 20000000000ull;
+    while (tf_flag_wait(sh, F_DONE, 1, 0) != 0 && tf_now_ns() < end) {
+        if (reopened >= NF || tf_now_ns() > t0 + 3000000000ull)
+            tf_flag_set(sh, F_FLOODING, 1);
+        for (int i = 0; i < NF; i++) {
+            char b[256];
+            ssize_t r = fds[i] >= 0 ? recv(fds[i], b, sizeof b, MSG_DONTWAIT) : 0;
+            if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)))
+                continue; /* open: the challenge (ignored) or nothing yet */
+            if (fds[i] >= 0)
+                close(fds[i]);
+            fds[i] = dial(sh->addr[1]);
+            reopened++;
+        }
+        usleep(200);
+    }
+    for (int i = 0; i < NF; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    fprintf(stderr, "flood: %d connections held, %ld reopened\n", NF, reopened);
+    return 0;
+}
+
+static int flood_body(tf_rank *r)
+{
+    /* Rank 1 (the acceptor) services its port from now on; rank 0 comes
+     * once the flood churns. */
+    if (r->rank == 0)
+        TF_CHECK(r, tf_flag_wait(r->sh, F_FLOODING, 1, 15000) == 0, "no flood");
+    uint64_t t0 = tf_now_ns();
+    cohort_status st = coh_net_connect(r->net);
+    double ms = (tf_now_ns() - t0) / 1e6;
+    tf_record(r, st);
+    fprintf(stderr, "rank %d connected in %.0f ms under the flood\n", r->rank, ms);
+    TF_CHECK(r, st == COHORT_OK, "%s: %s", cohort_status_name(st), r->g.err.msg);
+    /* one authenticated round trip at most, plus a retry after a BUSY */
+    TF_CHECK(r, r->rank == 1 || ms < 1500, "connect took %.0f ms", ms);
+    unsigned char buf[4096];
+    coh_call c = tf_call(1, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 0, sizeof buf);
+    if (r->rank == 0) {
+        tf_fill(buf, sizeof buf, 7);
+        TF_OK(r, tf_send(r, &c, COH_MSG_COLL, 1, buf, sizeof buf, 0));
+        tf_flag_set(r->sh, F_DONE, 1);
+    } else {
+        TF_OK(r, tf_recv(r, &c, COH_MSG_COLL, 0, buf, sizeof buf, 0));
+        TF_CHECK(r, tf_check(buf, sizeof buf, 7) < 0, "data");
+    }
+    return 0;
+}
+
+START_TEST(flood_does_not_lock_out_peers)
+{
+    tf_opts o = {.nranks = 2, .timeout_ms = 5000, .parent = flood_parent};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, flood_body, NULL, &res);
+    ck_assert_int_eq(res.parent, 0);
+    tf_assert_ok(sh, &res);
     tf_done(sh);
 }
 END_TEST
@@ -465,6 +552,7 @@ static Suite *suite(void)
     TCase *t = tcase_create("auth");
     tcase_set_timeout(t, 60);
     tcase_add_test(t, strays_refused_job_continues);
+    tcase_add_test(t, flood_does_not_lock_out_peers);
     tcase_add_loop_test(t, wrong_credentials, 0, (int)COH_ARRAY_LEN(cred_cases));
     tcase_add_loop_test(t, missing_rank_times_out, 0, 2);
     tcase_add_loop_test(t, fake_acceptor_refused, 0, 2);

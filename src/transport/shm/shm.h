@@ -17,7 +17,9 @@
  *
  * All functions work on the local ranks only; `root` arguments are local
  * indices (0..local_size-1). They fail the group (coh_group_fail) on error.
- * AVG is computed as SUM: the caller divides by the group size once.
+ * AVG is computed as SUM: the caller divides by the group size once -
+ * except a float16/bfloat16 AVG on a segment that holds the whole group,
+ * which is divided in float32 before its one rounding (coh_avg_wide).
  *
  * Buffers: send == recv is in place for all_reduce, reduce (root) and
  * all_to_all; all_gather and gather accept any overlap of send with recv;

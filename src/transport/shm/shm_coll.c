@@ -28,7 +28,8 @@
  *     the root copies results out. all_gather, reduce_scatter, all_to_all:
  *     one phase per piece, everybody publishes and reads.
  *
- * AVG is reduced as SUM here and divided ONCE by the caller (coh_coll_run,
+ * AVG is reduced as SUM here (except float16/bfloat16 AVG over the whole
+ * group: avg_div) and divided ONCE by the caller (coh_coll_run,
  * src/coll/select.c), which knows the whole group's size: hierarchical
  * algorithms reduce through this segment first and across hosts after, so
  * dividing by the local size here would be wrong.
@@ -43,6 +44,15 @@
 #include "transport/shm/shm_int.h"
 
 static const uint8_t dt_size[COHORT_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
+
+/* A float16/bfloat16 AVG on a segment that holds the whole group is
+ * divided inside the fold, in float32, before its one rounding (and
+ * coh_coll_run does not divide again: the "shm" algorithm is marked
+ * avg_in_fold). Otherwise AVG is reduced as SUM (see above). */
+static int avg_div(const coh_shm *s, const coh_call *c)
+{
+    return coh_avg_wide(c->dtype, c->redop) && s->n == s->g->size ? s->n : 0;
+}
 #define DATA(b) ((b) + SHM_LINE)
 /* memcpy that evaluates its pointers only for a non-empty copy (NULL
  * buffers are legal with count 0). */
@@ -410,7 +420,8 @@ static cohort_status ar_small(shm_op *o, const void *send, void *recv, size_t co
     for (int q = 0; q < s->n; q++)
         s->srcs[q] = q == s->me ? send : DATA(shm_buf(s, q, p));
     if (count) {
-        coh_reduce_multi(recv, s->srcs, s->n, count, (cohort_dtype)c->dtype, (cohort_op)c->redop);
+        coh_reduce_multi_div(recv, s->srcs, s->n, count, (cohort_dtype)c->dtype, (cohort_op)c->redop,
+                             avg_div(s, c));
     }
     return COHORT_OK;
 }
@@ -458,7 +469,8 @@ static void red_slice(shm_op *o, const unsigned char *send, size_t off, size_t l
             s->srcs[q] = DATA(shm_buf(s, q, p)) + (me < q ? lo : lo - qlen) * es;
         }
     }
-    coh_reduce_multi(out, s->srcs, n, hi - lo, (cohort_dtype)c->dtype, (cohort_op)c->redop);
+    coh_reduce_multi_div(out, s->srcs, n, hi - lo, (cohort_dtype)c->dtype, (cohort_op)c->redop,
+                         avg_div(s, c));
 }
 
 static size_t red_align(const coh_shm *s, size_t es, size_t piece)
@@ -572,8 +584,8 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
         if (am_root && count) {
             for (int q = 0; q < n; q++)
                 s->srcs[q] = q == me ? send : DATA(shm_buf(s, q, p));
-            coh_reduce_multi(recv, s->srcs, n, count, (cohort_dtype)c->dtype,
-                             (cohort_op)c->redop);
+            coh_reduce_multi_div(recv, s->srcs, n, count, (cohort_dtype)c->dtype,
+                                 (cohort_op)c->redop, avg_div(s, c));
         }
         return COHORT_OK;
     }
@@ -899,8 +911,8 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
             for (int q = 0; q < n; q++)
                 s->srcs[q] = q == me ? sb + ((size_t)me * cpr + off) * es
                                      : DATA(shm_buf(s, q, p)) + bidx(q, me) * Pe * es;
-            coh_reduce_multi(rb + off * es, s->srcs, n, len, (cohort_dtype)c->dtype,
-                             (cohort_op)c->redop);
+            coh_reduce_multi_div(rb + off * es, s->srcs, n, len, (cohort_dtype)c->dtype,
+                                 (cohort_op)c->redop, avg_div(s, c));
         }
         off += len;
         step++;

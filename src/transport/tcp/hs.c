@@ -405,6 +405,9 @@ static int n_incoming(const coh_net *n)
     return k;
 }
 
+static void hs_send_refusal(tcp_hs *h, int code, const char *detail);
+static void hs_compact(coh_net *n);
+
 /* Refuses an incoming connection: one log line, a best-effort REFUSE frame
  * (the client may be a misconfigured rank that deserves to know why), close. */
 static void hs_refuse(coh_net *n, tcp_hs *h, int code, const char *detail)
@@ -417,6 +420,19 @@ static void hs_refuse(coh_net *n, tcp_hs *h, int code, const char *detail)
         coh_warn("tcp: group %u rank %d refused a connection from %s: %s%s%s", n->me.group,
                  n->rank, h->from, coh_hs_refuse_text(code), detail ? ": " : "",
                  detail ? detail : "");
+    hs_send_refusal(h, code, detail);
+}
+
+/* Sends the refusal frame (best effort) and closes: hs_refuse without the
+ * log line, for causes that are counted instead (floods). */
+static void hs_refuse_quiet(coh_net *n, tcp_hs *h, int code)
+{
+    (void)n;
+    hs_send_refusal(h, code, NULL);
+}
+
+static void hs_send_refusal(tcp_hs *h, int code, const char *detail)
+{
     /* Generation and group numbers help a misconfigured rank; job names
      * and the token's fate are not told to unauthenticated peers. */
     char text[96];
@@ -714,6 +730,55 @@ static cohort_status hs_step(coh_net *n, tcp_hs *h)
     }
 }
 
+/* Length of the host part of "ip:port" / "[v6]:port". */
+static size_t host_len(const char *from)
+{
+    const char *c = strrchr(from, ':');
+    return c ? (size_t)(c - from) : strlen(from);
+}
+
+/* An incoming handshake that has not yet proved the token: a WELCOME being
+ * sent means it has (hs_in_frame checked its HELLO). */
+static int hs_unauth(const tcp_hs *h)
+{
+    return !h->outgoing && h->state && !(h->state == HS_SEND && h->in_type == COH_HS_HELLO);
+}
+
+/* Closes the oldest unauthenticated incoming handshake of the source host
+ * with the most of them (ties: the newcomer's host last). Returns 1 if one
+ * was closed. O(TCP_HS_MAX_IN^2) only while the table is full. */
+static int hs_evict(coh_net *n, const char *newcomer)
+{
+    int best = -1, best_cnt = 0;
+    for (int i = 0; i < n->nhs; i++) {
+        tcp_hs *h = &n->hs[i];
+        if (!hs_unauth(h))
+            continue;
+        size_t hl = host_len(h->from);
+        int cnt = 0;
+        for (int j = 0; j < n->nhs; j++)
+            if (hs_unauth(&n->hs[j]) && host_len(n->hs[j].from) == hl &&
+                !memcmp(n->hs[j].from, h->from, hl))
+                cnt++;
+        if (cnt > best_cnt || (cnt == best_cnt && best >= 0 &&
+                               h->deadline_ns < n->hs[best].deadline_ns)) {
+            best = i;
+            best_cnt = cnt;
+        }
+    }
+    (void)newcomer;
+    if (best < 0)
+        return 0;
+    tcp_hs *v = &n->hs[best];
+    if (!n->n_evicted++)
+        coh_warn("tcp: group %u rank %d: %d unauthenticated connections pending; evicted the "
+                 "oldest (from %s) for a new one from %s; further evictions are counted",
+                 n->me.group, n->rank, TCP_HS_MAX_IN, v->from, newcomer);
+    snprintf(n->last_evicted, sizeof n->last_evicted, "%.*s", (int)host_len(v->from), v->from);
+    hs_refuse_quiet(n, v, COH_HS_BUSY);
+    return 1;
+}
+
 /* Accepts what the backlog holds (bounded per call so a connection flood
  * cannot starve the data path) and sends each one its challenge at once. */
 static void hs_accept(coh_net *n)
@@ -731,6 +796,12 @@ static void hs_accept(coh_net *n)
         }
         char from[64];
         fmt_sa((struct sockaddr *)&ss, from, sizeof from);
+        /* Full: the oldest unauthenticated connection from the busiest
+         * source address makes room, so a flood evicts itself first and
+         * never locks out a real peer (which answers within one round
+         * trip, so it is never the oldest for long). */
+        if (n_incoming(n) >= TCP_HS_MAX_IN && hs_evict(n, from))
+            hs_compact(n);
         tcp_hs *h = n_incoming(n) < TCP_HS_MAX_IN ? hs_new(n) : NULL;
         if (!h) {
             /* Bounded state for unauthenticated clients: turn extras away. */
@@ -746,7 +817,8 @@ static void hs_accept(coh_net *n)
         tcp_sockopts(n, fd);
         h->fd = fd;
         snprintf(h->from, sizeof h->from, "%s", from);
-        h->deadline_ns = coh_deadline_ns(n->hs_timeout_ms);
+        /* The whole handshake's budget, fixed now: bytes cannot extend it. */
+        h->deadline_ns = coh_deadline_ns(COH_MIN(n->hs_timeout_ms, TCP_HS_AUTH_MS));
         randombytes_buf(h->na, sizeof h->na);
         hs_start_send(h, coh_hs_challenge_put(h->out, h->na, n->rank));
         (void)hs_step(n, h); /* incoming steps never fail the group */
@@ -818,7 +890,14 @@ cohort_status tcp_hs_service(coh_net *n, const struct pollfd *p, int np)
             if (h->state == HS_CONNECTING)
                 st = hs_step(n, h);
         } else if (!h->outgoing && h->state && now >= h->deadline_ns) {
-            hs_refuse(n, h, COH_HS_TIMEOUT, NULL);
+            /* counted, not logged one by one: a flood would fill the log */
+            if (!n->n_auth_timeout++)
+                coh_warn("tcp: group %u rank %d: a connection from %s did not authenticate "
+                         "within %d ms; closed (further ones are counted)",
+                         n->me.group, n->rank, h->from, COH_MIN(n->hs_timeout_ms, TCP_HS_AUTH_MS));
+            snprintf(n->last_timeout, sizeof n->last_timeout, "%.*s", (int)host_len(h->from),
+                     h->from);
+            hs_refuse_quiet(n, h, COH_HS_TIMEOUT);
         }
     }
     hs_compact(n);
@@ -841,6 +920,23 @@ static int missing_ranks(const coh_net *n, int *out)
 }
 
 static cohort_status connect_run(coh_net *n);
+
+/* "N unauthenticated connections evicted (last from H), M did not
+ * authenticate within T ms (last from H)", or "" if none. */
+static void hs_flood_fmt(const coh_net *n, char *out, size_t len)
+{
+    int w = 0;
+    out[0] = 0;
+    if (n->n_evicted)
+        w = snprintf(out, len, "%ld unauthenticated connection%s evicted for newer ones (last "
+                     "from %s)",
+                     n->n_evicted, n->n_evicted > 1 ? "s" : "", n->last_evicted);
+    if (n->n_auth_timeout && w >= 0 && (size_t)w < len)
+        snprintf(out + w, len - (size_t)w, "%s%ld connection%s did not authenticate within %d ms "
+                 "(last from %s)",
+                 w ? ", " : "", n->n_auth_timeout, n->n_auth_timeout > 1 ? "s" : "",
+                 COH_MIN(n->hs_timeout_ms, TCP_HS_AUTH_MS), n->last_timeout);
+}
 
 cohort_status coh_net_connect(coh_net *n)
 {
@@ -907,11 +1003,13 @@ static cohort_status connect_run(coh_net *n)
                     break;
                 pos += (size_t)w;
             }
+            char flood[192];
+            hs_flood_fmt(n, flood, sizeof flood);
             return coh_group_fail(g, COHORT_ERR_TIMEOUT,
                                   "tcp connect: timed out after %d ms: rank %d has no connection "
-                                  "to rank%s %s%s",
+                                  "to rank%s %s%s%s%s",
                                   (int)((now - start) / 1000000), n->rank, nm > 1 ? "s" : "",
-                                  ranks, why);
+                                  ranks, why, flood[0] ? "; meanwhile " : "", flood);
         }
         /* Wait for socket events, the wake-up fd, the next retry or the deadline. */
         uint64_t wake = deadline;
@@ -937,6 +1035,12 @@ static cohort_status connect_run(coh_net *n)
     }
     /* Outgoing entries are all established; incoming ones left are strays. */
     n->connected = 1;
+    if (n->n_evicted || n->n_auth_timeout) {
+        char flood[192];
+        hs_flood_fmt(n, flood, sizeof flood);
+        coh_warn("tcp: group %u rank %d connected to every rank; meanwhile %s", n->me.group,
+                 n->rank, flood);
+    }
     return COHORT_OK;
 }
 

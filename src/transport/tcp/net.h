@@ -82,7 +82,9 @@ typedef struct tcp_hs {
     char from[96];          /* printable remote address */
 } tcp_hs;
 
-#define TCP_HS_MAX_IN 64    /* concurrent unauthenticated connections */
+#define TCP_HS_MAX_IN 64    /* concurrent unauthenticated connections (then the oldest of
+                               the busiest source is evicted) */
+#define TCP_HS_AUTH_MS 2000 /* an incoming handshake's whole budget, from accept */
 
 struct coh_net {
     cohort_group *g;
@@ -96,7 +98,10 @@ struct coh_net {
     int nhs, hs_cap;
     int connected;          /* coh_net_connect succeeded */
     int bufsize;            /* SO_SNDBUF/SO_RCVBUF (0: kernel autotuning) */
-    int hs_timeout_ms;      /* per unauthenticated connection */
+    int hs_timeout_ms;      /* per unauthenticated connection (capped at TCP_HS_AUTH_MS) */
+    long n_evicted;         /* unauthenticated connections evicted for newer ones */
+    long n_auth_timeout;    /* ... closed at their deadline */
+    char last_evicted[64], last_timeout[64]; /* host of the last one of each */
     /* data path */
     size_t stash_bytes, stash_max;
     int nstash;             /* stashed messages, all connections */
