@@ -583,11 +583,12 @@ def checker(g, how="ok"):
     events = []
 
     def handler(kind, st, text):
-        # the front end's part: no rank may stay blocked in the backend
         events.append((kind, st, text))
-        if kind != cohort.CHECK_STALL:
-            backend.abort("checker: " + text)
-    chk = cohort.Checker(g, handler=handler)
+
+    def abort_backend(kind, st, text):
+        # the front end's part: no rank may stay blocked in the backend
+        backend.abort("checker: " + text)
+    chk = cohort.Checker(g, handler=handler, abort=abort_backend)
     ranks = list(range(g.size))
     gid = cohort.Checker.group_id(0, 0, ranks)
     assert gid == cohort.Checker.group_id(0, 0, ranks) and gid != cohort.Checker.group_id(0, 1, ranks)
