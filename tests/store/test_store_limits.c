@@ -167,7 +167,8 @@ static void set_nofile(rlim_t soft, struct rlimit *old)
 
 START_TEST(fd_limit_standalone)
 {
-    const char *errpath = "/tmp/cohort-test-limits-fd.err";
+    char errpath[64];
+    snprintf(errpath, sizeof errpath, "/tmp/cohort-test-limits-fd-%d.err", (int)getpid());
     const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(),
                           "--auth-timeout", "60000", NULL};
     char addr[64];
@@ -282,7 +283,7 @@ START_TEST(auth_deadline_not_extended_by_bytes)
     ck_assert_int_eq(buf[0], COHORT_ERR_TIMEOUT);
     memcpy(msg, buf + 5, (size_t)n - 5);
     ck_assert_msg(strstr(msg, "authenticate"), "%s", msg);
-    ck_assert_msg(el < 3000, "closed after %.0f ms (auth timeout 700 ms)", el);
+    ck_assert_msg(el < 4500, "closed after %.0f ms (auth timeout 700 ms)", el);
     close(fd);
     cohort_store_server_stop(s);
 }
@@ -311,7 +312,7 @@ START_TEST(unauth_cannot_lock_out)
         cohort_store *c = NULL;
         ST_OK(cohort_store_connect(&c, addr, JOB_A, TOK_A, 10000), NULL);
         double el = su_now_ms() - t0;
-        ck_assert_msg(el < 3000, "round %d: the right token got in after %.0f ms", round, el);
+        ck_assert_msg(el < 8000, "round %d: the right token got in after %.0f ms", round, el);
         ST_OK(cohort_store_sets(c, "k", "a"), c);
         cohort_store_close(c);
         /* more attackers replace the ones closed */
@@ -405,7 +406,8 @@ END_TEST
  * per connection. */
 START_TEST(bad_connection_flood_log_bounded)
 {
-    const char *errpath = "/tmp/cohort-test-limits-flood.err";
+    char errpath[64];
+    snprintf(errpath, sizeof errpath, "/tmp/cohort-test-limits-flood-%d.err", (int)getpid());
     const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(), NULL};
     char addr[64];
     pid_t pid = su_spawn_store(args, addr, sizeof addr, errpath);
@@ -469,7 +471,8 @@ static void stop_store(pid_t pid)
  * bodies are charged as they arrive, and each job has its own limit. */
 START_TEST(job_cannot_starve_another_job)
 {
-    const char *errpath = "/tmp/cohort-test-limits-jobmem.err";
+    char errpath[64];
+    snprintf(errpath, sizeof errpath, "/tmp/cohort-test-limits-jobmem-%d.err", (int)getpid());
     const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(),
                           "--max-memory", "16M", "--max-value", "6M", NULL};
     char addr[64];
@@ -567,7 +570,8 @@ static uint8_t *multi_get_frame(const char *k, uint32_t n, uint32_t id, size_t *
  * not read further while its replies are not read (backpressure). */
 START_TEST(reply_memory_bounded)
 {
-    const char *errpath = "/tmp/cohort-test-limits-reply.err";
+    char errpath[64];
+    snprintf(errpath, sizeof errpath, "/tmp/cohort-test-limits-reply-%d.err", (int)getpid());
     const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(),
                           "--max-memory", "64M", NULL};
     char addr[64];
@@ -696,8 +700,9 @@ START_TEST(append_is_amortised)
         ck_assert_int_eq(b[0], COHORT_OK);
     }
     double el = su_now_ms() - t0;
-    ck_assert_msg(el < 2000, "100 one-byte appends to 48 MiB took %.0f ms", el);
-    ck_assert_msg(worst < 1000, "another job's get took %.0f ms during the appends", worst);
+    /* before: 9.5 s for the appends, and the get timed out after 5 s */
+    ck_assert_msg(el < 5000, "100 one-byte appends to 48 MiB took %.0f ms", el);
+    ck_assert_msg(worst < 2000, "another job's get took %.0f ms during the appends", worst);
     void *v = NULL;
     size_t vl = 0;
     ST_OK(cohort_store_get(a, "big", 3, &v, &vl, 1000), a);
@@ -721,7 +726,7 @@ START_TEST(pipeline_bounded_per_turn)
     char addr[64];
     cohort_store_server *srv = su_server(NULL, addr, sizeof addr);
     cohort_store *a = su_connect(addr, JOB_A, TOK_A);
-    enum { NK = 100000, BATCH = 1000 };
+    enum { NK = 200000, BATCH = 1000 };
     const void *ks[BATCH], *vs[BATCH];
     size_t kls[BATCH], vls[BATCH];
     static char kb[BATCH][16];
@@ -751,7 +756,7 @@ START_TEST(pipeline_bounded_per_turn)
     free(f);
     double worst = 0;
     int n = 0;
-    while (su_now_ms() - t1 < 1500) {
+    while (su_now_ms() - t1 < 2500) {
         double t2 = su_now_ms();
         char *v = NULL;
         ST_OK(cohort_store_gets(other, "k", &v, 5000), other);
@@ -770,7 +775,8 @@ START_TEST(pipeline_bounded_per_turn)
     }
     fprintf(stderr, "pipeline_bounded_per_turn: %d gets of another job, worst %.1f ms, "
             "%d scans in %.0f ms\n", n, worst, (int)NR, su_now_ms() - t1);
-    ck_assert_msg(worst < 300, "another job's get took %.1f ms beside a pipeline of scans", worst);
+    /* one scan is ~30 ms here; 64 of them (no time bound) ~2 s */
+    ck_assert_msg(worst < 700, "another job's get took %.1f ms beside a pipeline of scans", worst);
     close(fd);
     cohort_store_close(other);
     cohort_store_close(a);
