@@ -22,7 +22,7 @@ scripts/test-python.sh
 # own, so the library and tools must build clean in Release as well.
 echo "== cohort: Release (-O3) build of the library and tools"
 cmake -S . -B build-o3 -DCOHORT_FUZZ=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-o3 -j"$jobs" --target cohort cohort_static cohortrun cohort-store cohort-kv \
+cmake --build build-o3 -j"$jobs" --target cohort cohort_static cohort-etcd cohortrun cohort-store cohort-kv \
   cohort-perf cohort-trace cohort-soak >/dev/null
 # Sanitizers: same suite. CK_TIMEOUT_MULTIPLIER gives Check tests more time.
 run build-asan -DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZER=address,undefined
