@@ -536,6 +536,57 @@ static cohort_status group_start(cohort_group *g)
 
 cohort_status cohort_init(cohort_group **group) { return cohort_init_opts(group, NULL); }
 
+/* Under torchrun without COHORT_TOKEN (torchrun_env.c): rank 0 makes the
+ * job's secret and publishes it in torchrun's store, per generation; the
+ * others read it (waiting up to the init timeout). */
+static cohort_status token_through_store(cohort_group *g)
+{
+    char key[48];
+    snprintf(key, sizeof key, "token/gen%u", g->generation);
+    char tok[65];
+    if (g->rank == 0) {
+        unsigned char raw[32];
+        cohort_status st = coh_random(raw, sizeof raw);
+        if (st != COHORT_OK)
+            return st;
+        for (size_t i = 0; i < sizeof raw; i++)
+            snprintf(tok + 2 * i, 3, "%02x", raw[i]);
+        memset(raw, 0, sizeof raw);
+        st = cohort_store_set(g->store_root, key, strlen(key), tok, strlen(tok));
+        if (st != COHORT_OK)
+            return coh_err_set(NULL, st, "publishing the job's token in torchrun's store: %s",
+                               cohort_store_last_error(g->store_root));
+    } else {
+        void *v = NULL;
+        size_t vl = 0;
+        cohort_status st =
+            cohort_store_get(g->store_root, key, strlen(key), &v, &vl, g->timeout_ms);
+        if (st != COHORT_OK)
+            return coh_err_set(NULL, st,
+                               "reading the job's token from torchrun's store (rank 0 publishes "
+                               "it): %s",
+                               cohort_store_last_error(g->store_root));
+        if (vl != 64) {
+            free(v);
+            return coh_err_set(NULL, COHORT_ERR_PROTOCOL,
+                               "the job's token in torchrun's store is %zu bytes, not 64", vl);
+        }
+        memcpy(tok, v, 64);
+        tok[64] = 0;
+        free(v);
+    }
+    char *t = coh_strdup(tok);
+    memset(tok, 0, sizeof tok);
+    if (!t)
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "cohort_init: out of memory");
+    if (g->token) {
+        memset(g->token, 0, strlen(g->token));
+        coh_free(g->token);
+    }
+    g->token = t;
+    return COHORT_OK;
+}
+
 cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
 {
     if (!group)
@@ -602,6 +653,10 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
             coh_err_set(NULL, st, "%s", why);
         else
             coh_err_set(NULL, st, "connecting to the store at %s: %s", g->store_addr, why);
+        coh_group_free(g);
+        return st;
+    }
+    if (s.token_via_store && (st = token_through_store(g)) != COHORT_OK) {
         coh_group_free(g);
         return st;
     }
