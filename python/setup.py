@@ -59,7 +59,8 @@ class CMakeBuildExt(build_ext):
 ext = Extension(
     "cohort._cohort",
     sources=[os.path.join("src", f) for f in
-             ("module.c", "errors.c", "buffer.c", "group.c", "interrupt.c", "store.c")],
+             ("module.c", "errors.c", "buffer.c", "group.c", "interrupt.c", "store.c",
+              "check.c")],
     depends=[os.path.join("src", "cohort_py.h")],
     extra_compile_args=["-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
                         "-Wno-unused-parameter", "-Wno-missing-field-initializers",

@@ -3,10 +3,10 @@
 # Usage: scripts/deps.sh [build|test|bench]   (default: test)
 set -euo pipefail
 what=${1:-test}
-pkgs=(build-essential cmake pkg-config libsodium-dev check libsubunit-dev
+pkgs=(build-essential cmake pkg-config libsodium-dev check libsubunit-dev scdoc
       libcurl4-openssl-dev libjansson-dev iproute2 procps)
 case "$what" in
-  test)  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client python3 openmpi-bin
+  test)  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client openssl python3 openmpi-bin
                 python3-dev python3-pip python3-setuptools python3-wheel python3-numpy
                 python3-pytest python3-torch
                 slurm-wlm munge util-linux) ;; # slurm: tests/launch_slurm; torch: tests/store_torch

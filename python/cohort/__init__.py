@@ -14,6 +14,7 @@ from ._cohort import (  # noqa: F401
     Error, ContractError, PeerLostError, CohortTimeoutError, AbortedError, AuthError,
     StoreError, InvalidArgumentError, SysCallError, OutOfMemoryError, ProtocolError,
     NotFoundError, TooLargeError, UnsupportedError, Group, Work, Store, StoreServer, init,
+    Checker, CheckGroup,
     dtype_size, dtype_name, _set_package_dir, _callsite,
 )
 

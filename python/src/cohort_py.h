@@ -4,7 +4,7 @@
  * One file per area: module.c (module, init, constants, call sites),
  * errors.c (exception classes), buffer.c (buffers of numpy, torch, ...),
  * group.c (Group, Work, collectives), interrupt.c (Ctrl-C during a blocked
- * call), store.c (Store, StoreServer). A new binding adds a file and a
+ * call), store.c (Store, StoreServer), check.c (Checker: cohort_check.h). A new binding adds a file and a
  * cpy_<area>_add(module) call in module.c.
  */
 #ifndef COHORT_PY_H
@@ -66,6 +66,15 @@ extern PyTypeObject CpyWork_Type;
 int cpy_group_add(PyObject *m);
 /* Wraps a fresh cohort_group (takes ownership); parent may be NULL. */
 PyObject *cpy_group_new(cohort_group *g, PyObject *parent);
+/* The cohort_group of a Group (NULL once finalized). */
+cohort_group *cpy_group_get(PyObject *group);
+/* Lends the cohort_group to another object (a Checker): the Group cannot be
+ * finalized until it is given back. NULL with an error if finalized. */
+cohort_group *cpy_group_borrow(PyObject *group, const char *who);
+void cpy_group_unborrow(PyObject *group);
+
+/* ---- check.c ---- */
+int cpy_check_add(PyObject *m);
 
 /* ---- interrupt.c ---- */
 /* Around a blocking call on g (GIL held at both): a SIGINT that arrives in

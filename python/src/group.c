@@ -26,6 +26,7 @@ typedef struct GroupObject {
     unsigned long generation;
     int issuing;              /* a thread is issuing a call (one at a time) */
     int inflight;             /* threads inside the library on g */
+    int borrowers;            /* objects using g (a Checker): no finalize */
     PyObject *parent;         /* Group, or NULL for the world */
     PyObject *children;       /* list of weakrefs to sub-groups */
     orphan *orphans;          /* dropped pending Works' buffers */
@@ -940,6 +941,11 @@ static int do_finalize(GroupObject *self, char *msg, size_t msglen, cohort_statu
                         "finalize: another thread is inside a call on this group");
         return -1;
     }
+    if (self->borrowers) {
+        PyErr_SetString(cpy_error_class(COHORT_ERR_INVALID),
+                        "finalize: a cohort.Checker uses this group: destroy() it first");
+        return -1;
+    }
     /* sub-groups first (the library requires it) */
     if (self->children) {
         for (Py_ssize_t i = 0; i < PyList_GET_SIZE(self->children); i++) {
@@ -1309,7 +1315,7 @@ PyObject *cpy_group_new(cohort_group *g, PyObject *parent)
     o->rank = cohort_rank(g);
     o->size = cohort_size(g);
     o->generation = cohort_generation(g);
-    o->issuing = o->inflight = 0;
+    o->issuing = o->inflight = o->borrowers = 0;
     o->parent = Py_XNewRef(parent);
     o->children = NULL;
     o->orphans = NULL;
@@ -1327,4 +1333,23 @@ int cpy_group_add(PyObject *m)
         PyModule_AddObjectRef(m, "Work", (PyObject *)&CpyWork_Type) < 0)
         return -1;
     return 0;
+}
+
+cohort_group *cpy_group_get(PyObject *group)
+{
+    return ((GroupObject *)group)->g;
+}
+
+cohort_group *cpy_group_borrow(PyObject *group, const char *who)
+{
+    GroupObject *g = (GroupObject *)group;
+    if (check_open(g, who) < 0)
+        return NULL;
+    g->borrowers++;
+    return g->g;
+}
+
+void cpy_group_unborrow(PyObject *group)
+{
+    ((GroupObject *)group)->borrowers--;
 }

@@ -290,7 +290,8 @@ PyMODINIT_FUNC PyInit__cohort(void)
     if (PyModule_AddIntConstant(m, "UNDEFINED", COHORT_UNDEFINED) < 0 ||
         PyModule_AddStringConstant(m, "C_VERSION", "0.1.0") < 0)
         goto fail;
-    if (cpy_errors_add(m) < 0 || cpy_group_add(m) < 0 || cpy_store_add(m) < 0)
+    if (cpy_errors_add(m) < 0 || cpy_group_add(m) < 0 || cpy_store_add(m) < 0 ||
+        cpy_check_add(m) < 0)
         goto fail;
     return m;
 fail:

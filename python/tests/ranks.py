@@ -511,6 +511,65 @@ def store(g):
 
 
 @case
+def checker(g, how="ok"):
+    """cohort.Checker over a "backend" group (a cohort sub-group playing
+    another library): fingerprints announced around each backend call."""
+    backend = g.split(0)  # before the checker borrows the world
+    events = []
+
+    def handler(kind, st, text):
+        # the front end's part: no rank may stay blocked in the backend
+        events.append((kind, st, text))
+        if kind != cohort.CHECK_STALL:
+            backend.abort("checker: " + text)
+    chk = cohort.Checker(g, handler=handler)
+    ranks = list(range(g.size))
+    gid = cohort.Checker.group_id(0, 0, ranks)
+    assert gid == cohort.Checker.group_id(0, 0, ranks) and gid != cohort.Checker.group_id(0, 1, ranks)
+    grp = chk.add_group(gid, ranks, name="backend world")
+    assert grp.size == g.size and grp.index == g.rank
+    try:
+        g.finalize()
+        raise AssertionError("finalized a group a Checker borrows")
+    except cohort.InvalidArgumentError:
+        pass
+    failed_at = None
+    for i in range(6):
+        count = 4 if (how == "count" and i == 3 and g.rank == 1) else 8
+        try:
+            seq = chk.begin(grp, "all_reduce", count, sig="float32", redop="sum")
+            assert seq == i + 1
+            x = np.ones(8, np.float32)
+            backend.all_reduce(x)  # CHECKED-LINE
+            chk.end(grp, seq, synced=True)
+        except (cohort.ContractError, cohort.AbortedError) as e:
+            failed_at = i
+            log("MISMATCH", type(e).__name__, e)
+            break
+    if how == "ok":
+        assert failed_at is None
+        chk.close(timeout=30)
+        st = chk.stats()
+        assert st["calls"] == 6 and st["compared"] == 6, st
+        assert not events and chk.status == 0
+    else:
+        assert failed_at is not None and failed_at >= 3, failed_at
+        deadline = time.monotonic() + 20
+        while not events and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kinds = [k for k, _, _ in events]
+        assert kinds == [cohort.CHECK_MISMATCH], events
+        log("EVENT", events[0][2])
+        assert chk.status == 2
+    chk.destroy()
+    for grp_ in (backend, g):
+        try:
+            grp_.finalize()
+        except cohort.Error as e:
+            assert how != "ok", e
+
+
+@case
 def torch_tensors(g):
     try:
         import torch

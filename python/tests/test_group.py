@@ -195,3 +195,19 @@ def test_sigint_to_every_rank():
         assert kind in ("KeyboardInterrupt", "AbortedError"), job
         assert t - sent < 1.0, (r, t - sent, job)
     assert job.rc == 0, job
+
+
+def test_checker_agreeing_calls(run_job):
+    run_job(3, "checker", "ok")
+
+
+def test_checker_mismatch_reported_on_every_rank(run_job):
+    job = run_job(3, "checker", "count")
+    line = source_line("seq = chk.begin(grp")
+    ev = same_on_every_rank(job, 3, "EVENT")
+    assert ev.startswith("backend world: all_reduce #4 ("), ev
+    assert f"ranks.py:{line}" in ev, ev  # the Python caller of begin()
+    assert "count differs: ranks 0,2 have 8, rank 1 has 4" in ev, ev
+    for r in range(3):
+        (m,) = job.values(r, "MISMATCH")
+        assert m.startswith(("ContractError", "AbortedError")), m

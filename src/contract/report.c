@@ -171,6 +171,7 @@ static void keep_local(cohort_group *g, const char *why)
     snprintf(tail, sizeof tail, " (no global report: %.560s)", why);
     join_fit(msg, sizeof msg, head, tail);
     set_msg(g, msg);
+    coh_error("group %u: %s: %s", g->id, cohort_status_name(COHORT_ERR_CONTRACT), msg);
 }
 
 /* 1 if this process hosts the job's store (the embedded server of world
@@ -411,7 +412,12 @@ static void build_report(cohort_group *g)
                 join_fit(final, COH_ERRLEN, head, tail);
             }
             set_msg(g, final);
-            coh_warn("group %u: contract report: %s", g->id, final);
+            /* The one line a contract failure logs on each rank; the dump
+             * is rewritten with it (the first one, written when the
+             * failure was seen, had only the first-hand message). */
+            coh_error("group %u: %s: %s", g->id, cohort_status_name(COHORT_ERR_CONTRACT), final);
+            if (g->trace)
+                coh_trace_dump(g, NULL, final);
         }
         coh_free(analysis), coh_free(final);
     }

@@ -66,7 +66,10 @@ cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt,
     va_end(ap);
     if (!poison(g, st, msg, !coh_group_background_thread))
         return st;
-    coh_error("group %u: %s: %s", g->id, cohort_status_name(st), msg);
+    if (st == COHORT_ERR_CONTRACT)
+        coh_debug("group %u: %s: %s", g->id, cohort_status_name(st), msg); /* the report logs */
+    else
+        coh_error("group %u: %s: %s", g->id, cohort_status_name(st), msg);
     /* Tell the peers through channels that do not depend on the failed data
      * path: the shared segment's abort word, abort frames, and the store. */
     if (g->shm)
@@ -89,16 +92,46 @@ int coh_group_claim_report(cohort_group *g)
     return 1;
 }
 
+/* A peer's message seen from here: its "this rank (2)" is "rank 2" on
+ * every other rank (a dump or error saying "this rank (2)" on rank 1
+ * would put rank 2's values in rank 1's mouth). */
+static void peer_view(const char *in, char *out, size_t len)
+{
+    size_t o = 0;
+    while (*in && o + 1 < len) {
+        int r;
+        char close;
+        if (!strncmp(in, "this rank (", 11) && sscanf(in + 11, "%d%c", &r, &close) == 2 &&
+            close == ')') {
+            int w = snprintf(out + o, len - o, "rank %d", r);
+            if (w < 0 || (size_t)w >= len - o)
+                break;
+            o += (size_t)w;
+            in = strchr(in + 11, ')') + 1;
+            continue;
+        }
+        out[o++] = *in++;
+    }
+    out[o] = 0;
+}
+
 void coh_group_remote_abort(cohort_group *g, cohort_status st, const char *reason)
 {
-    if (!poison(g, st, reason, !coh_group_background_thread))
+    char msg[COH_ERRLEN];
+    peer_view(reason, msg, sizeof msg);
+    if (!poison(g, st, msg, !coh_group_background_thread))
         return;
-    coh_warn("group %u aborted by a peer: %s: %s", g->id, cohort_status_name(st), reason);
+    /* A contract failure is logged once per rank, by its report
+     * (contract/report.c); the first-hand line is for debugging. */
+    if (st == COHORT_ERR_CONTRACT)
+        coh_debug("group %u aborted by a peer: %s: %s", g->id, cohort_status_name(st), msg);
+    else
+        coh_warn("group %u aborted by a peer: %s: %s", g->id, cohort_status_name(st), msg);
     if (g->shm)
-        coh_shm_abort(g->shm, st, reason);
+        coh_shm_abort(g->shm, st, msg);
     wake_all(g);
     if (g->trace)
-        coh_trace_dump(g, NULL, reason);
+        coh_trace_dump(g, NULL, msg);
 }
 
 cohort_status coh_group_peer_lost(cohort_group *g, int peer, const char *how)

@@ -93,35 +93,53 @@ cohort_status coh_env_master_default(const coh_settings *s, char *out, size_t le
             if (coh_hostlist_first(list, out, len, err, sizeof err) < 0)
                 return coh_err_set(NULL, COHORT_ERR_INVALID, "%s='%.200s': %s", name, list, err);
             *src = name;
+            /* srun's block and cyclic distributions put task 0 on the
+             * list's first node; others (arbitrary, plane, a het job) may
+             * not. Rank 0 knows its node: it says so instead of hosting
+             * the store where nobody looks. */
+            const char *mine = coh_env_str("SLURMD_NODENAME");
+            if (s->rank == 0 && mine && strcmp(mine, out))
+                return coh_err_set(NULL, COHORT_ERR_INVALID,
+                                   "rank 0 runs on %s, not on %s, the first node of %s: this "
+                                   "task distribution does not put task 0 first; set MASTER_ADDR "
+                                   "(e.g. MASTER_ADDR=$(scontrol show hostnames | head -1) with "
+                                   "srun -m block)",
+                                   mine, out, name);
             return COHORT_OK;
         }
     }
     return COHORT_OK;
 }
 
+/* Derived ports: 20000..31999, below Linux's default ephemeral range
+ * (32768..60999), where any outgoing connection of the node may hold the
+ * port rank 0 needs. */
+#define PORT_BASE 20000
+#define PORT_SPAN 12000
+
 long coh_env_port_default(const coh_settings *s, const char **src)
 {
     *src = NULL;
     long job = env_long("SLURM_JOB_ID");
     if (coh_env_slurm_step() && job >= 0) {
-        /* 20000..39999 from the job and step, so the steps of one job that
-         * run at the same time do not collide. */
+        /* From the job and step, so the steps of one job that run at the
+         * same time do not collide. */
         long step = env_long("SLURM_STEP_ID");
         if (step < 0)
             step = env_long("SLURM_STEPID");
         *src = "SLURM_JOB_ID/SLURM_STEP_ID";
-        return 20000 + (job + 7919 * (step < 0 ? 0 : step)) % 20000;
+        return PORT_BASE + (job + 7919 * (step < 0 ? 0 : step)) % PORT_SPAN;
     }
     job = env_long("OMPI_MCA_ess_base_jobid");
     if (job >= 0) {
         *src = "OMPI_MCA_ess_base_jobid";
-        return 20000 + job % 20000;
+        return PORT_BASE + job % PORT_SPAN;
     }
     /* MPICH's Hydra: no job id, but ranks of one node share their proxy
      * parent; only good when every rank is on this node. */
     if (getenv("PMI_RANK") && env_long("MPI_LOCALNRANKS") == s->size) {
         *src = "the local Hydra proxy's pid";
-        return 20000 + (long)getppid() % 20000;
+        return PORT_BASE + (long)getppid() % PORT_SPAN;
     }
     return 0;
 }

@@ -8,8 +8,10 @@
  *   1. $COHORT_ETCD_PLUGIN (a path; when set, the only place tried);
  *   2. next to the object that holds this code: libcohort.so's directory
  *      (an installed or moved tree), or the program's when linked statically;
- *   3. the bare name: the program's RUNPATH (build-tree binaries point it at
- *      the build directory), LD_LIBRARY_PATH, ld.so.cache, system dirs;
+ *   3. the loader's search path for that object: its RUNPATH (build-tree
+ *      binaries point it at the build directory), LD_LIBRARY_PATH, the
+ *      system directories (RTLD_DI_SERINFO; see try_search_path), then the
+ *      bare name (ld.so.cache);
  *   4. the install libdir configured at build time (COHORT_PLUGIN_DIR).
  * A failure is remembered: later etcd:// connects fail with the same message
  * (each path tried and dlerror's reason) without searching again.
@@ -18,6 +20,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cohort_config.h"
 #include "store/backend.h"
@@ -98,6 +101,38 @@ static int try_path(const char *path)
     return 1;
 }
 
+/* The directories the dynamic loader would search for a library needed
+ * by the object holding this code (its RUNPATH, LD_LIBRARY_PATH, the
+ * system's), asked of the loader (RTLD_DI_SERINFO) rather than left to
+ * dlopen: dlopen uses its caller's RUNPATH, and a sanitizer's dlopen
+ * interceptor is a different caller. 1: loaded. */
+static int try_search_path(void *self)
+{
+    Dl_serinfo sz;
+    if (!self || dlinfo(self, RTLD_DI_SERINFOSIZE, &sz) != 0 || sz.dls_size == 0)
+        return 0;
+    Dl_serinfo *si = coh_malloc(sz.dls_size);
+    if (!si)
+        return 0;
+    int done = 0;
+    if (dlinfo(self, RTLD_DI_SERINFOSIZE, si) == 0 && dlinfo(self, RTLD_DI_SERINFO, si) == 0) {
+        char path[4096];
+        for (unsigned i = 0; i < si->dls_cnt && !done; i++) {
+            int n = snprintf(path, sizeof path, "%s/%s", si->dls_serpath[i].dls_name,
+                             COHORT_ETCD_PLUGIN_NAME);
+            /* Only files that exist: the directories without one are
+             * summarised once below, not one error each. */
+            if (n > 0 && (size_t)n < sizeof path && access(path, F_OK) == 0)
+                done = try_path(path);
+        }
+        if (!done)
+            note("%snot in the library search path (RUNPATH, LD_LIBRARY_PATH, system)%s",
+                 load_error[0] ? "; " : "", "");
+    }
+    coh_free(si);
+    return done;
+}
+
 static void load(void)
 {
     char path[4096];
@@ -107,13 +142,25 @@ static void load(void)
     } else {
         Dl_info di;
         int found = 0;
+        void *self = NULL;
         if (dladdr((void *)&host, &di) && di.dli_fname && strchr(di.dli_fname, '/')) {
             const char *slash = strrchr(di.dli_fname, '/');
             int n = snprintf(path, sizeof path, "%.*s/%s", (int)(slash - di.dli_fname),
                              di.dli_fname, COHORT_ETCD_PLUGIN_NAME);
             found = n > 0 && (size_t)n < sizeof path && try_path(path);
+            /* The handle of libcohort.so, or NULL when this code is in the
+             * program itself (static link). */
+            self = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
         }
-        if (!found && !try_path(COHORT_ETCD_PLUGIN_NAME)) {
+        if (!self)
+            self = dlopen(NULL, RTLD_LAZY);
+        if (!found)
+            found = try_search_path(self);
+        if (!found) /* ld.so.cache */
+            found = try_path(COHORT_ETCD_PLUGIN_NAME);
+        if (self)
+            dlclose(self);
+        if (!found) {
             snprintf(path, sizeof path, "%s/%s", COHORT_PLUGIN_DIR, COHORT_ETCD_PLUGIN_NAME);
             (void)try_path(path);
         }

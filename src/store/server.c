@@ -143,15 +143,17 @@ static void oseg_free(struct cohort_store_server *srv, oseg *s)
 }
 
 /* Copied reply bytes are charged to the connection, its job and the
- * server by segment capacity while queued; a reply that would not fit was
- * refused by its builder (coh_srv_reply_room), so a charge that fails here
- * is only a small error reply, which is let through (the overshoot is
- * bounded: a backlogged connection is not read, so it makes no more). */
-static void oseg_charge(conn *c, oseg *s)
+ * server while queued (the bytes, not the 4 KiB segment they are packed
+ * into: a few error replies must not fill a small job's memory). A reply
+ * that would not fit was refused by its builder (coh_srv_reply_room), so
+ * a charge that fails here is only a small error reply, which is let
+ * through (the overshoot is bounded: a backlogged connection is not read,
+ * so it makes no more). */
+static void out_charge(conn *c, size_t n)
 {
     coh_acct a = coh_srv_acct_conn(c);
-    coh_acct_force(&a, s->cap);
-    c->out_owned += s->cap;
+    coh_acct_force(&a, n);
+    c->out_owned += n;
 }
 
 static void oseg_release(conn *c, oseg *s)
@@ -159,8 +161,8 @@ static void oseg_release(conn *c, oseg *s)
     if (s->ref)
         return;
     coh_acct a = coh_srv_acct_conn(c);
-    coh_acct_release(&a, s->cap);
-    c->out_owned -= s->cap;
+    coh_acct_release(&a, s->len);
+    c->out_owned -= s->len;
 }
 
 /* Small replies are packed into the tail segment (one 4 KiB buffer holds
@@ -178,6 +180,7 @@ int coh_srv_send_raw(conn *c, const void *p, size_t n)
     if (t && !t->ref && t->cap - t->len >= n) {
         memcpy(t->buf + t->len, p, n);
         t->len += n;
+        out_charge(c, n);
     } else {
         oseg *s = oseg_new(c->srv, n);
         if (!s) {
@@ -186,7 +189,7 @@ int coh_srv_send_raw(conn *c, const void *p, size_t n)
             coh_warn_rl("store: out of memory queueing a reply to %s: connection closed", c->peer);
             return -1;
         }
-        oseg_charge(c, s);
+        out_charge(c, n);
         memcpy(s->buf, p, n);
         s->len = n;
         if (t)
@@ -1047,9 +1050,12 @@ static int body_reserve(conn *c, size_t want)
 
 /* Work one connection may do per loop iteration before the others get
  * their turn: a pipeline of 10000 requests (or 40 APPENDs) runs over
- * several iterations, interleaved with every other client's. */
+ * several iterations, interleaved with every other client's. The time
+ * bound covers requests whose cost is not their size (a MULTI_GET of many
+ * keys, a LIST, a copy of a large value). */
 #define FRAMES_PER_TURN 64
 #define BYTES_PER_TURN (1u << 20)
+#define NS_PER_TURN (2u * 1000 * 1000)
 
 /* Consumes up to n bytes of input, handling complete frames in place;
  * returns how many were consumed. It stops early (the rest is the caller's
@@ -1062,6 +1068,7 @@ static size_t conn_feed(conn *c, const uint8_t *p, size_t n)
     const uint8_t *p0 = p;
     unsigned frames = 0;
     size_t work = 0;
+    uint64_t t0 = coh_now_ns();
     while (n && !c->closed && !c->closing) {
         if (c->skip) {
             size_t k = (size_t)COH_MIN((uint64_t)n, c->skip);
@@ -1087,7 +1094,8 @@ static size_t conn_feed(conn *c, const uint8_t *p, size_t n)
             continue;
         }
         if (!c->hdr_have &&
-            (frames >= FRAMES_PER_TURN || work >= BYTES_PER_TURN || conn_backlogged(c)))
+            (frames >= FRAMES_PER_TURN || work >= BYTES_PER_TURN || conn_backlogged(c) ||
+             (frames && coh_now_ns() - t0 >= NS_PER_TURN)))
             break; /* the next frame waits for a later turn */
         const uint8_t *hb;
         if (c->hdr_have || n < COH_PROTO_HDR) {

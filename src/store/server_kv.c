@@ -532,13 +532,18 @@ static cohort_status append_value(conn *c, kent *e, const void *p, size_t n)
         return COHORT_OK;
     }
     size_t need = o->len + n;
-    size_t room = need > s->max_value / 2 ? COH_MAX(need, (size_t)s->max_value) : need * 2;
     size_t freed = val_cost(o);
-    if (!room_for(s, j, blob_cost(room) > freed ? blob_cost(room) - freed : 0)) {
-        room = need; /* no room to spare: exactly what is needed, if that fits */
-        if (!room_for(s, j, blob_cost(room) > freed ? blob_cost(room) - freed : 0))
-            return COHORT_ERR_TOO_LARGE;
+    /* Spare room: double, else a quarter more, else 64 KiB more (a job near
+     * its limit), else exactly what is needed; never past max_value. */
+    size_t tries[4] = {need * 2, need + need / 4, need + (64u << 10), need};
+    size_t room = 0;
+    for (int i = 0; i < 4 && !room; i++) {
+        size_t r = COH_MAX(need, COH_MIN(tries[i], (size_t)s->max_value));
+        if (room_for(s, j, blob_cost(r) > freed ? blob_cost(r) - freed : 0))
+            room = r;
     }
+    if (!room)
+        return COHORT_ERR_TOO_LARGE;
     blob *b = coh_blob_alloc(room);
     if (!b)
         return COHORT_ERR_NOMEM;

@@ -132,9 +132,18 @@ cohort_status coh_trace_dump(cohort_group *g, const char *dir, const char *reaso
     uint64_t end = h.recorded;
     uint64_t begin = end > (uint64_t)h.capacity ? end - (uint64_t)h.capacity : 0;
     coh_trace_entry e;
+    /* A dump on error is written while the failing call is still on the
+     * stack: in a poisoned group every call in flight fails, so it is
+     * recorded as failed with the group's status, not as started/OK. */
+    int poisoned = coh_group_poisoned(g);
     for (uint64_t i = begin; i < end; i++)
-        if (coh_trace_read(g->trace, i, &e))
+        if (coh_trace_read(g->trace, i, &e)) {
+            if (poisoned && (e.state == COH_ST_ISSUED || e.state == COH_ST_STARTED)) {
+                e.state = COH_ST_FAILED;
+                e.status = poisoned;
+            }
             wcommit(&w, coh_tl_fmt_entry(wline(&w), DUMP_LINE_MAX, &e));
+        }
     wflush(&w);
 
     if (w.err) {

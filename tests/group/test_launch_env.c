@@ -177,7 +177,7 @@ START_TEST(master_from_the_job)
     setenv("SLURM_STEP_NODELIST", "gpu[07-08]", 1);
     setenv("COHORT_TOKEN", "t", 1);
     ck_assert_msg(coh_settings_resolve(NULL, &s) == COHORT_OK, "%s", cohort_last_error(NULL));
-    int port = 20000 + (77 + 7919 * 2) % 20000;
+    int port = 20000 + (77 + 7919 * 2) % 12000;
     char want[64];
     snprintf(want, sizeof want, "gpu07:%d", port);
     ck_assert_str_eq(s.store_addr, want);
@@ -187,6 +187,19 @@ START_TEST(master_from_the_job)
     ck_assert_int_eq(coh_settings_resolve(NULL, &s), COHORT_OK);
     snprintf(want, sizeof want, "127.0.0.1:%d", port);
     ck_assert_str_eq(s.store_addr, want);
+    /* rank 0 not on the first node (another distribution): rank 0 says so */
+    setenv("SLURM_STEP_NUM_NODES", "2", 1);
+    setenv("SLURM_PROCID", "0", 1);
+    setenv("SLURMD_NODENAME", "gpu08", 1);
+    ck_assert_int_eq(coh_settings_resolve(NULL, &s), COHORT_ERR_INVALID);
+    ck_assert_msg(strstr(cohort_last_error(NULL), "rank 0 runs on gpu08, not on gpu07"), "%s",
+                  cohort_last_error(NULL));
+    setenv("SLURMD_NODENAME", "gpu07", 1);
+    ck_assert_int_eq(coh_settings_resolve(NULL, &s), COHORT_OK);
+    ck_assert_int_eq(s.host_store, 1);
+    unsetenv("SLURMD_NODENAME");
+    setenv("SLURM_PROCID", "1", 1);
+    setenv("SLURM_STEP_NUM_NODES", "1", 1);
     /* MASTER_ADDR given wins */
     setenv("MASTER_ADDR", "head", 1);
     ck_assert_int_eq(coh_settings_resolve(NULL, &s), COHORT_OK);
@@ -207,7 +220,7 @@ START_TEST(master_from_the_job)
     setenv("OMPI_MCA_ess_base_jobid", "1660747777", 1);
     setenv("COHORT_TOKEN", "t", 1);
     ck_assert_int_eq(coh_settings_resolve(NULL, &s), COHORT_OK);
-    snprintf(want, sizeof want, "127.0.0.1:%d", 20000 + 1660747777 % 20000);
+    snprintf(want, sizeof want, "127.0.0.1:%d", 20000 + 1660747777 % 12000);
     ck_assert_str_eq(s.store_addr, want);
     /* ... on several nodes it cannot know rank 0's host: says what to set */
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1", 1);

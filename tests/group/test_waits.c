@@ -246,6 +246,67 @@ START_TEST(finalize_while_others_in_a_call)
 }
 END_TEST
 
+/* ---- one mismatch: one log line per rank, dumps that say failed ---- */
+
+static int rank_mismatch_logs(int rank, void *arg)
+{
+    (void)arg;
+    capture_stderr(rank);
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    float x[1024] = {0};
+    RANK_PASS(cohort_all_reduce(g, x, x, 1024, COHORT_FLOAT32, COHORT_SUM), g);
+    size_t n = rank == 2 ? 512 : 1024;
+    cohort_status st = cohort_all_reduce_at("train.c", 88, g, x, x, n, COHORT_FLOAT32, COHORT_SUM);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "rank %d: %s", rank, cohort_status_name(st));
+    cohort_finalize(g);
+    char out[16384];
+    read_stderr(rank, out, sizeof out);
+    RANK_CHECK(count(out, "cohort ") == 1 && strstr(out, "ERROR: group 0: COHORT_ERR_CONTRACT: "
+                                                        "all_reduce #2 (train.c:88): count differs"),
+               "rank %d: want one report line, got: %s", rank, out);
+    /* The flight recorder: the failed call is failed, with this rank's own
+     * values, and nobody else's "this rank". */
+    char path[1024], dump[16384];
+    snprintf(path, sizeof path, "%s/%s-rank%d.jsonl", tmpdir, getenv("COHORT_JOB_ID"), rank);
+    FILE *f = fopen(path, "r");
+    RANK_CHECK(f, "no dump at %s", path);
+    size_t l = fread(dump, 1, sizeof dump - 1, f);
+    dump[l] = 0;
+    fclose(f);
+    char want[256];
+    snprintf(want, sizeof want,
+             "{\"seq\":2,\"op\":\"all_reduce\",\"dtype\":\"float32\",\"count\":%zu,", n);
+    char *e = strstr(dump, want);
+    RANK_CHECK(e, "rank %d: no entry for #2 with its own count %zu: %s", rank, n, dump);
+    RANK_CHECK(strstr(e, "\"state\":\"failed\",\"status\":\"COHORT_ERR_CONTRACT\""),
+               "rank %d: #2 not recorded as failed: %s", rank, dump);
+    for (int r = 0; r < 3; r++) {
+        char other[32];
+        snprintf(other, sizeof other, "this rank (%d)", r);
+        RANK_CHECK(r == rank || !strstr(dump, other), "rank %d's dump speaks for rank %d: %s", rank,
+                   r, dump);
+    }
+    RANK_CHECK(strstr(dump, "ranks 0-1 have 1024, rank 2 has 512"), "rank %d: reason: %s", rank,
+               dump);
+    unlink(path);
+    return 0;
+}
+
+START_TEST(mismatch_logs_once_and_dumps_failed)
+{
+    make_tmpdir();
+    char env[512];
+    snprintf(env, sizeof env, "COHORT_TIMEOUT=30;COHORT_TRACE_DIR=%s", tmpdir);
+    cht_opts o = {.nranks = 3, .deadline_ms = 60000, .transport = _i ? "tcp" : "auto",
+                  .extra_env = env};
+    cht_result r;
+    cht_run_ranks(&o, rank_mismatch_logs, NULL, &r);
+    remove_tmpdir();
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("waits");
@@ -255,6 +316,7 @@ int main(void)
     tcase_add_test(tc, init_reports_missing_ranks);
     tcase_add_loop_test(tc, stall_reports_repeat_fresh, 0, 2);
     tcase_add_loop_test(tc, finalize_while_others_in_a_call, 0, 2);
+    tcase_add_loop_test(tc, mismatch_logs_once_and_dumps_failed, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

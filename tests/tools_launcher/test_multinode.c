@@ -258,6 +258,31 @@ START_TEST(agents_must_agree_on_the_job_shape)
 }
 END_TEST
 
+/* A node waiting for its partners says so while it waits (issue 16), then
+ * names the missing node at the join timeout. */
+START_TEST(join_reports_progress)
+{
+    char addr[64], url[96];
+    const char *job = new_job();
+    cohort_store_server *srv = cht_store_start(job, TOKEN, addr, sizeof addr);
+    ck_assert_ptr_nonnull(srv);
+    snprintf(url, sizeof url, "tcp://%s", addr);
+    char *prog[] = {"env", NULL};
+    char *extra[] = {"--store", url, "--join-timeout-ms", "3500", NULL};
+    crun_proc p;
+    start_node(&p, 0, NULL, job, extra, prog);
+    int rc = crun_finish(&p, DEADLINE);
+    ck_assert_msg(rc != 0, "node 0 alone succeeded");
+    ck_assert_msg(strstr(p.ebuf, "waiting for node 1 to join (1 of 2 joined), 1 s of 3 s"),
+                  "%s", p.ebuf);
+    ck_assert_msg(crun_count(p.ebuf, "waiting for node 1 to join (1 of 2 joined)") >= 2, "%s",
+                  p.ebuf);
+    ck_assert_msg(strstr(p.ebuf, "missing node(s): 1"), "%s", p.ebuf);
+    crun_free(&p);
+    cohort_store_server_stop(srv);
+}
+END_TEST
+
 /* The store lives in the launcher: a key written in generation 1 is there
  * in generation 2, and a generation-1 client is refused once generation 2
  * has connected. */
@@ -338,6 +363,7 @@ int main(void)
     tcase_add_test(t, failure_without_restart_stops_every_node);
     tcase_add_test(t, interrupt_on_one_node_stops_every_node);
     tcase_add_test(t, agents_must_agree_on_the_job_shape);
+    tcase_add_test(t, join_reports_progress);
     tcase_add_test(t, store_outlives_restarts_and_refuses_stale_generation);
     suite_add_tcase(s, t);
     TCase *n = tcase_create("netns");

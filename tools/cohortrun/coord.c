@@ -205,6 +205,29 @@ static int pending_signal(int sigfd)
     return 0;
 }
 
+/* Names the nodes whose "joined/node<i>" mark is missing; returns how many. */
+static int missing_nodes(crun_coord *c, uint32_t gen, char *missing, size_t len)
+{
+    const crun_cfg *cfg = c->cfg;
+    char mark[32], k[96];
+    size_t ml = 0;
+    int nm = 0;
+    missing[0] = 0;
+    for (int i = 0; i < cfg->nnodes; i++) {
+        snprintf(mark, sizeof mark, "joined/node%d", i);
+        key(k, sizeof k, gen, mark);
+        const void *kk[1] = {k};
+        size_t kl[1] = {strlen(k)};
+        int all = 0;
+        if (cohort_store_check(c->st, kk, kl, 1, &all) == COHORT_OK && !all) {
+            nm++;
+            if (ml < len - 16)
+                ml += (size_t)snprintf(missing + ml, len - ml, "%s%d", ml ? "," : "", i);
+        }
+    }
+    return nm;
+}
+
 int crun_coord_join(crun_coord *c, uint32_t gen, int sigfd)
 {
     const crun_cfg *cfg = c->cfg;
@@ -229,7 +252,12 @@ int crun_coord_join(crun_coord *c, uint32_t gen, int sigfd)
     if (s != COHORT_OK)
         return lost(c, c->st, "the join", s);
 
-    uint64_t deadline = now_ms() + (uint64_t)cfg->join_timeout_ms;
+    uint64_t start = now_ms(), deadline = start + (uint64_t)cfg->join_timeout_ms;
+    /* Progress while waiting: every 10 s (a third of a shorter timeout),
+     * naming the nodes that have not joined. */
+    int third = cfg->join_timeout_ms / 3;
+    uint64_t every = (uint64_t)(third < 1000 ? 1000 : third > 10000 ? 10000 : third);
+    uint64_t next_report = start + every;
     const void *keys[1] = {go};
     size_t klens[1] = {strlen(go)};
     for (;;) {
@@ -239,6 +267,17 @@ int crun_coord_join(crun_coord *c, uint32_t gen, int sigfd)
         uint64_t t = now_ms();
         if (t >= deadline)
             break;
+        if (t >= next_report) {
+            next_report = t + every;
+            char missing[256];
+            int nm = missing_nodes(c, gen, missing, sizeof missing);
+            if (nm)
+                crun_msg("node %d: generation %u: waiting for node%s %s to join (%d of %d "
+                         "joined), %llu s of %d s",
+                         cfg->node_rank, gen, nm > 1 ? "s" : "", missing, cfg->nnodes - nm,
+                         cfg->nnodes, (unsigned long long)((t - start) / 1000),
+                         cfg->join_timeout_ms / 1000);
+        }
         int slice = (int)(deadline - t < SLICE_MS ? deadline - t : SLICE_MS);
         s = cohort_store_wait(c->st, keys, klens, 1, slice);
         if (s == COHORT_OK)
@@ -247,17 +286,8 @@ int crun_coord_join(crun_coord *c, uint32_t gen, int sigfd)
             return lost(c, c->st, "the join", s);
     }
     /* Name the missing nodes. */
-    char missing[256] = "";
-    size_t ml = 0;
-    for (int i = 0; i < cfg->nnodes && ml < sizeof missing - 16; i++) {
-        snprintf(mark, sizeof mark, "joined/node%d", i);
-        key(k, sizeof k, gen, mark);
-        const void *kk[1] = {k};
-        size_t kl[1] = {strlen(k)};
-        int all = 0;
-        if (cohort_store_check(c->st, kk, kl, 1, &all) == COHORT_OK && !all)
-            ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "%s%d", ml ? ", " : "", i);
-    }
+    char missing[256];
+    missing_nodes(c, gen, missing, sizeof missing);
     crun_msg("node %d: generation %u: not every node joined within %d ms (missing node(s): %s); "
              "is cohortrun running there with the same --job-id, token and --master?",
              cfg->node_rank, gen, cfg->join_timeout_ms, missing[0] ? missing : "?");

@@ -1,0 +1,668 @@
+/*
+ * check.c - cohort.Checker: the contract check for collectives that cohort
+ * does not carry (include/cohort_check.h, docs/check.md), for front ends
+ * written in Python (the torch.distributed wrapper): "this rank is about to
+ * make call K of external group G with fingerprint F; tell every member if
+ * they disagree".
+ *
+ * The checker borrows the world Group (which cannot be finalized while the
+ * checker lives). The handler runs on the checker's monitor thread: a
+ * Python callable is called with the GIL; exit_code ends the process from C
+ * (report on stderr) after a fatal event, which works even while the main
+ * thread holds the GIL inside a backend call that never returns.
+ */
+#include "cohort_py.h"
+
+#include <cohort_check.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct {
+    PyObject_HEAD
+    cohort_check *c;
+    PyObject *group;     /* the world Group (borrowed by the checker) */
+    PyObject *handler;   /* callable or NULL */
+    int exit_code;       /* < 0: none */
+    PyObject *names;     /* op/redop str -> bytes kept for the checker's life */
+    PyObject *groups;    /* CheckGroup objects alive (id -> CheckGroup) */
+    int inflight;
+} CheckerObject;
+
+typedef struct {
+    PyObject_HEAD
+    cohort_check_group *grp; /* NULL once removed */
+    CheckerObject *owner;
+    unsigned long long id;
+    int size, index;
+} CheckGroupObject;
+
+static PyTypeObject Checker_Type, CheckGroup_Type;
+
+/* FNV-1a: the hash of a readable signature / argument string, when the
+ * caller gives no hash of its own. Stable across processes. */
+static uint64_t fnv1a(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h | 1; /* 0 means "none" */
+}
+
+static void on_event(void *arg, const cohort_check_event *ev)
+{
+    CheckerObject *self = arg;
+    int fatal = ev->kind != COHORT_CHECK_STALL;
+    if (self->handler) {
+        PyGILState_STATE gs = PyGILState_Ensure();
+        PyObject *r = PyObject_CallFunction(self->handler, "iis", ev->kind, (int)ev->status,
+                                            ev->text ? ev->text : "");
+        if (!r)
+            PyErr_WriteUnraisable(self->handler);
+        Py_XDECREF(r);
+        PyGILState_Release(gs);
+    }
+    if (fatal && self->exit_code >= 0) {
+        /* The backend may never return: end the process the launcher's way. */
+        const char *t = ev->text ? ev->text : "";
+        dprintf(2, "cohort check: %s\n", t);
+        _exit(self->exit_code);
+    }
+}
+
+static PyObject *check_err(CheckerObject *self, cohort_status st)
+{
+    if (PyErr_CheckSignals() < 0)
+        return NULL;
+    const char *m = self->c ? cohort_check_last_error(self->c) : "";
+    return cpy_raise(st, m, NULL);
+}
+
+static int ms_arg(PyObject *o, int *ms, const char *what, int none)
+{
+    *ms = none;
+    if (!o || o == Py_None)
+        return 0;
+    double s = PyFloat_AsDouble(o);
+    if (s == -1.0 && PyErr_Occurred())
+        return -1;
+    if (s > 2e6) {
+        PyErr_Format(PyExc_ValueError, "%s: %g seconds is too long", what, s);
+        return -1;
+    }
+    *ms = s < 0 ? -1 : (int)(s * 1000 + 0.5);
+    return 0;
+}
+
+static PyObject *ck_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"world", "handler", "exit_code", "stall_warn", "timeout", "deadlock",
+                          "transport", NULL};
+    PyObject *world, *handler = Py_None, *exit_code = Py_None, *sw = Py_None, *to = Py_None,
+                     *dl = Py_None;
+    const char *transport = "auto";
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|O$OOOOs", kwl, &CpyGroup_Type, &world,
+                                     &handler, &exit_code, &sw, &to, &dl, &transport))
+        return NULL;
+    if (handler != Py_None && !PyCallable_Check(handler)) {
+        PyErr_SetString(PyExc_TypeError, "Checker: handler must be callable or None");
+        return NULL;
+    }
+    cohort_check_options o;
+    cohort_check_options_init(&o);
+    int ec = -1;
+    if (exit_code != Py_None) {
+        ec = (int)PyLong_AsLong(exit_code);
+        if (ec == -1 && PyErr_Occurred())
+            return NULL;
+        if (ec < 0 || ec > 255) {
+            PyErr_Format(PyExc_ValueError, "Checker: exit_code must be 0..255, got %d", ec);
+            return NULL;
+        }
+    }
+    if (ms_arg(sw, &o.stall_warn_ms, "stall_warn", 0) < 0 ||
+        ms_arg(to, &o.timeout_ms, "timeout", 0) < 0 ||
+        ms_arg(dl, &o.deadlock_ms, "deadlock", 0) < 0)
+        return NULL;
+    if (!strcmp(transport, "store"))
+        o.transport = 1;
+    else if (strcmp(transport, "auto")) {
+        PyErr_Format(PyExc_ValueError, "Checker: transport is 'auto' or 'store', not '%s'",
+                     transport);
+        return NULL;
+    }
+    cohort_group *g = cpy_group_borrow(world, "Checker");
+    if (!g)
+        return NULL;
+    CheckerObject *self = (CheckerObject *)type->tp_alloc(type, 0);
+    if (!self) {
+        cpy_group_unborrow(world);
+        return NULL;
+    }
+    self->group = Py_NewRef(world);
+    self->handler = handler != Py_None ? Py_NewRef(handler) : NULL;
+    self->exit_code = ec;
+    self->names = PyDict_New();
+    self->groups = PyDict_New();
+    if (!self->names || !self->groups) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    o.handler = on_event;
+    o.handler_arg = self;
+    cohort_check *c = NULL;
+    cohort_status st;
+    char msg[1024] = "";
+    Py_BEGIN_ALLOW_THREADS
+    st = cohort_check_create(g, &o, &c);
+    if (st != COHORT_OK)
+        snprintf(msg, sizeof msg, "%s", cohort_last_error(g));
+    Py_END_ALLOW_THREADS
+    if (st != COHORT_OK) {
+        Py_DECREF(self);
+        return cpy_raise(st, msg, g);
+    }
+    self->c = c;
+    return (PyObject *)self;
+}
+
+static void destroy_impl(CheckerObject *self)
+{
+    if (!self->c)
+        return;
+    cohort_check *c = self->c;
+    self->c = NULL;
+    /* the groups' handles die with the checker */
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (self->groups && PyDict_Next(self->groups, &pos, &k, &v))
+        ((CheckGroupObject *)v)->grp = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    cohort_check_destroy(c);
+    Py_END_ALLOW_THREADS
+    cpy_group_unborrow(self->group);
+}
+
+static void ck_dealloc(CheckerObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    destroy_impl(self);
+    Py_CLEAR(self->groups);
+    Py_CLEAR(self->names);
+    Py_CLEAR(self->handler);
+    Py_CLEAR(self->group);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int ck_traverse(CheckerObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->group);
+    Py_VISIT(self->handler);
+    Py_VISIT(self->groups);
+    return 0;
+}
+
+static int ck_open(CheckerObject *self, const char *what)
+{
+    if (!self->c) {
+        PyErr_Format(cpy_error_class(COHORT_ERR_INVALID), "Checker.%s: the checker is destroyed",
+                     what);
+        return -1;
+    }
+    return 0;
+}
+
+/* A literal-like name the checker may keep a pointer to. */
+static const char *intern(CheckerObject *self, PyObject *s)
+{
+    if (!s || s == Py_None)
+        return NULL;
+    if (!PyUnicode_Check(s)) {
+        PyErr_Format(PyExc_TypeError, "op and redop are str, not %.100s", Py_TYPE(s)->tp_name);
+        return NULL;
+    }
+    PyObject *b = PyDict_GetItemWithError(self->names, s);
+    if (!b) {
+        if (PyErr_Occurred())
+            return NULL;
+        b = PyUnicode_AsUTF8String(s);
+        if (!b || PyDict_SetItem(self->names, s, b) < 0) {
+            Py_XDECREF(b);
+            return NULL;
+        }
+        Py_DECREF(b);
+    }
+    return PyBytes_AS_STRING(b);
+}
+
+static int int_list(PyObject *o, int **out, int *n, const char *what)
+{
+    PyObject *seq = PySequence_Fast(o, "world_ranks must be a sequence of ints");
+    if (!seq)
+        return -1;
+    Py_ssize_t k = PySequence_Fast_GET_SIZE(seq);
+    if (k < 1 || k > (1 << 24)) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "%s: 1.. ranks, got %zd", what, k);
+        return -1;
+    }
+    int *r = PyMem_Calloc((size_t)k, sizeof *r);
+    if (!r) {
+        Py_DECREF(seq);
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        long v = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        if ((v == -1 && PyErr_Occurred()) || v < 0 || v > INT32_MAX) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "%s: rank %ld out of range", what, v);
+            PyMem_Free(r);
+            Py_DECREF(seq);
+            return -1;
+        }
+        r[i] = (int)v;
+    }
+    Py_DECREF(seq);
+    *out = r;
+    *n = (int)k;
+    return 0;
+}
+
+static PyObject *ck_group_id(PyObject *cls, PyObject *args)
+{
+    unsigned long long parent, cseq;
+    PyObject *ranks;
+    if (!PyArg_ParseTuple(args, "KKO", &parent, &cseq, &ranks))
+        return NULL;
+    int *r, n;
+    if (int_list(ranks, &r, &n, "group_id") < 0)
+        return NULL;
+    uint64_t id = cohort_check_group_id(parent, cseq, r, n);
+    PyMem_Free(r);
+    return PyLong_FromUnsignedLongLong(id);
+}
+
+static PyObject *ck_add_group(CheckerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"id", "world_ranks", "name", NULL};
+    unsigned long long id;
+    PyObject *ranks;
+    const char *name = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "KO|z", kwl, &id, &ranks, &name) ||
+        ck_open(self, "add_group") < 0)
+        return NULL;
+    int *r, n;
+    if (int_list(ranks, &r, &n, "add_group") < 0)
+        return NULL;
+    cohort_check_group *grp = NULL;
+    cohort_status st = cohort_check_group_add(self->c, id, r, n, &grp);
+    int me = -1, myrank = cohort_rank(cpy_group_get(self->group));
+    for (int i = 0; i < n; i++)
+        if (r[i] == myrank)
+            me = i;
+    PyMem_Free(r);
+    if (st != COHORT_OK)
+        return check_err(self, st);
+    if (name)
+        cohort_check_group_name(self->c, grp, name);
+    CheckGroupObject *o = PyObject_New(CheckGroupObject, &CheckGroup_Type);
+    if (!o) {
+        cohort_check_group_remove(self->c, grp);
+        return NULL;
+    }
+    o->grp = grp;
+    o->owner = (CheckerObject *)Py_NewRef(self);
+    o->id = id;
+    o->size = n;
+    o->index = me;
+    PyObject *key = PyLong_FromVoidPtr(o);
+    if (!key || PyDict_SetItem(self->groups, key, (PyObject *)o) < 0) {
+        Py_XDECREF(key);
+        Py_DECREF(o);
+        return NULL;
+    }
+    Py_DECREF(key);
+    return (PyObject *)o;
+}
+
+static CheckGroupObject *grp_arg(CheckerObject *self, PyObject *o, const char *what)
+{
+    if (!PyObject_TypeCheck(o, &CheckGroup_Type) || ((CheckGroupObject *)o)->owner != self) {
+        PyErr_Format(PyExc_TypeError, "Checker.%s: a CheckGroup of this checker is needed", what);
+        return NULL;
+    }
+    CheckGroupObject *g = (CheckGroupObject *)o;
+    if (!g->grp) {
+        PyErr_Format(cpy_error_class(COHORT_ERR_INVALID), "Checker.%s: the group was removed",
+                     what);
+        return NULL;
+    }
+    return g;
+}
+
+static PyObject *ck_remove_group(CheckerObject *self, PyObject *arg)
+{
+    CheckGroupObject *g = grp_arg(self, arg, "remove_group");
+    if (!g || ck_open(self, "remove_group") < 0)
+        return NULL;
+    cohort_check_group *grp = g->grp;
+    g->grp = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    cohort_check_group_remove(self->c, grp);
+    Py_END_ALLOW_THREADS
+    PyObject *key = PyLong_FromVoidPtr(g);
+    if (key && PyDict_DelItem(self->groups, key) < 0)
+        PyErr_Clear();
+    Py_XDECREF(key);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ck_begin(CheckerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"group", "op", "count", "sig", "sig_hash", "redop", "root", "args",
+                          "args_hash", "file", "line", NULL};
+    PyObject *grpo, *opo, *redo = Py_None, *sigo = Py_None, *argso = Py_None;
+    unsigned long long count = 0, sig_hash = 0, args_hash = 0;
+    int root = -1, line = 0;
+    const char *file = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|K$OKOiOKzi", kwl, &grpo, &opo, &count, &sigo,
+                                     &sig_hash, &redo, &root, &argso, &args_hash, &file, &line) ||
+        ck_open(self, "begin") < 0)
+        return NULL;
+    CheckGroupObject *g = grp_arg(self, grpo, "begin");
+    if (!g)
+        return NULL;
+    cohort_check_fp fp;
+    memset(&fp, 0, sizeof fp);
+    fp.op = intern(self, opo);
+    if (!fp.op) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "Checker.begin: op is required");
+        return NULL;
+    }
+    fp.redop = intern(self, redo);
+    if (!fp.redop && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t sl = 0, al = 0;
+    const char *sig = NULL, *ar = NULL;
+    if (sigo != Py_None && !(sig = PyUnicode_AsUTF8AndSize(sigo, &sl)))
+        return NULL;
+    if (argso != Py_None && !(ar = PyUnicode_AsUTF8AndSize(argso, &al)))
+        return NULL;
+    fp.sig = sig;
+    fp.sig_hash = sig_hash ? sig_hash : sig ? fnv1a(sig, (size_t)sl) : 0;
+    fp.args = ar;
+    fp.args_hash = args_hash ? args_hash : ar ? fnv1a(ar, (size_t)al) : 0;
+    fp.count = count;
+    fp.root = root;
+    if (file) {
+        fp.file = file;
+        fp.line = line;
+    } else {
+        cpy_callsite(&fp.file, &fp.line);
+    }
+    uint64_t seq = 0;
+    cohort_status st;
+    self->inflight++;
+    Py_BEGIN_ALLOW_THREADS
+    st = cohort_check_begin(self->c, g->grp, &fp, &seq);
+    Py_END_ALLOW_THREADS
+    self->inflight--;
+    if (st != COHORT_OK)
+        return check_err(self, st);
+    return PyLong_FromUnsignedLongLong(seq);
+}
+
+static PyObject *ck_end(CheckerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"group", "seq", "synced", NULL};
+    PyObject *grpo;
+    unsigned long long seq;
+    int synced = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OK|p", kwl, &grpo, &seq, &synced) ||
+        ck_open(self, "end") < 0)
+        return NULL;
+    CheckGroupObject *g = grp_arg(self, grpo, "end");
+    if (!g)
+        return NULL;
+    cohort_status st;
+    self->inflight++;
+    Py_BEGIN_ALLOW_THREADS
+    st = cohort_check_end(self->c, g->grp, seq, synced ? COHORT_CHECK_SYNCED : 0);
+    Py_END_ALLOW_THREADS
+    self->inflight--;
+    if (st != COHORT_OK)
+        return check_err(self, st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ck_wait(CheckerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"group", "seq", "timeout", NULL};
+    PyObject *grpo, *to = Py_None;
+    unsigned long long seq;
+    int ms;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OK|O", kwl, &grpo, &seq, &to) ||
+        ms_arg(to, &ms, "wait", -1) < 0 || ck_open(self, "wait") < 0)
+        return NULL;
+    CheckGroupObject *g = grp_arg(self, grpo, "wait");
+    if (!g)
+        return NULL;
+    cohort_status st;
+    self->inflight++;
+    Py_BEGIN_ALLOW_THREADS
+    st = cohort_check_wait(self->c, g->grp, seq, ms);
+    Py_END_ALLOW_THREADS
+    self->inflight--;
+    if (st != COHORT_OK)
+        return check_err(self, st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ck_wait_begin(CheckerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"peer", "op", "file", "line", NULL};
+    int peer, line = 0;
+    PyObject *opo;
+    const char *file = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "iO|zi", kwl, &peer, &opo, &file, &line) ||
+        ck_open(self, "wait_begin") < 0)
+        return NULL;
+    const char *op = intern(self, opo);
+    if (!op)
+        return NULL;
+    if (!file)
+        cpy_callsite(&file, &line);
+    cohort_check_wait_begin(self->c, peer, op, file, line, NULL);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ck_wait_end(CheckerObject *self, PyObject *unused)
+{
+    if (ck_open(self, "wait_end") < 0)
+        return NULL;
+    cohort_check_wait_end(self->c);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ck_close(CheckerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"timeout", NULL};
+    PyObject *to = Py_None;
+    int ms;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwl, &to) || ms_arg(to, &ms, "close", -1) < 0 ||
+        ck_open(self, "close") < 0)
+        return NULL;
+    cohort_status st;
+    self->inflight++;
+    int tok = cpy_intr_enter(cpy_group_get(self->group));
+    Py_BEGIN_ALLOW_THREADS
+    st = cohort_check_close(self->c, ms);
+    Py_END_ALLOW_THREADS
+    cpy_intr_leave(tok);
+    self->inflight--;
+    if (st != COHORT_OK)
+        return check_err(self, st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ck_destroy(CheckerObject *self, PyObject *unused)
+{
+    if (self->inflight) {
+        PyErr_SetString(cpy_error_class(COHORT_ERR_INVALID),
+                        "Checker.destroy: another thread is inside a call of this checker");
+        return NULL;
+    }
+    destroy_impl(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *ck_stats(CheckerObject *self, PyObject *unused)
+{
+    if (ck_open(self, "stats") < 0)
+        return NULL;
+    cohort_check_stats s;
+    cohort_check_get_stats(self->c, &s);
+    return Py_BuildValue("{sKsKsKsK}", "calls", (unsigned long long)s.calls, "compared",
+                         (unsigned long long)s.compared, "lazy", (unsigned long long)s.lazy,
+                         "ring_waits", (unsigned long long)s.ring_waits);
+}
+
+static PyObject *ck_last_error(CheckerObject *self, void *c)
+{
+    return PyUnicode_FromString(self->c ? cohort_check_last_error(self->c) : "");
+}
+
+static PyObject *ck_status(CheckerObject *self, void *c)
+{
+    return PyLong_FromLong(self->c ? (long)cohort_check_status(self->c) : 0);
+}
+
+static PyObject *ck_enter(CheckerObject *self, PyObject *unused)
+{
+    return Py_NewRef(self);
+}
+
+static PyObject *ck_exit(CheckerObject *self, PyObject *args)
+{
+    destroy_impl(self);
+    Py_RETURN_FALSE;
+}
+
+static PyMethodDef ck_methods[] = {
+    {"group_id", (PyCFunction)ck_group_id, METH_VARARGS | METH_STATIC,
+     "group_id(parent_id, creation_seq, world_ranks) -> int: the id every member of an "
+     "external group computes alike (cohort_check_group_id)"},
+    {"add_group", (PyCFunction)(void (*)(void))ck_add_group, METH_VARARGS | METH_KEYWORDS,
+     "add_group(id, world_ranks, name=None) -> CheckGroup: registers an external group on this "
+     "member (local; every member before its first call)"},
+    {"remove_group", (PyCFunction)ck_remove_group, METH_O, "remove_group(group)"},
+    {"begin", (PyCFunction)(void (*)(void))ck_begin, METH_VARARGS | METH_KEYWORDS,
+     "begin(group, op, count=0, *, sig=None, sig_hash=None, redop=None, root=-1, args=None,\n"
+     "      args_hash=None, file=None, line=None) -> seq\n"
+     "The call is about to enter the backend. sig/args: readable forms (hashed with FNV-1a\n"
+     "unless a hash is given). file/line: the call site (default: the Python caller outside\n"
+     "the cohort package). Raises ContractError when the checker already failed."},
+    {"end", (PyCFunction)(void (*)(void))ck_end, METH_VARARGS | METH_KEYWORDS,
+     "end(group, seq, synced=False): the backend call returned; synced: its return implies "
+     "every member entered it (compare now). Raises ContractError on a mismatch: do not use "
+     "the backend's result then."},
+    {"wait", (PyCFunction)(void (*)(void))ck_wait, METH_VARARGS | METH_KEYWORDS,
+     "wait(group, seq, timeout=None): until call seq was compared"},
+    {"wait_begin", (PyCFunction)(void (*)(void))ck_wait_begin, METH_VARARGS | METH_KEYWORDS,
+     "wait_begin(peer, op, file=None, line=None): a blocking point-to-point call waits for "
+     "world rank peer (-1: any); for stall reports and deadlock detection"},
+    {"wait_end", (PyCFunction)ck_wait_end, METH_NOARGS, "wait_end()"},
+    {"close", (PyCFunction)(void (*)(void))ck_close, METH_VARARGS | METH_KEYWORDS,
+     "close(timeout=None): the closing check, collective over the world (call it last)"},
+    {"destroy", (PyCFunction)ck_destroy, METH_NOARGS,
+     "destroy(): stops the monitor, frees the checker; the world Group can be finalized after"},
+    {"stats", (PyCFunction)ck_stats, METH_NOARGS,
+     "stats() -> {'calls', 'compared', 'lazy', 'ring_waits'}"},
+    {"__enter__", (PyCFunction)ck_enter, METH_NOARGS, NULL},
+    {"__exit__", (PyCFunction)ck_exit, METH_VARARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef ck_getset[] = {
+    {"last_error", (getter)ck_last_error, NULL, "the first failure's report, or ''", NULL},
+    {"status", (getter)ck_status, NULL, "0, or the status of the first failure", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject Checker_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cohort.Checker",
+    .tp_basicsize = sizeof(CheckerObject),
+    .tp_dealloc = (destructor)ck_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc =
+        "Checker(world, handler=None, *, exit_code=None, stall_warn=None, timeout=None,\n"
+        "        deadlock=None, transport='auto')\n"
+        "The contract check for collectives of other libraries (cohort_check.h). Collective\n"
+        "over world, which it borrows (not finalizable until destroy()). handler(kind, status,\n"
+        "text) runs on the monitor thread (with the GIL) for each stall warning and the first\n"
+        "fatal event; exit_code: after a fatal event, print the report and _exit(exit_code)\n"
+        "from C. Times in seconds; None: the environment's defaults.",
+    .tp_traverse = (traverseproc)ck_traverse,
+    .tp_methods = ck_methods,
+    .tp_getset = ck_getset,
+    .tp_new = ck_new,
+};
+
+static void cg_dealloc(CheckGroupObject *self)
+{
+    Py_CLEAR(self->owner);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *cg_repr(CheckGroupObject *self)
+{
+    return PyUnicode_FromFormat("<cohort.CheckGroup id %llx, member %d of %d%s>", self->id,
+                                self->index, self->size, self->grp ? "" : ", removed");
+}
+
+static PyObject *cg_get_id(CheckGroupObject *self, void *c)
+{
+    return PyLong_FromUnsignedLongLong(self->id);
+}
+static PyObject *cg_get_size(CheckGroupObject *self, void *c)
+{
+    return PyLong_FromLong(self->size);
+}
+static PyObject *cg_get_index(CheckGroupObject *self, void *c)
+{
+    return PyLong_FromLong(self->index);
+}
+
+static PyGetSetDef cg_getset[] = {
+    {"id", (getter)cg_get_id, NULL, "the group id", NULL},
+    {"size", (getter)cg_get_size, NULL, "members", NULL},
+    {"index", (getter)cg_get_index, NULL, "this rank's index in the group (-1: not a member)",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject CheckGroup_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cohort.CheckGroup",
+    .tp_basicsize = sizeof(CheckGroupObject),
+    .tp_dealloc = (destructor)cg_dealloc,
+    .tp_repr = (reprfunc)cg_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An external group registered with a Checker (Checker.add_group).",
+    .tp_getset = cg_getset,
+};
+
+int cpy_check_add(PyObject *m)
+{
+    if (PyType_Ready(&Checker_Type) < 0 || PyType_Ready(&CheckGroup_Type) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(m, "Checker", (PyObject *)&Checker_Type) < 0 ||
+        PyModule_AddObjectRef(m, "CheckGroup", (PyObject *)&CheckGroup_Type) < 0 ||
+        PyModule_AddIntConstant(m, "CHECK_MISMATCH", COHORT_CHECK_MISMATCH) < 0 ||
+        PyModule_AddIntConstant(m, "CHECK_STALL", COHORT_CHECK_STALL) < 0 ||
+        PyModule_AddIntConstant(m, "CHECK_TIMEOUT", COHORT_CHECK_TIMEOUT) < 0 ||
+        PyModule_AddIntConstant(m, "CHECK_DEADLOCK", COHORT_CHECK_DEADLOCK) < 0 ||
+        PyModule_AddIntConstant(m, "CHECK_ABORTED", COHORT_CHECK_ABORTED) < 0)
+        return -1;
+    return 0;
+}
