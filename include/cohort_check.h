@@ -66,7 +66,11 @@ typedef struct cohort_check_event {
 /* Called on the checker's monitor thread (never inside the call that
  * registered it): once for the first fatal event - the checker is failed
  * from then on - and for every stall warning before that. The text is
- * valid during the call. The handler may end the process. */
+ * valid during the call. It should report and return: for a fatal event the
+ * checker then waits (bounded, 5 s) until every rank's handler has
+ * returned, and only then calls the options' `abort` and lets failing
+ * calls return - so a rank ending the job at once (MPI_Abort kills every
+ * rank) cannot cut another rank's report short. */
 typedef void (*cohort_check_handler)(void *arg, const cohort_check_event *ev);
 
 /* Resolves a return address (cohort_check_fp.pc) to "file:line" for
@@ -75,8 +79,12 @@ typedef void (*cohort_check_handler)(void *arg, const cohort_check_event *ev);
 typedef int (*cohort_check_site_resolver)(void *arg, const void *pc, char *out, size_t len);
 
 typedef struct cohort_check_options {
-    cohort_check_handler handler; /* may be NULL: failures are only returned */
-    void *handler_arg;
+    cohort_check_handler handler; /* may be NULL: failures are logged and returned */
+    void *handler_arg;            /* also passed to abort */
+    /* After a fatal event, once every rank reported it (bounded): end the
+     * job the backend's way (MPI_Abort, abort the process group, exit).
+     * May be NULL: failing calls return the failure. */
+    cohort_check_handler abort;
     cohort_check_site_resolver resolver; /* may be NULL: "<pc 0x...>" */
     void *resolver_arg;
     int stall_warn_ms;  /* 0: COHORT_STALL_WARN (default 30 s); < 0: never */
@@ -173,6 +181,12 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *grp,
 cohort_status cohort_check_end(cohort_check *c, cohort_check_group *grp, uint64_t seq,
                                unsigned flags);
 
+/* This rank found the call's arguments inconsistent on its own (e.g. an
+ * MPI_Allgather whose send and receive amounts differ): fails the checker
+ * with "<group name>: <text>" as the report every rank gets. Returns
+ * COHORT_ERR_CONTRACT once the report is out (as a failing begin does). */
+cohort_status cohort_check_fail_local(cohort_check *c, cohort_check_group *grp, const char *text);
+
 /* Waits until the neighbour's fingerprint for call `seq` was compared
  * (for calls that do not synchronise, when the front end wants the check
  * before it goes on - e.g. before MPI_Finalize). timeout_ms < 0: no limit
@@ -181,11 +195,16 @@ cohort_status cohort_check_end(cohort_check *c, cohort_check_group *grp, uint64_
 cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *grp, uint64_t seq,
                                 int timeout_ms);
 
-/* A blocking point-to-point call waits for world rank `peer` (-1: any):
- * published for stall reports and deadlock detection. One per thread; a
- * second begin replaces the first. pc/file as in cohort_check_fp. */
-void cohort_check_wait_begin(cohort_check *c, int peer, const char *op, const char *file,
-                             int line, const void *pc);
+/* A blocking point-to-point call waits for world rank `peer` (-1: any
+ * source): published for stall reports and deadlock detection. is_send: 1
+ * for a send waiting for its receive, 0 for a receive or probe; tag: the
+ * call's tag (-1: any tag); grp: the group it is on (NULL: unknown). A
+ * send and a receive that wait for each other with compatible tags on the
+ * same group match, so they never make a cycle. One per thread; a second
+ * begin replaces the first. pc/file as in cohort_check_fp. */
+void cohort_check_wait_begin(cohort_check *c, cohort_check_group *grp, int peer, int tag,
+                             int is_send, const char *op, const char *file, int line,
+                             const void *pc);
 void cohort_check_wait_end(cohort_check *c);
 
 /* The checker's first failure (the report) or "". */
@@ -195,10 +214,12 @@ cohort_status cohort_check_status(const cohort_check *c);
 
 /* Counters (since create), e.g. for tests and cost reports. */
 typedef struct cohort_check_stats {
-    uint64_t calls;       /* begin calls */
+    uint64_t calls;       /* begin calls in groups of two or more */
     uint64_t compared;    /* comparisons made (this member checked its predecessor) */
     uint64_t lazy;        /* of those, made after end returned */
     uint64_t ring_waits;  /* begin waited for a full ring to drain */
+    uint64_t sync_waits;  /* end (COHORT_CHECK_SYNCED) found the neighbour's record not yet
+                           * visible and waited for it */
 } cohort_check_stats;
 void cohort_check_get_stats(const cohort_check *c, cohort_check_stats *out);
 

@@ -6,10 +6,13 @@ what=${1:-test}
 pkgs=(build-essential cmake pkg-config libsodium-dev check libsubunit-dev scdoc
       libcurl4-openssl-dev libjansson-dev iproute2 procps)
 case "$what" in
+  # libcohort-mpi's tests: both MPIs (headers too: the layer is built per
+  # MPI), Debian's hpcc, addr2line (call sites) from binutils
   test)  pkgs+=(clang libclang-rt-14-dev etcd-server etcd-client openssl python3 openmpi-bin
                 python3-dev python3-pip python3-setuptools python3-wheel python3-numpy
                 python3-pytest python3-torch
-                slurm-wlm munge util-linux) ;; # slurm: tests/launch_slurm; torch: tests/store_torch
+                slurm-wlm munge util-linux # slurm: tests/launch_slurm; torch: tests/store_torch
+                libopenmpi-dev mpich libmpich-dev hpcc binutils) ;;
   bench) pkgs+=(clang etcd-server etcd-client python3 python3-torch openmpi-bin libopenmpi-dev
                 mpich gnuplot-nox hyperfine linux-perf) ;;
 esac

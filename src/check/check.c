@@ -10,6 +10,7 @@
  * compare 7 words. No system call, no store round trip.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <sched.h>
 #include <stdio.h>
@@ -241,7 +242,8 @@ static void on_theirs(cohort_check *c, uint64_t gid, const chk_cfp *f, int lazy)
         }
         compare(c, g, m, f, lazy);
         q_pop(&g->mine);
-        pthread_cond_broadcast(&c->cv);
+        if (c->waiters)
+            pthread_cond_broadcast(&c->cv);
         if (g->removed && !g->mine.n)
             unlink_group(c, g);
         return;
@@ -348,6 +350,7 @@ cohort_status cohort_check_create(cohort_group *world, const cohort_check_option
     c->size = world->size;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    pthread_cond_init(&c->mon_cv, NULL);
     c->cursor = coh_calloc((size_t)c->size, sizeof *c->cursor);
     c->sent = coh_calloc((size_t)c->size, sizeof *c->sent);
     c->recvd = coh_calloc((size_t)c->size, sizeof *c->recvd);
@@ -401,6 +404,7 @@ void cohort_check_destroy(cohort_check *c)
         pthread_mutex_lock(&c->mu);
         c->stop = 1;
         pthread_cond_broadcast(&c->cv);
+        pthread_cond_signal(&c->mon_cv);
         pthread_mutex_unlock(&c->mu);
         pthread_join(c->thr, NULL);
     }
@@ -425,6 +429,7 @@ void cohort_check_destroy(cohort_check *c)
     coh_free(c->fail_value);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
+    pthread_cond_destroy(&c->mon_cv);
     coh_free(c);
 }
 
@@ -543,6 +548,7 @@ void coh_chk_fail(cohort_check *c, int kind, cohort_status st, const char *value
     c->fail_value = value ? coh_strdup(value) : NULL;
     coh_warn("checker: %s", local_text);
     pthread_cond_broadcast(&c->cv);
+    pthread_cond_signal(&c->mon_cv);
 }
 
 /* Waits (bounded) for the monitor's report, then returns the status.
@@ -553,7 +559,10 @@ static cohort_status failed_status(cohort_check *c)
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += 15;
     while (!c->report_ready && !c->stop) {
-        if (pthread_cond_timedwait(&c->cv, &c->mu, &ts) == ETIMEDOUT)
+        c->waiters++;
+        int r = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        c->waiters--;
+        if (r == ETIMEDOUT)
             break;
     }
     return c->status ? c->status : COHORT_ERR_ABORTED;
@@ -561,7 +570,28 @@ static cohort_status failed_status(cohort_check *c)
 
 /* ---- the position (private copy + shared seqlock copy) ---- */
 
-void coh_chk_pos_write(cohort_check *c)
+/* Positions need stall-report precision (ms), not ns: the coarse clock
+ * costs a few ns instead of a vDSO clock read per call. Same clock
+ * (CLOCK_MONOTONIC base) as coh_now_ns, ~4 ms resolution. */
+static uint64_t pos_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Copies what changed into the shared position, under its seqlock: the
+ * fixed fields always (one cache line), strings only when named - a call
+ * writes its op name, its end the last op, and call sites are rare (set by
+ * the monitor for long calls). */
+static void put_str(char *dst, const char *src, size_t cap)
+{
+    size_t l = strnlen(src, cap - 1);
+    memcpy(dst, src, l);
+    dst[l] = 0;
+}
+
+void coh_chk_pos_write(cohort_check *c, unsigned what)
 {
     if (!c->my_aux)
         return;
@@ -569,7 +599,15 @@ void coh_chk_pos_write(cohort_check *c)
     uint32_t v = atomic_load_explicit(&h->pos_ver, memory_order_relaxed);
     atomic_store_explicit(&h->pos_ver, v + 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    memcpy(&h->pos, &c->pos, sizeof c->pos);
+    memcpy(&h->pos, &c->pos, offsetof(chk_pos, op));
+    if (what & CHK_PW_OP)
+        put_str(h->pos.op, c->pos.op, sizeof h->pos.op);
+    if (what & CHK_PW_SITE)
+        put_str(h->pos.site, c->pos.site, sizeof h->pos.site);
+    if (what & CHK_PW_LAST) {
+        put_str(h->pos.last_op, c->pos.last_op, sizeof h->pos.last_op);
+        put_str(h->pos.last_site, c->pos.last_site, sizeof h->pos.last_site);
+    }
     atomic_store_explicit(&h->pos_ver, v + 2, memory_order_release);
 }
 
@@ -678,7 +716,8 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
     f.args_hash = fp->args_hash;
     if (seq)
         *seq = f.seq;
-    c->stats.calls++;
+    if (g->pred != c->rank)
+        c->stats.calls++; /* a group of one has nothing to compare */
 
     /* History: names interned once, then pointer copies. */
     chk_hent *e = &g->hist[f.seq % CHK_HIST];
@@ -695,7 +734,7 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
     c->pos.peer = -1;
     c->pos.gid = g->id;
     c->pos.seq = f.seq;
-    c->pos.start_ns = coh_now_ns();
+    c->pos.start_ns = pos_now();
     copy_op(c->pos.op, fp->op);
     if (fp->file)
         snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", coh_site_base(fp->file), fp->line);
@@ -705,7 +744,7 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
     c->pos_site_done = fp->file != NULL;
     c->stall_warned = 0;
     c->pos.episode++;
-    coh_chk_pos_write(c);
+    coh_chk_pos_write(c, CHK_PW_OP | CHK_PW_SITE);
 
     cohort_status st = publish(c, g, &f);
     if (st == COHORT_OK && g->pred != c->rank) {
@@ -754,21 +793,24 @@ cohort_status cohort_check_end(cohort_check *c, cohort_check_group *g, uint64_t 
         c->pos.state = CHK_POS_IDLE;
         c->pos.last_gid = g->id;
         c->pos.last_seq = seq;
-        c->pos.last_end_ns = coh_now_ns();
-        memcpy(c->pos.last_op, c->pos.op, sizeof c->pos.op);
-        memcpy(c->pos.last_site, c->pos.site, sizeof c->pos.site);
+        c->pos.last_end_ns = pos_now();
+        put_str(c->pos.last_op, c->pos.op, sizeof c->pos.last_op);
+        put_str(c->pos.last_site, c->pos.site, sizeof c->pos.last_site);
         c->pos.episode++;
-        coh_chk_pos_write(c);
+        coh_chk_pos_write(c, CHK_PW_LAST);
     }
+    /* One probe of the predecessor's ring (a cache-line read; a miss only
+     * when its record is there to compare); only SYNCED waits for it. */
     if (pending(g, seq) && g->pred_ring) {
         coh_chk_drain_locked(c, g->pred, 0);
         if (pending(g, seq) && (flags & COHORT_CHECK_SYNCED)) {
             /* The predecessor entered the call, so its record is written
-             * or being written: wait for it, briefly spinning, then
-             * yielding (the monitor would catch it later anyway). */
+             * (before it entered): wait briefly for it to be visible; past
+             * 5 ms the monitor compares it later. */
+            c->stats.sync_waits++;
             uint64_t t0 = coh_now_ns();
             while (pending(g, seq) && !atomic_load_explicit(&c->failed, memory_order_relaxed) &&
-                   coh_now_ns() - t0 < 50 * 1000 * 1000ull) {
+                   coh_now_ns() - t0 < 5 * 1000 * 1000ull) {
                 pthread_mutex_unlock(&c->mu);
                 sched_yield();
                 pthread_mutex_lock(&c->mu);
@@ -803,7 +845,9 @@ cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *g, uint64_t
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
+        c->waiters++;
         pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        c->waiters--;
     }
     cohort_status st = COHORT_OK;
     if (atomic_load_explicit(&c->failed, memory_order_relaxed))
@@ -814,17 +858,20 @@ cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *g, uint64_t
     return st;
 }
 
-void cohort_check_wait_begin(cohort_check *c, int peer, const char *op, const char *file,
-                             int line, const void *pc)
+void cohort_check_wait_begin(cohort_check *c, cohort_check_group *grp, int peer, int tag,
+                             int is_send, const char *op, const char *file, int line,
+                             const void *pc)
 {
     if (!c)
         return;
     pthread_mutex_lock(&c->mu);
     c->pos.state = CHK_POS_WAIT;
     c->pos.peer = peer;
-    c->pos.gid = 0;
+    c->pos.tag = tag;
+    c->pos.is_send = is_send != 0;
+    c->pos.gid = grp ? grp->id : 0;
     c->pos.seq = 0;
-    c->pos.start_ns = coh_now_ns();
+    c->pos.start_ns = pos_now();
     copy_op(c->pos.op, op);
     if (file)
         snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", coh_site_base(file), line);
@@ -834,7 +881,7 @@ void cohort_check_wait_begin(cohort_check *c, int peer, const char *op, const ch
     c->pos_site_done = file != NULL;
     c->stall_warned = 0;
     c->pos.episode++;
-    coh_chk_pos_write(c);
+    coh_chk_pos_write(c, CHK_PW_OP | CHK_PW_SITE);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -846,7 +893,7 @@ void cohort_check_wait_end(cohort_check *c)
     if (c->pos.state == CHK_POS_WAIT) {
         c->pos.state = CHK_POS_IDLE;
         c->pos.episode++;
-        coh_chk_pos_write(c);
+        coh_chk_pos_write(c, 0);
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -911,7 +958,9 @@ cohort_status cohort_check_close(cohort_check *c, int timeout_ms)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
+        c->waiters++;
         pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        c->waiters--;
     }
     if (atomic_load(&c->failed)) {
         cohort_status st = failed_status(c);
@@ -974,4 +1023,26 @@ cohort_status cohort_check_close(cohort_check *c, int timeout_ms)
                            (long long)v, c->size, timeout_ms);
     return coh_err_set(NULL, st, "cohort_check_close: store: %s",
                        cohort_store_last_error(c->st_user));
+}
+
+cohort_status cohort_check_fail_local(cohort_check *c, cohort_check_group *grp, const char *text)
+{
+    if (!c || !grp || !text)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "cohort_check_fail_local: checker, group or text missing");
+    pthread_mutex_lock(&c->mu);
+    char *value = coh_malloc(COH_ERRLEN + 80);
+    char *msg = coh_malloc(COH_ERRLEN);
+    if (value && msg) {
+        snprintf(msg, COH_ERRLEN, "%s: %s", grp->name, text);
+        snprintf(value, COH_ERRLEN + 80, "R %d %s", COHORT_CHECK_MISMATCH, msg);
+        coh_chk_fail(c, COHORT_CHECK_MISMATCH, COHORT_ERR_CONTRACT, value, msg);
+    } else {
+        coh_chk_fail(c, COHORT_CHECK_ABORTED, COHORT_ERR_NOMEM, "R 5 checker: out of memory",
+                     "checker: out of memory");
+    }
+    coh_free(value), coh_free(msg);
+    cohort_status st = failed_status(c);
+    pthread_mutex_unlock(&c->mu);
+    return st;
 }

@@ -65,6 +65,7 @@ _Static_assert(sizeof(chk_rec) <= CHK_REC_BYTES, "record fits");
 enum { CHK_POS_IDLE = 0, CHK_POS_CALL = 1, CHK_POS_WAIT = 2 };
 typedef struct chk_pos {
     int32_t state, peer; /* peer: world rank waited for (CHK_POS_WAIT), -1 any */
+    int32_t tag, is_send; /* CHK_POS_WAIT: the call's tag (-1 any), 1 for a send */
     uint64_t gid, seq, episode, start_ns;
     uint64_t last_gid, last_seq, last_end_ns;
     char op[CHK_OP_MAX];
@@ -127,7 +128,11 @@ struct cohort_check {
     cohort_check_options o;
     int rank, size;
     pthread_mutex_t mu;
-    pthread_cond_t cv;         /* report ready, comparisons made */
+    pthread_cond_t cv;         /* report ready, comparisons made (calling threads) */
+    int waiters;               /* calling threads waiting on cv: comparisons signal
+                                * only then (a wake-up per call would cost a
+                                * context switch per call) */
+    pthread_cond_t mon_cv;     /* the monitor's sleep: a failure, or stop */
     cohort_check_group *groups;
     chk_orphan *orphans;
     chk_intern names;
@@ -177,7 +182,10 @@ int coh_chk_drain_locked(cohort_check *c, int writer, int lazy);
 void coh_chk_handle_store_rec(cohort_check *c, int writer, const chk_rec *r);
 const char *coh_chk_intern(cohort_check *c, int kind, uint64_t h, const char *s);
 cohort_check_group *coh_chk_find(cohort_check *c, uint64_t gid);
-void coh_chk_pos_write(cohort_check *c);
+#define CHK_PW_OP 1u   /* also the op name */
+#define CHK_PW_SITE 2u /* also the call site */
+#define CHK_PW_LAST 4u /* also the last op and site */
+void coh_chk_pos_write(cohort_check *c, unsigned what);
 
 /* check_mon.c */
 void *coh_chk_monitor(void *arg);

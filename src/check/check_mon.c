@@ -31,7 +31,7 @@
 #define HIST_WAIT_MS 3000   /* for every member's history (loaded machines) */
 #define REPORT_WAIT_MS 8000 /* for the detector's report */
 #define FAIL_WAIT_MS 3000   /* for the failure record after the world aborted */
-#define SHOWN_WAIT_MS 3000  /* for every rank to have its report before handlers run */
+#define SHOWN_WAIT_MS 5000  /* for every rank to have reported before the job is ended */
 
 void coh_chk_site(cohort_check *c, const char *file, int line, const void *pc, char *out,
                   size_t len)
@@ -144,9 +144,15 @@ static void finish(cohort_check *c, int kind, cohort_status st, const char *text
         c->status = st;
     snprintf(c->err, sizeof c->err, "%s", text);
     pthread_mutex_unlock(&c->mu);
-    /* Handlers end the job (MPI_Abort kills every rank at once, and the
-     * store lives in world rank 0): first let every rank get its report,
-     * bounded. */
+    cohort_check_event ev = {kind, st, text};
+    coh_info("checker: report ready");
+    if (c->o.handler)
+        c->o.handler(c->o.handler_arg, &ev);
+    else
+        coh_error("checker: %s", text);
+    /* Handlers report; what ends the job (MPI_Abort kills every rank at
+     * once, and the store lives in world rank 0) waits until every rank
+     * has reported, bounded. */
     if (c->st_mon) {
         int64_t v = 0;
         cohort_store_add(c->st_mon, "shown", 5, 1, &v);
@@ -163,12 +169,8 @@ static void finish(cohort_check *c, int kind, cohort_status st, const char *text
     c->report_ready = 1;
     pthread_cond_broadcast(&c->cv);
     pthread_mutex_unlock(&c->mu);
-    if (c->o.handler) {
-        cohort_check_event ev = {kind, st, text};
-        c->o.handler(c->o.handler_arg, &ev);
-    } else {
-        coh_error("checker: %s", text);
-    }
+    if (c->o.abort)
+        c->o.abort(c->o.handler_arg, &ev);
 }
 
 static cohort_status kind_status(int kind)
@@ -321,9 +323,12 @@ static char *my_history(cohort_check *c, uint64_t gid, size_t *len, int **world,
     char sites[CHK_HIST][CHK_SITE_MAX];
     const char *sp[CHK_HIST];
     for (int i = 0; i < CHK_HIST; i++) {
-        coh_chk_site(c, copy.hist[i].file, copy.hist[i].line, copy.hist[i].pc, sites[i],
-                     sizeof sites[i]);
+        sites[i][0] = 0;
         sp[i] = sites[i];
+        uint64_t s = copy.hist[i].f.seq;
+        if (s && s <= copy.seq && copy.seq - s < CHK_HIST) /* a call kept in the history */
+            coh_chk_site(c, copy.hist[i].file, copy.hist[i].line, copy.hist[i].pc, sites[i],
+                         sizeof sites[i]);
     }
     return coh_chk_hist_format(&copy, sp, len);
 }
@@ -334,6 +339,8 @@ static void report_mismatch(cohort_check *c, uint64_t gid, int detector, const c
     int *world = NULL, n = 0, me = -1;
     size_t hl = 0;
     char *h = my_history(c, gid, &hl, &world, &n, &me, name, sizeof name);
+    coh_info("checker: mismatch in group %016" PRIx64 " found by member %d; this rank is member %d",
+             gid, detector, me);
     char *final = coh_malloc(COH_ERRLEN);
     if (!final) {
         coh_free(h), coh_free(world);
@@ -382,6 +389,7 @@ static void report_mismatch(cohort_check *c, uint64_t gid, int detector, const c
         coh_free(keys), coh_free(kp), coh_free(kl), coh_free(vl), coh_free(vals);
         snprintf(key, sizeof key, "report/%016" PRIx64, gid);
         cohort_store_set(c->st_mon, key, strlen(key), final, strlen(final));
+        coh_info("checker: report published");
     } else {
         char *v = NULL;
         snprintf(key, sizeof key, "report/%016" PRIx64, gid);
@@ -401,6 +409,7 @@ static void handle_failure(cohort_check *c)
     pthread_mutex_unlock(&c->mu);
     void *cur = NULL;
     size_t curlen = 0;
+    coh_info("checker: handling a failure (%s)", mine ? "found here" : "found elsewhere");
     if (mine && c->st_mon) {
         /* The first detector's record wins; then wake every rank. */
         cohort_status st = cohort_store_compare_set(c->st_mon, "fail", 4, NULL, 0, mine,
@@ -612,6 +621,17 @@ static void check_deadlock(cohort_check *c)
         if (!read_pos(c, w, &cur, &age))
             return;
     }
+    /* A send and the receive it waits for (or the other way round) match:
+     * that pair progresses, so the cycle is not a deadlock. */
+    for (int i = 0; i < n; i++) {
+        const chk_pos *a = &pos[i], *b = &pos[(i + 1) % n];
+        int ra = ranks[i];
+        if (a->gid != b->gid || b->peer != ra || a->is_send == b->is_send)
+            continue;
+        const chk_pos *rcv = a->is_send ? b : a, *snd = a->is_send ? a : b;
+        if (rcv->tag < 0 || rcv->tag == snd->tag)
+            return;
+    }
     /* A cycle through this rank. The lowest rank in it reports, once the
      * same waits (episodes) have lasted deadlock_ms. */
     uint64_t sig = 0;
@@ -669,7 +689,7 @@ static void resolve_own_site(cohort_check *c)
     if (c->pos.episode == ep) {
         snprintf(c->pos.site, sizeof c->pos.site, "%s", site);
         c->pos_site_done = 1;
-        coh_chk_pos_write(c);
+        coh_chk_pos_write(c, CHK_PW_SITE);
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -739,7 +759,7 @@ void *coh_chk_monitor(void *arg)
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000L;
             }
-            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+            pthread_cond_timedwait(&c->mon_cv, &c->mu, &ts);
         }
         pthread_mutex_unlock(&c->mu);
     }

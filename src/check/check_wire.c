@@ -271,13 +271,15 @@ int coh_chk_hist_parse(const char *v, size_t len, uint64_t *gid, int *member, ch
 /* ---- position ---- */
 
 #define POS_MAGIC "cohort-check-pos 1 "
+/* state peer tag is_send gid seq episode age last_gid last_seq last_end, then
+ * four tab-separated strings */
 
 size_t coh_chk_pos_format(const chk_pos *p, char *out, size_t len)
 {
     size_t pos = (size_t)snprintf(
-        out, len, POS_MAGIC "%d %d %" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIx64
+        out, len, POS_MAGIC "%d %d %d %d %" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIx64
                             " %" PRIu64 " %" PRIu64 "\t",
-        p->state, p->peer, p->gid, p->seq, p->episode, p->start_ns, p->last_gid, p->last_seq,
+        p->state, p->peer, p->tag, p->is_send, p->gid, p->seq, p->episode, p->start_ns, p->last_gid, p->last_seq,
         p->last_end_ns);
     if (pos >= len)
         return len ? len - 1 : 0;
@@ -299,13 +301,14 @@ int coh_chk_pos_parse(const char *v, size_t len, chk_pos *p)
         return -1;
     cur c = {v + ml, v + len};
     if (eat_int(&c, &p->state) || eat_ch(&c, ' ') || eat_int(&c, &p->peer) || eat_ch(&c, ' ') ||
+        eat_int(&c, &p->tag) || eat_ch(&c, ' ') || eat_int(&c, &p->is_send) || eat_ch(&c, ' ') ||
         eat_u64(&c, 16, &p->gid) || eat_ch(&c, ' ') || eat_u64(&c, 10, &p->seq) ||
         eat_ch(&c, ' ') || eat_u64(&c, 10, &p->episode) || eat_ch(&c, ' ') ||
         eat_u64(&c, 10, &p->start_ns) || eat_ch(&c, ' ') || eat_u64(&c, 16, &p->last_gid) ||
         eat_ch(&c, ' ') || eat_u64(&c, 10, &p->last_seq) || eat_ch(&c, ' ') ||
         eat_u64(&c, 10, &p->last_end_ns) || eat_ch(&c, '\t'))
         return -1;
-    if (p->state < CHK_POS_IDLE || p->state > CHK_POS_WAIT)
+    if (p->state < CHK_POS_IDLE || p->state > CHK_POS_WAIT || p->is_send < 0 || p->is_send > 1)
         return -1;
     eat_field(&c, p->op, sizeof p->op);
     if (eat_ch(&c, '\t'))

@@ -59,6 +59,10 @@ static const coh_envvar table[] = {
     {"COHORT_ETCD_CERT", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     {"COHORT_ETCD_KEY", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     {"COHORT_ETCD_PLUGIN", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
+    /* libcohort-mpi, the PMPI layer (docs/mpi.md) */
+    {"COHORT_MPI", COH_ENV_CHOICE, COH_ENV_LIB, "on|off|1|0", 0, 0},
+    {"COHORT_MPI_STATS", COH_ENV_CHOICE, COH_ENV_LIB, "0|1", 0, 0},
+    {"COHORT_MPI_STORE_ADDR", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     /* fault injection (tests) */
     {"COHORT_FAULT_ALLOC", COH_ENV_INT, COH_ENV_LIB, NULL, -1, LONG_MAX},
     /* set by cohortrun for its workers */
@@ -72,6 +76,11 @@ static const coh_envvar table[] = {
     {"COHORT_FULL_MATRIX", COH_ENV_CHOICE, COH_ENV_TOOLS, "0|1", 0, 0},
     {"COHORT_FUZZ_CORPUS", COH_ENV_STRING, COH_ENV_TOOLS, NULL, 0, 0},
     {"COHORT_PERF", COH_ENV_STRING, COH_ENV_TOOLS, NULL, 0, 0},
+    {"COHORT_SUITE_LOG", COH_ENV_STRING, COH_ENV_TOOLS, NULL, 0, 0},
+    /* python/setup.py (building the binding) */
+    {"COHORT_CMAKE_ARGS", COH_ENV_STRING, COH_ENV_TOOLS, NULL, 0, 0},
+    {"COHORT_BUILD_JOBS", COH_ENV_INT, COH_ENV_TOOLS, NULL, 1, 4096},
+    {"COHORT_LIB_BUILD_DIR", COH_ENV_STRING, COH_ENV_TOOLS, NULL, 0, 0},
     {NULL, 0, 0, NULL, 0, 0},
 };
 

@@ -41,6 +41,7 @@ enum scen {
     S_DEADLOCK,
     S_LATE_LAZY,
     S_BURST,
+    S_SENDRECV,
 };
 
 typedef struct scase {
@@ -82,8 +83,13 @@ static void handler(void *arg, const cohort_check_event *ev)
     write_file(".kind", line, "w");
     write_file("", ev->text, "w");
     fprintf(stderr, "rank %d: checker event %d: %s\n", g_rank, ev->kind, ev->text);
-    /* As MPI_Abort ends a rank: killed, no exit handlers (and no sanitizer
-     * exit-time reports about the threads it could not join). */
+}
+
+/* As MPI_Abort ends a rank: killed, no exit handlers (and no sanitizer
+ * exit-time reports about the threads it could not join). */
+static void end_job(void *arg, const cohort_check_event *ev)
+{
+    (void)arg, (void)ev;
     raise(SIGKILL);
 }
 
@@ -152,6 +158,7 @@ static int rank_main(int rank, void *arg)
     cohort_check_options o;
     cohort_check_options_init(&o);
     o.handler = handler;
+    o.abort = end_job;
     o.transport = sc->transport;
     o.stall_warn_ms = sc->s == S_STALL ? 700 : -1;
     o.timeout_ms = sc->s == S_TIMEOUT ? 1500 : -1;
@@ -301,8 +308,16 @@ static int rank_main(int rank, void *arg)
         break;
     case S_DEADLOCK:
         /* both ranks "block in MPI_Recv" from each other */
-        cohort_check_wait_begin(c, 1 - rank, "MPI_Recv", "a.c", rank ? 52 : 40, NULL);
+        cohort_check_wait_begin(c, gw, 1 - rank, 5, 0, "MPI_Recv", "a.c", rank ? 52 : 40, NULL);
         sleep(30);
+        cohort_check_wait_end(c);
+        break;
+    case S_SENDRECV:
+        /* a send and the receive it waits for match: a slow transfer, not a
+         * deadlock (both "blocked" for 2 s, twice deadlock_ms) */
+        cohort_check_wait_begin(c, gw, 1 - rank, 5, rank == 0, rank ? "MPI_Recv" : "MPI_Send",
+                                "a.c", 60, NULL);
+        usleep(2000 * 1000);
         cohort_check_wait_end(c);
         break;
     }
@@ -425,12 +440,14 @@ static const scase cases[] = {
     {S_DEADLOCK, 2, 0, 40 + COHORT_CHECK_DEADLOCK,
      {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40",
       "rank 1 waits for rank 0 in MPI_Recv at a.c:52"}},
+    {S_SENDRECV, 2, 0, 0, {NULL}},
     /* the store path */
     {S_CLEAN, 4, 1, 0, {NULL}},
     {S_COUNT, 4, 1, MIS, {"count differs", "ranks 0-2 have 1024", "rank 3 has 512"}},
     {S_SKIP, 4, 1, MIS, {"rank 3", "skipped", "Bcast #6"}},
     {S_DEADLOCK, 2, 1, 40 + COHORT_CHECK_DEADLOCK,
      {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40"}},
+    {S_SENDRECV, 2, 1, 0, {NULL}},
 };
 
 START_TEST(check_scenario)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# run_good.sh <openmpi|mpich> <libcohort-mpi-*.so> <bindir> - a correct
+# program using every checked collective must never be flagged: exit 0, no
+# report, every call compared, and the same checksum as the bare run; on 2,
+# 3 and 4 ranks.
+set -u
+impl=$1 lib=$2 bindir=$3
+. "$(dirname "$0")/launch.sh"
+fail=0
+for n in 2 3 4; do
+  launcher "$impl" "$n" ""
+  bare=$(timeout 300 "${L[@]}" "$bindir/good_all" 3 2>&1)
+  rc0=$?
+  launcher "$impl" "$n" "$lib"
+  [ "$impl" = openmpi ] && L+=(-x COHORT_MPI_STATS=1) || L+=(-genv COHORT_MPI_STATS 1)
+  out=$(timeout 300 "${L[@]}" "$bindir/good_all" 3 2>&1)
+  rc=$?
+  want=$(grep '^checksum' <<<"$bare")
+  got=$(grep '^checksum' <<<"$out")
+  bad=""
+  [ $rc0 = 0 ] && [ -n "$want" ] || bad="the bare run failed ($rc0)"
+  [ $rc = 0 ] || bad="$bad; exit code $rc"
+  [ "$want" = "$got" ] || bad="$bad; checksum '$got' under the layer, '$want' bare"
+  grep -q "error:" <<<"$out" && bad="$bad; a report"
+  stats=$(grep -c "^cohort-mpi: rank [0-9]*: stats: .*), all compared$" <<<"$out")
+  [ "$stats" = "$n" ] || bad="$bad; $stats of $n ranks compared all their calls"
+  if [ -n "$bad" ]; then
+    echo "FAIL $impl good_all -n $n: $bad"; echo "$out" | sed 's/^/    /' | head -30; fail=1
+  else
+    echo "ok   $impl good_all -n $n: $got, $(grep -m1 'stats:' <<<"$out")"
+  fi
+done
+exit $fail
