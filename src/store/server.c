@@ -1037,7 +1037,7 @@ static int body_reserve(conn *c, size_t want)
     }
     if (!c->body_blob) {
         nb->refs = 1;
-        nb->cost = 0;
+        nb->orphan[0] = nb->orphan[1] = NULL;
     }
     nb->data = nb->storage;
     nb->len = nb->room = ncap;
