@@ -139,14 +139,14 @@ def test_torch_tensors(run_job):
     assert not job.values(0, "SKIP")
 
 
-def sigint_job(targets):
-    """Starts the sigint case on 3 ranks, sends SIGINT to `targets` (ranks)
+def sigint_job(targets, case="sigint", n=3):
+    """Starts a sigint case on n ranks, sends SIGINT to `targets` (ranks)
     once every rank is blocked; returns (job, time sent)."""
-    p = subprocess.Popen(launch_cmd(3, "sigint"), env=job_env(), stdout=subprocess.PIPE,
+    p = subprocess.Popen(launch_cmd(n, case), env=job_env(), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     pids, ready, out = {}, set(), []
     deadline = time.monotonic() + 60
-    while len(ready) < 3 and time.monotonic() < deadline:
+    while len(ready) < n and time.monotonic() < deadline:
         line = p.stdout.readline()
         if not line:
             break
@@ -156,7 +156,7 @@ def sigint_job(targets):
             pids[int(m.group(1))] = int(m.group(3))
         elif m:
             ready.add(int(m.group(1)))
-    assert len(ready) == 3, "".join(out)
+    assert len(ready) == n, "".join(out)
     time.sleep(0.5)  # into the blocking call
     sent = time.time()
     for r in targets:
@@ -211,3 +211,21 @@ def test_checker_mismatch_reported_on_every_rank(run_job):
     for r in range(3):
         (m,) = job.values(r, "MISMATCH")
         assert m.startswith(("ContractError", "AbortedError")), m
+
+
+def test_with_block_aborts_the_group_on_an_exception(run_job):
+    job = run_job(3, "with_block")
+    assert job.values(1, "RAISED") == ["bad input on one rank"]
+    for r in (0, 2):
+        (m,) = job.values(r, "ABORTED_BY")
+        assert "aborted by rank 1: ValueError raised on rank 1" in m, m
+
+
+def test_group_finalized_when_collected(run_job):
+    run_job(3, "no_finalize")
+
+
+def test_sigint_during_init():
+    job, sent = sigint_job([0, 1], case="sigint_init", n=2)
+    kind, t = caught(job, 0)
+    assert kind == "KeyboardInterrupt" and t - sent < 1.0, (t - sent, job)

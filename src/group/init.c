@@ -534,7 +534,101 @@ static cohort_status group_start(cohort_group *g)
     return COHORT_OK;
 }
 
+/* Connects to the job's store within COHORT_TIMEOUT. A store that is not
+ * up yet (rank 0 starts later) is retried in slices, with a line after 5 s
+ * and then every 10 s saying what this rank waits for. A slice that ends
+ * early failed for another reason than "not reachable yet": returned. */
+static cohort_status store_connect_reporting(cohort_group *g, const char *what)
+{
+    uint64_t start = coh_now_ns(), dl = coh_deadline_ns(g->timeout_ms);
+    int slice = 5000;
+    for (;;) {
+        int left = coh_ms_left(dl);
+        int t = COH_MIN(left, slice);
+        uint64_t t0 = coh_now_ns();
+        cohort_status st = coh_store_connect_gen(&g->store_root, g->store_addr, g->job_id,
+                                                 g->token, g->generation, t);
+        int took = (int)((coh_now_ns() - t0) / 1000000);
+        if (st == COHORT_OK || took + 100 < t)
+            return st;
+        if (t == left) {
+            /* The store's message counts the last slice: say the whole wait. */
+            char msg[COH_ERRLEN], *w = strstr(cohort_last_error(NULL), "within ");
+            snprintf(msg, sizeof msg, "%s", cohort_last_error(NULL));
+            if (w && slice > 5000) {
+                char *num = msg + (w - cohort_last_error(NULL)) + 7, *end;
+                strtol(num, &end, 10);
+                if (end > num && !strncmp(end, " ms", 3)) {
+                    char tail[COH_ERRLEN];
+                    snprintf(tail, sizeof tail, "%s", end);
+                    snprintf(num, sizeof msg - (size_t)(num - msg), "%d%s", g->timeout_ms, tail);
+                }
+            }
+            return coh_err_set(NULL, st, "%s", msg);
+        }
+        if (g->store_root) {
+            cohort_store_close(g->store_root);
+            g->store_root = NULL;
+        }
+        coh_warn("waiting for the store at %s (%s) to accept this rank, %.0f s of %.0f s: %s",
+                 g->store_addr, what, (double)(coh_now_ns() - start) / 1e9, g->timeout_ms / 1e3,
+                 cohort_last_error(NULL));
+        slice = 10000;
+    }
+}
+
 cohort_status cohort_init(cohort_group **group) { return cohort_init_opts(group, NULL); }
+
+/* Under torchrun without COHORT_TOKEN (torchrun_env.c): rank 0 makes the
+ * job's secret and publishes it in torchrun's store, per generation; the
+ * others read it (waiting up to the init timeout). */
+static cohort_status token_through_store(cohort_group *g)
+{
+    char key[48];
+    snprintf(key, sizeof key, "token/gen%u", g->generation);
+    char tok[65];
+    if (g->rank == 0) {
+        unsigned char raw[32];
+        cohort_status st = coh_random(raw, sizeof raw);
+        if (st != COHORT_OK)
+            return st;
+        for (size_t i = 0; i < sizeof raw; i++)
+            snprintf(tok + 2 * i, 3, "%02x", raw[i]);
+        memset(raw, 0, sizeof raw);
+        st = cohort_store_set(g->store_root, key, strlen(key), tok, strlen(tok));
+        if (st != COHORT_OK)
+            return coh_err_set(NULL, st, "publishing the job's token in torchrun's store: %s",
+                               cohort_store_last_error(g->store_root));
+    } else {
+        void *v = NULL;
+        size_t vl = 0;
+        cohort_status st =
+            cohort_store_get(g->store_root, key, strlen(key), &v, &vl, g->timeout_ms);
+        if (st != COHORT_OK)
+            return coh_err_set(NULL, st,
+                               "reading the job's token from torchrun's store (rank 0 publishes "
+                               "it): %s",
+                               cohort_store_last_error(g->store_root));
+        if (vl != 64) {
+            free(v);
+            return coh_err_set(NULL, COHORT_ERR_PROTOCOL,
+                               "the job's token in torchrun's store is %zu bytes, not 64", vl);
+        }
+        memcpy(tok, v, 64);
+        tok[64] = 0;
+        free(v);
+    }
+    char *t = coh_strdup(tok);
+    memset(tok, 0, sizeof tok);
+    if (!t)
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "cohort_init: out of memory");
+    if (g->token) {
+        memset(g->token, 0, strlen(g->token));
+        coh_free(g->token);
+    }
+    g->token = t;
+    return COHORT_OK;
+}
 
 cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
 {
@@ -591,8 +685,10 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
             snprintf(g->store_addr, sizeof g->store_addr, "127.0.0.1:%d",
                      cohort_store_server_port(g->server));
     }
-    st = coh_store_connect_gen(&g->store_root, g->store_addr, g->job_id, g->token, g->generation,
-                               g->timeout_ms);
+    st = store_connect_reporting(g, s.host_store     ? "hosted by this rank"
+                                    : s.store_port ? "rank 0 hosts it at MASTER_ADDR:MASTER_PORT: "
+                                                     "has rank 0 started?"
+                                                   : "COHORT_STORE");
     if (st != COHORT_OK) {
         char why[COH_ERRLEN];
         snprintf(why, sizeof why, "%s",
@@ -602,6 +698,10 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
             coh_err_set(NULL, st, "%s", why);
         else
             coh_err_set(NULL, st, "connecting to the store at %s: %s", g->store_addr, why);
+        coh_group_free(g);
+        return st;
+    }
+    if (s.token_via_store && (st = token_through_store(g)) != COHORT_OK) {
         coh_group_free(g);
         return st;
     }
