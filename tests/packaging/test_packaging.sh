@@ -92,6 +92,28 @@ etcd_check "$pk/app_static" missing COHORT_ETCD_PLUGIN="$tmp/nowhere/libcohort-e
 mv "$libdir/libcohort-etcd.so" "$tmp/"
 etcd_check "$pk/app_shared" missing
 mv "$tmp/libcohort-etcd.so" "$libdir/"
+# Files that are not this libcohort's plugin are refused with a reason: a
+# library without the entry point, and one whose entry refuses the host.
+printf 'int not_the_plugin(void) { return 0; }\n' >"$tmp/noentry.c"
+printf '%s\n' '#include <stdio.h>' \
+  'const void *cohort_etcd_plugin_v1(const void *host, char *why, unsigned long n)' \
+  '{ (void)host; snprintf(why, n, "built for cohort 9.9"); return 0; }' >"$tmp/refuse.c"
+quiet cc -shared -fPIC "$tmp/noentry.c" -o "$tmp/noentry.so"
+quiet cc -shared -fPIC "$tmp/refuse.c" -o "$tmp/refuse.so"
+out=$(COHORT_ETCD_PLUGIN=$tmp/noentry.so "$pk/app_shared" etcd etcd://127.0.0.1:1/t 2>&1)
+grep -q 'COHORT_ERR_UNSUPPORTED.*cohort_etcd_plugin_v1' <<<"$out" || fail "plugin without entry: $out"
+out=$(COHORT_ETCD_PLUGIN=$tmp/refuse.so "$pk/app_shared" etcd etcd://127.0.0.1:1/t 2>&1)
+grep -q 'COHORT_ERR_UNSUPPORTED.*refuse.so: built for cohort 9.9' <<<"$out" || fail "refusing plugin: $out"
+# The real plugin built as another version: refused by its own check.
+mkdir -p "$tmp/v99"
+sed 's/#define COHORT_VERSION_STRING .*/#define COHORT_VERSION_STRING "9.9.9"/' \
+    "$build/cohort_config.h" >"$tmp/v99/cohort_config.h"
+quiet cc -shared -fPIC -fvisibility=hidden -D_GNU_SOURCE -std=c11 -I"$tmp/v99" -I"$src/include" \
+    -I"$src/src" "$src"/src/store/etcd/*.c -o "$tmp/v99/libcohort-etcd.so" \
+    $(pkg-config --cflags --libs libcurl jansson libsodium) -pthread
+out=$(COHORT_ETCD_PLUGIN=$tmp/v99/libcohort-etcd.so "$pk/app_shared" etcd etcd://127.0.0.1:1/t 2>&1)
+grep -q 'the plugin is cohort 9.9.9 .*the library is cohort 0' <<<"$out" ||
+  fail "plugin of another version: $out"
 # A version the package does not provide is refused.
 cat >"$tmp/v.cmake" <<V
 find_package(cohort 9.0 CONFIG QUIET PATHS "$prefix" NO_DEFAULT_PATH)
