@@ -37,6 +37,7 @@ class CMakeBuildExt(build_ext):
         etcd = pkg_config("--exists", "libcurl", "jansson") is not None
         cfg = ["cmake", "-S", ROOT, "-B", bdir, "-DCMAKE_BUILD_TYPE=Release",
                "-DCOHORT_TESTS=OFF", "-DCOHORT_TOOLS=OFF", "-DCOHORT_FUZZ=OFF",
+               "-DCOHORT_PYTHON_CHECK=OFF",
                "-DCOHORT_SANITIZER=", f"-DCOHORT_ETCD={'ON' if etcd else 'OFF'}"]
         cfg += shlex.split(os.environ.get("COHORT_CMAKE_ARGS", ""))
         jobs = os.environ.get("COHORT_BUILD_JOBS") or str(os.cpu_count() or 2)

@@ -131,6 +131,39 @@ static int rank_late_join(int rank, void *arg)
     return 0;
 }
 
+/* Rank 0 hosts the store and starts late: the others say what they wait
+ * for instead of waiting silently. */
+static int rank_late_store(int rank, void *arg)
+{
+    (void)arg;
+    capture_stderr(rank);
+    if (rank == 0)
+        usleep(6500 * 1000);
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    RANK_PASS(cohort_barrier(g), g);
+    RANK_PASS(cohort_finalize(g), NULL);
+    if (rank == 1) {
+        char out[16384];
+        read_stderr(1, out, sizeof out);
+        RANK_CHECK(strstr(out, "waiting for the store at 127.0.0.1:") &&
+                       strstr(out, "rank 0 hosts it at MASTER_ADDR:MASTER_PORT"),
+                   "stderr: %s", out);
+    }
+    return 0;
+}
+
+START_TEST(init_reports_missing_store)
+{
+    make_tmpdir();
+    cht_opts o = {.nranks = 2, .deadline_ms = 40000, .extra_env = "COHORT_TIMEOUT=60"};
+    cht_result r;
+    cht_run_ranks(&o, rank_late_store, NULL, &r);
+    remove_tmpdir();
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 START_TEST(init_reports_missing_ranks)
 {
     make_tmpdir();
@@ -314,6 +347,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, world_size_disagreement_fails_fast);
     tcase_add_test(tc, init_reports_missing_ranks);
+    tcase_add_test(tc, init_reports_missing_store);
     tcase_add_loop_test(tc, stall_reports_repeat_fresh, 0, 2);
     tcase_add_loop_test(tc, finalize_while_others_in_a_call, 0, 2);
     tcase_add_loop_test(tc, mismatch_logs_once_and_dumps_failed, 0, 2);
