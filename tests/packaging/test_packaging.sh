@@ -141,6 +141,8 @@ quiet cmake -S "$here/consumer" -B "$sd" -DMODE=subdir -DCOHORT_SRC="$src"
 grep -q '^COHORT_TESTS:BOOL=OFF' "$sd/CMakeCache.txt" || fail "tests on by default in a subproject"
 grep -q '^COHORT_TOOLS:BOOL=OFF' "$sd/CMakeCache.txt" || fail "tools on by default in a subproject"
 grep -q '^COHORT_WERROR:BOOL=OFF' "$sd/CMakeCache.txt" || fail "-Werror on by default in a subproject"
+grep -q '^COHORT_MPI:BOOL=OFF' "$sd/CMakeCache.txt" || fail "the PMPI layer on by default in a subproject"
+grep -q '^COHORT_PYTHON_CHECK:BOOL=OFF' "$sd/CMakeCache.txt" || fail "the Python check on by default in a subproject"
 grep -q '^CMAKE_BUILD_TYPE:STRING=$' "$sd/CMakeCache.txt" || fail "cohort set the parent's CMAKE_BUILD_TYPE"
 quiet cmake --build "$sd" -j$jobs --target app_shared app_static cohort-etcd
 run2 "$sd/app_shared"
