@@ -365,6 +365,19 @@ PyTypeObject CpyWork_Type = {
 static PyObject *run(GroupObject *self, call *c, cpy_buf *b, PyObject *result, int async)
 {
     cohort_status st;
+    /* Two different views of overlapping memory are neither in place nor
+     * out of place: the result would be silently wrong. */
+    if (b[0].ptr && b[1].ptr && b[0].ptr != b[1].ptr && b[0].nbytes && b[1].nbytes &&
+        (char *)b[0].ptr < (char *)b[1].ptr + b[1].nbytes &&
+        (char *)b[1].ptr < (char *)b[0].ptr + b[0].nbytes) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: send and recv overlap without being the same buffer (pass the same "
+                     "object, or recv=None, for in place)",
+                     c->name);
+        cpy_buf_release(&b[0]);
+        cpy_buf_release(&b[1]);
+        return NULL;
+    }
     if (!async) {
         self->issuing++;
         self->inflight++;

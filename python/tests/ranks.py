@@ -296,6 +296,8 @@ def refuse(g):
         expect(TypeError, g.all_reduce, ro)                                     # in place, read-only
         expect(TypeError, g.broadcast, ro, root=1)                              # written off the root
         expect(ValueError, g.all_reduce, f, np.zeros(9, np.float32))            # size
+        ov = np.zeros(16, np.float32)
+        expect(ValueError, g.all_reduce, ov[:8], ov[4:12])                     # overlap
         expect(TypeError, g.all_reduce, f, np.zeros(8, np.float64))             # dtype
         expect(TypeError, g.all_reduce, np.zeros(4, np.int16))                  # no int16
         expect(TypeError, g.all_reduce, np.zeros(4, np.complex64))

@@ -34,6 +34,7 @@ def test_bad_buffers_refused_before_anything_moves(run_job):
     assert any("not contiguous" in l for l in refused)
     assert any("read-only" in l for l in refused)
     assert any("recv has 9 elements, expected 8" in l for l in refused)
+    assert any("send and recv overlap" in l for l in refused)
     # the library's own checks name the Python call site
     assert any(re.search(r"InvalidArgumentError broadcast \(.*ranks\.py:\d+\): root 3", l)
                for l in refused), refused

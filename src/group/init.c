@@ -630,15 +630,18 @@ static cohort_status token_through_store(cohort_group *g)
     return COHORT_OK;
 }
 
-cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
+/* cohort_init_opts' body; *written is the token file this rank wrote
+ * (rank 0 under srun/mpirun without COHORT_TOKEN), for the caller to remove
+ * should init fail. */
+static cohort_status init_group(cohort_group **group, const cohort_options *o, char *written,
+                                size_t wlen)
 {
-    if (!group)
-        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_init: group is NULL");
-    *group = NULL;
     coh_settings s;
     cohort_status st = coh_settings_resolve(o, &s);
     if (st != COHORT_OK)
         return st;
+    if (s.token_file[0] && s.rank == 0)
+        snprintf(written, wlen, "%s", s.token_file);
     coh_log_set_rank(s.rank);
     cohort_group *g = coh_group_alloc(s.rank, s.size);
     if (!g)
@@ -711,14 +714,25 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
         coh_group_free(g);
         return st;
     }
-    /* Every rank has read the job's token file to get here: rank 0 removes
-     * the secret from the filesystem. */
-    if (s.token_file[0] && g->rank == 0)
-        unlink(s.token_file);
     coh_info("joined: rank %d of %d, generation %u, %d host(s)", g->rank, g->size, g->generation,
              g->n_hosts);
     *group = g;
     return COHORT_OK;
+}
+
+cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
+{
+    if (!group)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_init: group is NULL");
+    *group = NULL;
+    char written[sizeof ((coh_settings *)0)->token_file] = "";
+    cohort_status st = init_group(group, o, written, sizeof written);
+    /* The job's token file: once rank 0's init returns every rank has read
+     * it (they joined), and if rank 0's init failed the job cannot start
+     * with it either - the secret leaves the filesystem both ways. */
+    if (written[0])
+        unlink(written);
+    return st;
 }
 
 /* The closing check. A rank whose part in a call was send-only (a broadcast

@@ -1702,21 +1702,27 @@ static void *server_thread(void *arg)
     return NULL;
 }
 
+cohort_status coh_store_server_spawn(cohort_store_server *s)
+{
+    int e = pthread_create(&s->thr, NULL, server_thread, s);
+    if (e) {
+        server_free(s);
+        return coh_err_sys(NULL, COHORT_ERR_SYSTEM, "pthread_create", e, "store server thread");
+    }
+    s->thr_started = 1;
+    return COHORT_OK;
+}
+
 cohort_status cohort_store_server_start(cohort_store_server **out,
                                         const cohort_store_server_opts *opts)
 {
     cohort_status st = cohort_store_server_create(out, opts);
     if (st)
         return st;
-    cohort_store_server *s = *out;
-    int e = pthread_create(&s->thr, NULL, server_thread, s);
-    if (e) {
-        server_free(s);
+    st = coh_store_server_spawn(*out);
+    if (st)
         *out = NULL;
-        return coh_err_sys(NULL, COHORT_ERR_SYSTEM, "pthread_create", e, "store server thread");
-    }
-    s->thr_started = 1;
-    return COHORT_OK;
+    return st;
 }
 
 cohort_status cohort_store_server_run(cohort_store_server *s, volatile int *stop_flag)

@@ -242,9 +242,10 @@ static int attack_parent(tf_shared *sh, void *arg)
     for (int i = 0; i < TCP_HS_MAX_IN + 8; i++)
         if ((fds[nf] = dial(a0)) >= 0)
             nf++;
-    for (int i = 0; i < nf; i++) {
-        /* Each gets its challenge at accept, then a refusal: BUSY when
-         * evicted, TIMEOUT at the deadline. */
+    for (int i = 0; i < nf && i < 8; i++) {
+        /* Accepted in dial order, each gets its challenge at accept; the
+         * 8 oldest are then evicted (BUSY) for the 8 newest. The others
+         * would be closed at the 2 s deadline: not waited for here. */
         int t = read_frame(fds[i], body, &bl);
         if (t == COH_HS_CHALLENGE && refusal(fds[i]) == COH_HS_BUSY)
             busy++;
