@@ -176,6 +176,16 @@ def collectives(g):
     # count 0 is legal
     g.all_reduce(np.zeros(0, np.float32))
     g.barrier()
+    # the rest of the Group surface
+    assert g.generation == int(os.environ.get("COHORT_GENERATION", "1"))
+    assert g.last_error == "" and g.parent is None and not g.closed
+    assert repr(g).startswith(f"<cohort.Group rank {g.rank} of {g.size}")
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        g.trace_dump(d)
+        assert any(f.endswith(".jsonl") for f in os.listdir(d)), os.listdir(d)
+    assert cohort.dtype_size("bfloat16") == 2 and cohort.dtype_name(np.float32) == "float32"
+    assert cohort._callsite()[0].endswith("ranks.py")
 
 
 @case
