@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +378,44 @@ START_TEST(generation_advances_one_step)
     cohort_store_close(b1);
     cohort_store_close(g2);
     cohort_store_close(g1);
+    cohort_store_server_stop(s);
+}
+END_TEST
+
+/* A connect storm larger than max_unauth (48 clients at once, cap 16) is
+ * admitted, not refused: the clients beyond the cap wait in the listen
+ * backlog until the first ones authenticate. */
+static int storm_port;
+static atomic_int storm_ok;
+
+static void *storm_client(void *arg)
+{
+    (void)arg;
+    int fd = su_raw_connect(storm_port);
+    if (fd >= 0 && su_raw_auth(fd, JOB_A, TOK_A, 0) == COHORT_OK)
+        atomic_fetch_add(&storm_ok, 1);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+START_TEST(connect_storm_over_unauth_cap_admitted)
+{
+    cohort_store_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_unauth = 16;
+    char addr[64];
+    cohort_store_server *s = su_server(&o, addr, sizeof addr);
+    storm_port = su_port_of(addr);
+    atomic_store(&storm_ok, 0);
+    enum { N = 48 };
+    pthread_t th[N];
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, storm_client, NULL), 0);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_msg(atomic_load(&storm_ok) == N, "%d of %d clients authenticated",
+                  atomic_load(&storm_ok), N);
     cohort_store_server_stop(s);
 }
 END_TEST
@@ -878,6 +918,7 @@ static Suite *suite(void)
     tcase_add_test(t, fd_limit_embedded);
     tcase_add_test(t, auth_deadline_not_extended_by_bytes);
     tcase_add_test(t, unauth_cannot_lock_out);
+    tcase_add_test(t, connect_storm_over_unauth_cap_admitted);
     tcase_add_test(t, bad_connection_flood_log_bounded);
     suite_add_tcase(s, t);
     TCase *m = tcase_create("memory");
