@@ -4,7 +4,8 @@ The library is configured and built with the repository's own CMake (a
 position-independent static libcohort.a, no tests, no tools) under the
 setuptools build directory, and linked into the extension. COHORT_SOURCE_DIR
 points at another checkout; COHORT_CMAKE_ARGS adds CMake arguments;
-COHORT_BUILD_JOBS sets the build's parallelism (default: the CPU count).
+COHORT_BUILD_JOBS sets the build's parallelism (default: the CPU count);
+COHORT_LIB_BUILD_DIR puts libcohort's build elsewhere (e.g. a sanitizer build).
 """
 import os
 import shlex
@@ -30,11 +31,13 @@ class CMakeBuildExt(build_ext):
     def run(self):
         if not os.path.exists(os.path.join(ROOT, "include", "cohort.h")):
             sys.exit(f"cohort: no libcohort sources at {ROOT} (set COHORT_SOURCE_DIR)")
-        bdir = os.path.join(os.path.abspath(self.build_temp), "libcohort")
+        bdir = os.environ.get("COHORT_LIB_BUILD_DIR") or os.path.join(
+            os.path.abspath(self.build_temp), "libcohort")
         os.makedirs(bdir, exist_ok=True)
         etcd = pkg_config("--exists", "libcurl", "jansson") is not None
         cfg = ["cmake", "-S", ROOT, "-B", bdir, "-DCMAKE_BUILD_TYPE=Release",
                "-DCOHORT_TESTS=OFF", "-DCOHORT_TOOLS=OFF", "-DCOHORT_FUZZ=OFF",
+               "-DCOHORT_PYTHON_CHECK=OFF",
                "-DCOHORT_SANITIZER=", f"-DCOHORT_ETCD={'ON' if etcd else 'OFF'}"]
         cfg += shlex.split(os.environ.get("COHORT_CMAKE_ARGS", ""))
         jobs = os.environ.get("COHORT_BUILD_JOBS") or str(os.cpu_count() or 2)

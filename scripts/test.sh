@@ -22,12 +22,14 @@ scripts/test-python.sh
 # own, so the library and tools must build clean in Release as well.
 echo "== cohort: Release (-O3) build of the library and tools"
 cmake -S . -B build-o3 -DCOHORT_FUZZ=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-o3 -j"$jobs" --target cohort cohort_static cohortrun cohort-store cohort-kv \
+cmake --build build-o3 -j"$jobs" --target cohort cohort_static cohort-etcd cohortrun cohort-store cohort-kv \
   cohort-perf cohort-trace cohort-soak >/dev/null
 # Sanitizers: same suite. CK_TIMEOUT_MULTIPLIER gives Check tests more time.
 run build-asan -DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZER=address,undefined
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
    CK_TIMEOUT_MULTIPLIER=3 ctest --output-on-failure -j"$jobs" --timeout 900 -LE "nosan|bench" "${@}")
+# The Python extension and libcohort under ASan+UBSan, same pytest suite.
+scripts/test-python.sh --asan
 run build-tsan -DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZER=thread
 (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/../tests/tsan.supp" \
    CK_TIMEOUT_MULTIPLIER=4 ctest --output-on-failure -j"$jobs" --timeout 900 -L threaded "${@}")

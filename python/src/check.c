@@ -21,7 +21,8 @@ typedef struct {
     PyObject_HEAD
     cohort_check *c;
     PyObject *group;     /* the world Group (borrowed by the checker) */
-    PyObject *handler;   /* callable or NULL */
+    PyObject *handler;   /* callable or NULL: reports */
+    PyObject *abort;     /* callable or NULL: ends the backend after every rank reported */
     int exit_code;       /* < 0: none */
     PyObject *names;     /* op/redop str -> bytes kept for the checker's life */
     PyObject *groups;    /* CheckGroup objects alive (id -> CheckGroup) */
@@ -48,23 +49,35 @@ static uint64_t fnv1a(const char *s, size_t n)
     return h | 1; /* 0 means "none" */
 }
 
+static void call_py(PyObject *fn, const cohort_check_event *ev)
+{
+    PyGILState_STATE gs = PyGILState_Ensure();
+    PyObject *r = PyObject_CallFunction(fn, "iis", ev->kind, (int)ev->status,
+                                        ev->text ? ev->text : "");
+    if (!r)
+        PyErr_WriteUnraisable(fn);
+    Py_XDECREF(r);
+    PyGILState_Release(gs);
+}
+
+/* Reports (every stall warning, the first fatal event) on every rank. */
 static void on_event(void *arg, const cohort_check_event *ev)
 {
     CheckerObject *self = arg;
-    int fatal = ev->kind != COHORT_CHECK_STALL;
-    if (self->handler) {
-        PyGILState_STATE gs = PyGILState_Ensure();
-        PyObject *r = PyObject_CallFunction(self->handler, "iis", ev->kind, (int)ev->status,
-                                            ev->text ? ev->text : "");
-        if (!r)
-            PyErr_WriteUnraisable(self->handler);
-        Py_XDECREF(r);
-        PyGILState_Release(gs);
-    }
-    if (fatal && self->exit_code >= 0) {
-        /* The backend may never return: end the process the launcher's way. */
-        const char *t = ev->text ? ev->text : "";
-        dprintf(2, "cohort check: %s\n", t);
+    if (self->handler)
+        call_py(self->handler, ev);
+}
+
+/* After a fatal event, once every rank reported it (bounded): end the job
+ * the backend's way. */
+static void on_abort(void *arg, const cohort_check_event *ev)
+{
+    CheckerObject *self = arg;
+    if (self->abort)
+        call_py(self->abort, ev);
+    if (self->exit_code >= 0) {
+        /* The backend may never return: end the process from C. */
+        dprintf(2, "cohort check: %s\n", ev->text ? ev->text : "");
         _exit(self->exit_code);
     }
 }
@@ -95,16 +108,17 @@ static int ms_arg(PyObject *o, int *ms, const char *what, int none)
 
 static PyObject *ck_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 {
-    static char *kwl[] = {"world", "handler", "exit_code", "stall_warn", "timeout", "deadlock",
-                          "transport", NULL};
-    PyObject *world, *handler = Py_None, *exit_code = Py_None, *sw = Py_None, *to = Py_None,
-                     *dl = Py_None;
+    static char *kwl[] = {"world", "handler", "abort", "exit_code", "stall_warn", "timeout",
+                          "deadlock", "transport", NULL};
+    PyObject *world, *handler = Py_None, *aborter = Py_None, *exit_code = Py_None, *sw = Py_None,
+                     *to = Py_None, *dl = Py_None;
     const char *transport = "auto";
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|O$OOOOs", kwl, &CpyGroup_Type, &world,
-                                     &handler, &exit_code, &sw, &to, &dl, &transport))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!|O$OOOOOs", kwl, &CpyGroup_Type, &world,
+                                     &handler, &aborter, &exit_code, &sw, &to, &dl, &transport))
         return NULL;
-    if (handler != Py_None && !PyCallable_Check(handler)) {
-        PyErr_SetString(PyExc_TypeError, "Checker: handler must be callable or None");
+    if ((handler != Py_None && !PyCallable_Check(handler)) ||
+        (aborter != Py_None && !PyCallable_Check(aborter))) {
+        PyErr_SetString(PyExc_TypeError, "Checker: handler and abort must be callable or None");
         return NULL;
     }
     cohort_check_options o;
@@ -140,6 +154,7 @@ static PyObject *ck_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     }
     self->group = Py_NewRef(world);
     self->handler = handler != Py_None ? Py_NewRef(handler) : NULL;
+    self->abort = aborter != Py_None ? Py_NewRef(aborter) : NULL;
     self->exit_code = ec;
     self->names = PyDict_New();
     self->groups = PyDict_New();
@@ -148,6 +163,7 @@ static PyObject *ck_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         return NULL;
     }
     o.handler = on_event;
+    o.abort = on_abort;
     o.handler_arg = self;
     cohort_check *c = NULL;
     cohort_status st;
@@ -189,6 +205,7 @@ static void ck_dealloc(CheckerObject *self)
     Py_CLEAR(self->groups);
     Py_CLEAR(self->names);
     Py_CLEAR(self->handler);
+    Py_CLEAR(self->abort);
     Py_CLEAR(self->group);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -197,6 +214,7 @@ static int ck_traverse(CheckerObject *self, visitproc visit, void *arg)
 {
     Py_VISIT(self->group);
     Py_VISIT(self->handler);
+    Py_VISIT(self->abort);
     Py_VISIT(self->groups);
     return 0;
 }
@@ -461,20 +479,51 @@ static PyObject *ck_wait(CheckerObject *self, PyObject *args, PyObject *kw)
 
 static PyObject *ck_wait_begin(CheckerObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwl[] = {"peer", "op", "file", "line", NULL};
-    int peer, line = 0;
-    PyObject *opo;
+    static char *kwl[] = {"group", "peer", "op", "tag", "is_send", "file", "line", NULL};
+    int peer, tag = -1, is_send = 0, line = 0;
+    PyObject *grpo, *opo;
     const char *file = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "iO|zi", kwl, &peer, &opo, &file, &line) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OiO|ipzi", kwl, &grpo, &peer, &opo, &tag,
+                                     &is_send, &file, &line) ||
         ck_open(self, "wait_begin") < 0)
         return NULL;
+    cohort_check_group *grp = NULL;
+    if (grpo != Py_None) {
+        CheckGroupObject *g = grp_arg(self, grpo, "wait_begin");
+        if (!g)
+            return NULL;
+        grp = g->grp;
+    }
     const char *op = intern(self, opo);
     if (!op)
         return NULL;
     if (!file)
         cpy_callsite(&file, &line);
-    cohort_check_wait_begin(self->c, peer, op, file, line, NULL);
+    cohort_check_wait_begin(self->c, grp, peer, tag, is_send, op, file, line, NULL);
     Py_RETURN_NONE;
+}
+
+static PyObject *ck_fail_local(CheckerObject *self, PyObject *args)
+{
+    PyObject *grpo;
+    const char *text;
+    if (!PyArg_ParseTuple(args, "Os", &grpo, &text) || ck_open(self, "fail_local") < 0)
+        return NULL;
+    CheckGroupObject *g = grp_arg(self, grpo, "fail_local");
+    if (!g)
+        return NULL;
+    char *copy = PyMem_Malloc(strlen(text) + 1);
+    if (!copy)
+        return PyErr_NoMemory();
+    strcpy(copy, text);
+    cohort_status st;
+    self->inflight++;
+    Py_BEGIN_ALLOW_THREADS
+    st = cohort_check_fail_local(self->c, g->grp, copy);
+    Py_END_ALLOW_THREADS
+    self->inflight--;
+    PyMem_Free(copy);
+    return check_err(self, st != COHORT_OK ? st : COHORT_ERR_CONTRACT);
 }
 
 static PyObject *ck_wait_end(CheckerObject *self, PyObject *unused)
@@ -495,11 +544,12 @@ static PyObject *ck_close(CheckerObject *self, PyObject *args, PyObject *kw)
         return NULL;
     cohort_status st;
     self->inflight++;
-    int tok = cpy_intr_enter(cpy_group_get(self->group));
+    cohort_group *wg = cpy_group_get(self->group);
     Py_BEGIN_ALLOW_THREADS
+    int tok = cpy_intr_enter(wg);
     st = cohort_check_close(self->c, ms);
-    Py_END_ALLOW_THREADS
     cpy_intr_leave(tok);
+    Py_END_ALLOW_THREADS
     self->inflight--;
     if (st != COHORT_OK)
         return check_err(self, st);
@@ -523,9 +573,10 @@ static PyObject *ck_stats(CheckerObject *self, PyObject *unused)
         return NULL;
     cohort_check_stats s;
     cohort_check_get_stats(self->c, &s);
-    return Py_BuildValue("{sKsKsKsK}", "calls", (unsigned long long)s.calls, "compared",
+    return Py_BuildValue("{sKsKsKsKsK}", "calls", (unsigned long long)s.calls, "compared",
                          (unsigned long long)s.compared, "lazy", (unsigned long long)s.lazy,
-                         "ring_waits", (unsigned long long)s.ring_waits);
+                         "ring_waits", (unsigned long long)s.ring_waits, "sync_waits",
+                         (unsigned long long)s.sync_waits);
 }
 
 static PyObject *ck_last_error(CheckerObject *self, void *c)
@@ -570,8 +621,12 @@ static PyMethodDef ck_methods[] = {
     {"wait", (PyCFunction)(void (*)(void))ck_wait, METH_VARARGS | METH_KEYWORDS,
      "wait(group, seq, timeout=None): until call seq was compared"},
     {"wait_begin", (PyCFunction)(void (*)(void))ck_wait_begin, METH_VARARGS | METH_KEYWORDS,
-     "wait_begin(peer, op, file=None, line=None): a blocking point-to-point call waits for "
-     "world rank peer (-1: any); for stall reports and deadlock detection"},
+     "wait_begin(group, peer, op, tag=-1, is_send=False, file=None, line=None): a blocking\n"
+     "point-to-point call on group (None: unknown) waits for world rank peer (-1: any); for\n"
+     "stall reports and deadlock detection"},
+    {"fail_local", (PyCFunction)ck_fail_local, METH_VARARGS,
+     "fail_local(group, text): this rank found the call's arguments inconsistent on its own;\n"
+     "every rank gets '<group name>: text'. Raises ContractError once the report is out."},
     {"wait_end", (PyCFunction)ck_wait_end, METH_NOARGS, "wait_end()"},
     {"close", (PyCFunction)(void (*)(void))ck_close, METH_VARARGS | METH_KEYWORDS,
      "close(timeout=None): the closing check, collective over the world (call it last)"},
@@ -596,13 +651,14 @@ static PyTypeObject Checker_Type = {
     .tp_dealloc = (destructor)ck_dealloc,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc =
-        "Checker(world, handler=None, *, exit_code=None, stall_warn=None, timeout=None,\n"
-        "        deadlock=None, transport='auto')\n"
+        "Checker(world, handler=None, *, abort=None, exit_code=None, stall_warn=None,\n"
+        "        timeout=None, deadlock=None, transport='auto')\n"
         "The contract check for collectives of other libraries (cohort_check.h). Collective\n"
         "over world, which it borrows (not finalizable until destroy()). handler(kind, status,\n"
-        "text) runs on the monitor thread (with the GIL) for each stall warning and the first\n"
-        "fatal event; exit_code: after a fatal event, print the report and _exit(exit_code)\n"
-        "from C. Times in seconds; None: the environment's defaults.",
+        "text) reports (monitor thread, with the GIL: each stall warning, the first fatal\n"
+        "event) and returns; abort(kind, status, text) ends the backend once every rank\n"
+        "reported; exit_code: then print the report and _exit(exit_code) from C.\n"
+        "Times in seconds; None: the environment's defaults.",
     .tp_traverse = (traverseproc)ck_traverse,
     .tp_methods = ck_methods,
     .tp_getset = ck_getset,

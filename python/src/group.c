@@ -256,11 +256,12 @@ static PyObject *work_wait(WorkObject *self, PyObject *args, PyObject *kw)
     GroupObject *g = self->group;
     cohort_status st;
     g->inflight++;
-    int tok = cpy_intr_enter(g->g);
+    int fired;
     Py_BEGIN_ALLOW_THREADS
+    int tok = cpy_intr_enter(g->g);
     st = cohort_work_wait(self->w, ms);
+    fired = cpy_intr_leave(tok);
     Py_END_ALLOW_THREADS
-    int fired = cpy_intr_leave(tok);
     g->inflight--;
     if (self->done) /* another thread finished it meanwhile */
         return work_result(self);
@@ -365,14 +366,28 @@ PyTypeObject CpyWork_Type = {
 static PyObject *run(GroupObject *self, call *c, cpy_buf *b, PyObject *result, int async)
 {
     cohort_status st;
+    /* Two different views of overlapping memory are neither in place nor
+     * out of place: the result would be silently wrong. */
+    if (b[0].ptr && b[1].ptr && b[0].ptr != b[1].ptr && b[0].nbytes && b[1].nbytes &&
+        (char *)b[0].ptr < (char *)b[1].ptr + b[1].nbytes &&
+        (char *)b[1].ptr < (char *)b[0].ptr + b[0].nbytes) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: send and recv overlap without being the same buffer (pass the same "
+                     "object, or recv=None, for in place)",
+                     c->name);
+        cpy_buf_release(&b[0]);
+        cpy_buf_release(&b[1]);
+        return NULL;
+    }
     if (!async) {
         self->issuing++;
         self->inflight++;
-        int tok = cpy_intr_enter(self->g);
+        int fired;
         Py_BEGIN_ALLOW_THREADS
+        int tok = cpy_intr_enter(self->g);
         st = issue(self->g, c, NULL);
+        fired = cpy_intr_leave(tok);
         Py_END_ALLOW_THREADS
-        int fired = cpy_intr_leave(tok);
         self->inflight--;
         self->issuing--;
         cpy_buf_release(&b[0]);
@@ -1022,11 +1037,12 @@ static PyObject *g_split(GroupObject *self, PyObject *args, PyObject *kw)
     cohort_status st;
     self->issuing++;
     self->inflight++;
-    int tok = cpy_intr_enter(self->g);
+    int fired;
     Py_BEGIN_ALLOW_THREADS
+    int tok = cpy_intr_enter(self->g);
     st = cohort_split(self->g, color, key, &sub);
+    fired = cpy_intr_leave(tok);
     Py_END_ALLOW_THREADS
-    int fired = cpy_intr_leave(tok);
     self->inflight--;
     self->issuing--;
     if (st != COHORT_OK)
@@ -1067,11 +1083,12 @@ static PyObject *g_new_group(GroupObject *self, PyObject *args, PyObject *kw)
     cohort_status st;
     self->issuing++;
     self->inflight++;
-    int tok = cpy_intr_enter(self->g);
+    int fired;
     Py_BEGIN_ALLOW_THREADS
+    int tok = cpy_intr_enter(self->g);
     st = cohort_new_group(self->g, r, (int)n, &sub);
+    fired = cpy_intr_leave(tok);
     Py_END_ALLOW_THREADS
-    int fired = cpy_intr_leave(tok);
     self->inflight--;
     self->issuing--;
     PyMem_Free(r);

@@ -4,7 +4,11 @@
  */
 #include "cohort_py.h"
 
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Interned call-site file names: filename str -> bytes, never freed (the
  * library's flight recorder keeps the char pointer). */
@@ -90,8 +94,22 @@ int cpy_parse_dtype(PyObject *o, int *dtype)
                      COHORT_DTYPE_COUNT - 1);
         return -1;
     }
-    /* a name, or a numpy/torch dtype (str() names it) */
-    PyObject *s = PyUnicode_Check(o) ? (Py_INCREF(o), o) : PyObject_Str(o);
+    /* a name; a numpy dtype (.name); a numpy scalar type (numpy.float32:
+     * its type name); a torch dtype (str(): "torch.float32") */
+    PyObject *s = NULL;
+    if (PyUnicode_Check(o)) {
+        s = Py_NewRef(o);
+    } else if (PyType_Check(o)) {
+        const char *tn = ((PyTypeObject *)o)->tp_name, *dot = strrchr(tn, '.');
+        s = PyUnicode_FromString(dot ? dot + 1 : tn);
+    } else {
+        s = PyObject_GetAttrString(o, "name");
+        if (!s || !PyUnicode_Check(s)) {
+            Py_XDECREF(s);
+            PyErr_Clear();
+            s = PyObject_Str(o);
+        }
+    }
     if (!s)
         return -1;
     const char *c = PyUnicode_AsUTF8(s);
@@ -144,7 +162,132 @@ int cpy_parse_op(PyObject *o, int *op)
     return -1;
 }
 
-/* ---- cohort.init ---- */
+/* ---- cohort.init ----
+ * The rendezvous can wait long (a rank that never starts: COHORT_TIMEOUT).
+ * It runs on a thread of its own while the caller waits in 100 ms slices,
+ * checking for signals, so Ctrl-C raises KeyboardInterrupt at once; the
+ * abandoned init finishes on its thread and leaves the group it made. */
+
+typedef struct init_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    cohort_options o;
+    char *strs[6]; /* copies of the option strings */
+    cohort_group *g;
+    cohort_status st;
+    char msg[1024];
+    int done, abandoned;
+} init_job;
+
+static void init_job_free(init_job *j)
+{
+    for (int i = 0; i < 6; i++) {
+        if (j->strs[i] && i == 5) /* the token */
+            memset(j->strs[i], 0, strlen(j->strs[i]));
+        free(j->strs[i]);
+    }
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+static void *init_main(void *arg)
+{
+    init_job *j = arg;
+    cohort_group *g = NULL;
+    cohort_status st = cohort_init_opts(&g, &j->o);
+    pthread_mutex_lock(&j->mu);
+    j->g = g;
+    j->st = st;
+    if (st != COHORT_OK) /* thread-local: read it here */
+        snprintf(j->msg, sizeof j->msg, "%s", cohort_last_error(NULL));
+    j->done = 1;
+    int abandoned = j->abandoned;
+    pthread_cond_signal(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    if (abandoned) {
+        if (g) {
+            cohort_abort(g, "cohort.init() interrupted (KeyboardInterrupt)");
+            cohort_finalize(g);
+        }
+        init_job_free(j);
+    }
+    return NULL;
+}
+
+static PyObject *run_init(const cohort_options *o)
+{
+    init_job *j = calloc(1, sizeof *j);
+    if (!j)
+        return PyErr_NoMemory();
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    j->o = *o;
+    const char **fields[6] = {&j->o.master_addr, &j->o.store_url, &j->o.job_id,
+                              &j->o.transport, NULL, &j->o.token};
+    for (int i = 0; i < 6; i++) {
+        if (!fields[i] || !*fields[i])
+            continue;
+        if (!(j->strs[i] = strdup(*fields[i]))) {
+            init_job_free(j);
+            return PyErr_NoMemory();
+        }
+        *fields[i] = j->strs[i];
+    }
+    pthread_t t;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals stay with the caller's threads */
+    int rc = pthread_create(&t, NULL, init_main, j);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        init_job_free(j);
+        PyErr_SetString(PyExc_RuntimeError, "cohort.init: cannot start the rendezvous thread");
+        return NULL;
+    }
+    pthread_detach(t);
+    for (;;) {
+        int done;
+        Py_BEGIN_ALLOW_THREADS
+        pthread_mutex_lock(&j->mu);
+        if (!j->done) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 100 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+        }
+        done = j->done;
+        pthread_mutex_unlock(&j->mu);
+        Py_END_ALLOW_THREADS
+        if (done)
+            break;
+        if (PyErr_CheckSignals() < 0) {
+            pthread_mutex_lock(&j->mu);
+            int finished = j->done;
+            j->abandoned = !finished;
+            pthread_mutex_unlock(&j->mu);
+            if (finished) { /* it completed meanwhile: leave what it made */
+                if (j->g) {
+                    Py_BEGIN_ALLOW_THREADS
+                    cohort_abort(j->g, "cohort.init() interrupted (KeyboardInterrupt)");
+                    cohort_finalize(j->g);
+                    Py_END_ALLOW_THREADS
+                }
+                init_job_free(j);
+            }
+            return NULL;
+        }
+    }
+    cohort_group *g = j->g;
+    cohort_status st = j->st;
+    PyObject *r = st == COHORT_OK ? cpy_group_new(g, NULL) : cpy_raise(st, j->msg, NULL);
+    init_job_free(j);
+    return r;
+}
 
 static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -176,21 +319,7 @@ static PyObject *py_init(PyObject *self, PyObject *args, PyObject *kw)
     if (timeout > 0 && o.timeout_ms == 0)
         o.timeout_ms = 1;
     o.transport = transport;
-    cohort_group *g = NULL;
-    cohort_status st;
-    char msg[1024];
-    Py_BEGIN_ALLOW_THREADS
-    st = cohort_init_opts(&g, &o);
-    /* thread-local: read it on this thread, before anything else runs here */
-    if (st != COHORT_OK)
-        snprintf(msg, sizeof msg, "%s", cohort_last_error(NULL));
-    Py_END_ALLOW_THREADS
-    if (st != COHORT_OK) {
-        if (PyErr_CheckSignals() < 0)
-            return NULL;
-        return cpy_raise(st, msg, NULL);
-    }
-    return cpy_group_new(g, NULL);
+    return run_init(&o);
 }
 
 static PyObject *py_dtype_size(PyObject *self, PyObject *arg)

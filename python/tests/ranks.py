@@ -162,9 +162,30 @@ def collectives(g):
     m2 = np.full((3, 4), g.rank, np.float32)
     g.all_reduce(m2)
     assert (m2 == g.size * (g.size - 1) / 2).all()
+    # ml_dtypes' bfloat16 arrays (no buffer protocol: through __array_interface__)
+    try:
+        import ml_dtypes
+    except ImportError:
+        ml_dtypes = None
+    if ml_dtypes is not None:
+        b = np.arange(6).astype(ml_dtypes.bfloat16) + g.rank
+        g.all_reduce(b)
+        want = np.arange(6) * g.size + g.size * (g.size - 1) // 2
+        assert np.array_equal(b.astype(np.float64), want), b
+        log("ML_DTYPES", b.dtype.name)
     # count 0 is legal
     g.all_reduce(np.zeros(0, np.float32))
     g.barrier()
+    # the rest of the Group surface
+    assert g.generation == int(os.environ.get("COHORT_GENERATION", "1"))
+    assert g.last_error == "" and g.parent is None and not g.closed
+    assert repr(g).startswith(f"<cohort.Group rank {g.rank} of {g.size}")
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        g.trace_dump(d)
+        assert any(f.endswith(".jsonl") for f in os.listdir(d)), os.listdir(d)
+    assert cohort.dtype_size("bfloat16") == 2 and cohort.dtype_name(np.float32) == "float32"
+    assert cohort._callsite()[0].endswith("ranks.py")
 
 
 @case
@@ -285,6 +306,8 @@ def refuse(g):
         expect(TypeError, g.all_reduce, ro)                                     # in place, read-only
         expect(TypeError, g.broadcast, ro, root=1)                              # written off the root
         expect(ValueError, g.all_reduce, f, np.zeros(9, np.float32))            # size
+        ov = np.zeros(16, np.float32)
+        expect(ValueError, g.all_reduce, ov[:8], ov[4:12])                     # overlap
         expect(TypeError, g.all_reduce, f, np.zeros(8, np.float64))             # dtype
         expect(TypeError, g.all_reduce, np.zeros(4, np.int16))                  # no int16
         expect(TypeError, g.all_reduce, np.zeros(4, np.complex64))
@@ -408,9 +431,19 @@ def gil(g):
     def spin():
         while not stop.is_set():
             counter[0] += 1
+    second = []
+
+    def issue_from_another_thread():
+        try:
+            g.barrier()
+        except cohort.InvalidArgumentError as e:
+            second.append(str(e))
     if g.rank == 0:
         t = threading.Thread(target=spin)
         t.start()
+        # a second thread issuing on the group while the main thread is in a
+        # call is refused locally (calls on a group: one thread at a time)
+        threading.Timer(0.5, issue_from_another_thread).start()
         time.sleep(0.1)
         c0 = counter[0]
         t0 = time.monotonic()
@@ -422,12 +455,53 @@ def gil(g):
         log("BLOCKED", round(blocked, 3), "PROGRESS", progressed)
         assert blocked > 1.0, blocked
         assert progressed > 10000, progressed
+        assert len(second) == 1 and "another thread is issuing" in second[0], second
     else:
         time.sleep(1.5)
         g.all_reduce(np.zeros(4, np.float32))
     # the same for Work.wait and a store wait
     w = g.barrier_async()
     w.wait()
+
+
+def with_block():
+    """The with-statement form, as a program would write it."""
+    with cohort.init() as g:
+        if g.rank == 1:
+            raise ValueError("bad input on one rank")
+        try:
+            g.all_reduce(np.zeros(4, np.float32))
+            raise AssertionError("not aborted")
+        except cohort.AbortedError as e:
+            assert "ValueError raised on rank 1: bad input on one rank" in str(e), str(e)
+            log("ABORTED_BY", e)
+    assert g.closed
+
+
+def no_finalize():
+    """A program that never finalizes: the group is finalized when collected."""
+    g = cohort.init()
+    x = np.ones(4)
+    g.all_reduce(x)
+    assert x[0] == g.size
+    log("OK no_finalize")
+
+
+def sigint_init():
+    """Rank 0 waits in cohort.init() for rank 1, which does not come:
+    Ctrl-C there raises KeyboardInterrupt at once."""
+    log("PID", os.getpid())
+    try:
+        if os.environ["RANK"] == "1":
+            log("READY")
+            time.sleep(60)
+            return
+        log("READY")
+        cohort.init()
+        raise AssertionError("init returned")
+    except KeyboardInterrupt:
+        log("CAUGHT KeyboardInterrupt", repr(time.time()))
+    log("OK sigint_init")
 
 
 @case
@@ -467,12 +541,15 @@ def peer_lost(g):
 @case
 def sigint(g, who="1"):
     """Block; the test sends SIGINT (to rank `who` or to every rank).
-    Ranks 0 and 1 block in an all_reduce, rank 2 in a recv from rank 0."""
+    Ranks 0 and 1 block in an all_reduce (rank 0 in Work.wait of its async
+    form), rank 2 in a recv from rank 0."""
     log("PID", os.getpid())
     reason = ""
     try:
         log("READY")
-        if g.rank < 2:
+        if g.rank == 0:  # blocked in Work.wait
+            g.all_reduce_async(np.zeros(4, np.float32)).wait()
+        elif g.rank == 1:
             g.all_reduce(np.zeros(4, np.float32))
         else:
             g.recv(np.zeros(4, np.float32), 0)
@@ -518,11 +595,16 @@ def checker(g, how="ok"):
     events = []
 
     def handler(kind, st, text):
-        # the front end's part: no rank may stay blocked in the backend
         events.append((kind, st, text))
-        if kind != cohort.CHECK_STALL:
-            backend.abort("checker: " + text)
-    chk = cohort.Checker(g, handler=handler)
+
+    def abort_backend(kind, st, text):
+        # the front end's part: no rank may stay blocked in the backend
+        backend.abort("checker: " + text)
+    if how == "exit":
+        # no Python at all after the failure: the report on stderr, _exit(42)
+        chk = cohort.Checker(g, exit_code=42)
+    else:
+        chk = cohort.Checker(g, handler=handler, abort=abort_backend)
     ranks = list(range(g.size))
     gid = cohort.Checker.group_id(0, 0, ranks)
     assert gid == cohort.Checker.group_id(0, 0, ranks) and gid != cohort.Checker.group_id(0, 1, ranks)
@@ -535,7 +617,7 @@ def checker(g, how="ok"):
         pass
     failed_at = None
     for i in range(6):
-        count = 4 if (how == "count" and i == 3 and g.rank == 1) else 8
+        count = 4 if (how in ("count", "exit") and i == 3 and g.rank == 1) else 8
         try:
             seq = chk.begin(grp, "all_reduce", count, sig="float32", redop="sum")
             assert seq == i + 1
@@ -546,6 +628,9 @@ def checker(g, how="ok"):
             failed_at = i
             log("MISMATCH", type(e).__name__, e)
             break
+    if how == "exit":
+        time.sleep(30)  # the checker ends this process
+        raise AssertionError("exit_code did not end the process")
     if how == "ok":
         assert failed_at is None
         chk.close(timeout=30)
@@ -607,6 +692,18 @@ def torch_tensors(g):
 
 def main():
     name = sys.argv[1]
+    if name == "sigint_init":
+        return sigint_init()
+    if name in ("with_block", "no_finalize"):  # they make their own group
+        try:
+            globals()[name]()
+        except ValueError as e:
+            log("RAISED", e)
+            log("OK", name)
+            return
+        if name == "with_block":
+            log("OK", name)
+        return
     fn = CASES[name]
     g = cohort.init()
     fn(g, *sys.argv[2:])

@@ -34,6 +34,7 @@ def test_bad_buffers_refused_before_anything_moves(run_job):
     assert any("not contiguous" in l for l in refused)
     assert any("read-only" in l for l in refused)
     assert any("recv has 9 elements, expected 8" in l for l in refused)
+    assert any("send and recv overlap" in l for l in refused)
     # the library's own checks name the Python call site
     assert any(re.search(r"InvalidArgumentError broadcast \(.*ranks\.py:\d+\): root 3", l)
                for l in refused), refused
@@ -139,14 +140,14 @@ def test_torch_tensors(run_job):
     assert not job.values(0, "SKIP")
 
 
-def sigint_job(targets):
-    """Starts the sigint case on 3 ranks, sends SIGINT to `targets` (ranks)
+def sigint_job(targets, case="sigint", n=3):
+    """Starts a sigint case on n ranks, sends SIGINT to `targets` (ranks)
     once every rank is blocked; returns (job, time sent)."""
-    p = subprocess.Popen(launch_cmd(3, "sigint"), env=job_env(), stdout=subprocess.PIPE,
+    p = subprocess.Popen(launch_cmd(n, case), env=job_env(), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     pids, ready, out = {}, set(), []
     deadline = time.monotonic() + 60
-    while len(ready) < 3 and time.monotonic() < deadline:
+    while len(ready) < n and time.monotonic() < deadline:
         line = p.stdout.readline()
         if not line:
             break
@@ -156,7 +157,7 @@ def sigint_job(targets):
             pids[int(m.group(1))] = int(m.group(3))
         elif m:
             ready.add(int(m.group(1)))
-    assert len(ready) == 3, "".join(out)
+    assert len(ready) == n, "".join(out)
     time.sleep(0.5)  # into the blocking call
     sent = time.time()
     for r in targets:
@@ -211,3 +212,35 @@ def test_checker_mismatch_reported_on_every_rank(run_job):
     for r in range(3):
         (m,) = job.values(r, "MISMATCH")
         assert m.startswith(("ContractError", "AbortedError")), m
+
+
+def test_with_block_aborts_the_group_on_an_exception(run_job):
+    job = run_job(3, "with_block")
+    assert job.values(1, "RAISED") == ["bad input on one rank"]
+    for r in (0, 2):
+        (m,) = job.values(r, "ABORTED_BY")
+        assert "aborted by rank 1: ValueError raised on rank 1" in m, m
+
+
+def test_group_finalized_when_collected(run_job):
+    run_job(3, "no_finalize")
+
+
+def test_sigint_during_init():
+    job, sent = sigint_job([0, 1], case="sigint_init", n=2)
+    kind, t = caught(job, 0)
+    assert kind == "KeyboardInterrupt" and t - sent < 1.0, (t - sent, job)
+
+
+def test_checker_exit_code_ends_every_rank():
+    """exit_code: the backend is left blocked; the checker ends each
+    process from C with the report and the code, and the launcher stops."""
+    t0 = time.monotonic()
+    p = subprocess.run(launch_cmd(3, "checker", ("exit",)), env=job_env(), capture_output=True,
+                       text=True, timeout=120)
+    assert time.monotonic() - t0 < 25, "the processes were not ended by the checker"
+    assert p.returncode == 42, p.stdout + p.stderr
+    reports = set(re.findall(r"cohort check: (.*)", p.stderr))
+    assert len(reports) == 1, p.stderr  # the same report wherever it was printed
+    (m,) = reports
+    assert "all_reduce #4" in m and "count differs: ranks 0,2 have 8, rank 1 has 4" in m, m

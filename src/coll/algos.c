@@ -179,6 +179,22 @@ static cohort_status run_red_tree(cohort_group *g, coh_call *c)
     return st;
 }
 
+/* reduce: the direct reduce-scatter and a gather of the blocks to the
+ * root; non-roots fold their block into scratch (never into send) */
+static cohort_status run_red_direct(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    if (g->rank == c->root)
+        return coh_direct_reduce(g, c, &v, c->send, c->recv, c->count, c->root, 0);
+    size_t bytes = bytes_of(c);
+    void *acc = coh_coll_alloc(g, c, bytes, "reduce blocks");
+    if (!acc)
+        return COHORT_ERR_NOMEM;
+    cohort_status st = coh_direct_reduce(g, c, &v, c->send, acc, c->count, c->root, 0);
+    coh_coll_free(acc, bytes);
+    return st;
+}
+
 /* The rank's own block of an all_gather/gather: in place (send == recv, as
  * MPI_IN_PLACE) it is already in its slot of recv. Passing the slot itself
  * as send (NCCL's convention) works too. */
@@ -349,6 +365,7 @@ const coh_algo coh_algo_table[] = {
 
     AF("shm", COH_COLL_REDUCE, shm_ok, always, run_red_shm),
     A("hier", COH_COLL_REDUCE, hier_ok, always, coh_hier_reduce),
+    AF("direct", COH_COLL_REDUCE, msg_ok, direct_pref, run_red_direct),
     A("tree", COH_COLL_REDUCE, msg_ok, always, run_red_tree),
 
     A("shm", COH_COLL_ALL_GATHER, shm_ok, always, run_ag_shm),

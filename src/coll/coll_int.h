@@ -166,6 +166,11 @@ cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const 
  * messages per piece. */
 cohort_status coh_direct_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v,
                                     const void *src, void *buf, size_t count, uint32_t step_base);
+/* Reduce to member root: the direct reduce-scatter, then the blocks go to
+ * root. buf (count elements) holds the result on root, is scratch elsewhere. */
+cohort_status coh_direct_reduce(cohort_group *g, const coh_call *c, const coh_view *v,
+                                const void *src, void *buf, size_t count, int root,
+                                uint32_t step_base);
 cohort_status coh_direct_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
                                         const void *src, void *buf, size_t count,
                                         const size_t *boff, const size_t *blen,

@@ -265,6 +265,42 @@ cohort_status coh_direct_all_reduce(cohort_group *g, const coh_call *c, const co
                    step_base + used);
 }
 
+/* Reduce to member root: the direct reduce-scatter, then every member sends
+ * its folded block to root (step base + used + sender). buf: count
+ * elements; the result on root, scratch elsewhere. */
+cohort_status coh_direct_reduce(cohort_group *g, const coh_call *c, const coh_view *v,
+                                const void *src, void *buf, size_t count, int root,
+                                uint32_t step_base)
+{
+    blocks bl = {NULL, NULL, count, v->n};
+    uint32_t used;
+    cohort_status st = direct_rs(g, c, v, buf, src, &bl, step_base, &used);
+    if (st != COHORT_OK)
+        return st;
+    size_t es = cohort_dtype_size((cohort_dtype)c->dtype);
+    int n = v->n, me = v->me;
+    char *b = buf;
+    if (me != root) {
+        if (!b_len(&bl, me))
+            return COHORT_OK;
+        coh_xfer op;
+        coh_xf_send(&op, g, c, coh_view_rank(v, root), step_base + used + (uint32_t)me,
+                    b + b_off(&bl, me) * es, b_len(&bl, me) * es);
+        return coh_xf_run(g, c, &op, 1);
+    }
+    coh_xfer *ops = coh_coll_alloc(g, c, (size_t)n * sizeof *ops, "direct reduce ops");
+    if (!ops)
+        return COHORT_ERR_NOMEM;
+    int nops = 0;
+    for (int j = 0; j < n; j++)
+        if (j != me && b_len(&bl, j))
+            coh_xf_recv(&ops[nops++], g, c, coh_view_rank(v, j), step_base + used + (uint32_t)j,
+                        b + b_off(&bl, j) * es, b_len(&bl, j) * es);
+    st = coh_xf_run(g, c, ops, nops);
+    coh_coll_free(ops, (size_t)n * sizeof *ops);
+    return st;
+}
+
 cohort_status coh_direct_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
                                         const void *src, void *buf, size_t count,
                                         const size_t *boff, const size_t *blen,

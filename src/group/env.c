@@ -175,6 +175,10 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
         for (size_t i = 0; i < sizeof raw; i++)
             snprintf(s->token + 2 * i, 3, "%02x", raw[i]);
         memset(raw, 0, sizeof raw);
+    } else if (!tok && coh_env_torchrun_agent_store()) {
+        /* Rank 0 makes one and passes it through torchrun's store (init.c). */
+        s->token_via_store = 1;
+        snprintf(s->token, sizeof s->token, "via-torchrun-store");
     } else if (!tok) {
         cohort_status ts = coh_env_token_exchange(s);
         if (ts != COHORT_OK)
@@ -221,6 +225,8 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
         s->host_store = 0;
         return COHORT_OK;
     }
+    if (coh_env_torchrun_agent_store())
+        return coh_env_torchrun_store(o, s);
     const char *maddr = (o && o->master_addr) ? o->master_addr : coh_env_str("MASTER_ADDR");
     char job_master[256];
     const char *master_src = "MASTER_ADDR";

@@ -19,6 +19,7 @@ typedef struct coh_settings {
     int host_store; /* this rank starts the embedded server */
     int singleton;  /* started alone: a world of one on a loopback store */
     char token_file[600]; /* rank 0 deletes it once every rank has joined */
+    int token_via_store;  /* under torchrun: rank 0 passes the token through the store */
 } coh_settings;
 
 cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s);
@@ -35,6 +36,10 @@ long coh_env_port_default(const coh_settings *s, const char **src);
 /* The job's token through a 0600 file in COHORT_TOKEN_DIR: rank 0 writes
  * it, the others wait for it (bounded by s->timeout_ms). */
 cohort_status coh_env_token_exchange(coh_settings *s);
+/* torchrun_env.c: torchrun's agent holds MASTER_PORT with its TCPStore
+ * (TORCHELASTIC_USE_AGENT_STORE=True): use that store (torch://). */
+int coh_env_torchrun_agent_store(void);
+cohort_status coh_env_torchrun_store(const cohort_options *o, coh_settings *s);
 
 /* Allocates a group shell with settings copied in (no I/O). */
 cohort_group *coh_group_alloc(int rank, int size);

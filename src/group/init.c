@@ -534,17 +534,114 @@ static cohort_status group_start(cohort_group *g)
     return COHORT_OK;
 }
 
+/* Connects to the job's store within COHORT_TIMEOUT. A store that is not
+ * up yet (rank 0 starts later) is retried in slices, with a line after 5 s
+ * and then every 10 s saying what this rank waits for. A slice that ends
+ * early failed for another reason than "not reachable yet": returned. */
+static cohort_status store_connect_reporting(cohort_group *g, const char *what)
+{
+    uint64_t start = coh_now_ns(), dl = coh_deadline_ns(g->timeout_ms);
+    int slice = 5000;
+    for (;;) {
+        int left = coh_ms_left(dl);
+        int t = COH_MIN(left, slice);
+        uint64_t t0 = coh_now_ns();
+        cohort_status st = coh_store_connect_gen(&g->store_root, g->store_addr, g->job_id,
+                                                 g->token, g->generation, t);
+        int took = (int)((coh_now_ns() - t0) / 1000000);
+        if (st == COHORT_OK || took + 100 < t)
+            return st;
+        if (t == left) {
+            /* The store's message counts the last slice: say the whole wait. */
+            char msg[COH_ERRLEN], *w = strstr(cohort_last_error(NULL), "within ");
+            snprintf(msg, sizeof msg, "%s", cohort_last_error(NULL));
+            if (w && slice > 5000) {
+                char *num = msg + (w - cohort_last_error(NULL)) + 7, *end;
+                strtol(num, &end, 10);
+                if (end > num && !strncmp(end, " ms", 3)) {
+                    char tail[COH_ERRLEN];
+                    snprintf(tail, sizeof tail, "%s", end);
+                    snprintf(num, sizeof msg - (size_t)(num - msg), "%d%s", g->timeout_ms, tail);
+                }
+            }
+            return coh_err_set(NULL, st, "%s", msg);
+        }
+        if (g->store_root) {
+            cohort_store_close(g->store_root);
+            g->store_root = NULL;
+        }
+        coh_warn("waiting for the store at %s (%s) to accept this rank, %.0f s of %.0f s: %s",
+                 g->store_addr, what, (double)(coh_now_ns() - start) / 1e9, g->timeout_ms / 1e3,
+                 cohort_last_error(NULL));
+        slice = 10000;
+    }
+}
+
 cohort_status cohort_init(cohort_group **group) { return cohort_init_opts(group, NULL); }
 
-cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
+/* Under torchrun without COHORT_TOKEN (torchrun_env.c): rank 0 makes the
+ * job's secret and publishes it in torchrun's store, per generation; the
+ * others read it (waiting up to the init timeout). */
+static cohort_status token_through_store(cohort_group *g)
 {
-    if (!group)
-        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_init: group is NULL");
-    *group = NULL;
+    char key[48];
+    snprintf(key, sizeof key, "token/gen%u", g->generation);
+    char tok[65];
+    if (g->rank == 0) {
+        unsigned char raw[32];
+        cohort_status st = coh_random(raw, sizeof raw);
+        if (st != COHORT_OK)
+            return st;
+        for (size_t i = 0; i < sizeof raw; i++)
+            snprintf(tok + 2 * i, 3, "%02x", raw[i]);
+        memset(raw, 0, sizeof raw);
+        st = cohort_store_set(g->store_root, key, strlen(key), tok, strlen(tok));
+        if (st != COHORT_OK)
+            return coh_err_set(NULL, st, "publishing the job's token in torchrun's store: %s",
+                               cohort_store_last_error(g->store_root));
+    } else {
+        void *v = NULL;
+        size_t vl = 0;
+        cohort_status st =
+            cohort_store_get(g->store_root, key, strlen(key), &v, &vl, g->timeout_ms);
+        if (st != COHORT_OK)
+            return coh_err_set(NULL, st,
+                               "reading the job's token from torchrun's store (rank 0 publishes "
+                               "it): %s",
+                               cohort_store_last_error(g->store_root));
+        if (vl != 64) {
+            free(v);
+            return coh_err_set(NULL, COHORT_ERR_PROTOCOL,
+                               "the job's token in torchrun's store is %zu bytes, not 64", vl);
+        }
+        memcpy(tok, v, 64);
+        tok[64] = 0;
+        free(v);
+    }
+    char *t = coh_strdup(tok);
+    memset(tok, 0, sizeof tok);
+    if (!t)
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "cohort_init: out of memory");
+    if (g->token) {
+        memset(g->token, 0, strlen(g->token));
+        coh_free(g->token);
+    }
+    g->token = t;
+    return COHORT_OK;
+}
+
+/* cohort_init_opts' body; *written is the token file this rank wrote
+ * (rank 0 under srun/mpirun without COHORT_TOKEN), for the caller to remove
+ * should init fail. */
+static cohort_status init_group(cohort_group **group, const cohort_options *o, char *written,
+                                size_t wlen)
+{
     coh_settings s;
     cohort_status st = coh_settings_resolve(o, &s);
     if (st != COHORT_OK)
         return st;
+    if (s.token_file[0] && s.rank == 0)
+        snprintf(written, wlen, "%s", s.token_file);
     coh_log_set_rank(s.rank);
     cohort_group *g = coh_group_alloc(s.rank, s.size);
     if (!g)
@@ -591,8 +688,10 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
             snprintf(g->store_addr, sizeof g->store_addr, "127.0.0.1:%d",
                      cohort_store_server_port(g->server));
     }
-    st = coh_store_connect_gen(&g->store_root, g->store_addr, g->job_id, g->token, g->generation,
-                               g->timeout_ms);
+    st = store_connect_reporting(g, s.host_store     ? "hosted by this rank"
+                                    : s.store_port ? "rank 0 hosts it at MASTER_ADDR:MASTER_PORT: "
+                                                     "has rank 0 started?"
+                                                   : "COHORT_STORE");
     if (st != COHORT_OK) {
         char why[COH_ERRLEN];
         snprintf(why, sizeof why, "%s",
@@ -605,20 +704,35 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
         coh_group_free(g);
         return st;
     }
+    if (s.token_via_store && (st = token_through_store(g)) != COHORT_OK) {
+        coh_group_free(g);
+        return st;
+    }
     st = group_start(g);
     if (st != COHORT_OK) {
         coh_err_set(NULL, st, "%s", g->err.msg[0] ? g->err.msg : "group start failed");
         coh_group_free(g);
         return st;
     }
-    /* Every rank has read the job's token file to get here: rank 0 removes
-     * the secret from the filesystem. */
-    if (s.token_file[0] && g->rank == 0)
-        unlink(s.token_file);
     coh_info("joined: rank %d of %d, generation %u, %d host(s)", g->rank, g->size, g->generation,
              g->n_hosts);
     *group = g;
     return COHORT_OK;
+}
+
+cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o)
+{
+    if (!group)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_init: group is NULL");
+    *group = NULL;
+    char written[sizeof ((coh_settings *)0)->token_file] = "";
+    cohort_status st = init_group(group, o, written, sizeof written);
+    /* The job's token file: once rank 0's init returns every rank has read
+     * it (they joined), and if rank 0's init failed the job cannot start
+     * with it either - the secret leaves the filesystem both ways. */
+    if (written[0])
+        unlink(written);
+    return st;
 }
 
 /* The closing check. A rank whose part in a call was send-only (a broadcast
@@ -655,7 +769,7 @@ static cohort_status finalize_wait(cohort_group *g, uint64_t *tidx_out)
      * (100 ms) and fails with a contract error naming the call this rank
      * skipped; the abort that follows ends this rank's wait too. Recorded
      * in the flight recorder so the mismatch report shows it. */
-    if (!p && g->check_contract) {
+    if (!p) {
         coh_call fc;
         memset(&fc, 0, sizeof fc);
         fc.seq = ++g->seq;

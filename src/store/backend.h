@@ -65,6 +65,8 @@ const coh_store_backend *coh_store_backend_of(cohort_store *s);
 const void *coh_store_prefix(cohort_store *s, size_t *len);
 
 extern const coh_store_backend coh_store_tcp_backend;
+/* torch://host:port: a PyTorch TCPStore (torch_client.c). */
+extern const coh_store_backend coh_store_torch_backend;
 /* The etcd backend, from the plugin libcohort-etcd.so loaded on first use
  * (etcd_load.c); NULL when it cannot be loaded or COHORT_ETCD is off, and
  * then coh_store_etcd_unavailable() says why (names each file tried and

@@ -167,9 +167,12 @@ cohort_status coh_store_connect_gen(cohort_store **out, const char *addr, const 
             if (!be)
                 return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED, "store address %s: %s", addr,
                                    coh_store_etcd_unavailable());
+        } else if (sl == 5 && !strncmp(addr, "torch", 5)) {
+            be = &coh_store_torch_backend; /* a PyTorch TCPStore (torch_client.c) */
         } else if (!(sl == 3 && !strncmp(addr, "tcp", 3))) {
             return coh_err_set(NULL, COHORT_ERR_INVALID,
-                               "store address %s: unknown scheme '%.*s' (tcp://, etcd:// or etcds://)",
+                               "store address %s: unknown scheme '%.*s' (tcp://, torch://, etcd:// "
+                               "or etcds://)",
                                addr, (int)sl, addr);
         }
     }

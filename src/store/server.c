@@ -578,7 +578,9 @@ static int evict_oldest_unauth(struct cohort_store_server *s, const char *why)
     return 1;
 }
 
-static void accept_pause(struct cohort_store_server *s)
+/* Takes the listen sockets out of epoll until resume_ns (or until room
+ * frees: accept_fd_freed). New connections wait in the kernel's backlog. */
+static void accept_pause_until(struct cohort_store_server *s, uint64_t resume_ns)
 {
     if (s->accept_paused)
         return;
@@ -586,10 +588,28 @@ static void accept_pause(struct cohort_store_server *s)
     if (s->tlfd >= 0)
         epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->tlfd, NULL);
     s->accept_paused = 1;
+    s->accept_resume_ns = resume_ns;
+}
+
+static void accept_pause(struct cohort_store_server *s)
+{
     s->accept_backoff_ms = s->accept_backoff_ms
                                ? COH_MIN(s->accept_backoff_ms * 2, ACCEPT_BACKOFF_MAX_MS)
                                : ACCEPT_BACKOFF_MIN_MS;
-    s->accept_resume_ns = coh_now_ns() + (uint64_t)s->accept_backoff_ms * 1000000ull;
+    accept_pause_until(s, coh_now_ns() + (uint64_t)s->accept_backoff_ms * 1000000ull);
+}
+
+/* At max_unauth with no connection old enough to close: leave the next
+ * clients in the backlog (a connect storm of thousands of ranks is not
+ * refused, it is admitted as the first ones authenticate) until one
+ * authenticates or closes, or the oldest has had its grace. */
+static void accept_pause_unauth(struct cohort_store_server *s)
+{
+    conn *old = dl_entry(s->unauth.next, conn, unode);
+    coh_info_rl("store: %d connections authenticating (max_unauth %d): accepting paused until "
+                "one authenticates",
+                s->nunauth, s->max_unauth);
+    accept_pause_until(s, old->accept_ns + (uint64_t)(AUTH_GRACE_MS + 1) * 1000000ull);
 }
 
 /* Called at the top of every loop iteration; returns the ms until the
@@ -654,6 +674,13 @@ static void do_accept(struct cohort_store_server *s, int lfd, int torch)
 {
     int evicted = 0;
     while (!s->accept_paused) {
+        if (!torch && s->nunauth >= s->max_unauth &&
+            !(evicted < EVICT_PER_WAKEUP &&
+              evict_oldest_unauth(s, "at its limit of unauthenticated connections") &&
+              ++evicted)) {
+            accept_pause_unauth(s);
+            return;
+        }
         struct sockaddr_storage a;
         socklen_t al = sizeof a;
         int fd = accept4(lfd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -684,19 +711,6 @@ static void do_accept(struct cohort_store_server *s, int lfd, int torch)
             else
                 refuse_fd(fd, COHORT_ERR_TOO_LARGE,
                           "store server is at its client limit (max_clients %d)", s->max_clients);
-            continue;
-        }
-        if (!torch && s->nunauth >= s->max_unauth &&
-            !(evicted < EVICT_PER_WAKEUP &&
-              evict_oldest_unauth(s, "at its limit of unauthenticated connections") &&
-              ++evicted)) {
-            char pn[64];
-            peer_name(&a, pn, sizeof pn);
-            coh_warn_rl("store: refused %s: %d connections are authenticating (max_unauth %d)",
-                        pn, s->nunauth, s->max_unauth);
-            refuse_fd(fd, COHORT_ERR_STORE,
-                      "store server has %d connections authenticating (its limit); retry later",
-                      s->nunauth);
             continue;
         }
         conn_pre *cp = coh_calloc(1, sizeof *cp);
@@ -874,6 +888,7 @@ static void do_auth(conn *c, const coh_req *q)
     }
     c->authed = 1;
     unauth_drop(c);
+    accept_fd_freed(s); /* room under max_unauth: accept again */
     c->job = j;
     /* What the connection holds was charged to (connection, server); from
      * now on it is released from (connection, job, server). */
@@ -1037,7 +1052,7 @@ static int body_reserve(conn *c, size_t want)
     }
     if (!c->body_blob) {
         nb->refs = 1;
-        nb->cost = 0;
+        nb->orphan[0] = nb->orphan[1] = NULL;
     }
     nb->data = nb->storage;
     nb->len = nb->room = ncap;
@@ -1702,21 +1717,27 @@ static void *server_thread(void *arg)
     return NULL;
 }
 
+cohort_status coh_store_server_spawn(cohort_store_server *s)
+{
+    int e = pthread_create(&s->thr, NULL, server_thread, s);
+    if (e) {
+        server_free(s);
+        return coh_err_sys(NULL, COHORT_ERR_SYSTEM, "pthread_create", e, "store server thread");
+    }
+    s->thr_started = 1;
+    return COHORT_OK;
+}
+
 cohort_status cohort_store_server_start(cohort_store_server **out,
                                         const cohort_store_server_opts *opts)
 {
     cohort_status st = cohort_store_server_create(out, opts);
     if (st)
         return st;
-    cohort_store_server *s = *out;
-    int e = pthread_create(&s->thr, NULL, server_thread, s);
-    if (e) {
-        server_free(s);
+    st = coh_store_server_spawn(*out);
+    if (st)
         *out = NULL;
-        return coh_err_sys(NULL, COHORT_ERR_SYSTEM, "pthread_create", e, "store server thread");
-    }
-    s->thr_started = 1;
-    return COHORT_OK;
+    return st;
 }
 
 cohort_status cohort_store_server_run(cohort_store_server *s, volatile int *stop_flag)

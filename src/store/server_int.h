@@ -53,6 +53,10 @@ typedef struct blob {
     size_t cost;     /* bytes charged while stored (sizeof + room) */
     size_t room;     /* bytes of storage allocated (an APPEND grows in place
                         into it while no reply holds a reference) */
+    /* A value deleted or replaced while queued replies still reference it
+     * stays charged (cost) to these budgets until its last reference goes:
+     * a client that does not read cannot pin uncharged memory. */
+    coh_budget *orphan[2];
     uint8_t *data;   /* into storage: all of it, or the value inside an
                         adopted request frame (a large SET is not copied) */
     uint8_t storage[];

@@ -51,6 +51,7 @@ blob *coh_blob_alloc(size_t n)
     if (!b)
         return NULL;
     b->refs = 1;
+    b->orphan[0] = b->orphan[1] = NULL;
     b->len = n;
     b->room = n;
     b->cost = sizeof *b + n;
@@ -72,8 +73,12 @@ static blob *blob_new(const void *p1, size_t n1, const void *p2, size_t n2)
 
 void coh_blob_unref(blob *b)
 {
-    if (b && --b->refs == 0)
+    if (b && --b->refs == 0) {
+        for (int i = 0; i < 2; i++)
+            if (b->orphan[i])
+                b->orphan[i]->used -= b->cost;
         coh_free(b);
+    }
 }
 
 static size_t blob_cost(size_t len) { return sizeof(blob) + len; }
@@ -81,6 +86,19 @@ static size_t blob_cost(size_t len) { return sizeof(blob) + len; }
 /* Memory a stored value is charged: what its blob says (an adopted frame
  * also carries the key and the header bytes). */
 static size_t val_cost(const blob *b) { return b->cost; }
+
+/* Drops the keyspace's reference to a stored value of job j: its charge
+ * goes now, or with the last queued reply that still references it. */
+static void value_release(struct cohort_store_server *s, job *j, blob *b)
+{
+    if (b->refs > 1) {
+        b->orphan[0] = &j->mem;
+        b->orphan[1] = &s->mem;
+    } else {
+        mem_uncharge(s, j, val_cost(b));
+    }
+    coh_blob_unref(b);
+}
 
 /* ---- hash table ---- */
 
@@ -437,8 +455,7 @@ void coh_kv_job_free(struct cohort_store_server *s, job *j)
 static void kent_store(job *j, kent *e, blob *b, struct cohort_store_server *s)
 {
     if (e->val) {
-        mem_uncharge(s, j, val_cost(e->val));
-        coh_blob_unref(e->val);
+        value_release(s, j, e->val);
     } else {
         j->npresent++;
     }
@@ -712,8 +729,7 @@ static void h_delete(conn *c, const coh_req *q)
     kent *e = kent_find(s, c->job, &q->key);
     int deleted = 0;
     if (e && e->val) {
-        mem_uncharge(s, c->job, val_cost(e->val));
-        coh_blob_unref(e->val);
+        value_release(s, c->job, e->val);
         e->val = NULL;
         c->job->npresent--;
         kent_maybe_free(s, c->job, e);

@@ -15,6 +15,10 @@
 cohort_status coh_store_server_torch_listen(cohort_store_server *s, const char *host, int port,
                                             const char *job_id);
 int coh_store_server_torch_port(const cohort_store_server *s);
+/* Runs a server made by cohort_store_server_create on its own thread, as
+ * cohort_store_server_start does (after listeners were added). On failure
+ * the server is freed. */
+cohort_status coh_store_server_spawn(cohort_store_server *s);
 
 /* For server.c (conn is server_int.h's). */
 struct conn;

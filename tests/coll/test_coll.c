@@ -87,8 +87,9 @@ static const algo_set tcp_sets[] = {
      {COH_COLL_ALL_REDUCE, COH_COLL_ALL_GATHER, COH_COLL_GATHER, COH_COLL_SCATTER,
       COH_COLL_BROADCAST, 0}},
     {"rabenseifner", "COHORT_ALGO_ALL_REDUCE=rabenseifner", {COH_COLL_ALL_REDUCE, 0}},
-    {"direct", "COHORT_ALGO_ALL_REDUCE=direct;COHORT_ALGO_REDUCE_SCATTER=direct",
-     {COH_COLL_ALL_REDUCE, COH_COLL_REDUCE_SCATTER, 0}},
+    {"direct",
+     "COHORT_ALGO_ALL_REDUCE=direct;COHORT_ALGO_REDUCE_SCATTER=direct;COHORT_ALGO_REDUCE=direct",
+     {COH_COLL_ALL_REDUCE, COH_COLL_REDUCE_SCATTER, COH_COLL_REDUCE, 0}},
 };
 
 static const algo_set auto_set = {"auto", NULL, ALL_COLLS};

@@ -4,7 +4,7 @@
  * (issue 13: the tcp ring rounded to 16 bits at every hop and was 2-3 ulp
  * off).
  *
- * The same calls (all_reduce and reduce_scatter; random inputs of mixed
+ * The same calls (all_reduce, reduce_scatter, reduce; random inputs of mixed
  * sign and magnitude, generated from rank and case) run twice in real
  * forked processes through the public API, once on one host's segment and
  * once with COHORT_TRANSPORT=tcp, for world sizes 2-5 and counts from 1 to
@@ -30,15 +30,17 @@ static const size_t counts[] = {1, 5, 333, 3000};
 static const cohort_dtype dtypes[] = {COHORT_FLOAT16, COHORT_BFLOAT16};
 static const cohort_op ops[] = {COHORT_SUM, COHORT_AVG, COHORT_PROD};
 #define NCOUNT (sizeof counts / sizeof counts[0])
-#define NCASE (2 * 2 * 3 * NCOUNT) /* coll x dtype x op x count */
+#define NCASE (3 * 2 * 3 * NCOUNT) /* coll x dtype x op x count */
 #define MAXC 3000
 
 typedef struct wcase {
-    int rs; /* 0 all_reduce, 1 reduce_scatter (count per rank) */
+    int rs; /* 0 all_reduce, 1 reduce_scatter (count per rank), 2 reduce to the last rank */
     cohort_dtype dt;
     cohort_op op;
     size_t count;
 } wcase;
+
+#define NAME(rs) ((rs) == 1 ? "reduce_scatter" : (rs) == 2 ? "reduce" : "all_reduce")
 
 static wcase case_of(int i)
 {
@@ -105,14 +107,17 @@ static int wide_rank(int rank, void *arg)
     RANK_CHECK(in && out, "malloc");
     for (int c = 0; c < (int)NCASE; c++) {
         wcase k = case_of(c);
-        size_t nin = k.rs ? k.count * (size_t)n : k.count;
+        size_t nin = k.rs == 1 ? k.count * (size_t)n : k.count;
         for (size_t i = 0; i < nin; i++)
             in[i] = input(c, rank, i);
-        if (k.rs)
+        if (k.rs == 1)
             RANK_PASS(cohort_reduce_scatter(g, in, out, k.count, k.dt, k.op), g);
+        else if (k.rs == 2)
+            RANK_PASS(cohort_reduce(g, in, out, k.count, k.dt, k.op, n - 1), g);
         else
             RANK_PASS(cohort_all_reduce(g, in, out, k.count, k.dt, k.op), g);
-        memcpy(pg->res[run_idx][c][rank], out, k.count * sizeof *out);
+        if (k.rs != 2 || rank == n - 1)
+            memcpy(pg->res[run_idx][c][k.rs == 2 ? 0 : rank], out, k.count * sizeof *out);
     }
     free(in);
     free(out);
@@ -157,19 +162,19 @@ START_TEST(tcp_matches_shm)
     for (int c = 0; c < (int)NCASE; c++) {
         wcase k = case_of(c);
         int oi = k.op == COHORT_SUM ? 0 : k.op == COHORT_AVG ? 1 : 2;
-        for (int rk = 0; rk < n; rk++) {
+        for (int rk = 0; rk < (k.rs == 2 ? 1 : n); rk++) {
             for (size_t i = 0; i < k.count; i++) {
                 uint16_t a = pg->res[0][c][rk][i], b = pg->res[1][c][rk][i];
                 ck_assert_msg(a == b,
                               "n=%d %s %s %s count %zu rank %d element %zu: shm %#06x (%g) tcp "
                               "%#06x (%g)",
-                              n, k.rs ? "reduce_scatter" : "all_reduce", cohort_dtype_name(k.dt),
+                              n, NAME(k.rs), cohort_dtype_name(k.dt),
                               cohort_op_name(k.op), k.count, rk, i, a, to_f32(k.dt, a), b,
                               to_f32(k.dt, b));
                 if (!k.rs)
                     ck_assert_msg(a == pg->res[0][c][0][i], "all_reduce ranks differ");
                 /* the element's global index and the reference in double */
-                size_t gi = k.rs ? (size_t)rk * k.count + i : i;
+                size_t gi = k.rs == 1 ? (size_t)rk * k.count + i : i;
                 double ref = k.op == COHORT_PROD ? 1 : 0;
                 for (int q = 0; q < n; q++) {
                     double x = to_f32(k.dt, input(c, q, gi));
@@ -183,7 +188,7 @@ START_TEST(tcp_matches_shm)
                     worst[di][oi] = err;
                 ck_assert_msg(err <= 1.0,
                               "n=%d %s %s %s count %zu element %zu: %.9g is %.2f ulp from %.9g",
-                              n, k.rs ? "reduce_scatter" : "all_reduce", cohort_dtype_name(k.dt),
+                              n, NAME(k.rs), cohort_dtype_name(k.dt),
                               cohort_op_name(k.op), k.count, gi, to_f32(k.dt, a), err, ref);
             }
         }

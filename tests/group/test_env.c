@@ -201,7 +201,7 @@ START_TEST(env_table_is_complete)
         fclose(hf);
     }
     headers[hn] = 0;
-    const char *dirs[] = {"src", "tools", "tests", "scripts", "bench", "examples", "mpi"};
+    const char *dirs[] = {"src", "tools", "tests", "scripts", "bench", "examples", "mpi", "python"};
     for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
         char d[1024];
         snprintf(d, sizeof d, "%s/%s", src, dirs[i]);

@@ -11,10 +11,13 @@
  *   0600 file in COHORT_TOKEN_DIR (real forked ranks, real init), the file is
  *   gone after init, and unsafe directories, planted files and a missing
  *   writer are refused within bounded time. */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -319,6 +322,26 @@ START_TEST(token_shared_through_private_file)
     ck_assert_msg(strstr(cohort_last_error(NULL), "mode 0600: refused"), "%s",
                   cohort_last_error(NULL));
     unlink(s0.token_file);
+
+    /* rank 0 whose init fails after writing the token (its store port is
+     * taken) removes the file too: no secret left behind on a failure */
+    int busy = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    ck_assert(busy >= 0 && bind(busy, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+              listen(busy, 1) == 0 && getsockname(busy, (struct sockaddr *)&sa, &sl) == 0);
+    char port[16];
+    snprintf(port, sizeof port, "%d", ntohs(sa.sin_port));
+    slurm_rank_env(0, 2, "556");
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", port, 1);
+    cohort_group *g = NULL;
+    ck_assert_int_ne(cohort_init(&g), COHORT_OK);
+    ck_assert_msg(strstr(cohort_last_error(NULL), "could not host the store"), "%s",
+                  cohort_last_error(NULL));
+    close(busy);
+    ck_assert_msg(!dir_entries(tokdir), "token file left in %s after a failed init", tokdir);
+    slurm_rank_env(1, 2, "555");
 
     /* no writer: a bounded wait that names the file and the remedy */
     setenv("COHORT_TIMEOUT", "0.3", 1);

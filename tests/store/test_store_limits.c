@@ -7,8 +7,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,7 +169,8 @@ static void set_nofile(rlim_t soft, struct rlimit *old)
 
 START_TEST(fd_limit_standalone)
 {
-    const char *errpath = "/tmp/cohort-test-limits-fd.err";
+    char errpath[64];
+    snprintf(errpath, sizeof errpath, "/tmp/cohort-test-limits-fd-%d.err", (int)getpid());
     const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(),
                           "--auth-timeout", "60000", NULL};
     char addr[64];
@@ -281,7 +285,7 @@ START_TEST(auth_deadline_not_extended_by_bytes)
     ck_assert_int_eq(buf[0], COHORT_ERR_TIMEOUT);
     memcpy(msg, buf + 5, (size_t)n - 5);
     ck_assert_msg(strstr(msg, "authenticate"), "%s", msg);
-    ck_assert_msg(el < 3000, "closed after %.0f ms (auth timeout 700 ms)", el);
+    ck_assert_msg(el < 4500, "closed after %.0f ms (auth timeout 700 ms)", el);
     close(fd);
     cohort_store_server_stop(s);
 }
@@ -310,7 +314,7 @@ START_TEST(unauth_cannot_lock_out)
         cohort_store *c = NULL;
         ST_OK(cohort_store_connect(&c, addr, JOB_A, TOK_A, 10000), NULL);
         double el = su_now_ms() - t0;
-        ck_assert_msg(el < 3000, "round %d: the right token got in after %.0f ms", round, el);
+        ck_assert_msg(el < 8000, "round %d: the right token got in after %.0f ms", round, el);
         ST_OK(cohort_store_sets(c, "k", "a"), c);
         cohort_store_close(c);
         /* more attackers replace the ones closed */
@@ -378,6 +382,44 @@ START_TEST(generation_advances_one_step)
 }
 END_TEST
 
+/* A connect storm larger than max_unauth (48 clients at once, cap 16) is
+ * admitted, not refused: the clients beyond the cap wait in the listen
+ * backlog until the first ones authenticate. */
+static int storm_port;
+static atomic_int storm_ok;
+
+static void *storm_client(void *arg)
+{
+    (void)arg;
+    int fd = su_raw_connect(storm_port);
+    if (fd >= 0 && su_raw_auth(fd, JOB_A, TOK_A, 0) == COHORT_OK)
+        atomic_fetch_add(&storm_ok, 1);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+START_TEST(connect_storm_over_unauth_cap_admitted)
+{
+    cohort_store_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_unauth = 16;
+    char addr[64];
+    cohort_store_server *s = su_server(&o, addr, sizeof addr);
+    storm_port = su_port_of(addr);
+    atomic_store(&storm_ok, 0);
+    enum { N = 48 };
+    pthread_t th[N];
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, storm_client, NULL), 0);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_msg(atomic_load(&storm_ok) == N, "%d of %d clients authenticated",
+                  atomic_load(&storm_ok), N);
+    cohort_store_server_stop(s);
+}
+END_TEST
+
 START_TEST(ratelimit_counts)
 {
     coh_ratelimit rl;
@@ -404,7 +446,8 @@ END_TEST
  * per connection. */
 START_TEST(bad_connection_flood_log_bounded)
 {
-    const char *errpath = "/tmp/cohort-test-limits-flood.err";
+    char errpath[64];
+    snprintf(errpath, sizeof errpath, "/tmp/cohort-test-limits-flood-%d.err", (int)getpid());
     const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(), NULL};
     char addr[64];
     pid_t pid = su_spawn_store(args, addr, sizeof addr, errpath);
@@ -468,7 +511,8 @@ static void stop_store(pid_t pid)
  * bodies are charged as they arrive, and each job has its own limit. */
 START_TEST(job_cannot_starve_another_job)
 {
-    const char *errpath = "/tmp/cohort-test-limits-jobmem.err";
+    char errpath[64];
+    snprintf(errpath, sizeof errpath, "/tmp/cohort-test-limits-jobmem-%d.err", (int)getpid());
     const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(),
                           "--max-memory", "16M", "--max-value", "6M", NULL};
     char addr[64];
@@ -566,7 +610,8 @@ static uint8_t *multi_get_frame(const char *k, uint32_t n, uint32_t id, size_t *
  * not read further while its replies are not read (backpressure). */
 START_TEST(reply_memory_bounded)
 {
-    const char *errpath = "/tmp/cohort-test-limits-reply.err";
+    char errpath[64];
+    snprintf(errpath, sizeof errpath, "/tmp/cohort-test-limits-reply-%d.err", (int)getpid());
     const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(),
                           "--max-memory", "64M", NULL};
     char addr[64];
@@ -695,8 +740,9 @@ START_TEST(append_is_amortised)
         ck_assert_int_eq(b[0], COHORT_OK);
     }
     double el = su_now_ms() - t0;
-    ck_assert_msg(el < 2000, "100 one-byte appends to 48 MiB took %.0f ms", el);
-    ck_assert_msg(worst < 1000, "another job's get took %.0f ms during the appends", worst);
+    /* before: 9.5 s for the appends, and the get timed out after 5 s */
+    ck_assert_msg(el < 5000, "100 one-byte appends to 48 MiB took %.0f ms", el);
+    ck_assert_msg(worst < 2000, "another job's get took %.0f ms during the appends", worst);
     void *v = NULL;
     size_t vl = 0;
     ST_OK(cohort_store_get(a, "big", 3, &v, &vl, 1000), a);
@@ -720,7 +766,7 @@ START_TEST(pipeline_bounded_per_turn)
     char addr[64];
     cohort_store_server *srv = su_server(NULL, addr, sizeof addr);
     cohort_store *a = su_connect(addr, JOB_A, TOK_A);
-    enum { NK = 100000, BATCH = 1000 };
+    enum { NK = 200000, BATCH = 1000 };
     const void *ks[BATCH], *vs[BATCH];
     size_t kls[BATCH], vls[BATCH];
     static char kb[BATCH][16];
@@ -736,6 +782,21 @@ START_TEST(pipeline_bounded_per_turn)
     cohort_store *other = su_connect(addr, JOB_B, TOK_B);
     ST_OK(cohort_store_sets(other, "k", "v"), other);
     int fd = authed_fd(su_port_of(addr), JOB_A, TOK_A);
+    /* What one scan costs on this build and machine (sanitizers: 5-10x). */
+    double one_scan = 1e9;
+    for (int i = 0; i < 3; i++) {
+        uint8_t q[COH_PROTO_HDR + 5];
+        coh_proto_put_hdr(q, COH_OP_NUM_KEYS, 1000 + (uint32_t)i, 5);
+        coh_put_u32(q + COH_PROTO_HDR, 1);
+        q[COH_PROTO_HDR + 4] = 'k';
+        double t = su_now_ms();
+        coh_frame_hdr h;
+        uint8_t b[64];
+        ck_assert_int_eq(su_raw_write(fd, q, sizeof q), 0);
+        ck_assert_int_eq(su_raw_read(fd, &h, b, sizeof b, 30000), 9);
+        t = su_now_ms() - t;
+        one_scan = t < one_scan ? t : one_scan;
+    }
     enum { NR = 100 };
     size_t one = COH_PROTO_HDR + 4 + 1;
     uint8_t *f = malloc(one * NR);
@@ -750,7 +811,7 @@ START_TEST(pipeline_bounded_per_turn)
     free(f);
     double worst = 0;
     int n = 0;
-    while (su_now_ms() - t1 < 1500) {
+    while (su_now_ms() - t1 < COH_MAX(2500, 60 * one_scan)) {
         double t2 = su_now_ms();
         char *v = NULL;
         ST_OK(cohort_store_gets(other, "k", &v, 5000), other);
@@ -767,13 +828,82 @@ START_TEST(pipeline_bounded_per_turn)
         ck_assert_int_eq(b[0], COHORT_OK);
         ck_assert_int_eq((int64_t)coh_get_u64(b + 1), NK);
     }
-    fprintf(stderr, "pipeline_bounded_per_turn: %d gets of another job, worst %.1f ms, "
-            "%d scans in %.0f ms\n", n, worst, (int)NR, su_now_ms() - t1);
-    ck_assert_msg(worst < 300, "another job's get took %.1f ms beside a pipeline of scans", worst);
+    fprintf(stderr, "pipeline_bounded_per_turn: %d gets of another job, worst %.1f ms (one scan "
+            "%.1f ms), %d scans in %.0f ms\n", n, worst, one_scan, (int)NR, su_now_ms() - t1);
+    /* bounded: about one scan per turn; without the bound 64 per turn */
+    ck_assert_msg(worst < 8 * one_scan + 400,
+                  "another job's get took %.1f ms beside a pipeline of scans (one scan %.1f ms)",
+                  worst, one_scan);
     close(fd);
     cohort_store_close(other);
     cohort_store_close(a);
     cohort_store_server_stop(srv);
+}
+END_TEST
+
+/* A value deleted or replaced while unread replies still reference it
+ * stays charged to its job until they are gone: clients that do not read
+ * (tiny receive buffers) cannot pin memory nobody is charged for. */
+START_TEST(unread_reference_stays_charged)
+{
+    const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(),
+                          "--max-memory", "64M", NULL};
+    char addr[64];
+    pid_t pid = su_spawn_store(args, addr, sizeof addr, "/dev/null");
+    ck_assert_int_gt(pid, 0);
+    int port = su_port_of(addr);
+    cohort_store *b = su_connect(addr, JOB_B, TOK_B);
+    size_t vl = 8u << 20;
+    char *val = malloc(vl);
+    memset(val, 'b', vl);
+    long rss0 = rss_kb(pid);
+    enum { NC = 10 };
+    int fds[NC];
+    int sets = 0;
+    for (int i = 0; i < NC; i++) {
+        fds[i] = -1;
+        if (cohort_store_set(b, "v", 1, val, vl) != COHORT_OK)
+            break;
+        sets++;
+        /* a reader that never reads: the 8 MiB reply stays queued */
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int small = 4096;
+        setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        ck_assert_int_eq(su_raw_auth(fd, JOB_B, TOK_B, 0), COHORT_OK);
+        uint8_t g[COH_PROTO_HDR + 6];
+        coh_proto_put_hdr(g, COH_OP_GET, 1, 6);
+        g[COH_PROTO_HDR] = COH_WAITF_NOWAIT;
+        coh_put_u32(g + COH_PROTO_HDR + 1, 1);
+        g[COH_PROTO_HDR + 5] = 'v';
+        ck_assert_int_eq(su_raw_write(fd, g, sizeof g), 0);
+        fds[i] = fd;
+        usleep(50 * 1000);
+        int d;
+        ck_assert_int_eq(cohort_store_delete(b, "v", 1, &d), COHORT_OK);
+    }
+    long rss1 = rss_kb(pid);
+    /* job B's share is 32 MiB: at most 4 such values, pinned or stored */
+    ck_assert_msg(sets <= 4, "job B stored %d x 8 MiB values, the pinned ones uncharged", sets);
+    /* (RSS is not asserted: under ASan freed memory sits in quarantine) */
+    fprintf(stderr, "unread_reference_stays_charged: %d sets, server RSS +%ld kB\n", sets,
+            rss1 - rss0);
+    ck_assert_msg(strstr(cohort_store_last_error(b), "max_job_memory"), "%s",
+                  cohort_store_last_error(b));
+    /* the readers leave: the memory is B's again */
+    for (int i = 0; i < NC; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    double t0 = su_now_ms();
+    cohort_status st;
+    while ((st = cohort_store_set(b, "v", 1, val, vl)) != COHORT_OK && su_now_ms() - t0 < 5000)
+        usleep(20 * 1000);
+    ck_assert_int_eq(st, COHORT_OK);
+    free(val);
+    cohort_store_close(b);
+    stop_store(pid);
 }
 END_TEST
 
@@ -788,6 +918,7 @@ static Suite *suite(void)
     tcase_add_test(t, fd_limit_embedded);
     tcase_add_test(t, auth_deadline_not_extended_by_bytes);
     tcase_add_test(t, unauth_cannot_lock_out);
+    tcase_add_test(t, connect_storm_over_unauth_cap_admitted);
     tcase_add_test(t, bad_connection_flood_log_bounded);
     suite_add_tcase(s, t);
     TCase *m = tcase_create("memory");
@@ -796,6 +927,7 @@ static Suite *suite(void)
     tcase_add_test(m, reply_memory_bounded);
     tcase_add_test(m, append_is_amortised);
     tcase_add_test(m, pipeline_bounded_per_turn);
+    tcase_add_test(m, unread_reference_stays_charged);
     suite_add_tcase(s, m);
     return s;
 }

@@ -245,7 +245,8 @@ static int cmp_d(const void *a, const void *b)
 
 START_TEST(good_job_beside_every_attack)
 {
-    const char *errpath = "/tmp/cohort-test-store-stress.err";
+    char errpath[64];
+    snprintf(errpath, sizeof errpath, "/tmp/cohort-test-store-stress-%d.err", (int)getpid());
     const char *args[] = {"--listen", "127.0.0.1:0", "--token-file", su_token_file(),
                           "--max-memory", "64M", "--auth-timeout", "2000", NULL};
     struct rlimit old, r;

@@ -303,6 +303,29 @@ START_TEST(kv_commands)
 }
 END_TEST
 
+/* The operator's way back from a runaway generation. */
+START_TEST(kv_set_generation)
+{
+    run r;
+    cohort_store *g5 = su_connect_gen(kv_addr, JOB_A, TOK_A, 5);
+    cohort_store *x = NULL;
+    ck_assert_int_eq(coh_store_connect_gen(&x, kv_addr, JOB_A, TOK_A, 200, 2000),
+                     COHORT_ERR_AUTH);
+    ck_assert_int_eq(KV(&r, "set-generation", "0"), 0);
+    ck_assert_str_eq(r.out, "5\n");
+    /* generation 5's connection was closed; a new run may start anywhere */
+    ck_assert_int_eq(cohort_store_sets(g5, "k", "v"), COHORT_ERR_AUTH);
+    cohort_store *g200 = su_connect_gen(kv_addr, JOB_A, TOK_A, 200);
+    ck_assert_int_eq(cohort_store_sets(g200, "k", "v"), COHORT_OK);
+    ck_assert_int_eq(KV(&r, "set-generation", "x"), 2);
+    ck_assert_int_eq(KV(&r, "set-generation", "4294967296"), 2);
+    ck_assert_int_eq(KV(&r, "stats"), 0);
+    ck_assert_msg(strstr(r.out, "generation 200\n"), "%s", r.out);
+    cohort_store_close(g200);
+    cohort_store_close(g5);
+}
+END_TEST
+
 START_TEST(kv_binary_stdin_and_env_token)
 {
     uint8_t data[5000];
@@ -484,6 +507,7 @@ static Suite *suite(void)
     tcase_add_checked_fixture(k, kv_setup, kv_teardown);
     tcase_set_timeout(k, 60);
     tcase_add_test(k, kv_commands);
+    tcase_add_test(k, kv_set_generation);
     tcase_add_test(k, kv_binary_stdin_and_env_token);
     tcase_add_test(k, kv_auth_and_unreachable);
     tcase_add_test(k, kv_wait_woken_by_kv_set);

@@ -3,7 +3,7 @@
 # and client-certificate auth (mTLS), certificates made here with openssl.
 # Usage: test_etcd_tls.sh BUILD_DIR   (uses BUILD_DIR's cohort-kv and plugin)
 # Checks: set/get with CA + client cert + etcd auth (the token goes inside
-# TLS); an untrusted server certificate is refused at once (COHORT_ERR_AUTH,
+# TLS); a 2-rank group under cohortrun over etcds://; an untrusted server certificate is refused at once (COHORT_ERR_AUTH,
 # exit 4) naming the TLS failure; no client certificate is refused; TLS
 # variables with a plain etcd:// address are refused; plain HTTP to a
 # member that is not loopback warns that the token crosses unprotected.
@@ -72,9 +72,21 @@ echo "== set/get over TLS (CA, client certificate, etcd auth)"
 "$kv" --addr "$addr" --connect-timeout 10000 set greeting "over tls" || fail "set over etcds://"
 out=$("$kv" --addr "$addr" --connect-timeout 10000 get greeting) || fail "get over etcds://"
 [ "$out" = "over tls" ] || fail "get returned '$out'"
-"${ctl[@]}" --user root:rootpw get /cohort/tlsjob/k/greeting | grep -q "over tls" || fail "key not in etcd"
+grep -q "over tls" <<<"$("${ctl[@]}" --user root:rootpw get /cohort/tlsjob/k/greeting)" || fail "key not in etcd"
 # The bare host name is checked too (localhost is in the certificate).
 out=$("$kv" --addr "etcds://localhost:$cport/cohort" get greeting) || fail "get via localhost"
+
+echo "== a 2-rank group over etcds:// (rendezvous, leases, barrier) under cohortrun"
+hello=$build/bench/startup/hello_cohort
+if [ -x "$hello" ]; then
+  printf '%s\n' "$COHORT_TOKEN" >"$tmp/token"; chmod 600 "$tmp/token"
+  out=$("$build/tools/cohortrun/cohortrun" -n 2 --store "$addr" --job-id tlsjob \
+        --token-file "$tmp/token" "$hello" 2>&1) || fail "group over etcds://: $out"
+  # init also puts each rank's leased alive/<rank> key (it fails without
+  # it); finalize revokes the leases, the rendezvous records stay.
+  n=$("${ctl[@]}" --user root:rootpw get --prefix /cohort/tlsjob/k/ --keys-only | grep -c . || true)
+  [ "$n" -gt 1 ] || fail "the group left no rendezvous keys in etcd ($n keys)"
+fi
 
 echo "== untrusted server certificate: refused at once, not retried"
 t0=$(date +%s%N)
@@ -84,8 +96,8 @@ rc=$?
 set -e
 ms=$(( ($(date +%s%N) - t0) / 1000000 ))
 [ $rc = 4 ] || fail "rogue CA: exit $rc (want 4, authentication): $out"
-echo "$out" | grep -q "TLS" || fail "rogue CA: message does not say TLS: $out"
-echo "$out" | grep -q "rogue.pem" || fail "rogue CA: message does not name the CA file: $out"
+grep -q "TLS" <<<"$out" || fail "rogue CA: message does not say TLS: $out"
+grep -q "rogue.pem" <<<"$out" || fail "rogue CA: message does not name the CA file: $out"
 [ $ms -lt 5000 ] || fail "rogue CA: took $ms ms (should fail at once)"
 echo "  $out"
 
@@ -95,7 +107,7 @@ out=$(env -u COHORT_ETCD_CERT -u COHORT_ETCD_KEY "$kv" --addr "$addr" --connect-
 rc=$?
 set -e
 [ $rc != 0 ] || fail "no client cert: succeeded"
-echo "$out" | grep -qi "ssl\|tls\|alert\|certificate\|handshake" || fail "no client cert: unclear error: $out"
+grep -qi "ssl\|tls\|alert\|certificate\|handshake" <<<"$out" || fail "no client cert: unclear error: $out"
 echo "  $out"
 
 echo "== TLS settings with a plain etcd:// address are refused"
@@ -104,15 +116,15 @@ out=$("$kv" --addr "etcd://127.0.0.1:$cport/cohort" get greeting 2>&1)
 rc=$?
 set -e
 [ $rc != 0 ] || fail "CACERT with etcd:// accepted"
-echo "$out" | grep -q "COHORT_ETCD_CACERT is set but .* is plain HTTP: use etcds://" || fail "unclear: $out"
+grep -q "COHORT_ETCD_CACERT is set but .* is plain HTTP: use etcds://" <<<"$out" || fail "unclear: $out"
 set +e
 out=$(COHORT_ETCD_CACERT=$tmp/missing.pem "$kv" --addr "$addr" get greeting 2>&1)
 set -e
-echo "$out" | grep -q "COHORT_ETCD_CACERT=$tmp/missing.pem: cannot read it" || fail "missing CA file: $out"
+grep -q "COHORT_ETCD_CACERT=$tmp/missing.pem: cannot read it" <<<"$out" || fail "missing CA file: $out"
 set +e
 out=$(env -u COHORT_ETCD_CERT "$kv" --addr "$addr" get greeting 2>&1)
 set -e
-echo "$out" | grep -q "COHORT_ETCD_KEY is set without COHORT_ETCD_CERT" || fail "key without cert: $out"
+grep -q "COHORT_ETCD_KEY is set without COHORT_ETCD_CERT" <<<"$out" || fail "key without cert: $out"
 
 echo "== plain HTTP: a warning for a member that is not loopback, none for loopback"
 unset COHORT_ETCD_CACERT COHORT_ETCD_CERT COHORT_ETCD_KEY
@@ -123,9 +135,9 @@ host=$(hostname)
 set +e
 out=$("$kv" --addr "etcd://$host:1/cohort" --connect-timeout 300 get greeting 2>&1)
 set -e
-echo "$out" | grep -q "plain HTTP to a member that is not loopback: the job token" || fail "no warning for $host: $out"
+grep -q "plain HTTP to a member that is not loopback: the job token" <<<"$out" || fail "no warning for $host: $out"
 set +e
 out=$("$kv" --addr "etcd://127.0.0.1:1/cohort" --connect-timeout 300 get greeting 2>&1)
 set -e
-echo "$out" | grep -q "not loopback" && fail "warning for loopback: $out"
+grep -q "not loopback" <<<"$out" && fail "warning for loopback: $out"
 echo "== etcds:// tests passed"

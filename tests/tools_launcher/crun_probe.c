@@ -135,12 +135,13 @@ int main(int argc, char **argv)
         printf("RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d LOCAL_WORLD_SIZE=%d GROUP_RANK=%d "
                "MASTER_ADDR=%s MASTER_PORT=%s COHORT_STORE=%s COHORT_JOB_ID=%s "
                "COHORT_GENERATION=%s COHORT_RESTART_COUNT=%s token_len=%zu token_hash=%016llx "
-               "token_in_cmdline=%d\n",
+               "token_in_cmdline=%d TORCHELASTIC_USE_AGENT_STORE=%s\n",
                rank, env_int("WORLD_SIZE"), env_int("LOCAL_RANK"), env_int("LOCAL_WORLD_SIZE"),
                env_int("GROUP_RANK"), env_str("MASTER_ADDR"), env_str("MASTER_PORT"),
                env_str("COHORT_STORE"), env_str("COHORT_JOB_ID"), env_str("COHORT_GENERATION"),
                env_str("COHORT_RESTART_COUNT"), tok ? strlen(tok) : 0,
-               (unsigned long long)(tok ? fnv(tok) : 0), tok ? token_in_cmdline(tok) : 0);
+               (unsigned long long)(tok ? fnv(tok) : 0), tok ? token_in_cmdline(tok) : 0,
+               env_str("TORCHELASTIC_USE_AGENT_STORE"));
         return 0;
     }
     if (!strcmp(mode, "exit") && argc >= 4) {

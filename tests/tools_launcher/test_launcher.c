@@ -124,12 +124,17 @@ START_TEST(env_is_set_for_every_worker)
             ck_assert_str_eq(v, "0");
             field(line, "MASTER_ADDR", v, sizeof v);
             ck_assert_str_eq(v, "127.0.0.1");
-            /* COHORT_STORE is the same address as MASTER_ADDR:MASTER_PORT. */
+            /* COHORT_STORE is on MASTER_ADDR; MASTER_PORT is the store's
+             * TCPStore listener (for torch.distributed's env://), another
+             * port, announced as torchrun's agent store is. */
             char port[32], store[160], want[200];
             field(line, "MASTER_PORT", port, sizeof port);
             field(line, "COHORT_STORE", store, sizeof store);
             snprintf(want, sizeof want, "tcp://127.0.0.1:%s", port);
-            ck_assert_str_eq(store, want);
+            ck_assert_str_ne(store, want);
+            ck_assert_ptr_nonnull(strstr(store, "tcp://127.0.0.1:"));
+            field(line, "TORCHELASTIC_USE_AGENT_STORE", v, sizeof v);
+            ck_assert_str_eq(v, "True");
             if (have_store)
                 ck_assert_int_gt(atoi(port), 0);
             field(line, "token_len", v, sizeof v);

@@ -28,7 +28,7 @@ for t in "${tools[@]}"; do
   done
   [ ${#missing[@]} = 0 ] || fail "$t: --help options missing from man/$t.1.scd: ${missing[*]}"
   if command -v man >/dev/null; then
-    MANWIDTH=80 man -l "$build/man/$t.1" 2>/dev/null | grep -q "^NAME" || fail "man -l $t.1 does not render"
+    grep -q "^NAME" <<<"$(MANWIDTH=80 man -l "$build/man/$t.1" 2>/dev/null)" || fail "man -l $t.1 does not render"
   fi
   echo "$t: $(wc -w <<<"$opts") long options, all in the man page"
 done

@@ -171,6 +171,7 @@ typedef struct crun_job {
     char store_url[300];     /* COHORT_STORE given to workers */
     char master_addr[256];
     int master_port;
+    int torch_port;          /* > 0: the store's TCPStore listener (loopback) */
     int sigfd;               /* signalfd: SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT */
     int guard_fd;
     pid_t guard_pid;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "cohort.h"
+#include "store/torch.h"
 
 #define TOKEN_BYTES 32
 #define TOKEN_FILE_MAX 4096
@@ -147,6 +148,11 @@ static char *resolve_program(const char *name)
 
 /* "tcp://host:port", "host:port", "etcd://host:port,.../prefix": the first
  * host and port, for MASTER_ADDR/MASTER_PORT. */
+static int is_loopback(const char *host)
+{
+    return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
+}
+
 static void host_of_url(const char *url, char *host, size_t hl, int *port)
 {
     const char *p = strstr(url, "://");
@@ -330,12 +336,32 @@ int main(int argc, char **argv)
         cohort_store_server_opts so;
         memset(&so, 0, sizeof so);
         so.bind_addr = bind;
-        so.port = cfg.master_port > 0 ? cfg.master_port : 0;
+        /* On loopback the TCPStore listener (below) takes --master-port,
+         * since that is the MASTER_PORT workers see; the store takes any. */
+        int torch = is_loopback(bind);
+        so.port = cfg.master_port > 0 && !torch ? cfg.master_port : 0;
         so.job_ids = ids;
         so.tokens = toks;
         so.n_jobs = 1;
-        cohort_status s = cohort_store_server_start(&server, &so);
+        cohort_status s = cohort_store_server_create(&server, &so);
+        /* A node that keeps its store on loopback also speaks TCPStore there,
+         * so that torch.distributed's env:// rendezvous (and cohort.torch)
+         * in the workers uses the job's store instead of racing to bind
+         * MASTER_PORT: workers get MASTER_PORT = that listener and
+         * TORCHELASTIC_USE_AGENT_STORE=True, as under torchrun. TCPStore
+         * clients do not authenticate, hence loopback only. */
+        if (s == COHORT_OK && torch) {
+            s = coh_store_server_torch_listen(server, bind, cfg.master_port > 0 ? cfg.master_port : 0,
+                                              job_id);
+            if (s == COHORT_OK)
+                job.torch_port = coh_store_server_torch_port(server);
+            else
+                cohort_store_server_stop(server);
+        }
+        if (s == COHORT_OK)
+            s = coh_store_server_spawn(server);
         if (s != COHORT_OK) {
+            server = NULL;
             crun_msg("cannot start the job's store on %s:%d: %s: %s", bind, so.port,
                      cohort_status_name(s), cohort_last_error(NULL));
             goto out;

@@ -451,6 +451,8 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
     }
     return 0;
 usage:
+    free(cfg->py_argv);
+    cfg->py_argv = NULL;
     fprintf(stderr, "Try 'cohortrun --help'.\n");
     return CRUN_EXIT_USAGE;
 }

@@ -33,7 +33,7 @@
 extern char **environ;
 
 #define DRAIN_MS 1000 /* after the last worker exits, wait this long for EOF */
-#define N_OWN 16      /* variables set per worker (set_names) */
+#define N_OWN 18      /* variables set per worker (set_names) */
 
 enum { TAG_SIG = 1, TAG_COORD = 2, TAG_STREAM = 3 };
 #define TAG(kind, idx) (((uint64_t)(kind) << 32) | (uint32_t)(idx))
@@ -51,7 +51,8 @@ static const char *const set_names[] = {
     "RANK",          "WORLD_SIZE",        "LOCAL_RANK",          "LOCAL_WORLD_SIZE",
     "GROUP_RANK",    "MASTER_ADDR",       "MASTER_PORT",         "COHORT_STORE",
     "COHORT_JOB_ID", "COHORT_TOKEN",      "COHORT_GENERATION",   "COHORT_RESTART_COUNT",
-    "COHORT_NNODES", "COHORT_NODE_RANK",  "COHORT_MAX_RESTARTS", NULL,
+    "COHORT_NNODES", "COHORT_NODE_RANK",  "COHORT_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_RESTART_COUNT", NULL,
 };
 
 static uint64_t now_ms(void)
@@ -113,7 +114,9 @@ static int build_env(const crun_job *job, worker *w, uint32_t gen)
     SETV("LOCAL_WORLD_SIZE=%d", cfg->nproc);
     SETV("GROUP_RANK=%d", cfg->node_rank);
     SETV("MASTER_ADDR=%s", job->master_addr);
-    SETV("MASTER_PORT=%d", job->master_port);
+    /* torch.distributed's env:// rendezvous reads MASTER_PORT: the store's
+     * TCPStore listener when there is one (main.c says why). */
+    SETV("MASTER_PORT=%d", job->torch_port > 0 ? job->torch_port : job->master_port);
     SETV("COHORT_STORE=%s", job->store_url);
     SETV("COHORT_JOB_ID=%s", job->job_id);
     SETV("COHORT_TOKEN=%s", job->token);
@@ -122,6 +125,12 @@ static int build_env(const crun_job *job, worker *w, uint32_t gen)
     SETV("COHORT_MAX_RESTARTS=%d", cfg->max_restarts);
     SETV("COHORT_NNODES=%d", cfg->nnodes);
     SETV("COHORT_NODE_RANK=%d", cfg->node_rank);
+    if (job->torch_port > 0) {
+        SETV("TORCHELASTIC_USE_AGENT_STORE=True");
+        /* torch prefixes its keys with the attempt: a restarted generation
+         * does not meet the keys of the one before */
+        SETV("TORCHELASTIC_RESTART_COUNT=%u", gen - 1);
+    }
 #undef SETV
     w->envp[k] = NULL;
     return 0;
