@@ -358,7 +358,7 @@ static cohort_status rd_bytes(call *c, void **out, size_t *outl)
     cohort_status st = rd_i64(c, &n);
     if (st)
         return st;
-    if (n < 0 || (uint64_t)n > (1ull << 32))
+    if (n < 0 || (uint64_t)n > (1ull << 30)) /* a foreign server: no 4 GiB mallocs */
         return coh_err_set(coh_store_err(c->s), COHORT_ERR_PROTOCOL,
                            "torch store %s: %s: a value of %lld bytes", c->t->addr, c->what,
                            (long long)n);
