@@ -600,7 +600,11 @@ def checker(g, how="ok"):
     def abort_backend(kind, st, text):
         # the front end's part: no rank may stay blocked in the backend
         backend.abort("checker: " + text)
-    chk = cohort.Checker(g, handler=handler, abort=abort_backend)
+    if how == "exit":
+        # no Python at all after the failure: the report on stderr, _exit(42)
+        chk = cohort.Checker(g, exit_code=42)
+    else:
+        chk = cohort.Checker(g, handler=handler, abort=abort_backend)
     ranks = list(range(g.size))
     gid = cohort.Checker.group_id(0, 0, ranks)
     assert gid == cohort.Checker.group_id(0, 0, ranks) and gid != cohort.Checker.group_id(0, 1, ranks)
@@ -613,7 +617,7 @@ def checker(g, how="ok"):
         pass
     failed_at = None
     for i in range(6):
-        count = 4 if (how == "count" and i == 3 and g.rank == 1) else 8
+        count = 4 if (how in ("count", "exit") and i == 3 and g.rank == 1) else 8
         try:
             seq = chk.begin(grp, "all_reduce", count, sig="float32", redop="sum")
             assert seq == i + 1
@@ -624,6 +628,9 @@ def checker(g, how="ok"):
             failed_at = i
             log("MISMATCH", type(e).__name__, e)
             break
+    if how == "exit":
+        time.sleep(30)  # the checker ends this process
+        raise AssertionError("exit_code did not end the process")
     if how == "ok":
         assert failed_at is None
         chk.close(timeout=30)

@@ -760,8 +760,8 @@ static cohort_status t_list(cohort_store *s, const void *prefix, size_t pl, char
         if (st)
             break;
         size_t kp = c.t->kplen;
-        if (vl >= kp + pl && !memcmp(v, c.t->kprefix, kp) &&
-            !memcmp((char *)v + kp, prefix, pl)) {
+        if (vl >= kp + pl && (kp == 0 || !memcmp(v, c.t->kprefix, kp)) &&
+            (pl == 0 || !memcmp((char *)v + kp, prefix, pl))) { /* a root has no prefix */
             memmove(v, (char *)v + kp, vl - kp + 1); /* names as the caller gave them */
             ks[m] = v;
             ls[m++] = vl - kp;
