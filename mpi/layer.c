@@ -258,7 +258,6 @@ static cm_comm *register_comm(MPI_Comm comm, uint64_t id, const char *name)
     if (!id)
         id = cohort_check_group_id(0, 0, w, n);
     cc->n = n, cc->world = w, cc->id = id;
-    cc->user_eh = MPI_ERRORS_ARE_FATAL;
     snprintf(cc->name, sizeof cc->name, "%s", name);
     if (cohort_check_group_add(cm_chk, id, w, n, &cc->grp) != COHORT_OK) {
         fprintf(stderr, "cohort-mpi: rank %d: %s is not checked: %s\n", cm_world_rank, name,
@@ -268,14 +267,17 @@ static cm_comm *register_comm(MPI_Comm comm, uint64_t id, const char *name)
     }
     cohort_check_group_name(cm_chk, cc->grp, name);
     PMPI_Comm_set_attr(comm, keyval, cc);
-    /* What the program sees as this communicator's handler: the one it
-     * inherited (our own stands for "fatal"). */
+    /* A communicator inherits its parent's handler: the layer's stands for
+     * the default (fatal) and is installed where the default is. */
     MPI_Errhandler cur = MPI_ERRHANDLER_NULL;
     PMPI_Comm_get_errhandler(comm, &cur);
-    if (cur != cm_errh && cur != MPI_ERRHANDLER_NULL)
-        cc->user_eh = cur;
-    if (cm_errh != MPI_ERRHANDLER_NULL)
-        PMPI_Comm_set_errhandler(comm, cm_errh);
+    if (cm_errh != MPI_ERRHANDLER_NULL && (cur == cm_errh || cur == MPI_ERRORS_ARE_FATAL)) {
+        if (cur != cm_errh)
+            PMPI_Comm_set_errhandler(comm, cm_errh);
+        cc->own_eh = 1;
+    }
+    if (cur != MPI_ERRHANDLER_NULL)
+        PMPI_Errhandler_free(&cur); /* get returned a new reference */
     return cc;
 }
 
@@ -367,9 +369,7 @@ void cm_comm_made(cm_comm *parent, MPI_Comm newcomm, const char *how)
     pthread_mutex_unlock(&reg_mu);
     char name[64];
     snprintf(name, sizeof name, "comm %" PRIu64 " (%s of %.20s)", num, how, parent->name);
-    cm_comm *cc = register_comm(newcomm, id, name);
-    if (cc)
-        cc->user_eh = parent->user_eh; /* MPI: a new communicator inherits it */
+    register_comm(newcomm, id, name);
 }
 
 /* ---- MPI errors ----
@@ -382,13 +382,9 @@ void cm_comm_made(cm_comm *parent, MPI_Comm newcomm, const char *how)
  * finding), then applies the program's handler: fatal as MPI does, return,
  * or the program's own function. */
 
-typedef struct cm_ehfn {
-    MPI_Errhandler eh;
-    MPI_Comm_errhandler_function *fn;
-} cm_ehfn;
-static cm_ehfn *ehfns;
-static size_t n_ehfns;
+static MPI_Comm fatal_comm = MPI_COMM_NULL; /* keeps the default handler, for get */
 
+/* Runs only where the layer's handler stands for MPI_ERRORS_ARE_FATAL. */
 static void errfn(MPI_Comm *comm, int *code, ...)
 {
     if (cm_chk) {
@@ -403,22 +399,6 @@ static void errfn(MPI_Comm *comm, int *code, ...)
         if (cohort_check_status(cm_chk) != COHORT_OK)
             wait_for_fatal();
     }
-    cm_comm *cc = cm_comm_get(*comm);
-    MPI_Errhandler user = cc ? cc->user_eh : MPI_ERRORS_ARE_FATAL;
-    if (user == MPI_ERRORS_RETURN)
-        return;
-    if (user != MPI_ERRORS_ARE_FATAL) {
-        pthread_mutex_lock(&reg_mu);
-        MPI_Comm_errhandler_function *fn = NULL;
-        for (size_t i = 0; i < n_ehfns; i++)
-            if (ehfns[i].eh == user)
-                fn = ehfns[i].fn;
-        pthread_mutex_unlock(&reg_mu);
-        if (fn) {
-            fn(comm, code);
-            return;
-        }
-    }
     char msg[MPI_MAX_ERROR_STRING + 1] = "";
     int len = 0;
     PMPI_Error_string(*code, msg, &len);
@@ -428,37 +408,27 @@ static void errfn(MPI_Comm *comm, int *code, ...)
     PMPI_Abort(*comm, *code);
 }
 
-int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function *fn, MPI_Errhandler *eh)
-{
-    int rc = PMPI_Comm_create_errhandler(fn, eh);
-    if (rc == MPI_SUCCESS) {
-        pthread_mutex_lock(&reg_mu);
-        cm_ehfn *nv = realloc(ehfns, (n_ehfns + 1) * sizeof *nv);
-        if (nv) {
-            ehfns = nv;
-            ehfns[n_ehfns++] = (cm_ehfn){*eh, fn};
-        }
-        pthread_mutex_unlock(&reg_mu);
-    }
-    return rc;
-}
-
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler eh)
 {
     cm_comm *cc = cm_comm_get(comm);
-    if (!cc || cm_errh == MPI_ERRHANDLER_NULL)
-        return PMPI_Comm_set_errhandler(comm, eh);
-    cc->user_eh = eh;
-    return MPI_SUCCESS;
+    if (cc && cm_errh != MPI_ERRHANDLER_NULL && eh == MPI_ERRORS_ARE_FATAL) {
+        int rc = PMPI_Comm_set_errhandler(comm, cm_errh);
+        if (rc == MPI_SUCCESS)
+            cc->own_eh = 1;
+        return rc;
+    }
+    int rc = PMPI_Comm_set_errhandler(comm, eh);
+    if (cc && rc == MPI_SUCCESS)
+        cc->own_eh = 0;
+    return rc;
 }
 
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *eh)
 {
     cm_comm *cc = cm_comm_get(comm);
-    if (!cc || cm_errh == MPI_ERRHANDLER_NULL)
-        return PMPI_Comm_get_errhandler(comm, eh);
-    *eh = cc->user_eh;
-    return MPI_SUCCESS;
+    if (cc && cc->own_eh && fatal_comm != MPI_COMM_NULL)
+        return PMPI_Comm_get_errhandler(fatal_comm, eh); /* a counted MPI_ERRORS_ARE_FATAL */
+    return PMPI_Comm_get_errhandler(comm, eh);
 }
 
 /* ---- bootstrap ---- */
@@ -602,6 +572,8 @@ static void bootstrap(void)
         return;
     }
     PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, del_attr, &keyval, NULL);
+    PMPI_Comm_dup(MPI_COMM_SELF, &fatal_comm);
+    PMPI_Comm_set_errhandler(fatal_comm, MPI_ERRORS_ARE_FATAL);
     PMPI_Comm_create_errhandler(errfn, &cm_errh);
     register_comm(MPI_COMM_WORLD, 0, "MPI_COMM_WORLD");
     initialized_here = 1;
@@ -676,10 +648,17 @@ int MPI_Finalize(void)
     if (keyval != MPI_KEYVAL_INVALID)
         PMPI_Comm_free_keyval(&keyval);
     if (cm_errh != MPI_ERRHANDLER_NULL) {
-        /* MPI_COMM_WORLD goes back to the program's handler. */
-        PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        /* Communicators that still hold it keep their own reference. */
+        MPI_Errhandler cur = MPI_ERRHANDLER_NULL;
+        PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &cur);
+        if (cur == cm_errh)
+            PMPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
+        if (cur != MPI_ERRHANDLER_NULL)
+            PMPI_Errhandler_free(&cur);
         PMPI_Errhandler_free(&cm_errh);
     }
+    if (fatal_comm != MPI_COMM_NULL)
+        PMPI_Comm_free(&fatal_comm);
     return PMPI_Finalize();
 }
 

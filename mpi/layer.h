@@ -33,10 +33,10 @@ typedef struct cm_comm {
     uint64_t id;
     uint64_t children; /* communicators made from this one so far */
     char name[64];
-    /* The program's error handler for this communicator: the layer keeps
-     * its own installed (so a backend error raised by a mismatched call is
-     * explained first) and applies the program's afterwards. */
-    MPI_Errhandler user_eh;
+    /* 1: the layer's error handler is installed, standing for
+     * MPI_ERRORS_ARE_FATAL (so a backend error raised by a mismatched call
+     * is explained first); 0: the program installed its own. */
+    int own_eh;
 } cm_comm;
 
 /* The checked call in progress on this thread (for the error handler). */

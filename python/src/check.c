@@ -544,11 +544,12 @@ static PyObject *ck_close(CheckerObject *self, PyObject *args, PyObject *kw)
         return NULL;
     cohort_status st;
     self->inflight++;
-    int tok = cpy_intr_enter(cpy_group_get(self->group));
+    cohort_group *wg = cpy_group_get(self->group);
     Py_BEGIN_ALLOW_THREADS
+    int tok = cpy_intr_enter(wg);
     st = cohort_check_close(self->c, ms);
-    Py_END_ALLOW_THREADS
     cpy_intr_leave(tok);
+    Py_END_ALLOW_THREADS
     self->inflight--;
     if (st != COHORT_OK)
         return check_err(self, st);

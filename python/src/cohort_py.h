@@ -77,7 +77,7 @@ void cpy_group_unborrow(PyObject *group);
 int cpy_check_add(PyObject *m);
 
 /* ---- interrupt.c ---- */
-/* Around a blocking call on g (GIL held at both): a SIGINT that arrives in
+/* Around a blocking call on g (called without the GIL): a SIGINT that arrives in
  * between aborts g (from a helper thread), so every rank's call returns
  * within the abort's propagation time; the interrupted rank then raises
  * KeyboardInterrupt. Returns a token for cpy_intr_leave, -1 if the

@@ -256,11 +256,12 @@ static PyObject *work_wait(WorkObject *self, PyObject *args, PyObject *kw)
     GroupObject *g = self->group;
     cohort_status st;
     g->inflight++;
-    int tok = cpy_intr_enter(g->g);
+    int fired;
     Py_BEGIN_ALLOW_THREADS
+    int tok = cpy_intr_enter(g->g);
     st = cohort_work_wait(self->w, ms);
+    fired = cpy_intr_leave(tok);
     Py_END_ALLOW_THREADS
-    int fired = cpy_intr_leave(tok);
     g->inflight--;
     if (self->done) /* another thread finished it meanwhile */
         return work_result(self);
@@ -381,11 +382,12 @@ static PyObject *run(GroupObject *self, call *c, cpy_buf *b, PyObject *result, i
     if (!async) {
         self->issuing++;
         self->inflight++;
-        int tok = cpy_intr_enter(self->g);
+        int fired;
         Py_BEGIN_ALLOW_THREADS
+        int tok = cpy_intr_enter(self->g);
         st = issue(self->g, c, NULL);
+        fired = cpy_intr_leave(tok);
         Py_END_ALLOW_THREADS
-        int fired = cpy_intr_leave(tok);
         self->inflight--;
         self->issuing--;
         cpy_buf_release(&b[0]);
@@ -1035,11 +1037,12 @@ static PyObject *g_split(GroupObject *self, PyObject *args, PyObject *kw)
     cohort_status st;
     self->issuing++;
     self->inflight++;
-    int tok = cpy_intr_enter(self->g);
+    int fired;
     Py_BEGIN_ALLOW_THREADS
+    int tok = cpy_intr_enter(self->g);
     st = cohort_split(self->g, color, key, &sub);
+    fired = cpy_intr_leave(tok);
     Py_END_ALLOW_THREADS
-    int fired = cpy_intr_leave(tok);
     self->inflight--;
     self->issuing--;
     if (st != COHORT_OK)
@@ -1080,11 +1083,12 @@ static PyObject *g_new_group(GroupObject *self, PyObject *args, PyObject *kw)
     cohort_status st;
     self->issuing++;
     self->inflight++;
-    int tok = cpy_intr_enter(self->g);
+    int fired;
     Py_BEGIN_ALLOW_THREADS
+    int tok = cpy_intr_enter(self->g);
     st = cohort_new_group(self->g, r, (int)n, &sub);
+    fired = cpy_intr_leave(tok);
     Py_END_ALLOW_THREADS
-    int fired = cpy_intr_leave(tok);
     self->inflight--;
     self->issuing--;
     PyMem_Free(r);

@@ -80,8 +80,12 @@ static void *helper_main(void *arg)
     }
 }
 
-/* Puts on_sigint in front of whatever Python installed, once per change. */
-static void ensure_handler(void)
+static pthread_mutex_t inst_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Puts on_sigint in front of whatever Python installed, once per change.
+ * Under inst_mu: two threads must not both take the other's freshly
+ * installed on_sigint for Python's handler (it would chain to itself). */
+static void ensure_handler_locked(void)
 {
     struct sigaction cur;
     if (sigaction(SIGINT, NULL, &cur) != 0)
@@ -122,6 +126,15 @@ static void ensure_handler(void)
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+static void ensure_handler(void)
+{
+    pthread_mutex_lock(&inst_mu);
+    ensure_handler_locked();
+    pthread_mutex_unlock(&inst_mu);
+}
+
+/* Both run without the GIL (no Python API here): leaving may wait for the
+ * helper's cohort_abort of this group, which must not hold up Python. */
 int cpy_intr_enter(cohort_group *g)
 {
     ensure_handler();

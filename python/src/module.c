@@ -94,8 +94,22 @@ int cpy_parse_dtype(PyObject *o, int *dtype)
                      COHORT_DTYPE_COUNT - 1);
         return -1;
     }
-    /* a name, or a numpy/torch dtype (str() names it) */
-    PyObject *s = PyUnicode_Check(o) ? (Py_INCREF(o), o) : PyObject_Str(o);
+    /* a name; a numpy dtype (.name); a numpy scalar type (numpy.float32:
+     * its type name); a torch dtype (str(): "torch.float32") */
+    PyObject *s = NULL;
+    if (PyUnicode_Check(o)) {
+        s = Py_NewRef(o);
+    } else if (PyType_Check(o)) {
+        const char *tn = ((PyTypeObject *)o)->tp_name, *dot = strrchr(tn, '.');
+        s = PyUnicode_FromString(dot ? dot + 1 : tn);
+    } else {
+        s = PyObject_GetAttrString(o, "name");
+        if (!s || !PyUnicode_Check(s)) {
+            Py_XDECREF(s);
+            PyErr_Clear();
+            s = PyObject_Str(o);
+        }
+    }
     if (!s)
         return -1;
     const char *c = PyUnicode_AsUTF8(s);

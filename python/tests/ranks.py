@@ -176,6 +176,16 @@ def collectives(g):
     # count 0 is legal
     g.all_reduce(np.zeros(0, np.float32))
     g.barrier()
+    # the rest of the Group surface
+    assert g.generation == int(os.environ.get("COHORT_GENERATION", "1"))
+    assert g.last_error == "" and g.parent is None and not g.closed
+    assert repr(g).startswith(f"<cohort.Group rank {g.rank} of {g.size}")
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        g.trace_dump(d)
+        assert any(f.endswith(".jsonl") for f in os.listdir(d)), os.listdir(d)
+    assert cohort.dtype_size("bfloat16") == 2 and cohort.dtype_name(np.float32) == "float32"
+    assert cohort._callsite()[0].endswith("ranks.py")
 
 
 @case
@@ -590,7 +600,11 @@ def checker(g, how="ok"):
     def abort_backend(kind, st, text):
         # the front end's part: no rank may stay blocked in the backend
         backend.abort("checker: " + text)
-    chk = cohort.Checker(g, handler=handler, abort=abort_backend)
+    if how == "exit":
+        # no Python at all after the failure: the report on stderr, _exit(42)
+        chk = cohort.Checker(g, exit_code=42)
+    else:
+        chk = cohort.Checker(g, handler=handler, abort=abort_backend)
     ranks = list(range(g.size))
     gid = cohort.Checker.group_id(0, 0, ranks)
     assert gid == cohort.Checker.group_id(0, 0, ranks) and gid != cohort.Checker.group_id(0, 1, ranks)
@@ -603,7 +617,7 @@ def checker(g, how="ok"):
         pass
     failed_at = None
     for i in range(6):
-        count = 4 if (how == "count" and i == 3 and g.rank == 1) else 8
+        count = 4 if (how in ("count", "exit") and i == 3 and g.rank == 1) else 8
         try:
             seq = chk.begin(grp, "all_reduce", count, sig="float32", redop="sum")
             assert seq == i + 1
@@ -614,6 +628,9 @@ def checker(g, how="ok"):
             failed_at = i
             log("MISMATCH", type(e).__name__, e)
             break
+    if how == "exit":
+        time.sleep(30)  # the checker ends this process
+        raise AssertionError("exit_code did not end the process")
     if how == "ok":
         assert failed_at is None
         chk.close(timeout=30)

@@ -230,3 +230,17 @@ def test_sigint_during_init():
     job, sent = sigint_job([0, 1], case="sigint_init", n=2)
     kind, t = caught(job, 0)
     assert kind == "KeyboardInterrupt" and t - sent < 1.0, (t - sent, job)
+
+
+def test_checker_exit_code_ends_every_rank():
+    """exit_code: the backend is left blocked; the checker ends each
+    process from C with the report and the code, and the launcher stops."""
+    t0 = time.monotonic()
+    p = subprocess.run(launch_cmd(3, "checker", ("exit",)), env=job_env(), capture_output=True,
+                       text=True, timeout=120)
+    assert time.monotonic() - t0 < 25, "the processes were not ended by the checker"
+    assert p.returncode == 42, p.stdout + p.stderr
+    reports = set(re.findall(r"cohort check: (.*)", p.stderr))
+    assert len(reports) == 1, p.stderr  # the same report wherever it was printed
+    (m,) = reports
+    assert "all_reduce #4" in m and "count differs: ranks 0,2 have 8, rank 1 has 4" in m, m

@@ -769,7 +769,7 @@ static cohort_status finalize_wait(cohort_group *g, uint64_t *tidx_out)
      * (100 ms) and fails with a contract error naming the call this rank
      * skipped; the abort that follows ends this rank's wait too. Recorded
      * in the flight recorder so the mismatch report shows it. */
-    if (!p && g->check_contract) {
+    if (!p) {
         coh_call fc;
         memset(&fc, 0, sizeof fc);
         fc.seq = ++g->seq;

@@ -317,8 +317,98 @@ void coh_monitor_announce(cohort_group *g, const coh_call *c)
     struct coh_monitor *m = g->monitor;
     cohort_store *s = m ? m->post : g->store;
     cohort_status st = cohort_store_set(s, key, strlen(key), val, strlen(val));
+    if (st == COHORT_OK && c->coll == COH_COLL_FINALIZE) {
+        /* For point-to-point waiters, whose sequence numbers are per pair:
+         * "<seq> <peer>:<sent>:<received> ..." for every peer this rank
+         * exchanged messages with, so a waiter can tell a message still in
+         * flight (sent before finalize) from one that will never come. */
+        snprintf(key, sizeof key, "fin/%d", g->rank);
+        size_t cap = 32 + (size_t)g->size * 8, pos = 0;
+        char *fv = coh_malloc(cap);
+        if (fv) {
+            pos = (size_t)snprintf(fv, cap, "%llu", (unsigned long long)c->seq);
+            for (int r = 0; r < g->size; r++) {
+                uint64_t sn = g->p2p_send_seq ? g->p2p_send_seq[r] : 0;
+                uint64_t rc = g->p2p_recv_seq ? g->p2p_recv_seq[r] : 0;
+                if (!sn && !rc)
+                    continue;
+                char item[80];
+                int w = snprintf(item, sizeof item, " %d:%llu:%llu", r, (unsigned long long)sn,
+                                 (unsigned long long)rc);
+                if (pos + (size_t)w + 1 > cap) {
+                    char *nv = coh_realloc(fv, cap * 2 + (size_t)w);
+                    if (!nv)
+                        break;
+                    fv = nv;
+                    cap = cap * 2 + (size_t)w;
+                }
+                memcpy(fv + pos, item, (size_t)w + 1);
+                pos += (size_t)w;
+            }
+            st = cohort_store_set(s, key, strlen(key), fv, pos);
+            coh_free(fv);
+        }
+    }
     if (st != COHORT_OK)
         note_store(g, st);
+}
+
+/* A send or recv whose peer has called cohort_finalize can never complete. */
+static cohort_status check_p2p_peer_left(cohort_group *g, const coh_call *c)
+{
+    if (c->root < 0 || c->root >= g->size)
+        return COHORT_OK;
+    struct coh_monitor *m = g->monitor;
+    cohort_store *s = m ? m->post : g->store;
+    char key[32];
+    snprintf(key, sizeof key, "fin/%d", c->root);
+    const void *kp = key;
+    size_t kl = strlen(key);
+    int have = 0;
+    if (cohort_store_check(s, &kp, &kl, 1, &have) != COHORT_OK || !have)
+        return COHORT_OK;
+    void *v = NULL;
+    size_t vl = 0;
+    if (cohort_store_get(s, key, kl, &v, &vl, 500) != COHORT_OK)
+        return COHORT_OK;
+    char *buf = coh_malloc(vl + 1);
+    if (!buf) {
+        free(v);
+        return COHORT_OK;
+    }
+    memcpy(buf, v, vl);
+    buf[vl] = 0;
+    free(v);
+    /* How many messages the peer sent to / received from this rank before
+     * it left: a message it sent is in flight, not missing. */
+    char *p = buf, *end;
+    unsigned long long at = strtoull(p, &end, 10), sent = 0, rcvd = 0;
+    p = end;
+    while (*p == ' ') {
+        int r = (int)strtol(p + 1, &end, 10);
+        if (*end != ':')
+            break;
+        unsigned long long a = strtoull(end + 1, &end, 10);
+        if (*end != ':')
+            break;
+        unsigned long long b = strtoull(end + 1, &end, 10);
+        p = end;
+        if (r == g->rank) {
+            sent = a;
+            rcvd = b;
+            break;
+        }
+    }
+    coh_free(buf);
+    int send = c->coll == COH_COLL_SEND;
+    if ((send ? rcvd : sent) >= c->seq)
+        return COHORT_OK; /* matched before it left: the data is on its way */
+    return coh_group_fail(g, COHORT_ERR_CONTRACT,
+                          "%s #%llu (%s:%d) %s rank %d (tag %d): rank %d left the group (called "
+                          "cohort_finalize, its call #%llu) without the matching %s",
+                          coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line,
+                          send ? "to" : "from", c->root, c->tag, c->root, at,
+                          send ? "recv" : "send");
 }
 
 cohort_status coh_monitor_probe(cohort_group *g, const coh_call *c)
@@ -328,6 +418,9 @@ cohort_status coh_monitor_probe(cohort_group *g, const coh_call *c)
         if (ls != COHORT_OK)
             return ls;
     }
+    if (c && g->store && !atomic_load(&g->store_down) &&
+        (c->coll == COH_COLL_SEND || c->coll == COH_COLL_RECV))
+        return check_p2p_peer_left(g, c);
     if (!c || !g->store || !g->check_contract || c->coll == COH_COLL_SEND ||
         c->coll == COH_COLL_RECV || atomic_load(&g->store_down))
         return COHORT_OK;

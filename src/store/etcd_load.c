@@ -7,7 +7,8 @@
  * Where it looks, first hit wins:
  *   1. $COHORT_ETCD_PLUGIN (a path; when set, the only place tried);
  *   2. next to the object that holds this code: libcohort.so's directory
- *      (an installed or moved tree), or the program's when linked statically;
+ *      (an installed or moved tree), or the program's when linked statically,
+ *      and then <that dir>/../<libdir> (a static program in <prefix>/bin);
  *   3. the loader's search path for that object: its RUNPATH (build-tree
  *      binaries point it at the build directory), LD_LIBRARY_PATH, the
  *      system directories (RTLD_DI_SERINFO; see try_search_path), then the
@@ -148,6 +149,13 @@ static void load(void)
             int n = snprintf(path, sizeof path, "%.*s/%s", (int)(slash - di.dli_fname),
                              di.dli_fname, COHORT_ETCD_PLUGIN_NAME);
             found = n > 0 && (size_t)n < sizeof path && try_path(path);
+            /* A program in <prefix>/bin: <prefix>/<libdir>. */
+            if (!found && COHORT_REL_LIBDIR[0]) {
+                n = snprintf(path, sizeof path, "%.*s/../%s/%s", (int)(slash - di.dli_fname),
+                             di.dli_fname, COHORT_REL_LIBDIR, COHORT_ETCD_PLUGIN_NAME);
+                found = n > 0 && (size_t)n < sizeof path && access(path, F_OK) == 0 &&
+                        try_path(path);
+            }
             /* The handle of libcohort.so, or NULL when this code is in the
              * program itself (static link). */
             self = dlopen(di.dli_fname, RTLD_LAZY | RTLD_NOLOAD);

@@ -578,7 +578,9 @@ static int evict_oldest_unauth(struct cohort_store_server *s, const char *why)
     return 1;
 }
 
-static void accept_pause(struct cohort_store_server *s)
+/* Takes the listen sockets out of epoll until resume_ns (or until room
+ * frees: accept_fd_freed). New connections wait in the kernel's backlog. */
+static void accept_pause_until(struct cohort_store_server *s, uint64_t resume_ns)
 {
     if (s->accept_paused)
         return;
@@ -586,10 +588,28 @@ static void accept_pause(struct cohort_store_server *s)
     if (s->tlfd >= 0)
         epoll_ctl(s->epfd, EPOLL_CTL_DEL, s->tlfd, NULL);
     s->accept_paused = 1;
+    s->accept_resume_ns = resume_ns;
+}
+
+static void accept_pause(struct cohort_store_server *s)
+{
     s->accept_backoff_ms = s->accept_backoff_ms
                                ? COH_MIN(s->accept_backoff_ms * 2, ACCEPT_BACKOFF_MAX_MS)
                                : ACCEPT_BACKOFF_MIN_MS;
-    s->accept_resume_ns = coh_now_ns() + (uint64_t)s->accept_backoff_ms * 1000000ull;
+    accept_pause_until(s, coh_now_ns() + (uint64_t)s->accept_backoff_ms * 1000000ull);
+}
+
+/* At max_unauth with no connection old enough to close: leave the next
+ * clients in the backlog (a connect storm of thousands of ranks is not
+ * refused, it is admitted as the first ones authenticate) until one
+ * authenticates or closes, or the oldest has had its grace. */
+static void accept_pause_unauth(struct cohort_store_server *s)
+{
+    conn *old = dl_entry(s->unauth.next, conn, unode);
+    coh_info_rl("store: %d connections authenticating (max_unauth %d): accepting paused until "
+                "one authenticates",
+                s->nunauth, s->max_unauth);
+    accept_pause_until(s, old->accept_ns + (uint64_t)(AUTH_GRACE_MS + 1) * 1000000ull);
 }
 
 /* Called at the top of every loop iteration; returns the ms until the
@@ -654,6 +674,13 @@ static void do_accept(struct cohort_store_server *s, int lfd, int torch)
 {
     int evicted = 0;
     while (!s->accept_paused) {
+        if (!torch && s->nunauth >= s->max_unauth &&
+            !(evicted < EVICT_PER_WAKEUP &&
+              evict_oldest_unauth(s, "at its limit of unauthenticated connections") &&
+              ++evicted)) {
+            accept_pause_unauth(s);
+            return;
+        }
         struct sockaddr_storage a;
         socklen_t al = sizeof a;
         int fd = accept4(lfd, (struct sockaddr *)&a, &al, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -684,19 +711,6 @@ static void do_accept(struct cohort_store_server *s, int lfd, int torch)
             else
                 refuse_fd(fd, COHORT_ERR_TOO_LARGE,
                           "store server is at its client limit (max_clients %d)", s->max_clients);
-            continue;
-        }
-        if (!torch && s->nunauth >= s->max_unauth &&
-            !(evicted < EVICT_PER_WAKEUP &&
-              evict_oldest_unauth(s, "at its limit of unauthenticated connections") &&
-              ++evicted)) {
-            char pn[64];
-            peer_name(&a, pn, sizeof pn);
-            coh_warn_rl("store: refused %s: %d connections are authenticating (max_unauth %d)",
-                        pn, s->nunauth, s->max_unauth);
-            refuse_fd(fd, COHORT_ERR_STORE,
-                      "store server has %d connections authenticating (its limit); retry later",
-                      s->nunauth);
             continue;
         }
         conn_pre *cp = coh_calloc(1, sizeof *cp);
@@ -874,6 +888,7 @@ static void do_auth(conn *c, const coh_req *q)
     }
     c->authed = 1;
     unauth_drop(c);
+    accept_fd_freed(s); /* room under max_unauth: accept again */
     c->job = j;
     /* What the connection holds was charged to (connection, server); from
      * now on it is released from (connection, job, server). */
@@ -1544,6 +1559,15 @@ cohort_status cohort_store_server_add_job(cohort_store_server *s, const char *jo
     j->mem.option = "max_job_memory";
     coh_kv_job_init(j);
     *pp = j;
+    size_t njobs = 0;
+    for (job *x = s->jobs; x; x = x->next)
+        njobs++;
+    /* A job added later gets the same limit: past max_memory in total, a
+     * job can be refused at the server's limit before its own. */
+    if (njobs > 1 && s->max_job_memory > s->mem.limit / njobs)
+        coh_warn_rl("store: %zu jobs x max_job_memory %zu is over max_memory %zu: a job can be "
+                    "refused at the server's limit before its own",
+                    njobs, s->max_job_memory, s->mem.limit);
     pthread_mutex_unlock(&s->jobs_mu);
     return COHORT_OK;
 }
@@ -1641,11 +1665,6 @@ cohort_status cohort_store_server_create(cohort_store_server **out,
      * another is entitled to. */
     s->max_job_memory = o->max_job_memory ? o->max_job_memory
                                           : s->mem.limit / (size_t)COH_MAX(o->n_jobs, 1);
-    if (o->max_job_memory && o->n_jobs > 1 &&
-        o->max_job_memory > s->mem.limit / (size_t)o->n_jobs)
-        coh_warn("store: max_job_memory %zu x %d jobs is over max_memory %zu: a job can be "
-                 "refused at the server's limit before its own",
-                 o->max_job_memory, o->n_jobs, s->mem.limit);
     s->max_conn_memory = o->max_conn_memory ? o->max_conn_memory
                                             : (size_t)s->max_frame + (8u << 20);
     s->frame_timeout_ms = o->frame_timeout_ms ? o->frame_timeout_ms : 10000;

@@ -358,7 +358,7 @@ static cohort_status rd_bytes(call *c, void **out, size_t *outl)
     cohort_status st = rd_i64(c, &n);
     if (st)
         return st;
-    if (n < 0 || (uint64_t)n > (1ull << 32))
+    if (n < 0 || (uint64_t)n > (1ull << 30)) /* a foreign server: no 4 GiB mallocs */
         return coh_err_set(coh_store_err(c->s), COHORT_ERR_PROTOCOL,
                            "torch store %s: %s: a value of %lld bytes", c->t->addr, c->what,
                            (long long)n);
@@ -760,8 +760,8 @@ static cohort_status t_list(cohort_store *s, const void *prefix, size_t pl, char
         if (st)
             break;
         size_t kp = c.t->kplen;
-        if (vl >= kp + pl && !memcmp(v, c.t->kprefix, kp) &&
-            !memcmp((char *)v + kp, prefix, pl)) {
+        if (vl >= kp + pl && (kp == 0 || !memcmp(v, c.t->kprefix, kp)) &&
+            (pl == 0 || !memcmp((char *)v + kp, prefix, pl))) { /* a root has no prefix */
             memmove(v, (char *)v + kp, vl - kp + 1); /* names as the caller gave them */
             ks[m] = v;
             ls[m++] = vl - kp;

@@ -268,6 +268,49 @@ static int rank_early_finalize(int rank, void *arg)
     return 0;
 }
 
+/* The same for point-to-point: a recv from a rank that finalized. */
+static int rank_finalize_p2p(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    float x[16] = {0};
+    double t0 = now_ms();
+    char m[4096];
+    cohort_status st;
+    if (rank == 1) {
+        /* One message sent before leaving: it must still be received. */
+        RANK_PASS(cohort_send(g, x, 16, COHORT_FLOAT32, 0, 7), g);
+        usleep(200 * 1000);
+        st = cohort_finalize(g);
+        snprintf(m, sizeof m, "%s", cohort_last_error(NULL));
+    } else {
+        usleep(400 * 1000); /* rank 1 has finalized: its message is here */
+        t0 = now_ms();
+        RANK_PASS(cohort_recv(g, x, 16, COHORT_FLOAT32, 1, 7), g);
+        st = cohort_recv_at("pipe.c", 40, g, x, 16, COHORT_FLOAT32, 1, 7);
+        snprintf(m, sizeof m, "%s", cohort_last_error(g));
+        cohort_finalize(g);
+    }
+    double dt = now_ms() - t0;
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "rank %d: %s: %s", rank, cohort_status_name(st), m);
+    RANK_CHECK(strstr(m, "recv #2 (pipe.c:40) from rank 1 (tag 7): rank 1 left the group "
+                         "(called cohort_finalize"),
+               "rank %d: %s", rank, m);
+    RANK_CHECK(dt < 3000, "rank %d took %.0f ms", rank, dt);
+    return 0;
+}
+
+START_TEST(finalize_while_peer_in_recv)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 60000, .transport = _i ? "tcp" : "auto",
+                  .extra_env = "COHORT_TIMEOUT=30"};
+    cht_result r;
+    cht_run_ranks(&o, rank_finalize_p2p, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 START_TEST(finalize_while_others_in_a_call)
 {
     cht_opts o = {.nranks = 3, .deadline_ms = 60000, .transport = _i ? "tcp" : "auto",
@@ -350,6 +393,7 @@ int main(void)
     tcase_add_test(tc, init_reports_missing_store);
     tcase_add_loop_test(tc, stall_reports_repeat_fresh, 0, 2);
     tcase_add_loop_test(tc, finalize_while_others_in_a_call, 0, 2);
+    tcase_add_loop_test(tc, finalize_while_peer_in_recv, 0, 2);
     tcase_add_loop_test(tc, mismatch_logs_once_and_dumps_failed, 0, 2);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -2,7 +2,7 @@
 # run_good.sh <openmpi|mpich> <libcohort-mpi-*.so> <bindir> - a correct
 # program using every checked collective must never be flagged: exit 0, no
 # report, every call compared, and the same checksum as the bare run; on 2,
-# 3 and 4 ranks.
+# 3 and 4 ranks. Then error handlers behave as without the layer.
 set -u
 impl=$1 lib=$2 bindir=$3
 . "$(dirname "$0")/launch.sh"
@@ -30,4 +30,12 @@ for n in 2 3 4; do
     echo "ok   $impl good_all -n $n: $got, $(grep -m1 'stats:' <<<"$out")"
   fi
 done
+# error handlers: what the program sets is what it gets (tests/mpi/good_errh.c)
+launcher "$impl" 2 "$lib"
+out=$(timeout 120 "${L[@]}" "$bindir/good_errh" 2>&1)
+if [ $? = 0 ] && grep -q "errhandlers ok" <<<"$out"; then
+  echo "ok   $impl good_errh"
+else
+  echo "FAIL $impl good_errh"; echo "$out" | sed 's/^/    /' | head -20; fail=1
+fi
 exit $fail

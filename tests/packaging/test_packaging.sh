@@ -114,6 +114,11 @@ quiet cc -shared -fPIC -fvisibility=hidden -D_GNU_SOURCE -std=c11 -I"$tmp/v99" -
 out=$(COHORT_ETCD_PLUGIN=$tmp/v99/libcohort-etcd.so "$pk/app_shared" etcd etcd://127.0.0.1:1/t 2>&1)
 grep -q 'the plugin is cohort 9.9.9 .*the library is cohort 0' <<<"$out" ||
   fail "plugin of another version: $out"
+# The installed tools (linked with libcohort.a) find the plugin in
+# <prefix>/lib from <prefix>/bin, wherever the prefix is.
+out=$(COHORT_TOKEN=t "$prefix/bin/cohort-kv" --addr etcd://127.0.0.1:1/t --job j \
+      --connect-timeout 300 ping 2>&1 || true)
+grep -q 'etcd cluster unreachable' <<<"$out" || fail "installed cohort-kv did not load the plugin: $out"
 # A version the package does not provide is refused.
 cat >"$tmp/v.cmake" <<V
 find_package(cohort 9.0 CONFIG QUIET PATHS "$prefix" NO_DEFAULT_PATH)
@@ -141,6 +146,8 @@ quiet cmake -S "$here/consumer" -B "$sd" -DMODE=subdir -DCOHORT_SRC="$src"
 grep -q '^COHORT_TESTS:BOOL=OFF' "$sd/CMakeCache.txt" || fail "tests on by default in a subproject"
 grep -q '^COHORT_TOOLS:BOOL=OFF' "$sd/CMakeCache.txt" || fail "tools on by default in a subproject"
 grep -q '^COHORT_WERROR:BOOL=OFF' "$sd/CMakeCache.txt" || fail "-Werror on by default in a subproject"
+grep -q '^COHORT_MPI:BOOL=OFF' "$sd/CMakeCache.txt" || fail "the PMPI layer on by default in a subproject"
+grep -q '^COHORT_PYTHON_CHECK:BOOL=OFF' "$sd/CMakeCache.txt" || fail "the Python check on by default in a subproject"
 grep -q '^CMAKE_BUILD_TYPE:STRING=$' "$sd/CMakeCache.txt" || fail "cohort set the parent's CMAKE_BUILD_TYPE"
 quiet cmake --build "$sd" -j$jobs --target app_shared app_static cohort-etcd
 run2 "$sd/app_shared"

@@ -9,7 +9,9 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -380,6 +382,44 @@ START_TEST(generation_advances_one_step)
 }
 END_TEST
 
+/* A connect storm larger than max_unauth (48 clients at once, cap 16) is
+ * admitted, not refused: the clients beyond the cap wait in the listen
+ * backlog until the first ones authenticate. */
+static int storm_port;
+static atomic_int storm_ok;
+
+static void *storm_client(void *arg)
+{
+    (void)arg;
+    int fd = su_raw_connect(storm_port);
+    if (fd >= 0 && su_raw_auth(fd, JOB_A, TOK_A, 0) == COHORT_OK)
+        atomic_fetch_add(&storm_ok, 1);
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+START_TEST(connect_storm_over_unauth_cap_admitted)
+{
+    cohort_store_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.max_unauth = 16;
+    char addr[64];
+    cohort_store_server *s = su_server(&o, addr, sizeof addr);
+    storm_port = su_port_of(addr);
+    atomic_store(&storm_ok, 0);
+    enum { N = 48 };
+    pthread_t th[N];
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, storm_client, NULL), 0);
+    for (int i = 0; i < N; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_msg(atomic_load(&storm_ok) == N, "%d of %d clients authenticated",
+                  atomic_load(&storm_ok), N);
+    cohort_store_server_stop(s);
+}
+END_TEST
+
 START_TEST(ratelimit_counts)
 {
     coh_ratelimit rl;
@@ -742,7 +782,22 @@ START_TEST(pipeline_bounded_per_turn)
     cohort_store *other = su_connect(addr, JOB_B, TOK_B);
     ST_OK(cohort_store_sets(other, "k", "v"), other);
     int fd = authed_fd(su_port_of(addr), JOB_A, TOK_A);
-    enum { NR = 100 };
+    /* What one scan costs on this build and machine (sanitizers: 5-10x). */
+    double one_scan = 1e9;
+    for (int i = 0; i < 3; i++) {
+        uint8_t q[COH_PROTO_HDR + 5];
+        coh_proto_put_hdr(q, COH_OP_NUM_KEYS, 1000 + (uint32_t)i, 5);
+        coh_put_u32(q + COH_PROTO_HDR, 1);
+        q[COH_PROTO_HDR + 4] = 'k';
+        double t = su_now_ms();
+        coh_frame_hdr h;
+        uint8_t b[64];
+        ck_assert_int_eq(su_raw_write(fd, q, sizeof q), 0);
+        ck_assert_int_eq(su_raw_read(fd, &h, b, sizeof b, 30000), 9);
+        t = su_now_ms() - t;
+        one_scan = t < one_scan ? t : one_scan;
+    }
+    enum { NR = 50 };
     size_t one = COH_PROTO_HDR + 4 + 1;
     uint8_t *f = malloc(one * NR);
     for (int i = 0; i < NR; i++) {
@@ -756,7 +811,7 @@ START_TEST(pipeline_bounded_per_turn)
     free(f);
     double worst = 0;
     int n = 0;
-    while (su_now_ms() - t1 < 2500) {
+    while (su_now_ms() - t1 < COH_MAX(1500, 30 * one_scan)) {
         double t2 = su_now_ms();
         char *v = NULL;
         ST_OK(cohort_store_gets(other, "k", &v, 5000), other);
@@ -773,10 +828,16 @@ START_TEST(pipeline_bounded_per_turn)
         ck_assert_int_eq(b[0], COHORT_OK);
         ck_assert_int_eq((int64_t)coh_get_u64(b + 1), NK);
     }
-    fprintf(stderr, "pipeline_bounded_per_turn: %d gets of another job, worst %.1f ms, "
-            "%d scans in %.0f ms\n", n, worst, (int)NR, su_now_ms() - t1);
-    /* one scan is ~30 ms here; 64 of them (no time bound) ~2 s */
-    ck_assert_msg(worst < 700, "another job's get took %.1f ms beside a pipeline of scans", worst);
+    /* A scan's cost while the pipeline ran (the machine's load then, not
+     * at calibration: a loaded machine made them 20x slower once). */
+    double total = su_now_ms() - t1, avg = total / NR;
+    fprintf(stderr, "pipeline_bounded_per_turn: %d gets of another job, worst %.1f ms (one scan "
+            "%.1f ms alone, %.1f ms on average in the pipeline), %d scans in %.0f ms\n", n,
+            worst, one_scan, avg, (int)NR, total);
+    /* bounded: about one scan per turn; without the bound 64 per turn */
+    ck_assert_msg(worst < 16 * avg + 300,
+                  "another job's get took %.1f ms beside a pipeline of scans (%.1f ms each)",
+                  worst, avg);
     close(fd);
     cohort_store_close(other);
     cohort_store_close(a);
@@ -861,6 +922,7 @@ static Suite *suite(void)
     tcase_add_test(t, fd_limit_embedded);
     tcase_add_test(t, auth_deadline_not_extended_by_bytes);
     tcase_add_test(t, unauth_cannot_lock_out);
+    tcase_add_test(t, connect_storm_over_unauth_cap_admitted);
     tcase_add_test(t, bad_connection_flood_log_bounded);
     suite_add_tcase(s, t);
     TCase *m = tcase_create("memory");

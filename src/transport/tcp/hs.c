@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "transport/tcp/net.h"
+#include "util/ratelimit.h"
 
 /* Handshake states. 0 means "finished or closed": the entry is dropped at
  * the next compaction. Incoming: SEND(challenge) -> RECV(hello) ->
@@ -408,16 +409,17 @@ static int n_incoming(const coh_net *n)
 static void hs_send_refusal(tcp_hs *h, int code, const char *detail);
 static void hs_compact(coh_net *n);
 
-/* Refuses an incoming connection: one log line, a best-effort REFUSE frame
+/* Refuses an incoming connection: one log line (rate-limited: a flood of
+ * strays writes a few lines and then counts), a best-effort REFUSE frame
  * (the client may be a misconfigured rank that deserves to know why), close. */
 static void hs_refuse(coh_net *n, tcp_hs *h, int code, const char *detail)
 {
     if (h->peer >= 0)
-        coh_warn("tcp: group %u rank %d refused a connection from %s claiming rank %d: %s%s%s",
+        coh_warn_rl("tcp: group %u rank %d refused a connection from %s claiming rank %d: %s%s%s",
                  n->me.group, n->rank, h->from, h->peer, coh_hs_refuse_text(code),
                  detail ? ": " : "", detail ? detail : "");
     else
-        coh_warn("tcp: group %u rank %d refused a connection from %s: %s%s%s", n->me.group,
+        coh_warn_rl("tcp: group %u rank %d refused a connection from %s: %s%s%s", n->me.group,
                  n->rank, h->from, coh_hs_refuse_text(code), detail ? ": " : "",
                  detail ? detail : "");
     hs_send_refusal(h, code, detail);
@@ -665,7 +667,7 @@ static cohort_status hs_step(coh_net *n, tcp_hs *h)
                 if (h->outgoing) {
                     hs_retry(h, "send", errno);
                 } else {
-                    coh_warn("tcp: rank %d: handshake with %s failed: send: %s", n->rank, h->from,
+                    coh_warn_rl("tcp: rank %d: handshake with %s failed: send: %s", n->rank, h->from,
                              strerror(errno));
                     hs_close(h);
                 }
@@ -693,7 +695,7 @@ static cohort_status hs_step(coh_net *n, tcp_hs *h)
                 if (h->outgoing) {
                     hs_retry(h, e ? "handshake recv" : "peer closed during the handshake", e);
                 } else {
-                    coh_warn("tcp: group %u rank %d dropped a connection from %s: %s after %zu "
+                    coh_warn_rl("tcp: group %u rank %d dropped a connection from %s: %s after %zu "
                              "handshake bytes",
                              n->me.group, n->rank, h->from,
                              e ? strerror(e) : "closed (truncated handshake)", h->ioff);
@@ -791,7 +793,7 @@ static void hs_accept(coh_net *n)
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                coh_warn("tcp: rank %d: accept: %s", n->rank, strerror(errno));
+                coh_warn_rl("tcp: rank %d: accept: %s", n->rank, strerror(errno));
             return;
         }
         char from[64];
@@ -805,7 +807,7 @@ static void hs_accept(coh_net *n)
         tcp_hs *h = n_incoming(n) < TCP_HS_MAX_IN ? hs_new(n) : NULL;
         if (!h) {
             /* Bounded state for unauthenticated clients: turn extras away. */
-            coh_warn("tcp: rank %d refused a connection from %s: %s", n->rank, from,
+            coh_warn_rl("tcp: rank %d refused a connection from %s: %s", n->rank, from,
                      coh_hs_refuse_text(COH_HS_BUSY));
             uint8_t f[COH_HS_PREFIX + COH_HS_REFUSE_LEN];
             size_t l = coh_hs_refuse_put(f, COH_HS_BUSY, coh_hs_refuse_text(COH_HS_BUSY));
