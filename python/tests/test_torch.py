@@ -158,3 +158,17 @@ def test_under_torchrun():
                      r"differs: rank 0 has 8 \(torch_ranks.py:\d+\), rank 1 has 7", out), out[-4000:]
     assert f"exitcode  : {EXIT_CODE}" in out or f"exit code {EXIT_CODE}" in out or \
         f"exitcode: {EXIT_CODE}" in out, out[-4000:]
+
+
+@pytest.mark.skipif(OLD, reason="torch 2.x")
+def test_cost_benchmark_smoke(tmp_path):
+    """bench/torch/run.sh end to end with one tiny round (the numbers mean nothing)."""
+    from conftest import ROOT
+    env = job_env({"ROUNDS": "1", "ITERS": "20", "SIZES": "8,65536", "PY": sys.executable,
+                   "COHORTRUN": cohortrun(), "OUT": str(tmp_path)})
+    p = subprocess.run([os.path.join(ROOT, "bench", "torch", "run.sh")], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    for s in ("none", "cohort", "detail"):
+        for size in (8, 65536):
+            assert re.search(rf"^\s+{size} {s}\s+\d", p.stdout, re.M), p.stdout
