@@ -6,6 +6,8 @@
 # interleaved (the order rotates each round). Prints, per setting and size, the
 # median over rounds of each launch's p50/p99/max per call and the ratio to no
 # check. Not part of the test suite (test_torch.py runs a tiny round).
+# bench/torch/overhead.py measures the check's own time per call without gloo:
+#   cohortrun -n 2 python3 bench/torch/overhead.py [CALLS]
 #   ROUNDS (5) ITERS (2000 calls at 8 B; 1/20 of it at 1 MiB) SIZES (8,1048576)
 #   PY (python3) COHORTRUN (build/tools/cohortrun/cohortrun) OUT (a temp dir)
 set -euo pipefail

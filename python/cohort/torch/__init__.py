@@ -324,8 +324,33 @@ class _P2PWork:
         return getattr(self._work, name)
 
 
+def _binder(sig):
+    """A fast inspect.Signature.bind for the calls torch's functions get:
+    {name: value} of the arguments given, or None when they do not fit."""
+    params = list(sig.parameters.values())
+    names = [p.name for p in params]
+    simple = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
+    npos = sum(p.kind == p.POSITIONAL_OR_KEYWORD for p in params)
+    known = frozenset(names)
+
+    def bind(args, kwargs):
+        if simple and len(args) <= npos:
+            a = dict(zip(names, args))
+            for k in kwargs:
+                if k not in known or k in a:
+                    return None
+            a.update(kwargs)
+            return a
+        try:
+            return sig.bind(*args, **kwargs).arguments
+        except TypeError:
+            return None
+    return bind
+
+
 def _wrap_collective(name, orig):
     sig = inspect.signature(orig)
+    _bind = _binder(sig)
     fp = _FP[name]
     opname = _OPNAME.get(name, name)
 
@@ -334,9 +359,8 @@ def _wrap_collective(name, orig):
         st = _state
         if st is None or getattr(_tls, "depth", 0):
             return orig(*args, **kwargs)
-        try:
-            a = sig.bind(*args, **kwargs).arguments
-        except TypeError:
+        a = _bind(args, kwargs)
+        if a is None:
             return orig(*args, **kwargs)  # torch reports the bad call
         pg = a.get("group")
         cg = st.group_for(pg)
@@ -377,7 +401,7 @@ def _wrap_collective(name, orig):
 
 
 def _wrap_p2p(name, orig):
-    sig = inspect.signature(orig)
+    _bind = _binder(inspect.signature(orig))
     is_send = name in ("send", "isend")
     peer_key = "dst" if is_send else "src"
     nonblocking = name.startswith("i")
@@ -387,9 +411,8 @@ def _wrap_p2p(name, orig):
         st = _state
         if st is None or getattr(_tls, "depth", 0):
             return orig(*args, **kwargs)
-        try:
-            a = sig.bind(*args, **kwargs).arguments
-        except TypeError:
+        a = _bind(args, kwargs)
+        if a is None:
             return orig(*args, **kwargs)
         pg = a.get("group")
         cg = st.group_for(pg)
