@@ -832,12 +832,22 @@ cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *g, uint64_t
         return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_wait: checker or group missing");
     pthread_mutex_lock(&c->mu);
     uint64_t dl = coh_deadline_ns(timeout_ms);
+    uint64_t t0 = coh_now_ns();
     while (pending(g, seq) && !atomic_load_explicit(&c->failed, memory_order_relaxed) &&
            coh_ms_left(dl) > 0 && !c->stop) {
         if (g->pred_ring)
             coh_chk_drain_locked(c, g->pred, 0);
         if (!pending(g, seq))
             break;
+        if (g->pred_ring && coh_now_ns() - t0 < 5 * 1000 * 1000ull) {
+            /* A same-host predecessor about to enter the same call (the
+             * torch wrapper waits here before a synchronising backend
+             * call): its record is microseconds away, a 2 ms sleep is not. */
+            pthread_mutex_unlock(&c->mu);
+            sched_yield();
+            pthread_mutex_lock(&c->mu);
+            continue;
+        }
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_nsec += 2 * 1000 * 1000;

@@ -1559,6 +1559,15 @@ cohort_status cohort_store_server_add_job(cohort_store_server *s, const char *jo
     j->mem.option = "max_job_memory";
     coh_kv_job_init(j);
     *pp = j;
+    size_t njobs = 0;
+    for (job *x = s->jobs; x; x = x->next)
+        njobs++;
+    /* A job added later gets the same limit: past max_memory in total, a
+     * job can be refused at the server's limit before its own. */
+    if (njobs > 1 && s->max_job_memory > s->mem.limit / njobs)
+        coh_warn_rl("store: %zu jobs x max_job_memory %zu is over max_memory %zu: a job can be "
+                    "refused at the server's limit before its own",
+                    njobs, s->max_job_memory, s->mem.limit);
     pthread_mutex_unlock(&s->jobs_mu);
     return COHORT_OK;
 }
@@ -1656,11 +1665,6 @@ cohort_status cohort_store_server_create(cohort_store_server **out,
      * another is entitled to. */
     s->max_job_memory = o->max_job_memory ? o->max_job_memory
                                           : s->mem.limit / (size_t)COH_MAX(o->n_jobs, 1);
-    if (o->max_job_memory && o->n_jobs > 1 &&
-        o->max_job_memory > s->mem.limit / (size_t)o->n_jobs)
-        coh_warn("store: max_job_memory %zu x %d jobs is over max_memory %zu: a job can be "
-                 "refused at the server's limit before its own",
-                 o->max_job_memory, o->n_jobs, s->mem.limit);
     s->max_conn_memory = o->max_conn_memory ? o->max_conn_memory
                                             : (size_t)s->max_frame + (8u << 20);
     s->frame_timeout_ms = o->frame_timeout_ms ? o->frame_timeout_ms : 10000;

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The cost of cohort.torch (docs/pytorch.md): the same program
+# (bench/torch/allreduce.py, gloo, 2 ranks under cohortrun, dist.all_reduce at
+# 8 B and 1 MiB) without a check, with cohort.torch (python3 -m
+# cohort.torch.run) and with TORCH_DISTRIBUTED_DEBUG=DETAIL, launches
+# interleaved (the order rotates each round). Prints, per setting and size, the
+# median over rounds of each launch's p50/p99/max per call and the ratio to no
+# check. Not part of the test suite (test_torch.py runs a tiny round).
+# bench/torch/overhead.py measures the check's own time per call without gloo:
+#   cohortrun -n 2 python3 bench/torch/overhead.py [CALLS]
+#   ROUNDS (5) ITERS (2000 calls at 8 B; 1/20 of it at 1 MiB) SIZES (8,1048576)
+#   PY (python3) COHORTRUN (build/tools/cohortrun/cohortrun) OUT (a temp dir)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROUNDS=${ROUNDS:-5}
+ITERS=${ITERS:-2000}
+SIZES=${SIZES:-8,1048576}
+PY=${PY:-python3}
+COHORTRUN=${COHORTRUN:-$PWD/build/tools/cohortrun/cohortrun}
+OUT=${OUT:-$(mktemp -d /tmp/cohort-torch-bench.XXXXXX)}
+mkdir -p "$OUT"
+settings=(none cohort detail)
+for i in $(seq 1 "$ROUNDS"); do
+  for j in 0 1 2; do
+    s=${settings[$(((i + j) % 3))]}
+    case $s in
+      none) env=(COHORT_TORCH_CHECK=0) ;;
+      cohort) env=(COHORT_TORCH_CHECK=1) ;;
+      detail) env=(COHORT_TORCH_CHECK=0 TORCH_DISTRIBUTED_DEBUG=DETAIL) ;;
+    esac
+    env "${env[@]}" COHORT_TIMEOUT=300 "$COHORTRUN" -n 2 "$PY" -m cohort.torch.run \
+      bench/torch/allreduce.py "$ITERS" "$SIZES" > "$OUT/$s.$i.txt" 2> "$OUT/$s.$i.err" || {
+      echo "bench/torch: $s round $i failed (see $OUT/$s.$i.err)" >&2; exit 1; }
+  done
+done
+"$PY" - "$OUT" "$ROUNDS" <<'PY'
+import glob, os, re, statistics as S, sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+res = {}
+for f in glob.glob(os.path.join(out, "*.txt")):
+    s, i = os.path.basename(f).split(".")[:2]
+    for line in open(f):
+        m = re.search(r"RESULT (\d+) (\d+) (\S+) (\S+) (\S+) (\S+)", line)
+        if m:
+            b = int(m.group(1))
+            res.setdefault((s, b), {})[i] = [float(m.group(k)) for k in (3, 4, 5, 6)]
+sizes = sorted({b for _, b in res})
+load = os.getloadavg()
+print(f"gloo, 2 ranks, dist.all_reduce float32, {rounds} interleaved launches per setting; "
+      f"load average {load[0]:.1f} at the end")
+print("medians over launches of each launch's p50/p99/max per call; ratio and added time:")
+print("medians over rounds of (p50 of the setting) / and - (p50 without a check)")
+print(f"{'size':>9} {'setting':8} {'p50 us':>9} {'p99 us':>9} {'max us':>10} {'p50 ratio':>9} {'p50 added us':>12}")
+for b in sizes:
+    base = res[("none", b)]
+    for s in ("none", "cohort", "detail"):
+        rs = res.get((s, b))
+        if not rs:
+            continue
+        p50, p99, mx = (S.median(r[k] for r in rs.values()) for k in (0, 1, 2))
+        pairs = [(rs[i][0], base[i][0]) for i in rs if i in base]
+        ratio = S.median(a / c for a, c in pairs)
+        added = S.median(a - c for a, c in pairs)
+        print(f"{b:>9} {s:8} {p50:9.1f} {p99:9.1f} {mx:10.1f} {ratio:9.3f} {added:+12.1f}")
+PY

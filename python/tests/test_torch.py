@@ -1,0 +1,174 @@
+"""cohort.torch: unchanged torch.distributed programs (torch_ranks.py) under
+the check, as real multi-process gloo jobs under cohortrun and torchrun.
+
+The python running pytest is the torch under test (scripts/test-python.sh
+runs the suite with torch 2.13 on PATH and with Debian's torch 1.13).
+"""
+import os
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from conftest import HERE, Job, cohortrun, job_env
+
+torch = pytest.importorskip("torch")
+OLD = torch.__version__.startswith("1.")
+PROG = os.path.join(HERE, "torch_ranks.py")
+N = 3
+ODD = N - 1
+EXIT_CODE = 86
+
+
+def line_of(marker):
+    with open(PROG) as f:
+        for i, line in enumerate(f, 1):
+            if marker in line:
+                return i
+    raise AssertionError(marker)
+
+
+def run(case, *args, check=True, env=None, n=N, timeout=180):
+    e = {"COHORT_TORCH_CHECK": "1" if check else "0"}
+    e.update(env or {})
+    cmd = [cohortrun(), "-n", str(n), sys.executable, "-m", "cohort.torch.run", PROG, case,
+           *map(str, args)]
+    p = subprocess.run(cmd, env=job_env(e), capture_output=True, text=True, timeout=timeout)
+    job = Job(p.returncode, p.stdout, p.stderr)
+    job.errlines = Job(0, p.stderr, "").lines  # reports go to stderr
+    return job
+
+
+def reports(job, n=N):
+    """Each rank's report line (printed by the handler on every rank)."""
+    out = {}
+    for r in range(n):
+        lines = [l for l in job.errlines[r] if l.startswith("cohort.torch: ")]
+        assert lines, f"rank {r} printed no report\n{job}"
+        out[r] = lines[0][len("cohort.torch: "):]
+    return out
+
+
+def test_correct_program_bit_identical_with_and_without_check():
+    on = run("correct")
+    off = run("correct", check=False)
+    for job in (on, off):
+        assert job.rc == 0, job
+        for r in range(N):
+            assert "OK correct" in job.lines[r], job
+    for r in range(N):
+        assert on.values(r, "DIGEST") == off.values(r, "DIGEST"), (on, off)
+        assert on.values(r, "DIGEST") and off.values(r, "CHECKED") == []
+        # the check ran: every collective of correct() went through it
+        assert int(on.values(r, "CHECKED")[0]) >= (15 if OLD else 19), on
+
+
+L = line_of("MISMATCH-LINE")
+MISMATCHES = {
+    # case: (call, what the report says)
+    "count": (rf"all_reduce #2 \(torch_ranks.py:{L}\)",
+              rf"count differs: ranks 0-1 have 8, rank 2 has 7 - look at rank 2's call at "
+              rf"torch_ranks.py:{L}"),
+    "dtype": (r"all_reduce #1 \(torch_ranks.py:\d+\)",
+              r"type signature differs: ranks 0-1 have float32, rank 2 has float64 - look at "
+              r"rank 2's call at torch_ranks.py:\d+"),
+    "redop": (r"all_reduce #1", r"reduce op differs: ranks 0-1 have SUM, rank 2 has MAX"),
+    "root": (r"broadcast #1", r"root differs: ranks 0-1 have 0, rank 2 has 1"),
+    "op": (r"all_reduce #1", r"operation differs: ranks 0-1 have all_reduce, rank 2 has broadcast"
+           r" - look at rank 2's call at torch_ranks.py:\d+ \(a different call site"),
+    "extra": (r"all_reduce #2", rf"count differs: ranks 0-1 have 8, rank 2 has 4 - look at "
+              rf"rank 2's call at torch_ranks.py:{line_of('EXTRA-LINE')} .*extra or a skipped"),
+    "skip": (rf"broadcast #2 \(torch_ranks.py:{line_of('SKIPPED-LINE')}\)",
+             r"operation differs: ranks 0-1 have broadcast, rank 2 has all_reduce"),
+    "async": (r"all_reduce #1", r"count differs: ranks 0-1 have 8, rank 2 has 5"),
+    "subgroup": (r"new_group\(\[0,1\]\) #1: all_reduce #1",
+                 r"type signature differs: rank 0 has float32 \(torch_ranks.py:\d+\), rank 1 has "
+                 r"int32 \(torch_ranks.py:\d+\)"),
+}
+# torch 1.13: the cheap ones
+CASES = ["count", "subgroup"] if OLD else list(MISMATCHES)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_mismatch_reported_on_every_rank(case):
+    job = run(case)
+    assert job.rc == EXIT_CODE, job
+    call, what = MISMATCHES[case]
+    reps = reports(job)
+    assert len(set(reps.values())) == 1, reps  # the same report everywhere
+    text = reps[0]
+    assert re.search(call, text), (call, text)
+    assert re.search(what, text), (what, text)
+    for r in range(N):
+        assert f"OK {case}" not in job.lines[r], job
+    assert f"exited with code {EXIT_CODE}" in job.err, job
+
+
+@pytest.mark.skipif(OLD, reason="torch 2.x")
+def test_stall_names_the_late_rank():
+    job = run("stall", 3, env={"COHORT_STALL_WARN": "1"})
+    assert job.rc == 0, job
+    site = f"torch_ranks.py:{line_of('STALL-LINE')}"
+    for r in range(N - 1):
+        stalls = [l for l in job.errlines[r] if l.startswith("cohort.torch: stall: ")]
+        assert stalls, job
+        assert site in stalls[0] and "not in this call: member(s) 2" in stalls[0], stalls[0]
+    for r in range(N):
+        assert "OK stall" in job.lines[r], job
+
+
+@pytest.mark.skipif(OLD, reason="torch 2.x")
+def test_dead_rank_ends_the_job():
+    job = run("dead", timeout=120)
+    assert job.rc != 0, job
+    assert "rank 2 failed first: was killed by signal 9 (SIGKILL)" in job.err, job
+    for r in range(N):
+        assert "OK dead" not in job.lines[r], job
+
+
+def test_runner_usage():
+    p = subprocess.run([sys.executable, "-m", "cohort.torch.run"], capture_output=True, text=True,
+                       env=job_env())
+    assert p.returncode == 2 and "usage" in p.stderr, p
+
+
+def torchrun(case, check=True):
+    with socket.socket() as s:  # torchrun passes --master_port=0 on as MASTER_PORT=0
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+           "--master_addr=127.0.0.1", f"--master_port={port}", "-m", "cohort.torch.run", PROG, case]
+    env = job_env({"COHORT_TORCH_CHECK": "1" if check else "0"})
+    for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180)
+
+
+@pytest.mark.skipif(OLD, reason="Debian's torch 1.13 torchrun crashes on Python 3.11")
+def test_under_torchrun():
+    ok = torchrun("correct")
+    assert ok.returncode == 0, ok.stdout + ok.stderr[-4000:]
+    assert ok.stdout.count("OK correct") == 2 and ok.stdout.count("CHECKED") == 2, ok.stdout
+    bad = torchrun("count")
+    out = bad.stdout + bad.stderr
+    assert bad.returncode != 0, out[-4000:]
+    assert re.search(r"cohort.torch: default pg: all_reduce #2: count "
+                     r"differs: rank 0 has 8 \(torch_ranks.py:\d+\), rank 1 has 7", out), out[-4000:]
+    assert f"exitcode  : {EXIT_CODE}" in out or f"exit code {EXIT_CODE}" in out or \
+        f"exitcode: {EXIT_CODE}" in out, out[-4000:]
+
+
+@pytest.mark.skipif(OLD, reason="torch 2.x")
+def test_cost_benchmark_smoke(tmp_path):
+    """bench/torch/run.sh end to end with one tiny round (the numbers mean nothing)."""
+    from conftest import ROOT
+    env = job_env({"ROUNDS": "1", "ITERS": "20", "SIZES": "8,65536", "PY": sys.executable,
+                   "COHORTRUN": cohortrun(), "OUT": str(tmp_path)})
+    p = subprocess.run([os.path.join(ROOT, "bench", "torch", "run.sh")], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr[-4000:]
+    for s in ("none", "cohort", "detail"):
+        for size in (8, 65536):
+            assert re.search(rf"^\s+{size} {s}\s+\d", p.stdout, re.M), p.stdout

@@ -1,0 +1,186 @@
+"""torch.distributed programs for test_torch.py, run unchanged under the check:
+cohortrun -n N python3 -m cohort.torch.run torch_ranks.py CASE [ARGS]
+(COHORT_TORCH_CHECK=0: the same program without it).
+
+"OK CASE" on every rank ends a case that completes; "DIGEST <hex>" is a
+hash of every result, to compare runs with and without the check.
+"""
+import hashlib
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+
+OLD = torch.__version__.startswith("1.")
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def correct(rank, n):
+    """Every collective gloo has, sync and async, on the world and a
+    sub-group; returns a digest of all results."""
+    h = hashlib.sha256()
+    gen = torch.Generator().manual_seed(1234 + rank)
+
+    def rnd(*shape, dtype=torch.float32):
+        return torch.randn(*shape, generator=gen).to(dtype)
+
+    def take(t):
+        h.update(t.contiguous().view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+
+    dtypes = [torch.float32, torch.float64, torch.int64, torch.float16]
+    if not OLD:
+        dtypes.append(torch.bfloat16)  # gloo of torch 1.13 has no bfloat16
+    for dt in dtypes:
+        x = rnd(1000, dtype=dt) * (1 if dt.is_floating_point else 100)
+        dist.all_reduce(x)
+        take(x)
+    for op in (dist.ReduceOp.MAX, dist.ReduceOp.MIN, dist.ReduceOp.PRODUCT):
+        x = rnd(17)
+        dist.all_reduce(x, op=op)
+        take(x)
+    x = rnd(33)
+    dist.broadcast(x, src=n - 1)
+    take(x)
+    x = rnd(9)
+    dist.reduce(x, dst=0)
+    take(x)
+    xs = [torch.zeros(5) for _ in range(n)]
+    dist.all_gather(xs, rnd(5))
+    for t in xs:
+        take(t)
+    if not OLD:  # gloo of torch 1.13 has no _allgather_base
+        out = torch.zeros(5 * n)
+        dist.all_gather_into_tensor(out, rnd(5))
+        take(out)
+        out = torch.zeros(4)
+        dist.reduce_scatter_tensor(out, rnd(4 * n))
+        take(out)
+        outs = [torch.zeros(3) for _ in range(n)]
+        dist.all_to_all(outs, [rnd(3) for _ in range(n)])
+        for t in outs:
+            take(t)
+    g = [torch.zeros(3) for _ in range(n)] if rank == 0 else None
+    dist.gather(rnd(3), g, dst=0)
+    if g:
+        for t in g:
+            take(t)
+    y = torch.zeros(4)
+    dist.scatter(y, [rnd(4) for _ in range(n)] if rank == n - 1 else None, src=n - 1)
+    take(y)
+    a2a_in = rnd(2 * n)
+    a2a_out = torch.zeros(2 * n)
+    dist.all_to_all_single(a2a_out, a2a_in)
+    take(a2a_out)
+    dist.barrier()
+    # async forms: the Work's wait() returns once compared
+    w = dist.all_reduce(x := rnd(64), async_op=True)
+    w.wait()
+    take(x)
+    b = rnd(8)
+    dist.broadcast(b, src=0, async_op=True).wait()
+    take(b)
+    # point to point in a ring
+    s, r = rnd(6), torch.zeros(6)
+    if rank % 2 == 0:
+        dist.send(s, dst=(rank + 1) % n)
+        dist.recv(r, src=(rank - 1) % n)
+    else:
+        dist.recv(r, src=(rank - 1) % n)
+        dist.send(s, dst=(rank + 1) % n)
+    take(r)
+    reqs = [dist.isend(s, dst=(rank + 1) % n), dist.irecv(r, src=(rank - 1) % n)]
+    for q in reqs:
+        q.wait()
+    take(r)
+    # a sub-group of every rank but the last, and one of everyone
+    sub = dist.new_group(list(range(n - 1)) if n > 2 else [0, 1])
+    whole = dist.new_group()
+    if rank in (list(range(n - 1)) if n > 2 else [0, 1]):
+        z = rnd(12)
+        dist.all_reduce(z, group=sub)
+        take(z)
+    z = rnd(12)
+    dist.all_reduce(z, group=whole)
+    take(z)
+    # torch's own helpers built on the wrapped calls
+    objs = [None] * n
+    dist.all_gather_object(objs, {"rank": rank, "pad": "x" * rank})
+    h.update(repr(objs).encode())
+    return h.hexdigest()
+
+
+def main():
+    case = sys.argv[1]
+    args = sys.argv[2:]
+    dist.init_process_group("gloo")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    odd = n - 1  # the rank that does something different
+    if case == "correct":
+        log("DIGEST", correct(rank, n))
+        if "cohort.torch" in sys.modules and sys.modules["cohort.torch"].installed():
+            st = sys.modules["cohort.torch"].checker().stats()
+            log("CHECKED", st["calls"])
+    elif case == "count":
+        dist.all_reduce(torch.ones(8))
+        dist.all_reduce(torch.ones(7 if rank == odd else 8))  # MISMATCH-LINE
+    elif case == "dtype":
+        dist.all_reduce(torch.ones(8, dtype=torch.float64 if rank == odd else torch.float32))
+    elif case == "redop":
+        dist.all_reduce(torch.ones(8), op=dist.ReduceOp.MAX if rank == odd else dist.ReduceOp.SUM)
+    elif case == "root":
+        dist.broadcast(torch.ones(8), src=1 if rank == odd else 0)
+        dist.barrier()
+    elif case == "op":
+        if rank == odd:
+            dist.broadcast(torch.ones(8), src=0)
+        else:
+            dist.all_reduce(torch.ones(8))
+        dist.barrier()
+    elif case == "extra":
+        dist.all_reduce(torch.ones(8))
+        if rank == odd:
+            dist.all_reduce(torch.ones(4))  # EXTRA-LINE
+        dist.all_reduce(torch.ones(8))
+        dist.barrier()
+    elif case == "skip":
+        dist.all_reduce(torch.ones(8))
+        if rank != odd:
+            dist.broadcast(torch.ones(4), src=0)  # SKIPPED-LINE
+        dist.all_reduce(torch.ones(8))
+        dist.barrier()
+    elif case == "async":
+        w = dist.all_reduce(torch.ones(5 if rank == odd else 8), async_op=True)
+        w.wait()
+    elif case == "subgroup":
+        sub = dist.new_group([0, 1])
+        dist.all_reduce(torch.ones(8))
+        if rank in (0, 1):
+            dist.all_reduce(torch.ones(8, dtype=torch.int32 if rank == 1 else torch.float32),
+                            group=sub)
+        dist.barrier()
+    elif case == "dead":
+        dist.all_reduce(torch.ones(8))
+        if rank == odd:
+            os.kill(os.getpid(), signal.SIGKILL)
+        dist.all_reduce(torch.ones(8))
+        dist.barrier()
+    elif case == "stall":
+        dist.all_reduce(torch.ones(8))
+        if rank == odd:
+            time.sleep(float(args[0]) if args else 3)
+        dist.all_reduce(torch.ones(8))  # STALL-LINE
+    else:
+        raise SystemExit(f"unknown case {case}")
+    dist.destroy_process_group()
+    log("OK", case)
+
+
+if __name__ == "__main__":
+    main()
