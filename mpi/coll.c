@@ -35,9 +35,10 @@ static void typed(cohort_check_fp *fp, int count, MPI_Datatype dt)
 {
     cm_sig s;
     cm_type_sig(dt, &s);
-    fp->sig_hash = s.hash;
-    fp->sig = s.text;
     fp->count = (uint64_t)(count < 0 ? 0 : count) * s.m;
+    /* An empty message matches an empty one whatever the datatypes. */
+    fp->sig_hash = fp->count ? s.hash : 0;
+    fp->sig = fp->count ? s.text : NULL;
 }
 
 static uint64_t amount(int count, MPI_Datatype dt, cm_sig *s)

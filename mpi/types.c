@@ -296,12 +296,19 @@ static void canon(MPI_Datatype dt, cm_sig *out, char *text, size_t tlen)
     runs R = {0};
     flatten(dt, &R, 0);
     uint64_t h = 0xcbf29ce484222325ull;
-    if (R.overflow || !R.n) {
+    if (!R.overflow && !R.n) {
+        /* No basic types at all: any count of it is the empty signature,
+         * which matches any other empty one (0 x MPI_INT). */
+        snprintf(text, tlen, "empty type");
+        out->hash = 0;
+        out->m = 0;
+        free(R.r);
+        return;
+    }
+    if (R.overflow) {
         int sz = 0;
         PMPI_Type_size(dt, &sz);
-        snprintf(text, tlen, R.overflow ? "derived type of %d bytes (too long to compare by signature)"
-                                        : "empty type (%d bytes)",
-                 sz);
+        snprintf(text, tlen, "derived type of %d bytes (too long to compare by signature)", sz);
         out->hash = fnv(text, strlen(text), h);
         out->m = 1;
         free(R.r);

@@ -86,6 +86,20 @@ static void round_on(MPI_Comm comm, int iter)
     for (int i = 0; i < size; i++)
         ty[i] = MPI_INT, sdb[i] = rdb[i] = 16 * i;
     MPI_Alltoallw(a, sc, sdb, ty, b, rc, rdb, ty, comm);
+    /* empty messages match whatever their datatypes (MPICH's
+     * alltoallw_zeros): 1 x a zero-size type against 0 x MPI_INT */
+    MPI_Datatype empty;
+    MPI_Type_contiguous(0, MPI_INT, &empty);
+    MPI_Type_commit(&empty);
+    for (int i = 0; i < size; i++)
+        sc[i] = rc[i] = 0;
+    sc[rank] = 1;
+    MPI_Datatype *ety = malloc(sizeof(MPI_Datatype) * size);
+    for (int i = 0; i < size; i++)
+        ety[i] = i == rank ? empty : MPI_INT;
+    MPI_Alltoallw(a, sc, sdb, ety, b, rc, rdb, ty, comm);
+    free(ety);
+    MPI_Type_free(&empty);
     for (int i = 0; i < size; i++)
         cnt[i] = 2;
     MPI_Reduce_scatter(a, b, cnt, MPI_INT, MPI_SUM, comm);
