@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "layer.h"
@@ -65,8 +66,18 @@ void cm_fatal(int kind, const char *text)
         for (;;)
             pause();
     }
-    if (text)
+    if (text) {
         report(kind, text);
+    } else {
+        /* Every rank has printed the report (the checker waited for that),
+         * but a launcher forwards ranks' output asynchronously: MPICH's
+         * hydra, torn down by MPI_Abort, can drop a line still in a rank's
+         * pipe (suspected: once in a full-suite run one rank's report was
+         * missing from mpiexec's output). Give the forwarding a moment;
+         * this is the failure path only. */
+        struct timespec ts = {0, 300 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
     PMPI_Abort(MPI_COMM_WORLD, exit_code(kind));
     _exit(exit_code(kind));
 }
