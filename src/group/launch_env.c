@@ -144,9 +144,31 @@ long coh_env_port_default(const coh_settings *s, const char **src)
     return 0;
 }
 
+/* A process's start time (clock ticks since boot, /proc/PID/stat field
+ * 22), or 0 if unknown. */
+static unsigned long long proc_start_time(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    /* the command name (field 2) may hold spaces and ')': skip past the last ')' */
+    char *p = strrchr(buf, ')');
+    unsigned long long st = 0;
+    if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d "
+                            "%*d %*d %*d %llu",
+                     &st) != 1)
+        return 0;
+    return st;
+}
+
 /* The job's key for the token file: launcher, job and step, as few
  * characters as a file name allows. */
-static int token_key(char *key, size_t len)
+static int token_key(const coh_settings *s, char *key, size_t len)
 {
     const char *job = coh_env_str("SLURM_JOB_ID");
     if (job && coh_env_slurm_step()) {
@@ -159,6 +181,13 @@ static int token_key(char *key, size_t len)
         snprintf(key, len, "ompi-%s", job);
     } else if ((job = coh_env_str("PMIX_NAMESPACE"))) {
         snprintf(key, len, "pmix-%s", job);
+    } else if (getenv("PMI_RANK") && env_long("MPI_LOCALNRANKS") == s->size) {
+        /* MPICH's Hydra gives no job id, but the ranks of one node share
+         * their proxy parent (the derived port uses it too); only when every
+         * rank is on this node. Its pid and start time: a reused pid is not
+         * the same job. */
+        pid_t pp = getppid();
+        snprintf(key, len, "hydra-%ld.%llu", (long)pp, proc_start_time(pp));
     } else {
         return -1;
     }
@@ -236,10 +265,11 @@ static int read_token(const char *path, char *tok, size_t len)
 cohort_status coh_env_token_exchange(coh_settings *s)
 {
     char key[128];
-    if (token_key(key, sizeof key) < 0)
+    if (token_key(s, key, sizeof key) < 0)
         return coh_err_set(NULL, COHORT_ERR_INVALID,
-                           "COHORT_TOKEN is not set: cohortrun sets it; under srun or Open MPI's "
-                           "mpirun ranks share one through ~/.cohort/tokens (COHORT_TOKEN_DIR), "
+                           "COHORT_TOKEN is not set: cohortrun sets it; under srun, Open MPI's "
+                           "mpirun or MPICH's mpiexec on one node ranks share one through "
+                           "~/.cohort/tokens (COHORT_TOKEN_DIR), "
                            "which needs a job id this launcher does not give; export a shared "
                            "secret to every rank instead (COHORT_TOKEN=$(openssl rand -hex 16), "
                            "mpirun -x COHORT_TOKEN)");
