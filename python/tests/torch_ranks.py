@@ -19,7 +19,9 @@ OLD = torch.__version__.startswith("1.")
 
 
 def log(*a):
-    print(*a, flush=True)
+    # One write(2) per line: under torchrun both ranks share the test's pipe
+    # and print()'s pieces (unbuffered) interleave mid-line ("DIGESTDIGEST").
+    os.write(1, (" ".join(str(x) for x in a) + "\n").encode())
 
 
 def correct(rank, n):
