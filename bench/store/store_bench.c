@@ -487,7 +487,7 @@ static void stall_child(int cid, double phase, int fd_ready, int fd_go, int fd_o
         int ph = a - t0 < phase ? 0 : 1;
         if (a - t0 >= 2 * phase)
             break;
-        void *v;
+        void *v = NULL;
         size_t vl;
         if (cohort_store_set(s, k, strlen(k), "0123456789abcdef", 16) ||
             cohort_store_get(s, k, strlen(k), &v, &vl, -1))

@@ -137,6 +137,9 @@ static int try_search_path(void *self)
 static void load(void)
 {
     char path[4096];
+    /* An object, not the literal: "" in some builds, and clang warns on a
+     * constant operand of && (-Wconstant-logical-operand). */
+    static const char rel_libdir[] = COHORT_REL_LIBDIR;
     const char *env = coh_env_str("COHORT_ETCD_PLUGIN");
     if (env) {
         (void)try_path(env);
@@ -150,9 +153,9 @@ static void load(void)
                              di.dli_fname, COHORT_ETCD_PLUGIN_NAME);
             found = n > 0 && (size_t)n < sizeof path && try_path(path);
             /* A program in <prefix>/bin: <prefix>/<libdir>. */
-            if (!found && COHORT_REL_LIBDIR[0]) {
+            if (!found && rel_libdir[0] != '\0') {
                 n = snprintf(path, sizeof path, "%.*s/../%s/%s", (int)(slash - di.dli_fname),
-                             di.dli_fname, COHORT_REL_LIBDIR, COHORT_ETCD_PLUGIN_NAME);
+                             di.dli_fname, rel_libdir, COHORT_ETCD_PLUGIN_NAME);
                 found = n > 0 && (size_t)n < sizeof path && access(path, F_OK) == 0 &&
                         try_path(path);
             }
