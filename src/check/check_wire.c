@@ -137,12 +137,16 @@ static int eat_ch(cur *c, char ch)
 }
 
 /* Copies up to the next tab/newline (or end) into out (truncated). */
+/* A text field, up to a tab or newline. Control bytes (NUL included) read
+ * as spaces, as put_text writes them: these strings end up in reports on
+ * terminals, and a parsed field formats back to the same bytes. */
 static void eat_field(cur *c, char *out, size_t cap)
 {
     size_t n = 0;
     while (c->p < c->end && *c->p != '\t' && *c->p != '\n') {
+        unsigned char ch = (unsigned char)*c->p;
         if (n + 1 < cap)
-            out[n++] = *c->p;
+            out[n++] = (ch < 0x20 || ch == 0x7f) ? ' ' : (char)ch;
         c->p++;
     }
     out[n] = 0;
