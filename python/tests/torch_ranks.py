@@ -167,6 +167,46 @@ def main():
             dist.all_reduce(torch.ones(8, dtype=torch.int32 if rank == 1 else torch.float32),
                             group=sub)
         dist.barrier()
+    elif case == "abort":
+        # The odd rank's backend aborts the process on entry, as gloo does on
+        # a size mismatch (std::terminate on its thread), before the check
+        # can have compared the call (abort() from C, without the GIL).
+        dist.all_reduce(torch.ones(8))
+        if rank == odd:
+            import ctypes
+            libc_abort = ctypes.CDLL(None).abort
+            dist.ProcessGroup.allreduce = lambda *a, **k: libc_abort()
+        else:
+            time.sleep(1)  # the odd rank enters first: nothing to compare with yet
+        dist.all_reduce(torch.ones(7 if rank == odd else 8))  # ABORT-LINE
+        dist.barrier()
+    elif case == "raise":
+        # The odd rank's backend raises on the mismatched call (as gloo does
+        # when a peer closes the connection): the report, not the error.
+        dist.all_reduce(torch.ones(8))
+        if rank == odd:
+            def fail(*a, **k):
+                raise RuntimeError("backend: Connection closed by peer")
+            dist.ProcessGroup.allreduce = fail
+        else:
+            time.sleep(1)
+        dist.all_reduce(torch.ones(7 if rank == odd else 8))  # RAISE-LINE
+        dist.barrier()
+    elif case == "backend_error":
+        # Matching calls whose backend fails everywhere: the backend's own
+        # error reaches the program unchanged (no report, no exit).
+        dist.all_reduce(torch.ones(8))
+        orig = dist.ProcessGroup.__dict__["allreduce"]
+
+        def fail(*a, **k):
+            raise RuntimeError("backend: simulated failure")
+        dist.ProcessGroup.allreduce = fail
+        try:
+            dist.all_reduce(torch.ones(8))
+        except RuntimeError as e:
+            log("CAUGHT", e)
+        dist.ProcessGroup.allreduce = orig
+        dist.all_reduce(torch.ones(8))
     elif case == "dead":
         dist.all_reduce(torch.ones(8))
         if rank == odd:

@@ -31,9 +31,10 @@ __all__ = ["install", "uninstall", "installed", "checker", "EXIT_CODE", "WRAPPED
 # timeout): distinct from Python's 1 and from signals (128+n).
 EXIT_CODE = 86
 
-# Seconds an async_op=True start of a synchronising collective waits for the
-# neighbour's fingerprint before it goes ahead (compared lazily then).
-ASYNC_WAIT = 0.005
+# Seconds a failing backend call (an exception, or an abort of the process:
+# gloo on a size mismatch) waits for the call to be compared, so that a
+# mismatch is reported as such on every rank instead of as the backend's error.
+FAIL_WAIT = 3.0
 
 # Module-level functions wrapped, when the installed torch has them.
 WRAPPED = (
@@ -277,6 +278,30 @@ _OPNAME = {"_all_gather_base": "all_gather_into_tensor",
            "_reduce_scatter_base": "reduce_scatter_tensor"}
 
 
+def _backend_failed(st, cg, seq):
+    """The backend raised in call seq: if the call was a mismatch, the
+    report wins (on every rank; with an exit code the process ends here);
+    else the backend's error goes on."""
+    try:
+        st.chk.wait(cg, seq, timeout=FAIL_WAIT)
+    except cohort.CohortTimeoutError:
+        return
+    except cohort.Error:
+        _await_exit(st)
+        raise
+
+
+def _await_exit(st):
+    """The checker failed: with an exit code its monitor thread ends the
+    process once every rank printed the report (bounded, 5 s)."""
+    if st.exit_code is None:
+        return
+    import time
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 class CheckedWork:
     """The Work of an async_op=True call: wait() returns once the call was
     compared (ContractError, or the job ends, otherwise). Everything else is
@@ -288,7 +313,13 @@ class CheckedWork:
         self._work, self._cg, self._seq, self._done = work, cg, seq, False
 
     def wait(self, *args, **kwargs):
-        r = self._work.wait(*args, **kwargs)
+        try:
+            r = self._work.wait(*args, **kwargs)
+        except Exception:
+            st = _state
+            if st is not None and not self._done:
+                _backend_failed(st, self._cg, self._seq)
+            raise
         if not self._done:
             st = _state
             if st is not None:
@@ -368,29 +399,22 @@ def _wrap_collective(name, orig):
             return orig(*args, **kwargs)
         count, tsig, redop, root, extra, synced = fp(st, a, pg)
         seq = st.chk.begin(cg, opname, count, sig=tsig, redop=redop, root=root, args=extra)
-        async_op = a.get("async_op")
-        if synced:
-            if not async_op:
-                # Every member must enter this call before it can return, so
-                # waiting for the predecessor's fingerprint first delays
-                # nothing of a correct program, and a mismatch is reported
-                # before the backend sees it (gloo aborts the process on a
-                # size mismatch).
-                st.chk.wait(cg, seq)
-            else:
-                # An async start must not wait for the predecessor (the
-                # program may enable its call only after starting this one):
-                # a bounded wait catches the usual case, ranks in step.
-                try:
-                    st.chk.wait(cg, seq, timeout=ASYNC_WAIT)
-                except cohort.CohortTimeoutError:
-                    pass
+        # No wait for the neighbour's fingerprint before the backend: both
+        # fingerprints are published before either rank enters it, so a
+        # mismatch is found (here after the call, or by the monitor thread
+        # within ms while this thread is blocked in the backend) before any
+        # result reaches the program; a backend that fails on the mismatch
+        # first is held (SIGABRT, hold_abort) or caught (an exception) until
+        # the report is out.
         _tls.depth = 1  # torch's own nested calls (e.g. _all_gather_base) are not separate calls
         try:
             out = orig(*args, **kwargs)
+        except Exception:
+            _backend_failed(st, cg, seq)
+            raise
         finally:
             _tls.depth = 0
-        if async_op:
+        if a.get("async_op"):
             st.chk.end(cg, seq)
             return CheckedWork(out, cg, seq) if out is not None else out
         st.chk.end(cg, seq, synced=synced)
@@ -499,6 +523,8 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
             if own:
                 world.finalize()
             raise
+        if exit_code is not None:
+            chk.hold_abort(FAIL_WAIT)
         st = _State(dist, c10d, world, chk, exit_code)
         st.own_world = own
         for name in WRAPPED:
