@@ -83,6 +83,13 @@ MISMATCHES = {
     "skip": (rf"broadcast #2 \(torch_ranks.py:{line_of('SKIPPED-LINE')}\)",
              r"operation differs: ranks 0-1 have broadcast, rank 2 has all_reduce"),
     "async": (r"all_reduce #1", r"count differs: ranks 0-1 have 8, rank 2 has 5"),
+    "shape": (rf"all_reduce #1 \(torch_ranks.py:{line_of('SHAPE-LINE')}\)",
+              r"arguments differs: ranks 0-1 have shape 2x4, rank 2 has shape 4x2"),
+    "ddp": (r"all_reduce #\d+ \(<DDP gradient bucket 0>:0\)", r"type signature differs: ranks 0-1 have float32, rank 2 has float64"),
+    "pg": (rf"all_reduce #2 \(torch_ranks.py:{line_of('PG-LINE')}\)",
+           r"count differs: ranks 0-1 have 8, rank 2 has 7"),
+    "functional": (rf"functional all_reduce #1 \(torch_ranks.py:{line_of('FC-LINE')}\)",
+                   r"count differs: ranks 0-1 have 8, rank 2 has 3"),
     "abort": (rf"all_reduce #2 \(torch_ranks.py:{line_of('ABORT-LINE')}\)",
               r"count differs: ranks 0-1 have 8, rank 2 has 7"),
     "raise": (rf"all_reduce #2 \(torch_ranks.py:{line_of('RAISE-LINE')}\)",
@@ -92,7 +99,7 @@ MISMATCHES = {
                  r"int32 \(torch_ranks.py:\d+\)"),
 }
 # torch 1.13: the cheap ones
-CASES = ["count", "subgroup", "abort"] if OLD else list(MISMATCHES)
+CASES = (["count", "subgroup", "abort", "shape"] if OLD else list(MISMATCHES))
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -69,6 +69,7 @@ class _State:
         self.names = {}       # pg -> (name, creation index) from new_group
         self.originals = {}   # (module, name) -> function
         self.redop_names = {}
+        self.class_originals = []  # (class, name, raw attribute) to put back
 
     # -- groups ------------------------------------------------------------
     def default_pg(self):
@@ -187,10 +188,15 @@ def _numel(t):
 
 
 def _shape(t):
+    """The shape as compared: None for 0-d and 1-d tensors (their element
+    count says it all, and that keeps the common case free), else
+    "shape 2x4"."""
     try:
-        return "x".join(map(str, t.shape)) or "scalar"
+        if t.dim() <= 1:
+            return None
+        return "shape " + "x".join(map(str, t.shape))
     except Exception:
-        return "?"
+        return None
 
 
 # -- fingerprints ----------------------------------------------------------
@@ -208,43 +214,46 @@ def _root(st, a, pg, world_key, group_key, default):
 
 def _fp_all_reduce(st, a, pg):
     t = a["tensor"]
-    return _numel(t), _dtype(t), st.redop(a.get("op")), -1, None, True
+    return _numel(t), _dtype(t), st.redop(a.get("op")), -1, _shape(t), True
 
 
 def _fp_broadcast(st, a, pg):
     t = a["tensor"]
-    return _numel(t), _dtype(t), None, _root(st, a, pg, "src", "group_src", None), None, False
+    return (_numel(t), _dtype(t), None, _root(st, a, pg, "src", "group_src", None), _shape(t),
+            False)
 
 
 def _fp_reduce(st, a, pg):
     t = a["tensor"]
     return (_numel(t), _dtype(t), st.redop(a.get("op")),
-            _root(st, a, pg, "dst", "group_dst", None), None, False)
+            _root(st, a, pg, "dst", "group_dst", None), _shape(t), False)
 
 
 def _fp_all_gather(st, a, pg):
     t = a["tensor"]
-    return _numel(t), _dtype(t), None, -1, None, True
+    return _numel(t), _dtype(t), None, -1, _shape(t), True
 
 
 def _fp_into_tensor(st, a, pg):
     t = a["input_tensor"]
-    return _numel(t), _dtype(t), None, -1, None, True
+    return _numel(t), _dtype(t), None, -1, _shape(t), True
 
 
 def _fp_gather(st, a, pg):
     t = a["tensor"]
-    return _numel(t), _dtype(t), None, _root(st, a, pg, "dst", "group_dst", 0), None, False
+    return (_numel(t), _dtype(t), None, _root(st, a, pg, "dst", "group_dst", 0), _shape(t),
+            False)
 
 
 def _fp_scatter(st, a, pg):
     t = a["tensor"]
-    return _numel(t), _dtype(t), None, _root(st, a, pg, "src", "group_src", 0), None, False
+    return (_numel(t), _dtype(t), None, _root(st, a, pg, "src", "group_src", 0), _shape(t),
+            False)
 
 
 def _fp_reduce_scatter(st, a, pg):
     t = a["output"]
-    return _numel(t), _dtype(t), st.redop(a.get("op")), -1, None, True
+    return _numel(t), _dtype(t), st.redop(a.get("op")), -1, _shape(t), True
 
 
 def _fp_all_to_all(st, a, pg):
@@ -488,6 +497,342 @@ def _wrap_new_group(orig):
     return wrapper
 
 
+
+# -- calls that do not go through the module-level functions ----------------
+# ProcessGroup methods called from Python (pg.allreduce([t]), what some
+# libraries do), torch.distributed._functional_collectives, and DDP's
+# gradient all-reduces (the C++ reducer calls the process group directly:
+# they are checked through a DDP communication hook that does what the
+# reducer's built-in path does). Calls torch makes inside a wrapped call are
+# skipped (_tls.depth), so nothing is counted twice.
+
+def _first(x):
+    """The first tensor of a tensor, a list of tensors or a list of lists."""
+    while isinstance(x, (list, tuple)):
+        if not x:
+            return None
+        x = x[0]
+    return x
+
+
+def _opts(args, kwargs):
+    for v in list(args) + list(kwargs.values()):
+        if hasattr(v, "reduceOp") or hasattr(v, "rootRank") or hasattr(v, "timeout"):
+            if not isinstance(v, (int, float, list, tuple)) and not hasattr(v, "numel"):
+                return v
+    return None
+
+
+def _pg_redop(st, args, kwargs, opts):
+    if opts is not None and hasattr(opts, "reduceOp"):
+        return st.redop(opts.reduceOp)
+    op = kwargs.get("op")
+    if op is None:
+        for v in args[1:]:
+            if not isinstance(v, (int, list, tuple)) and not hasattr(v, "numel") \
+                    and v is not opts and v is not None:
+                op = v
+                break
+    return st.redop(op)
+
+
+def _pg_root(args, kwargs, opts, pos):
+    if opts is not None and hasattr(opts, "rootRank"):
+        return int(opts.rootRank)
+    r = kwargs.get("root")
+    if r is None and len(args) > pos and isinstance(args[pos], int):
+        r = args[pos]
+    return -1 if r is None else int(r)
+
+
+# name: (report name, how to fingerprint, synced)
+_PG_METHODS = {
+    "allreduce": "all_reduce", "broadcast": "broadcast", "reduce": "reduce",
+    "allgather": "all_gather", "_allgather_base": "all_gather_into_tensor",
+    "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter_tensor",
+    "gather": "gather", "scatter": "scatter", "alltoall": "all_to_all",
+    "alltoall_base": "all_to_all_single", "barrier": "barrier",
+}
+
+
+def _pg_fp(st, name, args, kwargs):
+    """(count, sig, redop, root, args) of a ProcessGroup method call (group
+    ranks for roots, as the methods take them)."""
+    opts = _opts(args, kwargs)
+    a0 = args[0] if args else None
+    if name in ("allreduce",):
+        t = _first(a0)
+        return _numel(t), _dtype(t), _pg_redop(st, args, kwargs, opts), -1, _shape(t)
+    if name == "broadcast":
+        t = _first(a0)
+        return _numel(t), _dtype(t), None, _pg_root(args, kwargs, opts, 1), _shape(t)
+    if name == "reduce":
+        t = _first(a0)
+        return (_numel(t), _dtype(t), _pg_redop(st, args, kwargs, opts),
+                _pg_root(args, kwargs, opts, 1), _shape(t))
+    if name in ("allgather", "_allgather_base", "gather"):
+        t = _first(args[1]) if len(args) > 1 else None
+        root = _pg_root(args, kwargs, opts, 99) if name == "gather" else -1
+        return _numel(t), _dtype(t), None, root, _shape(t)
+    if name == "scatter":
+        t = _first(a0)
+        return _numel(t), _dtype(t), None, _pg_root(args, kwargs, opts, 99), _shape(t)
+    if name in ("reduce_scatter", "_reduce_scatter_base"):
+        t = _first(a0)
+        return _numel(t), _dtype(t), _pg_redop(st, args, kwargs, opts), -1, _shape(t)
+    if name == "alltoall":
+        lst = args[1] if len(args) > 1 else []
+        return len(lst), _dtype(_first(lst)), None, -1, None
+    if name == "alltoall_base":
+        t = args[1] if len(args) > 1 else None
+        if any(len(x) for x in args[2:4] if isinstance(x, (list, tuple))):
+            return 0, _dtype(t), None, -1, "splits"
+        return _numel(t), _dtype(t), None, -1, None
+    return 0, "", None, -1, None  # barrier
+
+
+def _wrap_pg_method(name, orig):
+    opname = _PG_METHODS[name]
+
+    @functools.wraps(orig)
+    def method(self, *args, **kwargs):
+        st = _state
+        if st is None or getattr(_tls, "depth", 0):
+            return orig(self, *args, **kwargs)
+        try:
+            cg = st.group_for(self)
+            fpv = _pg_fp(st, name, args, kwargs) if cg is not None else None
+        except Exception:
+            cg = None
+        if cg is None:
+            return orig(self, *args, **kwargs)
+        count, tsig, redop, root, extra = fpv
+        seq = st.chk.begin(cg, opname, count, sig=tsig, redop=redop, root=root, args=extra)
+        _tls.depth = 1
+        try:
+            out = orig(self, *args, **kwargs)
+        except Exception:
+            _backend_failed(st, cg, seq)
+            raise
+        finally:
+            _tls.depth = 0
+        st.chk.end(cg, seq)
+        # the method returns a Work the program waits on: compared by then
+        return CheckedWork(out, cg, seq) if out is not None else out
+
+    method.__cohort_original__ = orig
+    return method
+
+
+# torch.distributed._functional_collectives: name -> (report name, fingerprint)
+def _fc_fp(st, name, a):
+    t = a.get("self")
+    if t is None:
+        t = a.get("inputs")
+    if isinstance(t, (list, tuple)):
+        lst = t
+        t = _first(lst)
+        return len(lst), _dtype(t), _fc_redop(a), -1, None
+    root = int(a["src"]) if "src" in a else -1
+    extra = _shape(t)
+    if name == "all_to_all_single" and (a.get("output_split_sizes") or a.get("input_split_sizes")):
+        return 0, _dtype(t), None, -1, "splits"
+    for k in ("gather_dim", "scatter_dim"):
+        if k in a:
+            extra = f"{k} {a[k]}" + (f", {extra}" if extra else "")
+    return _numel(t), _dtype(t), _fc_redop(a), root, extra
+
+
+def _fc_redop(a):
+    r = a.get("reduceOp")
+    return str(r).upper() if r is not None else None
+
+
+_FC_NAMES = ("all_reduce", "all_gather_tensor", "all_gather_tensor_autograd",
+             "reduce_scatter_tensor", "reduce_scatter_tensor_autograd", "all_to_all_single",
+             "all_to_all_single_autograd", "broadcast", "all_reduce_coalesced",
+             "all_gather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced")
+
+
+def _wrap_functional(fc, name, orig):
+    _bind = _binder(inspect.signature(orig))
+    opname = "functional " + name
+
+    @functools.wraps(orig)
+    def wrapper(*args, **kwargs):
+        st = _state
+        if st is None or getattr(_tls, "depth", 0):
+            return orig(*args, **kwargs)
+        a = _bind(args, kwargs)
+        if a is None or "group" not in a:
+            return orig(*args, **kwargs)
+        try:
+            gname = fc._resolve_group_name(a["group"], a.get("tag", ""))
+            pg = st.c10d._resolve_process_group(gname)
+            cg = st.group_for(pg)
+        except Exception:
+            cg = None
+        if cg is None:
+            return orig(*args, **kwargs)
+        if "src" in a:  # a world rank, as dist.broadcast takes it
+            a = dict(a)
+            a["src"] = st.group_rank(pg, int(a["src"]))
+        count, tsig, redop, root, extra = _fc_fp(st, name, a)
+        seq = st.chk.begin(cg, opname, count, sig=tsig, redop=redop, root=root, args=extra)
+        _tls.depth = 1
+        try:
+            out = orig(*args, **kwargs)
+        except Exception:
+            _backend_failed(st, cg, seq)
+            raise
+        finally:
+            _tls.depth = 0
+        # asynchronous (the result waits when read): compared at this rank's
+        # next call or by the monitor within ms
+        st.chk.end(cg, seq)
+        return out
+
+    wrapper.__cohort_original__ = orig
+    return wrapper
+
+
+# DDP: the reducer's gradient all-reduces, through a communication hook.
+def _ddp_hook(ddp, bucket):
+    """What the reducer does without a hook (torch 2.x): multiply the bucket
+    by 1/world size (the reducer multiplies while copying the gradients in;
+    bit-identical), all-reduce it (SUM) - checked like a dist.all_reduce,
+    compared before the future completes, i.e. before DDP copies the result
+    into the gradients."""
+    st = _state
+    buf = bucket.buffer()
+    pg = ddp.process_group
+    buf.mul_(1.0 / pg.size())
+    orig = getattr(_state_orig("all_reduce"), "__cohort_original__", None) or _state_orig(
+        "all_reduce")
+    cg = st.group_for(pg) if st is not None else None
+    if cg is None:
+        return orig(buf, group=pg, async_op=True).get_future().then(lambda f: f.value()[0])
+    seq = st.chk.begin(cg, "all_reduce", _numel(buf), sig=_dtype(buf), redop="SUM", root=-1,
+                       file=f"<DDP gradient bucket {bucket.index()}>", line=0)
+    _tls.depth = 1
+    try:
+        work = orig(buf, group=pg, async_op=True)
+    except Exception:
+        _backend_failed(st, cg, seq)
+        raise
+    finally:
+        _tls.depth = 0
+    st.chk.end(cg, seq)
+
+    def compared(fut):
+        r = fut.value()[0]
+        s2 = _state
+        if s2 is not None:
+            s2.chk.wait(cg, seq)
+        return r
+    return work.get_future().then(compared)
+
+
+def _user_hook(hook):
+    """A program's own DDP communication hook: the bucket (index, count,
+    dtype) is compared; the hook's own collectives go to the backend as the
+    hook makes them."""
+    @functools.wraps(hook)
+    def checked(state, bucket):
+        st = _state
+        ddp = getattr(checked, "_cohort_ddp", None)
+        cg = st.group_for(ddp.process_group) if st is not None and ddp is not None else None
+        if cg is not None:
+            buf = bucket.buffer()
+            seq = st.chk.begin(cg, "ddp_comm_hook", _numel(buf), sig=_dtype(buf),
+                               args=f"bucket {bucket.index()}",
+                               file=f"<DDP gradient bucket {bucket.index()}>", line=0)
+            st.chk.end(cg, seq)
+        _tls.depth = 1
+        try:
+            return hook(state, bucket)
+        finally:
+            _tls.depth = 0
+    return checked
+
+
+def _state_orig(name):
+    st = _state
+    f = getattr(st.dist, name) if st is not None else None
+    return getattr(f, "__cohort_original__", f)
+
+
+def _patch_ddp(st):
+    try:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+    except Exception:
+        return
+    if not hasattr(DDP, "register_comm_hook"):
+        return
+    forward = DDP.forward
+    register = DDP.register_comm_hook
+    builtin = getattr(DDP, "_register_builtin_comm_hook", None)
+    fused = getattr(DDP, "_register_fused_optim", None)
+
+    @functools.wraps(forward)
+    def ddp_forward(self, *args, **kwargs):
+        if not getattr(self, "_cohort_hook", False) and _state is not None:
+            self._cohort_hook = True
+            join = getattr(self, "_join_config", None)
+            # Under DDP.join() the reducer divides by the ranks still in; a
+            # hook cannot: leave that model's reducer alone.
+            if not (join is not None and getattr(join, "enable", False)):
+                register(self, self, _ddp_hook)
+        return forward(self, *args, **kwargs)
+
+    @functools.wraps(register)
+    def ddp_register(self, state, hook):
+        self._cohort_hook = True
+        h = _user_hook(hook)
+        h._cohort_ddp = self
+        return register(self, state, h)
+
+    def mark(f):
+        @functools.wraps(f)
+        def g(self, *a, **k):
+            self._cohort_hook = True
+            return f(self, *a, **k)
+        return g
+
+    st.class_originals.append((DDP, "forward", forward))
+    st.class_originals.append((DDP, "register_comm_hook", register))
+    DDP.forward = ddp_forward
+    DDP.register_comm_hook = ddp_register
+    for nm, f in (("_register_builtin_comm_hook", builtin), ("_register_fused_optim", fused)):
+        if f is not None:
+            st.class_originals.append((DDP, nm, f))
+            setattr(DDP, nm, mark(f))
+
+
+def _patch_more(st):
+    """torch 2.x: ProcessGroup methods, functional collectives, DDP."""
+    PG = getattr(st.c10d, "ProcessGroup", None)
+    if PG is not None and hasattr(PG, "_get_backend"):  # torch 2.x (1.13: see docs)
+        for name in _PG_METHODS:
+            f = PG.__dict__.get(name)
+            if f is None:
+                continue
+            st.class_originals.append((PG, name, f))
+            setattr(PG, name, _wrap_pg_method(name, getattr(PG, name)))
+    try:
+        import torch.distributed._functional_collectives as fc
+    except Exception:
+        fc = None
+    if fc is not None and hasattr(st.c10d, "_resolve_process_group"):
+        for name in _FC_NAMES:
+            f = getattr(fc, name, None)
+            if f is None:
+                continue
+            st.originals[(fc, name)] = f
+            setattr(fc, name, _wrap_functional(fc, name, f))
+    if PG is not None and hasattr(PG, "_get_backend"):
+        _patch_ddp(st)
+
 def _print_event(kind, status, text):
     # Every rank prints here, before any rank ends (the checker waits until
     # every rank's handler returned); with exit_code the checker then repeats
@@ -542,6 +887,7 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
                 if getattr(mod, name, None) is not None:
                     st.originals[(mod, name)] = getattr(mod, name)
                     setattr(mod, name, w)
+        _patch_more(st)
         _state = st
         atexit.register(_at_exit)
         return chk
@@ -557,6 +903,8 @@ def uninstall(timeout=60):
             return
         for (mod, name), f in st.originals.items():
             setattr(mod, name, f)
+        for cls, name, f in reversed(st.class_originals):
+            setattr(cls, name, f)
         _state = None
         try:
             st.chk.close(timeout=timeout)
