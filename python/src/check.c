@@ -439,7 +439,7 @@ static PyObject *ck_begin(CheckerObject *self, PyObject *args, PyObject *kw)
     unsigned long long count = 0, sig_hash = 0, args_hash = 0;
     int root = -1, line = 0;
     const char *file = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|K$OKOiOKzi", kwl, &grpo, &opo, &count, &sigo,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|KOKOiOKzi", kwl, &grpo, &opo, &count, &sigo,
                                      &sig_hash, &redo, &root, &argso, &args_hash, &file, &line) ||
         ck_open(self, "begin") < 0)
         return NULL;
@@ -704,7 +704,7 @@ static PyMethodDef ck_methods[] = {
      "member (local; every member before its first call)"},
     {"remove_group", (PyCFunction)ck_remove_group, METH_O, "remove_group(group)"},
     {"begin", (PyCFunction)(void (*)(void))ck_begin, METH_VARARGS | METH_KEYWORDS,
-     "begin(group, op, count=0, *, sig=None, sig_hash=None, redop=None, root=-1, args=None,\n"
+     "begin(group, op, count=0, sig=None, sig_hash=None, redop=None, root=-1, args=None,\n"
      "      args_hash=None, file=None, line=None) -> seq\n"
      "The call is about to enter the backend. sig/args: readable forms (hashed with FNV-1a\n"
      "unless a hash is given). file/line: the call site (default: the Python caller outside\n"

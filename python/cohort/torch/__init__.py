@@ -41,7 +41,8 @@ WRAPPED = (
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
     "_all_gather_base", "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor",
     "_reduce_scatter_base", "all_to_all", "all_to_all_single", "barrier",
-    "send", "recv", "isend", "irecv", "new_group",
+    "send", "recv", "isend", "irecv", "new_group", "destroy_process_group",
+    "init_process_group",
 )
 
 _REDOPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM")
@@ -70,6 +71,7 @@ class _State:
         self.originals = {}   # (module, name) -> function
         self.redop_names = {}
         self.class_originals = []  # (class, name, raw attribute) to put back
+        self.default_cg = None     # the default group's CheckGroup, once known
 
     # -- groups ------------------------------------------------------------
     def default_pg(self):
@@ -81,18 +83,19 @@ class _State:
     def group_for(self, pg):
         """The CheckGroup of a torch process group; None: do not check (not
         a member, not initialised, a single rank)."""
-        if pg is None:
+        default = pg is None
+        if default:
             pg = self.default_pg()
             if pg is None:
                 return None
         try:
-            return self.groups[pg]
+            cg = self.groups[pg]
         except KeyError:
-            pass
+            cg = self.groups[pg] = self._register(pg)
         except TypeError:      # unhashable: not a process group
             return None
-        cg = self._register(pg)
-        self.groups[pg] = cg
+        if default:
+            self.default_cg = cg  # until destroy_process_group
         return cg
 
     def _ranks(self, pg):
@@ -173,11 +176,19 @@ def _span(ranks):
     return ",".join(map(str, ranks))
 
 
+_DTYPES = {}  # torch.dtype -> "float32" (str() of a dtype costs more than the rest)
+
+
 def _dtype(t):
     try:
-        return str(t.dtype).replace("torch.", "")
+        d = t.dtype
     except AttributeError:
         return type(t).__name__
+    try:
+        return _DTYPES[d]
+    except KeyError:
+        n = _DTYPES[d] = str(d).replace("torch.", "")
+        return n
 
 
 def _numel(t):
@@ -403,11 +414,12 @@ def _wrap_collective(name, orig):
         if a is None:
             return orig(*args, **kwargs)  # torch reports the bad call
         pg = a.get("group")
-        cg = st.group_for(pg)
+        cg = st.default_cg if pg is None and st.default_cg is not None else st.group_for(pg)
         if cg is None:
             return orig(*args, **kwargs)
+        begin = st.chk.begin
         count, tsig, redop, root, extra, synced = fp(st, a, pg)
-        seq = st.chk.begin(cg, opname, count, sig=tsig, redop=redop, root=root, args=extra)
+        seq = begin(cg, opname, count, tsig, 0, redop, root, extra)
         # No wait for the neighbour's fingerprint before the backend: both
         # fingerprints are published before either rank enters it, so a
         # mismatch is found (here after the call, or by the monitor thread
@@ -426,7 +438,7 @@ def _wrap_collective(name, orig):
         if a.get("async_op"):
             st.chk.end(cg, seq)
             return CheckedWork(out, cg, seq) if out is not None else out
-        st.chk.end(cg, seq, synced=synced)
+        st.chk.end(cg, seq, synced)
         return out
 
     wrapper.__cohort_original__ = orig
@@ -490,6 +502,12 @@ def _wrap_new_group(orig):
         try:
             st.names[pg] = (f"new_group([{_span(ranks)}]) #{k}", k)
         except TypeError:
+            return pg
+        try:
+            st.group_for(pg)  # registered now on every member (see _wrap_init)
+        except cohort.Error:
+            raise
+        except Exception:
             pass
         return pg
 
@@ -833,6 +851,35 @@ def _patch_more(st):
     if PG is not None and hasattr(PG, "_get_backend"):
         _patch_ddp(st)
 
+def _wrap_init(orig):
+    # The default group is registered with the checker at once, so that every
+    # member has it before the first call: a member that has not made any
+    # call yet still sends its (empty) history to a report.
+    @functools.wraps(orig)
+    def wrapper(*args, **kwargs):
+        out = orig(*args, **kwargs)
+        st = _state
+        if st is not None:
+            st.default_cg = None
+            st.group_for(None)
+        return out
+
+    wrapper.__cohort_original__ = orig
+    return wrapper
+
+
+def _wrap_destroy(orig):
+    @functools.wraps(orig)
+    def wrapper(*args, **kwargs):
+        st = _state
+        if st is not None:
+            st.default_cg = None  # a later init_process_group makes another default group
+        return orig(*args, **kwargs)
+
+    wrapper.__cohort_original__ = orig
+    return wrapper
+
+
 def _print_event(kind, status, text):
     # Every rank prints here, before any rank ends (the checker waits until
     # every rank's handler returned); with exit_code the checker then repeats
@@ -879,6 +926,10 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
             orig = getattr(orig, "__cohort_original__", orig)
             if name == "new_group":
                 w = _wrap_new_group(orig)
+            elif name == "destroy_process_group":
+                w = _wrap_destroy(orig)
+            elif name == "init_process_group":
+                w = _wrap_init(orig)
             elif name in ("send", "recv", "isend", "irecv"):
                 w = _wrap_p2p(name, orig)
             else:
@@ -889,6 +940,7 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
                     setattr(mod, name, w)
         _patch_more(st)
         _state = st
+        st.group_for(None)  # when init_process_group ran before install()
         atexit.register(_at_exit)
         return chk
 
