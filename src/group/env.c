@@ -211,6 +211,14 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
                     *c = '_';
         }
     }
+    if (need_master && !maddr)
+        /* before the token file below: a failed init leaves none behind */
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "neither COHORT_STORE nor MASTER_ADDR is set, and the job does not say "
+                           "where rank 0 runs (no Slurm step node list; ranks on several nodes; "
+                           "no launcher PMI: %s): set MASTER_ADDR (and MASTER_PORT), e.g. mpirun "
+                           "-x MASTER_ADDR=node0 -x MASTER_PORT=29500, or give a store URL",
+                           no_pmi ? no_pmi : "not asked");
     if (tok) {
         /* given, or from the launcher's PMI */
     } else if (s->singleton) {
@@ -300,12 +308,7 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
         }
     }
     if (!maddr)
-        return coh_err_set(NULL, COHORT_ERR_INVALID,
-                           "neither COHORT_STORE nor MASTER_ADDR is set, and the job does not say "
-                           "where rank 0 runs (no Slurm step node list; ranks on several nodes; "
-                           "no launcher PMI: %s): set MASTER_ADDR (and MASTER_PORT), e.g. mpirun "
-                           "-x MASTER_ADDR=node0 -x MASTER_PORT=29500, or give a store URL",
-                           no_pmi ? no_pmi : "not asked");
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "MASTER_ADDR is not set");
     (void)master_src;
     if (s->singleton && port == 0) {
         /* a free port, read back once the store listens (init.c) */
