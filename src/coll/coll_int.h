@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "coll/coll.h"
+#include "coll/shm/shm_coll.h"
 #include "group/group.h"
 #include "reduce/reduce.h"
 #include "transport/shm/shm.h"

@@ -30,7 +30,7 @@
 #include "harness.h"
 
 #include "support/support.h"
-#include "transport/shm/shm_int.h"
+#include "transport/shm/shm_seg.h"
 
 static void ms_sleep(int ms)
 {

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "transport/shm/shm_cma.h"
-#include "transport/shm/shm_int.h"
+#include "transport/shm/shm_seg.h"
 
 #define HS_MAGIC 0x4b485343u /* "CSHK" */
 #define HS_TIMEOUT_MS 2000   /* a member's wait for the lead's answers, per attempt */

@@ -18,7 +18,7 @@
 #ifndef COH_SHM_CMA_H
 #define COH_SHM_CMA_H
 
-#include "transport/shm/shm_int.h"
+#include "transport/shm/shm_seg.h"
 
 /* Before the attach barrier: publish my probe word. */
 void shm_cma_publish(coh_shm *s);
