@@ -177,7 +177,7 @@ _CFG_PATTERNS = [
     ("btl", re.compile(r"mca: bml: Using (\w+) btl for send to")),
     ("vader fallback", re.compile(r"(single.copy|CMA|cma).*(not|fail|disabl)", re.I)),
     ("ucx", re.compile(r"ep_cfg\[\d+\]: (tag\([^)]*\))")),
-    ("cohort", re.compile(r"^# cohort: (transport .*|copy .*|algorithm .*)$")),
+    ("cohort", re.compile(r"^# cohort: ([a-z_]+ from \d+ B: .*)$")),
     ("load", re.compile(r"^# (?:date|after): \S+\s+load: ([0-9. ]+)")),
 ]
 
