@@ -21,7 +21,7 @@
 #include "group/group.h"
 #include "reduce/reduce.h"
 #include "transport/shm/shm.h"
-#include "transport/transport.h"
+#include "transport/tcp/tcp.h"
 
 /* ---- transport seam ------------------------------------------------------
  * Every algorithm reaches the transports through this table. The default

@@ -17,8 +17,13 @@
 #include <stddef.h>
 
 #include "group/group.h"
+#include "transport/transport.h"
 
 typedef struct coh_shm coh_shm;
+
+/* Its ops table: attached to the group by coh_shm_create, detached by
+ * coh_shm_destroy. */
+extern const coh_transport_ops coh_shm_transport;
 
 /* Collective over the local ranks of g: creates or attaches the segment.
  * Uses g->store for the rendezvous of the local ranks. */
