@@ -54,7 +54,6 @@ if [ "$what" = local ]; then
   run "env:// -n 2" 2 0 -n 2 -- env
   run "env:// -n 4" 4 0 -n 4 -- env
   run "TCPStore -n 2" 2 0 -n 2 -- tcp
-  run "TCPStore -n 4" 4 0 -n 4 -- tcp
   run "env:// -n 3, rank 1 SIGKILLed, restarted" 3 1 -n 3 --max-restarts 1 -- env 1
   grep -q "restart 1 of 1, generation 2" "$tmp/err" ||
     { echo "FAIL restart: no restart notice"; cat "$tmp/err"; exit 1; }
