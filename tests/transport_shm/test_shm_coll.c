@@ -25,7 +25,7 @@
 #include "harness.h"
 #include "reduce/reduce.h"
 #include "support/support.h"
-#include "transport/shm/shm_int.h"
+#include "transport/shm/shm_seg.h"
 
 #define GUARD 64
 #define GUARD_BYTE 0xA5

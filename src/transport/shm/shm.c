@@ -36,7 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/shm/shm_int.h"
+#include "transport/shm/shm_seg.h"
 
 #define HS_MAGIC 0x4b485343u /* "CSHK" */
 #define HS_TIMEOUT_MS 2000   /* a member's wait for the lead's answers, per attempt */
@@ -1010,14 +1010,35 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
               g->id, s->me, s->n, s->size, s->S, s->small_bytes,
               s->oversub ? "oversubscribed (yield early)" : "spin then yield");
     *out = s;
+    coh_transport_attach(g, &coh_shm_transport, s);
     return COHORT_OK;
 }
 
 void coh_shm_destroy(coh_shm *s)
 {
-    if (s)
-        cleanup(s);
+    if (!s)
+        return;
+    coh_transport_detach(s->g, s);
+    cleanup(s);
 }
+
+/* ---- the ops table (transport.h) ---- */
+
+static void tp_abort(void *t, cohort_status st, const char *reason, int from_peer)
+{
+    /* The abort word is local to the host: set it for a peer's abort too,
+     * so every local rank stops at once. */
+    (void)from_peer;
+    coh_shm_abort(t, st, reason);
+}
+static void tp_wake(void *t) { coh_shm_wake(t); }
+static void tp_destroy(void *t) { coh_shm_destroy(t); }
+
+const coh_transport_ops coh_shm_transport = {
+    .hook = {.name = "shm", .order = COH_HOOK_SHM, .abort = tp_abort, .wake = tp_wake},
+    .close_check = NULL,
+    .destroy = tp_destroy,
+};
 
 /* Wakes every sleeper of the segment: we do not know which word a local
  * waiter sleeps on, and waking other processes' sleepers costs them one

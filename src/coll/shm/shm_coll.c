@@ -1,6 +1,6 @@
 /*
  * shm_coll.c - the collectives on the host segment, built from the phase
- * protocol of shm_int.h (claim, write, publish, wait, check, read).
+ * protocol of shm_seg.h (claim, write, publish, wait, check, read).
  *
  * Contract check: on the first phase of every call every local rank writes
  * its fingerprint - 24 exact bytes into its control line (shm_fp, next to
@@ -40,8 +40,9 @@
 #include <immintrin.h>
 #endif
 
+#include "coll/shm/shm_coll.h"
 #include "reduce/reduce.h"
-#include "transport/shm/shm_int.h"
+#include "transport/shm/shm_seg.h"
 
 static const uint8_t dt_size[COHORT_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 

@@ -1,6 +1,8 @@
 /*
- * shm_int.h - private to src/transport/shm: the segment layout, the handle,
- * and the phase protocol every shm collective is built from.
+ * shm_seg.h - the segment layout, the handle, and the phase protocol every
+ * shm collective is built from: the transport's side of the seam between
+ * src/transport/shm (segment, waits, aborts) and the algorithms that run on
+ * the segment (src/coll/shm). Nothing else includes it.
  *
  * Segment (one memfd per group and host, mapped by every local rank):
  *
