@@ -84,8 +84,8 @@ def symbol_edges(objdir):
                 continue
             rel = rel[rel.index("src/") + 4:]
             src = rel[:-2]  # x.c.o -> x.c
-            if not os.path.exists(os.path.join(SRC, src)):
-                continue  # a stale object of a moved file
+            if "/" not in src or not os.path.exists(os.path.join(SRC, src)):
+                continue  # a stale object of a moved file, or not ours
             m = module(src)
             out = subprocess.run(["nm", p], capture_output=True, text=True, check=True).stdout
             for l in out.splitlines():
@@ -94,6 +94,8 @@ def symbol_edges(objdir):
                     undef[src].add(x[1])
                 elif len(x) == 3 and x[1] in "TDBRV":
                     defs[x[2]] = m
+    if not undef:
+        sys.exit(f"check_layers: no object files of src/ under {objdir}")
     edges = collections.defaultdict(list)
     for src, syms in undef.items():
         m = module(src)

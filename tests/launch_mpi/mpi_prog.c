@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "cohort.h"
-#include "group/group.h"
+#include "core/group.h"
 
 /* 1 if needle occurs in the file (read whole, up to 1 MiB). */
 static int file_has(const char *path, const char *needle)
