@@ -34,6 +34,11 @@ void coh_shm_wake(coh_shm *s);
 /* Marks the segment aborted so every local rank's waits end at once. */
 void coh_shm_abort(coh_shm *s, cohort_status st, const char *reason);
 
+/* The copy path large calls take on this segment and why ("single copy
+ * (process_vm_readv) from 65536 B ..." or "two copies through the segment
+ * (single copy unavailable: ...)"); for cohort-perf and logs. */
+const char *coh_shm_copy_info(const coh_shm *s);
+
 /* Per local rank, COH_SHM_AUX_BYTES of zero-initialised shared memory after
  * the slots, owned by src/check (the external-collective checker keeps its
  * outbound fingerprint ring and published position there). Pages nobody
