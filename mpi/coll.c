@@ -78,8 +78,7 @@ static void counts_args(cohort_check_fp *fp, const int *counts, int n, uint64_t 
 
 /* Announces the call; returns its number. A failure (an earlier mismatch
  * found, or this one found before the backend is entered) ends the job. */
-_Thread_local cm_comm *cm_cur_comm;
-_Thread_local uint64_t cm_cur_seq;
+_Thread_local cm_cur_call cm_cur;
 
 static uint64_t begin(cm_comm *cc, const cohort_check_fp *fp)
 {
@@ -87,14 +86,14 @@ static uint64_t begin(cm_comm *cc, const cohort_check_fp *fp)
     cohort_status st = cohort_check_begin(cm_chk, cc->grp, fp, &seq);
     if (st != COHORT_OK)
         cm_failed(st);
-    cm_cur_comm = cc;
-    cm_cur_seq = seq;
+    cm_cur.comm = cc;
+    cm_cur.seq = seq;
     return seq;
 }
 
 static void end(cm_comm *cc, uint64_t seq, unsigned flags, int rc)
 {
-    cm_cur_comm = NULL;
+    cm_cur.comm = NULL;
     cohort_status st;
     if (rc != MPI_SUCCESS)
         st = cohort_check_wait(cm_chk, cc->grp, seq, ERR_WAIT_MS);

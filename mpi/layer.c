@@ -401,9 +401,9 @@ static MPI_Comm fatal_comm = MPI_COMM_NULL; /* keeps the default handler, for ge
 static void errfn(MPI_Comm *comm, int *code, ...)
 {
     if (cm_chk) {
-        cm_comm *cur = cm_cur_comm;
+        cm_comm *cur = cm_cur.comm;
         if (cur) {
-            cohort_status st = cohort_check_wait(cm_chk, cur->grp, cm_cur_seq, 5000);
+            cohort_status st = cohort_check_wait(cm_chk, cur->grp, cm_cur.seq, 5000);
             if (st != COHORT_OK && st != COHORT_ERR_TIMEOUT)
                 cm_failed(st);
         }

@@ -39,9 +39,13 @@ typedef struct cm_comm {
     int own_eh;
 } cm_comm;
 
-/* The checked call in progress on this thread (for the error handler). */
-extern _Thread_local cm_comm *cm_cur_comm;
-extern _Thread_local uint64_t cm_cur_seq;
+/* The checked call in progress on this thread (for the error handler);
+ * one thread-local object: one TLS address lookup per call, not two. */
+typedef struct cm_cur_call {
+    cm_comm *comm;
+    uint64_t seq;
+} cm_cur_call;
+extern _Thread_local cm_cur_call cm_cur;
 
 /* A datatype's type signature: the flattened basic types as a primitive
  * unit repeated m times (see types.c). */
