@@ -657,6 +657,7 @@ int MPI_Finalize(void)
             if (fd >= 0 && fd != STDERR_FILENO)
                 close(fd);
         }
+        cm_selftime_report();
         PMPI_Comm_delete_attr(MPI_COMM_WORLD, keyval);
         atomic_fetch_add(&comm_gen, 1);
         cohort_check *c = cm_chk;

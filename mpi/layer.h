@@ -44,6 +44,9 @@ typedef struct cm_comm {
 typedef struct cm_cur_call {
     cm_comm *comm;
     uint64_t seq;
+#ifdef COHORT_MPI_SELFTIME
+    uint64_t t_enter, t_pre; /* ticks: wrapper entered, about to call PMPI */
+#endif
 } cm_cur_call;
 extern _Thread_local cm_cur_call cm_cur;
 
@@ -79,6 +82,11 @@ void cm_failed(cohort_status st);
 
 /* A return address as "file:line" (or "function (object)"); 0 if unknown. */
 int cm_resolve_site(const void *pc, char *out, size_t len);
+
+/* COHORT_MPI_SELFTIME builds (bench/mpi/selftime.sh, never the default):
+ * the layer's own time per checked collective, outside PMPI, printed at
+ * MPI_Finalize. */
+void cm_selftime_report(void);
 
 /* The call's fingerprint helpers (coll.c). */
 #define CM_PC() __builtin_extract_return_addr(__builtin_return_address(0))
