@@ -94,11 +94,63 @@ typedef struct coh_call {
     void *scratch;
 } coh_call;
 
-struct coh_net;      /* src/transport/transport.h */
+struct coh_net;      /* src/transport/tcp/tcp.h */
 struct coh_shm;      /* src/transport/shm/shm.h */
 struct coh_trace;    /* src/trace/trace.h */
 struct coh_engine;   /* src/engine/engine.h */
 struct coh_monitor;  /* src/group/monitor.c */
+
+struct coh_wait;
+struct coh_transport_ops; /* src/transport/transport.h */
+
+/* ---- the failure path's hooks ------------------------------------------
+ * Every module a failure has to reach - the transports, the engine's
+ * worker, the control plane (monitor), the flight recorder - registers a
+ * hook on the group when it is attached to it. coh_group_fail and
+ * coh_group_remote_abort reach them only through these hooks and name none
+ * of them, so the failure path has one direction: lower modules report a
+ * status up (coh_group_fail), the group reaches down only through what was
+ * registered. On a failure every hook's abort runs, then every wake, then
+ * every after, each in ascending `order`; all fields but name may be NULL. */
+typedef struct coh_hook_ops {
+    const char *name;
+    int order; /* COH_HOOK_* below */
+    /* Tell this module's peers the group failed (the segment's abort word,
+     * abort frames, the store's abort record). from_peer: the failure was
+     * learnt from a peer (coh_group_remote_abort): do not send it back. */
+    void (*abort)(void *self, cohort_status st, const char *reason, int from_peer);
+    /* From any thread: make every blocked wait of this module return. */
+    void (*wake)(void *self);
+    /* Slow reporting once every waiter is awake (the recorder's dump). */
+    void (*after)(void *self, const char *reason);
+    /* While a call waits (coh_wait_check), from the control plane: the
+     * out-of-band contract probe (COHORT_OK, or the status the group failed
+     * with) and the stall report. */
+    cohort_status (*probe)(void *self, const struct coh_call *c);
+    void (*stall_report)(void *self, const struct coh_wait *w, char *out, size_t outlen);
+} coh_hook_ops;
+/* Fast channels first: the segment's abort word, then tcp abort frames,
+ * then the store's abort record; the dump last. */
+enum { COH_HOOK_SHM = 0, COH_HOOK_TCP = 1, COH_HOOK_CONTROL = 2, COH_HOOK_ENGINE = 3,
+       COH_HOOK_TRACE = 4 };
+typedef struct coh_hook {
+    const coh_hook_ops *ops;
+    void *self;
+} coh_hook;
+#define COH_MAX_HOOKS 8
+/* Register / remove (self identifies the entry) a hook. Call while no other
+ * thread can fail g with the module half built: when the module is attached
+ * (create) and detached (destroy). */
+void coh_group_add_hook(cohort_group *g, const coh_hook_ops *ops, void *self);
+void coh_group_remove_hook(cohort_group *g, const void *self);
+
+/* A transport attached to the group: its ops table (transport.h) and its
+ * handle; cohort_finalize and coh_group_free walk these. */
+typedef struct coh_transport_ref {
+    const struct coh_transport_ops *ops;
+    void *t;
+} coh_transport_ref;
+#define COH_MAX_TRANSPORTS 2
 
 typedef struct coh_peer {
     int host;           /* index into hosts */
@@ -158,6 +210,11 @@ struct cohort_group {
     /* data plane */
     struct coh_net *net;       /* tcp messages to every peer (NULL if size == 1) */
     struct coh_shm *shm;       /* host-local segment (NULL if local_size == 1 or tcp forced) */
+    coh_transport_ref tp[COH_MAX_TRANSPORTS]; /* the attached transports, attach order */
+    int n_tp;
+    /* the failure path's hooks, ascending order (under err_mu) */
+    coh_hook hooks[COH_MAX_HOOKS];
+    int n_hooks;
 
     /* control plane */
     cohort_store *store;       /* prefixed: "<gen>/g<id>/" */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "cohort.h"
+#include "coll/shm/shm_coll.h"
 #include "group/group.h"
 #include "transport/shm/shm.h"
 

@@ -17,7 +17,7 @@
 #include <sys/types.h>
 
 #include "group/group.h"
-#include "transport/transport.h"
+#include "transport/tcp/tcp.h"
 
 #define TF_MAX 16
 #define TF_FLAGS 16
