@@ -254,6 +254,15 @@ void cohort_work_free(cohort_work *w);
 
 /* ---- diagnostics ----------------------------------------------------------- */
 
+/* What a collective would run on this group, for benchmarks and logs:
+ * one line into buf, e.g. "algorithm shm; transport shm (2 local ranks);
+ * copy: two copies through the segment (...)". op is a collective's name
+ * as in cohort_fingerprint ("all_reduce", "broadcast", ...), count and dt
+ * as the call would pass them (root 0, reduce op sum where one applies).
+ * COHORT_ERR_INVALID for an unknown op or a buffer under 2 bytes. */
+cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, cohort_dtype dt,
+                              char *buf, size_t len);
+
 /* Writes this rank's flight recorder as JSON Lines to
  * COHORT_TRACE_DIR/<job>-rank<R>.jsonl (or dir if non-NULL). */
 cohort_status cohort_trace_dump(cohort_group *g, const char *dir);

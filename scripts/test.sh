@@ -27,7 +27,7 @@ cmake --build build-o3 -j"$jobs" --target cohort cohort_static cohort-etcd cohor
 # Sanitizers: same suite. CK_TIMEOUT_MULTIPLIER gives Check tests more time.
 run build-asan -DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZER=address,undefined
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-   CK_TIMEOUT_MULTIPLIER=3 ctest --output-on-failure -j"$jobs" --timeout 900 -LE "nosan|bench" "${@}")
+   LSAN_OPTIONS=suppressions=$PWD/../tests/lsan.supp CK_TIMEOUT_MULTIPLIER=3 ctest --output-on-failure -j"$jobs" --timeout 900 -LE "nosan|bench" "${@}")
 # The Python extension and libcohort under ASan+UBSan, same pytest suite.
 scripts/test-python.sh --asan
 run build-tsan -DCMAKE_BUILD_TYPE=Debug -DCOHORT_SANITIZER=thread

@@ -10,7 +10,7 @@
 # Environment:
 #   REPS=5           launches per library and configuration (medians are taken over them)
 #   T=0.2            seconds timed per size (cohort-perf --time, mpi_coll_bench -t, gloo_bench -t)
-#   CONFIGS="shm2 over4 over8 tcp2 tcp4 netns2 contract memory"
+#   CONFIGS="memcpy shm2 shm2osu over4 over4osu over8 over8osu over16 tcp2 tcp4 netns2 contract memory"
 #   SIZES=8,16,64,...,67108864   bytes (nccl-tests convention: the full buffer)
 #   RESULTS=DIR      where results go (default bench/compare/results/<date>)
 #   COHORT_PERF=PATH the cohort-perf binary (default build/tools/cohort-perf/cohort-perf)
@@ -22,8 +22,11 @@
 #                    the machine to be under QUIET_BUSY % busy (it is shared)
 #
 # Configurations:
-#   shm2      2 ranks, shared memory: cohort, Open MPI (vader), MPICH (ch4 posix), Gloo (TCP)
-#   over4/8   4 and 8 ranks on the 2 cores (oversubscribed): cohort, Open MPI (--oversubscribe)
+#   memcpy    one memcpy of 1 MiB (memcpy_floor.c), once per round: the floor of a single copy
+#   shm2      2 ranks, shared memory: cohort, Open MPI (vader), MPICH (ch4:ucx, UCX's shm), Gloo (TCP)
+#   over4/8/16  4, 8 and 16 ranks on the 2 cores (oversubscribed): cohort, Open MPI (--oversubscribe)
+#   shm2osu, over4osu, over8osu   the same, OSU style: a barrier between iterations, the op
+#             alone timed (cohort-perf --osu, mpi_coll_bench -o); the others run back to back
 #   tcp2/4    TCP over loopback: cohort --transport tcp, Open MPI btl tcp,self on lo, Gloo
 #   netns2    2 network namespaces joined by a veth pair, one rank in each (different
 #             "hosts" to cohort, so TCP): cohort and Gloo. Open MPI cannot start a job
@@ -31,6 +34,15 @@
 #             their own namespace), so its TCP-loopback numbers (tcp2) stand in.
 #   contract  cohort 2 ranks shm, --contract off vs on, interleaved: the check's cost
 #   memory    RSS and shared segment per rank at 2, 4, 8 ranks: cohort and Open MPI
+#
+# What decides each library's speed is recorded with every launch (the header of its
+# raw file: load before and after, kernel, ptrace_scope) and in run_info.txt: Open MPI's
+# selected pml and btl (its own verbose output, pml_base_verbose/btl_base_verbose, kept
+# in the launch's file) and vader's single-copy mechanism (ompi_info, and any warning
+# that it fell back); MPICH's device and UCX's transports per endpoint (UCX_LOG_LEVEL=info
+# prints "ep_cfg ... tag(sysv/memory cma/memory)"); cohort's transport, algorithm and
+# copy path (cohort-perf's "# cohort:" header lines and JSON). `bench/compare/check DIR`
+# then prints every target of the performance issue as met or missed.
 #
 # Output (under RESULTS): raw/<config>/<lib>.<launch>.{txt,json}, compare.md (tables,
 # medians, ratios, targets), compare.csv, ratios.csv, memory.csv, plots/*.png
@@ -57,7 +69,7 @@ else
     LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-900}
     MEMMAX=${MEMMAX:-67108864}
 fi
-CONFIGS=${CONFIGS:-"shm2 over4 over8 tcp2 tcp4 netns2 contract memory"}
+CONFIGS=${CONFIGS:-"memcpy shm2 shm2osu over4 over4osu over8 over8osu over16 tcp2 tcp4 netns2 contract memory"}
 NICE=${NICE:-0}
 OUT=${RESULTS:-$HERE/results/$(date +%Y%m%d-%H%M%S)}
 PY=/usr/bin/python3 # Debian's python3 with python3-torch (Gloo)
@@ -69,6 +81,8 @@ GLOO_OPS=all_reduce,broadcast,all_gather,barrier
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 OMPI="mpirun.openmpi --oversubscribe"
+# Init-time only: which pml and btl Open MPI selected ("selected ob1", "Using vader btl").
+OMPI_VERBOSE="--mca pml_base_verbose 10 --mca btl_base_verbose 30"
 OMPI_TCP="--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo"
 MPICH="mpirun.mpich"
 
@@ -102,15 +116,30 @@ mkdir -p "$PEERS/bin"
 mpicc.openmpi -O2 -Wall -o "$PEERS/bin/mpi_coll_bench.openmpi" "$PEERS/mpi_coll_bench.c" -lm || die "build mpi_coll_bench (Open MPI)"
 mpicc.mpich -O2 -Wall -o "$PEERS/bin/mpi_coll_bench.mpich" "$PEERS/mpi_coll_bench.c" -lm || die "build mpi_coll_bench (MPICH)"
 mpicc.openmpi -O2 -Wall -o "$PEERS/bin/mpi_mem.openmpi" "$HERE/mpi_mem.c" || die "build mpi_mem"
+cc -O2 -Wall -o "$PEERS/bin/memcpy_floor" "$HERE/memcpy_floor.c" || die "build memcpy_floor"
+
+# ptrace_scope decides whether a process may read a peer's memory (process_vm_readv:
+# Open MPI's vader CMA, UCX's cma transport, cohort's single copy); no file = no Yama LSM.
+ptrace_scope() {
+    if [ -r /proc/sys/kernel/yama/ptrace_scope ]; then cat /proc/sys/kernel/yama/ptrace_scope
+    else echo "absent (no Yama LSM: same-uid processes may read each other)"; fi
+}
+PTRACE_SCOPE=$(ptrace_scope)
 
 {
     echo "# date: $(date -Is)"
     echo "# host: $(hostname)  kernel: $(uname -r)  debian: $(cat /etc/debian_version 2>/dev/null)"
     echo "# cpu: $(lscpu | sed -n 's/^Model name: *//p') x $(nproc)  mem: $(free -g | awk '/Mem:/{print $2}') GiB"
     echo "# cohort: $(git -C "$ROOT" describe --always --dirty 2>/dev/null)  perf: $PERF"
+    echo "# uid: $(id -u)  kernel.yama.ptrace_scope: $PTRACE_SCOPE"
     echo "# open mpi: $(mpirun.openmpi --version 2>&1 | head -1)"
-    echo "# mpich: $(mpichversion 2>/dev/null | head -1)"
+    echo "# open mpi: $(ompi_info --param btl vader --level 9 2>/dev/null | grep -o 'btl_vader_single_copy_mechanism" (current value: "[a-z]*", data source: [a-z]*' | tr -d '"')"
+    echo "# open mpi: system MCA params: $(grep -v '^#' /etc/openmpi/openmpi-mca-params.conf 2>/dev/null | grep -v '^$' | paste -sd' ')"
+    echo "# open mpi: OMPI_MCA_* in the environment: $(env | grep '^OMPI_MCA_' | paste -sd' ')"
+    echo "# mpich: $(mpichversion 2>/dev/null | head -1 | tr -s '\t ' ' ')  device: $(mpichversion 2>/dev/null | sed -n 's/^MPICH Device: *//p' | tr -d '\t')"
+    echo "# mpich: ucx $(ucx_info -v 2>/dev/null | sed -n 's/.*Library version: *//p')  MPIR_CVAR_*/UCX_* in the environment: $(env | grep -E '^(MPIR_CVAR_|UCX_)' | paste -sd' ')"
     echo "# torch: $($PY -c 'import torch; print(torch.__version__)')"
+    echo "# load: $(cut -d' ' -f1-3 /proc/loadavg)  (the machine may be shared: ratios of interleaved launches, not absolutes)"
     echo "# REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS"
     echo "# SIZES=$SIZES"
     echo "# command: $0 $*"
@@ -151,13 +180,15 @@ runlog() {
     local f=$1; shift
     mkdir -p "$(dirname "$f")"
     wait_quiet
-    { echo "# cmd: $*"; echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$f"
+    { echo "# cmd: $*"; echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"
+      echo "# kernel: $(uname -r)  ptrace_scope: $PTRACE_SCOPE"; } > "$f"
     # In the background + wait, so that INT/TERM reach the trap at once.
     nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" "$@" >> "$f" 2>&1 &
     CHILD=$!
     wait $CHILD
     local rc=$?
     CHILD=""
+    echo "# after: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$f"
     if [ $rc -ne 0 ]; then
         echo "# exit code $rc" >> "$f"
         log "   !! $(basename "$(dirname "$f")")/$(basename "$f") exited $rc"
@@ -167,22 +198,25 @@ runlog() {
 
 # ---- one launch per library -----------------------------------------------
 
+osu_flag() { [[ $1 == *osu ]] && echo "$2"; return 0; } # cfg flag: the flag in OSU configs
+
 cohort() { # cfg rep lib nranks [cohort-perf args...]
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
     local base="$OUT/raw/$cfg/$lib.$rep"
     runlog "$base.txt" "$PERF" --np "$n" --coll $COHORT_OPS --sizes "$SIZES" --time "$T" \
         --in-place no --memory --deadline "$LAUNCH_TIMEOUT" --json-out "$base.json" \
-        -l "$cfg $lib" "$@"
+        $(osu_flag "$cfg" --osu) -l "$cfg $lib" "$@"
 }
 ompi() { # cfg rep lib nranks [mpirun args...]
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
-    runlog "$OUT/raw/$cfg/$lib.$rep.txt" $OMPI -n "$n" "$@" "$PEERS/bin/mpi_coll_bench.openmpi" \
-        -c $MPI_OPS -s "$SIZES" -t "$T" -l "$cfg $lib"
+    runlog "$OUT/raw/$cfg/$lib.$rep.txt" $OMPI $OMPI_VERBOSE -n "$n" "$@" "$PEERS/bin/mpi_coll_bench.openmpi" \
+        -c $MPI_OPS -s "$SIZES" -t "$T" $(osu_flag "$cfg" -o) -l "$cfg $lib"
 }
 mpich() {
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
-    runlog "$OUT/raw/$cfg/$lib.$rep.txt" $MPICH -n "$n" "$@" "$PEERS/bin/mpi_coll_bench.mpich" \
-        -c $MPI_OPS -s "$SIZES" -t "$T" -l "$cfg $lib"
+    # UCX_LOG_LEVEL=info: UCX names the transports of each endpoint (init only)
+    runlog "$OUT/raw/$cfg/$lib.$rep.txt" env UCX_LOG_LEVEL=info $MPICH -n "$n" "$@" "$PEERS/bin/mpi_coll_bench.mpich" \
+        -c $MPI_OPS -s "$SIZES" -t "$T" $(osu_flag "$cfg" -o) -l "$cfg $lib"
 }
 gloo() {
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
@@ -267,11 +301,21 @@ for rep in $(seq 1 "$REPS"); do
         cohort_next shm2 cohort 2; mpich shm2 $rep mpich 2
         cohort_next shm2 cohort 2; gloo shm2 $rep gloo 2
     fi
-    for n in 4 8; do
-        if has over$n; then
-            log " over$n"
-            cohort_next over$n cohort $n; ompi over$n $rep ompi $n
-        fi
+    if has memcpy; then
+        runlog "$OUT/raw/memcpy/memcpy.$rep.txt" "$PEERS/bin/memcpy_floor" 1048576 2000
+    fi
+    if has shm2osu; then
+        log " shm2osu"
+        cohort_next shm2osu cohort 2; ompi shm2osu $rep ompi 2
+        cohort_next shm2osu cohort 2; mpich shm2osu $rep mpich 2
+    fi
+    for n in 4 8 16; do
+        for cfg in over$n over${n}osu; do
+            if has $cfg; then
+                log " $cfg"
+                cohort_next $cfg cohort $n; ompi $cfg $rep ompi $n
+            fi
+        done
     done
     for n in 2 4; do
         if has tcp$n; then

@@ -23,8 +23,14 @@ import re
 import statistics as st
 import sys
 
-OUT = sys.argv[1] if len(sys.argv) > 1 else "."
+OUT = sys.argv[1] if __name__ == "__main__" and len(sys.argv) > 1 else "."
 RAW = os.path.join(OUT, "raw")
+
+
+def set_out(path):
+    """Point the loaders at another results directory (bench/compare/check)."""
+    global OUT, RAW
+    OUT, RAW = path, os.path.join(path, "raw")
 NORM = {"allreduce": "all_reduce", "bcast": "broadcast", "allgather": "all_gather"}
 OPS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"]
 LIBNAME = {"cohort": "cohort", "ompi": "Open MPI", "mpich": "MPICH", "gloo": "Gloo",
@@ -32,8 +38,13 @@ LIBNAME = {"cohort": "cohort", "ompi": "Open MPI", "mpich": "MPICH", "gloo": "Gl
            "off": "cohort contract off"}
 CONFIGS = [
     ("shm2", "2 ranks, shared memory (1 rank per core)", ["ompi", "mpich", "gloo"]),
+    ("shm2osu", "2 ranks, shared memory, OSU style (barrier between iterations)",
+     ["ompi", "mpich"]),
     ("over4", "4 ranks on 2 cores (oversubscribed), shared memory", ["ompi"]),
+    ("over4osu", "4 ranks on 2 cores, shared memory, OSU style", ["ompi"]),
     ("over8", "8 ranks on 2 cores (oversubscribed), shared memory", ["ompi"]),
+    ("over8osu", "8 ranks on 2 cores, shared memory, OSU style", ["ompi"]),
+    ("over16", "16 ranks on 2 cores (oversubscribed), shared memory", ["ompi"]),
     ("tcp2", "2 ranks, TCP over loopback (cohort --transport tcp; Open MPI btl tcp,self on lo; "
              "Gloo)", ["ompi", "gloo"]),
     ("tcp4", "4 ranks (oversubscribed), TCP over loopback", ["ompi", "gloo"]),
@@ -113,7 +124,7 @@ def load_all():
     data = {}
     for cfgdir in sorted(glob.glob(os.path.join(RAW, "*"))):
         cfg = os.path.basename(cfgdir)
-        if cfg == "memory":
+        if cfg in ("memory", "memcpy"):
             continue
         libs = {}
         for path in sorted(glob.glob(os.path.join(cfgdir, "*"))):
@@ -147,6 +158,71 @@ def summary(recs):
             "busbw": med([r["busbw"] for r in recs]), "p50": med([r["p50"] for r in recs]),
             "p99": med([r["p99"] for r in recs]), "max": med([r["max"] for r in recs]),
             "fails": sum(1 for r in recs if r["check"] == "FAIL")}
+
+
+def load_memcpy():
+    """[(size, p50_us, p99_us)] per launch of memcpy_floor (raw/memcpy/)."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(RAW, "memcpy", "memcpy.*.txt"))):
+        for line in open(path):
+            f = line.split()
+            if len(f) >= 7 and f[0] == "memcpy" and f[1].isdigit():
+                out.append((int(f[1]), float(f[2]), float(f[3])))
+    return out
+
+
+# What decides each library's speed, as each launch recorded it.
+_CFG_PATTERNS = [
+    ("pml", re.compile(r"select: component (\w+) selected")),
+    ("btl", re.compile(r"mca: bml: Using (\w+) btl for send to")),
+    ("vader fallback", re.compile(r"(single.copy|CMA|cma).*(not|fail|disabl)", re.I)),
+    ("ucx", re.compile(r"ep_cfg\[\d+\]: (tag\([^)]*\))")),
+    ("cohort", re.compile(r"^# cohort: ([a-z_]+ from \d+ B: .*)$")),
+    ("load", re.compile(r"^# (?:date|after): \S+\s+load: ([0-9. ]+)")),
+]
+
+
+def launch_config(path):
+    """{key: sorted set of values} from one raw launch file."""
+    got = {}
+    try:
+        lines = open(path, errors="replace").read().splitlines()
+    except OSError:
+        return got
+    for line in lines:
+        for key, rx in _CFG_PATTERNS:
+            m = rx.search(line)
+            if m:
+                got.setdefault(key, [])
+                v = m.group(1).strip()
+                if key == "load" or v not in got[key]:
+                    got[key].append(v)
+    return got
+
+
+def config_section(md):
+    """Per configuration and library: the transports each launch used."""
+    rows = []
+    for cfgdir in sorted(glob.glob(os.path.join(RAW, "*"))):
+        cfg = os.path.basename(cfgdir)
+        per_lib = {}
+        for path in sorted(glob.glob(os.path.join(cfgdir, "*.txt"))):
+            lib = os.path.basename(path).split(".")[0]
+            c = launch_config(path)
+            key = "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(c.items()) if k != "load")
+            loads = c.get("load", [])
+            per_lib.setdefault(lib, {}).setdefault(key, []).append(
+                f"{loads[0].split()[0]}->{loads[-1].split()[0]}" if loads else "?")
+        for lib, keys in sorted(per_lib.items()):
+            for key, loads in keys.items():
+                rows.append(f"| {cfg} | {LIBNAME.get(lib, lib)} | {len(loads)} | {key or '-'} | "
+                            f"{', '.join(loads)} |")
+    if rows:
+        md.append("\n### what each launch used (from its own output)\n")
+        md.append("| config | library | launches | selected transports, copy path | 1-min load "
+                  "before->after, per launch |")
+        md.append("|---|---|---:|---|---|")
+        md.extend(rows)
 
 
 # ---- tables ----------------------------------------------------------------
@@ -462,6 +538,17 @@ def main():
     config_tables(data, md, rows_csv, ratios_csv)
     contract = contract_table(data, md, rows_csv)
     mem = memory_table(md)
+    mc = load_memcpy()
+    if mc:
+        md.append("\n### memcpy floor (memcpy_floor, one memcpy, cache-hot)\n")
+        md.append("| size | launches | p50 us (median) | p99 us (median) | p50 per launch |")
+        md.append("|---:|---:|---:|---:|---|")
+        for b in sorted({m[0] for m in mc}):
+            xs = [m for m in mc if m[0] == b]
+            md.append(f"| {fmt_size(b)} | {len(xs)} | {fmt_us(med([m[1] for m in xs]))} | "
+                      f"{fmt_us(med([m[2] for m in xs]))} | "
+                      f"{', '.join(fmt_us(m[1]) for m in xs)} |")
+    config_section(md)
     T = targets(data, contract)
     tmd = ["\n### targets (ratios of medians; cohort with the contract check on)\n",
            "| target | result | worst | misses (ratio) |", "|---|---|---|---|"]

@@ -17,10 +17,11 @@
 #include <stdint.h>
 
 #include "coll/coll.h"
-#include "group/group.h"
+#include "coll/shm/shm_coll.h"
+#include "core/group.h"
 #include "reduce/reduce.h"
 #include "transport/shm/shm.h"
-#include "transport/transport.h"
+#include "transport/tcp/tcp.h"
 
 /* ---- transport seam ------------------------------------------------------
  * Every algorithm reaches the transports through this table. The default

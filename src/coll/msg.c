@@ -60,7 +60,7 @@ const coh_call *coh_shm_sum_call(cohort_group *g, const coh_call *c, coh_call *t
                                  cohort_status *st)
 {
     /* The segment reduces AVG as SUM and leaves the division to
-     * coh_coll_run (once, by the group size: src/transport/shm/shm.h), so
+     * coh_coll_run (once, by the group size: coll/shm/shm_coll.h), so
      * the call goes through unchanged - its contract, AVG included, is what
      * the local ranks compare. */
     (void)g, (void)tmp;

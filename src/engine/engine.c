@@ -17,7 +17,6 @@
 #include "coll/coll.h"
 #include "contract/contract.h"
 #include "engine/engine.h"
-#include "group/monitor.h"
 #include "trace/trace.h"
 
 struct cohort_work {
@@ -41,6 +40,10 @@ struct coh_engine {
     int started, stop;
 };
 
+static void hook_wake(void *e) { coh_engine_wake(e); }
+static const coh_hook_ops engine_hook = {.name = "engine", .order = COH_HOOK_ENGINE,
+                                         .wake = hook_wake};
+
 cohort_status coh_engine_create(cohort_group *g, coh_engine **out)
 {
     coh_engine *e = coh_calloc(1, sizeof *e);
@@ -55,6 +58,7 @@ cohort_status coh_engine_create(cohort_group *g, coh_engine **out)
     pthread_cond_init(&e->cv_done, &ca);
     pthread_condattr_destroy(&ca);
     *out = e;
+    coh_group_add_hook(g, &engine_hook, e);
     return COHORT_OK;
 }
 
@@ -224,6 +228,7 @@ void coh_engine_destroy(coh_engine *e)
 {
     if (!e)
         return;
+    coh_group_remove_hook(e->g, e);
     pthread_mutex_lock(&e->mu);
     e->stop = 1;
     pthread_cond_broadcast(&e->cv_work);

@@ -10,6 +10,7 @@
 
 #include "group/envtab.h"
 #include "group/group_internal.h"
+#include "group/pmi.h"
 
 void cohort_options_init(cohort_options *o)
 {
@@ -166,7 +167,71 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
             return coh_err_set(NULL, COHORT_ERR_INVALID,
                                "COHORT_TIMEOUT='%s' is not a positive number of seconds", t);
     }
-    if (!tok && s->singleton) {
+    /* What the environment does not say - where rank 0 runs (Open MPI and
+     * MPICH across nodes), the job's secret (not exported) - the launcher's
+     * PMI may (pmi.c): PMIx under Open MPI, PMI-1 under MPICH's Hydra. */
+    const char *url = (o && o->store_url) ? o->store_url : coh_env_str("COHORT_STORE");
+    int torch = !url && coh_env_torchrun_agent_store();
+    const char *maddr = (o && o->master_addr) ? o->master_addr : coh_env_str("MASTER_ADDR");
+    char job_master[256] = "", pmi_job[64] = "";
+    const char *master_src = "MASTER_ADDR", *no_pmi = NULL;
+    int need_master = !url && !torch && !maddr && !s->singleton;
+    if (need_master) {
+        cohort_status ms = coh_env_master_default(s, job_master, sizeof job_master, &master_src);
+        if (ms != COHORT_OK)
+            return ms;
+        if (job_master[0]) {
+            maddr = job_master;
+            need_master = 0;
+        }
+    }
+    int need_token = !tok && !s->singleton && !coh_env_torchrun_agent_store();
+    coh_pmi_result pr;
+    memset(&pr, 0, sizeof pr);
+    cohort_status ps = COHORT_ERR_UNSUPPORTED;
+    if ((need_master || need_token) && coh_pmi_available(&no_pmi)) {
+        ps = coh_pmi_exchange(s->rank, s->size, need_token, s->timeout_ms, &pr);
+        if (ps == COHORT_ERR_UNSUPPORTED) {
+            /* no launcher to ask after all: as without PMI */
+            static __thread char why[300];
+            snprintf(why, sizeof why, "%s", cohort_last_error(NULL));
+            no_pmi = why;
+        } else if (ps != COHORT_OK) {
+            return ps;
+        }
+    }
+    if (ps == COHORT_OK) {
+        if (need_token) {
+            snprintf(s->token, sizeof s->token, "%s", pr.token);
+            tok = s->token;
+        }
+        if (need_master) {
+            snprintf(job_master, sizeof job_master, "%s", pr.master);
+            maddr = job_master;
+            master_src = pr.via;
+        }
+        snprintf(pmi_job, sizeof pmi_job, "%s", pr.job);
+        explicit_bzero(&pr, sizeof pr);
+        if (!strcmp(s->job_id, "default")) {
+            /* Hydra's kvsname: the only job id MPICH's launcher gives */
+            snprintf(s->job_id, sizeof s->job_id, "%s", pmi_job);
+            for (char *c = s->job_id; *c; c++)
+                if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                      (*c >= '0' && *c <= '9') || *c == '-' || *c == '.' || *c == '_'))
+                    *c = '_';
+        }
+    }
+    if (need_master && !maddr)
+        /* before the token file below: a failed init leaves none behind */
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "neither COHORT_STORE nor MASTER_ADDR is set, and the job does not say "
+                           "where rank 0 runs (no Slurm step node list; ranks on several nodes; "
+                           "no launcher PMI: %s): set MASTER_ADDR (and MASTER_PORT), e.g. mpirun "
+                           "-x MASTER_ADDR=node0 -x MASTER_PORT=29500, or give a store URL",
+                           no_pmi ? no_pmi : "not asked");
+    if (tok) {
+        /* given, or from the launcher's PMI */
+    } else if (s->singleton) {
         /* Nobody else will join: any fresh secret will do. */
         unsigned char raw[32];
         cohort_status rs = coh_random(raw, sizeof raw);
@@ -217,7 +282,6 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
     s->check_contract = !(cc && !strcmp(cc, "off"));
 
     /* Where the store is. */
-    const char *url = (o && o->store_url) ? o->store_url : coh_env_str("COHORT_STORE");
     if (url) {
         if (strlen(url) >= sizeof s->store_addr)
             return coh_err_set(NULL, COHORT_ERR_INVALID, "COHORT_STORE is too long");
@@ -227,18 +291,9 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
     }
     if (coh_env_torchrun_agent_store())
         return coh_env_torchrun_store(o, s);
-    const char *maddr = (o && o->master_addr) ? o->master_addr : coh_env_str("MASTER_ADDR");
-    char job_master[256];
-    const char *master_src = "MASTER_ADDR";
     if (!maddr && s->singleton) {
         maddr = "127.0.0.1";
         master_src = "a lone start";
-    } else if (!maddr) {
-        cohort_status ms = coh_env_master_default(s, job_master, sizeof job_master, &master_src);
-        if (ms != COHORT_OK)
-            return ms;
-        if (job_master[0])
-            maddr = job_master;
     }
     long port = 0;
     if (o && o->master_port)
@@ -253,14 +308,17 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
              * the job's id, the same on every rank. */
             const char *psrc;
             port = coh_env_port_default(s, &psrc);
+            if (port == 0 && pmi_job[0]) {
+                /* MPICH across nodes: from Hydra's kvsname (FNV-1a) */
+                uint32_t h = 2166136261u;
+                for (const char *c = pmi_job; *c; c++)
+                    h = (h ^ (unsigned char)*c) * 16777619u;
+                port = 20000 + (long)(h % 12000);
+            }
         }
     }
     if (!maddr)
-        return coh_err_set(NULL, COHORT_ERR_INVALID,
-                           "neither COHORT_STORE nor MASTER_ADDR is set, and the job does not say "
-                           "where rank 0 runs (no Slurm step node list; ranks on several nodes): "
-                           "set MASTER_ADDR (and MASTER_PORT), e.g. mpirun -x MASTER_ADDR=node0 "
-                           "-x MASTER_PORT=29500, or give a store URL");
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "MASTER_ADDR is not set");
     (void)master_src;
     if (s->singleton && port == 0) {
         /* a free port, read back once the store listens (init.c) */

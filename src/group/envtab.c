@@ -25,6 +25,7 @@ static const coh_envvar table[] = {
     {"COHORT_JOB_ID", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     {"COHORT_TOKEN", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     {"COHORT_TOKEN_DIR", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
+    {"COHORT_PMI", COH_ENV_CHOICE, COH_ENV_LIB, "auto|off", 0, 0},
     {"COHORT_GENERATION", COH_ENV_INT, COH_ENV_LIB, NULL, 1, 0x7fffffff},
     {"COHORT_STORE_BIND", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     {"COHORT_BIND_ADDR", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
@@ -45,6 +46,8 @@ static const coh_envvar table[] = {
     {"COHORT_SHM_SLOT_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 64, 256 * MIB},
     {"COHORT_SHM_SMALL_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 256 * MIB},
     {"COHORT_SHM_NT_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 0, LONG_MAX},
+    {"COHORT_SHM_SINGLE_COPY", COH_ENV_CHOICE, COH_ENV_LIB, "auto|on|off|probe-fail", 0, 0},
+    {"COHORT_SHM_SINGLE_COPY_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 1, LONG_MAX},
     {"COHORT_SHM_SPIN_US", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 10000000},
     {"COHORT_SHM_YIELD_US", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 10000000},
     {"COHORT_TCP_SPIN_US", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 1000000},
@@ -62,6 +65,7 @@ static const coh_envvar table[] = {
     /* libcohort-mpi, the PMPI layer (docs/mpi.md) */
     {"COHORT_MPI", COH_ENV_CHOICE, COH_ENV_LIB, "on|off|1|0", 0, 0},
     {"COHORT_MPI_STATS", COH_ENV_CHOICE, COH_ENV_LIB, "0|1", 0, 0},
+    {"COHORT_MPI_STATS_FILE", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     {"COHORT_MPI_STORE_ADDR", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     /* cohort.torch, the torch.distributed wrapper (docs/pytorch.md) */
     {"COHORT_TORCH_CHECK", COH_ENV_CHOICE, COH_ENV_LIB, "0|1", 0, 0},

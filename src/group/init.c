@@ -15,7 +15,7 @@
 #include "store/etcd/etcd.h"
 #include "trace/trace.h"
 #include "transport/shm/shm.h"
-#include "transport/transport.h"
+#include "transport/tcp/tcp.h"
 
 /* ---- host identity ---- */
 
@@ -77,10 +77,9 @@ void coh_group_free(cohort_group *g)
     coh_monitor_stop(g);
     if (g->engine)
         coh_engine_destroy(g->engine);
-    if (g->net)
-        coh_net_destroy(g->net);
-    if (g->shm)
-        coh_shm_destroy(g->shm);
+    /* Each destroy detaches its transport from g->tp (attach order). */
+    while (g->n_tp > 0)
+        g->tp[0].ops->destroy(g->tp[0].t);
     if (g->store)
         cohort_store_close(g->store);
     if (!g->parent) {
@@ -503,6 +502,7 @@ static cohort_status group_start(cohort_group *g)
     if (st != COHORT_OK)
         return coh_err_set(&g->err, st, "store prefix: %s", cohort_store_last_error(g->store_root));
     cohort_store_set_timeout(g->store, g->timeout_ms);
+    coh_monitor_attach(g);
     long cap = 2048;
     coh_env_int("COHORT_TRACE_SIZE", &cap);
     if (cap < 16)
@@ -510,6 +510,7 @@ static cohort_status group_start(cohort_group *g)
     st = coh_trace_create(&g->trace, (int)cap);
     if (st != COHORT_OK)
         return coh_err_set(&g->err, st, "flight recorder: out of memory");
+    coh_trace_attach(g);
     st = coh_group_rendezvous(g);
     if (st != COHORT_OK)
         return st;
@@ -782,8 +783,10 @@ static cohort_status finalize_wait(cohort_group *g, uint64_t *tidx_out)
         coh_trace_start(g->trace, *tidx_out);
         coh_monitor_announce(g, &fc);
     }
-    if (!p && g->net)
-        late = coh_net_close_check(g->net, wait_ms) == COHORT_ERR_TIMEOUT;
+    for (int i = 0; !p && i < g->n_tp; i++)
+        if (g->tp[i].ops->close_check &&
+            g->tp[i].ops->close_check(g->tp[i].t, wait_ms) == COHORT_ERR_TIMEOUT)
+            late = 1;
     /* Arrive only after this rank's findings are posted; a rank that already
      * has its error arrives without waiting, so nobody waits for it. */
     int64_t n = 0;

@@ -183,6 +183,24 @@ static void *monitor_main(void *arg)
     return NULL;
 }
 
+static void hook_abort(void *g, cohort_status st, const char *reason, int from_peer)
+{
+    if (!from_peer) /* a peer posted it already */
+        coh_monitor_post_abort(g, st, reason);
+}
+static cohort_status hook_probe(void *g, const coh_call *c) { return coh_monitor_probe(g, c); }
+static void hook_stall(void *g, const coh_wait *w, char *out, size_t outlen)
+{
+    coh_monitor_stall_report(g, w, out, outlen);
+}
+static const coh_hook_ops control_hook = {.name = "control",
+                                          .order = COH_HOOK_CONTROL,
+                                          .abort = hook_abort,
+                                          .probe = hook_probe,
+                                          .stall_report = hook_stall};
+
+void coh_monitor_attach(cohort_group *g) { coh_group_add_hook(g, &control_hook, g); }
+
 cohort_status coh_monitor_start(cohort_group *g)
 {
     struct coh_monitor *m = coh_calloc(1, sizeof *m);

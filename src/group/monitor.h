@@ -10,8 +10,12 @@
 #ifndef COH_GROUP_MONITOR_H
 #define COH_GROUP_MONITOR_H
 
-#include "group/group.h"
+#include "core/group.h"
 
+/* Registers the control plane's hook on g (abort records, probes, stall
+ * reports through g->store; no thread): once per group, when its store is
+ * set. coh_monitor_start then adds the thread that reads control records. */
+void coh_monitor_attach(cohort_group *g);
 cohort_status coh_monitor_start(cohort_group *g);
 void coh_monitor_stop(cohort_group *g);
 /* Waits (bounded) until the monitor has acted on every control record

@@ -77,6 +77,12 @@ static void wcommit(wbuf *w, size_t n)
         w->pos += n;
 }
 
+static void hook_after(void *g, const char *reason) { coh_trace_dump(g, NULL, reason); }
+static const coh_hook_ops trace_hook = {.name = "trace", .order = COH_HOOK_TRACE,
+                                        .after = hook_after};
+
+void coh_trace_attach(cohort_group *g) { coh_group_add_hook(g, &trace_hook, g); }
+
 cohort_status coh_trace_dump(cohort_group *g, const char *dir, const char *reason)
 {
     if (!g)

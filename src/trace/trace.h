@@ -13,9 +13,8 @@
 
 #include <stdint.h>
 
-#include "group/group.h"
-
-enum coh_call_state { COH_ST_ISSUED = 0, COH_ST_STARTED, COH_ST_COMPLETED, COH_ST_FAILED };
+#include "core/group.h"
+#include "core/names.h"
 
 typedef struct coh_trace_entry {
     coh_call call;          /* fingerprint + call site (buffers ignored) */
@@ -63,6 +62,9 @@ uint64_t coh_trace_recorded(const coh_trace *t);
  * Never takes g->err_mu; safe from the monitor thread and from
  * coh_group_fail. Format: docs/trace.md. */
 cohort_status coh_trace_dump(cohort_group *g, const char *dir, const char *reason);
+/* Registers the failure path's hook that dumps g's recorder (to
+ * COHORT_TRACE_DIR, if set) when g fails: once per group, with g->trace set. */
+void coh_trace_attach(cohort_group *g);
 /* Installs the SIGUSR1 handler (once per process; COHORT_TRACE_SIGNAL=0
  * skips it). The handler only counts signals; a previously installed
  * handler is still called. */

@@ -562,13 +562,14 @@ END_TEST
 
 START_TEST(group_fail_dumps)
 {
-    /* coh_group_fail dumps the recorder when COHORT_TRACE_DIR is set, with
+    /* coh_group_fail dumps an attached recorder when COHORT_TRACE_DIR is set, with
      * the failure as the reason and the call in flight recorded as failed. */
     char dir[128], path[256];
     mk_dir(dir, sizeof dir);
     setenv("COHORT_TRACE_DIR", dir, 1);
     cohort_group *g = tg_make(0, 2);
     ck_assert_int_eq(coh_trace_create(&g->trace, 4), COHORT_OK);
+    coh_trace_attach(g); /* as group_start does: the failure path's hook */
     coh_call c = mk(1, COH_COLL_ALL_REDUCE, 4, "f.c", 3);
     coh_trace_issue(g->trace, &c);
     coh_group_fail(g, COHORT_ERR_TIMEOUT, "timed out after %d ms", 5);

@@ -121,6 +121,7 @@ cohort_group *th_group_bare(int rank, int n, int timeout_ms)
             th_group_free(g);
             return NULL;
         }
+        coh_monitor_attach(g); /* abort records, probes, stall reports */
     }
     snprintf(g->hosts[0], sizeof g->hosts[0], "localhost");
     g->n_hosts = 1;

@@ -9,7 +9,8 @@
 #include <stdint.h>
 
 #include "cohort.h"
-#include "group/group.h"
+#include "coll/shm/shm_coll.h"
+#include "core/group.h"
 #include "transport/shm/shm.h"
 
 /* Shared between the test process and every rank it forks; create with

@@ -25,7 +25,7 @@
 #include "harness.h"
 #include "reduce/reduce.h"
 #include "support/support.h"
-#include "transport/shm/shm_int.h"
+#include "transport/shm/shm_seg.h"
 
 #define GUARD 64
 #define GUARD_BYTE 0xA5
@@ -456,6 +456,14 @@ static int rank_main(int rank, void *arg)
         return 1;
     coh_shm *s = G->shm;
     int n = nranks;
+    /* The copy path the local ranks agreed on at attach (shm_cma.c). */
+    if (cf->env && strstr(cf->env, "COHORT_SHM_SINGLE_COPY=")) {
+        int want = strstr(cf->env, "COHORT_SHM_SINGLE_COPY=on") != NULL && n > 1;
+        CHECK(s->cma == want, "single copy %d, expected %d (%s)", s->cma, want, s->copy_info);
+        if (strstr(cf->env, "probe-fail"))
+            CHECK(strstr(s->copy_info, "process_vm_readv: Bad address") != NULL,
+                  "the probe's failure is named: %s", s->copy_info);
+    }
     const int *dts = cf->tiny > 0 ? all_dt : big_dt;
     int ndt = cf->tiny > 0 ? (int)COH_ARRAY_LEN(all_dt) : cf->tiny < 0 ? 1 : (int)COH_ARRAY_LEN(big_dt);
     int roots[2] = {0, n - 1};
@@ -558,6 +566,15 @@ static const cfg cfgs[] = {
     {3, 0, "COHORT_SHM_SLOT_BYTES=65536"},
     {5, 0, "COHORT_SHM_SLOT_BYTES=65536"},
     {8, 0, "COHORT_SHM_SLOT_BYTES=65536"},
+    /* single copy for every broadcast (1 byte and up), with odd sizes, both
+     * roots, the root's share (>= one page per rank) at the 65536 B slots */
+    {2, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=1"},
+    {3, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=1"},
+    {5, 1, "COHORT_SHM_SLOT_BYTES=448;COHORT_SHM_SMALL_BYTES=64;COHORT_SHM_SINGLE_COPY=on;"
+           "COHORT_SHM_SINGLE_COPY_BYTES=1"},
+    /* the probe fails: two copies, everything still right */
+    {3, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=probe-fail;"
+           "COHORT_SHM_SINGLE_COPY_BYTES=1"},
     {4, -1, NULL}, /* defaults */
 };
 

@@ -16,6 +16,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <signal.h>
@@ -27,7 +28,9 @@
 
 #include "group/monitor.h"
 #include "harness.h"
+
 #include "support/support.h"
+#include "transport/shm/shm_seg.h"
 
 static void ms_sleep(int ms)
 {
@@ -81,6 +84,11 @@ static int kill_rank(int rank, void *arg)
     size_t n = kill_large_mode ? (4u << 20) / 4 : 2;
     float *a = calloc(n, 4), *b = calloc(n, 4);
     RANK_CHECK(a && b, "calloc");
+    /* modes 2 and 3: single-copy broadcasts, the victim (rank 2) a reader
+     * the root writes into, or the root the others read from */
+    int bcast_root = kill_large_mode == 2 ? 0 : 2;
+    if (kill_large_mode >= 2)
+        RANK_CHECK(g->shm->cma, "single copy not in use: %s", g->shm->copy_info);
     if (rank == 2) {
         if (!kill_large_mode) {
             atomic_store(&th_sh()->t_event_ns, coh_now_ns());
@@ -90,8 +98,13 @@ static int kill_rank(int rank, void *arg)
         pthread_create(&t, NULL, killer, NULL);
     }
     for (long it = 0;; it++) {
-        coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, n);
-        st = coh_shm_all_reduce(g->shm, &c, a, b, n);
+        if (kill_large_mode >= 2) {
+            coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_FLOAT32, -1, bcast_root, n);
+            st = coh_shm_broadcast(g->shm, &c, a, n * 4, bcast_root);
+        } else {
+            coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, n);
+            st = coh_shm_all_reduce(g->shm, &c, a, b, n);
+        }
         if (st != COHORT_OK)
             break;
         RANK_CHECK(rank != 2 || it < 1000000, "victim still alive");
@@ -123,6 +136,60 @@ START_TEST(sigkill_large)
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 20000, .extra_env = "COHORT_SHM_SLOT_BYTES=65536"};
     int want[3] = {0, 0, 128 + SIGKILL};
     run_expect(&o, kill_rank, NULL, want);
+}
+END_TEST
+
+/* A peer dies in the middle of single-copy broadcasts (4 MiB, read and
+ * written with process_vm_readv/writev): every survivor fails with
+ * COHORT_ERR_PEER_LOST naming it, in bounded time. */
+START_TEST(sigkill_single_copy)
+{
+    kill_large_mode = 2 + _i;
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 20000,
+                  .extra_env = "COHORT_SHM_SINGLE_COPY=on"};
+    int want[3] = {0, 0, 128 + SIGKILL};
+    run_expect(&o, kill_rank, NULL, want);
+}
+END_TEST
+
+/* The root's buffer is not readable for its whole length (its tail is
+ * PROT_NONE): the single copy fails with EFAULT on whichever rank touches
+ * it, and every rank returns COHORT_ERR_INVALID naming the failed copy -
+ * no hang, no success with half the data. */
+static int badbuf_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    cohort_group *g = th_group(rank, 2, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_CHECK(g->shm->cma, "single copy not in use: %s", g->shm->copy_info);
+    size_t pg = 4096, bytes = 3 * pg;
+    unsigned char *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                              -1, 0);
+    RANK_CHECK(buf != MAP_FAILED, "mmap");
+    memset(buf, 0x5a, pg);
+    if (rank == 0)
+        RANK_CHECK(mprotect(buf + pg, 2 * pg, PROT_NONE) == 0, "mprotect");
+    coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, bytes);
+    st = coh_shm_broadcast(g->shm, &c, buf, bytes, 0);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, cohort_status_name(st), g->err.msg);
+    /* both returned before either exits (an exit would be a lost peer) */
+    atomic_store(&th_sh()->flag[rank], 1);
+    wait_flag(1 - rank, 10000);
+    RANK_CHECK(st == COHORT_ERR_INVALID, "got %s: %s", cohort_status_name(st), g->err.msg);
+    RANK_CHECK(strstr(g->err.msg, "single-copy"), "message does not name the copy: %s",
+               g->err.msg);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(single_copy_bad_buffer)
+{
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 20000,
+                  .extra_env = "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=4096"};
+    int want[2] = {0, 0};
+    run_expect(&o, badbuf_rank, NULL, want);
 }
 END_TEST
 
@@ -525,6 +592,8 @@ int main(void)
     TCase *tc = tcase_create("fault");
     tcase_add_test(tc, sigkill_small);
     tcase_add_test(tc, sigkill_large);
+    tcase_add_loop_test(tc, sigkill_single_copy, 0, 2);
+    tcase_add_test(tc, single_copy_bad_buffer);
     tcase_add_test(tc, sigstop_timeout);
     tcase_add_loop_test(tc, no_leaks, 0, 3);
     tcase_add_loop_test(tc, impostor_refused, 0, 2);

@@ -16,8 +16,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "group/group.h"
-#include "transport/transport.h"
+#include "core/group.h"
+#include "transport/tcp/tcp.h"
 
 #define TF_MAX 16
 #define TF_FLAGS 16

@@ -743,6 +743,29 @@ static void *xalloc(size_t bytes)
 }
 
 /* Every (dtype, reduce op, root) combination of op, in nccl-tests' order. */
+/* "# cohort: broadcast from 65536 B: algorithm shm; transport ...; copy: ..."
+ * whenever what the library runs changes along the sweep (rank 0, text
+ * output): a comparison then records what decided cohort's speed. */
+static void describe(perf_state *s, enum perf_op op, size_t bytes)
+{
+    static char last[OP_COUNT][512];
+    if (s->rank != 0 || s->o->json || op == OP_SENDRECV)
+        return;
+    size_t es = s->esz ? s->esz : 1, n = (size_t)s->n;
+    int per_rank = op == OP_ALL_GATHER || op == OP_GATHER || op == OP_SCATTER ||
+                   op == OP_REDUCE_SCATTER || op == OP_ALL_TO_ALL;
+    size_t count = per_rank ? bytes / n / es : bytes / es;
+    if (op != OP_BARRIER && count < 1)
+        count = 1;
+    char d[512];
+    if (cohort_describe(s->g, perf_op_names[op], count, s->o->dtype, d, sizeof d) != COHORT_OK)
+        snprintf(d, sizeof d, "(cohort_describe failed)");
+    if (!strcmp(d, last[op]))
+        return;
+    snprintf(last[op], sizeof last[op], "%s", d);
+    printf("# cohort: %s from %zu B: %s\n", perf_op_names[op], bytes, d);
+}
+
 static void sweep_op(perf_state *s, enum perf_op op)
 {
     perf_opts *o = s->o;
@@ -763,10 +786,13 @@ static void sweep_op(perf_state *s, enum perf_op op)
             for (int root = r0; root <= r1; root++) {
                 o->cur_root = root;
                 if (op == OP_BARRIER) {
+                    describe(s, op, 0);
                     run_row(s, op, 0);
                 } else {
-                    for (int i = 0; i < o->nsizes; i++)
+                    for (int i = 0; i < o->nsizes; i++) {
+                        describe(s, op, o->sizes[i]);
                         run_row(s, op, o->sizes[i]);
+                    }
                 }
                 if (!perf_op_has_root(op))
                     break;

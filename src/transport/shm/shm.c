@@ -36,7 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/shm/shm_int.h"
+#include "transport/shm/shm_cma.h"
+#include "transport/shm/shm_seg.h"
 
 #define HS_MAGIC 0x4b485343u /* "CSHK" */
 #define HS_TIMEOUT_MS 2000   /* a member's wait for the lead's answers, per attempt */
@@ -923,6 +924,7 @@ static cohort_status attach(coh_shm *s)
 #endif
         for (size_t i = 0; i < s->rank_stride; i += 4096)
             ((volatile unsigned char *)mine)[i] = 0;
+    shm_cma_publish(s);
     /* Barrier: phase 1 published by everyone. */
     shm_op o = {.s = s, .g = g, .c = &attach_call};
     shm_publish(s);
@@ -951,7 +953,8 @@ static cohort_status attach(coh_shm *s)
     if (nopid)
         coh_info("shm: local ranks live in different pid namespaces; peer deaths will show as "
                  "timeouts");
-    return COHORT_OK;
+    /* Single copy: probe every peer, agree (phase 2). */
+    return shm_cma_agree(&o);
 }
 
 cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
@@ -1006,18 +1009,40 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         cleanup(s);
         return st;
     }
-    coh_debug("shm: group %u local %d/%d attached, segment %zu bytes, slot %zu, small %zu, %s",
+    coh_debug("shm: group %u local %d/%d attached, segment %zu bytes, slot %zu, small %zu, %s; "
+              "%s",
               g->id, s->me, s->n, s->size, s->S, s->small_bytes,
-              s->oversub ? "oversubscribed (yield early)" : "spin then yield");
+              s->oversub ? "oversubscribed (yield early)" : "spin then yield", s->copy_info);
     *out = s;
+    coh_transport_attach(g, &coh_shm_transport, s);
     return COHORT_OK;
 }
 
 void coh_shm_destroy(coh_shm *s)
 {
-    if (s)
-        cleanup(s);
+    if (!s)
+        return;
+    coh_transport_detach(s->g, s);
+    cleanup(s);
 }
+
+/* ---- the ops table (transport.h) ---- */
+
+static void tp_abort(void *t, cohort_status st, const char *reason, int from_peer)
+{
+    /* The abort word is local to the host: set it for a peer's abort too,
+     * so every local rank stops at once. */
+    (void)from_peer;
+    coh_shm_abort(t, st, reason);
+}
+static void tp_wake(void *t) { coh_shm_wake(t); }
+static void tp_destroy(void *t) { coh_shm_destroy(t); }
+
+const coh_transport_ops coh_shm_transport = {
+    .hook = {.name = "shm", .order = COH_HOOK_SHM, .abort = tp_abort, .wake = tp_wake},
+    .close_check = NULL,
+    .destroy = tp_destroy,
+};
 
 /* Wakes every sleeper of the segment: we do not know which word a local
  * waiter sleeps on, and waking other processes' sleepers costs them one
@@ -1145,3 +1170,5 @@ int coh_shm_peer_state(coh_shm *s, int li, coh_call *cur, uint64_t *last_done, i
     }
     return 1;
 }
+
+const char *coh_shm_copy_info(const coh_shm *s) { return s ? s->copy_info : "no segment"; }

@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "transport/shm/shm_int.h"
+#include "transport/shm/shm_seg.h"
 
 #define SLICE_NS ((uint64_t)COH_WAIT_SLICE_MS * 1000000ull)
 

@@ -368,6 +368,7 @@ cohort_status coh_net_listen(cohort_group *g, coh_net **out, char *addr, size_t 
     memcpy(addr, n->addr, strlen(n->addr) + 1);
     coh_debug("tcp: rank %d listening on %s (bound %s)", g->rank, n->addr, where);
     *out = n;
+    coh_transport_attach(g, &coh_tcp_transport, n);
     return COHORT_OK;
 fail:
     coh_net_destroy(n);
@@ -1140,6 +1141,8 @@ void coh_net_destroy(coh_net *n)
 {
     if (!n)
         return;
+    if (n->g)
+        coh_transport_detach(n->g, n);
     if (n->c) {
         /* Leaving a failed group: say why before the goodbye, so a peer
          * still waiting reports the cause rather than "rank left". */
@@ -1187,3 +1190,23 @@ void coh_net_destroy(coh_net *n)
     coh_free(n->dpeers);
     coh_free(n);
 }
+
+/* ---- the ops table (transport.h) ---- */
+
+static void tp_abort(void *t, cohort_status st, const char *reason, int from_peer)
+{
+    if (!from_peer) /* a peer's abort is not sent back out */
+        coh_net_send_abort(t, st, reason);
+}
+static void tp_wake(void *t) { coh_net_wake(t); }
+static cohort_status tp_close_check(void *t, int timeout_ms)
+{
+    return coh_net_close_check(t, timeout_ms);
+}
+static void tp_destroy(void *t) { coh_net_destroy(t); }
+
+const coh_transport_ops coh_tcp_transport = {
+    .hook = {.name = "tcp", .order = COH_HOOK_TCP, .abort = tp_abort, .wake = tp_wake},
+    .close_check = tp_close_check,
+    .destroy = tp_destroy,
+};

@@ -20,7 +20,7 @@
 #include <sys/socket.h>
 
 #include "transport/tcp/wire.h"
-#include "transport/transport.h"
+#include "transport/tcp/tcp.h"
 
 /* An unexpected message (arrived before its receive was posted). The tail
  * entry of a connection's stash may still be filling (conn->rstash). */

@@ -1,26 +1,103 @@
-/* fail.c - sticky errors, poisoning, and the wait bookkeeping every
- * transport's wait loop shares (abort, deadline, stall report). */
+/* fail.c - sticky errors, poisoning, the failure path's hooks, and the
+ * wait bookkeeping every transport's wait loop shares (abort, deadline,
+ * stall report). It reaches the transports, the engine, the control plane
+ * and the flight recorder only through the hooks they registered. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "contract/contract.h"
-#include "engine/engine.h"
-#include "group/group.h"
-#include "group/monitor.h"
-#include "trace/trace.h"
-#include "transport/shm/shm.h"
-#include "transport/transport.h"
+#include "core/group.h"
 
-static void wake_all(cohort_group *g)
+/* ---- hooks ---- */
+
+void coh_group_add_hook(cohort_group *g, const coh_hook_ops *ops, void *self)
 {
-    if (g->shm)
-        coh_shm_wake(g->shm);
-    if (g->net)
-        coh_net_wake(g->net);
-    if (g->engine)
-        coh_engine_wake(g->engine);
+    pthread_mutex_lock(&g->err_mu);
+    /* A fixed table: the modules that register are known (COH_HOOK_*). */
+    if (g->n_hooks >= COH_MAX_HOOKS)
+        abort();
+    int i = g->n_hooks++;
+    while (i > 0 && g->hooks[i - 1].ops->order > ops->order) {
+        g->hooks[i] = g->hooks[i - 1];
+        i--;
+    }
+    g->hooks[i] = (coh_hook){ops, self};
+    pthread_mutex_unlock(&g->err_mu);
+}
+
+void coh_group_remove_hook(cohort_group *g, const void *self)
+{
+    pthread_mutex_lock(&g->err_mu);
+    int j = 0;
+    for (int i = 0; i < g->n_hooks; i++)
+        if (g->hooks[i].self != self)
+            g->hooks[j++] = g->hooks[i];
+    g->n_hooks = j;
+    pthread_mutex_unlock(&g->err_mu);
+}
+
+/* The hooks as of now: called outside err_mu (a transport's abort takes its
+ * own locks; err_mu is a leaf). */
+static int hooks_of(cohort_group *g, coh_hook *out)
+{
+    pthread_mutex_lock(&g->err_mu);
+    int n = g->n_hooks;
+    memcpy(out, g->hooks, sizeof(coh_hook) * (size_t)n);
+    pthread_mutex_unlock(&g->err_mu);
+    return n;
+}
+
+/* Every hook's abort, then every wake, then every after. */
+static void run_hooks(cohort_group *g, cohort_status st, const char *msg, int from_peer)
+{
+    coh_hook h[COH_MAX_HOOKS];
+    int n = hooks_of(g, h);
+    for (int i = 0; i < n; i++)
+        if (h[i].ops->abort)
+            h[i].ops->abort(h[i].self, st, msg, from_peer);
+    for (int i = 0; i < n; i++)
+        if (h[i].ops->wake)
+            h[i].ops->wake(h[i].self);
+    for (int i = 0; i < n; i++)
+        if (h[i].ops->after)
+            h[i].ops->after(h[i].self, msg);
+}
+
+/* The control plane's hook (the first with probe / stall_report), if any. */
+static int control_hook(cohort_group *g, coh_hook *out)
+{
+    coh_hook h[COH_MAX_HOOKS];
+    int n = hooks_of(g, h);
+    for (int i = 0; i < n; i++)
+        if (h[i].ops->probe || h[i].ops->stall_report) {
+            *out = h[i];
+            return 1;
+        }
+    return 0;
+}
+
+static void stall_report(cohort_group *g, coh_wait *w)
+{
+    coh_hook h;
+    if (control_hook(g, &h) && h.ops->stall_report) {
+        h.ops->stall_report(h.self, w, w->report, sizeof w->report);
+        return;
+    }
+    /* No control plane: what this rank knows alone. */
+    const coh_call *c = w->call;
+    double waited = (double)(coh_now_ns() - w->start_ns) / 1e9;
+    if (c)
+        snprintf(w->report, sizeof w->report,
+                 "stall: %s #%llu (%s:%d) on rank %d has waited %.1f s; peers' state unavailable "
+                 "(store unreachable)",
+                 coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line, g->rank,
+                 waited);
+    else
+        snprintf(w->report, sizeof w->report,
+                 "stall on rank %d after %.1f s; peers' state unavailable (store unreachable)",
+                 g->rank, waited);
 }
 
 _Thread_local int coh_group_background_thread;
@@ -71,25 +148,10 @@ cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt,
     else
         coh_error("group %u: %s: %s", g->id, cohort_status_name(st), msg);
     /* Tell the peers through channels that do not depend on the failed data
-     * path: the shared segment's abort word, abort frames, and the store. */
-    if (g->shm)
-        coh_shm_abort(g->shm, st, msg);
-    if (g->net)
-        coh_net_send_abort(g->net, st, msg);
-    coh_monitor_post_abort(g, st, msg);
-    wake_all(g);
-    if (g->trace)
-        coh_trace_dump(g, NULL, msg);
+     * path: the shared segment's abort word, abort frames, and the store;
+     * wake every waiter; dump the flight recorder (the hooks, in order). */
+    run_hooks(g, st, msg, 0);
     return st;
-}
-
-int coh_group_claim_report(cohort_group *g)
-{
-    if (atomic_exchange(&g->err_reported, 1))
-        return 0;
-    if (coh_group_poisoned(g) == COHORT_ERR_CONTRACT)
-        coh_contract_report(g); /* the same majority report as the ranks that saw it */
-    return 1;
 }
 
 /* A peer's message seen from here: its "this rank (2)" is "rank 2" on
@@ -127,11 +189,9 @@ void coh_group_remote_abort(cohort_group *g, cohort_status st, const char *reaso
         coh_debug("group %u aborted by a peer: %s: %s", g->id, cohort_status_name(st), msg);
     else
         coh_warn("group %u aborted by a peer: %s: %s", g->id, cohort_status_name(st), msg);
-    if (g->shm)
-        coh_shm_abort(g->shm, st, msg);
-    wake_all(g);
-    if (g->trace)
-        coh_trace_dump(g, NULL, msg);
+    /* Local waiters only (the segment's abort word is local to the host):
+     * the hooks send nothing back to the peers. */
+    run_hooks(g, st, msg, 1);
 }
 
 cohort_status coh_group_peer_lost(cohort_group *g, int peer, const char *how)
@@ -184,22 +244,25 @@ cohort_status coh_wait_check(coh_wait *w)
         /* The call has not progressed for 100 ms: some mismatches send no
          * message at all (two ranks both think they receive), so compare
          * fingerprints out of band. */
-        cohort_status st = coh_monitor_probe(g, w->call);
-        if (st != COHORT_OK)
-            return st;
+        coh_hook h;
+        if (control_hook(g, &h) && h.ops->probe) {
+            cohort_status st = h.ops->probe(h.self, w->call);
+            if (st != COHORT_OK)
+                return st;
+        }
     }
     if (now >= w->stall_ns && now < w->deadline_ns) {
         /* Repeated every stall_warn_ms while the call waits, each with fresh
          * numbers, so the log says how long it has been stuck now. */
         w->stalled++;
-        coh_monitor_stall_report(g, w, w->report, sizeof w->report);
+        stall_report(g, w);
         w->report_ns = coh_now_ns();
         w->stall_ns = w->report_ns + (uint64_t)COH_MAX(g->stall_warn_ms, 1) * 1000000ull;
         coh_warn("%s", w->report);
     }
     if (now >= w->deadline_ns) {
         if (!w->stalled) {
-            coh_monitor_stall_report(g, w, w->report, sizeof w->report);
+            stall_report(g, w);
             w->report_ns = coh_now_ns();
         }
         /* The peers' state comes from the last report, taken while every

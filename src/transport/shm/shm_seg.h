@@ -1,6 +1,8 @@
 /*
- * shm_int.h - private to src/transport/shm: the segment layout, the handle,
- * and the phase protocol every shm collective is built from.
+ * shm_seg.h - the segment layout, the handle, and the phase protocol every
+ * shm collective is built from: the transport's side of the seam between
+ * src/transport/shm (segment, waits, aborts) and the algorithms that run on
+ * the segment (src/coll/shm). Nothing else includes it.
  *
  * Segment (one memfd per group and host, mapped by every local rank):
  *
@@ -48,7 +50,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 3u
+#define SHM_VERSION 4u /* 4: the single-copy probe words in control line 1 */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -104,10 +106,17 @@ typedef struct shm_ctl {
     _Atomic uint32_t waiters;
     _Atomic int32_t cpu; /* CPU the owner last published from (a hint) */
     shm_fp fp[2];
-    /* line 1: identity, written once at attach */
+    /* line 1: identity, written once at attach; the single-copy probe
+     * (shm_cma.c): the address and value of a word in the owner's private
+     * memory that peers read with process_vm_readv, and the owner's verdict
+     * (0 not yet, 1 cannot read every peer, 2 can) */
     _Alignas(64) _Atomic int32_t pid;
     _Atomic int32_t group_rank;
     _Atomic uint32_t attached;
+    _Atomic uint32_t cma_ok;
+    _Atomic uint64_t probe_addr;
+    _Atomic uint64_t probe_val;
+    _Atomic uint64_t cma_min; /* the owner's COHORT_SHM_SINGLE_COPY_BYTES; the lead's rules */
     /* lines 2-3: published call state (seqlock on st_ver: odd = writing) */
     _Alignas(64) _Atomic uint32_t st_ver;
     _Atomic uint32_t st_line;
@@ -145,6 +154,11 @@ struct coh_shm {
     uint32_t st_file_site;      /* site whose file name is published */
     char (*peer_file)[72];      /* [n]: storage for coh_shm_peer_state's cur->file */
     const void **srcs;          /* [n]: reduction sources scratch */
+    int cma;                    /* single copy: every local rank can read every other's
+                                 * memory (process_vm_readv, probed at attach) */
+    size_t cma_min;             /* calls moving at least this many bytes use it */
+    uint64_t probe_word;        /* read by peers' probes (its address is published) */
+    char copy_info[160];        /* the copy path and why, for cohort-perf and logs */
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */

@@ -1,0 +1,47 @@
+/*
+ * describe.c - cohort_describe: which algorithm, transport and copy path a
+ * collective takes on a group (cohort-perf prints it beside its results, so
+ * a comparison records what decided cohort's speed).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "coll/coll.h"
+#include "transport/shm/shm.h"
+
+cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, cohort_dtype dt,
+                              char *buf, size_t len)
+{
+    if (!buf || len < 2)
+        return COHORT_ERR_INVALID;
+    buf[0] = 0;
+    if (!g || !op)
+        return COHORT_ERR_INVALID;
+    int coll = COH_COLL_NONE;
+    for (int k = COH_COLL_ALL_REDUCE; k <= COH_COLL_BARRIER; k++)
+        if (!strcmp(coh_coll_name(k), op))
+            coll = k;
+    if (coll == COH_COLL_NONE || (unsigned)dt >= COHORT_DTYPE_COUNT)
+        return COHORT_ERR_INVALID;
+    coh_call c;
+    memset(&c, 0, sizeof c);
+    c.coll = (uint8_t)coll;
+    c.dtype = (uint8_t)dt;
+    c.count = count;
+    c.redop = coll == COH_COLL_ALL_REDUCE || coll == COH_COLL_REDUCE ||
+                      coll == COH_COLL_REDUCE_SCATTER
+                  ? COHORT_SUM
+                  : -1;
+    c.root = coll == COH_COLL_BROADCAST || coll == COH_COLL_REDUCE ||
+                     coll == COH_COLL_GATHER || coll == COH_COLL_SCATTER
+                 ? 0
+                 : -1;
+    cohort_status st = COHORT_OK;
+    const coh_algo *a = g->size > 1 ? coh_coll_select(g, &c, &st) : NULL;
+    snprintf(buf, len, "algorithm %s; transport %s (%d ranks, %d on this host, %d hosts); copy: %s",
+             g->size == 1 ? "none (one rank)" : a ? a->name : "none (selection failed)",
+             g->shm ? (g->local_size == g->size ? "shm" : "shm + tcp") : g->size > 1 ? "tcp" : "-",
+             g->size, g->local_size, g->n_hosts,
+             g->shm ? coh_shm_copy_info(g->shm) : g->size > 1 ? "tcp sockets" : "-");
+    return a || g->size == 1 ? COHORT_OK : st;
+}

@@ -1,0 +1,206 @@
+/*
+ * shm_cma.c - the single-copy probe and reads (shm_cma.h).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include <sodium.h>
+
+#include "transport/shm/shm_cma.h"
+#include "util/util.h"
+
+#define CMA_DEFAULT_MIN ((size_t)64 << 10)
+
+enum { M_OFF, M_AUTO, M_ON, M_PROBE_FAIL };
+static int mode(void)
+{
+    const char *v = coh_env_str("COHORT_SHM_SINGLE_COPY");
+    if (!v || !*v || !strcmp(v, "auto"))
+        return M_AUTO;
+    if (!strcmp(v, "on"))
+        return M_ON;
+    if (!strcmp(v, "off"))
+        return M_OFF;
+    if (!strcmp(v, "probe-fail"))
+        return M_PROBE_FAIL;
+    coh_warn("COHORT_SHM_SINGLE_COPY=%s: expected auto, on, off or probe-fail; using auto", v);
+    return M_AUTO;
+}
+
+void shm_cma_publish(coh_shm *s)
+{
+    shm_ctl *me = shm_ctl_of(s, s->me);
+    randombytes_buf(&s->probe_word, sizeof s->probe_word);
+    s->probe_word |= 1; /* never 0: a zero-filled read cannot pass */
+    long v = 0;
+    size_t min = CMA_DEFAULT_MIN;
+    if (coh_env_int("COHORT_SHM_SINGLE_COPY_BYTES", &v) == 1 && v >= 1)
+        min = (size_t)v;
+    atomic_store(&me->probe_addr, (uint64_t)(uintptr_t)&s->probe_word);
+    atomic_store(&me->probe_val, s->probe_word);
+    atomic_store(&me->cma_min, (uint64_t)min);
+    atomic_store(&me->cma_ok, 0);
+}
+
+/* 1 if every peer's probe word reads back as published; else 0 with why. */
+static int probe_all(coh_shm *s, int m, char *why, size_t len)
+{
+    if (m == M_OFF) {
+        snprintf(why, len, "COHORT_SHM_SINGLE_COPY=off");
+        return 0;
+    }
+    if (atomic_load(&s->hdr->flags) & SHM_F_NO_PIDFD) {
+        snprintf(why, len, "local ranks in different pid namespaces");
+        return 0;
+    }
+    for (int q = 0; q < s->n; q++) {
+        if (q == s->me)
+            continue;
+        shm_ctl *c = shm_ctl_of(s, q);
+        uint64_t want = atomic_load(&c->probe_val), got = 0;
+        /* probe-fail: address 8, never mapped, so the real failure path runs */
+        uint64_t addr = m == M_PROBE_FAIL ? 8 : atomic_load(&c->probe_addr);
+        struct iovec l = {.iov_base = &got, .iov_len = sizeof got};
+        struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = sizeof got};
+        ssize_t k = process_vm_readv((pid_t)atomic_load(&c->pid), &l, 1, &r, 1, 0);
+        int e = errno;
+        if (k != (ssize_t)sizeof got) {
+            snprintf(why, len, "rank %d cannot read rank %d (pid %d): process_vm_readv: %s%s",
+                     s->g->rank, s->g->local_ranks[q], (int)atomic_load(&c->pid),
+                     k < 0 ? strerror(e) : "short read",
+                     m == M_PROBE_FAIL ? " (COHORT_SHM_SINGLE_COPY=probe-fail)" : "");
+            return 0;
+        }
+        if (got != want) {
+            snprintf(why, len, "rank %d read another value than rank %d published", s->g->rank,
+                     s->g->local_ranks[q]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Verdicts published in shm_ctl.cma_ok. */
+enum { V_NONE, V_CANNOT, V_CAN, V_WANT };
+
+cohort_status shm_cma_agree(shm_op *o)
+{
+    coh_shm *s = o->s;
+    char why[128] = "";
+    int m = mode();
+    int can = s->n > 1 && probe_all(s, m, why, sizeof why);
+    atomic_store(&shm_ctl_of(s, s->me)->cma_ok, !can ? V_CANNOT : m == M_ON ? V_WANT : V_CAN);
+    /* Barrier: every verdict is published before phase 2 is. */
+    shm_publish(s);
+    cohort_status st = shm_wait_all(o, s->phase);
+    if (st != COHORT_OK)
+        return st;
+    int all_can = s->n > 1, all_want = s->n > 1;
+    for (int q = 0; q < s->n; q++) {
+        uint32_t v = atomic_load(&shm_ctl_of(s, q)->cma_ok);
+        if (v < V_CAN && all_can) {
+            all_can = 0;
+            if (!why[0])
+                snprintf(why, sizeof why, "rank %d could not read every peer (its log says why)",
+                         s->g->local_ranks[q]);
+        }
+        all_want &= v == V_WANT;
+    }
+    s->cma = all_can && all_want;
+    s->cma_min = (size_t)atomic_load(&shm_ctl_of(s, 0)->cma_min);
+    if (s->n == 1)
+        snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
+    else if (s->cma)
+        snprintf(s->copy_info, sizeof s->copy_info,
+                 "broadcast >= %zu B: single copy (process_vm_readv/writev); else two copies "
+                 "through the segment",
+                 s->cma_min);
+    else if (all_can)
+        /* Measured on the development VM: the kernel's copy (~15 GB/s, pages
+         * pinned one by one) loses to the pipelined two copies at every size,
+         * so it is only used on request (docs/shm.md "Single copy"). */
+        snprintf(s->copy_info, sizeof s->copy_info,
+                 "two copies through the segment (single copy by process_vm_readv works here; "
+                 "COHORT_SHM_SINGLE_COPY=on on every rank uses it)");
+    else
+        snprintf(s->copy_info, sizeof s->copy_info,
+                 "two copies through the segment (single copy unavailable: %s)", why);
+    if (!all_can && s->n > 1 && m == M_ON)
+        coh_warn("shm: COHORT_SHM_SINGLE_COPY=on but %s", s->copy_info);
+    return COHORT_OK;
+}
+
+/* The peer is gone (or never was the process we probed). */
+static int peer_exited(coh_shm *s, int q)
+{
+    if (!s->pidfd || s->pidfd[q] < 0)
+        return 0;
+    struct pollfd pf = {.fd = s->pidfd[q], .events = POLLIN};
+    return poll(&pf, 1, 0) > 0 && (pf.revents & (POLLIN | POLLHUP));
+}
+
+/* One direction of a single copy: process_vm_readv or _writev, looping on
+ * partial transfers; every failure becomes the group's error. */
+static cohort_status cma_xfer(shm_op *o, int q, void *local, uint64_t addr, size_t len, int wr)
+{
+    coh_shm *s = o->s;
+    shm_ctl *c = shm_ctl_of(s, q);
+    pid_t pid = (pid_t)atomic_load_explicit(&c->pid, memory_order_relaxed);
+    const char *what = wr ? "write" : "read";
+    if (wr && peer_exited(s, q)) /* never write into whoever has its pid now */
+        return coh_group_fail(o->g, COHORT_ERR_PEER_LOST,
+                              "shm %s #%llu: rank %d (pid %d) exited before this rank wrote "
+                              "into its buffer (single copy)",
+                              coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
+                              s->g->local_ranks[q], (int)pid);
+    unsigned char *d = local;
+    size_t done = 0;
+    while (done < len) {
+        struct iovec l = {.iov_base = d + done, .iov_len = len - done};
+        struct iovec r = {.iov_base = (void *)(uintptr_t)(addr + done), .iov_len = len - done};
+        ssize_t k = wr ? process_vm_writev(pid, &l, 1, &r, 1, 0)
+                       : process_vm_readv(pid, &l, 1, &r, 1, 0);
+        if (k > 0) {
+            done += (size_t)k;
+            continue;
+        }
+        int e = k < 0 ? errno : EFAULT;
+        if (e == EINTR)
+            continue;
+        if (e == ESRCH || peer_exited(s, q))
+            return coh_group_fail(o->g, COHORT_ERR_PEER_LOST,
+                                  "shm %s #%llu: rank %d (pid %d) exited during a single-copy %s "
+                                  "(%zu of %zu bytes done)",
+                                  coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
+                                  s->g->local_ranks[q], (int)pid, what, done, len);
+        return coh_group_fail(o->g, e == EFAULT ? COHORT_ERR_INVALID : COHORT_ERR_SYSTEM,
+                              "shm %s #%llu: single-copy %s of %zu bytes at %#llx in rank %d "
+                              "(pid %d) failed after %zu bytes: %s%s",
+                              coh_coll_name(o->c->coll), (unsigned long long)o->c->seq, what,
+                              len, (unsigned long long)addr, s->g->local_ranks[q], (int)pid, done,
+                              strerror(e),
+                              e == EFAULT ? " (a buffer is not mapped for the call's whole size)"
+                                          : "");
+    }
+    /* A read named the peer for its whole length only if the peer is
+     * still alive now (a dead peer's pid could have been reused). */
+    if (!wr && peer_exited(s, q))
+        return coh_group_fail(o->g, COHORT_ERR_PEER_LOST,
+                              "shm %s #%llu: rank %d (pid %d) exited during a single-copy read",
+                              coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
+                              s->g->local_ranks[q], (int)pid);
+    return COHORT_OK;
+}
+
+cohort_status shm_cma_read(shm_op *o, int q, void *dst, uint64_t addr, size_t len)
+{
+    return cma_xfer(o, q, dst, addr, len, 0);
+}
+
+cohort_status shm_cma_write(shm_op *o, int q, uint64_t addr, const void *src, size_t len)
+{
+    return cma_xfer(o, q, (void *)(uintptr_t)src, addr, len, 1);
+}

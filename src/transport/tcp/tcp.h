@@ -1,0 +1,44 @@
+/*
+ * tcp.h - the tcp transport: authenticated connections to every peer and
+ * batches of framed messages (coh_xfer, transport.h). Attached to its group
+ * as coh_tcp_transport (transport.h's ops table).
+ */
+#ifndef COH_TCP_H
+#define COH_TCP_H
+
+#include <stddef.h>
+
+#include "transport/transport.h"
+
+typedef struct coh_net coh_net;
+
+/* Builds connections to every peer of g (g->peers[].addr published by the
+ * rendezvous), authenticating with job id, token MAC, generation and group
+ * id. Listening socket: coh_net_listen() must have run before the addresses
+ * were published. */
+cohort_status coh_net_listen(cohort_group *g, coh_net **out, char *addr, size_t addrlen);
+cohort_status coh_net_connect(coh_net *n);
+/* Completes every op of the batch (any order), or fails the group. Sends and
+ * receives progress together, so a ring step cannot deadlock on full socket
+ * buffers. Blocks (poll) while nothing moves; checks coh_wait_check. */
+cohort_status coh_net_xfer(coh_net *n, const coh_call *call, coh_xfer *ops, int nops);
+/* From any thread: makes a blocked coh_net_xfer return (it then sees the
+ * poisoned group). */
+void coh_net_wake(coh_net *n);
+/* Best effort: tells every connected peer the group is aborted. */
+void coh_net_send_abort(coh_net *n, cohort_status st, const char *reason);
+/* cohort_finalize's closing handshake: BYE to every peer, then reads every
+ * connection up to the peer's BYE (bounded by timeout_ms). A message no call
+ * of this rank received is a broken contract (COHORT_ERR_CONTRACT: a rank
+ * whose part was send-only, a send without its recv); a peer that closes
+ * without BYE is lost. Peers that do not arrive in time are logged and
+ * COHORT_ERR_TIMEOUT returned, without failing the group: a rank busy after
+ * its last call is not an error. */
+cohort_status coh_net_close_check(coh_net *n, int timeout_ms);
+void coh_net_destroy(coh_net *n);
+
+/* Its ops table: abort = coh_net_send_abort (not for a peer's abort),
+ * wake = coh_net_wake, close_check, destroy. */
+extern const coh_transport_ops coh_tcp_transport;
+
+#endif
