@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "cohort_check.h"
-#include "group/group.h"
+#include "core/group.h"
 #include "util/util.h"
 
 #define CHK_RING_N 2048u

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "cohort.h"
-#include "group/group.h"
+#include "core/group.h"
 #ifdef COHORT_TEST_WITH_MPI
 #include <mpi.h>
 #endif
