@@ -16,6 +16,7 @@
 #   COHORT_PERF=PATH the cohort-perf binary (default build/tools/cohort-perf/cohort-perf)
 #   PEERS_SRC=DIR    the peer harness, copied to a temp dir (default /work/shared/peers/coll)
 #   LAUNCH_TIMEOUT=900   seconds before one launch is killed
+#   GLOO=1           0: leave Gloo out of shm2 (the shm targets compare with the MPIs)
 #   NICE=0           niceness of every launch (all libraries alike); e.g. NICE=-5 on a
 #                    machine shared with other work (root only for negative values)
 #   QUIET_BUSY=20 QUIET_WAIT=120   before each launch, wait up to QUIET_WAIT s for
@@ -299,7 +300,7 @@ for rep in $(seq 1 "$REPS"); do
         log " shm2"
         cohort_next shm2 cohort 2; ompi shm2 $rep ompi 2
         cohort_next shm2 cohort 2; mpich shm2 $rep mpich 2
-        cohort_next shm2 cohort 2; gloo shm2 $rep gloo 2
+        [ "${GLOO:-1}" = 1 ] && { cohort_next shm2 cohort 2; gloo shm2 $rep gloo 2; }
     fi
     if has memcpy; then
         runlog "$OUT/raw/memcpy/memcpy.$rep.txt" "$PEERS/bin/memcpy_floor" 1048576 2000
