@@ -178,6 +178,8 @@ _CFG_PATTERNS = [
     ("vader fallback", re.compile(r"(single.copy|CMA|cma).*(not|fail|disabl)", re.I)),
     ("ucx", re.compile(r"ep_cfg\[\d+\]: (tag\([^)]*\))")),
     ("cohort", re.compile(r"^# cohort: ([a-z_]+ from \d+ B: .*)$")),
+    ("bound", re.compile(r"(MCW rank \d+ (?:is not bound|bound to)[^:]*)")),
+    ("cohort bind", re.compile(r"^# cmd: .*cohort-perf.*(--bind \w+)")),
     ("load", re.compile(r"^# (?:date|after): \S+\s+load: ([0-9. ]+)")),
 ]
 
@@ -197,6 +199,9 @@ def launch_config(path):
                 v = m.group(1).strip()
                 if key == "load" or v not in got[key]:
                     got[key].append(v)
+    for k in got:
+        if k != "load":
+            got[k].sort()
     return got
 
 
