@@ -214,6 +214,12 @@ def config_section(md):
         for path in sorted(glob.glob(os.path.join(cfgdir, "*.txt"))):
             lib = os.path.basename(path).split(".")[0]
             c = launch_config(path)
+            if "cohort" in c:  # one entry per distinct description, its ops listed once
+                by = {}
+                for v in c["cohort"]:
+                    head, _, desc = v.partition(": ")
+                    by.setdefault(desc, []).append(head)
+                c["cohort"] = [f"{', '.join(h)}: {d}" for d, h in by.items()]
             key = "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(c.items()) if k != "load")
             loads = c.get("load", [])
             per_lib.setdefault(lib, {}).setdefault(key, []).append(
