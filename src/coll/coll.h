@@ -16,7 +16,7 @@
 #ifndef COH_COLL_H
 #define COH_COLL_H
 
-#include "group/group.h"
+#include "core/group.h"
 
 typedef struct coh_algo {
     const char *name;    /* "ring", "rd", "tree", "pairwise", "dissemination", "shm", "hier" */

@@ -18,7 +18,7 @@
 
 #include "coll/coll.h"
 #include "coll/shm/shm_coll.h"
-#include "group/group.h"
+#include "core/group.h"
 #include "reduce/reduce.h"
 #include "transport/shm/shm.h"
 #include "transport/tcp/tcp.h"

@@ -17,7 +17,6 @@
 #include "coll/coll.h"
 #include "contract/contract.h"
 #include "engine/engine.h"
-#include "group/monitor.h"
 #include "trace/trace.h"
 
 struct cohort_work {

@@ -7,7 +7,7 @@
 #ifndef COH_ENGINE_H
 #define COH_ENGINE_H
 
-#include "group/group.h"
+#include "core/group.h"
 
 typedef struct coh_engine coh_engine;
 

@@ -8,9 +8,20 @@
 
 #include "contract/contract.h"
 #include "engine/engine.h"
-#include "group/group.h"
+#include "group/group_internal.h"
 #include "reduce/reduce.h"
 #include "trace/trace.h"
+
+/* The contract report is built by the first caller to hand over the
+ * failure (a call here, or cohort_finalize). */
+int coh_group_claim_report(cohort_group *g)
+{
+    if (atomic_exchange(&g->err_reported, 1))
+        return 0;
+    if (coh_group_poisoned(g) == COHORT_ERR_CONTRACT)
+        coh_contract_report(g); /* the same majority report as the ranks that saw it */
+    return 1;
+}
 
 static cohort_status invalid(cohort_group *g, const coh_call *c, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -2,7 +2,7 @@
 #ifndef COH_GROUP_INTERNAL_H
 #define COH_GROUP_INTERNAL_H
 
-#include "group/group.h"
+#include "core/group.h"
 
 /* Settings resolved from options + environment (env.c). */
 typedef struct coh_settings {
@@ -52,5 +52,10 @@ void coh_group_free(cohort_group *g);
 /* Host identity: hostname + network namespace + boot id, so ranks in
  * different namespaces are different hosts. */
 void coh_host_identity(char *id, size_t idlen, char *name, size_t namelen);
+
+/* For the first caller to hand g's failure to the user (a call, or
+ * cohort_finalize; api.c): builds the contract report when the failure is a
+ * contract one and returns 1; every later caller gets 0. */
+int coh_group_claim_report(cohort_group *g);
 
 #endif

@@ -10,7 +10,7 @@
 #ifndef COH_GROUP_MONITOR_H
 #define COH_GROUP_MONITOR_H
 
-#include "group/group.h"
+#include "core/group.h"
 
 /* Registers the control plane's hook on g (abort records, probes, stall
  * reports through g->store; no thread): once per group, when its store is

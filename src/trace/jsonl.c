@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "contract/contract.h"
+#include "core/names.h"
 #include "trace/jsonl.h"
 
 /* ---- writing ---- */

@@ -13,9 +13,8 @@
 
 #include <stdint.h>
 
-#include "group/group.h"
-
-enum coh_call_state { COH_ST_ISSUED = 0, COH_ST_STARTED, COH_ST_COMPLETED, COH_ST_FAILED };
+#include "core/group.h"
+#include "core/names.h"
 
 typedef struct coh_trace_entry {
     coh_call call;          /* fingerprint + call site (buffers ignored) */

@@ -1,10 +1,11 @@
 /*
  * transport.h - the transport seam (the ops table every transport gives its
- * group), and the header every data-plane message carries.
+ * group) and a batch of messages (coh_xfer).
  *
- * The header carries the sender's whole fingerprint for the call, so the
- * receiver checks the contract on the message the algorithm sends anyway,
- * before it touches the payload (coh_hdr_match in src/contract).
+ * Every message carries the sender's whole fingerprint for the call
+ * (coh_hdr, owned by the contract: contract/hdr.h), so the receiver checks
+ * the contract on the message the algorithm sends anyway, before it touches
+ * the payload (coh_hdr_match).
  */
 #ifndef COH_TRANSPORT_H
 #define COH_TRANSPORT_H
@@ -12,43 +13,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "group/group.h"
-
-#define COH_HDR_MAGIC 0x31524843u /* "CHR1" little-endian */
-
-enum coh_msg_kind {
-    COH_MSG_COLL = 1,  /* a collective's message: seq = group seq, step = algorithm step */
-    COH_MSG_P2P = 2,   /* send/recv: seq = per-pair seq, tag = user tag */
-    COH_MSG_ABORT = 3, /* payload: UTF-8 reason; status in tag */
-    COH_MSG_BYE = 4,   /* no payload: the sender closes cleanly (coh_net_destroy); an EOF
-                          after it is not a peer death */
-};
-
-/* Wire header, 64 bytes, little-endian host order (all hosts of a job are
- * assumed the same endianness; the handshake checks it). */
-typedef struct coh_hdr {
-    uint32_t magic;
-    uint8_t kind;   /* coh_msg_kind */
-    uint8_t coll;   /* coh_coll */
-    uint8_t dtype;  /* cohort_dtype */
-    int8_t redop;   /* cohort_op or -1 */
-    uint32_t group; /* group id */
-    uint32_t gen;   /* generation */
-    uint64_t seq;
-    uint64_t count; /* the call's count (not this message's) */
-    int32_t root;   /* root / peer, -1 */
-    int32_t tag;
-    uint32_t step;  /* algorithm step or chunk index within the call */
-    uint32_t site;  /* sender's call-site hash (reported, never compared) */
-    uint64_t len;   /* payload bytes following this header */
-    int32_t src;    /* sender's group rank */
-    uint32_t line;  /* sender's call-site line (for reports) */
-} coh_hdr;
-_Static_assert(sizeof(coh_hdr) == 64, "coh_hdr is 64 bytes on the wire");
-
-/* Fills h from the call's contract. */
-void coh_hdr_from_call(coh_hdr *h, const cohort_group *g, const coh_call *c, int kind,
-                       uint32_t step, uint64_t len);
+#include "contract/hdr.h"
+#include "core/group.h"
 
 /* One send or receive in a batch. For a receive, hdr is the expected
  * contract (built with coh_hdr_from_call) and len the exact expected payload

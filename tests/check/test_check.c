@@ -22,7 +22,7 @@
 #include <unistd.h>
 
 #include "cohort_check.h"
-#include "group/group.h"
+#include "core/group.h"
 #include "support/support.h"
 
 enum scen {

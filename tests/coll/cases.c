@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "group/group.h"
+#include "core/group.h"
 #include "reduce/reduce.h"
 
 int cc_full(void)

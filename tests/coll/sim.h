@@ -15,7 +15,7 @@
 #ifndef COHORT_TEST_COLL_SIM_H
 #define COHORT_TEST_COLL_SIM_H
 
-#include "group/group.h"
+#include "core/group.h"
 
 #define SIM_MAX 16
 

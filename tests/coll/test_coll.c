@@ -26,7 +26,7 @@
 
 #include "cases.h"
 #include "coll/coll.h"
-#include "group/group.h"
+#include "core/group.h"
 #include "support/support.h"
 
 #define CHUNK 64

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "contract/contract.h"
-#include "group/group.h"
+#include "core/group.h"
 #include "trace/trace.h"
 
 static inline cohort_group *tg_make(int rank, int size)

@@ -49,7 +49,8 @@ static int run_cmd(const char *cmd, char *out, size_t len)
     "-u MASTER_ADDR -u MASTER_PORT -u COHORT_TOKEN -u COHORT_JOB_ID "
 
 /* Nothing exported by hand: mpirun on one node gives loopback, a port from
- * its job id, and the token travels through a private 0600 file. */
+ * its job id, and (COHORT_PMI=off: the launcher's PMI not used, as in an MPI
+ * program) the token travels through a private 0600 file. */
 START_TEST(mpirun_with_nothing_exported)
 {
     const char *b = getenv("COHORT_BUILD_DIR");
@@ -58,8 +59,8 @@ START_TEST(mpirun_with_nothing_exported)
     snprintf(dir, sizeof dir, "/tmp/cohort-mpirun-tok-%d", (int)getpid());
     mkdir(dir, 0700);
     snprintf(cmd, sizeof cmd,
-             CLEAN_ENV "COHORT_TOKEN_DIR=%s COHORT_TIMEOUT=30 timeout 120 mpirun "
-                       "--allow-run-as-root --oversubscribe -np 3 -x COHORT_TOKEN_DIR "
+             CLEAN_ENV "COHORT_PMI=off COHORT_TOKEN_DIR=%s COHORT_TIMEOUT=30 timeout 120 mpirun "
+                       "--allow-run-as-root --oversubscribe -np 3 -x COHORT_PMI -x COHORT_TOKEN_DIR "
                        "-x COHORT_TIMEOUT %s/bench/startup/hello_cohort 2>&1",
              dir, b);
     int rc = run_cmd(cmd, out, sizeof out);
@@ -67,6 +68,40 @@ START_TEST(mpirun_with_nothing_exported)
     /* the secret is gone from the filesystem after init */
     snprintf(cmd, sizeof cmd, "rmdir %s", dir);
     ck_assert_msg(system(cmd) == 0, "token file left in %s", dir);
+}
+END_TEST
+
+/* The token through the launcher's PMI (src/group/pmi.c): no file, so an
+ * unusable COHORT_TOKEN_DIR does not matter; with COHORT_PMI=off the file
+ * path is taken again and fails on it, naming the directory. */
+START_TEST(token_through_launcher_pmi)
+{
+    const char *b = getenv("COHORT_BUILD_DIR");
+    ck_assert_ptr_nonnull(b);
+    char cmd[2048], out[8192];
+    snprintf(cmd, sizeof cmd,
+             CLEAN_ENV "COHORT_TOKEN_DIR=/proc/no-such-dir COHORT_TIMEOUT=30 timeout 120 mpirun "
+                       "--allow-run-as-root --oversubscribe -np 3 -x COHORT_TOKEN_DIR "
+                       "-x COHORT_TIMEOUT %s/bench/startup/hello_cohort 2>&1",
+             b);
+    int rc = run_cmd(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "mpirun (token through PMIx) exited %d; output:\n%s", rc, out);
+    snprintf(cmd, sizeof cmd,
+             CLEAN_ENV "COHORT_PMI=off COHORT_TOKEN_DIR=/proc/no-such-dir COHORT_TIMEOUT=30 "
+                       "timeout 120 mpirun --allow-run-as-root --oversubscribe -np 2 -x COHORT_PMI "
+                       "-x COHORT_TOKEN_DIR -x COHORT_TIMEOUT %s/bench/startup/hello_cohort 2>&1",
+             b);
+    rc = run_cmd(cmd, out, sizeof out);
+    ck_assert_msg(rc != 0 && strstr(out, "token directory /proc/no-such-dir"),
+                  "mpirun with COHORT_PMI=off exited %d; output:\n%s", rc, out);
+    if (system("command -v mpiexec.mpich >/dev/null") != 0)
+        return;
+    snprintf(cmd, sizeof cmd,
+             CLEAN_ENV "COHORT_TOKEN_DIR=/proc/no-such-dir COHORT_TIMEOUT=30 timeout 120 "
+                       "mpiexec.mpich -np 3 %s/bench/startup/hello_cohort 2>&1",
+             b);
+    rc = run_cmd(cmd, out, sizeof out);
+    ck_assert_msg(rc == 0, "mpiexec.mpich (token through PMI-1) exited %d; output:\n%s", rc, out);
 }
 END_TEST
 
@@ -93,8 +128,8 @@ START_TEST(mpich_without_master)
     snprintf(dir, sizeof dir, "/tmp/cohort-mpich-tok-%d", (int)getpid());
     mkdir(dir, 0700);
     snprintf(cmd, sizeof cmd,
-             CLEAN_ENV "COHORT_TOKEN_DIR=%s COHORT_TIMEOUT=30 timeout 120 mpiexec.mpich -np 2 "
-                       "%s/bench/startup/hello_cohort 2>&1",
+             CLEAN_ENV "COHORT_PMI=off COHORT_TOKEN_DIR=%s COHORT_TIMEOUT=30 timeout 120 "
+                       "mpiexec.mpich -np 2 %s/bench/startup/hello_cohort 2>&1",
              dir, b);
     rc = run_cmd(cmd, out, sizeof out);
     ck_assert_msg(rc == 0, "mpiexec.mpich without COHORT_TOKEN exited %d:\n%s", rc, out);
@@ -126,6 +161,7 @@ int main(void)
     tcase_add_test(tc, hello_under_mpirun);
     tcase_add_test(tc, mpirun_with_nothing_exported);
     tcase_add_test(tc, mpich_without_master);
+    tcase_add_test(tc, token_through_launcher_pmi);
     tcase_add_test(tc, lone_start);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -8,6 +8,11 @@
  *                 none; all_reduce with exact sums; barrier; finalize.
  *                 Prints "rank R of N on HOST: sum ok, token in no cmdline
  *                 or environment (P processes)".
+ *   mpi_prog exported   the same without the scan (the token was exported)
+ *
+ * Built once more per MPI implementation with COHORT_TEST_WITH_MPI: an MPI
+ * program (MPI_Init before cohort_init, MPI_Finalize at the end), where
+ * cohort leaves the launcher's PMI to MPI.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -16,7 +21,10 @@
 #include <unistd.h>
 
 #include "cohort.h"
-#include "group/group.h"
+#include "core/group.h"
+#ifdef COHORT_TEST_WITH_MPI
+#include <mpi.h>
+#endif
 
 /* 1 if needle occurs in the file (read whole, up to 1 MiB). */
 static int file_has(const char *path, const char *needle)
@@ -60,22 +68,28 @@ static int scan(const char *token, int *scanned, char *where, size_t wlen)
 
 int main(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
+    int exported = argc > 1 && !strcmp(argv[1], "exported");
     setvbuf(stdout, NULL, _IOLBF, 0);
+#ifdef COHORT_TEST_WITH_MPI
+    MPI_Init(&argc, &argv);
+#define DONE(rc) (MPI_Finalize(), (rc))
+#else
+#define DONE(rc) (rc)
+#endif
     cohort_group *g;
     cohort_status st = cohort_init(&g);
     if (st != COHORT_OK) {
         fprintf(stderr, "init: %s: %s\n", cohort_status_name(st), cohort_last_error(NULL));
-        return 2;
+        return DONE(2);
     }
     int r = cohort_rank(g), n = cohort_size(g);
     char host[64] = "?";
     gethostname(host, sizeof host - 1);
     int scanned = 0;
     char where[300] = "";
-    int hits = g->token && strlen(g->token) >= 16 ? scan(g->token, &scanned, where, sizeof where)
-                                                   : -1;
+    int hits = exported ? 0
+               : g->token && strlen(g->token) >= 16 ? scan(g->token, &scanned, where, sizeof where)
+                                                    : -1;
     long v[256], sum[256];
     for (int i = 0; i < 256; i++)
         v[i] = r + i;
@@ -92,5 +106,5 @@ int main(int argc, char **argv)
     printf("rank %d of %d on %s: %s, token in %s (%d processes scanned)\n", r, n, host,
            good && st == COHORT_OK ? "sum ok" : "FAILED", hits == 0 ? "no cmdline or environment" : where,
            scanned);
-    return ok ? 0 : 1;
+    return DONE(ok ? 0 : 1);
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# run_mpi_netns.sh PROG HELLO - cohort under Open MPI's mpirun and MPICH's
-# mpiexec across two "nodes", with nothing exported by hand.
+# run_mpi_netns.sh PROG HELLO [openmpi=MPIPROG] [mpich=MPIPROG] - cohort
+# under Open MPI's mpirun and MPICH's mpiexec across two "nodes", with
+# nothing exported by hand.
 #
 # The nodes are network namespaces joined by a veth pair (cn-a 10.215.N.1,
 # cn-b 10.215.N.2); the script runs in mount and UTS namespaces of its own
@@ -18,11 +19,22 @@
 #   3. mpiexec.mpich -hosts cn-a:2,cn-b:2 -n 4 PROG: as 1
 #   4. the same with COHORT_PMI=off: the clear error
 #   5. both launchers on one node (cn-a:4) with HELLO: init + barrier
+#   6. MPIPROG, the same program calling MPI_Init first and linked with that
+#      launcher's MPI: cohort leaves the PMI to MPI, so across nodes init
+#      fails naming the MPI library and MASTER_ADDR; with MASTER_ADDR (and
+#      MASTER_PORT for MPICH) and COHORT_TOKEN exported it runs
 # Exit 77 (skip) without root, namespaces or either MPI; a missing one of
 # the two skips its cases only. Run under flock /tmp/cohort-netns.lock.
 set -u
 PROG=$(readlink -f "${1:?usage: run_mpi_netns.sh PROG HELLO}")
 HELLO=$(readlink -f "${2:?usage: run_mpi_netns.sh PROG HELLO}")
+MPIPROG_openmpi= MPIPROG_mpich=
+for a in "${@:3}"; do
+  case $a in
+    openmpi=*) MPIPROG_openmpi=$(readlink -f "${a#*=}") ;;
+    mpich=*) MPIPROG_mpich=$(readlink -f "${a#*=}") ;;
+  esac
+done
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root (namespaces)"; exit 77; }
 for b in ip unshare nsenter flock; do
   command -v $b >/dev/null || { echo "SKIP: $b not installed"; exit 77; }
@@ -106,6 +118,21 @@ if [ $HAVE_OMPI = 1 ]; then
   out=$(on_a timeout 120 $OMPI -H cn-a:4 -np 4 "$HELLO" 2>&1); rc=$?
   [ $rc = 0 ] || fail "mpirun on one node exited $rc: $out"
   echo "mpirun on one node: ok"
+
+  if [ -n "$MPIPROG_openmpi" ]; then
+    out=$(on_a timeout 120 $OMPI -H cn-a:2,cn-b:2 -np 4 "$MPIPROG_openmpi" 2>&1); rc=$?
+    echo "$out" | head -3
+    [ $rc != 0 ] || fail "an MPI program under mpirun across nodes did not need MASTER_ADDR"
+    grep -q "MPI library loaded (libmpi.*set MASTER_ADDR" <<<"$out" ||
+      fail "MPI program under mpirun: not the error naming the MPI library and MASTER_ADDR"
+    out=$(MASTER_ADDR=cn-a COHORT_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n') \
+      on_a timeout 120 $OMPI -x MASTER_ADDR -x COHORT_TOKEN -H cn-a:2,cn-b:2 -np 4 \
+      "$MPIPROG_openmpi" exported 2>&1); rc=$?
+    echo "$out"
+    [ $rc = 0 ] && [ "$(grep -c ': sum ok' <<<"$out")" = 4 ] ||
+      fail "MPI program under mpirun with MASTER_ADDR and COHORT_TOKEN exported exited $rc"
+    echo "an MPI program under mpirun across nodes: the clear error, and runs with the exports"
+  fi
 fi
 
 MPICH="mpiexec.mpich -launcher ssh -launcher-exec $T/agent"
@@ -124,5 +151,20 @@ if [ $HAVE_MPICH = 1 ]; then
   out=$(on_a timeout 120 $MPICH -hosts cn-a:4 -n 4 "$HELLO" 2>&1); rc=$?
   [ $rc = 0 ] || fail "mpiexec.mpich on one node exited $rc: $out"
   echo "mpiexec.mpich on one node: ok"
+
+  if [ -n "$MPIPROG_mpich" ]; then
+    out=$(on_a timeout 120 $MPICH -hosts cn-a:2,cn-b:2 -n 4 "$MPIPROG_mpich" 2>&1); rc=$?
+    echo "$out" | head -3
+    [ $rc != 0 ] || fail "an MPI program under mpiexec across nodes did not need MASTER_ADDR"
+    grep -q "MPI library loaded (libmpi.*set MASTER_ADDR" <<<"$out" ||
+      fail "MPI program under mpiexec: not the error naming the MPI library and MASTER_ADDR"
+    out=$(MASTER_ADDR=cn-a MASTER_PORT=$((20000 + RANDOM % 10000)) \
+      COHORT_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n') \
+      on_a timeout 120 $MPICH -hosts cn-a:2,cn-b:2 -n 4 "$MPIPROG_mpich" exported 2>&1); rc=$?
+    echo "$out"
+    [ $rc = 0 ] && [ "$(grep -c ': sum ok' <<<"$out")" = 4 ] ||
+      fail "MPI program under mpiexec with MASTER_ADDR/PORT and COHORT_TOKEN exported exited $rc"
+    echo "an MPI program under mpiexec across nodes: the clear error, and runs with the exports"
+  fi
 fi
 echo "mpi launchers: all passed"

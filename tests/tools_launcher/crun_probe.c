@@ -13,6 +13,12 @@
  *   crun_probe trap                print "ready", on SIGINT/SIGTERM print which
  *                                  signal arrived and exit 0
  *   crun_probe flaky RANK UNTIL    RANK exits 9 while COHORT_RESTART_COUNT < UNTIL
+ *   crun_probe master [FAILRANK]   what torch's rank 0 does with MASTER_PORT:
+ *                                  rank 0 binds it on every interface and
+ *                                  accepts the others, who connect to
+ *                                  MASTER_ADDR:MASTER_PORT; each prints
+ *                                  "master ok gen G port P"; in restart 0
+ *                                  FAILRANK then exits 9
  *   crun_probe store               generation 1: rank 0 writes a key into the
  *                                  launcher's store, rank 1 then fails (exit 9);
  *                                  generation 2: rank 0 reads the key back and
@@ -26,7 +32,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cohort.h"
@@ -117,6 +128,59 @@ static int store_mode(int rank)
     return rc;
 }
 
+/* Rank 0 hosts a server on MASTER_PORT (all interfaces, as TCPStore binds),
+ * the others connect to MASTER_ADDR:MASTER_PORT, retrying for 20 s. */
+static int master_mode(int rank, int world, int failrank)
+{
+    const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
+    unsigned gen = (unsigned)env_int("COHORT_GENERATION");
+    if (!addr || !port) {
+        fprintf(stderr, "MASTER_ADDR/MASTER_PORT unset\n");
+        return 1;
+    }
+    if (rank == 0) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port))};
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) < 0 || listen(fd, 64) < 0) {
+            fprintf(stderr, "rank 0 cannot bind MASTER_PORT %s: %s\n", port, strerror(errno));
+            return 1;
+        }
+        for (int i = 1; i < world; i++) {
+            int c = accept(fd, NULL, NULL);
+            if (c < 0 || write(c, "k", 1) != 1) {
+                fprintf(stderr, "accept: %s\n", strerror(errno));
+                return 1;
+            }
+            close(c);
+        }
+        close(fd);
+    } else {
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM}, *ai = NULL;
+        if (getaddrinfo(addr, port, &hints, &ai) != 0 || !ai) {
+            fprintf(stderr, "cannot resolve MASTER_ADDR %s\n", addr);
+            return 1;
+        }
+        int ok = 0;
+        for (int tries = 0; tries < 400 && !ok; tries++) {
+            int fd = socket(ai->ai_family, SOCK_STREAM, 0);
+            char b;
+            if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 && read(fd, &b, 1) == 1)
+                ok = 1;
+            else
+                nanosleep(&(struct timespec){0, 50000000}, NULL);
+            close(fd);
+        }
+        freeaddrinfo(ai);
+        if (!ok) {
+            fprintf(stderr, "rank %d could not reach rank 0 at %s:%s\n", rank, addr, port);
+            return 1;
+        }
+    }
+    printf("master ok gen %u port %s\n", gen, port);
+    return rank == failrank && env_int("COHORT_RESTART_COUNT") == 0 ? 9 : 0;
+}
+
 static volatile sig_atomic_t got_sig;
 static void on_sig(int s) { got_sig = s; }
 
@@ -130,6 +194,8 @@ int main(int argc, char **argv)
     int rank = env_int("RANK");
     const char *mode = argc > 1 ? argv[1] : "env";
 
+    if (!strcmp(mode, "master"))
+        return master_mode(rank, env_int("WORLD_SIZE"), argc > 2 ? atoi(argv[2]) : -1);
     if (!strcmp(mode, "env")) {
         const char *tok = getenv("COHORT_TOKEN");
         printf("RANK=%d WORLD_SIZE=%d LOCAL_RANK=%d LOCAL_WORLD_SIZE=%d GROUP_RANK=%d "

@@ -30,18 +30,6 @@ static char *launcher_path(void)
     return p;
 }
 
-/* Whether the store server is built (the store module may not have landed):
- * checks that need a real port are skipped without it. */
-static int store_available(void)
-{
-    char addr[64];
-    cohort_store_server *s = cht_store_start("probe", "probe-token", addr, sizeof addr);
-    if (!s)
-        return 0;
-    cohort_store_server_stop(s);
-    return 1;
-}
-
 /* Runs cohortrun with args (NULL-terminated after the launcher) to the end. */
 #define RUN(p, env, ...)                                                                           \
     do {                                                                                           \
@@ -96,13 +84,25 @@ static int rank_line(const char *buf, int r, char *out, size_t len)
     return 0;
 }
 
+static int ephemeral_low(void)
+{
+    int lo = 32768, hi = 0;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &lo, &hi) != 2)
+            lo = 32768;
+        fclose(f);
+    }
+    return lo;
+}
+
 START_TEST(env_is_set_for_every_worker)
 {
-    int have_store = store_available();
     char jobs[2][128], hashes[2][64];
     for (int run = 0; run < 2; run++) {
         crun_proc p;
-        RUN(&p, NULL, "-n", "4", probe_path(), "env");
+        static const char *const env[] = {"TORCHELASTIC_USE_AGENT_STORE=True", NULL};
+        RUN(&p, env, "-n", "4", probe_path(), "env");
         EXPECT_STATUS(&p, 0);
         char first_job[128] = "", first_hash[64] = "", first_store[160] = "";
         for (int r = 0; r < 4; r++) {
@@ -124,19 +124,20 @@ START_TEST(env_is_set_for_every_worker)
             ck_assert_str_eq(v, "0");
             field(line, "MASTER_ADDR", v, sizeof v);
             ck_assert_str_eq(v, "127.0.0.1");
-            /* COHORT_STORE is on MASTER_ADDR; MASTER_PORT is the store's
-             * TCPStore listener (for torch.distributed's env://), another
-             * port, announced as torchrun's agent store is. */
+            /* COHORT_STORE is on MASTER_ADDR; MASTER_PORT is a free port for
+             * the program's rank 0 (torch.distributed binds it), below the
+             * ephemeral range, never the store's; no agent store is
+             * announced (an inherited announcement is dropped). */
             char port[32], store[160], want[200];
             field(line, "MASTER_PORT", port, sizeof port);
             field(line, "COHORT_STORE", store, sizeof store);
             snprintf(want, sizeof want, "tcp://127.0.0.1:%s", port);
             ck_assert_str_ne(store, want);
             ck_assert_ptr_nonnull(strstr(store, "tcp://127.0.0.1:"));
+            ck_assert_int_ge(atoi(port), 20000);
+            ck_assert_int_lt(atoi(port), ephemeral_low());
             field(line, "TORCHELASTIC_USE_AGENT_STORE", v, sizeof v);
-            ck_assert_str_eq(v, "True");
-            if (have_store)
-                ck_assert_int_gt(atoi(port), 0);
+            ck_assert_str_eq(v, "(unset)");
             field(line, "token_len", v, sizeof v);
             ck_assert_int_ge(atoi(v), 32);
             field(line, "token_in_cmdline", v, sizeof v);
@@ -492,6 +493,30 @@ START_TEST(restarts_new_generation_until_success)
 }
 END_TEST
 
+/* A program whose rank 0 binds MASTER_PORT itself (torch.distributed's
+ * env:// and TCPStore(is_master=rank == 0) do): the port is free, in every
+ * generation, and a restarted generation gets a port of its own. Before,
+ * MASTER_PORT was the launcher's store ("address already in use"). */
+START_TEST(rank0_binds_master_port_in_every_generation)
+{
+    crun_proc p;
+    RUN(&p, NULL, "-n", "3", "--max-restarts", "1", probe_path(), "master", "2");
+    EXPECT_STATUS(&p, 0);
+    ck_assert_int_eq(crun_count(p.obuf, "master ok gen 2 port"), 3);
+    const char *g1 = strstr(p.obuf, "master ok gen 1 port "), *g2 = strstr(p.obuf, "master ok gen 2 port ");
+    ck_assert_ptr_nonnull(g1);
+    ck_assert_ptr_nonnull(g2);
+    ck_assert_int_ne(atoi(g1 + strlen("master ok gen 1 port ")), atoi(g2 + strlen("master ok gen 2 port ")));
+    crun_free(&p);
+    /* --master-port names it, in every generation. */
+    RUN(&p, NULL, "-n", "2", "--master-port", "29517", "--max-restarts", "1", probe_path(), "master",
+        "1");
+    EXPECT_STATUS(&p, 0);
+    ck_assert_int_eq(crun_count(p.obuf, "master ok gen 2 port 29517\n"), 2);
+    crun_free(&p);
+}
+END_TEST
+
 START_TEST(restarts_exhausted_returns_failure)
 {
     crun_proc p;
@@ -697,6 +722,7 @@ static Suite *suite(void)
     tcase_add_test(t, kill9_of_launcher_leaves_no_orphan);
     tcase_add_test(t, failure_teardown_kills_worker_children);
     tcase_add_test(t, restarts_new_generation_until_success);
+    tcase_add_test(t, rank0_binds_master_port_in_every_generation);
     tcase_add_test(t, restarts_exhausted_returns_failure);
     tcase_add_test(t, program_not_found_or_not_executable);
     tcase_add_test(t, usage_errors_exit_2);

@@ -10,7 +10,7 @@
 
 #include "cohort.h"
 #include "coll/shm/shm_coll.h"
-#include "group/group.h"
+#include "core/group.h"
 #include "transport/shm/shm.h"
 
 /* Shared between the test process and every rank it forks; create with

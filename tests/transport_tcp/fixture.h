@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "group/group.h"
+#include "core/group.h"
 #include "transport/tcp/tcp.h"
 
 #define TF_MAX 16

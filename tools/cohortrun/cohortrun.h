@@ -13,6 +13,7 @@
  *              stderr tail kept for the failure summary
  *   guard.c    the orphan guard: a small process that SIGKILLs every worker
  *              process group if the launcher dies without cleaning up
+ *   torchport.c  MASTER_ADDR/MASTER_PORT: a free port for torch's rank 0
  *   coord.c    node agents agreeing through the job's store on generations,
  *              failures and completion (only with --nnodes > 1)
  *
@@ -142,6 +143,17 @@ int crun_coord_done(crun_coord *c, uint32_t gen);
 /* The job is over: every agent acknowledges; the store's host waits
  * (bounded) for the acknowledgements before it stops serving. */
 void crun_coord_leave(crun_coord *c, uint32_t gen);
+/* Node 0 publishes generation gen's MASTER_ADDR/MASTER_PORT before it joins;
+ * the others read it after the join. 0, or -1 (said why). */
+int crun_coord_put_torch(crun_coord *c, uint32_t gen, const char *addr, int port);
+int crun_coord_get_torch(crun_coord *c, uint32_t gen, char *addr, size_t len, int *port);
+
+/* ---- MASTER_ADDR/MASTER_PORT for the workers (torchport.c) ---- */
+/* A port that nothing on this host holds, outside the ephemeral range, for
+ * rank 0 of generation gen to bind; -1 (errno) if none was found. */
+int crun_torch_port(const char *job_id, uint32_t gen);
+/* The address this host sends from toward host:port (no packet is sent). */
+int crun_local_addr_toward(const char *host, int port, char *out, size_t len);
 
 /* ---- one generation (workers.c) ---- */
 enum {
@@ -171,7 +183,9 @@ typedef struct crun_job {
     char store_url[300];     /* COHORT_STORE given to workers */
     char master_addr[256];
     int master_port;
-    int torch_port;          /* > 0: the store's TCPStore listener (loopback) */
+    int fixed_torch_port;    /* > 0: --master-port on one node, MASTER_PORT of every generation */
+    char torch_addr[256];    /* this generation's MASTER_ADDR/MASTER_PORT */
+    int torch_port;
     int sigfd;               /* signalfd: SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT */
     int guard_fd;
     pid_t guard_pid;

@@ -435,3 +435,35 @@ void crun_coord_leave(crun_coord *c, uint32_t gen)
                  "stopping the store anyway",
                  LEAVE_WAIT_MS);
 }
+
+int crun_coord_put_torch(crun_coord *c, uint32_t gen, const char *addr, int port)
+{
+    char k[96], v[300];
+    key(k, sizeof k, gen, "torch");
+    snprintf(v, sizeof v, "%d %s", port, addr);
+    cohort_status s = cohort_store_sets(c->st, k, v);
+    if (s != COHORT_OK)
+        return lost(c, c->st, "publishing MASTER_ADDR/MASTER_PORT", s);
+    return 0;
+}
+
+int crun_coord_get_torch(crun_coord *c, uint32_t gen, char *addr, size_t len, int *port)
+{
+    /* Node 0 writes it before it joins, so it is there once "go" is. */
+    char k[96], *v = NULL;
+    key(k, sizeof k, gen, "torch");
+    cohort_status s = cohort_store_gets(c->st, k, &v, c->cfg->join_timeout_ms);
+    if (s != COHORT_OK)
+        return lost(c, c->st, "reading node 0's MASTER_ADDR/MASTER_PORT", s);
+    int used = 0;
+    if (sscanf(v, "%d %n", port, &used) != 1 || used == 0 || *port <= 0 || *port > 65535 ||
+        !v[used] || strlen(v + used) >= len) {
+        crun_msg("node %d: unreadable MASTER_ADDR/MASTER_PORT record '%s' in the job's store",
+                 c->cfg->node_rank, v);
+        free(v);
+        return -1;
+    }
+    snprintf(addr, len, "%s", v + used);
+    free(v);
+    return 0;
+}

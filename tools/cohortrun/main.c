@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 #include "cohort.h"
-#include "store/torch.h"
 
 #define TOKEN_BYTES 32
 #define TOKEN_FILE_MAX 4096
@@ -147,12 +146,7 @@ static char *resolve_program(const char *name)
 }
 
 /* "tcp://host:port", "host:port", "etcd://host:port,.../prefix": the first
- * host and port, for MASTER_ADDR/MASTER_PORT. */
-static int is_loopback(const char *host)
-{
-    return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
-}
-
+ * host and port. */
 static void host_of_url(const char *url, char *host, size_t hl, int *port)
 {
     const char *p = strstr(url, "://");
@@ -180,6 +174,41 @@ static void host_of_url(const char *url, char *host, size_t hl, int *port)
 }
 
 /* One block, one write: the summary of a failed generation. */
+/* Generation gen's MASTER_ADDR/MASTER_PORT (torchport.c says why it is not
+ * the store), chosen on node 0 and published before node 0 joins. */
+static int torch_endpoint(crun_job *job, uint32_t gen)
+{
+    const crun_cfg *cfg = job->cfg;
+    if (cfg->nnodes == 1) {
+        snprintf(job->torch_addr, sizeof job->torch_addr, "%s",
+                 cfg->store_url ? "127.0.0.1" : job->master_addr);
+    } else if (cfg->master_host[0]) {
+        snprintf(job->torch_addr, sizeof job->torch_addr, "%s", cfg->master_host);
+    } else {
+        /* --store without --master: node 0's address as the store sees it. */
+        char sh[256];
+        int sp = 0;
+        host_of_url(cfg->store_url, sh, sizeof sh, &sp);
+        if (crun_local_addr_toward(sh, sp, job->torch_addr, sizeof job->torch_addr) < 0) {
+            crun_msg("cannot tell this node's address toward the store at %s for MASTER_ADDR; "
+                     "give --master HOST:PORT with this node's address",
+                     cfg->store_url);
+            return -1;
+        }
+    }
+    int port = job->fixed_torch_port > 0 ? job->fixed_torch_port
+                                         : crun_torch_port(job->job_id, gen);
+    if (port < 0) {
+        crun_msg("no free port for MASTER_PORT on this node (generation %u): %s", gen,
+                 strerror(errno));
+        return -1;
+    }
+    job->torch_port = port;
+    if (job->coord)
+        return crun_coord_put_torch(job->coord, gen, job->torch_addr, port);
+    return 0;
+}
+
 static void print_summary(const crun_job *job, uint32_t gen, const crun_result *r, int restarting)
 {
     const crun_cfg *cfg = job->cfg;
@@ -298,6 +327,7 @@ int main(int argc, char **argv)
         snprintf(job_id, sizeof job_id, "cohortrun-%s", hex);
     }
     job.job_id = job_id;
+    job.fixed_torch_port = cfg.nnodes == 1 && cfg.master_port > 0 ? cfg.master_port : 0;
 
     /* 1. Signals: blocked for every thread to come, read via signalfd. */
     sigset_t mask;
@@ -336,30 +366,14 @@ int main(int argc, char **argv)
         cohort_store_server_opts so;
         memset(&so, 0, sizeof so);
         so.bind_addr = bind;
-        /* On loopback the TCPStore listener (below) takes --master-port,
-         * since that is the MASTER_PORT workers see; the store takes any. */
-        int torch = is_loopback(bind);
-        so.port = cfg.master_port > 0 && !torch ? cfg.master_port : 0;
+        /* Across nodes the others reach the store at --master's port. On
+         * one node --master-port is the workers' MASTER_PORT, which the
+         * program binds (torchport.c): the store takes any port. */
+        so.port = cfg.nnodes > 1 && cfg.master_port > 0 ? cfg.master_port : 0;
         so.job_ids = ids;
         so.tokens = toks;
         so.n_jobs = 1;
-        cohort_status s = cohort_store_server_create(&server, &so);
-        /* A node that keeps its store on loopback also speaks TCPStore there,
-         * so that torch.distributed's env:// rendezvous (and cohort.torch)
-         * in the workers uses the job's store instead of racing to bind
-         * MASTER_PORT: workers get MASTER_PORT = that listener and
-         * TORCHELASTIC_USE_AGENT_STORE=True, as under torchrun. TCPStore
-         * clients do not authenticate, hence loopback only. */
-        if (s == COHORT_OK && torch) {
-            s = coh_store_server_torch_listen(server, bind, cfg.master_port > 0 ? cfg.master_port : 0,
-                                              job_id);
-            if (s == COHORT_OK)
-                job.torch_port = coh_store_server_torch_port(server);
-            else
-                cohort_store_server_stop(server);
-        }
-        if (s == COHORT_OK)
-            s = coh_store_server_spawn(server);
+        cohort_status s = cohort_store_server_start(&server, &so);
         if (s != COHORT_OK) {
             server = NULL;
             crun_msg("cannot start the job's store on %s:%d: %s: %s", bind, so.port,
@@ -390,6 +404,10 @@ int main(int argc, char **argv)
     uint32_t gen = 1;
     crun_result res;
     for (;;) {
+        if (cfg.node_rank == 0 && torch_endpoint(&job, gen) < 0) {
+            rc = CRUN_EXIT_LAUNCHER;
+            break;
+        }
         if (job.coord) {
             int j = crun_coord_join(job.coord, gen, job.sigfd);
             if (j > 0) {
@@ -402,6 +420,12 @@ int main(int argc, char **argv)
                 rc = CRUN_EXIT_LAUNCHER;
                 break;
             }
+        }
+        if (job.coord && cfg.node_rank != 0 &&
+            crun_coord_get_torch(job.coord, gen, job.torch_addr, sizeof job.torch_addr,
+                                 &job.torch_port) < 0) {
+            rc = CRUN_EXIT_LAUNCHER;
+            break;
         }
         crun_run_generation(&job, gen, &res);
         if (res.kind == CRUN_GEN_OK) {

@@ -52,7 +52,7 @@ static const char *const set_names[] = {
     "GROUP_RANK",    "MASTER_ADDR",       "MASTER_PORT",         "COHORT_STORE",
     "COHORT_JOB_ID", "COHORT_TOKEN",      "COHORT_GENERATION",   "COHORT_RESTART_COUNT",
     "COHORT_NNODES", "COHORT_NODE_RANK",  "COHORT_MAX_RESTARTS", "TORCHELASTIC_USE_AGENT_STORE",
-    "TORCHELASTIC_RESTART_COUNT", NULL,
+    "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", NULL,
 };
 
 static uint64_t now_ms(void)
@@ -113,10 +113,11 @@ static int build_env(const crun_job *job, worker *w, uint32_t gen)
     SETV("LOCAL_RANK=%d", w->local_rank);
     SETV("LOCAL_WORLD_SIZE=%d", cfg->nproc);
     SETV("GROUP_RANK=%d", cfg->node_rank);
-    SETV("MASTER_ADDR=%s", job->master_addr);
-    /* torch.distributed's env:// rendezvous reads MASTER_PORT: the store's
-     * TCPStore listener when there is one (main.c says why). */
-    SETV("MASTER_PORT=%d", job->torch_port > 0 ? job->torch_port : job->master_port);
+    /* Where rank 0 binds and the others connect, for torch.distributed's
+     * env:// and any program that hosts its own server there: a free port,
+     * not the job's store (torchport.c). */
+    SETV("MASTER_ADDR=%s", job->torch_addr);
+    SETV("MASTER_PORT=%d", job->torch_port);
     SETV("COHORT_STORE=%s", job->store_url);
     SETV("COHORT_JOB_ID=%s", job->job_id);
     SETV("COHORT_TOKEN=%s", job->token);
@@ -125,12 +126,11 @@ static int build_env(const crun_job *job, worker *w, uint32_t gen)
     SETV("COHORT_MAX_RESTARTS=%d", cfg->max_restarts);
     SETV("COHORT_NNODES=%d", cfg->nnodes);
     SETV("COHORT_NODE_RANK=%d", cfg->node_rank);
-    if (job->torch_port > 0) {
-        SETV("TORCHELASTIC_USE_AGENT_STORE=True");
-        /* torch prefixes its keys with the attempt: a restarted generation
-         * does not meet the keys of the one before */
-        SETV("TORCHELASTIC_RESTART_COUNT=%u", gen - 1);
-    }
+    /* torchrun's names for the restart count and limit, which programs read
+     * to resume from a checkpoint. TORCHELASTIC_USE_AGENT_STORE is never set
+     * (an inherited one is dropped): rank 0 hosts torch's store itself. */
+    SETV("TORCHELASTIC_RESTART_COUNT=%u", gen - 1);
+    SETV("TORCHELASTIC_MAX_RESTARTS=%d", cfg->max_restarts);
 #undef SETV
     w->envp[k] = NULL;
     return 0;

@@ -187,25 +187,6 @@ static cohort_status op_end(shm_op *o, cohort_status st)
 
 /* ---- fingerprints ---- */
 
-static void hdr_fill(coh_hdr *h, const cohort_group *g, const coh_call *c)
-{
-    memset(h, 0, sizeof *h);
-    h->magic = COH_HDR_MAGIC;
-    h->kind = COH_MSG_COLL;
-    h->coll = c->coll;
-    h->dtype = c->dtype;
-    h->redop = c->redop;
-    h->group = g->id;
-    h->gen = g->generation;
-    h->seq = c->seq;
-    h->count = c->count;
-    h->root = c->root;
-    h->tag = c->tag;
-    h->site = c->site;
-    h->src = g->rank;
-    h->line = (uint32_t)c->line;
-}
-
 /* shm_fp.key: the call's small fields packed without loss (collectives
  * carry tag 0; a tag >= 255 saturates and the full header decides). */
 #define FP_TAG_SAT 255u
@@ -342,7 +323,7 @@ static cohort_status op_begin(shm_op *o, coh_shm *s, const coh_call *c, int need
     if (need_redop && (c->redop < 0 || c->redop >= COHORT_OP_COUNT))
         return bad_arg(o, "invalid reduce op");
     if (s->check) {
-        hdr_fill(&o->mine, s->g, c);
+        coh_hdr_from_call(&o->mine, s->g, c, COH_MSG_COLL, 0, 0);
         o->exp = o->mine;
         o->fp_key = fp_key(c);
         o->fp_full = (o->fp_key >> 24 & 0xff) == FP_TAG_SAT;

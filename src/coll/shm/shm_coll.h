@@ -27,7 +27,7 @@
 
 #include <stddef.h>
 
-#include "group/group.h"
+#include "core/group.h"
 #include "transport/shm/shm.h"
 
 /* Collectives on local ranks; `c` is the contract (c->count, c->dtype ...),

@@ -16,7 +16,7 @@
 
 #include <stddef.h>
 
-#include "group/group.h"
+#include "core/group.h"
 #include "transport/transport.h"
 
 typedef struct coh_shm coh_shm;

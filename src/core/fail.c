@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "contract/contract.h"
-#include "group/group.h"
+#include "core/group.h"
 
 /* ---- hooks ---- */
 
@@ -153,15 +152,6 @@ cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt,
      * wake every waiter; dump the flight recorder (the hooks, in order). */
     run_hooks(g, st, msg, 0);
     return st;
-}
-
-int coh_group_claim_report(cohort_group *g)
-{
-    if (atomic_exchange(&g->err_reported, 1))
-        return 0;
-    if (coh_group_poisoned(g) == COHORT_ERR_CONTRACT)
-        coh_contract_report(g); /* the same majority report as the ranks that saw it */
-    return 1;
 }
 
 /* A peer's message seen from here: its "this rank (2)" is "rank 2" on

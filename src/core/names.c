@@ -3,8 +3,8 @@
  * every function here returns a string even for values out of range. */
 #include <string.h>
 
-#include "contract/contract.h"
-#include "trace/trace.h"
+#include "core/group.h"
+#include "core/names.h"
 
 static const char *const coll_names[COH_COLL_KIND_COUNT] = {
     [COH_COLL_NONE] = "none",

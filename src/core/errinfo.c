@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "group/group.h"
+#include "core/group.h"
 
 coh_err_detail *coh_err_detail_new(int n)
 {
