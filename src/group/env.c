@@ -186,11 +186,21 @@ cohort_status coh_settings_resolve(const cohort_options *o, coh_settings *s)
         }
     }
     int need_token = !tok && !s->singleton && !coh_env_torchrun_agent_store();
+    coh_pmi_result pr;
+    memset(&pr, 0, sizeof pr);
+    cohort_status ps = COHORT_ERR_UNSUPPORTED;
     if ((need_master || need_token) && coh_pmi_available(&no_pmi)) {
-        coh_pmi_result pr;
-        cohort_status ps = coh_pmi_exchange(s->rank, s->size, need_token, s->timeout_ms, &pr);
-        if (ps != COHORT_OK)
+        ps = coh_pmi_exchange(s->rank, s->size, need_token, s->timeout_ms, &pr);
+        if (ps == COHORT_ERR_UNSUPPORTED) {
+            /* no launcher to ask after all: as without PMI */
+            static __thread char why[300];
+            snprintf(why, sizeof why, "%s", cohort_last_error(NULL));
+            no_pmi = why;
+        } else if (ps != COHORT_OK) {
             return ps;
+        }
+    }
+    if (ps == COHORT_OK) {
         if (need_token) {
             snprintf(s->token, sizeof s->token, "%s", pr.token);
             tok = s->token;

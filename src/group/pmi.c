@@ -67,6 +67,34 @@ static int pmix_server_env(void)
     return 0;
 }
 
+/* libpmix, loaded once and kept (its threads end at PMIx_Finalize, its
+ * code may still be on a stack until then). */
+static void *pmix_lib;
+static char pmix_dlerror[200];
+
+static int use_pmix(void)
+{
+    return coh_env_str("PMIX_NAMESPACE") && coh_env_str("PMIX_RANK") && pmix_server_env();
+}
+
+static int pmix_open(void)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    if (!pmix_lib) {
+        pmix_lib = dlopen("libpmix.so.2", RTLD_NOW | RTLD_LOCAL);
+        if (!pmix_lib)
+            pmix_lib = dlopen("libpmix.so", RTLD_NOW | RTLD_LOCAL);
+        if (!pmix_lib) {
+            const char *e = dlerror();
+            snprintf(pmix_dlerror, sizeof pmix_dlerror, "%s", e ? e : "not found");
+        }
+    }
+    int ok = pmix_lib != NULL;
+    pthread_mutex_unlock(&mu);
+    return ok;
+}
+
 int coh_pmi_available(const char **why)
 {
     static char msg[256];
@@ -84,8 +112,18 @@ int coh_pmi_available(const char **why)
         *why = msg;
         return 0;
     }
-    if (coh_env_str("PMIX_NAMESPACE") && coh_env_str("PMIX_RANK") && pmix_server_env())
-        return 1;
+    if (use_pmix()) {
+        if (pmix_open())
+            return 1;
+        /* no libpmix: PMI-1 if the launcher offers it too, else fall back */
+        if (!(coh_env_str("PMI_FD") && coh_env_str("PMI_RANK"))) {
+            snprintf(msg, sizeof msg,
+                     "started by a PMIx launcher, but libpmix cannot be loaded (%.160s)",
+                     pmix_dlerror);
+            *why = msg;
+            return 0;
+        }
+    }
     if (coh_env_str("PMI_FD") && coh_env_str("PMI_RANK"))
         return 1;
     *why = "the launcher offers neither PMIx (PMIX_NAMESPACE, PMIX_SERVER_URI) nor PMI-1 (PMI_FD)";
@@ -181,14 +219,11 @@ static void make_token(char *hex, size_t len, cohort_status *st)
 
 static cohort_status pmix_exchange(int want_token, int timeout_ms, coh_pmi_result *out)
 {
-    void *h = dlopen("libpmix.so.2", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        h = dlopen("libpmix.so", RTLD_NOW | RTLD_LOCAL);
-    if (!h)
-        return coh_err_set(NULL, COHORT_ERR_INVALID,
-                           "started by a PMIx launcher (PMIX_NAMESPACE is set) but libpmix "
-                           "cannot be loaded: %s",
-                           dlerror());
+    if (!pmix_open())
+        return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED,
+                           "started by a PMIx launcher, but libpmix cannot be loaded (%s)",
+                           pmix_dlerror);
+    void *h = pmix_lib;
     px_api px;
     *(void **)&px.init = dlsym(h, "PMIx_Init");
     *(void **)&px.finalize = dlsym(h, "PMIx_Finalize");
@@ -206,9 +241,11 @@ static cohort_status pmix_exchange(int want_token, int timeout_ms, coh_pmi_resul
     memset(&me, 0, sizeof me);
     int rc = px.init(&me, NULL, 0);
     if (rc != 0)
-        return coh_err_set(NULL, COHORT_ERR_INVALID,
-                           "PMIx_Init failed with PMIx status %d (PMIX_NAMESPACE is set, but "
-                           "the launcher's PMIx server did not answer)",
+        /* stale PMIX_* variables (a program started from inside another
+         * job's rank): no launcher to ask, as if there were no PMIx */
+        return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED,
+                           "PMIx_Init failed with PMIx status %d: PMIX_NAMESPACE is set, but no "
+                           "PMIx server answered",
                            rc);
     me.nspace[sizeof me.nspace - 1] = 0;
     snprintf(out->job, sizeof out->job, "%s", me.nspace);
@@ -531,7 +568,7 @@ cohort_status coh_pmi_exchange(int rank, int size, int want_token, int timeout_m
     cohort_status st = COHORT_OK;
     if (!once_done) {
         memset(&once, 0, sizeof once);
-        if (coh_env_str("PMIX_NAMESPACE") && pmix_server_env())
+        if (use_pmix() && pmix_open())
             st = pmix_exchange(want_token, timeout_ms, &once);
         else
             st = pmi1_exchange(want_token, timeout_ms, &once);

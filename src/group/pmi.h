@@ -24,8 +24,10 @@ int coh_pmi_available(const char **why);
 /* Every rank of the job calls this once with the same want_token: rank 0
  * publishes its host and (want_token) a fresh secret, all ranks wait for
  * each other (bounded by timeout_ms) and read rank 0's. A second call in
- * the same process returns the first one's result. COHORT_OK, or an error
- * recorded with what failed. */
+ * the same process returns the first one's result. COHORT_OK;
+ * COHORT_ERR_UNSUPPORTED (recorded, why) when the launcher turns out to have
+ * no PMI to ask after all (PMIx_Init finds no server): the caller falls back
+ * as if coh_pmi_available had said no; any other error is the job's. */
 cohort_status coh_pmi_exchange(int rank, int size, int want_token, int timeout_ms,
                                coh_pmi_result *out);
 

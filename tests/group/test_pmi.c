@@ -9,7 +9,8 @@
  * - malformed replies, a refusal (rc != 0), an over-long line, a closed
  *   connection, a launcher that never answers the barrier, a bad PMI_FD all
  *   fail with their own message, within COHORT_TIMEOUT;
- * - no PMI in a process with an MPI library loaded;
+ * - no PMI in a process with an MPI library loaded, nor where PMIx's
+ *   variables have no server behind them (the fallback's error);
  * - a failed init (no master across nodes) leaves no token file behind. */
 #include <dirent.h>
 #include <dlfcn.h>
@@ -330,6 +331,38 @@ START_TEST(failed_init_leaves_no_token_file)
 }
 END_TEST
 
+/* Stale PMIx variables (no server behind them, as in a program started from
+ * inside another job's rank): no PMI after all, the fallback's error. */
+START_TEST(pmix_without_server_falls_back)
+{
+    clear_env();
+    setenv("OMPI_COMM_WORLD_RANK", "0", 1);
+    setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1", 1);
+    setenv("OMPI_MCA_ess_base_jobid", "778", 1);
+    setenv("PMIX_NAMESPACE", "778", 1);
+    setenv("PMIX_RANK", "0", 1);
+    setenv("PMIX_SERVER_URI41", "prterun-x-1@0.0;tcp4://127.0.0.1:1", 1);
+    const char *why;
+    if (!coh_pmi_available(&why)) {
+        fprintf(stderr, "no libpmix (%s): skipped\n", why);
+        return;
+    }
+    coh_pmi_result r;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    ck_assert_int_eq(coh_pmi_exchange(0, 2, 1, 5000, &r), COHORT_ERR_UNSUPPORTED);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    ck_assert_ptr_nonnull(strstr(cohort_last_error(NULL), "no PMIx server answered"));
+    ck_assert(b.tv_sec - a.tv_sec < 5);
+    cohort_group *g = NULL;
+    ck_assert_int_eq(cohort_init(&g), COHORT_ERR_INVALID);
+    const char *msg = cohort_last_error(NULL);
+    ck_assert_msg(strstr(msg, "no launcher PMI: PMIx_Init failed") && strstr(msg, "set MASTER_ADDR"),
+                  "%s", msg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pmi");
@@ -343,6 +376,7 @@ int main(void)
     tcase_add_test(tc, off_and_absent);
     tcase_add_test(tc, not_with_mpi_loaded);
     tcase_add_test(tc, failed_init_leaves_no_token_file);
+    tcase_add_test(tc, pmix_without_server_falls_back);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

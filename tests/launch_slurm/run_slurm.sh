@@ -14,7 +14,9 @@
 #   1. srun -N 2 -n 4 PROG ok         - correct results, tasks on both nodes,
 #                                       no MASTER_ADDR/COHORT_TOKEN exported,
 #                                       no token file left behind; again
-#                                       with COHORT_TRANSPORT=tcp
+#                                       with COHORT_TRANSPORT=tcp; again
+#                                       with --mpi=pmi2 (the token through
+#                                       Slurm's PMI, no file)
 #   2. srun -N 2 -n 4 PROG mismatch   - COHORT_ERR_CONTRACT on every rank
 #   3. srun -N 2 -n 4 PROG kill       - rank 2 killed: the others get
 #                                       COHORT_ERR_PEER_LOST naming rank 2 and
@@ -182,6 +184,16 @@ grep -q "node $N1: sum ok" <<<"$out" && grep -q "node $N2: sum ok" <<<"$out" || 
 out=$(COHORT_TRANSPORT=tcp in_hub timeout 60 srun -N 2 -n 4 "$PROG" ok 2>&1); rc=$?
 echo "$out"
 [ $rc = 0 ] && [ "$(grep -c 'sum ok' <<<"$out")" = 4 ] || fail "srun ok over tcp exited $rc"
+
+# ... and with Slurm's PMI-2 plugin: the token through the step's PMI server
+# (its PMI-1 wire), not a file (an unusable COHORT_TOKEN_DIR proves it).
+# --mpi=pmix is not run: both slurmd "nodes" share /tmp here, and the
+# plugin's per-step directory there collides ("File exists").
+for mpi in pmi2; do
+  out=$(COHORT_TOKEN_DIR=/proc/no-such-dir in_hub timeout 60 srun --mpi=$mpi -N 2 -n 4 "$PROG" ok 2>&1); rc=$?
+  echo "$out"
+  [ $rc = 0 ] && [ "$(grep -c 'sum ok' <<<"$out")" = 4 ] || fail "srun --mpi=$mpi ok exited $rc"
+done
 
 # 2. a mismatch, caught on every rank
 out=$(in_hub timeout 60 srun -N 2 -n 4 "$PROG" mismatch 2>&1); rc=$?
