@@ -78,8 +78,88 @@ static void counts_args(cohort_check_fp *fp, const int *counts, int n, uint64_t 
 
 /* Announces the call; returns its number. A failure (an earlier mismatch
  * found, or this one found before the backend is entered) ends the job. */
-_Thread_local cm_comm *cm_cur_comm;
-_Thread_local uint64_t cm_cur_seq;
+_Thread_local cm_cur_call cm_cur;
+
+#ifdef COHORT_MPI_SELFTIME
+/* A profiling build: per call, (entry -> PMPI) + (PMPI's return -> exit),
+ * in a histogram of 1 ns buckets; ticks are the TSC on x86-64 (calibrated
+ * against CLOCK_MONOTONIC at the first call), else the monotonic clock. */
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <time.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+#define ST_MAX_NS 100000
+static _Atomic uint64_t st_hist[ST_MAX_NS + 1];
+static double st_ns_per_tick;
+static uint64_t st_cal_tick, st_cal_ns;
+
+static uint64_t st_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t st_now(void)
+{
+#if defined(__x86_64__)
+    return __rdtsc();
+#else
+    return st_mono_ns();
+#endif
+}
+
+static void st_add(uint64_t ticks)
+{
+    if (!st_cal_tick) {
+        st_cal_tick = st_now(), st_cal_ns = st_mono_ns();
+        return; /* the first call calibrates */
+    }
+    if (st_ns_per_tick == 0) {
+        uint64_t ns = st_mono_ns() - st_cal_ns;
+        if (ns < 50 * 1000 * 1000)
+            return; /* calibrating over >= 50 ms */
+        st_ns_per_tick = (double)ns / (double)(st_now() - st_cal_tick);
+    }
+    uint64_t ns = (uint64_t)((double)ticks * st_ns_per_tick);
+    atomic_fetch_add_explicit(&st_hist[ns < ST_MAX_NS ? ns : ST_MAX_NS], 1, memory_order_relaxed);
+}
+
+void cm_selftime_report(void)
+{
+    uint64_t n = 0, seen = 0;
+    for (size_t i = 0; i <= ST_MAX_NS; i++)
+        n += st_hist[i];
+    if (!n)
+        return;
+    const double qs[] = {0.1, 0.5, 0.9, 0.99};
+    uint64_t at[4] = {0};
+    size_t k = 0;
+    for (size_t i = 0; i <= ST_MAX_NS && k < 4; i++) {
+        seen += st_hist[i];
+        while (k < 4 && (double)seen >= qs[k] * (double)n)
+            at[k++] = i;
+    }
+    fprintf(stderr,
+            "cohort-mpi: rank %d: selftime: %llu calls, the layer's own time per call (outside "
+            "PMPI): p10 %llu ns, p50 %llu ns, p90 %llu ns, p99 %llu ns (%.3f ns per tick)\n",
+            cm_world_rank, (unsigned long long)n, (unsigned long long)at[0],
+            (unsigned long long)at[1], (unsigned long long)at[2], (unsigned long long)at[3],
+            st_ns_per_tick);
+}
+#define ST_ENTER() (cm_cur.t_enter = st_now())
+#define ST_PRE() (cm_cur.t_pre = st_now())
+#define ST_POST() uint64_t st_post_ = st_now()
+#define ST_LEAVE() st_add((cm_cur.t_pre - cm_cur.t_enter) + (st_now() - st_post_))
+#else
+void cm_selftime_report(void) {}
+#define ST_ENTER() ((void)0)
+#define ST_PRE() ((void)0)
+#define ST_POST() ((void)0)
+#define ST_LEAVE() ((void)0)
+#endif
 
 static uint64_t begin(cm_comm *cc, const cohort_check_fp *fp)
 {
@@ -87,14 +167,16 @@ static uint64_t begin(cm_comm *cc, const cohort_check_fp *fp)
     cohort_status st = cohort_check_begin(cm_chk, cc->grp, fp, &seq);
     if (st != COHORT_OK)
         cm_failed(st);
-    cm_cur_comm = cc;
-    cm_cur_seq = seq;
+    cm_cur.comm = cc;
+    cm_cur.seq = seq;
+    ST_PRE();
     return seq;
 }
 
 static void end(cm_comm *cc, uint64_t seq, unsigned flags, int rc)
 {
-    cm_cur_comm = NULL;
+    ST_POST();
+    cm_cur.comm = NULL;
     cohort_status st;
     if (rc != MPI_SUCCESS)
         st = cohort_check_wait(cm_chk, cc->grp, seq, ERR_WAIT_MS);
@@ -102,6 +184,7 @@ static void end(cm_comm *cc, uint64_t seq, unsigned flags, int rc)
         st = cohort_check_end(cm_chk, cc->grp, seq, flags);
     if (st != COHORT_OK && st != COHORT_ERR_TIMEOUT)
         cm_failed(st);
+    ST_LEAVE();
 }
 
 /* A local inconsistency: the site, then every rank gets the report. */
@@ -116,6 +199,7 @@ static void local_fail(cm_comm *cc, const cohort_check_fp *fp, uint64_t seq, con
 /* ---- the rooted and the symmetric collectives, blocking and not ---- */
 
 #define CHECKED(comm, call)                                                                        \
+    ST_ENTER();                                                                                    \
     cm_comm *cc = cm_comm_get(comm);                                                              \
     if (!cc)                                                                                       \
         return call;

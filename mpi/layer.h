@@ -39,9 +39,16 @@ typedef struct cm_comm {
     int own_eh;
 } cm_comm;
 
-/* The checked call in progress on this thread (for the error handler). */
-extern _Thread_local cm_comm *cm_cur_comm;
-extern _Thread_local uint64_t cm_cur_seq;
+/* The checked call in progress on this thread (for the error handler);
+ * one thread-local object: one TLS address lookup per call, not two. */
+typedef struct cm_cur_call {
+    cm_comm *comm;
+    uint64_t seq;
+#ifdef COHORT_MPI_SELFTIME
+    uint64_t t_enter, t_pre; /* ticks: wrapper entered, about to call PMPI */
+#endif
+} cm_cur_call;
+extern _Thread_local cm_cur_call cm_cur;
 
 /* A datatype's type signature: the flattened basic types as a primitive
  * unit repeated m times (see types.c). */
@@ -75,6 +82,11 @@ void cm_failed(cohort_status st);
 
 /* A return address as "file:line" (or "function (object)"); 0 if unknown. */
 int cm_resolve_site(const void *pc, char *out, size_t len);
+
+/* COHORT_MPI_SELFTIME builds (bench/mpi/selftime.sh, never the default):
+ * the layer's own time per checked collective, outside PMPI, printed at
+ * MPI_Finalize. */
+void cm_selftime_report(void);
 
 /* The call's fingerprint helpers (coll.c). */
 #define CM_PC() __builtin_extract_return_addr(__builtin_return_address(0))

@@ -1,7 +1,9 @@
 /* bench_mpi.c - per-call time of MPI_Allreduce and MPI_Bcast at 8 B, 4 KiB,
  * 64 KiB and 1 MiB, as rank 0 sees it (back-to-back calls, each timed),
  * for the interleaved bare vs libcohort-mpi comparison (run.sh). Prints one
- * line per (op, size): p50, p99, max and mean in microseconds. */
+ * line per (op, size): p50, p99, max and mean in microseconds.
+ * Arguments: [scale [allreduce|bcast [size]]] - the iteration scale and,
+ * optionally, the one cell to run (selftime.sh profiles cell by cell). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,12 +21,17 @@ int main(int argc, char **argv)
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     double scale = argc > 1 ? atof(argv[1]) : 1.0;
+    const char *only_op = argc > 2 ? argv[2] : NULL;
+    long only_size = argc > 3 ? atol(argv[3]) : 0;
     const size_t sizes[] = {8, 4096, 65536, 1 << 20};
     const int iters[] = {20000, 10000, 2000, 200};
     char *a = calloc(1, 1 << 20), *b = calloc(1, 1 << 20);
     double *t = malloc(sizeof(double) * 20000);
     for (int op = 0; op < 2; op++)
         for (int s = 0; s < 4; s++) {
+            if ((only_op && strcmp(only_op, op ? "bcast" : "allreduce")) ||
+                (only_size && (size_t)only_size != sizes[s]))
+                continue;
             int n = (int)(iters[s] * scale);
             if (n < 20)
                 n = 20;

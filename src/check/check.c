@@ -724,7 +724,13 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
     e->f = f;
     e->op = fp->op;
     e->redop = fp->redop;
-    e->sig = f.sig_hash && fp->sig ? coh_chk_intern(c, 1, f.sig_hash, fp->sig) : NULL;
+    if (f.sig_hash && fp->sig && f.sig_hash == c->last_sig_hash) {
+        e->sig = c->last_sig;
+    } else {
+        e->sig = f.sig_hash && fp->sig ? coh_chk_intern(c, 1, f.sig_hash, fp->sig) : NULL;
+        if (e->sig)
+            c->last_sig_hash = f.sig_hash, c->last_sig = e->sig;
+    }
     e->args = f.args_hash && fp->args ? coh_chk_intern(c, 2, f.args_hash, fp->args) : NULL;
     e->file = fp->file ? coh_chk_intern(c, 3, str_hash(fp->file), fp->file) : NULL;
     e->line = fp->line;
@@ -735,16 +741,28 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
     c->pos.gid = g->id;
     c->pos.seq = f.seq;
     c->pos.start_ns = pos_now();
-    copy_op(c->pos.op, fp->op);
-    if (fp->file)
+    /* op names are string literals (cohort_check.h): the same pointer is
+     * the same text, already in both copies of the position. */
+    unsigned what = 0;
+    if (fp->op != c->pos_op_lit) {
+        copy_op(c->pos.op, fp->op);
+        c->pos_op_lit = fp->op;
+        what |= CHK_PW_OP;
+    }
+    if (fp->file) {
         snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", coh_site_base(fp->file), fp->line);
-    else
+        what |= CHK_PW_SITE;
+    } else if (c->pos.site[0]) {
         c->pos.site[0] = 0;
+        what |= CHK_PW_SITE;
+    }
+    if (what)
+        c->pos_last_dirty = 1;
     c->pos_pc = fp->pc;
     c->pos_site_done = fp->file != NULL;
     c->stall_warned = 0;
     c->pos.episode++;
-    coh_chk_pos_write(c, CHK_PW_OP | CHK_PW_SITE);
+    coh_chk_pos_write(c, what);
 
     cohort_status st = publish(c, g, &f);
     if (st == COHORT_OK && g->pred != c->rank) {
@@ -794,10 +812,15 @@ cohort_status cohort_check_end(cohort_check *c, cohort_check_group *g, uint64_t 
         c->pos.last_gid = g->id;
         c->pos.last_seq = seq;
         c->pos.last_end_ns = pos_now();
-        put_str(c->pos.last_op, c->pos.op, sizeof c->pos.last_op);
-        put_str(c->pos.last_site, c->pos.site, sizeof c->pos.last_site);
+        unsigned what = 0;
+        if (c->pos_last_dirty) {
+            put_str(c->pos.last_op, c->pos.op, sizeof c->pos.last_op);
+            put_str(c->pos.last_site, c->pos.site, sizeof c->pos.last_site);
+            c->pos_last_dirty = 0;
+            what = CHK_PW_LAST;
+        }
         c->pos.episode++;
-        coh_chk_pos_write(c, CHK_PW_LAST);
+        coh_chk_pos_write(c, what);
     }
     /* One probe of the predecessor's ring (a cache-line read; a miss only
      * when its record is there to compare); only SYNCED waits for it. */
@@ -883,6 +906,8 @@ void cohort_check_wait_begin(cohort_check *c, cohort_check_group *grp, int peer,
     c->pos.seq = 0;
     c->pos.start_ns = pos_now();
     copy_op(c->pos.op, op);
+    c->pos_op_lit = NULL; /* not known to be a literal: copied again next time */
+    c->pos_last_dirty = 1;
     if (file)
         snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", coh_site_base(file), line);
     else

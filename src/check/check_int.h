@@ -154,6 +154,15 @@ struct cohort_check {
     chk_pos pos;
     const void *pos_pc;
     int pos_site_done;
+    /* What the shared position already holds, so a call copies strings
+     * only when they change: the literal whose text is in pos.op (NULL:
+     * none or not a literal), and whether pos.op/site changed since
+     * last_op/last_site were copied. */
+    const char *pos_op_lit;
+    int pos_last_dirty;
+    /* The last signature interned (a call is usually like the one before). */
+    uint64_t last_sig_hash;
+    const char *last_sig;
     uint64_t pos_published;    /* episode last written to the store */
     int stall_warned;
     uint64_t dl_episode_seen;  /* deadlock candidate: my episode */

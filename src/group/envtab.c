@@ -65,6 +65,7 @@ static const coh_envvar table[] = {
     /* libcohort-mpi, the PMPI layer (docs/mpi.md) */
     {"COHORT_MPI", COH_ENV_CHOICE, COH_ENV_LIB, "on|off|1|0", 0, 0},
     {"COHORT_MPI_STATS", COH_ENV_CHOICE, COH_ENV_LIB, "0|1", 0, 0},
+    {"COHORT_MPI_STATS_FILE", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     {"COHORT_MPI_STORE_ADDR", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     /* cohort.torch, the torch.distributed wrapper (docs/pytorch.md) */
     {"COHORT_TORCH_CHECK", COH_ENV_CHOICE, COH_ENV_LIB, "0|1", 0, 0},
