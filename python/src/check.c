@@ -14,7 +14,9 @@
 #include "cohort_py.h"
 
 #include <cohort_check.h>
+#include <signal.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -80,6 +82,59 @@ static void on_abort(void *arg, const cohort_check_event *ev)
         dprintf(2, "cohort check: %s\n", ev->text ? ev->text : "");
         _exit(self->exit_code);
     }
+}
+
+/* ---- holding an abort until the report is out ----
+ * A backend may end the process on a mismatch before the check has compared
+ * the call: gloo throws gloo::EnforceNotMet on its own thread on a size
+ * mismatch ("Received data size doesn't match expected size") and
+ * std::terminate calls abort(). Both ranks published their fingerprints
+ * before entering the backend, so the monitor finds the mismatch within a
+ * tick or two: the SIGABRT handler holds the aborting thread until the
+ * checker has failed (the monitor then prints the report on every rank and
+ * ends the process with exit_code) or `hold_ms` passed without a failure
+ * (an abort for another reason: it goes on as before, just later). Only
+ * atomics, nanosleep and _exit here: async-signal-safe. */
+static cohort_check *volatile hold_c;
+static volatile int hold_ms, hold_code;
+static volatile sig_atomic_t hold_busy;
+static struct sigaction hold_old;
+static int hold_installed;
+
+static void hold_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static void on_sigabrt(int sig)
+{
+    cohort_check *c = hold_c;
+    if (c && !hold_busy) {
+        hold_busy = 1;
+        static const char msg[] = "cohort check: this process is aborting (SIGABRT): "
+                                  "waiting for the contract check's report\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
+        int failed = 0;
+        for (int i = 0; i < hold_ms && !(failed = cohort_check_status(c) != COHORT_OK); i++)
+            hold_sleep_ms(1);
+        if (failed) {
+            /* The monitor waits (bounded, 5 s) for every rank's report, then
+             * exits; past that, end here with the same code. */
+            hold_sleep_ms(15000);
+            _exit(hold_code);
+        }
+    }
+    sigaction(sig, &hold_old, NULL);
+    raise(sig); /* delivered with the previous disposition once this returns */
+}
+
+static void hold_off(CheckerObject *self)
+{
+    if (hold_c && hold_c == self->c)
+        hold_c = NULL;
 }
 
 static PyObject *check_err(CheckerObject *self, cohort_status st)
@@ -186,6 +241,7 @@ static void destroy_impl(CheckerObject *self)
     if (!self->c)
         return;
     cohort_check *c = self->c;
+    hold_off(self);
     self->c = NULL;
     /* the groups' handles die with the checker */
     PyObject *k, *v;
@@ -383,7 +439,7 @@ static PyObject *ck_begin(CheckerObject *self, PyObject *args, PyObject *kw)
     unsigned long long count = 0, sig_hash = 0, args_hash = 0;
     int root = -1, line = 0;
     const char *file = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|K$OKOiOKzi", kwl, &grpo, &opo, &count, &sigo,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|KOKOiOKzi", kwl, &grpo, &opo, &count, &sigo,
                                      &sig_hash, &redo, &root, &argso, &args_hash, &file, &line) ||
         ck_open(self, "begin") < 0)
         return NULL;
@@ -567,6 +623,45 @@ static PyObject *ck_destroy(CheckerObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *ck_hold_abort(CheckerObject *self, PyObject *args)
+{
+    PyObject *wo = Py_None;
+    if (!PyArg_ParseTuple(args, "|O", &wo) || ck_open(self, "hold_abort") < 0)
+        return NULL;
+    if (wo == Py_None) {
+        hold_off(self);
+        Py_RETURN_NONE;
+    }
+    int ms;
+    if (ms_arg(wo, &ms, "hold_abort", -1) < 0)
+        return NULL;
+    if (self->exit_code < 0 || ms <= 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "Checker.hold_abort: needs a checker made with exit_code and a wait > 0");
+        return NULL;
+    }
+    if (hold_c && hold_c != self->c) {
+        PyErr_SetString(cpy_error_class(COHORT_ERR_INVALID),
+                        "Checker.hold_abort: another checker holds SIGABRT");
+        return NULL;
+    }
+    hold_ms = ms;
+    hold_code = self->exit_code;
+    hold_c = self->c;
+    if (!hold_installed) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigabrt;
+        sigemptyset(&sa.sa_mask);
+        if (sigaction(SIGABRT, &sa, &hold_old) != 0) {
+            hold_c = NULL;
+            return PyErr_SetFromErrno(PyExc_OSError);
+        }
+        hold_installed = 1;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *ck_stats(CheckerObject *self, PyObject *unused)
 {
     if (ck_open(self, "stats") < 0)
@@ -609,7 +704,7 @@ static PyMethodDef ck_methods[] = {
      "member (local; every member before its first call)"},
     {"remove_group", (PyCFunction)ck_remove_group, METH_O, "remove_group(group)"},
     {"begin", (PyCFunction)(void (*)(void))ck_begin, METH_VARARGS | METH_KEYWORDS,
-     "begin(group, op, count=0, *, sig=None, sig_hash=None, redop=None, root=-1, args=None,\n"
+     "begin(group, op, count=0, sig=None, sig_hash=None, redop=None, root=-1, args=None,\n"
      "      args_hash=None, file=None, line=None) -> seq\n"
      "The call is about to enter the backend. sig/args: readable forms (hashed with FNV-1a\n"
      "unless a hash is given). file/line: the call site (default: the Python caller outside\n"
@@ -632,6 +727,11 @@ static PyMethodDef ck_methods[] = {
      "close(timeout=None): the closing check, collective over the world (call it last)"},
     {"destroy", (PyCFunction)ck_destroy, METH_NOARGS,
      "destroy(): stops the monitor, frees the checker; the world Group can be finalized after"},
+    {"hold_abort", (PyCFunction)ck_hold_abort, METH_VARARGS,
+     "hold_abort(wait=None): while this checker lives, a SIGABRT (a backend aborting the\n"
+     "process, e.g. gloo on a size mismatch) waits up to `wait` seconds for the checker to\n"
+     "fail; if it does, the report comes out on every rank and the process ends with\n"
+     "exit_code; else the abort goes on. Needs exit_code. None: stop holding."},
     {"stats", (PyCFunction)ck_stats, METH_NOARGS,
      "stats() -> {'calls', 'compared', 'lazy', 'ring_waits'}"},
     {"__enter__", (PyCFunction)ck_enter, METH_NOARGS, NULL},

@@ -83,12 +83,26 @@ MISMATCHES = {
     "skip": (rf"broadcast #2 \(torch_ranks.py:{line_of('SKIPPED-LINE')}\)",
              r"operation differs: ranks 0-1 have broadcast, rank 2 has all_reduce"),
     "async": (r"all_reduce #1", r"count differs: ranks 0-1 have 8, rank 2 has 5"),
+    "shape": (rf"all_reduce #1 \(torch_ranks.py:{line_of('SHAPE-LINE')}\)",
+              r"arguments differs: ranks 0-1 have shape 2x4, rank 2 has shape 4x2"),
+    # gloo may abort a rank for the odd rank's data before that rank reached
+    # its own call: then no majority, and the report says it made none yet
+    "ddp": (r"default pg: all_reduce #1\b",
+            r"type signature differs: .*float32.*rank 2 has float64.*<DDP gradient bucket 0>:0"),
+    "pg": (rf"all_reduce #2 \(torch_ranks.py:{line_of('PG-LINE')}\)",
+           r"count differs: ranks 0-1 have 8, rank 2 has 7"),
+    "functional": (rf"functional all_reduce #1 \(torch_ranks.py:{line_of('FC-LINE')}\)",
+                   r"count differs: ranks 0-1 have 8, rank 2 has 3"),
+    "abort": (rf"all_reduce #2 \(torch_ranks.py:{line_of('ABORT-LINE')}\)",
+              r"count differs: ranks 0-1 have 8, rank 2 has 7"),
+    "raise": (rf"all_reduce #2 \(torch_ranks.py:{line_of('RAISE-LINE')}\)",
+              r"count differs: ranks 0-1 have 8, rank 2 has 7"),
     "subgroup": (r"new_group\(\[0,1\]\) #1: all_reduce #1",
                  r"type signature differs: rank 0 has float32 \(torch_ranks.py:\d+\), rank 1 has "
                  r"int32 \(torch_ranks.py:\d+\)"),
 }
 # torch 1.13: the cheap ones
-CASES = ["count", "subgroup"] if OLD else list(MISMATCHES)
+CASES = (["count", "subgroup", "abort", "shape"] if OLD else list(MISMATCHES))
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -104,6 +118,26 @@ def test_mismatch_reported_on_every_rank(case):
     for r in range(N):
         assert f"OK {case}" not in job.lines[r], job
     assert f"exited with code {EXIT_CODE}" in job.err, job
+
+
+def test_backend_abort_is_held_for_the_report():
+    """gloo aborts a rank on a size mismatch before the check compared the
+    call: the abort waits for the report (case "abort" above); here the
+    aborting rank's own output shows it did."""
+    job = run("abort")
+    assert job.rc == EXIT_CODE, job
+    assert any("aborting (SIGABRT): waiting for the contract check's report" in l
+               for l in job.errlines[ODD]), job
+    assert "signal 6" not in job.err, job
+
+
+def test_backend_error_without_mismatch_reaches_the_program():
+    job = run("backend_error")
+    assert job.rc == 0, job
+    for r in range(N):
+        assert job.values(r, "CAUGHT") == ["backend: simulated failure"], job
+        assert "OK backend_error" in job.lines[r], job
+        assert not [l for l in job.errlines[r] if l.startswith("cohort")], job
 
 
 @pytest.mark.skipif(OLD, reason="torch 2.x")

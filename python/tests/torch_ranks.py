@@ -115,7 +115,67 @@ def correct(rank, n):
     objs = [None] * n
     dist.all_gather_object(objs, {"rank": rank, "pad": "x" * rank})
     h.update(repr(objs).encode())
+    # multi-dimensional tensors (shapes are compared)
+    x = rnd(3, 4)
+    dist.all_reduce(x)
+    take(x)
+    if not OLD:
+        beyond(rank, n, rnd, take)
     return h.hexdigest()
+
+
+def ddp_model(rank, bucket_cap_mb, dtype=torch.float32):
+    torch.manual_seed(0)  # the same initial model everywhere
+    m = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Linear(32, 16),
+                            torch.nn.ReLU(), torch.nn.Linear(16, 3)).to(dtype)
+    return m, torch.nn.parallel.DistributedDataParallel(m, bucket_cap_mb=bucket_cap_mb)
+
+
+def ddp_steps(rank, ddp, steps=3):
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05)
+    g = torch.Generator().manual_seed(100 + rank)  # different data per rank
+    for _ in range(steps):
+        opt.zero_grad()
+        x = torch.randn(8, 10, generator=g).to(next(ddp.parameters()).dtype)
+        ddp(x).pow(2).sum().backward()
+        opt.step()
+
+
+def beyond(rank, n, rnd, take):
+    """torch 2.x: what does not go through torch.distributed's functions:
+    DDP's gradient all-reduces (several buckets), ProcessGroup methods,
+    functional collectives, batch_isend_irecv."""
+    m, ddp = ddp_model(rank, 0.001)  # ~1 KiB buckets: several per step
+    ddp_steps(rank, ddp)
+    for p in m.parameters():
+        take(p.detach())
+    pg = dist.group.WORLD
+    x = rnd(10)
+    pg.allreduce([x]).wait()
+    take(x)
+    x = rnd(2, 5)
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.MAX
+    pg.allreduce([x], opts).wait()
+    take(x)
+    b = rnd(6)
+    pg.broadcast(b, 0).wait()
+    take(b)
+    outs = [[torch.zeros(4) for _ in range(n)]]
+    pg.allgather(outs, [rnd(4)]).wait()
+    for t in outs[0]:
+        take(t)
+    pg.barrier().wait()
+    import torch.distributed._functional_collectives as fc
+    y = fc.all_reduce(rnd(7), "sum", pg)
+    take(y.wait() if hasattr(y, "wait") else y + 0)
+    y = fc.all_gather_tensor(rnd(2, 3), 0, pg)
+    take(y + 0)
+    s, r = rnd(5), torch.zeros(5)
+    ops = [dist.P2POp(dist.isend, s, (rank + 1) % n), dist.P2POp(dist.irecv, r, (rank - 1) % n)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    take(r)
 
 
 def main():
@@ -167,6 +227,66 @@ def main():
             dist.all_reduce(torch.ones(8, dtype=torch.int32 if rank == 1 else torch.float32),
                             group=sub)
         dist.barrier()
+    elif case == "shape":
+        dist.all_reduce(torch.ones(4, 2) if rank == odd else torch.ones(2, 4))  # SHAPE-LINE
+        dist.barrier()
+    elif case == "ddp":
+        # the odd rank's model is in float64 (torch's own check at DDP's
+        # construction compares shapes only): the reducer's first bucket
+        # all-reduce (called from C++) has another type
+        m, ddp = ddp_model(rank, 0.001, torch.float64 if rank == odd else torch.float32)
+        ddp_steps(rank, ddp)
+        dist.barrier()
+    elif case == "pg":
+        pg = dist.group.WORLD
+        pg.allreduce([torch.ones(8)]).wait()
+        pg.allreduce([torch.ones(7 if rank == odd else 8)]).wait()  # PG-LINE
+        dist.barrier()
+    elif case == "functional":
+        import torch.distributed._functional_collectives as fc
+        y = fc.all_reduce(torch.ones(3 if rank == odd else 8), "sum", dist.group.WORLD)  # FC-LINE
+        log("RESULT", (y + 0).tolist())
+        dist.barrier()
+    elif case == "abort":
+        # The odd rank's backend aborts the process on entry, as gloo does on
+        # a size mismatch (std::terminate on its thread), before the check
+        # can have compared the call (abort() from C, without the GIL).
+        dist.all_reduce(torch.ones(8))
+        if rank == odd:
+            import ctypes
+            libc_abort = ctypes.CDLL(None).abort
+            dist.ProcessGroup.allreduce = lambda *a, **k: libc_abort()
+        else:
+            time.sleep(1)  # the odd rank enters first: nothing to compare with yet
+        dist.all_reduce(torch.ones(7 if rank == odd else 8))  # ABORT-LINE
+        dist.barrier()
+    elif case == "raise":
+        # The odd rank's backend raises on the mismatched call (as gloo does
+        # when a peer closes the connection): the report, not the error.
+        dist.all_reduce(torch.ones(8))
+        if rank == odd:
+            def fail(*a, **k):
+                raise RuntimeError("backend: Connection closed by peer")
+            dist.ProcessGroup.allreduce = fail
+        else:
+            time.sleep(1)
+        dist.all_reduce(torch.ones(7 if rank == odd else 8))  # RAISE-LINE
+        dist.barrier()
+    elif case == "backend_error":
+        # Matching calls whose backend fails everywhere: the backend's own
+        # error reaches the program unchanged (no report, no exit).
+        dist.all_reduce(torch.ones(8))
+        orig = dist.ProcessGroup.__dict__["allreduce"]
+
+        def fail(*a, **k):
+            raise RuntimeError("backend: simulated failure")
+        dist.ProcessGroup.allreduce = fail
+        try:
+            dist.all_reduce(torch.ones(8))
+        except RuntimeError as e:
+            log("CAUGHT", e)
+        dist.ProcessGroup.allreduce = orig
+        dist.all_reduce(torch.ones(8))
     elif case == "dead":
         dist.all_reduce(torch.ones(8))
         if rank == odd:

@@ -31,16 +31,18 @@ __all__ = ["install", "uninstall", "installed", "checker", "EXIT_CODE", "WRAPPED
 # timeout): distinct from Python's 1 and from signals (128+n).
 EXIT_CODE = 86
 
-# Seconds an async_op=True start of a synchronising collective waits for the
-# neighbour's fingerprint before it goes ahead (compared lazily then).
-ASYNC_WAIT = 0.005
+# Seconds a failing backend call (an exception, or an abort of the process:
+# gloo on a size mismatch) waits for the call to be compared, so that a
+# mismatch is reported as such on every rank instead of as the backend's error.
+FAIL_WAIT = 3.0
 
 # Module-level functions wrapped, when the installed torch has them.
 WRAPPED = (
     "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
     "_all_gather_base", "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor",
     "_reduce_scatter_base", "all_to_all", "all_to_all_single", "barrier",
-    "send", "recv", "isend", "irecv", "new_group",
+    "send", "recv", "isend", "irecv", "new_group", "destroy_process_group",
+    "init_process_group",
 )
 
 _REDOPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM")
@@ -68,6 +70,8 @@ class _State:
         self.names = {}       # pg -> (name, creation index) from new_group
         self.originals = {}   # (module, name) -> function
         self.redop_names = {}
+        self.class_originals = []  # (class, name, raw attribute) to put back
+        self.default_cg = None     # the default group's CheckGroup, once known
 
     # -- groups ------------------------------------------------------------
     def default_pg(self):
@@ -79,18 +83,19 @@ class _State:
     def group_for(self, pg):
         """The CheckGroup of a torch process group; None: do not check (not
         a member, not initialised, a single rank)."""
-        if pg is None:
+        default = pg is None
+        if default:
             pg = self.default_pg()
             if pg is None:
                 return None
         try:
-            return self.groups[pg]
+            cg = self.groups[pg]
         except KeyError:
-            pass
+            cg = self.groups[pg] = self._register(pg)
         except TypeError:      # unhashable: not a process group
             return None
-        cg = self._register(pg)
-        self.groups[pg] = cg
+        if default:
+            self.default_cg = cg  # until destroy_process_group
         return cg
 
     def _ranks(self, pg):
@@ -171,11 +176,19 @@ def _span(ranks):
     return ",".join(map(str, ranks))
 
 
+_DTYPES = {}  # torch.dtype -> "float32" (str() of a dtype costs more than the rest)
+
+
 def _dtype(t):
     try:
-        return str(t.dtype).replace("torch.", "")
+        d = t.dtype
     except AttributeError:
         return type(t).__name__
+    try:
+        return _DTYPES[d]
+    except KeyError:
+        n = _DTYPES[d] = str(d).replace("torch.", "")
+        return n
 
 
 def _numel(t):
@@ -186,10 +199,15 @@ def _numel(t):
 
 
 def _shape(t):
+    """The shape as compared: None for 0-d and 1-d tensors (their element
+    count says it all, and that keeps the common case free), else
+    "shape 2x4"."""
     try:
-        return "x".join(map(str, t.shape)) or "scalar"
+        if t.dim() <= 1:
+            return None
+        return "shape " + "x".join(map(str, t.shape))
     except Exception:
-        return "?"
+        return None
 
 
 # -- fingerprints ----------------------------------------------------------
@@ -207,43 +225,46 @@ def _root(st, a, pg, world_key, group_key, default):
 
 def _fp_all_reduce(st, a, pg):
     t = a["tensor"]
-    return _numel(t), _dtype(t), st.redop(a.get("op")), -1, None, True
+    return _numel(t), _dtype(t), st.redop(a.get("op")), -1, _shape(t), True
 
 
 def _fp_broadcast(st, a, pg):
     t = a["tensor"]
-    return _numel(t), _dtype(t), None, _root(st, a, pg, "src", "group_src", None), None, False
+    return (_numel(t), _dtype(t), None, _root(st, a, pg, "src", "group_src", None), _shape(t),
+            False)
 
 
 def _fp_reduce(st, a, pg):
     t = a["tensor"]
     return (_numel(t), _dtype(t), st.redop(a.get("op")),
-            _root(st, a, pg, "dst", "group_dst", None), None, False)
+            _root(st, a, pg, "dst", "group_dst", None), _shape(t), False)
 
 
 def _fp_all_gather(st, a, pg):
     t = a["tensor"]
-    return _numel(t), _dtype(t), None, -1, None, True
+    return _numel(t), _dtype(t), None, -1, _shape(t), True
 
 
 def _fp_into_tensor(st, a, pg):
     t = a["input_tensor"]
-    return _numel(t), _dtype(t), None, -1, None, True
+    return _numel(t), _dtype(t), None, -1, _shape(t), True
 
 
 def _fp_gather(st, a, pg):
     t = a["tensor"]
-    return _numel(t), _dtype(t), None, _root(st, a, pg, "dst", "group_dst", 0), None, False
+    return (_numel(t), _dtype(t), None, _root(st, a, pg, "dst", "group_dst", 0), _shape(t),
+            False)
 
 
 def _fp_scatter(st, a, pg):
     t = a["tensor"]
-    return _numel(t), _dtype(t), None, _root(st, a, pg, "src", "group_src", 0), None, False
+    return (_numel(t), _dtype(t), None, _root(st, a, pg, "src", "group_src", 0), _shape(t),
+            False)
 
 
 def _fp_reduce_scatter(st, a, pg):
     t = a["output"]
-    return _numel(t), _dtype(t), st.redop(a.get("op")), -1, None, True
+    return _numel(t), _dtype(t), st.redop(a.get("op")), -1, _shape(t), True
 
 
 def _fp_all_to_all(st, a, pg):
@@ -277,6 +298,30 @@ _OPNAME = {"_all_gather_base": "all_gather_into_tensor",
            "_reduce_scatter_base": "reduce_scatter_tensor"}
 
 
+def _backend_failed(st, cg, seq):
+    """The backend raised in call seq: if the call was a mismatch, the
+    report wins (on every rank; with an exit code the process ends here);
+    else the backend's error goes on."""
+    try:
+        st.chk.wait(cg, seq, timeout=FAIL_WAIT)
+    except cohort.CohortTimeoutError:
+        return
+    except cohort.Error:
+        _await_exit(st)
+        raise
+
+
+def _await_exit(st):
+    """The checker failed: with an exit code its monitor thread ends the
+    process once every rank printed the report (bounded, 5 s)."""
+    if st.exit_code is None:
+        return
+    import time
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 class CheckedWork:
     """The Work of an async_op=True call: wait() returns once the call was
     compared (ContractError, or the job ends, otherwise). Everything else is
@@ -288,7 +333,13 @@ class CheckedWork:
         self._work, self._cg, self._seq, self._done = work, cg, seq, False
 
     def wait(self, *args, **kwargs):
-        r = self._work.wait(*args, **kwargs)
+        try:
+            r = self._work.wait(*args, **kwargs)
+        except Exception:
+            st = _state
+            if st is not None and not self._done:
+                _backend_failed(st, self._cg, self._seq)
+            raise
         if not self._done:
             st = _state
             if st is not None:
@@ -363,37 +414,31 @@ def _wrap_collective(name, orig):
         if a is None:
             return orig(*args, **kwargs)  # torch reports the bad call
         pg = a.get("group")
-        cg = st.group_for(pg)
+        cg = st.default_cg if pg is None and st.default_cg is not None else st.group_for(pg)
         if cg is None:
             return orig(*args, **kwargs)
+        begin = st.chk.begin
         count, tsig, redop, root, extra, synced = fp(st, a, pg)
-        seq = st.chk.begin(cg, opname, count, sig=tsig, redop=redop, root=root, args=extra)
-        async_op = a.get("async_op")
-        if synced:
-            if not async_op:
-                # Every member must enter this call before it can return, so
-                # waiting for the predecessor's fingerprint first delays
-                # nothing of a correct program, and a mismatch is reported
-                # before the backend sees it (gloo aborts the process on a
-                # size mismatch).
-                st.chk.wait(cg, seq)
-            else:
-                # An async start must not wait for the predecessor (the
-                # program may enable its call only after starting this one):
-                # a bounded wait catches the usual case, ranks in step.
-                try:
-                    st.chk.wait(cg, seq, timeout=ASYNC_WAIT)
-                except cohort.CohortTimeoutError:
-                    pass
+        seq = begin(cg, opname, count, tsig, 0, redop, root, extra)
+        # No wait for the neighbour's fingerprint before the backend: both
+        # fingerprints are published before either rank enters it, so a
+        # mismatch is found (here after the call, or by the monitor thread
+        # within ms while this thread is blocked in the backend) before any
+        # result reaches the program; a backend that fails on the mismatch
+        # first is held (SIGABRT, hold_abort) or caught (an exception) until
+        # the report is out.
         _tls.depth = 1  # torch's own nested calls (e.g. _all_gather_base) are not separate calls
         try:
             out = orig(*args, **kwargs)
+        except Exception:
+            _backend_failed(st, cg, seq)
+            raise
         finally:
             _tls.depth = 0
-        if async_op:
+        if a.get("async_op"):
             st.chk.end(cg, seq)
             return CheckedWork(out, cg, seq) if out is not None else out
-        st.chk.end(cg, seq, synced=synced)
+        st.chk.end(cg, seq, synced)
         return out
 
     wrapper.__cohort_original__ = orig
@@ -457,8 +502,379 @@ def _wrap_new_group(orig):
         try:
             st.names[pg] = (f"new_group([{_span(ranks)}]) #{k}", k)
         except TypeError:
+            return pg
+        try:
+            st.group_for(pg)  # registered now on every member (see _wrap_init)
+        except cohort.Error:
+            raise
+        except Exception:
             pass
         return pg
+
+    wrapper.__cohort_original__ = orig
+    return wrapper
+
+
+
+# -- calls that do not go through the module-level functions ----------------
+# ProcessGroup methods called from Python (pg.allreduce([t]), what some
+# libraries do), torch.distributed._functional_collectives, and DDP's
+# gradient all-reduces (the C++ reducer calls the process group directly:
+# they are checked through a DDP communication hook that does what the
+# reducer's built-in path does). Calls torch makes inside a wrapped call are
+# skipped (_tls.depth), so nothing is counted twice.
+
+def _first(x):
+    """The first tensor of a tensor, a list of tensors or a list of lists."""
+    while isinstance(x, (list, tuple)):
+        if not x:
+            return None
+        x = x[0]
+    return x
+
+
+def _opts(args, kwargs):
+    for v in list(args) + list(kwargs.values()):
+        if hasattr(v, "reduceOp") or hasattr(v, "rootRank") or hasattr(v, "timeout"):
+            if not isinstance(v, (int, float, list, tuple)) and not hasattr(v, "numel"):
+                return v
+    return None
+
+
+def _pg_redop(st, args, kwargs, opts):
+    if opts is not None and hasattr(opts, "reduceOp"):
+        return st.redop(opts.reduceOp)
+    op = kwargs.get("op")
+    if op is None:
+        for v in args[1:]:
+            if not isinstance(v, (int, list, tuple)) and not hasattr(v, "numel") \
+                    and v is not opts and v is not None:
+                op = v
+                break
+    return st.redop(op)
+
+
+def _pg_root(args, kwargs, opts, pos):
+    if opts is not None and hasattr(opts, "rootRank"):
+        return int(opts.rootRank)
+    r = kwargs.get("root")
+    if r is None and len(args) > pos and isinstance(args[pos], int):
+        r = args[pos]
+    return -1 if r is None else int(r)
+
+
+# name: (report name, how to fingerprint, synced)
+_PG_METHODS = {
+    "allreduce": "all_reduce", "broadcast": "broadcast", "reduce": "reduce",
+    "allgather": "all_gather", "_allgather_base": "all_gather_into_tensor",
+    "reduce_scatter": "reduce_scatter", "_reduce_scatter_base": "reduce_scatter_tensor",
+    "gather": "gather", "scatter": "scatter", "alltoall": "all_to_all",
+    "alltoall_base": "all_to_all_single", "barrier": "barrier",
+}
+
+
+def _pg_fp(st, name, args, kwargs):
+    """(count, sig, redop, root, args) of a ProcessGroup method call (group
+    ranks for roots, as the methods take them)."""
+    opts = _opts(args, kwargs)
+    a0 = args[0] if args else None
+    if name in ("allreduce",):
+        t = _first(a0)
+        return _numel(t), _dtype(t), _pg_redop(st, args, kwargs, opts), -1, _shape(t)
+    if name == "broadcast":
+        t = _first(a0)
+        return _numel(t), _dtype(t), None, _pg_root(args, kwargs, opts, 1), _shape(t)
+    if name == "reduce":
+        t = _first(a0)
+        return (_numel(t), _dtype(t), _pg_redop(st, args, kwargs, opts),
+                _pg_root(args, kwargs, opts, 1), _shape(t))
+    if name in ("allgather", "_allgather_base", "gather"):
+        t = _first(args[1]) if len(args) > 1 else None
+        root = _pg_root(args, kwargs, opts, 99) if name == "gather" else -1
+        return _numel(t), _dtype(t), None, root, _shape(t)
+    if name == "scatter":
+        t = _first(a0)
+        return _numel(t), _dtype(t), None, _pg_root(args, kwargs, opts, 99), _shape(t)
+    if name in ("reduce_scatter", "_reduce_scatter_base"):
+        t = _first(a0)
+        return _numel(t), _dtype(t), _pg_redop(st, args, kwargs, opts), -1, _shape(t)
+    if name == "alltoall":
+        lst = args[1] if len(args) > 1 else []
+        return len(lst), _dtype(_first(lst)), None, -1, None
+    if name == "alltoall_base":
+        t = args[1] if len(args) > 1 else None
+        if any(len(x) for x in args[2:4] if isinstance(x, (list, tuple))):
+            return 0, _dtype(t), None, -1, "splits"
+        return _numel(t), _dtype(t), None, -1, None
+    return 0, "", None, -1, None  # barrier
+
+
+def _wrap_pg_method(name, orig):
+    opname = _PG_METHODS[name]
+
+    @functools.wraps(orig)
+    def method(self, *args, **kwargs):
+        st = _state
+        if st is None or getattr(_tls, "depth", 0):
+            return orig(self, *args, **kwargs)
+        try:
+            cg = st.group_for(self)
+            fpv = _pg_fp(st, name, args, kwargs) if cg is not None else None
+        except Exception:
+            cg = None
+        if cg is None:
+            return orig(self, *args, **kwargs)
+        count, tsig, redop, root, extra = fpv
+        seq = st.chk.begin(cg, opname, count, sig=tsig, redop=redop, root=root, args=extra)
+        _tls.depth = 1
+        try:
+            out = orig(self, *args, **kwargs)
+        except Exception:
+            _backend_failed(st, cg, seq)
+            raise
+        finally:
+            _tls.depth = 0
+        st.chk.end(cg, seq)
+        # the method returns a Work the program waits on: compared by then
+        return CheckedWork(out, cg, seq) if out is not None else out
+
+    method.__cohort_original__ = orig
+    return method
+
+
+# torch.distributed._functional_collectives: name -> (report name, fingerprint)
+def _fc_fp(st, name, a):
+    t = a.get("self")
+    if t is None:
+        t = a.get("inputs")
+    if isinstance(t, (list, tuple)):
+        lst = t
+        t = _first(lst)
+        return len(lst), _dtype(t), _fc_redop(a), -1, None
+    root = int(a["src"]) if "src" in a else -1
+    extra = _shape(t)
+    if name == "all_to_all_single" and (a.get("output_split_sizes") or a.get("input_split_sizes")):
+        return 0, _dtype(t), None, -1, "splits"
+    for k in ("gather_dim", "scatter_dim"):
+        if k in a:
+            extra = f"{k} {a[k]}" + (f", {extra}" if extra else "")
+    return _numel(t), _dtype(t), _fc_redop(a), root, extra
+
+
+def _fc_redop(a):
+    r = a.get("reduceOp")
+    return str(r).upper() if r is not None else None
+
+
+_FC_NAMES = ("all_reduce", "all_gather_tensor", "all_gather_tensor_autograd",
+             "reduce_scatter_tensor", "reduce_scatter_tensor_autograd", "all_to_all_single",
+             "all_to_all_single_autograd", "broadcast", "all_reduce_coalesced",
+             "all_gather_into_tensor_coalesced", "reduce_scatter_tensor_coalesced")
+
+
+def _wrap_functional(fc, name, orig):
+    _bind = _binder(inspect.signature(orig))
+    opname = "functional " + name
+
+    @functools.wraps(orig)
+    def wrapper(*args, **kwargs):
+        st = _state
+        if st is None or getattr(_tls, "depth", 0):
+            return orig(*args, **kwargs)
+        a = _bind(args, kwargs)
+        if a is None or "group" not in a:
+            return orig(*args, **kwargs)
+        try:
+            gname = fc._resolve_group_name(a["group"], a.get("tag", ""))
+            pg = st.c10d._resolve_process_group(gname)
+            cg = st.group_for(pg)
+        except Exception:
+            cg = None
+        if cg is None:
+            return orig(*args, **kwargs)
+        if "src" in a:  # a world rank, as dist.broadcast takes it
+            a = dict(a)
+            a["src"] = st.group_rank(pg, int(a["src"]))
+        count, tsig, redop, root, extra = _fc_fp(st, name, a)
+        seq = st.chk.begin(cg, opname, count, sig=tsig, redop=redop, root=root, args=extra)
+        _tls.depth = 1
+        try:
+            out = orig(*args, **kwargs)
+        except Exception:
+            _backend_failed(st, cg, seq)
+            raise
+        finally:
+            _tls.depth = 0
+        # asynchronous (the result waits when read): compared at this rank's
+        # next call or by the monitor within ms
+        st.chk.end(cg, seq)
+        return out
+
+    wrapper.__cohort_original__ = orig
+    return wrapper
+
+
+# DDP: the reducer's gradient all-reduces, through a communication hook.
+def _ddp_hook(ddp, bucket):
+    """What the reducer does without a hook (torch 2.x): multiply the bucket
+    by 1/world size (the reducer multiplies while copying the gradients in;
+    bit-identical), all-reduce it (SUM) - checked like a dist.all_reduce,
+    compared before the future completes, i.e. before DDP copies the result
+    into the gradients."""
+    st = _state
+    buf = bucket.buffer()
+    pg = ddp.process_group
+    buf.mul_(1.0 / pg.size())
+    orig = getattr(_state_orig("all_reduce"), "__cohort_original__", None) or _state_orig(
+        "all_reduce")
+    cg = st.group_for(pg) if st is not None else None
+    if cg is None:
+        return orig(buf, group=pg, async_op=True).get_future().then(lambda f: f.value()[0])
+    seq = st.chk.begin(cg, "all_reduce", _numel(buf), sig=_dtype(buf), redop="SUM", root=-1,
+                       file=f"<DDP gradient bucket {bucket.index()}>", line=0)
+    _tls.depth = 1
+    try:
+        work = orig(buf, group=pg, async_op=True)
+    except Exception:
+        _backend_failed(st, cg, seq)
+        raise
+    finally:
+        _tls.depth = 0
+    st.chk.end(cg, seq)
+
+    def compared(fut):
+        r = fut.value()[0]
+        s2 = _state
+        if s2 is not None:
+            s2.chk.wait(cg, seq)
+        return r
+    return work.get_future().then(compared)
+
+
+def _user_hook(hook):
+    """A program's own DDP communication hook: the bucket (index, count,
+    dtype) is compared; the hook's own collectives go to the backend as the
+    hook makes them."""
+    @functools.wraps(hook)
+    def checked(state, bucket):
+        st = _state
+        ddp = getattr(checked, "_cohort_ddp", None)
+        cg = st.group_for(ddp.process_group) if st is not None and ddp is not None else None
+        if cg is not None:
+            buf = bucket.buffer()
+            seq = st.chk.begin(cg, "ddp_comm_hook", _numel(buf), sig=_dtype(buf),
+                               args=f"bucket {bucket.index()}",
+                               file=f"<DDP gradient bucket {bucket.index()}>", line=0)
+            st.chk.end(cg, seq)
+        _tls.depth = 1
+        try:
+            return hook(state, bucket)
+        finally:
+            _tls.depth = 0
+    return checked
+
+
+def _state_orig(name):
+    st = _state
+    f = getattr(st.dist, name) if st is not None else None
+    return getattr(f, "__cohort_original__", f)
+
+
+def _patch_ddp(st):
+    try:
+        from torch.nn.parallel import DistributedDataParallel as DDP
+    except Exception:
+        return
+    if not hasattr(DDP, "register_comm_hook"):
+        return
+    forward = DDP.forward
+    register = DDP.register_comm_hook
+    builtin = getattr(DDP, "_register_builtin_comm_hook", None)
+    fused = getattr(DDP, "_register_fused_optim", None)
+
+    @functools.wraps(forward)
+    def ddp_forward(self, *args, **kwargs):
+        if not getattr(self, "_cohort_hook", False) and _state is not None:
+            self._cohort_hook = True
+            join = getattr(self, "_join_config", None)
+            # Under DDP.join() the reducer divides by the ranks still in; a
+            # hook cannot: leave that model's reducer alone.
+            if not (join is not None and getattr(join, "enable", False)):
+                register(self, self, _ddp_hook)
+        return forward(self, *args, **kwargs)
+
+    @functools.wraps(register)
+    def ddp_register(self, state, hook):
+        self._cohort_hook = True
+        h = _user_hook(hook)
+        h._cohort_ddp = self
+        return register(self, state, h)
+
+    def mark(f):
+        @functools.wraps(f)
+        def g(self, *a, **k):
+            self._cohort_hook = True
+            return f(self, *a, **k)
+        return g
+
+    st.class_originals.append((DDP, "forward", forward))
+    st.class_originals.append((DDP, "register_comm_hook", register))
+    DDP.forward = ddp_forward
+    DDP.register_comm_hook = ddp_register
+    for nm, f in (("_register_builtin_comm_hook", builtin), ("_register_fused_optim", fused)):
+        if f is not None:
+            st.class_originals.append((DDP, nm, f))
+            setattr(DDP, nm, mark(f))
+
+
+def _patch_more(st):
+    """torch 2.x: ProcessGroup methods, functional collectives, DDP."""
+    PG = getattr(st.c10d, "ProcessGroup", None)
+    if PG is not None and hasattr(PG, "_get_backend"):  # torch 2.x (1.13: see docs)
+        for name in _PG_METHODS:
+            f = PG.__dict__.get(name)
+            if f is None:
+                continue
+            st.class_originals.append((PG, name, f))
+            setattr(PG, name, _wrap_pg_method(name, getattr(PG, name)))
+    try:
+        import torch.distributed._functional_collectives as fc
+    except Exception:
+        fc = None
+    if fc is not None and hasattr(st.c10d, "_resolve_process_group"):
+        for name in _FC_NAMES:
+            f = getattr(fc, name, None)
+            if f is None:
+                continue
+            st.originals[(fc, name)] = f
+            setattr(fc, name, _wrap_functional(fc, name, f))
+    if PG is not None and hasattr(PG, "_get_backend"):
+        _patch_ddp(st)
+
+def _wrap_init(orig):
+    # The default group is registered with the checker at once, so that every
+    # member has it before the first call: a member that has not made any
+    # call yet still sends its (empty) history to a report.
+    @functools.wraps(orig)
+    def wrapper(*args, **kwargs):
+        out = orig(*args, **kwargs)
+        st = _state
+        if st is not None:
+            st.default_cg = None
+            st.group_for(None)
+        return out
+
+    wrapper.__cohort_original__ = orig
+    return wrapper
+
+
+def _wrap_destroy(orig):
+    @functools.wraps(orig)
+    def wrapper(*args, **kwargs):
+        st = _state
+        if st is not None:
+            st.default_cg = None  # a later init_process_group makes another default group
+        return orig(*args, **kwargs)
 
     wrapper.__cohort_original__ = orig
     return wrapper
@@ -499,6 +915,8 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
             if own:
                 world.finalize()
             raise
+        if exit_code is not None:
+            chk.hold_abort(FAIL_WAIT)
         st = _State(dist, c10d, world, chk, exit_code)
         st.own_world = own
         for name in WRAPPED:
@@ -508,6 +926,10 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
             orig = getattr(orig, "__cohort_original__", orig)
             if name == "new_group":
                 w = _wrap_new_group(orig)
+            elif name == "destroy_process_group":
+                w = _wrap_destroy(orig)
+            elif name == "init_process_group":
+                w = _wrap_init(orig)
             elif name in ("send", "recv", "isend", "irecv"):
                 w = _wrap_p2p(name, orig)
             else:
@@ -516,7 +938,9 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
                 if getattr(mod, name, None) is not None:
                     st.originals[(mod, name)] = getattr(mod, name)
                     setattr(mod, name, w)
+        _patch_more(st)
         _state = st
+        st.group_for(None)  # when init_process_group ran before install()
         atexit.register(_at_exit)
         return chk
 
@@ -531,6 +955,8 @@ def uninstall(timeout=60):
             return
         for (mod, name), f in st.originals.items():
             setattr(mod, name, f)
+        for cls, name, f in reversed(st.class_originals):
+            setattr(cls, name, f)
         _state = None
         try:
             st.chk.close(timeout=timeout)
