@@ -56,9 +56,9 @@ typedef enum cohort_op {
     COHORT_OP_COUNT
 } cohort_op;
 
-size_t cohort_dtype_size(cohort_dtype dt);      /* 0 if invalid */
-const char *cohort_dtype_name(cohort_dtype dt); /* "float32" */
-const char *cohort_op_name(cohort_op op);       /* "sum" */
+COHORT_API size_t cohort_dtype_size(cohort_dtype dt);      /* 0 if invalid */
+COHORT_API const char *cohort_dtype_name(cohort_dtype dt); /* "float32" */
+COHORT_API const char *cohort_op_name(cohort_op op);       /* "sum" */
 
 /* ---- groups ------------------------------------------------------------ */
 
@@ -81,14 +81,14 @@ typedef struct cohort_options {
 } cohort_options;
 
 /* Sets every field to "from environment". */
-void cohort_options_init(cohort_options *o);
+COHORT_API void cohort_options_init(cohort_options *o);
 
 /* Join the group described by the environment (torchrun names, then
  * cohort's, then Slurm / Open MPI). Rank 0 hosts the store unless
  * COHORT_STORE is set. On failure *group is NULL and cohort_last_error(NULL)
  * says which variable or peer was at fault. */
-cohort_status cohort_init(cohort_group **group);
-cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o);
+COHORT_API cohort_status cohort_init(cohort_group **group);
+COHORT_API cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o);
 
 /* Leaves the group and frees it (whatever it returns). Collective on a
  * healthy group: it checks that every message sent to this rank was
@@ -99,15 +99,15 @@ cohort_status cohort_init_opts(cohort_group **group, const cohort_options *o);
  * (capped at 30 s); a rank that has not arrived by then (still busy after
  * its last call) is logged and left unchecked - not an error. Does not wait
  * on a group that already returned an error. Accepts NULL. */
-cohort_status cohort_finalize(cohort_group *group);
+COHORT_API cohort_status cohort_finalize(cohort_group *group);
 
-int cohort_rank(const cohort_group *g);
-int cohort_size(const cohort_group *g);
-uint32_t cohort_generation(const cohort_group *g);
+COHORT_API int cohort_rank(const cohort_group *g);
+COHORT_API int cohort_size(const cohort_group *g);
+COHORT_API uint32_t cohort_generation(const cohort_group *g);
 
 /* The last error on this group, with who/what/which peer; "" if none.
  * With g == NULL: the last group-less failure on this thread. */
-const char *cohort_last_error(const cohort_group *g);
+COHORT_API const char *cohort_last_error(const cohort_group *g);
 
 /* The structured form of the failure that poisoned g (since 0.2): what
  * the message of cohort_last_error(g) names, as data, for bindings and
@@ -136,20 +136,21 @@ typedef struct cohort_error_info {
     const int *culprits;       /* the ranks the report blames, ascending (none on a tie) */
 } cohort_error_info;
 
-cohort_error_info *cohort_error_info_get(const cohort_group *g);
-void cohort_error_info_free(cohort_error_info *info);
+COHORT_API cohort_error_info *cohort_error_info_get(const cohort_group *g);
+COHORT_API void cohort_error_info_free(cohort_error_info *info);
 
 /* Poisons the group: every waiter (any thread) and every later call returns
  * COHORT_ERR_ABORTED with this reason; peers are told through the store and
  * the data connections. */
-cohort_status cohort_abort(cohort_group *g, const char *reason);
+COHORT_API cohort_status cohort_abort(cohort_group *g, const char *reason);
 
 /* Sub-groups, collective over g (every rank of g must call). color < 0:
  * this rank joins no new group and *out is NULL. */
 #define COHORT_UNDEFINED (-1)
-cohort_status cohort_split(cohort_group *g, int color, int key, cohort_group **out);
+COHORT_API cohort_status cohort_split(cohort_group *g, int color, int key, cohort_group **out);
 /* Collective over g; ranks not listed get *out == NULL. */
-cohort_status cohort_new_group(cohort_group *g, const int *ranks, int n, cohort_group **out);
+COHORT_API cohort_status cohort_new_group(cohort_group *g, const int *ranks, int n,
+                                          cohort_group **out);
 
 /* ---- collectives --------------------------------------------------------
  * Every function is a macro over its _at form so that the call site is
@@ -159,28 +160,35 @@ cohort_status cohort_new_group(cohort_group *g, const int *ranks, int n, cohort_
 
 #define COHORT_CALLSITE __FILE__, __LINE__
 
-cohort_status cohort_all_reduce_at(const char *file, int line, cohort_group *g, const void *send,
-                                   void *recv, size_t count, cohort_dtype dt, cohort_op op);
-cohort_status cohort_broadcast_at(const char *file, int line, cohort_group *g, void *buf,
-                                  size_t count, cohort_dtype dt, int root);
-cohort_status cohort_reduce_at(const char *file, int line, cohort_group *g, const void *send,
-                               void *recv, size_t count, cohort_dtype dt, cohort_op op, int root);
-cohort_status cohort_all_gather_at(const char *file, int line, cohort_group *g, const void *send,
-                                   void *recv, size_t count, cohort_dtype dt);
-cohort_status cohort_gather_at(const char *file, int line, cohort_group *g, const void *send,
-                               void *recv, size_t count, cohort_dtype dt, int root);
-cohort_status cohort_scatter_at(const char *file, int line, cohort_group *g, const void *send,
-                                void *recv, size_t count, cohort_dtype dt, int root);
-cohort_status cohort_reduce_scatter_at(const char *file, int line, cohort_group *g,
-                                       const void *send, void *recv, size_t count,
-                                       cohort_dtype dt, cohort_op op);
-cohort_status cohort_all_to_all_at(const char *file, int line, cohort_group *g, const void *send,
-                                   void *recv, size_t count, cohort_dtype dt);
-cohort_status cohort_barrier_at(const char *file, int line, cohort_group *g);
-cohort_status cohort_send_at(const char *file, int line, cohort_group *g, const void *buf,
-                             size_t count, cohort_dtype dt, int peer, int tag);
-cohort_status cohort_recv_at(const char *file, int line, cohort_group *g, void *buf, size_t count,
-                             cohort_dtype dt, int peer, int tag);
+COHORT_API cohort_status cohort_all_reduce_at(const char *file, int line, cohort_group *g,
+                                              const void *send, void *recv, size_t count,
+                                              cohort_dtype dt, cohort_op op);
+COHORT_API cohort_status cohort_broadcast_at(const char *file, int line, cohort_group *g, void *buf,
+                                             size_t count, cohort_dtype dt, int root);
+COHORT_API cohort_status cohort_reduce_at(const char *file, int line, cohort_group *g,
+                                          const void *send, void *recv, size_t count,
+                                          cohort_dtype dt, cohort_op op, int root);
+COHORT_API cohort_status cohort_all_gather_at(const char *file, int line, cohort_group *g,
+                                              const void *send, void *recv, size_t count,
+                                              cohort_dtype dt);
+COHORT_API cohort_status cohort_gather_at(const char *file, int line, cohort_group *g,
+                                          const void *send, void *recv, size_t count,
+                                          cohort_dtype dt, int root);
+COHORT_API cohort_status cohort_scatter_at(const char *file, int line, cohort_group *g,
+                                           const void *send, void *recv, size_t count,
+                                           cohort_dtype dt, int root);
+COHORT_API cohort_status cohort_reduce_scatter_at(const char *file, int line, cohort_group *g,
+                                                  const void *send, void *recv, size_t count,
+                                                  cohort_dtype dt, cohort_op op);
+COHORT_API cohort_status cohort_all_to_all_at(const char *file, int line, cohort_group *g,
+                                              const void *send, void *recv, size_t count,
+                                              cohort_dtype dt);
+COHORT_API cohort_status cohort_barrier_at(const char *file, int line, cohort_group *g);
+COHORT_API cohort_status cohort_send_at(const char *file, int line, cohort_group *g,
+                                        const void *buf, size_t count, cohort_dtype dt, int peer,
+                                        int tag);
+COHORT_API cohort_status cohort_recv_at(const char *file, int line, cohort_group *g, void *buf,
+                                        size_t count, cohort_dtype dt, int peer, int tag);
 
 #define cohort_all_reduce(...) cohort_all_reduce_at(COHORT_CALLSITE, __VA_ARGS__)
 #define cohort_broadcast(...) cohort_broadcast_at(COHORT_CALLSITE, __VA_ARGS__)
@@ -199,38 +207,41 @@ cohort_status cohort_recv_at(const char *file, int line, cohort_group *g, void *
  * completion: do not read recv or write send before then (COHORT_DEBUG=buffers
  * detects it). Ops of one group complete in issue order. */
 
-cohort_status cohort_all_reduce_async_at(const char *file, int line, cohort_group *g,
-                                         const void *send, void *recv, size_t count,
-                                         cohort_dtype dt, cohort_op op, cohort_work **work);
-cohort_status cohort_broadcast_async_at(const char *file, int line, cohort_group *g, void *buf,
-                                        size_t count, cohort_dtype dt, int root,
-                                        cohort_work **work);
-cohort_status cohort_reduce_async_at(const char *file, int line, cohort_group *g,
-                                     const void *send, void *recv, size_t count, cohort_dtype dt,
-                                     cohort_op op, int root, cohort_work **work);
-cohort_status cohort_all_gather_async_at(const char *file, int line, cohort_group *g,
-                                         const void *send, void *recv, size_t count,
-                                         cohort_dtype dt, cohort_work **work);
-cohort_status cohort_gather_async_at(const char *file, int line, cohort_group *g,
-                                     const void *send, void *recv, size_t count, cohort_dtype dt,
-                                     int root, cohort_work **work);
-cohort_status cohort_scatter_async_at(const char *file, int line, cohort_group *g,
-                                      const void *send, void *recv, size_t count, cohort_dtype dt,
-                                      int root, cohort_work **work);
-cohort_status cohort_reduce_scatter_async_at(const char *file, int line, cohort_group *g,
-                                             const void *send, void *recv, size_t count,
-                                             cohort_dtype dt, cohort_op op, cohort_work **work);
-cohort_status cohort_all_to_all_async_at(const char *file, int line, cohort_group *g,
-                                         const void *send, void *recv, size_t count,
-                                         cohort_dtype dt, cohort_work **work);
-cohort_status cohort_barrier_async_at(const char *file, int line, cohort_group *g,
-                                      cohort_work **work);
-cohort_status cohort_send_async_at(const char *file, int line, cohort_group *g, const void *buf,
-                                   size_t count, cohort_dtype dt, int peer, int tag,
-                                   cohort_work **work);
-cohort_status cohort_recv_async_at(const char *file, int line, cohort_group *g, void *buf,
-                                   size_t count, cohort_dtype dt, int peer, int tag,
-                                   cohort_work **work);
+COHORT_API cohort_status cohort_all_reduce_async_at(const char *file, int line, cohort_group *g,
+                                                    const void *send, void *recv, size_t count,
+                                                    cohort_dtype dt, cohort_op op,
+                                                    cohort_work **work);
+COHORT_API cohort_status cohort_broadcast_async_at(const char *file, int line, cohort_group *g,
+                                                   void *buf, size_t count, cohort_dtype dt,
+                                                   int root, cohort_work **work);
+COHORT_API cohort_status cohort_reduce_async_at(const char *file, int line, cohort_group *g,
+                                                const void *send, void *recv, size_t count,
+                                                cohort_dtype dt, cohort_op op, int root,
+                                                cohort_work **work);
+COHORT_API cohort_status cohort_all_gather_async_at(const char *file, int line, cohort_group *g,
+                                                    const void *send, void *recv, size_t count,
+                                                    cohort_dtype dt, cohort_work **work);
+COHORT_API cohort_status cohort_gather_async_at(const char *file, int line, cohort_group *g,
+                                                const void *send, void *recv, size_t count,
+                                                cohort_dtype dt, int root, cohort_work **work);
+COHORT_API cohort_status cohort_scatter_async_at(const char *file, int line, cohort_group *g,
+                                                 const void *send, void *recv, size_t count,
+                                                 cohort_dtype dt, int root, cohort_work **work);
+COHORT_API cohort_status cohort_reduce_scatter_async_at(const char *file, int line, cohort_group *g,
+                                                        const void *send, void *recv, size_t count,
+                                                        cohort_dtype dt, cohort_op op,
+                                                        cohort_work **work);
+COHORT_API cohort_status cohort_all_to_all_async_at(const char *file, int line, cohort_group *g,
+                                                    const void *send, void *recv, size_t count,
+                                                    cohort_dtype dt, cohort_work **work);
+COHORT_API cohort_status cohort_barrier_async_at(const char *file, int line, cohort_group *g,
+                                                 cohort_work **work);
+COHORT_API cohort_status cohort_send_async_at(const char *file, int line, cohort_group *g,
+                                              const void *buf, size_t count, cohort_dtype dt,
+                                              int peer, int tag, cohort_work **work);
+COHORT_API cohort_status cohort_recv_async_at(const char *file, int line, cohort_group *g,
+                                              void *buf, size_t count, cohort_dtype dt, int peer,
+                                              int tag, cohort_work **work);
 
 #define cohort_all_reduce_async(...) cohort_all_reduce_async_at(COHORT_CALLSITE, __VA_ARGS__)
 #define cohort_broadcast_async(...) cohort_broadcast_async_at(COHORT_CALLSITE, __VA_ARGS__)
@@ -246,11 +257,11 @@ cohort_status cohort_recv_async_at(const char *file, int line, cohort_group *g, 
 #define cohort_recv_async(...) cohort_recv_async_at(COHORT_CALLSITE, __VA_ARGS__)
 
 /* timeout_ms < 0: the group's timeout. Returns the op's final status. */
-cohort_status cohort_work_wait(cohort_work *w, int timeout_ms);
+COHORT_API cohort_status cohort_work_wait(cohort_work *w, int timeout_ms);
 /* *done = 1 once finished; returns the op's status when done, else OK. */
-cohort_status cohort_work_test(cohort_work *w, int *done);
+COHORT_API cohort_status cohort_work_test(cohort_work *w, int *done);
 /* Frees a finished work handle; a pending one is waited for first. NULL ok. */
-void cohort_work_free(cohort_work *w);
+COHORT_API void cohort_work_free(cohort_work *w);
 
 /* ---- diagnostics ----------------------------------------------------------- */
 
@@ -260,12 +271,12 @@ void cohort_work_free(cohort_work *w);
  * as in cohort_fingerprint ("all_reduce", "broadcast", ...), count and dt
  * as the call would pass them (root 0, reduce op sum where one applies).
  * COHORT_ERR_INVALID for an unknown op or a buffer under 2 bytes. */
-cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, cohort_dtype dt,
-                              char *buf, size_t len);
+COHORT_API cohort_status cohort_describe(cohort_group *g, const char *op, size_t count,
+                                         cohort_dtype dt, char *buf, size_t len);
 
 /* Writes this rank's flight recorder as JSON Lines to
  * COHORT_TRACE_DIR/<job>-rank<R>.jsonl (or dir if non-NULL). */
-cohort_status cohort_trace_dump(cohort_group *g, const char *dir);
+COHORT_API cohort_status cohort_trace_dump(cohort_group *g, const char *dir);
 
 /* Validates one call's fingerprints gathered from every rank (the lesson's
  * validate_collective, generalised): returns COHORT_OK when all agree, else
@@ -284,8 +295,8 @@ typedef struct cohort_fingerprint {
     int line;
 } cohort_fingerprint;
 
-cohort_status cohort_validate_fingerprints(const cohort_fingerprint *by_rank, int n, char *msg,
-                                           size_t msglen);
+COHORT_API cohort_status cohort_validate_fingerprints(const cohort_fingerprint *by_rank, int n,
+                                                      char *msg, size_t msglen);
 
 #ifdef __cplusplus
 }

@@ -95,12 +95,12 @@ typedef struct cohort_check_options {
 } cohort_check_options;
 
 /* Sets every field to its default. */
-void cohort_check_options_init(cohort_check_options *o);
+COHORT_API void cohort_check_options_init(cohort_check_options *o);
 
 /* Collective over `world` (every rank calls it): starts the checker and
  * its monitor thread. o may be NULL (defaults). */
-cohort_status cohort_check_create(cohort_group *world, const cohort_check_options *o,
-                                  cohort_check **out);
+COHORT_API cohort_status cohort_check_create(cohort_group *world, const cohort_check_options *o,
+                                             cohort_check **out);
 
 /* The closing check, collective over the world (call it last, from one
  * thread, e.g. in MPI_Finalize): waits until this rank's calls have all
@@ -111,34 +111,35 @@ cohort_status cohort_check_create(cohort_group *world, const cohort_check_option
  * cohort_check_last_error), or COHORT_ERR_TIMEOUT after timeout_ms
  * (< 0: COHORT_TIMEOUT, else no limit) naming the ranks that did not
  * arrive. */
-cohort_status cohort_check_close(cohort_check *c, int timeout_ms);
+COHORT_API cohort_status cohort_check_close(cohort_check *c, int timeout_ms);
 
 /* Stops the monitor thread and frees the checker and its groups (not the
  * world group). Not collective; returns at once on a failed checker.
  * Accepts NULL. */
-void cohort_check_destroy(cohort_check *c);
+COHORT_API void cohort_check_destroy(cohort_check *c);
 
 /* A deterministic id for an external group made collectively by its
  * members: the parent's id (0 for the world's counterpart), the parent's
  * creation counter and the members' world ranks in group order. Every
  * member computes the same id without talking. */
-uint64_t cohort_check_group_id(uint64_t parent_id, uint64_t creation_seq, const int *world_ranks,
-                               int n);
+COHORT_API uint64_t cohort_check_group_id(uint64_t parent_id, uint64_t creation_seq,
+                                          const int *world_ranks, int n);
 
 /* Registers an external group on this member: its id (the same on every
  * member), its members' world ranks in group order (member i is the
  * group's rank i), and this rank's index. Local (no communication); every
  * member must register the group before its first call. *out is owned by
  * the checker until cohort_check_group_remove or destroy. */
-cohort_status cohort_check_group_add(cohort_check *c, uint64_t id, const int *world_ranks, int n,
-                                     cohort_check_group **out);
+COHORT_API cohort_status cohort_check_group_add(cohort_check *c, uint64_t id,
+                                                const int *world_ranks, int n,
+                                                cohort_check_group **out);
 /* Names the group in reports ("MPI_COMM_WORLD", "comm 3 (split of
  * MPI_COMM_WORLD)"); copied, at most 63 bytes kept. */
-void cohort_check_group_name(cohort_check *c, cohort_check_group *grp, const char *name);
+COHORT_API void cohort_check_group_name(cohort_check *c, cohort_check_group *grp, const char *name);
 
 /* Forgets a group (its pending comparisons are finished first when the
  * neighbour's fingerprints are already there). Accepts NULL. */
-void cohort_check_group_remove(cohort_check *c, cohort_check_group *grp);
+COHORT_API void cohort_check_group_remove(cohort_check *c, cohort_check_group *grp);
 
 /* One call's fingerprint. Fields that do not apply: 0 / NULL / -1. */
 typedef struct cohort_check_fp {
@@ -161,8 +162,8 @@ typedef struct cohort_check_fp {
  * member's neighbour. Cheap: no communication is waited for. Returns
  * COHORT_ERR_CONTRACT (or the failure) when the checker has already
  * failed; the report is in cohort_check_last_error. */
-cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *grp,
-                                 const cohort_check_fp *fp, uint64_t *seq);
+COHORT_API cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *grp,
+                                            const cohort_check_fp *fp, uint64_t *seq);
 
 /* Flags for cohort_check_end. */
 #define COHORT_CHECK_SYNCED 1u /* the backend call's return implies every
@@ -178,22 +179,23 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *grp,
  * next call or on the monitor thread. Returns COHORT_ERR_CONTRACT with the
  * report (every member gets the same one) on a mismatch: the backend's
  * result must then not be used. */
-cohort_status cohort_check_end(cohort_check *c, cohort_check_group *grp, uint64_t seq,
-                               unsigned flags);
+COHORT_API cohort_status cohort_check_end(cohort_check *c, cohort_check_group *grp, uint64_t seq,
+                                          unsigned flags);
 
 /* This rank found the call's arguments inconsistent on its own (e.g. an
  * MPI_Allgather whose send and receive amounts differ): fails the checker
  * with "<group name>: <text>" as the report every rank gets. Returns
  * COHORT_ERR_CONTRACT once the report is out (as a failing begin does). */
-cohort_status cohort_check_fail_local(cohort_check *c, cohort_check_group *grp, const char *text);
+COHORT_API cohort_status cohort_check_fail_local(cohort_check *c, cohort_check_group *grp,
+                                                 const char *text);
 
 /* Waits until the neighbour's fingerprint for call `seq` was compared
  * (for calls that do not synchronise, when the front end wants the check
  * before it goes on - e.g. before MPI_Finalize). timeout_ms < 0: no limit
  * (the monitor's stall reports and COHORT_TIMEOUT still apply). Returns
  * COHORT_ERR_TIMEOUT when it was not compared in time, or the failure. */
-cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *grp, uint64_t seq,
-                                int timeout_ms);
+COHORT_API cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *grp, uint64_t seq,
+                                           int timeout_ms);
 
 /* A blocking point-to-point call waits for world rank `peer` (-1: any
  * source): published for stall reports and deadlock detection. is_send: 1
@@ -202,15 +204,15 @@ cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *grp, uint64
  * send and a receive that wait for each other with compatible tags on the
  * same group match, so they never make a cycle. One per thread; a second
  * begin replaces the first. pc/file as in cohort_check_fp. */
-void cohort_check_wait_begin(cohort_check *c, cohort_check_group *grp, int peer, int tag,
-                             int is_send, const char *op, const char *file, int line,
-                             const void *pc);
-void cohort_check_wait_end(cohort_check *c);
+COHORT_API void cohort_check_wait_begin(cohort_check *c, cohort_check_group *grp, int peer, int tag,
+                                        int is_send, const char *op, const char *file, int line,
+                                        const void *pc);
+COHORT_API void cohort_check_wait_end(cohort_check *c);
 
 /* The checker's first failure (the report) or "". */
-const char *cohort_check_last_error(const cohort_check *c);
+COHORT_API const char *cohort_check_last_error(const cohort_check *c);
 /* COHORT_OK, or the status of the first failure. */
-cohort_status cohort_check_status(const cohort_check *c);
+COHORT_API cohort_status cohort_check_status(const cohort_check *c);
 
 /* Counters (since create), e.g. for tests and cost reports. */
 typedef struct cohort_check_stats {
@@ -221,7 +223,7 @@ typedef struct cohort_check_stats {
     uint64_t sync_waits;  /* end (COHORT_CHECK_SYNCED) found the neighbour's record not yet
                            * visible and waited for it */
 } cohort_check_stats;
-void cohort_check_get_stats(const cohort_check *c, cohort_check_stats *out);
+COHORT_API void cohort_check_get_stats(const cohort_check *c, cohort_check_stats *out);
 
 #ifdef __cplusplus
 }

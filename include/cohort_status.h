@@ -2,6 +2,18 @@
 #ifndef COHORT_STATUS_H
 #define COHORT_STATUS_H
 
+/* COHORT_API marks the library's public functions, the only symbols
+ * libcohort.so exports: the library is built with -fvisibility=hidden, so
+ * everything else in it (coh_* internals) stays private to it. A program
+ * may define COHORT_API itself first (e.g. empty). */
+#ifndef COHORT_API
+#if defined(__GNUC__) || defined(__clang__)
+#define COHORT_API __attribute__((visibility("default")))
+#else
+#define COHORT_API
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,9 +39,9 @@ typedef enum cohort_status {
 } cohort_status;
 
 /* Never returns NULL. */
-const char *cohort_strerror(cohort_status s);
+COHORT_API const char *cohort_strerror(cohort_status s);
 /* "COHORT_ERR_TIMEOUT" style names for logs and tests. Never NULL. */
-const char *cohort_status_name(cohort_status s);
+COHORT_API const char *cohort_status_name(cohort_status s);
 
 #ifdef __cplusplus
 }

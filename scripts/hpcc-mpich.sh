@@ -12,6 +12,7 @@
 # <hpcc-source>: Debian's source (`apt-get source hpcc`, needs a deb-src
 # line) or its orig tarball hpcc_1.5.0.orig.tar.gz, as a directory or the
 # .tar.gz; never copied into this repository. Needs a build (build/mpi/).
+# RANKS selects the cost runs' sizes (default "2 4").
 # Also run by scripts/mpi-suites.sh when given an hpcc source.
 set -uo pipefail
 src=${1:?hpcc source (directory or .tar.gz)}
@@ -70,13 +71,14 @@ echo "== hpcc $(basename "$(readlink -f "$src")") built for MPICH: the check (2 
 "$root/tests/mpi/run_hpcc.sh" mpich "$lib" "$hpcc"
 check=$?
 
-echo "== hpcc under MPICH: cost, $pairs interleaved bare/layer pairs (N=400), load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== hpcc under MPICH: cost, $pairs interleaved bare/layer pairs (N=400, order alternating), load $(cut -d' ' -f1-3 /proc/loadavg)"
 raw=$work/hpcc-mpich-times.txt
 : > "$raw"
 inf=/usr/share/doc/hpcc/examples/_hpccinf.txt
 for ((p = 0; p < pairs; p++)); do
-  for n in 2 4; do
-    for mode in bare layer; do
+  for n in ${RANKS:-2 4}; do
+    order="bare layer"; ((p % 2)) && order="layer bare"
+    for mode in $order; do
       d=$(mktemp -d /tmp/cohort-hpcc.XXXXXX)
       q=1; [ $n = 4 ] && q=2
       sed -e "s/^1000         Ns/400          Ns/" -e "s/^2            Ps/$q            Ps/" "$inf" \

@@ -16,6 +16,10 @@
 #   COHORT_PERF=PATH the cohort-perf binary (default build/tools/cohort-perf/cohort-perf)
 #   PEERS_SRC=DIR    the peer harness, copied to a temp dir (default /work/shared/peers/coll)
 #   LAUNCH_TIMEOUT=900   seconds before one launch is killed
+#   GLOO=1           0: leave Gloo out of shm2 (the shm targets compare with the MPIs)
+#   BIND=none        core: cohort's shm launches bind each rank to a core (cohort-perf
+#                    --bind core), as Open MPI's mpirun does by default for 2 ranks;
+#                    cohort does not bind by default (docs/performance.md: why it matters)
 #   NICE=0           niceness of every launch (all libraries alike); e.g. NICE=-5 on a
 #                    machine shared with other work (root only for negative values)
 #   QUIET_BUSY=20 QUIET_WAIT=120   before each launch, wait up to QUIET_WAIT s for
@@ -82,7 +86,9 @@ GLOO_OPS=all_reduce,broadcast,all_gather,barrier
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 OMPI="mpirun.openmpi --oversubscribe"
 # Init-time only: which pml and btl Open MPI selected ("selected ob1", "Using vader btl").
-OMPI_VERBOSE="--mca pml_base_verbose 10 --mca btl_base_verbose 30"
+# --report-bindings: where mpirun bound each rank (by default 2 ranks to a core each,
+# none when oversubscribed) - binding decides small-call latency on a busy machine.
+OMPI_VERBOSE="--report-bindings --mca pml_base_verbose 10 --mca btl_base_verbose 30"
 OMPI_TCP="--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo"
 MPICH="mpirun.mpich"
 
@@ -140,7 +146,7 @@ PTRACE_SCOPE=$(ptrace_scope)
     echo "# mpich: ucx $(ucx_info -v 2>/dev/null | sed -n 's/.*Library version: *//p')  MPIR_CVAR_*/UCX_* in the environment: $(env | grep -E '^(MPIR_CVAR_|UCX_)' | paste -sd' ')"
     echo "# torch: $($PY -c 'import torch; print(torch.__version__)')"
     echo "# load: $(cut -d' ' -f1-3 /proc/loadavg)  (the machine may be shared: ratios of interleaved launches, not absolutes)"
-    echo "# REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS"
+    echo "# REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS BIND=${BIND:-none} (cohort shm2 launches)"
     echo "# SIZES=$SIZES"
     echo "# command: $0 $*"
 } > "$OUT/run_info.txt"
@@ -199,13 +205,14 @@ runlog() {
 # ---- one launch per library -----------------------------------------------
 
 osu_flag() { [[ $1 == *osu ]] && echo "$2"; return 0; } # cfg flag: the flag in OSU configs
+bind_flag() { [ "${BIND:-none}" = core ] && [[ $1 == shm2* ]] && echo "--bind core"; return 0; }
 
 cohort() { # cfg rep lib nranks [cohort-perf args...]
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
     local base="$OUT/raw/$cfg/$lib.$rep"
     runlog "$base.txt" "$PERF" --np "$n" --coll $COHORT_OPS --sizes "$SIZES" --time "$T" \
         --in-place no --memory --deadline "$LAUNCH_TIMEOUT" --json-out "$base.json" \
-        $(osu_flag "$cfg" --osu) -l "$cfg $lib" "$@"
+        $(osu_flag "$cfg" --osu) $(bind_flag "$cfg") -l "$cfg $lib" "$@"
 }
 ompi() { # cfg rep lib nranks [mpirun args...]
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
@@ -299,7 +306,7 @@ for rep in $(seq 1 "$REPS"); do
         log " shm2"
         cohort_next shm2 cohort 2; ompi shm2 $rep ompi 2
         cohort_next shm2 cohort 2; mpich shm2 $rep mpich 2
-        cohort_next shm2 cohort 2; gloo shm2 $rep gloo 2
+        [ "${GLOO:-1}" = 1 ] && { cohort_next shm2 cohort 2; gloo shm2 $rep gloo 2; }
     fi
     if has memcpy; then
         runlog "$OUT/raw/memcpy/memcpy.$rep.txt" "$PEERS/bin/memcpy_floor" 1048576 2000

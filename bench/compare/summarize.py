@@ -178,6 +178,8 @@ _CFG_PATTERNS = [
     ("vader fallback", re.compile(r"(single.copy|CMA|cma).*(not|fail|disabl)", re.I)),
     ("ucx", re.compile(r"ep_cfg\[\d+\]: (tag\([^)]*\))")),
     ("cohort", re.compile(r"^# cohort: ([a-z_]+ from \d+ B: .*)$")),
+    ("bound", re.compile(r"(MCW rank \d+ (?:is not bound|bound to)[^:]*)")),
+    ("cohort bind", re.compile(r"^# cmd: .*cohort-perf.*(--bind \w+)")),
     ("load", re.compile(r"^# (?:date|after): \S+\s+load: ([0-9. ]+)")),
 ]
 
@@ -197,6 +199,9 @@ def launch_config(path):
                 v = m.group(1).strip()
                 if key == "load" or v not in got[key]:
                     got[key].append(v)
+    for k in got:
+        if k != "load":
+            got[k].sort()
     return got
 
 
@@ -209,6 +214,12 @@ def config_section(md):
         for path in sorted(glob.glob(os.path.join(cfgdir, "*.txt"))):
             lib = os.path.basename(path).split(".")[0]
             c = launch_config(path)
+            if "cohort" in c:  # one entry per distinct description, its ops listed once
+                by = {}
+                for v in c["cohort"]:
+                    head, _, desc = v.partition(": ")
+                    by.setdefault(desc, []).append(head)
+                c["cohort"] = [f"{', '.join(h)}: {d}" for d, h in by.items()]
             key = "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(c.items()) if k != "load")
             loads = c.get("load", [])
             per_lib.setdefault(lib, {}).setdefault(key, []).append(

@@ -97,7 +97,7 @@ static int pmix_open(void)
 
 int coh_pmi_available(const char **why)
 {
-    static char msg[256];
+    static __thread char msg[256]; /* the why of this thread's init */
     const char *mode = coh_env_str("COHORT_PMI");
     if (mode && !strcmp(mode, "off")) {
         *why = "COHORT_PMI=off";

@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "cohort_status.h"
+#include "util/bytes.h"
 
 #define COH_PROTO_MAGIC0 0x43 /* 'C' */
 #define COH_PROTO_MAGIC1 0x53 /* 'S' */
@@ -86,27 +87,7 @@ void coh_proto_put_hdr(uint8_t *p, uint8_t op, uint32_t id, uint32_t len);
 void coh_proto_put_hdr_v(uint8_t *p, uint8_t version, uint8_t op, uint32_t id, uint32_t len);
 const char *coh_proto_op_name(uint8_t op); /* "GET", "GET reply", "op 0x42" (static buf: tests) */
 
-/* ---- LE primitives ---- */
-static inline void coh_put_u32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-static inline uint32_t coh_get_u32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static inline void coh_put_u64(uint8_t *p, uint64_t v)
-{
-    coh_put_u32(p, (uint32_t)v);
-    coh_put_u32(p + 4, (uint32_t)(v >> 32));
-}
-static inline uint64_t coh_get_u64(const uint8_t *p)
-{
-    return (uint64_t)coh_get_u32(p) | (uint64_t)coh_get_u32(p + 4) << 32;
-}
+/* LE primitives: util/bytes.h (coh_put_u32, coh_get_u64, ...). */
 
 /* ---- reading a payload: a cursor that fails safe (sticky error) ---- */
 typedef struct coh_rd {

@@ -46,6 +46,7 @@
 #include "store/backend.h"
 #include "store/proto.h"
 #include "store/tcp.h"
+#include "util/addr.h"
 
 typedef struct tslot {
     struct tslot *next, *prev;
@@ -556,31 +557,13 @@ static cohort_status rpc(cohort_store *s, coh_wr *w, uint64_t deadline, const ch
 static cohort_status parse_addr(cohort_store *s, const char *addr, char *host, size_t hl,
                                 char *port, size_t pl)
 {
-    const char *a = addr;
-    if (!strncmp(a, "tcp://", 6))
-        a += 6;
-    const char *colon;
-    if (a[0] == '[') {
-        const char *rb = strchr(a, ']');
-        if (!rb || rb[1] != ':')
-            goto bad;
-        if ((size_t)(rb - a - 1) >= hl)
-            goto bad;
-        memcpy(host, a + 1, (size_t)(rb - a - 1));
-        host[rb - a - 1] = 0;
-        colon = rb + 1;
-    } else {
-        colon = strrchr(a, ':');
-        if (!colon || colon == a || (size_t)(colon - a) >= hl || memchr(a, ':', (size_t)(colon - a)))
-            goto bad;
-        memcpy(host, a, (size_t)(colon - a));
-        host[colon - a] = 0;
-    }
-    const char *ps = colon + 1;
-    size_t n = strlen(ps);
-    if (n == 0 || n >= pl || strspn(ps, "0123456789") != n || atoi(ps) < 1 || atoi(ps) > 65535)
+    coh_addr a;
+    if (coh_addr_split(addr, &a) != 0 || (a.scheme[0] && strcmp(a.scheme, "tcp") != 0) ||
+        a.rest || a.bare_v6 || coh_addr_port(&a, 1) < 0 || strlen(a.host) >= hl ||
+        strlen(a.port) >= pl)
         goto bad;
-    memcpy(port, ps, n + 1);
+    memcpy(host, a.host, strlen(a.host) + 1);
+    memcpy(port, a.port, strlen(a.port) + 1);
     return COHORT_OK;
 bad:
     return coh_err_set(coh_store_err(s), COHORT_ERR_INVALID,

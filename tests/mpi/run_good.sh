@@ -30,6 +30,22 @@ for n in 2 3 4; do
     echo "ok   $impl good_all -n $n: $got, $(grep -m1 'stats:' <<<"$out")"
   fi
 done
+# COHORT_MPI_STATS_FILE: the stats lines go to the file, one per rank, and
+# nothing of the layer's to the program's output (harnesses such as
+# MPICH's runtests fail a test on any extra output).
+sf=$(mktemp /tmp/cohort-mpi-stats.XXXXXX) && rm -f "$sf"
+launcher "$impl" 3 "$lib"
+[ "$impl" = openmpi ] && L+=(-x COHORT_MPI_STATS_FILE="$sf") || L+=(-genv COHORT_MPI_STATS_FILE "$sf")
+out=$(timeout 300 "${L[@]}" "$bindir/good_all" 1 2>&1)
+rc=$?
+inf=$(grep -c "^cohort-mpi: rank [0-9]*: stats: .*), all compared$" "$sf" 2>/dev/null)
+if [ $rc = 0 ] && [ "$inf" = 3 ] && ! grep -q "cohort-mpi" <<<"$out"; then
+  echo "ok   $impl good_all -n 3 with COHORT_MPI_STATS_FILE: 3 lines in the file, none in the output"
+else
+  echo "FAIL $impl COHORT_MPI_STATS_FILE: exit $rc, $inf of 3 lines in $sf"; echo "$out" | sed 's/^/    /' | head -20
+  fail=1
+fi
+rm -f "$sf"
 # error handlers: what the program sets is what it gets (tests/mpi/good_errh.c)
 launcher "$impl" 2 "$lib"
 out=$(timeout 120 "${L[@]}" "$bindir/good_errh" 2>&1)

@@ -19,8 +19,14 @@ prog=$here/torch_prog.py
 "$py" -c 'import torch.distributed as d; assert d.is_available() and d.is_gloo_available()' \
   2>/dev/null || { echo "no torch with gloo for $py: skipped"; exit 77; }
 ver=$("$py" -c 'import torch; print(torch.__version__)')
+if [ "$what" = netns ] && [ -z "${CTQ_LOCKED:-}" ]; then
+  # one namespace test at a time on this machine (they are timing-sensitive)
+  CTQ_LOCKED=1 exec flock /tmp/cohort-netns.lock "$0" "$@"
+fi
 tmp=$(mktemp -d)
-ns0=cohtq0 ns1=cohtq1
+# names of this run only: another run of this test (another build tree)
+# must not enter or delete our namespaces
+ns0=cohtq$$a ns1=cohtq$$b
 cleanup() {
   if [ "$what" = netns ]; then ip netns del $ns0 2>/dev/null || true; ip netns del $ns1 2>/dev/null || true; fi
   rm -rf "$tmp"
@@ -62,7 +68,6 @@ if [ "$what" = local ]; then
 fi
 
 [ "$(id -u)" = 0 ] && command -v ip >/dev/null || { echo "netns: needs root and iproute2: skipped"; exit 77; }
-ip netns del $ns0 2>/dev/null || true; ip netns del $ns1 2>/dev/null || true
 ip netns add $ns0 && ip netns add $ns1 || { echo "netns: cannot create namespaces: skipped"; exit 77; }
 ip -n $ns0 link set lo up; ip -n $ns1 link set lo up
 ip -n $ns0 link add eth0 type veth peer name eth0 netns $ns1
@@ -78,7 +83,7 @@ nodes() {
   local args=() ; while [ "$1" != -- ]; do args+=("$1"); shift; done; shift
   local job=tq-$$-$RANDOM
   for k in 0 1; do
-    ns=cohtq$k
+    [ $k = 0 ] && ns=$ns0 || ns=$ns1
     timeout 240 ip netns exec $ns "$crun" --nnodes 2 --node-rank $k -n 2 --job-id $job \
       --master 10.214.7.1:29400 --join-timeout-ms 60000 "${args[@]}" "$py" "$prog" "$@" \
       >"$tmp/out$k" 2>"$tmp/err$k" &

@@ -12,6 +12,7 @@
 
 #include "cli.h"
 #include "cohort.h"
+#include "util/addr.h"
 
 static const char usage_text[] =
     "usage: cohortrun [options] [--] PROGRAM [ARGS...]\n"
@@ -73,35 +74,18 @@ static int parse_int(const char *opt, const char *s, long lo, long hi, int *out)
     return 0;
 }
 
-/* "host:port" or "[v6]:port" into host and port (0..65535). */
+/* "host:port" or "[v6]:port" into host and port (0..65535; util/addr.h's
+ * grammar, without a scheme or a path). */
 static int parse_hostport(const char *opt, const char *s, char *host, size_t hostlen, int *port)
 {
-    const char *colon;
-    const char *h = s;
-    size_t hl;
-    if (s[0] == '[') {
-        const char *rb = strchr(s, ']');
-        if (!rb || rb[1] != ':')
-            goto bad;
-        h = s + 1;
-        hl = (size_t)(rb - h);
-        colon = rb + 1;
-    } else {
-        colon = strrchr(s, ':');
-        if (!colon)
-            goto bad;
-        hl = (size_t)(colon - s);
-    }
-    if (hl == 0 || hl >= hostlen)
-        goto bad;
-    memcpy(host, h, hl);
-    host[hl] = 0;
-    if (parse_int(opt, colon + 1, 0, 65535, port) < 0)
+    coh_addr a;
+    if (coh_addr_split(s, &a) != 0 || a.scheme[0] || a.rest || a.bare_v6 || !a.port[0] ||
+        strlen(a.host) >= hostlen) {
+        fprintf(stderr, "cohortrun: %s: '%s' is not HOST:PORT\n", opt, s);
         return -1;
-    return 0;
-bad:
-    fprintf(stderr, "cohortrun: %s: '%s' is not HOST:PORT\n", opt, s);
-    return -1;
+    }
+    memcpy(host, a.host, strlen(a.host) + 1);
+    return parse_int(opt, a.port, 0, 65535, port) < 0 ? -1 : 0;
 }
 
 /* "4", "auto"/"cpu" (one worker per online CPU, as torchrun does without

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "transport/tcp/net.h"
+#include "util/addr.h"
 #include "util/ratelimit.h"
 
 /* Handshake states. 0 means "finished or closed": the entry is dropped at
@@ -60,46 +61,15 @@ static void fmt_sa(const struct sockaddr *sa, char *out, size_t len)
     }
 }
 
-/* Splits "[scheme://]host[:port][/path]" (host may be "[v6]"). Returns 0 on
- * success; port is "" when absent. */
+/* An address into host and port strings (util/addr.h's grammar); port is
+ * "" when absent. Returns 0, or -1 if it does not split or fit. */
 static int split_hostport(const char *s, char *host, size_t hl, char *port, size_t pl)
 {
-    const char *p = strstr(s, "://");
-    p = p ? p + 3 : s;
-    const char *end = p + strcspn(p, "/");
-    const char *hs = p, *he, *ps = NULL;
-    if (*p == '[') {
-        hs = p + 1;
-        he = memchr(hs, ']', (size_t)(end - hs));
-        if (!he)
-            return -1;
-        if (he + 1 < end && he[1] == ':')
-            ps = he + 2;
-    } else {
-        const char *colon = NULL;
-        int ncolon = 0;
-        for (const char *q = p; q < end; q++)
-            if (*q == ':') {
-                colon = q;
-                ncolon++;
-            }
-        if (ncolon > 1)
-            colon = NULL; /* a bare IPv6 address: no port */
-        he = colon ? colon : end;
-        if (colon)
-            ps = colon + 1;
-    }
-    size_t n = (size_t)(he - hs);
-    if (n == 0 || n >= hl)
+    coh_addr a;
+    if (coh_addr_split(s, &a) != 0 || strlen(a.host) >= hl || strlen(a.port) >= pl)
         return -1;
-    memcpy(host, hs, n);
-    host[n] = 0;
-    size_t m = ps ? (size_t)(end - ps) : 0;
-    if (m >= pl)
-        return -1;
-    if (m)
-        memcpy(port, ps, m);
-    port[m] = 0;
+    memcpy(host, a.host, strlen(a.host) + 1);
+    memcpy(port, a.port, strlen(a.port) + 1);
     return 0;
 }
 

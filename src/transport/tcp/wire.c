@@ -1,5 +1,6 @@
 /* wire.c - handshake frames, MACs and header sanity (pure, fuzzed). */
 #include "transport/tcp/wire.h"
+#include "util/bytes.h"
 
 #include <sodium.h>
 #include <string.h>
@@ -30,25 +31,9 @@ const char *coh_hs_refuse_text(int code)
     return "unknown refusal code";
 }
 
-/* ---- little-endian helpers: the handshake is byte-order independent so a
- * peer with the other byte order can be told so instead of misparsed. */
-static void put32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-static void put16(uint8_t *p, uint16_t v)
-{
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+/* Little-endian throughout (util/bytes.h): the handshake is byte-order
+ * independent so a peer with the other byte order can be told so instead of
+ * misparsed. */
 
 /* HMAC with the token as key is a standard extract step: the token may be
  * any length or alphabet, the result is a uniform 32-byte key, and a leaked
@@ -66,13 +51,13 @@ void coh_hs_key(uint8_t key[COH_HS_KEY], const char *token)
 
 void coh_hs_prefix_put(uint8_t *out, int type, uint32_t body_len)
 {
-    put32(out, COH_HS_MAGIC);
-    put16(out + 4, COH_HS_VERSION);
-    put16(out + 6, (uint16_t)type);
+    coh_put_u32(out, COH_HS_MAGIC);
+    coh_put_u16(out + 4, COH_HS_VERSION);
+    coh_put_u16(out + 6, (uint16_t)type);
     /* Host order on purpose: the only field that reveals the sender's byte order. */
     uint32_t e = COH_HS_ENDIAN;
     memcpy(out + 8, &e, 4);
-    put32(out + 12, body_len);
+    coh_put_u32(out + 12, body_len);
 }
 
 /* Fixed body sizes per type: a length field can never make the acceptor
@@ -99,16 +84,16 @@ int coh_hs_prefix_parse(const uint8_t *b, size_t n, int *type, uint32_t *body_le
 {
     if (n < COH_HS_PREFIX)
         return COH_HS_BAD_FRAME;
-    if (get32(b) != COH_HS_MAGIC)
+    if (coh_get_u32(b) != COH_HS_MAGIC)
         return COH_HS_BAD_MAGIC;
-    if (get16(b + 4) != COH_HS_VERSION)
+    if (coh_get_u16(b + 4) != COH_HS_VERSION)
         return COH_HS_BAD_VERSION;
     uint32_t e;
     memcpy(&e, b + 8, 4);
     if (e != COH_HS_ENDIAN)
         return COH_HS_BAD_ENDIAN;
-    int t = get16(b + 6);
-    uint32_t len = get32(b + 12);
+    int t = coh_get_u16(b + 6);
+    uint32_t len = coh_get_u32(b + 12);
     if (body_len_of(t) == 0 || len != body_len_of(t))
         return COH_HS_BAD_FRAME;
     *type = t;
@@ -121,8 +106,8 @@ size_t coh_hs_challenge_put(uint8_t *out, const uint8_t nonce[COH_HS_NONCE], int
     coh_hs_prefix_put(out, COH_HS_CHALLENGE, COH_HS_CHALLENGE_LEN);
     uint8_t *b = out + COH_HS_PREFIX;
     memcpy(b, nonce, COH_HS_NONCE);
-    put32(b + 32, (uint32_t)rank);
-    put32(b + 36, 0);
+    coh_put_u32(b + 32, (uint32_t)rank);
+    coh_put_u32(b + 36, 0);
     return COH_HS_PREFIX + COH_HS_CHALLENGE_LEN;
 }
 
@@ -132,7 +117,7 @@ int coh_hs_challenge_get(const uint8_t *body, size_t n, uint8_t nonce[COH_HS_NON
     if (n != COH_HS_CHALLENGE_LEN)
         return COH_HS_BAD_FRAME;
     memcpy(nonce, body, COH_HS_NONCE);
-    *rank = (int32_t)get32(body + 32);
+    *rank = (int32_t)coh_get_u32(body + 32);
     return COH_HS_OK;
 }
 
@@ -144,12 +129,12 @@ int coh_hs_challenge_get(const uint8_t *body, size_t n, uint8_t nonce[COH_HS_NON
 static void hello_fields(uint8_t *b, const coh_hs_hello *h)
 {
     memcpy(b, h->id.job, COH_HS_JOB);
-    put32(b + 64, h->id.gen);
-    put32(b + 68, h->id.group);
-    put32(b + 72, (uint32_t)h->id.rank);
-    put32(b + 76, (uint32_t)h->id.size);
-    put32(b + 80, (uint32_t)h->dst);
-    put32(b + 84, 0);
+    coh_put_u32(b + 64, h->id.gen);
+    coh_put_u32(b + 68, h->id.group);
+    coh_put_u32(b + 72, (uint32_t)h->id.rank);
+    coh_put_u32(b + 76, (uint32_t)h->id.size);
+    coh_put_u32(b + 80, (uint32_t)h->dst);
+    coh_put_u32(b + 84, 0);
     memcpy(b + 88, h->nonce, COH_HS_NONCE);
 }
 
@@ -167,11 +152,11 @@ int coh_hs_hello_get(const uint8_t *body, size_t n, coh_hs_hello *h)
     if (n != COH_HS_HELLO_LEN)
         return COH_HS_BAD_FRAME;
     memcpy(h->id.job, body, COH_HS_JOB);
-    h->id.gen = get32(body + 64);
-    h->id.group = get32(body + 68);
-    h->id.rank = (int32_t)get32(body + 72);
-    h->id.size = (int32_t)get32(body + 76);
-    h->dst = (int32_t)get32(body + 80);
+    h->id.gen = coh_get_u32(body + 64);
+    h->id.group = coh_get_u32(body + 68);
+    h->id.rank = (int32_t)coh_get_u32(body + 72);
+    h->id.size = (int32_t)coh_get_u32(body + 76);
+    h->dst = (int32_t)coh_get_u32(body + 80);
     memcpy(h->nonce, body + 88, COH_HS_NONCE);
     memcpy(h->mac, body + HELLO_SIGNED, COH_HS_MAC);
     return COH_HS_OK;
@@ -197,7 +182,7 @@ size_t coh_hs_refuse_put(uint8_t *out, int code, const char *text)
     coh_hs_prefix_put(out, COH_HS_REFUSE, COH_HS_REFUSE_LEN);
     uint8_t *b = out + COH_HS_PREFIX;
     memset(b, 0, COH_HS_REFUSE_LEN);
-    put32(b, (uint32_t)code);
+    coh_put_u32(b, (uint32_t)code);
     if (text) {
         size_t l = strlen(text);
         memcpy(b + 8, text, l < 55 ? l : 55);
@@ -209,7 +194,7 @@ int coh_hs_refuse_get(const uint8_t *body, size_t n, int *code, char *text, size
 {
     if (n != COH_HS_REFUSE_LEN)
         return COH_HS_BAD_FRAME;
-    uint32_t c = get32(body);
+    uint32_t c = coh_get_u32(body);
     *code = c > 0x7fffffffu ? -1 : (int)c;
     if (textlen) {
         size_t i = 0;
@@ -248,10 +233,10 @@ void coh_hs_welcome_mac(uint8_t mac[COH_HS_MAC], const uint8_t key[COH_HS_KEY],
     static const char label[] = "cohort tcp welcome v1";
     uint8_t f[COH_HS_JOB + 16];
     memcpy(f, acc->job, COH_HS_JOB);
-    put32(f + 64, acc->gen);
-    put32(f + 68, acc->group);
-    put32(f + 72, (uint32_t)acc->rank);
-    put32(f + 76, (uint32_t)connector_rank);
+    coh_put_u32(f + 64, acc->gen);
+    coh_put_u32(f + 68, acc->group);
+    coh_put_u32(f + 72, (uint32_t)acc->rank);
+    coh_put_u32(f + 76, (uint32_t)connector_rank);
     crypto_auth_hmacsha256_state st;
     crypto_auth_hmacsha256_init(&st, key, COH_HS_KEY);
     crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof label);

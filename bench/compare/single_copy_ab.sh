@@ -1,0 +1,92 @@
+#!/bin/bash
+# bench/compare/single_copy_ab.sh - what single copy is worth on this machine, in one
+# interleaved run: 2-rank broadcast with cohort's two copies (default) and single copy
+# (COHORT_SHM_SINGLE_COPY=on), Open MPI with vader's CMA (its default) and without
+# (btl_vader_single_copy_mechanism none), and one memcpy of 1 MiB (the floor). Each
+# round runs every variant once, the order rotating; medians over rounds.
+#
+#   bench/compare/single_copy_ab.sh [ROUNDS]        default 5
+#   bench/compare/single_copy_ab.sh --summarize DIR  the table again from a run's files
+#   SIZES=65536,1048576,16777216  NP=2  T=0.2  OUT=DIR
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+PERF=${COHORT_PERF:-$ROOT/build/tools/cohort-perf/cohort-perf}
+SUMMARIZE_ONLY=""
+if [ "${1:-}" = --summarize ]; then SUMMARIZE_ONLY=1; OUT=$2; set -- 0; fi
+ROUNDS=${1:-5}
+SIZES=${SIZES:-65536,1048576,16777216}
+NP=${NP:-2}
+T=${T:-0.2}
+OUT=${OUT:-$HERE/results/single-copy-$(date +%Y%m%d-%H%M%S)}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$OUT" || exit 2
+summarize() {
+python3 - "$OUT" <<'PY' | tee "$OUT/summary.md"
+import glob, os, re, statistics as st, sys
+out = sys.argv[1]
+cells = {}
+for path in glob.glob(os.path.join(out, "*.txt")):
+    v = os.path.basename(path).split(".")[0]
+    if v == "info":
+        continue
+    for line in open(path):
+        f = line.split()
+        if v in ("two", "single") and len(f) >= 12 and f[0].isdigit() and f[4] == "0":
+            # --in-place no --percentiles: size count type redop root time algbw busbw
+            # #wrong p50 p99 max
+            cells.setdefault((v, int(f[0])), []).append((float(f[5]), float(f[9]), float(f[10])))
+        elif v in ("cma", "none") and len(f) >= 9 and f[0] == "bcast":
+            cells.setdefault((v, int(f[1])), []).append((float(f[3]), None, None))
+        elif v == "memcpy" and len(f) >= 7 and f[0] == "memcpy":
+            cells.setdefault((v, int(f[1])), []).append((float(f[5]), float(f[2]), float(f[3])))
+def m(xs):
+    xs = [x for x in xs if x is not None]
+    return st.median(xs) if xs else None
+def fmt(x):
+    return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:,.0f}")
+names = {"two": "cohort, two copies (default)", "single": "cohort, single copy (COHORT_SHM_SINGLE_COPY=on)",
+         "cma": "Open MPI, vader CMA (default)", "none": "Open MPI, vader no single copy",
+         "memcpy": "one memcpy (memcpy_floor)"}
+print("| variant | size | launches | mean us (median; min-max over launches) | p50 us | p99 us |")
+print("|---|---:|---:|---|---:|---:|")
+for (v, b) in sorted(cells, key=lambda k: (k[1], list(names).index(k[0]))):
+    xs = cells[(v, b)]
+    print(f"| {names[v]} | {b} | {len(xs)} | {fmt(m([x[0] for x in xs]))} ({fmt(min(x[0] for x in xs))}-"
+          f"{fmt(max(x[0] for x in xs))}) | {fmt(m([x[1] for x in xs]))} | {fmt(m([x[2] for x in xs]))} |")
+PY
+}
+[ -n "$SUMMARIZE_ONLY" ] && { summarize; exit 0; }
+$(mktemp -d /tmp/cohort-scab.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+mpicc.openmpi -O2 -o "$TMP/mcb" /work/shared/peers/coll/mpi_coll_bench.c -lm || exit 2
+cc -O2 -o "$TMP/memcpy_floor" "$HERE/memcpy_floor.c" || exit 2
+{
+    echo "# date: $(date -Is)  kernel: $(uname -r)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "# cpu: $(lscpu | sed -n 's/^Model name: *//p') x $(nproc)  cohort: $(git -C "$ROOT" describe --always --dirty)"
+    echo "# ptrace_scope: $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 'absent (no Yama)')"
+    echo "# $(ompi_info --param btl vader --level 9 | grep -o 'btl_vader_single_copy_mechanism" (current value: "[a-z]*"' | tr -d '"')"
+    echo "# NP=$NP SIZES=$SIZES T=$T ROUNDS=$ROUNDS"
+} > "$OUT/info.txt"
+cat "$OUT/info.txt"
+variants=(two single cma none memcpy)
+run() { # variant round
+    local v=$1 r=$2 f="$OUT/$1.$2.txt"
+    echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" > "$f"
+    case $v in
+    two)    "$PERF" --np "$NP" --coll broadcast --sizes "$SIZES" --time "$T" --in-place no --percentiles >> "$f" 2>&1 ;;
+    single) COHORT_SHM_SINGLE_COPY=on "$PERF" --np "$NP" --coll broadcast --sizes "$SIZES" --time "$T" --in-place no --percentiles >> "$f" 2>&1 ;;
+    cma)    mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism cma "$TMP/mcb" -c bcast -s "$SIZES" -t "$T" >> "$f" 2>&1 ;;
+    none)   mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism none "$TMP/mcb" -c bcast -s "$SIZES" -t "$T" >> "$f" 2>&1 ;;
+    memcpy) "$TMP/memcpy_floor" 1048576 2000 >> "$f" 2>&1 ;;
+    esac
+    echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$f"
+}
+for r in $(seq 1 "$ROUNDS"); do
+    for k in 0 1 2 3 4; do
+        v=${variants[$(( (k + r) % 5 ))]}
+        echo "[$(date +%H:%M:%S)] round $r $v" >&2
+        run "$v" "$r"
+    done
+done
+summarize
