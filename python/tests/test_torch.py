@@ -123,8 +123,10 @@ def test_mismatch_reported_on_every_rank(case):
 def test_backend_abort_is_held_for_the_report():
     """gloo aborts a rank on a size mismatch before the check compared the
     call: the abort waits for the report (case "abort" above); here the
-    aborting rank's own output shows it did."""
-    job = run("abort")
+    aborting rank's own output shows it did. Without the wait before a
+    blocking call (COHORT_TORCH_PREWAIT=0) the odd rank, first in, enters
+    the backend; with it, it would find the mismatch before."""
+    job = run("abort", env={"COHORT_TORCH_PREWAIT": "0"})
     assert job.rc == EXIT_CODE, job
     assert any("aborting (SIGABRT): waiting for the contract check's report" in l
                for l in job.errlines[ODD]), job

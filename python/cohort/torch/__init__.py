@@ -72,6 +72,7 @@ class _State:
         self.redop_names = {}
         self.class_originals = []  # (class, name, raw attribute) to put back
         self.default_cg = None     # the default group's CheckGroup, once known
+        self.prewait = os.environ.get("COHORT_TORCH_PREWAIT", "1") != "0"
 
     # -- groups ------------------------------------------------------------
     def default_pg(self):
@@ -427,6 +428,14 @@ def _wrap_collective(name, orig):
         # result reaches the program; a backend that fails on the mismatch
         # first is held (SIGABRT, hold_abort) or caught (an exception) until
         # the report is out.
+        if synced and st.prewait and not a.get("async_op"):
+            # A blocking collective completes only when every member entered
+            # it: the member that finds its predecessor different does not
+            # enter, so no member gets a result from a mismatched call
+            # (without this wait the others may, for the ms until the
+            # monitor ends them). COHORT_TORCH_PREWAIT=0 trades that for
+            # ~40 us less per call (docs/pytorch.md).
+            st.chk.wait(cg, seq)
         _tls.depth = 1  # torch's own nested calls (e.g. _all_gather_base) are not separate calls
         try:
             out = orig(*args, **kwargs)
