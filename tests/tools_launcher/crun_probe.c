@@ -19,6 +19,9 @@
  *                                  MASTER_ADDR:MASTER_PORT; each prints
  *                                  "master ok gen G port P"; in restart 0
  *                                  FAILRANK then exits 9
+ *   crun_probe sigs                print "ignored:" and the names of SIGINT,
+ *                                  SIGTERM, SIGHUP, SIGQUIT, SIGPIPE this
+ *                                  process ignores
  *   crun_probe store               generation 1: rank 0 writes a key into the
  *                                  launcher's store, rank 1 then fails (exit 9);
  *                                  generation 2: rank 0 reads the key back and
@@ -194,6 +197,20 @@ int main(int argc, char **argv)
     int rank = env_int("RANK");
     const char *mode = argc > 1 ? argv[1] : "env";
 
+    if (!strcmp(mode, "sigs")) {
+        static const struct { int sig; const char *name; } sg[] = {
+            {SIGINT, "INT"}, {SIGTERM, "TERM"}, {SIGHUP, "HUP"}, {SIGQUIT, "QUIT"}, {SIGPIPE, "PIPE"}};
+        char buf[128] = "ignored:";
+        for (size_t i = 0; i < sizeof sg / sizeof sg[0]; i++) {
+            struct sigaction sa;
+            if (sigaction(sg[i].sig, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN) {
+                strcat(buf, " ");
+                strcat(buf, sg[i].name);
+            }
+        }
+        printf("%s.\n", buf);
+        return 0;
+    }
     if (!strcmp(mode, "master"))
         return master_mode(rank, env_int("WORLD_SIZE"), argc > 2 ? atoi(argv[2]) : -1);
     if (!strcmp(mode, "env")) {

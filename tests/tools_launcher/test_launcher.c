@@ -517,6 +517,25 @@ START_TEST(rank0_binds_master_port_in_every_generation)
 }
 END_TEST
 
+/* A launcher started with SIGINT, SIGTERM, SIGHUP and SIGQUIT ignored (a
+ * shell's background job, nohup, some CI runners) starts its workers with
+ * them at their defaults. Before, the workers inherited SIG_IGN: the
+ * launcher's SIGINT to stop them did nothing, and Python ranks never saw
+ * KeyboardInterrupt (test_group.py's SIGINT tests hung to COHORT_TIMEOUT). */
+START_TEST(workers_start_with_default_signal_dispositions)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "trap '' INT TERM HUP QUIT PIPE; exec '%s' -n 2 '%s' sigs",
+             launcher_path(), probe_path());
+    char *argv[] = {(char *)"/bin/sh", (char *)"-c", cmd, NULL};
+    crun_proc p;
+    crun_start(&p, argv, NULL);
+    EXPECT_STATUS(&p, 0);
+    ck_assert_int_eq(crun_count(p.obuf, "ignored:.\n"), 2);
+    crun_free(&p);
+}
+END_TEST
+
 START_TEST(restarts_exhausted_returns_failure)
 {
     crun_proc p;
@@ -723,6 +742,7 @@ static Suite *suite(void)
     tcase_add_test(t, failure_teardown_kills_worker_children);
     tcase_add_test(t, restarts_new_generation_until_success);
     tcase_add_test(t, rank0_binds_master_port_in_every_generation);
+    tcase_add_test(t, workers_start_with_default_signal_dispositions);
     tcase_add_test(t, restarts_exhausted_returns_failure);
     tcase_add_test(t, program_not_found_or_not_executable);
     tcase_add_test(t, usage_errors_exit_2);

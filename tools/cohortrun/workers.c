@@ -163,7 +163,14 @@ child_exec(const crun_job *job, worker *w, pid_t parent, int outw, int errw, int
         _exit(CRUN_EXIT_LAUNCHER);
     if (dup2(devnull, 0) < 0 || dup2(outw, 1) < 0 || dup2(errw, 2) < 0)
         goto fail;
-    signal(SIGPIPE, SIG_DFL);
+    /* The signals the launcher stops its workers with start at their
+     * defaults, however the launcher itself was started: a shell's
+     * background job (or nohup) ignores SIGINT (and SIGHUP), and an ignored
+     * disposition survives execve - the workers would ignore the launcher's
+     * SIGINT, and Python would not raise KeyboardInterrupt. */
+    static const int dfl[] = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    for (size_t i = 0; i < sizeof dfl / sizeof dfl[0]; i++)
+        signal(dfl[i], SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
