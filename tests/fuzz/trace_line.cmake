@@ -12,7 +12,7 @@ if(COHORT_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   # coverage instrumentation and ASan/UBSan whatever the library was built
   # with; the archive supplies everything else.
   add_executable(fuzz_trace_line ${_d}/fuzz_trace_line.c ${PROJECT_SOURCE_DIR}/src/trace/jsonl.c
-                                 ${PROJECT_SOURCE_DIR}/src/contract/names.c)
+                                 ${PROJECT_SOURCE_DIR}/src/core/names.c)
   target_compile_options(fuzz_trace_line PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_options(fuzz_trace_line PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(fuzz_trace_line PRIVATE cohort_static)
