@@ -48,7 +48,8 @@ int coh_addr_split(const char *s, coh_addr *a)
             ps = colon + 1;
     }
     size_t n = (size_t)(he - hs);
-    if (n == 0 || n >= sizeof a->host)
+    /* No host name or address holds a bracket: "[[]" is not the host "[". */
+    if (n == 0 || n >= sizeof a->host || memchr(hs, '[', n) || memchr(hs, ']', n))
         return -1;
     memcpy(a->host, hs, n);
     if (ps) {
