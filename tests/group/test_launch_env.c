@@ -26,27 +26,6 @@
 #include "support/support.h"
 #include "util/hostlist.h"
 
-static void clear_env(void)
-{
-    static const char *const pfx[] = {"RANK=", "WORLD_SIZE=", "LOCAL_", "MASTER_", "COHORT_",
-                                      "SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCAL", NULL};
-    for (;;) {
-        int again = 0;
-        extern char **environ;
-        for (char **e = environ; *e && !again; e++)
-            for (int i = 0; pfx[i]; i++)
-                if (!strncmp(*e, pfx[i], strlen(pfx[i]))) {
-                    char name[256];
-                    snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
-                    unsetenv(name);
-                    again = 1;
-                    break;
-                }
-        if (!again)
-            break;
-    }
-}
-
 /* ---- host lists ---- */
 
 static int collect(const char *h, void *arg)
@@ -114,7 +93,7 @@ END_TEST
 
 START_TEST(lone_program_is_world_of_one)
 {
-    clear_env();
+    cht_clear_launch_env();
     coh_settings s;
     ck_assert_int_eq(coh_settings_resolve(NULL, &s), COHORT_OK);
     ck_assert_int_eq(s.singleton, 1);
@@ -144,7 +123,7 @@ END_TEST
  * is one process: not task 0 of 4 waiting for three others. */
 START_TEST(batch_script_is_not_a_step)
 {
-    clear_env();
+    cht_clear_launch_env();
     setenv("SLURM_JOB_ID", "812", 1);
     setenv("SLURM_PROCID", "0", 1);
     setenv("SLURM_NTASKS", "4", 1);
@@ -170,7 +149,7 @@ END_TEST
 START_TEST(master_from_the_job)
 {
     coh_settings s;
-    clear_env();
+    cht_clear_launch_env();
     setenv("SLURM_JOB_ID", "77", 1);
     setenv("SLURM_STEP_ID", "2", 1);
     setenv("SLURM_PROCID", "1", 1);
@@ -216,7 +195,7 @@ START_TEST(master_from_the_job)
                   cohort_last_error(NULL));
 
     /* Open MPI, every rank on this node: loopback, port from its job id. */
-    clear_env();
+    cht_clear_launch_env();
     setenv("OMPI_COMM_WORLD_RANK", "1", 1);
     setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
@@ -239,7 +218,7 @@ static char tokdir[256];
 
 static void slurm_rank_env(int rank, int n, const char *job)
 {
-    clear_env();
+    cht_clear_launch_env();
     char b[32];
     setenv("SLURM_JOB_ID", job, 1);
     setenv("SLURM_STEP_ID", "0", 1);

@@ -287,6 +287,30 @@ void cht_assert_all_ok(const cht_result *r)
     ck_assert_msg(!bad, "ranks failed:%s", msg);
 }
 
+void cht_clear_launch_env(void)
+{
+    static const char *const pfx[] = {"RANK=", "WORLD_SIZE=", "LOCAL_", "MASTER_", "COHORT_",
+                                      "SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCAL", NULL};
+    extern char **environ;
+    for (;;) {
+        int again = 0;
+        for (char **e = environ; *e && !again; e++) {
+            if (!strncmp(*e, "COHORT_BUILD_DIR=", 17) || !strncmp(*e, "COHORT_SOURCE_DIR=", 18))
+                continue;
+            for (int i = 0; pfx[i]; i++)
+                if (!strncmp(*e, pfx[i], strlen(pfx[i]))) {
+                    char name[256];
+                    snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+                    unsetenv(name); /* environ changed: scan again */
+                    again = 1;
+                    break;
+                }
+        }
+        if (!again)
+            break;
+    }
+}
+
 double cht_value(int rank, size_t i) { return (double)((rank * 7 + (int)(i % 13)) % 11) - 3.0; }
 
 const char *cht_tool(const char *name)

@@ -111,6 +111,12 @@ int cht_netns_link(const char *prefix, int host, int down);
 /* "10.<net>.0.<host+1>" */
 const char *cht_netns_ip(int net, int host);
 
+/* Unsets every variable a launcher or user sets for init (RANK, WORLD_SIZE,
+ * LOCAL_*, MASTER_*, COHORT_*, SLURM_*, OMPI_*, PMI_*, PMIX_*, MPI_LOCAL*)
+ * so a test sees only what it sets; COHORT_BUILD_DIR and COHORT_SOURCE_DIR
+ * (where the test finds tools and sources) stay. */
+void cht_clear_launch_env(void);
+
 /* Pattern helpers: deterministic input values. */
 double cht_value(int rank, size_t i);
 
