@@ -311,6 +311,36 @@ void cht_clear_launch_env(void)
     }
 }
 
+cohort_group *cht_launched_init(void)
+{
+    cohort_group *g = NULL;
+    cohort_status st = cohort_init(&g);
+    if (st != COHORT_OK) {
+        fprintf(stderr, "init: %s: %s\n", cohort_status_name(st), cohort_last_error(NULL));
+        return NULL;
+    }
+    return g;
+}
+
+int cht_launched_sum_run(cohort_group *g)
+{
+    int r = cohort_rank(g), n = cohort_size(g);
+    long v[256], sum[256];
+    for (int i = 0; i < 256; i++)
+        v[i] = r + i;
+    cohort_status st = cohort_all_reduce(g, v, sum, 256, COHORT_INT64, COHORT_SUM);
+    int good = st == COHORT_OK;
+    for (int i = 0; good && i < 256; i++)
+        good = sum[i] == (long)n * (n - 1) / 2 + (long)n * i;
+    /* the barrier: every rank did what it did before this call while all of
+     * them (and the launcher) were alive */
+    if (st == COHORT_OK)
+        st = cohort_barrier(g);
+    if (st == COHORT_OK)
+        st = cohort_finalize(g);
+    return good && st == COHORT_OK;
+}
+
 double cht_value(int rank, size_t i) { return (double)((rank * 7 + (int)(i % 13)) % 11) - 3.0; }
 
 const char *cht_tool(const char *name)

@@ -117,6 +117,14 @@ const char *cht_netns_ip(int net, int host);
  * (where the test finds tools and sources) stay. */
 void cht_clear_launch_env(void);
 
+/* For the programs a real launcher starts (mpirun, mpiexec, srun):
+ * cohort_init, or NULL after printing the status and error to stderr. */
+cohort_group *cht_launched_init(void);
+/* Their "ok" run: all_reduce of rank + i over 256 int64, every sum checked
+ * exactly, then barrier and finalize (g is gone after a successful one).
+ * Returns 1 only if every step succeeded and every sum was exact. */
+int cht_launched_sum_run(cohort_group *g);
+
 /* Pattern helpers: deterministic input values. */
 double cht_value(int rank, size_t i);
 
