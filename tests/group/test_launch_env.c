@@ -233,34 +233,38 @@ static void slurm_rank_env(int rank, int n, const char *job)
     setenv("COHORT_TIMEOUT", "20", 1);
 }
 
-/* Forks n ranks of an "srun step" running a real init + all_reduce +
- * finalize; returns the number of ranks that exited 0. */
+typedef struct step {
+    int n;
+    const char *job;
+} step;
+
+/* One rank of an "srun step": a real init + all_reduce + finalize. */
+static int step_rank(int r, void *arg)
+{
+    const step *sp = arg;
+    slurm_rank_env(r, sp->n, sp->job);
+    cohort_group *g;
+    if (cohort_init(&g) != COHORT_OK) {
+        fprintf(stderr, "rank %d: %s\n", r, cohort_last_error(NULL));
+        return 2;
+    }
+    int v = r + 1, sum = 0;
+    if (cohort_all_reduce(g, &v, &sum, 1, COHORT_INT32, COHORT_SUM) != COHORT_OK ||
+        sum != sp->n * (sp->n + 1) / 2)
+        return 3;
+    return cohort_finalize(g) == COHORT_OK ? 0 : 4;
+}
+
+/* Forks n ranks of the step (killed after 30 s); returns the number of
+ * ranks that exited 0. */
 static int run_step(int n, const char *job)
 {
-    pid_t pid[8];
-    for (int r = 0; r < n; r++) {
-        pid[r] = fork();
-        if (pid[r] == 0) {
-            alarm(30);
-            slurm_rank_env(r, n, job);
-            cohort_group *g;
-            if (cohort_init(&g) != COHORT_OK) {
-                fprintf(stderr, "rank %d: %s\n", r, cohort_last_error(NULL));
-                _exit(2);
-            }
-            int v = r + 1, sum = 0;
-            if (cohort_all_reduce(g, &v, &sum, 1, COHORT_INT32, COHORT_SUM) != COHORT_OK ||
-                sum != n * (n + 1) / 2)
-                _exit(3);
-            _exit(cohort_finalize(g) == COHORT_OK ? 0 : 4);
-        }
-    }
+    step sp = {n, job};
+    cht_result res;
+    ck_assert_int_ge(cht_spawn(n, 30000, 0, step_rank, NULL, &sp, &res), 0);
     int ok = 0;
-    for (int r = 0; r < n; r++) {
-        int st;
-        waitpid(pid[r], &st, 0);
-        ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    }
+    for (int r = 0; r < n; r++)
+        ok += res.status[r] == 0 && !res.hung[r];
     return ok;
 }
 

@@ -77,12 +77,25 @@ typedef struct cht_result {
     int hung[64];           /* 1 if killed at the deadline */
     double elapsed_ms;
     char store_addr[128];   /* parent-hosted store address, if any */
+    int parent;             /* what cht_spawn's parent callback returned */
 } cht_result;
+
+/* The one fork-based spawner under every multi-process test. Forks n
+ * (1..64) children; child r runs child(r, arg) and exits with its return
+ * value, and dies with the test process (PR_SET_PDEATHSIG). The test
+ * process then runs parent(arg), if given, and reaps with a bounded wait: a
+ * child still running deadline_ms (0: 60 s) after that is SIGKILLed and
+ * marked hung. resume_stopped: children that stopped themselves (SIGSTOP)
+ * are resumed (SIGCONT) once every other child has exited. Returns 0 if
+ * every child exited 0, 1 if one did not or hung, -1 if fork failed (the
+ * children already forked are killed and reaped). */
+int cht_spawn(int n, int deadline_ms, int resume_stopped, int (*child)(int rank, void *arg),
+              int (*parent)(void *arg), void *arg, cht_result *res);
 
 /* Forks opts->nranks processes with RANK, WORLD_SIZE, LOCAL_RANK,
  * LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT, COHORT_JOB_ID, COHORT_TOKEN set,
- * runs fn(rank, arg) in each and exits with its return value. Waits for all
- * (SIGKILL at the deadline). Returns 0 if every rank exited 0. */
+ * runs fn(rank, arg) in each and exits with its return value (cht_spawn).
+ * Returns 0 if every rank exited 0. */
 int cht_run_ranks(const cht_opts *opts, int (*fn)(int rank, void *arg), void *arg,
                   cht_result *res);
 
