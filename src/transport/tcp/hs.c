@@ -26,6 +26,7 @@
 
 #include "transport/tcp/net.h"
 #include "util/addr.h"
+#include "util/auth.h"
 #include "util/ratelimit.h"
 
 /* Handshake states. 0 means "finished or closed": the entry is dropped at
@@ -523,7 +524,9 @@ static cohort_status hs_out_frame(coh_net *n, tcp_hs *h)
         memset(&hello, 0, sizeof hello);
         hello.id = n->me;
         hello.dst = h->peer;
-        randombytes_buf(h->nc, sizeof h->nc);
+        if (coh_auth_nonce(h->nc) != COHORT_OK)
+            return coh_group_fail(g, COHORT_ERR_SYSTEM, "tcp connect to rank %d at %s: %s",
+                                  h->peer, h->from, coh_tls_err()->msg);
         memcpy(hello.nonce, h->nc, sizeof h->nc);
         coh_hs_hello_mac(hello.mac, n->key, h->na, &hello);
         hs_start_send(h, coh_hs_hello_put(h->out, &hello));
@@ -535,7 +538,7 @@ static cohort_status hs_out_frame(coh_net *n, tcp_hs *h)
         coh_hs_ident acc = n->me;
         acc.rank = h->peer;
         coh_hs_welcome_mac(want, n->key, h->nc, h->na, &acc, n->rank);
-        if (sodium_memcmp(mac, want, COH_HS_MAC) != 0)
+        if (!coh_auth_equal(mac, want))
             return coh_group_fail(g, COHORT_ERR_AUTH,
                                   "tcp connect to rank %d at %s: the peer failed to prove the job "
                                   "token (welcome MAC mismatch: another job or token?)",
@@ -769,6 +772,13 @@ static void hs_accept(coh_net *n)
         }
         char from[64];
         fmt_sa((struct sockaddr *)&ss, from, sizeof from);
+        uint8_t na[COH_HS_NONCE];
+        if (coh_auth_nonce(na) != COHORT_OK) {
+            coh_warn_rl("tcp: rank %d: no challenge for a connection from %s: %s; closed",
+                        n->rank, from, coh_tls_err()->msg);
+            close(fd);
+            continue;
+        }
         /* Full: the oldest unauthenticated connection from the busiest
          * source address makes room, so a flood evicts itself first and
          * never locks out a real peer (which answers within one round
@@ -792,7 +802,7 @@ static void hs_accept(coh_net *n)
         snprintf(h->from, sizeof h->from, "%s", from);
         /* The whole handshake's budget, fixed now: bytes cannot extend it. */
         h->deadline_ns = coh_deadline_ns(COH_MIN(n->hs_timeout_ms, TCP_HS_AUTH_MS));
-        randombytes_buf(h->na, sizeof h->na);
+        memcpy(h->na, na, sizeof h->na);
         hs_start_send(h, coh_hs_challenge_put(h->out, h->na, n->rank));
         (void)hs_step(n, h); /* incoming steps never fail the group */
     }
