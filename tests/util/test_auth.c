@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/auth.h"
+#include "support/support.h"
 
 static void hmac(uint8_t out[32], const void *key, size_t kl, const void *msg, size_t ml)
 {
@@ -151,7 +152,7 @@ START_TEST(generation_policies)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("auth");
     TCase *tc = tcase_create("auth");
@@ -162,9 +163,7 @@ int main(void)
     tcase_add_test(tc, judge_order_and_replay);
     tcase_add_test(tc, generation_policies);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)
