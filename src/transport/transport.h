@@ -57,7 +57,7 @@ void coh_transport_detach(cohort_group *g, void *t);
  * records what happened (which peer, why) here and returns the status; the
  * module that owns the call (src/coll; group init and finalize for create,
  * connect and close_check) turns the record into the group's failure with
- * coh_coll_transport_failed (coll/coll.h): coh_group_fail,
+ * coh_coll_transport_failed (coll/fail/fail.h): coh_group_fail,
  * coh_group_peer_lost, coh_group_remote_abort or coh_contract_mismatch.
  * The record is thread-local: a transport finds failures only on the
  * caller's thread (it has no threads of its own; its failure-path hooks

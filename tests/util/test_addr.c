@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "util/addr.h"
+#include "support/support.h"
 
 static coh_addr ok(const char *s)
 {
@@ -78,16 +79,14 @@ START_TEST(refused)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("addr");
     TCase *tc = tcase_create("split");
     tcase_add_test(tc, forms);
     tcase_add_test(tc, refused);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)
