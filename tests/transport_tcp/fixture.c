@@ -1,5 +1,6 @@
 /* fixture.c - forked ranks with hand-built groups for tcp transport tests. */
 #include "fixture.h"
+#include "support/support.h"
 
 #include <check.h>
 #include <errno.h>
@@ -95,23 +96,6 @@ int tf_connect(tf_rank *r)
     return 0;
 }
 
-coh_call tf_call(uint64_t seq, int coll, int dtype, int redop, int root, int tag, uint64_t count)
-{
-    coh_call c;
-    memset(&c, 0, sizeof c);
-    c.seq = seq;
-    c.coll = (uint8_t)coll;
-    c.dtype = (uint8_t)dtype;
-    c.redop = (int8_t)redop;
-    c.root = root;
-    c.tag = tag;
-    c.count = count;
-    c.file = "test_tcp.c";
-    c.line = (int)(seq % 1000);
-    c.site = 0x5eed;
-    return c;
-}
-
 void tf_op(coh_xfer *op, tf_rank *r, const coh_call *c, int kind, int peer, int is_send,
            void *buf, size_t len, uint32_t step)
 {
@@ -204,23 +188,17 @@ static int rank_main(tf_shared *sh, const tf_opts *o, int rank, tf_fn fn, void *
     r.sh = sh;
     r.arg = arg;
     cohort_group *g = &r.g;
-    g->rank = rank;
-    g->size = o->nranks;
-    g->generation = 1;
-    g->id = 0;
-    snprintf(g->job_id, sizeof g->job_id, "%s", sh->job);
-    g->timeout_ms = o->timeout_ms ? o->timeout_ms : 20000;
-    g->stall_warn_ms = -1;
-    g->check_contract = 1;
+    cht_group_opts go = {.job = sh->job,
+                         .token = sh->token,
+                         .timeout_ms = o->timeout_ms ? o->timeout_ms : 20000,
+                         .stall_warn_ms = -1,
+                         .check_contract = 1,
+                         .parts = CHT_G_PEERS | CHT_G_P2P | CHT_G_HOST};
+    if (cht_group_init(g, rank, o->nranks, &go) != 0) {
+        fprintf(stderr, "rank %d: out of memory\n", rank);
+        return 2;
+    }
     g->pid = getpid();
-    pthread_mutex_init(&g->err_mu, NULL);
-    g->p2p_send_seq = calloc((size_t)g->size, sizeof(uint64_t));
-    g->p2p_recv_seq = calloc((size_t)g->size, sizeof(uint64_t));
-    g->peers = calloc((size_t)g->size, sizeof(coh_peer));
-    g->n_hosts = 1;
-    g->hosts = calloc(1, sizeof *g->hosts);
-    snprintf(g->hosts[0], sizeof g->hosts[0], "localhost");
-    g->token = strdup(sh->token);
     if (o->tweak)
         o->tweak(rank, g, arg);
 
@@ -259,6 +237,26 @@ static int rank_main(tf_shared *sh, const tf_opts *o, int rank, tf_fn fn, void *
     return ret;
 }
 
+/* The rank body and the parent callback, run by cht_spawn. */
+typedef struct tf_ctx {
+    tf_shared *sh;
+    const tf_opts *o;
+    tf_fn fn;
+    void *arg;
+} tf_ctx;
+
+static int tf_child(int rank, void *p)
+{
+    tf_ctx *c = p;
+    return rank_main(c->sh, c->o, rank, c->fn, c->arg);
+}
+
+static int tf_parent(void *p)
+{
+    tf_ctx *c = p;
+    return c->o->parent(c->sh, c->arg);
+}
+
 tf_shared *tf_run(const tf_opts *o, tf_fn fn, void *arg, tf_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -287,49 +285,17 @@ tf_shared *tf_run(const tf_opts *o, tf_fn fn, void *arg, tf_result *res)
     for (int i = 0; i < TF_MAX; i++)
         sh->status[i] = -1;
 
-    fflush(NULL);
-    pid_t pids[TF_MAX];
+    tf_ctx ctx = {.sh = sh, .o = o, .fn = fn, .arg = arg};
+    cht_result cr;
+    memset(&cr, 0, sizeof cr);
+    TF_REQUIRE(cht_spawn(n, o->deadline_ms, 0, tf_child, o->parent ? tf_parent : NULL, &ctx,
+                         &cr) >= 0,
+               "fork failed");
     for (int r = 0; r < n; r++) {
-        pid_t p = fork();
-        TF_REQUIRE(p >= 0, "fork: %s", strerror(errno));
-        if (p == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            int rc = rank_main(sh, o, r, fn, arg);
-            fflush(NULL);
-            _exit(rc);
-        }
-        pids[r] = p;
+        res->exit[r] = cr.status[r];
+        res->hung[r] = cr.hung[r];
     }
-    if (o->parent)
-        res->parent = o->parent(sh, arg);
-    int deadline = o->deadline_ms ? o->deadline_ms : 60000;
-    uint64_t t0 = tf_now_ns();
-    int left = n, done[TF_MAX] = {0};
-    while (left > 0) {
-        int st;
-        pid_t p = waitpid(-1, &st, WNOHANG);
-        if (p > 0) {
-            for (int r = 0; r < n; r++)
-                if (pids[r] == p && !done[r]) {
-                    done[r] = 1;
-                    left--;
-                    res->exit[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                }
-            continue;
-        }
-        if ((tf_now_ns() - t0) / 1000000 > (uint64_t)deadline) {
-            for (int r = 0; r < n; r++)
-                if (!done[r]) {
-                    res->hung[r] = 1;
-                    kill(pids[r], SIGKILL);
-                }
-            deadline = 1 << 30;
-            continue;
-        }
-        /* Reaping cadence only; ranks synchronise through the shared page. */
-        struct timespec ts = {0, 2 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    res->parent = cr.parent;
     return sh;
 }
 
