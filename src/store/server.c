@@ -34,6 +34,7 @@
 
 #include "store/server_int.h"
 #include "store/torch.h"
+#include "util/addr.h"
 #include "util/auth.h"
 #include "util/ratelimit.h"
 
@@ -1462,15 +1463,13 @@ static cohort_status server_loop(struct cohort_store_server *s, volatile int *fl
  * (IPV6_V6ONLY off), so one server takes IPv4 and IPv6 clients. */
 static cohort_status listen_on(struct cohort_store_server *s, const char *host, int port)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
-    int gr = getaddrinfo(host, ps, &hints, &res);
+    int gr = coh_addr_resolve(host, ps, COH_RESOLVE_PASSIVE, &res);
     if (gr != 0)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "store server: cannot resolve bind address '%s': %s",
-                           host, gai_strerror(gr));
+                           host, coh_addr_strerror(gr));
     int err = 0;
     const char *call = "socket";
     for (struct addrinfo *a = res; a; a = a->ai_next) {
@@ -1502,10 +1501,10 @@ static cohort_status listen_on(struct cohort_store_server *s, const char *host, 
         s->port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                                  : ((struct sockaddr_in *)&ss)->sin_port);
         s->lfd = fd;
-        freeaddrinfo(res);
+        coh_addr_freeinfo(res);
         return COHORT_OK;
     }
-    freeaddrinfo(res);
+    coh_addr_freeinfo(res);
     return coh_err_sys(NULL, COHORT_ERR_SYSTEM, call, err, "store server: cannot listen on %s:%d",
                        host, port);
 }

@@ -841,18 +841,16 @@ cohort_status coh_tconn_connect(cohort_store *s, const char *addr, const char *j
     cohort_status final = COHORT_OK;
     for (;;) {
         attempts++;
-        struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                                 .ai_flags = AI_NUMERICSERV};
         struct addrinfo *res = NULL;
-        int gr = getaddrinfo(host, port, &hints, &res);
+        int gr = coh_addr_resolve(host, port, COH_RESOLVE_NUMSERV, &res);
         if (gr == EAI_NONAME || gr == EAI_SERVICE || gr == EAI_FAMILY) {
             final = coh_err_set(coh_store_err(s), COHORT_ERR_INVALID,
                                 "store address %s: cannot resolve '%s': %s", addr, host,
-                                gai_strerror(gr));
+                                coh_addr_strerror(gr));
             break;
         }
         if (gr != 0) {
-            snprintf(last, sizeof last, "getaddrinfo: %s", gai_strerror(gr));
+            snprintf(last, sizeof last, "getaddrinfo: %s", coh_addr_strerror(gr));
         } else {
             for (struct addrinfo *a = res; a && t->fd < 0; a = a->ai_next) {
                 int fd = -1;
@@ -875,7 +873,7 @@ cohort_status coh_tconn_connect(cohort_store *s, const char *addr, const char *j
                     break;
                 }
             }
-            freeaddrinfo(res);
+            coh_addr_freeinfo(res);
         }
         if (t->fd >= 0 || final != COHORT_OK)
             break;

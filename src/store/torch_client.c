@@ -36,6 +36,7 @@
 #include "store/backend.h"
 #include "store/proto.h"
 #include "store/torch_proto.h"
+#include "util/addr.h"
 
 #define POOL_MAX 8
 
@@ -182,12 +183,11 @@ static void w_ping(coh_wr *w, uint32_t nonce)
 
 static cohort_status dial(cohort_store *s, tstore *t, int64_t dl, int *out)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
-    int gr = getaddrinfo(t->host, t->port, &hints, &res);
+    int gr = coh_addr_resolve(t->host, t->port, 0, &res);
     if (gr)
         return coh_err_set(coh_store_err(s), COHORT_ERR_STORE, "torch store %s: resolving: %s",
-                           t->addr, gai_strerror(gr));
+                           t->addr, coh_addr_strerror(gr));
     int err = ECONNREFUSED;
     for (struct addrinfo *a = res; a; a = a->ai_next) {
         int fd = socket(a->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -217,13 +217,13 @@ static cohort_status dial(cohort_store *s, tstore *t, int64_t dl, int *out)
         if (r == 0) {
             int one = 1;
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-            freeaddrinfo(res);
+            coh_addr_freeinfo(res);
             *out = fd;
             return COHORT_OK;
         }
         close(fd);
     }
-    freeaddrinfo(res);
+    coh_addr_freeinfo(res);
     return coh_err_sys(coh_store_err(s), COHORT_ERR_STORE, "connect", err, "torch store %s",
                        t->addr);
 }

@@ -35,6 +35,7 @@
 #include "store/server_int.h"
 #include "store/torch.h"
 #include "store/torch_proto.h"
+#include "util/addr.h"
 
 /* What a cohort reply becomes (low byte of the request id). */
 enum {
@@ -774,16 +775,14 @@ cohort_status coh_store_server_torch_listen(cohort_store_server *s, const char *
         return coh_err_set(NULL, COHORT_ERR_NOMEM, "torch listener");
     ts->job = j;
     dl_init(&ts->bwait);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE};
     struct addrinfo *res = NULL;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
-    int gr = getaddrinfo(host, ps, &hints, &res);
+    int gr = coh_addr_resolve(host, ps, COH_RESOLVE_PASSIVE, &res);
     if (gr != 0) {
         coh_free(ts);
         return coh_err_set(NULL, COHORT_ERR_INVALID, "torch listener: cannot resolve '%s': %s",
-                           host, gai_strerror(gr));
+                           host, coh_addr_strerror(gr));
     }
     int err = 0, fd = -1;
     for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
@@ -800,7 +799,7 @@ cohort_status coh_store_server_torch_listen(cohort_store_server *s, const char *
             fd = -1;
         }
     }
-    freeaddrinfo(res);
+    coh_addr_freeinfo(res);
     if (fd < 0) {
         coh_free(ts);
         return coh_err_sys(NULL, COHORT_ERR_SYSTEM, "bind", err,

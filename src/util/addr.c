@@ -1,4 +1,5 @@
-/* addr.c - splitting "[scheme://]host[:port][/rest]" (addr.h). Pure. */
+/* addr.c - splitting "[scheme://]host[:port][/rest]" (addr.h). Pure; the
+ * resolver is resolve.c. */
 #include "util/addr.h"
 
 #include <string.h>

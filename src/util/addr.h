@@ -13,6 +13,9 @@
 #define COH_UTIL_ADDR_H
 
 #include <stddef.h>
+#include <sys/socket.h>
+
+struct addrinfo;
 
 typedef struct coh_addr {
     char scheme[16]; /* "" when absent, else what precedes "://" */
@@ -28,5 +31,29 @@ int coh_addr_split(const char *s, coh_addr *a);
 
 /* The port as a number if it lies in lo..65535, else -1 ("" is -1). */
 int coh_addr_port(const coh_addr *a, int lo);
+
+/* ---- the one resolver of those hosts (getaddrinfo with each caller's
+ * options). No AI_ADDRCONFIG: on a loopback-only host it would hide
+ * 127.0.0.1. No deadline: a caller with one retries around this call. */
+enum {
+    COH_RESOLVE_PASSIVE = 1,   /* an address to bind; a NULL host is the wildcard */
+    COH_RESOLVE_NUMSERV = 2,   /* port must be decimal digits (AI_NUMERICSERV) */
+    COH_RESOLVE_NUMHOST = 4,   /* host must be a literal: no name lookup */
+    COH_RESOLVE_DGRAM = 8,     /* datagram sockets, else stream */
+    COH_RESOLVE_PREFER_V4 = 16 /* coh_addr_resolve_one: the first IPv4 address, if any */
+};
+
+/* Every address of host:port in getaddrinfo's order (IPv6 before IPv4 where
+ * the system says so). 0 and *out (free with coh_addr_freeinfo), or an
+ * EAI_* code for coh_addr_strerror: EAI_NONAME for a NULL/empty host of a
+ * connect, or a NULL out. */
+int coh_addr_resolve(const char *host, const char *port, int flags, struct addrinfo **out);
+void coh_addr_freeinfo(struct addrinfo *ai);
+const char *coh_addr_strerror(int rc);
+
+/* One address of host:port into *ss (the first, or with
+ * COH_RESOLVE_PREFER_V4 the first IPv4 one). 0 or an EAI_* code. */
+int coh_addr_resolve_one(const char *host, const char *port, int flags,
+                         struct sockaddr_storage *ss, socklen_t *sl);
 
 #endif

@@ -1,6 +1,9 @@
-/* test_addr.c - the one address parser (src/util/addr.c) and what its
- * callers accept on top of it. */
+/* test_addr.c - the one address parser (src/util/addr.c), what its
+ * callers accept on top of it, and the one resolver (src/util/resolve.c). */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <string.h>
 
 #include "util/addr.h"
@@ -79,6 +82,112 @@ START_TEST(refused)
 }
 END_TEST
 
+static int port_of(const struct sockaddr *sa)
+{
+    return ntohs(sa->sa_family == AF_INET6 ? ((const struct sockaddr_in6 *)sa)->sin6_port
+                                           : ((const struct sockaddr_in *)sa)->sin_port);
+}
+
+START_TEST(resolve_numeric)
+{
+    struct addrinfo *ai = NULL;
+    ck_assert_int_eq(coh_addr_resolve("127.0.0.1", "80", COH_RESOLVE_NUMHOST | COH_RESOLVE_NUMSERV,
+                                      &ai), 0);
+    ck_assert_ptr_nonnull(ai);
+    ck_assert_int_eq(ai->ai_family, AF_INET);
+    ck_assert_int_eq(ai->ai_socktype, SOCK_STREAM);
+    ck_assert_int_eq(port_of(ai->ai_addr), 80);
+    ck_assert_uint_eq(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr, htonl(INADDR_LOOPBACK));
+    coh_addr_freeinfo(ai);
+
+    ck_assert_int_eq(coh_addr_resolve("::1", "29500", COH_RESOLVE_NUMHOST | COH_RESOLVE_DGRAM, &ai),
+                     0);
+    ck_assert_int_eq(ai->ai_family, AF_INET6);
+    ck_assert_int_eq(ai->ai_socktype, SOCK_DGRAM);
+    ck_assert_int_eq(port_of(ai->ai_addr), 29500);
+    ck_assert(IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr));
+    coh_addr_freeinfo(ai);
+
+    struct sockaddr_storage ss;
+    socklen_t sl = 0;
+    ck_assert_int_eq(coh_addr_resolve_one("::1", "7", COH_RESOLVE_PREFER_V4, &ss, &sl), 0);
+    ck_assert_int_eq(ss.ss_family, AF_INET6); /* no IPv4 address: the first one */
+    ck_assert_int_eq(sl, sizeof(struct sockaddr_in6));
+    ck_assert_int_eq(port_of((struct sockaddr *)&ss), 7);
+}
+END_TEST
+
+START_TEST(resolve_localhost)
+{
+    struct addrinfo *ai = NULL;
+    ck_assert_int_eq(coh_addr_resolve("localhost", "1", COH_RESOLVE_NUMSERV, &ai), 0);
+    int v4 = 0;
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        ck_assert_int_eq(a->ai_socktype, SOCK_STREAM);
+        if (a->ai_family == AF_INET) {
+            v4 = 1;
+            ck_assert_uint_eq(ntohl(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr) >> 24,
+                              127);
+        } else {
+            ck_assert_int_eq(a->ai_family, AF_INET6);
+            ck_assert(IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr));
+        }
+    }
+    coh_addr_freeinfo(ai);
+    ck_assert_msg(v4, "localhost has an IPv4 address in /etc/hosts");
+    /* The tcp transport's pick: IPv4 even where the system lists ::1 first. */
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    ck_assert_int_eq(coh_addr_resolve_one("localhost", "9", COH_RESOLVE_PREFER_V4, &ss, &sl), 0);
+    ck_assert_int_eq(ss.ss_family, AF_INET);
+    ck_assert_int_eq(sl, sizeof(struct sockaddr_in));
+    ck_assert_int_eq(port_of((struct sockaddr *)&ss), 9);
+}
+END_TEST
+
+START_TEST(resolve_passive)
+{
+    struct addrinfo *ai = NULL;
+    ck_assert_int_eq(coh_addr_resolve(NULL, "0", COH_RESOLVE_PASSIVE, &ai), 0);
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        if (a->ai_family == AF_INET)
+            ck_assert_uint_eq(((struct sockaddr_in *)a->ai_addr)->sin_addr.s_addr,
+                              htonl(INADDR_ANY));
+        else
+            ck_assert(IN6_IS_ADDR_UNSPECIFIED(&((struct sockaddr_in6 *)a->ai_addr)->sin6_addr));
+    }
+    coh_addr_freeinfo(ai);
+}
+END_TEST
+
+/* Each refusal is a specific EAI_* code with gai_strerror's text (the store
+ * and tcp messages quote it), never a crash or an empty list. */
+START_TEST(resolve_refused)
+{
+    struct addrinfo *ai = (struct addrinfo *)&ai; /* must be reset to NULL */
+    ck_assert_int_eq(coh_addr_resolve("no-such-host.invalid", "1", COH_RESOLVE_NUMHOST, &ai),
+                     EAI_NONAME);
+    ck_assert_ptr_null(ai);
+    ck_assert_str_eq(coh_addr_strerror(EAI_NONAME), gai_strerror(EAI_NONAME));
+    ck_assert_int_eq(coh_addr_resolve("999.1.1.1", "1", COH_RESOLVE_NUMHOST, &ai), EAI_NONAME);
+    ck_assert_int_eq(coh_addr_resolve("[::1]", "1", COH_RESOLVE_NUMHOST, &ai), EAI_NONAME);
+    ck_assert_int_eq(coh_addr_resolve("127.0.0.1", "http", COH_RESOLVE_NUMSERV, &ai), EAI_NONAME);
+    ck_assert_ptr_null(ai);
+    /* A connect without a host, with no out, or with nothing at all. */
+    ck_assert_int_eq(coh_addr_resolve(NULL, "1", 0, &ai), EAI_NONAME);
+    ck_assert_int_eq(coh_addr_resolve("", "1", 0, &ai), EAI_NONAME);
+    ck_assert_int_eq(coh_addr_resolve("127.0.0.1", "1", 0, NULL), EAI_NONAME);
+    ck_assert_int_eq(coh_addr_resolve(NULL, NULL, COH_RESOLVE_PASSIVE, &ai), EAI_NONAME);
+    ck_assert_ptr_null(ai);
+    struct sockaddr_storage ss;
+    socklen_t sl;
+    ck_assert_int_eq(coh_addr_resolve_one("", "1", 0, &ss, &sl), EAI_NONAME);
+    ck_assert_int_eq(coh_addr_resolve_one("127.0.0.1", "1", 0, NULL, &sl), EAI_NONAME);
+    ck_assert_int_eq(coh_addr_resolve_one("127.0.0.1", "1", 0, &ss, NULL), EAI_NONAME);
+    coh_addr_freeinfo(NULL);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("addr");
@@ -86,6 +195,12 @@ static Suite *make_suite(void)
     tcase_add_test(tc, forms);
     tcase_add_test(tc, refused);
     suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("resolve");
+    tcase_add_test(tr, resolve_numeric);
+    tcase_add_test(tr, resolve_localhost);
+    tcase_add_test(tr, resolve_passive);
+    tcase_add_test(tr, resolve_refused);
+    suite_add_tcase(s, tr);
     return s;
 }
 

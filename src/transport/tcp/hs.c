@@ -74,28 +74,14 @@ static int split_hostport(const char *s, char *host, size_t hl, char *port, size
     return 0;
 }
 
-/* No AI_ADDRCONFIG: on a loopback-only host it would hide 127.0.0.1. */
-static int resolve(const char *host, const char *port, int socktype, struct sockaddr_storage *ss,
+/* Prefer IPv4: MASTER_ADDR-style setups are IPv4 almost everywhere. */
+static int resolve(const char *host, const char *port, int flags, struct sockaddr_storage *ss,
                    socklen_t *sl)
 {
-    struct addrinfo hints, *res = NULL;
-    memset(&hints, 0, sizeof hints);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = socktype;
-    hints.ai_flags = AI_NUMERICSERV;
-    if (getaddrinfo(host, port, &hints, &res) != 0 || !res)
-        return -1;
-    /* Prefer IPv4: MASTER_ADDR-style setups are IPv4 almost everywhere. */
-    struct addrinfo *pick = res;
-    for (struct addrinfo *a = res; a; a = a->ai_next)
-        if (a->ai_family == AF_INET) {
-            pick = a;
-            break;
-        }
-    memcpy(ss, pick->ai_addr, pick->ai_addrlen);
-    *sl = pick->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
+    return coh_addr_resolve_one(host, port, COH_RESOLVE_NUMSERV | COH_RESOLVE_PREFER_V4 | flags,
+                                ss, sl) != 0
+               ? -1
+               : 0;
 }
 
 /* The local address the kernel would use to reach `host`: a connected UDP
@@ -105,7 +91,7 @@ static int route_src(const char *host, struct sockaddr_storage *ss, socklen_t *s
 {
     struct sockaddr_storage dst;
     socklen_t dl;
-    if (resolve(host, "9", SOCK_DGRAM, &dst, &dl) != 0)
+    if (resolve(host, "9", COH_RESOLVE_DGRAM, &dst, &dl) != 0)
         return -1;
     int fd = socket(dst.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
@@ -160,7 +146,7 @@ static cohort_status pick_addrs(coh_net *n, struct sockaddr_storage *bind_ss, so
     if (b) {
         char host[256], port[16];
         if (split_hostport(b, host, sizeof host, port, sizeof port) != 0 ||
-            resolve(host, "0", SOCK_STREAM, bind_ss, bind_len) != 0)
+            resolve(host, "0", 0, bind_ss, bind_len) != 0)
             return coh_err_set(NULL, COHORT_ERR_INVALID,
                                "COHORT_BIND_ADDR=%s: not an address of this host", b);
         have_bind = 1;
@@ -483,7 +469,7 @@ static void hs_start_connect(coh_net *n, tcp_hs *h)
     char host[128], port[16];
     /* The address was validated when the handshake was created. */
     if (split_hostport(n->g->peers[h->peer].addr, host, sizeof host, port, sizeof port) != 0 ||
-        resolve(host, port, SOCK_STREAM, &ss, &sl) != 0) {
+        resolve(host, port, 0, &ss, &sl) != 0) {
         hs_retry(h, "cannot resolve its address", 0);
         return;
     }
