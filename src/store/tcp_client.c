@@ -45,7 +45,7 @@
 
 #include "store/backend.h"
 #include "store/proto.h"
-#include "store/tcp.h"
+#include "cohort_store.h"
 #include "util/addr.h"
 
 typedef struct tslot {
@@ -1506,14 +1506,16 @@ const coh_store_backend coh_store_tcp_backend = {
     .flush = tcp_flush,
 };
 
-/* ---- extras (tcp.h) ---- */
+/* ---- administration (cohort_store.h; tcp backend only) ---- */
 
-cohort_status coh_store_tcp_stats(cohort_store *s, coh_store_stats *out)
+cohort_status cohort_store_get_stats(cohort_store *s, cohort_store_stats *out)
 {
     if (s && coh_store_backend_of(s) != &coh_store_tcp_backend)
         return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED, "stats: not a tcp store handle");
     coh_reply r;
     uint8_t *pl = NULL;
+    if (!out)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "stats: NULL output");
     cohort_status st = extra_call(s, COH_OP_STATS, "stats", &r, &pl);
     if (st)
         return st;
@@ -1530,7 +1532,7 @@ cohort_status coh_store_tcp_stats(cohort_store *s, coh_store_stats *out)
     return st;
 }
 
-cohort_status coh_store_tcp_ping(cohort_store *s)
+cohort_status cohort_store_ping(cohort_store *s)
 {
     if (s && coh_store_backend_of(s) != &coh_store_tcp_backend)
         return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED, "ping: not a tcp store handle");
@@ -1541,7 +1543,7 @@ cohort_status coh_store_tcp_ping(cohort_store *s)
     return st;
 }
 
-cohort_status coh_store_tcp_set_generation(cohort_store *s, uint32_t gen, uint32_t *prev)
+cohort_status cohort_store_set_generation(cohort_store *s, uint32_t gen, uint32_t *prev)
 {
     if (s && coh_store_backend_of(s) != &coh_store_tcp_backend)
         return coh_err_set(NULL, COHORT_ERR_UNSUPPORTED, "set_generation: not a tcp store handle");

@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "trace/trace.h"
-#include "util/json.h" /* coh_json_str: the one JSON string escaper */
+#include "cohort_json.h" /* cohort_json_str: the one JSON string escaper */
 
 #define COH_TL_VERSION 1
 

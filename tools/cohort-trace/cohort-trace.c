@@ -222,13 +222,13 @@ static void tl_str(tl *t, const char *s)
 {
     static char buf[16384];
     size_t pos = 0;
-    coh_json_str(buf, sizeof buf, &pos, s);
+    cohort_json_str(buf, sizeof buf, &pos, s);
     if (pos >= sizeof buf) {
         /* Cut: keep it valid JSON. */
         char cut[4096];
         snprintf(cut, sizeof cut, "%.4000s", s);
         pos = 0;
-        coh_json_str(buf, sizeof buf, &pos, cut);
+        cohort_json_str(buf, sizeof buf, &pos, cut);
     }
     fputs(buf, t->f);
 }
