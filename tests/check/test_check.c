@@ -473,7 +473,7 @@ START_TEST(check_args)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("check");
     TCase *tc = tcase_create("check");
@@ -481,9 +481,7 @@ int main(void)
     tcase_add_test(tc, check_args);
     tcase_add_loop_test(tc, check_scenario, 0, (int)(sizeof cases / sizeof cases[0]));
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

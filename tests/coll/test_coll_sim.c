@@ -18,6 +18,7 @@
 #include "cases.h"
 #include "coll/coll_int.h"
 #include "sim.h"
+#include "support/support.h"
 
 #define CHUNK 64 /* COHORT_CHUNK_BYTES for the matrix: many pieces on small counts */
 
@@ -433,11 +434,4 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+COH_TEST_MAIN(suite)

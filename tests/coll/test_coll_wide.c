@@ -201,16 +201,14 @@ START_TEST(tcp_matches_shm)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("coll_wide");
     TCase *t = tcase_create("wide");
     tcase_add_loop_test(t, tcp_matches_shm, 0, MAXN - 1); /* n = 2..5 */
     tcase_set_timeout(t, 300);
     suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int f = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return f ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "coll/coll_int.h"
+#include "support/support.h"
 
 /* Blocks tile [0, count) in order, lengths differ by at most one, longer
  * ones first. */
@@ -213,11 +214,4 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
-}
+COH_TEST_MAIN(suite)

@@ -278,7 +278,7 @@ START_TEST(allocation_failures_never_abort)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("faults");
     TCase *tc = tcase_create("faults");
@@ -288,9 +288,7 @@ int main(void)
     tcase_add_test(tc, fd_exhaustion_is_an_error);
     tcase_add_test(tc, allocation_failures_never_abort);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -100,7 +100,7 @@ START_TEST(seeded_mutations)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("fuzz_store_replay");
     TCase *t = tcase_create("replay");
@@ -108,9 +108,7 @@ int main(void)
     tcase_add_test(t, replay_corpus);
     tcase_add_test(t, seeded_mutations);
     suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -193,7 +193,7 @@ START_TEST(store_bad_values)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("api_args");
     TCase *tc = tcase_create("api_args");
@@ -202,9 +202,7 @@ int main(void)
     tcase_add_test(tc, bad_values_without_group);
     tcase_add_test(tc, store_bad_values);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

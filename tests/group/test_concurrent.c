@@ -145,7 +145,7 @@ START_TEST(async_wait_from_other_thread_is_fine)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("concurrent");
     TCase *tc = tcase_create("concurrent");
@@ -153,9 +153,7 @@ int main(void)
     tcase_add_loop_test(tc, two_threads_on_one_group, 0, 2);
     tcase_add_loop_test(tc, async_wait_from_other_thread_is_fine, 0, 2);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

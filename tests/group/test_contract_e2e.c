@@ -467,7 +467,7 @@ START_TEST(debug_buffers_detects_race)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("contract_e2e");
     TCase *tc = tcase_create("e2e");
@@ -486,9 +486,7 @@ int main(void)
         fprintf(stderr, "debug_buffers_detects_race: not run under TSan (it commits the race "
                         "it detects); the plain and ASan builds run it\n");
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

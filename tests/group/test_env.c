@@ -295,7 +295,7 @@ START_TEST(store_unreachable_times_out_with_address)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("group_env");
     TCase *tc = tcase_create("env");
@@ -308,9 +308,7 @@ int main(void)
     tcase_add_test(tc, options_override_env);
     tcase_add_test(tc, store_unreachable_times_out_with_address);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

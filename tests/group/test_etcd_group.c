@@ -63,16 +63,14 @@ START_TEST(frozen_rank_seen_through_lease)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("etcd_group");
     TCase *tc = tcase_create("lease");
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, frozen_rank_seen_through_lease, 0, 2);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -329,7 +329,7 @@ START_TEST(recover_new_generation)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("group");
     TCase *tc = tcase_create("lifecycle");
@@ -341,9 +341,7 @@ int main(void)
     tcase_add_loop_test(tc, peer_exit_is_peer_lost, 0, 2);
     tcase_add_loop_test(tc, recover_new_generation, 0, 2);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -358,7 +358,7 @@ START_TEST(token_shared_through_private_file)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("launch_env");
     TCase *tc = tcase_create("launch_env");
@@ -370,9 +370,7 @@ int main(void)
     tcase_add_test(tc, master_from_the_job);
     tcase_add_test(tc, token_shared_through_private_file);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -153,7 +153,7 @@ START_TEST(lone_start)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("mpirun");
     TCase *tc = tcase_create("mpirun");
@@ -164,9 +164,7 @@ int main(void)
     tcase_add_test(tc, token_through_launcher_pmi);
     tcase_add_test(tc, lone_start);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -363,7 +363,7 @@ START_TEST(pmix_without_server_falls_back)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("pmi");
     TCase *tc = tcase_create("pmi");
@@ -378,9 +378,7 @@ int main(void)
     tcase_add_test(tc, failed_init_leaves_no_token_file);
     tcase_add_test(tc, pmix_without_server_falls_back);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

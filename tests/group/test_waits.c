@@ -383,7 +383,7 @@ START_TEST(mismatch_logs_once_and_dumps_failed)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("waits");
     TCase *tc = tcase_create("waits");
@@ -396,9 +396,7 @@ int main(void)
     tcase_add_loop_test(tc, finalize_while_peer_in_recv, 0, 2);
     tcase_add_loop_test(tc, mismatch_logs_once_and_dumps_failed, 0, 2);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

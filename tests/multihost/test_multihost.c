@@ -198,11 +198,11 @@ START_TEST(partition_then_restart)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     if (geteuid() != 0) {
         fprintf(stderr, "test_multihost needs root (network namespaces)\n");
-        return 1;
+        exit(1);
     }
     Suite *s = suite_create("multihost");
     TCase *tc = tcase_create("netns");
@@ -210,10 +210,7 @@ int main(void)
     tcase_add_test(tc, matrix_across_hosts);
     tcase_add_test(tc, partition_then_restart);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_set_fork_status(sr, CK_FORK);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -211,7 +211,7 @@ START_TEST(torch_listener_setup)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("store_admin");
     TCase *t = tcase_create("admin");
@@ -222,9 +222,7 @@ int main(void)
     tcase_add_test(t, stats_ping_generation);
     tcase_add_test(t, torch_listener_setup);
     suite_add_tcase(s, t);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

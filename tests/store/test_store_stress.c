@@ -340,16 +340,14 @@ START_TEST(good_job_beside_every_attack)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("store_stress");
     TCase *t = tcase_create("stress");
     tcase_set_timeout(t, 120);
     tcase_add_test(t, good_job_beside_every_attack);
     suite_add_tcase(s, t);
-    SRunner *r = srunner_create(s);
-    srunner_run_all(r, CK_NORMAL);
-    int failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -24,6 +24,18 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+int cht_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    /* Each test in its own process even under CK_FORK=no: tcase timeouts
+     * and a crash charged to the right test depend on it. */
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_ENV);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
+
 int cht_free_port(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);

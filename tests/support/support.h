@@ -13,6 +13,14 @@
 
 #include "cohort.h"
 
+/* Runs a Check suite (CK_VERBOSITY picks the output; normal by default) and
+ * makes its failure count the process's exit status. */
+int cht_run_suite(Suite *s);
+
+/* The main() of every Check test file: suite_fn() builds the suite. */
+#define COH_TEST_MAIN(suite_fn)                                                                    \
+    int main(void) { return cht_run_suite(suite_fn()); }
+
 /* Assert a status in the test process, printing name, text and detail. */
 #define CHT_PASS(expr) CHT_EXPECT(expr, COHORT_OK, NULL)
 #define CHT_EXPECT(expr, want, g)                                                                  \

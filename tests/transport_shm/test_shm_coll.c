@@ -589,16 +589,14 @@ START_TEST(matrix)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_coll");
     TCase *tc = tcase_create("matrix");
     tcase_add_loop_test(tc, matrix, 0, (int)COH_ARRAY_LEN(cfgs));
     tcase_set_timeout(tc, 250);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int f = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return f ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -221,16 +221,14 @@ START_TEST(mismatch)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_contract");
     TCase *tc = tcase_create("mismatch");
     tcase_add_loop_test(tc, mismatch, 0, M_N);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int f = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return f ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -586,7 +586,7 @@ START_TEST(bad_env)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_fault");
     TCase *tc = tcase_create("fault");
@@ -603,9 +603,7 @@ int main(void)
     tcase_add_test(tc, bad_env);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int f = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return f ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -65,16 +65,14 @@ START_TEST(oversubscribed)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_perf");
     TCase *tc = tcase_create("oversubscribed");
     tcase_add_loop_test(tc, oversubscribed, 0, 2);
     tcase_set_timeout(tc, 90);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int f = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return f ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

@@ -78,16 +78,14 @@ START_TEST(abort_wakes)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_threads");
     TCase *tc = tcase_create("threads");
     tcase_add_loop_test(tc, abort_wakes, 0, 3);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int f = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return f ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)

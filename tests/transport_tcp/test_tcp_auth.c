@@ -19,6 +19,7 @@
 #include "fixture.h"
 #include "transport/tcp/net.h"
 #include "transport/tcp/wire.h"
+#include "support/support.h"
 
 /* ---- attacker side helpers (test process, blocking sockets with timeouts) ---- */
 
@@ -565,11 +566,4 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+COH_TEST_MAIN(suite)

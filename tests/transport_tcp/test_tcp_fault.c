@@ -15,6 +15,7 @@
 
 #include "contract/contract.h"
 #include "fixture.h"
+#include "support/support.h"
 
 #define COLL COH_MSG_COLL
 #define P2P COH_MSG_P2P
@@ -414,11 +415,4 @@ static Suite *suite(void)
     return s;
 }
 
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
-}
+COH_TEST_MAIN(suite)

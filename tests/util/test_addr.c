@@ -5,6 +5,7 @@
 
 #include "cohort.h"
 #include "util/addr.h"
+#include "support/support.h"
 
 static coh_addr ok(const char *s)
 {
@@ -136,7 +137,7 @@ START_TEST(public_hostport)
 }
 END_TEST
 
-int main(void)
+static Suite *make_suite(void)
 {
     Suite *s = suite_create("addr");
     TCase *tc = tcase_create("split");
@@ -144,9 +145,7 @@ int main(void)
     tcase_add_test(tc, refused);
     tcase_add_test(tc, public_hostport);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return s;
 }
+
+COH_TEST_MAIN(make_suite)
