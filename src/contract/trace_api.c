@@ -12,9 +12,19 @@
 
 /* The public enums are the internal ones, value for value. */
 #define SAME(a, b) ((int)(a) == (int)(b))
-_Static_assert(SAME(COHORT_CALL_ALL_REDUCE, COH_COLL_ALL_REDUCE) &&
+_Static_assert(SAME(COHORT_CALL_NONE, COH_COLL_NONE) &&
+                   SAME(COHORT_CALL_ALL_REDUCE, COH_COLL_ALL_REDUCE) &&
+                   SAME(COHORT_CALL_BROADCAST, COH_COLL_BROADCAST) &&
+                   SAME(COHORT_CALL_REDUCE, COH_COLL_REDUCE) &&
+                   SAME(COHORT_CALL_ALL_GATHER, COH_COLL_ALL_GATHER) &&
+                   SAME(COHORT_CALL_GATHER, COH_COLL_GATHER) &&
+                   SAME(COHORT_CALL_SCATTER, COH_COLL_SCATTER) &&
+                   SAME(COHORT_CALL_REDUCE_SCATTER, COH_COLL_REDUCE_SCATTER) &&
+                   SAME(COHORT_CALL_ALL_TO_ALL, COH_COLL_ALL_TO_ALL) &&
                    SAME(COHORT_CALL_BARRIER, COH_COLL_BARRIER) &&
                    SAME(COHORT_CALL_SEND, COH_COLL_SEND) && SAME(COHORT_CALL_RECV, COH_COLL_RECV) &&
+                   SAME(COHORT_CALL_INTERNAL, COH_COLL_INTERNAL) &&
+                   SAME(COHORT_CALL_FINALIZE, COH_COLL_FINALIZE) &&
                    SAME(COHORT_CALL_FINALIZE + 1, COH_COLL_KIND_COUNT),
                "cohort_call_kind follows coh_coll");
 _Static_assert(SAME(COHORT_CALL_ISSUED, COH_ST_ISSUED) && SAME(COHORT_CALL_STARTED, COH_ST_STARTED) &&
