@@ -48,7 +48,8 @@ def includes():
                 h = m.group(1)
                 if "/" not in h and (h in pub or h in common or h in own):
                     continue
-                where = " (a header of src/)" if os.path.exists(os.path.join(ROOT, "src", h)) else ""
+                in_src = os.path.exists(os.path.join(ROOT, "src", h))
+                where = " (a header of src/)" if in_src else ""
                 bad.append(f"{rel}:{n}: #include \"{h}\": not a public header{where}")
     return bad
 

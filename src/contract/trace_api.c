@@ -27,7 +27,8 @@ _Static_assert(SAME(COHORT_CALL_NONE, COH_COLL_NONE) &&
                    SAME(COHORT_CALL_FINALIZE, COH_COLL_FINALIZE) &&
                    SAME(COHORT_CALL_FINALIZE + 1, COH_COLL_KIND_COUNT),
                "cohort_call_kind follows coh_coll");
-_Static_assert(SAME(COHORT_CALL_ISSUED, COH_ST_ISSUED) && SAME(COHORT_CALL_STARTED, COH_ST_STARTED) &&
+_Static_assert(SAME(COHORT_CALL_ISSUED, COH_ST_ISSUED) &&
+                   SAME(COHORT_CALL_STARTED, COH_ST_STARTED) &&
                    SAME(COHORT_CALL_COMPLETED, COH_ST_COMPLETED) &&
                    SAME(COHORT_CALL_FAILED, COH_ST_FAILED),
                "cohort_call_state follows coh_call_state");

@@ -174,7 +174,8 @@ START_TEST(torch_listener_setup)
     cohort_store_server *s = created(2);
     ck_assert_int_eq(cohort_store_server_torch_port(s), 0);
     /* Two jobs: the listener must name one, and one that exists. */
-    ck_assert_int_eq(cohort_store_server_torch_listen(s, "127.0.0.1", 0, NULL), COHORT_ERR_INVALID);
+    ck_assert_int_eq(cohort_store_server_torch_listen(s, "127.0.0.1", 0, NULL),
+                     COHORT_ERR_INVALID);
     ck_assert_ptr_nonnull(strstr(cohort_last_error(NULL), "name the job"));
     ck_assert_int_eq(cohort_store_server_torch_listen(s, "127.0.0.1", 0, "nojob"),
                      COHORT_ERR_INVALID);
@@ -191,7 +192,8 @@ START_TEST(torch_listener_setup)
     ck_assert_int_gt(port, 0);
     ck_assert_int_ne(port, cohort_store_server_port(s));
     /* Once only. */
-    ck_assert_int_eq(cohort_store_server_torch_listen(s, "127.0.0.1", 0, JOB_B), COHORT_ERR_INVALID);
+    ck_assert_int_eq(cohort_store_server_torch_listen(s, "127.0.0.1", 0, JOB_B),
+                     COHORT_ERR_INVALID);
     ck_assert_int_eq(cohort_store_server_torch_port(s), port);
     /* It listens: a TCP connect succeeds. */
     int fd = su_raw_connect(port);

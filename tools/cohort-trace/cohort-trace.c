@@ -336,7 +336,8 @@ static int analyze_group(dump **by_rank, int size, const char *job, uint32_t gro
                 if (!s->has_issued || e->seq > s->max_issued)
                     s->max_issued = e->seq;
                 s->has_issued = 1;
-                if (e->state == COHORT_CALL_COMPLETED && (!s->last_done || e->seq > s->last_done->seq))
+                if (e->state == COHORT_CALL_COMPLETED &&
+                    (!s->last_done || e->seq > s->last_done->seq))
                     s->last_done = e;
                 if (unfinished(e) && !s->pend_coll)
                     s->pend_coll = e;
