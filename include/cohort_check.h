@@ -137,6 +137,15 @@ COHORT_API cohort_status cohort_check_group_add(cohort_check *c, uint64_t id,
  * MPI_COMM_WORLD)"); copied, at most 63 bytes kept. */
 COHORT_API void cohort_check_group_name(cohort_check *c, cohort_check_group *grp, const char *name);
 
+/* 1 when the group has two members on this host, which compare each
+ * other's fingerprints through shared memory: after a synchronising
+ * backend call returned, cohort_check_wait then compares this rank's call
+ * with every other member's, so a front end may skip the wait before the
+ * backend call and still never hand a mismatched call's result to the
+ * program. 0 otherwise (more members: each rank compares only its
+ * predecessor's fingerprint; another host: it comes through the store). */
+COHORT_API int cohort_check_group_mutual(const cohort_check_group *grp);
+
 /* Forgets a group (its pending comparisons are finished first when the
  * neighbour's fingerprints are already there). Accepts NULL. */
 COHORT_API void cohort_check_group_remove(cohort_check *c, cohort_check_group *grp);

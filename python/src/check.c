@@ -789,11 +789,19 @@ static PyObject *cg_get_index(CheckGroupObject *self, void *c)
 {
     return PyLong_FromLong(self->index);
 }
+static PyObject *cg_get_mutual(CheckGroupObject *self, void *c)
+{
+    return PyBool_FromLong(cohort_check_group_mutual(self->grp));
+}
 
 static PyGetSetDef cg_getset[] = {
     {"id", (getter)cg_get_id, NULL, "the group id", NULL},
     {"size", (getter)cg_get_size, NULL, "members", NULL},
     {"index", (getter)cg_get_index, NULL, "this rank's index in the group (-1: not a member)",
+     NULL},
+    {"mutual", (getter)cg_get_mutual, NULL,
+     "two members on one host that compare each other: Checker.wait after a synchronising "
+     "backend call compares with every member (cohort_check_group_mutual)",
      NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };

@@ -120,6 +120,22 @@ def test_mismatch_reported_on_every_rank(case):
     assert f"exited with code {EXIT_CODE}" in job.err, job
 
 
+@pytest.mark.parametrize("case", ["count", "abort"] if OLD else ["count", "dtype", "abort"])
+def test_two_ranks_checked_after_the_backend(case):
+    """Two ranks on one host compare each other: the default checks a
+    blocking call after the backend returned (no hand-off before it), and
+    still neither rank returns from the mismatched call - both raise the
+    same report (or gloo's abort is held for it)."""
+    job = run(case, n=2)
+    assert job.rc == EXIT_CODE, job
+    reps = reports(job, n=2)
+    assert len(set(reps.values())) == 1, reps
+    assert re.search(r"rank 1 has (7|float64)", reps[0]), reps[0]
+    for r in range(2):
+        assert f"OK {case}" not in job.lines[r], job
+    assert "signal 6" not in job.err, job
+
+
 def test_backend_abort_is_held_for_the_report():
     """gloo aborts a rank on a size mismatch before the check compared the
     call: the abort waits for the report (case "abort" above); here the

@@ -22,6 +22,7 @@
 #include "contract/contract.h"
 #include "store/backend.h"
 #include "transport/shm/shm.h"
+#include "util/futex.h"
 
 #define FAIL_SEEN_MS 5000 /* a posted failure reaches this rank's monitor */
 
@@ -360,6 +361,24 @@ cohort_status cohort_check_create(cohort_group *world, const cohort_check_option
         cohort_check_destroy(c);
         return coh_err_set(NULL, COHORT_ERR_NOMEM, "cohort_check_create: out of memory");
     }
+    {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) == 0)
+            cpus = CPU_COUNT(&set);
+        int spin_us = world->local_size > cpus ? 0 : 20;
+        const char *t = coh_env_str("COHORT_CHECK_SPIN_US");
+        if (t) {
+            char *end;
+            long v = strtol(t, &end, 10);
+            if (end != t && !*end && v >= 0 && v <= 1000000)
+                spin_us = (int)v;
+        }
+        c->spin_ns = (uint64_t)spin_us * 1000ull;
+        c->yield_ns = world->local_size > cpus ? 2000000ull : 1000000ull;
+        if (c->yield_ns < c->spin_ns)
+            c->yield_ns = c->spin_ns;
+    }
     if (world->shm && c->o.transport != 1) {
         c->shm = world->shm;
         c->my_aux = coh_shm_aux(world->shm, world->local_rank);
@@ -520,6 +539,11 @@ void cohort_check_group_name(cohort_check *c, cohort_check_group *grp, const cha
     pthread_mutex_unlock(&c->mu);
 }
 
+int cohort_check_group_mutual(const cohort_check_group *grp)
+{
+    return grp && grp->n == 2 && grp->me >= 0 && grp->pred == grp->succ && grp->pred_ring;
+}
+
 void cohort_check_group_remove(cohort_check *c, cohort_check_group *grp)
 {
     if (!c || !grp)
@@ -666,6 +690,12 @@ static cohort_status publish(cohort_check *c, cohort_check_group *g, const chk_c
         atomic_store_explicit(&r->stamp, idx + 1, memory_order_release);
         c->head = idx + 1;
         atomic_store_explicit(&c->my_aux->head, idx + 1, memory_order_relaxed);
+        /* seq_cst store, then seq_cst load of sleepers, against the
+         * sleeper's increment-then-recheck (wait_pred_locked): either it
+         * sees the new word or this sees it asleep. No lost wake-up. */
+        atomic_store_explicit(&c->my_aux->wake, (uint32_t)(idx + 1), memory_order_seq_cst);
+        if (atomic_load_explicit(&c->my_aux->sleepers, memory_order_seq_cst))
+            coh_futex_wake_all(&c->my_aux->wake);
         return COHORT_OK;
     }
     /* Through the store: pipelined, no round trip. */
@@ -801,6 +831,62 @@ static int pending(const cohort_check_group *g, uint64_t seq)
     return m && m->seq <= seq;
 }
 
+/* Waits until the same-host predecessor's record for seq is compared, a
+ * failure, stop, or until_ns (monotonic). c->mu held; released while
+ * waiting. The three stages of shm_wait.c, on the predecessor's futex
+ * word: spin up to c->spin_ns (a record is usually microseconds away when
+ * both ranks run), yield up to c->yield_ns (the neighbour may need this
+ * CPU; a futex wake-up costs 20-40 us here, measured 47 us against 6-14 us
+ * per call in step with a bare sleep), then sleep on the word, so a wait
+ * for a neighbour that does not come burns at most c->yield_ns of CPU
+ * (before: a 5 ms sched_yield loop per wait). Sleeps are at most 1 ms so
+ * a failure found by the monitor thread is seen promptly. */
+static void wait_pred_locked(cohort_check *c, cohort_check_group *g, uint64_t seq,
+                             uint64_t until_ns)
+{
+    chk_aux_hdr *ph = coh_shm_aux(c->shm, c->world->peers[g->pred].local_index);
+    if (!ph)
+        return;
+    uint64_t t0 = coh_now_ns();
+    uint64_t spin_end = t0 + c->spin_ns, yield_end = t0 + c->yield_ns;
+    for (;;) {
+        coh_chk_drain_locked(c, g->pred, 0);
+        if (!pending(g, seq) || atomic_load_explicit(&c->failed, memory_order_relaxed) ||
+            c->stop)
+            return;
+        /* Records written before the word was read are visible to the
+         * drain below; a later one changes the word. */
+        uint32_t v = atomic_load_explicit(&ph->wake, memory_order_acquire);
+        coh_chk_drain_locked(c, g->pred, 0);
+        if (!pending(g, seq))
+            return;
+        uint64_t now = coh_now_ns();
+        if (now >= until_ns)
+            return;
+        pthread_mutex_unlock(&c->mu);
+        while (now < spin_end && atomic_load_explicit(&ph->wake, memory_order_acquire) == v) {
+            for (int i = 0; i < 64 && atomic_load_explicit(&ph->wake, memory_order_relaxed) == v;
+                 i++)
+                coh_cpu_relax();
+            now = coh_now_ns();
+        }
+        while (now < yield_end && now < until_ns &&
+               atomic_load_explicit(&ph->wake, memory_order_acquire) == v) {
+            sched_yield();
+            now = coh_now_ns();
+        }
+        if (now < until_ns && atomic_load_explicit(&ph->wake, memory_order_acquire) == v) {
+            atomic_fetch_add_explicit(&ph->sleepers, 1, memory_order_seq_cst);
+            if (atomic_load_explicit(&ph->wake, memory_order_seq_cst) == v) {
+                uint64_t left = until_ns > now ? until_ns - now : 0;
+                coh_futex_wait_ns(&ph->wake, v, left < 1000000ull ? left : 1000000ull);
+            }
+            atomic_fetch_sub_explicit(&ph->sleepers, 1, memory_order_seq_cst);
+        }
+        pthread_mutex_lock(&c->mu);
+    }
+}
+
 cohort_status cohort_check_end(cohort_check *c, cohort_check_group *g, uint64_t seq,
                                unsigned flags)
 {
@@ -831,14 +917,7 @@ cohort_status cohort_check_end(cohort_check *c, cohort_check_group *g, uint64_t 
              * (before it entered): wait briefly for it to be visible; past
              * 5 ms the monitor compares it later. */
             c->stats.sync_waits++;
-            uint64_t t0 = coh_now_ns();
-            while (pending(g, seq) && !atomic_load_explicit(&c->failed, memory_order_relaxed) &&
-                   coh_now_ns() - t0 < 5 * 1000 * 1000ull) {
-                pthread_mutex_unlock(&c->mu);
-                sched_yield();
-                pthread_mutex_lock(&c->mu);
-                coh_chk_drain_locked(c, g->pred, 0);
-            }
+            wait_pred_locked(c, g, seq, coh_now_ns() + 5 * 1000 * 1000ull);
         }
     }
     cohort_status st = COHORT_OK;
@@ -855,20 +934,14 @@ cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *g, uint64_t
         return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_wait: checker or group missing");
     pthread_mutex_lock(&c->mu);
     uint64_t dl = coh_deadline_ns(timeout_ms);
-    uint64_t t0 = coh_now_ns();
     while (pending(g, seq) && !atomic_load_explicit(&c->failed, memory_order_relaxed) &&
            coh_ms_left(dl) > 0 && !c->stop) {
-        if (g->pred_ring)
-            coh_chk_drain_locked(c, g->pred, 0);
-        if (!pending(g, seq))
-            break;
-        if (g->pred_ring && coh_now_ns() - t0 < 5 * 1000 * 1000ull) {
+        if (g->pred_ring) {
             /* A same-host predecessor about to enter the same call (the
              * torch wrapper waits here before a synchronising backend
-             * call): its record is microseconds away, a 2 ms sleep is not. */
-            pthread_mutex_unlock(&c->mu);
-            sched_yield();
-            pthread_mutex_lock(&c->mu);
+             * call): woken by its record, not by the monitor's tick. */
+            uint64_t until = coh_now_ns() + 1000ull * 1000000ull;
+            wait_pred_locked(c, g, seq, until < dl ? until : dl);
             continue;
         }
         struct timespec ts;

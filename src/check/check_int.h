@@ -76,6 +76,12 @@ typedef struct chk_pos {
 
 typedef struct chk_aux_hdr {
     _Atomic uint64_t head;      /* records written */
+    /* Futex word: the low 32 bits of head, stored after each record, and
+     * the count of readers asleep on it (a record is written with one
+     * wake-up system call only when someone sleeps). Same cache line as
+     * head, which the writer already dirties. */
+    _Atomic uint32_t wake;
+    _Atomic uint32_t sleepers;
     _Alignas(64) _Atomic uint32_t pos_ver;
     chk_pos pos;
 } chk_aux_hdr;
@@ -178,6 +184,10 @@ struct cohort_check {
 
     _Atomic int closed;        /* cohort_check_close succeeded: the world may now be
                                 * finalized under the monitor without it being a failure */
+    /* waiting for a same-host neighbour's record: spin this long, then
+     * sleep on its futex word (COHORT_CHECK_SPIN_US; 0 when ranks
+     * outnumber cores) */
+    uint64_t spin_ns, yield_ns;
     /* monitor */
     pthread_t thr;
     int thr_started, stop;

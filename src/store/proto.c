@@ -5,8 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <sodium.h>
-
+#include "util/auth.h"
 #include "util/util.h"
 
 /* The header is decoded before it is judged, so a caller that gets
@@ -409,16 +408,14 @@ void coh_proto_auth_mac(uint8_t mac[COH_PROTO_MAC], const char *token,
                         const uint8_t nonce[COH_PROTO_NONCE], const uint8_t *job, size_t joblen,
                         uint32_t generation)
 {
-    crypto_auth_hmacsha256_state st;
-    uint8_t g[4];
-    coh_put_u32(g, generation);
-    /* The init form takes a key of any length: tokens are arbitrary strings. */
-    crypto_auth_hmacsha256_init(&st, (const unsigned char *)token, strlen(token));
-    crypto_auth_hmacsha256_update(&st, nonce, COH_PROTO_NONCE);
-    crypto_auth_hmacsha256_update(&st, job, joblen);
-    crypto_auth_hmacsha256_update(&st, g, sizeof g);
-    crypto_auth_hmacsha256_final(&st, mac);
-    sodium_memzero(&st, sizeof st);
+    /* No label: this MAC predates the others and is keyed by the token
+     * itself, whose other uses all hash a label first. */
+    coh_auth_mac m;
+    coh_auth_begin(&m, token, strlen(token), NULL);
+    coh_auth_add(&m, nonce, COH_PROTO_NONCE);
+    coh_auth_add(&m, job, joblen);
+    coh_auth_add_u32(&m, generation);
+    coh_auth_end(&m, mac);
 }
 
 int coh_proto_parse_i64(const uint8_t *p, size_t n, int64_t *out)

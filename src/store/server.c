@@ -34,6 +34,7 @@
 
 #include "store/server_int.h"
 #include "store/torch.h"
+#include "util/auth.h"
 #include "util/ratelimit.h"
 
 #define SCRATCH_SIZE (256 * 1024)
@@ -546,7 +547,6 @@ static void refuse_fd(int fd, cohort_status st, const char *fmt, ...)
  * it has and sees stop requests and signals. */
 
 #define AUTH_GRACE_MS 250
-#define COH_GEN_MAX_STEP 64 /* how far ahead of a job's generation a client may join */
 #define ACCEPT_BACKOFF_MIN_MS 50
 #define ACCEPT_BACKOFF_MAX_MS 1000
 #define EVICT_PER_WAKEUP 64 /* bounds the work of one accept wakeup */
@@ -751,10 +751,15 @@ static void do_accept(struct cohort_store_server *s, int lfd, int torch)
             }
             continue;
         }
+        if (coh_auth_nonce(cp->nonce) != COHORT_OK) {
+            coh_warn_rl("store: no random bytes for %s's challenge: %s; closed", c->peer,
+                        coh_tls_err()->msg);
+            conn_close(c);
+            continue;
+        }
         dl_push(&s->unauth, &c->unode);
         s->nunauth++;
         pend_update(c);
-        randombytes_buf(cp->nonce, sizeof cp->nonce);
         uint8_t f[COH_PROTO_HDR + COH_PROTO_NONCE];
         coh_proto_put_hdr(f, COH_OP_HELLO, 0, COH_PROTO_NONCE);
         memcpy(f + COH_PROTO_HDR, cp->nonce, COH_PROTO_NONCE);
@@ -830,7 +835,7 @@ static void do_auth(conn *c, const coh_req *q)
         jid[i] = (q->job.p[i] >= 0x20 && q->job.p[i] < 0x7f) ? (char)q->job.p[i] : '?';
     jid[jl] = 0;
     job *j = NULL;
-    uint8_t want[COH_PROTO_MAC];
+    uint8_t want[COH_PROTO_MAC] = {0};
     pthread_mutex_lock(&s->jobs_mu);
     for (job *x = s->jobs; x; x = x->next)
         if (x->idlen == jl && !memcmp(x->id, q->job.p, jl)) {
@@ -840,40 +845,37 @@ static void do_auth(conn *c, const coh_req *q)
             break;
         }
     pthread_mutex_unlock(&s->jobs_mu);
-    if (!j) {
+    /* The decision every handshake makes (util/auth.h): job, MAC, then the
+     * store's generation window. */
+    switch (coh_auth_judge(j != NULL, want, q->mac, COH_AUTH_GEN_STORE, q->generation,
+                           j ? j->gen : 0)) {
+    case COH_AUTH_OK:
+        break;
+    case COH_AUTH_WRONG_JOB:
         coh_warn_rl("store: refused %s: unknown job '%s'", c->peer, jid);
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH, "unknown job '%s'", jid);
         auth_close(c);
         return;
-    }
-    if (sodium_memcmp(want, q->mac, COH_PROTO_MAC) != 0) {
+    case COH_AUTH_BAD_MAC:
         coh_warn_rl("store: refused %s: wrong token for job '%s'", c->peer, jid);
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH, "wrong token for job '%s'", jid);
         auth_close(c);
         return;
-    }
-    if (q->generation && q->generation < j->gen) {
+    case COH_AUTH_STALE_GEN:
         coh_warn_rl("store: refused %s: job '%s' stale generation %u (job is at %u)", c->peer, jid,
                  q->generation, j->gen);
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH, "stale generation %u, job is at %u",
                           q->generation, j->gen);
         auth_close(c);
         return;
-    }
-    if (q->generation && j->gen &&
-        (uint64_t)q->generation > (uint64_t)j->gen + COH_GEN_MAX_STEP) {
-        /* One careless or hostile token holder must not make every later
-         * restart "stale": a job moves forward a few generations at a time
-         * (a launcher's generations whose workers all died before they
-         * connected leave gaps), and only an operator (SET_GEN) moves it
-         * further or back. */
+    default: /* COH_AUTH_GEN_SKIP: only an operator (SET_GEN) moves a job further or back */
         coh_warn_rl("store: refused %s: job '%s' generation %u skips ahead (job is at %u)",
                     c->peer, jid, q->generation, j->gen);
         coh_srv_reply_err(c, q->op, q->id, COHORT_ERR_AUTH,
                           "generation %u skips ahead: job '%s' is at %u and moves at most %d "
                           "generations at a time (an operator can set it: cohort-kv "
                           "set-generation)",
-                          q->generation, jid, j->gen, COH_GEN_MAX_STEP);
+                          q->generation, jid, j->gen, COH_AUTH_GEN_MAX_STEP);
         auth_close(c);
         return;
     }

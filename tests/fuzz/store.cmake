@@ -6,7 +6,8 @@ if(COHORT_FUZZ)
     # The parser is compiled into the target itself so that libFuzzer's
     # coverage instrumentation covers it.
     add_executable(fuzz_store_proto fuzz_store_proto.c ${PROJECT_SOURCE_DIR}/src/store/proto.c
-                   ${PROJECT_SOURCE_DIR}/src/util/util.c ${PROJECT_SOURCE_DIR}/src/util/status.c)
+                   ${PROJECT_SOURCE_DIR}/src/util/auth.c ${PROJECT_SOURCE_DIR}/src/util/util.c
+                   ${PROJECT_SOURCE_DIR}/src/util/status.c)
     target_include_directories(fuzz_store_proto PRIVATE ${PROJECT_SOURCE_DIR}/include
                                ${PROJECT_SOURCE_DIR}/src ${PROJECT_BINARY_DIR})
     target_compile_options(fuzz_store_proto PRIVATE -fsanitize=fuzzer,address,undefined)

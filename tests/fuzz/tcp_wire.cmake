@@ -14,12 +14,14 @@ target_link_libraries(gen_tcp_wire PRIVATE cohort_static)
 target_include_directories(gen_tcp_wire PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_BINARY_DIR})
 
 if(COHORT_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
-  # wire.c is compiled into the target for coverage instrumentation; it
-  # needs nothing from the library but libsodium.
-  add_executable(fuzz_tcp_wire ${_d}/fuzz_tcp_wire.c ${PROJECT_SOURCE_DIR}/src/transport/tcp/wire.c)
+  # wire.c and the shared handshake unit (util/auth.c) are compiled into the
+  # target for coverage instrumentation; they need util.c and libsodium.
+  add_executable(fuzz_tcp_wire ${_d}/fuzz_tcp_wire.c ${PROJECT_SOURCE_DIR}/src/transport/tcp/wire.c
+                 ${PROJECT_SOURCE_DIR}/src/util/auth.c ${PROJECT_SOURCE_DIR}/src/util/util.c
+                 ${PROJECT_SOURCE_DIR}/src/util/status.c)
   target_compile_options(fuzz_tcp_wire PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_options(fuzz_tcp_wire PRIVATE -fsanitize=fuzzer,address,undefined)
-  target_link_libraries(fuzz_tcp_wire PRIVATE PkgConfig::SODIUM)
+  target_link_libraries(fuzz_tcp_wire PRIVATE PkgConfig::SODIUM Threads::Threads)
   target_include_directories(fuzz_tcp_wire PRIVATE ${PROJECT_SOURCE_DIR}/src
                              ${PROJECT_SOURCE_DIR}/include ${PROJECT_BINARY_DIR})
 endif()

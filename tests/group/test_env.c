@@ -9,19 +9,6 @@
 #include "group/group_internal.h"
 #include "support/support.h"
 
-static void clear_env(void)
-{
-    const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-                          "COHORT_STORE", "COHORT_TOKEN", "COHORT_JOB_ID", "COHORT_TIMEOUT",
-                          "COHORT_TRANSPORT", "COHORT_GENERATION", "SLURM_PROCID",
-                          "SLURM_NTASKS", "SLURM_JOB_ID", "SLURM_LOCALID", "OMPI_COMM_WORLD_RANK",
-                          "OMPI_COMM_WORLD_SIZE", "COHORT_DEBUG", "COHORT_STALL_WARN",
-                          "COHORT_LOG", "COHORT_CONTRACT", "COHORT_TRACE_SIZE", "SLURM_STEP_ID",
-                          NULL};
-    for (int i = 0; vars[i]; i++)
-        unsetenv(vars[i]);
-}
-
 static cohort_status init_err(char *msg, size_t len)
 {
     cohort_group *g = (cohort_group *)1;
@@ -33,7 +20,7 @@ static cohort_status init_err(char *msg, size_t len)
 
 START_TEST(missing_rank_named)
 {
-    clear_env();
+    cht_clear_launch_env();
     /* (no variable at all is a lone start: a world of one, test_launch_env) */
     setenv("WORLD_SIZE", "2", 1);
     char m[1024];
@@ -81,7 +68,7 @@ START_TEST(bad_values_named)
         {"COHORT_XYZZY_FROBNICATE", "1", "COHORT_XYZZY_FROBNICATE is not a cohort variable"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        clear_env();
+        cht_clear_launch_env();
         setenv("RANK", "1", 1);
         setenv("WORLD_SIZE", "4", 1);
         setenv("MASTER_ADDR", "127.0.0.1", 1);
@@ -106,7 +93,7 @@ START_TEST(strict_env_accepts_valid)
                            {"COHORT_TIMEOUT", "0.25"},      {"COHORT_TRACE_SIGNAL", "0"},
                            {"COHORT_TIMEOUT", ""}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        clear_env();
+        cht_clear_launch_env();
         setenv("RANK", "0", 1);
         setenv("WORLD_SIZE", "2", 1);
         setenv("COHORT_STORE", "127.0.0.1:1", 1);
@@ -228,7 +215,7 @@ END_TEST
 START_TEST(slurm_and_ompi_names)
 {
     coh_settings s;
-    clear_env();
+    cht_clear_launch_env();
     setenv("SLURM_PROCID", "3", 1);
     setenv("SLURM_NTASKS", "8", 1);
     setenv("SLURM_JOB_ID", "4242", 1);
@@ -240,7 +227,7 @@ START_TEST(slurm_and_ompi_names)
     ck_assert_int_eq(s.size, 8);
     ck_assert_str_eq(s.job_id, "4242");
     ck_assert_int_eq(s.store_port, 20000 + 4242 % 12000);
-    clear_env();
+    cht_clear_launch_env();
     setenv("OMPI_COMM_WORLD_RANK", "1", 1);
     setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
     setenv("COHORT_STORE", "tcp://10.0.0.1:4000", 1);
@@ -260,7 +247,7 @@ END_TEST
 
 START_TEST(options_override_env)
 {
-    clear_env();
+    cht_clear_launch_env();
     cohort_options o;
     cohort_options_init(&o);
     o.rank = 2;
@@ -279,7 +266,7 @@ END_TEST
 
 START_TEST(store_unreachable_times_out_with_address)
 {
-    clear_env();
+    cht_clear_launch_env();
     setenv("RANK", "1", 1);
     setenv("WORLD_SIZE", "2", 1);
     setenv("COHORT_TOKEN", "t", 1);

@@ -26,27 +26,6 @@
 #include "support/support.h"
 #include "util/hostlist.h"
 
-static void clear_env(void)
-{
-    static const char *const pfx[] = {"RANK=", "WORLD_SIZE=", "LOCAL_", "MASTER_", "COHORT_",
-                                      "SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCAL", NULL};
-    for (;;) {
-        int again = 0;
-        extern char **environ;
-        for (char **e = environ; *e && !again; e++)
-            for (int i = 0; pfx[i]; i++)
-                if (!strncmp(*e, pfx[i], strlen(pfx[i]))) {
-                    char name[256];
-                    snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
-                    unsetenv(name);
-                    again = 1;
-                    break;
-                }
-        if (!again)
-            break;
-    }
-}
-
 /* ---- host lists ---- */
 
 static int collect(const char *h, void *arg)
@@ -114,7 +93,7 @@ END_TEST
 
 START_TEST(lone_program_is_world_of_one)
 {
-    clear_env();
+    cht_clear_launch_env();
     coh_settings s;
     ck_assert_int_eq(coh_settings_resolve(NULL, &s), COHORT_OK);
     ck_assert_int_eq(s.singleton, 1);
@@ -144,7 +123,7 @@ END_TEST
  * is one process: not task 0 of 4 waiting for three others. */
 START_TEST(batch_script_is_not_a_step)
 {
-    clear_env();
+    cht_clear_launch_env();
     setenv("SLURM_JOB_ID", "812", 1);
     setenv("SLURM_PROCID", "0", 1);
     setenv("SLURM_NTASKS", "4", 1);
@@ -170,7 +149,7 @@ END_TEST
 START_TEST(master_from_the_job)
 {
     coh_settings s;
-    clear_env();
+    cht_clear_launch_env();
     setenv("SLURM_JOB_ID", "77", 1);
     setenv("SLURM_STEP_ID", "2", 1);
     setenv("SLURM_PROCID", "1", 1);
@@ -216,7 +195,7 @@ START_TEST(master_from_the_job)
                   cohort_last_error(NULL));
 
     /* Open MPI, every rank on this node: loopback, port from its job id. */
-    clear_env();
+    cht_clear_launch_env();
     setenv("OMPI_COMM_WORLD_RANK", "1", 1);
     setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
@@ -239,7 +218,7 @@ static char tokdir[256];
 
 static void slurm_rank_env(int rank, int n, const char *job)
 {
-    clear_env();
+    cht_clear_launch_env();
     char b[32];
     setenv("SLURM_JOB_ID", job, 1);
     setenv("SLURM_STEP_ID", "0", 1);
@@ -254,34 +233,38 @@ static void slurm_rank_env(int rank, int n, const char *job)
     setenv("COHORT_TIMEOUT", "20", 1);
 }
 
-/* Forks n ranks of an "srun step" running a real init + all_reduce +
- * finalize; returns the number of ranks that exited 0. */
+typedef struct step {
+    int n;
+    const char *job;
+} step;
+
+/* One rank of an "srun step": a real init + all_reduce + finalize. */
+static int step_rank(int r, void *arg)
+{
+    const step *sp = arg;
+    slurm_rank_env(r, sp->n, sp->job);
+    cohort_group *g;
+    if (cohort_init(&g) != COHORT_OK) {
+        fprintf(stderr, "rank %d: %s\n", r, cohort_last_error(NULL));
+        return 2;
+    }
+    int v = r + 1, sum = 0;
+    if (cohort_all_reduce(g, &v, &sum, 1, COHORT_INT32, COHORT_SUM) != COHORT_OK ||
+        sum != sp->n * (sp->n + 1) / 2)
+        return 3;
+    return cohort_finalize(g) == COHORT_OK ? 0 : 4;
+}
+
+/* Forks n ranks of the step (killed after 30 s); returns the number of
+ * ranks that exited 0. */
 static int run_step(int n, const char *job)
 {
-    pid_t pid[8];
-    for (int r = 0; r < n; r++) {
-        pid[r] = fork();
-        if (pid[r] == 0) {
-            alarm(30);
-            slurm_rank_env(r, n, job);
-            cohort_group *g;
-            if (cohort_init(&g) != COHORT_OK) {
-                fprintf(stderr, "rank %d: %s\n", r, cohort_last_error(NULL));
-                _exit(2);
-            }
-            int v = r + 1, sum = 0;
-            if (cohort_all_reduce(g, &v, &sum, 1, COHORT_INT32, COHORT_SUM) != COHORT_OK ||
-                sum != n * (n + 1) / 2)
-                _exit(3);
-            _exit(cohort_finalize(g) == COHORT_OK ? 0 : 4);
-        }
-    }
+    step sp = {n, job};
+    cht_result res;
+    ck_assert_int_ge(cht_spawn(n, 30000, 0, step_rank, NULL, &sp, &res), 0);
     int ok = 0;
-    for (int r = 0; r < n; r++) {
-        int st;
-        waitpid(pid[r], &st, 0);
-        ok += WIFEXITED(st) && WEXITSTATUS(st) == 0;
-    }
+    for (int r = 0; r < n; r++)
+        ok += res.status[r] == 0 && !res.hung[r];
     return ok;
 }
 

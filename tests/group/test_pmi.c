@@ -27,27 +27,6 @@
 #include "group/pmi.h"
 #include "support/support.h"
 
-static void clear_env(void)
-{
-    static const char *const pfx[] = {"RANK=", "WORLD_SIZE=", "LOCAL_", "MASTER_", "COHORT_",
-                                      "SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCAL", NULL};
-    for (;;) {
-        int again = 0;
-        extern char **environ;
-        for (char **e = environ; *e && !again; e++)
-            for (int i = 0; pfx[i]; i++)
-                if (!strncmp(*e, pfx[i], strlen(pfx[i]))) {
-                    char name[256];
-                    snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
-                    unsetenv(name);
-                    again = 1;
-                    break;
-                }
-        if (!again)
-            break;
-    }
-}
-
 /* ---- the fake launcher ---- */
 
 enum fault { OK, GARBAGE, REFUSE_PUT, LONG_LINE, CLOSE_AT_BARRIER, SILENT_BARRIER, WRONG_CMD };
@@ -161,7 +140,7 @@ static int hex64(const char *t)
 
 START_TEST(rank0_publishes_host_and_token)
 {
-    clear_env();
+    cht_clear_launch_env();
     fake f;
     fake_start(&f, OK, 0, 2);
     setenv("MPIR_CVAR_CH3_INTERFACE_HOSTNAME", "cn-a", 1);
@@ -192,7 +171,7 @@ END_TEST
 
 START_TEST(rank1_reads_rank0s)
 {
-    clear_env();
+    cht_clear_launch_env();
     fake f;
     fake_start(&f, OK, 1, 2);
     coh_pmi_result r;
@@ -212,7 +191,7 @@ END_TEST
  * COHORT_TOKEN, an unusable COHORT_TOKEN_DIR), the job id from the kvsname. */
 START_TEST(init_takes_token_and_job_from_pmi)
 {
-    clear_env();
+    cht_clear_launch_env();
     fake f;
     fake_start(&f, OK, 0, 1);
     setenv("MPI_LOCALNRANKS", "1", 1);
@@ -232,7 +211,7 @@ END_TEST
 /* Each bad launcher: status, a phrase of the message, bounded time. */
 static void bad_launcher(enum fault fault, cohort_status want, const char *phrase)
 {
-    clear_env();
+    cht_clear_launch_env();
     fake f;
     fake_start(&f, fault, 0, 2);
     coh_pmi_result r;
@@ -261,7 +240,7 @@ END_TEST
 
 START_TEST(bad_pmi_fd)
 {
-    clear_env();
+    cht_clear_launch_env();
     setenv("PMI_FD", "987", 1);
     setenv("PMI_RANK", "0", 1);
     coh_pmi_result r;
@@ -272,7 +251,7 @@ END_TEST
 
 START_TEST(off_and_absent)
 {
-    clear_env();
+    cht_clear_launch_env();
     const char *why;
     ck_assert_int_eq(coh_pmi_available(&why), 0);
     ck_assert_ptr_nonnull(strstr(why, "neither PMIx"));
@@ -288,7 +267,7 @@ END_TEST
 /* An MPI library in the process owns the launcher's connection. */
 START_TEST(not_with_mpi_loaded)
 {
-    clear_env();
+    cht_clear_launch_env();
     setenv("PMI_FD", "3", 1);
     setenv("PMI_RANK", "0", 1);
     void *h = dlopen("libmpi.so.40", RTLD_LAZY | RTLD_LOCAL);
@@ -308,7 +287,7 @@ END_TEST
  * after rank 0 had written the token file, leaving it behind. */
 START_TEST(failed_init_leaves_no_token_file)
 {
-    clear_env();
+    cht_clear_launch_env();
     char dir[128];
     snprintf(dir, sizeof dir, "/tmp/cohort-pmi-tok-%d", (int)getpid());
     ck_assert_int_eq(mkdir(dir, 0700), 0);
@@ -335,7 +314,7 @@ END_TEST
  * inside another job's rank): no PMI after all, the fallback's error. */
 START_TEST(pmix_without_server_falls_back)
 {
-    clear_env();
+    cht_clear_launch_env();
     setenv("OMPI_COMM_WORLD_RANK", "0", 1);
     setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "1", 1);

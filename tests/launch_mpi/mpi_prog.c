@@ -22,6 +22,7 @@
 
 #include "cohort.h"
 #include "core/group.h"
+#include "support/support.h"
 #ifdef COHORT_TEST_WITH_MPI
 #include <mpi.h>
 #endif
@@ -76,12 +77,9 @@ int main(int argc, char **argv)
 #else
 #define DONE(rc) (rc)
 #endif
-    cohort_group *g;
-    cohort_status st = cohort_init(&g);
-    if (st != COHORT_OK) {
-        fprintf(stderr, "init: %s: %s\n", cohort_status_name(st), cohort_last_error(NULL));
+    cohort_group *g = cht_launched_init();
+    if (!g)
         return DONE(2);
-    }
     int r = cohort_rank(g), n = cohort_size(g);
     char host[64] = "?";
     gethostname(host, sizeof host - 1);
@@ -90,21 +88,9 @@ int main(int argc, char **argv)
     int hits = exported ? 0
                : g->token && strlen(g->token) >= 16 ? scan(g->token, &scanned, where, sizeof where)
                                                     : -1;
-    long v[256], sum[256];
-    for (int i = 0; i < 256; i++)
-        v[i] = r + i;
-    st = cohort_all_reduce(g, v, sum, 256, COHORT_INT64, COHORT_SUM);
-    int good = st == COHORT_OK;
-    for (int i = 0; good && i < 256; i++)
-        good = sum[i] == (long)n * (n - 1) / 2 + (long)n * i;
-    /* every rank scanned while all of them (and the launcher) were alive */
-    if (st == COHORT_OK)
-        st = cohort_barrier(g);
-    if (st == COHORT_OK)
-        st = cohort_finalize(g);
-    int ok = good && st == COHORT_OK && hits == 0;
+    int sum_ok = cht_launched_sum_run(g);
+    int ok = sum_ok && hits == 0;
     printf("rank %d of %d on %s: %s, token in %s (%d processes scanned)\n", r, n, host,
-           good && st == COHORT_OK ? "sum ok" : "FAILED", hits == 0 ? "no cmdline or environment" : where,
-           scanned);
+           sum_ok ? "sum ok" : "FAILED", hits == 0 ? "no cmdline or environment" : where, scanned);
     return DONE(ok ? 0 : 1);
 }

@@ -15,36 +15,24 @@
 #include <unistd.h>
 
 #include "cohort.h"
+#include "support/support.h"
 
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "ok";
     setvbuf(stdout, NULL, _IOLBF, 0);
-    cohort_group *g;
-    cohort_status st = cohort_init(&g);
-    if (st != COHORT_OK) {
-        fprintf(stderr, "init: %s: %s\n", cohort_status_name(st), cohort_last_error(NULL));
+    cohort_group *g = cht_launched_init();
+    if (!g)
         return 2;
-    }
     int r = cohort_rank(g), n = cohort_size(g);
+    cohort_status st;
     char host[64] = "?";
     gethostname(host, sizeof host - 1);
     if (!strcmp(mode, "ok")) {
-        long v[256], sum[256];
-        for (int i = 0; i < 256; i++)
-            v[i] = r + i;
-        st = cohort_all_reduce(g, v, sum, 256, COHORT_INT64, COHORT_SUM);
-        int good = st == COHORT_OK;
-        for (int i = 0; good && i < 256; i++)
-            good = sum[i] == (long)n * (n - 1) / 2 + (long)n * i;
-        if (st == COHORT_OK)
-            st = cohort_barrier(g);
-        if (st == COHORT_OK)
-            st = cohort_finalize(g);
+        int ok = cht_launched_sum_run(g);
         printf("rank %d of %d on %s node %s: %s\n", r, n, host,
-               getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : "-",
-               good && st == COHORT_OK ? "sum ok" : "FAILED");
-        return good && st == COHORT_OK ? 0 : 1;
+               getenv("SLURMD_NODENAME") ? getenv("SLURMD_NODENAME") : "-", ok ? "sum ok" : "FAILED");
+        return ok ? 0 : 1;
     }
     if (!strcmp(mode, "mismatch")) {
         float buf[64] = {0};

@@ -131,103 +131,53 @@ static void set_extra_env(const char *extra)
     free(dup);
 }
 
-int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_result *res)
+int cht_spawn(int n, int deadline_ms, int resume_stopped, int (*child)(int, void *),
+              int (*parent)(void *), void *arg, cht_result *res)
 {
-    memset(res, 0, sizeof *res);
-    int n = o->nranks;
+    res->n = n;
+    memset(res->status, 0, sizeof res->status);
+    memset(res->hung, 0, sizeof res->hung);
+    res->parent = 0;
+    res->elapsed_ms = 0;
     if (n < 1 || n > 64)
         return -1;
-    res->n = n;
-    char job[64], token[65];
-    snprintf(job, sizeof job, "test-%d-%ld", (int)getpid(), (long)(now_ms() * 1000) % 1000000000);
-    unsigned char rnd[16];
-    FILE *ur = fopen("/dev/urandom", "rb");
-    if (!ur || fread(rnd, 1, sizeof rnd, ur) != sizeof rnd) {
-        if (ur)
-            fclose(ur);
-        return -1;
-    }
-    fclose(ur);
-    for (int i = 0; i < 16; i++)
-        snprintf(token + 2 * i, 3, "%02x", rnd[i]);
-    int srv = 0;
-    pid_t srv_pid = -1;
-    int srv_stop = -1;
-    int port = 0;
-    if (o->store_mode == CHT_STORE_PARENT) {
-        /* The store runs in its own process, forked before any thread:
-         * forking ranks from a process that runs a server thread can
-         * deadlock a child in the allocator (seen under ASan). */
-        srv_pid = store_process(job, token, res->store_addr, sizeof res->store_addr, &srv_stop);
-        if (srv_pid < 0)
-            return -1;
-        srv = 1;
-    } else {
-        port = cht_free_port();
-    }
     fflush(NULL);
     pid_t pids[64];
     double t0 = now_ms();
     for (int r = 0; r < n; r++) {
         pid_t p = fork();
-        if (p < 0)
+        if (p < 0) {
+            fprintf(stderr, "cht_spawn: fork rank %d: %s\n", r, strerror(errno));
+            for (int k = 0; k < r; k++) {
+                kill(pids[k], SIGKILL);
+                waitpid(pids[k], NULL, 0);
+            }
             return -1;
+        }
         if (p == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (o->netns && o->netns[r]) {
-                char path[256];
-                snprintf(path, sizeof path, "/var/run/netns/%s", o->netns[r]);
-                int fd = open(path, O_RDONLY | O_CLOEXEC);
-                if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
-                    fprintf(stderr, "rank %d: cannot enter netns %s\n", r, o->netns[r]);
-                    _exit(97);
-                }
-                close(fd);
-            }
-            char b[32];
-            snprintf(b, sizeof b, "%d", r);
-            setenv("RANK", b, 1);
-            setenv("LOCAL_RANK", b, 1);
-            snprintf(b, sizeof b, "%d", n);
-            setenv("WORLD_SIZE", b, 1);
-            setenv("LOCAL_WORLD_SIZE", b, 1);
-            setenv("COHORT_JOB_ID", job, 1);
-            setenv("COHORT_TOKEN", token, 1);
-            if (srv) {
-                char url[160];
-                snprintf(url, sizeof url, "tcp://%s", res->store_addr);
-                setenv("COHORT_STORE", url, 1);
-            } else {
-                setenv("MASTER_ADDR", o->master_addr ? o->master_addr : "127.0.0.1", 1);
-                snprintf(b, sizeof b, "%d", port);
-                setenv("MASTER_PORT", b, 1);
-            }
-            if (o->transport)
-                setenv("COHORT_TRANSPORT", o->transport, 1);
-            if (o->generation) {
-                snprintf(b, sizeof b, "%d", o->generation);
-                setenv("COHORT_GENERATION", b, 1);
-            }
-            set_extra_env(o->extra_env);
-            int rc = fn(r, arg);
+            int rc = child(r, arg);
             fflush(NULL);
             _exit(rc);
         }
         pids[r] = p;
     }
-    int deadline = o->deadline_ms > 0 ? o->deadline_ms : 60000;
+    if (parent)
+        res->parent = parent(arg);
+    double t_wait = now_ms(); /* the deadline counts from here */
+    double deadline = deadline_ms > 0 ? deadline_ms : 60000;
     int left = n;
     int done[64] = {0}, stopped[64] = {0}, resumed = 0;
     while (left > 0) {
         int st;
-        pid_t p = waitpid(-1, &st, WNOHANG | (o->resume_stopped ? WUNTRACED : 0));
+        pid_t p = waitpid(-1, &st, WNOHANG | (resume_stopped ? WUNTRACED : 0));
         if (p > 0 && WIFSTOPPED(st)) {
             for (int r = 0; r < n; r++)
                 if (pids[r] == p)
                     stopped[r] = 1;
             continue;
         }
-        if (o->resume_stopped && !resumed) {
+        if (resume_stopped && !resumed) {
             int nstopped = 0;
             for (int r = 0; r < n; r++)
                 nstopped += stopped[r] && !done[r];
@@ -247,13 +197,13 @@ int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_resu
                 }
             continue;
         }
-        if (now_ms() - t0 > deadline) {
+        if (now_ms() - t_wait > deadline) {
             for (int r = 0; r < n; r++)
                 if (!done[r]) {
                     res->hung[r] = 1;
                     kill(pids[r], SIGKILL);
                 }
-            deadline = 1 << 30;
+            deadline = 1e12; /* killed: reap them */
             continue;
         }
         /* Reaping cadence only; not synchronisation between ranks. */
@@ -261,14 +211,102 @@ int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_resu
         nanosleep(&ts, NULL);
     }
     res->elapsed_ms = now_ms() - t0;
-    if (srv) {
-        close(srv_stop); /* EOF: the store process stops its server and exits */
-        waitpid(srv_pid, NULL, 0);
-    }
     for (int r = 0; r < n; r++)
         if (res->status[r] || res->hung[r])
             return 1;
     return 0;
+}
+
+/* What cht_run_ranks's children need to set up before fn. */
+typedef struct run_ctx {
+    const cht_opts *o;
+    int (*fn)(int, void *);
+    void *arg;
+    const char *job, *token, *store_addr;
+    int port;
+} run_ctx;
+
+static int run_child(int r, void *p)
+{
+    const run_ctx *c = p;
+    const cht_opts *o = c->o;
+    if (o->netns && o->netns[r]) {
+        char path[256];
+        snprintf(path, sizeof path, "/var/run/netns/%s", o->netns[r]);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+            fprintf(stderr, "rank %d: cannot enter netns %s\n", r, o->netns[r]);
+            return 97;
+        }
+        close(fd);
+    }
+    char b[32];
+    snprintf(b, sizeof b, "%d", r);
+    setenv("RANK", b, 1);
+    setenv("LOCAL_RANK", b, 1);
+    snprintf(b, sizeof b, "%d", o->nranks);
+    setenv("WORLD_SIZE", b, 1);
+    setenv("LOCAL_WORLD_SIZE", b, 1);
+    setenv("COHORT_JOB_ID", c->job, 1);
+    setenv("COHORT_TOKEN", c->token, 1);
+    if (c->store_addr) {
+        char url[160];
+        snprintf(url, sizeof url, "tcp://%s", c->store_addr);
+        setenv("COHORT_STORE", url, 1);
+    } else {
+        setenv("MASTER_ADDR", o->master_addr ? o->master_addr : "127.0.0.1", 1);
+        snprintf(b, sizeof b, "%d", c->port);
+        setenv("MASTER_PORT", b, 1);
+    }
+    if (o->transport)
+        setenv("COHORT_TRANSPORT", o->transport, 1);
+    if (o->generation) {
+        snprintf(b, sizeof b, "%d", o->generation);
+        setenv("COHORT_GENERATION", b, 1);
+    }
+    set_extra_env(o->extra_env);
+    return c->fn(r, c->arg);
+}
+
+int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_result *res)
+{
+    memset(res, 0, sizeof *res);
+    int n = o->nranks;
+    if (n < 1 || n > 64)
+        return -1;
+    res->n = n;
+    char job[64], token[65];
+    snprintf(job, sizeof job, "test-%d-%ld", (int)getpid(), (long)(now_ms() * 1000) % 1000000000);
+    unsigned char rnd[16];
+    FILE *ur = fopen("/dev/urandom", "rb");
+    if (!ur || fread(rnd, 1, sizeof rnd, ur) != sizeof rnd) {
+        if (ur)
+            fclose(ur);
+        return -1;
+    }
+    fclose(ur);
+    for (int i = 0; i < 16; i++)
+        snprintf(token + 2 * i, 3, "%02x", rnd[i]);
+    run_ctx c = {.o = o, .fn = fn, .arg = arg, .job = job, .token = token};
+    pid_t srv_pid = -1;
+    int srv_stop = -1;
+    if (o->store_mode == CHT_STORE_PARENT) {
+        /* The store runs in its own process, forked before any thread:
+         * forking ranks from a process that runs a server thread can
+         * deadlock a child in the allocator (seen under ASan). */
+        srv_pid = store_process(job, token, res->store_addr, sizeof res->store_addr, &srv_stop);
+        if (srv_pid < 0)
+            return -1;
+        c.store_addr = res->store_addr;
+    } else {
+        c.port = cht_free_port();
+    }
+    int rc = cht_spawn(n, o->deadline_ms, o->resume_stopped, run_child, NULL, &c, res);
+    if (srv_pid > 0) {
+        close(srv_stop); /* EOF: the store process stops its server and exits */
+        waitpid(srv_pid, NULL, 0);
+    }
+    return rc;
 }
 
 void cht_assert_all_ok(const cht_result *r)
@@ -285,6 +323,60 @@ void cht_assert_all_ok(const cht_result *r)
                 break;
         }
     ck_assert_msg(!bad, "ranks failed:%s", msg);
+}
+
+void cht_clear_launch_env(void)
+{
+    static const char *const pfx[] = {"RANK=", "WORLD_SIZE=", "LOCAL_", "MASTER_", "COHORT_",
+                                      "SLURM_", "OMPI_", "PMI_", "PMIX_", "MPI_LOCAL", NULL};
+    extern char **environ;
+    for (;;) {
+        int again = 0;
+        for (char **e = environ; *e && !again; e++) {
+            if (!strncmp(*e, "COHORT_BUILD_DIR=", 17) || !strncmp(*e, "COHORT_SOURCE_DIR=", 18))
+                continue;
+            for (int i = 0; pfx[i]; i++)
+                if (!strncmp(*e, pfx[i], strlen(pfx[i]))) {
+                    char name[256];
+                    snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+                    unsetenv(name); /* environ changed: scan again */
+                    again = 1;
+                    break;
+                }
+        }
+        if (!again)
+            break;
+    }
+}
+
+cohort_group *cht_launched_init(void)
+{
+    cohort_group *g = NULL;
+    cohort_status st = cohort_init(&g);
+    if (st != COHORT_OK) {
+        fprintf(stderr, "init: %s: %s\n", cohort_status_name(st), cohort_last_error(NULL));
+        return NULL;
+    }
+    return g;
+}
+
+int cht_launched_sum_run(cohort_group *g)
+{
+    int r = cohort_rank(g), n = cohort_size(g);
+    long v[256], sum[256];
+    for (int i = 0; i < 256; i++)
+        v[i] = r + i;
+    cohort_status st = cohort_all_reduce(g, v, sum, 256, COHORT_INT64, COHORT_SUM);
+    int good = st == COHORT_OK;
+    for (int i = 0; good && i < 256; i++)
+        good = sum[i] == (long)n * (n - 1) / 2 + (long)n * i;
+    /* the barrier: every rank did what it did before this call while all of
+     * them (and the launcher) were alive */
+    if (st == COHORT_OK)
+        st = cohort_barrier(g);
+    if (st == COHORT_OK)
+        st = cohort_finalize(g);
+    return good && st == COHORT_OK;
 }
 
 double cht_value(int rank, size_t i) { return (double)((rank * 7 + (int)(i % 13)) % 11) - 3.0; }

@@ -1,5 +1,6 @@
 /* fixture.c - forked ranks with hand-built groups for tcp transport tests. */
 #include "fixture.h"
+#include "support/support.h"
 
 #include <check.h>
 #include <errno.h>
@@ -259,6 +260,26 @@ static int rank_main(tf_shared *sh, const tf_opts *o, int rank, tf_fn fn, void *
     return ret;
 }
 
+/* The rank body and the parent callback, run by cht_spawn. */
+typedef struct tf_ctx {
+    tf_shared *sh;
+    const tf_opts *o;
+    tf_fn fn;
+    void *arg;
+} tf_ctx;
+
+static int tf_child(int rank, void *p)
+{
+    tf_ctx *c = p;
+    return rank_main(c->sh, c->o, rank, c->fn, c->arg);
+}
+
+static int tf_parent(void *p)
+{
+    tf_ctx *c = p;
+    return c->o->parent(c->sh, c->arg);
+}
+
 tf_shared *tf_run(const tf_opts *o, tf_fn fn, void *arg, tf_result *res)
 {
     memset(res, 0, sizeof *res);
@@ -287,49 +308,17 @@ tf_shared *tf_run(const tf_opts *o, tf_fn fn, void *arg, tf_result *res)
     for (int i = 0; i < TF_MAX; i++)
         sh->status[i] = -1;
 
-    fflush(NULL);
-    pid_t pids[TF_MAX];
+    tf_ctx ctx = {.sh = sh, .o = o, .fn = fn, .arg = arg};
+    cht_result cr;
+    memset(&cr, 0, sizeof cr);
+    TF_REQUIRE(cht_spawn(n, o->deadline_ms, 0, tf_child, o->parent ? tf_parent : NULL, &ctx,
+                         &cr) >= 0,
+               "fork failed");
     for (int r = 0; r < n; r++) {
-        pid_t p = fork();
-        TF_REQUIRE(p >= 0, "fork: %s", strerror(errno));
-        if (p == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            int rc = rank_main(sh, o, r, fn, arg);
-            fflush(NULL);
-            _exit(rc);
-        }
-        pids[r] = p;
+        res->exit[r] = cr.status[r];
+        res->hung[r] = cr.hung[r];
     }
-    if (o->parent)
-        res->parent = o->parent(sh, arg);
-    int deadline = o->deadline_ms ? o->deadline_ms : 60000;
-    uint64_t t0 = tf_now_ns();
-    int left = n, done[TF_MAX] = {0};
-    while (left > 0) {
-        int st;
-        pid_t p = waitpid(-1, &st, WNOHANG);
-        if (p > 0) {
-            for (int r = 0; r < n; r++)
-                if (pids[r] == p && !done[r]) {
-                    done[r] = 1;
-                    left--;
-                    res->exit[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-                }
-            continue;
-        }
-        if ((tf_now_ns() - t0) / 1000000 > (uint64_t)deadline) {
-            for (int r = 0; r < n; r++)
-                if (!done[r]) {
-                    res->hung[r] = 1;
-                    kill(pids[r], SIGKILL);
-                }
-            deadline = 1 << 30;
-            continue;
-        }
-        /* Reaping cadence only; ranks synchronise through the shared page. */
-        struct timespec ts = {0, 2 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-    }
+    res->parent = cr.parent;
     return sh;
 }
 

@@ -428,14 +428,24 @@ def _wrap_collective(name, orig):
         # result reaches the program; a backend that fails on the mismatch
         # first is held (SIGABRT, hold_abort) or caught (an exception) until
         # the report is out.
+        postwait = False
         if synced and st.prewait and not a.get("async_op"):
-            # A blocking collective completes only when every member entered
-            # it: the member that finds its predecessor different does not
-            # enter, so no member gets a result from a mismatched call
-            # (without this wait the others may, for the ms until the
-            # monitor ends them). COHORT_TORCH_PREWAIT=0 trades that for
-            # ~40 us less per call (docs/pytorch.md).
-            st.chk.wait(cg, seq)
+            if cg.mutual:
+                # Two members on one host compare each other: once the
+                # backend returned, both fingerprints are published, and
+                # waiting for the neighbour's there compares this call with
+                # every member's before the result reaches the program -
+                # the same guarantee without a hand-off before the backend.
+                postwait = True
+            else:
+                # A blocking collective completes only when every member
+                # entered it: the member that finds its predecessor
+                # different does not enter, so no member gets a result
+                # from a mismatched call (without this wait the others
+                # may, for the ms until the monitor ends them).
+                # COHORT_TORCH_PREWAIT=0 trades that for less time per
+                # call (docs/pytorch.md).
+                st.chk.wait(cg, seq)
         _tls.depth = 1  # torch's own nested calls (e.g. _all_gather_base) are not separate calls
         try:
             out = orig(*args, **kwargs)
@@ -447,6 +457,8 @@ def _wrap_collective(name, orig):
         if a.get("async_op"):
             st.chk.end(cg, seq)
             return CheckedWork(out, cg, seq) if out is not None else out
+        if postwait:
+            st.chk.wait(cg, seq)
         st.chk.end(cg, seq, synced)
         return out
 

@@ -38,6 +38,7 @@
 
 #include "transport/shm/shm_cma.h"
 #include "transport/shm/shm_seg.h"
+#include "util/auth.h"
 
 #define HS_MAGIC 0x4b485343u /* "CSHK" */
 #define HS_TIMEOUT_MS 2000   /* a member's wait for the lead's answers, per attempt */
@@ -75,21 +76,21 @@ static uint64_t job_hash(const cohort_group *g)
     return coh_hash64(g->job_id, strnlen(g->job_id, sizeof g->job_id), 0x73686dull);
 }
 
-/* MAC over a label, two nonces, the group identity and extra bytes. */
+/* MAC over a label, two nonces, the group identity and extra bytes
+ * (util/auth.h). Job and generation travel only inside the MAC here: a
+ * member of another job or generation fails it like a wrong token. */
 static void hs_mac(uint8_t out[32], const cohort_group *g, const char *label, const uint8_t a[32],
                    const uint8_t b[32], const void *extra, size_t extra_len)
 {
-    crypto_auth_hmacsha256_state st;
-    crypto_auth_hmacsha256_init(&st, (const unsigned char *)g->token, strlen(g->token));
-    crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, strlen(label) + 1);
-    crypto_auth_hmacsha256_update(&st, a, 32);
-    crypto_auth_hmacsha256_update(&st, b, 32);
-    crypto_auth_hmacsha256_update(&st, (const unsigned char *)g->job_id,
-                                  strnlen(g->job_id, sizeof g->job_id) + 1);
+    coh_auth_mac m;
+    coh_auth_begin(&m, g->token, strlen(g->token), label);
+    coh_auth_add(&m, a, COH_AUTH_NONCE);
+    coh_auth_add(&m, b, COH_AUTH_NONCE);
+    coh_auth_add(&m, g->job_id, strnlen(g->job_id, sizeof g->job_id) + 1);
     uint32_t ids[2] = {g->generation, g->id};
-    crypto_auth_hmacsha256_update(&st, (const unsigned char *)ids, sizeof ids);
-    crypto_auth_hmacsha256_update(&st, extra, extra_len);
-    crypto_auth_hmacsha256_final(&st, out);
+    coh_auth_add(&m, ids, sizeof ids);
+    coh_auth_add(&m, extra, extra_len);
+    coh_auth_end(&m, out);
 }
 
 static void m2_mac(uint8_t out[32], const cohort_group *g, const hs_m2 *m, const uint8_t sn[32])
@@ -334,7 +335,7 @@ static int serve_member(coh_shm *s, int c, int memfd, const int *have, const uin
         st = COHORT_ERR_PROTOCOL;
         snprintf(m3.text, sizeof m3.text, "bad handshake magic/version (%#x/%u, want %#x/%u)",
                  m2.magic, m2.version, HS_MAGIC, SHM_VERSION);
-    } else if (crypto_verify_32(mac, m2.mac) != 0) {
+    } else if (!coh_auth_equal(mac, m2.mac)) {
         st = COHORT_ERR_AUTH;
         snprintf(m3.text, sizeof m3.text,
                  "authentication failed (different job, token, generation or group)");
@@ -692,7 +693,7 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
             }
             hs_pending *p = &pend[np];
             hs_m1 m1 = {.magic = HS_MAGIC, .version = SHM_VERSION};
-            if (coh_random(m1.snonce, sizeof m1.snonce) != COHORT_OK ||
+            if (coh_auth_nonce(m1.snonce) != COHORT_OK ||
                 send_msg(c, &m1, sizeof m1, -1, 0) < 0) {
                 /* a fresh socket always has room for 40 bytes */
                 close(c);
@@ -818,7 +819,7 @@ static cohort_status member_attach(coh_shm *s)
                                   "%#x/%u",
                                   g->local_ranks[0], m1.magic, m1.version, HS_MAGIC, SHM_VERSION);
         }
-        if (coh_random(m2.cnonce, sizeof m2.cnonce) != COHORT_OK) {
+        if (coh_auth_nonce(m2.cnonce) != COHORT_OK) {
             close(c);
             return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: getrandom failed");
         }
@@ -836,7 +837,7 @@ static cohort_status member_attach(coh_shm *s)
     close(c);
     uint8_t mac[32];
     m3_mac(mac, g, &m3, m2.cnonce, m1.snonce, s->me);
-    if (m3.magic != HS_MAGIC || crypto_verify_32(mac, m3.mac) != 0) {
+    if (m3.magic != HS_MAGIC || !coh_auth_equal(mac, m3.mac)) {
         if (fd >= 0)
             close(fd);
         return coh_group_fail(g, COHORT_ERR_AUTH,

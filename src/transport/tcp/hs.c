@@ -1,7 +1,9 @@
 /*
  * hs.c - tcp transport: listening socket and published address, the
- * authenticated connection setup (coh_net_connect), the listener serviced
- * for the group's lifetime, abort frames, wake-ups and teardown.
+ * authenticated connection setup (coh_net_connect) and the listener
+ * serviced for the group's lifetime. What runs on the established
+ * connections is elsewhere: the data path in xfer.c; wake-ups, abort
+ * frames, BYE, teardown and the ops table in net.c.
  *
  * Connection direction: rank i connects to every rank j > i and accepts
  * from every rank j < i, so each pair has exactly one connection and no
@@ -19,13 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/eventfd.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include "transport/tcp/net.h"
 #include "util/addr.h"
+#include "util/auth.h"
 #include "util/ratelimit.h"
 
 /* Handshake states. 0 means "finished or closed": the entry is dropped at
@@ -523,7 +524,9 @@ static cohort_status hs_out_frame(coh_net *n, tcp_hs *h)
         memset(&hello, 0, sizeof hello);
         hello.id = n->me;
         hello.dst = h->peer;
-        randombytes_buf(h->nc, sizeof h->nc);
+        if (coh_auth_nonce(h->nc) != COHORT_OK)
+            return coh_group_fail(g, COHORT_ERR_SYSTEM, "tcp connect to rank %d at %s: %s",
+                                  h->peer, h->from, coh_tls_err()->msg);
         memcpy(hello.nonce, h->nc, sizeof h->nc);
         coh_hs_hello_mac(hello.mac, n->key, h->na, &hello);
         hs_start_send(h, coh_hs_hello_put(h->out, &hello));
@@ -535,7 +538,7 @@ static cohort_status hs_out_frame(coh_net *n, tcp_hs *h)
         coh_hs_ident acc = n->me;
         acc.rank = h->peer;
         coh_hs_welcome_mac(want, n->key, h->nc, h->na, &acc, n->rank);
-        if (sodium_memcmp(mac, want, COH_HS_MAC) != 0)
+        if (!coh_auth_equal(mac, want))
             return coh_group_fail(g, COHORT_ERR_AUTH,
                                   "tcp connect to rank %d at %s: the peer failed to prove the job "
                                   "token (welcome MAC mismatch: another job or token?)",
@@ -769,6 +772,13 @@ static void hs_accept(coh_net *n)
         }
         char from[64];
         fmt_sa((struct sockaddr *)&ss, from, sizeof from);
+        uint8_t na[COH_HS_NONCE];
+        if (coh_auth_nonce(na) != COHORT_OK) {
+            coh_warn_rl("tcp: rank %d: no challenge for a connection from %s: %s; closed",
+                        n->rank, from, coh_tls_err()->msg);
+            close(fd);
+            continue;
+        }
         /* Full: the oldest unauthenticated connection from the busiest
          * source address makes room, so a flood evicts itself first and
          * never locks out a real peer (which answers within one round
@@ -792,7 +802,7 @@ static void hs_accept(coh_net *n)
         snprintf(h->from, sizeof h->from, "%s", from);
         /* The whole handshake's budget, fixed now: bytes cannot extend it. */
         h->deadline_ns = coh_deadline_ns(COH_MIN(n->hs_timeout_ms, TCP_HS_AUTH_MS));
-        randombytes_buf(h->na, sizeof h->na);
+        memcpy(h->na, na, sizeof h->na);
         hs_start_send(h, coh_hs_challenge_put(h->out, h->na, n->rank));
         (void)hs_step(n, h); /* incoming steps never fail the group */
     }
@@ -1016,167 +1026,3 @@ static cohort_status connect_run(coh_net *n)
     }
     return COHORT_OK;
 }
-
-/* ---- wake, abort, teardown ---- */
-
-void coh_net_wake(coh_net *n)
-{
-    if (!n || n->efd < 0)
-        return;
-    uint64_t one = 1;
-    ssize_t w = write(n->efd, &one, sizeof one);
-    (void)w; /* EAGAIN: the counter is already non-zero, the waiter will wake */
-}
-
-/* Writes one frame (header + payload) without blocking if the stream is at
- * a message boundary. A partial write leaves the stream mid-frame: marked
- * broken so nothing else is ever written on it. Called with c->wmu held. */
-static void frame_locked(tcp_conn *c, const coh_hdr *h, const void *p, size_t len)
-{
-    if (!c->open || c->tx_mid || c->tx_broken)
-        return;
-    struct iovec iov[2] = {{(void *)h, sizeof *h}, {(void *)p, len}};
-    struct msghdr m = {.msg_iov = iov, .msg_iovlen = len ? 2 : 1};
-    ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (w > 0 && (size_t)w < sizeof *h + len)
-        c->tx_broken = 1;
-}
-
-static int lock_briefly(pthread_mutex_t *mu, uint64_t until_ns)
-{
-    /* The data path holds wmu only around one non-blocking syscall. */
-    while (pthread_mutex_trylock(mu) != 0) {
-        if (coh_now_ns() >= until_ns)
-            return 0;
-        sched_yield();
-    }
-    return 1;
-}
-
-void coh_net_send_abort(coh_net *n, cohort_status st, const char *reason)
-{
-    if (!n || !n->c)
-        return;
-    const char *r = reason ? reason : "";
-    size_t len = strlen(r);
-    if (len > COH_ABORT_MAX_LEN)
-        len = COH_ABORT_MAX_LEN;
-    coh_hdr h;
-    memset(&h, 0, sizeof h);
-    h.magic = COH_HDR_MAGIC;
-    h.kind = COH_MSG_ABORT;
-    h.group = n->me.group;
-    h.gen = n->me.gen;
-    h.tag = (int32_t)st;
-    h.root = -1;
-    h.src = n->rank;
-    h.len = len;
-    uint64_t until = coh_now_ns() + 5000000ull; /* a few ms, all peers together */
-    for (int j = 0; j < n->size; j++) {
-        if (j == n->rank)
-            continue;
-        tcp_conn *c = &n->c[j];
-        if (!lock_briefly(&c->wmu, until))
-            continue;
-        frame_locked(c, &h, r, len);
-        pthread_mutex_unlock(&c->wmu);
-    }
-}
-
-void tcp_send_bye(coh_net *n)
-{
-    coh_hdr bye;
-    memset(&bye, 0, sizeof bye);
-    bye.magic = COH_HDR_MAGIC;
-    bye.kind = COH_MSG_BYE;
-    bye.group = n->me.group;
-    bye.gen = n->me.gen;
-    bye.root = -1;
-    bye.src = n->rank;
-    for (int j = 0; j < n->size; j++) {
-        tcp_conn *c = &n->c[j];
-        if (c->fd < 0)
-            continue;
-        pthread_mutex_lock(&c->wmu);
-        frame_locked(c, &bye, NULL, 0);
-        c->open = 0; /* nothing may follow a BYE, abort frames included */
-        pthread_mutex_unlock(&c->wmu);
-    }
-}
-
-/* Order matters for the peers: abort reason (if failed), BYE, FIN after
- * the queued data, drain, close - so a peer still reading gets our last
- * message and then a clean end instead of a reset. */
-void coh_net_destroy(coh_net *n)
-{
-    if (!n)
-        return;
-    if (n->g)
-        coh_transport_detach(n->g, n);
-    if (n->c) {
-        /* Leaving a failed group: say why before the goodbye, so a peer
-         * still waiting reports the cause rather than "rank left". */
-        int p = n->g ? coh_group_poisoned(n->g) : 0;
-        if (p) {
-            char why[COH_ERRLEN];
-            pthread_mutex_lock(&n->g->err_mu);
-            snprintf(why, sizeof why, "%s", n->g->err.msg);
-            pthread_mutex_unlock(&n->g->err_mu);
-            coh_net_send_abort(n, (cohort_status)p, why);
-        }
-        tcp_send_bye(n); /* no-op where coh_net_close_check sent it */
-        for (int j = 0; j < n->size; j++) {
-            tcp_conn *c = &n->c[j];
-            if (c->fd >= 0) {
-                /* FIN after the queued data; then drain what the peer sent so
-                 * close() does not turn into a RST that could destroy our own
-                 * unsent tail (the peer may still be reading it). */
-                shutdown(c->fd, SHUT_WR);
-                char sink[4096];
-                for (int k = 0; k < 64; k++)
-                    if (recv(c->fd, sink, sizeof sink, MSG_DONTWAIT) <= 0)
-                        break;
-                close(c->fd);
-                c->fd = -1;
-            }
-            tcp_stash_free(n, c);
-            coh_free(c->rbuf);
-            pthread_mutex_destroy(&c->wmu);
-        }
-    }
-    for (int i = 0; i < n->nhs; i++)
-        if (n->hs[i].fd >= 0)
-            close(n->hs[i].fd);
-    if (n->lfd >= 0)
-        close(n->lfd);
-    if (n->efd >= 0)
-        close(n->efd);
-    sodium_memzero(n->key, sizeof n->key);
-    coh_free(n->c);
-    coh_free(n->hs);
-    coh_free(n->pfd);
-    coh_free(n->pmap);
-    coh_free(n->scratch);
-    coh_free(n->dpeers);
-    coh_free(n);
-}
-
-/* ---- the ops table (transport.h) ---- */
-
-static void tp_abort(void *t, cohort_status st, const char *reason, int from_peer)
-{
-    if (!from_peer) /* a peer's abort is not sent back out */
-        coh_net_send_abort(t, st, reason);
-}
-static void tp_wake(void *t) { coh_net_wake(t); }
-static cohort_status tp_close_check(void *t, int timeout_ms)
-{
-    return coh_net_close_check(t, timeout_ms);
-}
-static void tp_destroy(void *t) { coh_net_destroy(t); }
-
-const coh_transport_ops coh_tcp_transport = {
-    .hook = {.name = "tcp", .order = COH_HOOK_TCP, .abort = tp_abort, .wake = tp_wake},
-    .close_check = tp_close_check,
-    .destroy = tp_destroy,
-};

@@ -1,6 +1,7 @@
 /*
  * net.h - the tcp transport's private state, shared by hs.c (listener,
- * handshakes, connect, abort, teardown) and xfer.c (the data path).
+ * handshakes, connect), xfer.c (the data path) and net.c (wake-ups, abort
+ * frames, BYE, teardown).
  *
  * Threads: coh_net_xfer / coh_net_connect run on one thread at a time (the
  * engine's guarantee); they own everything here except what coh_net_wake and
@@ -132,7 +133,7 @@ struct coh_net {
 int tcp_hs_pollfds(coh_net *n, struct pollfd *p);
 cohort_status tcp_hs_service(coh_net *n, const struct pollfd *p, int np);
 
-/* hs.c: BYE to every connected peer; the connections are closed for
+/* net.c: BYE to every connected peer; the connections are closed for
  * writing from then on (frames after a BYE are a protocol error). */
 void tcp_send_bye(coh_net *n);
 /* xfer.c: frees a connection's stash. */

@@ -1,9 +1,13 @@
 /* wire.c - handshake frames, MACs and header sanity (pure, fuzzed). */
 #include "transport/tcp/wire.h"
+#include "util/auth.h"
 #include "util/bytes.h"
 
-#include <sodium.h>
 #include <string.h>
+
+_Static_assert(COH_HS_NONCE == COH_AUTH_NONCE && COH_HS_MAC == COH_AUTH_MAC &&
+                   COH_HS_KEY == COH_AUTH_KEY,
+               "the tcp handshake uses util/auth.h's sizes");
 
 static const char *const refuse_text[COH_HS_REFUSE_COUNT] = {
     [COH_HS_OK] = "ok",
@@ -35,18 +39,9 @@ const char *coh_hs_refuse_text(int code)
  * independent so a peer with the other byte order can be told so instead of
  * misparsed. */
 
-/* HMAC with the token as key is a standard extract step: the token may be
- * any length or alphabet, the result is a uniform 32-byte key, and a leaked
- * handshake key does not reveal the token the store also accepts. */
 void coh_hs_key(uint8_t key[COH_HS_KEY], const char *token)
 {
-    static const char label[] = "cohort tcp handshake key v1";
-    const char *t = token ? token : "";
-    crypto_auth_hmacsha256_state st;
-    crypto_auth_hmacsha256_init(&st, (const unsigned char *)t, strlen(t));
-    crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof label - 1);
-    crypto_auth_hmacsha256_final(&st, key);
-    sodium_memzero(&st, sizeof st);
+    coh_auth_derive(key, token ? token : "", "cohort tcp handshake key v1");
 }
 
 void coh_hs_prefix_put(uint8_t *out, int type, uint32_t body_len)
@@ -213,15 +208,13 @@ int coh_hs_refuse_get(const uint8_t *body, size_t n, int *code, char *text, size
 void coh_hs_hello_mac(uint8_t mac[COH_HS_MAC], const uint8_t key[COH_HS_KEY],
                       const uint8_t nonce_a[COH_HS_NONCE], const coh_hs_hello *h)
 {
-    static const char label[] = "cohort tcp hello v1";
     uint8_t f[HELLO_SIGNED];
     hello_fields(f, h);
-    crypto_auth_hmacsha256_state st;
-    crypto_auth_hmacsha256_init(&st, key, COH_HS_KEY);
-    crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof label);
-    crypto_auth_hmacsha256_update(&st, nonce_a, COH_HS_NONCE);
-    crypto_auth_hmacsha256_update(&st, f, sizeof f);
-    crypto_auth_hmacsha256_final(&st, mac);
+    coh_auth_mac m;
+    coh_auth_begin(&m, key, COH_HS_KEY, "cohort tcp hello v1");
+    coh_auth_add(&m, nonce_a, COH_HS_NONCE);
+    coh_auth_add(&m, f, sizeof f);
+    coh_auth_end(&m, mac);
 }
 
 /* Covers both nonces: the acceptor proves the token for this very
@@ -230,38 +223,39 @@ void coh_hs_welcome_mac(uint8_t mac[COH_HS_MAC], const uint8_t key[COH_HS_KEY],
                         const uint8_t nonce_c[COH_HS_NONCE], const uint8_t nonce_a[COH_HS_NONCE],
                         const coh_hs_ident *acc, int32_t connector_rank)
 {
-    static const char label[] = "cohort tcp welcome v1";
-    uint8_t f[COH_HS_JOB + 16];
-    memcpy(f, acc->job, COH_HS_JOB);
-    coh_put_u32(f + 64, acc->gen);
-    coh_put_u32(f + 68, acc->group);
-    coh_put_u32(f + 72, (uint32_t)acc->rank);
-    coh_put_u32(f + 76, (uint32_t)connector_rank);
-    crypto_auth_hmacsha256_state st;
-    crypto_auth_hmacsha256_init(&st, key, COH_HS_KEY);
-    crypto_auth_hmacsha256_update(&st, (const unsigned char *)label, sizeof label);
-    crypto_auth_hmacsha256_update(&st, nonce_c, COH_HS_NONCE);
-    crypto_auth_hmacsha256_update(&st, nonce_a, COH_HS_NONCE);
-    crypto_auth_hmacsha256_update(&st, f, sizeof f);
-    crypto_auth_hmacsha256_final(&st, mac);
+    coh_auth_mac m;
+    coh_auth_begin(&m, key, COH_HS_KEY, "cohort tcp welcome v1");
+    coh_auth_add(&m, nonce_c, COH_HS_NONCE);
+    coh_auth_add(&m, nonce_a, COH_HS_NONCE);
+    coh_auth_add(&m, acc->job, COH_HS_JOB);
+    coh_auth_add_u32(&m, acc->gen);
+    coh_auth_add_u32(&m, acc->group);
+    coh_auth_add_u32(&m, (uint32_t)acc->rank);
+    coh_auth_add_u32(&m, (uint32_t)connector_rank);
+    coh_auth_end(&m, mac);
 }
 
 int coh_hs_hello_check(const coh_hs_hello *h, const coh_hs_ident *me,
                        const uint8_t key[COH_HS_KEY], const uint8_t nonce_a[COH_HS_NONCE])
 {
-    /* Job first: a process of another job most likely has another token too,
-     * and "wrong job" is the more useful log line. The job id is not secret. */
-    if (sodium_memcmp(h->id.job, me->job, COH_HS_JOB) != 0)
-        return COH_HS_WRONG_JOB;
+    /* Job, MAC, generation: the decision every handshake makes
+     * (util/auth.h); peers of one group share exactly one generation. */
     uint8_t mac[COH_HS_MAC];
     coh_hs_hello_mac(mac, key, nonce_a, h);
-    if (sodium_memcmp(mac, h->mac, COH_HS_MAC) != 0)
+    switch (coh_auth_judge(memcmp(h->id.job, me->job, COH_HS_JOB) == 0, mac, h->mac,
+                           COH_AUTH_GEN_EXACT, h->id.gen, me->gen)) {
+    case COH_AUTH_OK:
+        break;
+    case COH_AUTH_WRONG_JOB:
+        return COH_HS_WRONG_JOB;
+    case COH_AUTH_BAD_MAC:
         return COH_HS_BAD_MAC;
-    /* From here the peer provably holds the token: the fields are its own. */
-    if (h->id.gen < me->gen)
+    case COH_AUTH_STALE_GEN:
         return COH_HS_OLD_GEN;
-    if (h->id.gen > me->gen)
+    default: /* COH_AUTH_NEWER_GEN (EXACT has no window) */
         return COH_HS_NEW_GEN;
+    }
+    /* From here the peer provably holds the token: the fields are its own. */
     if (h->id.group != me->group)
         return COH_HS_WRONG_GROUP;
     if (h->id.size != me->size)
