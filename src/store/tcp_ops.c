@@ -155,9 +155,8 @@ static cohort_status req_done(req *q, cohort_status st)
  * closed (the extras are called with any handle). */
 static cohort_status req_bare(req *q, cohort_store *s, uint8_t op, const char *what)
 {
-    /* Before any return: a caller may hand q to req_done on failure. */
     q->s = s;
-    q->pl = NULL;
+    q->pl = NULL; /* req_done follows a refusal too */
     if (!s || coh_store_priv(s) == NULL)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "%s: NULL or closed handle", what);
     snprintf(q->what, sizeof q->what, "%s", what);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "coll/coll_int.h"
+#include "support/group.h"
 #include "contract/contract.h"
 
 #define SIM_WAIT_S 10
@@ -458,18 +459,16 @@ sim_world *sim_create(int n, const int *host_of_rank, int shm, int force_tcp)
         h->ranks[h->nlocal++] = r;
     }
     for (int r = 0; r < n; r++) {
-        cohort_group *g = calloc(1, sizeof *g);
+        /* stall_warn_ms 0, job "": as this world always had them */
+        cht_group_opts o = {.job = "",
+                            .timeout_ms = SIM_WAIT_S * 1000,
+                            .check_contract = 1,
+                            .parts = CHT_G_PEERS | CHT_G_P2P};
+        cohort_group *g = cht_group_new(r, n, &o);
         w->g[r] = g;
         w->ranks[r].w = w;
         w->ranks[r].rank = r;
-        g->rank = r;
-        g->size = n;
-        g->generation = 1;
-        g->timeout_ms = SIM_WAIT_S * 1000;
-        g->check_contract = 1;
         g->force_transport = force_tcp ? 2 : 0;
-        pthread_mutex_init(&g->err_mu, NULL);
-        g->peers = calloc((size_t)n, sizeof(coh_peer));
         for (int q = 0; q < n; q++) {
             sim_host *hq = &w->hosts[w->host_of[q]];
             g->peers[q].host = w->host_of[q];
@@ -488,8 +487,6 @@ sim_world *sim_create(int n, const int *host_of_rank, int shm, int force_tcp)
         g->local_ranks = calloc((size_t)mh->nlocal, sizeof(int));
         memcpy(g->local_ranks, mh->ranks, sizeof(int) * (size_t)mh->nlocal);
         g->local_rank = local_index(mh, r);
-        g->p2p_send_seq = calloc((size_t)n, sizeof(uint64_t));
-        g->p2p_recv_seq = calloc((size_t)n, sizeof(uint64_t));
         g->net = n > 1 ? (struct coh_net *)(void *)&w->ranks[r] : NULL;
         g->shm = shm && !force_tcp && mh->nlocal > 1 ? (coh_shm *)(void *)mh : NULL;
     }
@@ -507,16 +504,7 @@ void sim_destroy(sim_world *w)
                 free(m);
             }
     for (int r = 0; r < w->n; r++) {
-        cohort_group *g = w->g[r];
-        coh_err_detail_free(g->detail); /* cohort_error_info's data */
-        pthread_mutex_destroy(&g->err_mu);
-        free(g->peers);
-        free(g->hosts);
-        free(g->leaders);
-        free(g->local_ranks);
-        free(g->p2p_send_seq);
-        free(g->p2p_recv_seq);
-        free(g);
+        cht_group_free(w->g[r]);
         for (int i = 0; i < SIM_MAX; i++)
             free(w->ranks[r].steps[i]);
     }

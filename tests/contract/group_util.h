@@ -1,5 +1,6 @@
 /* group_util.h - a hand-built group (no rendezvous, no transports) for
- * testing the contract and trace modules on their own. */
+ * testing the contract and trace modules on their own, and the header a
+ * rank would send. */
 #ifndef COHORT_TEST_GROUP_UTIL_H
 #define COHORT_TEST_GROUP_UTIL_H
 
@@ -10,47 +11,14 @@
 
 #include "contract/contract.h"
 #include "core/group.h"
+#include "support/group.h"
 #include "trace/trace.h"
 
+/* The "unit" variant of the one group factory (tests/support/group.h). */
 static inline cohort_group *tg_make(int rank, int size)
 {
-    cohort_group *g = calloc(1, sizeof *g);
-    g->rank = rank;
-    g->size = size;
-    g->generation = 1;
-    g->id = 0;
-    snprintf(g->job_id, sizeof g->job_id, "unit");
-    g->timeout_ms = 1000;
-    g->stall_warn_ms = -1;
-    g->check_contract = 1;
-    pthread_mutex_init(&g->err_mu, NULL);
-    return g;
-}
-
-static inline void tg_free(cohort_group *g)
-{
-    coh_trace_destroy(g->trace);
-    coh_err_detail_free(g->detail);
-    pthread_mutex_destroy(&g->err_mu);
-    free(g);
-}
-
-static inline coh_call tg_call(uint64_t seq, int coll, int dtype, int redop, int root, int tag,
-                               uint64_t count, const char *file, int line)
-{
-    coh_call c;
-    memset(&c, 0, sizeof c);
-    c.seq = seq;
-    c.coll = (uint8_t)coll;
-    c.dtype = (uint8_t)dtype;
-    c.redop = (int8_t)redop;
-    c.root = root;
-    c.tag = tag;
-    c.count = count;
-    c.file = file;
-    c.line = line;
-    c.site = coh_site_hash(file, line);
-    return c;
+    cht_group_opts o = {.job = "unit", .timeout_ms = 1000, .stall_warn_ms = -1, .check_contract = 1};
+    return cht_group_new(rank, size, &o);
 }
 
 /* The header a rank sends for call c (what coh_hdr_from_call will do). */

@@ -30,7 +30,7 @@ static const char *err_msg(cohort_group *g) { return g->err.msg; }
 START_TEST(count_message)
 {
     cohort_group *g = tg_make(3, 4);
-    coh_call mine = tg_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 512, TRAIN, 88);
+    coh_call mine = cht_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 512, TRAIN, 88);
     coh_call theirs = mine;
     theirs.count = 1024;
     ck_assert_int_eq(mismatch_vs(g, &mine, &theirs), COHORT_ERR_CONTRACT);
@@ -40,7 +40,7 @@ START_TEST(count_message)
     ck_assert_int_eq(g->err.status, COHORT_ERR_CONTRACT);
     ck_assert_str_eq(g->last.msg, g->err.msg);
     ck_assert(atomic_load(&g->contract_state) & COH_CSTATE_DETECTED);
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
@@ -48,13 +48,13 @@ START_TEST(seq_message)
 {
     /* Rank 0 is already in #8 (train.c:91): the lesson's Q1 situation. */
     cohort_group *g = tg_make(3, 4);
-    coh_call mine = tg_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 1024, TRAIN, 88);
-    coh_call theirs = tg_call(8, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 2048, TRAIN, 91);
+    coh_call mine = cht_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 1024, TRAIN, 88);
+    coh_call theirs = cht_call(8, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 2048, TRAIN, 91);
     ck_assert_int_eq(mismatch_vs(g, &mine, &theirs), COHORT_ERR_CONTRACT);
     ck_assert_str_eq(err_msg(g), "all_reduce #7 (train.c:88): sequence number differs: rank 0 is "
                                  "at #8 (all_reduce, train.c:91) while this rank (3) waits in #7; "
                                  "one of them skipped or added a call before this one");
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
@@ -71,9 +71,9 @@ static void setup_cases(void)
 {
     if (n_mcases)
         return;
-    coh_call ar = tg_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 1024, TRAIN, 88);
-    coh_call bc = tg_call(7, COH_COLL_BROADCAST, COHORT_FLOAT32, -1, 0, 0, 1024, TRAIN, 88);
-    coh_call rv = tg_call(2, COH_COLL_RECV, COHORT_INT32, -1, 0, 5, 16, TRAIN, 40);
+    coh_call ar = cht_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 1024, TRAIN, 88);
+    coh_call bc = cht_call(7, COH_COLL_BROADCAST, COHORT_FLOAT32, -1, 0, 0, 1024, TRAIN, 88);
+    coh_call rv = cht_call(2, COH_COLL_RECV, COHORT_INT32, -1, 0, 5, 16, TRAIN, 40);
     mcase *m = mcases;
 
     *m = (mcase){"dtype", ar, ar, NULL};
@@ -81,7 +81,7 @@ static void setup_cases(void)
     m->want = "all_reduce #7 (train.c:88): dtype differs: this rank (3) has float32, rank 0 sent "
               "float64 (train.c:88)";
     m++;
-    *m = (mcase){"op", ar, tg_call(7, COH_COLL_BARRIER, 0, -1, -1, 0, 0, TRAIN, 95), NULL};
+    *m = (mcase){"op", ar, cht_call(7, COH_COLL_BARRIER, 0, -1, -1, 0, 0, TRAIN, 95), NULL};
     m->want = "all_reduce #7 (train.c:88): op differs: this rank (3) has all_reduce, rank 0 sent "
               "barrier (train.c:95)";
     m++;
@@ -136,21 +136,21 @@ START_TEST(field_messages)
     ck_assert_int_eq(mismatch_vs(g, &mc->mine, &mc->theirs), COHORT_ERR_CONTRACT);
     ck_assert_msg(!strcmp(err_msg(g), mc->want), "%s:\n got: %s\nwant: %s", mc->name, err_msg(g),
                   mc->want);
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
 START_TEST(group_and_generation)
 {
     cohort_group *g = tg_make(3, 4);
-    coh_call c = tg_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 1024, TRAIN, 88);
+    coh_call c = cht_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 1024, TRAIN, 88);
     coh_hdr exp = tg_hdr(g, 3, &c), got = tg_hdr(g, 0, &c);
     got.gen = 2;
     coh_contract_mismatch(g, &c, 0, &exp, &got);
     ck_assert_str_eq(err_msg(g), "all_reduce #7 (train.c:88): generation differs: this rank (3) "
                                  "has 1, rank 0 sent 2 (train.c:88) - a process from another "
                                  "generation of the job (a restarted rank talking to a stale one?)");
-    tg_free(g);
+    cht_group_free(g);
 
     g = tg_make(3, 4);
     got = tg_hdr(g, 0, &c);
@@ -159,14 +159,14 @@ START_TEST(group_and_generation)
     ck_assert_str_eq(err_msg(g), "all_reduce #7 (train.c:88): group id differs: this rank (3) has "
                                  "0, rank 0 sent 9 (train.c:88) - the message belongs to another "
                                  "group");
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
 START_TEST(step_and_none)
 {
     cohort_group *g = tg_make(1, 2);
-    coh_call c = tg_call(3, COH_COLL_ALL_GATHER, COHORT_UINT8, -1, -1, 0, 100, TRAIN, 20);
+    coh_call c = cht_call(3, COH_COLL_ALL_GATHER, COHORT_UINT8, -1, -1, 0, 100, TRAIN, 20);
     coh_hdr exp = tg_hdr(g, 1, &c), got = tg_hdr(g, 0, &c);
     exp.step = 1, exp.len = 100;
     got.step = 2, got.len = 50;
@@ -176,14 +176,14 @@ START_TEST(step_and_none)
                                  "bytes - the ranks chose different algorithms for the same call "
                                  "(is COHORT_ALGO_* set on some ranks only?); otherwise a cohort "
                                  "bug: please report it");
-    tg_free(g);
+    cht_group_free(g);
 
     g = tg_make(1, 2);
     got = exp;
     coh_contract_mismatch(g, &c, 0, &exp, &got);
     ck_assert_str_eq(err_msg(g), "all_gather #3 (train.c:20): contract mismatch reported for rank "
                                  "0 although the headers agree - a cohort bug: please report it");
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
@@ -193,29 +193,29 @@ START_TEST(peer_file_from_recorder)
      * (model.c): the flight recorder names it. */
     cohort_group *g = tg_make(3, 4);
     ck_assert_int_eq(coh_trace_create(&g->trace, 16), COHORT_OK);
-    coh_call old = tg_call(1, COH_COLL_BARRIER, 0, -1, -1, 0, 0, "src/model.c", 5);
+    coh_call old = cht_call(1, COH_COLL_BARRIER, 0, -1, -1, 0, 0, "src/model.c", 5);
     coh_trace_end(g->trace, coh_trace_issue(g->trace, &old), COHORT_OK);
-    coh_call mine = tg_call(2, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 4, TRAIN, 88);
-    coh_call theirs = tg_call(2, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 8,
+    coh_call mine = cht_call(2, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 4, TRAIN, 88);
+    coh_call theirs = cht_call(2, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 8,
                               "other/model.c", 77);
     mismatch_vs(g, &mine, &theirs);
     ck_assert_str_eq(err_msg(g), "all_reduce #2 (train.c:88): count differs: this rank (3) has 4, "
                                  "rank 0 sent 8 (model.c:77)");
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
 START_TEST(no_call_site_here)
 {
     cohort_group *g = tg_make(3, 4);
-    coh_call c = tg_call(2, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 4, TRAIN, 88);
+    coh_call c = cht_call(2, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 4, TRAIN, 88);
     coh_hdr exp = tg_hdr(g, 3, &c), got = tg_hdr(g, 0, &c);
     got.count = 5;
     coh_contract_mismatch(g, NULL, 0, &exp, &got);
     ck_assert_str_eq(err_msg(g), "all_reduce #2 (unknown call site): count differs: this rank (3) "
                                  "has 4, rank 0 sent 5 (line 88 of a file this rank has not "
                                  "called from)");
-    tg_free(g);
+    cht_group_free(g);
     /* Missing arguments: an error, not a crash. */
     ck_assert_int_eq(coh_contract_mismatch(NULL, NULL, 0, NULL, NULL), COHORT_ERR_CONTRACT);
 }
@@ -224,7 +224,7 @@ END_TEST
 START_TEST(first_failure_wins)
 {
     cohort_group *g = tg_make(3, 4);
-    coh_call mine = tg_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 512, TRAIN, 88);
+    coh_call mine = cht_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 512, TRAIN, 88);
     coh_call theirs = mine;
     theirs.count = 1024;
     mismatch_vs(g, &mine, &theirs);
@@ -234,7 +234,7 @@ START_TEST(first_failure_wins)
     ck_assert_int_eq(mismatch_vs(g, &mine, &theirs), COHORT_ERR_CONTRACT);
     ck_assert_str_eq(g->err.msg, first);
     ck_assert_str_eq(g->last.msg, first);
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
@@ -244,13 +244,13 @@ START_TEST(remote_abort_first_is_not_detection)
      * not first-hand evidence for the global report. */
     cohort_group *g = tg_make(3, 4);
     coh_group_remote_abort(g, COHORT_ERR_CONTRACT, "rank 0's message");
-    coh_call mine = tg_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 512, TRAIN, 88);
+    coh_call mine = cht_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 512, TRAIN, 88);
     coh_call theirs = mine;
     theirs.count = 1024;
     ck_assert_int_eq(mismatch_vs(g, &mine, &theirs), COHORT_ERR_CONTRACT);
     ck_assert_str_eq(g->err.msg, "rank 0's message");
     ck_assert(!(atomic_load(&g->contract_state) & COH_CSTATE_DETECTED));
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
@@ -266,14 +266,14 @@ START_TEST(report_noop_unless_contract)
     ck_assert_str_eq(g->err.msg, "timed out");
     ck_assert_int_eq(atomic_load(&g->contract_state), 0);
     coh_contract_report(NULL);
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
 START_TEST(report_without_store)
 {
     cohort_group *g = tg_make(3, 4);
-    coh_call mine = tg_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 512, TRAIN, 88);
+    coh_call mine = cht_call(7, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 512, TRAIN, 88);
     coh_call theirs = mine;
     theirs.count = 1024;
     mismatch_vs(g, &mine, &theirs);
@@ -287,7 +287,7 @@ START_TEST(report_without_store)
     ck_assert_str_eq(g->err.msg, want);
     ck_assert(atomic_load(&g->contract_state) & COH_CSTATE_DONE);
     ck_assert(!(atomic_load(&g->contract_state) & COH_CSTATE_BUSY));
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
@@ -303,7 +303,7 @@ START_TEST(report_keeps_tail_of_long_message)
     ck_assert_uint_eq(l, COH_ERRLEN - 1);
     const char *tail = "... (no global report: the group has no store)";
     ck_assert_str_eq(g->err.msg + l - strlen(tail), tail);
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
@@ -326,7 +326,7 @@ START_TEST(report_concurrent_callers)
         for (int i = 0; i < 4; i++)
             pthread_join(t[i], NULL);
         ck_assert_str_eq(g->err.msg, "local (no global report: the group has no store)");
-        tg_free(g);
+        cht_group_free(g);
     }
 }
 END_TEST

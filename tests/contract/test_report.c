@@ -76,7 +76,7 @@ static void record(cohort_group *g, coh_call c, cohort_status st)
 
 static coh_call loop_call(uint64_t s)
 {
-    return tg_call(s, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0,
+    return cht_call(s, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0,
                    s % 2 ? 1024 : 2048, TRAIN, s % 2 ? 88 : 91);
 }
 
@@ -139,9 +139,9 @@ static int rank_main(int rank, void *arg)
         break;
     case S_EXTRA: /* the last rank made an extra barrier at #7 (async: #8, #9 queued) */
         if (odd) {
-            mine = tg_call(7, COH_COLL_BARRIER, 0, -1, -1, 0, 0, TRAIN, 95);
+            mine = cht_call(7, COH_COLL_BARRIER, 0, -1, -1, 0, 0, TRAIN, 95);
         } else {
-            theirs = tg_call(7, COH_COLL_BARRIER, 0, -1, -1, 0, 0, TRAIN, 95);
+            theirs = cht_call(7, COH_COLL_BARRIER, 0, -1, -1, 0, 0, TRAIN, 95);
         }
         break;
     case S_P2P:
@@ -151,8 +151,8 @@ static int rank_main(int rank, void *arg)
         /* Collectives agree; rank 1's recv #2 from rank 0 sees tag 6, not 5. */
         record(g, mine, COHORT_OK);
         if (rank == 1) {
-            coh_call r = tg_call(2, COH_COLL_RECV, COHORT_INT32, -1, 0, 5, 16, "p2p.c", 40);
-            coh_call s = tg_call(2, COH_COLL_SEND, COHORT_INT32, -1, 0, 6, 16, "p2p.c", 30);
+            coh_call r = cht_call(2, COH_COLL_RECV, COHORT_INT32, -1, 0, 5, 16, "p2p.c", 40);
+            coh_call s = cht_call(2, COH_COLL_SEND, COHORT_INT32, -1, 0, 6, 16, "p2p.c", 30);
             record(g, r, COHORT_ERR_CONTRACT);
             coh_hdr exp = tg_hdr(g, 1, &r), got = tg_hdr(g, 0, &s);
             got.coll = COH_COLL_RECV; /* the transport compares the matching kinds */
@@ -203,7 +203,7 @@ static int rank_main(int rank, void *arg)
      * had read (readers_done): stopping the store now strands nobody. */
     if (g->server)
         cohort_store_server_stop(g->server);
-    tg_free(g);
+    cht_group_free(g);
     return 0;
 }
 
@@ -265,7 +265,7 @@ START_TEST(store_dead)
     ck_assert_msg(dt < 2500, "took %.0f ms", dt);
     cohort_store_close(g->store);
     cohort_store_close(root);
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
@@ -300,7 +300,7 @@ START_TEST(unreadable_peer_entry)
     cohort_store_close(g->store);
     cohort_store_close(root);
     cohort_store_server_stop(srv);
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 

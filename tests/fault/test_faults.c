@@ -192,9 +192,9 @@ START_TEST(strays_and_garbage_while_running)
     pid_t store = start_store(job, token, addr, sizeof addr);
     snprintf(env, sizeof env, "COHORT_STORE=tcp://%s;COHORT_JOB_ID=%s;COHORT_TOKEN=%s;COHORT_TIMEOUT=20",
              addr, job, token);
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < CHT_N_TRANSPORTS; t++) {
         cht_opts o = {.nranks = 3, .deadline_ms = 60000, .extra_env = env,
-                      .transport = t ? "tcp" : "auto", .generation = t + 1};
+                      .transport = cht_transports[t], .generation = t + 1};
         cht_result r;
         cht_run_ranks(&o, rank_strays, addr, &r);
         cht_assert_all_ok(&r);

@@ -12,8 +12,6 @@
 
 #include "support/support.h"
 
-static const char *transports[] = {"auto", "tcp"};
-
 static double now_ms(void)
 {
     struct timespec ts;
@@ -84,7 +82,7 @@ static int rank_two_threads(int rank, void *arg)
 
 START_TEST(two_threads_on_one_group)
 {
-    cht_opts o = {.nranks = 2, .deadline_ms = 60000, .transport = transports[_i],
+    cht_opts o = {.nranks = 2, .deadline_ms = 60000, .transport = cht_transports[_i],
                   .extra_env = "COHORT_TIMEOUT=30"};
     cht_result r;
     cht_run_ranks(&o, rank_two_threads, NULL, &r);
@@ -137,7 +135,7 @@ static int rank_async_waiter(int rank, void *arg)
 
 START_TEST(async_wait_from_other_thread_is_fine)
 {
-    cht_opts o = {.nranks = 2, .deadline_ms = 60000, .transport = transports[_i],
+    cht_opts o = {.nranks = 2, .deadline_ms = 60000, .transport = cht_transports[_i],
                   .extra_env = "COHORT_TIMEOUT=30"};
     cht_result r;
     cht_run_ranks(&o, rank_async_waiter, NULL, &r);
@@ -150,8 +148,8 @@ static Suite *make_suite(void)
     Suite *s = suite_create("concurrent");
     TCase *tc = tcase_create("concurrent");
     tcase_set_timeout(tc, 90);
-    tcase_add_loop_test(tc, two_threads_on_one_group, 0, 2);
-    tcase_add_loop_test(tc, async_wait_from_other_thread_is_fine, 0, 2);
+    cht_add_per_transport(tc, two_threads_on_one_group);
+    cht_add_per_transport(tc, async_wait_from_other_thread_is_fine);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -12,8 +12,6 @@
 
 #include "support/support.h"
 
-static const char *transports[] = {"auto", "tcp"};
-
 /* The debug=buffers test commits the very data race it detects (a buffer
  * written while its async call reads it): under TSan that is reported as
  * what it is, so the case runs in the plain and ASan builds only. */
@@ -140,7 +138,7 @@ static int rank_mismatch(int rank, void *arg)
 START_TEST(mismatch_every_field)
 {
     for (int f = 0; f < F_NFIELDS; f++) {
-        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = transports[_i],
+        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = cht_transports[_i],
                       .extra_env = "COHORT_TIMEOUT=20"};
         cht_result r;
         cht_run_ranks(&o, rank_mismatch, (void *)&cases[f], &r);
@@ -148,7 +146,7 @@ START_TEST(mismatch_every_field)
         snprintf(msg, sizeof msg, "field case %d", f);
         for (int i = 0; i < 4; i++)
             ck_assert_msg(r.status[i] == 0 && !r.hung[i], "%s (%s): rank %d status %d hung %d",
-                          msg, transports[_i], i, r.status[i], r.hung[i]);
+                          msg, cht_transports[_i], i, r.status[i], r.hung[i]);
     }
 }
 END_TEST
@@ -208,13 +206,13 @@ static int rank_two_roots(int rank, void *arg)
 START_TEST(send_only_rank_learns_the_mismatch)
 {
     for (int then = 0; then < 2; then++) {
-        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = transports[_i],
+        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = cht_transports[_i],
                       .extra_env = "COHORT_TIMEOUT=20"};
         cht_result r;
         cht_run_ranks(&o, rank_two_roots, &then, &r);
         for (int i = 0; i < 4; i++)
             ck_assert_msg(r.status[i] == 0 && !r.hung[i], "%s, then %d: rank %d status %d hung %d",
-                          transports[_i], then, i, r.status[i], r.hung[i]);
+                          cht_transports[_i], then, i, r.status[i], r.hung[i]);
     }
 }
 END_TEST
@@ -242,7 +240,7 @@ static int rank_unreceived_send(int rank, void *arg)
 
 START_TEST(unreceived_send_fails_finalize)
 {
-    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = transports[_i],
+    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = cht_transports[_i],
                   .extra_env = "COHORT_TIMEOUT=10"};
     cht_result r;
     cht_run_ranks(&o, rank_unreceived_send, NULL, &r);
@@ -278,7 +276,7 @@ static int rank_late_finalize(int rank, void *arg)
 
 START_TEST(late_rank_does_not_fail_finalize)
 {
-    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = transports[_i],
+    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = cht_transports[_i],
                   .extra_env = "COHORT_TIMEOUT=1.5"};
     cht_result r;
     cht_run_ranks(&o, rank_late_finalize, NULL, &r);
@@ -292,7 +290,7 @@ START_TEST(debug_sync_catches_mismatch)
 {
     int fields[] = {F_COUNT, F_SKIP, F_ROOT};
     for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
-        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = transports[_i],
+        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = cht_transports[_i],
                       .extra_env = "COHORT_TIMEOUT=20;COHORT_DEBUG=sync"};
         cht_result r;
         cht_run_ranks(&o, rank_mismatch, (void *)&cases[fields[k]], &r);
@@ -323,7 +321,7 @@ static int rank_straggler(int rank, void *arg)
 
 START_TEST(straggler_is_not_an_error)
 {
-    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .transport = transports[_i],
+    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .transport = cht_transports[_i],
                   .extra_env = "COHORT_STALL_WARN=0.3"};
     cht_result r;
     cht_run_ranks(&o, rank_straggler, NULL, &r);
@@ -373,7 +371,7 @@ static int rank_frozen(int rank, void *arg)
 
 START_TEST(frozen_peer_times_out)
 {
-    cht_opts o = {.nranks = 3, .deadline_ms = 20000, .transport = transports[_i],
+    cht_opts o = {.nranks = 3, .deadline_ms = 20000, .transport = cht_transports[_i],
                   .extra_env = "COHORT_TIMEOUT=2;COHORT_STALL_WARN=0.5",
                   .store_mode = CHT_STORE_PARENT, .resume_stopped = 1};
     cht_result r;
@@ -401,7 +399,7 @@ static int rank_cycle(int rank, void *arg)
 
 START_TEST(p2p_cycle_reported)
 {
-    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = transports[_i],
+    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = cht_transports[_i],
                   .extra_env = "COHORT_TIMEOUT=1.5;COHORT_STALL_WARN=0.3"};
     cht_result r;
     cht_run_ranks(&o, rank_cycle, NULL, &r);
@@ -459,7 +457,7 @@ static int rank_buffers(int rank, void *arg)
 
 START_TEST(debug_buffers_detects_race)
 {
-    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = transports[_i],
+    cht_opts o = {.nranks = 2, .deadline_ms = 20000, .transport = cht_transports[_i],
                   .extra_env = "COHORT_DEBUG=buffers;COHORT_TIMEOUT=5"};
     cht_result r;
     cht_run_ranks(&o, rank_buffers, NULL, &r);
@@ -472,16 +470,16 @@ static Suite *make_suite(void)
     Suite *s = suite_create("contract_e2e");
     TCase *tc = tcase_create("e2e");
     tcase_set_timeout(tc, 200);
-    tcase_add_loop_test(tc, mismatch_every_field, 0, 2);
-    tcase_add_loop_test(tc, send_only_rank_learns_the_mismatch, 0, 2);
-    tcase_add_loop_test(tc, unreceived_send_fails_finalize, 0, 2);
-    tcase_add_loop_test(tc, late_rank_does_not_fail_finalize, 0, 2);
-    tcase_add_loop_test(tc, debug_sync_catches_mismatch, 0, 2);
-    tcase_add_loop_test(tc, straggler_is_not_an_error, 0, 2);
-    tcase_add_loop_test(tc, frozen_peer_times_out, 0, 2);
-    tcase_add_loop_test(tc, p2p_cycle_reported, 0, 2);
+    cht_add_per_transport(tc, mismatch_every_field);
+    cht_add_per_transport(tc, send_only_rank_learns_the_mismatch);
+    cht_add_per_transport(tc, unreceived_send_fails_finalize);
+    cht_add_per_transport(tc, late_rank_does_not_fail_finalize);
+    cht_add_per_transport(tc, debug_sync_catches_mismatch);
+    cht_add_per_transport(tc, straggler_is_not_an_error);
+    cht_add_per_transport(tc, frozen_peer_times_out);
+    cht_add_per_transport(tc, p2p_cycle_reported);
     if (!UNDER_TSAN)
-        tcase_add_loop_test(tc, debug_buffers_detects_race, 0, 2);
+        cht_add_per_transport(tc, debug_buffers_detects_race);
     else
         fprintf(stderr, "debug_buffers_detects_race: not run under TSan (it commits the race "
                         "it detects); the plain and ASan builds run it\n");

@@ -12,8 +12,6 @@
 
 #include "support/support.h"
 
-static const char *transports[] = {"auto", "tcp"};
-
 static double now_ms(void)
 {
     struct timespec ts;
@@ -43,7 +41,7 @@ START_TEST(init_allreduce_finalize)
     int sizes[] = {1, 2, 3, 5};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         cht_opts o = {.nranks = sizes[i], .deadline_ms = 30000,
-                      .transport = transports[_i], .store_mode = CHT_STORE_RANK0};
+                      .transport = cht_transports[_i], .store_mode = CHT_STORE_RANK0};
         cht_result r;
         cht_run_ranks(&o, rank_basic, NULL, &r);
         cht_assert_all_ok(&r);
@@ -92,7 +90,7 @@ static int rank_split(int rank, void *arg)
 
 START_TEST(split_and_new_group)
 {
-    cht_opts o = {.nranks = 4, .deadline_ms = 60000, .transport = transports[_i]};
+    cht_opts o = {.nranks = 4, .deadline_ms = 60000, .transport = cht_transports[_i]};
     cht_result r;
     cht_run_ranks(&o, rank_split, NULL, &r);
     cht_assert_all_ok(&r);
@@ -136,7 +134,7 @@ static int rank_async(int rank, void *arg)
 
 START_TEST(async_in_order)
 {
-    cht_opts o = {.nranks = 3, .deadline_ms = 60000, .transport = transports[_i]};
+    cht_opts o = {.nranks = 3, .deadline_ms = 60000, .transport = cht_transports[_i]};
     cht_result r;
     cht_run_ranks(&o, rank_async, NULL, &r);
     cht_assert_all_ok(&r);
@@ -191,7 +189,7 @@ static int rank_abort(int rank, void *arg)
 
 START_TEST(abort_from_thread_poisons)
 {
-    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .transport = transports[_i],
+    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .transport = cht_transports[_i],
                   .extra_env = "COHORT_TIMEOUT=20"};
     cht_result r;
     cht_run_ranks(&o, rank_abort, NULL, &r);
@@ -235,7 +233,7 @@ static int rank_exit(int rank, void *arg)
 START_TEST(peer_exit_is_peer_lost)
 {
     for (int how = 0; how < 2; how++) {
-        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = transports[_i],
+        cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = cht_transports[_i],
                       .store_mode = CHT_STORE_PARENT};
         cht_result r;
         cht_run_ranks(&o, rank_exit, &how, &r);
@@ -321,7 +319,7 @@ static int rank_recover(int rank, void *arg)
 
 START_TEST(recover_new_generation)
 {
-    cht_opts o = {.nranks = 3, .deadline_ms = 60000, .transport = transports[_i],
+    cht_opts o = {.nranks = 3, .deadline_ms = 60000, .transport = cht_transports[_i],
                   .store_mode = CHT_STORE_PARENT};
     cht_result r;
     cht_run_ranks(&o, rank_recover, NULL, &r);
@@ -334,12 +332,12 @@ static Suite *make_suite(void)
     Suite *s = suite_create("group");
     TCase *tc = tcase_create("lifecycle");
     tcase_set_timeout(tc, 120);
-    tcase_add_loop_test(tc, init_allreduce_finalize, 0, 2);
-    tcase_add_loop_test(tc, split_and_new_group, 0, 2);
-    tcase_add_loop_test(tc, async_in_order, 0, 2);
-    tcase_add_loop_test(tc, abort_from_thread_poisons, 0, 2);
-    tcase_add_loop_test(tc, peer_exit_is_peer_lost, 0, 2);
-    tcase_add_loop_test(tc, recover_new_generation, 0, 2);
+    cht_add_per_transport(tc, init_allreduce_finalize);
+    cht_add_per_transport(tc, split_and_new_group);
+    cht_add_per_transport(tc, async_in_order);
+    cht_add_per_transport(tc, abort_from_thread_poisons);
+    cht_add_per_transport(tc, peer_exit_is_peer_lost);
+    cht_add_per_transport(tc, recover_new_generation);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -303,7 +303,7 @@ static int rank_finalize_p2p(int rank, void *arg)
 
 START_TEST(finalize_while_peer_in_recv)
 {
-    cht_opts o = {.nranks = 2, .deadline_ms = 60000, .transport = _i ? "tcp" : "auto",
+    cht_opts o = {.nranks = 2, .deadline_ms = 60000, .transport = cht_transports[_i],
                   .extra_env = "COHORT_TIMEOUT=30"};
     cht_result r;
     cht_run_ranks(&o, rank_finalize_p2p, NULL, &r);
@@ -313,7 +313,7 @@ END_TEST
 
 START_TEST(finalize_while_others_in_a_call)
 {
-    cht_opts o = {.nranks = 3, .deadline_ms = 60000, .transport = _i ? "tcp" : "auto",
+    cht_opts o = {.nranks = 3, .deadline_ms = 60000, .transport = cht_transports[_i],
                   .extra_env = "COHORT_TIMEOUT=30"};
     cht_result r;
     cht_run_ranks(&o, rank_early_finalize, NULL, &r);
@@ -374,7 +374,7 @@ START_TEST(mismatch_logs_once_and_dumps_failed)
     make_tmpdir();
     char env[512];
     snprintf(env, sizeof env, "COHORT_TIMEOUT=30;COHORT_TRACE_DIR=%s", tmpdir);
-    cht_opts o = {.nranks = 3, .deadline_ms = 60000, .transport = _i ? "tcp" : "auto",
+    cht_opts o = {.nranks = 3, .deadline_ms = 60000, .transport = cht_transports[_i],
                   .extra_env = env};
     cht_result r;
     cht_run_ranks(&o, rank_mismatch_logs, NULL, &r);
@@ -392,9 +392,9 @@ static Suite *make_suite(void)
     tcase_add_test(tc, init_reports_missing_ranks);
     tcase_add_test(tc, init_reports_missing_store);
     tcase_add_loop_test(tc, stall_reports_repeat_fresh, 0, 2);
-    tcase_add_loop_test(tc, finalize_while_others_in_a_call, 0, 2);
-    tcase_add_loop_test(tc, finalize_while_peer_in_recv, 0, 2);
-    tcase_add_loop_test(tc, mismatch_logs_once_and_dumps_failed, 0, 2);
+    cht_add_per_transport(tc, finalize_while_others_in_a_call);
+    cht_add_per_transport(tc, finalize_while_peer_in_recv);
+    cht_add_per_transport(tc, mismatch_logs_once_and_dumps_failed);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -24,6 +24,8 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+const char *const cht_transports[CHT_N_TRANSPORTS] = {"auto", "tcp"};
+
 int cht_run_suite(Suite *s)
 {
     SRunner *sr = srunner_create(s);

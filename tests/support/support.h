@@ -21,6 +21,13 @@ int cht_run_suite(Suite *s);
 #define COH_TEST_MAIN(suite_fn)                                                                    \
     int main(void) { return cht_run_suite(suite_fn()); }
 
+/* Per-transport cases: one case function, stamped once per entry of one
+ * list ("auto": the segment between ranks of one host; "tcp": sockets
+ * only). Inside the case, cht_transports[_i] is its COHORT_TRANSPORT. */
+#define CHT_N_TRANSPORTS 2
+extern const char *const cht_transports[CHT_N_TRANSPORTS];
+#define cht_add_per_transport(tc, fn) tcase_add_loop_test(tc, fn, 0, CHT_N_TRANSPORTS)
+
 /* Assert a status in the test process, printing name, text and detail. */
 #define CHT_PASS(expr) CHT_EXPECT(expr, COHORT_OK, NULL)
 #define CHT_EXPECT(expr, want, g)                                                                  \

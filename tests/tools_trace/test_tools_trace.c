@@ -264,14 +264,14 @@ START_TEST(dump_from_library)
         ck_assert_int_eq(coh_trace_create(&g->trace, 64), COHORT_OK);
         for (uint64_t s = 1; s <= 5; s++) {
             uint64_t count = (r == 1 && s == 5) ? 7 : 100;
-            coh_call c = tg_call(s, COH_COLL_REDUCE_SCATTER, COHORT_BFLOAT16, COHORT_MAX, -1, 0,
+            coh_call c = cht_call(s, COH_COLL_REDUCE_SCATTER, COHORT_BFLOAT16, COHORT_MAX, -1, 0,
                                  count, "dir/m\xc3\xa9trics \"q\".c", 40 + (int)s);
             uint64_t i = coh_trace_issue(g->trace, &c);
             coh_trace_start(g->trace, i);
             coh_trace_end(g->trace, i, s == 5 ? COHORT_ERR_CONTRACT : COHORT_OK);
         }
         ck_assert_int_eq(coh_trace_dump(g, dir, "contract \"report\""), COHORT_OK);
-        tg_free(g);
+        cht_group_free(g);
     }
     ck_assert_int_eq(run_tool(dir, NULL, NULL, NULL), 1);
     HAS(out, "job job \"x\", group 0, generation 1: 3 ranks, 3 dumps\n");
@@ -306,10 +306,10 @@ START_TEST(generations_and_groups)
             g->generation = (uint32_t)gen;
             snprintf(g->job_id, sizeof g->job_id, "gen%d", gen); /* distinct file names */
             ck_assert_int_eq(coh_trace_create(&g->trace, 8), COHORT_OK);
-            coh_call c = tg_call(1, COH_COLL_BARRIER, 0, -1, -1, 0, 0, "b.c", 1);
+            coh_call c = cht_call(1, COH_COLL_BARRIER, 0, -1, -1, 0, 0, "b.c", 1);
             coh_trace_end(g->trace, coh_trace_issue(g->trace, &c), COHORT_OK);
             ck_assert_int_eq(coh_trace_dump(g, dir, "x"), COHORT_OK);
-            tg_free(g);
+            cht_group_free(g);
         }
     /* Same job for all: rewrite the job names so the generations collide. */
     char cmd[512];
@@ -319,7 +319,7 @@ START_TEST(generations_and_groups)
     g->id = 5;
     snprintf(g->job_id, sizeof g->job_id, "j");
     ck_assert_int_eq(coh_trace_dump(g, dir, "x"), COHORT_OK);
-    tg_free(g);
+    cht_group_free(g);
 
     ck_assert_int_eq(run_tool(dir, NULL, NULL, NULL), 0);
     HAS(err, "gen1-rank0.jsonl: generation 1 is older than 2; ignored\n");

@@ -104,7 +104,7 @@ START_TEST(round_trip_every_value)
                 for (int st = COH_ST_ISSUED; st <= COH_ST_FAILED; st++) {
                     coh_trace_entry e;
                     memset(&e, 0, sizeof e);
-                    e.call = tg_call((uint64_t)coll * 1000 + (uint64_t)dt, coll, dt, op, dt - 1,
+                    e.call = cht_call((uint64_t)coll * 1000 + (uint64_t)dt, coll, dt, op, dt - 1,
                                      -op, UINT64_MAX - (uint64_t)st, "a/b.c", dt);
                     e.state = st;
                     e.status = (dt + op + 1) % 14;
@@ -326,7 +326,7 @@ START_TEST(long_file_keeps_tail)
     memcpy(path + sizeof path - 8, "/last.c", 8);
     coh_trace_entry e;
     memset(&e, 0, sizeof e);
-    e.call = tg_call(1, COH_COLL_BARRIER, 0, -1, -1, 0, 0, path, 1);
+    e.call = cht_call(1, COH_COLL_BARRIER, 0, -1, -1, 0, 0, path, 1);
     size_t n = coh_tl_fmt_entry(buf, sizeof buf, &e);
     ck_assert_int_eq(coh_tl_parse(buf, n, &ln, err, sizeof err), COH_TL_ENTRY);
     ck_assert_uint_eq(strlen(ln.u.ent.file), 255);

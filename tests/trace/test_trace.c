@@ -23,7 +23,7 @@
 
 static coh_call mk(uint64_t seq, int coll, uint64_t count, const char *file, int line)
 {
-    return tg_call(seq, coll, COHORT_FLOAT32, coll == COH_COLL_ALL_REDUCE ? COHORT_SUM : -1,
+    return cht_call(seq, coll, COHORT_FLOAT32, coll == COH_COLL_ALL_REDUCE ? COHORT_SUM : -1,
                    coll == COH_COLL_BROADCAST ? 1 : -1, 0, count, file, line);
 }
 
@@ -280,7 +280,7 @@ typedef struct conc {
  * one copied entry is detectable. */
 static coh_call conc_call(uint64_t s)
 {
-    return tg_call(s, 1 + (int)(s % 9), (int)(s % COHORT_DTYPE_COUNT), -1, (int)(s % 7), 0, s * 3,
+    return cht_call(s, 1 + (int)(s % 9), (int)(s % COHORT_DTYPE_COUNT), -1, (int)(s % 7), 0, s * 3,
                    (s & 1) ? "odd.c" : "even.c", (int)(s % 1000));
 }
 
@@ -394,7 +394,7 @@ START_TEST(concurrent_writers_readers_dumpers)
     /* Concurrent dumps left exactly one file and no temporaries. */
     ck_assert_int_eq(count_files(c.dir), 1);
     rm_dir(c.dir);
-    tg_free(c.g);
+    cht_group_free(c.g);
 }
 END_TEST
 
@@ -411,7 +411,7 @@ START_TEST(dump_round_trip)
     coh_call calls[4] = {
         mk(1, COH_COLL_ALL_REDUCE, 1024, "/src/train.c", 88),
         mk(2, COH_COLL_BROADCAST, 3, "/src/train.c", 90),
-        tg_call(1, COH_COLL_RECV, COHORT_INT64, -1, 0, 17, 5, "/src/p2p.c", 7),
+        cht_call(1, COH_COLL_RECV, COHORT_INT64, -1, 0, 17, 5, "/src/p2p.c", 7),
         mk(3, COH_COLL_BARRIER, 0, "weird \"name\"\n\\\x01\xff\xc3\xa9.c", 9),
     };
     uint64_t idx[4];
@@ -496,7 +496,7 @@ START_TEST(dump_round_trip)
              path);
     ck_assert_int_eq(system(cmd), 0);
     rm_dir(dir);
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
@@ -534,7 +534,7 @@ START_TEST(dump_names_and_errors)
                   "%s", coh_tls_err()->msg);
     ck_assert_int_eq(coh_trace_dump(NULL, dir, "x"), COHORT_ERR_INVALID);
     rm_dir(dir);
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
@@ -556,7 +556,7 @@ START_TEST(public_dump)
     ck_assert_ptr_nonnull(strstr(g->last.msg, "open: No such file or directory"));
     ck_assert_int_eq(cohort_trace_dump(NULL, dir), COHORT_ERR_INVALID);
     rm_dir(dir);
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 
@@ -583,7 +583,7 @@ START_TEST(group_fail_dumps)
     free(text);
     unsetenv("COHORT_TRACE_DIR");
     rm_dir(dir);
-    tg_free(g);
+    cht_group_free(g);
 }
 END_TEST
 

@@ -1,5 +1,6 @@
 /* harness.c - see harness.h. */
 #include "harness.h"
+#include "support/group.h"
 
 #include "contract/contract.h"
 #include "group/monitor.h"
@@ -85,32 +86,19 @@ const char *th_dtype_name(int dt)
 
 cohort_group *th_group_bare(int rank, int n, int timeout_ms)
 {
-    cohort_group *g = calloc(1, sizeof *g);
+    const char *job = getenv("COHORT_JOB_ID"), *tok = getenv("COHORT_TOKEN"),
+               *cc = getenv("COHORT_CONTRACT");
+    cht_group_opts o = {.job = job ? job : "shm-test",
+                        .token = tok ? tok : "shm-test-token",
+                        .timeout_ms = timeout_ms,
+                        .stall_warn_ms = -1,
+                        .check_contract = !(cc && !strcmp(cc, "off")),
+                        .parts = CHT_G_PEERS | CHT_G_HOST | CHT_G_LOCAL};
+    cohort_group *g = cht_group_new(rank, n, &o);
     if (!g)
         return NULL;
-    g->rank = rank;
-    g->size = n;
-    g->generation = 1;
-    g->id = 0;
-    const char *job = getenv("COHORT_JOB_ID");
-    snprintf(g->job_id, sizeof g->job_id, "%s", job ? job : "shm-test");
-    g->timeout_ms = timeout_ms;
-    g->stall_warn_ms = -1;
-    const char *cc = getenv("COHORT_CONTRACT");
-    g->check_contract = !(cc && !strcmp(cc, "off"));
     g->pid = getpid();
     g->fork_gen = coh_fork_generation();
-    pthread_mutex_init(&g->err_mu, NULL);
-    g->peers = calloc((size_t)n, sizeof *g->peers);
-    g->hosts = calloc(1, sizeof *g->hosts);
-    g->local_ranks = calloc((size_t)n, sizeof(int));
-    g->leaders = calloc(1, sizeof(int));
-    const char *tok = getenv("COHORT_TOKEN");
-    g->token = strdup(tok ? tok : "shm-test-token");
-    if (!g->peers || !g->hosts || !g->local_ranks || !g->leaders || !g->token) {
-        th_group_free(g);
-        return NULL;
-    }
     if (getenv("COHORT_STORE") || getenv("MASTER_PORT")) {
         g->store_root = store_root(g->job_id, g->token);
         /* the same key prefix the group module and its monitor use */
@@ -123,14 +111,6 @@ cohort_group *th_group_bare(int rank, int n, int timeout_ms)
         }
         coh_monitor_attach(g); /* abort records, probes, stall reports */
     }
-    snprintf(g->hosts[0], sizeof g->hosts[0], "localhost");
-    g->n_hosts = 1;
-    for (int r = 0; r < n; r++) {
-        g->local_ranks[r] = r;
-        g->peers[r].local_index = r;
-    }
-    g->local_size = n;
-    g->local_rank = rank;
     /* pids for error messages, through the store like a rendezvous would */
     if (!g->store)
         return g;
@@ -157,7 +137,7 @@ cohort_group *th_group(int rank, int n, int timeout_ms, cohort_status *st)
         *st = COHORT_ERR_NOMEM;
         return NULL;
     }
-    *st = coh_shm_create(g, &g->shm);
+    *st = tf_up(g, coh_shm_create(g, &g->shm));
     if (*st != COHORT_OK) {
         fprintf(stderr, "rank %d: coh_shm_create: %s: %s\n", rank, cohort_status_name(*st),
                 g->err.msg);
@@ -179,31 +159,14 @@ void th_group_free(cohort_group *g)
         coh_monitor_stop(g);
     coh_shm_destroy(g->shm);
     g->shm = NULL;
-    free(g->peers);
-    free(g->hosts);
-    free(g->local_ranks);
-    free(g->leaders);
     if (g->store)
         cohort_store_close(g->store); /* the root connection is the process's */
-    free(g->token);
-    coh_err_detail_free(g->detail); /* cohort_error_info's data */
-    pthread_mutex_destroy(&g->err_mu);
-    free(g);
+    cht_group_free(g);
 }
 
 coh_call th_call(cohort_group *g, int coll, int dtype, int redop, int root, uint64_t count)
 {
-    coh_call c;
-    memset(&c, 0, sizeof c);
-    c.seq = ++g->seq;
-    c.coll = (uint8_t)coll;
-    c.dtype = (uint8_t)dtype;
-    c.redop = (int8_t)redop;
-    c.root = root;
-    c.count = count;
-    c.file = __FILE__;
-    c.line = __LINE__;
-    c.site = coh_site_hash(c.file, c.line);
+    coh_call c = cht_call(++g->seq, coll, dtype, redop, root, 0, count, __FILE__, __LINE__);
     /* what the engine does per call: publish the state for stall reports */
     if (g->shm)
         coh_shm_set_state(g->shm, &c, c.seq - 1);

@@ -86,7 +86,7 @@ void tf_record(tf_rank *r, cohort_status st)
 
 int tf_connect(tf_rank *r)
 {
-    cohort_status st = coh_net_connect(r->net);
+    cohort_status st = tf_up(&r->g, coh_net_connect(r->net));
     if (st != COHORT_OK) {
         tf_record(r, st);
         fprintf(stderr, "rank %d: connect: %s: %s\n", r->rank, cohort_status_name(st),
@@ -94,23 +94,6 @@ int tf_connect(tf_rank *r)
         return 1;
     }
     return 0;
-}
-
-coh_call tf_call(uint64_t seq, int coll, int dtype, int redop, int root, int tag, uint64_t count)
-{
-    coh_call c;
-    memset(&c, 0, sizeof c);
-    c.seq = seq;
-    c.coll = (uint8_t)coll;
-    c.dtype = (uint8_t)dtype;
-    c.redop = (int8_t)redop;
-    c.root = root;
-    c.tag = tag;
-    c.count = count;
-    c.file = "test_tcp.c";
-    c.line = (int)(seq % 1000);
-    c.site = 0x5eed;
-    return c;
 }
 
 void tf_op(coh_xfer *op, tf_rank *r, const coh_call *c, int kind, int peer, int is_send,
@@ -129,7 +112,7 @@ cohort_status tf_send(tf_rank *r, const coh_call *c, int kind, int peer, const v
 {
     coh_xfer op;
     tf_op(&op, r, c, kind, peer, 1, (void *)buf, len, step);
-    return coh_net_xfer(r->net, c, &op, 1);
+    return tf_up(&r->g, coh_net_xfer(r->net, c, &op, 1));
 }
 
 cohort_status tf_recv(tf_rank *r, const coh_call *c, int kind, int peer, void *buf, size_t len,
@@ -137,7 +120,7 @@ cohort_status tf_recv(tf_rank *r, const coh_call *c, int kind, int peer, void *b
 {
     coh_xfer op;
     tf_op(&op, r, c, kind, peer, 0, buf, len, step);
-    return coh_net_xfer(r->net, c, &op, 1);
+    return tf_up(&r->g, coh_net_xfer(r->net, c, &op, 1));
 }
 
 static uint64_t mix(uint64_t x)
@@ -205,23 +188,17 @@ static int rank_main(tf_shared *sh, const tf_opts *o, int rank, tf_fn fn, void *
     r.sh = sh;
     r.arg = arg;
     cohort_group *g = &r.g;
-    g->rank = rank;
-    g->size = o->nranks;
-    g->generation = 1;
-    g->id = 0;
-    snprintf(g->job_id, sizeof g->job_id, "%s", sh->job);
-    g->timeout_ms = o->timeout_ms ? o->timeout_ms : 20000;
-    g->stall_warn_ms = -1;
-    g->check_contract = 1;
+    cht_group_opts go = {.job = sh->job,
+                         .token = sh->token,
+                         .timeout_ms = o->timeout_ms ? o->timeout_ms : 20000,
+                         .stall_warn_ms = -1,
+                         .check_contract = 1,
+                         .parts = CHT_G_PEERS | CHT_G_P2P | CHT_G_HOST};
+    if (cht_group_init(g, rank, o->nranks, &go) != 0) {
+        fprintf(stderr, "rank %d: out of memory\n", rank);
+        return 2;
+    }
     g->pid = getpid();
-    pthread_mutex_init(&g->err_mu, NULL);
-    g->p2p_send_seq = calloc((size_t)g->size, sizeof(uint64_t));
-    g->p2p_recv_seq = calloc((size_t)g->size, sizeof(uint64_t));
-    g->peers = calloc((size_t)g->size, sizeof(coh_peer));
-    g->n_hosts = 1;
-    g->hosts = calloc(1, sizeof *g->hosts);
-    snprintf(g->hosts[0], sizeof g->hosts[0], "localhost");
-    g->token = strdup(sh->token);
     if (o->tweak)
         o->tweak(rank, g, arg);
 

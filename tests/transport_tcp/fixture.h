@@ -16,8 +16,22 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "coll/fail/fail.h"
 #include "core/group.h"
+#include "support/group.h"
 #include "transport/tcp/tcp.h"
+
+/* The test owns the group, as src/coll does: a transport returns a failure
+ * as a status plus a record (transport/transport.h), and the owner makes it
+ * the group's failure (coll/fail); reported as the group's first failure. */
+static inline cohort_status tf_up(cohort_group *g, cohort_status st)
+{
+    if (st == COHORT_OK)
+        return st;
+    st = coh_coll_transport_failed(g, st);
+    int p = coh_group_poisoned(g);
+    return p ? (cohort_status)p : st;
+}
 
 #define TF_MAX 16
 #define TF_FLAGS 16
@@ -89,8 +103,12 @@ void tf_flag_set(tf_shared *sh, int idx, int v);
 int tf_flag_wait(tf_shared *sh, int idx, int v, int timeout_ms);
 
 /* Ops. */
-coh_call tf_call(uint64_t seq, int coll, int dtype, int redop, int root, int tag,
-                 uint64_t count);
+/* cht_call with a site per seq (file "test_tcp.c", line seq % 1000). */
+static inline coh_call tf_call(uint64_t seq, int coll, int dtype, int redop, int root, int tag,
+                               uint64_t count)
+{
+    return cht_call(seq, coll, dtype, redop, root, tag, count, "test_tcp.c", (int)(seq % 1000));
+}
 void tf_op(coh_xfer *op, tf_rank *r, const coh_call *c, int kind, int peer, int is_send,
            void *buf, size_t len, uint32_t step);
 /* One-op transfers. */
