@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "cohort_config.h"
-#include "store/tcp.h"
 #include "store_util.h"
 
 static cohort_store_server *srv;
@@ -1201,13 +1200,13 @@ END_TEST
  * refusal before the request existed once freed an uninitialised pointer). */
 START_TEST(extras_refuse_null_handle)
 {
-    coh_store_stats stats;
-    ST_EXPECT(coh_store_tcp_ping(NULL), COHORT_ERR_INVALID, NULL);
-    ST_EXPECT(coh_store_tcp_stats(NULL, &stats), COHORT_ERR_INVALID, NULL);
-    ST_EXPECT(coh_store_tcp_set_generation(NULL, 1, NULL), COHORT_ERR_INVALID, NULL);
+    cohort_store_stats stats;
+    ST_EXPECT(cohort_store_ping(NULL), COHORT_ERR_INVALID, NULL);
+    ST_EXPECT(cohort_store_get_stats(NULL, &stats), COHORT_ERR_INVALID, NULL);
+    ST_EXPECT(cohort_store_set_generation(NULL, 1, NULL), COHORT_ERR_INVALID, NULL);
     cohort_store *s = su_connect(addr, JOB_A, TOK_A);
-    ST_OK(coh_store_tcp_ping(s), s);
-    ST_OK(coh_store_tcp_stats(s, &stats), s);
+    ST_OK(cohort_store_ping(s), s);
+    ST_OK(cohort_store_get_stats(s, &stats), s);
     ck_assert_int_ge(stats.job_conns, 1);
     cohort_store_close(s);
 }
