@@ -381,6 +381,16 @@ int cht_launched_sum_run(cohort_group *g)
     return good && st == COHORT_OK;
 }
 
+uint64_t cht_mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
+}
+
 double cht_value(int rank, size_t i) { return (double)((rank * 7 + (int)(i % 13)) % 11) - 3.0; }
 
 const char *cht_tool(const char *name)

@@ -8,6 +8,7 @@
 #define COHORT_TEST_SUPPORT_H
 
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -145,7 +146,9 @@ cohort_group *cht_launched_init(void);
  * Returns 1 only if every step succeeded and every sum was exact. */
 int cht_launched_sum_run(cohort_group *g);
 
-/* Pattern helpers: deterministic input values. */
+/* Pattern helpers: deterministic input values. cht_mix: a 64-bit mixer
+ * (the splitmix64 finalizer) for values that look random but repeat. */
+uint64_t cht_mix(uint64_t x);
 double cht_value(int rank, size_t i);
 
 /* Path to a built tool ("cohortrun") from COHORT_BUILD_DIR. */

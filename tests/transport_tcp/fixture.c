@@ -123,26 +123,16 @@ cohort_status tf_recv(tf_rank *r, const coh_call *c, int kind, int peer, void *b
     return coh_net_xfer(r->net, c, &op, 1);
 }
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
 void tf_fill(void *buf, size_t len, uint64_t seed)
 {
     unsigned char *b = buf;
     size_t i = 0;
     for (; i + 8 <= len; i += 8) {
-        uint64_t v = mix(seed * 0x9e3779b97f4a7c15ull + i);
+        uint64_t v = cht_mix(seed * 0x9e3779b97f4a7c15ull + i);
         memcpy(b + i, &v, 8);
     }
     for (; i < len; i++)
-        b[i] = (unsigned char)mix(seed * 0x9e3779b97f4a7c15ull + i);
+        b[i] = (unsigned char)cht_mix(seed * 0x9e3779b97f4a7c15ull + i);
 }
 
 long tf_check(const void *buf, size_t len, uint64_t seed)
@@ -150,12 +140,12 @@ long tf_check(const void *buf, size_t len, uint64_t seed)
     const unsigned char *b = buf;
     size_t i = 0;
     for (; i + 8 <= len; i += 8) {
-        uint64_t v = mix(seed * 0x9e3779b97f4a7c15ull + i);
+        uint64_t v = cht_mix(seed * 0x9e3779b97f4a7c15ull + i);
         if (memcmp(b + i, &v, 8) != 0)
             return (long)i;
     }
     for (; i < len; i++)
-        if (b[i] != (unsigned char)mix(seed * 0x9e3779b97f4a7c15ull + i))
+        if (b[i] != (unsigned char)cht_mix(seed * 0x9e3779b97f4a7c15ull + i))
             return (long)i;
     return -1;
 }
