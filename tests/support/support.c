@@ -118,7 +118,7 @@ static pid_t store_process(const char *job, const char *token, char *addr, size_
     return p;
 }
 
-static void set_extra_env(const char *extra)
+void cht_set_env(const char *extra)
 {
     if (!extra)
         return;
@@ -266,7 +266,7 @@ static int run_child(int r, void *p)
         snprintf(b, sizeof b, "%d", o->generation);
         setenv("COHORT_GENERATION", b, 1);
     }
-    set_extra_env(o->extra_env);
+    cht_set_env(o->extra_env);
     return c->fn(r, c->arg);
 }
 

@@ -132,6 +132,9 @@ int cht_netns_link(const char *prefix, int host, int down);
 /* "10.<net>.0.<host+1>" */
 const char *cht_netns_ip(int net, int host);
 
+/* Sets "K=V;K2=V2" in this process's environment (NULL: nothing). */
+void cht_set_env(const char *list);
+
 /* Unsets every variable a launcher or user sets for init (RANK, WORLD_SIZE,
  * LOCAL_*, MASTER_*, COHORT_*, SLURM_*, OMPI_*, PMI_*, PMIX_*, MPI_LOCAL*)
  * so a test sees only what it sets; COHORT_BUILD_DIR and COHORT_SOURCE_DIR

@@ -152,24 +152,9 @@ long tf_check(const void *buf, size_t len, uint64_t seed)
 
 /* ---- rank process ---- */
 
-static void set_env(const char *extra)
-{
-    if (!extra)
-        return;
-    char *dup = strdup(extra), *save = NULL;
-    for (char *kv = strtok_r(dup, ";", &save); kv; kv = strtok_r(NULL, ";", &save)) {
-        char *eq = strchr(kv, '=');
-        if (!eq)
-            continue;
-        *eq = 0;
-        setenv(kv, eq + 1, 1);
-    }
-    free(dup);
-}
-
 static int rank_main(tf_shared *sh, const tf_opts *o, int rank, tf_fn fn, void *arg)
 {
-    set_env(o->env);
+    cht_set_env(o->env);
     coh_log_set_rank(rank);
     static tf_rank r; /* big (cohort_group): not on the stack */
     memset(&r, 0, sizeof r);
