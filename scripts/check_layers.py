@@ -3,14 +3,18 @@
 
 Reads the module order from scripts/layers.txt (lowest first) and the
 #include "..." lines of every file under src/. A module is a folder of src/
-(transport/shm, transport/tcp and coll/shm are modules of their own,
+(transport/shm, transport/tcp, coll/shm and coll/fail are modules of their own,
 store/etcd belongs to store). Fails on:
   - an include of a higher module's header (an upward edge), unless
     layers.txt lists that exact edge as a known exception;
   - a module that layers.txt does not place;
   - with --objects DIR: a call from one module into a function defined in a
     higher one (nm over the library's object files), same exceptions;
-  - a cycle between modules in what remains.
+  - a cycle between modules in what remains;
+  - a call that FORBIDDEN rules out although it runs downward (a transport
+    changing group state: it reports a failure as a status and a record,
+    transport/transport.h), found in the sources and, with --objects, in
+    the objects' undefined symbols.
 Prints the module graph with --graph. Run by ctest (test_layers).
 """
 import collections
@@ -21,7 +25,15 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SRC = os.path.join(ROOT, "src")
-OWN = ("transport/shm", "transport/tcp", "coll/shm")
+OWN = ("transport/shm", "transport/tcp", "coll/shm", "coll/fail")
+
+
+# Downward calls a module must still not make: a transport never changes its
+# group's state; it returns a status and records the failure (coh_tp_fail),
+# and its caller turns that into the group's failure (coll/fail).
+GROUP_FAIL = {"coh_group_fail", "coh_group_peer_lost", "coh_group_remote_abort",
+              "coh_contract_mismatch"}
+FORBIDDEN = {m: GROUP_FAIL for m in ("transport", "transport/shm", "transport/tcp")}
 
 
 def module(rel):
@@ -97,12 +109,37 @@ def symbol_edges(objdir):
     if not undef:
         sys.exit(f"check_layers: no object files of src/ under {objdir}")
     edges = collections.defaultdict(list)
+    forbidden = []
     for src, syms in undef.items():
         m = module(src)
         for s in sorted(syms):
             if s in defs and defs[s] != m:
                 edges[(m, defs[s])].append(f"src/{src}: calls {s}")
-    return edges
+            if s in FORBIDDEN.get(m, ()):
+                forbidden.append(f"src/{src} ({m}) calls {s} (object file)")
+    return edges, forbidden
+
+
+def forbidden_in_sources():
+    """Names FORBIDDEN to a module that its sources call (comments aside)."""
+    out = []
+    for d, _, fs in os.walk(SRC):
+        for f in sorted(fs):
+            if not f.endswith((".c", ".h", ".inc")):
+                continue
+            p = os.path.join(d, f)
+            rel = os.path.relpath(p, SRC)
+            m = module(rel)
+            if m not in FORBIDDEN:
+                continue
+            text = open(p, errors="replace").read()
+            text = re.sub(r"/\*.*?\*/|//[^\n]*", lambda x: "\n" * x.group(0).count("\n"), text,
+                          flags=re.S)
+            for n, line in enumerate(text.split("\n"), 1):
+                for name in FORBIDDEN[m]:
+                    if re.search(r"\b%s\s*\(" % name, line):
+                        out.append(f"src/{rel}:{n} ({m}) calls {name}")
+    return out
 
 
 def cycles(nodes, adj):
@@ -144,9 +181,13 @@ def main(argv):
     rank, allowed = read_layers()
     edges = include_edges()
     kinds = [("include", edges)]
-    if objdir:
-        kinds.append(("call", symbol_edges(objdir)))
     bad = []
+    for hit in forbidden_in_sources():
+        bad.append("forbidden call: " + hit)
+    if objdir:
+        call_edges, hits = symbol_edges(objdir)
+        kinds.append(("call", call_edges))
+        bad += ["forbidden call: " + h for h in hits]
     mods = {x for _, e in kinds for (a, b) in e for x in (a, b)}
     for m in sorted(mods):
         if m not in rank:

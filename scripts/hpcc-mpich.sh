@@ -7,8 +7,8 @@
 # repository, then:
 #   1. the check: tests/mpi/run_hpcc.sh on 2 and 4 ranks (Success=1, no
 #      report, every call compared);
-#   2. the cost: `pairs` interleaved bare/layer runs on 2 and 4 ranks,
-#      printing the median wall time and hpcc's own results of each.
+#   2. the cost: bench/mpi/hpcc_cost.sh, `pairs` interleaved bare/layer
+#      runs on 2 and 4 ranks (median wall time and hpcc's own results).
 # <hpcc-source>: Debian's source (`apt-get source hpcc`, needs a deb-src
 # line) or its orig tarball hpcc_1.5.0.orig.tar.gz, as a directory or the
 # .tar.gz; never copied into this repository. Needs a build (build/mpi/).
@@ -71,59 +71,7 @@ echo "== hpcc $(basename "$(readlink -f "$src")") built for MPICH: the check (2 
 "$root/tests/mpi/run_hpcc.sh" mpich "$lib" "$hpcc"
 check=$?
 
-echo "== hpcc under MPICH: cost, $pairs interleaved bare/layer pairs (N=400, order alternating), load $(cut -d' ' -f1-3 /proc/loadavg)"
-raw=$work/hpcc-mpich-times.txt
-: > "$raw"
-inf=/usr/share/doc/hpcc/examples/_hpccinf.txt
-for ((p = 0; p < pairs; p++)); do
-  for n in ${RANKS:-2 4}; do
-    order="bare layer"; ((p % 2)) && order="layer bare"
-    for mode in $order; do
-      d=$(mktemp -d /tmp/cohort-hpcc.XXXXXX)
-      q=1; [ $n = 4 ] && q=2
-      sed -e "s/^1000         Ns/400          Ns/" -e "s/^2            Ps/$q            Ps/" "$inf" \
-        > "$d/hpccinf.txt"
-      L=(mpiexec.mpich -n $n)
-      [ $mode = layer ] && L+=(-genv LD_PRELOAD "$lib")
-      t0=$(date +%s.%N)
-      (cd "$d" && timeout 600 "${L[@]}" "$hpcc" > "$d/out" 2>&1)
-      rc=$?
-      t1=$(date +%s.%N)
-      grep -q '^Success=1' "$d/hpccoutf.txt" 2>/dev/null || rc="$rc,no-Success"
-      grep -q 'error:' "$d/out" && rc="$rc,report"
-      printf '%s %s %s wall=%s rc=%s' $n $mode $p "$(awk "BEGIN{printf \"%.2f\", $t1 - $t0}")" "$rc" >> "$raw"
-      for k in HPL_Tflops PTRANS_GBs MPIRandomAccess_GUPs MPIFFT_Gflops StarDGEMM_Gflops \
-               AvgPingPongLatency_usec RandomlyOrderedRingLatency_usec; do
-        printf ' %s=%s' $k "$(sed -n "s/^$k=//p" "$d/hpccoutf.txt" 2>/dev/null | head -1)" >> "$raw"
-      done
-      echo >> "$raw"
-      rm -rf "$d"
-    done
-  done
-done
-python3 - "$raw" <<'PY'
-import sys, statistics as st, collections
-runs = collections.defaultdict(lambda: collections.defaultdict(list))
-bad = []
-for line in open(sys.argv[1]):
-    f = line.split()
-    n, mode, kv = f[0], f[1], dict(x.split('=', 1) for x in f[3:])
-    if kv.pop('rc') != '0':
-        bad.append(line.strip())
-    for k, v in kv.items():
-        if v:
-            runs[n][(k, mode)].append(float(v))
-for n in sorted(runs):
-    print(f"{n} ranks: median over pairs, bare -> layer (layer/bare)")
-    for k in sorted({k for k, _ in runs[n]}, key=lambda k: k != 'wall'):
-        a, b = runs[n].get((k, 'bare')), runs[n].get((k, 'layer'))
-        if a and b:
-            ma, mb = st.median(a), st.median(b)
-            print(f"  {k:34} {ma:12.6g} -> {mb:12.6g}  ({mb / ma if ma else float('nan'):.3f})")
-for l in bad:
-    print("FAILED RUN:", l)
-sys.exit(1 if bad else 0)
-PY
+echo "== hpcc under MPICH: cost"
+"$root/bench/mpi/hpcc_cost.sh" mpich "$lib" "$hpcc" "$pairs" "$work"
 cost=$?
-echo "raw: $raw"
 exit $((check || cost))

@@ -9,6 +9,8 @@
 # bench/torch/overhead.py measures the check's own time per call without gloo:
 #   cohortrun -n 2 python3 bench/torch/overhead.py [CALLS]
 #   ROUNDS (5) ITERS (2000 calls at 8 B; 1/20 of it at 1 MiB) SIZES (8,1048576)
+#   NRANKS (2; with more, cohort.torch waits for the neighbour's fingerprint
+#   before each blocking call, docs/pytorch.md) SETTINGS ("none cohort detail")
 #   PY (python3) COHORTRUN (build/tools/cohortrun/cohortrun) OUT (a temp dir)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -19,23 +21,25 @@ PY=${PY:-python3}
 COHORTRUN=${COHORTRUN:-$PWD/build/tools/cohortrun/cohortrun}
 OUT=${OUT:-$(mktemp -d /tmp/cohort-torch-bench.XXXXXX)}
 mkdir -p "$OUT"
-settings=(none cohort detail)
+NRANKS=${NRANKS:-2}
+read -r -a settings <<< "${SETTINGS:-none cohort detail}"
+ns=${#settings[@]}
 for i in $(seq 1 "$ROUNDS"); do
-  for j in 0 1 2; do
-    s=${settings[$(((i + j) % 3))]}
+  for ((j = 0; j < ns; j++)); do
+    s=${settings[$(((i + j) % ns))]}
     case $s in
       none) env=(COHORT_TORCH_CHECK=0) ;;
       cohort) env=(COHORT_TORCH_CHECK=1) ;;
       detail) env=(COHORT_TORCH_CHECK=0 TORCH_DISTRIBUTED_DEBUG=DETAIL) ;;
     esac
-    env "${env[@]}" COHORT_TIMEOUT=300 "$COHORTRUN" -n 2 "$PY" -m cohort.torch.run \
+    env "${env[@]}" COHORT_TIMEOUT=300 "$COHORTRUN" -n "$NRANKS" "$PY" -m cohort.torch.run \
       bench/torch/allreduce.py "$ITERS" "$SIZES" > "$OUT/$s.$i.txt" 2> "$OUT/$s.$i.err" || {
       echo "bench/torch: $s round $i failed (see $OUT/$s.$i.err)" >&2; exit 1; }
   done
 done
-"$PY" - "$OUT" "$ROUNDS" <<'PY'
+"$PY" - "$OUT" "$ROUNDS" "$NRANKS" <<'PY'
 import glob, os, re, statistics as S, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, nranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 res = {}
 for f in glob.glob(os.path.join(out, "*.txt")):
     s, i = os.path.basename(f).split(".")[:2]
@@ -46,7 +50,7 @@ for f in glob.glob(os.path.join(out, "*.txt")):
             res.setdefault((s, b), {})[i] = [float(m.group(k)) for k in (3, 4, 5, 6)]
 sizes = sorted({b for _, b in res})
 load = os.getloadavg()
-print(f"gloo, 2 ranks, dist.all_reduce float32, {rounds} interleaved launches per setting; "
+print(f"gloo, {nranks} ranks, dist.all_reduce float32, {rounds} interleaved launches per setting; "
       f"load average {load[0]:.1f} at the end")
 print("medians over launches of each launch's p50/p99/max per call; ratio and added time:")
 print("medians over rounds of (p50 of the setting) / and - (p50 without a check)")

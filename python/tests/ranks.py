@@ -600,9 +600,11 @@ def checker(g, how="ok"):
     def abort_backend(kind, st, text):
         # the front end's part: no rank may stay blocked in the backend
         backend.abort("checker: " + text)
-    if how == "exit":
+    if how in ("exit", "abort"):
         # no Python at all after the failure: the report on stderr, _exit(42)
         chk = cohort.Checker(g, exit_code=42)
+        if how == "abort":
+            chk.hold_abort(20.0)
     else:
         chk = cohort.Checker(g, handler=handler, abort=abort_backend)
     ranks = list(range(g.size))
@@ -617,10 +619,14 @@ def checker(g, how="ok"):
         pass
     failed_at = None
     for i in range(6):
-        count = 4 if (how in ("count", "exit") and i == 3 and g.rank == 1) else 8
+        count = 4 if (how in ("count", "exit", "abort") and i == 3 and g.rank == 1) else 8
         try:
             seq = chk.begin(grp, "all_reduce", count, sig="float32", redop="sum")
             assert seq == i + 1
+            if count == 4 and how == "abort":
+                # as gloo does on a size mismatch before the check compared
+                # the call: the abort is held until the report is out
+                os.abort()
             x = np.ones(8, np.float32)
             backend.all_reduce(x)  # CHECKED-LINE
             chk.end(grp, seq, synced=True)
@@ -628,7 +634,7 @@ def checker(g, how="ok"):
             failed_at = i
             log("MISMATCH", type(e).__name__, e)
             break
-    if how == "exit":
+    if how in ("exit", "abort"):
         time.sleep(30)  # the checker ends this process
         raise AssertionError("exit_code did not end the process")
     if how == "ok":

@@ -244,3 +244,21 @@ def test_checker_exit_code_ends_every_rank():
     assert len(reports) == 1, p.stderr  # the same report wherever it was printed
     (m,) = reports
     assert "all_reduce #4" in m and "count differs: ranks 0,2 have 8, rank 1 has 4" in m, m
+
+
+def test_checker_holds_a_backend_abort_for_the_report():
+    """hold_abort: rank 1 aborts (SIGABRT, as gloo does on a size mismatch)
+    right after announcing its odd call; the handler holds the abort until
+    the checker has the report, and every rank ends with it and exit_code,
+    not with the signal (the handler's C code runs under ASan in
+    scripts/test-python.sh --asan)."""
+    p = subprocess.run(launch_cmd(3, "checker", ("abort",)), env=job_env(), capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 42, p.stdout + p.stderr
+    assert "this process is aborting (SIGABRT): waiting for the contract check's report" \
+        in p.stderr, p.stderr
+    reports = set(re.findall(r"cohort check: (backend world: .*)", p.stderr))
+    assert len(reports) == 1, p.stderr
+    (m,) = reports
+    assert "count differs: ranks 0,2 have 8, rank 1 has 4" in m, m
+    assert "signal 6" not in p.stderr and "Aborted" not in p.stderr, p.stderr

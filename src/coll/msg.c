@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "coll/coll_int.h"
+#include "coll/fail/fail.h"
 
 static const coh_coll_transport real_tp = {
     .xfer = coh_net_xfer,
@@ -53,8 +54,16 @@ cohort_status coh_xf_run(cohort_group *g, const coh_call *c, coh_xfer *ops, int 
     if (!g->net) /* only a group of one has no connections */
         return coh_group_fail(g, COHORT_ERR_UNSUPPORTED, "%s #%llu: no message transport",
                               coh_coll_label(c->coll), (unsigned long long)c->seq);
-    return coh_coll_tp->xfer(g->net, c, ops, nops);
+    cohort_status st = coh_coll_tp->xfer(g->net, c, ops, nops);
+    if (st == COHORT_OK)
+        return st;
+    st = coh_coll_transport_failed(g, st);
+    /* Several failures can race (a local abort, the peer's EOF that
+     * follows it): report the group's first one, as every later call will. */
+    int p = coh_group_poisoned(g);
+    return p ? (cohort_status)p : st;
 }
+
 
 const coh_call *coh_shm_sum_call(cohort_group *g, const coh_call *c, coh_call *tmp,
                                  cohort_status *st)

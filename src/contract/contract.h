@@ -67,6 +67,13 @@ cohort_status coh_contract_mismatch(cohort_group *g, const coh_call *call, int p
  * majority report. Idempotent. */
 void coh_contract_report(cohort_group *g);
 
+/* COHORT_DEBUG=sync (dsync.c): before collective c, publishes this rank's
+ * fingerprint in the group's store and compares every rank's (each waited
+ * for within the call's timeout). A divergence fails the group with
+ * COHORT_ERR_CONTRACT naming the ranks' values; a rank that never arrives,
+ * with COHORT_ERR_TIMEOUT. Send/recv and groups without a store pass. */
+cohort_status coh_contract_debug_sync(cohort_group *g, const coh_call *c);
+
 /* Builds the majority report from per-rank histories (pure; unit-tested).
  * hist[r] is rank r's last calls (oldest first; the order is not relied
  * on) or, with fp == NULL, a rank that did not answer (fp != NULL with

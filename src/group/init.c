@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
+#include "coll/fail/fail.h"
 #include "contract/contract.h"
 #include "engine/engine.h"
 #include "group/group_internal.h"
@@ -452,6 +453,7 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     if (g->local_size > 1 && g->force_transport != 2) {
         st = coh_shm_create(g, &g->shm);
         if (st != COHORT_OK) {
+            st = coh_coll_transport_failed(g, st);
             /* Fatal even in auto mode: the segment is collective over the
              * host's ranks, and a silent per-rank fallback would make ranks
              * pick different algorithms. */
@@ -471,6 +473,10 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     if (g->net) {
         st = coh_net_connect(g->net);
         if (st != COHORT_OK) {
+            /* As coh_net_connect reports it: the group's first failure. */
+            st = coh_coll_transport_failed(g, st);
+            int p = coh_group_poisoned(g);
+            st = p ? (cohort_status)p : st;
             if (!g->err.msg[0])
                 coh_err_set(&g->err, st, "tcp connect: %s", cohort_last_error(NULL));
             goto out;
@@ -783,10 +789,15 @@ static cohort_status finalize_wait(cohort_group *g, uint64_t *tidx_out)
         coh_trace_start(g->trace, *tidx_out);
         coh_monitor_announce(g, &fc);
     }
-    for (int i = 0; !p && i < g->n_tp; i++)
-        if (g->tp[i].ops->close_check &&
-            g->tp[i].ops->close_check(g->tp[i].t, wait_ms) == COHORT_ERR_TIMEOUT)
+    for (int i = 0; !p && i < g->n_tp; i++) {
+        cohort_status cs = g->tp[i].ops->close_check
+                               ? g->tp[i].ops->close_check(g->tp[i].t, wait_ms)
+                               : COHORT_OK;
+        if (cs == COHORT_ERR_TIMEOUT)
             late = 1;
+        else if (cs != COHORT_OK)
+            coh_coll_transport_failed(g, cs); /* what it found fails the group */
+    }
     /* Arrive only after this rank's findings are posted; a rank that already
      * has its error arrives without waiting, so nobody waits for it. */
     int64_t n = 0;

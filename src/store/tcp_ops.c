@@ -155,10 +155,10 @@ static cohort_status req_done(req *q, cohort_status st)
  * closed (the extras are called with any handle). */
 static cohort_status req_bare(req *q, cohort_store *s, uint8_t op, const char *what)
 {
+    q->s = s;
+    q->pl = NULL; /* req_done follows a refusal too */
     if (!s || coh_store_priv(s) == NULL)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "%s: NULL or closed handle", what);
-    q->s = s;
-    q->pl = NULL;
     snprintf(q->what, sizeof q->what, "%s", what);
     req_begin(q, op, 0);
     return req_call(q, op_deadline(s));

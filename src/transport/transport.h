@@ -52,4 +52,50 @@ typedef struct coh_transport_ops {
 void coh_transport_attach(cohort_group *g, const coh_transport_ops *ops, void *t);
 void coh_transport_detach(cohort_group *g, void *t);
 
+/* ---- failures: reported up, never acted on -----------------------------
+ * A transport never changes its group's state. Where it finds a failure it
+ * records what happened (which peer, why) here and returns the status; the
+ * module that owns the call (src/coll; group init and finalize for create,
+ * connect and close_check) turns the record into the group's failure with
+ * coh_coll_transport_failed (coll/fail/fail.h): coh_group_fail,
+ * coh_group_peer_lost, coh_group_remote_abort or coh_contract_mismatch.
+ * The record is thread-local: a transport finds failures only on the
+ * caller's thread (it has no threads of its own; its failure-path hooks
+ * record nothing). A status returned with no record is the group's already
+ * (a wait that found the group poisoned or past its deadline,
+ * coh_wait_check). scripts/check_layers.py fails the build's test when an
+ * object of transport/ calls one of those four functions. */
+enum {
+    COH_TPF_FAIL = 1,     /* msg is the group's error message */
+    COH_TPF_PEER_LOST,    /* peer is dead; msg says how */
+    COH_TPF_REMOTE_ABORT, /* a peer aborted the group; msg is its reason */
+    COH_TPF_MISMATCH,     /* a message from peer broke the contract of call */
+};
+typedef struct coh_tp_fail {
+    cohort_group *g; /* NULL: nothing recorded */
+    int kind;        /* COH_TPF_* */
+    cohort_status st;
+    int peer;        /* group rank (PEER_LOST, MISMATCH) */
+    int has_call;    /* MISMATCH: call is this rank's call (else unknown), */
+    coh_call call;   /* exp what it expected and got what came */
+    coh_hdr exp, got;
+    char msg[COH_ERRLEN];
+} coh_tp_fail;
+
+/* Record a failure of g on this thread and return its status (the first
+ * three return st, PEER_LOST, st, COHORT_ERR_CONTRACT). A new record
+ * replaces an unclaimed one: a transport returns right after recording. */
+cohort_status coh_tp_fail_set(cohort_group *g, cohort_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+cohort_status coh_tp_peer_lost(cohort_group *g, int peer, const char *how);
+cohort_status coh_tp_remote_abort(cohort_group *g, cohort_status st, const char *reason);
+cohort_status coh_tp_mismatch(cohort_group *g, const coh_call *call, int peer,
+                              const coh_hdr *exp, const coh_hdr *got);
+/* Moves this thread's record for g into out and clears it; 0 when there is
+ * none (or it belongs to another group). */
+int coh_tp_fail_take(cohort_group *g, coh_tp_fail *out);
+/* The recorded message for g (a transport telling its peers why it failed
+ * before it returns, e.g. the segment's abort word), else g's error. */
+const char *coh_tp_fail_reason(cohort_group *g);
+
 #endif

@@ -6,8 +6,9 @@
  *
  * Each is a challenge-response over fresh nonces: the side that accepts
  * sends a nonce; the side that connects answers with its identity (job,
- * generation, ...) and HMAC-SHA256 keyed by the job token over a label, the
- * nonce and that identity; the acceptor recomputes the MAC and decides, in
+ * generation, ...) and HMAC-SHA256 keyed by the job token (or a key derived
+ * from it) over a label, the nonce and that identity; the acceptor
+ * recomputes the MAC and decides, in
  * one order for all three:
  *   1. job      - the job id is not secret: "wrong job" is the useful line;
  *   2. MAC      - constant-time; after it the claimed fields are the peer's;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cohort_config.h"
+#include "store/tcp.h"
 #include "store_util.h"
 
 static cohort_store_server *srv;
@@ -1196,6 +1197,22 @@ START_TEST(api_argument_checks)
 }
 END_TEST
 
+/* The extras of tcp.h take any handle: NULL is refused, never touched (a
+ * refusal before the request existed once freed an uninitialised pointer). */
+START_TEST(extras_refuse_null_handle)
+{
+    coh_store_stats stats;
+    ST_EXPECT(coh_store_tcp_ping(NULL), COHORT_ERR_INVALID, NULL);
+    ST_EXPECT(coh_store_tcp_stats(NULL, &stats), COHORT_ERR_INVALID, NULL);
+    ST_EXPECT(coh_store_tcp_set_generation(NULL, 1, NULL), COHORT_ERR_INVALID, NULL);
+    cohort_store *s = su_connect(addr, JOB_A, TOK_A);
+    ST_OK(coh_store_tcp_ping(s), s);
+    ST_OK(coh_store_tcp_stats(s, &stats), s);
+    ck_assert_int_ge(stats.job_conns, 1);
+    cohort_store_close(s);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("store_ops");
@@ -1231,6 +1248,7 @@ static Suite *suite(void)
     tcase_add_test(t, limit_max_clients);
     tcase_add_test(t, server_opts_validated);
     tcase_add_test(t, api_argument_checks);
+    tcase_add_test(t, extras_refuse_null_handle);
     suite_add_tcase(s, t);
     return s;
 }

@@ -9,6 +9,7 @@
 #include <check.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -338,7 +339,7 @@ static int flood_body(tf_rank *r)
     if (r->rank == 0)
         TF_CHECK(r, tf_flag_wait(r->sh, F_FLOODING, 1, 15000) == 0, "no flood");
     uint64_t t0 = tf_now_ns();
-    cohort_status st = coh_net_connect(r->net);
+    cohort_status st = tf_up(&r->g, coh_net_connect(r->net));
     double ms = (tf_now_ns() - t0) / 1e6;
     tf_record(r, st);
     fprintf(stderr, "rank %d connected in %.0f ms under the flood\n", r->rank, ms);
@@ -410,7 +411,7 @@ static void cred_tweak(int rank, cohort_group *g, void *arg)
 
 static int cred_body(tf_rank *r)
 {
-    cohort_status st = coh_net_connect(r->net);
+    cohort_status st = tf_up(&r->g, coh_net_connect(r->net));
     tf_record(r, st);
     /* Rank 0 connects to rank 1: it is refused (AUTH) and rank 1 keeps
      * waiting for a valid rank 0 until the timeout. */
@@ -447,7 +448,7 @@ static int missing_body(tf_rank *r)
         return 0;
     }
     uint64_t t0 = tf_now_ns();
-    cohort_status st = coh_net_connect(r->net);
+    cohort_status st = tf_up(&r->g, coh_net_connect(r->net));
     tf_record(r, st);
     pthread_mutex_lock(&r->sh->mu);
     r->sh->flags[0]++;
@@ -524,7 +525,7 @@ static int fake_body(tf_rank *r)
 {
     if (r->rank == 1)
         return 0; /* the real rank 1 is not used */
-    cohort_status st = coh_net_connect(r->net);
+    cohort_status st = tf_up(&r->g, coh_net_connect(r->net));
     tf_record(r, st);
     cohort_status want = fake_mode == 0 ? COHORT_ERR_AUTH : COHORT_ERR_PROTOCOL;
     TF_CHECK(r, st == want, "got %s: %s", cohort_status_name(st), r->g.err.msg);
@@ -552,11 +553,48 @@ START_TEST(fake_acceptor_refused)
 }
 END_TEST
 
+/* docs/wire-protocol.md's HELLO and WELCOME examples (token "fuzz-token",
+ * job "fuzz-job", generation 3, group 7, rank 1 of 4 to rank 2, nonce_a
+ * a0..bf, nonce_c c0..df): the MACs are pinned, so a change to how they are
+ * built (util/auth.c, wire.c) cannot pass unnoticed by older peers. */
+START_TEST(documented_macs)
+{
+    ck_assert_int_ge(sodium_init(), 0);
+    uint8_t key[COH_HS_KEY], na[COH_HS_NONCE], mac[COH_HS_MAC];
+    coh_hs_key(key, "fuzz-token");
+    coh_hs_hello h;
+    memset(&h, 0, sizeof h);
+    snprintf(h.id.job, sizeof h.id.job, "fuzz-job");
+    h.id.gen = 3;
+    h.id.group = 7;
+    h.id.rank = 1;
+    h.id.size = 4;
+    h.dst = 2;
+    for (int i = 0; i < COH_HS_NONCE; i++) {
+        na[i] = (uint8_t)(0xa0 + i);
+        h.nonce[i] = (uint8_t)(0xc0 + i);
+    }
+    static const uint8_t hello[COH_HS_MAC] = {
+        0x4e, 0xbd, 0xfc, 0x5c, 0xc3, 0x7d, 0x09, 0xca, 0xbb, 0xb3, 0xbb, 0x8e, 0xb9, 0xae, 0x1e, 0x16,
+        0xf7, 0x7c, 0x7a, 0xac, 0xb7, 0xea, 0x1d, 0xca, 0x02, 0x27, 0x5e, 0x9a, 0xde, 0xf0, 0x7a, 0xa9};
+    coh_hs_hello_mac(mac, key, na, &h);
+    ck_assert_mem_eq(mac, hello, COH_HS_MAC);
+    static const uint8_t welcome[COH_HS_MAC] = {
+        0xe5, 0xce, 0x5d, 0xca, 0x95, 0x1f, 0xfa, 0xaa, 0x29, 0x2f, 0x8d, 0x70, 0x03, 0x8a, 0x6b, 0xbb,
+        0x98, 0x42, 0x85, 0x79, 0xbb, 0xd3, 0x14, 0xce, 0xf9, 0x3c, 0xf9, 0xb3, 0xea, 0xe1, 0xfc, 0x11};
+    coh_hs_ident acc = h.id;
+    acc.rank = 2;
+    coh_hs_welcome_mac(mac, key, h.nonce, na, &acc, 1);
+    ck_assert_mem_eq(mac, welcome, COH_HS_MAC);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("transport_tcp_auth");
     TCase *t = tcase_create("auth");
     tcase_set_timeout(t, 60);
+    tcase_add_test(t, documented_macs);
     tcase_add_test(t, strays_refused_job_continues);
     tcase_add_test(t, flood_does_not_lock_out_peers);
     tcase_add_loop_test(t, wrong_credentials, 0, (int)COH_ARRAY_LEN(cred_cases));

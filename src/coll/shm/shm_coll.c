@@ -40,6 +40,7 @@
 #include <immintrin.h>
 #endif
 
+#include "coll/fail/fail.h"
 #include "coll/shm/shm_coll.h"
 #include "reduce/reduce.h"
 #include "transport/shm/shm_cma.h"
@@ -173,6 +174,33 @@ static inline void copy_fast(void *dst, const void *src, size_t n)
                 copy_fast((d), (s), m_);                                                           \
         }                                                                                          \
     } while (0)
+
+/* The segment's calls return a failure the transport recorded, and the
+ * group learns it here, before anything else waits on it (transport.h:
+ * a transport never changes group state). Free on the fast path: the
+ * status is compared anyway. */
+static inline cohort_status cs_up(cohort_group *g, cohort_status st)
+{
+    return st == COHORT_OK ? st : coh_coll_transport_failed(g, st);
+}
+static inline cohort_status cs_claim(shm_op *o) { return cs_up(o->g, shm_claim(o)); }
+static inline cohort_status cs_wait_all(shm_op *o, uint32_t target)
+{
+    return cs_up(o->g, shm_wait_all(o, target));
+}
+static inline cohort_status cs_wait_rank(shm_op *o, int q, uint32_t target)
+{
+    return cs_up(o->g, shm_wait_rank(o, q, target));
+}
+static inline cohort_status cs_check_abort(coh_shm *s) { return cs_up(s->g, shm_check_abort(s)); }
+static cohort_status cs_cma_read(shm_op *o, int q, void *dst, uint64_t addr, size_t len)
+{
+    return cs_up(o->g, shm_cma_read(o, q, dst, addr, len));
+}
+static cohort_status cs_cma_write(shm_op *o, int q, uint64_t addr, const void *src, size_t len)
+{
+    return cs_up(o->g, shm_cma_write(o, q, addr, src, len));
+}
 
 /* Streaming stores are weakly ordered: fence them before the call returns
  * so the caller's other threads see the data. */
@@ -315,7 +343,7 @@ static cohort_status op_begin(shm_op *o, coh_shm *s, const coh_call *c, int need
     o->nt = 0;
     if (coh_group_poisoned(s->g))
         return COHORT_ERR_ABORTED;
-    cohort_status st = shm_check_abort(s);
+    cohort_status st = cs_check_abort(s);
     if (st != COHORT_OK)
         return st;
     if (c->dtype >= COHORT_DTYPE_COUNT)
@@ -390,7 +418,7 @@ static cohort_status ar_small(shm_op *o, const void *send, void *recv, size_t co
     coh_shm *s = o->s;
     const coh_call *c = o->c;
     size_t bytes = count * dt_size[c->dtype];
-    cohort_status st = shm_claim(o);
+    cohort_status st = cs_claim(o);
     if (st != COHORT_OK)
         return st;
     uint32_t p = s->phase + 1;
@@ -398,7 +426,7 @@ static cohort_status ar_small(shm_op *o, const void *send, void *recv, size_t co
     put_hdr(o, mb, 0, bytes);
     CPY(DATA(mb), send, bytes);
     shm_publish(s);
-    if ((st = shm_wait_all(o, p)) != COHORT_OK || (st = check_all(o, p, 0, bytes, -1, 0)))
+    if ((st = cs_wait_all(o, p)) != COHORT_OK || (st = check_all(o, p, 0, bytes, -1, 0)))
         return st;
     for (int q = 0; q < s->n; q++)
         s->srcs[q] = q == s->me ? send : DATA(shm_buf(s, q, p));
@@ -417,7 +445,7 @@ static cohort_status red_phase_a(shm_op *o, const unsigned char *send, size_t of
     coh_shm *s = o->s;
     size_t es = dt_size[o->c->dtype];
     size_t lo = slice_lo(len, s->n, s->me, al), hi = slice_lo(len, s->n, s->me + 1, al);
-    cohort_status st = shm_claim(o);
+    cohort_status st = cs_claim(o);
     if (st != COHORT_OK)
         return st;
     uint32_t p = s->phase + 1;
@@ -426,7 +454,7 @@ static cohort_status red_phase_a(shm_op *o, const unsigned char *send, size_t of
     CPY(DATA(mb), send + off * es, lo * es);
     CPY(DATA(mb) + lo * es, send + (off + hi) * es, (len - hi) * es);
     shm_publish(s);
-    if ((st = shm_wait_all(o, p)) != COHORT_OK)
+    if ((st = cs_wait_all(o, p)) != COHORT_OK)
         return st;
     return check_all(o, p, step, len * es, -1, 0);
 }
@@ -483,7 +511,7 @@ static cohort_status ar_large(shm_op *o, const unsigned char *send, unsigned cha
         size_t lo = slice_lo(len, n, me, al), hi = slice_lo(len, n, me + 1, al);
         /* Phase B: reduce my slice straight into my buffer, publish it,
          * then copy it and everyone else's slices out. */
-        if ((st = shm_claim(o)) != COHORT_OK)
+        if ((st = cs_claim(o)) != COHORT_OK)
             return st;
         uint32_t pb = s->phase + 1;
         unsigned char *mb = shm_buf(s, me, pb);
@@ -491,7 +519,7 @@ static cohort_status ar_large(shm_op *o, const unsigned char *send, unsigned cha
         red_slice(o, send, off, len, al, pa, DATA(mb));
         shm_publish(s);
         OUT(o, recv + (off + lo) * es, DATA(mb), (hi - lo) * es);
-        if ((st = shm_wait_all(o, pb)) != COHORT_OK)
+        if ((st = cs_wait_all(o, pb)) != COHORT_OK)
             return st;
         for (int q = 0; q < n; q++) {
             if (q == me)
@@ -555,14 +583,14 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
         return COHORT_OK;
     }
     if (bytes <= s->small_bytes) {
-        if ((st = shm_claim(&o)) != COHORT_OK)
+        if ((st = cs_claim(&o)) != COHORT_OK)
             return st;
         uint32_t p = s->phase + 1;
         unsigned char *mb = shm_buf(s, me, p);
         put_hdr(&o, mb, 0, bytes);
         CPY(DATA(mb), send, bytes);
         shm_publish(s);
-        if ((st = shm_wait_all(&o, p)) != COHORT_OK || (st = check_all(&o, p, 0, bytes, -1, 0)))
+        if ((st = cs_wait_all(&o, p)) != COHORT_OK || (st = check_all(&o, p, 0, bytes, -1, 0)))
             return st;
         if (am_root && count) {
             for (int q = 0; q < n; q++)
@@ -584,7 +612,7 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
             return op_end(&o, st);
         uint32_t pa = s->phase;
         size_t lo = slice_lo(len, n, me, al), hi = slice_lo(len, n, me + 1, al);
-        if ((st = shm_claim(&o)) != COHORT_OK)
+        if ((st = cs_claim(&o)) != COHORT_OK)
             return op_end(&o, st);
         uint32_t pb = pa + 1;
         unsigned char *mb = shm_buf(s, me, pb);
@@ -594,7 +622,7 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
         if (!am_root)
             continue;
         OUT(&o, (unsigned char *)recv + (off + lo) * es, DATA(mb), (hi - lo) * es);
-        if ((st = shm_wait_all(&o, pb)) != COHORT_OK)
+        if ((st = cs_wait_all(&o, pb)) != COHORT_OK)
             return op_end(&o, st);
         for (int q = 0; q < n; q++) {
             if (q == me)
@@ -629,7 +657,7 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
     coh_shm *s = o->s;
     cohort_status st;
     int me = s->me, am_root = me == root;
-    if ((st = shm_claim(o)) != COHORT_OK)
+    if ((st = cs_claim(o)) != COHORT_OK)
         return st;
     uint32_t p = s->phase + 1;
     unsigned char *mb = shm_buf(s, me, p);
@@ -637,7 +665,7 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
     shm_cma_desc d = {.addr = (uint64_t)(uintptr_t)buf, .bytes = bytes};
     memcpy(DATA(mb), &d, sizeof d);
     shm_publish(s);
-    if ((st = shm_wait_all(o, p)) != COHORT_OK ||
+    if ((st = cs_wait_all(o, p)) != COHORT_OK ||
         (st = check_all(o, p, 0, sizeof(shm_cma_desc), -1, 0)) != COHORT_OK)
         return st;
     /* The root's share: the last bytes / n, page-aligned in the message. */
@@ -654,15 +682,15 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
                                   (unsigned long long)o->c->seq, o->g->local_ranks[q],
                                   (unsigned long long)d.bytes, bytes);
         if (am_root)
-            st = tail ? shm_cma_write(o, q, d.addr + head, (unsigned char *)buf + head, tail)
+            st = tail ? cs_cma_write(o, q, d.addr + head, (unsigned char *)buf + head, tail)
                       : COHORT_OK;
         else
-            st = shm_cma_read(o, root, buf, d.addr, head);
+            st = cs_cma_read(o, root, buf, d.addr, head);
         if (st != COHORT_OK)
             return st;
     }
     shm_publish(s); /* done with the peers' buffers and slots */
-    return shm_wait_all(o, p + 1);
+    return cs_wait_all(o, p + 1);
 }
 
 cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root)
@@ -689,7 +717,7 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
         size_t len = COH_MIN(S, bytes - off);
         uint32_t p = s->phase + 1;
         if (step == 0 || am_root) {
-            if ((st = shm_claim(&o)) != COHORT_OK)
+            if ((st = cs_claim(&o)) != COHORT_OK)
                 return st;
             unsigned char *mb = shm_buf(s, me, p);
             put_hdr(&o, mb, step, am_root ? len : 0);
@@ -698,11 +726,11 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
         }
         shm_publish(s); /* readers after step 0: "done reading step-1" */
         if (step == 0) {
-            if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
+            if ((st = cs_wait_all(&o, p)) != COHORT_OK ||
                 (st = check_all(&o, p, 0, 0, root, len)) != COHORT_OK)
                 return st;
         } else if (!am_root) {
-            if ((st = shm_wait_rank(&o, root, p)) != COHORT_OK ||
+            if ((st = cs_wait_rank(&o, root, p)) != COHORT_OK ||
                 (st = check_hdr(&o, root, p, step, len)) != COHORT_OK)
                 return st;
         }
@@ -747,14 +775,14 @@ cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send
     uint32_t step = 0;
     do {
         size_t len = COH_MIN(S, bpr - off);
-        if ((st = shm_claim(&o)) != COHORT_OK)
+        if ((st = cs_claim(&o)) != COHORT_OK)
             return st;
         uint32_t p = s->phase + 1;
         unsigned char *mb = shm_buf(s, me, p);
         put_hdr(&o, mb, step, len);
         CPY(DATA(mb), src + off, len);
         shm_publish(s);
-        if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
+        if ((st = cs_wait_all(&o, p)) != COHORT_OK ||
             (st = check_all(&o, p, step, len, -1, 0)) != COHORT_OK)
             return st;
         if (step == 0 && ovl) {
@@ -806,7 +834,7 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
         size_t len = COH_MIN(S, bpr - off);
         uint32_t p = s->phase + 1;
         if (step == 0 || !am_root) {
-            if ((st = shm_claim(&o)) != COHORT_OK)
+            if ((st = cs_claim(&o)) != COHORT_OK)
                 return st;
             unsigned char *mb = shm_buf(s, me, p);
             put_hdr(&o, mb, step, am_root ? 0 : len);
@@ -815,7 +843,7 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
         }
         shm_publish(s);
         if (step == 0 || am_root) {
-            if ((st = shm_wait_all(&o, p)) != COHORT_OK)
+            if ((st = cs_wait_all(&o, p)) != COHORT_OK)
                 return st;
             if (step == 0)
                 st = check_all(&o, p, 0, len, root, 0);
@@ -864,7 +892,7 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
             size_t len = COH_MIN(Pb, bpr - off);
             uint32_t p = s->phase + 1;
             if (step == 0 || am_root) {
-                if ((st = shm_claim(&o)) != COHORT_OK)
+                if ((st = cs_claim(&o)) != COHORT_OK)
                     return st;
                 unsigned char *mb = shm_buf(s, me, p);
                 put_hdr(&o, mb, step, am_root ? len : 0);
@@ -875,11 +903,11 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
             }
             shm_publish(s);
             if (step == 0) {
-                if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
+                if ((st = cs_wait_all(&o, p)) != COHORT_OK ||
                     (st = check_all(&o, p, 0, 0, root, len)) != COHORT_OK)
                     return st;
             } else if (!am_root) {
-                if ((st = shm_wait_rank(&o, root, p)) != COHORT_OK ||
+                if ((st = cs_wait_rank(&o, root, p)) != COHORT_OK ||
                     (st = check_hdr(&o, root, p, step, len)) != COHORT_OK)
                     return st;
             }
@@ -928,7 +956,7 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
     uint32_t step = 0;
     do {
         size_t len = COH_MIN(Pe, cpr - off);
-        if ((st = shm_claim(&o)) != COHORT_OK)
+        if ((st = cs_claim(&o)) != COHORT_OK)
             return st;
         uint32_t p = s->phase + 1;
         unsigned char *mb = shm_buf(s, me, p);
@@ -938,7 +966,7 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
                 CPY(DATA(mb) + bidx(me, j) * Pe * es, sb + ((size_t)j * cpr + off) * es,
                        len * es);
         shm_publish(s);
-        if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
+        if ((st = cs_wait_all(&o, p)) != COHORT_OK ||
             (st = check_all(&o, p, step, len * es, -1, 0)) != COHORT_OK)
             return st;
         if (len) {
@@ -986,7 +1014,7 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
     uint32_t step = 0;
     do {
         size_t len = COH_MIN(Pb, bpp - off);
-        if ((st = shm_claim(&o)) != COHORT_OK)
+        if ((st = cs_claim(&o)) != COHORT_OK)
             return st;
         uint32_t p = s->phase + 1;
         unsigned char *mb = shm_buf(s, me, p);
@@ -995,7 +1023,7 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
             if (j != me)
                 CPY(DATA(mb) + bidx(me, j) * Pb, sb + (size_t)j * bpp + off, len);
         shm_publish(s);
-        if ((st = shm_wait_all(&o, p)) != COHORT_OK ||
+        if ((st = cs_wait_all(&o, p)) != COHORT_OK ||
             (st = check_all(&o, p, step, len, -1, 0)) != COHORT_OK)
             return st;
         if (rb != sb)
@@ -1018,12 +1046,12 @@ cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
     cohort_status st = op_begin(&o, s, c, 0);
     if (st != COHORT_OK || s->n == 1)
         return st;
-    if ((st = shm_claim(&o)) != COHORT_OK)
+    if ((st = cs_claim(&o)) != COHORT_OK)
         return st;
     uint32_t p = s->phase + 1;
     put_hdr(&o, shm_buf(s, s->me, p), 0, 0);
     shm_publish(s);
-    if ((st = shm_wait_all(&o, p)) != COHORT_OK)
+    if ((st = cs_wait_all(&o, p)) != COHORT_OK)
         return st;
     return check_all(&o, p, 0, 0, -1, 0);
 }

@@ -9,7 +9,8 @@
  * all ranks on disjoint slices (one copy in, one copy out).
  *
  * All functions work on the local ranks only; `root` arguments are local
- * indices (0..local_size-1). They fail the group (coh_group_fail) on error.
+ * indices (0..local_size-1). They fail the group on error (coh_group_fail;
+ * the segment's own failures through coh_coll_transport_failed).
  * AVG is computed as SUM: the caller divides by the group size once -
  * except a float16/bfloat16 AVG on a segment that holds the whole group,
  * which is divided in float32 before its one rounding (coh_avg_wide).

@@ -132,10 +132,10 @@ static cohort_status read_env(cohort_group *g, size_t *slot, size_t *small)
     long v = SHM_DEFAULT_SLOT_BYTES;
     int r = coh_env_int("COHORT_SHM_SLOT_BYTES", &v);
     if (r < 0 || v < (long)SHM_MIN_SLOT_BYTES || v > (long)SHM_MAX_SLOT_BYTES)
-        return coh_group_fail(g, COHORT_ERR_INVALID,
-                              "COHORT_SHM_SLOT_BYTES=%s: want an integer in [%u, %u]",
-                              coh_env_str("COHORT_SHM_SLOT_BYTES"), SHM_MIN_SLOT_BYTES,
-                              SHM_MAX_SLOT_BYTES);
+        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                               "COHORT_SHM_SLOT_BYTES=%s: want an integer in [%u, %u]",
+                               coh_env_str("COHORT_SHM_SLOT_BYTES"), SHM_MIN_SLOT_BYTES,
+                               SHM_MAX_SLOT_BYTES);
     /* Blocked algorithms put n-1 blocks of at least one 8-byte element in a
      * buffer; keep buffers a whole number of cache lines. */
     size_t S = round_up((size_t)v, SHM_LINE);
@@ -145,9 +145,9 @@ static cohort_status read_env(cohort_group *g, size_t *slot, size_t *small)
     long sm = SHM_DEFAULT_SMALL_BYTES;
     r = coh_env_int("COHORT_SHM_SMALL_BYTES", &sm);
     if (r < 0 || sm < 0 || sm > (long)SHM_MAX_SLOT_BYTES)
-        return coh_group_fail(g, COHORT_ERR_INVALID,
-                              "COHORT_SHM_SMALL_BYTES=%s: want an integer in [0, %u]",
-                              coh_env_str("COHORT_SHM_SMALL_BYTES"), SHM_MAX_SLOT_BYTES);
+        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                               "COHORT_SHM_SMALL_BYTES=%s: want an integer in [0, %u]",
+                               coh_env_str("COHORT_SHM_SMALL_BYTES"), SHM_MAX_SLOT_BYTES);
     *slot = S;
     *small = COH_MIN((size_t)sm, S);
     return COHORT_OK;
@@ -455,7 +455,7 @@ static cohort_status lead_publish_error(coh_shm *s, cohort_status st)
     if (s->n > 1 && g->store) {
         char key[64], val[COH_ERRLEN + 16];
         store_key(g, key, sizeof key);
-        snprintf(val, sizeof val, "!%d:%s", (int)st, g->err.msg);
+        snprintf(val, sizeof val, "!%d:%s", (int)st, coh_tp_fail_reason(g));
         cohort_store_set(g->store, key, strlen(key), val, strlen(val));
     }
     return st;
@@ -470,15 +470,15 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
     int fd = memfd_create("cohort-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return lead_publish_error(
-            s, coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: memfd_create: %s (errno %d)",
-                              strerror(errno), errno));
+            s, coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: memfd_create: %s (errno %d)",
+                               strerror(errno), errno));
     if (ftruncate(fd, (off_t)total) < 0) {
         int e = errno;
         close(fd);
         return lead_publish_error(
-            s, coh_group_fail(g, COHORT_ERR_SYSTEM,
-                              "shm: ftruncate of the %zu-byte segment: %s (errno %d)", total,
-                              strerror(e), e));
+            s, coh_tp_fail_set(g, COHORT_ERR_SYSTEM,
+                               "shm: ftruncate of the %zu-byte segment: %s (errno %d)", total,
+                               strerror(e), e));
     }
     /* Sealed size: no member can shrink the segment under the others
      * (which would turn their next access into SIGBUS). */
@@ -489,9 +489,9 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
         s->base = NULL;
         close(fd);
         return lead_publish_error(
-            s, coh_group_fail(g, COHORT_ERR_SYSTEM,
-                              "shm: mmap of the %zu-byte segment: %s (errno %d)", total,
-                              strerror(e), e));
+            s, coh_tp_fail_set(g, COHORT_ERR_SYSTEM,
+                               "shm: mmap of the %zu-byte segment: %s (errno %d)", total,
+                               strerror(e), e));
     }
     s->size = total;
     shm_seg_hdr *h = s->hdr = (shm_seg_hdr *)s->base;
@@ -522,9 +522,9 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
     if (ls < 0) {
         int e = errno;
         close(fd);
-        return lead_publish_error(s, coh_group_fail(g, COHORT_ERR_SYSTEM,
-                                                    "shm: socket(AF_UNIX): %s (errno %d)",
-                                                    strerror(e), e));
+        return lead_publish_error(s, coh_tp_fail_set(g, COHORT_ERR_SYSTEM,
+                                                     "shm: socket(AF_UNIX): %s (errno %d)",
+                                                     strerror(e), e));
     }
     uint8_t rnd[16];
     char name[64];
@@ -545,10 +545,10 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
         int e = errno;
         close(ls);
         close(fd);
-        return lead_publish_error(s, coh_group_fail(g, COHORT_ERR_SYSTEM,
-                                                    "shm: bind/listen on an abstract unix "
-                                                    "socket: %s (errno %d)",
-                                                    strerror(e), e));
+        return lead_publish_error(s, coh_tp_fail_set(g, COHORT_ERR_SYSTEM,
+                                                     "shm: bind/listen on an abstract unix "
+                                                     "socket: %s (errno %d)",
+                                                     strerror(e), e));
     }
     char key[64];
     store_key(g, key, sizeof key);
@@ -556,8 +556,8 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
     if (st != COHORT_OK) {
         close(ls);
         close(fd);
-        return coh_group_fail(g, st, "shm: publishing the segment address in the store: %s",
-                              cohort_store_last_error(g->store));
+        return coh_tp_fail_set(g, st, "shm: publishing the segment address in the store: %s",
+                               cohort_store_last_error(g->store));
     }
 
     /* Accept until every member attached; strangers, silent and refused
@@ -572,7 +572,7 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
         coh_free(pfd);
         close(ls);
         close(fd);
-        return lead_publish_error(s, coh_group_fail(g, COHORT_ERR_NOMEM, "shm: out of memory"));
+        return lead_publish_error(s, coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory"));
     }
     hs_tally tally[T_NCAUSE];
     memset(tally, 0, sizeof tally);
@@ -594,7 +594,7 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
                     miss[nm++] = g->local_ranks[q];
             coh_fmt_ranks(missing, sizeof missing, miss, nm);
             tally_fmt(tally, seen, sizeof seen);
-            st = coh_group_fail(
+            st = coh_tp_fail_set(
                 g, COHORT_ERR_TIMEOUT,
                 "shm: rank(s) %s of this host never attached to the shared segment within %d "
                 "ms%s%s%s%s",
@@ -614,7 +614,7 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
         int r = poll(pfd, (nfds_t)np + 1, ms);
         if (r < 0 && errno != EINTR) {
             int e = errno;
-            st = coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: poll: %s (errno %d)", strerror(e), e);
+            st = coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: poll: %s (errno %d)", strerror(e), e);
             break;
         }
         now = coh_now_ns();
@@ -672,8 +672,8 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
                     continue;
                 }
                 int e = errno;
-                st = coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: accept: %s (errno %d)",
-                                    strerror(e), e);
+                st = coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: accept: %s (errno %d)",
+                                     strerror(e), e);
                 break;
             }
             struct ucred cred = {.pid = 0, .uid = (uid_t)-1};
@@ -740,9 +740,9 @@ static cohort_status member_attach(coh_shm *s)
     cohort_status st = cohort_store_get(g->store, key, strlen(key), &val, &vlen,
                                         g->timeout_ms < 0 ? -1 : g->timeout_ms);
     if (st != COHORT_OK)
-        return coh_group_fail(g, st,
-                              "shm: waiting for rank %d to publish the segment address: %s",
-                              g->local_ranks[0], cohort_store_last_error(g->store));
+        return coh_tp_fail_set(g, st,
+                               "shm: waiting for rank %d to publish the segment address: %s",
+                               g->local_ranks[0], cohort_store_last_error(g->store));
     /* "!<status>:<text>" is the lead's failure, published so that members
      * fail at once with its reason instead of timing out. */
     char name[128];
@@ -754,9 +754,9 @@ static cohort_status member_attach(coh_shm *s)
         int code = COHORT_ERR_SYSTEM;
         char *colon = strchr(name, ':');
         sscanf(name + 1, "%d", &code);
-        return coh_group_fail(g, code > 0 ? (cohort_status)code : COHORT_ERR_SYSTEM,
-                              "shm: rank %d could not create the segment: %s", g->local_ranks[0],
-                              colon ? colon + 1 : name + 1);
+        return coh_tp_fail_set(g, code > 0 ? (cohort_status)code : COHORT_ERR_SYSTEM,
+                               "shm: rank %d could not create the segment: %s", g->local_ranks[0],
+                               colon ? colon + 1 : name + 1);
     }
 
     /* Connect and run M1..M3; a connection the lead closed before M3 (it
@@ -780,8 +780,8 @@ static cohort_status member_attach(coh_shm *s)
             close(c);
         c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (c < 0)
-            return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: socket(AF_UNIX): %s (errno %d)",
-                                  strerror(errno), errno);
+            return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: socket(AF_UNIX): %s (errno %d)",
+                                   strerror(errno), errno);
         /* A unix connect completes or fails at once; EAGAIN means the
          * backlog is full: retry every millisecond until dl. */
         while ((e = connect(c, (struct sockaddr *)&addr, alen) == 0 ? 0 : errno) != 0) {
@@ -794,34 +794,35 @@ static cohort_status member_attach(coh_shm *s)
         }
         if (e == EAGAIN) {
             close(c);
-            return coh_group_fail(g, COHORT_ERR_TIMEOUT,
-                                  "shm: rank %d's segment socket @%s had a full backlog for %d ms "
-                                  "(another local process is flooding it with connections?)",
-                                  g->local_ranks[0], name, (int)((coh_now_ns() - t0) / 1000000));
+            return coh_tp_fail_set(g, COHORT_ERR_TIMEOUT,
+                                   "shm: rank %d's segment socket @%s had a full backlog for %d ms "
+                                   "(another local process is flooding it with connections?)",
+                                   g->local_ranks[0], name, (int)((coh_now_ns() - t0) / 1000000));
         }
         if (e) {
             close(c);
-            return coh_group_fail(g, COHORT_ERR_SYSTEM,
-                                  "shm: connecting to rank %d's segment socket @%s: %s (errno %d)%s",
-                                  g->local_ranks[0], name, strerror(e), e,
-                                  e == ECONNREFUSED
-                                      ? " (no such socket in this network namespace: ranks of "
-                                        "one host must share one; or the lead's rendezvous "
-                                        "already ended)"
-                                      : "");
+            return coh_tp_fail_set(g, COHORT_ERR_SYSTEM,
+                                   "shm: connecting to rank %d's segment socket @%s: %s "
+                                   "(errno %d)%s",
+                                   g->local_ranks[0], name, strerror(e), e,
+                                   e == ECONNREFUSED
+                                       ? " (no such socket in this network namespace: ranks of "
+                                         "one host must share one; or the lead's rendezvous "
+                                         "already ended)"
+                                       : "");
         }
         if ((e = recv_msg(c, &m1, sizeof m1, NULL, dl)) < 0)
             goto retry;
         if (m1.magic != HS_MAGIC || m1.version != SHM_VERSION) {
             close(c);
-            return coh_group_fail(g, COHORT_ERR_PROTOCOL,
-                                  "shm: rank %d's segment socket speaks magic/version %#x/%u, want "
-                                  "%#x/%u",
-                                  g->local_ranks[0], m1.magic, m1.version, HS_MAGIC, SHM_VERSION);
+            return coh_tp_fail_set(g, COHORT_ERR_PROTOCOL,
+                                   "shm: rank %d's segment socket speaks magic/version "
+                                   "%#x/%u, want %#x/%u",
+                                   g->local_ranks[0], m1.magic, m1.version, HS_MAGIC, SHM_VERSION);
         }
         if (coh_auth_nonce(m2.cnonce) != COHORT_OK) {
             close(c);
-            return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: getrandom failed");
+            return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: getrandom failed");
         }
         m2_mac(m2.mac, g, &m2, m1.snonce);
         if ((e = send_msg(c, &m2, sizeof m2, -1, dl)) < 0)
@@ -840,23 +841,23 @@ static cohort_status member_attach(coh_shm *s)
     if (m3.magic != HS_MAGIC || !coh_auth_equal(mac, m3.mac)) {
         if (fd >= 0)
             close(fd);
-        return coh_group_fail(g, COHORT_ERR_AUTH,
-                              "shm: authentication with rank %d (the segment owner) failed: "
-                              "job id, token, generation or group differ",
-                              g->local_ranks[0]);
+        return coh_tp_fail_set(g, COHORT_ERR_AUTH,
+                               "shm: authentication with rank %d (the segment owner) failed: "
+                               "job id, token, generation or group differ",
+                               g->local_ranks[0]);
     }
     m3.text[sizeof m3.text - 1] = 0;
     if (m3.status != COHORT_OK) {
         if (fd >= 0)
             close(fd);
-        return coh_group_fail(g, (cohort_status)m3.status,
-                              "shm: rank %d refused this rank's attach: %s", g->local_ranks[0],
-                              m3.text);
+        return coh_tp_fail_set(g, (cohort_status)m3.status,
+                               "shm: rank %d refused this rank's attach: %s", g->local_ranks[0],
+                               m3.text);
     }
     if (fd < 0)
-        return coh_group_fail(g, COHORT_ERR_PROTOCOL,
-                              "shm: rank %d accepted but passed no segment descriptor",
-                              g->local_ranks[0]);
+        return coh_tp_fail_set(g, COHORT_ERR_PROTOCOL,
+                               "shm: rank %d accepted but passed no segment descriptor",
+                               g->local_ranks[0]);
     /* Only a sealed memfd of the announced size: a shrinkable file could
      * turn later accesses into SIGBUS. */
     struct stat sb;
@@ -864,17 +865,17 @@ static cohort_status member_attach(coh_shm *s)
     if (fstat(fd, &sb) < 0 || (uint64_t)sb.st_size != m3.size || seals < 0 ||
         (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
         close(fd);
-        return coh_group_fail(g, COHORT_ERR_PROTOCOL,
-                              "shm: the segment from rank %d is not a sealed %llu-byte memfd",
-                              g->local_ranks[0], (unsigned long long)m3.size);
+        return coh_tp_fail_set(g, COHORT_ERR_PROTOCOL,
+                               "shm: the segment from rank %d is not a sealed %llu-byte memfd",
+                               g->local_ranks[0], (unsigned long long)m3.size);
     }
     s->base = mmap(NULL, (size_t)m3.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     e = errno;
     close(fd);
     if (s->base == MAP_FAILED) {
         s->base = NULL;
-        return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: mmap of the segment: %s (errno %d)",
-                              strerror(e), e);
+        return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: mmap of the segment: %s (errno %d)",
+                               strerror(e), e);
     }
     s->size = (size_t)m3.size;
     shm_seg_hdr *h = s->hdr = (shm_seg_hdr *)s->base;
@@ -887,10 +888,10 @@ static cohort_status member_attach(coh_shm *s)
         h->local_size != (uint32_t)s->n || h->total_bytes != s->size || tot != s->size ||
         h->buf_stride != bs || h->rank_stride != rs || h->ctl_off != co || h->slot_off != so ||
         h->small_bytes > h->slot_bytes) {
-        return coh_group_fail(g, COHORT_ERR_PROTOCOL,
-                              "shm: the segment from rank %d has an unexpected header (group %u "
-                              "gen %u local size %u)",
-                              g->local_ranks[0], h->group, h->gen, h->local_size);
+        return coh_tp_fail_set(g, COHORT_ERR_PROTOCOL,
+                               "shm: the segment from rank %d has an unexpected header (group %u "
+                               "gen %u local size %u)",
+                               g->local_ranks[0], h->group, h->gen, h->local_size);
     }
     set_geometry(s);
     return COHORT_OK;
@@ -899,13 +900,13 @@ io_err:
     close(c);
     if (fd >= 0)
         close(fd);
-    return coh_group_fail(g, e == -ETIMEDOUT ? COHORT_ERR_TIMEOUT : COHORT_ERR_SYSTEM,
-                          "shm: handshake with rank %d's segment socket: %s after %d ms%s",
-                          g->local_ranks[0], e == -ETIMEDOUT ? "no answer" : strerror(-e),
-                          (int)((coh_now_ns() - t0) / 1000000),
-                          closed ? " (the lead closed earlier attempts: is another local process "
-                                   "flooding its segment socket?)"
-                                 : "");
+    return coh_tp_fail_set(g, e == -ETIMEDOUT ? COHORT_ERR_TIMEOUT : COHORT_ERR_SYSTEM,
+                           "shm: handshake with rank %d's segment socket: %s after %d ms%s",
+                           g->local_ranks[0], e == -ETIMEDOUT ? "no answer" : strerror(-e),
+                           (int)((coh_now_ns() - t0) / 1000000),
+                           closed ? " (the lead closed earlier attempts: is another local process "
+                                    "flooding its segment socket?)"
+                                  : "");
 }
 
 /* ---- attach: identity, first touch, barrier, liveness handles ---- */
@@ -934,7 +935,7 @@ static cohort_status attach(coh_shm *s)
         return st;
     s->pidfd = coh_malloc((size_t)s->n * sizeof(int));
     if (!s->pidfd)
-        return coh_group_fail(g, COHORT_ERR_NOMEM, "shm: out of memory");
+        return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
     /* pidfds are opened after the barrier: every peer is alive and has
      * published its pid, so a recycled pid cannot be mistaken for it. */
     int nopid = (atomic_load(&s->hdr->flags) & SHM_F_NO_PIDFD) != 0;
@@ -967,16 +968,16 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         !g->local_ranks)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "shm: group without a local topology");
     if (g->local_size > 1 && (!g->store || !g->token))
-        return coh_group_fail(g, COHORT_ERR_INVALID, "shm: group without a store or job token");
+        return coh_tp_fail_set(g, COHORT_ERR_INVALID, "shm: group without a store or job token");
     if (sodium_init() < 0)
-        return coh_group_fail(g, COHORT_ERR_SYSTEM, "shm: libsodium initialisation failed");
+        return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: libsodium initialisation failed");
     size_t S = 0, small = 0;
     cohort_status st = read_env(g, &S, &small);
     if (st != COHORT_OK)
         return st;
     coh_shm *s = coh_calloc(1, sizeof *s);
     if (!s)
-        return coh_group_fail(g, COHORT_ERR_NOMEM, "shm: out of memory");
+        return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
     s->g = g;
     s->n = g->local_size;
     s->me = g->local_rank;
@@ -985,7 +986,7 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     s->peer_file = coh_calloc((size_t)s->n, sizeof *s->peer_file);
     if (!s->srcs || !s->peer_file) {
         cleanup(s);
-        return coh_group_fail(g, COHORT_ERR_NOMEM, "shm: out of memory");
+        return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
     }
     shm_wait_defaults(s);
     /* Streaming stores pay off once the job's buffers (send + recv on every
@@ -1005,8 +1006,10 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     if (st != COHORT_OK) {
         /* Ranks that already attached learn it from the segment at once
          * instead of waiting out the attach barrier. */
-        if (s->hdr && s->ctl_base)
-            coh_shm_abort(s, st, g->err.msg[0] ? g->err.msg : "shm: attach failed");
+        if (s->hdr && s->ctl_base) {
+            const char *why = coh_tp_fail_reason(g);
+            coh_shm_abort(s, st, why[0] ? why : "shm: attach failed");
+        }
         cleanup(s);
         return st;
     }

@@ -151,11 +151,11 @@ static cohort_status cma_xfer(shm_op *o, int q, void *local, uint64_t addr, size
     pid_t pid = (pid_t)atomic_load_explicit(&c->pid, memory_order_relaxed);
     const char *what = wr ? "write" : "read";
     if (wr && peer_exited(s, q)) /* never write into whoever has its pid now */
-        return coh_group_fail(o->g, COHORT_ERR_PEER_LOST,
-                              "shm %s #%llu: rank %d (pid %d) exited before this rank wrote "
-                              "into its buffer (single copy)",
-                              coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
-                              s->g->local_ranks[q], (int)pid);
+        return coh_tp_fail_set(o->g, COHORT_ERR_PEER_LOST,
+                               "shm %s #%llu: rank %d (pid %d) exited before this rank wrote "
+                               "into its buffer (single copy)",
+                               coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
+                               s->g->local_ranks[q], (int)pid);
     unsigned char *d = local;
     size_t done = 0;
     while (done < len) {
@@ -171,27 +171,27 @@ static cohort_status cma_xfer(shm_op *o, int q, void *local, uint64_t addr, size
         if (e == EINTR)
             continue;
         if (e == ESRCH || peer_exited(s, q))
-            return coh_group_fail(o->g, COHORT_ERR_PEER_LOST,
-                                  "shm %s #%llu: rank %d (pid %d) exited during a single-copy %s "
-                                  "(%zu of %zu bytes done)",
-                                  coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
-                                  s->g->local_ranks[q], (int)pid, what, done, len);
-        return coh_group_fail(o->g, e == EFAULT ? COHORT_ERR_INVALID : COHORT_ERR_SYSTEM,
-                              "shm %s #%llu: single-copy %s of %zu bytes at %#llx in rank %d "
-                              "(pid %d) failed after %zu bytes: %s%s",
-                              coh_coll_name(o->c->coll), (unsigned long long)o->c->seq, what,
-                              len, (unsigned long long)addr, s->g->local_ranks[q], (int)pid, done,
-                              strerror(e),
-                              e == EFAULT ? " (a buffer is not mapped for the call's whole size)"
-                                          : "");
+            return coh_tp_fail_set(o->g, COHORT_ERR_PEER_LOST,
+                                   "shm %s #%llu: rank %d (pid %d) exited during a single-copy %s "
+                                   "(%zu of %zu bytes done)",
+                                   coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
+                                   s->g->local_ranks[q], (int)pid, what, done, len);
+        return coh_tp_fail_set(o->g, e == EFAULT ? COHORT_ERR_INVALID : COHORT_ERR_SYSTEM,
+                               "shm %s #%llu: single-copy %s of %zu bytes at %#llx in rank %d "
+                               "(pid %d) failed after %zu bytes: %s%s",
+                               coh_coll_name(o->c->coll), (unsigned long long)o->c->seq, what,
+                               len, (unsigned long long)addr, s->g->local_ranks[q], (int)pid, done,
+                               strerror(e),
+                               e == EFAULT ? " (a buffer is not mapped for the call's whole size)"
+                                           : "");
     }
     /* A read named the peer for its whole length only if the peer is
      * still alive now (a dead peer's pid could have been reused). */
     if (!wr && peer_exited(s, q))
-        return coh_group_fail(o->g, COHORT_ERR_PEER_LOST,
-                              "shm %s #%llu: rank %d (pid %d) exited during a single-copy read",
-                              coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
-                              s->g->local_ranks[q], (int)pid);
+        return coh_tp_fail_set(o->g, COHORT_ERR_PEER_LOST,
+                               "shm %s #%llu: rank %d (pid %d) exited during a single-copy read",
+                               coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
+                               s->g->local_ranks[q], (int)pid);
     return COHORT_OK;
 }
 

@@ -109,9 +109,7 @@ cohort_status shm_check_abort(coh_shm *s)
     char reason[COH_ERRLEN];
     memcpy(reason, s->hdr->abort_reason, sizeof reason);
     reason[sizeof reason - 1] = 0;
-    coh_group_remote_abort(s->g, (cohort_status)st, reason);
-    p = coh_group_poisoned(s->g);
-    return p ? (cohort_status)p : (cohort_status)st;
+    return coh_tp_remote_abort(s->g, (cohort_status)st, reason);
 }
 
 static int peer_exited(coh_shm *s, int q)
@@ -136,8 +134,8 @@ static cohort_status slow_check(shm_op *o, int q, uint32_t target)
         uint32_t v = atomic_load_explicit(&shm_ctl_of(s, q)->arrive, memory_order_acquire);
         if (shm_reached(v, target))
             return COHORT_OK;
-        return coh_group_peer_lost(o->g, o->waiting_for,
-                                   "process exited (shared-memory peer, seen through its pidfd)");
+        return coh_tp_peer_lost(o->g, o->waiting_for,
+                                "process exited (shared-memory peer, seen through its pidfd)");
     }
     o->w.waiting_for = &o->waiting_for;
     o->w.n_waiting_for = 1;

@@ -460,8 +460,8 @@ static cohort_status establish(coh_net *n, tcp_hs *h)
     if (!c->rbuf) {
         c->rbuf = coh_malloc(n->rbuf_size);
         if (!c->rbuf)
-            return coh_group_fail(n->g, COHORT_ERR_NOMEM,
-                                  "tcp: out of memory for the connection to rank %d", h->peer);
+            return coh_tp_fail_set(n->g, COHORT_ERR_NOMEM,
+                                   "tcp: out of memory for the connection to rank %d", h->peer);
     }
     pthread_mutex_lock(&c->wmu);
     c->fd = h->fd;
@@ -512,21 +512,21 @@ static cohort_status hs_out_frame(coh_net *n, tcp_hs *h)
     if (h->in_type == COH_HS_CHALLENGE) {
         int32_t who;
         if (h->ooff != 0 || coh_hs_challenge_get(body, bl, h->na, &who) != COH_HS_OK)
-            return coh_group_fail(g, COHORT_ERR_PROTOCOL,
-                                  "tcp connect to rank %d at %s: malformed challenge", h->peer,
-                                  h->from);
+            return coh_tp_fail_set(g, COHORT_ERR_PROTOCOL,
+                                   "tcp connect to rank %d at %s: malformed challenge", h->peer,
+                                   h->from);
         if (who != h->peer)
-            return coh_group_fail(g, COHORT_ERR_AUTH,
-                                  "tcp connect to rank %d at %s: the process there is rank %d "
-                                  "(stale or wrong address)",
-                                  h->peer, h->from, (int)who);
+            return coh_tp_fail_set(g, COHORT_ERR_AUTH,
+                                   "tcp connect to rank %d at %s: the process there is rank %d "
+                                   "(stale or wrong address)",
+                                   h->peer, h->from, (int)who);
         coh_hs_hello hello;
         memset(&hello, 0, sizeof hello);
         hello.id = n->me;
         hello.dst = h->peer;
         if (coh_auth_nonce(h->nc) != COHORT_OK)
-            return coh_group_fail(g, COHORT_ERR_SYSTEM, "tcp connect to rank %d at %s: %s",
-                                  h->peer, h->from, coh_tls_err()->msg);
+            return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "tcp connect to rank %d at %s: %s",
+                                   h->peer, h->from, coh_tls_err()->msg);
         memcpy(hello.nonce, h->nc, sizeof h->nc);
         coh_hs_hello_mac(hello.mac, n->key, h->na, &hello);
         hs_start_send(h, coh_hs_hello_put(h->out, &hello));
@@ -539,10 +539,10 @@ static cohort_status hs_out_frame(coh_net *n, tcp_hs *h)
         acc.rank = h->peer;
         coh_hs_welcome_mac(want, n->key, h->nc, h->na, &acc, n->rank);
         if (!coh_auth_equal(mac, want))
-            return coh_group_fail(g, COHORT_ERR_AUTH,
-                                  "tcp connect to rank %d at %s: the peer failed to prove the job "
-                                  "token (welcome MAC mismatch: another job or token?)",
-                                  h->peer, h->from);
+            return coh_tp_fail_set(g, COHORT_ERR_AUTH,
+                                   "tcp connect to rank %d at %s: the peer failed to prove the job "
+                                   "token (welcome MAC mismatch: another job or token?)",
+                                   h->peer, h->from);
         return establish(n, h);
     }
     if (h->in_type == COH_HS_REFUSE) {
@@ -553,15 +553,15 @@ static cohort_status hs_out_frame(coh_net *n, tcp_hs *h)
             hs_retry(h, "refused as busy", 0);
             return COHORT_OK;
         }
-        return coh_group_fail(g, COHORT_ERR_AUTH,
-                              "tcp connect to rank %d at %s: rank %d refused this rank: %s (this "
-                              "rank: job %s, generation %u, group %u, rank %d of %d)",
-                              h->peer, h->from, h->peer, text, n->me.job, n->me.gen, n->me.group,
-                              n->rank, n->size);
+        return coh_tp_fail_set(g, COHORT_ERR_AUTH,
+                               "tcp connect to rank %d at %s: rank %d refused this rank: %s (this "
+                               "rank: job %s, generation %u, group %u, rank %d of %d)",
+                               h->peer, h->from, h->peer, text, n->me.job, n->me.gen, n->me.group,
+                               n->rank, n->size);
     }
-    return coh_group_fail(g, COHORT_ERR_PROTOCOL,
-                          "tcp connect to rank %d at %s: unexpected handshake frame type %d",
-                          h->peer, h->from, h->in_type);
+    return coh_tp_fail_set(g, COHORT_ERR_PROTOCOL,
+                           "tcp connect to rank %d at %s: unexpected handshake frame type %d",
+                           h->peer, h->from, h->in_type);
 }
 
 /* A complete frame arrived on an incoming handshake: it must be a HELLO. */
@@ -689,9 +689,9 @@ static cohort_status hs_step(coh_net *n, tcp_hs *h)
                         hs_refuse(n, h, code, NULL);
                         return COHORT_OK;
                     }
-                    return coh_group_fail(n->g, COHORT_ERR_PROTOCOL,
-                                          "tcp connect to rank %d at %s: not a cohort peer: %s",
-                                          h->peer, h->from, coh_hs_refuse_text(code));
+                    return coh_tp_fail_set(n->g, COHORT_ERR_PROTOCOL,
+                                           "tcp connect to rank %d at %s: not a cohort peer: %s",
+                                           h->peer, h->from, coh_hs_refuse_text(code));
                 }
                 h->in_type = type;
                 h->iwant += bl;
@@ -940,12 +940,12 @@ static cohort_status connect_run(coh_net *n)
         char host[128], port[16];
         const char *a = g->peers ? g->peers[j].addr : "";
         if (split_hostport(a, host, sizeof host, port, sizeof port) != 0 || !port[0])
-            return coh_group_fail(g, COHORT_ERR_INVALID,
-                                  "tcp connect: rank %d published an invalid address \"%s\"", j,
-                                  a);
+            return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                                   "tcp connect: rank %d published an invalid address \"%s\"", j,
+                                   a);
         tcp_hs *h = hs_new(n);
         if (!h)
-            return coh_group_fail(g, COHORT_ERR_INVALID, "tcp connect: called twice");
+            return coh_tp_fail_set(g, COHORT_ERR_INVALID, "tcp connect: called twice");
         h->outgoing = 1;
         h->peer = j;
         h->state = HS_RETRY;
@@ -988,11 +988,11 @@ static cohort_status connect_run(coh_net *n)
             }
             char flood[192];
             hs_flood_fmt(n, flood, sizeof flood);
-            return coh_group_fail(g, COHORT_ERR_TIMEOUT,
-                                  "tcp connect: timed out after %d ms: rank %d has no connection "
-                                  "to rank%s %s%s%s%s",
-                                  (int)((now - start) / 1000000), n->rank, nm > 1 ? "s" : "",
-                                  ranks, why, flood[0] ? "; meanwhile " : "", flood);
+            return coh_tp_fail_set(g, COHORT_ERR_TIMEOUT,
+                                   "tcp connect: timed out after %d ms: rank %d has no connection "
+                                   "to rank%s %s%s%s%s",
+                                   (int)((now - start) / 1000000), n->rank, nm > 1 ? "s" : "",
+                                   ranks, why, flood[0] ? "; meanwhile " : "", flood);
         }
         /* Wait for socket events, the wake-up fd, the next retry or the deadline. */
         uint64_t wake = deadline;
@@ -1006,7 +1006,7 @@ static cohort_status connect_run(coh_net *n)
         int np = tcp_hs_pollfds(n, n->pfd + 1);
         int r = poll(n->pfd, (nfds_t)(np + 1), ms);
         if (r < 0 && errno != EINTR)
-            return coh_group_fail(g, COHORT_ERR_SYSTEM, "tcp connect: poll: %s", strerror(errno));
+            return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "tcp connect: poll: %s", strerror(errno));
         if (r > 0 && n->pfd[0].revents) {
             uint64_t v;
             ssize_t rr = read(n->efd, &v, sizeof v);

@@ -9,8 +9,9 @@
  * under conn->wmu, a connection's write side (fd writes, tx_mid, tx_broken,
  * open).
  *
- * Lock order: conn->wmu is a leaf; never call coh_group_fail (which sends
- * abort frames, taking wmu) while holding it.
+ * Lock order: conn->wmu is a leaf. The transport never fails its group
+ * itself (transport.h); the caller's coh_group_fail sends abort frames,
+ * taking wmu, after the batch has returned.
  */
 #ifndef COH_TCP_NET_H
 #define COH_TCP_NET_H

@@ -49,7 +49,7 @@ enum { OP_PENDING = 0, OP_ACTIVE = 1, OP_DONE = 2 };
  * fails the group with COHORT_ERR_CONTRACT. */
 static cohort_status mismatch(coh_net *n, int peer, const coh_hdr *exp, const coh_hdr *got)
 {
-    return coh_contract_mismatch(n->g, n->call, peer, exp, got);
+    return coh_tp_mismatch(n->g, n->call, peer, exp, got);
 }
 
 static cohort_status lost(coh_net *n, tcp_conn *c, int err, const char *doing)
@@ -68,7 +68,7 @@ static cohort_status lost(coh_net *n, tcp_conn *c, int err, const char *doing)
     else
         snprintf(how, sizeof how, "connection closed by peer%s",
                  (c->rx_state != RX_HDR || c->rh_got) ? " in the middle of a message" : "");
-    return coh_group_peer_lost(n->g, c->peer, how);
+    return coh_tp_peer_lost(n->g, c->peer, how);
 }
 
 /* ---- receive side ---- */
@@ -156,10 +156,10 @@ static cohort_status rx_dispatch(coh_net *n, tcp_conn *c)
     if (!why && c->bye)
         why = "data after its bye frame";
     if (why)
-        return coh_group_fail(n->g, COHORT_ERR_PROTOCOL,
-                              "tcp: rank %d sent a malformed message: %s (magic 0x%08x kind %u "
-                              "len %llu)",
-                              c->peer, why, h->magic, h->kind, (unsigned long long)h->len);
+        return coh_tp_fail_set(n->g, COHORT_ERR_PROTOCOL,
+                               "tcp: rank %d sent a malformed message: %s (magic 0x%08x kind %u "
+                               "len %llu)",
+                               c->peer, why, h->magic, h->kind, (unsigned long long)h->len);
     if (h->kind == COH_MSG_BYE) {
         c->bye = 1;
         c->rx_state = RX_HDR;
@@ -187,7 +187,7 @@ static cohort_status rx_dispatch(coh_net *n, tcp_conn *c)
                 return st;
             if (h->len > n->stash_max - n->stash_bytes) {
                 if (c->want > 0)
-                    return coh_group_fail(
+                    return coh_tp_fail_set(
                         n->g, COHORT_ERR_TOO_LARGE,
                         "tcp: rank %d sent a %llu-byte message no posted receive matches (%s #%llu "
                         "tag %d) ahead of the one this rank waits for; %zu unexpected bytes are "
@@ -200,10 +200,10 @@ static cohort_status rx_dispatch(coh_net *n, tcp_conn *c)
             }
             tcp_stash *s = coh_malloc(sizeof *s + (size_t)h->len);
             if (!s)
-                return coh_group_fail(n->g, COHORT_ERR_NOMEM,
-                                      "tcp: no memory to hold an unexpected %llu-byte message "
-                                      "from rank %d",
-                                      (unsigned long long)h->len, c->peer);
+                return coh_tp_fail_set(n->g, COHORT_ERR_NOMEM,
+                                       "tcp: no memory to hold an unexpected %llu-byte message "
+                                       "from rank %d",
+                                       (unsigned long long)h->len, c->peer);
             s->next = NULL;
             s->h = *h;
             if (c->sq_tail)
@@ -250,9 +250,7 @@ static cohort_status rx_complete(coh_net *n, tcp_conn *c, int *moved)
             snprintf(reason, sizeof reason, "%s", t);
         else
             snprintf(reason, sizeof reason, "rank %d aborted the group: %s", c->peer, t);
-        coh_group_remote_abort(n->g, (cohort_status)st, reason);
-        int p = coh_group_poisoned(n->g);
-        return p ? (cohort_status)p : (cohort_status)st;
+        return coh_tp_remote_abort(n->g, (cohort_status)st, reason);
     }
     return COHORT_OK;
 }
@@ -438,8 +436,8 @@ static cohort_status tx_op(coh_net *n, coh_xfer *op, int *moved)
     if (broken) {
         int p = coh_group_poisoned(n->g);
         return p ? (cohort_status)p
-                 : coh_group_fail(n->g, COHORT_ERR_ABORTED,
-                                  "tcp: connection to rank %d unusable after an abort", op->peer);
+                 : coh_tp_fail_set(n->g, COHORT_ERR_ABORTED,
+                                   "tcp: connection to rank %d unusable after an abort", op->peer);
     }
     if (err) {
         /* A peer that fails usually sends an abort frame and then closes;
@@ -538,8 +536,8 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
 
     int r = poll(p, (nfds_t)(nconn + nh), timeout);
     if (r < 0 && errno != EINTR)
-        return coh_group_fail(n->g, COHORT_ERR_SYSTEM, "tcp: poll: %s (errno %d)",
-                              strerror(errno), errno);
+        return coh_tp_fail_set(n->g, COHORT_ERR_SYSTEM, "tcp: poll: %s (errno %d)",
+                               strerror(errno), errno);
     if (r > 0) {
         if (p[0].revents) {
             uint64_t v;
@@ -616,16 +614,16 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
     if (p)
         return (cohort_status)p;
     if (!n->connected)
-        return coh_group_fail(g, COHORT_ERR_INVALID, "tcp: transfer before coh_net_connect");
+        return coh_tp_fail_set(g, COHORT_ERR_INVALID, "tcp: transfer before coh_net_connect");
     if (nops < 0 || (nops > 0 && !ops))
-        return coh_group_fail(g, COHORT_ERR_INVALID, "tcp: bad transfer batch");
+        return coh_tp_fail_set(g, COHORT_ERR_INVALID, "tcp: bad transfer batch");
     for (int i = 0; i < nops; i++) {
         coh_xfer *op = &ops[i];
         if (op->peer < 0 || op->peer >= n->size || op->peer == n->rank ||
             n->c[op->peer].fd < 0 || (op->len && !op->buf))
-            return coh_group_fail(g, COHORT_ERR_INVALID,
-                                  "tcp: bad transfer op %d (peer %d, %zu bytes, buffer %p)", i,
-                                  op->peer, op->len, op->buf);
+            return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                                   "tcp: bad transfer op %d (peer %d, %zu bytes, buffer %p)", i,
+                                   op->peer, op->len, op->buf);
         n->c[op->peer].want = n->c[op->peer].sends = 0;
     }
     n->ops = ops;
@@ -720,12 +718,12 @@ static cohort_status unconsumed(coh_net *n, const coh_hdr *h)
 {
     cohort_group *g = n->g;
     if (h->kind == COH_MSG_P2P)
-        return coh_group_fail(g, COHORT_ERR_CONTRACT,
-                              "send #%llu from rank %d to rank %d (tag %d, %llu bytes, rank "
-                              "%d's line %u) was never received: rank %d finalized without the "
-                              "matching cohort_recv",
-                              (unsigned long long)h->seq, h->src, n->rank, h->tag,
-                              (unsigned long long)h->len, h->src, h->line, n->rank);
+        return coh_tp_fail_set(g, COHORT_ERR_CONTRACT,
+                               "send #%llu from rank %d to rank %d (tag %d, %llu bytes, rank "
+                               "%d's line %u) was never received: rank %d finalized without the "
+                               "matching cohort_recv",
+                               (unsigned long long)h->seq, h->src, n->rank, h->tag,
+                               (unsigned long long)h->len, h->src, h->line, n->rank);
     uint64_t rec = coh_trace_recorded(g->trace);
     uint64_t cap = (uint64_t)coh_trace_capacity(g->trace);
     uint64_t last = 0;
@@ -743,25 +741,25 @@ static cohort_status unconsumed(coh_net *n, const coh_hdr *h)
         coh_hdr exp;
         coh_hdr_from_call(&exp, g, &e.call, h->kind, h->step, h->len);
         if (coh_hdr_match(&exp, h) != COH_FIELD_NONE)
-            return coh_contract_mismatch(g, &e.call, h->src, &exp, h);
-        return coh_group_fail(g, COHORT_ERR_CONTRACT,
-                              "%s #%llu (%s:%d): rank %d sent this rank a message for it (step %u, "
-                              "%llu bytes) that the call never received",
-                              coh_coll_name(e.call.coll), (unsigned long long)e.call.seq,
-                              e.call.file ? e.call.file : "?", e.call.line, h->src, h->step,
-                              (unsigned long long)h->len);
+            return coh_tp_mismatch(g, &e.call, h->src, &exp, h);
+        return coh_tp_fail_set(g, COHORT_ERR_CONTRACT,
+                               "%s #%llu (%s:%d): rank %d sent this rank a message for it "
+                               "(step %u, %llu bytes) that the call never received",
+                               coh_coll_name(e.call.coll), (unsigned long long)e.call.seq,
+                               e.call.file ? e.call.file : "?", e.call.line, h->src, h->step,
+                               (unsigned long long)h->len);
     }
     if (h->seq > last)
-        return coh_group_fail(g, COHORT_ERR_CONTRACT,
-                              "rank %d sent %s #%llu (its line %u), but this rank's last call was "
-                              "#%llu: rank %d made more calls than this rank (an extra call on "
-                              "its side, or a skipped one here)",
-                              h->src, coh_coll_name(h->coll), (unsigned long long)h->seq, h->line,
-                              (unsigned long long)last, h->src);
-    return coh_group_fail(g, COHORT_ERR_CONTRACT,
-                          "rank %d sent %s #%llu (its line %u) that no call of this rank "
-                          "received",
-                          h->src, coh_coll_name(h->coll), (unsigned long long)h->seq, h->line);
+        return coh_tp_fail_set(g, COHORT_ERR_CONTRACT,
+                               "rank %d sent %s #%llu (its line %u), but this rank's last call was "
+                               "#%llu: rank %d made more calls than this rank (an extra call on "
+                               "its side, or a skipped one here)",
+                               h->src, coh_coll_name(h->coll), (unsigned long long)h->seq, h->line,
+                               (unsigned long long)last, h->src);
+    return coh_tp_fail_set(g, COHORT_ERR_CONTRACT,
+                           "rank %d sent %s #%llu (its line %u) that no call of this rank "
+                           "received",
+                           h->src, coh_coll_name(h->coll), (unsigned long long)h->seq, h->line);
 }
 
 cohort_status coh_net_close_check(coh_net *n, int timeout_ms)
@@ -817,8 +815,8 @@ cohort_status coh_net_close_check(coh_net *n, int timeout_ms)
         }
         if (poll(n->pfd, (nfds_t)k, COH_MIN(coh_ms_left(dl), COH_WAIT_SLICE_MS)) < 0 &&
             errno != EINTR)
-            return coh_group_fail(g, COHORT_ERR_SYSTEM, "tcp: poll: %s (errno %d)",
-                                  strerror(errno), errno);
+            return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "tcp: poll: %s (errno %d)",
+                                   strerror(errno), errno);
     }
     for (int j = 0; j < n->size; j++)
         if (n->c[j].sq_head)
