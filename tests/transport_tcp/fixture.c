@@ -86,7 +86,7 @@ void tf_record(tf_rank *r, cohort_status st)
 
 int tf_connect(tf_rank *r)
 {
-    cohort_status st = tf_up(&r->g, coh_net_connect(r->net));
+    cohort_status st = cht_tp_up(&r->g, coh_net_connect(r->net));
     if (st != COHORT_OK) {
         tf_record(r, st);
         fprintf(stderr, "rank %d: connect: %s: %s\n", r->rank, cohort_status_name(st),
@@ -112,7 +112,7 @@ cohort_status tf_send(tf_rank *r, const coh_call *c, int kind, int peer, const v
 {
     coh_xfer op;
     tf_op(&op, r, c, kind, peer, 1, (void *)buf, len, step);
-    return tf_up(&r->g, coh_net_xfer(r->net, c, &op, 1));
+    return cht_tp_up(&r->g, coh_net_xfer(r->net, c, &op, 1));
 }
 
 cohort_status tf_recv(tf_rank *r, const coh_call *c, int kind, int peer, void *buf, size_t len,
@@ -120,7 +120,7 @@ cohort_status tf_recv(tf_rank *r, const coh_call *c, int kind, int peer, void *b
 {
     coh_xfer op;
     tf_op(&op, r, c, kind, peer, 0, buf, len, step);
-    return tf_up(&r->g, coh_net_xfer(r->net, c, &op, 1));
+    return cht_tp_up(&r->g, coh_net_xfer(r->net, c, &op, 1));
 }
 
 void tf_fill(void *buf, size_t len, uint64_t seed)
