@@ -82,17 +82,18 @@ _Thread_local cm_cur_call cm_cur;
 
 #ifdef COHORT_MPI_SELFTIME
 /* A profiling build: per call, (entry -> PMPI) + (PMPI's return -> exit),
- * in a histogram of 1 ns buckets; ticks are the TSC on x86-64 (calibrated
- * against CLOCK_MONOTONIC at the first call), else the monotonic clock. */
+ * in a histogram of ticks - the TSC on x86-64, else the monotonic clock in
+ * ns - converted to ns at the report with a calibration from the first call
+ * to the report (a short run still reports; calibrating in the first 50 ms
+ * of calls, as before, left runs shorter than that without a report). */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 #if defined(__x86_64__)
 #include <x86intrin.h>
 #endif
-#define ST_MAX_NS 100000
-static _Atomic uint64_t st_hist[ST_MAX_NS + 1];
-static double st_ns_per_tick;
+#define ST_MAX_TICKS (1u << 18)
+static _Atomic uint64_t st_hist[ST_MAX_TICKS + 1];
 static uint64_t st_cal_tick, st_cal_ns;
 
 static uint64_t st_mono_ns(void)
@@ -113,41 +114,40 @@ static uint64_t st_now(void)
 
 static void st_add(uint64_t ticks)
 {
-    if (!st_cal_tick) {
+    if (!st_cal_tick)
         st_cal_tick = st_now(), st_cal_ns = st_mono_ns();
-        return; /* the first call calibrates */
-    }
-    if (st_ns_per_tick == 0) {
-        uint64_t ns = st_mono_ns() - st_cal_ns;
-        if (ns < 50 * 1000 * 1000)
-            return; /* calibrating over >= 50 ms */
-        st_ns_per_tick = (double)ns / (double)(st_now() - st_cal_tick);
-    }
-    uint64_t ns = (uint64_t)((double)ticks * st_ns_per_tick);
-    atomic_fetch_add_explicit(&st_hist[ns < ST_MAX_NS ? ns : ST_MAX_NS], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&st_hist[ticks < ST_MAX_TICKS ? ticks : ST_MAX_TICKS], 1,
+                              memory_order_relaxed);
 }
 
 void cm_selftime_report(void)
 {
     uint64_t n = 0, seen = 0;
-    for (size_t i = 0; i <= ST_MAX_NS; i++)
+    for (size_t i = 0; i <= ST_MAX_TICKS; i++)
         n += st_hist[i];
     if (!n)
         return;
+    uint64_t dt = st_now() - st_cal_tick, dns = st_mono_ns() - st_cal_ns;
+#if defined(__x86_64__)
+    double ns_per_tick = dt ? (double)dns / (double)dt : 0;
+#else
+    double ns_per_tick = 1;
+    (void)dt, (void)dns;
+#endif
     const double qs[] = {0.1, 0.5, 0.9, 0.99};
     uint64_t at[4] = {0};
     size_t k = 0;
-    for (size_t i = 0; i <= ST_MAX_NS && k < 4; i++) {
+    for (size_t i = 0; i <= ST_MAX_TICKS && k < 4; i++) {
         seen += st_hist[i];
         while (k < 4 && (double)seen >= qs[k] * (double)n)
-            at[k++] = i;
+            at[k++] = (uint64_t)((double)i * ns_per_tick + 0.5);
     }
     fprintf(stderr,
             "cohort-mpi: rank %d: selftime: %llu calls, the layer's own time per call (outside "
             "PMPI): p10 %llu ns, p50 %llu ns, p90 %llu ns, p99 %llu ns (%.3f ns per tick)\n",
             cm_world_rank, (unsigned long long)n, (unsigned long long)at[0],
             (unsigned long long)at[1], (unsigned long long)at[2], (unsigned long long)at[3],
-            st_ns_per_tick);
+            ns_per_tick);
 }
 #define ST_ENTER() (cm_cur.t_enter = st_now())
 #define ST_PRE() (cm_cur.t_pre = st_now())

@@ -37,7 +37,8 @@ for impl in openmpi mpich; do
             L=(mpiexec.mpich -n $n -genv LD_PRELOAD "$lib")
           fi
           "${L[@]}" "$bin" "$scale" $op $size 2>&1 >/dev/null | grep 'selftime:' |
-            sed "s/^/$impl $n $op $size $r load $(cut -d' ' -f1 /proc/loadavg) /" >> "$out/raw.txt"
+            sed "s/^/$impl $n $op $size $r load $(cut -d' ' -f1 /proc/loadavg) /" >> "$out/raw.txt" ||
+            { echo "$impl $n $op $size run $r: no selftime line (launch failed)" | tee -a "$out/failed.txt" >&2; }
         done
       done
     done
