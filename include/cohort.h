@@ -298,6 +298,16 @@ typedef struct cohort_fingerprint {
 COHORT_API cohort_status cohort_validate_fingerprints(const cohort_fingerprint *by_rank, int n,
                                                       char *msg, size_t msglen);
 
+/* Splits "host:port" or "[v6]:port" the way the library reads COHORT_STORE,
+ * MASTER_ADDR and COHORT_BIND_ADDR (one grammar for the library and the
+ * tools; since 0.3): host (brackets dropped) into host[hostlen], the port's
+ * 1-5 digits into port[portlen] (the caller checks the range). No scheme,
+ * no path, a port required. COHORT_ERR_INVALID, with nothing written and
+ * no message set (the caller names the option), for anything else: NULL
+ * arguments, an empty host, a bare IPv6 literal, a host that does not fit. */
+COHORT_API cohort_status cohort_hostport_split(const char *addr, char *host, size_t hostlen,
+                                               char *port, size_t portlen);
+
 #ifdef __cplusplus
 }
 #endif

@@ -77,6 +77,48 @@ COHORT_API cohort_status cohort_store_server_run(cohort_store_server *s, volatil
 COHORT_API cohort_status cohort_store_server_create(cohort_store_server **out,
                                                     const cohort_store_server_opts *opts);
 
+/* A listener speaking PyTorch TCPStore's protocol (torch 1.13 and 2.x; see
+ * docs/torch-store.md), added to a server made by cohort_store_server_create
+ * before it runs. Its clients do not authenticate: they all act in job
+ * job_id (NULL: the server's only job). host is the bind address (NULL: all);
+ * port 0 picks one. COHORT_ERR_INVALID for a NULL, running or already
+ * listening server, a port outside 0..65535, an unknown job. (since 0.3) */
+COHORT_API cohort_status cohort_store_server_torch_listen(cohort_store_server *s, const char *host,
+                                                          int port, const char *job_id);
+/* The torch listener's port; 0 without one (or s NULL). (since 0.3) */
+COHORT_API int cohort_store_server_torch_port(const cohort_store_server *s);
+
+/* ---- token files (since 0.3) -------------------------------------------------- */
+
+/* A token file names the jobs a standalone server accepts (cohort-store
+ * --token-file) or the token a client presents (cohort-kv --token-file):
+ * one job per line, "job_id token" separated by blanks; blank lines and
+ * lines starting with '#' are ignored; a line with a single word is a bare
+ * token (a client that names its job elsewhere). Tokens are secrets: the
+ * read buffer and freed tokens are wiped, and a file readable by group or
+ * others gets a warning on stderr. */
+typedef struct cohort_store_tokenfile cohort_store_tokenfile;
+
+/* Reads path into *out. COHORT_ERR_INVALID naming the line (more than two
+ * words, a line over 4 KiB, no token at all, NULL arguments),
+ * COHORT_ERR_SYSTEM when it cannot be opened; detail in
+ * cohort_last_error(NULL). On failure *out is NULL. */
+COHORT_API cohort_status cohort_store_tokenfile_read(const char *path,
+                                                     cohort_store_tokenfile **out);
+/* Lines read (>= 1); 0 for NULL. */
+COHORT_API int cohort_store_tokenfile_count(const cohort_store_tokenfile *tf);
+/* Parallel arrays of count entries, valid until the free: job ids (a NULL
+ * entry is a bare-token line) and tokens. They fit
+ * cohort_store_server_opts.job_ids / tokens. NULL for NULL. */
+COHORT_API const char *const *cohort_store_tokenfile_jobs(const cohort_store_tokenfile *tf);
+COHORT_API const char *const *cohort_store_tokenfile_tokens(const cohort_store_tokenfile *tf);
+/* The token of job, or of the first bare-token line before it; NULL if
+ * none (or tf NULL). */
+COHORT_API const char *cohort_store_tokenfile_find(const cohort_store_tokenfile *tf,
+                                                   const char *job);
+/* Wipes the tokens and frees (NULL: nothing). */
+COHORT_API void cohort_store_tokenfile_free(cohort_store_tokenfile *tf);
+
 /* ---- client ---------------------------------------------------------------- */
 
 /* addr: "host:port", "[v6]:port" or "tcp://host:port"; with the etcd backend
@@ -155,6 +197,32 @@ COHORT_API cohort_status cohort_store_append(cohort_store *s, const void *key, s
  * (each name is single use), or timeout. */
 COHORT_API cohort_status cohort_store_barrier(cohort_store *s, const char *name, int n,
                                               int timeout_ms);
+
+/* ---- administration (tcp backend; since 0.3) ---------------------------------- */
+
+/* What the server reports to a client of a job (cohort-kv stats). */
+typedef struct cohort_store_stats {
+    int64_t conns;       /* connections to the server, all jobs */
+    int64_t job_conns;   /* authenticated connections of this job */
+    int64_t waiters;     /* this job's requests waiting (get/wait/multi_get/barrier) */
+    int64_t keys;        /* this job's keys */
+    int64_t mem_used;    /* bytes charged to max_memory, all jobs */
+    int64_t max_memory;
+    uint32_t generation; /* the job's newest generation */
+} cohort_store_stats;
+
+/* The server's counters. COHORT_ERR_UNSUPPORTED on a handle of another
+ * backend (etcd), COHORT_ERR_INVALID for NULL arguments. */
+COHORT_API cohort_status cohort_store_get_stats(cohort_store *s, cohort_store_stats *out);
+/* One round trip to the server. COHORT_ERR_UNSUPPORTED on another backend. */
+COHORT_API cohort_status cohort_store_ping(cohort_store *s);
+/* Operator command (the handle must be connected with generation 0: an
+ * operator, not a rank): sets the job's generation to gen and closes the
+ * job's connections of any other non-zero generation. *prev (may be NULL)
+ * gets the old one. COHORT_ERR_AUTH from a rank's handle,
+ * COHORT_ERR_UNSUPPORTED on another backend. */
+COHORT_API cohort_status cohort_store_set_generation(cohort_store *s, uint32_t gen,
+                                                     uint32_t *prev);
 
 /* NUL-terminated string conveniences. */
 COHORT_API cohort_status cohort_store_sets(cohort_store *s, const char *key, const char *val);

@@ -67,6 +67,15 @@ cohort_status coh_contract_mismatch(cohort_group *g, const coh_call *call, int p
  * majority report. Idempotent. */
 void coh_contract_report(cohort_group *g);
 
+/* A message h (from h->src) that no call of this rank took: still queued
+ * when its sender said goodbye at cohort_finalize (unconsumed.c). Judged
+ * against this rank's own call of h->seq while the flight recorder still
+ * has it: returns 1 when that call's header (*exp, built from *call)
+ * differs from h - report it as a mismatch (coh_contract_mismatch) - else
+ * 0 with the report in msg (COHORT_ERR_CONTRACT). Changes no state. */
+int coh_contract_unconsumed(cohort_group *g, const coh_hdr *h, coh_call *call, coh_hdr *exp,
+                            char *msg, size_t len);
+
 /* COHORT_DEBUG=sync (dsync.c): before collective c, publishes this rank's
  * fingerprint in the group's store and compares every rank's (each waited
  * for within the call's timeout). A divergence fails the group with

@@ -15,7 +15,7 @@
 
 #include "store/backend.h"
 #include "store/proto.h"
-#include "store/tcp.h"
+#include "cohort_store.h"
 #include "store/tcp_conn.h"
 
 /* One operation in flight. */
@@ -505,7 +505,7 @@ const coh_store_backend coh_store_tcp_backend = {
     .flush = tcp_flush,
 };
 
-/* ---- extras (tcp.h) ---- */
+/* ---- administration (cohort_store.h; tcp backend only) ---- */
 
 static cohort_status not_tcp(cohort_store *s, const char *what)
 {
@@ -514,10 +514,12 @@ static cohort_status not_tcp(cohort_store *s, const char *what)
     return COHORT_OK;
 }
 
-cohort_status coh_store_tcp_stats(cohort_store *s, coh_store_stats *out)
+cohort_status cohort_store_get_stats(cohort_store *s, cohort_store_stats *out)
 {
     req q;
     cohort_status st = not_tcp(s, "stats");
+    if (!st && !out)
+        st = coh_err_set(NULL, COHORT_ERR_INVALID, "stats: NULL output");
     if (st || (st = req_bare(&q, s, COH_OP_STATS, "stats")))
         return st;
     coh_rd *b = &q.r.body;
@@ -531,14 +533,14 @@ cohort_status coh_store_tcp_stats(cohort_store *s, coh_store_stats *out)
     return req_done(&q, req_body_ok(&q));
 }
 
-cohort_status coh_store_tcp_ping(cohort_store *s)
+cohort_status cohort_store_ping(cohort_store *s)
 {
     req q;
     cohort_status st = not_tcp(s, "ping");
     return st ? st : req_done(&q, req_bare(&q, s, COH_OP_PING, "ping"));
 }
 
-cohort_status coh_store_tcp_set_generation(cohort_store *s, uint32_t gen, uint32_t *prev)
+cohort_status cohort_store_set_generation(cohort_store *s, uint32_t gen, uint32_t *prev)
 {
     cohort_status st = not_tcp(s, "set_generation");
     if (st)

@@ -1,9 +1,9 @@
-/* tokenfile.c - "job_id token" files for the store tools.
+/* tokenfile.c - "job_id token" files for the store tools (cohort_store.h).
  *
  * Tokens are secrets: the read buffer is wiped after parsing, freed tokens
  * are wiped, and a file readable by others gets a warning (not an error: a
  * CI secret mounted 0644 should still work, but visibly). */
-#include "store/tokenfile.h"
+#include "cohort_store.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -14,7 +14,13 @@
 
 #include "util/util.h"
 
-static int add(coh_tokenfile *tf, const char *job, const char *tok)
+struct cohort_store_tokenfile {
+    int n;
+    char **jobs; /* NULL entry: a token-only line */
+    char **tokens;
+};
+
+static int add(cohort_store_tokenfile *tf, const char *job, const char *tok)
 {
     char **j = coh_realloc(tf->jobs, (size_t)(tf->n + 1) * sizeof *j);
     if (!j)
@@ -37,12 +43,21 @@ static int add(coh_tokenfile *tf, const char *job, const char *tok)
 
 /* Line numbers in errors point at the offending line; a line with one word
  * is a bare token (cohort-kv with --job), two words a job and its token. */
-cohort_status coh_tokenfile_read(const char *path, coh_tokenfile *tf)
+cohort_status cohort_store_tokenfile_read(const char *path, cohort_store_tokenfile **out)
 {
-    memset(tf, 0, sizeof *tf);
+    if (out)
+        *out = NULL;
+    if (!path || !out)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "token file: NULL argument");
+    cohort_store_tokenfile *tf = coh_calloc(1, sizeof *tf);
+    if (!tf)
+        return coh_err_set(NULL, COHORT_ERR_NOMEM, "token file %s", path);
     FILE *f = fopen(path, "r");
-    if (!f)
-        return coh_err_sys(NULL, COHORT_ERR_SYSTEM, "fopen", errno, "token file %s", path);
+    if (!f) {
+        int e = errno;
+        coh_free(tf);
+        return coh_err_sys(NULL, COHORT_ERR_SYSTEM, "fopen", e, "token file %s", path);
+    }
     struct stat st;
     if (fstat(fileno(f), &st) == 0 && (st.st_mode & 077))
         fprintf(stderr, "warning: token file %s is readable by group or others (chmod 600)\n",
@@ -74,25 +89,47 @@ cohort_status coh_tokenfile_read(const char *path, coh_tokenfile *tf)
             break;
         }
     }
+    /* A read error (EISDIR: a directory opens fine) is not "no token". */
+    if (rc == COHORT_OK && ferror(f))
+        rc = coh_err_sys(NULL, COHORT_ERR_SYSTEM, "read", errno, "token file %s", path);
     sodium_memzero(line, sizeof line);
     fclose(f);
     if (rc == COHORT_OK && tf->n == 0)
         rc = coh_err_set(NULL, COHORT_ERR_INVALID, "token file %s holds no token", path);
-    if (rc)
-        coh_tokenfile_free(tf);
-    return rc;
+    if (rc) {
+        cohort_store_tokenfile_free(tf);
+        return rc;
+    }
+    *out = tf;
+    return COHORT_OK;
 }
 
-const char *coh_tokenfile_find(const coh_tokenfile *tf, const char *job)
+int cohort_store_tokenfile_count(const cohort_store_tokenfile *tf) { return tf ? tf->n : 0; }
+
+const char *const *cohort_store_tokenfile_jobs(const cohort_store_tokenfile *tf)
 {
+    return tf ? (const char *const *)tf->jobs : NULL;
+}
+
+const char *const *cohort_store_tokenfile_tokens(const cohort_store_tokenfile *tf)
+{
+    return tf ? (const char *const *)tf->tokens : NULL;
+}
+
+const char *cohort_store_tokenfile_find(const cohort_store_tokenfile *tf, const char *job)
+{
+    if (!tf)
+        return NULL;
     for (int i = 0; i < tf->n; i++)
         if (!tf->jobs[i] || (job && !strcmp(tf->jobs[i], job)))
             return tf->tokens[i];
     return NULL;
 }
 
-void coh_tokenfile_free(coh_tokenfile *tf)
+void cohort_store_tokenfile_free(cohort_store_tokenfile *tf)
 {
+    if (!tf)
+        return;
     for (int i = 0; i < tf->n; i++) {
         coh_free(tf->jobs[i]);
         if (tf->tokens[i])
@@ -101,5 +138,5 @@ void coh_tokenfile_free(coh_tokenfile *tf)
     }
     coh_free(tf->jobs);
     coh_free(tf->tokens);
-    memset(tf, 0, sizeof *tf);
+    coh_free(tf);
 }

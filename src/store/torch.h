@@ -7,14 +7,9 @@
 
 #include "cohort_store.h"
 
-/* Adds a listener speaking TCPStore's protocol (torch 1.13 and 2.x) to a
- * server made by cohort_store_server_create, before it runs. Its clients do
- * not authenticate: they all act in job job_id (NULL: the server's only
- * job). host is the bind address; port 0 picks one
- * (coh_store_server_torch_port). */
-cohort_status coh_store_server_torch_listen(cohort_store_server *s, const char *host, int port,
-                                            const char *job_id);
-int coh_store_server_torch_port(const cohort_store_server *s);
+/* The listener itself is public: cohort_store_server_torch_listen
+ * (cohort_store.h). */
+
 /* Runs a server made by cohort_store_server_create on its own thread, as
  * cohort_store_server_start does (after listeners were added). On failure
  * the server is freed. */

@@ -745,8 +745,8 @@ void coh_torch_conn_close(conn *c)
     c->torch = NULL;
 }
 
-cohort_status coh_store_server_torch_listen(cohort_store_server *s, const char *host, int port,
-                                            const char *job_id)
+cohort_status cohort_store_server_torch_listen(cohort_store_server *s, const char *host, int port,
+                                               const char *job_id)
 {
     if (!s || s->thr_started || s->torch)
         return coh_err_set(NULL, COHORT_ERR_INVALID,
@@ -782,7 +782,7 @@ cohort_status coh_store_server_torch_listen(cohort_store_server *s, const char *
     if (gr != 0) {
         coh_free(ts);
         return coh_err_set(NULL, COHORT_ERR_INVALID, "torch listener: cannot resolve '%s': %s",
-                           host, coh_addr_strerror(gr));
+                           host ? host : "*", coh_addr_strerror(gr));
     }
     int err = 0, fd = -1;
     for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
@@ -803,7 +803,7 @@ cohort_status coh_store_server_torch_listen(cohort_store_server *s, const char *
     if (fd < 0) {
         coh_free(ts);
         return coh_err_sys(NULL, COHORT_ERR_SYSTEM, "bind", err,
-                           "torch listener: cannot listen on %s:%d", host, port);
+                           "torch listener: cannot listen on %s:%d", host ? host : "*", port);
     }
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
@@ -822,7 +822,7 @@ cohort_status coh_store_server_torch_listen(cohort_store_server *s, const char *
     return COHORT_OK;
 }
 
-int coh_store_server_torch_port(const cohort_store_server *s) { return s ? s->tport : 0; }
+int cohort_store_server_torch_port(const cohort_store_server *s) { return s ? s->tport : 0; }
 
 void coh_torch_srv_free(cohort_store_server *s)
 {

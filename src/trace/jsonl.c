@@ -41,12 +41,12 @@ size_t coh_tl_fmt_header(char *buf, size_t buflen, const coh_tl_header *h)
     if (buflen)
         buf[0] = 0;
     put(buf, buflen, &pos, "{\"cohort_trace\":%d,\"job\":", COH_TL_VERSION);
-    coh_json_str(buf, buflen, &pos, h->job);
+    cohort_json_str(buf, buflen, &pos, h->job);
     put(buf, buflen, &pos, ",\"rank\":%d,\"size\":%d,\"generation\":%" PRIu32 ",\"group\":%" PRIu32
         ",\"host\":", h->rank, h->size, h->generation, h->group);
-    coh_json_str(buf, buflen, &pos, h->host);
+    cohort_json_str(buf, buflen, &pos, h->host);
     put(buf, buflen, &pos, ",\"pid\":%ld,\"reason\":", h->pid);
-    coh_json_str(buf, buflen, &pos, h->reason);
+    cohort_json_str(buf, buflen, &pos, h->reason);
     put(buf, buflen, &pos, ",\"time_us\":%" PRIu64 ",\"capacity\":%d,\"recorded\":%" PRIu64 "}\n",
         h->time_us, h->capacity, h->recorded);
     return pos;
@@ -68,7 +68,7 @@ size_t coh_tl_fmt_entry(char *buf, size_t buflen, const coh_trace_entry *e)
     /* Keep the tail of very long paths: the basename is what reports use. */
     const char *f = c->file ? c->file : "";
     size_t fl = strlen(f);
-    coh_json_str(buf, buflen, &pos, fl > 255 ? f + fl - 255 : f);
+    cohort_json_str(buf, buflen, &pos, fl > 255 ? f + fl - 255 : f);
     put(buf, buflen, &pos, ",\"line\":%d,\"state\":\"%s\",\"status\":\"%s\",\"t_issue_us\":%" PRIu64
         ",\"t_start_us\":%" PRIu64 ",\"t_end_us\":%" PRIu64 "}\n", c->line,
         coh_state_name(e->state), cohort_status_name((cohort_status)e->status), e->t_issue_us,
@@ -85,7 +85,7 @@ size_t coh_tl_fmt_contract(char *buf, size_t buflen, const coh_tl_contract *c)
         ",\"group\":%" PRIu32, COH_TL_VERSION, c->rank, c->generation, c->group);
     if (c->has_detected) {
         put(buf, buflen, &pos, ",\"detected\":");
-        coh_json_str(buf, buflen, &pos, c->detected);
+        cohort_json_str(buf, buflen, &pos, c->detected);
     }
     put(buf, buflen, &pos, "}\n");
     return pos;

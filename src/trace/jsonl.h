@@ -14,7 +14,8 @@
 #include <stdint.h>
 
 #include "trace/trace.h"
-#include "util/json.h" /* coh_json_str: the one JSON string escaper */
+#include "cohort_json.h" /* cohort_json_str: the one JSON string escaper */
+#include "cohort_trace.h"
 
 #define COH_TL_VERSION 1
 
@@ -26,32 +27,11 @@ enum coh_tl_kind {
                           * contract history published in the store */
 };
 
-typedef struct coh_tl_header {
-    int version;
-    char job[128];
-    int rank, size;
-    uint32_t generation, group;
-    char host[128];
-    long pid;
-    char reason[COH_ERRLEN];
-    uint64_t time_us;   /* wall clock of the dump */
-    int capacity;       /* ring size */
-    uint64_t recorded;  /* calls ever recorded (recorded > capacity: oldest lost) */
-} coh_tl_header;
-
-typedef struct coh_tl_entry {
-    uint64_t seq;
-    int coll;           /* coh_coll */
-    int dtype;          /* cohort_dtype */
-    int redop;          /* cohort_op, -1 none */
-    int root, tag;
-    uint64_t count;
-    char file[256];
-    int line;
-    int state;          /* coh_call_state */
-    int status;         /* cohort_status */
-    uint64_t t_issue_us, t_start_us, t_end_us; /* 0: not reached */
-} coh_tl_entry;
+/* The header and entry records are the public ones (cohort_trace.h), so
+ * that cohort_trace_parse_line hands out what this parser fills. */
+typedef cohort_trace_header coh_tl_header;
+typedef cohort_trace_entry coh_tl_entry;
+_Static_assert(COH_ERRLEN == COHORT_TRACE_TEXT, "cohort_trace_header.reason is an error text");
 
 typedef struct coh_tl_contract {
     int version;

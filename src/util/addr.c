@@ -4,6 +4,8 @@
 
 #include <string.h>
 
+#include "cohort.h"
+
 int coh_addr_split(const char *s, coh_addr *a)
 {
     memset(a, 0, sizeof *a);
@@ -70,4 +72,16 @@ int coh_addr_port(const coh_addr *a, int lo)
     for (const char *q = a->port; *q; q++)
         v = v * 10 + (*q - '0');
     return v >= lo && v <= 65535 ? (int)v : -1;
+}
+
+cohort_status cohort_hostport_split(const char *addr, char *host, size_t hostlen, char *port,
+                                    size_t portlen)
+{
+    coh_addr a;
+    if (!addr || !host || !port || coh_addr_split(addr, &a) != 0 || a.scheme[0] || a.rest ||
+        a.bare_v6 || !a.port[0] || strlen(a.host) >= hostlen || strlen(a.port) >= portlen)
+        return COHORT_ERR_INVALID;
+    memcpy(host, a.host, strlen(a.host) + 1);
+    memcpy(port, a.port, strlen(a.port) + 1);
+    return COHORT_OK;
 }

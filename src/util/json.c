@@ -1,5 +1,5 @@
-/* json.c - the one JSON string escaper (see json.h). */
-#include "util/json.h"
+/* json.c - the one JSON string escaper (see cohort_json.h). */
+#include "cohort_json.h"
 
 #include <string.h>
 
@@ -94,24 +94,28 @@ static void escape(sink *k, const unsigned char *p, size_t n)
     emit(k, "\"", 1);
 }
 
-void coh_json_strn(char *buf, size_t buflen, size_t *pos, const void *s, size_t n)
+void cohort_json_strn(char *buf, size_t buflen, size_t *pos, const void *s, size_t n)
 {
-    sink k = {buf, buflen, pos, NULL};
+    if (!pos)
+        return;
+    sink k = {buf, buf ? buflen : 0, pos, NULL};
     escape(&k, s ? s : (const void *)"", s ? n : 0);
 }
 
-void coh_json_str(char *buf, size_t buflen, size_t *pos, const char *s)
+void cohort_json_str(char *buf, size_t buflen, size_t *pos, const char *s)
 {
-    coh_json_strn(buf, buflen, pos, s, s ? strlen(s) : 0);
+    cohort_json_strn(buf, buflen, pos, s, s ? strlen(s) : 0);
 }
 
-void coh_json_fputn(FILE *f, const void *s, size_t n)
+void cohort_json_fputn(FILE *f, const void *s, size_t n)
 {
+    if (!f)
+        return;
     sink k = {NULL, 0, NULL, f};
     escape(&k, s ? s : (const void *)"", s ? n : 0);
 }
 
-void coh_json_fputs(FILE *f, const char *s)
+void cohort_json_fputs(FILE *f, const char *s)
 {
-    coh_json_fputn(f, s, s ? strlen(s) : 0);
+    cohort_json_fputn(f, s, s ? strlen(s) : 0);
 }

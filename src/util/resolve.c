@@ -1,5 +1,6 @@
 /* resolve.c - the one resolver (addr.h): every getaddrinfo of the library
- * and the tools goes through here, so hints and errors agree. */
+ * goes through here, so hints and errors agree. (The tools use the public
+ * API alone; cohortrun's route probe keeps its own getaddrinfo.) */
 #include "util/addr.h"
 
 #include <netdb.h>

@@ -8,21 +8,12 @@
 
 #include "core/group.h"
 #include "reduce/reduce.h"
+#include "support/support.h"
 
 int cc_full(void)
 {
     const char *e = getenv("COHORT_FULL_MATRIX");
     return e && *e && strcmp(e, "0") != 0;
-}
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
 }
 
 static int is_float(int dt) { return dt >= COHORT_FLOAT16; }
@@ -42,7 +33,7 @@ static int64_t ival(int r, size_t j, int op)
     case COHORT_MAX: return (int64_t)(((size_t)r * 13 + j * 5) % 29) - 14;
     case COHORT_BAND:
     case COHORT_BOR:
-    case COHORT_BXOR: return (int64_t)mix(((uint64_t)r << 40) ^ j);
+    case COHORT_BXOR: return (int64_t)cht_mix(((uint64_t)r << 40) ^ j);
     default: return (int64_t)(((size_t)r * 7 + j * 3) % 17) - 8;
     }
 }
@@ -123,7 +114,7 @@ static void ref_reduce(void *out, int dt, int op, int n, size_t j)
 /* Payload byte b of element j of rank r's block (non-reducing ops). */
 static unsigned char pbyte(int r, size_t j, size_t b)
 {
-    return (unsigned char)(mix(((uint64_t)r << 48) ^ (j << 4) ^ b) >> 24);
+    return (unsigned char)(cht_mix(((uint64_t)r << 48) ^ (j << 4) ^ b) >> 24);
 }
 static void put_payload(unsigned char *p, size_t es, int r, size_t j)
 {
@@ -350,7 +341,7 @@ int cc_check_float_identity(int rank, int n, size_t count, cc_issue_fn issue, vo
          * them in double */
         for (int r = 0; r < n; r++)
             for (size_t j = 0; j < count; j++) {
-                double v = ((double)(mix(((uint64_t)r << 32) ^ j) % 2000001) - 1000000.0) / 4096.0;
+                double v = ((double)(cht_mix(((uint64_t)r << 32) ^ j) % 2000001) - 1000000.0) / 4096.0;
                 float f = (float)v;
                 if (dt == COHORT_BFLOAT16)
                     f = coh_bf16_to_f32(coh_f32_to_bf16(f));

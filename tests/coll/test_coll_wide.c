@@ -63,15 +63,6 @@ typedef struct page {
 static page *pg;
 static int run_idx;
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 static float to_f32(cohort_dtype dt, uint16_t h)
 {
     return dt == COHORT_FLOAT16 ? coh_f16_to_f32(h) : coh_bf16_to_f32(h);
@@ -87,7 +78,7 @@ static uint16_t from_f32(cohort_dtype dt, float f)
 static uint16_t input(int c, int r, size_t i)
 {
     wcase k = case_of(c);
-    uint64_t x = mix(((uint64_t)c << 40) ^ ((uint64_t)r << 32) ^ i);
+    uint64_t x = cht_mix(((uint64_t)c << 40) ^ ((uint64_t)r << 32) ^ i);
     double u = (double)(x >> 11) / 9007199254740992.0; /* [0, 1) */
     double v;
     if (k.op == COHORT_PROD)

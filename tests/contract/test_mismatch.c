@@ -205,6 +205,65 @@ START_TEST(peer_file_from_recorder)
 }
 END_TEST
 
+START_TEST(unconsumed_verdicts)
+{
+    /* Messages no call of rank 1 took by cohort_finalize (tcp's
+     * close_check asks the contract for the verdict): judged against rank
+     * 1's own call of that seq in the recorder; the group is left alone. */
+    cohort_group *g = tg_make(1, 2);
+    ck_assert_int_eq(coh_trace_create(&g->trace, 16), COHORT_OK);
+    coh_call c1 = cht_call(1, COH_COLL_BARRIER, 0, -1, -1, 0, 0, TRAIN, 10);
+    coh_call c2 = cht_call(2, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 4, TRAIN, 20);
+    coh_call c4 = cht_call(4, COH_COLL_BARRIER, 0, -1, -1, 0, 0, TRAIN, 40);
+    coh_trace_end(g->trace, coh_trace_issue(g->trace, &c1), COHORT_OK);
+    coh_trace_end(g->trace, coh_trace_issue(g->trace, &c2), COHORT_OK);
+    coh_trace_end(g->trace, coh_trace_issue(g->trace, &c4), COHORT_OK);
+    coh_call call;
+    coh_hdr exp;
+    char msg[COH_ERRLEN];
+
+    /* Rank 0's all_reduce #2 with another count: a mismatch with rank 1's call. */
+    coh_call t2 = cht_call(2, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 0, 8, TRAIN, 21);
+    coh_hdr h = tg_hdr(g, 0, &t2);
+    h.len = 32;
+    ck_assert_int_eq(coh_contract_unconsumed(g, &h, &call, &exp, msg, sizeof msg), 1);
+    ck_assert(call.seq == 2 && call.count == 4 && call.line == 20);
+    ck_assert(exp.count == 4 && exp.len == 32 && coh_hdr_match(&exp, &h) == COH_FIELD_COUNT);
+
+    /* The same call: a message for it that the call never received. */
+    h = tg_hdr(g, 0, &c2);
+    h.step = 3;
+    h.len = 16;
+    ck_assert_int_eq(coh_contract_unconsumed(g, &h, &call, &exp, msg, sizeof msg), 0);
+    ck_assert_str_eq(msg, "all_reduce #2 (" TRAIN ":20): rank 0 sent this rank a message for it "
+                          "(step 3, 16 bytes) that the call never received");
+
+    /* Past rank 1's last call: rank 0 made more calls. */
+    coh_call t5 = cht_call(5, COH_COLL_BROADCAST, COHORT_INT32, -1, 0, 0, 1, TRAIN, 50);
+    h = tg_hdr(g, 0, &t5);
+    ck_assert_int_eq(coh_contract_unconsumed(g, &h, &call, &exp, msg, sizeof msg), 0);
+    ck_assert_str_eq(msg, "rank 0 sent broadcast #5 (its line 50), but this rank's last call was "
+                          "#4: rank 0 made more calls than this rank (an extra call on its side, "
+                          "or a skipped one here)");
+
+    /* A seq rank 1 has no call for (#3 between #2 and #4). */
+    coh_call t3 = cht_call(3, COH_COLL_BARRIER, 0, -1, -1, 0, 0, TRAIN, 30);
+    h = tg_hdr(g, 0, &t3);
+    ck_assert_int_eq(coh_contract_unconsumed(g, &h, &call, &exp, msg, sizeof msg), 0);
+    ck_assert_str_eq(msg, "rank 0 sent barrier #3 (its line 30) that no call of this rank received");
+
+    /* A send never received. */
+    coh_call s = cht_call(1, COH_COLL_SEND, COHORT_INT32, -1, 1, 5, 1, TRAIN, 60);
+    h = tg_hdr(g, 0, &s);
+    h.len = 4;
+    ck_assert_int_eq(coh_contract_unconsumed(g, &h, &call, &exp, msg, sizeof msg), 0);
+    ck_assert_str_eq(msg, "send #1 from rank 0 to rank 1 (tag 5, 4 bytes, rank 0's line 60) was "
+                          "never received: rank 1 finalized without the matching cohort_recv");
+    ck_assert_int_eq(coh_group_poisoned(g), 0);
+    cht_group_free(g);
+}
+END_TEST
+
 START_TEST(no_call_site_here)
 {
     cohort_group *g = tg_make(3, 4);
@@ -351,6 +410,7 @@ static Suite *suite(void)
     t = tcase_create("report");
     tcase_set_timeout(t, 30);
     tcase_add_test(t, report_noop_unless_contract);
+    tcase_add_test(t, unconsumed_verdicts);
     tcase_add_test(t, report_without_store);
     tcase_add_test(t, report_keeps_tail_of_long_message);
     tcase_add_test(t, report_concurrent_callers);

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "util/hostlist.h"
-#include "util/json.h"
+#include "cohort_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t cap = size * 6 + 3, pos = 0;
     char *buf = malloc(cap + 1);
     must(buf != NULL);
-    coh_json_strn(buf, cap + 1, &pos, data, size);
+    cohort_json_strn(buf, cap + 1, &pos, data, size);
     must(pos <= cap && strlen(buf) == pos);
     must(pos >= 2 && buf[0] == '"' && buf[pos - 1] == '"');
     must(utf8_ok((const unsigned char *)buf, pos));
@@ -110,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t memlen = 0;
     FILE *f = open_memstream(&mem, &memlen);
     must(f != NULL);
-    coh_json_fputn(f, data, size);
+    cohort_json_fputn(f, data, size);
     fclose(f);
     must(memlen == pos && !memcmp(mem, buf, pos));
     free(mem);

@@ -101,7 +101,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     memcpy(in, data, size);
     int kind = coh_tl_parse(in, size, &a, err, sizeof err);
+    /* The public parser (cohort_trace.h) is this one: same verdict, same
+     * record. */
+    static cohort_trace_line pub;
+    int pk = cohort_trace_parse_line(in, size, &pub, NULL, 0);
     free(in);
+    must(pk == (kind == COH_TL_HEADER     ? COHORT_TRACE_HEADER
+                : kind == COH_TL_ENTRY    ? COHORT_TRACE_ENTRY
+                : kind == COH_TL_CONTRACT ? COHORT_TRACE_OTHER
+                                          : COHORT_TRACE_INVALID));
+    if (kind == COH_TL_ENTRY)
+        must(pub.ent.seq == a.u.ent.seq && pub.ent.coll == a.u.ent.coll &&
+             pub.ent.count == a.u.ent.count && pub.ent.state == a.u.ent.state &&
+             pub.ent.t_end_us == a.u.ent.t_end_us && !strcmp(pub.ent.file, a.u.ent.file));
+    if (kind == COH_TL_HEADER)
+        must(pub.hdr.rank == a.u.hdr.rank && pub.hdr.time_us == a.u.hdr.time_us &&
+             !strcmp(pub.hdr.job, a.u.hdr.job) && !strcmp(pub.hdr.reason, a.u.hdr.reason));
     if (kind == COH_TL_INVALID) {
         must(err[0] != 0); /* every rejection says why */
         return 0;

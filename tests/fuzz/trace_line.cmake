@@ -11,8 +11,10 @@ if(COHORT_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   # The parser's sources are compiled into the target itself so they get
   # coverage instrumentation and ASan/UBSan whatever the library was built
   # with; the archive supplies everything else.
+  # trace_api.c: the public parser (cohort_trace.h) the target compares.
   add_executable(fuzz_trace_line ${_d}/fuzz_trace_line.c ${PROJECT_SOURCE_DIR}/src/trace/jsonl.c
-                                 ${PROJECT_SOURCE_DIR}/src/core/names.c)
+                                 ${PROJECT_SOURCE_DIR}/src/core/names.c
+                                 ${PROJECT_SOURCE_DIR}/src/contract/trace_api.c)
   target_compile_options(fuzz_trace_line PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_options(fuzz_trace_line PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(fuzz_trace_line PRIVATE cohort_static)

@@ -114,8 +114,13 @@ quiet cc -shared -fPIC -fvisibility=hidden -D_GNU_SOURCE -std=c11 -I"$tmp/v99" -
 out=$(COHORT_ETCD_PLUGIN=$tmp/v99/libcohort-etcd.so "$pk/app_shared" etcd etcd://127.0.0.1:1/t 2>&1)
 grep -q 'the plugin is cohort 9.9.9 .*the library is cohort 0' <<<"$out" ||
   fail "plugin of another version: $out"
-# The installed tools (linked with libcohort.a) find the plugin in
-# <prefix>/lib from <prefix>/bin, wherever the prefix is.
+# The installed tools link libcohort.so (they use only the public API) and
+# find it, and through it the plugin, in <prefix>/lib from <prefix>/bin,
+# wherever the prefix is (RUNPATH $ORIGIN/../lib, no build path).
+kvdyn=$(readelf -d "$prefix/bin/cohort-kv")
+grep -q 'NEEDED.*libcohort\.so' <<<"$kvdyn" || fail "installed cohort-kv does not link libcohort.so"
+grep -q 'RUNPATH.*\$ORIGIN/\.\./' <<<"$kvdyn" || fail "installed cohort-kv has no \$ORIGIN RUNPATH: $kvdyn"
+grep -q "RUNPATH.*$build" <<<"$kvdyn" && fail "installed cohort-kv keeps the build RUNPATH"
 out=$(COHORT_TOKEN=t "$prefix/bin/cohort-kv" --addr etcd://127.0.0.1:1/t --job j \
       --connect-timeout 300 ping 2>&1 || true)
 grep -q 'etcd cluster unreachable' <<<"$out" || fail "installed cohort-kv did not load the plugin: $out"

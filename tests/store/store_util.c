@@ -54,13 +54,13 @@ cohort_store *su_connect(const char *addr, const char *job, const char *tok)
     return su_connect_gen(addr, job, tok, 0);
 }
 
-int su_until(cohort_store *s, int (*pred)(const coh_store_stats *, void *), void *arg,
+int su_until(cohort_store *s, int (*pred)(const cohort_store_stats *, void *), void *arg,
              int timeout_ms)
 {
     uint64_t dl = coh_deadline_ns(timeout_ms);
     for (;;) {
-        coh_store_stats x;
-        if (coh_store_tcp_stats(s, &x) == COHORT_OK && pred(&x, arg))
+        cohort_store_stats x;
+        if (cohort_store_get_stats(s, &x) == COHORT_OK && pred(&x, arg))
             return 1;
         if (coh_ms_left(dl) == 0)
             return 0;
@@ -69,8 +69,8 @@ int su_until(cohort_store *s, int (*pred)(const coh_store_stats *, void *), void
     }
 }
 
-int su_waiters_eq(const coh_store_stats *st, void *n) { return st->waiters == (intptr_t)n; }
-int su_conns_eq(const coh_store_stats *st, void *n) { return st->conns == (intptr_t)n; }
+int su_waiters_eq(const cohort_store_stats *st, void *n) { return st->waiters == (intptr_t)n; }
+int su_conns_eq(const cohort_store_stats *st, void *n) { return st->conns == (intptr_t)n; }
 
 const char *su_token_file(void)
 {

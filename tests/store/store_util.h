@@ -13,7 +13,7 @@
 #include "cohort.h"
 #include "store/backend.h"
 #include "store/proto.h"
-#include "store/tcp.h"
+#include "cohort_store.h"
 #include "util/util.h"
 
 #define JOB_A "jobA"
@@ -48,10 +48,10 @@ cohort_store *su_connect_gen(const char *addr, const char *job, const char *tok,
 
 /* Polls stats until pred(stats, arg) holds or timeout_ms passes; returns 1 if
  * it held. The 1 ms pause bounds CPU use; it is not synchronisation. */
-int su_until(cohort_store *s, int (*pred)(const coh_store_stats *, void *), void *arg,
+int su_until(cohort_store *s, int (*pred)(const cohort_store_stats *, void *), void *arg,
              int timeout_ms);
-int su_waiters_eq(const coh_store_stats *st, void *n); /* arg: (intptr_t) */
-int su_conns_eq(const coh_store_stats *st, void *n);
+int su_waiters_eq(const cohort_store_stats *st, void *n); /* arg: (intptr_t) */
+int su_conns_eq(const cohort_store_stats *st, void *n);
 
 /* Standalone cohort-store: fork/exec with args (NULL-terminated, after
  * argv[0]); reads "listening on H:P" from its stdout; writes "127.0.0.1:P".

@@ -148,8 +148,8 @@ END_TEST
 
 START_TEST(huge_length_prefix)
 {
-    coh_store_stats before, after;
-    ST_OK(coh_store_tcp_stats(good, &before), good);
+    cohort_store_stats before, after;
+    ST_OK(cohort_store_get_stats(good, &before), good);
     /* before authentication: refused at the header, nothing allocated */
     int fd = su_raw_connect(port);
     uint8_t h[COH_PROTO_HDR];
@@ -173,7 +173,7 @@ START_TEST(huge_length_prefix)
     ck_assert(su_now_ms() - t0 < 2000);
     ck_assert_uint_eq(fh.id, 77);
     ck_assert_uint_eq(buf[0], COHORT_ERR_TOO_LARGE);
-    ST_OK(coh_store_tcp_stats(good, &after), good);
+    ST_OK(cohort_store_get_stats(good, &after), good);
     ck_assert_int_eq(after.mem_used, before.mem_used);
     close(fd);
     check_data_intact(good);

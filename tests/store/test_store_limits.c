@@ -327,8 +327,8 @@ START_TEST(unauth_cannot_lock_out)
     ST_OK(cohort_store_gets(old, "k", &v, 2000), old);
     ck_assert_str_eq(v, "v");
     free(v);
-    coh_store_stats st;
-    ST_OK(coh_store_tcp_stats(old, &st), old);
+    cohort_store_stats st;
+    ST_OK(cohort_store_get_stats(old, &st), old);
     ck_assert_msg(st.conns <= 40, "%lld connections over max_clients 40", (long long)st.conns);
     close_all(fds, NATT);
     cohort_store_close(old);
@@ -361,16 +361,16 @@ START_TEST(generation_advances_one_step)
     ST_OK(cohort_store_sets(b1, "k", "b"), b1);
     /* only a generation-0 connection may set the generation */
     uint32_t prev = 99;
-    ST_EXPECT(coh_store_tcp_set_generation(g2, 0, &prev), COHORT_ERR_AUTH, g2);
+    ST_EXPECT(cohort_store_set_generation(g2, 0, &prev), COHORT_ERR_AUTH, g2);
     cohort_store *op = su_connect_gen(addr, JOB_A, TOK_A, 0);
-    ST_OK(coh_store_tcp_set_generation(op, 0, &prev), op);
+    ST_OK(cohort_store_set_generation(op, 0, &prev), op);
     ck_assert_uint_eq(prev, 2);
     ST_EXPECT(cohort_store_sets(g2, "k", "x"), COHORT_ERR_AUTH, g2);
     /* a reset job takes the next run's first generation */
     cohort_store *n1 = su_connect_gen(addr, JOB_A, TOK_A, 1);
     ST_OK(cohort_store_sets(n1, "k", "new"), n1);
-    coh_store_stats st;
-    ST_OK(coh_store_tcp_stats(op, &st), op);
+    cohort_store_stats st;
+    ST_OK(cohort_store_get_stats(op, &st), op);
     ck_assert_uint_eq(st.generation, 1);
     ST_OK(cohort_store_sets(b1, "k2", "b"), b1);
     cohort_store_close(n1);

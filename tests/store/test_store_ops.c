@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "cohort_config.h"
-#include "store/tcp.h"
 #include "store_util.h"
 
 static cohort_store_server *srv;
@@ -247,9 +246,9 @@ END_TEST
 START_TEST(large_values_and_memory_accounting)
 {
     cohort_store *s = su_connect(addr, JOB_A, TOK_A);
-    coh_store_stats x0, x1;
+    cohort_store_stats x0, x1;
     ST_OK(cohort_store_sets(s, "seed", "x"), s); /* the hash table's buckets exist */
-    ST_OK(coh_store_tcp_stats(s, &x0), s);
+    ST_OK(cohort_store_get_stats(s, &x0), s);
     size_t n = 3u << 20;
     char *a = malloc(n), *b = malloc(n);
     for (size_t i = 0; i < n; i++) {
@@ -264,7 +263,7 @@ START_TEST(large_values_and_memory_accounting)
     ST_OK(cohort_store_get(s, "big", 3, &v, &vl, 0), s);
     ck_assert(vl == n && !memcmp(v, a, n));
     free(v);
-    ST_OK(coh_store_tcp_stats(s, &x1), s);
+    ST_OK(cohort_store_get_stats(s, &x1), s);
     ck_assert_int_ge(x1.mem_used - x0.mem_used, (int64_t)n);
     ck_assert_int_lt(x1.mem_used - x0.mem_used, (int64_t)n + 4096);
     ST_OK(cohort_store_set(s, "big", 3, b, n), s);
@@ -287,7 +286,7 @@ START_TEST(large_values_and_memory_accounting)
     int d;
     ST_OK(cohort_store_delete(s, "big", 3, &d), s);
     ST_OK(cohort_store_delete(s, "dup", 3, &d), s);
-    ST_OK(coh_store_tcp_stats(s, &x1), s);
+    ST_OK(cohort_store_get_stats(s, &x1), s);
     ck_assert_int_eq(x1.mem_used, x0.mem_used);
     free(a);
     free(b);
@@ -864,8 +863,8 @@ START_TEST(generations)
                   coh_tls_err()->msg);
     /* generation 0 never raises the job's generation */
     cohort_store *tool2 = su_connect_gen(addr, JOB_A, TOK_A, 0);
-    coh_store_stats x;
-    ST_OK(coh_store_tcp_stats(tool2, &x), tool2);
+    cohort_store_stats x;
+    ST_OK(cohort_store_get_stats(tool2, &x), tool2);
     ck_assert_uint_eq(x.generation, 2);
     /* a newer generation closes the older generation's connections */
     cohort_store *g3 = su_connect_gen(addr, JOB_A, TOK_A, 3);
@@ -946,8 +945,8 @@ START_TEST(two_jobs_isolated)
     ST_EXPECT(cohort_store_barrier(b, "bar", 2, 100), COHORT_ERR_TIMEOUT, b);
     ST_OK(cohort_store_num_keys(a, &n), a);
     ck_assert_int_eq(n, 3);
-    coh_store_stats x;
-    ST_OK(coh_store_tcp_stats(b, &x), b);
+    cohort_store_stats x;
+    ST_OK(cohort_store_get_stats(b, &x), b);
     ck_assert_int_eq(x.keys, 2);
     cohort_store_close(a);
     cohort_store_close(b);
@@ -1004,8 +1003,8 @@ START_TEST(limits_key_value_memory)
     ST_OK(cohort_store_delete(s, "fill0", 5, &d), s);
     ST_OK(cohort_store_delete(s, "fill1", 5, &d), s);
     ST_OK(cohort_store_set(s, "again", 5, val, 4096), s);
-    coh_store_stats x;
-    ST_OK(coh_store_tcp_stats(s, &x), s);
+    cohort_store_stats x;
+    ST_OK(cohort_store_get_stats(s, &x), s);
     ck_assert(x.mem_used <= x.max_memory);
     cohort_store_close(s);
     cohort_store_server_stop(s2);
@@ -1201,13 +1200,13 @@ END_TEST
  * refusal before the request existed once freed an uninitialised pointer). */
 START_TEST(extras_refuse_null_handle)
 {
-    coh_store_stats stats;
-    ST_EXPECT(coh_store_tcp_ping(NULL), COHORT_ERR_INVALID, NULL);
-    ST_EXPECT(coh_store_tcp_stats(NULL, &stats), COHORT_ERR_INVALID, NULL);
-    ST_EXPECT(coh_store_tcp_set_generation(NULL, 1, NULL), COHORT_ERR_INVALID, NULL);
+    cohort_store_stats stats;
+    ST_EXPECT(cohort_store_ping(NULL), COHORT_ERR_INVALID, NULL);
+    ST_EXPECT(cohort_store_get_stats(NULL, &stats), COHORT_ERR_INVALID, NULL);
+    ST_EXPECT(cohort_store_set_generation(NULL, 1, NULL), COHORT_ERR_INVALID, NULL);
     cohort_store *s = su_connect(addr, JOB_A, TOK_A);
-    ST_OK(coh_store_tcp_ping(s), s);
-    ST_OK(coh_store_tcp_stats(s, &stats), s);
+    ST_OK(cohort_store_ping(s), s);
+    ST_OK(cohort_store_get_stats(s, &stats), s);
     ck_assert_int_ge(stats.job_conns, 1);
     cohort_store_close(s);
 }

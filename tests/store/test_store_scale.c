@@ -97,8 +97,8 @@ START_TEST(thousands_of_connections)
     double t_conn = su_now_ms() - t0;
     cohort_store *obs = su_connect(a, JOB_A, TOK_A);
     ck_assert(su_until(obs, su_waiters_eq, (void *)NRAW, 30000));
-    coh_store_stats x;
-    ST_OK(coh_store_tcp_stats(obs, &x), obs);
+    cohort_store_stats x;
+    ST_OK(cohort_store_get_stats(obs, &x), obs);
     ck_assert_int_eq(x.conns, NPROC * PER_PROC + NRAW + 1);
     ck_assert_int_eq(x.keys, NPROC * PER_PROC);
     /* one SET wakes every waiter */

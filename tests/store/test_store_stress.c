@@ -324,7 +324,7 @@ START_TEST(good_job_beside_every_attack)
     ck_assert_msg(worst_connect < 5000, "a reconnect took %.0f ms", worst_connect);
     free(lat);
     /* the server is still whole, and its log is bounded */
-    ST_OK(coh_store_tcp_ping(a), a);
+    ST_OK(cohort_store_ping(a), a);
     cohort_store_close(a);
     kill(pid, SIGTERM);
     int status;

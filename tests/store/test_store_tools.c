@@ -222,8 +222,8 @@ START_TEST(store_env_job_and_limits)
     static char v[1025];
     ST_EXPECT(cohort_store_set(s, "k", 1, v, 1025), COHORT_ERR_TOO_LARGE, s);
     ST_OK(cohort_store_set(s, "k", 1, v, 1024), s);
-    coh_store_stats x;
-    ST_OK(coh_store_tcp_stats(s, &x), s);
+    cohort_store_stats x;
+    ST_OK(cohort_store_get_stats(s, &x), s);
     ck_assert_int_eq(x.max_memory, 1 << 20);
     cohort_store_close(s);
     kill(sp, SIGTERM);

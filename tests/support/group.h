@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "coll/fail/fail.h"
 #include "core/group.h"
 
 enum {
@@ -41,6 +42,18 @@ cohort_group *cht_group_new(int rank, int size, const cht_group_opts *o);
  * detail, err_mu), not g itself; the variant's transport goes first. */
 void cht_group_release(cohort_group *g);
 void cht_group_free(cohort_group *g); /* release + free(g); NULL ok */
+
+/* The test owns the group, as src/coll does: a transport returns a failure
+ * as a status plus a record (transport/transport.h), and the owner makes it
+ * the group's failure (coll/fail); reported as the group's first failure. */
+static inline cohort_status cht_tp_up(cohort_group *g, cohort_status st)
+{
+    if (st == COHORT_OK)
+        return st;
+    st = coh_coll_transport_failed(g, st);
+    int p = coh_group_poisoned(g);
+    return p ? (cohort_status)p : st;
+}
 
 /* The one call builder: the contract of one call (site from file:line, as
  * the API layer computes it). */

@@ -118,7 +118,7 @@ static pid_t store_process(const char *job, const char *token, char *addr, size_
     return p;
 }
 
-static void set_extra_env(const char *extra)
+void cht_set_env(const char *extra)
 {
     if (!extra)
         return;
@@ -266,7 +266,7 @@ static int run_child(int r, void *p)
         snprintf(b, sizeof b, "%d", o->generation);
         setenv("COHORT_GENERATION", b, 1);
     }
-    set_extra_env(o->extra_env);
+    cht_set_env(o->extra_env);
     return c->fn(r, c->arg);
 }
 
@@ -379,6 +379,16 @@ int cht_launched_sum_run(cohort_group *g)
     if (st == COHORT_OK)
         st = cohort_finalize(g);
     return good && st == COHORT_OK;
+}
+
+uint64_t cht_mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return x;
 }
 
 double cht_value(int rank, size_t i) { return (double)((rank * 7 + (int)(i % 13)) % 11) - 3.0; }

@@ -8,6 +8,7 @@
 #define COHORT_TEST_SUPPORT_H
 
 #include <check.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -131,6 +132,9 @@ int cht_netns_link(const char *prefix, int host, int down);
 /* "10.<net>.0.<host+1>" */
 const char *cht_netns_ip(int net, int host);
 
+/* Sets "K=V;K2=V2" in this process's environment (NULL: nothing). */
+void cht_set_env(const char *list);
+
 /* Unsets every variable a launcher or user sets for init (RANK, WORLD_SIZE,
  * LOCAL_*, MASTER_*, COHORT_*, SLURM_*, OMPI_*, PMI_*, PMIX_*, MPI_LOCAL*)
  * so a test sees only what it sets; COHORT_BUILD_DIR and COHORT_SOURCE_DIR
@@ -145,7 +149,9 @@ cohort_group *cht_launched_init(void);
  * Returns 1 only if every step succeeded and every sum was exact. */
 int cht_launched_sum_run(cohort_group *g);
 
-/* Pattern helpers: deterministic input values. */
+/* Pattern helpers: deterministic input values. cht_mix: a 64-bit mixer
+ * (the splitmix64 finalizer) for values that look random but repeat. */
+uint64_t cht_mix(uint64_t x);
 double cht_value(int rank, size_t i);
 
 /* Path to a built tool ("cohortrun") from COHORT_BUILD_DIR. */

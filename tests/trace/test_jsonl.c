@@ -270,26 +270,26 @@ START_TEST(writer_escapes)
 {
     char buf[256];
     size_t pos = 0;
-    coh_json_str(buf, sizeof buf, &pos, "a\"\\\n\t\r\x01\x7f\xff\xc3\xa9\xe2\x82");
+    cohort_json_str(buf, sizeof buf, &pos, "a\"\\\n\t\r\x01\x7f\xff\xc3\xa9\xe2\x82");
     ck_assert_str_eq(buf, "\"a\\\"\\\\\\n\\t\\r\\u0001\x7f\\u00ff\xc3\xa9\\u00e2\\u0082\"");
     ck_assert_uint_eq(pos, strlen(buf));
     /* Overlong encodings and surrogates are not UTF-8 either. */
     pos = 0;
-    coh_json_str(buf, sizeof buf, &pos, "\xc0\xaf\xed\xa0\x80");
+    cohort_json_str(buf, sizeof buf, &pos, "\xc0\xaf\xed\xa0\x80");
     ck_assert_str_eq(buf, "\"\\u00c0\\u00af\\u00ed\\u00a0\\u0080\"");
     /* Cut output stays terminated; pos counts what was needed. */
     char tiny[4];
     pos = 0;
-    coh_json_str(tiny, sizeof tiny, &pos, "abcdef");
+    cohort_json_str(tiny, sizeof tiny, &pos, "abcdef");
     ck_assert_uint_eq(pos, 8);
     ck_assert_uint_lt(strlen(tiny), sizeof tiny);
     pos = 0;
-    coh_json_str(buf, sizeof buf, &pos, NULL);
+    cohort_json_str(buf, sizeof buf, &pos, NULL);
     ck_assert_str_eq(buf, "\"\"");
     /* 4-byte UTF-8 passes; past U+10FFFF, truncated and lone lead bytes
      * do not; NUL bytes inside a counted string become \u0000. */
     pos = 0;
-    coh_json_strn(buf, sizeof buf, &pos, "\xf0\x9f\x98\x80|\xf4\x90\x80\x80|\xf0\x9f|\x00\x1f", 15);
+    cohort_json_strn(buf, sizeof buf, &pos, "\xf0\x9f\x98\x80|\xf4\x90\x80\x80|\xf0\x9f|\x00\x1f", 15);
     ck_assert_str_eq(buf, "\"\xf0\x9f\x98\x80|\\u00f4\\u0090\\u0080\\u0080|\\u00f0\\u009f|"
                           "\\u0000\\u001f\"");
     /* The FILE writer writes the same bytes, never cut. */
@@ -297,10 +297,23 @@ START_TEST(writer_escapes)
     size_t memlen = 0;
     FILE *f = open_memstream(&mem, &memlen);
     ck_assert_ptr_nonnull(f);
-    coh_json_fputs(f, "a\"\\\n\t\r\x01\x7f\xff\xc3\xa9\xe2\x82");
+    cohort_json_fputs(f, "a\"\\\n\t\r\x01\x7f\xff\xc3\xa9\xe2\x82");
     fclose(f);
     ck_assert_str_eq(mem, "\"a\\\"\\\\\\n\\t\\r\\u0001\x7f\\u00ff\xc3\xa9\\u00e2\\u0082\"");
     free(mem);
+    /* Public API (cohort_json.h): bad arguments do nothing or only measure. */
+    cohort_json_str(buf, sizeof buf, NULL, "x"); /* no pos: nothing */
+    cohort_json_fputs(NULL, "x");                /* no FILE: nothing */
+    cohort_json_fputn(NULL, NULL, 5);
+    pos = 0;
+    cohort_json_strn(NULL, 100, &pos, "ab\n", 3); /* no buffer: measures */
+    ck_assert_uint_eq(pos, 6);
+    pos = 0;
+    cohort_json_strn(buf, sizeof buf, &pos, NULL, 7); /* NULL bytes: "" */
+    ck_assert_str_eq(buf, "\"\"");
+    pos = 0;
+    cohort_json_str(buf, 0, &pos, "abc"); /* buflen 0: measures */
+    ck_assert_uint_eq(pos, 5);
 }
 END_TEST
 

@@ -137,7 +137,7 @@ cohort_group *th_group(int rank, int n, int timeout_ms, cohort_status *st)
         *st = COHORT_ERR_NOMEM;
         return NULL;
     }
-    *st = tf_up(g, coh_shm_create(g, &g->shm));
+    *st = cht_tp_up(g, coh_shm_create(g, &g->shm));
     if (*st != COHORT_OK) {
         fprintf(stderr, "rank %d: coh_shm_create: %s: %s\n", rank, cohort_status_name(*st),
                 g->err.msg);

@@ -9,22 +9,10 @@
 #include <stdint.h>
 
 #include "cohort.h"
-#include "coll/fail/fail.h"
 #include "coll/shm/shm_coll.h"
 #include "core/group.h"
+#include "support/group.h"
 #include "transport/shm/shm.h"
-
-/* The test owns the group, as src/coll does: a transport returns a failure
- * as a status plus a record (transport/transport.h), and the owner makes it
- * the group's failure (coll/fail); reported as the group's first failure. */
-static inline cohort_status tf_up(cohort_group *g, cohort_status st)
-{
-    if (st == COHORT_OK)
-        return st;
-    st = coh_coll_transport_failed(g, st);
-    int p = coh_group_poisoned(g);
-    return p ? (cohort_status)p : st;
-}
 
 /* Shared between the test process and every rank it forks; create with
  * th_shared_init() before cht_run_ranks. Ranks reach the store the spawner

@@ -284,7 +284,7 @@ static int leak_rank(int rank, void *arg)
         RANK_CHECK(cohort_store_prefixed(g->store_root, pfx, &g->store) == COHORT_OK, "prefix");
         g->id = (uint32_t)round;
         int fds = count_fds();
-        RANK_PASS(tf_up(g, coh_shm_create(g, &g->shm)), g);
+        RANK_PASS(cht_tp_up(g, coh_shm_create(g, &g->shm)), g);
         RANK_CHECK(maps_mention("cohort-shm"), "segment not mapped?");
         coh_call c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
         RANK_CHECK(coh_shm_barrier(g->shm, &c) == COHORT_OK, "barrier: %s", g->err.msg);
@@ -355,7 +355,7 @@ static int auth_rank(int rank, void *arg)
         } else {
             g->generation = 2;
         }
-        st = tf_up(g, coh_shm_create(g, &g->shm));
+        st = cht_tp_up(g, coh_shm_create(g, &g->shm));
         fprintf(stderr, "impostor: %s: %s\n", cohort_status_name(st), g->err.msg);
         atomic_store(&th_sh()->flag[1], 1);
         RANK_CHECK(st == COHORT_ERR_AUTH, "impostor got %s: %s", cohort_status_name(st),
@@ -469,7 +469,7 @@ static int flood_rank(int rank, void *arg)
         cohort_group *g = th_group_bare(0, 2, 1500);
         RANK_CHECK(g, "group");
         uint64_t t0 = coh_now_ns();
-        st = tf_up(g, coh_shm_create(g, &g->shm));
+        st = cht_tp_up(g, coh_shm_create(g, &g->shm));
         double ms = (coh_now_ns() - t0) / 1e6;
         atomic_store(&th_sh()->flag[2], 1);
         fprintf(stderr, "lead: %s after %.0f ms: %s\n", cohort_status_name(st), ms, g->err.msg);
@@ -523,7 +523,7 @@ START_TEST(oom_walk)
         cohort_group *g = th_group_bare(0, 1, 1000);
         ck_assert_ptr_nonnull(g);
         coh_alloc_fail_after(k);
-        cohort_status st = tf_up(g, coh_shm_create(g, &g->shm));
+        cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
         coh_alloc_fail_after(-1);
         if (st == COHORT_OK)
             ok = 1;
@@ -553,7 +553,7 @@ static int nolead_rank(int rank, void *arg)
     cohort_group *g = th_group_bare(rank, 2, 300);
     RANK_CHECK(g, "group");
     uint64_t t0 = coh_now_ns();
-    cohort_status st = tf_up(g, coh_shm_create(g, &g->shm));
+    cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
     double ms = (coh_now_ns() - t0) / 1e6;
     RANK_CHECK(st == COHORT_ERR_TIMEOUT, "got %s: %s", cohort_status_name(st), g->err.msg);
     RANK_CHECK(ms < 2000, "%.0f ms", ms);
@@ -577,7 +577,7 @@ START_TEST(bad_env)
     for (size_t i = 0; i < 3; i++) {
         setenv("COHORT_SHM_SLOT_BYTES", bad[i], 1);
         cohort_group *g = th_group_bare(0, 1, 1000);
-        cohort_status st = tf_up(g, coh_shm_create(g, &g->shm));
+        cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
         ck_assert_msg(st == COHORT_ERR_INVALID, "%s: %s", bad[i], cohort_status_name(st));
         ck_assert_msg(strstr(g->err.msg, "COHORT_SHM_SLOT_BYTES"), "%s", g->err.msg);
         th_group_free(g);

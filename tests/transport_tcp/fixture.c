@@ -86,7 +86,7 @@ void tf_record(tf_rank *r, cohort_status st)
 
 int tf_connect(tf_rank *r)
 {
-    cohort_status st = tf_up(&r->g, coh_net_connect(r->net));
+    cohort_status st = cht_tp_up(&r->g, coh_net_connect(r->net));
     if (st != COHORT_OK) {
         tf_record(r, st);
         fprintf(stderr, "rank %d: connect: %s: %s\n", r->rank, cohort_status_name(st),
@@ -112,7 +112,7 @@ cohort_status tf_send(tf_rank *r, const coh_call *c, int kind, int peer, const v
 {
     coh_xfer op;
     tf_op(&op, r, c, kind, peer, 1, (void *)buf, len, step);
-    return tf_up(&r->g, coh_net_xfer(r->net, c, &op, 1));
+    return cht_tp_up(&r->g, coh_net_xfer(r->net, c, &op, 1));
 }
 
 cohort_status tf_recv(tf_rank *r, const coh_call *c, int kind, int peer, void *buf, size_t len,
@@ -120,17 +120,7 @@ cohort_status tf_recv(tf_rank *r, const coh_call *c, int kind, int peer, void *b
 {
     coh_xfer op;
     tf_op(&op, r, c, kind, peer, 0, buf, len, step);
-    return tf_up(&r->g, coh_net_xfer(r->net, c, &op, 1));
-}
-
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
+    return cht_tp_up(&r->g, coh_net_xfer(r->net, c, &op, 1));
 }
 
 void tf_fill(void *buf, size_t len, uint64_t seed)
@@ -138,11 +128,11 @@ void tf_fill(void *buf, size_t len, uint64_t seed)
     unsigned char *b = buf;
     size_t i = 0;
     for (; i + 8 <= len; i += 8) {
-        uint64_t v = mix(seed * 0x9e3779b97f4a7c15ull + i);
+        uint64_t v = cht_mix(seed * 0x9e3779b97f4a7c15ull + i);
         memcpy(b + i, &v, 8);
     }
     for (; i < len; i++)
-        b[i] = (unsigned char)mix(seed * 0x9e3779b97f4a7c15ull + i);
+        b[i] = (unsigned char)cht_mix(seed * 0x9e3779b97f4a7c15ull + i);
 }
 
 long tf_check(const void *buf, size_t len, uint64_t seed)
@@ -150,36 +140,21 @@ long tf_check(const void *buf, size_t len, uint64_t seed)
     const unsigned char *b = buf;
     size_t i = 0;
     for (; i + 8 <= len; i += 8) {
-        uint64_t v = mix(seed * 0x9e3779b97f4a7c15ull + i);
+        uint64_t v = cht_mix(seed * 0x9e3779b97f4a7c15ull + i);
         if (memcmp(b + i, &v, 8) != 0)
             return (long)i;
     }
     for (; i < len; i++)
-        if (b[i] != (unsigned char)mix(seed * 0x9e3779b97f4a7c15ull + i))
+        if (b[i] != (unsigned char)cht_mix(seed * 0x9e3779b97f4a7c15ull + i))
             return (long)i;
     return -1;
 }
 
 /* ---- rank process ---- */
 
-static void set_env(const char *extra)
-{
-    if (!extra)
-        return;
-    char *dup = strdup(extra), *save = NULL;
-    for (char *kv = strtok_r(dup, ";", &save); kv; kv = strtok_r(NULL, ";", &save)) {
-        char *eq = strchr(kv, '=');
-        if (!eq)
-            continue;
-        *eq = 0;
-        setenv(kv, eq + 1, 1);
-    }
-    free(dup);
-}
-
 static int rank_main(tf_shared *sh, const tf_opts *o, int rank, tf_fn fn, void *arg)
 {
-    set_env(o->env);
+    cht_set_env(o->env);
     coh_log_set_rank(rank);
     static tf_rank r; /* big (cohort_group): not on the stack */
     memset(&r, 0, sizeof r);

@@ -71,14 +71,14 @@ static int bench_body(tf_rank *r)
             c.seq = ++seq;
             if (r->rank == 0) {
                 tf_op(&op, r, &c, COH_MSG_COLL, peer, 1, sb, len, 0);
-                TF_OK(r, tf_up(&r->g, coh_net_xfer(r->net, &c, &op, 1)));
+                TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, &op, 1)));
                 tf_op(&op, r, &c, COH_MSG_COLL, peer, 0, rb, len, 1);
-                TF_OK(r, tf_up(&r->g, coh_net_xfer(r->net, &c, &op, 1)));
+                TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, &op, 1)));
             } else {
                 tf_op(&op, r, &c, COH_MSG_COLL, peer, 0, rb, len, 0);
-                TF_OK(r, tf_up(&r->g, coh_net_xfer(r->net, &c, &op, 1)));
+                TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, &op, 1)));
                 tf_op(&op, r, &c, COH_MSG_COLL, peer, 1, sb, len, 1);
-                TF_OK(r, tf_up(&r->g, coh_net_xfer(r->net, &c, &op, 1)));
+                TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, &op, 1)));
             }
             if (i >= warm)
                 lat[i - warm] = tf_now_ns() - t0;
@@ -94,7 +94,7 @@ static int bench_body(tf_rank *r)
             coh_xfer ops[2];
             tf_op(&ops[0], r, &c, COH_MSG_COLL, peer, 1, sb, len, 0);
             tf_op(&ops[1], r, &c, COH_MSG_COLL, peer, 0, rb, len, 0);
-            TF_OK(r, tf_up(&r->g, coh_net_xfer(r->net, &c, ops, 2)));
+            TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, ops, 2)));
             if (i >= 1 && it + xit <= 40000)
                 xl[i - 1] = tf_now_ns() - s0;
         }

@@ -339,7 +339,7 @@ static int flood_body(tf_rank *r)
     if (r->rank == 0)
         TF_CHECK(r, tf_flag_wait(r->sh, F_FLOODING, 1, 15000) == 0, "no flood");
     uint64_t t0 = tf_now_ns();
-    cohort_status st = tf_up(&r->g, coh_net_connect(r->net));
+    cohort_status st = cht_tp_up(&r->g, coh_net_connect(r->net));
     double ms = (tf_now_ns() - t0) / 1e6;
     tf_record(r, st);
     fprintf(stderr, "rank %d connected in %.0f ms under the flood\n", r->rank, ms);
@@ -411,7 +411,7 @@ static void cred_tweak(int rank, cohort_group *g, void *arg)
 
 static int cred_body(tf_rank *r)
 {
-    cohort_status st = tf_up(&r->g, coh_net_connect(r->net));
+    cohort_status st = cht_tp_up(&r->g, coh_net_connect(r->net));
     tf_record(r, st);
     /* Rank 0 connects to rank 1: it is refused (AUTH) and rank 1 keeps
      * waiting for a valid rank 0 until the timeout. */
@@ -448,7 +448,7 @@ static int missing_body(tf_rank *r)
         return 0;
     }
     uint64_t t0 = tf_now_ns();
-    cohort_status st = tf_up(&r->g, coh_net_connect(r->net));
+    cohort_status st = cht_tp_up(&r->g, coh_net_connect(r->net));
     tf_record(r, st);
     pthread_mutex_lock(&r->sh->mu);
     r->sh->flags[0]++;
@@ -525,7 +525,7 @@ static int fake_body(tf_rank *r)
 {
     if (r->rank == 1)
         return 0; /* the real rank 1 is not used */
-    cohort_status st = tf_up(&r->g, coh_net_connect(r->net));
+    cohort_status st = cht_tp_up(&r->g, coh_net_connect(r->net));
     tf_record(r, st);
     cohort_status want = fake_mode == 0 ? COHORT_ERR_AUTH : COHORT_ERR_PROTOCOL;
     TF_CHECK(r, st == want, "got %s: %s", cohort_status_name(st), r->g.err.msg);

@@ -86,7 +86,7 @@ static int ring_body(tf_rank *r)
             coh_xfer ops[2];
             tf_op(&ops[0], r, &c, COLL, left, 0, rb, len, (uint32_t)step);
             tf_op(&ops[1], r, &c, COLL, right, 1, sb, len, (uint32_t)step);
-            TF_OK(r, tf_up(&r->g, coh_net_xfer(r->net, &c, ops, 2)));
+            TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, ops, 2)));
             long bad = tf_check(rb, len, seq * 100 + (uint64_t)left);
             TF_CHECK(r, bad < 0, "ring size %zu step %d: differs at %ld", len, step, bad);
         }
@@ -98,7 +98,7 @@ static int ring_body(tf_rank *r)
             coh_xfer ops[2];
             tf_op(&ops[0], r, &c, COLL, partner, 1, sb, len, 0);
             tf_op(&ops[1], r, &c, COLL, partner, 0, rb, len, 0);
-            TF_OK(r, tf_up(&r->g, coh_net_xfer(r->net, &c, ops, 2)));
+            TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, ops, 2)));
             long bad = tf_check(rb, len, seq * 100 + (uint64_t)partner);
             TF_CHECK(r, bad < 0, "pairwise size %zu: differs at %ld", len, bad);
         } else {
@@ -179,7 +179,7 @@ static int stash_body(tf_rank *r)
                 tf_op(&ops[j], r, &c, COLL, 0, 0, bufs[j], stash_len(i + j),
                       (uint32_t)(i + j) + 1);
             }
-            TF_OK(r, tf_up(&r->g, coh_net_xfer(r->net, &c, ops, k)));
+            TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, ops, k)));
             for (int j = 0; j < k; j++) {
                 long bad = tf_check(bufs[j], stash_len(i + j), (uint64_t)(i + j));
                 TF_CHECK(r, bad < 0, "stashed message %d differs at %ld", i + j, bad);
@@ -240,7 +240,7 @@ static int p2p_body(tf_rank *r)
         tf_op(&ops[0], r, &r9, P2P, 0, 0, cbuf, NC, 0);
         tf_op(&ops[1], r, &r5, P2P, 0, 0, a1, NA, 0);
         tf_op(&ops[2], r, &r5, P2P, 0, 0, a2, NA, 0);
-        TF_OK(r, tf_up(&r->g, coh_net_xfer(r->net, &r9, ops, 3)));
+        TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &r9, ops, 3)));
         TF_CHECK(r, tf_check(a1, NA, 51) < 0, "first tag-5 message out of order");
         TF_CHECK(r, tf_check(a2, NA, 52) < 0, "second tag-5 message out of order");
         TF_CHECK(r, tf_check(cbuf, NC, 91) < 0, "tag 9 payload");
@@ -320,7 +320,7 @@ static int toolarge_body(tf_rank *r)
         coh_xfer ops[2];
         tf_op(&ops[0], r, &s1, P2P, 1, 1, buf, big, 0);
         tf_op(&ops[1], r, &s2, P2P, 1, 1, buf, 8, 0);
-        cohort_status st = tf_up(&r->g, coh_net_xfer(r->net, &s1, ops, 2));
+        cohort_status st = cht_tp_up(&r->g, coh_net_xfer(r->net, &s1, ops, 2));
         /* Rank 1 aborts; the send may or may not have completed first. */
         if (st == COHORT_OK) {
             coh_call w = tf_call(3, COH_COLL_RECV, COHORT_UINT8, -1, 1, 3, 0);
@@ -403,7 +403,7 @@ static int single_body(tf_rank *r)
     if (tf_connect(r))
         return 1;
     coh_call c = tf_call(1, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0, 0);
-    TF_OK(r, tf_up(&r->g, coh_net_xfer(r->net, &c, NULL, 0)));
+    TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, NULL, 0)));
     return 0;
 }
 
@@ -433,7 +433,7 @@ static int addr_body(tf_rank *r)
     unsigned char in[4096];
     tf_op(&ops[0], r, &c, COLL, 1 - r->rank, 1, buf, sizeof buf, 0);
     tf_op(&ops[1], r, &c, COLL, 1 - r->rank, 0, in, sizeof in, 0);
-    TF_OK(r, tf_up(&r->g, coh_net_xfer(r->net, &c, ops, 2)));
+    TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, ops, 2)));
     TF_CHECK(r, tf_check(in, sizeof in, (uint64_t)(1 - r->rank)) < 0, "data");
     return 0;
 }

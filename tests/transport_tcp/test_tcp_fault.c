@@ -85,7 +85,7 @@ static int mm_body(tf_rank *r)
         if (mc->field == COH_FIELD_GENERATION)
             op.hdr.gen += 1;
         /* The receiver refuses the payload: a large send may not complete. */
-        cohort_status st = tf_up(&r->g, coh_net_xfer(r->net, &c, &op, 1));
+        cohort_status st = cht_tp_up(&r->g, coh_net_xfer(r->net, &c, &op, 1));
         if (st == COHORT_OK) {
             /* Wait for the receiver's abort frame. */
             st = tf_recv(r, &c, COLL, 1, buf, len, 9);

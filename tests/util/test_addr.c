@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <string.h>
 
+#include "cohort.h"
 #include "util/addr.h"
 #include "support/support.h"
 
@@ -79,6 +80,63 @@ START_TEST(refused)
     memset(longhost, 'a', sizeof longhost - 1);
     longhost[sizeof longhost - 1] = 0;
     bad(longhost);
+}
+END_TEST
+
+/* The public form (cohort_hostport_split): host:port only, nothing
+ * written on failure, buffers respected. */
+static void hp_bad(const char *s)
+{
+    char host[64] = "untouched", port[8] = "same";
+    ck_assert_msg(cohort_hostport_split(s, host, sizeof host, port, sizeof port) ==
+                      COHORT_ERR_INVALID,
+                  "'%s' was accepted", s ? s : "(null)");
+    ck_assert_str_eq(host, "untouched");
+    ck_assert_str_eq(port, "same");
+}
+
+START_TEST(public_hostport)
+{
+    char host[64], port[8];
+    ck_assert_int_eq(cohort_hostport_split("node1:29500", host, sizeof host, port, sizeof port),
+                     COHORT_OK);
+    ck_assert_str_eq(host, "node1");
+    ck_assert_str_eq(port, "29500");
+    ck_assert_int_eq(cohort_hostport_split("[fe80::1]:0", host, sizeof host, port, sizeof port),
+                     COHORT_OK);
+    ck_assert_str_eq(host, "fe80::1");
+    ck_assert_str_eq(port, "0");
+    /* 1-5 digits; the range is the caller's. */
+    ck_assert_int_eq(cohort_hostport_split("h:99999", host, sizeof host, port, sizeof port),
+                     COHORT_OK);
+    ck_assert_str_eq(port, "99999");
+    hp_bad(NULL);
+    hp_bad("");
+    hp_bad("h");            /* no port */
+    hp_bad("h:");
+    hp_bad("h:x");
+    hp_bad("h:123456");
+    hp_bad("::1:80");       /* a bare IPv6 literal carries no port */
+    hp_bad("tcp://h:1");    /* no scheme */
+    hp_bad("h:1/x");        /* no path */
+    hp_bad("[::1]junk");
+    hp_bad("[[]");
+    hp_bad("\xff\xfe:1/\x01");
+    char big[100];
+    memset(big, 'a', sizeof big - 1);
+    big[sizeof big - 1] = 0;
+    memcpy(big + 90, ":1", 3);
+    hp_bad(big); /* host longer than host[64] */
+    /* NULL buffers, and buffers too small by one. */
+    ck_assert_int_eq(cohort_hostport_split("h:1", NULL, 8, port, sizeof port), COHORT_ERR_INVALID);
+    ck_assert_int_eq(cohort_hostport_split("h:1", host, sizeof host, NULL, 8), COHORT_ERR_INVALID);
+    ck_assert_int_eq(cohort_hostport_split("abc:1", host, 3, port, sizeof port),
+                     COHORT_ERR_INVALID);
+    ck_assert_int_eq(cohort_hostport_split("abc:1", host, 4, port, sizeof port), COHORT_OK);
+    ck_assert_int_eq(cohort_hostport_split("h:123", host, sizeof host, port, 3),
+                     COHORT_ERR_INVALID);
+    ck_assert_int_eq(cohort_hostport_split("h:123", host, sizeof host, port, 0),
+                     COHORT_ERR_INVALID);
 }
 END_TEST
 
@@ -194,6 +252,7 @@ static Suite *make_suite(void)
     TCase *tc = tcase_create("split");
     tcase_add_test(tc, forms);
     tcase_add_test(tc, refused);
+    tcase_add_test(tc, public_hostport);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("resolve");
     tcase_add_test(tr, resolve_numeric);

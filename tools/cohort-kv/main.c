@@ -14,10 +14,8 @@
 
 #include "cli.h"
 #include "cohort.h"
-#include "store/tcp.h"
-#include "store/tokenfile.h"
-#include "util/json.h"
-#include "util/util.h"
+#include "cohort_json.h"
+#include "cohort_store.h"
 
 /* Exit codes (documented in docs/store.md). */
 enum {
@@ -180,16 +178,23 @@ static int print_value(int json, const char *event, const char *key, const void 
     if (!json)
         return write_all(v, vl) < 0 || (!raw && write_all("\n", 1) < 0) ? -1 : 0;
     fputs("{\"key\": ", stdout);
-    coh_json_fputs(stdout, key);
+    cohort_json_fputs(stdout, key);
     if (event)
         printf(", \"event\": \"%s\"", event);
     fputs(", \"value\": ", stdout);
     if (v)
-        coh_json_fputn(stdout, v, vl);
+        cohort_json_fputn(stdout, v, vl);
     else
         fputs("null", stdout);
     fputs("}\n", stdout);
     return fflush(stdout) == 0 ? 0 : -1;
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static volatile sig_atomic_t stop_watch;
@@ -207,7 +212,7 @@ static cohort_status watch(cohort_store *h, const char *key, int json, long long
 {
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    uint64_t dl = timeout >= 0 ? coh_deadline_ns((int)timeout) : 0;
+    int64_t dl = timeout >= 0 ? now_ms() + timeout : 0;
     void *last = NULL;
     size_t lastl = 0;
     int have = 0;
@@ -215,7 +220,7 @@ static cohort_status watch(cohort_store *h, const char *key, int json, long long
     cohort_status st = COHORT_OK;
     size_t kl = strlen(key);
     while (!stop_watch && (count <= 0 || shown < count)) {
-        int left = timeout >= 0 ? coh_ms_left(dl) : 1000;
+        int64_t left = timeout >= 0 ? dl - now_ms() : 1000;
         if (timeout >= 0 && left <= 0)
             return have || shown ? COHORT_OK : COHORT_ERR_TIMEOUT;
         void *v = NULL;
@@ -223,7 +228,7 @@ static cohort_status watch(cohort_store *h, const char *key, int json, long long
         if (!have) {
             /* block (in slices, for Ctrl-C) until the key exists */
             const void *kp = key;
-            st = cohort_store_wait(h, &kp, &kl, 1, left < 1000 ? left : 1000);
+            st = cohort_store_wait(h, &kp, &kl, 1, left < 1000 ? (int)left : 1000);
             if (st == COHORT_ERR_TIMEOUT)
                 continue;
             if (st != COHORT_OK)
@@ -271,8 +276,8 @@ static int looks_negative(const char *a)
 
 int main(int argc, char **argv)
 {
-    const char *addr = coh_env_str("COHORT_STORE");
-    const char *job = coh_env_str("COHORT_JOB_ID");
+    const char *addr = cli_env("COHORT_STORE");
+    const char *job = cli_env("COHORT_JOB_ID");
     const char *tokfile = NULL, *prefix = NULL;
     long long timeout = -2, ctimeout = 5000, interval = 100, count = 0;
     int raw = 0, json = 0, absent = 0;
@@ -438,22 +443,21 @@ int main(int argc, char **argv)
     }
     /* The token comes from a file (never from argv: it would show in ps) or
      * from the environment. */
-    coh_tokenfile tf;
-    memset(&tf, 0, sizeof tf);
+    cohort_store_tokenfile *tf = NULL;
     const char *token = NULL;
     if (tokfile) {
-        if (coh_tokenfile_read(tokfile, &tf) != COHORT_OK) {
-            fprintf(stderr, "cohort-kv: %s\n", coh_tls_err()->msg);
+        if (cohort_store_tokenfile_read(tokfile, &tf) != COHORT_OK) {
+            fprintf(stderr, "cohort-kv: %s\n", cohort_last_error(NULL));
             return EX_USAGE;
         }
-        token = coh_tokenfile_find(&tf, job);
+        token = cohort_store_tokenfile_find(tf, job);
         if (!token) {
             fprintf(stderr, "cohort-kv: token file %s has no token for job '%s'\n", tokfile, job);
-            coh_tokenfile_free(&tf);
+            cohort_store_tokenfile_free(tf);
             return EX_USAGE;
         }
     } else {
-        token = coh_env_str("COHORT_TOKEN");
+        token = cli_env("COHORT_TOKEN");
         if (!token) {
             fprintf(stderr, "cohort-kv: no token (--token-file or COHORT_TOKEN)\n");
             return EX_USAGE;
@@ -462,9 +466,9 @@ int main(int argc, char **argv)
 
     cohort_store *s = NULL, *h = NULL;
     cohort_status st = cohort_store_connect(&s, addr, job, token, (int)ctimeout);
-    coh_tokenfile_free(&tf);
+    cohort_store_tokenfile_free(tf);
     if (st != COHORT_OK) {
-        fprintf(stderr, "cohort-kv: %s\n", coh_tls_err()->msg);
+        fprintf(stderr, "cohort-kv: %s\n", cohort_last_error(NULL));
         return exit_code(st);
     }
     h = s;
@@ -510,7 +514,7 @@ int main(int argc, char **argv)
         st = cohort_store_add(h, args[0], strlen(args[0]), d, &r);
         if (st == COHORT_OK && json) {
             fputs("{\"key\": ", stdout);
-            coh_json_fputs(stdout, args[0]);
+            cohort_json_fputs(stdout, args[0]);
             printf(", \"value\": %lld}\n", (long long)r);
         } else if (st == COHORT_OK) {
             printf("%lld\n", (long long)r);
@@ -527,10 +531,10 @@ int main(int argc, char **argv)
             /* (the value was already DESIRED: it is what the caller wanted) */
             if (json) {
                 fputs("{\"key\": ", stdout);
-                coh_json_fputs(stdout, args[0]);
+                cohort_json_fputs(stdout, args[0]);
                 printf(", \"swapped\": %s, \"value\": ", swapped ? "true" : "false");
                 if (cur)
-                    coh_json_fputn(stdout, cur, curl);
+                    cohort_json_fputn(stdout, cur, curl);
                 else
                     fputs("null", stdout);
                 fputs("}\n", stdout);
@@ -574,7 +578,7 @@ int main(int argc, char **argv)
             const kv_key *k = sorted ? &sorted[i] : &(kv_key){ks[i], kl[i]};
             if (json) {
                 fputs(i ? ", " : "", stdout);
-                coh_json_fputn(stdout, k->k, k->l);
+                cohort_json_fputn(stdout, k->k, k->l);
             } else if (write_all(k->k, k->l) < 0 || write_all("\n", 1) < 0) {
                 rc = EX_OTHER;
             }
@@ -592,7 +596,7 @@ int main(int argc, char **argv)
         if (st == COHORT_OK)
             printf(json ? "{\"keys\": %lld}\n" : "%lld\n", (long long)n);
     } else if (!strcmp(cmd, "ping")) {
-        st = coh_store_tcp_ping(s);
+        st = cohort_store_ping(s);
         if (st == COHORT_OK)
             printf(json ? "{\"ok\": true}\n" : "ok\n");
     } else if (!strcmp(cmd, "set-generation")) {
@@ -606,12 +610,12 @@ int main(int argc, char **argv)
             goto out;
         }
         uint32_t prev = 0;
-        st = coh_store_tcp_set_generation(s, (uint32_t)g, &prev);
+        st = cohort_store_set_generation(s, (uint32_t)g, &prev);
         if (st == COHORT_OK)
             printf(json ? "{\"previous\": %u}\n" : "%u\n", prev);
     } else if (!strcmp(cmd, "stats")) {
-        coh_store_stats x;
-        st = coh_store_tcp_stats(s, &x);
+        cohort_store_stats x;
+        st = cohort_store_get_stats(s, &x);
         if (st == COHORT_OK)
             printf(json ? "{\"connections\": %lld, \"job_connections\": %lld, \"waiters\": %lld, "
                           "\"keys\": %lld, \"mem_used\": %lld, \"max_memory\": %lld, "

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "perf.h"
-#include "util/json.h"
+#include "cohort_json.h"
 
 const char *const perf_op_names[OP_COUNT] = {
     "all_reduce", "broadcast",  "reduce",  "all_gather", "gather",
@@ -380,15 +380,15 @@ void perf_write_json(FILE *f, const perf_opts *o, int n, const perf_row *rows, i
     fprintf(f, "{\n  \"tool\": \"cohort-perf\",\n  \"version\": \"%d.%d.%d\",\n",
             COHORT_VERSION_MAJOR, COHORT_VERSION_MINOR, COHORT_VERSION_PATCH);
     fprintf(f, "  \"host\": ");
-    coh_json_fputs(f, host);
+    cohort_json_fputs(f, host);
     fprintf(f, ",\n  \"date\": ");
-    coh_json_fputs(f, date);
+    cohort_json_fputs(f, date);
     fprintf(f, ",\n  \"label\": ");
-    coh_json_fputs(f, o->label ? o->label : "");
+    cohort_json_fputs(f, o->label ? o->label : "");
     fprintf(f, ",\n  \"ranks\": %d,\n  \"transport\": ", n);
-    coh_json_fputs(f, transport_of(o));
+    cohort_json_fputs(f, transport_of(o));
     fprintf(f, ",\n  \"contract\": \"%s\",\n  \"algo\": ", contract_on(o) ? "on" : "off");
-    coh_json_fputs(f, o->algo ? o->algo : "auto");
+    cohort_json_fputs(f, o->algo ? o->algo : "auto");
     fprintf(f,
             ",\n  \"dtype\": \"%s\",\n  \"redop\": \"%s\",\n  \"root\": %d,\n  \"mode\": \"%s\",\n"
             "  \"check\": %s,\n  \"check_calls\": %ld,\n  \"average\": %d,\n  \"agg_iters\": %ld,\n"

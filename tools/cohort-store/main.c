@@ -6,6 +6,8 @@
  * on SIGTERM or SIGINT (clients see COHORT_ERR_STORE "shutting down").
  */
 #include <errno.h>
+#include <sys/random.h>
+#include <sys/types.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -14,9 +16,7 @@
 
 #include "cli.h"
 #include "cohort.h"
-#include "store/tokenfile.h"
-#include "store/torch.h"
-#include "util/util.h"
+#include "cohort_store.h"
 
 static volatile int stop_flag;
 static volatile int stop_sig;
@@ -291,35 +291,34 @@ int main(int argc, char **argv)
     char torch_tok[65] = "";
     const char *torch_jobname = "torch", *torch_tokp = torch_tok;
 
-    coh_tokenfile tf;
-    memset(&tf, 0, sizeof tf);
+    cohort_store_tokenfile *tf = NULL;
     const char *env_job = NULL, *env_tok = NULL;
     if (tokfile) {
-        if (coh_tokenfile_read(tokfile, &tf) != COHORT_OK) {
-            fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
+        if (cohort_store_tokenfile_read(tokfile, &tf) != COHORT_OK) {
+            fprintf(stderr, "cohort-store: %s\n", cohort_last_error(NULL));
             return 1;
         }
         /* The server needs job ids: a bare-token line (fine for cohort-kv)
          * is an error here. */
-        for (int i = 0; i < tf.n; i++)
-            if (!tf.jobs[i]) {
+        o.job_ids = cohort_store_tokenfile_jobs(tf);
+        o.tokens = cohort_store_tokenfile_tokens(tf);
+        o.n_jobs = cohort_store_tokenfile_count(tf);
+        for (int i = 0; i < o.n_jobs; i++)
+            if (!o.job_ids[i]) {
                 fprintf(stderr, "cohort-store: token file %s: every line needs 'job_id token'\n",
                         tokfile);
-                coh_tokenfile_free(&tf);
+                cohort_store_tokenfile_free(tf);
                 return 1;
             }
-        o.job_ids = (const char *const *)tf.jobs;
-        o.tokens = (const char *const *)tf.tokens;
-        o.n_jobs = tf.n;
     } else {
-        env_job = coh_env_str("COHORT_JOB_ID");
-        env_tok = coh_env_str("COHORT_TOKEN");
+        env_job = cli_env("COHORT_JOB_ID");
+        env_tok = cli_env("COHORT_TOKEN");
         if ((!env_job || !env_tok) && tlisten) {
             /* TCPStore only: one job whose token nobody knows (cohort clients
              * cannot join it; TCPStore clients need none). */
             unsigned char rb[32];
-            if (coh_random(rb, sizeof rb) != COHORT_OK) {
-                fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
+            if (getrandom(rb, sizeof rb, 0) != (ssize_t)sizeof rb) {
+                fprintf(stderr, "cohort-store: getrandom: %s\n", strerror(errno));
                 return 1;
             }
             for (int k = 0; k < 32; k++)
@@ -348,13 +347,13 @@ int main(int argc, char **argv)
     cohort_store_server *s = NULL;
     cohort_status st = cohort_store_server_create(&s, &o);
     int njobs = o.n_jobs;
-    coh_tokenfile_free(&tf);
+    cohort_store_tokenfile_free(tf);
     if (st != COHORT_OK) {
-        fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
+        fprintf(stderr, "cohort-store: %s\n", cohort_last_error(NULL));
         return 1;
     }
-    if (tlisten && coh_store_server_torch_listen(s, thost, tport, tjob) != COHORT_OK) {
-        fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
+    if (tlisten && cohort_store_server_torch_listen(s, thost, tport, tjob) != COHORT_OK) {
+        fprintf(stderr, "cohort-store: %s\n", cohort_last_error(NULL));
         cohort_store_server_stop(s);
         return 1;
     }
@@ -366,13 +365,13 @@ int main(int argc, char **argv)
         printf("listening on %s:%d\n", host, cohort_store_server_port(s));
     if (tlisten)
         printf(strchr(thost, ':') ? "torch listening on [%s]:%d\n" : "torch listening on %s:%d\n",
-               thost, coh_store_server_torch_port(s));
+               thost, cohort_store_server_torch_port(s));
     fflush(stdout);
     fprintf(stderr, "cohort-store: serving %d job%s\n", njobs, njobs == 1 ? "" : "s");
     st = cohort_store_server_run(s, &stop_flag);
     cohort_store_server_stop(s);
     if (st != COHORT_OK) {
-        fprintf(stderr, "cohort-store: %s\n", coh_tls_err()->msg);
+        fprintf(stderr, "cohort-store: %s\n", cohort_last_error(NULL));
         return 1;
     }
     fprintf(stderr, "cohort-store: stopped (%s)\n",

@@ -10,29 +10,32 @@
  * Exit status: 0 consistent, 1 a problem was found, 2 usage or I/O error.
  * Damaged input (truncated or garbage lines, files without a header) is
  * skipped with a warning on stderr, never a crash. The divergence analysis
- * is the library's own (coh_contract_analyze), so the tool and the
- * COHORT_ERR_CONTRACT messages always agree. Format: docs/trace.md.
+ * is the library's own (cohort_trace_analyze), so the tool and the
+ * COHORT_ERR_CONTRACT messages always agree. Format: docs/trace.md. Public
+ * API only (cohort_trace.h).
  */
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
-#include "contract/contract.h"
-#include "trace/jsonl.h"
+#include "cohort.h"
+#include "cohort_json.h"
+#include "cohort_trace.h"
 
 #define MAX_LINE (1 << 20)  /* longer lines are garbage: skipped */
 #define MAX_WARN_PER_FILE 5 /* then one summary line per file */
 
 typedef struct dump {
     char path[PATH_MAX];
-    coh_tl_header h;
-    coh_tl_entry *e;
+    cohort_trace_header h;
+    cohort_trace_entry *e;
     int n, cap;
     int skipped; /* damaged lines */
     int ignored; /* superseded (older generation, duplicate rank) */
@@ -83,40 +86,40 @@ static int read_dump(const char *path, dump *d)
     size_t cap = 0;
     ssize_t len;
     int lineno = 0, have_hdr = 0;
-    static coh_tl_line ln;
+    static cohort_trace_line ln;
     char err[160];
     while ((len = getline(&line, &cap, f)) >= 0) {
         lineno++;
         int kind;
         if (len > MAX_LINE) {
-            kind = COH_TL_INVALID;
+            kind = COHORT_TRACE_INVALID;
             snprintf(err, sizeof err, "line longer than %d bytes", MAX_LINE);
         } else {
-            kind = coh_tl_parse(line, (size_t)len, &ln, err, sizeof err);
+            kind = cohort_trace_parse_line(line, (size_t)len, &ln, err, sizeof err);
         }
         if (!have_hdr) {
-            if (kind != COH_TL_HEADER) {
+            if (kind != COHORT_TRACE_HEADER) {
                 warn("%s:%d: not a cohort trace header (%s); file skipped", path, lineno,
-                     kind == COH_TL_INVALID ? err : "another record kind");
+                     kind == COHORT_TRACE_INVALID ? err : "another record kind");
                 free(line);
                 fclose(f);
                 return -1;
             }
-            d->h = ln.u.hdr;
+            d->h = ln.hdr;
             have_hdr = 1;
             continue;
         }
-        if (kind != COH_TL_ENTRY) {
+        if (kind != COHORT_TRACE_ENTRY) {
             if (++d->skipped <= MAX_WARN_PER_FILE)
                 warn("%s:%d: line skipped: %s", path, lineno,
-                     kind == COH_TL_INVALID ? err : "not an entry");
+                     kind == COHORT_TRACE_INVALID ? err : "not an entry");
             continue;
         }
         if (d->n == d->cap) {
             d->cap = d->cap ? d->cap * 2 : 256;
             d->e = xrealloc(d->e, sizeof *d->e * (size_t)d->cap);
         }
-        d->e[d->n++] = ln.u.ent;
+        d->e[d->n++] = ln.ent;
     }
     int rerr = ferror(f);
     free(line);
@@ -150,46 +153,46 @@ static int dump_order(const void *x, const void *y)
 
 /* ---- analysis of one group ---- */
 
-static int is_p2p(int coll) { return coll == COH_COLL_SEND || coll == COH_COLL_RECV; }
-static int is_coll(int coll) { return coll != COH_COLL_NONE && !is_p2p(coll); }
-static int unfinished(const coh_tl_entry *e)
+static int is_p2p(int coll) { return coll == COHORT_CALL_SEND || coll == COHORT_CALL_RECV; }
+static int is_coll(int coll) { return coll != COHORT_CALL_NONE && !is_p2p(coll); }
+static int unfinished(const cohort_trace_entry *e)
 {
-    return e->state == COH_ST_ISSUED || e->state == COH_ST_STARTED;
+    return e->state == COHORT_CALL_ISSUED || e->state == COHORT_CALL_STARTED;
 }
 
 typedef struct rank_state {
     dump *d;                      /* NULL: missing */
-    const coh_tl_entry *last_done;  /* newest completed collective */
-    const coh_tl_entry *pending;    /* oldest unfinished call (any kind) */
-    const coh_tl_entry *pend_coll;  /* oldest unfinished collective */
-    const coh_tl_entry *failed;     /* oldest failed call */
+    const cohort_trace_entry *last_done;  /* newest completed collective */
+    const cohort_trace_entry *pending;    /* oldest unfinished call (any kind) */
+    const cohort_trace_entry *pend_coll;  /* oldest unfinished collective */
+    const cohort_trace_entry *failed;     /* oldest failed call */
     uint64_t max_issued;            /* highest collective seq issued */
     int has_issued;
 } rank_state;
 
-static void site(char *out, size_t len, const coh_tl_entry *e)
+static void site(char *out, size_t len, const cohort_trace_entry *e)
 {
-    snprintf(out, len, "%s:%d", e->file[0] ? coh_site_base(e->file) : "?", e->line);
+    snprintf(out, len, "%s:%d", e->file[0] ? cohort_trace_site(e->file) : "?", e->line);
 }
 
 /* "all_reduce #7 (train.c:88)", "recv #3 from rank 2 (tag 5, p2p.c:40)" */
-static void describe(char *out, size_t len, const coh_tl_entry *e)
+static void describe(char *out, size_t len, const cohort_trace_entry *e)
 {
     char s[300];
     site(s, sizeof s, e);
-    if (e->coll == COH_COLL_RECV)
+    if (e->coll == COHORT_CALL_RECV)
         snprintf(out, len, "recv #%" PRIu64 " from rank %d (tag %d, %s)", e->seq, e->root, e->tag,
                  s);
-    else if (e->coll == COH_COLL_SEND)
+    else if (e->coll == COHORT_CALL_SEND)
         snprintf(out, len, "send #%" PRIu64 " to rank %d (tag %d, %s)", e->seq, e->root, e->tag, s);
     else
-        snprintf(out, len, "%s #%" PRIu64 " (%s)", coh_coll_name(e->coll), e->seq, s);
+        snprintf(out, len, "%s #%" PRIu64 " (%s)", cohort_call_kind_name(e->coll), e->seq, s);
 }
 
 static void fmt_ranks(char *out, size_t len, const int *r, int n)
 {
     char tmp[512];
-    coh_fmt_ranks(tmp, sizeof tmp, r, n);
+    cohort_trace_format_ranks(tmp, sizeof tmp, r, n);
     snprintf(out, len, "%s %s", n == 1 ? "rank" : "ranks", tmp);
 }
 
@@ -197,7 +200,7 @@ static double secs(uint64_t a, uint64_t b) { return b > a ? (double)(b - a) / 1e
 
 typedef struct group_result {
     int problems;
-    coh_divergence div;
+    cohort_trace_divergence div;
     unsigned char *odd;
     char report[4096];
 } group_result;
@@ -222,20 +225,20 @@ static void tl_str(tl *t, const char *s)
 {
     static char buf[16384];
     size_t pos = 0;
-    coh_json_str(buf, sizeof buf, &pos, s);
+    cohort_json_str(buf, sizeof buf, &pos, s);
     if (pos >= sizeof buf) {
         /* Cut: keep it valid JSON. */
         char cut[4096];
         snprintf(cut, sizeof cut, "%.4000s", s);
         pos = 0;
-        coh_json_str(buf, sizeof buf, &pos, cut);
+        cohort_json_str(buf, sizeof buf, &pos, cut);
     }
     fputs(buf, t->f);
 }
 
 static uint64_t rel(const tl *t, uint64_t us) { return us > t->t0 ? us - t->t0 : 0; }
 
-static void tl_call(tl *t, int rank, const dump *d, const coh_tl_entry *e)
+static void tl_call(tl *t, int rank, const dump *d, const cohort_trace_entry *e)
 {
     uint64_t begin = e->t_issue_us ? e->t_issue_us : e->t_start_us;
     if (!begin)
@@ -244,7 +247,7 @@ static void tl_call(tl *t, int rank, const dump *d, const coh_tl_entry *e)
     if (end < begin)
         end = begin;
     char name[128], s[300];
-    snprintf(name, sizeof name, "%s #%" PRIu64, coh_coll_name(e->coll), e->seq);
+    snprintf(name, sizeof name, "%s #%" PRIu64, cohort_call_kind_name(e->coll), e->seq);
     site(s, sizeof s, e);
     tl_event_begin(t);
     fprintf(t->f, "{\"ph\":\"X\",\"cat\":\"%s\",\"name\":", is_p2p(e->coll) ? "p2p" : "collective");
@@ -252,11 +255,11 @@ static void tl_call(tl *t, int rank, const dump *d, const coh_tl_entry *e)
     fprintf(t->f, ",\"pid\":%d,\"tid\":%d,\"ts\":%" PRIu64 ",\"dur\":%" PRIu64 ",\"args\":{",
             t->pid_base + rank, is_p2p(e->coll) ? 1 : 0, rel(t, begin), end - begin);
     fprintf(t->f, "\"seq\":%" PRIu64 ",\"count\":%" PRIu64 ",\"dtype\":\"%s\",\"redop\":\"%s\","
-            "\"root\":%d,\"tag\":%d,\"site\":", e->seq, e->count, coh_dtype_str(e->dtype),
-            coh_redop_str(e->redop), e->root, e->tag);
+            "\"root\":%d,\"tag\":%d,\"site\":", e->seq, e->count, cohort_trace_dtype_name(e->dtype),
+            cohort_trace_redop_name(e->redop), e->root, e->tag);
     tl_str(t, s);
     fprintf(t->f, ",\"state\":\"%s\",\"status\":\"%s\",\"queued_us\":%" PRIu64 "}}",
-            unfinished(e) ? "pending at dump" : coh_state_name(e->state),
+            unfinished(e) ? "pending at dump" : cohort_call_state_name(e->state),
             cohort_status_name((cohort_status)e->status),
             e->t_start_us > e->t_issue_us ? e->t_start_us - e->t_issue_us : 0);
 }
@@ -303,10 +306,11 @@ static int analyze_group(dump **by_rank, int size, const char *job, uint32_t gro
 {
     int problems = 0; /* P_* bits */
     rank_state *rs = calloc((size_t)size, sizeof *rs);
-    coh_hist *hist = calloc((size_t)size, sizeof *hist);
+    cohort_trace_history *hist = calloc((size_t)size, sizeof *hist);
+    cohort_fingerprint **fps = calloc((size_t)size, sizeof *fps);
     int *tmp = calloc((size_t)size + 1, sizeof *tmp);
     unsigned char *odd = calloc((size_t)size, 1);
-    if (!rs || !hist || !tmp || !odd) {
+    if (!rs || !hist || !fps || !tmp || !odd) {
         fprintf(stderr, "cohort-trace: out of memory\n");
         exit(2);
     }
@@ -318,26 +322,29 @@ static int analyze_group(dump **by_rank, int size, const char *job, uint32_t gro
             continue;
         ndumps++;
         dump *d = s->d;
-        hist[r].fp = calloc((size_t)d->n + 1, sizeof(cohort_fingerprint));
-        if (!hist[r].fp) {
+        fps[r] = calloc((size_t)d->n + 1, sizeof(cohort_fingerprint));
+        hist[r].fp = fps[r];
+        if (!fps[r]) {
             fprintf(stderr, "cohort-trace: out of memory\n");
             exit(2);
         }
         for (int i = 0; i < d->n; i++) {
-            const coh_tl_entry *e = &d->e[i];
+            const cohort_trace_entry *e = &d->e[i];
             if (is_coll(e->coll)) {
-                coh_tl_entry_fp(e, d->h.group, d->h.generation, &hist[r].fp[hist[r].n++]);
+                cohort_trace_entry_fingerprint(e, d->h.group, d->h.generation,
+                                               &fps[r][hist[r].n++]);
                 if (!s->has_issued || e->seq > s->max_issued)
                     s->max_issued = e->seq;
                 s->has_issued = 1;
-                if (e->state == COH_ST_COMPLETED && (!s->last_done || e->seq > s->last_done->seq))
+                if (e->state == COHORT_CALL_COMPLETED &&
+                    (!s->last_done || e->seq > s->last_done->seq))
                     s->last_done = e;
                 if (unfinished(e) && !s->pend_coll)
                     s->pend_coll = e;
             }
             if (unfinished(e) && !s->pending)
                 s->pending = e;
-            if (e->state == COH_ST_FAILED && !s->failed)
+            if (e->state == COHORT_CALL_FAILED && !s->failed)
                 s->failed = e;
         }
     }
@@ -360,10 +367,9 @@ static int analyze_group(dump **by_rank, int size, const char *job, uint32_t gro
     enum { P_DIV = 1, P_MISSING = 2, P_STALL = 4, P_CYCLE = 8, P_FAILED = 16 };
 
     /* 1. The first divergence, by the library's own analysis. */
-    char report[COH_ERRLEN * 4];
-    coh_divergence div;
-    int found = coh_contract_diverge(hist, size, &div, odd);
-    coh_contract_analyze(hist, size, report, sizeof report);
+    char report[COHORT_TRACE_TEXT * 4];
+    cohort_trace_divergence div;
+    int found = cohort_trace_analyze(hist, size, report, sizeof report, &div, odd) == 1;
     if (found) {
         problems |= P_DIV;
         printf("first divergence: %s\n", report);
@@ -393,7 +399,7 @@ static int analyze_group(dump **by_rank, int size, const char *job, uint32_t gro
         if (s->pending) {
             describe(b, sizeof b, s->pending);
             printf("; pending %s, %s for %.3f s at dump", b,
-                   s->pending->state == COH_ST_STARTED ? "running" : "queued",
+                   s->pending->state == COHORT_CALL_STARTED ? "running" : "queued",
                    secs(s->pending->t_issue_us, s->d->h.time_us));
         } else {
             printf("; no pending call");
@@ -512,21 +518,21 @@ static int analyze_group(dump **by_rank, int size, const char *job, uint32_t gro
             const dump *d = rs[r].d;
             for (int i = 0; i < d->n; i++)
                 tl_call(timeline, r, d, &d->e[i]);
-            char det[COH_ERRLEN + 32];
+            char det[COHORT_TRACE_TEXT + 32];
             snprintf(det, sizeof det, "%s", d->h.reason);
             tl_instant(timeline, r, d->h.time_us, "dump", det);
             if (found && odd[r]) {
-                const coh_tl_entry *at = NULL;
+                const cohort_trace_entry *at = NULL;
                 for (int i = 0; i < d->n; i++)
                     if (is_coll(d->e[i].coll) && d->e[i].seq == div.seq)
                         at = &d->e[i];
                 if (at) {
                     char nm[96];
                     snprintf(nm, sizeof nm, "mismatch: %s",
-                             div.kind == COH_DIV_EXTRA     ? "extra call"
-                             : div.kind == COH_DIV_SKIPPED ? "skipped call"
-                             : div.kind == COH_DIV_SHIFTED ? "out of step"
-                                                           : coh_field_name(div.field));
+                             div.kind == COHORT_TRACE_DIV_EXTRA     ? "extra call"
+                             : div.kind == COHORT_TRACE_DIV_SKIPPED ? "skipped call"
+                             : div.kind == COHORT_TRACE_DIV_SHIFTED ? "out of step"
+                                                           : div.field);
                     tl_instant(timeline, r, at->t_issue_us, nm, report);
                 }
             }
@@ -545,7 +551,8 @@ static int analyze_group(dump **by_rank, int size, const char *job, uint32_t gro
         printf(")\n\n");
     }
     for (int r = 0; r < size; r++)
-        free(hist[r].fp);
+        free(fps[r]);
+    free(fps);
     free(hist);
     free(rs);
     free(tmp);

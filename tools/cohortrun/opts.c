@@ -12,7 +12,6 @@
 
 #include "cli.h"
 #include "cohort.h"
-#include "util/addr.h"
 
 static const char usage_text[] =
     "usage: cohortrun [options] [--] PROGRAM [ARGS...]\n"
@@ -74,18 +73,16 @@ static int parse_int(const char *opt, const char *s, long lo, long hi, int *out)
     return 0;
 }
 
-/* "host:port" or "[v6]:port" into host and port (0..65535; util/addr.h's
- * grammar, without a scheme or a path). */
+/* "host:port" or "[v6]:port" into host and port (0..65535; the library's
+ * grammar, cohort_hostport_split). */
 static int parse_hostport(const char *opt, const char *s, char *host, size_t hostlen, int *port)
 {
-    coh_addr a;
-    if (coh_addr_split(s, &a) != 0 || a.scheme[0] || a.rest || a.bare_v6 || !a.port[0] ||
-        strlen(a.host) >= hostlen) {
+    char ps[8];
+    if (cohort_hostport_split(s, host, hostlen, ps, sizeof ps) != COHORT_OK) {
         fprintf(stderr, "cohortrun: %s: '%s' is not HOST:PORT\n", opt, s);
         return -1;
     }
-    memcpy(host, a.host, strlen(a.host) + 1);
-    return parse_int(opt, a.port, 0, 65535, port) < 0 ? -1 : 0;
+    return parse_int(opt, ps, 0, 65535, port) < 0 ? -1 : 0;
 }
 
 /* "4", "auto"/"cpu" (one worker per online CPU, as torchrun does without

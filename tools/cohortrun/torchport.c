@@ -17,7 +17,6 @@
  * different ports.
  */
 #include "cohortrun.h"
-#include "util/addr.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -106,10 +105,12 @@ int crun_torch_port(const char *job_id, uint32_t gen)
 
 int crun_local_addr_toward(const char *host, int port, char *out, size_t len)
 {
-    struct addrinfo *ai = NULL;
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_DGRAM;
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port > 0 ? port : 9);
-    if (coh_addr_resolve(host, ps, COH_RESOLVE_DGRAM, &ai) != 0)
+    if (getaddrinfo(host, ps, &hints, &ai) != 0 || !ai)
         return -1;
     int rc = -1;
     for (struct addrinfo *a = ai; a && rc < 0; a = a->ai_next) {
@@ -126,6 +127,6 @@ int crun_local_addr_toward(const char *host, int port, char *out, size_t len)
             rc = 0;
         close(fd);
     }
-    coh_addr_freeinfo(ai);
+    freeaddrinfo(ai);
     return rc;
 }

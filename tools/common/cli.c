@@ -7,6 +7,12 @@
 
 #include "cohort.h"
 
+const char *cli_env(const char *name)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : NULL;
+}
+
 void cli_version(const char *tool)
 {
     printf("%s %d.%d.%d\n", tool, COHORT_VERSION_MAJOR, COHORT_VERSION_MINOR,

@@ -19,6 +19,10 @@ enum {
     CLI_EXIT_USAGE = 2, /* bad option, bad value, missing argument: nothing was done */
 };
 
+/* getenv(name), but NULL when unset or empty (the library reads its own
+ * variables the same way). */
+const char *cli_env(const char *name);
+
 /* "TOOL X.Y.Z" on stdout. */
 void cli_version(const char *tool);
 

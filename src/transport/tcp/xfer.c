@@ -32,7 +32,6 @@
 #include <unistd.h>
 
 #include "contract/contract.h"
-#include "trace/trace.h"
 #include "transport/tcp/net.h"
 
 enum { OP_PENDING = 0, OP_ACTIVE = 1, OP_DONE = 2 };
@@ -712,54 +711,16 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
 /* ---- closing handshake (cohort_finalize) ---- */
 
 /* A message still here after its sender's BYE: no call of this rank took
- * it. Judged against this rank's own call of that seq when the flight
- * recorder still has it, so the report names the differing field. */
+ * it. The contract judges it (against this rank's own call of that seq when
+ * the flight recorder still has it); the transport records the verdict. */
 static cohort_status unconsumed(coh_net *n, const coh_hdr *h)
 {
-    cohort_group *g = n->g;
-    if (h->kind == COH_MSG_P2P)
-        return coh_tp_fail_set(g, COHORT_ERR_CONTRACT,
-                               "send #%llu from rank %d to rank %d (tag %d, %llu bytes, rank "
-                               "%d's line %u) was never received: rank %d finalized without the "
-                               "matching cohort_recv",
-                               (unsigned long long)h->seq, h->src, n->rank, h->tag,
-                               (unsigned long long)h->len, h->src, h->line, n->rank);
-    uint64_t rec = coh_trace_recorded(g->trace);
-    uint64_t cap = (uint64_t)coh_trace_capacity(g->trace);
-    uint64_t last = 0;
-    for (uint64_t i = rec; i > 0 && rec - i < cap; i--) {
-        coh_trace_entry e;
-        if (!coh_trace_read(g->trace, i - 1, &e) || e.call.coll == COH_COLL_SEND ||
-            e.call.coll == COH_COLL_RECV)
-            continue;
-        if (!last)
-            last = e.call.seq;
-        if (e.call.seq < h->seq)
-            break;
-        if (e.call.seq != h->seq)
-            continue;
-        coh_hdr exp;
-        coh_hdr_from_call(&exp, g, &e.call, h->kind, h->step, h->len);
-        if (coh_hdr_match(&exp, h) != COH_FIELD_NONE)
-            return coh_tp_mismatch(g, &e.call, h->src, &exp, h);
-        return coh_tp_fail_set(g, COHORT_ERR_CONTRACT,
-                               "%s #%llu (%s:%d): rank %d sent this rank a message for it "
-                               "(step %u, %llu bytes) that the call never received",
-                               coh_coll_name(e.call.coll), (unsigned long long)e.call.seq,
-                               e.call.file ? e.call.file : "?", e.call.line, h->src, h->step,
-                               (unsigned long long)h->len);
-    }
-    if (h->seq > last)
-        return coh_tp_fail_set(g, COHORT_ERR_CONTRACT,
-                               "rank %d sent %s #%llu (its line %u), but this rank's last call was "
-                               "#%llu: rank %d made more calls than this rank (an extra call on "
-                               "its side, or a skipped one here)",
-                               h->src, coh_coll_name(h->coll), (unsigned long long)h->seq, h->line,
-                               (unsigned long long)last, h->src);
-    return coh_tp_fail_set(g, COHORT_ERR_CONTRACT,
-                           "rank %d sent %s #%llu (its line %u) that no call of this rank "
-                           "received",
-                           h->src, coh_coll_name(h->coll), (unsigned long long)h->seq, h->line);
+    coh_call call;
+    coh_hdr exp;
+    char msg[COH_ERRLEN];
+    if (coh_contract_unconsumed(n->g, h, &call, &exp, msg, sizeof msg))
+        return coh_tp_mismatch(n->g, &call, h->src, &exp, h);
+    return coh_tp_fail_set(n->g, COHORT_ERR_CONTRACT, "%s", msg);
 }
 
 cohort_status coh_net_close_check(coh_net *n, int timeout_ms)
