@@ -200,7 +200,9 @@ COHORT_API cohort_status cohort_check_fail_local(cohort_check *c, cohort_check_g
 
 /* Waits until the neighbour's fingerprint for call `seq` was compared
  * (for calls that do not synchronise, when the front end wants the check
- * before it goes on - e.g. before MPI_Finalize). timeout_ms < 0: no limit
+ * before it goes on - e.g. before MPI_Finalize). timeout_ms = 0: compares
+ * what is there and returns at once (COHORT_ERR_TIMEOUT if the neighbour's
+ * fingerprint has not arrived). timeout_ms < 0: no limit
  * (the monitor's stall reports and COHORT_TIMEOUT still apply). Returns
  * COHORT_ERR_TIMEOUT when it was not compared in time, or the failure. */
 COHORT_API cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *grp, uint64_t seq,

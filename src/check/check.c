@@ -934,6 +934,8 @@ cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *g, uint64_t
         return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_wait: checker or group missing");
     pthread_mutex_lock(&c->mu);
     uint64_t dl = coh_deadline_ns(timeout_ms);
+    if (g->pred_ring && pending(g, seq))
+        coh_chk_drain_locked(c, g->pred, 0); /* timeout 0: compare what is there */
     while (pending(g, seq) && !atomic_load_explicit(&c->failed, memory_order_relaxed) &&
            coh_ms_left(dl) > 0 && !c->stop) {
         if (g->pred_ring) {
