@@ -92,10 +92,22 @@ typedef struct cohort_check_options {
     int deadlock_ms;    /* a wait-for cycle stable this long is reported; 0: 1000 */
     int transport;      /* 0: shared segment between ranks of one host, store across
                          * hosts; 1: the store for every pair (tests) */
+    /* 1: a call that finds a failure returns it at once instead of waiting
+     * (bounded, 15 s) for the report; the caller then waits for it with
+     * cohort_check_report_wait without holding what the handler needs
+     * (Python's GIL: the handler is Python, the calls are made with the
+     * GIL held). 0 (default): failing calls return once the report is out. */
+    int no_report_wait;
 } cohort_check_options;
 
 /* Sets every field to its default. */
 COHORT_API void cohort_check_options_init(cohort_check_options *o);
+
+/* After a call returned a failure (with o.no_report_wait): waits until the
+ * report is out on this rank (the handler ran), at most timeout_ms (< 0:
+ * 15 s). Returns COHORT_OK if the checker has not failed, else the
+ * failure's status (report in cohort_check_last_error). */
+COHORT_API cohort_status cohort_check_report_wait(cohort_check *c, int timeout_ms);
 
 /* Collective over `world` (every rank calls it): starts the checker and
  * its monitor thread. o may be NULL (defaults). */

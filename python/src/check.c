@@ -139,6 +139,17 @@ static void hold_off(CheckerObject *self)
 
 static PyObject *check_err(CheckerObject *self, cohort_status st)
 {
+    if (self->c && cohort_check_status(self->c) != COHORT_OK) {
+        /* The calls return a failure at once (no_report_wait, made with
+         * the GIL held); the report comes from the monitor thread through
+         * the Python handler: wait for it without the GIL. */
+        cohort_status fs;
+        Py_BEGIN_ALLOW_THREADS
+        fs = cohort_check_report_wait(self->c, -1);
+        Py_END_ALLOW_THREADS
+        if (fs != COHORT_OK)
+            st = fs;
+    }
     if (PyErr_CheckSignals() < 0)
         return NULL;
     const char *m = self->c ? cohort_check_last_error(self->c) : "";
@@ -218,6 +229,7 @@ static PyObject *ck_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         return NULL;
     }
     o.handler = on_event;
+    o.no_report_wait = 1; /* begin/end/wait hold the GIL; check_err waits for the report */
     o.abort = on_abort;
     o.handler_arg = self;
     cohort_check *c = NULL;

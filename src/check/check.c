@@ -577,11 +577,18 @@ void coh_chk_fail(cohort_check *c, int kind, cohort_status st, const char *value
 
 /* Waits (bounded) for the monitor's report, then returns the status.
  * c->mu held. */
-static cohort_status failed_status(cohort_check *c)
+static cohort_status report_wait_locked(cohort_check *c, int timeout_ms)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 15;
+    if (timeout_ms < 0)
+        timeout_ms = 15000;
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
     while (!c->report_ready && !c->stop) {
         c->waiters++;
         int r = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
@@ -590,6 +597,25 @@ static cohort_status failed_status(cohort_check *c)
             break;
     }
     return c->status ? c->status : COHORT_ERR_ABORTED;
+}
+
+static cohort_status failed_status(cohort_check *c)
+{
+    if (c->o.no_report_wait)
+        return c->status ? c->status : COHORT_ERR_ABORTED;
+    return report_wait_locked(c, 15000);
+}
+
+cohort_status cohort_check_report_wait(cohort_check *c, int timeout_ms)
+{
+    if (!c)
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_report_wait: checker missing");
+    pthread_mutex_lock(&c->mu);
+    cohort_status st = COHORT_OK;
+    if (atomic_load_explicit(&c->failed, memory_order_relaxed))
+        st = report_wait_locked(c, timeout_ms);
+    pthread_mutex_unlock(&c->mu);
+    return st;
 }
 
 /* ---- the position (private copy + shared seqlock copy) ---- */
