@@ -43,6 +43,7 @@ enum scen {
     S_BURST,
     S_SENDRECV,
     S_SLOWPEER,
+    S_COUNT_NRW, /* S_COUNT with o.no_report_wait: failing calls return at once */
 };
 
 typedef struct scase {
@@ -116,6 +117,12 @@ static int call(cohort_check *c, cohort_check_group *grp, cohort_group *w, int b
 {
     uint64_t seq;
     cohort_status st = cohort_check_begin(c, grp, fp, &seq);
+    if (st != COHORT_OK && g_arg.sc->s == S_COUNT_NRW) {
+        /* returned at once: wait for the report here (the handler ends
+         * the process once every rank has it) */
+        RANK_CHECK(cohort_check_report_wait(c, 20000) == COHORT_ERR_CONTRACT,
+                   "report_wait after a failing begin: %s", cohort_check_last_error(c));
+    }
     if (st != COHORT_OK) {
         /* A mismatch already known (the predecessor was ahead): the
          * handler ends the process (bounded). */
@@ -125,6 +132,9 @@ static int call(cohort_check *c, cohort_check_group *grp, cohort_group *w, int b
     }
     backend(w, bn);
     st = cohort_check_end(c, grp, seq, synced ? COHORT_CHECK_SYNCED : 0);
+    if (st != COHORT_OK && g_arg.sc->s == S_COUNT_NRW)
+        RANK_CHECK(cohort_check_report_wait(c, 20000) == COHORT_ERR_CONTRACT,
+                   "report_wait after a failing end: %s", cohort_check_last_error(c));
     if (st != COHORT_OK) {
         /* The detecting rank: the handler ends the process (bounded). */
         sleep(20);
@@ -164,6 +174,7 @@ static int rank_main(int rank, void *arg)
     o.stall_warn_ms = sc->s == S_STALL ? 700 : -1;
     o.timeout_ms = sc->s == S_TIMEOUT ? 1500 : -1;
     o.deadlock_ms = 600;
+    o.no_report_wait = sc->s == S_COUNT_NRW;
     cohort_check *c;
     RANK_PASS(cohort_check_create(w, &o, &c), NULL);
     int n = sc->nranks;
@@ -241,6 +252,7 @@ static int rank_main(int rank, void *arg)
         break;
     }
     case S_COUNT:
+    case S_COUNT_NRW:
         f = fpx("Allreduce", odd ? 512 : 1024, "SUM", -1, 40);
         call(c, gw, w, n, &f, 1);
         break;
@@ -478,6 +490,7 @@ static const scase cases[] = {
       "rank 1 waits for rank 0 in MPI_Recv at a.c:52"}},
     {S_SENDRECV, 2, 0, 0, {NULL}},
     {S_SLOWPEER, 2, 0, 0, {NULL}},
+    {S_COUNT_NRW, 4, 0, MIS, {"count differs", "ranks 0-2 have 1024", "rank 3 has 512"}},
     /* the store path */
     {S_CLEAN, 4, 1, 0, {NULL}},
     {S_COUNT, 4, 1, MIS, {"count differs", "ranks 0-2 have 1024", "rank 3 has 512"}},
@@ -508,6 +521,7 @@ START_TEST(check_args)
     ck_assert(cohort_check_group_id(0, 1, a, 3) != cohort_check_group_id(0, 1, d, 3));
     ck_assert(cohort_check_group_id(5, 1, a, 3) != cohort_check_group_id(0, 1, a, 3));
     ck_assert_int_eq(cohort_check_group_mutual(NULL), 0);
+    CHT_EXPECT(cohort_check_report_wait(NULL, 0), COHORT_ERR_INVALID, NULL);
 }
 END_TEST
 
