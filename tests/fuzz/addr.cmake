@@ -11,5 +11,7 @@ if(COHORT_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
   add_executable(fuzz_addr ${_d}/fuzz_addr.c ${PROJECT_SOURCE_DIR}/src/util/addr.c)
   target_compile_options(fuzz_addr PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_options(fuzz_addr PRIVATE -fsanitize=fuzzer,address,undefined)
-  target_include_directories(fuzz_addr PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_BINARY_DIR})
+  target_link_libraries(fuzz_addr PRIVATE cohort_static)
+  target_include_directories(fuzz_addr PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/include
+                                               ${PROJECT_BINARY_DIR})
 endif()
