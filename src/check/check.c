@@ -806,10 +806,17 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
         what |= CHK_PW_OP;
     }
     if (fp->file) {
-        snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", coh_site_base(fp->file), fp->line);
-        what |= CHK_PW_SITE;
+        /* e->file is interned: the same pointer is the same text */
+        if (!e->file || e->file != c->pos_site_file || fp->line != c->pos_site_line) {
+            snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", coh_site_base(fp->file),
+                     fp->line);
+            c->pos_site_file = e->file;
+            c->pos_site_line = fp->line;
+            what |= CHK_PW_SITE;
+        }
     } else if (c->pos.site[0]) {
         c->pos.site[0] = 0;
+        c->pos_site_file = NULL;
         what |= CHK_PW_SITE;
     }
     if (what)
@@ -1013,6 +1020,7 @@ void cohort_check_wait_begin(cohort_check *c, cohort_check_group *grp, int peer,
         snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", coh_site_base(file), line);
     else
         c->pos.site[0] = 0;
+    c->pos_site_file = NULL;
     c->pos_pc = pc;
     c->pos_site_done = file != NULL;
     c->stall_warned = 0;

@@ -166,6 +166,11 @@ struct cohort_check {
      * last_op/last_site were copied. */
     const char *pos_op_lit;
     int pos_last_dirty;
+    /* The call site whose text is in pos.site: the interned file name and
+     * the line (NULL: none, or written otherwise), so a call from the same
+     * place formats and copies nothing. */
+    const char *pos_site_file;
+    int pos_site_line;
     /* The last signature interned (a call is usually like the one before). */
     uint64_t last_sig_hash;
     const char *last_sig;
