@@ -21,7 +21,7 @@
 #define AG_BRUCK_MAX (64u << 10) /* all_gather: Bruck while the total is small */
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
 #define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
-#define BC_FLAT_MIN (512u << 10) /* ... flat above, at n = 2 or ranks > cores */
+#define BC_FLAT_MIN (512u << 10) /* ... flat above when ranks > cores (one host) */
 
 static size_t es_of(const coh_call *c) { return cohort_dtype_size((cohort_dtype)c->dtype); }
 static size_t bytes_of(const coh_call *c) { return (size_t)c->count * es_of(c); }
@@ -105,14 +105,16 @@ static int bc_tree_pref(const cohort_group *g, const coh_call *c)
 {
     return coh_bc_tree_pref(g->size, bytes_of(c));
 }
-/* Flat (root sends to each member directly) for large messages at 2 ranks
- * (one stream instead of a batch per piece) and when the ranks of a
- * one-host group outnumber its cores (a relay of the tree or of
- * scatter+all-gather waits to be scheduled). Every rank of a one-host
- * group reads the same online-CPU count, so every rank picks the same. */
+/* Flat (root sends to each member directly) for large messages when the
+ * ranks of a one-host group outnumber its cores: a relay of the tree or of
+ * scatter+all-gather waits to be scheduled before it forwards (4 ranks on
+ * 2 cores, paired launches: flat/tree 0.28-0.51 and flat/scatter_allgather
+ * 0.50-0.51 at 1-4 MiB; docs/algorithms.md). At 2 ranks it measured no
+ * better than the pipelined tree. Every rank of a one-host group reads the
+ * same online-CPU count, so every rank picks the same. */
 int coh_bc_flat_pref(int n, int n_hosts, long cpus, size_t bytes)
 {
-    return bytes > BC_FLAT_MIN && (n == 2 || (n_hosts == 1 && cpus > 0 && n > cpus));
+    return bytes > BC_FLAT_MIN && n_hosts == 1 && cpus > 0 && n > cpus;
 }
 static long online_cpus;
 static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;

@@ -114,10 +114,9 @@ cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view
 /* Flat broadcast: the root sends the whole message to every other member
  * in one batch, and the transport's poll loop feeds all n-1 sockets at
  * once; a member only receives. No member relays, so when ranks outnumber
- * cores no piece waits for a relay to be scheduled (the tree's cost there),
- * and at n = 2 the message streams as one send instead of the tree's
- * batch per piece. The root writes n-1 copies: worth it only while its
- * link is not the limit (one host, or few ranks: coh_bc_flat_pref). */
+ * cores no piece waits for a relay to be scheduled (the tree's cost there).
+ * The root writes n-1 copies: worth it only while its link is not the
+ * limit (one host: coh_bc_flat_pref). */
 cohort_status coh_flat_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                  size_t bytes, int root, uint32_t step_base)
 {
