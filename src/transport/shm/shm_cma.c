@@ -40,19 +40,24 @@ void shm_cma_publish(coh_shm *s)
     size_t min = CMA_DEFAULT_MIN;
     if (coh_env_int("COHORT_SHM_SINGLE_COPY_BYTES", &v) == 1 && v >= 1)
         min = (size_t)v;
-    /* The speed probe's buffer: the published half a peer reads, then my
-     * own destination half; touched now so neither copy times page faults.
-     * mmap, not malloc: a failure only skips the measurement. */
-    uint64_t pb = 0;
+    /* The speed probe's buffer, which a peer reads; touched now so the
+     * copies time no page faults (the copies' destination is my slot,
+     * touched at attach). mmap, not malloc: a failure only skips the
+     * measurement. */
+    uint64_t pb = 0, t0 = coh_now_ns();
     if (s->n > 1 && mode() != M_OFF) {
-        void *b = mmap(NULL, 2 * SHM_CMA_PROBE_BYTES, PROT_READ | PROT_WRITE,
+        void *b = mmap(NULL, SHM_CMA_PROBE_BYTES, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
         if (b != MAP_FAILED) {
-            memset(b, 0x5a, 2 * SHM_CMA_PROBE_BYTES);
+#ifdef MADV_POPULATE_WRITE
+            if (madvise(b, SHM_CMA_PROBE_BYTES, MADV_POPULATE_WRITE) != 0)
+#endif
+                memset(b, 0x5a, SHM_CMA_PROBE_BYTES);
             s->probe_buf = b;
             pb = (uint64_t)(uintptr_t)b;
         }
     }
+    s->probe_ns = coh_now_ns() - t0;
     atomic_store(&me->probe_addr, (uint64_t)(uintptr_t)&s->probe_word);
     atomic_store(&me->probe_val, s->probe_word);
     atomic_store(&me->cma_min, (uint64_t)min);
@@ -65,37 +70,40 @@ void shm_cma_publish(coh_shm *s)
 void shm_cma_release(coh_shm *s)
 {
     if (s->probe_buf)
-        munmap(s->probe_buf, 2 * SHM_CMA_PROBE_BYTES);
+        munmap(s->probe_buf, SHM_CMA_PROBE_BYTES);
     s->probe_buf = NULL;
 }
 
 /* The speed probe: the best of PROBE_REPS process_vm_readv calls of
- * SHM_CMA_PROBE_BYTES from the next rank's probe buffer, and the best of as
- * many memcpy calls of the same size here, published in ns (0: not
- * measured). Bounded: about 8 copies of 256 KiB, well under a millisecond
- * even where the kernel's copy is slow (docs/shm.md "Single copy"). */
-#define PROBE_REPS 4
+ * SHM_CMA_PROBE_BYTES (or the slot size, if smaller) from the next rank's
+ * probe buffer into my slot, and the best of as many memcpy calls of the
+ * same size, published in ns (0: not measured). My slot is mine to write
+ * here (after the attach barrier nobody reads it before the first call).
+ * Bounded: 6 copies of 256 KiB and the 256 KiB buffer's first touch;
+ * docs/shm.md "Single copy" has the measured cost. */
+#define PROBE_REPS 3
 static void measure(coh_shm *s)
 {
     shm_ctl *me = shm_ctl_of(s, s->me);
     int q = (s->me + 1) % s->n;
     shm_ctl *c = shm_ctl_of(s, q);
     uint64_t src = atomic_load(&c->probe_buf);
-    if (!s->probe_buf || !src)
+    size_t len = COH_MIN(SHM_CMA_PROBE_BYTES, s->S & ~(size_t)4095);
+    if (!s->probe_buf || !src || len < 4096)
         return;
-    unsigned char *dst = (unsigned char *)s->probe_buf + SHM_CMA_PROBE_BYTES;
+    unsigned char *dst = shm_buf(s, s->me, 0) + SHM_LINE;
     pid_t pid = (pid_t)atomic_load(&c->pid);
     uint64_t best_cma = UINT64_MAX, best_cpy = UINT64_MAX;
     for (int i = 0; i < PROBE_REPS; i++) {
-        struct iovec l = {.iov_base = dst, .iov_len = SHM_CMA_PROBE_BYTES};
-        struct iovec r = {.iov_base = (void *)(uintptr_t)src, .iov_len = SHM_CMA_PROBE_BYTES};
+        struct iovec l = {.iov_base = dst, .iov_len = len};
+        struct iovec r = {.iov_base = (void *)(uintptr_t)src, .iov_len = len};
         uint64_t t0 = coh_now_ns();
         ssize_t k = process_vm_readv(pid, &l, 1, &r, 1, 0);
         uint64_t t1 = coh_now_ns();
-        if (k != (ssize_t)SHM_CMA_PROBE_BYTES)
+        if (k != (ssize_t)len)
             return;
         best_cma = COH_MIN(best_cma, t1 - t0);
-        memcpy(dst, s->probe_buf, SHM_CMA_PROBE_BYTES);
+        memcpy(dst, s->probe_buf, len);
         /* keep the copy: the compiler may not drop or shorten it */
         __asm__ volatile("" : : "r"(dst) : "memory");
         best_cpy = COH_MIN(best_cpy, coh_now_ns() - t1);
@@ -151,8 +159,11 @@ cohort_status shm_cma_agree(shm_op *o)
     char why[128] = "";
     int m = mode();
     int can = s->n > 1 && probe_all(s, m, why, sizeof why);
-    if (can)
+    if (can) {
+        uint64_t t0 = coh_now_ns();
         measure(s);
+        s->probe_ns += coh_now_ns() - t0;
+    }
     atomic_store(&shm_ctl_of(s, s->me)->cma_ok, !can ? V_CANNOT : m == M_ON ? V_WANT : V_CAN);
     /* Barrier: every verdict is published before phase 2 is. */
     shm_publish(s);
@@ -193,12 +204,14 @@ cohort_status shm_cma_agree(shm_op *o)
     s->cma = all_can && (all_want || wins);
     s->cma_ops = s->cma ? ops : 0;
     s->cma_min = (size_t)atomic_load(&shm_ctl_of(s, 0)->cma_min);
-    char speed[96] = "";
+    char speed[128] = "";
     if (all_can && measured)
         snprintf(speed, sizeof speed,
-                 "; %u KiB: process_vm_readv %.1f us, memcpy %.1f us, x%.2f (mean of %d ranks)",
-                 (unsigned)(SHM_CMA_PROBE_BYTES >> 10), sum_cma / 1e3 / s->n,
-                 sum_cpy / 1e3 / s->n, (double)sum_cma / (double)sum_cpy, s->n);
+                 "; %zu KiB: process_vm_readv %.1f us, memcpy %.1f us, x%.2f (mean of %d ranks; "
+                 "measuring took %.0f us here)",
+                 COH_MIN(SHM_CMA_PROBE_BYTES, s->S & ~(size_t)4095) >> 10, sum_cma / 1e3 / s->n,
+                 sum_cpy / 1e3 / s->n, (double)sum_cma / (double)sum_cpy, s->n,
+                 s->probe_ns / 1e3);
     if (s->n == 1)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
     else if (s->cma)

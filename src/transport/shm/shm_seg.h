@@ -117,9 +117,9 @@ typedef struct shm_ctl {
     _Atomic uint64_t probe_addr;
     _Atomic uint64_t probe_val;
     _Atomic uint64_t cma_min; /* the owner's COHORT_SHM_SINGLE_COPY_BYTES; the lead's rules */
-    /* the speed probe: a private buffer of SHM_CMA_PROBE_BYTES the next
-     * rank reads once more, timed, and the owner's best times of that read
-     * and of a memcpy of the same size (ns; 0 = not measured) */
+    /* the speed probe: a private buffer of SHM_CMA_PROBE_BYTES the
+     * previous rank reads, timed, and the owner's best times of its own
+     * such read and of a memcpy of the same size (ns; 0 = not measured) */
     _Atomic uint64_t probe_buf;
     _Atomic uint32_t cma_ns, cpy_ns;
     /* lines 2-3: published call state (seqlock on st_ver: odd = writing) */
@@ -165,6 +165,7 @@ struct coh_shm {
                                  * cma_ops is not empty */
     unsigned cma_ops;           /* 1u << COH_COLL_*: the ops that use it (agreed) */
     void *probe_buf;            /* my speed-probe buffer, freed after the agreement */
+    uint64_t probe_ns;          /* what the speed probe cost this rank (reported) */
     size_t cma_min;             /* calls moving at least this many bytes use it */
     uint64_t probe_word;        /* read by peers' probes (its address is published) */
     char copy_info[384];        /* the copy path and why, for cohort-perf and logs */
