@@ -688,7 +688,6 @@ static void resolve_own_site(cohort_check *c)
     pthread_mutex_lock(&c->mu);
     if (c->pos.episode == ep) {
         snprintf(c->pos.site, sizeof c->pos.site, "%s", site);
-        c->pos_site_file = NULL;
         c->pos_site_done = 1;
         c->pos_last_dirty = 1;
         coh_chk_pos_write(c, CHK_PW_SITE);
@@ -745,8 +744,11 @@ void *coh_chk_monitor(void *arg)
                     if (w != c->rank)
                         coh_chk_drain_locked(c, w, 1);
                 }
+            if (c->pos_dirty)
+                coh_chk_pos_write(c, 0); /* what calls changed since the last tick */
             pthread_mutex_unlock(&c->mu);
             fetch_remote(c);
+            coh_chk_wait_publish(c);
             resolve_own_site(c);
             publish_pos(c);
             check_stall(c);
