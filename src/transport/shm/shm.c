@@ -728,6 +728,58 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
     return COHORT_OK;
 }
 
+/* A refused connect: the lead listens before it publishes its address, so
+ * a refusal means the name is not (or no longer) the lead's. Asks the store
+ * again: a new address is tried at once, the same one again for a short
+ * while (REFUSED_MS); a key that is gone or names a failure ends it, with
+ * what the store said in *why. Returns 1 to connect again. */
+#define REFUSED_MS 2000
+static int refused_again(cohort_group *g, const char *key, char *name, size_t nlen,
+                         uint64_t *since, const char **why)
+{
+    uint64_t now = coh_now_ns();
+    if (!*since)
+        *since = now;
+    const void *k1[1] = {key};
+    size_t kl = strlen(key);
+    int ex = 0;
+    if (cohort_store_check(g->store, k1, &kl, 1, &ex) != COHORT_OK) {
+        *why = "; the store could not be asked again";
+        return 0;
+    }
+    if (!ex) {
+        *why = "; the store no longer holds its address: the rendezvous ended";
+        return 0;
+    }
+    void *val = NULL;
+    size_t vlen = 0;
+    if (cohort_store_get(g->store, key, kl, &val, &vlen, 1000) != COHORT_OK) {
+        *why = "; the store could not be asked again";
+        return 0;
+    }
+    int same = vlen == strlen(name) && memcmp(val, name, vlen) == 0;
+    if (!same && vlen > 0 && vlen < nlen && ((const char *)val)[0] != '!') {
+        coh_warn("shm: rank %d's segment socket @%s refused; the store now names @%.*s",
+                 g->local_ranks[0], name, (int)vlen, (const char *)val);
+        memcpy(name, val, vlen);
+        name[vlen] = 0;
+        free(val);
+        return 1;
+    }
+    free(val);
+    if (!same) {
+        *why = "; the store now holds the lead's failure";
+        return 0;
+    }
+    if (now - *since >= REFUSED_MS * 1000000ull) {
+        *why = "; refused for " HS_STR(REFUSED_MS) " ms while the store still names it";
+        return 0;
+    }
+    struct timespec ts = {0, 10 * 1000000};
+    nanosleep(&ts, NULL);
+    return 1;
+}
+
 /* ---- member ---- */
 
 static cohort_status member_attach(coh_shm *s)
@@ -766,6 +818,8 @@ static cohort_status member_attach(coh_shm *s)
     uint64_t dl = COH_MIN(deadline, t0 + 4ull * HS_TIMEOUT_MS * 1000000ull);
     struct sockaddr_un addr;
     socklen_t alen = abstract_addr(&addr, name);
+    uint64_t refused = 0;
+    const char *why = "";
     hs_m1 m1;
     hs_m2 m2 = {.magic = HS_MAGIC,
                 .version = SHM_VERSION,
@@ -778,6 +832,7 @@ static cohort_status member_attach(coh_shm *s)
     for (;;) {
         if (c >= 0)
             close(c);
+        alen = abstract_addr(&addr, name);
         c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (c < 0)
             return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: socket(AF_UNIX): %s (errno %d)",
@@ -799,17 +854,20 @@ static cohort_status member_attach(coh_shm *s)
                                    "(another local process is flooding it with connections?)",
                                    g->local_ranks[0], name, (int)((coh_now_ns() - t0) / 1000000));
         }
+        if (e == ECONNREFUSED && refused_again(g, key, name, sizeof name, &refused, &why))
+            continue;
         if (e) {
             close(c);
             return coh_tp_fail_set(g, COHORT_ERR_SYSTEM,
                                    "shm: connecting to rank %d's segment socket @%s: %s "
-                                   "(errno %d)%s",
+                                   "(errno %d)%s%s",
                                    g->local_ranks[0], name, strerror(e), e,
                                    e == ECONNREFUSED
                                        ? " (no such socket in this network namespace: ranks of "
                                          "one host must share one; or the lead's rendezvous "
                                          "already ended)"
-                                       : "");
+                                       : "",
+                                   e == ECONNREFUSED ? why : "");
         }
         if ((e = recv_msg(c, &m1, sizeof m1, NULL, dl)) < 0)
             goto retry;
