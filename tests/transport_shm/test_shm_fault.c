@@ -12,6 +12,7 @@
  *   - a lead that never comes is a TIMEOUT; a bad env var is INVALID;
  *   - a stale segment address in the store: the member asks the store
  *     again and attaches once it names the lead, or fails in bounded time;
+ *   - a stray close of the lead's socket: both ranks fail at once, saying so;
  *   - silent local connections to the rendezvous socket (same uid or not)
  *     neither delay the real member nor make the lead's error misleading.
  */
@@ -665,6 +666,93 @@ START_TEST(stale_address)
 }
 END_TEST
 
+/* ---- a stray close of the lead's rendezvous socket ----
+ * Another part of the lead's process closes the listening socket's
+ * descriptor (a double close elsewhere): the lead must notice at once
+ * (POLLNVAL) instead of waiting out its timeout with members refused, and
+ * its members must get its reason through the store. */
+static void *stray_closer(void *arg)
+{
+    char *name = arg;
+    for (int fd = 3; fd < 1024; fd++) {
+        struct sockaddr_un a;
+        socklen_t l = sizeof a;
+        if (getsockname(fd, (struct sockaddr *)&a, &l) != 0 || a.sun_family != AF_UNIX ||
+            l <= offsetof(struct sockaddr_un, sun_path) + 1 || a.sun_path[0] != 0)
+            continue;
+        size_t nl = l - offsetof(struct sockaddr_un, sun_path) - 1;
+        if (nl == strlen(name) && memcmp(a.sun_path + 1, name, nl) == 0) {
+            close(fd);
+            atomic_store(&th_sh()->flag[1], 1);
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static void *stray_watch(void *arg)
+{
+    cohort_group *g = arg;
+    /* the lead's own store handle publishes; read it through another */
+    cohort_store *st = NULL;
+    if (cohort_store_prefixed(g->store_root, "gen1/g0/", &st) != COHORT_OK)
+        return NULL;
+    void *v = NULL;
+    size_t vl = 0;
+    if (cohort_store_get(st, "shm/0/addr", 10, &v, &vl, 10000) == COHORT_OK) {
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)vl, (char *)v);
+        free(v);
+        stray_closer(name);
+    }
+    cohort_store_close(st);
+    return NULL;
+}
+
+static int stray_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    if (rank == 1) {
+        cohort_group *g = th_group_bare(1, 2, 10000);
+        RANK_CHECK(g, "group");
+        wait_flag(1, 10000); /* after the stray close */
+        uint64_t t0 = coh_now_ns();
+        st = cht_tp_up(g, coh_shm_create(g, &g->shm));
+        double ms = (coh_now_ns() - t0) / 1e6;
+        fprintf(stderr, "member: %s after %.0f ms: %s\n", cohort_status_name(st), ms, g->err.msg);
+        RANK_CHECK(st == COHORT_ERR_SYSTEM && strstr(g->err.msg, "closed by another part"),
+                   "member got %s: %s", cohort_status_name(st), g->err.msg);
+        RANK_CHECK(ms < 5000, "member took %.0f ms", ms);
+        th_group_free(g);
+        th_done(2);
+        return 0;
+    }
+    cohort_group *g = th_group_bare(0, 2, 10000);
+    RANK_CHECK(g, "group");
+    pthread_t t;
+    pthread_create(&t, NULL, stray_watch, g);
+    uint64_t t0 = coh_now_ns();
+    st = cht_tp_up(g, coh_shm_create(g, &g->shm));
+    double ms = (coh_now_ns() - t0) / 1e6;
+    pthread_join(t, NULL);
+    fprintf(stderr, "lead: %s after %.0f ms: %s\n", cohort_status_name(st), ms, g->err.msg);
+    RANK_CHECK(st == COHORT_ERR_SYSTEM && strstr(g->err.msg, "closed by another part"),
+               "lead got %s: %s", cohort_status_name(st), g->err.msg);
+    RANK_CHECK(ms < 5000, "lead took %.0f ms (its timeout is 10 s)", ms);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(stray_close)
+{
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 30000};
+    int want[2] = {0, 0};
+    run_expect(&o, stray_rank, NULL, want);
+}
+END_TEST
+
 START_TEST(no_lead_timeout)
 {
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 20000};
@@ -703,6 +791,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, oom_walk);
     tcase_add_test(tc, no_lead_timeout);
     tcase_add_loop_test(tc, stale_address, 0, 2);
+    tcase_add_test(tc, stray_close);
     tcase_add_test(tc, bad_env);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);

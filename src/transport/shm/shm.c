@@ -655,6 +655,19 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
                              g->id, (int)pend[i].pid, (unsigned)pend[i].uid, HS_AUTH_MS);
                 pending_drop(pend, &np, i);
             }
+        if (pfd[0].revents & (POLLNVAL | POLLERR)) {
+            /* Not a member's doing: the descriptor was closed or broken
+             * under us (a stray close elsewhere in the process). Members
+             * would be refused; say so instead of waiting out the timeout. */
+            st = coh_tp_fail_set(g, COHORT_ERR_SYSTEM,
+                                 "shm: the segment socket (fd %d) %s during the rendezvous", ls,
+                                 (pfd[0].revents & POLLNVAL) ? "was closed by another part of "
+                                                               "this process"
+                                                             : "failed");
+            if (pfd[0].revents & POLLNVAL)
+                ls = -1; /* not ours any more: never close a number reused since */
+            break;
+        }
         if (!(pfd[0].revents & POLLIN))
             continue;
         /* Accept what is queued, a bounded batch per turn. */
@@ -719,10 +732,11 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
     coh_free(pend);
     coh_free(pfd);
     coh_free(have);
-    close(ls);
+    if (ls >= 0)
+        close(ls);
     close(fd);
     if (st != COHORT_OK)
-        return st;
+        return lead_publish_error(s, st); /* members fail at once, with the reason */
     int deleted;
     cohort_store_delete(g->store, key, strlen(key), &deleted);
     return COHORT_OK;
@@ -735,7 +749,7 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
  * what the store said in *why. Returns 1 to connect again. */
 #define REFUSED_MS 2000
 static int refused_again(cohort_group *g, const char *key, char *name, size_t nlen,
-                         uint64_t *since, const char **why)
+                         uint64_t *since, char *why, size_t wlen)
 {
     uint64_t now = coh_now_ns();
     if (!*since)
@@ -744,17 +758,17 @@ static int refused_again(cohort_group *g, const char *key, char *name, size_t nl
     size_t kl = strlen(key);
     int ex = 0;
     if (cohort_store_check(g->store, k1, &kl, 1, &ex) != COHORT_OK) {
-        *why = "; the store could not be asked again";
+        snprintf(why, wlen, "; the store could not be asked again");
         return 0;
     }
     if (!ex) {
-        *why = "; the store no longer holds its address: the rendezvous ended";
+        snprintf(why, wlen, "; the store no longer holds its address: the rendezvous ended");
         return 0;
     }
     void *val = NULL;
     size_t vlen = 0;
     if (cohort_store_get(g->store, key, kl, &val, &vlen, 1000) != COHORT_OK) {
-        *why = "; the store could not be asked again";
+        snprintf(why, wlen, "; the store could not be asked again");
         return 0;
     }
     int same = vlen == strlen(name) && memcmp(val, name, vlen) == 0;
@@ -766,13 +780,16 @@ static int refused_again(cohort_group *g, const char *key, char *name, size_t nl
         free(val);
         return 1;
     }
-    free(val);
     if (!same) {
-        *why = "; the store now holds the lead's failure";
+        const char *v = val, *colon = memchr(v, ':', vlen);
+        int off = colon ? (int)(colon + 1 - v) : 0;
+        snprintf(why, wlen, "; the lead failed: %.*s", (int)vlen - off, v + off);
+        free(val);
         return 0;
     }
+    free(val);
     if (now - *since >= REFUSED_MS * 1000000ull) {
-        *why = "; refused for " HS_STR(REFUSED_MS) " ms while the store still names it";
+        snprintf(why, wlen, "; refused for " HS_STR(REFUSED_MS) " ms while the store still names it");
         return 0;
     }
     struct timespec ts = {0, 10 * 1000000};
@@ -819,7 +836,7 @@ static cohort_status member_attach(coh_shm *s)
     struct sockaddr_un addr;
     socklen_t alen = abstract_addr(&addr, name);
     uint64_t refused = 0;
-    const char *why = "";
+    char why[COH_ERRLEN / 2] = "";
     hs_m1 m1;
     hs_m2 m2 = {.magic = HS_MAGIC,
                 .version = SHM_VERSION,
@@ -854,7 +871,7 @@ static cohort_status member_attach(coh_shm *s)
                                    "(another local process is flooding it with connections?)",
                                    g->local_ranks[0], name, (int)((coh_now_ns() - t0) / 1000000));
         }
-        if (e == ECONNREFUSED && refused_again(g, key, name, sizeof name, &refused, &why))
+        if (e == ECONNREFUSED && refused_again(g, key, name, sizeof name, &refused, why, sizeof why))
             continue;
         if (e) {
             close(c);
