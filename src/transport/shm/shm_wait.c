@@ -137,6 +137,18 @@ static cohort_status slow_check(shm_op *o, int q, uint32_t target)
         return coh_tp_peer_lost(o->g, o->waiting_for,
                                 "process exited (shared-memory peer, seen through its pidfd)");
     }
+    if (o->ring_wait && q == o->ring_q && s->check) {
+        /* A ring reader waits for the root without publishing; if the rank
+         * it waits for is itself a ring reader of this phase with another
+         * fingerprint (it believes another rank is root), neither would
+         * ever publish: compare the records now. */
+        coh_hdr got;
+        if (shm_ring_get(s, q, o->ring_p, &got) && coh_hdr_match(&o->mine, &got) != COH_FIELD_NONE) {
+            o->ring_got = got;
+            o->ring_bad = 1;
+            return COHORT_ERR_CONTRACT;
+        }
+    }
     o->w.waiting_for = &o->waiting_for;
     o->w.n_waiting_for = 1;
     return coh_wait_check(&o->w);
