@@ -8,6 +8,7 @@
  * (or the closing check) on a root that ran ahead; dead roots and readers
  * end in COHORT_ERR_PEER_LOST.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,14 @@ static void ms_sleep(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* The group's first error; the monitor thread may write it (under err_mu). */
+static void errmsg(cohort_group *g, char *out)
+{
+    pthread_mutex_lock(&g->err_mu);
+    memcpy(out, g->err.msg, COH_ERRLEN);
+    pthread_mutex_unlock(&g->err_mu);
 }
 
 static unsigned char pat(int i, int root, size_t j) { return (unsigned char)(i * 31 + root * 7 + j); }
@@ -222,16 +231,18 @@ static int mismatch_rank(int rank, void *arg)
      * the root, or one whose wait the abort ended first) may return
      * COHORT_ERR_ABORTED - with the same report, and the group failed with
      * COHORT_ERR_CONTRACT either way. */
+    char msg[COH_ERRLEN];
+    errmsg(g, msg);
     RANK_CHECK(st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED,
-               "%s: got %s (%s)", rcases[k].name, cohort_status_name(st), g->err.msg);
+               "%s: got %s (%s)", rcases[k].name, cohort_status_name(st), msg);
     RANK_CHECK(coh_group_poisoned(g) == COHORT_ERR_CONTRACT, "group failed with %d",
                coh_group_poisoned(g));
     RANK_CHECK(ms < 3000, "%s: took %.0f ms to fail", rcases[k].name, ms);
-    RANK_CHECK(strstr(g->err.msg, rcases[k].field), "%s: message does not name the %s: %s",
-               rcases[k].name, rcases[k].field, g->err.msg);
+    RANK_CHECK(strstr(msg, rcases[k].field), "%s: message does not name the %s: %s",
+               rcases[k].name, rcases[k].field, msg);
     RANK_CHECK(ar(g) == COHORT_ERR_ABORTED, "call after the mismatch not aborted");
     if (rank == 0)
-        fprintf(stderr, "[ring %s] %s\n", rcases[k].name, g->err.msg);
+        fprintf(stderr, "[ring %s] %s\n", rcases[k].name, msg);
     th_group_free(g);
     th_done(3);
     return 0;
@@ -269,12 +280,12 @@ static int kill_rank(int rank, void *arg)
     if (st == COHORT_OK)
         st = ar(g);
     double ms = (coh_now_ns() - t0) / 1e6;
-    fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), ms,
-            g->err.msg);
+    char msg[COH_ERRLEN];
+    errmsg(g, msg);
+    fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), ms, msg);
     RANK_CHECK(st == COHORT_ERR_PEER_LOST || st == COHORT_ERR_ABORTED, "got %s: %s",
-               cohort_status_name(st), g->err.msg);
-    RANK_CHECK(strstr(g->err.msg, "exited") || strstr(g->err.msg, "lost"), "not a lost peer: %s",
-               g->err.msg);
+               cohort_status_name(st), msg);
+    RANK_CHECK(strstr(msg, "exited") || strstr(msg, "lost"), "not a lost peer: %s", msg);
     RANK_CHECK(ms < 5000, "took %.0f ms", ms);
     th_group_free(g);
     th_done(2);
