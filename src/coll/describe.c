@@ -38,10 +38,19 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
                  : -1;
     cohort_status st = COHORT_OK;
     const coh_algo *a = g->size > 1 ? coh_coll_select(g, &c, &st) : NULL;
-    snprintf(buf, len, "algorithm %s; transport %s (%d ranks, %d on this host, %d hosts); copy: %s",
+    char ring[160] = "";
+    size_t slots = 0, max = 0;
+    if (coll == COH_COLL_BROADCAST && g->shm &&
+        coh_shm_ring_takes(g->shm, count * cohort_dtype_size(dt), &slots, &max))
+        snprintf(ring, sizeof ring,
+                 "slot ring on this host (%zu slots of %zu B per root; the root returns once its "
+                 "slot is written), ",
+                 slots, max);
+    snprintf(buf, len,
+             "algorithm %s; transport %s (%d ranks, %d on this host, %d hosts); copy: %s%s",
              g->size == 1 ? "none (one rank)" : a ? a->name : "none (selection failed)",
              g->shm ? (g->local_size == g->size ? "shm" : "shm + tcp") : g->size > 1 ? "tcp" : "-",
-             g->size, g->local_size, g->n_hosts,
+             g->size, g->local_size, g->n_hosts, ring,
              g->shm ? coh_shm_copy_info(g->shm) : g->size > 1 ? "tcp sockets" : "-");
     return a || g->size == 1 ? COHORT_OK : st;
 }

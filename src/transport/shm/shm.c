@@ -1251,3 +1251,12 @@ int coh_shm_peer_state(coh_shm *s, int li, coh_call *cur, uint64_t *last_done, i
 }
 
 const char *coh_shm_copy_info(const coh_shm *s) { return s ? s->copy_info : "no segment"; }
+
+int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *max)
+{
+    if (!s || !s->ring_k || s->n < 2 || bytes > s->ring_bytes || (s->cma && bytes >= s->cma_min))
+        return 0;
+    *slots = s->ring_k;
+    *max = s->ring_bytes;
+    return 1;
+}
