@@ -57,7 +57,7 @@ for (v, b) in sorted(cells, key=lambda k: (k[1], list(names).index(k[0]))):
 PY
 }
 [ -n "$SUMMARIZE_ONLY" ] && { summarize; exit 0; }
-$(mktemp -d /tmp/cohort-scab.XXXXXX)
+TMP=$(mktemp -d /tmp/cohort-scab.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 mpicc.openmpi -O2 -o "$TMP/mcb" /work/shared/peers/coll/mpi_coll_bench.c -lm || exit 2
 cc -O2 -o "$TMP/memcpy_floor" "$HERE/memcpy_floor.c" || exit 2

@@ -3,6 +3,7 @@
  * collective takes on a group (cohort-perf prints it beside its results, so
  * a comparison records what decided cohort's speed).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,19 +39,25 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
                  : -1;
     cohort_status st = COHORT_OK;
     const coh_algo *a = g->size > 1 ? coh_coll_select(g, &c, &st) : NULL;
-    char ring[160] = "";
+    /* The copy path of this op and size on the segment, then the segment's
+     * whole story (what was probed and measured at attach, and why). */
+    size_t es = cohort_dtype_size(dt);
+    size_t bytes = count > SIZE_MAX / (es ? es : 1) ? SIZE_MAX : count * es;
+    char copy[512];
     size_t slots = 0, max = 0;
-    if (coll == COH_COLL_BROADCAST && g->shm &&
-        coh_shm_ring_takes(g->shm, count * cohort_dtype_size(dt), &slots, &max))
-        snprintf(ring, sizeof ring,
-                 "slot ring on this host (%zu slots of %zu B per root; the root returns once its "
-                 "slot is written), ",
-                 slots, max);
-    snprintf(buf, len,
-             "algorithm %s; transport %s (%d ranks, %d on this host, %d hosts); copy: %s%s",
+    if (g->shm && coll == COH_COLL_BROADCAST && coh_shm_ring_takes(g->shm, bytes, &slots, &max))
+        snprintf(copy, sizeof copy,
+                 "slot ring (%zu slots of %zu B per root; the root returns once its slot is "
+                 "written); %s",
+                 slots, max, coh_shm_copy_info(g->shm));
+    else if (g->shm)
+        snprintf(copy, sizeof copy, "%s; %s", coh_shm_copy_path(g->shm, coll, bytes),
+                 coh_shm_copy_info(g->shm));
+    else
+        snprintf(copy, sizeof copy, "%s", g->size > 1 ? "tcp sockets" : "-");
+    snprintf(buf, len, "algorithm %s; transport %s (%d ranks, %d on this host, %d hosts); copy: %s",
              g->size == 1 ? "none (one rank)" : a ? a->name : "none (selection failed)",
              g->shm ? (g->local_size == g->size ? "shm" : "shm + tcp") : g->size > 1 ? "tcp" : "-",
-             g->size, g->local_size, g->n_hosts, ring,
-             g->shm ? coh_shm_copy_info(g->shm) : g->size > 1 ? "tcp sockets" : "-");
+             g->size, g->local_size, g->n_hosts, copy);
     return a || g->size == 1 ? COHORT_OK : st;
 }

@@ -463,6 +463,14 @@ static int rank_main(int rank, void *arg)
         if (strstr(cf->env, "probe-fail"))
             CHECK(strstr(s->copy_info, "process_vm_readv: Bad address") != NULL,
                   "the probe's failure is named: %s", s->copy_info);
+        if (strstr(cf->env, "COHORT_SHM_SINGLE_COPY=off"))
+            CHECK(strstr(s->copy_info, "COHORT_SHM_SINGLE_COPY=off") != NULL,
+                  "off is named: %s", s->copy_info);
+    } else if (n > 1 && s->S >= 4096 && strstr(s->copy_info, "works here")) {
+        /* auto: the probe worked, so the decision rests on a measurement
+         * (slots under a page are too small to measure with) */
+        CHECK(strstr(s->copy_info, "memcpy") != NULL, "auto names its measurement: %s",
+              s->copy_info);
     }
     const int *dts = cf->tiny > 0 ? all_dt : big_dt;
     int ndt = cf->tiny > 0 ? (int)COH_ARRAY_LEN(all_dt) : cf->tiny < 0 ? 1 : (int)COH_ARRAY_LEN(big_dt);
@@ -572,6 +580,17 @@ static const cfg cfgs[] = {
     {3, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=1"},
     {5, 1, "COHORT_SHM_SLOT_BYTES=448;COHORT_SHM_SMALL_BYTES=64;COHORT_SHM_SINGLE_COPY=on;"
            "COHORT_SHM_SINGLE_COPY_BYTES=1"},
+    /* single copy for every data-moving op at 4 ranks (odd sizes, pieces
+     * shares below a page and above), and at the default threshold (64 KiB:
+     * the matrix's 16384-element float32 block is exactly at it) */
+    {4, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=1"},
+    {4, 1, "COHORT_SHM_SLOT_BYTES=256;COHORT_SHM_SMALL_BYTES=64;COHORT_SHM_SINGLE_COPY=on;"
+           "COHORT_SHM_SINGLE_COPY_BYTES=1"},
+    {2, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=on"},
+    {3, 1, "COHORT_SHM_SLOT_BYTES=320;COHORT_SHM_SMALL_BYTES=96;COHORT_CONTRACT=off;"
+           "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=1"},
+    /* off: no probe, two copies */
+    {2, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=off;COHORT_SHM_SINGLE_COPY_BYTES=1"},
     /* the probe fails: two copies, everything still right */
     {3, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=probe-fail;"
            "COHORT_SHM_SINGLE_COPY_BYTES=1"},

@@ -12,6 +12,7 @@
 
 #include "harness.h"
 #include "support/support.h"
+#include "transport/shm/shm_seg.h"
 
 #define N 3
 #define SENT 0x5A
@@ -165,13 +166,22 @@ static cohort_status run(cohort_group *g, int k, unsigned char *send, unsigned c
     }
 }
 
+/* The data-moving cases again with single copy for every size: the
+ * fingerprints are compared in the phase that exchanges the buffers'
+ * addresses, so a mismatch still moves no byte (into any rank's buffer:
+ * every rank's receive buffer is checked untouched). */
+static const int sc_cases[] = {M_BCAST_ROOT, M_GATHER_ROOT, M_SCATTER_ROOT, M_AG_COUNT,
+                               M_A2A_COUNT};
+#define SC_ENV "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=1"
+
 static int rank_main(int rank, void *arg)
 {
-    int k = *(int *)arg;
+    int k = *(int *)arg & 0xff, sc = *(int *)arg >> 8;
     odd = rank == 1;
     cohort_status st;
     cohort_group *g = th_group(rank, N, 20000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_CHECK(!sc || g->shm->cma, "single copy not in use: %s", g->shm->copy_info);
     /* warm up: one good call so the mismatch is not the first */
     float x = 1, y = 0;
     coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
@@ -223,11 +233,26 @@ START_TEST(mismatch)
 }
 END_TEST
 
+START_TEST(mismatch_single_copy)
+{
+    int k = sc_cases[_i], arg = k | 1 << 8;
+    char env[256];
+    snprintf(env, sizeof env, "%s%s%s", SC_ENV, cases[k].env ? ";" : "",
+             cases[k].env ? cases[k].env : "");
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = N, .deadline_ms = 30000, .extra_env = env};
+    cht_result r;
+    cht_run_ranks(&o, rank_main, &arg, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_contract");
     TCase *tc = tcase_create("mismatch");
     tcase_add_loop_test(tc, mismatch, 0, M_N);
+    tcase_add_loop_test(tc, mismatch_single_copy, 0, (int)(sizeof sc_cases / sizeof *sc_cases));
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

@@ -98,9 +98,24 @@ static int kill_rank(int rank, void *arg)
         pthread_create(&t, NULL, killer, NULL);
     }
     for (long it = 0;; it++) {
-        if (kill_large_mode >= 2) {
+        size_t B = (1u << 20); /* per rank block of the modes 4-8 (3 ranks: 3 MiB <= 4) */
+        if (kill_large_mode == 2 || kill_large_mode == 3) {
             coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_FLOAT32, -1, bcast_root, n);
             st = coh_shm_broadcast(g->shm, &c, a, n * 4, bcast_root);
+        } else if (kill_large_mode == 4) {
+            coh_call c = th_call(g, COH_COLL_ALL_GATHER, COHORT_UINT8, -1, -1, B);
+            st = coh_shm_all_gather(g->shm, &c, a, b, B);
+        } else if (kill_large_mode == 5 || kill_large_mode == 6) {
+            /* gather: the victim a writer into the root, or the root */
+            int root = kill_large_mode == 5 ? 0 : 2;
+            coh_call c = th_call(g, COH_COLL_GATHER, COHORT_UINT8, -1, root, B);
+            st = coh_shm_gather(g->shm, &c, a, b, B, root);
+        } else if (kill_large_mode == 7) {
+            coh_call c = th_call(g, COH_COLL_SCATTER, COHORT_UINT8, -1, 2, B);
+            st = coh_shm_scatter(g->shm, &c, a, b, B, 2);
+        } else if (kill_large_mode == 8) {
+            coh_call c = th_call(g, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, B);
+            st = coh_shm_all_to_all(g->shm, &c, a, b, B);
         } else {
             coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, n);
             st = coh_shm_all_reduce(g->shm, &c, a, b, n);
@@ -139,9 +154,11 @@ START_TEST(sigkill_large)
 }
 END_TEST
 
-/* A peer dies in the middle of single-copy broadcasts (4 MiB, read and
- * written with process_vm_readv/writev): every survivor fails with
- * COHORT_ERR_PEER_LOST naming it, in bounded time. */
+/* A peer dies in the middle of single-copy calls (read and written with
+ * process_vm_readv/writev): broadcasts of 4 MiB (the victim a reader, or
+ * the root), all_gather, gather (the victim a writer, or the root),
+ * scatter (the victim the root) and all_to_all of 1 MiB per rank: every
+ * survivor fails with COHORT_ERR_PEER_LOST naming it, in bounded time. */
 START_TEST(sigkill_single_copy)
 {
     kill_large_mode = 2 + _i;
@@ -592,7 +609,7 @@ static Suite *make_suite(void)
     TCase *tc = tcase_create("fault");
     tcase_add_test(tc, sigkill_small);
     tcase_add_test(tc, sigkill_large);
-    tcase_add_loop_test(tc, sigkill_single_copy, 0, 2);
+    tcase_add_loop_test(tc, sigkill_single_copy, 0, 7);
     tcase_add_test(tc, single_copy_bad_buffer);
     tcase_add_test(tc, sigstop_timeout);
     tcase_add_loop_test(tc, no_leaks, 0, 3);

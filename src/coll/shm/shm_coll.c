@@ -452,6 +452,212 @@ static size_t pipe_piece(size_t cap, size_t bytes)
     return p < cap ? p : cap;
 }
 
+/* ---- single copy for all_gather, gather, scatter, all_to_all ----
+ *
+ * When shm_cma_use says so (agreed at attach, the same on every rank once
+ * the contract check passed), a call moves each byte once, straight
+ * between the ranks' own buffers (process_vm_readv/writev, shm_cma.h):
+ *   open:  every rank publishes its fingerprint and an sc_desc (its
+ *          buffers' addresses) in one phase; after the contract check -
+ *          before any byte moves - the descriptors are compared;
+ *   [ready: a phase only where a rank must first move its own part inside
+ *          a buffer a peer will read or write (overlapping in-place forms)]
+ *   copy:  the kernel copies; work is split so every rank copies;
+ *   close: every rank publishes "done" and waits for all, so no rank
+ *          returns while a peer still reads or writes its buffers.
+ * A rank that fails (a peer died: PEER_LOST; a bad address: INVALID; the
+ * shm_cma.c messages) fails the group instead of publishing, which ends
+ * every other rank's wait with that error. */
+typedef struct sc_desc {
+    uint64_t src, dst; /* addresses in the owner's memory (0: none) */
+    uint64_t bytes;    /* per rank block: every rank must say the same */
+    uint64_t flags;    /* SC_STAGED: the owner needs the ready phase */
+} sc_desc;
+enum { SC_STAGED = 1 };
+
+static cohort_status sc_open(shm_op *o, const sc_desc *d, uint32_t *pp, int *staged)
+{
+    coh_shm *s = o->s;
+    cohort_status st = cs_claim(o);
+    if (st != COHORT_OK)
+        return st;
+    uint32_t p = s->phase + 1;
+    unsigned char *mb = shm_buf(s, s->me, p);
+    put_hdr(o, mb, 0, sizeof *d);
+    memcpy(DATA(mb), d, sizeof *d);
+    shm_publish(s);
+    if ((st = cs_wait_all(o, p)) != COHORT_OK ||
+        (st = check_all(o, p, 0, sizeof *d, -1, 0)) != COHORT_OK)
+        return st;
+    *staged = (d->flags & SC_STAGED) != 0;
+    for (int q = 0; q < s->n; q++) {
+        if (q == s->me)
+            continue;
+        sc_desc pd;
+        memcpy(&pd, DATA(shm_buf(s, q, p)), sizeof pd);
+        if (pd.bytes != d->bytes)
+            return coh_group_fail(o->g, COHORT_ERR_PROTOCOL,
+                                  "shm %s #%llu: rank %d announced %llu bytes per rank, this "
+                                  "rank %llu (single copy)",
+                                  coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
+                                  o->g->local_ranks[q], (unsigned long long)pd.bytes,
+                                  (unsigned long long)d->bytes);
+        *staged |= (pd.flags & SC_STAGED) != 0;
+    }
+    *pp = p;
+    return COHORT_OK;
+}
+
+static sc_desc sc_peer(const shm_op *o, int q, uint32_t p)
+{
+    sc_desc d;
+    memcpy(&d, DATA(shm_buf(o->s, q, p)), sizeof d);
+    return d;
+}
+
+/* The ready and close phases: publish, wait for every rank. */
+static cohort_status sc_sync(shm_op *o)
+{
+    shm_publish(o->s);
+    return cs_wait_all(o, o->s->phase);
+}
+
+/* Split of one block between the two ranks that copy it: `share` bytes,
+ * 1/n of the block rounded down to whole pages, go to the rank that
+ * serves n-1 peers (a root), the rest to the peer. */
+static size_t sc_share(size_t bytes, int n) { return bytes / (size_t)n & ~(size_t)4095; }
+
+/* all_gather: every rank reads every peer's part from the peer's memory.
+ * Where send overlaps recv (in place), a rank first moves its part to its
+ * block of recv (the ready phase) and peers read it from there. */
+static cohort_status ag_single(shm_op *o, const unsigned char *src, unsigned char *rb, size_t bpr,
+                               int ovl)
+{
+    coh_shm *s = o->s;
+    int n = s->n, me = s->me;
+    unsigned char *own = rb + (size_t)me * bpr;
+    sc_desc d = {.src = (uint64_t)(uintptr_t)(ovl ? own : src), .bytes = bpr,
+                 .flags = ovl ? SC_STAGED : 0};
+    uint32_t p;
+    int staged;
+    cohort_status st = sc_open(o, &d, &p, &staged);
+    if (st != COHORT_OK)
+        return st;
+    if (src != own)
+        memmove(own, src, bpr);
+    if (staged && (st = sc_sync(o)) != COHORT_OK)
+        return st;
+    for (int k = 1; k < n; k++) {
+        int q = (me + k) % n; /* not every rank on the same peer first */
+        sc_desc pd = sc_peer(o, q, p);
+        if ((st = cs_cma_read(o, q, rb + (size_t)q * bpr, pd.src, bpr)) != COHORT_OK)
+            return st;
+    }
+    return sc_sync(o);
+}
+
+/* gather: the root reads the first share of every block from its owner's
+ * send buffer while each owner writes the rest into the root's recv. */
+static cohort_status ga_single(shm_op *o, const unsigned char *send, unsigned char *rb, size_t bpr,
+                               int root, int ovl)
+{
+    coh_shm *s = o->s;
+    int n = s->n, me = s->me, am_root = me == root;
+    sc_desc d = {.src = (uint64_t)(uintptr_t)send, .dst = (uint64_t)(uintptr_t)rb, .bytes = bpr,
+                 .flags = ovl ? SC_STAGED : 0};
+    uint32_t p;
+    int staged;
+    cohort_status st = sc_open(o, &d, &p, &staged);
+    if (st != COHORT_OK)
+        return st;
+    size_t share = sc_share(bpr, n);
+    if (am_root && send != rb + (size_t)me * bpr)
+        memmove(rb + (size_t)me * bpr, send, bpr);
+    if (staged && (st = sc_sync(o)) != COHORT_OK)
+        return st;
+    if (am_root) {
+        for (int k = 1; k < n && share; k++) {
+            int q = (me + k) % n;
+            sc_desc pd = sc_peer(o, q, p);
+            if ((st = cs_cma_read(o, q, rb + (size_t)q * bpr, pd.src, share)) != COHORT_OK)
+                return st;
+        }
+    } else {
+        sc_desc rd = sc_peer(o, root, p);
+        if ((st = cs_cma_write(o, root, rd.dst + (uint64_t)me * bpr + share, send + share,
+                               bpr - share)) != COHORT_OK)
+            return st;
+    }
+    return sc_sync(o);
+}
+
+/* scatter: the root writes the first share of every block into its
+ * reader's recv while each reader reads the rest from the root's send.
+ * The root's own block moves last, once nobody reads send any more (recv
+ * may overlap it). */
+static cohort_status sc_single(shm_op *o, const unsigned char *sb, unsigned char *rb, size_t bpr,
+                               int root)
+{
+    coh_shm *s = o->s;
+    int n = s->n, me = s->me, am_root = me == root;
+    sc_desc d = {.src = (uint64_t)(uintptr_t)sb, .dst = (uint64_t)(uintptr_t)rb, .bytes = bpr};
+    uint32_t p;
+    int staged;
+    cohort_status st = sc_open(o, &d, &p, &staged);
+    if (st != COHORT_OK)
+        return st;
+    size_t share = sc_share(bpr, n);
+    if (am_root) {
+        for (int k = 1; k < n && share; k++) {
+            int q = (me + k) % n;
+            sc_desc pd = sc_peer(o, q, p);
+            if ((st = cs_cma_write(o, q, pd.dst, sb + (size_t)q * bpr, share)) != COHORT_OK)
+                return st;
+        }
+    } else {
+        sc_desc rd = sc_peer(o, root, p);
+        if ((st = cs_cma_read(o, root, rb + share, rd.src + (uint64_t)me * bpr + share,
+                              bpr - share)) != COHORT_OK)
+            return st;
+    }
+    if ((st = sc_sync(o)) != COHORT_OK)
+        return st;
+    if (am_root && rb != sb + (size_t)me * bpr)
+        memmove(rb, sb + (size_t)me * bpr, bpr);
+    return COHORT_OK;
+}
+
+/* all_to_all: every rank reads its block from every peer's send. In place
+ * (send == recv on any rank) a rank would overwrite blocks its peers still
+ * read, so then every rank returns 1 and the call continues on the
+ * two-copy path (same on every rank: the descriptors say it). */
+static cohort_status a2a_single(shm_op *o, const unsigned char *sb, unsigned char *rb, size_t bpp,
+                                int *fallback)
+{
+    coh_shm *s = o->s;
+    int n = s->n, me = s->me;
+    sc_desc d = {.src = (uint64_t)(uintptr_t)sb, .bytes = bpp,
+                 .flags = sb == rb ? SC_STAGED : 0};
+    uint32_t p;
+    int staged;
+    cohort_status st = sc_open(o, &d, &p, &staged);
+    if (st != COHORT_OK)
+        return st;
+    if (staged) {
+        *fallback = 1;
+        return COHORT_OK;
+    }
+    copy_fast(rb + (size_t)me * bpp, sb + (size_t)me * bpp, bpp);
+    for (int k = 1; k < n; k++) {
+        int q = (me + k) % n;
+        sc_desc pd = sc_peer(o, q, p);
+        if ((st = cs_cma_read(o, q, rb + (size_t)q * bpp, pd.src + (uint64_t)me * bpp, bpp)) !=
+            COHORT_OK)
+            return st;
+    }
+    return sc_sync(o);
+}
+
 /* ---- all_reduce ---- */
 
 /* One phase: copy in, wait for everyone, check every fingerprint, reduce
@@ -962,6 +1168,8 @@ cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send
             memmove(own, src, bpr);
         return COHORT_OK;
     }
+    if (shm_cma_use(s, COH_COLL_ALL_GATHER, bpr))
+        return ag_single(&o, src, rb, bpr, ovl);
     size_t S = s->S, off = 0;
     uint32_t step = 0;
     do {
@@ -1019,6 +1227,9 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
             memmove(rb, send, bpr);
         return COHORT_OK;
     }
+    if (shm_cma_use(s, COH_COLL_GATHER, bpr))
+        return ga_single(&o, send, rb, bpr, root,
+                         own_move && overlap(send, bpr, rb, total));
     size_t S = pipe_piece(s->S, bpr), off = 0;
     uint32_t step = 0;
     do {
@@ -1075,6 +1286,8 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
     const unsigned char *sb = send;
     unsigned char *rb = recv;
     o.nt = !am_root && bpr >= s->nt_bytes;
+    if (n > 1 && shm_cma_use(s, COH_COLL_SCATTER, bpr))
+        return sc_single(&o, sb, rb, bpr, root);
     if (n > 1) {
         size_t Pb = block_piece(s, 1), off = 0;
         Pb = COH_MIN(Pb, pipe_piece(Pb, bpr));
@@ -1201,6 +1414,12 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
         return COHORT_OK;
     }
     o.nt = total >= s->nt_bytes;
+    if (shm_cma_use(s, COH_COLL_ALL_TO_ALL, bpp)) {
+        int fallback = 0;
+        st = a2a_single(&o, sb, rb, bpp, &fallback);
+        if (st != COHORT_OK || !fallback)
+            return st;
+    }
     size_t Pb = block_piece(s, 1), off = 0;
     uint32_t step = 0;
     do {

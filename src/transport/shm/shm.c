@@ -225,6 +225,7 @@ static void cleanup(coh_shm *s)
                 close(s->pidfd[q]);
         coh_free(s->pidfd);
     }
+    shm_cma_release(s);
     coh_free(s->srcs);
     coh_free(s->peer_file);
     coh_free(s->ring_pend);

@@ -38,6 +38,10 @@ void coh_shm_abort(coh_shm *s, cohort_status st, const char *reason);
  * (process_vm_readv) from 65536 B ..." or "two copies through the segment
  * (single copy unavailable: ...)"); for cohort-perf and logs. */
 const char *coh_shm_copy_info(const coh_shm *s);
+/* The copy path one call takes: "single copy (cma)", "two copies
+ * (segment)", or why neither (coll is a COH_COLL_*; bytes per rank block,
+ * the whole message for broadcast). */
+const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes);
 /* 1 when a broadcast of `bytes` goes through the small-broadcast ring (then
  * *slots and *max say its geometry), for cohort_describe. */
 int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *max);

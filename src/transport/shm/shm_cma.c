@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 
 #include <sodium.h>
@@ -39,10 +40,76 @@ void shm_cma_publish(coh_shm *s)
     size_t min = CMA_DEFAULT_MIN;
     if (coh_env_int("COHORT_SHM_SINGLE_COPY_BYTES", &v) == 1 && v >= 1)
         min = (size_t)v;
+    /* The speed probe's buffer, which a peer reads; touched now so the
+     * copies time no page faults (the copies' destination is my slot,
+     * touched at attach). mmap, not malloc: a failure only skips the
+     * measurement. */
+    uint64_t pb = 0, t0 = coh_now_ns();
+    if (s->n > 1 && mode() != M_OFF) {
+        void *b = mmap(NULL, SHM_CMA_PROBE_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (b != MAP_FAILED) {
+#ifdef MADV_POPULATE_WRITE
+            if (madvise(b, SHM_CMA_PROBE_BYTES, MADV_POPULATE_WRITE) != 0)
+#endif
+                memset(b, 0x5a, SHM_CMA_PROBE_BYTES);
+            s->probe_buf = b;
+            pb = (uint64_t)(uintptr_t)b;
+        }
+    }
+    s->probe_ns = coh_now_ns() - t0;
     atomic_store(&me->probe_addr, (uint64_t)(uintptr_t)&s->probe_word);
     atomic_store(&me->probe_val, s->probe_word);
     atomic_store(&me->cma_min, (uint64_t)min);
+    atomic_store(&me->probe_buf, pb);
+    atomic_store(&me->cma_ns, 0);
+    atomic_store(&me->cpy_ns, 0);
     atomic_store(&me->cma_ok, 0);
+}
+
+void shm_cma_release(coh_shm *s)
+{
+    if (s->probe_buf)
+        munmap(s->probe_buf, SHM_CMA_PROBE_BYTES);
+    s->probe_buf = NULL;
+}
+
+/* The speed probe: the best of PROBE_REPS process_vm_readv calls of
+ * SHM_CMA_PROBE_BYTES (or the slot size, if smaller) from the next rank's
+ * probe buffer into my slot, and the best of as many memcpy calls of the
+ * same size, published in ns (0: not measured). My slot is mine to write
+ * here (after the attach barrier nobody reads it before the first call).
+ * Bounded: 6 copies of 256 KiB and the 256 KiB buffer's first touch;
+ * docs/shm.md "Single copy" has the measured cost. */
+#define PROBE_REPS 3
+static void measure(coh_shm *s)
+{
+    shm_ctl *me = shm_ctl_of(s, s->me);
+    int q = (s->me + 1) % s->n;
+    shm_ctl *c = shm_ctl_of(s, q);
+    uint64_t src = atomic_load(&c->probe_buf);
+    size_t len = COH_MIN(SHM_CMA_PROBE_BYTES, s->S & ~(size_t)4095);
+    if (!s->probe_buf || !src || len < 4096)
+        return;
+    unsigned char *dst = shm_buf(s, s->me, 0) + SHM_LINE;
+    pid_t pid = (pid_t)atomic_load(&c->pid);
+    uint64_t best_cma = UINT64_MAX, best_cpy = UINT64_MAX;
+    for (int i = 0; i < PROBE_REPS; i++) {
+        struct iovec l = {.iov_base = dst, .iov_len = len};
+        struct iovec r = {.iov_base = (void *)(uintptr_t)src, .iov_len = len};
+        uint64_t t0 = coh_now_ns();
+        ssize_t k = process_vm_readv(pid, &l, 1, &r, 1, 0);
+        uint64_t t1 = coh_now_ns();
+        if (k != (ssize_t)len)
+            return;
+        best_cma = COH_MIN(best_cma, t1 - t0);
+        memcpy(dst, s->probe_buf, len);
+        /* keep the copy: the compiler may not drop or shorten it */
+        __asm__ volatile("" : : "r"(dst) : "memory");
+        best_cpy = COH_MIN(best_cpy, coh_now_ns() - t1);
+    }
+    atomic_store(&me->cma_ns, (uint32_t)COH_MIN(COH_MAX(best_cma, 1), UINT32_MAX));
+    atomic_store(&me->cpy_ns, (uint32_t)COH_MIN(COH_MAX(best_cpy, 1), UINT32_MAX));
 }
 
 /* 1 if every peer's probe word reads back as published; else 0 with why. */
@@ -92,6 +159,11 @@ cohort_status shm_cma_agree(shm_op *o)
     char why[128] = "";
     int m = mode();
     int can = s->n > 1 && probe_all(s, m, why, sizeof why);
+    if (can) {
+        uint64_t t0 = coh_now_ns();
+        measure(s);
+        s->probe_ns += coh_now_ns() - t0;
+    }
     atomic_store(&shm_ctl_of(s, s->me)->cma_ok, !can ? V_CANNOT : m == M_ON ? V_WANT : V_CAN);
     /* Barrier: every verdict is published before phase 2 is. */
     shm_publish(s);
@@ -99,8 +171,11 @@ cohort_status shm_cma_agree(shm_op *o)
     if (st != COHORT_OK)
         return st;
     int all_can = s->n > 1, all_want = s->n > 1;
+    uint64_t sum_cma = 0, sum_cpy = 0;
+    int measured = 1;
     for (int q = 0; q < s->n; q++) {
-        uint32_t v = atomic_load(&shm_ctl_of(s, q)->cma_ok);
+        shm_ctl *c = shm_ctl_of(s, q);
+        uint32_t v = atomic_load(&c->cma_ok);
         if (v < V_CAN && all_can) {
             all_can = 0;
             if (!why[0])
@@ -108,29 +183,66 @@ cohort_status shm_cma_agree(shm_op *o)
                          s->g->local_ranks[q]);
         }
         all_want &= v == V_WANT;
+        uint32_t a = atomic_load(&c->cma_ns), b = atomic_load(&c->cpy_ns);
+        measured &= a && b;
+        sum_cma += a;
+        sum_cpy += b;
     }
-    s->cma = all_can && all_want;
+    /* My probe buffer is read by nobody any more: every peer measured
+     * before it published the verdict this rank just waited for. */
+    shm_cma_release(s);
+    /* auto: the kernel's copy is used where it wins. Same inputs on every
+     * rank (the published times), integer arithmetic: the same decision
+     * everywhere. Threshold, from the copies each path makes per byte:
+     * the two-copy paths copy every byte twice, pipelined over two cores,
+     * so a single copy pays off only while the kernel copies at least 2/3
+     * as fast as memcpy (ratio <= 1.5; on the development VM it is ~4,
+     * docs/shm.md "Single copy"). */
+    int wins = all_can && measured && 2 * sum_cma <= 3 * sum_cpy;
+    unsigned ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER |
+                   1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL;
+    s->cma = all_can && (all_want || wins);
+    s->cma_ops = s->cma ? ops : 0;
     s->cma_min = (size_t)atomic_load(&shm_ctl_of(s, 0)->cma_min);
+    char speed[128] = "";
+    if (all_can && measured)
+        snprintf(speed, sizeof speed,
+                 "; %zu KiB: process_vm_readv %.1f us, memcpy %.1f us, x%.2f (mean of %d ranks; "
+                 "measuring took %.0f us here)",
+                 COH_MIN(SHM_CMA_PROBE_BYTES, s->S & ~(size_t)4095) >> 10, sum_cma / 1e3 / s->n,
+                 sum_cpy / 1e3 / s->n, (double)sum_cma / (double)sum_cpy, s->n,
+                 s->probe_ns / 1e3);
     if (s->n == 1)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
     else if (s->cma)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "broadcast >= %zu B: single copy (process_vm_readv/writev); else two copies "
-                 "through the segment",
-                 s->cma_min);
+                 "broadcast, all_gather, gather, scatter, all_to_all >= %zu B per rank: single "
+                 "copy (process_vm_readv/writev, %s); else two copies through the segment%s",
+                 s->cma_min, all_want ? "COHORT_SHM_SINGLE_COPY=on" : "auto: the kernel's copy wins",
+                 speed);
     else if (all_can)
-        /* Measured on the development VM: the kernel's copy (~15 GB/s, pages
-         * pinned one by one) loses to the pipelined two copies at every size,
-         * so it is only used on request (docs/shm.md "Single copy"). */
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "two copies through the segment (single copy by process_vm_readv works here; "
-                 "COHORT_SHM_SINGLE_COPY=on on every rank uses it)");
+                 "two copies through the segment (single copy by process_vm_readv works here but "
+                 "%s; COHORT_SHM_SINGLE_COPY=on on every rank uses it)%s",
+                 measured ? "loses to two copies at attach's measurement" : "was not measured",
+                 speed);
     else
         snprintf(s->copy_info, sizeof s->copy_info,
                  "two copies through the segment (single copy unavailable: %s)", why);
     if (!all_can && s->n > 1 && m == M_ON)
         coh_warn("shm: COHORT_SHM_SINGLE_COPY=on but %s", s->copy_info);
     return COHORT_OK;
+}
+
+const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
+{
+    if (!s || s->n == 1)
+        return "none (one local rank)";
+    if (coll == COH_COLL_SEND || coll == COH_COLL_RECV)
+        return "tcp socket (send/recv do not use the segment)";
+    if (shm_cma_use(s, coll, bytes))
+        return "single copy (cma)";
+    return "two copies (segment)";
 }
 
 /* The peer is gone (or never was the process we probed). */

@@ -7,9 +7,10 @@
  * peer's private memory (ptrace access rules: Yama's ptrace_scope, uids,
  * dumpability, seccomp, pid namespaces all decide), and the local ranks
  * agree: single copy is used only if every rank could read every other and
- * every rank asked for it (COHORT_SHM_SINGLE_COPY=on: on the development VM
- * the kernel's copy is slower than the pipelined two copies, docs/shm.md).
- * =auto (default) probes and reports; =off skips the probe; =probe-fail
+ * every rank asked for it (COHORT_SHM_SINGLE_COPY=on) or, in =auto (the
+ * default), the kernel's copy measured at attach is fast enough to win
+ * (on the development VM it is ~4x slower than memcpy, so auto keeps two
+ * copies there; docs/shm.md). =off skips the probe; =probe-fail
  * makes the probe read an unmapped address (tests of the fallback);
  * COHORT_SHM_SINGLE_COPY_BYTES
  * (default 65536, the lead's value rules) is the smallest call that uses it.
@@ -20,8 +21,13 @@
 
 #include "transport/shm/shm_seg.h"
 
-/* Before the attach barrier: publish my probe word. */
+/* Bytes of the speed probe's copies (process_vm_readv vs memcpy). */
+#define SHM_CMA_PROBE_BYTES ((size_t)256 << 10)
+
+/* Before the attach barrier: publish my probe word and speed-probe buffer. */
 void shm_cma_publish(coh_shm *s);
+/* Frees the speed-probe buffer (after the agreement; cleanup). */
+void shm_cma_release(coh_shm *s);
 /* After the attach barrier and the pidfds: probe every peer, publish my
  * verdict, meet the others (one more barrier phase), set s->cma. */
 cohort_status shm_cma_agree(shm_op *o);
@@ -34,6 +40,14 @@ cohort_status shm_cma_read(shm_op *o, int q, void *dst, uint64_t addr, size_t le
 /* Copies len bytes from src into local rank q's memory at addr. Checks
  * first that q is alive (its pidfd), so a recycled pid is not written to. */
 cohort_status shm_cma_write(shm_op *o, int q, uint64_t addr, const void *src, size_t len);
+
+/* Whether a call of `coll` moving `bytes` per rank block takes the single
+ * copy: the same answer on every local rank once the contract check passed
+ * (cma, cma_ops and cma_min are agreed at attach). */
+static inline int shm_cma_use(const coh_shm *s, int coll, size_t bytes)
+{
+    return s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->cma_min;
+}
 
 /* A peer's buffer as published in its slot for a single-copy call. */
 typedef struct shm_cma_desc {

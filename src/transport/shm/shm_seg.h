@@ -71,7 +71,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 5u /* 5: the small-broadcast ring after aux */
+#define SHM_VERSION 6u /* 5: the single-copy speed probe; 6: the small-broadcast ring */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -143,6 +143,11 @@ typedef struct shm_ctl {
     _Atomic uint64_t probe_addr;
     _Atomic uint64_t probe_val;
     _Atomic uint64_t cma_min; /* the owner's COHORT_SHM_SINGLE_COPY_BYTES; the lead's rules */
+    /* the speed probe: a private buffer of SHM_CMA_PROBE_BYTES the
+     * previous rank reads, timed, and the owner's best times of its own
+     * such read and of a memcpy of the same size (ns; 0 = not measured) */
+    _Atomic uint64_t probe_buf;
+    _Atomic uint32_t cma_ns, cpy_ns;
     /* lines 2-3: published call state (seqlock on st_ver: odd = writing) */
     _Alignas(64) _Atomic uint32_t st_ver;
     _Atomic uint32_t st_line;
@@ -154,6 +159,7 @@ typedef struct shm_ctl {
     _Atomic uint64_t st_file[9]; /* call-site file name, NUL padded (72 B) */
 } shm_ctl;
 _Static_assert(sizeof(shm_ctl) <= SHM_CTL_BYTES, "control block fits");
+_Static_assert(offsetof(shm_ctl, st_ver) == 2 * SHM_LINE, "identity and probe fit line 1");
 _Static_assert(offsetof(shm_ctl, fp) + sizeof(shm_fp[2]) <= SHM_LINE,
                "the fingerprints share the arrive word's cache line");
 
@@ -191,10 +197,14 @@ struct coh_shm {
     char (*peer_file)[72];      /* [n]: storage for coh_shm_peer_state's cur->file */
     const void **srcs;          /* [n]: reduction sources scratch */
     int cma;                    /* single copy: every local rank can read every other's
-                                 * memory (process_vm_readv, probed at attach) */
+                                 * memory (process_vm_readv, probed at attach) and
+                                 * cma_ops is not empty */
+    unsigned cma_ops;           /* 1u << COH_COLL_*: the ops that use it (agreed) */
+    void *probe_buf;            /* my speed-probe buffer, freed after the agreement */
+    uint64_t probe_ns;          /* what the speed probe cost this rank (reported) */
     size_t cma_min;             /* calls moving at least this many bytes use it */
     uint64_t probe_word;        /* read by peers' probes (its address is published) */
-    char copy_info[160];        /* the copy path and why, for cohort-perf and logs */
+    char copy_info[384];        /* the copy path and why, for cohort-perf and logs */
     /* the small-broadcast ring (src/coll/shm), geometry from the segment
      * header; ring_k == 0: off */
     unsigned char *ring;

@@ -1,0 +1,124 @@
+#!/bin/bash
+# bench/compare/single_copy_ops_ab.sh - two copies vs single copy for every op that has
+# a single-copy path (broadcast, all_gather, gather, scatter, all_to_all), in one
+# interleaved run at NP ranks: cohort with COHORT_SHM_SINGLE_COPY=off (two copies
+# through the segment) and =on (process_vm_readv/writev for every block >= 4 KiB), Open
+# MPI's vader with CMA (its default) and without, for the ops its harness has
+# (bcast, allgather), and one memcpy of each size (the floor). Each round runs every
+# variant once, the order rotating, so machine load hits all variants alike; the table
+# gives medians over launches of the per-launch mean, p50 and p99 (cohort-perf), and
+# single/two ratios per launch pair.
+#
+#   bench/compare/single_copy_ops_ab.sh [ROUNDS]        default 5
+#   bench/compare/single_copy_ops_ab.sh --summarize DIR  the table again from a run's files
+#   SIZES=65536,1048576,16777216  NP=2  T=0.1  OUT=DIR
+# Sizes are nccl-tests' full buffers (all_gather/gather output, scatter/all_to_all input).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+PERF=${COHORT_PERF:-$ROOT/build/tools/cohort-perf/cohort-perf}
+PEER=${PEER_BENCH:-/work/shared/peers/coll/mpi_coll_bench.c}
+SUMMARIZE_ONLY=""
+if [ "${1:-}" = --summarize ]; then SUMMARIZE_ONLY=1; OUT=$2; set -- 0; fi
+ROUNDS=${1:-5}
+SIZES=${SIZES:-65536,1048576,16777216}
+NP=${NP:-2}
+T=${T:-0.1}
+OPS=broadcast,all_gather,gather,scatter,all_to_all
+OUT=${OUT:-$HERE/results/single-copy-ops-$(date +%Y%m%d-%H%M%S)}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$OUT" || exit 2
+summarize() {
+python3 - "$OUT" <<'PY' | tee "$OUT/summary.md"
+import glob, os, statistics as st, sys
+out = sys.argv[1]
+cells = {}   # (variant, op, size) -> [(mean, p50, p99)]
+paired = {}  # (op, size, round) -> {variant: mean}
+mpi = {"bcast": "broadcast", "allgather": "all_gather"}
+for path in glob.glob(os.path.join(out, "*.txt")):
+    v, rnd = os.path.basename(path).split(".")[:2]
+    if v == "info":
+        continue
+    op = None
+    for line in open(path):
+        f = line.split()
+        if line.startswith("# Collective:"):
+            op = f[2]
+            continue
+        if v in ("two", "single") and op and len(f) >= 12 and f[0].isdigit():
+            row = (float(f[5]), float(f[9]), float(f[10]))
+        elif v in ("cma", "none") and len(f) >= 9 and f[0] in mpi:
+            op, row = mpi[f[0]], (float(f[3]), None, None)
+        elif v == "memcpy" and len(f) >= 7 and f[0] == "memcpy":
+            op, row = "memcpy", (float(f[5]), float(f[2]), float(f[3]))
+        else:
+            continue
+        size = int(f[1]) if v in ("cma", "none", "memcpy") else int(f[0])
+        cells.setdefault((v, op, size), []).append(row)
+        paired.setdefault((op, size, rnd), {})[v] = row[0]
+def m(xs):
+    xs = [x for x in xs if x is not None]
+    return st.median(xs) if xs else None
+def fmt(x):
+    return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:,.0f}")
+names = {"two": "cohort two copies (=off)", "single": "cohort single copy (=on)",
+         "cma": "Open MPI vader CMA", "none": "Open MPI vader no single copy",
+         "memcpy": "one memcpy"}
+order = ["memcpy", "broadcast", "all_gather", "gather", "scatter", "all_to_all"]
+print("| op | size | variant | launches | mean us median (min-max) | p50 us | p99 us |")
+print("|---|---:|---|---:|---|---:|---:|")
+for k in sorted(cells, key=lambda k: (k[2], order.index(k[1]), list(names).index(k[0]))):
+    v, op, b = k
+    xs = cells[k]
+    print(f"| {op} | {b} | {names[v]} | {len(xs)} | {fmt(m([x[0] for x in xs]))} "
+          f"({fmt(min(x[0] for x in xs))}-{fmt(max(x[0] for x in xs))}) | "
+          f"{fmt(m([x[1] for x in xs]))} | {fmt(m([x[2] for x in xs]))} |")
+print()
+print("| op | size | single/two mean, per launch pair: median (min-max) | pairs |")
+print("|---|---:|---|---:|")
+ratios = {}
+for (op, b, r), d in paired.items():
+    if "two" in d and "single" in d and d["two"] > 0:
+        ratios.setdefault((op, b), []).append(d["single"] / d["two"])
+for (op, b) in sorted(ratios, key=lambda k: (k[1], order.index(k[0]))):
+    xs = ratios[(op, b)]
+    print(f"| {op} | {b} | x{st.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f}) | {len(xs)} |")
+PY
+}
+[ -n "$SUMMARIZE_ONLY" ] && { summarize; exit 0; }
+TMP=$(mktemp -d /tmp/cohort-scops.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+have_mpi=1
+mpicc.openmpi -O2 -o "$TMP/mcb" "$PEER" -lm 2>/dev/null || have_mpi=0
+cc -O2 -o "$TMP/memcpy_floor" "$HERE/memcpy_floor.c" || exit 2
+{
+    echo "# date: $(date -Is)  kernel: $(uname -r)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "# cpu: $(lscpu | sed -n 's/^Model name: *//p') x $(nproc)  cohort: $(git -C "$ROOT" describe --always --dirty)"
+    echo "# ptrace_scope: $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 'absent (no Yama)')"
+    [ $have_mpi = 1 ] && echo "# $(ompi_info --param btl vader --level 9 | grep -o 'btl_vader_single_copy_mechanism" (current value: "[a-z]*"' | tr -d '"')"
+    echo "# NP=$NP SIZES=$SIZES T=$T ROUNDS=$ROUNDS OPS=$OPS"
+} > "$OUT/info.txt"
+cat "$OUT/info.txt"
+variants=(two single memcpy)
+[ $have_mpi = 1 ] && variants+=(cma none)
+nv=${#variants[@]}
+run() { # variant round
+    local v=$1 r=$2 f="$OUT/$1.$2.txt"
+    echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" > "$f"
+    case $v in
+    two)    COHORT_SHM_SINGLE_COPY=off "$PERF" --np "$NP" --coll "$OPS" --sizes "$SIZES" --time "$T" --in-place no --percentiles >> "$f" 2>&1 ;;
+    single) COHORT_SHM_SINGLE_COPY=on COHORT_SHM_SINGLE_COPY_BYTES=4096 "$PERF" --np "$NP" --coll "$OPS" --sizes "$SIZES" --time "$T" --in-place no --percentiles >> "$f" 2>&1 ;;
+    cma)    mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism cma "$TMP/mcb" -c bcast,allgather -s "$SIZES" -t "$T" >> "$f" 2>&1 ;;
+    none)   mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism none "$TMP/mcb" -c bcast,allgather -s "$SIZES" -t "$T" >> "$f" 2>&1 ;;
+    memcpy) for s in ${SIZES//,/ }; do "$TMP/memcpy_floor" "$s" 500; done >> "$f" 2>&1 ;;
+    esac
+    echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$f"
+}
+for r in $(seq 1 "$ROUNDS"); do
+    for k in $(seq 0 $((nv - 1))); do
+        v=${variants[$(( (k + r) % nv ))]}
+        echo "[$(date +%H:%M:%S)] round $r $v" >&2
+        run "$v" "$r"
+    done
+done
+summarize
