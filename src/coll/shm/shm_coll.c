@@ -1072,14 +1072,25 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
     o->ring_p = p;
     st = shm_wait_rank(o, root, p);
     o->ring_wait = 0;
-    if (st != COHORT_OK)
-        return o->ring_bad ? ring_mismatch(o, o->c, root, &o->mine, &o->ring_got)
-                           : cs_up(o->g, st);
+    /* On a mismatch this rank publishes phase p before failing (it read
+     * nothing): ranks waiting for it - a synchronising call, or a reader
+     * that believes this rank is root - then compare its record themselves
+     * and fail with the report too, instead of learning it from the abort. */
+    if (st != COHORT_OK) {
+        if (!o->ring_bad)
+            return cs_up(o->g, st);
+        shm_publish(s);
+        return ring_mismatch(o, o->c, root, &o->mine, &o->ring_got);
+    }
     coh_hdr got;
-    if (!shm_ring_get(s, root, p, &got))
+    if (!shm_ring_get(s, root, p, &got)) {
+        shm_publish(s);
         return ring_vs_call(o, o->c, root, p, &o->mine);
-    if (s->check && coh_hdr_match(&o->mine, &got) != COH_FIELD_NONE)
+    }
+    if (s->check && coh_hdr_match(&o->mine, &got) != COH_FIELD_NONE) {
+        shm_publish(s);
         return ring_mismatch(o, o->c, root, &o->mine, &got);
+    }
     CPY(buf, shm_ring_slot(s, root, p), bytes);
     shm_publish(s); /* done reading slot p % K */
     return COHORT_OK;
