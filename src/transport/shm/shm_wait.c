@@ -126,6 +126,12 @@ static int peer_exited(coh_shm *s, int q)
 static cohort_status slow_check(shm_op *o, int q, uint32_t target)
 {
     coh_shm *s = o->s;
+    /* The peer may have published what we wait for just before an abort
+     * that we see first (a ring reader publishes its phase, then fails):
+     * the wait is over, and its caller then checks the peer's fingerprint
+     * itself - the abort ends the next wait. */
+    if (shm_reached(atomic_load_explicit(&shm_ctl_of(s, q)->arrive, memory_order_acquire), target))
+        return COHORT_OK;
     cohort_status st = shm_check_abort(s);
     if (st != COHORT_OK)
         return st;
