@@ -5,12 +5,15 @@
 #
 #   bench/compare/run.sh                 the full comparison (about an hour on 2 cores)
 #   QUICK=1 bench/compare/run.sh         smoke run: 1 launch, 3 sizes, short timing (a few minutes)
+#   PRESET=issue14 bench/compare/run.sh  every target of issue #14 at >= 5 launches per
+#                                        cell, sized for ~50 minutes on 2 cores (below)
 #   CONFIGS="shm2 contract" bench/compare/run.sh     only some configurations
 #
 # Environment:
 #   REPS=5           launches per library and configuration (medians are taken over them)
 #   T=0.2            seconds timed per size (cohort-perf --time, mpi_coll_bench -t, gloo_bench -t)
-#   CONFIGS="memcpy shm2 shm2osu over4 over4osu over8 over8osu over16 tcp2 tcp4 netns2 contract memory"
+#   CONFIGS="memcpy shm2 shm2osu over4 over4osu over8 over8osu over16 over16osu tcp2 tcp2osu
+#            tcp4 tcp4osu netns2 netns2osu netns4 netns4osu contract memory"
 #   SIZES=8,16,64,...,67108864   bytes (nccl-tests convention: the full buffer)
 #   RESULTS=DIR      where results go (default bench/compare/results/<date>)
 #   COHORT_PERF=PATH the cohort-perf binary (default build/tools/cohort-perf/cohort-perf)
@@ -28,14 +31,19 @@
 # Configurations:
 #   memcpy    one memcpy of 1 MiB (memcpy_floor.c), once per round: the floor of a single copy
 #   shm2      2 ranks, shared memory: cohort, Open MPI (vader), MPICH (ch4:ucx, UCX's shm), Gloo (TCP)
-#   over4/8/16  4, 8 and 16 ranks on the 2 cores (oversubscribed): cohort, Open MPI (--oversubscribe)
-#   shm2osu, over4osu, over8osu   the same, OSU style: a barrier between iterations, the op
-#             alone timed (cohort-perf --osu, mpi_coll_bench -o); the others run back to back
+#   over4/8   4 and 8 ranks on the 2 cores (oversubscribed): cohort, Open MPI (--oversubscribe),
+#             MPICH (the shm target at 4 and 8 ranks is against the best of the two MPIs)
+#   over16    16 ranks on the 2 cores: cohort, Open MPI
+#   *osu      (shm2osu, over4osu, over8osu, over16osu, tcp2osu, tcp4osu, netns2osu,
+#             netns4osu) the same, OSU style: a barrier between iterations, the op alone
+#             timed (cohort-perf --osu, mpi_coll_bench -o); the others run back to back.
+#             Gloo has no OSU mode: it is in the back-to-back configurations only.
 #   tcp2/4    TCP over loopback: cohort --transport tcp, Open MPI btl tcp,self on lo, Gloo
-#   netns2    2 network namespaces joined by a veth pair, one rank in each (different
-#             "hosts" to cohort, so TCP): cohort and Gloo. Open MPI cannot start a job
-#             across namespaces (its ranks reach mpirun's PMIx server over 127.0.0.1 of
-#             their own namespace), so its TCP-loopback numbers (tcp2) stand in.
+#   netns2/4  2 network namespaces joined by a veth pair, the ranks split half and half
+#             (two "hosts"): cohort with --transport tcp (TCP inside a namespace too),
+#             Open MPI with btl tcp,self on the veth (mpirun in the first namespace starts
+#             its daemon in the second through a launch agent, ns_rsh, that runs
+#             "ip netns exec" instead of ssh), Gloo (GLOO_SOCKET_IFNAME=coh0)
 #   contract  cohort 2 ranks shm, --contract off vs on, interleaved: the check's cost
 #   memory    RSS and shared segment per rank at 2, 4, 8 ranks: cohort and Open MPI
 #
@@ -60,6 +68,23 @@ ROOT=$(cd "$HERE/../.." && pwd)
 PERF=${COHORT_PERF:-$ROOT/build/tools/cohort-perf/cohort-perf}
 PEERS_SRC=${PEERS_SRC:-/work/shared/peers/coll}
 QUICK=${QUICK:-0}
+PRESET=${PRESET:-}
+case "$PRESET" in
+"") ;;
+issue14)
+    # Every target of issue #14, >= 5 launches per cell (cohort gets one launch per
+    # peer per round, so >= 5 either way), all sizes 8 B .. 64 MiB. T is the time
+    # per size: 0.03 s keeps 5 rounds near 50-55 minutes on 2 cores (docs/performance.md
+    # "Benchmarks" has the estimate); the medians are over launches, each launch's
+    # p50/p99 over its own iterations (>= 5 after warmup, at every size). over16osu
+    # is left out: no target asks for 16 ranks OSU style.
+    REPS=${REPS:-5}
+    T=${T:-0.03}
+    CONFIGS=${CONFIGS:-"memcpy shm2 shm2osu over4 over4osu over8 over8osu over16 tcp2 tcp2osu tcp4 tcp4osu netns2 netns2osu netns4 netns4osu contract"}
+    QUIET_WAIT=${QUIET_WAIT:-30}
+    ;;
+*) echo "compare: unknown PRESET=$PRESET (known: issue14)" >&2; exit 2 ;;
+esac
 if [ "$QUICK" = 1 ]; then
     REPS=${REPS:-1}
     T=${T:-0.01}
@@ -73,7 +98,7 @@ else
     LAUNCH_TIMEOUT=${LAUNCH_TIMEOUT:-900}
     MEMMAX=${MEMMAX:-67108864}
 fi
-CONFIGS=${CONFIGS:-"memcpy shm2 shm2osu over4 over4osu over8 over8osu over16 tcp2 tcp4 netns2 contract memory"}
+CONFIGS=${CONFIGS:-"memcpy shm2 shm2osu over4 over4osu over8 over8osu over16 over16osu tcp2 tcp2osu tcp4 tcp4osu netns2 netns2osu netns4 netns4osu contract memory"}
 NICE=${NICE:-0}
 OUT=${RESULTS:-$HERE/results/$(date +%Y%m%d-%H%M%S)}
 PY=/usr/bin/python3 # Debian's python3 with python3-torch (Gloo)
@@ -146,7 +171,7 @@ PTRACE_SCOPE=$(ptrace_scope)
     echo "# mpich: ucx $(ucx_info -v 2>/dev/null | sed -n 's/.*Library version: *//p')  MPIR_CVAR_*/UCX_* in the environment: $(env | grep -E '^(MPIR_CVAR_|UCX_)' | paste -sd' ')"
     echo "# torch: $($PY -c 'import torch; print(torch.__version__)')"
     echo "# load: $(cut -d' ' -f1-3 /proc/loadavg)  (the machine may be shared: ratios of interleaved launches, not absolutes)"
-    echo "# REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS BIND=${BIND:-none} (cohort shm2 launches)"
+    echo "# PRESET=${PRESET:-none} REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS BIND=${BIND:-none} (cohort shm2 launches)"
     echo "# SIZES=$SIZES"
     echo "# command: $0 $*"
 } > "$OUT/run_info.txt"
@@ -233,6 +258,7 @@ gloo() {
 
 # ---- network namespaces: two "hosts" joined by a veth pair ----------------
 
+NS_IP_A=10.231.0.1 NS_IP_B=10.231.0.2
 netns_up() {
     NS_A=cohcmpA$$ NS_B=cohcmpB$$
     local va=ccv0$$ vb=ccv1$$
@@ -241,48 +267,100 @@ netns_up() {
     ip link set $va netns $NS_A && ip link set $vb netns $NS_B || return 1
     # Same interface name on both sides, like two hosts' eth0.
     ip -n $NS_A link set $va name coh0 && ip -n $NS_B link set $vb name coh0 || return 1
-    ip -n $NS_A addr add 10.231.0.1/24 dev coh0 && ip -n $NS_B addr add 10.231.0.2/24 dev coh0 || return 1
+    ip -n $NS_A addr add $NS_IP_A/24 dev coh0 && ip -n $NS_B addr add $NS_IP_B/24 dev coh0 || return 1
     for ns in $NS_A $NS_B; do
         ip -n $ns link set lo up && ip -n $ns link set coh0 up || return 1
     done
+    # Open MPI's launch agent for the two "hosts": mpirun (in NS_A) would ssh to
+    # NS_IP_B to start its daemon there; this runs the daemon in NS_B instead.
+    {
+        echo '#!/bin/sh'
+        echo '# ns_rsh [OPTIONS] HOST CMD...: plm_rsh_agent for bench/compare namespaces'
+        echo 'while [ $# -gt 0 ] && [ "${1#-}" != "$1" ]; do shift; done'
+        echo 'host=$1; shift'
+        echo "case \$host in $NS_IP_A) ns=$NS_A ;; $NS_IP_B) ns=$NS_B ;;"
+        echo '*) echo "ns_rsh: unknown host $host" >&2; exit 1 ;; esac'
+        echo 'exec ip netns exec $ns /bin/sh -c "$*"'
+    } > "$PEERS/bin/ns_rsh" && chmod +x "$PEERS/bin/ns_rsh"
 }
 
-cohort_netns() { # rep
-    local rep=$1 base="$OUT/raw/netns2/cohort.$rep" port=$((20000 + RANDOM % 20000))
-    mkdir -p "$OUT/raw/netns2"
+# ns_of I N: the namespace of rank I of N (the first half in A, the rest in B)
+ns_of() { if [ "$1" -lt $(($2 / 2)) ]; then echo "$NS_A"; else echo "$NS_B"; fi; }
+
+# cohort_netns CFG K N: cohort with --transport tcp, ranks half and half over the
+# two namespaces, started by hand (RANK/WORLD_SIZE/MASTER_ADDR, as a launcher would).
+cohort_netns() {
+    local cfg=$1 rep=$2 n=$3 base="$OUT/raw/$1/cohort.$2" port=$((20000 + RANDOM % 20000))
+    mkdir -p "$OUT/raw/$cfg"
     local tok; tok=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')
-    local common=(WORLD_SIZE=2 MASTER_ADDR=10.231.0.1 MASTER_PORT=$port COHORT_JOB_ID=cmp$$-$rep COHORT_TOKEN=$tok)
-    local args=(--coll $COHORT_OPS --sizes "$SIZES" --time "$T" --in-place no -l "netns2 cohort")
+    local common=(WORLD_SIZE=$n MASTER_ADDR=$NS_IP_A MASTER_PORT=$port COHORT_JOB_ID=cmp$$-$cfg-$rep
+                  COHORT_TOKEN=$tok LOCAL_WORLD_SIZE=$((n / 2)))
+    local args=(--transport tcp --coll $COHORT_OPS --sizes "$SIZES" --time "$T" --in-place no
+                --deadline "$LAUNCH_TIMEOUT" $(osu_flag "$cfg" --osu) -l "$cfg cohort")
     wait_quiet
-    { echo "# cmd: ip netns exec A|B $PERF ${args[*]} (rank 0 in $NS_A 10.231.0.1, rank 1 in $NS_B 10.231.0.2)"
-      echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
-    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_B env "${common[@]}" RANK=1 LOCAL_RANK=0 \
-        "$PERF" "${args[@]}" > "$base.rank1.txt" 2>&1 &
-    local p1=$!
-    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_A env "${common[@]}" RANK=0 LOCAL_RANK=0 \
+    { echo "# cmd: ip netns exec A|B $PERF ${args[*]} (ranks 0..$((n / 2 - 1)) in $NS_A $NS_IP_A, the rest in $NS_B $NS_IP_B)"
+      echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"
+      echo "# kernel: $(uname -r)  ptrace_scope: $PTRACE_SCOPE"; } > "$base.txt"
+    local pids=() i
+    for i in $(seq 1 $((n - 1))); do
+        nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec "$(ns_of $i $n)" env "${common[@]}" \
+            RANK=$i LOCAL_RANK=$((i % (n / 2))) "$PERF" "${args[@]}" > "$base.rank$i.txt" 2>&1 &
+        pids+=($!)
+    done
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec "$NS_A" env "${common[@]}" RANK=0 LOCAL_RANK=0 \
         "$PERF" "${args[@]}" --json-out "$base.json" >> "$base.txt" 2>&1
-    local rc0=$?
-    wait $p1
-    local rc1=$?
-    cat "$base.rank1.txt" >> "$base.txt"
-    rm -f "$base.rank1.txt"
-    [ $rc0 -ne 0 ] || [ $rc1 -ne 0 ] && { echo "# exit codes $rc0 $rc1" >> "$base.txt"; log "   !! netns2/cohort.$rep exited $rc0/$rc1"; }
+    local rc=$? rcs
+    rcs=$rc
+    for i in "${!pids[@]}"; do
+        local r=0
+        wait "${pids[$i]}" || r=$?
+        rcs="$rcs $r"
+        [ $r -ne 0 ] && rc=$r
+        cat "$base.rank$((i + 1)).txt" >> "$base.txt"
+        rm -f "$base.rank$((i + 1)).txt"
+    done
+    echo "# after: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$base.txt"
+    if [ $rc -ne 0 ]; then echo "# exit codes $rcs" >> "$base.txt"; log "   !! $cfg/cohort.$rep exited $rcs"; fi
     return 0
 }
+netns_next() { # CFG N: the next numbered cohort launch of a netns configuration
+    local k=$(( ${NEXT[$1.cohort]:-0} + 1 ))
+    NEXT[$1.cohort]=$k
+    cohort_netns "$1" "$k" "$2"
+}
 
-gloo_netns() { # rep
-    local rep=$1 base="$OUT/raw/netns2/gloo.$rep" port=$((20000 + RANDOM % 20000))
-    mkdir -p "$OUT/raw/netns2"
-    local common=(WORLD_SIZE=2 MASTER_ADDR=10.231.0.1 MASTER_PORT=$port GLOO_SOCKET_IFNAME=coh0 OMP_NUM_THREADS=1)
-    local args=(--worker -n 2 -c $GLOO_OPS -s "$SIZES" -t "$T" -l "netns2 gloo")
+# ompi_netns CFG REP N: mpirun in NS_A, its daemon in NS_B (ns_rsh), TCP on the veth
+# for both its out-of-band channel and the btl, half the ranks on each "host".
+# --bind-to none: each "host's" daemon would bind its first rank to core 0, so the
+# ranks of both namespaces would share one core of the two (seen: 2 ranks, both
+# "bound to socket 0[core 0]", 8 B all_reduce in ms); cohort and Gloo do not bind.
+ompi_netns() {
+    local cfg=$1 rep=$2 n=$3
+    runlog "$OUT/raw/$cfg/ompi.$rep.txt" ip netns exec "$NS_A" $OMPI $OMPI_VERBOSE \
+        --host $NS_IP_A:$((n / 2)),$NS_IP_B:$((n / 2)) -n "$n" --bind-to none \
+        --mca plm_rsh_agent "$PEERS/bin/ns_rsh" --mca oob_tcp_if_include coh0 \
+        --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include coh0 \
+        "$PEERS/bin/mpi_coll_bench.openmpi" -c $MPI_OPS -s "$SIZES" -t "$T" $(osu_flag "$cfg" -o) -l "$cfg ompi"
+}
+
+gloo_netns() { # CFG REP N
+    local cfg=$1 rep=$2 n=$3 base="$OUT/raw/$1/gloo.$2" port=$((20000 + RANDOM % 20000))
+    mkdir -p "$OUT/raw/$cfg"
+    local common=(WORLD_SIZE=$n MASTER_ADDR=$NS_IP_A MASTER_PORT=$port GLOO_SOCKET_IFNAME=coh0 OMP_NUM_THREADS=1)
+    local args=(--worker -n "$n" -c $GLOO_OPS -s "$SIZES" -t "$T" -l "$cfg gloo")
     wait_quiet
-    { echo "# cmd: ip netns exec A|B $PY gloo_bench.py ${args[*]}"; echo "# date: $(date -Is)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
-    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_B env "${common[@]}" RANK=1 LOCAL_RANK=0 \
-        $PY "$PEERS/gloo_bench.py" "${args[@]}" > /dev/null 2>&1 &
-    local p1=$!
-    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec $NS_A env "${common[@]}" RANK=0 LOCAL_RANK=0 \
-        $PY "$PEERS/gloo_bench.py" "${args[@]}" >> "$base.txt" 2>&1 || log "   !! netns2/gloo.$rep failed"
-    wait $p1
+    { echo "# cmd: ip netns exec A|B $PY gloo_bench.py ${args[*]} (ranks half and half)"
+      echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
+    local pids=() i
+    for i in $(seq 1 $((n - 1))); do
+        nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec "$(ns_of $i $n)" env "${common[@]}" \
+            RANK=$i LOCAL_RANK=$((i % (n / 2))) $PY "$PEERS/gloo_bench.py" "${args[@]}" > /dev/null 2>&1 &
+        pids+=($!)
+    done
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec "$NS_A" env "${common[@]}" RANK=0 LOCAL_RANK=0 \
+        $PY "$PEERS/gloo_bench.py" "${args[@]}" >> "$base.txt" 2>&1 || log "   !! $cfg/gloo.$rep failed"
+    for i in "${!pids[@]}"; do wait "${pids[$i]}"; done
+    echo "# after: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$base.txt"
     return 0
 }
 
@@ -321,26 +399,34 @@ for rep in $(seq 1 "$REPS"); do
             if has $cfg; then
                 log " $cfg"
                 cohort_next $cfg cohort $n; ompi $cfg $rep ompi $n
+                # MPICH at 4 and 8: the shm target there is against the best of the MPIs
+                if [ $n -le 8 ]; then cohort_next $cfg cohort $n; mpich $cfg $rep mpich $n; fi
             fi
         done
     done
     for n in 2 4; do
-        if has tcp$n; then
-            log " tcp$n"
-            cohort_next tcp$n cohort $n --transport tcp; ompi tcp$n $rep ompi $n $OMPI_TCP
-            cohort_next tcp$n cohort $n --transport tcp; gloo tcp$n $rep gloo $n
-        fi
+        for cfg in tcp$n tcp${n}osu; do
+            if has $cfg; then
+                log " $cfg"
+                cohort_next $cfg cohort $n --transport tcp; ompi $cfg $rep ompi $n $OMPI_TCP
+                # Gloo has no OSU mode
+                if [[ $cfg != *osu ]]; then cohort_next $cfg cohort $n --transport tcp; gloo $cfg $rep gloo $n; fi
+            fi
+        done
     done
-    if has netns2; then
-        if [ -z "$NS_A" ]; then
-            netns_up || { log " netns2: cannot create network namespaces (needs root and ip netns); skipped"; CONFIGS=${CONFIGS/netns2/}; }
+    for cfg in netns2 netns2osu netns4 netns4osu; do
+        has $cfg || continue
+        if [ -z "$NS_A" ] && ! netns_up; then
+            log " $cfg: cannot create network namespaces (needs root and ip netns); netns configurations skipped"
+            CONFIGS=$(echo " $CONFIGS " | sed -E 's/ netns[0-9a-z]+//g')
+            break
         fi
-        if [ -n "$NS_A" ] && has netns2; then
-            log " netns2"
-            cohort_netns $rep
-            gloo_netns $rep
-        fi
-    fi
+        n=${cfg#netns}; n=${n%osu}
+        log " $cfg"
+        # cohort before each peer, numbered per configuration, as elsewhere
+        netns_next $cfg $n; ompi_netns $cfg $rep $n
+        if [[ $cfg != *osu ]]; then netns_next $cfg $n; gloo_netns $cfg $rep $n; fi
+    done
     if has contract; then
         log " contract"
         # Alternate which goes first, so neither always runs on a cooler machine.

@@ -9,6 +9,9 @@
 # A pair runs A then B, the next B then A (a drift of the machine's load
 # during a pair falls on both sides alike). IMPLS and RANKS select the
 # cells (default: openmpi mpich, 2 4); the load average is recorded per run.
+# A_LIBDIR=<dir>: A runs under <dir>/libcohort-mpi-<impl>.so instead of
+# bare (another build of the layer: a before/after comparison, e.g.
+# A_LIBDIR=/tmp/base/build/mpi for main's build).
 set -euo pipefail
 pairs=${1:-5} scale=${2:-1}
 impls=${IMPLS:-openmpi mpich} ranks=${RANKS:-2 4}
@@ -28,9 +31,11 @@ for impl in $impls; do
         if [ $impl = openmpi ]; then
           L=(mpirun.openmpi --allow-run-as-root --oversubscribe --bind-to none -n $n)
           [ $ab = B ] && L+=(-x LD_PRELOAD="$lib")
+          [ $ab = A ] && [ -n "${A_LIBDIR:-}" ] && L+=(-x LD_PRELOAD="$A_LIBDIR/libcohort-mpi-$impl.so")
         else
           L=(mpiexec.mpich -n $n)
           [ $ab = B ] && L+=(-genv LD_PRELOAD "$lib")
+          [ $ab = A ] && [ -n "${A_LIBDIR:-}" ] && L+=(-genv LD_PRELOAD "$A_LIBDIR/libcohort-mpi-$impl.so")
         fi
         echo "$impl $n $ab $p load $(cut -d' ' -f1 /proc/loadavg)" >> "$out/load.txt"
         "${L[@]}" "$bin" "$scale" | sed "s/^/$impl $n $ab $p /" >> "$out/raw.txt"

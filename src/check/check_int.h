@@ -87,6 +87,28 @@ typedef struct chk_aux_hdr {
 } chk_aux_hdr;
 _Static_assert(sizeof(chk_aux_hdr) <= CHK_AUX_HDR_BYTES, "aux header fits");
 
+/* The blocking point-to-point wait in progress (cohort_check_wait_begin),
+ * private to the process: a quick send or receive writes only this (no
+ * lock, nothing shared, no clock read). The monitor publishes it to the
+ * position - private copy and shared segment - once it has seen the same
+ * wait at two ticks (lazy publication; docs/check.md, "Deadlock"). ver:
+ * CHK_WS_* in its low two bits; one wait at a time per process (a second
+ * thread's concurrent wait is not tracked). pub: the ver the monitor
+ * published (0: none); wait_end and the monitor order ver against pub
+ * with seq_cst accesses, so either the monitor sees the wait ended and
+ * publishes nothing, or wait_end sees it published and retracts it. */
+enum { CHK_WS_IDLE = 0, CHK_WS_FILLING = 1, CHK_WS_WAITING = 2 };
+typedef struct chk_wslot {
+    _Atomic uint64_t ver;
+    _Atomic uint64_t pub;
+    /* Relaxed atomics (plain moves on x86): the monitor reads them while a
+     * new wait may be filling them, and tells by ver whether it got one. */
+    _Atomic int32_t peer, tag, is_send, line;
+    _Atomic uint64_t gid;
+    _Atomic uintptr_t pc, op; /* op: the caller's name, which outlives the checker */
+    _Atomic uint64_t file[CHK_SITE_MAX / 8]; /* base name, NUL-terminated; "" if none */
+} chk_wslot;
+
 /* One call in a group's history (for reports). */
 typedef struct chk_hent {
     chk_cfp f;
@@ -166,10 +188,19 @@ struct cohort_check {
      * last_op/last_site were copied. */
     const char *pos_op_lit;
     int pos_last_dirty;
+    /* CHK_PW_* a call changed in the private position and the shared copy
+     * lacks: a call marks, the monitor writes at its next tick (readers -
+     * other ranks' stall and deadlock reports - act on positions that
+     * lasted seconds), so a call writes no shared line for it. */
+    unsigned pos_dirty;
     /* The last signature interned (a call is usually like the one before). */
     uint64_t last_sig_hash;
     const char *last_sig;
     uint64_t pos_published;    /* episode last written to the store */
+    /* the lazy p2p wait (monitor side, under c->mu for the pos fields) */
+    chk_wslot wslot;
+    uint64_t wseen_ver, wseen_ns; /* the wait the monitor saw at its last tick, and when */
+    uint64_t wpub_episode;     /* pos.episode of the published wait */
     int stall_warned;
     uint64_t dl_episode_seen;  /* deadlock candidate: my episode */
     uint64_t dl_since_ns;
@@ -204,7 +235,13 @@ cohort_check_group *coh_chk_find(cohort_check *c, uint64_t gid);
 #define CHK_PW_OP 1u   /* also the op name */
 #define CHK_PW_SITE 2u /* also the call site */
 #define CHK_PW_LAST 4u /* also the last op and site */
+#define CHK_PW_FIXED 8u /* the fixed fields (always written) */
+/* Writes the shared position now: what, and whatever calls marked dirty
+ * since the last write. c->mu held. */
 void coh_chk_pos_write(cohort_check *c, unsigned what);
+
+/* The monitor's tick: publishes a p2p wait that lasts (check.c). */
+void coh_chk_wait_publish(cohort_check *c);
 
 /* check_mon.c */
 void *coh_chk_monitor(void *arg);

@@ -9,7 +9,9 @@
  * thresholds were measured over loopback TCP on the 2-core reference
  * machine (docs/algorithms.md has the numbers and the alpha-beta model).
  */
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coll/coll_int.h"
 
@@ -19,6 +21,7 @@
 #define AG_BRUCK_MAX (64u << 10) /* all_gather: Bruck while the total is small */
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
 #define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
+#define BC_FLAT_MIN (512u << 10) /* ... flat above when ranks > cores (one host) */
 
 static size_t es_of(const coh_call *c) { return cohort_dtype_size((cohort_dtype)c->dtype); }
 static size_t bytes_of(const coh_call *c) { return (size_t)c->count * es_of(c); }
@@ -102,6 +105,25 @@ static int bc_tree_pref(const cohort_group *g, const coh_call *c)
 {
     return coh_bc_tree_pref(g->size, bytes_of(c));
 }
+/* Flat (root sends to each member directly) for large messages when the
+ * ranks of a one-host group outnumber its cores: a relay of the tree or of
+ * scatter+all-gather waits to be scheduled before it forwards (4 ranks on
+ * 2 cores, paired launches: flat/tree 0.28-0.51 and flat/scatter_allgather
+ * 0.50-0.51 at 1-4 MiB; docs/algorithms.md). At 2 ranks it measured no
+ * better than the pipelined tree. Every rank of a one-host group reads the
+ * same online-CPU count, so every rank picks the same. */
+int coh_bc_flat_pref(int n, int n_hosts, long cpus, size_t bytes)
+{
+    return bytes > BC_FLAT_MIN && n_hosts == 1 && cpus > 0 && n > cpus;
+}
+static long online_cpus;
+static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;
+static void read_cpus(void) { online_cpus = sysconf(_SC_NPROCESSORS_ONLN); }
+static int bc_flat_pref(const cohort_group *g, const coh_call *c)
+{
+    pthread_once(&cpus_once, read_cpus);
+    return coh_bc_flat_pref(g->size, g->n_hosts, online_cpus, bytes_of(c));
+}
 static int ag_bruck_pref(const cohort_group *g, const coh_call *c)
 {
     return bytes_of(c) * (size_t)g->size <= AG_BRUCK_MAX;
@@ -152,6 +174,12 @@ static cohort_status run_bc_tree(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     return coh_tree_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
+}
+
+static cohort_status run_bc_flat(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    return coh_flat_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
 }
 
 static cohort_status run_bc_sag(cohort_group *g, coh_call *c)
@@ -360,6 +388,7 @@ const coh_algo coh_algo_table[] = {
 
     A("shm", COH_COLL_BROADCAST, shm_ok, always, run_bc_shm),
     A("hier", COH_COLL_BROADCAST, hier_ok, always, coh_hier_broadcast),
+    A("flat", COH_COLL_BROADCAST, msg_ok, bc_flat_pref, run_bc_flat),
     A("tree", COH_COLL_BROADCAST, msg_ok, bc_tree_pref, run_bc_tree),
     A("scatter_allgather", COH_COLL_BROADCAST, msg_ok, always, run_bc_sag),
 

@@ -111,6 +111,41 @@ cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view
     return st;
 }
 
+/* Flat broadcast: the root sends the whole message to every other member
+ * in one batch, and the transport's poll loop feeds all n-1 sockets at
+ * once; a member only receives. No member relays, so when ranks outnumber
+ * cores no piece waits for a relay to be scheduled (the tree's cost there).
+ * The root writes n-1 copies: worth it only while its link is not the
+ * limit (one host: coh_bc_flat_pref). */
+cohort_status coh_flat_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                 size_t bytes, int root, uint32_t step_base)
+{
+    int n = v->n;
+    if (n == 1 || bytes == 0)
+        return COHORT_OK;
+    if (v->me != root) {
+        coh_xfer op;
+        coh_xf_recv(&op, g, c, coh_view_rank(v, root), step_base, buf, bytes);
+        return coh_xf_run(g, c, &op, 1);
+    }
+    coh_xfer one, *ops = &one;
+    size_t ops_bytes = sizeof(coh_xfer) * (size_t)(n - 1);
+    if (n > 2) {
+        ops = coh_coll_alloc(g, c, ops_bytes, "flat broadcast batch");
+        if (!ops)
+            return COHORT_ERR_NOMEM;
+    }
+    int nops = 0;
+    /* from root + 1 round: the members in order, as the tree's first sends */
+    for (int k = 1; k < n; k++)
+        coh_xf_send(&ops[nops++], g, c, coh_view_rank(v, coh_mod(root + k, n)), step_base, buf,
+                    bytes);
+    cohort_status st = coh_xf_run(g, c, ops, nops);
+    if (ops != &one)
+        coh_coll_free(ops, ops_bytes);
+    return st;
+}
+
 /* Scatter + all-gather broadcast (van de Geijn): the message is cut into n
  * blocks in relative-rank order, so block i sits at the same offset on
  * every member; a binomial scatter hands each subtree its contiguous range

@@ -44,6 +44,8 @@ enum scen {
     S_SENDRECV,
     S_SLOWPEER,
     S_COUNT_NRW, /* S_COUNT with o.no_report_wait: failing calls return at once */
+    S_DEADLOCK_LATE, /* a cycle after many quick (never published) p2p waits */
+    S_P2P_RETRACT,   /* waits published (they lasted) and ended: no stale position */
 };
 
 typedef struct scase {
@@ -333,6 +335,43 @@ static int rank_main(int rank, void *arg)
         sleep(30);
         cohort_check_wait_end(c);
         break;
+    case S_DEADLOCK_LATE:
+        /* 200000 quick waits (the lazy path: none lasts a monitor tick, so
+         * none is published), a few that last 30 ms (published, then
+         * retracted), then the cycle: still reported, with its sites. */
+        for (int i = 0; i < 200000; i++) {
+            cohort_check_wait_begin(c, gw, 1 - rank, 5, i & 1, i & 1 ? "MPI_Send" : "MPI_Recv",
+                                    NULL, 0, NULL);
+            cohort_check_wait_end(c);
+        }
+        for (int i = 0; i < 5; i++) {
+            cohort_check_wait_begin(c, gw, 1 - rank, 5, 0, "MPI_Probe", "b.c", 7, NULL);
+            usleep(30 * 1000);
+            cohort_check_wait_end(c);
+        }
+        f = fpx("Barrier", 0, NULL, -1, 61);
+        call(c, gw, w, n, &f, 1);
+        cohort_check_wait_begin(c, gw, 1 - rank, 5, 0, "MPI_Recv", "a.c", rank ? 52 : 40, NULL);
+        sleep(30);
+        cohort_check_wait_end(c);
+        break;
+    case S_P2P_RETRACT:
+        /* Rank 0 waits on rank 1 long enough to be published (200 ms), then
+         * computes for 2.5 s, in no wait; meanwhile rank 1 waits on rank 0
+         * for 2 s (twice deadlock_ms). A position of rank 0's not retracted
+         * would close a cycle 1 -> 0 -> 1 and be reported as a deadlock. */
+        if (rank == 0) {
+            cohort_check_wait_begin(c, gw, 1, 5, 0, "MPI_Recv", "a.c", 70, NULL);
+            usleep(200 * 1000);
+            cohort_check_wait_end(c);
+            usleep(2500 * 1000);
+        } else {
+            usleep(300 * 1000);
+            cohort_check_wait_begin(c, gw, 0, 5, 0, "MPI_Recv", "a.c", 71, NULL);
+            usleep(2000 * 1000);
+            cohort_check_wait_end(c);
+        }
+        break;
     case S_SLOWPEER: {
         /* A wait for a neighbour that comes 400 ms late: spins and yields
          * briefly, then sleeps on its futex word - the waiting rank must
@@ -491,6 +530,10 @@ static const scase cases[] = {
     {S_SENDRECV, 2, 0, 0, {NULL}},
     {S_SLOWPEER, 2, 0, 0, {NULL}},
     {S_COUNT_NRW, 4, 0, MIS, {"count differs", "ranks 0-2 have 1024", "rank 3 has 512"}},
+    {S_DEADLOCK_LATE, 2, 0, 40 + COHORT_CHECK_DEADLOCK,
+     {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40",
+      "rank 1 waits for rank 0 in MPI_Recv at a.c:52"}},
+    {S_P2P_RETRACT, 2, 0, 0, {NULL}},
     /* the store path */
     {S_CLEAN, 4, 1, 0, {NULL}},
     {S_COUNT, 4, 1, MIS, {"count differs", "ranks 0-2 have 1024", "rank 3 has 512"}},
@@ -498,6 +541,9 @@ static const scase cases[] = {
     {S_DEADLOCK, 2, 1, 40 + COHORT_CHECK_DEADLOCK,
      {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40"}},
     {S_SENDRECV, 2, 1, 0, {NULL}},
+    {S_DEADLOCK_LATE, 2, 1, 40 + COHORT_CHECK_DEADLOCK,
+     {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40"}},
+    {S_P2P_RETRACT, 2, 1, 0, {NULL}},
 };
 
 START_TEST(check_scenario)

@@ -7,11 +7,15 @@
  *   - ranks forced to different algorithms (the step numbers disagree);
  *   - a scratch allocation fails on one rank mid-call (COHORT_ERR_NOMEM there,
  *     an error everywhere);
- *   - a rank exits before a ring all_reduce (COHORT_ERR_PEER_LOST).
+ *   - a rank exits before a ring all_reduce (COHORT_ERR_PEER_LOST);
+ *   - a rank is SIGKILLed while a flat broadcast is filling its buffer
+ *     (COHORT_ERR_PEER_LOST naming it on every other rank).
  * Real processes over tcp; every wait bounded (COHORT_TIMEOUT=20, checked
  * to end well before).
  */
 #include <check.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +46,7 @@ static const fcase algos[] = {
     {"all_reduce", "COHORT_ALGO_ALL_REDUCE", "rabenseifner"},
     {"broadcast", "COHORT_ALGO_BROADCAST", "tree"},
     {"broadcast", "COHORT_ALGO_BROADCAST", "scatter_allgather"},
+    {"broadcast", "COHORT_ALGO_BROADCAST", "flat"},
     {"reduce", "COHORT_ALGO_REDUCE", "tree"},
     {"all_gather", "COHORT_ALGO_ALL_GATHER", "ring"},
     {"all_gather", "COHORT_ALGO_ALL_GATHER", "bruck"},
@@ -227,6 +232,66 @@ START_TEST(test_peer_exit)
 }
 END_TEST
 
+/* ---- a rank SIGKILLed in the middle of a flat broadcast ---- */
+
+enum { KILL_BYTES = 32 << 20 };
+
+/* Rank 2's watcher: as soon as the root's data starts landing in the
+ * receive buffer (the root fills it with 0x5a, rank 2 starts at 0), the
+ * broadcast is under way and far from done: kill the process. */
+static void *kill_when_data(void *arg)
+{
+    volatile unsigned char *b = arg;
+    while (b[0] == 0)
+        usleep(100);
+    kill(getpid(), SIGKILL);
+    return NULL;
+}
+
+static int rank_bcast_kill(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    unsigned char *buf = calloc(KILL_BYTES, 1);
+    RANK_CHECK(buf, "out of memory");
+    if (rank == 0)
+        memset(buf, 0x5a, KILL_BYTES);
+    if (rank == 2) {
+        pthread_t t;
+        RANK_CHECK(pthread_create(&t, NULL, kill_when_data, buf) == 0, "pthread_create");
+    }
+    double t0 = now_ms();
+    cohort_status st = cohort_broadcast(g, buf, KILL_BYTES, COHORT_UINT8, 0);
+    RANK_CHECK(rank != 2, "rank 2 finished the broadcast (%s) before it was killed",
+               cohort_status_name(st));
+    /* A receiver may have all its bytes before the root notices: then the
+     * next call is the one that fails. The root cannot finish. */
+    RANK_CHECK(st == COHORT_ERR_PEER_LOST || (st == COHORT_OK && rank != 0), "rank %d: %s: %s",
+               rank, cohort_status_name(st), cohort_last_error(g));
+    if (st == COHORT_OK)
+        st = cohort_barrier(g);
+    const char *m = cohort_last_error(g);
+    RANK_CHECK(st == COHORT_ERR_PEER_LOST, "rank %d: %s: %s", rank, cohort_status_name(st), m);
+    RANK_CHECK(strstr(m, "rank 2"), "rank %d: the killed rank is not named: %s", rank, m);
+    RANK_CHECK(now_ms() - t0 < 10000, "rank %d: took %.0f ms", rank, now_ms() - t0);
+    free(buf);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(test_bcast_kill)
+{
+    cht_opts o = {.nranks = N, .deadline_ms = 40000, .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=20;COHORT_ALGO_BROADCAST=flat"};
+    cht_result r;
+    cht_run_ranks(&o, rank_bcast_kill, NULL, &r);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(i == 2 ? r.status[i] == 128 + SIGKILL : r.status[i] == 0 && !r.hung[i],
+                      "rank %d: %s %d", i, r.hung[i] ? "hung" : "exit", r.status[i]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coll_fault");
@@ -236,6 +301,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_algo_mismatch);
     tcase_add_test(t, test_oom);
     tcase_add_test(t, test_peer_exit);
+    tcase_add_test(t, test_bcast_kill);
     suite_add_tcase(s, t);
     return s;
 }

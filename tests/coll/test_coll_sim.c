@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cases.h"
 #include "coll/coll_int.h"
@@ -198,6 +199,19 @@ static const coh_algo *pick(cohort_group *g, int coll, int dt, size_t count, coh
     return coh_coll_select(g, &c, st);
 }
 
+/* The flat broadcast's rule: above 512 KiB, one host, more ranks than CPUs. */
+START_TEST(test_flat_pref)
+{
+    ck_assert(coh_bc_flat_pref(4, 1, 2, 1 << 20));
+    ck_assert(coh_bc_flat_pref(3, 1, 2, (512 << 10) + 1));
+    ck_assert(!coh_bc_flat_pref(4, 1, 2, 512 << 10)); /* the tree's range */
+    ck_assert(!coh_bc_flat_pref(2, 1, 2, 64 << 20));  /* as many ranks as cores */
+    ck_assert(!coh_bc_flat_pref(4, 1, 8, 64 << 20));
+    ck_assert(!coh_bc_flat_pref(4, 2, 2, 64 << 20)); /* two hosts: the root's link */
+    ck_assert(!coh_bc_flat_pref(4, 1, -1, 64 << 20)); /* CPU count unknown */
+}
+END_TEST
+
 START_TEST(test_select_defaults)
 {
     cohort_status st;
@@ -212,8 +226,10 @@ START_TEST(test_select_defaults)
     ck_assert_str_eq(pick(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT16, 256, &st)->name, "direct");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_REDUCE, COHORT_BFLOAT16, 4 << 20, &st)->name, "direct");
     ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 1, &st)->name, "tree");
+    /* 8 ranks on one host: flat when they outnumber the online CPUs */
     ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 4 << 20, &st)->name,
-                     "scatter_allgather");
+                     sysconf(_SC_NPROCESSORS_ONLN) < 8 ? "flat" : "scatter_allgather");
+    ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 128 << 10, &st)->name, "tree");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_GATHER, COHORT_FLOAT32, 16, &st)->name, "bruck");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_GATHER, COHORT_FLOAT32, 1 << 20, &st)->name, "ring");
     ck_assert_str_eq(pick(g, COH_COLL_BARRIER, COHORT_UINT8, 0, &st)->name, "dissemination");
@@ -426,6 +442,7 @@ static Suite *suite(void)
     tcase_set_timeout(ts, 30);
     tcase_add_test(ts, test_table);
     tcase_add_test(ts, test_select_defaults);
+    tcase_add_test(ts, test_flat_pref);
     tcase_add_test(ts, test_select_forced_errors);
     tcase_add_test(ts, test_chunk_env);
     tcase_add_test(ts, test_p2p);

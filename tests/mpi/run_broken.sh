@@ -19,6 +19,7 @@ cases=(
   "bad_extra|71|rank 3;MPI_Allreduce;bad_extra.c:13"
   "bad_skip|71|rank 3;MPI_Bcast #2 (bad_skip.c:12);MPI_Allreduce;bad_skip.c:13"
   "bad_p2p_cycle|74|deadlock: rank 0 waits for rank 1 in MPI_Recv at bad_p2p_cycle.c:12, rank 1 waits for rank 0 in MPI_Recv at bad_p2p_cycle.c:12"
+  "bad_p2p_late_cycle|74|deadlock: rank 0 waits for rank 1 in MPI_Recv at bad_p2p_late_cycle.c:23, rank 1 waits for rank 0 in MPI_Recv at bad_p2p_late_cycle.c:23"
   "bad_split|71|(split of MPI_COMM_WORLD): MPI_Reduce #2: count differs: rank 0 has 16 (bad_split.c:16), rank 1 has 8 (bad_split.c:16);(members' world ranks: 1,3)"
   "bad_nonblocking|71|MPI_Iallreduce #2 (bad_nonblocking.c:14): count differs: ;have 1024;rank 3 has 1000"
 )

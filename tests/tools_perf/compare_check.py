@@ -85,6 +85,26 @@ with tempfile.TemporaryDirectory() as d:
     expect("MISSED" in r.stdout and "(launches " in r.stdout and "vs Open MPI" in r.stdout,
            "a miss shows both sides' launches")
 
+    # The TCP configurations: 4 ranks across two namespaces (Gloo target) and
+    # 2 ranks OSU style across them (Open MPI target); cohort's records reused.
+    import shutil
+    for cfg in ("netns4", "netns2osu"):
+        os.makedirs(os.path.join(d, "raw", cfg))
+        for k in (1, 2):
+            shutil.copy(os.path.join(raw, f"cohort.{k}.json"),
+                        os.path.join(d, "raw", cfg, f"cohort.{k}.json"))
+            peer_file(os.path.join(d, "raw", cfg, f"ompi.{k}.txt"), 1e6)
+            if cfg == "netns4":
+                peer_file(os.path.join(d, "raw", cfg, f"gloo.{k}.txt"), 0.01)
+    r = subprocess.run([sys.executable, check, d, "--min-launches", "2"], capture_output=True,
+                       text=True, timeout=120)
+    print(r.stdout)
+    expect("met           TCP 2 and 4 ranks, loopback and 2 namespaces" in r.stdout and
+           "worst netns" in r.stdout, "the netns configurations count for the Open MPI TCP target")
+    expect("MISSED (1 of 1 cells) TCP 4 ranks on 2 cores" in r.stdout and
+           "netns4 broadcast 1 MiB" in r.stdout and "vs Gloo" in r.stdout,
+           "netns4 broadcast is judged against Gloo")
+
     r = subprocess.run([sys.executable, summ, d], capture_output=True, text=True, timeout=120)
     expect(r.returncode == 0, f"summarize.py exit {r.returncode}: {r.stderr[-500:]}")
     md = open(os.path.join(d, "compare.md")).read() if r.returncode == 0 else ""
@@ -92,6 +112,9 @@ with tempfile.TemporaryDirectory() as d:
            "compare.md lists Open MPI's pml and btl")
     expect("algorithm shm" in md, "compare.md lists cohort's algorithm")
 
+r = subprocess.run(["bash", os.path.join(src, "bench", "compare", "run.sh")],
+                   env=dict(os.environ, PRESET="nosuch"), capture_output=True, text=True)
+expect(r.returncode == 2 and "unknown PRESET=nosuch" in r.stderr, "run.sh refuses an unknown preset")
 r = subprocess.run([sys.executable, check, "/nonexistent"], capture_output=True, text=True)
 expect(r.returncode == 2, "a directory without raw/ is a usage error")
 print("FAILED" if fails else "OK")
