@@ -1,12 +1,15 @@
 #!/bin/bash
-# bench/compare/bcast_algo_ab.sh - TCP broadcast, the message algorithms forced in turn
-# (COHORT_ALGO_BROADCAST), interleaved launches (the order rotates each round), and
+# bench/compare/bcast_algo_ab.sh - TCP broadcast (or COLL), the message algorithms forced
+# in turn (COHORT_ALGO_<COLL>), interleaved launches (the order rotates each round), and
 # Gloo beside them: which algorithm a size and rank count should get.
 #   NP="2 4" ALGOS="tree scatter_allgather flat" N=5 bench/compare/bcast_algo_ab.sh
+#   COLL=reduce_scatter ALGOS="ring direct" GLOO=0 SIZES=16,1024,16384 bench/compare/bcast_algo_ab.sh
 # Prints per rank count, size and algorithm: median over launches of the launch's
 # avg time, min-max over launches, median p99; and each algorithm's ratio to Gloo.
 P=${COHORT_PERF:-$(dirname "$0")/../../build/tools/cohort-perf/cohort-perf}
 N=${N:-5}
+COLL=${COLL:-broadcast}
+VAR=COHORT_ALGO_$(echo "$COLL" | tr a-z A-Z)
 NP=${NP:-"2 4"}
 ALGOS=${ALGOS:-"tree scatter_allgather flat"}
 SIZES=${SIZES:-1048576,4194304,16777216,67108864}
@@ -22,18 +25,18 @@ for i in $(seq 1 "$N"); do
         list=("$@"); k=${#list[@]}
         for j in $(seq 0 $((k - 1))); do
             a=${list[$(((i + j) % k))]}
-            COHORT_ALGO_BROADCAST=$a timeout 600 "$P" --np "$np" --transport tcp --coll broadcast \
+            env "$VAR=$a" timeout 600 "$P" --np "$np" --transport tcp --coll "$COLL" \
                 --sizes "$SIZES" --time "$T" --in-place no --json-out "$OUT/$a.$np.$i.json" \
                 > "$OUT/$a.$np.$i.txt" 2>&1 || echo "!! $a np=$np round $i failed" >&2
         done
         if [ "$GLOO" = 1 ]; then
             port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-            timeout 600 /usr/bin/python3 "$PEERS/gloo_bench.py" -n "$np" -c broadcast -s "$SIZES" \
+            timeout 600 /usr/bin/python3 "$PEERS/gloo_bench.py" -n "$np" -c "$COLL" -s "$SIZES" \
                 -t "$T" --port "$port" -l ab > "$OUT/gloo.$np.$i.txt" 2>&1 || echo "!! gloo np=$np round $i failed" >&2
         fi
     done
 done
-/usr/bin/python3 - "$OUT" <<'PY'
+/usr/bin/python3 - "$OUT" "$COLL" <<'PY'
 import glob, json, os, re, sys, statistics as S
 out = sys.argv[1]
 d = {}
@@ -45,7 +48,7 @@ for f in glob.glob(f"{out}/gloo.*.txt"):
     np_ = int(os.path.basename(f).split(".")[1])
     for line in open(f):
         x = line.split()
-        if len(x) >= 9 and x[0] == "broadcast" and x[1].isdigit():
+        if len(x) >= 9 and x[0] == sys.argv[2] and x[1].isdigit():
             d.setdefault((np_, int(x[1]), "gloo"), []).append((float(x[3]), None))
 print(f"{'np':>3} {'size':>9} {'algo':18} {'n':>2} {'median us':>10} {'min-max us':>20} {'p99 us':>9} {'/gloo':>6}")
 for k in sorted(d):

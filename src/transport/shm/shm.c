@@ -656,6 +656,19 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
                              g->id, (int)pend[i].pid, (unsigned)pend[i].uid, HS_AUTH_MS);
                 pending_drop(pend, &np, i);
             }
+        if (pfd[0].revents & (POLLNVAL | POLLERR)) {
+            /* Not a member's doing: the descriptor was closed or broken
+             * under us (a stray close elsewhere in the process). Members
+             * would be refused; say so instead of waiting out the timeout. */
+            st = coh_tp_fail_set(g, COHORT_ERR_SYSTEM,
+                                 "shm: the segment socket (fd %d) %s during the rendezvous", ls,
+                                 (pfd[0].revents & POLLNVAL) ? "was closed by another part of "
+                                                               "this process"
+                                                             : "failed");
+            if (pfd[0].revents & POLLNVAL)
+                ls = -1; /* not ours any more: never close a number reused since */
+            break;
+        }
         if (!(pfd[0].revents & POLLIN))
             continue;
         /* Accept what is queued, a bounded batch per turn. */
@@ -720,13 +733,69 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
     coh_free(pend);
     coh_free(pfd);
     coh_free(have);
-    close(ls);
+    if (ls >= 0)
+        close(ls);
     close(fd);
     if (st != COHORT_OK)
-        return st;
+        return lead_publish_error(s, st); /* members fail at once, with the reason */
     int deleted;
     cohort_store_delete(g->store, key, strlen(key), &deleted);
     return COHORT_OK;
+}
+
+/* A refused connect: the lead listens before it publishes its address, so
+ * a refusal means the name is not (or no longer) the lead's. Asks the store
+ * again: a new address is tried at once, the same one again for a short
+ * while (REFUSED_MS); a key that is gone or names a failure ends it, with
+ * what the store said in *why. Returns 1 to connect again. */
+#define REFUSED_MS 2000
+static int refused_again(cohort_group *g, const char *key, char *name, size_t nlen,
+                         uint64_t *since, char *why, size_t wlen)
+{
+    uint64_t now = coh_now_ns();
+    if (!*since)
+        *since = now;
+    const void *k1[1] = {key};
+    size_t kl = strlen(key);
+    int ex = 0;
+    if (cohort_store_check(g->store, k1, &kl, 1, &ex) != COHORT_OK) {
+        snprintf(why, wlen, "; the store could not be asked again");
+        return 0;
+    }
+    if (!ex) {
+        snprintf(why, wlen, "; the store no longer holds its address: the rendezvous ended");
+        return 0;
+    }
+    void *val = NULL;
+    size_t vlen = 0;
+    if (cohort_store_get(g->store, key, kl, &val, &vlen, 1000) != COHORT_OK) {
+        snprintf(why, wlen, "; the store could not be asked again");
+        return 0;
+    }
+    int same = vlen == strlen(name) && memcmp(val, name, vlen) == 0;
+    if (!same && vlen > 0 && vlen < nlen && ((const char *)val)[0] != '!') {
+        coh_warn("shm: rank %d's segment socket @%s refused; the store now names @%.*s",
+                 g->local_ranks[0], name, (int)vlen, (const char *)val);
+        memcpy(name, val, vlen);
+        name[vlen] = 0;
+        free(val);
+        return 1;
+    }
+    if (!same) {
+        const char *v = val, *colon = memchr(v, ':', vlen);
+        int off = colon ? (int)(colon + 1 - v) : 0;
+        snprintf(why, wlen, "; the lead failed: %.*s", (int)vlen - off, v + off);
+        free(val);
+        return 0;
+    }
+    free(val);
+    if (now - *since >= REFUSED_MS * 1000000ull) {
+        snprintf(why, wlen, "; refused for " HS_STR(REFUSED_MS) " ms while the store still names it");
+        return 0;
+    }
+    struct timespec ts = {0, 10 * 1000000};
+    nanosleep(&ts, NULL);
+    return 1;
 }
 
 /* ---- member ---- */
@@ -767,6 +836,8 @@ static cohort_status member_attach(coh_shm *s)
     uint64_t dl = COH_MIN(deadline, t0 + 4ull * HS_TIMEOUT_MS * 1000000ull);
     struct sockaddr_un addr;
     socklen_t alen = abstract_addr(&addr, name);
+    uint64_t refused = 0;
+    char why[COH_ERRLEN / 2] = "";
     hs_m1 m1;
     hs_m2 m2 = {.magic = HS_MAGIC,
                 .version = SHM_VERSION,
@@ -779,6 +850,7 @@ static cohort_status member_attach(coh_shm *s)
     for (;;) {
         if (c >= 0)
             close(c);
+        alen = abstract_addr(&addr, name);
         c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (c < 0)
             return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: socket(AF_UNIX): %s (errno %d)",
@@ -800,17 +872,20 @@ static cohort_status member_attach(coh_shm *s)
                                    "(another local process is flooding it with connections?)",
                                    g->local_ranks[0], name, (int)((coh_now_ns() - t0) / 1000000));
         }
+        if (e == ECONNREFUSED && refused_again(g, key, name, sizeof name, &refused, why, sizeof why))
+            continue;
         if (e) {
             close(c);
             return coh_tp_fail_set(g, COHORT_ERR_SYSTEM,
                                    "shm: connecting to rank %d's segment socket @%s: %s "
-                                   "(errno %d)%s",
+                                   "(errno %d)%s%s",
                                    g->local_ranks[0], name, strerror(e), e,
                                    e == ECONNREFUSED
                                        ? " (no such socket in this network namespace: ranks of "
                                          "one host must share one; or the lead's rendezvous "
                                          "already ended)"
-                                       : "");
+                                       : "",
+                                   e == ECONNREFUSED ? why : "");
         }
         if ((e = recv_msg(c, &m1, sizeof m1, NULL, dl)) < 0)
             goto retry;
