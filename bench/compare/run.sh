@@ -331,13 +331,21 @@ netns_next() { # CFG N: the next numbered cohort launch of a netns configuration
 
 # ompi_netns CFG REP N: mpirun in NS_A, its daemon in NS_B (ns_rsh), TCP on the veth
 # for both its out-of-band channel and the btl, half the ranks on each "host".
-# --bind-to none: each "host's" daemon would bind its first rank to core 0, so the
-# ranks of both namespaces would share one core of the two (seen: 2 ranks, both
-# "bound to socket 0[core 0]", 8 B all_reduce in ms); cohort and Gloo do not bind.
+# Binding as mpirun binds on one host: left to itself, each "host's" daemon binds
+# its own first rank to core 0, so ranks of both namespaces would share one core
+# (seen: 2 ranks both "bound to socket 0[core 0]"). With no more ranks than cores,
+# a rankfile puts rank i on core i, as Open MPI's tcp2 launches get; with more
+# (oversubscribed), no binding, as Open MPI does on one host.
 ompi_netns() {
-    local cfg=$1 rep=$2 n=$3
+    local cfg=$1 rep=$2 n=$3 bind=(--bind-to none) i
+    if [ "$n" -le "$(nproc)" ]; then
+        for i in $(seq 0 $((n - 1))); do
+            echo "rank $i=$([ "$(ns_of $i $n)" = "$NS_A" ] && echo $NS_IP_A || echo $NS_IP_B) slot=$i"
+        done > "$PEERS/bin/rankfile.$n"
+        bind=(--rankfile "$PEERS/bin/rankfile.$n")
+    fi
     runlog "$OUT/raw/$cfg/ompi.$rep.txt" ip netns exec "$NS_A" $OMPI $OMPI_VERBOSE \
-        --host $NS_IP_A:$((n / 2)),$NS_IP_B:$((n / 2)) -n "$n" --bind-to none \
+        --host $NS_IP_A:$((n / 2)),$NS_IP_B:$((n / 2)) -n "$n" "${bind[@]}" \
         --mca plm_rsh_agent "$PEERS/bin/ns_rsh" --mca oob_tcp_if_include coh0 \
         --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include coh0 \
         "$PEERS/bin/mpi_coll_bench.openmpi" -c $MPI_OPS -s "$SIZES" -t "$T" $(osu_flag "$cfg" -o) -l "$cfg ompi"
