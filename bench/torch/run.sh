@@ -12,6 +12,10 @@
 #   NRANKS (2; with more, cohort.torch waits for the neighbour's fingerprint
 #   before each blocking call, docs/pytorch.md) SETTINGS ("none cohort detail")
 #   PY (python3) COHORTRUN (build/tools/cohortrun/cohortrun) OUT (a temp dir)
+#   A setting LABEL=DIR runs cohort.torch from the package installed in DIR
+#   (pip install --target DIR ./python) - an A/B of two versions of the check
+#   in the same interleaved rounds, e.g.
+#   SETTINGS="none before=/tmp/site-main after=/tmp/site-branch"
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-5}
@@ -31,15 +35,19 @@ for i in $(seq 1 "$ROUNDS"); do
       none) env=(COHORT_TORCH_CHECK=0) ;;
       cohort) env=(COHORT_TORCH_CHECK=1) ;;
       detail) env=(COHORT_TORCH_CHECK=0 TORCH_DISTRIBUTED_DEBUG=DETAIL) ;;
+      *=*) env=(COHORT_TORCH_CHECK=1 "PYTHONPATH=${s#*=}${PYTHONPATH:+:$PYTHONPATH}")
+           s=${s%%=*} ;;
+      *) echo "bench/torch: unknown setting $s" >&2; exit 2 ;;
     esac
     env "${env[@]}" COHORT_TIMEOUT=300 "$COHORTRUN" -n "$NRANKS" "$PY" -m cohort.torch.run \
       bench/torch/allreduce.py "$ITERS" "$SIZES" > "$OUT/$s.$i.txt" 2> "$OUT/$s.$i.err" || {
       echo "bench/torch: $s round $i failed (see $OUT/$s.$i.err)" >&2; exit 1; }
   done
 done
-"$PY" - "$OUT" "$ROUNDS" "$NRANKS" <<'PY'
+"$PY" - "$OUT" "$ROUNDS" "$NRANKS" "${settings[@]}" <<'PY'
 import glob, os, re, statistics as S, sys
 out, rounds, nranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+labels = [a.split("=")[0] for a in sys.argv[4:]]
 res = {}
 for f in glob.glob(os.path.join(out, "*.txt")):
     s, i = os.path.basename(f).split(".")[:2]
@@ -56,8 +64,8 @@ print("medians over launches of each launch's p50/p99/max per call; ratio and ad
 print("medians over rounds of (p50 of the setting) / and - (p50 without a check)")
 print(f"{'size':>9} {'setting':8} {'p50 us':>9} {'p99 us':>9} {'max us':>10} {'p50 ratio':>9} {'p50 added us':>12}")
 for b in sizes:
-    base = res[("none", b)]
-    for s in ("none", "cohort", "detail"):
+    base = res.get(("none", b)) or res[(labels[0], b)]
+    for s in labels:
         rs = res.get((s, b))
         if not rs:
             continue

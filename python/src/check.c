@@ -14,6 +14,7 @@
 #include "cohort_py.h"
 
 #include <cohort_check.h>
+#include <limits.h>
 #include <signal.h>
 #include <string.h>
 #include <time.h>
@@ -28,6 +29,7 @@ typedef struct {
     int exit_code;       /* < 0: none */
     PyObject *names;     /* op/redop str -> bytes kept for the checker's life */
     PyObject *groups;    /* CheckGroup objects alive (id -> CheckGroup) */
+    PyObject *dtypes;    /* torch dtype -> bytes name ("float32"), for begin_tensor */
     int inflight;
 } CheckerObject;
 
@@ -40,6 +42,9 @@ typedef struct {
 } CheckGroupObject;
 
 static PyTypeObject Checker_Type, CheckGroup_Type;
+
+/* interned at module init (begin_tensor) */
+static PyObject *cpy_str_shape, *cpy_str_dtype, *cpy_str_torch_prefix, *cpy_str_empty;
 
 /* FNV-1a: the hash of a readable signature / argument string, when the
  * caller gives no hash of its own. Stable across processes. */
@@ -224,7 +229,8 @@ static PyObject *ck_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     self->exit_code = ec;
     self->names = PyDict_New();
     self->groups = PyDict_New();
-    if (!self->names || !self->groups) {
+    self->dtypes = PyDict_New();
+    if (!self->names || !self->groups || !self->dtypes) {
         Py_DECREF(self);
         return NULL;
     }
@@ -272,6 +278,7 @@ static void ck_dealloc(CheckerObject *self)
     destroy_impl(self);
     Py_CLEAR(self->groups);
     Py_CLEAR(self->names);
+    Py_CLEAR(self->dtypes);
     Py_CLEAR(self->handler);
     Py_CLEAR(self->abort);
     Py_CLEAR(self->group);
@@ -503,6 +510,201 @@ static PyObject *ck_begin(CheckerObject *self, PyObject *args, PyObject *kw)
     return PyLong_FromUnsignedLongLong(seq);
 }
 
+/* end: with the GIL held when it cannot wait: not synchronising, or the
+ * neighbour's fingerprint is there (the usual case: the backend
+ * synchronised); only a wait for it releases the GIL. */
+static cohort_status end_impl(CheckerObject *self, CheckGroupObject *g, uint64_t seq, int synced)
+{
+    cohort_status st = synced ? cohort_check_wait(self->c, g->grp, seq, 0) : COHORT_OK;
+    if (st == COHORT_ERR_TIMEOUT) {
+        Py_BEGIN_ALLOW_THREADS
+        st = cohort_check_end(self->c, g->grp, seq, COHORT_CHECK_SYNCED);
+        Py_END_ALLOW_THREADS
+    } else {
+        /* compared (or failed): end records the position, waits for nothing */
+        cohort_status st2 = cohort_check_end(self->c, g->grp, seq, 0);
+        if (st == COHORT_OK)
+            st = st2;
+    }
+    return st;
+}
+
+/* wait: first without waiting, with the GIL held (see begin); a real wait
+ * releases it. ms < 0: no limit. */
+static cohort_status wait_impl(CheckerObject *self, CheckGroupObject *g, uint64_t seq, int ms)
+{
+    cohort_status st = cohort_check_wait(self->c, g->grp, seq, 0);
+    if (st == COHORT_ERR_TIMEOUT && ms != 0) {
+        Py_BEGIN_ALLOW_THREADS
+        st = cohort_check_wait(self->c, g->grp, seq, ms);
+        Py_END_ALLOW_THREADS
+    }
+    return st;
+}
+
+/* The name of a torch dtype as cohort.torch compares it: str(dtype)
+ * without "torch." ("float32"), cached per dtype object. Borrowed. */
+static const char *dtype_name(CheckerObject *self, PyObject *d)
+{
+    PyObject *b = PyDict_GetItemWithError(self->dtypes, d);
+    if (b)
+        return PyBytes_AS_STRING(b);
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *s = PyObject_Str(d);
+    if (!s)
+        return NULL;
+    PyObject *r = PyUnicode_Replace(s, cpy_str_torch_prefix, cpy_str_empty, -1);
+    Py_DECREF(s);
+    if (!r)
+        return NULL;
+    b = PyUnicode_AsUTF8String(r);
+    Py_DECREF(r);
+    if (!b || PyDict_SetItem(self->dtypes, d, b) < 0) {
+        Py_XDECREF(b);
+        return NULL;
+    }
+    Py_DECREF(b); /* the dict holds it */
+    return PyBytes_AS_STRING(b);
+}
+
+/* The fingerprint of a tensor argument, read in C (cohort.torch's common
+ * case: one attribute read each for shape and dtype instead of numel(),
+ * dim(), shape and dtype through Python): the element count, the dtype's
+ * name, and for two or more dimensions "shape AxB" (args). 0: done; 1: not
+ * a tensor this can read (no error set: the caller takes the Python path). */
+static int tensor_fp(CheckerObject *self, PyObject *t, unsigned long long *count,
+                     const char **sig, char *shape, size_t cap)
+{
+    PyObject *sh = PyObject_GetAttr(t, cpy_str_shape);
+    if (!sh || !PyTuple_Check(sh)) {
+        Py_XDECREF(sh);
+        PyErr_Clear();
+        return 1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(sh);
+    unsigned long long c = 1;
+    size_t off = 0;
+    shape[0] = 0;
+    if (n >= 2)
+        off = (size_t)snprintf(shape, cap, "shape ");
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long v = PyLong_AsLongLong(PyTuple_GET_ITEM(sh, i));
+        if (v < 0 || (v > 0 && c > ULLONG_MAX / (unsigned long long)v)) {
+            Py_DECREF(sh);
+            PyErr_Clear();
+            return 1;
+        }
+        c *= (unsigned long long)v;
+        if (n >= 2 && off < cap) {
+            int w = snprintf(shape + off, cap - off, i ? "x%lld" : "%lld", v);
+            off += w > 0 ? (size_t)w : 0;
+        }
+    }
+    Py_DECREF(sh);
+    if (n >= 2 && off >= cap)
+        return 1; /* a shape this long: the Python path */
+    PyObject *d = PyObject_GetAttr(t, cpy_str_dtype);
+    if (!d) {
+        PyErr_Clear();
+        return 1;
+    }
+    const char *name = dtype_name(self, d);
+    Py_DECREF(d);
+    if (!name) {
+        PyErr_Clear();
+        return 1;
+    }
+    *count = c;
+    *sig = name;
+    return 0;
+}
+
+/* begin_tensor(group, op, tensor, redop, root) -> seq, or None (nothing
+ * begun) when tensor is not one this reads: begin() with the tensor's
+ * fingerprint, positional only (cohort.torch's per-call path). */
+static PyObject *ck_begin_tensor(CheckerObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError,
+                        "Checker.begin_tensor(group, op, tensor, redop, root): 5 arguments");
+        return NULL;
+    }
+    if (ck_open(self, "begin_tensor") < 0)
+        return NULL;
+    CheckGroupObject *g = grp_arg(self, args[0], "begin_tensor");
+    if (!g)
+        return NULL;
+    int root = (int)PyLong_AsLong(args[4]);
+    if (root == -1 && PyErr_Occurred())
+        return NULL;
+    cohort_check_fp fp;
+    memset(&fp, 0, sizeof fp);
+    if (!(fp.op = intern(self, args[1]))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "Checker.begin_tensor: op is required");
+        return NULL;
+    }
+    fp.redop = intern(self, args[3]);
+    if (!fp.redop && PyErr_Occurred())
+        return NULL;
+    char shape[256];
+    unsigned long long count;
+    const char *sig;
+    if (tensor_fp(self, args[2], &count, &sig, shape, sizeof shape))
+        Py_RETURN_NONE;
+    fp.sig = sig;
+    fp.sig_hash = fnv1a(sig, strlen(sig));
+    if (shape[0]) {
+        fp.args = shape;
+        fp.args_hash = fnv1a(shape, strlen(shape));
+    }
+    fp.count = count;
+    fp.root = root;
+    cpy_callsite(&fp.file, &fp.line);
+    uint64_t seq = 0;
+    self->inflight++;
+    cohort_status st = cohort_check_begin(self->c, g->grp, &fp, &seq);
+    self->inflight--;
+    if (st != COHORT_OK)
+        return check_err(self, st);
+    return PyLong_FromUnsignedLongLong(seq);
+}
+
+/* finish(group, seq, how): after the backend returned, in one call. how 0:
+ * end(); 1: end(synced=True); 2: wait() until compared (no limit), then
+ * end() - the two-member (mutual) group's check after the backend. */
+static PyObject *ck_finish(CheckerObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "Checker.finish(group, seq, how): 3 arguments");
+        return NULL;
+    }
+    if (ck_open(self, "finish") < 0)
+        return NULL;
+    CheckGroupObject *g = grp_arg(self, args[0], "finish");
+    if (!g)
+        return NULL;
+    unsigned long long seq = PyLong_AsUnsignedLongLong(args[1]);
+    if (seq == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    long how = PyLong_AsLong(args[2]);
+    if (how == -1 && PyErr_Occurred())
+        return NULL;
+    if (how < 0 || how > 2) {
+        PyErr_Format(PyExc_ValueError, "Checker.finish: how is 0, 1 or 2, not %ld", how);
+        return NULL;
+    }
+    self->inflight++;
+    cohort_status st = how == 2 ? wait_impl(self, g, seq, -1) : COHORT_OK;
+    if (st == COHORT_OK)
+        st = end_impl(self, g, seq, how == 1);
+    self->inflight--;
+    if (st != COHORT_OK)
+        return check_err(self, st);
+    Py_RETURN_NONE;
+}
+
 static PyObject *ck_end(CheckerObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwl[] = {"group", "seq", "synced", NULL};
@@ -515,22 +717,8 @@ static PyObject *ck_end(CheckerObject *self, PyObject *args, PyObject *kw)
     CheckGroupObject *g = grp_arg(self, grpo, "end");
     if (!g)
         return NULL;
-    cohort_status st;
     self->inflight++;
-    /* With the GIL held when it cannot wait: not synchronising, or the
-     * neighbour's fingerprint is there (the usual case: the backend
-     * synchronised); only a wait for it releases the GIL. */
-    st = synced ? cohort_check_wait(self->c, g->grp, seq, 0) : COHORT_OK;
-    if (st == COHORT_ERR_TIMEOUT) {
-        Py_BEGIN_ALLOW_THREADS
-        st = cohort_check_end(self->c, g->grp, seq, COHORT_CHECK_SYNCED);
-        Py_END_ALLOW_THREADS
-    } else {
-        /* compared (or failed): end records the position, waits for nothing */
-        cohort_status st2 = cohort_check_end(self->c, g->grp, seq, 0);
-        if (st == COHORT_OK)
-            st = st2;
-    }
+    cohort_status st = end_impl(self, g, seq, synced);
     self->inflight--;
     if (st != COHORT_OK)
         return check_err(self, st);
@@ -549,16 +737,8 @@ static PyObject *ck_wait(CheckerObject *self, PyObject *args, PyObject *kw)
     CheckGroupObject *g = grp_arg(self, grpo, "wait");
     if (!g)
         return NULL;
-    cohort_status st;
     self->inflight++;
-    /* First without waiting, with the GIL held (see begin); a real wait
-     * releases it. */
-    st = cohort_check_wait(self->c, g->grp, seq, 0);
-    if (st == COHORT_ERR_TIMEOUT && ms != 0) {
-        Py_BEGIN_ALLOW_THREADS
-        st = cohort_check_wait(self->c, g->grp, seq, ms);
-        Py_END_ALLOW_THREADS
-    }
+    cohort_status st = wait_impl(self, g, seq, ms);
     self->inflight--;
     if (st != COHORT_OK)
         return check_err(self, st);
@@ -745,6 +925,15 @@ static PyMethodDef ck_methods[] = {
      "end(group, seq, synced=False): the backend call returned; synced: its return implies "
      "every member entered it (compare now). Raises ContractError on a mismatch: do not use "
      "the backend's result then."},
+    {"begin_tensor", (PyCFunction)(void (*)(void))ck_begin_tensor, METH_FASTCALL,
+     "begin_tensor(group, op, tensor, redop, root) -> seq or None\n"
+     "begin() with count, sig (the dtype's name, e.g. 'float32') and, for two or more\n"
+     "dimensions, args 'shape AxB' read from a tensor's shape and dtype; None (nothing\n"
+     "begun) when tensor has no readable shape tuple and dtype. Positional only."},
+    {"finish", (PyCFunction)(void (*)(void))ck_finish, METH_FASTCALL,
+     "finish(group, seq, how): the backend call returned. how 0: end(group, seq); 1:\n"
+     "end(group, seq, synced=True); 2: wait(group, seq) then end(group, seq) (a mutual\n"
+     "group compared after a synchronising backend call)."},
     {"wait", (PyCFunction)(void (*)(void))ck_wait, METH_VARARGS | METH_KEYWORDS,
      "wait(group, seq, timeout=None): until call seq was compared"},
     {"wait_begin", (PyCFunction)(void (*)(void))ck_wait_begin, METH_VARARGS | METH_KEYWORDS,
@@ -851,6 +1040,11 @@ static PyTypeObject CheckGroup_Type = {
 int cpy_check_add(PyObject *m)
 {
     if (PyType_Ready(&Checker_Type) < 0 || PyType_Ready(&CheckGroup_Type) < 0)
+        return -1;
+    if (!(cpy_str_shape = PyUnicode_InternFromString("shape")) ||
+        !(cpy_str_dtype = PyUnicode_InternFromString("dtype")) ||
+        !(cpy_str_torch_prefix = PyUnicode_InternFromString("torch.")) ||
+        !(cpy_str_empty = PyUnicode_InternFromString("")))
         return -1;
     if (PyModule_AddObjectRef(m, "Checker", (PyObject *)&Checker_Type) < 0 ||
         PyModule_AddObjectRef(m, "CheckGroup", (PyObject *)&CheckGroup_Type) < 0 ||

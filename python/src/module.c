@@ -18,6 +18,43 @@ static PyObject *site_files;
 static char *pkg_prefix;
 static size_t pkg_prefix_len;
 
+/* The line of a frame: PyFrame_GetLineNumber walks the code object's line
+ * table on every call (the larger the caller's function, the longer), and
+ * a training loop asks from the same instruction each time. A small
+ * direct-mapped cache by (code object, instruction offset); each entry
+ * holds a reference to its code object, so an address is never reused
+ * while cached. With the GIL held. */
+#if PY_VERSION_HEX >= 0x030B0000
+#define LINE_CACHE 64
+static struct {
+    PyCodeObject *code;
+    int lasti, line;
+} line_cache[LINE_CACHE];
+
+static int frame_line(PyFrameObject *f, PyCodeObject *code)
+{
+    int lasti = PyFrame_GetLasti(f);
+    if (lasti < 0)
+        return PyFrame_GetLineNumber(f);
+    size_t h = (((uintptr_t)code >> 4) ^ ((size_t)lasti * 2654435761u)) % LINE_CACHE;
+    if (line_cache[h].code == code && line_cache[h].lasti == lasti)
+        return line_cache[h].line;
+    int line = PyFrame_GetLineNumber(f);
+    PyCodeObject *old = line_cache[h].code;
+    line_cache[h].code = (PyCodeObject *)Py_NewRef((PyObject *)code);
+    line_cache[h].lasti = lasti;
+    line_cache[h].line = line;
+    Py_XDECREF(old);
+    return line;
+}
+#else
+static int frame_line(PyFrameObject *f, PyCodeObject *code)
+{
+    (void)code;
+    return PyFrame_GetLineNumber(f);
+}
+#endif
+
 void cpy_callsite(const char **file, int *line)
 {
     *file = "<python>";
@@ -50,7 +87,7 @@ void cpy_callsite(const char **file, int *line)
             else
                 PyErr_Clear();
         }
-        *line = PyFrame_GetLineNumber(f);
+        *line = frame_line(f, code);
         Py_DECREF(code);
         Py_DECREF(f);
         return;

@@ -663,6 +663,58 @@ def checker(g, how="ok"):
 
 
 @case
+def checker_tensor(g, how="ok"):
+    """Checker.begin_tensor (the fingerprint read from an array's shape and
+    dtype in C) and Checker.finish (wait + end in one call), as
+    cohort.torch calls them; numpy arrays stand in for tensors."""
+    backend = g.split(0)
+    events = []
+    chk = cohort.Checker(g, handler=lambda k, s, t: events.append((k, s, t)),
+                         abort=lambda k, s, t: backend.abort("checker: " + t))
+    ranks = list(range(g.size))
+    grp = chk.add_group(cohort.Checker.group_id(0, 0, ranks), ranks, name="tensor world")
+    # not an array: nothing begun (the caller takes its Python path)
+    assert chk.begin_tensor(grp, "all_reduce", object(), "SUM", -1) is None
+    assert chk.begin_tensor(grp, "all_reduce", np.ones(3, np.float32), None, -1) == 1
+    chk.finish(grp, 1, 0)
+    failed_at = None
+    for i in range(2, 8):
+        x = np.ones((2, 4), np.float32)
+        try:
+            if i == 5 and g.rank == 1 and how != "ok":
+                y = x.reshape(4, 2) if how == "shape" else np.ones(7, np.float32)
+                seq = chk.begin_tensor(grp, "all_reduce", y, "SUM", -1)  # ODD-LINE
+            else:
+                seq = chk.begin_tensor(grp, "all_reduce", x, "SUM", -1)  # TENSOR-LINE
+            assert seq == i, (seq, i)
+            backend.all_reduce(np.ones(8, np.float32))
+            chk.finish(grp, seq, 1 if i % 2 else 2)
+        except (cohort.ContractError, cohort.AbortedError) as e:
+            failed_at = i
+            log("MISMATCH", type(e).__name__, e)
+            break
+    if how == "ok":
+        assert failed_at is None
+        chk.close(timeout=30)
+        st = chk.stats()
+        assert st["calls"] == 7 and st["compared"] == 7, st
+        assert not events and chk.status == 0
+    else:
+        assert failed_at is not None and failed_at >= 5, failed_at  # 6: compared by then
+        deadline = time.monotonic() + 20
+        while not events and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert [k for k, _, _ in events] == [cohort.CHECK_MISMATCH], events
+        log("EVENT", events[0][2])
+    chk.destroy()
+    for grp_ in (backend, g):
+        try:
+            grp_.finalize()
+        except cohort.Error as e:
+            assert how != "ok", e
+
+
+@case
 def torch_tensors(g):
     try:
         import torch

@@ -214,6 +214,29 @@ def test_checker_mismatch_reported_on_every_rank(run_job):
         assert m.startswith(("ContractError", "AbortedError")), m
 
 
+def test_checker_begin_tensor_agreeing_calls(run_job):
+    run_job(3, "checker_tensor", "ok")
+
+
+@pytest.mark.parametrize("how", ["shape", "count"])
+def test_checker_begin_tensor_mismatch(run_job, how):
+    """begin_tensor's fingerprint: a 2-d array's shape goes into the
+    arguments, a 1-d array's length into the count; the report names each
+    rank's Python call site (the cached line of the same code object)."""
+    job = run_job(3, "checker_tensor", how)
+    ev = same_on_every_rank(job, 3, "EVENT")
+    assert ev.startswith("tensor world: all_reduce #5 ("), ev
+    if how == "shape":
+        assert "ranks 0,2 have shape 2x4, rank 1 has shape 4x2" in ev, ev
+    else:
+        assert "count differs: ranks 0,2 have 8, rank 1 has 7" in ev, ev
+    assert f"ranks.py:{source_line('# ODD-LINE')}" in ev, ev
+    assert f"ranks.py:{source_line('# TENSOR-LINE')}" in ev, ev
+    for r in range(3):
+        (m,) = job.values(r, "MISMATCH")
+        assert m.startswith(("ContractError", "AbortedError")), m
+
+
 def test_with_block_aborts_the_group_on_an_exception(run_job):
     job = run_job(3, "with_block")
     assert job.values(1, "RAISED") == ["bad input on one rank"]

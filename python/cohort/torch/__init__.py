@@ -400,27 +400,72 @@ def _binder(sig):
     return bind
 
 
+# The tensor fingerprints read in C (Checker.begin_tensor): name ->
+# (tensor argument, takes a reduce op, root: (world key, group key, default)
+# or None, synchronises). The same fields as _FP's functions give.
+_TENSOR_FP = {
+    "all_reduce": ("tensor", True, None, True),
+    "broadcast": ("tensor", False, ("src", "group_src", None), False),
+    "reduce": ("tensor", True, ("dst", "group_dst", None), False),
+    "all_gather": ("tensor", False, None, True),
+    "all_gather_into_tensor": ("input_tensor", False, None, True),
+    "_all_gather_base": ("input_tensor", False, None, True),
+    "gather": ("tensor", False, ("dst", "group_dst", 0), False),
+    "scatter": ("tensor", False, ("src", "group_src", 0), False),
+    "reduce_scatter": ("output", True, None, True),
+    "reduce_scatter_tensor": ("output", True, None, True),
+    "_reduce_scatter_base": ("output", True, None, True),
+}
+
+
 def _wrap_collective(name, orig):
     sig = inspect.signature(orig)
     _bind = _binder(sig)
+    params = list(sig.parameters.values())
+    names = tuple(p.name for p in params)
+    # all positional, as many as the positional parameters: bound by zip
+    npos = (sum(p.kind == p.POSITIONAL_OR_KEYWORD for p in params)
+            if all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params) else -1)
     fp = _FP[name]
     opname = _OPNAME.get(name, name)
+    tkey, has_op, rootspec, tsynced = _TENSOR_FP.get(name, (None, False, None, False))
+    import torch
+    Tensor = torch.Tensor
 
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
+        # The per-call path (docs/pytorch.md, Cost): every step here costs
+        # several us in a gloo program, where other threads run between
+        # calls and the interpreter's caches are cold.
         st = _state
         if st is None or getattr(_tls, "depth", 0):
             return orig(*args, **kwargs)
-        a = _bind(args, kwargs)
-        if a is None:
-            return orig(*args, **kwargs)  # torch reports the bad call
+        if not kwargs and len(args) <= npos:
+            a = dict(zip(names, args))
+        else:
+            a = _bind(args, kwargs)
+            if a is None:
+                return orig(*args, **kwargs)  # torch reports the bad call
         pg = a.get("group")
         cg = st.default_cg if pg is None and st.default_cg is not None else st.group_for(pg)
         if cg is None:
             return orig(*args, **kwargs)
-        begin = st.chk.begin
-        count, tsig, redop, root, extra, synced = fp(st, a, pg)
-        seq = begin(cg, opname, count, tsig, 0, redop, root, extra)
+        chk = st.chk
+        seq = None
+        if tkey is not None:
+            t = a.get(tkey)
+            if isinstance(t, Tensor):
+                if has_op:
+                    op = a.get("op")
+                    redop = "SUM" if op is None else st.redop(op)
+                else:
+                    redop = None
+                root = _root(st, a, pg, *rootspec) if rootspec is not None else -1
+                seq = chk.begin_tensor(cg, opname, t, redop, root)
+                synced = tsynced
+        if seq is None:
+            count, tsig, redop, root, extra, synced = fp(st, a, pg)
+            seq = chk.begin(cg, opname, count, tsig, 0, redop, root, extra)
         # No wait for the neighbour's fingerprint before the backend: both
         # fingerprints are published before either rank enters it, so a
         # mismatch is found (here after the call, or by the monitor thread
@@ -428,15 +473,16 @@ def _wrap_collective(name, orig):
         # result reaches the program; a backend that fails on the mismatch
         # first is held (SIGABRT, hold_abort) or caught (an exception) until
         # the report is out.
-        postwait = False
-        if synced and st.prewait and not a.get("async_op"):
+        async_op = a.get("async_op")
+        how = 1 if synced else 0  # Checker.finish: end(synced)
+        if synced and st.prewait and not async_op:
             if cg.mutual:
                 # Two members on one host compare each other: once the
                 # backend returned, both fingerprints are published, and
                 # waiting for the neighbour's there compares this call with
                 # every member's before the result reaches the program -
                 # the same guarantee without a hand-off before the backend.
-                postwait = True
+                how = 2  # Checker.finish: wait, then end
             else:
                 # A blocking collective completes only when every member
                 # entered it: the member that finds its predecessor
@@ -445,7 +491,7 @@ def _wrap_collective(name, orig):
                 # may, for the ms until the monitor ends them).
                 # COHORT_TORCH_PREWAIT=0 trades that for less time per
                 # call (docs/pytorch.md).
-                st.chk.wait(cg, seq)
+                chk.wait(cg, seq)
         _tls.depth = 1  # torch's own nested calls (e.g. _all_gather_base) are not separate calls
         try:
             out = orig(*args, **kwargs)
@@ -454,12 +500,10 @@ def _wrap_collective(name, orig):
             raise
         finally:
             _tls.depth = 0
-        if a.get("async_op"):
-            st.chk.end(cg, seq)
+        if async_op:
+            chk.end(cg, seq)
             return CheckedWork(out, cg, seq) if out is not None else out
-        if postwait:
-            st.chk.wait(cg, seq)
-        st.chk.end(cg, seq, synced)
+        chk.finish(cg, seq, how)
         return out
 
     wrapper.__cohort_original__ = orig

@@ -1,0 +1,113 @@
+"""Where cohort.torch's time per call goes, inside one gloo program
+(docs/pytorch.md, "Cost"): alternating blocks of 200 dist.all_reduce calls
+at 8 B - "raw" (torch's function, no check), "b_file"/"b_site"/"b_wait"
+(Checker.begin with a given / the captured call site, + wait, around the
+raw call) and "wrapped" (cohort.torch's wrapper) - with, per mode and per
+call, each thread's CPU time, run-queue wait, time slices and voluntary /
+involuntary context switches from /proc/self/task/*/{schedstat,status}
+(counts are robust on a loaded machine; times are paired by the blocks).
+  cohortrun -n 2 python3 -m cohort.torch.run bench/torch/split.py [ROUNDS]
+MODES=raw,wrapped selects modes; PERF_OUT=FILE records rank 0's main thread
+with perf (cpu-clock) during the timed blocks.
+"""
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+import cohort.torch as ct
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    blk = 200
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    st = ct._state
+    chk = st.chk
+    wrapped = dist.all_reduce
+    orig = wrapped.__cohort_original__
+    tls = ct._tls
+    cg = st.group_for(None)
+    t = torch.ones(2, dtype=torch.float32)
+    pc = time.perf_counter_ns
+    def raw(t):
+        tls.depth = 1
+        try:
+            orig(t)
+        finally:
+            tls.depth = 0
+    def begin_only(t):  # begin with explicit file (no frame walk), end unsynced
+        seq = chk.begin(cg, "all_reduce", 2, "float32", 0, "SUM", -1, None, 0, "x.py", 1)
+        raw(t)
+        chk.end(cg, seq)
+    def begin_site(t):
+        seq = chk.begin(cg, "all_reduce", 2, "float32", 0, "SUM", -1, None)
+        raw(t)
+        chk.end(cg, seq)
+    def begin_wait(t):
+        seq = chk.begin(cg, "all_reduce", 2, "float32", 0, "SUM", -1, None)
+        raw(t)
+        chk.wait(cg, seq)
+        chk.end(cg, seq, True)
+    modes = [("raw", raw), ("b_file", begin_only), ("b_site", begin_site), ("b_wait", begin_wait), ("wrapped", wrapped)]
+    sel = os.environ.get("MODES")
+    if sel:
+        modes = [m for m in modes if m[0] in sel.split(",")]
+    res = {m: [] for m, _ in modes}
+    acc = {m: {} for m, _ in modes}
+    def snap():
+        out = {}
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                run, wait, sl = map(int, open(f"/proc/self/task/{tid}/schedstat").read().split())
+                comm = open(f"/proc/self/task/{tid}/comm").read().strip()
+                vc = nvc = 0
+                for line in open(f"/proc/self/task/{tid}/status"):
+                    if line.startswith("voluntary_ctxt_switches"): vc = int(line.split()[1])
+                    if line.startswith("nonvoluntary_ctxt_switches"): nvc = int(line.split()[1])
+            except OSError:
+                continue
+            key = "main" if int(tid) == os.getpid() else comm
+            o = out.setdefault(key, [0, 0, 0, 0, 0, 0])
+            for i, v in enumerate((run, wait, sl, vc, nvc, 1)): o[i] += v
+        return out
+    for _ in range(300):
+        wrapped(t)
+    s0 = chk.stats()
+    perf = None
+    if os.environ.get("PERF_OUT") and rank == 0:
+        import subprocess, signal
+        perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "20000", "-t", str(os.getpid()), "-o", os.environ["PERF_OUT"]])
+        time.sleep(1.0)
+    for r in range(n):
+        for m, f in (modes if r % 2 == 0 else modes[::-1]):
+            ts = res[m]
+            a = snap()
+            for _ in range(blk):
+                t0 = pc(); f(t); ts.append(pc() - t0)
+            b = snap()
+            for k in b:
+                d = acc[m].setdefault(k, [0] * 6)
+                for i in range(5): d[i] += b[k][i] - a.get(k, [0] * 6)[i]
+                d[5] = b[k][5]
+    s1 = chk.stats()
+    if perf:
+        perf.send_signal(signal.SIGINT); perf.wait()
+    if rank == 0:
+        base = sorted(res["raw"])[len(res["raw"]) // 2] / 1e3 if "raw" in res else 0
+        for m in res:
+            ts = sorted(res[m])
+            q = lambda f: ts[int(f * len(ts))] / 1e3
+            print(f"SPLIT {m:8} n={len(ts)} p10 {q(.1):7.1f} p50 {q(.5):7.1f} (+{q(.5)-base:5.1f}) p90 {q(.9):7.1f}", flush=True)
+    for m in acc:
+        N = len(res[m])
+        print(f"[{rank}] {m:8} per call: " + "  ".join(
+            f"{k}(x{v[5]}): run {v[0]/N/1e3:.1f}us rq {v[1]/N/1e3:.1f}us sl {v[2]/N:.2f} vcs {v[3]/N:.2f} nvcs {v[4]/N:.2f}"
+            for k, v in sorted(acc[m].items()) if v[2]), flush=True)
+    print(f"[{rank}] stats delta", {k: s1[k] - s0[k] for k in s1}, flush=True)
+    dist.barrier()
+    dist.destroy_process_group()
+
+main()
