@@ -106,23 +106,59 @@ static void m3_mac(uint8_t out[32], const cohort_group *g, const hs_m3 *m, const
     hs_mac(out, g, "cohort-shm-lead", cn, sn, extra, sizeof extra);
 }
 
-/* Geometry from (n, S): every rank computes it and checks the lead's. */
-static void geometry(int n, size_t S, size_t *buf_stride, size_t *rank_stride, size_t *ctl_off,
-                     size_t *slot_off, size_t *total)
+/* Geometry from (n, S, ring K, ring bytes): every rank computes it and
+ * checks the lead's. */
+typedef struct shm_geo {
+    size_t buf_stride, rank_stride, ctl_off, slot_off, ring_off, ring_stride, total;
+} shm_geo;
+
+static size_t ring_slot_stride(size_t ring_bytes) { return round_up(ring_bytes, SHM_LINE); }
+
+static void geometry(int n, size_t S, size_t ring_k, size_t ring_bytes, shm_geo *o)
 {
-    *buf_stride = round_up(SHM_LINE + S, SHM_LINE);
-    *rank_stride = round_up(2 * *buf_stride, 4096);
-    *ctl_off = SHM_SEG_HDR_BYTES;
-    *slot_off = round_up(*ctl_off + (size_t)n * SHM_CTL_BYTES, 4096);
-    /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux */
-    *total = *slot_off + (size_t)n * (*rank_stride + COH_SHM_AUX_BYTES);
+    o->buf_stride = round_up(SHM_LINE + S, SHM_LINE);
+    o->rank_stride = round_up(2 * o->buf_stride, 4096);
+    o->ctl_off = SHM_SEG_HDR_BYTES;
+    o->slot_off = round_up(o->ctl_off + (size_t)n * SHM_CTL_BYTES, 4096);
+    /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux; then the ring */
+    o->ring_off = o->slot_off + (size_t)n * (o->rank_stride + COH_SHM_AUX_BYTES);
+    o->ring_stride = ring_k ? round_up(4 * ring_k * sizeof(shm_ring_rec) +
+                                           ring_k * ring_slot_stride(ring_bytes),
+                                       4096)
+                            : 0;
+    o->total = o->ring_off + (size_t)n * o->ring_stride;
 }
 
 size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
 {
-    size_t a, b, c, d, t;
-    geometry(local_size, slot_bytes, &a, &b, &c, &d, &t);
-    return t;
+    shm_geo o;
+    geometry(local_size, slot_bytes, SHM_DEFAULT_RING_SLOTS, SHM_DEFAULT_RING_BYTES, &o);
+    return o.total;
+}
+
+/* The small-broadcast ring: COHORT_SHM_RING_SLOTS (K, rounded down to a
+ * power of two, 0 = off) and COHORT_SHM_RING_BYTES (the largest broadcast
+ * it takes). The lead's values win, like the slot size. */
+static cohort_status read_ring_env(cohort_group *g, size_t *k, size_t *bytes)
+{
+    long v = SHM_DEFAULT_RING_SLOTS;
+    int r = coh_env_int("COHORT_SHM_RING_SLOTS", &v);
+    if (r < 0 || v < 0 || v > (long)SHM_MAX_RING_SLOTS)
+        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                               "COHORT_SHM_RING_SLOTS=%s: want an integer in [0, %u]",
+                               coh_env_str("COHORT_SHM_RING_SLOTS"), SHM_MAX_RING_SLOTS);
+    size_t kk = 0;
+    while (v >= 2 && (kk ? kk * 2 : 2) <= (size_t)v)
+        kk = kk ? kk * 2 : 2;
+    long b = SHM_DEFAULT_RING_BYTES;
+    r = coh_env_int("COHORT_SHM_RING_BYTES", &b);
+    if (r < 0 || b < 0 || b > (long)SHM_MAX_RING_BYTES)
+        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                               "COHORT_SHM_RING_BYTES=%s: want an integer in [0, %u]",
+                               coh_env_str("COHORT_SHM_RING_BYTES"), SHM_MAX_RING_BYTES);
+    *k = b > 0 ? kk : 0;
+    *bytes = *k ? (size_t)b : 0;
+    return COHORT_OK;
 }
 
 /* Slot size: COHORT_SHM_SLOT_BYTES (the lead's value wins; every rank
@@ -164,6 +200,12 @@ static void set_geometry(coh_shm *s)
     s->ctl_base = s->base + h->ctl_off;
     s->slots = s->base + h->slot_off;
     s->aux = s->slots + (size_t)s->n * s->rank_stride;
+    s->ring_k = (size_t)h->ring_k;
+    s->ring_nrec = 4 * s->ring_k;
+    s->ring_bytes = (size_t)h->ring_bytes;
+    s->ring_slot_stride = ring_slot_stride(s->ring_bytes);
+    s->ring_stride = (size_t)h->ring_stride;
+    s->ring = s->base + h->ring_off;
 }
 
 void *coh_shm_aux(coh_shm *s, int li)
@@ -186,6 +228,8 @@ static void cleanup(coh_shm *s)
     shm_cma_release(s);
     coh_free(s->srcs);
     coh_free(s->peer_file);
+    coh_free(s->ring_pend);
+    coh_free(s->ring_calls);
     coh_free(s);
 }
 
@@ -462,12 +506,14 @@ static cohort_status lead_publish_error(coh_shm *s, cohort_status st)
     return st;
 }
 
-static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
+static cohort_status lead_create(coh_shm *s, size_t S, size_t small, size_t ring_k,
+                                 size_t ring_bytes)
 {
     cohort_group *g = s->g;
     int n = s->n;
-    size_t buf_stride, rank_stride, ctl_off, slot_off, total;
-    geometry(n, S, &buf_stride, &rank_stride, &ctl_off, &slot_off, &total);
+    shm_geo geo;
+    geometry(n, S, ring_k, ring_bytes, &geo);
+    size_t total = geo.total;
     int fd = memfd_create("cohort-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return lead_publish_error(
@@ -505,10 +551,14 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
     h->slot_bytes = S;
     h->small_bytes = small;
     h->total_bytes = total;
-    h->ctl_off = ctl_off;
-    h->slot_off = slot_off;
-    h->rank_stride = rank_stride;
-    h->buf_stride = buf_stride;
+    h->ctl_off = geo.ctl_off;
+    h->slot_off = geo.slot_off;
+    h->rank_stride = geo.rank_stride;
+    h->buf_stride = geo.buf_stride;
+    h->ring_k = ring_k;
+    h->ring_bytes = ring_bytes;
+    h->ring_off = geo.ring_off;
+    h->ring_stride = geo.ring_stride;
     h->magic = SHM_MAGIC;
     set_geometry(s);
     if (n == 1) {
@@ -957,12 +1007,18 @@ static cohort_status member_attach(coh_shm *s)
     shm_seg_hdr *h = s->hdr = (shm_seg_hdr *)s->base;
     /* Recompute the layout from (n, S) instead of trusting the offsets:
      * every access below stays inside the mapping. */
-    size_t bs, rs, co, so, tot;
-    geometry(s->n, (size_t)h->slot_bytes, &bs, &rs, &co, &so, &tot);
+    shm_geo geo;
+    int ring_ok = h->ring_k <= SHM_MAX_RING_SLOTS && (h->ring_k & (h->ring_k - 1)) == 0 &&
+                  h->ring_k != 1 && h->ring_bytes <= SHM_MAX_RING_BYTES &&
+                  (h->ring_k == 0) == (h->ring_bytes == 0);
+    geometry(s->n, (size_t)h->slot_bytes, ring_ok ? (size_t)h->ring_k : 0,
+             ring_ok ? (size_t)h->ring_bytes : 0, &geo);
     if (s->size < sizeof(shm_seg_hdr) || h->magic != SHM_MAGIC || h->version != SHM_VERSION ||
         h->group != g->id || h->gen != g->generation || h->job_hash != job_hash(g) ||
-        h->local_size != (uint32_t)s->n || h->total_bytes != s->size || tot != s->size ||
-        h->buf_stride != bs || h->rank_stride != rs || h->ctl_off != co || h->slot_off != so ||
+        h->local_size != (uint32_t)s->n || h->total_bytes != s->size || geo.total != s->size ||
+        h->buf_stride != geo.buf_stride || h->rank_stride != geo.rank_stride ||
+        h->ctl_off != geo.ctl_off || h->slot_off != geo.slot_off || !ring_ok ||
+        h->ring_off != geo.ring_off || h->ring_stride != geo.ring_stride ||
         h->small_bytes > h->slot_bytes) {
         return coh_tp_fail_set(g, COHORT_ERR_PROTOCOL,
                                "shm: the segment from rank %d has an unexpected header (group %u "
@@ -1047,8 +1103,10 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         return coh_tp_fail_set(g, COHORT_ERR_INVALID, "shm: group without a store or job token");
     if (sodium_init() < 0)
         return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: libsodium initialisation failed");
-    size_t S = 0, small = 0;
+    size_t S = 0, small = 0, ring_k = 0, ring_bytes = 0;
     cohort_status st = read_env(g, &S, &small);
+    if (st == COHORT_OK)
+        st = read_ring_env(g, &ring_k, &ring_bytes);
     if (st != COHORT_OK)
         return st;
     coh_shm *s = coh_calloc(1, sizeof *s);
@@ -1076,7 +1134,7 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     long ntv;
     if (coh_env_int("COHORT_SHM_NT_BYTES", &ntv) == 1 && ntv >= 0)
         s->nt_bytes = (size_t)ntv;
-    st = s->me == 0 ? lead_create(s, S, small) : member_attach(s);
+    st = s->me == 0 ? lead_create(s, S, small, ring_k, ring_bytes) : member_attach(s);
     if (st == COHORT_OK)
         st = attach(s);
     if (st != COHORT_OK) {
@@ -1088,6 +1146,15 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         }
         cleanup(s);
         return st;
+    }
+    if (s->ring_k) {
+        s->ring_pend = coh_calloc(s->ring_nrec, sizeof *s->ring_pend);
+        s->ring_calls = coh_calloc(s->ring_nrec, sizeof *s->ring_calls);
+        if (!s->ring_pend || !s->ring_calls) {
+            coh_shm_abort(s, COHORT_ERR_NOMEM, "shm: out of memory");
+            cleanup(s);
+            return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
+        }
     }
     coh_debug("shm: group %u local %d/%d attached, segment %zu bytes, slot %zu, small %zu, %s; "
               "%s",
@@ -1117,10 +1184,18 @@ static void tp_abort(void *t, cohort_status st, const char *reason, int from_pee
 }
 static void tp_wake(void *t) { coh_shm_wake(t); }
 static void tp_destroy(void *t) { coh_shm_destroy(t); }
+/* cohort_finalize: the ring's closing check (src/coll/shm sets ring_close
+ * once this rank rooted a ring call; the transport does not know the
+ * contract rules). */
+static cohort_status tp_close_check(void *t, int wait_ms)
+{
+    coh_shm *s = t;
+    return s && s->ring_close ? s->ring_close(s, wait_ms) : COHORT_OK;
+}
 
 const coh_transport_ops coh_shm_transport = {
     .hook = {.name = "shm", .order = COH_HOOK_SHM, .abort = tp_abort, .wake = tp_wake},
-    .close_check = NULL,
+    .close_check = tp_close_check,
     .destroy = tp_destroy,
 };
 
@@ -1252,3 +1327,12 @@ int coh_shm_peer_state(coh_shm *s, int li, coh_call *cur, uint64_t *last_done, i
 }
 
 const char *coh_shm_copy_info(const coh_shm *s) { return s ? s->copy_info : "no segment"; }
+
+int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *max)
+{
+    if (!s || !s->ring_k || s->n < 2 || bytes > s->ring_bytes || (s->cma && bytes >= s->cma_min))
+        return 0;
+    *slots = s->ring_k;
+    *max = s->ring_bytes;
+    return 1;
+}
