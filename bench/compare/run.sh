@@ -7,6 +7,7 @@
 #   QUICK=1 bench/compare/run.sh         smoke run: 1 launch, 3 sizes, short timing (a few minutes)
 #   PRESET=issue14 bench/compare/run.sh  every target of issue #14 at >= 5 launches per
 #                                        cell, sized for ~50 minutes on 2 cores (below)
+#   PRESET=issue14 QUICK=1 bench/compare/run.sh   the preset's configurations once, QUICK-sized
 #   CONFIGS="shm2 contract" bench/compare/run.sh     only some configurations
 #
 # Environment:
@@ -78,8 +79,9 @@ issue14)
     # "Benchmarks" has the estimate); the medians are over launches, each launch's
     # p50/p99 over its own iterations (>= 5 after warmup, at every size). over16osu
     # is left out: no target asks for 16 ranks OSU style.
-    REPS=${REPS:-5}
-    T=${T:-0.03}
+    # With QUICK=1: the same configurations at QUICK's launches, sizes and timing
+    # (a smoke run of the preset).
+    if [ "$QUICK" != 1 ]; then REPS=${REPS:-5}; T=${T:-0.03}; fi
     CONFIGS=${CONFIGS:-"memcpy shm2 shm2osu over4 over4osu over8 over8osu over16 tcp2 tcp2osu tcp4 tcp4osu netns2 netns2osu netns4 netns4osu contract"}
     QUIET_WAIT=${QUIET_WAIT:-30}
     ;;
