@@ -7,6 +7,7 @@
 #   QUICK=1 bench/compare/run.sh         smoke run: 1 launch, 3 sizes, short timing (a few minutes)
 #   PRESET=issue14 bench/compare/run.sh  every target of issue #14 at >= 5 launches per
 #                                        cell, sized for ~50 minutes on 2 cores (below)
+#   PRESET=issue14 QUICK=1 bench/compare/run.sh   the preset's configurations once, QUICK-sized
 #   CONFIGS="shm2 contract" bench/compare/run.sh     only some configurations
 #
 # Environment:
@@ -78,8 +79,9 @@ issue14)
     # "Benchmarks" has the estimate); the medians are over launches, each launch's
     # p50/p99 over its own iterations (>= 5 after warmup, at every size). over16osu
     # is left out: no target asks for 16 ranks OSU style.
-    REPS=${REPS:-5}
-    T=${T:-0.03}
+    # With QUICK=1: the same configurations at QUICK's launches, sizes and timing
+    # (a smoke run of the preset).
+    if [ "$QUICK" != 1 ]; then REPS=${REPS:-5}; T=${T:-0.03}; fi
     CONFIGS=${CONFIGS:-"memcpy shm2 shm2osu over4 over4osu over8 over8osu over16 tcp2 tcp2osu tcp4 tcp4osu netns2 netns2osu netns4 netns4osu contract"}
     QUIET_WAIT=${QUIET_WAIT:-30}
     ;;
@@ -331,13 +333,21 @@ netns_next() { # CFG N: the next numbered cohort launch of a netns configuration
 
 # ompi_netns CFG REP N: mpirun in NS_A, its daemon in NS_B (ns_rsh), TCP on the veth
 # for both its out-of-band channel and the btl, half the ranks on each "host".
-# --bind-to none: each "host's" daemon would bind its first rank to core 0, so the
-# ranks of both namespaces would share one core of the two (seen: 2 ranks, both
-# "bound to socket 0[core 0]", 8 B all_reduce in ms); cohort and Gloo do not bind.
+# Binding as mpirun binds on one host: left to itself, each "host's" daemon binds
+# its own first rank to core 0, so ranks of both namespaces would share one core
+# (seen: 2 ranks both "bound to socket 0[core 0]"). With no more ranks than cores,
+# a rankfile puts rank i on core i, as Open MPI's tcp2 launches get; with more
+# (oversubscribed), no binding, as Open MPI does on one host.
 ompi_netns() {
-    local cfg=$1 rep=$2 n=$3
+    local cfg=$1 rep=$2 n=$3 bind=(--bind-to none) i
+    if [ "$n" -le "$(nproc)" ]; then
+        for i in $(seq 0 $((n - 1))); do
+            echo "rank $i=$([ "$(ns_of $i $n)" = "$NS_A" ] && echo $NS_IP_A || echo $NS_IP_B) slot=$i"
+        done > "$PEERS/bin/rankfile.$n"
+        bind=(--rankfile "$PEERS/bin/rankfile.$n")
+    fi
     runlog "$OUT/raw/$cfg/ompi.$rep.txt" ip netns exec "$NS_A" $OMPI $OMPI_VERBOSE \
-        --host $NS_IP_A:$((n / 2)),$NS_IP_B:$((n / 2)) -n "$n" --bind-to none \
+        --host $NS_IP_A:$((n / 2)),$NS_IP_B:$((n / 2)) -n "$n" "${bind[@]}" \
         --mca plm_rsh_agent "$PEERS/bin/ns_rsh" --mca oob_tcp_if_include coh0 \
         --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include coh0 \
         "$PEERS/bin/mpi_coll_bench.openmpi" -c $MPI_OPS -s "$SIZES" -t "$T" $(osu_flag "$cfg" -o) -l "$cfg ompi"

@@ -9,7 +9,8 @@
 # over pairs of each figure, bare -> layer, and the median of the per-pair
 # ratios (wall time: layer/bare; hpcc's rates: bare/layer, so > 1 is a
 # slowdown either way). Exits non-zero if a run failed or the layer
-# reported something. Debian's hpcc is built for Open MPI; for MPICH,
+# reported something. A_LIB=<.so>: the "bare" side runs under that build of
+# the layer instead (before/after: "bare" is then the before). Debian's hpcc is built for Open MPI; for MPICH,
 # scripts/hpcc-mpich.sh builds it and calls this.
 set -uo pipefail
 impl=${1:?openmpi|mpich} lib=${2:?libcohort-mpi .so} hpcc=${3:?hpcc binary}
@@ -31,7 +32,7 @@ for ((p = 0; p < pairs; p++)); do
       q=1; [ $n = 4 ] && q=2
       sed -e "s/^1000         Ns/400          Ns/" -e "s/^2            Ps/$q            Ps/" "$inf" \
         > "$d/hpccinf.txt"
-      pre=""; [ $mode = layer ] && pre=$lib
+      pre=${A_LIB:-}; [ $mode = layer ] && pre=$lib
       launcher "$impl" "$n" "$pre"
       t0=$(date +%s.%N)
       (cd "$d" && timeout 600 "${L[@]}" "$hpcc" > "$d/out" 2>&1)

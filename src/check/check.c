@@ -760,23 +760,11 @@ static cohort_status publish(cohort_check *c, cohort_check_group *g, const chk_c
     return COHORT_OK;
 }
 
-cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const cohort_check_fp *fp,
-                                 uint64_t *seq)
+/* Announces the next call of g in its history: names interned once, then
+ * pointer copies. c->mu held. */
+static void hist_put(cohort_check *c, cohort_check_group *g, const cohort_check_fp *fp,
+                     chk_cfp *out)
 {
-    if (!c || !g || !fp || !fp->op)
-        return coh_err_set(NULL, COHORT_ERR_INVALID,
-                           "cohort_check_begin: checker, group, fingerprint or op missing");
-    pthread_mutex_lock(&c->mu);
-    if (atomic_load_explicit(&c->failed, memory_order_relaxed)) {
-        cohort_status st = failed_status(c);
-        pthread_mutex_unlock(&c->mu);
-        return st;
-    }
-    if (g->removed) {
-        pthread_mutex_unlock(&c->mu);
-        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_begin: %s was removed",
-                           g->name);
-    }
     chk_cfp f;
     f.seq = ++g->seq;
     f.op_hash = lit_hash(fp->op);
@@ -785,12 +773,6 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
     f.redop_hash = lit_hash(fp->redop);
     f.root = fp->root;
     f.args_hash = fp->args_hash;
-    if (seq)
-        *seq = f.seq;
-    if (g->pred != c->rank)
-        c->stats.calls++; /* a group of one has nothing to compare */
-
-    /* History: names interned once, then pointer copies. */
     chk_hent *e = &g->hist[f.seq % CHK_HIST];
     e->f = f;
     e->op = fp->op;
@@ -806,6 +788,42 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
     e->file = fp->file ? coh_chk_intern(c, 3, str_hash(fp->file), fp->file) : NULL;
     e->line = fp->line;
     e->pc = fp->pc;
+    *out = f;
+}
+
+cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const cohort_check_fp *fp,
+                                 uint64_t *seq)
+{
+    if (!c || !g || !fp || !fp->op)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "cohort_check_begin: checker, group, fingerprint or op missing");
+    pthread_mutex_lock(&c->mu);
+    if (atomic_load_explicit(&c->failed, memory_order_relaxed)) {
+        /* A call made after another rank found a mismatch still goes into
+         * the history until the report is out: a rank that reached the
+         * failing call late must not read as having made no calls. Bounded
+         * so a program that retries in a loop cannot wrap the history. */
+        if (!c->report_ready && !g->removed && g->late < CHK_HIST / 2) {
+            chk_cfp f;
+            g->late++;
+            hist_put(c, g, fp, &f);
+            pthread_cond_broadcast(&c->cv);
+        }
+        cohort_status st = failed_status(c);
+        pthread_mutex_unlock(&c->mu);
+        return st;
+    }
+    if (g->removed) {
+        pthread_mutex_unlock(&c->mu);
+        return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_begin: %s was removed",
+                           g->name);
+    }
+    chk_cfp f;
+    hist_put(c, g, fp, &f);
+    if (seq)
+        *seq = f.seq;
+    if (g->pred != c->rank)
+        c->stats.calls++; /* a group of one has nothing to compare */
 
     c->pos.state = CHK_POS_CALL;
     c->pos.peer = -1;

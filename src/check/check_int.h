@@ -135,6 +135,7 @@ struct cohort_check_group {
     chk_hent hist[CHK_HIST];   /* by seq % CHK_HIST */
     char name[64];
     int removed;               /* freed by the front end; kept until compared */
+    int late;                  /* calls recorded after the checker failed */
     struct cohort_check_group *next; /* in c->groups */
 };
 

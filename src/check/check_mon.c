@@ -17,6 +17,7 @@
  * ("h/<gid>/<member>") with cohort's analysis and published as
  * "report/<gid>"; every rank hands that same text to its handler.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@
 
 #define TICK_MS 10
 #define HIST_WAIT_MS 3000   /* for every member's history (loaded machines) */
+#define LATE_WAIT_MS 1000   /* for this rank to reach the failing call */
 #define REPORT_WAIT_MS 8000 /* for the detector's report */
 #define FAIL_WAIT_MS 3000   /* for the failure record after the world aborted */
 #define SHOWN_WAIT_MS 5000  /* for every rank to have reported before the job is ended */
@@ -301,11 +303,33 @@ done:
 }
 
 /* This member's history of g, sites resolved. */
-static char *my_history(cohort_check *c, uint64_t gid, size_t *len, int **world, int *n, int *me,
-                        char *name, size_t nlen)
+static char *my_history(cohort_check *c, uint64_t gid, uint64_t seq, size_t *len, int **world,
+                        int *n, int *me, char *name, size_t nlen)
 {
     pthread_mutex_lock(&c->mu);
     cohort_check_group *g = coh_chk_find(c, gid);
+    /* This rank may not have reached the failing call yet (another pair of
+     * ranks compared first): give it a moment to get there, since its
+     * begin records the call even now (cohort_check_begin), so the report
+     * shows what it called instead of "made no calls". */
+    if (g && g->seq < seq) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += LATE_WAIT_MS / 1000;
+        ts.tv_nsec += (long)(LATE_WAIT_MS % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L)
+            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        int r = 0;
+        while (g && g->seq < seq && !c->stop && r != ETIMEDOUT) {
+            c->waiters++;
+            r = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+            c->waiters--;
+            g = coh_chk_find(c, gid);
+        }
+        if (g && g->seq < seq)
+            coh_info("checker: group %016" PRIx64 " is at call %" PRIu64 ", not %" PRIu64
+                     "; publishing its history as it is", gid, g->seq, seq);
+    }
     if (!g) {
         pthread_mutex_unlock(&c->mu);
         return NULL;
@@ -333,12 +357,13 @@ static char *my_history(cohort_check *c, uint64_t gid, size_t *len, int **world,
     return coh_chk_hist_format(&copy, sp, len);
 }
 
-static void report_mismatch(cohort_check *c, uint64_t gid, int detector, const char *fallback)
+static void report_mismatch(cohort_check *c, uint64_t gid, uint64_t seq, int detector,
+                            const char *fallback)
 {
     char key[64], name[64] = "";
     int *world = NULL, n = 0, me = -1;
     size_t hl = 0;
-    char *h = my_history(c, gid, &hl, &world, &n, &me, name, sizeof name);
+    char *h = my_history(c, gid, seq, &hl, &world, &n, &me, name, sizeof name);
     coh_info("checker: mismatch in group %016" PRIx64 " found by member %d; this rank is member %d",
              gid, detector, me);
     char *final = coh_malloc(COH_ERRLEN);
@@ -449,7 +474,7 @@ static void handle_failure(cohort_check *c)
             memcpy(t, text, tl);
             t[tl] = 0;
             if (kind == COHORT_CHECK_MISMATCH)
-                report_mismatch(c, gid, member, t);
+                report_mismatch(c, gid, seq, member, t);
             else
                 finish(c, kind, kind_status(kind), t);
             coh_free(t);

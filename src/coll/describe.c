@@ -44,7 +44,13 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
     size_t es = cohort_dtype_size(dt);
     size_t bytes = count > SIZE_MAX / (es ? es : 1) ? SIZE_MAX : count * es;
     char copy[512];
-    if (g->shm)
+    size_t slots = 0, max = 0;
+    if (g->shm && coll == COH_COLL_BROADCAST && coh_shm_ring_takes(g->shm, bytes, &slots, &max))
+        snprintf(copy, sizeof copy,
+                 "slot ring (%zu slots of %zu B per root; the root returns once its slot is "
+                 "written); %s",
+                 slots, max, coh_shm_copy_info(g->shm));
+    else if (g->shm)
         snprintf(copy, sizeof copy, "%s; %s", coh_shm_copy_path(g->shm, coll, bytes),
                  coh_shm_copy_info(g->shm));
     else

@@ -124,6 +124,40 @@ static void mark_dead(tcp *t, cohort_status st, const char *fmt, ...)
 
 /* ---- sending ---- */
 
+/* Writes p[0..n) by the deadline, never blocking past it. Returns 0 when
+ * all went, -2 on the deadline, -1 on an error (errno; EPIPE for a closed
+ * peer); *sent says how much went either way. */
+static int write_exact(int fd, const uint8_t *p, size_t n, uint64_t deadline, size_t *sent)
+{
+    size_t off = 0;
+    int rc = 0;
+    while (off < n) {
+        ssize_t w = send(fd, p + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int ms = coh_ms_left(deadline);
+            struct pollfd pf = {.fd = fd, .events = POLLOUT};
+            int pr = ms > 0 ? poll(&pf, 1, ms) : 0;
+            if (pr > 0 || (pr < 0 && errno == EINTR))
+                continue;
+            rc = -2;
+            break;
+        }
+        if (w == 0)
+            errno = EPIPE;
+        rc = -1;
+        break;
+    }
+    if (sent)
+        *sent = off;
+    return rc;
+}
+
 /* Writes a whole frame by the deadline. A frame cut off midway leaves the
  * stream unusable, so that kills the connection; a frame not started at all
  * only times out. */
@@ -153,41 +187,22 @@ static cohort_status send_all(cohort_store *s, tcp *t, const uint8_t *p, size_t 
     }
     t->sending = 1;
     pthread_mutex_unlock(&t->mu);
-    while (off < n) {
-        ssize_t w = send(t->fd, p + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w > 0) {
-            off += (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int ms = coh_ms_left(deadline);
-            struct pollfd pf = {.fd = t->fd, .events = POLLOUT};
-            int r = ms > 0 ? poll(&pf, 1, ms) : 0;
-            if (r > 0 || (r < 0 && errno == EINTR))
-                continue;
-            if (off == 0) {
-                st = coh_err_set(coh_store_err(s), COHORT_ERR_TIMEOUT,
-                                 "%s: timed out sending to store %s (server not reading)", what,
-                                 t->addr);
-            } else {
-                mark_dead(t, COHORT_ERR_STORE,
-                          "connection to store %s abandoned: timed out mid-frame while sending",
-                          t->addr);
-                st = coh_err_set(coh_store_err(s), COHORT_ERR_TIMEOUT,
-                                 "%s: timed out sending to store %s; connection closed", what,
-                                 t->addr);
-            }
-            break;
-        }
-        int e = w < 0 ? errno : EPIPE;
+    int r = write_exact(t->fd, p, n, deadline, &off);
+    if (r == -2 && off == 0) {
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_TIMEOUT,
+                         "%s: timed out sending to store %s (server not reading)", what, t->addr);
+    } else if (r == -2) {
+        mark_dead(t, COHORT_ERR_STORE,
+                  "connection to store %s abandoned: timed out mid-frame while sending", t->addr);
+        st = coh_err_set(coh_store_err(s), COHORT_ERR_TIMEOUT,
+                         "%s: timed out sending to store %s; connection closed", what, t->addr);
+    } else if (r < 0) {
+        int e = errno;
         mark_dead(t, COHORT_ERR_STORE, "connection to store server %s lost: send: %s", t->addr,
                   strerror(e));
         pthread_mutex_lock(&t->mu);
         st = coh_err_set(coh_store_err(s), t->dead_st, "%s: %s", what, t->dead_msg);
         pthread_mutex_unlock(&t->mu);
-        break;
     }
     pthread_mutex_lock(&t->mu);
     t->sending = 0;
@@ -635,30 +650,6 @@ static cohort_status read_frame(tcp *t, uint64_t deadline, coh_frame_hdr *h, uin
     return COHORT_OK;
 }
 
-static int write_exact(int fd, const uint8_t *p, size_t n, uint64_t deadline)
-{
-    size_t off = 0;
-    while (off < n) {
-        ssize_t w = send(fd, p + off, n - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w > 0) {
-            off += (size_t)w;
-            continue;
-        }
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int ms = coh_ms_left(deadline);
-            if (ms == 0)
-                return -2;
-            struct pollfd pf = {.fd = fd, .events = POLLOUT};
-            poll(&pf, 1, ms);
-            continue;
-        }
-        return -1;
-    }
-    return 0;
-}
-
 /* HELLO -> AUTH -> AUTH reply, each read with the connect deadline. The
  * token never leaves the process: only the MAC over the server's nonce
  * does, and the copy of it in the frame is wiped after sending. */
@@ -682,7 +673,7 @@ static cohort_status handshake(cohort_store *s, tcp *t, const char *job, const c
         /* Still send our AUTH (MAC zeroed): the server then logs which
          * version this client speaks; both sides report the mismatch. */
         memset(f + fl - COH_PROTO_MAC, 0, COH_PROTO_MAC);
-        write_exact(t->fd, f, fl, deadline);
+        write_exact(t->fd, f, fl, deadline, NULL);
         snprintf(err, errlen,
                  "it speaks store protocol version %u, this client version %u (upgrade the "
                  "older side)",
@@ -705,7 +696,7 @@ static cohort_status handshake(cohort_store *s, tcp *t, const char *job, const c
         return COHORT_ERR_PROTOCOL;
     }
     coh_proto_auth_mac(f + fl - COH_PROTO_MAC, token, body, (const uint8_t *)job, jl, gen);
-    int w = write_exact(t->fd, f, fl, deadline);
+    int w = write_exact(t->fd, f, fl, deadline, NULL);
     sodium_memzero(f + fl - COH_PROTO_MAC, COH_PROTO_MAC);
     if (w < 0) {
         snprintf(err, errlen, "%s during handshake", w == -2 ? "timed out" : "connection lost");

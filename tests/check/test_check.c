@@ -44,6 +44,7 @@ enum scen {
     S_SENDRECV,
     S_SLOWPEER,
     S_COUNT_NRW, /* S_COUNT with o.no_report_wait: failing calls return at once */
+    S_REDOP_LATE, /* S_REDOP while rank 1 reaches the call after the others found it */
     S_DEADLOCK_LATE, /* a cycle after many quick (never published) p2p waits */
     S_P2P_RETRACT,   /* waits published (they lasted) and ended: no stale position */
 };
@@ -267,6 +268,9 @@ static int rank_main(int rank, void *arg)
         call(c, gw, w, n, &f, 1);
         break;
     case S_REDOP:
+    case S_REDOP_LATE:
+        if (sc->s == S_REDOP_LATE && rank == 1)
+            usleep(600 * 1000); /* the others compare and fail without it */
         f = fpx("Allreduce", 1024, odd ? "MAX" : "SUM", -1, 42);
         call(c, gw, w, n, &f, 1);
         break;
@@ -530,6 +534,9 @@ static const scase cases[] = {
     {S_SENDRECV, 2, 0, 0, {NULL}},
     {S_SLOWPEER, 2, 0, 0, {NULL}},
     {S_COUNT_NRW, 4, 0, MIS, {"count differs", "ranks 0-2 have 1024", "rank 3 has 512"}},
+    /* rank 1's late call is in its history, so it counts with the majority */
+    {S_REDOP_LATE, 4, 0, MIS, {"Allreduce #6 (app.c:42): reduce op differs", "ranks 0-2 have SUM",
+                               "rank 3 has MAX"}},
     {S_DEADLOCK_LATE, 2, 0, 40 + COHORT_CHECK_DEADLOCK,
      {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40",
       "rank 1 waits for rank 0 in MPI_Recv at a.c:52"}},

@@ -458,7 +458,13 @@ static int rank_main(int rank, void *arg)
     int n = nranks;
     /* The copy path the local ranks agreed on at attach (shm_cma.c). */
     if (cf->env && strstr(cf->env, "COHORT_SHM_SINGLE_COPY=")) {
-        int want = strstr(cf->env, "COHORT_SHM_SINGLE_COPY=on") != NULL && n > 1;
+        int want = (strstr(cf->env, "COHORT_SHM_SINGLE_COPY=on") != NULL ||
+                    strstr(cf->env, "PROBE_NS=1000,1000") != NULL) &&
+                   n > 1;
+        if (strstr(cf->env, "PROBE_NS="))
+            CHECK(strstr(s->copy_info, want ? "auto: the kernel's copy wins"
+                                            : "loses to two copies") != NULL,
+                  "auto's decision is named: %s", s->copy_info);
         CHECK(s->cma == want, "single copy %d, expected %d (%s)", s->cma, want, s->copy_info);
         if (strstr(cf->env, "probe-fail"))
             CHECK(strstr(s->copy_info, "process_vm_readv: Bad address") != NULL,
@@ -589,6 +595,13 @@ static const cfg cfgs[] = {
     {2, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=on"},
     {3, 1, "COHORT_SHM_SLOT_BYTES=320;COHORT_SHM_SMALL_BYTES=96;COHORT_CONTRACT=off;"
            "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=1"},
+    /* auto decides by the speed probe (its times replaced: this VM's kernel
+     * copy always loses): a kernel copy as fast as memcpy turns single copy
+     * on for every op, one 2x slower keeps two copies */
+    {3, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=auto;"
+           "COHORT_SHM_SINGLE_COPY_BYTES=1;COHORT_SHM_SINGLE_COPY_PROBE_NS=1000,1000"},
+    {2, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=auto;"
+           "COHORT_SHM_SINGLE_COPY_BYTES=1;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"},
     /* off: no probe, two copies */
     {2, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=off;COHORT_SHM_SINGLE_COPY_BYTES=1"},
     /* the probe fails: two copies, everything still right */

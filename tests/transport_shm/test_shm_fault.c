@@ -10,6 +10,9 @@
  *     real group still forms;
  *   - every allocation failure during create is a clean NOMEM;
  *   - a lead that never comes is a TIMEOUT; a bad env var is INVALID;
+ *   - a stale segment address in the store: the member asks the store
+ *     again and attaches once it names the lead, or fails in bounded time;
+ *   - a stray close of the lead's socket: both ranks fail at once, saying so;
  *   - silent local connections to the rendezvous socket (same uid or not)
  *     neither delay the real member nor make the lead's error misleading.
  */
@@ -580,6 +583,193 @@ static int nolead_rank(int rank, void *arg)
     return 0;
 }
 
+/* ---- a stale segment address ----
+ * The member reads an address the lead is not (or no longer) listening on:
+ * mode 0, the store keeps naming it: the member fails within its bounded
+ * retry (about 2 s) with a message saying the store still names it; mode 1,
+ * the real address replaces it 300 ms later: the member retries, attaches
+ * and the group works. The member runs in a private store namespace (as
+ * the impostor does) holding the stale name; rank 2 plays the store's
+ * late update. */
+static int stale_mode;
+static const char stale_name[] = "cohort-shm-00000000000000000000000000000000";
+
+static int stale_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    if (rank == 2) { /* copies the real address into the member's namespace */
+        cohort_group *g = th_group_bare(1, 2, 5000);
+        RANK_CHECK(g, "group");
+        coh_monitor_stop(g);
+        wait_flag(1, 10000); /* the member is connecting to the stale name */
+        ms_sleep(300);
+        if (stale_mode == 1) {
+            void *addr = NULL;
+            size_t alen = 0;
+            RANK_CHECK(cohort_store_get(g->store, "shm/0/addr", 10, &addr, &alen, 10000) ==
+                           COHORT_OK,
+                       "segment address");
+            cohort_store_close(g->store);
+            RANK_CHECK(cohort_store_prefixed(g->store_root, "stale/", &g->store) == COHORT_OK,
+                       "ns");
+            RANK_CHECK(cohort_store_set(g->store, "shm/0/addr", 10, addr, alen) == COHORT_OK,
+                       "set");
+            free(addr);
+        }
+        th_group_free(g);
+        th_done(3);
+        return 0;
+    }
+    if (rank == 1) {
+        cohort_group *g = th_group_bare(1, 2, 10000);
+        RANK_CHECK(g, "group");
+        coh_monitor_stop(g);
+        cohort_store_close(g->store);
+        RANK_CHECK(cohort_store_prefixed(g->store_root, "stale/", &g->store) == COHORT_OK, "ns");
+        RANK_CHECK(cohort_store_set(g->store, "shm/0/addr", 10, stale_name,
+                                    sizeof stale_name - 1) == COHORT_OK,
+                   "set");
+        atomic_store(&th_sh()->flag[1], 1);
+        uint64_t t0 = coh_now_ns();
+        st = cht_tp_up(g, coh_shm_create(g, &g->shm));
+        double ms = (coh_now_ns() - t0) / 1e6;
+        fprintf(stderr, "member: %s after %.0f ms: %s\n", cohort_status_name(st), ms, g->err.msg);
+        if (stale_mode == 0) {
+            RANK_CHECK(st == COHORT_ERR_SYSTEM, "got %s", cohort_status_name(st));
+            RANK_CHECK(strstr(g->err.msg, "Connection refused") &&
+                           strstr(g->err.msg, "while the store still names it"),
+                       "message: %s", g->err.msg);
+            RANK_CHECK(ms >= 1500 && ms < 6000, "gave up after %.0f ms", ms);
+            atomic_store(&th_sh()->flag[2], 1); /* the lead may give up now */
+            th_group_free(g);
+            th_done(3);
+            return 0;
+        }
+        RANK_CHECK(st == COHORT_OK, "got %s: %s", cohort_status_name(st), g->err.msg);
+        int a = 2, b = 0;
+        coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_SUM, -1, 1);
+        RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), NULL);
+        RANK_CHECK(b == 3, "sum %d", b);
+        th_group_free(g);
+        th_done(3);
+        return 0;
+    }
+    cohort_group *g = th_group_bare(0, 2, stale_mode == 0 ? 8000 : 10000);
+    RANK_CHECK(g, "group");
+    st = cht_tp_up(g, coh_shm_create(g, &g->shm));
+    if (stale_mode == 0) { /* its member never attached: a timeout naming it */
+        RANK_CHECK(st == COHORT_ERR_TIMEOUT, "lead got %s: %s", cohort_status_name(st),
+                   g->err.msg);
+        wait_flag(2, 10000);
+    } else {
+        RANK_CHECK(st == COHORT_OK, "lead got %s: %s", cohort_status_name(st), g->err.msg);
+        int a = 1, b = 0;
+        coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_SUM, -1, 1);
+        RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), NULL);
+        RANK_CHECK(b == 3, "sum %d", b);
+    }
+    th_group_free(g);
+    th_done(3);
+    return 0;
+}
+
+START_TEST(stale_address)
+{
+    stale_mode = _i;
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 30000};
+    int want[3] = {0, 0, 0};
+    run_expect(&o, stale_rank, NULL, want);
+}
+END_TEST
+
+/* ---- a stray close of the lead's rendezvous socket ----
+ * Another part of the lead's process closes the listening socket's
+ * descriptor (a double close elsewhere): the lead must notice at once
+ * (POLLNVAL) instead of waiting out its timeout with members refused, and
+ * its members must get its reason through the store. */
+static void *stray_closer(void *arg)
+{
+    char *name = arg;
+    for (int fd = 3; fd < 1024; fd++) {
+        struct sockaddr_un a;
+        socklen_t l = sizeof a;
+        if (getsockname(fd, (struct sockaddr *)&a, &l) != 0 || a.sun_family != AF_UNIX ||
+            l <= offsetof(struct sockaddr_un, sun_path) + 1 || a.sun_path[0] != 0)
+            continue;
+        size_t nl = l - offsetof(struct sockaddr_un, sun_path) - 1;
+        if (nl == strlen(name) && memcmp(a.sun_path + 1, name, nl) == 0) {
+            close(fd);
+            atomic_store(&th_sh()->flag[1], 1);
+            return NULL;
+        }
+    }
+    return NULL;
+}
+
+static void *stray_watch(void *arg)
+{
+    cohort_group *g = arg;
+    /* the lead's own store handle publishes; read it through another */
+    cohort_store *st = NULL;
+    if (cohort_store_prefixed(g->store_root, "gen1/g0/", &st) != COHORT_OK)
+        return NULL;
+    void *v = NULL;
+    size_t vl = 0;
+    if (cohort_store_get(st, "shm/0/addr", 10, &v, &vl, 10000) == COHORT_OK) {
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)vl, (char *)v);
+        free(v);
+        stray_closer(name);
+    }
+    cohort_store_close(st);
+    return NULL;
+}
+
+static int stray_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    if (rank == 1) {
+        cohort_group *g = th_group_bare(1, 2, 10000);
+        RANK_CHECK(g, "group");
+        wait_flag(1, 10000); /* after the stray close */
+        uint64_t t0 = coh_now_ns();
+        st = cht_tp_up(g, coh_shm_create(g, &g->shm));
+        double ms = (coh_now_ns() - t0) / 1e6;
+        fprintf(stderr, "member: %s after %.0f ms: %s\n", cohort_status_name(st), ms, g->err.msg);
+        RANK_CHECK(st == COHORT_ERR_SYSTEM && strstr(g->err.msg, "closed by another part"),
+                   "member got %s: %s", cohort_status_name(st), g->err.msg);
+        RANK_CHECK(ms < 5000, "member took %.0f ms", ms);
+        th_group_free(g);
+        th_done(2);
+        return 0;
+    }
+    cohort_group *g = th_group_bare(0, 2, 10000);
+    RANK_CHECK(g, "group");
+    pthread_t t;
+    pthread_create(&t, NULL, stray_watch, g);
+    uint64_t t0 = coh_now_ns();
+    st = cht_tp_up(g, coh_shm_create(g, &g->shm));
+    double ms = (coh_now_ns() - t0) / 1e6;
+    pthread_join(t, NULL);
+    fprintf(stderr, "lead: %s after %.0f ms: %s\n", cohort_status_name(st), ms, g->err.msg);
+    RANK_CHECK(st == COHORT_ERR_SYSTEM && strstr(g->err.msg, "closed by another part"),
+               "lead got %s: %s", cohort_status_name(st), g->err.msg);
+    RANK_CHECK(ms < 5000, "lead took %.0f ms (its timeout is 10 s)", ms);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(stray_close)
+{
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 30000};
+    int want[2] = {0, 0};
+    run_expect(&o, stray_rank, NULL, want);
+}
+END_TEST
+
 START_TEST(no_lead_timeout)
 {
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 20000};
@@ -617,6 +807,8 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, silent_connections, 0, 4);
     tcase_add_test(tc, oom_walk);
     tcase_add_test(tc, no_lead_timeout);
+    tcase_add_loop_test(tc, stale_address, 0, 2);
+    tcase_add_test(tc, stray_close);
     tcase_add_test(tc, bad_env);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);

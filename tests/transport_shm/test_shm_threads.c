@@ -68,6 +68,52 @@ static int abort_rank(int rank, void *arg)
     return 0;
 }
 
+/* Same with the small-broadcast ring: ranks 1 and 2 are readers waiting
+ * for root 0, which enters its broadcast only after its other thread
+ * aborted the group (so the readers wait on a phase nobody publishes). */
+static int ring_abort_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    cohort_group *g = abort_g = th_group(rank, 3, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    pthread_t t;
+    if (rank == 0) {
+        pthread_create(&t, NULL, aborter, NULL);
+        uint64_t end = coh_now_ns() + 10000000000ull;
+        while (!atomic_load(&th_sh()->flag[0])) {
+            RANK_CHECK(coh_now_ns() < end, "abort never happened");
+            ms_sleep(1);
+        }
+    }
+    unsigned char buf[64] = {0};
+    coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, sizeof buf);
+    st = coh_shm_broadcast(g->shm, &c, buf, sizeof buf, 0);
+    double ms = (coh_now_ns() - atomic_load(&th_sh()->t_event_ns)) / 1e6;
+    char msg[COH_ERRLEN];
+    pthread_mutex_lock(&g->err_mu);
+    memcpy(msg, g->err.msg, sizeof msg);
+    pthread_mutex_unlock(&g->err_mu);
+    RANK_CHECK(st == COHORT_ERR_ABORTED, "got %s: %s", cohort_status_name(st), msg);
+    RANK_CHECK(ms < 500, "woke %.1f ms after the abort", ms);
+    RANK_CHECK(strstr(msg, "aborted by a test thread"), "reason lost: %s", msg);
+    if (rank == 0)
+        pthread_join(t, NULL);
+    th_group_free(g);
+    th_done(3);
+    return 0;
+}
+
+START_TEST(ring_abort_wakes)
+{
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .store_mode = CHT_STORE_RANK0};
+    cht_result r;
+    cht_run_ranks(&o, ring_abort_rank, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 START_TEST(abort_wakes)
 {
     ck_assert_ptr_nonnull(th_shared_init());
@@ -83,6 +129,7 @@ static Suite *make_suite(void)
     Suite *s = suite_create("shm_threads");
     TCase *tc = tcase_create("threads");
     tcase_add_loop_test(tc, abort_wakes, 0, 3);
+    tcase_add_test(tc, ring_abort_wakes);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

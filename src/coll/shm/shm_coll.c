@@ -265,6 +265,28 @@ static cohort_status hdr_mismatch(shm_op *o, int q, const coh_hdr *gotp)
     return p ? (cohort_status)p : COHORT_ERR_CONTRACT;
 }
 
+/* A ring call's mismatch with local rank q (exp: this rank's fingerprint
+ * for call c, got: q's): the contract module words the report. */
+static cohort_status ring_mismatch(shm_op *o, const coh_call *c, int q, const coh_hdr *exp,
+                                   const coh_hdr *got)
+{
+    cohort_group *g = o->g;
+    int peer = g->local_ranks[q];
+    int f = coh_hdr_match(exp, got);
+    if (f == COH_FIELD_NONE)
+        return coh_group_fail(g, COHORT_ERR_PROTOCOL,
+                              "shm: rank %d took the other broadcast path (ring or not) for %s "
+                              "#%llu",
+                              peer, coh_coll_name(c->coll), (unsigned long long)c->seq);
+    cohort_status st = coh_contract_mismatch(g, c, peer, exp, got);
+    if (st != COHORT_ERR_CONTRACT)
+        coh_group_fail(g, COHORT_ERR_CONTRACT, "%s #%llu: %s differs from rank %d's",
+                       coh_coll_name(c->coll), (unsigned long long)c->seq, coh_field_name(f),
+                       peer);
+    int p = coh_group_poisoned(g);
+    return p ? (cohort_status)p : COHORT_ERR_CONTRACT;
+}
+
 /* Compares local rank q's header for phase p with mine before its payload
  * is read. */
 static inline cohort_status check_hdr(shm_op *o, int q, uint32_t p, uint32_t step, uint64_t len)
@@ -305,6 +327,14 @@ static cohort_status check_all(shm_op *o, uint32_t p, uint32_t step, uint64_t le
                         !o->fp_full,
                     1))
                 continue;
+            coh_hdr rg;
+            if (s->ring_k && shm_ring_get(s, q, p, &rg)) {
+                /* q is in a ring broadcast at this phase (its control-line
+                 * fingerprint is an older call's): its record decides */
+                o->exp.step = 0;
+                o->exp.len = ql;
+                return ring_mismatch(o, o->c, q, &o->exp, &rg);
+            }
             cohort_status st = check_hdr(o, q, p, step, ql);
             if (st != COHORT_OK)
                 return st;
@@ -332,7 +362,10 @@ static cohort_status bad_arg(shm_op *o, const char *what)
                           o->c->line, what);
 }
 
-static cohort_status op_begin(shm_op *o, coh_shm *s, const coh_call *c, int need_redop)
+static cohort_status ring_settle(shm_op *o, uint32_t limit);
+
+static cohort_status op_begin_x(shm_op *o, coh_shm *s, const coh_call *c, int need_redop,
+                                int ring)
 {
     if (!s || !c)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "shm: no segment or no call");
@@ -341,6 +374,8 @@ static cohort_status op_begin(shm_op *o, coh_shm *s, const coh_call *c, int need
     o->c = c;
     o->w_init = 0;
     o->nt = 0;
+    o->ring_wait = 0;
+    o->ring_bad = 0;
     if (coh_group_poisoned(s->g))
         return COHORT_ERR_ABORTED;
     cohort_status st = cs_check_abort(s);
@@ -356,7 +391,17 @@ static cohort_status op_begin(shm_op *o, coh_shm *s, const coh_call *c, int need
         o->fp_key = fp_key(c);
         o->fp_full = (o->fp_key >> 24 & 0xff) == FP_TAG_SAT;
     }
+    /* A non-ring call first drains the ring calls this rank rooted: its
+     * claim would wait for them anyway, and their readers are checked
+     * before anything else happens (the lazy root-side check). */
+    if (!ring && s->ring_npend)
+        return ring_settle(o, s->phase);
     return COHORT_OK;
+}
+
+static cohort_status op_begin(shm_op *o, coh_shm *s, const coh_call *c, int need_redop)
+{
+    return op_begin_x(o, s, c, need_redop, 0);
 }
 
 static int overlap(const void *a, size_t la, const void *b, size_t lb)
@@ -899,10 +944,165 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
     return cs_wait_all(o, p + 1);
 }
 
+/* ---- the small-broadcast ring (shm_seg.h, "The ring") ---- */
+
+static void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h)
+{
+    shm_ring_rec *r = shm_ring_rec_of(s, s->me, p);
+    uint64_t w[sizeof(coh_hdr) / 8];
+    memcpy(w, h, sizeof w);
+    atomic_store_explicit(&r->phase, p - 1, memory_order_relaxed); /* never this index */
+    atomic_thread_fence(memory_order_release);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        atomic_store_explicit(&r->w[i], w[i], memory_order_relaxed);
+    atomic_store_explicit(&r->phase, p, memory_order_release);
+}
+
+/* Local rank q has no ring record for phase p: it is in a non-ring call
+ * there, whose header (buffer p % 2) stays put until it passes phase p + 1,
+ * which its own check of this rank's stale control-line fingerprint
+ * forbids. */
+static cohort_status ring_vs_call(shm_op *o, const coh_call *c, int q, uint32_t p,
+                                  const coh_hdr *exp)
+{
+    coh_hdr got;
+    memcpy(&got, shm_buf(o->s, q, p), sizeof got);
+    if (o->s->check && got.magic == COH_HDR_MAGIC)
+        return ring_mismatch(o, c, q, exp, &got);
+    return coh_group_fail(o->g, COHORT_ERR_PROTOCOL,
+                          "shm: rank %d is not in a small broadcast where this rank's %s #%llu "
+                          "is",
+                          o->g->local_ranks[q], coh_coll_name(c->coll),
+                          (unsigned long long)c->seq);
+}
+
+/* The root's lazy check of a phase x it rooted: waits until every reader
+ * is done with x (stall reports and the out-of-band probe name that call),
+ * then compares their records with the root's. */
+static cohort_status ring_check(shm_op *o, uint32_t x)
+{
+    coh_shm *s = o->s;
+    const coh_call *c = &s->ring_calls[x & (uint32_t)(s->ring_nrec - 1)];
+    shm_op w;
+    memset(&w, 0, sizeof w);
+    w.s = s;
+    w.g = s->g;
+    w.c = c;
+    cohort_status st = cs_wait_all(&w, x);
+    if (st != COHORT_OK || !s->check)
+        return st;
+    coh_hdr mine, got;
+    if (!shm_ring_get(s, s->me, x, &mine))
+        return coh_group_fail(s->g, COHORT_ERR_PROTOCOL, "shm: lost the ring record of %s #%llu",
+                              coh_coll_name(c->coll), (unsigned long long)c->seq);
+    for (int q = 0; q < s->n; q++) {
+        if (q == s->me)
+            continue;
+        if (!shm_ring_get(s, q, x, &got))
+            return ring_vs_call(&w, c, q, x, &mine);
+        if (coh_hdr_match(&mine, &got) != COH_FIELD_NONE)
+            return ring_mismatch(&w, c, q, &mine, &got);
+    }
+    return COHORT_OK;
+}
+
+/* Checks every phase this rank rooted up to `limit`, oldest first. */
+static cohort_status ring_settle(shm_op *o, uint32_t limit)
+{
+    coh_shm *s = o->s;
+    uint32_t mask = (uint32_t)(s->ring_nrec - 1);
+    while (s->ring_npend) {
+        uint32_t x = s->ring_pend[s->ring_pend_head];
+        if (!shm_reached(limit, x))
+            break;
+        cohort_status st = ring_check(o, x);
+        if (st != COHORT_OK)
+            return st;
+        s->ring_pend_head = (s->ring_pend_head + 1) & mask;
+        s->ring_npend--;
+    }
+    return COHORT_OK;
+}
+
+/* cohort_finalize's closing check: the ring calls still unchecked. Waits
+ * are bounded by the group's timeout and the out-of-band probe. */
+static cohort_status ring_close(coh_shm *s, int wait_ms)
+{
+    (void)wait_ms;
+    int p = coh_group_poisoned(s->g);
+    if (p)
+        return (cohort_status)p;
+    if (!s->ring_npend)
+        return COHORT_OK;
+    shm_op o;
+    memset(&o, 0, sizeof o);
+    o.s = s;
+    o.g = s->g;
+    return ring_settle(&o, s->phase);
+}
+
+/* One phase, see shm_seg.h. The root returns once its slot is written;
+ * a reader returns once it checked the root's record and copied out. */
+static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
+{
+    coh_shm *s = o->s;
+    cohort_status st;
+    int me = s->me;
+    uint32_t p = s->phase + 1, k = (uint32_t)s->ring_k, mask = (uint32_t)(s->ring_nrec - 1);
+    /* the root's slot p % K: free once every rank is done with p - K */
+    if (me == root && (st = cs_wait_all(o, p - k)) != COHORT_OK)
+        return st;
+    /* phases I rooted up to p - K are checked before any record of them
+     * can be overwritten (and before my slot is) */
+    if ((st = ring_settle(o, p - k)) != COHORT_OK)
+        return st;
+    coh_hdr_from_call(&o->mine, s->g, o->c, COH_MSG_COLL, 0, bytes);
+    ring_put(s, p, &o->mine);
+    if (me == root) {
+        CPY(shm_ring_slot(s, me, p), buf, bytes);
+        s->ring_calls[p & mask] = *o->c;
+        s->ring_pend[(s->ring_pend_head + s->ring_npend) & mask] = p;
+        s->ring_npend++;
+        s->ring_close = ring_close;
+        shm_publish(s);
+        return COHORT_OK;
+    }
+    o->ring_wait = 1;
+    o->ring_q = root;
+    o->ring_p = p;
+    st = shm_wait_rank(o, root, p);
+    o->ring_wait = 0;
+    /* On a mismatch this rank publishes phase p before failing (it read
+     * nothing): ranks waiting for it - a synchronising call, or a reader
+     * that believes this rank is root - then compare its record themselves
+     * and fail with the report too, instead of learning it from the abort. */
+    if (st != COHORT_OK) {
+        if (!o->ring_bad)
+            return cs_up(o->g, st);
+        shm_publish(s);
+        return ring_mismatch(o, o->c, root, &o->mine, &o->ring_got);
+    }
+    coh_hdr got;
+    if (!shm_ring_get(s, root, p, &got)) {
+        shm_publish(s);
+        return ring_vs_call(o, o->c, root, p, &o->mine);
+    }
+    if (s->check && coh_hdr_match(&o->mine, &got) != COH_FIELD_NONE) {
+        shm_publish(s);
+        return ring_mismatch(o, o->c, root, &o->mine, &got);
+    }
+    CPY(buf, shm_ring_slot(s, root, p), bytes);
+    shm_publish(s); /* done reading slot p % K */
+    return COHORT_OK;
+}
+
 cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root)
 {
     shm_op o;
-    cohort_status st = op_begin(&o, s, c, 0);
+    /* the ring for small messages, unless single copy was asked for them */
+    int ring = s && s->ring_k && bytes <= s->ring_bytes && s->n > 1 &&
+               !(s->cma && bytes >= s->cma_min);
+    cohort_status st = op_begin_x(&o, s, c, 0, ring);
     if (st != COHORT_OK)
         return st;
     if (root < 0 || root >= s->n)
@@ -911,6 +1111,8 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
         return bad_arg(&o, "NULL buffer");
     if (s->n == 1)
         return COHORT_OK;
+    if (ring)
+        return bcast_ring(&o, buf, bytes, root);
     int me = s->me, am_root = me == root;
     if (s->cma && bytes >= s->cma_min)
         return bcast_single(&o, buf, bytes, root);

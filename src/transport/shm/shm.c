@@ -106,23 +106,59 @@ static void m3_mac(uint8_t out[32], const cohort_group *g, const hs_m3 *m, const
     hs_mac(out, g, "cohort-shm-lead", cn, sn, extra, sizeof extra);
 }
 
-/* Geometry from (n, S): every rank computes it and checks the lead's. */
-static void geometry(int n, size_t S, size_t *buf_stride, size_t *rank_stride, size_t *ctl_off,
-                     size_t *slot_off, size_t *total)
+/* Geometry from (n, S, ring K, ring bytes): every rank computes it and
+ * checks the lead's. */
+typedef struct shm_geo {
+    size_t buf_stride, rank_stride, ctl_off, slot_off, ring_off, ring_stride, total;
+} shm_geo;
+
+static size_t ring_slot_stride(size_t ring_bytes) { return round_up(ring_bytes, SHM_LINE); }
+
+static void geometry(int n, size_t S, size_t ring_k, size_t ring_bytes, shm_geo *o)
 {
-    *buf_stride = round_up(SHM_LINE + S, SHM_LINE);
-    *rank_stride = round_up(2 * *buf_stride, 4096);
-    *ctl_off = SHM_SEG_HDR_BYTES;
-    *slot_off = round_up(*ctl_off + (size_t)n * SHM_CTL_BYTES, 4096);
-    /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux */
-    *total = *slot_off + (size_t)n * (*rank_stride + COH_SHM_AUX_BYTES);
+    o->buf_stride = round_up(SHM_LINE + S, SHM_LINE);
+    o->rank_stride = round_up(2 * o->buf_stride, 4096);
+    o->ctl_off = SHM_SEG_HDR_BYTES;
+    o->slot_off = round_up(o->ctl_off + (size_t)n * SHM_CTL_BYTES, 4096);
+    /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux; then the ring */
+    o->ring_off = o->slot_off + (size_t)n * (o->rank_stride + COH_SHM_AUX_BYTES);
+    o->ring_stride = ring_k ? round_up(4 * ring_k * sizeof(shm_ring_rec) +
+                                           ring_k * ring_slot_stride(ring_bytes),
+                                       4096)
+                            : 0;
+    o->total = o->ring_off + (size_t)n * o->ring_stride;
 }
 
 size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
 {
-    size_t a, b, c, d, t;
-    geometry(local_size, slot_bytes, &a, &b, &c, &d, &t);
-    return t;
+    shm_geo o;
+    geometry(local_size, slot_bytes, SHM_DEFAULT_RING_SLOTS, SHM_DEFAULT_RING_BYTES, &o);
+    return o.total;
+}
+
+/* The small-broadcast ring: COHORT_SHM_RING_SLOTS (K, rounded down to a
+ * power of two, 0 = off) and COHORT_SHM_RING_BYTES (the largest broadcast
+ * it takes). The lead's values win, like the slot size. */
+static cohort_status read_ring_env(cohort_group *g, size_t *k, size_t *bytes)
+{
+    long v = SHM_DEFAULT_RING_SLOTS;
+    int r = coh_env_int("COHORT_SHM_RING_SLOTS", &v);
+    if (r < 0 || v < 0 || v > (long)SHM_MAX_RING_SLOTS)
+        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                               "COHORT_SHM_RING_SLOTS=%s: want an integer in [0, %u]",
+                               coh_env_str("COHORT_SHM_RING_SLOTS"), SHM_MAX_RING_SLOTS);
+    size_t kk = 0;
+    while (v >= 2 && (kk ? kk * 2 : 2) <= (size_t)v)
+        kk = kk ? kk * 2 : 2;
+    long b = SHM_DEFAULT_RING_BYTES;
+    r = coh_env_int("COHORT_SHM_RING_BYTES", &b);
+    if (r < 0 || b < 0 || b > (long)SHM_MAX_RING_BYTES)
+        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                               "COHORT_SHM_RING_BYTES=%s: want an integer in [0, %u]",
+                               coh_env_str("COHORT_SHM_RING_BYTES"), SHM_MAX_RING_BYTES);
+    *k = b > 0 ? kk : 0;
+    *bytes = *k ? (size_t)b : 0;
+    return COHORT_OK;
 }
 
 /* Slot size: COHORT_SHM_SLOT_BYTES (the lead's value wins; every rank
@@ -164,6 +200,12 @@ static void set_geometry(coh_shm *s)
     s->ctl_base = s->base + h->ctl_off;
     s->slots = s->base + h->slot_off;
     s->aux = s->slots + (size_t)s->n * s->rank_stride;
+    s->ring_k = (size_t)h->ring_k;
+    s->ring_nrec = 4 * s->ring_k;
+    s->ring_bytes = (size_t)h->ring_bytes;
+    s->ring_slot_stride = ring_slot_stride(s->ring_bytes);
+    s->ring_stride = (size_t)h->ring_stride;
+    s->ring = s->base + h->ring_off;
 }
 
 void *coh_shm_aux(coh_shm *s, int li)
@@ -186,6 +228,8 @@ static void cleanup(coh_shm *s)
     shm_cma_release(s);
     coh_free(s->srcs);
     coh_free(s->peer_file);
+    coh_free(s->ring_pend);
+    coh_free(s->ring_calls);
     coh_free(s);
 }
 
@@ -462,12 +506,14 @@ static cohort_status lead_publish_error(coh_shm *s, cohort_status st)
     return st;
 }
 
-static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
+static cohort_status lead_create(coh_shm *s, size_t S, size_t small, size_t ring_k,
+                                 size_t ring_bytes)
 {
     cohort_group *g = s->g;
     int n = s->n;
-    size_t buf_stride, rank_stride, ctl_off, slot_off, total;
-    geometry(n, S, &buf_stride, &rank_stride, &ctl_off, &slot_off, &total);
+    shm_geo geo;
+    geometry(n, S, ring_k, ring_bytes, &geo);
+    size_t total = geo.total;
     int fd = memfd_create("cohort-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return lead_publish_error(
@@ -505,10 +551,14 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
     h->slot_bytes = S;
     h->small_bytes = small;
     h->total_bytes = total;
-    h->ctl_off = ctl_off;
-    h->slot_off = slot_off;
-    h->rank_stride = rank_stride;
-    h->buf_stride = buf_stride;
+    h->ctl_off = geo.ctl_off;
+    h->slot_off = geo.slot_off;
+    h->rank_stride = geo.rank_stride;
+    h->buf_stride = geo.buf_stride;
+    h->ring_k = ring_k;
+    h->ring_bytes = ring_bytes;
+    h->ring_off = geo.ring_off;
+    h->ring_stride = geo.ring_stride;
     h->magic = SHM_MAGIC;
     set_geometry(s);
     if (n == 1) {
@@ -656,6 +706,19 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
                              g->id, (int)pend[i].pid, (unsigned)pend[i].uid, HS_AUTH_MS);
                 pending_drop(pend, &np, i);
             }
+        if (pfd[0].revents & (POLLNVAL | POLLERR)) {
+            /* Not a member's doing: the descriptor was closed or broken
+             * under us (a stray close elsewhere in the process). Members
+             * would be refused; say so instead of waiting out the timeout. */
+            st = coh_tp_fail_set(g, COHORT_ERR_SYSTEM,
+                                 "shm: the segment socket (fd %d) %s during the rendezvous", ls,
+                                 (pfd[0].revents & POLLNVAL) ? "was closed by another part of "
+                                                               "this process"
+                                                             : "failed");
+            if (pfd[0].revents & POLLNVAL)
+                ls = -1; /* not ours any more: never close a number reused since */
+            break;
+        }
         if (!(pfd[0].revents & POLLIN))
             continue;
         /* Accept what is queued, a bounded batch per turn. */
@@ -720,13 +783,69 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small)
     coh_free(pend);
     coh_free(pfd);
     coh_free(have);
-    close(ls);
+    if (ls >= 0)
+        close(ls);
     close(fd);
     if (st != COHORT_OK)
-        return st;
+        return lead_publish_error(s, st); /* members fail at once, with the reason */
     int deleted;
     cohort_store_delete(g->store, key, strlen(key), &deleted);
     return COHORT_OK;
+}
+
+/* A refused connect: the lead listens before it publishes its address, so
+ * a refusal means the name is not (or no longer) the lead's. Asks the store
+ * again: a new address is tried at once, the same one again for a short
+ * while (REFUSED_MS); a key that is gone or names a failure ends it, with
+ * what the store said in *why. Returns 1 to connect again. */
+#define REFUSED_MS 2000
+static int refused_again(cohort_group *g, const char *key, char *name, size_t nlen,
+                         uint64_t *since, char *why, size_t wlen)
+{
+    uint64_t now = coh_now_ns();
+    if (!*since)
+        *since = now;
+    const void *k1[1] = {key};
+    size_t kl = strlen(key);
+    int ex = 0;
+    if (cohort_store_check(g->store, k1, &kl, 1, &ex) != COHORT_OK) {
+        snprintf(why, wlen, "; the store could not be asked again");
+        return 0;
+    }
+    if (!ex) {
+        snprintf(why, wlen, "; the store no longer holds its address: the rendezvous ended");
+        return 0;
+    }
+    void *val = NULL;
+    size_t vlen = 0;
+    if (cohort_store_get(g->store, key, kl, &val, &vlen, 1000) != COHORT_OK) {
+        snprintf(why, wlen, "; the store could not be asked again");
+        return 0;
+    }
+    int same = vlen == strlen(name) && memcmp(val, name, vlen) == 0;
+    if (!same && vlen > 0 && vlen < nlen && ((const char *)val)[0] != '!') {
+        coh_warn("shm: rank %d's segment socket @%s refused; the store now names @%.*s",
+                 g->local_ranks[0], name, (int)vlen, (const char *)val);
+        memcpy(name, val, vlen);
+        name[vlen] = 0;
+        free(val);
+        return 1;
+    }
+    if (!same) {
+        const char *v = val, *colon = memchr(v, ':', vlen);
+        int off = colon ? (int)(colon + 1 - v) : 0;
+        snprintf(why, wlen, "; the lead failed: %.*s", (int)vlen - off, v + off);
+        free(val);
+        return 0;
+    }
+    free(val);
+    if (now - *since >= REFUSED_MS * 1000000ull) {
+        snprintf(why, wlen, "; refused for " HS_STR(REFUSED_MS) " ms while the store still names it");
+        return 0;
+    }
+    struct timespec ts = {0, 10 * 1000000};
+    nanosleep(&ts, NULL);
+    return 1;
 }
 
 /* ---- member ---- */
@@ -767,6 +886,8 @@ static cohort_status member_attach(coh_shm *s)
     uint64_t dl = COH_MIN(deadline, t0 + 4ull * HS_TIMEOUT_MS * 1000000ull);
     struct sockaddr_un addr;
     socklen_t alen = abstract_addr(&addr, name);
+    uint64_t refused = 0;
+    char why[COH_ERRLEN / 2] = "";
     hs_m1 m1;
     hs_m2 m2 = {.magic = HS_MAGIC,
                 .version = SHM_VERSION,
@@ -779,6 +900,7 @@ static cohort_status member_attach(coh_shm *s)
     for (;;) {
         if (c >= 0)
             close(c);
+        alen = abstract_addr(&addr, name);
         c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (c < 0)
             return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: socket(AF_UNIX): %s (errno %d)",
@@ -800,17 +922,20 @@ static cohort_status member_attach(coh_shm *s)
                                    "(another local process is flooding it with connections?)",
                                    g->local_ranks[0], name, (int)((coh_now_ns() - t0) / 1000000));
         }
+        if (e == ECONNREFUSED && refused_again(g, key, name, sizeof name, &refused, why, sizeof why))
+            continue;
         if (e) {
             close(c);
             return coh_tp_fail_set(g, COHORT_ERR_SYSTEM,
                                    "shm: connecting to rank %d's segment socket @%s: %s "
-                                   "(errno %d)%s",
+                                   "(errno %d)%s%s",
                                    g->local_ranks[0], name, strerror(e), e,
                                    e == ECONNREFUSED
                                        ? " (no such socket in this network namespace: ranks of "
                                          "one host must share one; or the lead's rendezvous "
                                          "already ended)"
-                                       : "");
+                                       : "",
+                                   e == ECONNREFUSED ? why : "");
         }
         if ((e = recv_msg(c, &m1, sizeof m1, NULL, dl)) < 0)
             goto retry;
@@ -882,12 +1007,18 @@ static cohort_status member_attach(coh_shm *s)
     shm_seg_hdr *h = s->hdr = (shm_seg_hdr *)s->base;
     /* Recompute the layout from (n, S) instead of trusting the offsets:
      * every access below stays inside the mapping. */
-    size_t bs, rs, co, so, tot;
-    geometry(s->n, (size_t)h->slot_bytes, &bs, &rs, &co, &so, &tot);
+    shm_geo geo;
+    int ring_ok = h->ring_k <= SHM_MAX_RING_SLOTS && (h->ring_k & (h->ring_k - 1)) == 0 &&
+                  h->ring_k != 1 && h->ring_bytes <= SHM_MAX_RING_BYTES &&
+                  (h->ring_k == 0) == (h->ring_bytes == 0);
+    geometry(s->n, (size_t)h->slot_bytes, ring_ok ? (size_t)h->ring_k : 0,
+             ring_ok ? (size_t)h->ring_bytes : 0, &geo);
     if (s->size < sizeof(shm_seg_hdr) || h->magic != SHM_MAGIC || h->version != SHM_VERSION ||
         h->group != g->id || h->gen != g->generation || h->job_hash != job_hash(g) ||
-        h->local_size != (uint32_t)s->n || h->total_bytes != s->size || tot != s->size ||
-        h->buf_stride != bs || h->rank_stride != rs || h->ctl_off != co || h->slot_off != so ||
+        h->local_size != (uint32_t)s->n || h->total_bytes != s->size || geo.total != s->size ||
+        h->buf_stride != geo.buf_stride || h->rank_stride != geo.rank_stride ||
+        h->ctl_off != geo.ctl_off || h->slot_off != geo.slot_off || !ring_ok ||
+        h->ring_off != geo.ring_off || h->ring_stride != geo.ring_stride ||
         h->small_bytes > h->slot_bytes) {
         return coh_tp_fail_set(g, COHORT_ERR_PROTOCOL,
                                "shm: the segment from rank %d has an unexpected header (group %u "
@@ -972,8 +1103,10 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         return coh_tp_fail_set(g, COHORT_ERR_INVALID, "shm: group without a store or job token");
     if (sodium_init() < 0)
         return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: libsodium initialisation failed");
-    size_t S = 0, small = 0;
+    size_t S = 0, small = 0, ring_k = 0, ring_bytes = 0;
     cohort_status st = read_env(g, &S, &small);
+    if (st == COHORT_OK)
+        st = read_ring_env(g, &ring_k, &ring_bytes);
     if (st != COHORT_OK)
         return st;
     coh_shm *s = coh_calloc(1, sizeof *s);
@@ -1001,7 +1134,7 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     long ntv;
     if (coh_env_int("COHORT_SHM_NT_BYTES", &ntv) == 1 && ntv >= 0)
         s->nt_bytes = (size_t)ntv;
-    st = s->me == 0 ? lead_create(s, S, small) : member_attach(s);
+    st = s->me == 0 ? lead_create(s, S, small, ring_k, ring_bytes) : member_attach(s);
     if (st == COHORT_OK)
         st = attach(s);
     if (st != COHORT_OK) {
@@ -1013,6 +1146,15 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         }
         cleanup(s);
         return st;
+    }
+    if (s->ring_k) {
+        s->ring_pend = coh_calloc(s->ring_nrec, sizeof *s->ring_pend);
+        s->ring_calls = coh_calloc(s->ring_nrec, sizeof *s->ring_calls);
+        if (!s->ring_pend || !s->ring_calls) {
+            coh_shm_abort(s, COHORT_ERR_NOMEM, "shm: out of memory");
+            cleanup(s);
+            return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
+        }
     }
     coh_debug("shm: group %u local %d/%d attached, segment %zu bytes, slot %zu, small %zu, %s; "
               "%s",
@@ -1042,10 +1184,18 @@ static void tp_abort(void *t, cohort_status st, const char *reason, int from_pee
 }
 static void tp_wake(void *t) { coh_shm_wake(t); }
 static void tp_destroy(void *t) { coh_shm_destroy(t); }
+/* cohort_finalize: the ring's closing check (src/coll/shm sets ring_close
+ * once this rank rooted a ring call; the transport does not know the
+ * contract rules). */
+static cohort_status tp_close_check(void *t, int wait_ms)
+{
+    coh_shm *s = t;
+    return s && s->ring_close ? s->ring_close(s, wait_ms) : COHORT_OK;
+}
 
 const coh_transport_ops coh_shm_transport = {
     .hook = {.name = "shm", .order = COH_HOOK_SHM, .abort = tp_abort, .wake = tp_wake},
-    .close_check = NULL,
+    .close_check = tp_close_check,
     .destroy = tp_destroy,
 };
 
@@ -1177,3 +1327,12 @@ int coh_shm_peer_state(coh_shm *s, int li, coh_call *cur, uint64_t *last_done, i
 }
 
 const char *coh_shm_copy_info(const coh_shm *s) { return s ? s->copy_info : "no segment"; }
+
+int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *max)
+{
+    if (!s || !s->ring_k || s->n < 2 || bytes > s->ring_bytes || (s->cma && bytes >= s->cma_min))
+        return 0;
+    *slots = s->ring_k;
+    *max = s->ring_bytes;
+    return 1;
+}

@@ -16,6 +16,11 @@
  *   [aux, COH_SHM_AUX_BYTES x n]
  *                        per local rank, for src/check (coh_shm_aux); pages
  *                        untouched by groups that do not use it stay unbacked
+ *   [ring, page-aligned stride x n]
+ *                        per local rank the small-broadcast ring: 4K records
+ *                        (a fingerprint tagged with its phase) and K slots of
+ *                        ring_bytes each (see "The ring" below); unbacked
+ *                        until used
  *
  * Phase protocol. Every local rank keeps a phase counter `arrive` (u32,
  * compared modulo 2^32). A collective is a fixed sequence of phases that
@@ -36,6 +41,21 @@
  * and the next call can start (writing the other buffer) while slow readers
  * still read the previous phase. Most phases end with a wait for all ranks
  * anyway, so the claim usually costs nothing (min_seen caches it).
+ *
+ * The ring (small broadcasts, bytes <= ring_bytes; src/coll/shm). A ring
+ * call is one phase p on every rank, but the root does not wait for the
+ * readers: it writes its record p % 4K and slot p % K, publishes p and
+ * returns. A reader writes its own record p % 4K, waits for the root's
+ * arrive >= p, compares the root's record with its own call, copies the
+ * slot out and only then publishes p (so arrive >= p means "done reading
+ * phase p"). The root may write slot p % K once every rank has arrive >=
+ * p - K, and it compares the readers' records of a phase p it rooted at
+ * the latest when it starts phase p + K (or any non-ring call, or the
+ * closing check): records live 4K phases, so they are still there (a rank
+ * reaches phase p + 4K only after the root published p + 3K - 1). Rule W
+ * and Rule R hold for the two buffers unchanged: ring phases do not touch
+ * them, and a non-ring call's claim waits for arrive >= its phase - 1,
+ * i.e. for every outstanding ring call (the drain).
  */
 #ifndef COH_SHM_INT_H
 #define COH_SHM_INT_H
@@ -44,13 +64,14 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "contract/contract.h"
 #include "transport/shm/shm.h"
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 5u /* 5: the single-copy speed probe (probe_buf, cma_ns, cpy_ns) */
+#define SHM_VERSION 6u /* 5: the single-copy speed probe; 6: the small-broadcast ring */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -60,6 +81,10 @@
 #define SHM_DEFAULT_SMALL_BYTES (16u * 1024u)
 #define SHM_MIN_SLOT_BYTES 64u
 #define SHM_MAX_SLOT_BYTES (256u * 1024u * 1024u)
+#define SHM_DEFAULT_RING_SLOTS 8u
+#define SHM_MAX_RING_SLOTS 64u
+#define SHM_DEFAULT_RING_BYTES (16u * 1024u)
+#define SHM_MAX_RING_BYTES (1024u * 1024u)
 
 enum { SHM_F_NO_PIDFD = 1u }; /* pids are not comparable across local ranks */
 
@@ -73,6 +98,7 @@ typedef struct shm_seg_hdr {
     uint64_t small_bytes;  /* all_reduce single-phase threshold */
     uint64_t total_bytes;
     uint64_t ctl_off, slot_off, rank_stride, buf_stride;
+    uint64_t ring_k, ring_bytes, ring_off, ring_stride; /* ring_k 0: no ring */
     _Atomic uint32_t flags;
     /* abort: claim (CAS 0 -> 1) elects the one writer of reason/status;
      * status is stored last (release), so a nonzero status means the
@@ -137,6 +163,16 @@ _Static_assert(offsetof(shm_ctl, st_ver) == 2 * SHM_LINE, "identity and probe fi
 _Static_assert(offsetof(shm_ctl, fp) + sizeof(shm_fp[2]) <= SHM_LINE,
                "the fingerprints share the arrive word's cache line");
 
+/* A ring record: a rank's fingerprint for ring phase `phase` (its call's
+ * header, len = payload bytes), stored as words so a reader racing the
+ * owner's next write sees a torn copy only together with a changed tag
+ * (seqlock: the tag is cleared before and set after the words). */
+typedef struct shm_ring_rec {
+    _Atomic uint64_t w[sizeof(coh_hdr) / 8];
+    _Alignas(64) _Atomic uint32_t phase;
+} shm_ring_rec;
+_Static_assert(sizeof(shm_ring_rec) == 128, "two lines per record");
+
 struct coh_shm {
     cohort_group *g;
     int n, me;                  /* local size, my local index */
@@ -169,6 +205,17 @@ struct coh_shm {
     size_t cma_min;             /* calls moving at least this many bytes use it */
     uint64_t probe_word;        /* read by peers' probes (its address is published) */
     char copy_info[384];        /* the copy path and why, for cohort-perf and logs */
+    /* the small-broadcast ring (src/coll/shm), geometry from the segment
+     * header; ring_k == 0: off */
+    unsigned char *ring;
+    size_t ring_k, ring_nrec, ring_bytes, ring_slot_stride, ring_stride;
+    /* phases this rank rooted whose readers are not checked yet (FIFO,
+     * capacity ring_nrec) and the calls they belonged to (by phase % nrec) */
+    uint32_t *ring_pend;
+    uint32_t ring_pend_head, ring_npend;
+    coh_call *ring_calls;
+    /* closing check (set by src/coll/shm once a ring call was rooted) */
+    cohort_status (*ring_close)(coh_shm *s, int wait_ms);
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */
@@ -200,7 +247,43 @@ typedef struct shm_op {
     int w_init;
     int waiting_for; /* group rank named in stall reports */
     int nt;          /* this call writes recv with streaming stores */
+    /* a ring reader's wait: while waiting for ring_q's phase ring_p, compare
+     * its record with `mine` (two readers waiting for each other: nobody is
+     * root); a mismatch ends the wait with COHORT_ERR_CONTRACT, ring_bad set
+     * and the peer's header in ring_got, for the caller to report */
+    int ring_wait, ring_q, ring_bad;
+    uint32_t ring_p;
+    coh_hdr ring_got;
 } shm_op;
+
+static inline shm_ring_rec *shm_ring_rec_of(const coh_shm *s, int q, uint32_t p)
+{
+    return (shm_ring_rec *)(s->ring + (size_t)q * s->ring_stride +
+                            (size_t)(p & (uint32_t)(s->ring_nrec - 1)) * sizeof(shm_ring_rec));
+}
+
+static inline unsigned char *shm_ring_slot(const coh_shm *s, int q, uint32_t p)
+{
+    return s->ring + (size_t)q * s->ring_stride + s->ring_nrec * sizeof(shm_ring_rec) +
+           (size_t)(p & (uint32_t)(s->ring_k - 1)) * s->ring_slot_stride;
+}
+
+/* Reads local rank q's record of phase p; 0 when it holds another phase
+ * (q was not in a ring call at p, or has not written it yet). */
+static inline int shm_ring_get(const coh_shm *s, int q, uint32_t p, coh_hdr *out)
+{
+    shm_ring_rec *r = shm_ring_rec_of(s, q, p);
+    if (atomic_load_explicit(&r->phase, memory_order_acquire) != p)
+        return 0;
+    uint64_t w[sizeof(coh_hdr) / 8];
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        w[i] = atomic_load_explicit(&r->w[i], memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    if (atomic_load_explicit(&r->phase, memory_order_relaxed) != p)
+        return 0;
+    memcpy(out, w, sizeof w);
+    return 1;
+}
 
 /* shm_wait.c */
 cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target);

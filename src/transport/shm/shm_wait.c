@@ -126,6 +126,12 @@ static int peer_exited(coh_shm *s, int q)
 static cohort_status slow_check(shm_op *o, int q, uint32_t target)
 {
     coh_shm *s = o->s;
+    /* The peer may have published what we wait for just before an abort
+     * that we see first (a ring reader publishes its phase, then fails):
+     * the wait is over, and its caller then checks the peer's fingerprint
+     * itself - the abort ends the next wait. */
+    if (shm_reached(atomic_load_explicit(&shm_ctl_of(s, q)->arrive, memory_order_acquire), target))
+        return COHORT_OK;
     cohort_status st = shm_check_abort(s);
     if (st != COHORT_OK)
         return st;
@@ -136,6 +142,18 @@ static cohort_status slow_check(shm_op *o, int q, uint32_t target)
             return COHORT_OK;
         return coh_tp_peer_lost(o->g, o->waiting_for,
                                 "process exited (shared-memory peer, seen through its pidfd)");
+    }
+    if (o->ring_wait && q == o->ring_q && s->check) {
+        /* A ring reader waits for the root without publishing; if the rank
+         * it waits for is itself a ring reader of this phase with another
+         * fingerprint (it believes another rank is root), neither would
+         * ever publish: compare the records now. */
+        coh_hdr got;
+        if (shm_ring_get(s, q, o->ring_p, &got) && coh_hdr_match(&o->mine, &got) != COH_FIELD_NONE) {
+            o->ring_got = got;
+            o->ring_bad = 1;
+            return COHORT_ERR_CONTRACT;
+        }
     }
     o->w.waiting_for = &o->waiting_for;
     o->w.n_waiting_for = 1;

@@ -1,0 +1,323 @@
+/*
+ * test_shm_ring.c - the small-broadcast ring (shm_seg.h "The ring"): the
+ * root returns once its slot is written, readers check the root's record,
+ * the root checks the readers lazily (slot reuse, the next non-ring call,
+ * the closing check). Back-to-back calls stay correct across many wraps
+ * of the ring at 2, 4 and 8 ranks; every mismatch ends in a specific
+ * error on every rank - at the call on readers, at most at the next call
+ * (or the closing check) on a root that ran ahead; dead roots and readers
+ * end in COHORT_ERR_PEER_LOST.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "harness.h"
+#include "support/support.h"
+#include "transport/shm/shm_seg.h"
+
+#define K 8 /* the default ring depth; checked below */
+
+static void ms_sleep(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* The group's first error; the monitor thread may write it (under err_mu). */
+static void errmsg(cohort_group *g, char *out)
+{
+    pthread_mutex_lock(&g->err_mu);
+    memcpy(out, g->err.msg, COH_ERRLEN);
+    pthread_mutex_unlock(&g->err_mu);
+}
+
+static unsigned char pat(int i, int root, size_t j) { return (unsigned char)(i * 31 + root * 7 + j); }
+
+/* ---- back-to-back correctness ---- */
+
+static const size_t sizes[] = {0, 1, 8, 100, 4096, 16384};
+
+static int correct_rank(int rank, void *arg)
+{
+    int n = *(int *)arg;
+    cohort_status st;
+    cohort_group *g = th_group(rank, n, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_CHECK(g->shm->ring_k == K && g->shm->ring_bytes == 16384, "ring %zu x %zu",
+               g->shm->ring_k, g->shm->ring_bytes);
+    unsigned char buf[16384];
+    int rounds = 40 * K; /* the ring wraps 40 times per root */
+    for (int i = 0; i < rounds; i++) {
+        /* long streaks of one root (it runs ahead), then rotation */
+        int root = (i / (3 * K)) % 2 ? i % n : (i / (3 * K)) % n;
+        size_t bytes = sizes[i % (sizeof sizes / sizeof sizes[0])];
+        for (size_t j = 0; j < bytes; j++)
+            buf[j] = rank == root ? pat(i, root, j) : 0xEE;
+        coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, root, bytes);
+        RANK_PASS(coh_shm_broadcast(g->shm, &c, buf, bytes, root), g);
+        for (size_t j = 0; j < bytes; j++)
+            RANK_CHECK(buf[j] == pat(i, root, j), "call %d root %d: byte %zu is %u, want %u", i,
+                       root, j, buf[j], pat(i, root, j));
+        if (i % 37 == 36) { /* a non-ring call drains and checks */
+            float a = 1, b = 0;
+            c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+            RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), g);
+            RANK_CHECK(b == n, "all_reduce gave %f", b);
+        }
+    }
+    /* the root runs K calls ahead without waiting for readers */
+    float a = 1, b = 0;
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+    RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), g);
+    if (rank != 0)
+        ms_sleep(400);
+    uint64_t t0 = coh_now_ns();
+    for (int i = 0; i < K; i++) {
+        for (int j = 0; j < 64; j++)
+            buf[j] = rank == 0 ? pat(i, 9, (size_t)j) : 0;
+        c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 64);
+        RANK_PASS(coh_shm_broadcast(g->shm, &c, buf, 64, 0), g);
+        for (int j = 0; j < 64; j++)
+            RANK_CHECK(buf[j] == pat(i, 9, (size_t)j), "burst call %d byte %d", i, j);
+    }
+    double ms = (coh_now_ns() - t0) / 1e6;
+    if (rank == 0)
+        RANK_CHECK(ms < 300, "the root waited for sleeping readers: %d calls took %.0f ms", K, ms);
+    RANK_PASS(coh_shm_transport.close_check(g->shm, 5000), g);
+    th_group_free(g);
+    th_done(n);
+    return 0;
+}
+
+START_TEST(back_to_back)
+{
+    static int ns[] = {2, 4, 8};
+    int n = ns[_i];
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n, .deadline_ms = 120000};
+    cht_result r;
+    cht_run_ranks(&o, correct_rank, &n, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- mismatches with the ring active (rank 1 is the odd one, 3 ranks) ---- */
+
+enum {
+    R_COUNT, R_DTYPE, R_ROOT, R_NOBODY_ROOT, R_READER_AR, R_ROOT_AR, R_EXTRA, R_SKIPPED,
+    R_COUNT_AHEAD, R_ROOT_CLOSE, R_N
+};
+
+typedef struct rcase {
+    const char *name;
+    const char *field; /* substring the error must contain */
+} rcase;
+
+static const rcase rcases[R_N] = {
+    [R_COUNT] = {"count 10 vs 11", "count differs"},
+    [R_DTYPE] = {"uint8 vs int8", "dtype differs"},
+    [R_ROOT] = {"two roots (0 and 1)", "root differs"},
+    [R_NOBODY_ROOT] = {"nobody is root (0->1->2->0)", "root differs"},
+    [R_READER_AR] = {"a reader calls all_reduce", "op differs"},
+    [R_ROOT_AR] = {"the root calls all_reduce", "op differs"},
+    [R_EXTRA] = {"rank 1 makes an extra call", "differs"},
+    [R_SKIPPED] = {"rank 1 skips a call", "differs"},
+    [R_COUNT_AHEAD] = {"count, root K-1 calls ahead", "count differs"},
+    [R_ROOT_CLOSE] = {"two roots in the last call (closing check)", "root differs"},
+};
+
+static int odd;
+
+static cohort_status bc(cohort_group *g, unsigned char *buf, int dt, int root, size_t count)
+{
+    coh_call c = th_call(g, COH_COLL_BROADCAST, dt, -1, root, count);
+    return coh_shm_broadcast(g->shm, &c, buf, count, root);
+}
+
+static cohort_status ar(cohort_group *g)
+{
+    float a = 1, b = 0;
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+    return coh_shm_all_reduce(g->shm, &c, &a, &b, 1);
+}
+
+/* Runs the case; returns the first failing status (or OK) of this rank's
+ * calls, ending with the closing check. */
+static cohort_status run_case(cohort_group *g, int k, unsigned char *buf)
+{
+    int r = g->rank;
+    cohort_status st = COHORT_OK;
+#define STEP(x)                                                                                    \
+    do {                                                                                           \
+        if (st == COHORT_OK)                                                                       \
+            st = (x);                                                                              \
+    } while (0)
+    switch (k) {
+    case R_COUNT:
+        STEP(bc(g, buf, COHORT_UINT8, 0, odd ? 11 : 10));
+        break;
+    case R_DTYPE:
+        STEP(bc(g, buf, odd ? COHORT_INT8 : COHORT_UINT8, 0, 10));
+        break;
+    case R_ROOT:
+        STEP(bc(g, buf, COHORT_UINT8, odd ? 1 : 0, 10));
+        break;
+    case R_NOBODY_ROOT:
+        STEP(bc(g, buf, COHORT_UINT8, (r + 1) % 3, 10));
+        break;
+    case R_READER_AR:
+        STEP(odd ? ar(g) : bc(g, buf, COHORT_FLOAT32, 0, 1));
+        break;
+    case R_ROOT_AR:
+        STEP(r == 0 ? ar(g) : bc(g, buf, COHORT_FLOAT32, 0, 1));
+        break;
+    case R_EXTRA:
+        if (odd)
+            STEP(bc(g, buf, COHORT_UINT8, 0, 5));
+        STEP(bc(g, buf, COHORT_UINT8, 0, 10));
+        break;
+    case R_SKIPPED:
+        if (!odd)
+            STEP(bc(g, buf, COHORT_UINT8, 0, 5));
+        STEP(bc(g, buf, COHORT_UINT8, 0, 10));
+        break;
+    case R_COUNT_AHEAD:
+        if (r != 0)
+            ms_sleep(300); /* the root runs ahead */
+        for (int i = 0; i < K - 1; i++)
+            STEP(bc(g, buf, COHORT_UINT8, 0, 10));
+        STEP(bc(g, buf, COHORT_UINT8, 0, odd ? 11 : 10));
+        break;
+    case R_ROOT_CLOSE:
+        for (int i = 0; i < 3; i++)
+            STEP(bc(g, buf, COHORT_UINT8, 0, 10));
+        STEP(bc(g, buf, COHORT_UINT8, odd ? 1 : 0, 10));
+        /* no further call: only the closing check can find it */
+        STEP(coh_shm_transport.close_check(g->shm, 5000));
+        return st;
+    }
+    /* a root that ran ahead learns it here at the latest */
+    STEP(ar(g));
+    STEP(coh_shm_transport.close_check(g->shm, 5000));
+    return st;
+#undef STEP
+}
+
+static int mismatch_rank(int rank, void *arg)
+{
+    int k = *(int *)arg;
+    odd = rank == 1;
+    cohort_status st;
+    cohort_group *g = th_group(rank, 3, 20000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_CHECK(g->shm->ring_k == K, "ring off");
+    RANK_PASS(ar(g), g); /* warm up */
+    unsigned char buf[64];
+    memset(buf, 0x5A, sizeof buf);
+    uint64_t t0 = coh_now_ns();
+    st = run_case(g, k, buf);
+    /* Rank 2 agrees with root 0 throughout: in the closing-check case only
+     * the two roots see the mismatch (cohort_finalize then reports it on
+     * every rank through the store); here its next call learns it. */
+    if (st == COHORT_OK && k == R_ROOT_CLOSE && rank == 2)
+        st = ar(g);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    /* A rank that detected the mismatch returns COHORT_ERR_CONTRACT; one
+     * that learnt it from another rank's abort (a reader in agreement with
+     * the root, or one whose wait the abort ended first) may return
+     * COHORT_ERR_ABORTED - with the same report, and the group failed with
+     * COHORT_ERR_CONTRACT either way. */
+    char msg[COH_ERRLEN];
+    errmsg(g, msg);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED,
+               "%s: got %s (%s)", rcases[k].name, cohort_status_name(st), msg);
+    RANK_CHECK(coh_group_poisoned(g) == COHORT_ERR_CONTRACT, "group failed with %d",
+               coh_group_poisoned(g));
+    RANK_CHECK(ms < 3000, "%s: took %.0f ms to fail", rcases[k].name, ms);
+    RANK_CHECK(strstr(msg, rcases[k].field), "%s: message does not name the %s: %s",
+               rcases[k].name, rcases[k].field, msg);
+    RANK_CHECK(ar(g) == COHORT_ERR_ABORTED, "call after the mismatch not aborted");
+    if (rank == 0)
+        fprintf(stderr, "[ring %s] %s\n", rcases[k].name, msg);
+    th_group_free(g);
+    th_done(3);
+    return 0;
+}
+
+START_TEST(mismatch)
+{
+    int k = _i;
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 30000};
+    cht_result r;
+    cht_run_ranks(&o, mismatch_rank, &k, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- dead root, dead reader ---- */
+
+static int kill_rank(int rank, void *arg)
+{
+    int victim = *(int *)arg; /* 0: the root, 1: a reader */
+    cohort_status st;
+    cohort_group *g = th_group(rank, 3, 20000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_PASS(ar(g), g);
+    unsigned char buf[64];
+    if (rank == victim) {
+        ms_sleep(100); /* the others are waiting (readers) or running ahead (root) */
+        raise(SIGKILL);
+    }
+    uint64_t t0 = coh_now_ns();
+    st = COHORT_OK;
+    for (int i = 0; i < 4 * K && st == COHORT_OK; i++)
+        st = bc(g, buf, COHORT_UINT8, 0, 64);
+    if (st == COHORT_OK)
+        st = ar(g);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    char msg[COH_ERRLEN];
+    errmsg(g, msg);
+    fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), ms, msg);
+    RANK_CHECK(st == COHORT_ERR_PEER_LOST || st == COHORT_ERR_ABORTED, "got %s: %s",
+               cohort_status_name(st), msg);
+    RANK_CHECK(strstr(msg, "exited") || strstr(msg, "lost"), "not a lost peer: %s", msg);
+    RANK_CHECK(ms < 5000, "took %.0f ms", ms);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(sigkill)
+{
+    int victim = _i;
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = victim ? CHT_STORE_RANK0 : CHT_STORE_PARENT, .nranks = 3,
+                  .deadline_ms = 30000};
+    cht_result r;
+    cht_run_ranks(&o, kill_rank, &victim, &r);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(!r.hung[i], "rank %d hung", i);
+        ck_assert_msg(r.status[i] == (i == victim ? 128 + SIGKILL : 0), "rank %d exited %d", i,
+                      r.status[i]);
+    }
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+    Suite *s = suite_create("shm_ring");
+    TCase *tc = tcase_create("ring");
+    tcase_add_loop_test(tc, back_to_back, 0, 3);
+    tcase_add_loop_test(tc, mismatch, 0, R_N);
+    tcase_add_loop_test(tc, sigkill, 0, 2);
+    tcase_set_timeout(tc, 120);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+COH_TEST_MAIN(make_suite)
