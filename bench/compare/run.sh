@@ -26,6 +26,8 @@
 #                    cohort does not bind by default (docs/performance.md: why it matters)
 #   NICE=0           niceness of every launch (all libraries alike); e.g. NICE=-5 on a
 #                    machine shared with other work (root only for negative values)
+#   MPICH_OVER_OSU=0 1: MPICH also in over4osu/over8osu (minutes per launch: its ranks
+#                    busy-poll, four or eight on two cores, with a barrier per iteration)
 #   QUIET_BUSY=20 QUIET_WAIT=120   before each launch, wait up to QUIET_WAIT s for
 #                    the machine to be under QUIET_BUSY % busy (it is shared)
 #
@@ -409,8 +411,13 @@ for rep in $(seq 1 "$REPS"); do
             if has $cfg; then
                 log " $cfg"
                 cohort_next $cfg cohort $n; ompi $cfg $rep ompi $n
-                # MPICH at 4 and 8: the shm target there is against the best of the MPIs
-                if [ $n -le 8 ]; then cohort_next $cfg cohort $n; mpich $cfg $rep mpich $n; fi
+                # MPICH at 4 and 8: the shm target there is against the best of the MPIs.
+                # Not OSU style unless MPICH_OVER_OSU=1: there its busy-polling ranks take
+                # minutes a launch (over4osu 5 min, over8osu > 14 min on 2026-12-02, quiet)
+                # and Open MPI was the better peer in every such cell measured.
+                if [ $n -le 8 ] && { [ "$cfg" = over$n ] || [ "${MPICH_OVER_OSU:-0}" = 1 ]; }; then
+                    cohort_next $cfg cohort $n; mpich $cfg $rep mpich $n
+                fi
             fi
         done
     done
