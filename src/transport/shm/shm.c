@@ -136,27 +136,33 @@ size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
     return o.total;
 }
 
+/* An integer in [lo, hi] from the environment; unset or empty keeps *v
+ * (the default). Anything else fails naming the variable, so a typo is
+ * reported on every rank that has it. */
+static cohort_status env_range(cohort_group *g, const char *name, long *v, long lo, long hi)
+{
+    int r = coh_env_int(name, v);
+    if (r >= 0 && *v >= lo && *v <= hi)
+        return COHORT_OK;
+    return coh_tp_fail_set(g, COHORT_ERR_INVALID, "%s=%s: want an integer in [%ld, %ld]", name,
+                           coh_env_str(name), lo, hi);
+}
+
 /* The small-broadcast ring: COHORT_SHM_RING_SLOTS (K, rounded down to a
  * power of two, 0 = off) and COHORT_SHM_RING_BYTES (the largest broadcast
  * it takes). The lead's values win, like the slot size. */
 static cohort_status read_ring_env(cohort_group *g, size_t *k, size_t *bytes)
 {
-    long v = SHM_DEFAULT_RING_SLOTS;
-    int r = coh_env_int("COHORT_SHM_RING_SLOTS", &v);
-    if (r < 0 || v < 0 || v > (long)SHM_MAX_RING_SLOTS)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_RING_SLOTS=%s: want an integer in [0, %u]",
-                               coh_env_str("COHORT_SHM_RING_SLOTS"), SHM_MAX_RING_SLOTS);
-    size_t kk = 0;
-    while (v >= 2 && (kk ? kk * 2 : 2) <= (size_t)v)
-        kk = kk ? kk * 2 : 2;
-    long b = SHM_DEFAULT_RING_BYTES;
-    r = coh_env_int("COHORT_SHM_RING_BYTES", &b);
-    if (r < 0 || b < 0 || b > (long)SHM_MAX_RING_BYTES)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_RING_BYTES=%s: want an integer in [0, %u]",
-                               coh_env_str("COHORT_SHM_RING_BYTES"), SHM_MAX_RING_BYTES);
-    *k = b > 0 ? kk : 0;
+    long v = SHM_DEFAULT_RING_SLOTS, b = SHM_DEFAULT_RING_BYTES;
+    cohort_status st = env_range(g, "COHORT_SHM_RING_SLOTS", &v, 0, SHM_MAX_RING_SLOTS);
+    if (st == COHORT_OK)
+        st = env_range(g, "COHORT_SHM_RING_BYTES", &b, 0, SHM_MAX_RING_BYTES);
+    if (st != COHORT_OK)
+        return st;
+    size_t kk = 1; /* the largest power of two <= v; one slot is no ring */
+    while (kk * 2 <= (size_t)v)
+        kk *= 2;
+    *k = kk >= 2 && b > 0 ? kk : 0;
     *bytes = *k ? (size_t)b : 0;
     return COHORT_OK;
 }
@@ -165,25 +171,19 @@ static cohort_status read_ring_env(cohort_group *g, size_t *k, size_t *bytes)
  * validates its own so a typo is reported wherever it is). */
 static cohort_status read_env(cohort_group *g, size_t *slot, size_t *small)
 {
-    long v = SHM_DEFAULT_SLOT_BYTES;
-    int r = coh_env_int("COHORT_SHM_SLOT_BYTES", &v);
-    if (r < 0 || v < (long)SHM_MIN_SLOT_BYTES || v > (long)SHM_MAX_SLOT_BYTES)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_SLOT_BYTES=%s: want an integer in [%u, %u]",
-                               coh_env_str("COHORT_SHM_SLOT_BYTES"), SHM_MIN_SLOT_BYTES,
-                               SHM_MAX_SLOT_BYTES);
+    long v = SHM_DEFAULT_SLOT_BYTES, sm = SHM_DEFAULT_SMALL_BYTES;
+    cohort_status st =
+        env_range(g, "COHORT_SHM_SLOT_BYTES", &v, SHM_MIN_SLOT_BYTES, SHM_MAX_SLOT_BYTES);
+    if (st == COHORT_OK)
+        st = env_range(g, "COHORT_SHM_SMALL_BYTES", &sm, 0, SHM_MAX_SLOT_BYTES);
+    if (st != COHORT_OK)
+        return st;
     /* Blocked algorithms put n-1 blocks of at least one 8-byte element in a
      * buffer; keep buffers a whole number of cache lines. */
     size_t S = round_up((size_t)v, SHM_LINE);
     size_t min_blocks = (size_t)(g->local_size > 1 ? g->local_size - 1 : 1) * 8;
     if (S < min_blocks)
         S = round_up(min_blocks, SHM_LINE);
-    long sm = SHM_DEFAULT_SMALL_BYTES;
-    r = coh_env_int("COHORT_SHM_SMALL_BYTES", &sm);
-    if (r < 0 || sm < 0 || sm > (long)SHM_MAX_SLOT_BYTES)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_SMALL_BYTES=%s: want an integer in [0, %u]",
-                               coh_env_str("COHORT_SHM_SMALL_BYTES"), SHM_MAX_SLOT_BYTES);
     *slot = S;
     *small = COH_MIN((size_t)sm, S);
     return COHORT_OK;
