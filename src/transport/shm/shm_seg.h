@@ -56,6 +56,12 @@
  * and Rule R hold for the two buffers unchanged: ring phases do not touch
  * them, and a non-ring call's claim waits for arrive >= its phase - 1,
  * i.e. for every outstanding ring call (the drain).
+ *
+ * The tiny ring (bytes <= tiny_bytes) is the same protocol with its own
+ * tiny_k slots (K above is tiny_k for its calls); the records are shared,
+ * 4 x max(K, tiny_k) of them, so "4K" above reads 4 x the deepest ring.
+ * Its slots and the ring's are disjoint, and each array's reuse rule covers
+ * the calls that used it.
  */
 #ifndef COH_SHM_INT_H
 #define COH_SHM_INT_H
