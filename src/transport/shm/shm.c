@@ -158,6 +158,18 @@ static size_t pow2_floor(long v)
     return kk;
 }
 
+/* An integer in [lo, hi] from the environment; unset or empty keeps *v
+ * (the default). Anything else fails naming the variable, so a typo is
+ * reported on every rank that has it. */
+static cohort_status env_range(cohort_group *g, const char *name, long *v, long lo, long hi)
+{
+    int r = coh_env_int(name, v);
+    if (r >= 0 && *v >= lo && *v <= hi)
+        return COHORT_OK;
+    return coh_tp_fail_set(g, COHORT_ERR_INVALID, "%s=%s: want an integer in [%ld, %ld]", name,
+                           coh_env_str(name), lo, hi);
+}
+
 /* The small-broadcast ring: COHORT_SHM_RING_SLOTS (K, rounded down to a
  * power of two, 0 = off, the tiny ring included) and COHORT_SHM_RING_BYTES
  * (the largest broadcast it takes); the tiny ring for the smallest
@@ -166,33 +178,19 @@ static size_t pow2_floor(long v)
  * values win, like the slot size. */
 static cohort_status read_ring_env(cohort_group *g, shm_ringcfg *out)
 {
-    long v = SHM_DEFAULT_RING_SLOTS;
-    int r = coh_env_int("COHORT_SHM_RING_SLOTS", &v);
-    if (r < 0 || v < 0 || v > (long)SHM_MAX_RING_SLOTS)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_RING_SLOTS=%s: want an integer in [0, %u]",
-                               coh_env_str("COHORT_SHM_RING_SLOTS"), SHM_MAX_RING_SLOTS);
-    size_t kk = pow2_floor(v);
-    long b = SHM_DEFAULT_RING_BYTES;
-    r = coh_env_int("COHORT_SHM_RING_BYTES", &b);
-    if (r < 0 || b < 0 || b > (long)SHM_MAX_RING_BYTES)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_RING_BYTES=%s: want an integer in [0, %u]",
-                               coh_env_str("COHORT_SHM_RING_BYTES"), SHM_MAX_RING_BYTES);
-    long tv = SHM_DEFAULT_TINY_SLOTS;
-    r = coh_env_int("COHORT_SHM_TINY_SLOTS", &tv);
-    if (r < 0 || tv < 0 || tv > (long)SHM_MAX_TINY_SLOTS)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_TINY_SLOTS=%s: want an integer in [0, %u]",
-                               coh_env_str("COHORT_SHM_TINY_SLOTS"), SHM_MAX_TINY_SLOTS);
-    long tb = SHM_DEFAULT_TINY_BYTES;
-    r = coh_env_int("COHORT_SHM_TINY_BYTES", &tb);
-    if (r < 0 || tb < 0 || tb > (long)SHM_MAX_TINY_BYTES)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_TINY_BYTES=%s: want an integer in [0, %u]",
-                               coh_env_str("COHORT_SHM_TINY_BYTES"), SHM_MAX_TINY_BYTES);
+    long v = SHM_DEFAULT_RING_SLOTS, b = SHM_DEFAULT_RING_BYTES;
+    long tv = SHM_DEFAULT_TINY_SLOTS, tb = SHM_DEFAULT_TINY_BYTES;
+    cohort_status st = env_range(g, "COHORT_SHM_RING_SLOTS", &v, 0, SHM_MAX_RING_SLOTS);
+    if (st == COHORT_OK)
+        st = env_range(g, "COHORT_SHM_RING_BYTES", &b, 0, SHM_MAX_RING_BYTES);
+    if (st == COHORT_OK)
+        st = env_range(g, "COHORT_SHM_TINY_SLOTS", &tv, 0, SHM_MAX_TINY_SLOTS);
+    if (st == COHORT_OK)
+        st = env_range(g, "COHORT_SHM_TINY_BYTES", &tb, 0, SHM_MAX_TINY_BYTES);
+    if (st != COHORT_OK)
+        return st;
     memset(out, 0, sizeof *out);
-    out->k = b > 0 ? kk : 0;
+    out->k = b > 0 ? pow2_floor(v) : 0;
     out->bytes = out->k ? (size_t)b : 0;
     tb = COH_MIN(tb, (long)out->bytes);
     out->tiny_k = out->k && tb > 0 ? pow2_floor(tv) : 0;
@@ -204,25 +202,19 @@ static cohort_status read_ring_env(cohort_group *g, shm_ringcfg *out)
  * validates its own so a typo is reported wherever it is). */
 static cohort_status read_env(cohort_group *g, size_t *slot, size_t *small)
 {
-    long v = SHM_DEFAULT_SLOT_BYTES;
-    int r = coh_env_int("COHORT_SHM_SLOT_BYTES", &v);
-    if (r < 0 || v < (long)SHM_MIN_SLOT_BYTES || v > (long)SHM_MAX_SLOT_BYTES)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_SLOT_BYTES=%s: want an integer in [%u, %u]",
-                               coh_env_str("COHORT_SHM_SLOT_BYTES"), SHM_MIN_SLOT_BYTES,
-                               SHM_MAX_SLOT_BYTES);
+    long v = SHM_DEFAULT_SLOT_BYTES, sm = SHM_DEFAULT_SMALL_BYTES;
+    cohort_status st =
+        env_range(g, "COHORT_SHM_SLOT_BYTES", &v, SHM_MIN_SLOT_BYTES, SHM_MAX_SLOT_BYTES);
+    if (st == COHORT_OK)
+        st = env_range(g, "COHORT_SHM_SMALL_BYTES", &sm, 0, SHM_MAX_SLOT_BYTES);
+    if (st != COHORT_OK)
+        return st;
     /* Blocked algorithms put n-1 blocks of at least one 8-byte element in a
      * buffer; keep buffers a whole number of cache lines. */
     size_t S = round_up((size_t)v, SHM_LINE);
     size_t min_blocks = (size_t)(g->local_size > 1 ? g->local_size - 1 : 1) * 8;
     if (S < min_blocks)
         S = round_up(min_blocks, SHM_LINE);
-    long sm = SHM_DEFAULT_SMALL_BYTES;
-    r = coh_env_int("COHORT_SHM_SMALL_BYTES", &sm);
-    if (r < 0 || sm < 0 || sm > (long)SHM_MAX_SLOT_BYTES)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_SMALL_BYTES=%s: want an integer in [0, %u]",
-                               coh_env_str("COHORT_SHM_SMALL_BYTES"), SHM_MAX_SLOT_BYTES);
     *slot = S;
     *small = COH_MIN((size_t)sm, S);
     return COHORT_OK;
