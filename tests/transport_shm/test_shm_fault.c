@@ -360,15 +360,7 @@ static int auth_rank(int rank, void *arg)
          * are listed in /proc/net/unix); it has no access to the job's
          * store namespace, so its own failure must not reach the group:
          * copy the name into a private namespace and run from there. */
-        coh_monitor_stop(g);
-        void *addr = NULL;
-        size_t alen = 0;
-        RANK_CHECK(cohort_store_get(g->store, "shm/0/addr", 10, &addr, &alen, 10000) == COHORT_OK,
-                   "segment address");
-        cohort_store_close(g->store);
-        RANK_CHECK(cohort_store_prefixed(g->store_root, "impostor/", &g->store) == COHORT_OK, "ns");
-        RANK_CHECK(cohort_store_set(g->store, "shm/0/addr", 10, addr, alen) == COHORT_OK, "set");
-        free(addr);
+        RANK_CHECK(th_private_ns(g, "impostor/", "shm/0/addr") == COHORT_OK, "segment address");
         if (auth_mode == 0) {
             free(g->token);
             g->token = strdup("not-the-job-token");
@@ -604,19 +596,8 @@ static int stale_rank(int rank, void *arg)
         coh_monitor_stop(g);
         wait_flag(1, 10000); /* the member is connecting to the stale name */
         ms_sleep(300);
-        if (stale_mode == 1) {
-            void *addr = NULL;
-            size_t alen = 0;
-            RANK_CHECK(cohort_store_get(g->store, "shm/0/addr", 10, &addr, &alen, 10000) ==
-                           COHORT_OK,
-                       "segment address");
-            cohort_store_close(g->store);
-            RANK_CHECK(cohort_store_prefixed(g->store_root, "stale/", &g->store) == COHORT_OK,
-                       "ns");
-            RANK_CHECK(cohort_store_set(g->store, "shm/0/addr", 10, addr, alen) == COHORT_OK,
-                       "set");
-            free(addr);
-        }
+        if (stale_mode == 1)
+            RANK_CHECK(th_private_ns(g, "stale/", "shm/0/addr") == COHORT_OK, "segment address");
         th_group_free(g);
         th_done(3);
         return 0;
@@ -624,9 +605,7 @@ static int stale_rank(int rank, void *arg)
     if (rank == 1) {
         cohort_group *g = th_group_bare(1, 2, 10000);
         RANK_CHECK(g, "group");
-        coh_monitor_stop(g);
-        cohort_store_close(g->store);
-        RANK_CHECK(cohort_store_prefixed(g->store_root, "stale/", &g->store) == COHORT_OK, "ns");
+        RANK_CHECK(th_private_ns(g, "stale/", NULL) == COHORT_OK, "ns");
         RANK_CHECK(cohort_store_set(g->store, "shm/0/addr", 10, stale_name,
                                     sizeof stale_name - 1) == COHORT_OK,
                    "set");
