@@ -88,6 +88,7 @@ static const algo_set tcp_sets[] = {
       COH_COLL_BROADCAST, 0}},
     {"rabenseifner", "COHORT_ALGO_ALL_REDUCE=rabenseifner", {COH_COLL_ALL_REDUCE, 0}},
     {"flat", "COHORT_ALGO_BROADCAST=flat", {COH_COLL_BROADCAST, 0}},
+    {"host_flat", "COHORT_ALGO_BROADCAST=host_flat", {COH_COLL_BROADCAST, 0}},
     {"direct",
      "COHORT_ALGO_ALL_REDUCE=direct;COHORT_ALGO_REDUCE_SCATTER=direct;COHORT_ALGO_REDUCE=direct",
      {COH_COLL_ALL_REDUCE, COH_COLL_REDUCE_SCATTER, COH_COLL_REDUCE, 0}},
@@ -292,6 +293,10 @@ START_TEST(test_hier)
     for (int r = 0; r < l[0]; r++)
         ns[r] = ns_names[l[1 + r]];
     run(l[0], NULL, &auto_set, 1, ns, 1);
+    /* tcp between all ranks, host_flat forced: relays per namespace host */
+    static const algo_set hostflat_set = {"host_flat", "COHORT_ALGO_BROADCAST=host_flat",
+                                          {COH_COLL_BROADCAST, 0}};
+    run(l[0], "tcp", &hostflat_set, 0, ns, 0);
 }
 END_TEST
 
