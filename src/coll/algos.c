@@ -22,7 +22,8 @@
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
 #define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
 #define BC_FLAT_MIN (512u << 10) /* ... flat above when ranks > cores (one host) */
-#define BC_HOSTFLAT_MAX_HOSTS 4 /* ... host_flat above it across 2-4 hosts */
+#define BC_HOSTFLAT_MIN (4u << 20) /* ... host_flat from here across 2-4 hosts */
+#define BC_HOSTFLAT_MAX_HOSTS 4
 #define RS_DIRECT_MAX (64u << 10) /* reduce_scatter: direct up to this input per rank */
 
 static size_t es_of(const coh_call *c) { return cohort_dtype_size((cohort_dtype)c->dtype); }
@@ -132,10 +133,13 @@ static int bc_flat_pref(const cohort_group *g, const coh_call *c)
  * scatter+all-gather carries 1.25 m over the link one way, host_flat m)
  * and no rank is more than one relay from the root. The root's link
  * carries (hosts - 1) copies: a few hosts only. Depends on the host table,
- * which every rank shares. */
+ * which every rank shares. From 4 MiB: two namespace hosts of 2 ranks on
+ * 2 cores, paired, loaded: host_flat/scatter_allgather 0.82 at 16 MiB,
+ * 0.97 at 64 MiB, but 1.35 at 1 MiB (docs/performance.md). */
 int coh_bc_hostflat_pref(int n, int n_hosts, size_t bytes)
 {
-    return bytes > BC_TREE_MAX && n_hosts >= 2 && n_hosts <= BC_HOSTFLAT_MAX_HOSTS && n_hosts < n;
+    return bytes >= BC_HOSTFLAT_MIN && n_hosts >= 2 && n_hosts <= BC_HOSTFLAT_MAX_HOSTS &&
+           n_hosts < n;
 }
 static int bc_hostflat_pref(const cohort_group *g, const coh_call *c)
 {
