@@ -1365,6 +1365,11 @@ static PyObject *tc_get_original(TorchCallObject *self, void *c)
     return Py_NewRef(self->orig ? self->orig : Py_None);
 }
 
+static PyObject *tc_get_python(TorchCallObject *self, void *c)
+{
+    return Py_NewRef(self->slow ? self->slow : Py_None);
+}
+
 static PyObject *tc_get_dict(TorchCallObject *self, void *c)
 {
     if (!self->dict && !(self->dict = PyDict_New()))
@@ -1380,6 +1385,8 @@ static PyMethodDef tc_methods[] = {
 
 static PyGetSetDef tc_getset[] = {
     {"__cohort_original__", (getter)tc_get_original, NULL, "torch's function", NULL},
+    {"__cohort_python__", (getter)tc_get_python, NULL,
+     "the Python wrapper (the general path; bench/torch/split.py compares the two)", NULL},
     {"__dict__", (getter)tc_get_dict, NULL, NULL, NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
