@@ -44,17 +44,20 @@ out=$root/bench/mpi/results/$(date -u +%Y%m%d-%H%M%S)
 mkdir -p "$out"
 cores=$(nproc)
 
-# Seconds per launch on a quiet 2-core machine (measured 2026-12-02: ~0.5 s
-# at 2 ranks, scale 1; oversubscribed: startup plus 8 capped cells).
-est_launch() { # ranks
-  if [ "$1" -le "$cores" ]; then echo "0.5 + 0.3 * $scale" | bc -l
-  else echo "2 + 8 * ($cell_s + 0.1)" | bc -l; fi
+# Seconds per launch on a 2-core machine at load 4-5 (2026-12-02): ~0.5 s
+# at 2 ranks, scale 1; oversubscribed, Open MPI ~1.2 s, MPICH ~8 s (its
+# yielding ranks still wait a time slice per all-reduce: ~8 ms per call,
+# the 50-call floor per cell).
+est_launch() { # impl ranks
+  if [ "$2" -le "$cores" ]; then echo "0.5 + 0.3 * $scale" | bc -l
+  elif [ "$1" = mpich ]; then echo "8 * ($cell_s + 0.1) / 0.35" | bc -l
+  else echo "1.2 * ($cell_s + 0.1) / 0.35" | bc -l; fi
 }
 est=0
 for impl in $impls; do for n in $ranks; do
-  est=$(echo "$est + 2 * $pairs * $(est_launch $n)" | bc -l)
+  est=$(echo "$est + 2 * $pairs * $(est_launch $impl $n)" | bc -l)
 done; done
-printf 'bench/mpi/run.sh: %d pairs x {%s} x {%s ranks}: about %.0f s (%.1f min) on a quiet machine; longer under load\n' \
+printf 'bench/mpi/run.sh: %d pairs x {%s} x {%s ranks}: about %.0f s (%.1f min) on a quiet machine; longer under load (x2-3 at load 20)\n' \
   "$pairs" "$impls" "$ranks" "$est" "$(echo "$est / 60" | bc -l)"
 {
   echo "date $(date -u +%FT%TZ) host $(hostname) cores $cores kernel $(uname -r)"
@@ -108,7 +111,7 @@ for impl in $impls; do
         launches=$((launches + 1))
         if [ $p = 0 ] && [ $ab = B ]; then
           printf '  %s %d ranks: first pair %.1f s (estimate %.1f s per launch)\n' $impl $n \
-            "$(echo "$t1 - $t0" | bc -l)" "$(est_launch $n)"
+            "$(echo "$t1 - $t0" | bc -l)" "$(est_launch $impl $n)"
         fi
       done
     done
