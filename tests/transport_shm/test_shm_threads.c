@@ -17,31 +17,18 @@
 
 static cohort_group *abort_g;
 
-static void ms_sleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void *aborter(void *arg)
 {
     (void)arg;
-    ms_sleep(200); /* long enough for the waiters to be asleep on the futex */
+    th_sleep_ms(200); /* long enough for the waiters to be asleep on the futex */
     atomic_store(&th_sh()->t_event_ns, coh_now_ns());
     coh_group_fail(abort_g, COHORT_ERR_ABORTED, "aborted by a test thread");
     atomic_store(&th_sh()->flag[0], 1);
     return NULL;
 }
 
-/* Until the abort happened (another rank's thread set flag[0]), bounded. */
-static void wait_abort(void)
-{
-    uint64_t end = coh_now_ns() + 20000000000ull;
-    while (!atomic_load(&th_sh()->flag[0])) {
-        RANK_CHECK(coh_now_ns() < end, "abort never happened");
-        ms_sleep(1);
-    }
-}
+/* Until the abort happened (another rank's thread sets flag[0]). */
+static void wait_abort(void) { th_wait_flag(0, 20000); }
 
 /* The call that returned st, in a rank of the aborted group: it failed
  * with the abort's status and reason, within 500 ms of the abort. */
@@ -132,8 +119,8 @@ static void *tiny_aborter(void *arg)
     (void)arg;
     uint64_t end = coh_now_ns() + 20000000000ull;
     while (!atomic_load(&th_sh()->flag[1]) && coh_now_ns() < end)
-        ms_sleep(1);
-    ms_sleep(200); /* the root is asleep in its slot wait by then */
+        th_sleep_ms(1);
+    th_sleep_ms(200); /* the root is asleep in its slot wait by then */
     atomic_store(&th_sh()->t_event_ns, coh_now_ns());
     coh_group_fail(abort_g, COHORT_ERR_ABORTED, "aborted by a test thread");
     atomic_store(&th_sh()->flag[0], 1);
