@@ -266,6 +266,15 @@ static void cleanup(coh_shm *s)
     coh_free(s->ring_calls);
     coh_free(s->p2p_out);
     coh_free(s->p2p_in);
+    if (s->p2p_stash) {
+        for (int q = 0; q < s->n; q++)
+            while (s->p2p_stash[q]) {
+                shm_p2p_msg *m = s->p2p_stash[q];
+                s->p2p_stash[q] = m->next;
+                coh_free(m);
+            }
+        coh_free(s->p2p_stash);
+    }
     coh_free(s);
 }
 
@@ -1193,7 +1202,8 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     if (s->p2p_bytes) {
         s->p2p_out = coh_calloc((size_t)s->n, sizeof *s->p2p_out);
         s->p2p_in = coh_calloc((size_t)s->n, sizeof *s->p2p_in);
-        if (!s->p2p_out || !s->p2p_in) {
+        s->p2p_stash = coh_calloc((size_t)s->n, sizeof *s->p2p_stash);
+        if (!s->p2p_out || !s->p2p_in || !s->p2p_stash) {
             coh_shm_abort(s, COHORT_ERR_NOMEM, "shm: out of memory");
             cleanup(s);
             return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
@@ -1262,10 +1272,13 @@ static cohort_status p2p_close(coh_shm *s, int wait_ms)
             continue;
         shm_chan *ch = shm_chan_of(s, q, s->me);
         uint32_t t = s->p2p_in[q];
-        if (!shm_reached(atomic_load_explicit(&ch->pub, memory_order_acquire), t + 1))
-            continue;
         coh_hdr h, exp;
-        memcpy(&h, shm_chan_slot(s, ch, t), sizeof h);
+        if (s->p2p_stash[q])
+            h = s->p2p_stash[q]->h; /* taken from the channel, never received */
+        else if (shm_reached(atomic_load_explicit(&ch->pub, memory_order_acquire), t + 1))
+            memcpy(&h, shm_chan_slot(s, ch, t), sizeof h);
+        else
+            continue;
         coh_call call;
         char msg[COH_ERRLEN];
         if (coh_contract_unconsumed(s->g, &h, &call, &exp, msg, sizeof msg))
@@ -1331,8 +1344,11 @@ void coh_shm_wake(coh_shm *s)
 {
     if (!s || !s->ctl_base)
         return;
-    for (int q = 0; q < s->n; q++)
+    for (int q = 0; q < s->n; q++) {
         shm_futex_wake(&shm_ctl_of(s, q)->arrive);
+        if (s->p2p_stride) /* the rank's bell (send/recv waits) */
+            shm_futex_wake(&shm_chan_of(s, q, q)->pub);
+    }
     /* channel words with sleepers (the waiters words say which) */
     if (s->p2p_stride)
         for (int a = 0; a < s->n; a++)

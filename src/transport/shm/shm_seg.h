@@ -216,6 +216,16 @@ typedef struct shm_chan_desc {
 } shm_chan_desc;
 enum { SHM_CHAN_COPY = 1, SHM_CHAN_CMA = 2 };
 
+/* A message taken from a channel before a recv asked for it (the stash of
+ * src/coll/shm/shm_p2p.c), FIFO per peer. */
+typedef struct shm_p2p_msg {
+    struct shm_p2p_msg *next;
+    coh_hdr h;            /* its first chunk's header: compared at the recv */
+    size_t have;          /* bytes taken so far (h.len once complete) */
+    uint32_t chunks;      /* chunks taken so far */
+    unsigned char data[]; /* h.len bytes */
+} shm_p2p_msg;
+
 struct coh_shm {
     cohort_group *g;
     int n, me;                  /* local size, my local index */
@@ -263,6 +273,7 @@ struct coh_shm {
     unsigned char *p2p;
     size_t p2p_bytes, p2p_slot_stride, p2p_stride;
     uint32_t *p2p_out, *p2p_in; /* [n]: chunks I sent to / consumed from q */
+    shm_p2p_msg **p2p_stash;    /* [n]: messages from q taken before their recv */
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */
@@ -351,6 +362,13 @@ cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target);
  * owner's hint. */
 cohort_status shm_wait_word(shm_op *o, int q, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
                             _Atomic int32_t *cpu, uint32_t target);
+/* The channels' wait (send/recv): until *word (owned by local rank q)
+ * reaches target, calling poll_fn(arg) while waiting (it takes incoming
+ * chunks; a non-OK status ends the wait); sleeps on this rank's bell.
+ * shm_bell_ring(s, q) after publishing anything local rank q may wait for. */
+cohort_status shm_wait_multi(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
+                             cohort_status (*poll_fn)(void *arg), void *arg);
+void shm_bell_ring(coh_shm *s, int q);
 /* Publishes value into a futex word owned by this rank (seq_cst, then a
  * wake only if someone sleeps: the same pairing as shm_publish). */
 void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, _Atomic int32_t *cpu,

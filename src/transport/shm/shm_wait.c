@@ -276,3 +276,92 @@ yield:
             return st;
     }
 }
+
+/* ---- the send/recv channels' wait: one bell per rank ----
+ *
+ * A rank blocked in send or recv must keep taking the messages its other
+ * peers send it (or two ranks sending to each other at once would each
+ * wait for the other to drain its channel): it waits for one word AND for
+ * any incoming chunk. It sleeps on its own bell (the pub word of its
+ * diagonal channel, which carries no messages), and whoever publishes a
+ * chunk or an ack for it rings the bell when it sleeps (shm_bell_ring). */
+void shm_bell_ring(coh_shm *s, int q)
+{
+    shm_chan *b = shm_chan_of(s, q, q);
+    /* seq_cst after the publish: either the sleeper's re-check sees what
+     * was published, or we see it counted itself (as shm_publish) */
+    if (atomic_load_explicit(&b->pub_waiters, memory_order_seq_cst)) {
+        atomic_fetch_add_explicit(&b->pub, 1u, memory_order_seq_cst);
+        shm_futex_wake(&b->pub);
+    }
+}
+
+cohort_status shm_wait_multi(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
+                             cohort_status (*poll_fn)(void *arg), void *arg)
+{
+    coh_shm *s = o->s;
+    shm_chan *b = shm_chan_of(s, s->me, s->me);
+    if (!o->w_init) {
+        coh_wait_init(&o->w, o->g, o->c);
+        o->w_init = 1;
+    }
+    o->waiting_for = o->g->local_ranks ? o->g->local_ranks[q] : q;
+    cohort_status st;
+    uint64_t t0 = coh_now_ns(), now = t0, next_check = t0 + SLICE_NS;
+    unsigned mask = s->oversub ? 7u : 63u;
+    for (unsigned i = 1;; i++) {
+        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target)) {
+            spin_won(s);
+            return COHORT_OK;
+        }
+        if ((i & mask) == 0) {
+            if ((st = poll_fn(arg)) != COHORT_OK)
+                return st;
+            if (urgent(s) && (st = slow_check(o, q, word, target)) != COHORT_OK)
+                return st;
+            now = coh_now_ns();
+            if (now - t0 >= s->spin_cur) {
+                spin_lost(s);
+                break;
+            }
+            if (now >= next_check) {
+                if ((st = slow_check(o, q, word, target)) != COHORT_OK)
+                    return st;
+                next_check = now + SLICE_NS;
+            }
+        }
+        cpu_relax();
+    }
+    while (now - t0 < s->yield_ns) {
+        sched_yield();
+        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
+            return COHORT_OK;
+        if ((st = poll_fn(arg)) != COHORT_OK)
+            return st;
+        now = coh_now_ns();
+        if (urgent(s) || now >= next_check) {
+            if ((st = slow_check(o, q, word, target)) != COHORT_OK)
+                return st;
+            next_check = now + SLICE_NS;
+        }
+    }
+    for (;;) {
+        atomic_fetch_add_explicit(&b->pub_waiters, 1, memory_order_seq_cst);
+        uint32_t v = atomic_load_explicit(&b->pub, memory_order_seq_cst);
+        /* after counting ourselves: take what came, then sleep only if
+         * nothing we wait for is there (a later publish rings the bell) */
+        st = poll_fn(arg);
+        if (st == COHORT_OK &&
+            !shm_reached(atomic_load_explicit(word, memory_order_seq_cst), target) && !urgent(s))
+            futex_wait(&b->pub, v, COH_WAIT_SLICE_MS);
+        atomic_fetch_sub_explicit(&b->pub_waiters, 1, memory_order_seq_cst);
+        if (st != COHORT_OK)
+            return st;
+        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
+            return COHORT_OK;
+        if ((st = poll_fn(arg)) != COHORT_OK)
+            return st;
+        if ((st = slow_check(o, q, word, target)) != COHORT_OK)
+            return st;
+    }
+}
