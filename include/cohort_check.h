@@ -245,6 +245,8 @@ typedef struct cohort_check_stats {
     uint64_t ring_waits;  /* begin waited for a full ring to drain */
     uint64_t sync_waits;  /* end (COHORT_CHECK_SYNCED) found the neighbour's record not yet
                            * visible and waited for it */
+    uint64_t unlocked;    /* begin and end calls that took no mutex (the biased lock's
+                           * fast path: one calling thread; docs/check.md, "Locking") */
 } cohort_check_stats;
 COHORT_API void cohort_check_get_stats(const cohort_check *c, cohort_check_stats *out);
 

@@ -643,8 +643,9 @@ int MPI_Finalize(void)
             int l = snprintf(line, sizeof line,
                              "cohort-mpi: rank %d: stats: %" PRIu64 " calls checked, %" PRIu64
                              " compared with the neighbour (%" PRIu64
-                             " after the call returned, %" PRIu64 " waits), %s\n",
-                             cm_world_rank, s.calls, s.compared, s.lazy, s.sync_waits,
+                             " after the call returned, %" PRIu64 " waits; %" PRIu64
+                             " begin/end without a mutex), %s\n",
+                             cm_world_rank, s.calls, s.compared, s.lazy, s.sync_waits, s.unlocked,
                              s.compared == s.calls ? "all compared" : "NOT all compared");
             /* To a file: appended, one write per line, so ranks do not
              * interleave (harnesses such as MPICH's runtests fail a test

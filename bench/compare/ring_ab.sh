@@ -1,7 +1,11 @@
 #!/bin/bash
 # Small shared-memory broadcasts, interleaved per launch: cohort with the slot
-# ring (default), Open MPI (mpi_coll_bench from /work/shared/peers/coll, or
-# PEERS), cohort with COHORT_SHM_RING_SLOTS=0 (the synchronising path).
+# rings (default: the tiny ring of 128 slots for <= 256 B, the ring of 8 for
+# <= 16 KiB), Open MPI (mpi_coll_bench from /work/shared/peers/coll, or
+# PEERS), cohort with COHORT_SHM_TINY_SLOTS=0 (the K=8 ring for every size
+# <= 16 KiB, as before the tiny ring; TINY_AB="COHORT_SHM_TINY_SLOTS=256"
+# compares another depth), cohort with COHORT_SHM_RING_SLOTS=0 (the
+# synchronising path).
 # Usage: bench/compare/ring_ab.sh [OUT_DIR]; REPS (5), NPS ("2 4 8"), SIZES.
 # One line per size and launch: rep np lib load size mean_us p50 p99 max.
 set -u
@@ -28,6 +32,7 @@ for rep in $(seq 1 "$REPS"); do
         l=$(cut -d' ' -f1 /proc/loadavg)
         mpirun.openmpi --oversubscribe -n "$np" "$OUT/bin/mpi_coll_bench" -c bcast -s "$S" -t 0.2 2>&1 |
             grep "^bcast" | awk -v p="rep=$rep np=$np lib=ompi load=$l" '{print p, $2, $4, "-", "-", "-"}' >> "$out"
+        cohort ring8 "$np" "${TINY_AB:-COHORT_SHM_TINY_SLOTS=0}"
         cohort sync "$np" COHORT_SHM_RING_SLOTS=0
     done
 done
@@ -38,12 +43,16 @@ for l in open(sys.argv[1]):
     f = l.split(); kv = dict(x.split('=') for x in f[:4])
     p = [None if x == '-' else float(x) for x in f[6:9]]
     d[(int(kv['np']), int(f[4]), kv['lib'])].append((float(f[5]), *p, float(kv['load'])))
-print("np size | ring mean p50 p99 | ompi mean | sync mean | ring/ompi ring/sync | load")
+print("np size | ring mean p50 p99 max | ring8 mean p50 p99 max | ompi mean | sync mean | ring/ompi ring/ring8 ring/sync | load")
 for (np, size) in sorted({(k[0], k[1]) for k in d}):
-    r, o, s = d[(np, size, 'ring')], d[(np, size, 'ompi')], d[(np, size, 'sync')]
-    if not (r and o and s):
+    r, r8 = d[(np, size, 'ring')], d[(np, size, 'ring8')]
+    o, s = d[(np, size, 'ompi')], d[(np, size, 'sync')]
+    if not (r and r8 and o and s):
         continue
     m = lambda L, i: S.median(x[i] for x in L)
-    print(f"{np} {size:6d} | {m(r,0):9.2f} {m(r,1):6.2f} {m(r,2):9.1f} | {m(o,0):9.2f} | {m(s,0):9.2f} | "
-          f"{m(r,0)/m(o,0):6.2f} {m(r,0)/m(s,0):6.2f} | {min(x[4] for x in r+o+s):.0f}-{max(x[4] for x in r+o+s):.0f}")
+    A = r + r8 + o + s
+    print(f"{np} {size:6d} | {m(r,0):8.2f} {m(r,1):5.2f} {m(r,2):7.1f} {m(r,3):8.0f} | "
+          f"{m(r8,0):8.2f} {m(r8,1):5.2f} {m(r8,2):7.1f} {m(r8,3):8.0f} | {m(o,0):8.2f} | {m(s,0):8.2f} | "
+          f"{m(r,0)/m(o,0):5.2f} {m(r,0)/m(r8,0):5.2f} {m(r,0)/m(s,0):5.2f} | "
+          f"{min(x[4] for x in A):.0f}-{max(x[4] for x in A):.0f}")
 PY

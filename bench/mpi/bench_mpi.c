@@ -3,7 +3,11 @@
  * for the interleaved bare vs libcohort-mpi comparison (run.sh). Prints one
  * line per (op, size): p50, p99, max and mean in microseconds.
  * Arguments: [scale [allreduce|bcast [size]]] - the iteration scale and,
- * optionally, the one cell to run (selftime.sh profiles cell by cell). */
+ * optionally, the one cell to run (selftime.sh profiles cell by cell).
+ * BENCH_MPI_CELL_S=<s>: at most about s seconds of timed calls per cell
+ * (and a warm-up of at most 20 calls): rank 0 times the warm-up and
+ * broadcasts the count, so every rank makes the same calls. For ranks that
+ * outnumber the cores, where one call can take milliseconds. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +29,8 @@ int main(int argc, char **argv)
     long only_size = argc > 3 ? atol(argv[3]) : 0;
     const size_t sizes[] = {8, 4096, 65536, 1 << 20};
     const int iters[] = {20000, 10000, 2000, 200};
+    const char *cs = getenv("BENCH_MPI_CELL_S");
+    double cell_s = cs ? atof(cs) : 0;
     char *a = calloc(1, 1 << 20), *b = calloc(1, 1 << 20);
     double *t = malloc(sizeof(double) * 20000);
     for (int op = 0; op < 2; op++)
@@ -38,9 +44,19 @@ int main(int argc, char **argv)
             int count = (int)(sizes[s] / sizeof(float));
             if (count < 2)
                 count = 2; /* 8 B */
-            for (int w = 0; w < n / 10 + 5; w++) /* warm-up */
+            int warm = n / 10 + 5;
+            if (cell_s > 0 && warm > 20)
+                warm = 20;
+            double w0 = MPI_Wtime();
+            for (int w = 0; w < warm; w++) /* warm-up */
                 op ? MPI_Bcast(a, count, MPI_FLOAT, 0, MPI_COMM_WORLD)
                    : MPI_Allreduce(a, b, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+            if (cell_s > 0) {
+                double per = (MPI_Wtime() - w0) / warm;
+                if (per > 0 && cell_s / per < n)
+                    n = cell_s / per < 50 ? 50 : (int)(cell_s / per);
+                MPI_Bcast(&n, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            }
             MPI_Barrier(MPI_COMM_WORLD);
             for (int i = 0; i < n; i++) {
                 double t0 = MPI_Wtime();

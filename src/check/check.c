@@ -17,6 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "check/check_int.h"
 #include "contract/contract.h"
@@ -121,6 +124,135 @@ static void q_pop(chk_q *q)
 {
     q->head = (q->head + 1) % q->cap;
     q->n--;
+}
+
+/* ---- the biased lock (check_int.h; docs/check.md, "Locking") ---- */
+
+/* A thread's token: the address of its own thread-local byte (unique among
+ * live threads; a new thread may reuse a dead one's, and then inherits its
+ * bias, which is harmless: one live thread holds it). */
+static _Thread_local char tl_me;
+#define ME ((uintptr_t)&tl_me)
+/* The checker this thread holds without the mutex (begin/end's fast path). */
+static _Thread_local cohort_check *tl_fast;
+
+static void membar(void)
+{
+    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+}
+
+static void wait_fast_idle(cohort_check *c)
+{
+    for (unsigned i = 0; atomic_load_explicit(&c->fast_busy, memory_order_acquire); i++) {
+        if (i < 100)
+            coh_cpu_relax();
+        else
+            sched_yield(); /* the bias thread was preempted inside a call */
+    }
+}
+
+void coh_chk_revoke(cohort_check *c)
+{
+    atomic_fetch_add_explicit(&c->slow_req, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&c->bias, memory_order_acquire) == CHK_BIAS_OFF)
+        return; /* off for good, and its revoke completed before */
+    /* Every thread of the process passes a full barrier: the bias thread
+     * either sees slow_req > 0 at its next check, or marked fast_busy
+     * before, and then we see the mark. */
+    membar();
+    wait_fast_idle(c);
+}
+
+void coh_chk_unrevoke(cohort_check *c)
+{
+    atomic_fetch_sub_explicit(&c->slow_req, 1, memory_order_release);
+}
+
+int coh_chk_lock(cohort_check *c)
+{
+    /* The bias thread never competes with itself: the mutex suffices. */
+    int revoke = atomic_load_explicit(&c->bias, memory_order_relaxed) != ME;
+    if (revoke)
+        coh_chk_revoke(c);
+    pthread_mutex_lock(&c->mu);
+    return revoke;
+}
+
+void coh_chk_unlock(cohort_check *c, int revoked)
+{
+    pthread_mutex_unlock(&c->mu);
+    if (revoked)
+        coh_chk_unrevoke(c);
+}
+
+/* begin/end's lock. The bias thread: mark, then check for revokers - no
+ * read-modify-write, no fence; the revoker's membarrier orders the two. */
+static void call_lock(cohort_check *c)
+{
+    uintptr_t b = atomic_load_explicit(&c->bias, memory_order_acquire);
+    if (b == ME) {
+        atomic_store_explicit(&c->fast_busy, 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst);
+        if (!atomic_load_explicit(&c->slow_req, memory_order_acquire)) {
+            tl_fast = c;
+            c->stats.unlocked++;
+            return;
+        }
+        atomic_store_explicit(&c->fast_busy, 0, memory_order_release);
+    } else if (b == 0 &&
+               atomic_compare_exchange_strong_explicit(&c->bias, &b, ME, memory_order_acq_rel,
+                                                       memory_order_acquire)) {
+        /* Claimed: the fast path from the next call (this one races with
+         * the monitor's revokes of an unclaimed lock, so takes the mutex). */
+    } else if (b != CHK_BIAS_OFF) {
+        /* Another thread makes calls too: off for good (slow_req never
+         * returns to 0), after the bias thread has left its call. */
+        atomic_fetch_add_explicit(&c->slow_req, 1, memory_order_seq_cst);
+        membar();
+        wait_fast_idle(c);
+        atomic_store_explicit(&c->bias, CHK_BIAS_OFF, memory_order_release);
+    }
+    pthread_mutex_lock(&c->mu);
+}
+
+static void call_unlock(cohort_check *c)
+{
+    if (tl_fast == c) {
+        tl_fast = NULL;
+        atomic_store_explicit(&c->fast_busy, 0, memory_order_release);
+    } else {
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+/* Released around a wait inside a call (ring full, a neighbour's record):
+ * returns how it was held, for lock_reacquire. */
+static int lock_release(cohort_check *c)
+{
+    if (tl_fast == c) {
+        call_unlock(c);
+        return 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+static void lock_reacquire(cohort_check *c, int fast)
+{
+    if (fast)
+        call_lock(c);
+    else
+        pthread_mutex_lock(&c->mu);
+}
+
+/* A condition wait needs the mutex: the bias thread leaves the fast path
+ * (the state is consistent here, as at any unlock). */
+static void lock_to_mutex(cohort_check *c)
+{
+    if (tl_fast == c) {
+        call_unlock(c);
+        pthread_mutex_lock(&c->mu);
+    }
 }
 
 /* ---- groups ---- */
@@ -351,6 +483,14 @@ cohort_status cohort_check_create(cohort_group *world, const cohort_check_option
     c->size = world->size;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    /* The biased lock needs membarrier(2) (Linux 4.14); without it, or with
+     * COHORT_CHECK_FASTLOCK=0, every call takes the mutex. */
+    {
+        const char *t = coh_env_str("COHORT_CHECK_FASTLOCK");
+        int off = t && !strcmp(t, "0");
+        if (off || syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) != 0)
+            atomic_store(&c->bias, CHK_BIAS_OFF);
+    }
     pthread_cond_init(&c->mon_cv, NULL);
     c->cursor = coh_calloc((size_t)c->size, sizeof *c->cursor);
     c->sent = coh_calloc((size_t)c->size, sizeof *c->sent);
@@ -420,11 +560,11 @@ void cohort_check_destroy(cohort_check *c)
     if (!c)
         return;
     if (c->thr_started) {
-        pthread_mutex_lock(&c->mu);
+        int rv = coh_chk_lock(c);
         c->stop = 1;
         pthread_cond_broadcast(&c->cv);
         pthread_cond_signal(&c->mon_cv);
-        pthread_mutex_unlock(&c->mu);
+        coh_chk_unlock(c, rv);
         pthread_join(c->thr, NULL);
     }
     for (cohort_check_group *g = c->groups, *n; g; g = n) {
@@ -494,9 +634,9 @@ cohort_status cohort_check_group_add(cohort_check *c, uint64_t id, const int *wo
     g->pred_ring = via_ring(c, g->pred);
     g->succ_ring = via_ring(c, g->succ);
     snprintf(g->name, sizeof g->name, "group %016" PRIx64, id);
-    pthread_mutex_lock(&c->mu);
+    int rv = coh_chk_lock(c);
     if (coh_chk_find(c, id)) {
-        pthread_mutex_unlock(&c->mu);
+        coh_chk_unlock(c, rv);
         group_free(g);
         return coh_err_set(NULL, COHORT_ERR_INVALID,
                            "cohort_check_group_add: group %016" PRIx64 " is registered already",
@@ -525,7 +665,7 @@ cohort_status cohort_check_group_add(cohort_check *c, uint64_t id, const int *wo
                          "checker: out of memory");
         coh_free(o);
     }
-    pthread_mutex_unlock(&c->mu);
+    coh_chk_unlock(c, rv);
     *out = g;
     return COHORT_OK;
 }
@@ -534,9 +674,9 @@ void cohort_check_group_name(cohort_check *c, cohort_check_group *grp, const cha
 {
     if (!c || !grp || !name)
         return;
-    pthread_mutex_lock(&c->mu);
+    int rv = coh_chk_lock(c);
     snprintf(grp->name, sizeof grp->name, "%s", name);
-    pthread_mutex_unlock(&c->mu);
+    coh_chk_unlock(c, rv);
 }
 
 int cohort_check_group_mutual(const cohort_check_group *grp)
@@ -548,7 +688,7 @@ void cohort_check_group_remove(cohort_check *c, cohort_check_group *grp)
 {
     if (!c || !grp)
         return;
-    pthread_mutex_lock(&c->mu);
+    int rv = coh_chk_lock(c);
     if (grp->pred_ring && grp->mine.n)
         coh_chk_drain_locked(c, grp->pred, 0);
     /* With calls still uncompared it stays (removed) until the
@@ -556,7 +696,7 @@ void cohort_check_group_remove(cohort_check *c, cohort_check_group *grp)
     grp->removed = 1;
     if (!grp->mine.n)
         unlink_group(c, grp);
-    pthread_mutex_unlock(&c->mu);
+    coh_chk_unlock(c, rv);
 }
 
 /* ---- failure ---- */
@@ -603,6 +743,7 @@ static cohort_status failed_status(cohort_check *c)
 {
     if (c->o.no_report_wait)
         return c->status ? c->status : COHORT_ERR_ABORTED;
+    lock_to_mutex(c);
     return report_wait_locked(c, 15000);
 }
 
@@ -610,11 +751,11 @@ cohort_status cohort_check_report_wait(cohort_check *c, int timeout_ms)
 {
     if (!c)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_report_wait: checker missing");
-    pthread_mutex_lock(&c->mu);
+    int rv = coh_chk_lock(c);
     cohort_status st = COHORT_OK;
     if (atomic_load_explicit(&c->failed, memory_order_relaxed))
         st = report_wait_locked(c, timeout_ms);
-    pthread_mutex_unlock(&c->mu);
+    coh_chk_unlock(c, rv);
     return st;
 }
 
@@ -672,6 +813,46 @@ static void copy_op(char *dst, const char *op)
 
 /* ---- the calls ---- */
 
+/* Waits until this rank's ring has a free slot for g's next record, the
+ * lock released while waiting. Before the call takes its seq: a second
+ * thread's call that comes in meanwhile takes the next seq and slot only
+ * after this one's (the ring holds each group's records in seq order, and
+ * no two calls write one slot). On a failure (c->failed) it returns at
+ * once. c->mu held. */
+static void ring_reserve(cohort_check *c, cohort_check_group *g)
+{
+    if (g->succ == c->rank || !g->succ_ring || c->head < CHK_RING_N)
+        return;
+    uint64_t t0 = 0;
+    for (;;) {
+        uint64_t idx = c->head; /* again after each wait: others may have written */
+        chk_rec *r = &c->my_ring[idx % CHK_RING_N];
+        /* The slot's previous record must have been consumed. */
+        if (atomic_load_explicit(&r->done, memory_order_acquire) == idx + 1 - CHK_RING_N)
+            return;
+        if (!t0) {
+            c->stats.ring_waits++;
+            t0 = coh_now_ns();
+        }
+        if (atomic_load(&c->failed))
+            return; /* the caller reports it */
+        int fast = lock_release(c);
+        struct timespec ts = {0, 200 * 1000};
+        nanosleep(&ts, NULL);
+        lock_reacquire(c, fast);
+        if (c->o.timeout_ms > 0 && coh_now_ns() - t0 > (uint64_t)c->o.timeout_ms * 1000000ull) {
+            coh_chk_fail(c, COHORT_CHECK_TIMEOUT, COHORT_ERR_TIMEOUT,
+                         "R 3 checker: a neighbour stopped reading this rank's "
+                         "fingerprints (ring full)",
+                         "checker: a neighbour stopped reading this rank's "
+                         "fingerprints (ring full)");
+            return;
+        }
+    }
+}
+
+/* Writes f to g's successor. Through the ring: into the slot ring_reserve
+ * found free in the same hold of the lock. c->mu held. */
 static cohort_status publish(cohort_check *c, cohort_check_group *g, const chk_cfp *f)
 {
     if (g->succ == c->rank)
@@ -679,31 +860,6 @@ static cohort_status publish(cohort_check *c, cohort_check_group *g, const chk_c
     if (g->succ_ring) {
         uint64_t idx = c->head;
         chk_rec *r = &c->my_ring[idx % CHK_RING_N];
-        if (idx >= CHK_RING_N) {
-            /* The slot's previous record must have been consumed. */
-            uint64_t prev = idx + 1 - CHK_RING_N;
-            if (atomic_load_explicit(&r->done, memory_order_acquire) != prev) {
-                c->stats.ring_waits++;
-                uint64_t t0 = coh_now_ns();
-                while (atomic_load_explicit(&r->done, memory_order_acquire) != prev) {
-                    if (atomic_load(&c->failed))
-                        return failed_status(c);
-                    pthread_mutex_unlock(&c->mu);
-                    struct timespec ts = {0, 200 * 1000};
-                    nanosleep(&ts, NULL);
-                    pthread_mutex_lock(&c->mu);
-                    if (c->o.timeout_ms > 0 &&
-                        coh_now_ns() - t0 > (uint64_t)c->o.timeout_ms * 1000000ull) {
-                        coh_chk_fail(c, COHORT_CHECK_TIMEOUT, COHORT_ERR_TIMEOUT,
-                                     "R 3 checker: a neighbour stopped reading this rank's "
-                                     "fingerprints (ring full)",
-                                     "checker: a neighbour stopped reading this rank's "
-                                     "fingerprints (ring full)");
-                        return failed_status(c);
-                    }
-                }
-            }
-        }
         atomic_store_explicit(&r->stamp, 0, memory_order_relaxed);
         atomic_thread_fence(memory_order_release);
         r->reader = g->succ;
@@ -722,12 +878,13 @@ static cohort_status publish(cohort_check *c, cohort_check_group *g, const chk_c
          * store and a plain load. A seq_cst pair here (an xchg) waited for
          * the record's cache lines to arrive from the reader's core - 70 %
          * of cohort_check_begin's samples in a profile. What the weaker
-         * pair allows, the load passing the store, lasts until the mutex
-         * unlock that ends this call (a full barrier) drains the store: a
-         * reader that went to sleep on the old word in that window finds
-         * the new one when its futex call compares it, and at worst sleeps
-         * out its 1 ms bound (wait_pred_locked), only after spinning and
-         * yielding first. Never a lost record: only a late wake-up. */
+         * pair allows, the load passing the store, lasts until the store
+         * buffer drains the store (on its own, or at the next locked
+         * instruction - the fast path has none): a reader that went to
+         * sleep on the old word in that window finds the new one when its
+         * futex call compares it, and at worst sleeps out its 1 ms bound
+         * (wait_pred_locked), only after spinning and yielding first.
+         * Never a lost record: only a late wake-up. */
         atomic_store_explicit(&c->my_aux->wake, (uint32_t)(idx + 1), memory_order_release);
         if (atomic_load_explicit(&c->my_aux->sleepers, memory_order_relaxed))
             coh_futex_wake_all(&c->my_aux->wake);
@@ -797,7 +954,9 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
     if (!c || !g || !fp || !fp->op)
         return coh_err_set(NULL, COHORT_ERR_INVALID,
                            "cohort_check_begin: checker, group, fingerprint or op missing");
-    pthread_mutex_lock(&c->mu);
+    call_lock(c);
+    if (!atomic_load_explicit(&c->failed, memory_order_relaxed) && !g->removed)
+        ring_reserve(c, g);
     if (atomic_load_explicit(&c->failed, memory_order_relaxed)) {
         /* A call made after another rank found a mismatch still goes into
          * the history until the report is out: a rank that reached the
@@ -810,11 +969,11 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
             pthread_cond_broadcast(&c->cv);
         }
         cohort_status st = failed_status(c);
-        pthread_mutex_unlock(&c->mu);
+        call_unlock(c);
         return st;
     }
     if (g->removed) {
-        pthread_mutex_unlock(&c->mu);
+        call_unlock(c);
         return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_begin: %s was removed",
                            g->name);
     }
@@ -880,7 +1039,7 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
     }
     if (atomic_load_explicit(&c->failed, memory_order_relaxed))
         st = failed_status(c);
-    pthread_mutex_unlock(&c->mu);
+    call_unlock(c);
     return st;
 }
 
@@ -922,7 +1081,7 @@ static void wait_pred_locked(cohort_check *c, cohort_check_group *g, uint64_t se
         uint64_t now = coh_now_ns();
         if (now >= until_ns)
             return;
-        pthread_mutex_unlock(&c->mu);
+        int fast = lock_release(c);
         while (now < spin_end && atomic_load_explicit(&ph->wake, memory_order_acquire) == v) {
             for (int i = 0; i < 64 && atomic_load_explicit(&ph->wake, memory_order_relaxed) == v;
                  i++)
@@ -943,7 +1102,7 @@ static void wait_pred_locked(cohort_check *c, cohort_check_group *g, uint64_t se
             }
             atomic_fetch_sub_explicit(&ph->sleepers, 1, memory_order_seq_cst);
         }
-        pthread_mutex_lock(&c->mu);
+        lock_reacquire(c, fast);
     }
 }
 
@@ -952,7 +1111,7 @@ cohort_status cohort_check_end(cohort_check *c, cohort_check_group *g, uint64_t 
 {
     if (!c || !g)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_end: checker or group missing");
-    pthread_mutex_lock(&c->mu);
+    call_lock(c);
     if (c->pos.state == CHK_POS_CALL && c->pos.gid == g->id && c->pos.seq == seq) {
         c->pos.state = CHK_POS_IDLE;
         c->pos.last_gid = g->id;
@@ -983,7 +1142,7 @@ cohort_status cohort_check_end(cohort_check *c, cohort_check_group *g, uint64_t 
     cohort_status st = COHORT_OK;
     if (atomic_load_explicit(&c->failed, memory_order_relaxed))
         st = failed_status(c);
-    pthread_mutex_unlock(&c->mu);
+    call_unlock(c);
     return st;
 }
 
@@ -992,7 +1151,7 @@ cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *g, uint64_t
 {
     if (!c || !g)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "cohort_check_wait: checker or group missing");
-    pthread_mutex_lock(&c->mu);
+    int rv = coh_chk_lock(c);
     uint64_t dl = coh_deadline_ns(timeout_ms);
     if (g->pred_ring && pending(g, seq))
         coh_chk_drain_locked(c, g->pred, 0); /* timeout 0: compare what is there */
@@ -1022,7 +1181,7 @@ cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *g, uint64_t
         st = failed_status(c);
     else if (pending(g, seq))
         st = COHORT_ERR_TIMEOUT;
-    pthread_mutex_unlock(&c->mu);
+    coh_chk_unlock(c, rv);
     return st;
 }
 
@@ -1091,7 +1250,7 @@ void cohort_check_wait_end(cohort_check *c)
     atomic_store_explicit(&s->ver, v - CHK_WS_WAITING + 4, memory_order_seq_cst);
     if (atomic_load_explicit(&s->pub, memory_order_seq_cst) != v)
         return; /* never published: nothing to retract */
-    pthread_mutex_lock(&c->mu);
+    int rv = coh_chk_lock(c);
     if (atomic_load_explicit(&s->pub, RLX) == v) {
         atomic_store_explicit(&s->pub, 0, RLX);
         if (c->pos.state == CHK_POS_WAIT && c->pos.episode == c->wpub_episode) {
@@ -1100,11 +1259,12 @@ void cohort_check_wait_end(cohort_check *c)
             coh_chk_pos_write(c, 0);
         }
     }
-    pthread_mutex_unlock(&c->mu);
+    coh_chk_unlock(c, rv);
 }
 
 /* The monitor, each tick: publishes a wait it saw at the previous tick
- * too (it has lasted at least a tick; its start is when first seen). */
+ * too (it has lasted at least a tick; its start is when first seen).
+ * Inside the tick's revoke: c->mu directly. */
 void coh_chk_wait_publish(cohort_check *c)
 {
     chk_wslot *s = &c->wslot;
@@ -1175,9 +1335,9 @@ const char *cohort_check_last_error(const cohort_check *c)
     if (!c || !atomic_load(&((cohort_check *)c)->failed))
         return copy;
     /* The monitor rewrites err with the global report: hand out a copy. */
-    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    int rv = coh_chk_lock((cohort_check *)c);
     memcpy(copy, c->err, sizeof copy);
-    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+    coh_chk_unlock((cohort_check *)c, rv);
     return copy;
 }
 
@@ -1192,9 +1352,9 @@ void cohort_check_get_stats(const cohort_check *c, cohort_check_stats *out)
 {
     if (!c || !out)
         return;
-    pthread_mutex_lock((pthread_mutex_t *)&c->mu);
+    int rv = coh_chk_lock((cohort_check *)c);
     *out = c->stats;
-    pthread_mutex_unlock((pthread_mutex_t *)&c->mu);
+    coh_chk_unlock((cohort_check *)c, rv);
 }
 
 static int any_pending(const cohort_check *c)
@@ -1212,8 +1372,9 @@ cohort_status cohort_check_close(cohort_check *c, int timeout_ms)
     if (timeout_ms < 0)
         timeout_ms = c->o.timeout_ms;
     uint64_t dl = coh_deadline_ns(timeout_ms);
+    int rv;
     /* 1. This rank's comparisons (the monitor fetches store records). */
-    pthread_mutex_lock(&c->mu);
+    rv = coh_chk_lock(c);
     while (any_pending(c) && !atomic_load(&c->failed) && coh_ms_left(dl) > 0) {
         if (c->shm)
             for (int i = 0; i < c->world->local_size; i++)
@@ -1234,11 +1395,11 @@ cohort_status cohort_check_close(cohort_check *c, int timeout_ms)
     }
     if (atomic_load(&c->failed)) {
         cohort_status st = failed_status(c);
-        pthread_mutex_unlock(&c->mu);
+        coh_chk_unlock(c, rv);
         return st;
     }
     int pend = any_pending(c);
-    pthread_mutex_unlock(&c->mu);
+    coh_chk_unlock(c, rv);
     if (pend)
         return coh_err_set(NULL, COHORT_ERR_TIMEOUT,
                            "cohort_check_close: this rank's last calls were not compared within "
@@ -1280,13 +1441,13 @@ cohort_status cohort_check_close(cohort_check *c, int timeout_ms)
         else if (coh_ms_left(dl) <= 0)
             st = COHORT_ERR_TIMEOUT;
     }
-    pthread_mutex_lock(&c->mu);
+    rv = coh_chk_lock(c);
     if (atomic_load(&c->failed)) {
         st = failed_status(c);
-        pthread_mutex_unlock(&c->mu);
+        coh_chk_unlock(c, rv);
         return st;
     }
-    pthread_mutex_unlock(&c->mu);
+    coh_chk_unlock(c, rv);
     if (st == COHORT_ERR_TIMEOUT)
         return coh_err_set(NULL, st,
                            "cohort_check_close: %lld of %d ranks arrived within %d ms",
@@ -1300,7 +1461,7 @@ cohort_status cohort_check_fail_local(cohort_check *c, cohort_check_group *grp, 
     if (!c || !grp || !text)
         return coh_err_set(NULL, COHORT_ERR_INVALID,
                            "cohort_check_fail_local: checker, group or text missing");
-    pthread_mutex_lock(&c->mu);
+    int rv = coh_chk_lock(c);
     char *value = coh_malloc(COH_ERRLEN + 80);
     char *msg = coh_malloc(COH_ERRLEN);
     if (value && msg) {
@@ -1313,6 +1474,6 @@ cohort_status cohort_check_fail_local(cohort_check *c, cohort_check_group *grp, 
     }
     coh_free(value), coh_free(msg);
     cohort_status st = failed_status(c);
-    pthread_mutex_unlock(&c->mu);
+    coh_chk_unlock(c, rv);
     return st;
 }

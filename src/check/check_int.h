@@ -23,6 +23,18 @@
  * Lock order: c->mu, then nothing (store calls under c->mu use the
  * user-thread connection only; the monitor thread's own connection is used
  * without c->mu).
+ *
+ * The lock is biased (docs/check.md, "Locking"): "holding c->mu" below
+ * means holding the checker's lock, which the bias thread - the first
+ * thread to call begin/end - takes in begin/end without the mutex: it
+ * marks fast_busy and proceeds if slow_req is 0 (plain stores and loads,
+ * no atomic read-modify-write, no fence). Every other holder first
+ * revokes: slow_req++, membarrier(2) (the bias thread's marking and its
+ * read of slow_req are then ordered as if both sides had fenced), waits
+ * for fast_busy == 0, then takes the mutex; while slow_req > 0 the bias
+ * thread takes the mutex too. The monitor revokes once per tick; a
+ * begin/end from a second thread switches the bias off for good (bias =
+ * CHK_BIAS_OFF, slow_req never back to 0): the mutex as before.
  */
 #ifndef COH_CHECK_INT_H
 #define COH_CHECK_INT_H
@@ -152,11 +164,18 @@ typedef struct chk_intern {
     size_t cap, n;
 } chk_intern;
 
+#define CHK_BIAS_OFF ((uintptr_t)1) /* no thread: always the mutex */
+
 struct cohort_check {
     cohort_group *world;
     cohort_check_options o;
     int rank, size;
-    pthread_mutex_t mu;
+    /* The biased lock (above): its own cache line, which the bias
+     * thread's calls keep and the monitor visits once per tick. */
+    _Alignas(64) _Atomic uintptr_t bias; /* 0: none yet; a thread's token; CHK_BIAS_OFF */
+    _Atomic uint32_t fast_busy;          /* the bias thread holds the lock without mu */
+    _Atomic uint32_t slow_req;           /* holders and candidates through mu (revokes) */
+    _Alignas(64) pthread_mutex_t mu;
     pthread_cond_t cv;         /* report ready, comparisons made (calling threads) */
     int waiters;               /* calling threads waiting on cv: comparisons signal
                                 * only then (a wake-up per call would cost a
@@ -227,6 +246,15 @@ struct cohort_check {
 };
 
 /* check.c */
+/* The checker's lock for everything but begin/end (any thread): a thread
+ * that is not the bias thread revokes first. Returns what unlock needs. */
+int coh_chk_lock(cohort_check *c);
+void coh_chk_unlock(cohort_check *c, int revoked);
+/* The monitor's tick: keeps the bias thread on the mutex until unrevoke,
+ * so the tick's many short sections take c->mu directly (one membarrier
+ * per tick, not one per section). */
+void coh_chk_revoke(cohort_check *c);
+void coh_chk_unrevoke(cohort_check *c);
 void coh_chk_fail(cohort_check *c, int kind, cohort_status st, const char *value,
                   const char *local_text);
 int coh_chk_drain_locked(cohort_check *c, int writer, int lazy);

@@ -755,6 +755,9 @@ void *coh_chk_monitor(void *arg)
         }
         int failed = atomic_load(&c->failed) != 0;
         pthread_mutex_unlock(&c->mu);
+        /* The tick's sections take c->mu directly: one revoke of the
+         * biased lock for all of them (check_int.h). */
+        coh_chk_revoke(c);
         /* After the closing check, ranks finalize and leave: a world that
          * fails then (a peer gone) is not the program's failure. */
         if (!handled && (failed || (coh_group_poisoned(c->world) && !atomic_load(&c->closed)))) {
@@ -779,6 +782,9 @@ void *coh_chk_monitor(void *arg)
             check_stall(c);
             check_deadlock(c);
         }
+        coh_chk_unrevoke(c);
+        /* Reads only stop (written under the mutex by destroy, whichever
+         * way it holds the lock): no revoke while asleep. */
         pthread_mutex_lock(&c->mu);
         if (!c->stop) {
             struct timespec ts;

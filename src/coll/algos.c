@@ -22,6 +22,7 @@
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
 #define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
 #define BC_FLAT_MIN (512u << 10) /* ... flat above when ranks > cores (one host) */
+#define RS_DIRECT_MAX (64u << 10) /* reduce_scatter: direct up to this input per rank */
 
 static size_t es_of(const coh_call *c) { return cohort_dtype_size((cohort_dtype)c->dtype); }
 static size_t bytes_of(const coh_call *c) { return (size_t)c->count * es_of(c); }
@@ -123,6 +124,24 @@ static int bc_flat_pref(const cohort_group *g, const coh_call *c)
 {
     pthread_once(&cpus_once, read_cpus);
     return coh_bc_flat_pref(g->size, g->n_hosts, online_cpus, bytes_of(c));
+}
+/* reduce_scatter: the ring's n-1 steps each wait for the left neighbour's
+ * previous step, so when ranks outnumber cores every step costs a
+ * descheduled rank's wake-up; direct is one round of n-1 concurrent
+ * messages, so each rank waits for the others' sends only once. Small
+ * inputs only (total per rank = count * n elements): above, the ring's
+ * overlap of folding with receiving wins. Same one-host CPU rule as the
+ * flat broadcast, so every rank picks the same. */
+int coh_rs_direct_pref(int n, int n_hosts, long cpus, size_t input_bytes)
+{
+    return input_bytes <= RS_DIRECT_MAX && n > 2 && n_hosts == 1 && cpus > 0 && n > cpus;
+}
+static int rs_direct_pref(const cohort_group *g, const coh_call *c)
+{
+    if (wide_fold(c))
+        return 1;
+    pthread_once(&cpus_once, read_cpus);
+    return coh_rs_direct_pref(g->size, g->n_hosts, online_cpus, bytes_of(c) * (size_t)g->size);
 }
 static int ag_bruck_pref(const cohort_group *g, const coh_call *c)
 {
@@ -412,7 +431,7 @@ const coh_algo coh_algo_table[] = {
 
     AF("shm", COH_COLL_REDUCE_SCATTER, shm_ok, always, run_rs_shm),
     A("hier", COH_COLL_REDUCE_SCATTER, hier_ok, always, coh_hier_reduce_scatter),
-    AF("direct", COH_COLL_REDUCE_SCATTER, msg_ok, direct_pref, run_rs_direct),
+    AF("direct", COH_COLL_REDUCE_SCATTER, msg_ok, rs_direct_pref, run_rs_direct),
     A("ring", COH_COLL_REDUCE_SCATTER, msg_ok, always, run_rs_ring),
 
     A("shm", COH_COLL_ALL_TO_ALL, shm_ok, always, run_a2a_shm),

@@ -241,6 +241,7 @@ int coh_topo_hier(const cohort_group *g);            /* several hosts, some with
  * binomial tree should carry bytes over n members. */
 int coh_bc_tree_pref(int n, size_t bytes);
 int coh_bc_flat_pref(int n, int n_hosts, long cpus, size_t bytes);
+int coh_rs_direct_pref(int n, int n_hosts, long cpus, size_t input_bytes);
 
 /* Zero-count calls and barrier-like syncs: the cheapest pattern for the
  * topology that still carries c's contract between all ranks. */

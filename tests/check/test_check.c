@@ -12,6 +12,7 @@
  * and kills its process.
  * Both transports are covered: the shared segment and the store. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ enum scen {
     S_REDOP_LATE, /* S_REDOP while rank 1 reaches the call after the others found it */
     S_DEADLOCK_LATE, /* a cycle after many quick (never published) p2p waits */
     S_P2P_RETRACT,   /* waits published (they lasted) and ended: no stale position */
+    S_THREADS,       /* the biased lock: one calling thread, then two at once */
 };
 
 typedef struct scase {
@@ -160,6 +162,44 @@ static cohort_check_fp fpx(const char *op, uint64_t count, const char *redop, in
     f.file = "app.c";
     f.line = line;
     return f;
+}
+
+/* S_THREADS: a second calling thread. Each makes `n` calls on its own
+ * group and, interleaved, on a group both threads use at once (MPI forbids
+ * that, but the checker must stay consistent: identical calls pair in
+ * arrival order, so nothing differs). No backend: the ring fills and
+ * drains (ring_reserve with two threads). */
+typedef struct thr_arg {
+    cohort_check *c;
+    cohort_check_group *own, *shared;
+    int n, bad;
+    uint64_t last_own;
+} thr_arg;
+
+static void *thr_calls(void *p)
+{
+    thr_arg *a = p;
+    for (int i = 0; i < a->n && !a->bad; i++) {
+        cohort_check_fp f;
+        memset(&f, 0, sizeof f);
+        f.op = i % 2 ? "Ibcast" : "Iallreduce";
+        f.count = (uint64_t)i;
+        f.file = "thr.c";
+        f.line = 1;
+        uint64_t s;
+        if (cohort_check_begin(a->c, a->own, &f, &s) != COHORT_OK ||
+            cohort_check_end(a->c, a->own, s, 0) != COHORT_OK)
+            a->bad = 1;
+        a->last_own = s;
+        if (i % 4 == 0) {
+            f.op = "Ibarrier";
+            f.count = 0;
+            if (cohort_check_begin(a->c, a->shared, &f, &s) != COHORT_OK ||
+                cohort_check_end(a->c, a->shared, s, 0) != COHORT_OK)
+                a->bad = 1;
+        }
+    }
+    return NULL;
 }
 
 static int rank_main(int rank, void *arg)
@@ -403,6 +443,52 @@ static int rank_main(int rank, void *arg)
         RANK_PASS(cohort_check_end(c, gw, s, COHORT_CHECK_SYNCED), NULL);
         break;
     }
+    case S_THREADS: {
+        /* The warm-up's calls came from this thread alone: all but the
+         * first of them (which claims the bias) take no mutex, bar the
+         * monitor's revokes (one per 10 ms tick, microseconds on one host;
+         * through the store, each tick's round trips: not asserted). */
+        cohort_check_stats s0, s1, s2;
+        cohort_check_get_stats(c, &s0);
+        const char *fl = getenv("COHORT_CHECK_FASTLOCK");
+        RANK_CHECK(s0.unlocked > 0 || sc->transport || (fl && !strcmp(fl, "0")),
+                   "one calling thread, %" PRIu64 " calls: none took the fast path", s0.calls);
+        int all[8];
+        for (int i = 0; i < n; i++)
+            all[i] = i;
+        cohort_check_group *ga, *gb, *gsh;
+        RANK_PASS(cohort_check_group_add(c, cohort_check_group_id(0, 21, all, n), all, n, &ga),
+                  NULL);
+        RANK_PASS(cohort_check_group_add(c, cohort_check_group_id(0, 22, all, n), all, n, &gb),
+                  NULL);
+        RANK_PASS(cohort_check_group_add(c, cohort_check_group_id(0, 23, all, n), all, n, &gsh),
+                  NULL);
+        thr_arg ta = {c, ga, gsh, 3000, 0, 0}, tb = {c, gb, gsh, 3000, 0, 0};
+        pthread_t t1, t2;
+        RANK_CHECK(pthread_create(&t1, NULL, thr_calls, &ta) == 0, "pthread_create");
+        RANK_CHECK(pthread_create(&t2, NULL, thr_calls, &tb) == 0, "pthread_create");
+        pthread_join(t1, NULL);
+        pthread_join(t2, NULL);
+        RANK_CHECK(!ta.bad && !tb.bad, "a threaded call failed: %s", cohort_check_last_error(c));
+        RANK_PASS(cohort_check_wait(c, ga, ta.last_own, 20000), NULL);
+        RANK_PASS(cohort_check_wait(c, gb, tb.last_own, 20000), NULL);
+        /* Calls from a second thread switched the fast path off for good. */
+        cohort_check_get_stats(c, &s1);
+        for (int i = 0; i < 20; i++) {
+            f = fpx("Allreduce", 8, "SUM", -1, 70);
+            call(c, gw, w, n, &f, i % 2);
+        }
+        cohort_check_get_stats(c, &s2);
+        RANK_CHECK(s2.unlocked == s1.unlocked,
+                   "after a second calling thread, %" PRIu64 " calls took the fast path",
+                   s2.unlocked - s1.unlocked);
+        uint64_t ls = 1500; /* both threads' calls on the shared group: 2 x 750 */
+        RANK_PASS(cohort_check_wait(c, gsh, ls, 20000), NULL);
+        cohort_check_group_remove(c, ga);
+        cohort_check_group_remove(c, gb);
+        cohort_check_group_remove(c, gsh);
+        break;
+    }
     case S_SENDRECV:
         /* a send and the receive it waits for match: a slow transfer, not a
          * deadlock (both "blocked" for 2 s, twice deadlock_ms) */
@@ -541,6 +627,8 @@ static const scase cases[] = {
      {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40",
       "rank 1 waits for rank 0 in MPI_Recv at a.c:52"}},
     {S_P2P_RETRACT, 2, 0, 0, {NULL}},
+    {S_THREADS, 2, 0, 0, {NULL}},
+    {S_THREADS, 4, 0, 0, {NULL}},
     /* the store path */
     {S_CLEAN, 4, 1, 0, {NULL}},
     {S_COUNT, 4, 1, MIS, {"count differs", "ranks 0-2 have 1024", "rank 3 has 512"}},
@@ -551,6 +639,7 @@ static const scase cases[] = {
     {S_DEADLOCK_LATE, 2, 1, 40 + COHORT_CHECK_DEADLOCK,
      {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40"}},
     {S_P2P_RETRACT, 2, 1, 0, {NULL}},
+    {S_THREADS, 3, 1, 0, {NULL}},
 };
 
 START_TEST(check_scenario)

@@ -212,6 +212,22 @@ START_TEST(test_flat_pref)
 }
 END_TEST
 
+/* reduce_scatter's direct rule: inputs up to 64 KiB per rank, one host,
+ * more ranks than CPUs (the ring's n-1 dependent steps each wait for a
+ * descheduled neighbour there). */
+START_TEST(test_rs_direct_pref)
+{
+    ck_assert(coh_rs_direct_pref(4, 1, 2, 16));
+    ck_assert(coh_rs_direct_pref(3, 1, 2, 64 << 10));
+    ck_assert(coh_rs_direct_pref(8, 1, 2, 1));
+    ck_assert(!coh_rs_direct_pref(4, 1, 2, (64 << 10) + 1)); /* the ring's range */
+    ck_assert(!coh_rs_direct_pref(2, 1, 1, 16));             /* two ranks: one exchange either way */
+    ck_assert(!coh_rs_direct_pref(4, 1, 4, 16));             /* as many cores as ranks */
+    ck_assert(!coh_rs_direct_pref(4, 2, 2, 16));             /* two hosts: CPU counts may differ */
+    ck_assert(!coh_rs_direct_pref(4, 1, 0, 16));             /* CPU count unknown */
+}
+END_TEST
+
 START_TEST(test_select_defaults)
 {
     cohort_status st;
@@ -230,6 +246,12 @@ START_TEST(test_select_defaults)
     ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 4 << 20, &st)->name,
                      sysconf(_SC_NPROCESSORS_ONLN) < 8 ? "flat" : "scatter_allgather");
     ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 128 << 10, &st)->name, "tree");
+    /* reduce_scatter (count per rank; 8 ranks): direct for small inputs when
+     * the ranks outnumber the CPUs, the ring otherwise */
+    ck_assert_str_eq(pick(g, COH_COLL_REDUCE_SCATTER, COHORT_FLOAT32, 4, &st)->name,
+                     sysconf(_SC_NPROCESSORS_ONLN) < 8 ? "direct" : "ring");
+    ck_assert_str_eq(pick(g, COH_COLL_REDUCE_SCATTER, COHORT_FLOAT32, 4 << 10, &st)->name,
+                     "ring");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_GATHER, COHORT_FLOAT32, 16, &st)->name, "bruck");
     ck_assert_str_eq(pick(g, COH_COLL_ALL_GATHER, COHORT_FLOAT32, 1 << 20, &st)->name, "ring");
     ck_assert_str_eq(pick(g, COH_COLL_BARRIER, COHORT_UINT8, 0, &st)->name, "dissemination");
@@ -443,6 +465,7 @@ static Suite *suite(void)
     tcase_add_test(ts, test_table);
     tcase_add_test(ts, test_select_defaults);
     tcase_add_test(ts, test_flat_pref);
+    tcase_add_test(ts, test_rs_direct_pref);
     tcase_add_test(ts, test_select_forced_errors);
     tcase_add_test(ts, test_chunk_env);
     tcase_add_test(ts, test_p2p);

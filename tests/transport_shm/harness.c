@@ -164,6 +164,25 @@ void th_group_free(cohort_group *g)
     cht_group_free(g);
 }
 
+cohort_status th_private_ns(cohort_group *g, const char *prefix, const char *key)
+{
+    coh_monitor_stop(g); /* it would watch the group's namespace */
+    void *val = NULL;
+    size_t len = 0;
+    cohort_status st = COHORT_OK;
+    if (key)
+        st = cohort_store_get(g->store, key, strlen(key), &val, &len, 10000);
+    if (st == COHORT_OK) {
+        cohort_store_close(g->store);
+        g->store = NULL;
+        st = cohort_store_prefixed(g->store_root, prefix, &g->store);
+    }
+    if (st == COHORT_OK && key)
+        st = cohort_store_set(g->store, key, strlen(key), val, len);
+    free(val);
+    return st;
+}
+
 coh_call th_call(cohort_group *g, int coll, int dtype, int redop, int root, uint64_t count)
 {
     coh_call c = cht_call(++g->seq, coll, dtype, redop, root, 0, count, __FILE__, __LINE__);

@@ -38,6 +38,12 @@ cohort_group *th_group(int rank, int n, int timeout_ms, cohort_status *st);
 /* Same, without creating the segment (g->shm NULL). */
 cohort_group *th_group_bare(int rank, int n, int timeout_ms);
 void th_group_free(cohort_group *g);
+/* Moves a bare group into the store namespace `prefix` (under the job's
+ * root), apart from the group's own keys: what it publishes there, its
+ * abort records included, stays out of the group's namespace. With `key`,
+ * first copies that key's value from the group's namespace (waiting up to
+ * 10 s for it). Stops the group's monitor thread if it had one. */
+cohort_status th_private_ns(cohort_group *g, const char *prefix, const char *key);
 /* End of a rank function in CHT_STORE_RANK0 tests (see above). */
 void th_done(int nranks);
 

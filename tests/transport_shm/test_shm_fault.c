@@ -360,15 +360,7 @@ static int auth_rank(int rank, void *arg)
          * are listed in /proc/net/unix); it has no access to the job's
          * store namespace, so its own failure must not reach the group:
          * copy the name into a private namespace and run from there. */
-        coh_monitor_stop(g);
-        void *addr = NULL;
-        size_t alen = 0;
-        RANK_CHECK(cohort_store_get(g->store, "shm/0/addr", 10, &addr, &alen, 10000) == COHORT_OK,
-                   "segment address");
-        cohort_store_close(g->store);
-        RANK_CHECK(cohort_store_prefixed(g->store_root, "impostor/", &g->store) == COHORT_OK, "ns");
-        RANK_CHECK(cohort_store_set(g->store, "shm/0/addr", 10, addr, alen) == COHORT_OK, "set");
-        free(addr);
+        RANK_CHECK(th_private_ns(g, "impostor/", "shm/0/addr") == COHORT_OK, "segment address");
         if (auth_mode == 0) {
             free(g->token);
             g->token = strdup("not-the-job-token");
@@ -604,19 +596,8 @@ static int stale_rank(int rank, void *arg)
         coh_monitor_stop(g);
         wait_flag(1, 10000); /* the member is connecting to the stale name */
         ms_sleep(300);
-        if (stale_mode == 1) {
-            void *addr = NULL;
-            size_t alen = 0;
-            RANK_CHECK(cohort_store_get(g->store, "shm/0/addr", 10, &addr, &alen, 10000) ==
-                           COHORT_OK,
-                       "segment address");
-            cohort_store_close(g->store);
-            RANK_CHECK(cohort_store_prefixed(g->store_root, "stale/", &g->store) == COHORT_OK,
-                       "ns");
-            RANK_CHECK(cohort_store_set(g->store, "shm/0/addr", 10, addr, alen) == COHORT_OK,
-                       "set");
-            free(addr);
-        }
+        if (stale_mode == 1)
+            RANK_CHECK(th_private_ns(g, "stale/", "shm/0/addr") == COHORT_OK, "segment address");
         th_group_free(g);
         th_done(3);
         return 0;
@@ -624,9 +605,7 @@ static int stale_rank(int rank, void *arg)
     if (rank == 1) {
         cohort_group *g = th_group_bare(1, 2, 10000);
         RANK_CHECK(g, "group");
-        coh_monitor_stop(g);
-        cohort_store_close(g->store);
-        RANK_CHECK(cohort_store_prefixed(g->store_root, "stale/", &g->store) == COHORT_OK, "ns");
+        RANK_CHECK(th_private_ns(g, "stale/", NULL) == COHORT_OK, "ns");
         RANK_CHECK(cohort_store_set(g->store, "shm/0/addr", 10, stale_name,
                                     sizeof stale_name - 1) == COHORT_OK,
                    "set");
@@ -778,18 +757,68 @@ START_TEST(no_lead_timeout)
 }
 END_TEST
 
+/* Each tuning variable out of its range or not an integer: the group
+ * fails with COHORT_ERR_INVALID naming the variable, its value and the
+ * range. */
+static const struct {
+    const char *name, *value, *range;
+} bad_envs[] = {
+    {"COHORT_SHM_SLOT_BYTES", "abc", "[64, 268435456]"},
+    {"COHORT_SHM_SLOT_BYTES", "12", "[64, 268435456]"},
+    {"COHORT_SHM_SLOT_BYTES", "99999999999", "[64, 268435456]"},
+    {"COHORT_SHM_SLOT_BYTES", "268435457", "[64, 268435456]"},
+    {"COHORT_SHM_SMALL_BYTES", "-1", "[0, 268435456]"},
+    {"COHORT_SHM_SMALL_BYTES", "268435457", "[0, 268435456]"},
+    {"COHORT_SHM_SMALL_BYTES", "1k", "[0, 268435456]"},
+    {"COHORT_SHM_RING_SLOTS", "-1", "[0, 64]"},
+    {"COHORT_SHM_RING_SLOTS", "65", "[0, 64]"},
+    {"COHORT_SHM_RING_SLOTS", "8x", "[0, 64]"},
+    {"COHORT_SHM_RING_BYTES", "-1", "[0, 1048576]"},
+    {"COHORT_SHM_RING_BYTES", "1048577", "[0, 1048576]"},
+};
+
 START_TEST(bad_env)
 {
-    const char *bad[] = {"abc", "12", "99999999999"};
-    for (size_t i = 0; i < 3; i++) {
-        setenv("COHORT_SHM_SLOT_BYTES", bad[i], 1);
-        cohort_group *g = th_group_bare(0, 1, 1000);
-        cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
-        ck_assert_msg(st == COHORT_ERR_INVALID, "%s: %s", bad[i], cohort_status_name(st));
-        ck_assert_msg(strstr(g->err.msg, "COHORT_SHM_SLOT_BYTES"), "%s", g->err.msg);
-        th_group_free(g);
-    }
-    unsetenv("COHORT_SHM_SLOT_BYTES");
+    const char *name = bad_envs[_i].name, *value = bad_envs[_i].value;
+    setenv(name, value, 1);
+    cohort_group *g = th_group_bare(0, 1, 1000);
+    cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
+    char want[128];
+    snprintf(want, sizeof want, "%s=%s: want an integer in %s", name, value, bad_envs[_i].range);
+    ck_assert_msg(st == COHORT_ERR_INVALID, "%s=%s: %s", name, value, cohort_status_name(st));
+    ck_assert_msg(strstr(g->err.msg, want), "%s (want \"%s\")", g->err.msg, want);
+    th_group_free(g);
+    unsetenv(name);
+}
+END_TEST
+
+/* COHORT_SHM_RING_SLOTS rounds down to a power of two; 0 or 1 slot, or
+ * COHORT_SHM_RING_BYTES=0, is no ring. */
+static const struct {
+    const char *slots, *bytes;
+    size_t k, kbytes;
+} ring_envs[] = {
+    {"0", NULL, 0, 0},   {"1", NULL, 0, 0},   {"2", NULL, 2, 16384},  {"3", NULL, 2, 16384},
+    {"7", NULL, 4, 16384}, {"8", NULL, 8, 16384}, {"63", NULL, 32, 16384}, {"64", "1024", 64, 1024},
+    {NULL, NULL, 8, 16384}, {"16", "0", 0, 0},
+};
+
+START_TEST(ring_env)
+{
+    if (ring_envs[_i].slots)
+        setenv("COHORT_SHM_RING_SLOTS", ring_envs[_i].slots, 1);
+    if (ring_envs[_i].bytes)
+        setenv("COHORT_SHM_RING_BYTES", ring_envs[_i].bytes, 1);
+    cohort_group *g = th_group_bare(0, 1, 1000);
+    cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
+    ck_assert_msg(st == COHORT_OK, "%s: %s", cohort_status_name(st), g->err.msg);
+    ck_assert_msg(g->shm->ring_k == ring_envs[_i].k && g->shm->ring_bytes == ring_envs[_i].kbytes,
+                  "slots %s bytes %s: ring %zu x %zu, want %zu x %zu", ring_envs[_i].slots,
+                  ring_envs[_i].bytes, g->shm->ring_k, g->shm->ring_bytes, ring_envs[_i].k,
+                  ring_envs[_i].kbytes);
+    th_group_free(g);
+    unsetenv("COHORT_SHM_RING_SLOTS");
+    unsetenv("COHORT_SHM_RING_BYTES");
 }
 END_TEST
 
@@ -809,7 +838,8 @@ static Suite *make_suite(void)
     tcase_add_test(tc, no_lead_timeout);
     tcase_add_loop_test(tc, stale_address, 0, 2);
     tcase_add_test(tc, stray_close);
-    tcase_add_test(tc, bad_env);
+    tcase_add_loop_test(tc, bad_env, 0, (int)COH_ARRAY_LEN(bad_envs));
+    tcase_add_loop_test(tc, ring_env, 0, (int)COH_ARRAY_LEN(ring_envs));
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

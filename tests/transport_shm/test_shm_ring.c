@@ -6,7 +6,8 @@
  * of the ring at 2, 4 and 8 ranks; every mismatch ends in a specific
  * error on every rank - at the call on readers, at most at the next call
  * (or the closing check) on a root that ran ahead; dead roots and readers
- * end in COHORT_ERR_PEER_LOST.
+ * end in COHORT_ERR_PEER_LOST. Every mismatch and kill case runs on both
+ * rings: the tiny ring (<= 256 B, KT slots) and the ring (<= 16 KiB, K).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -19,7 +20,8 @@
 #include "support/support.h"
 #include "transport/shm/shm_seg.h"
 
-#define K 8 /* the default ring depth; checked below */
+#define K 8    /* the default ring depth; checked below */
+#define KT 128 /* the default tiny ring depth (broadcasts <= 256 B) */
 
 static void ms_sleep(int ms)
 {
@@ -49,6 +51,8 @@ static int correct_rank(int rank, void *arg)
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
     RANK_CHECK(g->shm->ring_k == K && g->shm->ring_bytes == 16384, "ring %zu x %zu",
                g->shm->ring_k, g->shm->ring_bytes);
+    RANK_CHECK(g->shm->tiny_k == KT && g->shm->tiny_bytes == 256, "tiny ring %zu x %zu",
+               g->shm->tiny_k, g->shm->tiny_bytes);
     unsigned char buf[16384];
     int rounds = 40 * K; /* the ring wraps 40 times per root */
     for (int i = 0; i < rounds; i++) {
@@ -87,6 +91,36 @@ static int correct_rank(int rank, void *arg)
     double ms = (coh_now_ns() - t0) / 1e6;
     if (rank == 0)
         RANK_CHECK(ms < 300, "the root waited for sleeping readers: %d calls took %.0f ms", K, ms);
+    /* the tiny ring: the root runs KT calls ahead, then wraps around it
+     * while the readers still sleep: call KT + i reuses slot i, so it must
+     * wait for every reader to be done with call i (the readers check every
+     * call's bytes: a slot overwritten too early shows as wrong data) */
+    c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+    RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), g);
+    if (rank != 0)
+        ms_sleep(400);
+    t0 = coh_now_ns();
+    double ahead_ms = 0;
+    int calls = 2 * KT + 5;
+    for (int i = 0; i < calls; i++) {
+        size_t bytes = 1 + (size_t)(i * 37) % 256;
+        for (size_t j = 0; j < bytes; j++)
+            buf[j] = rank == 0 ? pat(i, 5, j) : 0;
+        c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, bytes);
+        RANK_PASS(coh_shm_broadcast(g->shm, &c, buf, bytes, 0), g);
+        for (size_t j = 0; j < bytes; j++)
+            RANK_CHECK(buf[j] == pat(i, 5, j), "tiny call %d (%zu B): byte %zu is %u, want %u", i,
+                       bytes, j, buf[j], pat(i, 5, j));
+        if (i == KT - 1)
+            ahead_ms = (coh_now_ns() - t0) / 1e6;
+    }
+    ms = (coh_now_ns() - t0) / 1e6;
+    if (rank == 0) {
+        RANK_CHECK(ahead_ms < 300, "the root waited for sleeping readers: %d tiny calls took "
+                                   "%.0f ms", KT, ahead_ms);
+        RANK_CHECK(ms > 200, "the root wrapped the tiny ring without waiting for the readers "
+                             "(%d calls in %.0f ms)", calls, ms);
+    }
     RANK_PASS(coh_shm_transport.close_check(g->shm, 5000), g);
     th_group_free(g);
     th_done(n);
@@ -131,6 +165,10 @@ static const rcase rcases[R_N] = {
 };
 
 static int odd;
+static int big; /* the case runs on the ring (1000 B), not the tiny ring (10 B) */
+
+/* The case's byte count: 10 (tiny ring) or 1000 (ring) plus d. */
+static size_t cnt(size_t d) { return (big ? 1000 : 10) + d; }
 
 static cohort_status bc(cohort_group *g, unsigned char *buf, int dt, int root, size_t count)
 {
@@ -158,44 +196,44 @@ static cohort_status run_case(cohort_group *g, int k, unsigned char *buf)
     } while (0)
     switch (k) {
     case R_COUNT:
-        STEP(bc(g, buf, COHORT_UINT8, 0, odd ? 11 : 10));
+        STEP(bc(g, buf, COHORT_UINT8, 0, cnt(odd)));
         break;
     case R_DTYPE:
-        STEP(bc(g, buf, odd ? COHORT_INT8 : COHORT_UINT8, 0, 10));
+        STEP(bc(g, buf, odd ? COHORT_INT8 : COHORT_UINT8, 0, cnt(0)));
         break;
     case R_ROOT:
-        STEP(bc(g, buf, COHORT_UINT8, odd ? 1 : 0, 10));
+        STEP(bc(g, buf, COHORT_UINT8, odd ? 1 : 0, cnt(0)));
         break;
     case R_NOBODY_ROOT:
-        STEP(bc(g, buf, COHORT_UINT8, (r + 1) % 3, 10));
+        STEP(bc(g, buf, COHORT_UINT8, (r + 1) % 3, cnt(0)));
         break;
     case R_READER_AR:
-        STEP(odd ? ar(g) : bc(g, buf, COHORT_FLOAT32, 0, 1));
+        STEP(odd ? ar(g) : bc(g, buf, COHORT_FLOAT32, 0, big ? 250 : 1));
         break;
     case R_ROOT_AR:
-        STEP(r == 0 ? ar(g) : bc(g, buf, COHORT_FLOAT32, 0, 1));
+        STEP(r == 0 ? ar(g) : bc(g, buf, COHORT_FLOAT32, 0, big ? 250 : 1));
         break;
     case R_EXTRA:
         if (odd)
-            STEP(bc(g, buf, COHORT_UINT8, 0, 5));
-        STEP(bc(g, buf, COHORT_UINT8, 0, 10));
+            STEP(bc(g, buf, COHORT_UINT8, 0, cnt(0) / 2));
+        STEP(bc(g, buf, COHORT_UINT8, 0, cnt(0)));
         break;
     case R_SKIPPED:
         if (!odd)
-            STEP(bc(g, buf, COHORT_UINT8, 0, 5));
-        STEP(bc(g, buf, COHORT_UINT8, 0, 10));
+            STEP(bc(g, buf, COHORT_UINT8, 0, cnt(0) / 2));
+        STEP(bc(g, buf, COHORT_UINT8, 0, cnt(0)));
         break;
     case R_COUNT_AHEAD:
         if (r != 0)
-            ms_sleep(300); /* the root runs ahead */
-        for (int i = 0; i < K - 1; i++)
-            STEP(bc(g, buf, COHORT_UINT8, 0, 10));
-        STEP(bc(g, buf, COHORT_UINT8, 0, odd ? 11 : 10));
+            ms_sleep(300); /* the root runs ahead: all but one slot in use */
+        for (int i = 0; i < (big ? K : KT) - 1; i++)
+            STEP(bc(g, buf, COHORT_UINT8, 0, cnt(0)));
+        STEP(bc(g, buf, COHORT_UINT8, 0, cnt(odd)));
         break;
     case R_ROOT_CLOSE:
         for (int i = 0; i < 3; i++)
-            STEP(bc(g, buf, COHORT_UINT8, 0, 10));
-        STEP(bc(g, buf, COHORT_UINT8, odd ? 1 : 0, 10));
+            STEP(bc(g, buf, COHORT_UINT8, 0, cnt(0)));
+        STEP(bc(g, buf, COHORT_UINT8, odd ? 1 : 0, cnt(0)));
         /* no further call: only the closing check can find it */
         STEP(coh_shm_transport.close_check(g->shm, 5000));
         return st;
@@ -209,14 +247,15 @@ static cohort_status run_case(cohort_group *g, int k, unsigned char *buf)
 
 static int mismatch_rank(int rank, void *arg)
 {
-    int k = *(int *)arg;
+    int k = *(int *)arg % R_N;
+    big = *(int *)arg / R_N;
     odd = rank == 1;
     cohort_status st;
     cohort_group *g = th_group(rank, 3, 20000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
-    RANK_CHECK(g->shm->ring_k == K, "ring off");
+    RANK_CHECK(g->shm->ring_k == K && g->shm->tiny_k == KT, "ring off");
     RANK_PASS(ar(g), g); /* warm up */
-    unsigned char buf[64];
+    unsigned char buf[2048];
     memset(buf, 0x5A, sizeof buf);
     uint64_t t0 = coh_now_ns();
     st = run_case(g, k, buf);
@@ -242,7 +281,7 @@ static int mismatch_rank(int rank, void *arg)
                rcases[k].name, rcases[k].field, msg);
     RANK_CHECK(ar(g) == COHORT_ERR_ABORTED, "call after the mismatch not aborted");
     if (rank == 0)
-        fprintf(stderr, "[ring %s] %s\n", rcases[k].name, msg);
+        fprintf(stderr, "[%s %s] %s\n", big ? "ring" : "tiny ring", rcases[k].name, msg);
     th_group_free(g);
     th_done(3);
     return 0;
@@ -263,20 +302,24 @@ END_TEST
 
 static int kill_rank(int rank, void *arg)
 {
-    int victim = *(int *)arg; /* 0: the root, 1: a reader */
+    int victim = *(int *)arg % 2;  /* 0: the root, 1: a reader */
+    size_t bytes = *(int *)arg / 2 ? 1000 : 64; /* the ring or the tiny ring */
+    int kk = *(int *)arg / 2 ? K : KT;
     cohort_status st;
     cohort_group *g = th_group(rank, 3, 20000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
     RANK_PASS(ar(g), g);
-    unsigned char buf[64];
+    unsigned char buf[1000];
     if (rank == victim) {
-        ms_sleep(100); /* the others are waiting (readers) or running ahead (root) */
+        /* the others are waiting (readers) or running ahead (the root,
+         * with all its slots outstanding once it waits for this reader) */
+        ms_sleep(100);
         raise(SIGKILL);
     }
     uint64_t t0 = coh_now_ns();
     st = COHORT_OK;
-    for (int i = 0; i < 4 * K && st == COHORT_OK; i++)
-        st = bc(g, buf, COHORT_UINT8, 0, 64);
+    for (int i = 0; i < 4 * kk && st == COHORT_OK; i++)
+        st = bc(g, buf, COHORT_UINT8, 0, bytes);
     if (st == COHORT_OK)
         st = ar(g);
     double ms = (coh_now_ns() - t0) / 1e6;
@@ -294,12 +337,12 @@ static int kill_rank(int rank, void *arg)
 
 START_TEST(sigkill)
 {
-    int victim = _i;
+    int arg = _i, victim = _i % 2;
     ck_assert_ptr_nonnull(th_shared_init());
     cht_opts o = {.store_mode = victim ? CHT_STORE_RANK0 : CHT_STORE_PARENT, .nranks = 3,
                   .deadline_ms = 30000};
     cht_result r;
-    cht_run_ranks(&o, kill_rank, &victim, &r);
+    cht_run_ranks(&o, kill_rank, &arg, &r);
     for (int i = 0; i < 3; i++) {
         ck_assert_msg(!r.hung[i], "rank %d hung", i);
         ck_assert_msg(r.status[i] == (i == victim ? 128 + SIGKILL : 0), "rank %d exited %d", i,
@@ -313,8 +356,8 @@ static Suite *make_suite(void)
     Suite *s = suite_create("shm_ring");
     TCase *tc = tcase_create("ring");
     tcase_add_loop_test(tc, back_to_back, 0, 3);
-    tcase_add_loop_test(tc, mismatch, 0, R_N);
-    tcase_add_loop_test(tc, sigkill, 0, 2);
+    tcase_add_loop_test(tc, mismatch, 0, 2 * R_N);
+    tcase_add_loop_test(tc, sigkill, 0, 4);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;

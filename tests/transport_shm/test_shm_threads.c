@@ -13,6 +13,7 @@
 
 #include "harness.h"
 #include "support/support.h"
+#include "transport/shm/shm_seg.h"
 
 static cohort_group *abort_g;
 
@@ -114,6 +115,83 @@ START_TEST(ring_abort_wakes)
 }
 END_TEST
 
+/* The tiny ring with every slot outstanding: root 0 runs KT broadcasts
+ * ahead of readers that are not in a call yet, and its next one waits to
+ * reuse a slot; another rank's thread then aborts the group. The root's
+ * wait ends within milliseconds with the abort's status and reason, and
+ * the readers' calls fail at once. */
+#define KT 128
+
+static void *tiny_aborter(void *arg)
+{
+    (void)arg;
+    uint64_t end = coh_now_ns() + 20000000000ull;
+    while (!atomic_load(&th_sh()->flag[1]) && coh_now_ns() < end)
+        ms_sleep(1);
+    ms_sleep(200); /* the root is asleep in its slot wait by then */
+    atomic_store(&th_sh()->t_event_ns, coh_now_ns());
+    coh_group_fail(abort_g, COHORT_ERR_ABORTED, "aborted by a test thread");
+    atomic_store(&th_sh()->flag[0], 1);
+    return NULL;
+}
+
+static int tiny_abort_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    cohort_group *g = abort_g = th_group(rank, 3, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_CHECK(g->shm->tiny_k == KT, "tiny ring of %zu slots", g->shm->tiny_k);
+    pthread_t t;
+    unsigned char buf[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    coh_call c;
+    if (rank == 1)
+        pthread_create(&t, NULL, tiny_aborter, NULL);
+    if (rank == 0) {
+        for (int i = 0; i < KT; i++) { /* every slot outstanding */
+            c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, sizeof buf);
+            RANK_PASS(coh_shm_broadcast(g->shm, &c, buf, sizeof buf, 0), g);
+        }
+        RANK_CHECK(g->shm->ring_npend == KT, "%u calls outstanding, want %d",
+                   g->shm->ring_npend, KT);
+        atomic_store(&th_sh()->flag[1], 1);
+    } else {
+        uint64_t end = coh_now_ns() + 20000000000ull;
+        while (!atomic_load(&th_sh()->flag[0])) {
+            RANK_CHECK(coh_now_ns() < end, "abort never happened");
+            ms_sleep(1);
+        }
+    }
+    c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, sizeof buf);
+    st = coh_shm_broadcast(g->shm, &c, buf, sizeof buf, 0);
+    double ms = (coh_now_ns() - atomic_load(&th_sh()->t_event_ns)) / 1e6;
+    char msg[COH_ERRLEN];
+    pthread_mutex_lock(&g->err_mu);
+    memcpy(msg, g->err.msg, sizeof msg);
+    pthread_mutex_unlock(&g->err_mu);
+    RANK_CHECK(st == COHORT_ERR_ABORTED, "got %s: %s", cohort_status_name(st), msg);
+    RANK_CHECK(ms < 500, "woke %.1f ms after the abort", ms);
+    RANK_CHECK(strstr(msg, "aborted by a test thread"), "reason lost: %s", msg);
+    if (rank == 1)
+        pthread_join(t, NULL);
+    if (rank == 0) /* the root's KT calls stay unchecked: the closing check fails */
+        RANK_CHECK(coh_shm_transport.close_check(g->shm, 1000) == COHORT_ERR_ABORTED,
+                   "closing check passed after the abort");
+    th_group_free(g);
+    th_done(3);
+    return 0;
+}
+
+START_TEST(tiny_ring_abort_outstanding)
+{
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .store_mode = CHT_STORE_RANK0};
+    cht_result r;
+    cht_run_ranks(&o, tiny_abort_rank, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 START_TEST(abort_wakes)
 {
     ck_assert_ptr_nonnull(th_shared_init());
@@ -130,6 +208,7 @@ static Suite *make_suite(void)
     TCase *tc = tcase_create("threads");
     tcase_add_loop_test(tc, abort_wakes, 0, 3);
     tcase_add_test(tc, ring_abort_wakes);
+    tcase_add_test(tc, tiny_ring_abort_outstanding);
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     return s;

@@ -1048,7 +1048,10 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
     coh_shm *s = o->s;
     cohort_status st;
     int me = s->me;
-    uint32_t p = s->phase + 1, k = (uint32_t)s->ring_k, mask = (uint32_t)(s->ring_nrec - 1);
+    /* the tiny ring for the smallest messages (same records, deeper) */
+    int tiny = s->tiny_k && bytes <= s->tiny_bytes;
+    uint32_t p = s->phase + 1, k = (uint32_t)(tiny ? s->tiny_k : s->ring_k),
+             mask = (uint32_t)(s->ring_nrec - 1);
     /* the root's slot p % K: free once every rank is done with p - K */
     if (me == root && (st = cs_wait_all(o, p - k)) != COHORT_OK)
         return st;
@@ -1059,7 +1062,7 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
     coh_hdr_from_call(&o->mine, s->g, o->c, COH_MSG_COLL, 0, bytes);
     ring_put(s, p, &o->mine);
     if (me == root) {
-        CPY(shm_ring_slot(s, me, p), buf, bytes);
+        CPY(shm_ring_slot(s, me, p, tiny), buf, bytes);
         s->ring_calls[p & mask] = *o->c;
         s->ring_pend[(s->ring_pend_head + s->ring_npend) & mask] = p;
         s->ring_npend++;
@@ -1091,7 +1094,7 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
         shm_publish(s);
         return ring_mismatch(o, o->c, root, &o->mine, &got);
     }
-    CPY(buf, shm_ring_slot(s, root, p), bytes);
+    CPY(buf, shm_ring_slot(s, root, p, tiny), bytes);
     shm_publish(s); /* done reading slot p % K */
     return COHORT_OK;
 }

@@ -106,12 +106,16 @@ static void m3_mac(uint8_t out[32], const cohort_group *g, const hs_m3 *m, const
     hs_mac(out, g, "cohort-shm-lead", cn, sn, extra, sizeof extra);
 }
 
-/* Geometry from (n, S, ring K, ring bytes): every rank computes it and
- * checks the lead's. */
+/* Geometry from (n, S, ring K, ring bytes, tiny K, tiny bytes): every rank
+ * computes it and checks the lead's. */
 typedef struct shm_geo {
     size_t buf_stride, rank_stride, ctl_off, slot_off, ring_off, ring_stride, p2p_off, p2p_stride,
         total;
 } shm_geo;
+
+typedef struct shm_ringcfg {
+    size_t k, bytes, tiny_k, tiny_bytes; /* k 0: no ring; tiny_k 0: no tiny ring */
+} shm_ringcfg;
 
 static size_t ring_slot_stride(size_t ring_bytes) { return round_up(ring_bytes, SHM_LINE); }
 
@@ -120,8 +124,16 @@ static size_t p2p_slot_stride(size_t p2p_bytes)
     return 2 * SHM_LINE + round_up(p2p_bytes, SHM_LINE);
 }
 
-static void geometry(int n, size_t S, size_t ring_k, size_t ring_bytes, size_t p2p_bytes,
-                     shm_geo *o)
+/* Records per rank: 4 x the deepest ring (shm_seg.h, "The ring"). */
+static size_t ring_nrec(const shm_ringcfg *r) { return 4 * COH_MAX(r->k, r->tiny_k); }
+
+/* Per rank: [records][k slots of bytes][tiny_k slots of tiny_bytes]. */
+static size_t ring_tiny_off(const shm_ringcfg *r)
+{
+    return ring_nrec(r) * sizeof(shm_ring_rec) + r->k * ring_slot_stride(r->bytes);
+}
+
+static void geometry(int n, size_t S, const shm_ringcfg *r, size_t p2p_bytes, shm_geo *o)
 {
     o->buf_stride = round_up(SHM_LINE + S, SHM_LINE);
     o->rank_stride = round_up(2 * o->buf_stride, 4096);
@@ -129,12 +141,10 @@ static void geometry(int n, size_t S, size_t ring_k, size_t ring_bytes, size_t p
     o->slot_off = round_up(o->ctl_off + (size_t)n * SHM_CTL_BYTES, 4096);
     /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux; then the ring */
     o->ring_off = o->slot_off + (size_t)n * (o->rank_stride + COH_SHM_AUX_BYTES);
-    o->ring_stride = ring_k ? round_up(4 * ring_k * sizeof(shm_ring_rec) +
-                                           ring_k * ring_slot_stride(ring_bytes),
-                                       4096)
-                            : 0;
-    /* then the send/recv channels, n x n (the diagonal is never touched:
-     * one index computation instead of a triangle) */
+    o->ring_stride =
+        r->k ? round_up(ring_tiny_off(r) + r->tiny_k * ring_slot_stride(r->tiny_bytes), 4096) : 0;
+    /* then the send/recv channels, n x n (the diagonal carries no messages:
+     * its head is the rank's bell, shm_bell_ring) */
     o->p2p_off = o->ring_off + (size_t)n * o->ring_stride;
     o->p2p_stride = p2p_bytes && n > 1 ? round_up(sizeof(shm_chan) + SHM_P2P_SLOTS *
                                                                          p2p_slot_stride(p2p_bytes),
@@ -146,33 +156,58 @@ static void geometry(int n, size_t S, size_t ring_k, size_t ring_bytes, size_t p
 size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
 {
     shm_geo o;
-    geometry(local_size, slot_bytes, SHM_DEFAULT_RING_SLOTS, SHM_DEFAULT_RING_BYTES,
-             SHM_DEFAULT_P2P_BYTES, &o);
+    shm_ringcfg r = {SHM_DEFAULT_RING_SLOTS, SHM_DEFAULT_RING_BYTES, SHM_DEFAULT_TINY_SLOTS,
+                     SHM_DEFAULT_TINY_BYTES};
+    geometry(local_size, slot_bytes, &r, SHM_DEFAULT_P2P_BYTES, &o);
     return o.total;
 }
 
-/* The small-broadcast ring: COHORT_SHM_RING_SLOTS (K, rounded down to a
- * power of two, 0 = off) and COHORT_SHM_RING_BYTES (the largest broadcast
- * it takes). The lead's values win, like the slot size. */
-static cohort_status read_ring_env(cohort_group *g, size_t *k, size_t *bytes)
+/* A power of two <= v (>= 2), or 0. */
+static size_t pow2_floor(long v)
 {
-    long v = SHM_DEFAULT_RING_SLOTS;
-    int r = coh_env_int("COHORT_SHM_RING_SLOTS", &v);
-    if (r < 0 || v < 0 || v > (long)SHM_MAX_RING_SLOTS)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_RING_SLOTS=%s: want an integer in [0, %u]",
-                               coh_env_str("COHORT_SHM_RING_SLOTS"), SHM_MAX_RING_SLOTS);
     size_t kk = 0;
     while (v >= 2 && (kk ? kk * 2 : 2) <= (size_t)v)
         kk = kk ? kk * 2 : 2;
-    long b = SHM_DEFAULT_RING_BYTES;
-    r = coh_env_int("COHORT_SHM_RING_BYTES", &b);
-    if (r < 0 || b < 0 || b > (long)SHM_MAX_RING_BYTES)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_RING_BYTES=%s: want an integer in [0, %u]",
-                               coh_env_str("COHORT_SHM_RING_BYTES"), SHM_MAX_RING_BYTES);
-    *k = b > 0 ? kk : 0;
-    *bytes = *k ? (size_t)b : 0;
+    return kk;
+}
+
+/* An integer in [lo, hi] from the environment; unset or empty keeps *v
+ * (the default). Anything else fails naming the variable, so a typo is
+ * reported on every rank that has it. */
+static cohort_status env_range(cohort_group *g, const char *name, long *v, long lo, long hi)
+{
+    int r = coh_env_int(name, v);
+    if (r >= 0 && *v >= lo && *v <= hi)
+        return COHORT_OK;
+    return coh_tp_fail_set(g, COHORT_ERR_INVALID, "%s=%s: want an integer in [%ld, %ld]", name,
+                           coh_env_str(name), lo, hi);
+}
+
+/* The small-broadcast ring: COHORT_SHM_RING_SLOTS (K, rounded down to a
+ * power of two, 0 = off, the tiny ring included) and COHORT_SHM_RING_BYTES
+ * (the largest broadcast it takes); the tiny ring for the smallest
+ * broadcasts: COHORT_SHM_TINY_SLOTS (rounded down to a power of two, 0 =
+ * none) and COHORT_SHM_TINY_BYTES (at most the ring's bytes). The lead's
+ * values win, like the slot size. */
+static cohort_status read_ring_env(cohort_group *g, shm_ringcfg *out)
+{
+    long v = SHM_DEFAULT_RING_SLOTS, b = SHM_DEFAULT_RING_BYTES;
+    long tv = SHM_DEFAULT_TINY_SLOTS, tb = SHM_DEFAULT_TINY_BYTES;
+    cohort_status st = env_range(g, "COHORT_SHM_RING_SLOTS", &v, 0, SHM_MAX_RING_SLOTS);
+    if (st == COHORT_OK)
+        st = env_range(g, "COHORT_SHM_RING_BYTES", &b, 0, SHM_MAX_RING_BYTES);
+    if (st == COHORT_OK)
+        st = env_range(g, "COHORT_SHM_TINY_SLOTS", &tv, 0, SHM_MAX_TINY_SLOTS);
+    if (st == COHORT_OK)
+        st = env_range(g, "COHORT_SHM_TINY_BYTES", &tb, 0, SHM_MAX_TINY_BYTES);
+    if (st != COHORT_OK)
+        return st;
+    memset(out, 0, sizeof *out);
+    out->k = b > 0 ? pow2_floor(v) : 0;
+    out->bytes = out->k ? (size_t)b : 0;
+    tb = COH_MIN(tb, (long)out->bytes);
+    out->tiny_k = out->k && tb > 0 ? pow2_floor(tv) : 0;
+    out->tiny_bytes = out->tiny_k ? (size_t)tb : 0;
     return COHORT_OK;
 }
 
@@ -195,25 +230,19 @@ static cohort_status read_p2p_env(cohort_group *g, size_t *bytes)
  * validates its own so a typo is reported wherever it is). */
 static cohort_status read_env(cohort_group *g, size_t *slot, size_t *small)
 {
-    long v = SHM_DEFAULT_SLOT_BYTES;
-    int r = coh_env_int("COHORT_SHM_SLOT_BYTES", &v);
-    if (r < 0 || v < (long)SHM_MIN_SLOT_BYTES || v > (long)SHM_MAX_SLOT_BYTES)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_SLOT_BYTES=%s: want an integer in [%u, %u]",
-                               coh_env_str("COHORT_SHM_SLOT_BYTES"), SHM_MIN_SLOT_BYTES,
-                               SHM_MAX_SLOT_BYTES);
+    long v = SHM_DEFAULT_SLOT_BYTES, sm = SHM_DEFAULT_SMALL_BYTES;
+    cohort_status st =
+        env_range(g, "COHORT_SHM_SLOT_BYTES", &v, SHM_MIN_SLOT_BYTES, SHM_MAX_SLOT_BYTES);
+    if (st == COHORT_OK)
+        st = env_range(g, "COHORT_SHM_SMALL_BYTES", &sm, 0, SHM_MAX_SLOT_BYTES);
+    if (st != COHORT_OK)
+        return st;
     /* Blocked algorithms put n-1 blocks of at least one 8-byte element in a
      * buffer; keep buffers a whole number of cache lines. */
     size_t S = round_up((size_t)v, SHM_LINE);
     size_t min_blocks = (size_t)(g->local_size > 1 ? g->local_size - 1 : 1) * 8;
     if (S < min_blocks)
         S = round_up(min_blocks, SHM_LINE);
-    long sm = SHM_DEFAULT_SMALL_BYTES;
-    r = coh_env_int("COHORT_SHM_SMALL_BYTES", &sm);
-    if (r < 0 || sm < 0 || sm > (long)SHM_MAX_SLOT_BYTES)
-        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                               "COHORT_SHM_SMALL_BYTES=%s: want an integer in [0, %u]",
-                               coh_env_str("COHORT_SHM_SMALL_BYTES"), SHM_MAX_SLOT_BYTES);
     *slot = S;
     *small = COH_MIN((size_t)sm, S);
     return COHORT_OK;
@@ -230,10 +259,16 @@ static void set_geometry(coh_shm *s)
     s->ctl_base = s->base + h->ctl_off;
     s->slots = s->base + h->slot_off;
     s->aux = s->slots + (size_t)s->n * s->rank_stride;
-    s->ring_k = (size_t)h->ring_k;
-    s->ring_nrec = 4 * s->ring_k;
-    s->ring_bytes = (size_t)h->ring_bytes;
+    shm_ringcfg rc = {(size_t)h->ring_k, (size_t)h->ring_bytes, (size_t)h->tiny_k,
+                      (size_t)h->tiny_bytes};
+    s->ring_k = rc.k;
+    s->ring_nrec = ring_nrec(&rc);
+    s->ring_bytes = rc.bytes;
     s->ring_slot_stride = ring_slot_stride(s->ring_bytes);
+    s->tiny_k = rc.tiny_k;
+    s->tiny_bytes = rc.tiny_bytes;
+    s->tiny_slot_stride = ring_slot_stride(rc.tiny_bytes);
+    s->tiny_off = ring_tiny_off(&rc);
     s->ring_stride = (size_t)h->ring_stride;
     s->ring = s->base + h->ring_off;
     s->p2p_bytes = (size_t)h->p2p_bytes;
@@ -551,13 +586,13 @@ static cohort_status lead_publish_error(coh_shm *s, cohort_status st)
     return st;
 }
 
-static cohort_status lead_create(coh_shm *s, size_t S, size_t small, size_t ring_k,
-                                 size_t ring_bytes, size_t p2p_bytes)
+static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_ringcfg *rc,
+                                 size_t p2p_bytes)
 {
     cohort_group *g = s->g;
     int n = s->n;
     shm_geo geo;
-    geometry(n, S, ring_k, ring_bytes, p2p_bytes, &geo);
+    geometry(n, S, rc, p2p_bytes, &geo);
     size_t total = geo.total;
     int fd = memfd_create("cohort-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
@@ -600,8 +635,10 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, size_t ring
     h->slot_off = geo.slot_off;
     h->rank_stride = geo.rank_stride;
     h->buf_stride = geo.buf_stride;
-    h->ring_k = ring_k;
-    h->ring_bytes = ring_bytes;
+    h->ring_k = rc->k;
+    h->ring_bytes = rc->bytes;
+    h->tiny_k = rc->tiny_k;
+    h->tiny_bytes = rc->tiny_bytes;
     h->ring_off = geo.ring_off;
     h->ring_stride = geo.ring_stride;
     h->p2p_bytes = geo.p2p_stride ? p2p_bytes : 0;
@@ -1058,10 +1095,16 @@ static cohort_status member_attach(coh_shm *s)
     shm_geo geo;
     int ring_ok = h->ring_k <= SHM_MAX_RING_SLOTS && (h->ring_k & (h->ring_k - 1)) == 0 &&
                   h->ring_k != 1 && h->ring_bytes <= SHM_MAX_RING_BYTES &&
-                  (h->ring_k == 0) == (h->ring_bytes == 0);
+                  (h->ring_k == 0) == (h->ring_bytes == 0) &&
+                  h->tiny_k <= SHM_MAX_TINY_SLOTS && (h->tiny_k & (h->tiny_k - 1)) == 0 &&
+                  h->tiny_k != 1 && h->tiny_bytes <= h->ring_bytes &&
+                  (h->tiny_k == 0) == (h->tiny_bytes == 0) && (h->ring_k || !h->tiny_k);
+    shm_ringcfg rc = {0, 0, 0, 0};
+    if (ring_ok)
+        rc = (shm_ringcfg){(size_t)h->ring_k, (size_t)h->ring_bytes, (size_t)h->tiny_k,
+                           (size_t)h->tiny_bytes};
     int p2p_ok = h->p2p_bytes <= SHM_MAX_P2P_BYTES && h->p2p_bytes % SHM_LINE == 0;
-    geometry(s->n, (size_t)h->slot_bytes, ring_ok ? (size_t)h->ring_k : 0,
-             ring_ok ? (size_t)h->ring_bytes : 0, p2p_ok ? (size_t)h->p2p_bytes : 0, &geo);
+    geometry(s->n, (size_t)h->slot_bytes, &rc, p2p_ok ? (size_t)h->p2p_bytes : 0, &geo);
     if (s->size < sizeof(shm_seg_hdr) || h->magic != SHM_MAGIC || h->version != SHM_VERSION ||
         h->group != g->id || h->gen != g->generation || h->job_hash != job_hash(g) ||
         h->local_size != (uint32_t)s->n || h->total_bytes != s->size || geo.total != s->size ||
@@ -1153,10 +1196,11 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         return coh_tp_fail_set(g, COHORT_ERR_INVALID, "shm: group without a store or job token");
     if (sodium_init() < 0)
         return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: libsodium initialisation failed");
-    size_t S = 0, small = 0, ring_k = 0, ring_bytes = 0, p2p_bytes = 0;
+    size_t S = 0, small = 0, p2p_bytes = 0;
+    shm_ringcfg rc = {0, 0, 0, 0};
     cohort_status st = read_env(g, &S, &small);
     if (st == COHORT_OK)
-        st = read_ring_env(g, &ring_k, &ring_bytes);
+        st = read_ring_env(g, &rc);
     if (st == COHORT_OK)
         st = read_p2p_env(g, &p2p_bytes);
     if (st != COHORT_OK)
@@ -1186,7 +1230,7 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     long ntv;
     if (coh_env_int("COHORT_SHM_NT_BYTES", &ntv) == 1 && ntv >= 0)
         s->nt_bytes = (size_t)ntv;
-    st = s->me == 0 ? lead_create(s, S, small, ring_k, ring_bytes, p2p_bytes) : member_attach(s);
+    st = s->me == 0 ? lead_create(s, S, small, &rc, p2p_bytes) : member_attach(s);
     if (st == COHORT_OK)
         st = attach(s);
     if (st != COHORT_OK) {
@@ -1485,7 +1529,8 @@ int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *ma
 {
     if (!s || !s->ring_k || s->n < 2 || bytes > s->ring_bytes || (s->cma && bytes >= s->cma_min))
         return 0;
-    *slots = s->ring_k;
-    *max = s->ring_bytes;
+    int tiny = s->tiny_k && bytes <= s->tiny_bytes;
+    *slots = tiny ? s->tiny_k : s->ring_k;
+    *max = tiny ? s->tiny_bytes : s->ring_bytes;
     return 1;
 }

@@ -60,6 +60,12 @@
  * and Rule R hold for the two buffers unchanged: ring phases do not touch
  * them, and a non-ring call's claim waits for arrive >= its phase - 1,
  * i.e. for every outstanding ring call (the drain).
+ *
+ * The tiny ring (bytes <= tiny_bytes) is the same protocol with its own
+ * tiny_k slots (K above is tiny_k for its calls); the records are shared,
+ * 4 x max(K, tiny_k) of them, so "4K" above reads 4 x the deepest ring.
+ * Its slots and the ring's are disjoint, and each array's reuse rule covers
+ * the calls that used it.
  */
 #ifndef COH_SHM_INT_H
 #define COH_SHM_INT_H
@@ -75,8 +81,8 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 7u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
-                        * 7: the send/recv channels */
+#define SHM_VERSION 8u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+                       * 7: the tiny ring; 8: the send/recv channels */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -90,6 +96,12 @@
 #define SHM_MAX_RING_SLOTS 64u
 #define SHM_DEFAULT_RING_BYTES (16u * 1024u)
 #define SHM_MAX_RING_BYTES (1024u * 1024u)
+/* The tiny ring: broadcasts <= 256 B get 128 slots of their own, so that
+ * fewer than 1 % of back-to-back calls wait for a slot (docs/shm.md). */
+#define SHM_DEFAULT_TINY_SLOTS 128u
+#define SHM_MAX_TINY_SLOTS 1024u
+#define SHM_DEFAULT_TINY_BYTES 256u
+#define SHM_MAX_TINY_BYTES 4096u
 #define SHM_DEFAULT_P2P_BYTES (16u * 1024u)
 #define SHM_MAX_P2P_BYTES (1024u * 1024u)
 #define SHM_P2P_SLOTS 4u
@@ -107,6 +119,7 @@ typedef struct shm_seg_hdr {
     uint64_t total_bytes;
     uint64_t ctl_off, slot_off, rank_stride, buf_stride;
     uint64_t ring_k, ring_bytes, ring_off, ring_stride; /* ring_k 0: no ring */
+    uint64_t tiny_k, tiny_bytes; /* the tiny ring; tiny_k 0: none */
     uint64_t p2p_bytes, p2p_off, p2p_stride; /* p2p_bytes 0: send/recv over tcp */
     _Atomic uint32_t flags;
     /* abort: claim (CAS 0 -> 1) elects the one writer of reason/status;
@@ -262,6 +275,9 @@ struct coh_shm {
      * header; ring_k == 0: off */
     unsigned char *ring;
     size_t ring_k, ring_nrec, ring_bytes, ring_slot_stride, ring_stride;
+    /* the tiny ring: tiny_k slots of tiny_bytes (< ring_bytes) after the
+     * ring's slots, for the smallest broadcasts; shares the records */
+    size_t tiny_k, tiny_bytes, tiny_slot_stride, tiny_off;
     /* phases this rank rooted whose readers are not checked yet (FIFO,
      * capacity ring_nrec) and the calls they belonged to (by phase % nrec) */
     uint32_t *ring_pend;
@@ -332,9 +348,12 @@ static inline shm_ring_rec *shm_ring_rec_of(const coh_shm *s, int q, uint32_t p)
                             (size_t)(p & (uint32_t)(s->ring_nrec - 1)) * sizeof(shm_ring_rec));
 }
 
-static inline unsigned char *shm_ring_slot(const coh_shm *s, int q, uint32_t p)
+static inline unsigned char *shm_ring_slot(const coh_shm *s, int q, uint32_t p, int tiny)
 {
-    return s->ring + (size_t)q * s->ring_stride + s->ring_nrec * sizeof(shm_ring_rec) +
+    unsigned char *r = s->ring + (size_t)q * s->ring_stride;
+    if (tiny)
+        return r + s->tiny_off + (size_t)(p & (uint32_t)(s->tiny_k - 1)) * s->tiny_slot_stride;
+    return r + s->ring_nrec * sizeof(shm_ring_rec) +
            (size_t)(p & (uint32_t)(s->ring_k - 1)) * s->ring_slot_stride;
 }
 
