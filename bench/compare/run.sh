@@ -62,6 +62,9 @@
 # Output (under RESULTS): raw/<config>/<lib>.<launch>.{txt,json}, compare.md (tables,
 # medians, ratios, targets), compare.csv, ratios.csv, memory.csv, plots/*.png
 # (bus bandwidth and latency against size, log-log, one line per library).
+# SIGINT/SIGTERM stop every launch at once and exit 130/143, the raw files kept: a
+# "# stopped:" line in run_info.txt, "# interrupted:" in the launch cut short
+# (summarize.py DIR reads them).
 set -u
 # The whole body is a function, read by bash before it runs: editing this
 # file during a run cannot make the running shell read a shifted offset.
@@ -135,15 +138,39 @@ $PY -c 'import torch.distributed' 2>/dev/null || die "$PY cannot import torch.di
 
 mkdir -p "$OUT/raw" "$OUT/plots" || die "cannot create $OUT"
 PEERS=$(mktemp -d /tmp/cohort-compare.XXXXXX)
-NS_A="" NS_B="" CHILD=""
+NS_A="" NS_B="" STOPPED="" CURRENT=""
+# Every launch runs in the background under timeout(1) (launch, reap below):
+# timeout gives the launch a process group of its own and passes a signal on
+# to that whole group (mpirun and its daemons, every rank), then SIGKILL
+# 10 s later; a signal to this script ends its wait at once.
+LAUNCHED=()
+stop_launches() {
+    local p
+    for p in "${LAUNCHED[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for p in "${LAUNCHED[@]}"; do wait "$p" 2>/dev/null; done
+    # what outlived its timeout (a rank that ignores TERM) goes with its group
+    for p in "${LAUNCHED[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
+    LAUNCHED=()
+}
 cleanup() {
-    [ -n "$CHILD" ] && kill -TERM "$CHILD" 2>/dev/null && wait "$CHILD" 2>/dev/null
+    stop_launches
+    if [ -n "$STOPPED" ]; then
+        [ -n "$CURRENT" ] && echo "# interrupted: SIG$STOPPED stopped this launch" >> "$CURRENT"
+        [ -d "$OUT" ] && echo "# stopped: SIG$STOPPED at $(date -Is); the results are partial" >> "$OUT/run_info.txt"
+        log "stopped by SIG$STOPPED: partial results in $OUT/raw (bench/compare/summarize.py $OUT summarizes them)"
+    fi
     [ -n "$NS_A" ] && ip netns del "$NS_A" 2>/dev/null
     [ -n "$NS_B" ] && ip netns del "$NS_B" 2>/dev/null
     rm -rf "$PEERS"
 }
+on_signal() { # SIG CODE: stop every launch (cleanup, from the EXIT trap) and exit CODE
+    trap '' INT TERM # a second signal must not cut the stopping short
+    STOPPED=$1
+    exit "$2"
+}
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'on_signal INT 130' INT
+trap 'on_signal TERM 143' TERM
 
 # The peer harness is read-only where it lives: work on a copy.
 cp -r "$PEERS_SRC"/. "$PEERS"/ || die "cannot copy $PEERS_SRC"
@@ -210,6 +237,22 @@ wait_quiet() {
     [ "$LAST_BUSY" -ge "$QUIET_BUSY" ] && log "   machine still ${LAST_BUSY}% busy after ${QUIET_WAIT}s: launching anyway"
 }
 
+# launch FILE CMD...: starts CMD in the background (see stop_launches), its
+# output appended to FILE; its pid is the last of LAUNCHED.
+launch() {
+    local f=$1; shift
+    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" "$@" >> "$f" 2>&1 &
+    LAUNCHED+=($!)
+}
+# reap PID: waits for a launch and returns its exit code.
+reap() {
+    local p=$1 rc=0 q keep=()
+    wait "$p" || rc=$?
+    for q in "${LAUNCHED[@]}"; do [ "$q" = "$p" ] || keep+=("$q"); done
+    LAUNCHED=("${keep[@]}")
+    return $rc
+}
+
 # runlog FILE CMD... : one launch, output to FILE with a header; never aborts the run.
 runlog() {
     local f=$1; shift
@@ -217,12 +260,11 @@ runlog() {
     wait_quiet
     { echo "# cmd: $*"; echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"
       echo "# kernel: $(uname -r)  ptrace_scope: $PTRACE_SCOPE"; } > "$f"
-    # In the background + wait, so that INT/TERM reach the trap at once.
-    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" "$@" >> "$f" 2>&1 &
-    CHILD=$!
-    wait $CHILD
-    local rc=$?
-    CHILD=""
+    CURRENT=$f
+    launch "$f" "$@"
+    local rc=0
+    reap "${LAUNCHED[-1]}" || rc=$?
+    CURRENT=""
     echo "# after: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$f"
     if [ $rc -ne 0 ]; then
         echo "# exit code $rc" >> "$f"
@@ -305,25 +347,29 @@ cohort_netns() {
     { echo "# cmd: ip netns exec A|B $PERF ${args[*]} (ranks 0..$((n / 2 - 1)) in $NS_A $NS_IP_A, the rest in $NS_B $NS_IP_B)"
       echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"
       echo "# kernel: $(uname -r)  ptrace_scope: $PTRACE_SCOPE"; } > "$base.txt"
+    CURRENT=$base.txt
     local pids=() i
     for i in $(seq 1 $((n - 1))); do
-        nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec "$(ns_of $i $n)" env "${common[@]}" \
-            RANK=$i LOCAL_RANK=$((i % (n / 2))) "$PERF" "${args[@]}" > "$base.rank$i.txt" 2>&1 &
-        pids+=($!)
+        : > "$base.rank$i.txt"
+        launch "$base.rank$i.txt" ip netns exec "$(ns_of $i $n)" env "${common[@]}" \
+            RANK=$i LOCAL_RANK=$((i % (n / 2))) "$PERF" "${args[@]}"
+        pids+=("${LAUNCHED[-1]}")
     done
-    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec "$NS_A" env "${common[@]}" RANK=0 LOCAL_RANK=0 \
-        "$PERF" "${args[@]}" --json-out "$base.json" >> "$base.txt" 2>&1
-    local rc=$? rcs
+    launch "$base.txt" ip netns exec "$NS_A" env "${common[@]}" RANK=0 LOCAL_RANK=0 \
+        "$PERF" "${args[@]}" --json-out "$base.json"
+    local rc=0 rcs
+    reap "${LAUNCHED[-1]}" || rc=$?
     rcs=$rc
     for i in "${!pids[@]}"; do
         local r=0
-        wait "${pids[$i]}" || r=$?
+        reap "${pids[$i]}" || r=$?
         rcs="$rcs $r"
         [ $r -ne 0 ] && rc=$r
         cat "$base.rank$((i + 1)).txt" >> "$base.txt"
         rm -f "$base.rank$((i + 1)).txt"
     done
     echo "# after: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$base.txt"
+    CURRENT=""
     if [ $rc -ne 0 ]; then echo "# exit codes $rcs" >> "$base.txt"; log "   !! $cfg/cohort.$rep exited $rcs"; fi
     return 0
 }
@@ -363,15 +409,18 @@ gloo_netns() { # CFG REP N
     wait_quiet
     { echo "# cmd: ip netns exec A|B $PY gloo_bench.py ${args[*]} (ranks half and half)"
       echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
+    CURRENT=$base.txt
     local pids=() i
     for i in $(seq 1 $((n - 1))); do
-        nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec "$(ns_of $i $n)" env "${common[@]}" \
-            RANK=$i LOCAL_RANK=$((i % (n / 2))) $PY "$PEERS/gloo_bench.py" "${args[@]}" > /dev/null 2>&1 &
-        pids+=($!)
+        launch /dev/null ip netns exec "$(ns_of $i $n)" env "${common[@]}" \
+            RANK=$i LOCAL_RANK=$((i % (n / 2))) $PY "$PEERS/gloo_bench.py" "${args[@]}"
+        pids+=("${LAUNCHED[-1]}")
     done
-    nice -n "$NICE" timeout -k 10 "$LAUNCH_TIMEOUT" ip netns exec "$NS_A" env "${common[@]}" RANK=0 LOCAL_RANK=0 \
-        $PY "$PEERS/gloo_bench.py" "${args[@]}" >> "$base.txt" 2>&1 || log "   !! $cfg/gloo.$rep failed"
-    for i in "${!pids[@]}"; do wait "${pids[$i]}"; done
+    launch "$base.txt" ip netns exec "$NS_A" env "${common[@]}" RANK=0 LOCAL_RANK=0 \
+        $PY "$PEERS/gloo_bench.py" "${args[@]}"
+    reap "${LAUNCHED[-1]}" || log "   !! $cfg/gloo.$rep failed"
+    for i in "${!pids[@]}"; do reap "${pids[$i]}"; done
+    CURRENT=""
     echo "# after: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$base.txt"
     return 0
 }

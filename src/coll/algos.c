@@ -22,6 +22,8 @@
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
 #define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
 #define BC_FLAT_MIN (512u << 10) /* ... flat above when ranks > cores (one host) */
+#define BC_HOSTFLAT_MIN (4u << 20) /* ... host_flat from here across 2-4 hosts */
+#define BC_HOSTFLAT_MAX_HOSTS 4
 #define RS_DIRECT_MAX (64u << 10) /* reduce_scatter: direct up to this input per rank */
 
 static size_t es_of(const coh_call *c) { return cohort_dtype_size((cohort_dtype)c->dtype); }
@@ -125,6 +127,24 @@ static int bc_flat_pref(const cohort_group *g, const coh_call *c)
     pthread_once(&cpus_once, read_cpus);
     return coh_bc_flat_pref(g->size, g->n_hosts, online_cpus, bytes_of(c));
 }
+/* Broadcast across a few hosts, large messages: host_flat sends each byte
+ * into every other host once (the tree and scatter+all-gather cross host
+ * boundaries at several of their steps: with 2 hosts of 2 ranks,
+ * scatter+all-gather carries 1.25 m over the link one way, host_flat m)
+ * and no rank is more than one relay from the root. The root's link
+ * carries (hosts - 1) copies: a few hosts only. Depends on the host table,
+ * which every rank shares. From 4 MiB: two namespace hosts of 2 ranks on
+ * 2 cores, paired, loaded: host_flat/scatter_allgather 0.82 at 16 MiB,
+ * 0.97 at 64 MiB, but 1.35 at 1 MiB (docs/performance.md). */
+int coh_bc_hostflat_pref(int n, int n_hosts, size_t bytes)
+{
+    return bytes >= BC_HOSTFLAT_MIN && n_hosts >= 2 && n_hosts <= BC_HOSTFLAT_MAX_HOSTS &&
+           n_hosts < n;
+}
+static int bc_hostflat_pref(const cohort_group *g, const coh_call *c)
+{
+    return coh_bc_hostflat_pref(g->size, g->n_hosts, bytes_of(c));
+}
 /* reduce_scatter: the ring's n-1 steps each wait for the left neighbour's
  * previous step, so when ranks outnumber cores every step costs a
  * descheduled rank's wake-up; direct is one round of n-1 concurrent
@@ -199,6 +219,11 @@ static cohort_status run_bc_flat(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     return coh_flat_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
+}
+
+static cohort_status run_bc_hostflat(cohort_group *g, coh_call *c)
+{
+    return coh_hostflat_broadcast(g, c, bcast_buf(c), bytes_of(c), c->root, 0);
 }
 
 static cohort_status run_bc_sag(cohort_group *g, coh_call *c)
@@ -408,6 +433,7 @@ const coh_algo coh_algo_table[] = {
     A("shm", COH_COLL_BROADCAST, shm_ok, always, run_bc_shm),
     A("hier", COH_COLL_BROADCAST, hier_ok, always, coh_hier_broadcast),
     A("flat", COH_COLL_BROADCAST, msg_ok, bc_flat_pref, run_bc_flat),
+    A("host_flat", COH_COLL_BROADCAST, msg_ok, bc_hostflat_pref, run_bc_hostflat),
     A("tree", COH_COLL_BROADCAST, msg_ok, bc_tree_pref, run_bc_tree),
     A("scatter_allgather", COH_COLL_BROADCAST, msg_ok, always, run_bc_sag),
 

@@ -193,6 +193,8 @@ cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_v
 /* Flat broadcast: the root sends all of buf to every member in one batch. */
 cohort_status coh_flat_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                  size_t bytes, int root, uint32_t step_base);
+cohort_status coh_hostflat_broadcast(cohort_group *g, const coh_call *c, void *buf, size_t bytes,
+                                     int root, uint32_t step_base);
 /* Scatter + ring all-gather broadcast (large messages, n >= 4). */
 cohort_status coh_sag_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                 size_t bytes, int root, uint32_t step_base);
@@ -241,6 +243,7 @@ int coh_topo_hier(const cohort_group *g);            /* several hosts, some with
  * binomial tree should carry bytes over n members. */
 int coh_bc_tree_pref(int n, size_t bytes);
 int coh_bc_flat_pref(int n, int n_hosts, long cpus, size_t bytes);
+int coh_bc_hostflat_pref(int n, int n_hosts, size_t bytes);
 int coh_rs_direct_pref(int n, int n_hosts, long cpus, size_t input_bytes);
 
 /* Zero-count calls and barrier-like syncs: the cheapest pattern for the

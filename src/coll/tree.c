@@ -146,6 +146,82 @@ cohort_status coh_flat_broadcast(cohort_group *g, const coh_call *c, const coh_v
     return st;
 }
 
+/* Flat across hosts: the root sends to every other rank of its host and
+ * to one relay per other host (its lowest rank), which passes the message
+ * on to the other ranks of its host. Every byte crosses into each other
+ * host once, the least any broadcast can do, and no rank is more than one
+ * relay from the root: a relay that waits to be scheduled delays only its
+ * own host. The root's link carries (hosts - 1) copies, so it is meant for
+ * a few hosts. Pieces of COHORT_CHUNK_BYTES: the root posts every piece to
+ * every target in one batch and the ranks that only receive post all their
+ * receives at once (the sockets pipeline them); a relay receives piece j
+ * while it forwards piece j-1. Each rank receives from one source only, so
+ * piece j carries step base + j. Whole group: ranks are group ranks. */
+cohort_status coh_hostflat_broadcast(cohort_group *g, const coh_call *c, void *buf_, size_t bytes,
+                                     int root, uint32_t step_base)
+{
+    int n = g->size, me = g->rank;
+    if (n == 1 || bytes == 0)
+        return COHORT_OK;
+    char *buf = buf_;
+    int rhost = g->peers[root].host, myhost = g->peers[me].host;
+    int relay = myhost != rhost && g->leaders[myhost] == me;
+    size_t cb = coh_chunk_elems(coh_coll_chunk_bytes(), 1, bytes, 1);
+    /* the root's batch holds every piece: at most 4096 of them */
+    if (coh_npieces(bytes, cb) > 4096)
+        cb = (bytes + 4095) / 4096;
+    size_t P = coh_npieces(bytes, cb);
+    /* targets: the root's are its host's other ranks and the other hosts'
+     * relays; a relay's are its host's other ranks; the rest have none */
+    int nt = 0;
+    for (int r = 0; r < n; r++) {
+        int h = g->peers[r].host;
+        if (me == root ? r != root && (h == rhost || g->leaders[h] == r)
+                       : relay && r != me && h == myhost)
+            nt++;
+    }
+    int src = me == root ? -1 : myhost == rhost || relay ? root : g->leaders[myhost];
+    /* ops: the root's or a receiver's whole batch; a relay's one piece */
+    size_t nops_max = me == root ? (size_t)nt * P : relay ? (size_t)nt + 1 : P;
+    size_t ops_bytes = nops_max * sizeof(coh_xfer);
+    coh_xfer *ops = coh_coll_alloc(g, c, ops_bytes, "host-flat broadcast batch");
+    if (!ops)
+        return COHORT_ERR_NOMEM;
+    cohort_status st = COHORT_OK;
+    if (!relay) {
+        int k = 0;
+        if (me == root) {
+            for (size_t j = 0; j < P; j++)
+                for (int r = 0; r < n; r++) {
+                    int h = g->peers[r].host;
+                    if (r != root && (h == rhost || g->leaders[h] == r))
+                        coh_xf_send(&ops[k++], g, c, r, step_base + (uint32_t)j, buf + j * cb,
+                                    COH_MIN(cb, bytes - j * cb));
+                }
+        } else {
+            for (size_t j = 0; j < P; j++)
+                coh_xf_recv(&ops[k++], g, c, src, step_base + (uint32_t)j, buf + j * cb,
+                            COH_MIN(cb, bytes - j * cb));
+        }
+        st = coh_xf_run(g, c, ops, k);
+    } else {
+        for (size_t j = 0; j <= P && st == COHORT_OK; j++) {
+            int k = 0;
+            if (j < P)
+                coh_xf_recv(&ops[k++], g, c, src, step_base + (uint32_t)j, buf + j * cb,
+                            COH_MIN(cb, bytes - j * cb));
+            if (j >= 1)
+                for (int r = 0; r < n; r++)
+                    if (r != me && g->peers[r].host == myhost)
+                        coh_xf_send(&ops[k++], g, c, r, step_base + (uint32_t)(j - 1),
+                                    buf + (j - 1) * cb, COH_MIN(cb, bytes - (j - 1) * cb));
+            st = coh_xf_run(g, c, ops, k);
+        }
+    }
+    coh_coll_free(ops, ops_bytes);
+    return st;
+}
+
 /* Scatter + all-gather broadcast (van de Geijn): the message is cut into n
  * blocks in relative-rank order, so block i sits at the same offset on
  * every member; a binomial scatter hands each subtree its contiguous range

@@ -88,17 +88,21 @@ static const algo_set tcp_sets[] = {
       COH_COLL_BROADCAST, 0}},
     {"rabenseifner", "COHORT_ALGO_ALL_REDUCE=rabenseifner", {COH_COLL_ALL_REDUCE, 0}},
     {"flat", "COHORT_ALGO_BROADCAST=flat", {COH_COLL_BROADCAST, 0}},
+    {"host_flat", "COHORT_ALGO_BROADCAST=host_flat", {COH_COLL_BROADCAST, 0}},
     {"direct",
      "COHORT_ALGO_ALL_REDUCE=direct;COHORT_ALGO_REDUCE_SCATTER=direct;COHORT_ALGO_REDUCE=direct",
      {COH_COLL_ALL_REDUCE, COH_COLL_REDUCE_SCATTER, COH_COLL_REDUCE, 0}},
 };
 
 static const algo_set auto_set = {"auto", NULL, ALL_COLLS};
+/* tcp with the table's own choices: the rules that read the CPU count */
+static const algo_set tcp_auto_set = {"tcp auto", NULL, {COH_COLL_REDUCE_SCATTER, COH_COLL_BROADCAST, 0}};
 
 typedef struct run_cfg {
     const algo_set *set;
     int p2p;      /* also run send/recv and the float identity check */
     int want_hier; /* fail unless the auto choice for all_reduce is hier */
+    int want_rs_direct; /* fail unless a 4-element reduce_scatter picks direct */
 } run_cfg;
 
 /* Send/recv around the ring with several tags and sizes (one above socket
@@ -166,6 +170,19 @@ static int rank_matrix(int rank, void *arg)
         RANK_CHECK(a && !strcmp(a->name, "hier"), "auto all_reduce picked %s on %d hosts",
                    a ? a->name : "nothing", g->n_hosts);
     }
+    if (cfg->want_rs_direct) {
+        coh_call probe;
+        memset(&probe, 0, sizeof probe);
+        probe.coll = COH_COLL_REDUCE_SCATTER;
+        probe.dtype = COHORT_FLOAT32;
+        probe.redop = COHORT_SUM;
+        probe.count = 4;
+        cohort_status st;
+        const coh_algo *a = coh_coll_select(g, &probe, &st);
+        RANK_CHECK(a && !strcmp(a->name, "direct"),
+                   "auto reduce_scatter of 4 floats picked %s with %d ranks on %ld CPUs",
+                   a ? a->name : "nothing", n, sysconf(_SC_NPROCESSORS_ONLN));
+    }
     for (int ci = 0; cfg->set->colls[ci]; ci++) {
         int nc = cc_matrix(cfg->set->colls[ci], n, cc_full(), CHUNK, cases, 4096);
         for (int i = 0; i < nc; i++)
@@ -192,7 +209,7 @@ static void run(int n, const char *transport, const algo_set *set, int p2p, cons
         o.netns = ns;
         o.master_addr = cht_netns_ip(NET_ID, 0);
     }
-    run_cfg cfg = {set, p2p, want_hier};
+    run_cfg cfg = {set, p2p, want_hier, 0};
     cht_result r;
     cht_run_ranks(&o, rank_matrix, &cfg, &r);
     for (int i = 0; i < r.n; i++)
@@ -214,6 +231,27 @@ START_TEST(test_tcp)
         if (cc_full() || n == 3 || n == 4 || n == 5 ||
             (!strcmp(tcp_sets[s].name, "flat") && n > 1)) /* flat: every size (2..8) */
             run(n, "tcp", &tcp_sets[s], 0, NULL, 0);
+}
+END_TEST
+
+/* The table's own choices over tcp with more ranks than CPUs: the small
+ * reduce_scatter goes direct (and large broadcasts flat); every case of the
+ * matrix must still be right. */
+START_TEST(test_tcp_oversubscribed_auto)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int n = cpus < 4 ? 4 : (int)cpus + 1;
+    if (n > 8)
+        return; /* too many processes for a unit test on a large machine */
+    char env[256];
+    snprintf(env, sizeof env, "COHORT_CHUNK_BYTES=%d", CHUNK);
+    cht_opts o = {.nranks = n, .deadline_ms = 120000, .transport = "tcp", .extra_env = env};
+    run_cfg cfg = {&tcp_auto_set, 0, 0, 1};
+    cht_result r;
+    cht_run_ranks(&o, rank_matrix, &cfg, &r);
+    for (int i = 0; i < r.n; i++)
+        ck_assert_msg(r.status[i] == 0 && !r.hung[i], "tcp auto n=%d: rank %d: %s %d", n, i,
+                      r.hung[i] ? "hung" : "exit", r.status[i]);
 }
 END_TEST
 
@@ -255,6 +293,10 @@ START_TEST(test_hier)
     for (int r = 0; r < l[0]; r++)
         ns[r] = ns_names[l[1 + r]];
     run(l[0], NULL, &auto_set, 1, ns, 1);
+    /* tcp between all ranks, host_flat forced: relays per namespace host */
+    static const algo_set hostflat_set = {"host_flat", "COHORT_ALGO_BROADCAST=host_flat",
+                                          {COH_COLL_BROADCAST, 0}};
+    run(l[0], "tcp", &hostflat_set, 0, ns, 0);
 }
 END_TEST
 
@@ -295,6 +337,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 240);
     tcase_add_loop_test(t, test_tcp, 0, sizeof sizes / sizeof sizes[0]);
     tcase_add_test(t, test_bad_algo);
+    tcase_add_test(t, test_tcp_oversubscribed_auto);
     suite_add_tcase(s, t);
     TCase *m = tcase_create("shm");
     tcase_set_timeout(m, 240);

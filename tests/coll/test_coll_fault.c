@@ -8,7 +8,7 @@
  *   - a scratch allocation fails on one rank mid-call (COHORT_ERR_NOMEM there,
  *     an error everywhere);
  *   - a rank exits before a ring all_reduce (COHORT_ERR_PEER_LOST);
- *   - a rank is SIGKILLed while a flat broadcast is filling its buffer
+ *   - a rank is SIGKILLed while a flat (or host_flat) broadcast is filling its buffer
  *     (COHORT_ERR_PEER_LOST naming it on every other rank).
  * Real processes over tcp; every wait bounded (COHORT_TIMEOUT=20, checked
  * to end well before).
@@ -47,6 +47,7 @@ static const fcase algos[] = {
     {"broadcast", "COHORT_ALGO_BROADCAST", "tree"},
     {"broadcast", "COHORT_ALGO_BROADCAST", "scatter_allgather"},
     {"broadcast", "COHORT_ALGO_BROADCAST", "flat"},
+    {"broadcast", "COHORT_ALGO_BROADCAST", "host_flat"},
     {"reduce", "COHORT_ALGO_REDUCE", "tree"},
     {"all_gather", "COHORT_ALGO_ALL_GATHER", "ring"},
     {"all_gather", "COHORT_ALGO_ALL_GATHER", "bruck"},
@@ -55,6 +56,7 @@ static const fcase algos[] = {
     {"scatter", "COHORT_ALGO_SCATTER", "linear"},
     {"scatter", "COHORT_ALGO_SCATTER", "tree"},
     {"reduce_scatter", "COHORT_ALGO_REDUCE_SCATTER", "ring"},
+    {"reduce_scatter", "COHORT_ALGO_REDUCE_SCATTER", "direct"},
     {"all_to_all", "COHORT_ALGO_ALL_TO_ALL", "pairwise"},
 };
 
@@ -280,10 +282,13 @@ static int rank_bcast_kill(int rank, void *arg)
     return 0;
 }
 
+/* flat, and host_flat (on one host: the root feeds every rank, in pieces) */
+static const char *const kill_env[] = {"COHORT_TIMEOUT=20;COHORT_ALGO_BROADCAST=flat",
+                                       "COHORT_TIMEOUT=20;COHORT_ALGO_BROADCAST=host_flat"};
 START_TEST(test_bcast_kill)
 {
     cht_opts o = {.nranks = N, .deadline_ms = 40000, .transport = "tcp",
-                  .extra_env = "COHORT_TIMEOUT=20;COHORT_ALGO_BROADCAST=flat"};
+                  .extra_env = kill_env[_i]};
     cht_result r;
     cht_run_ranks(&o, rank_bcast_kill, NULL, &r);
     for (int i = 0; i < N; i++)
@@ -301,7 +306,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_algo_mismatch);
     tcase_add_test(t, test_oom);
     tcase_add_test(t, test_peer_exit);
-    tcase_add_test(t, test_bcast_kill);
+    tcase_add_loop_test(t, test_bcast_kill, 0, 2);
     suite_add_tcase(s, t);
     return s;
 }

@@ -212,6 +212,19 @@ START_TEST(test_flat_pref)
 }
 END_TEST
 
+/* host_flat's rule: from 4 MiB, 2-4 hosts, some host with two ranks. */
+START_TEST(test_hostflat_pref)
+{
+    ck_assert(coh_bc_hostflat_pref(4, 2, 4 << 20));
+    ck_assert(coh_bc_hostflat_pref(8, 4, 64 << 20));
+    ck_assert(coh_bc_hostflat_pref(3, 2, 16 << 20));
+    ck_assert(!coh_bc_hostflat_pref(4, 2, (4 << 20) - 1)); /* tree / scatter_allgather */
+    ck_assert(!coh_bc_hostflat_pref(4, 1, 64 << 20));  /* one host */
+    ck_assert(!coh_bc_hostflat_pref(2, 2, 64 << 20));  /* one rank per host: no relay */
+    ck_assert(!coh_bc_hostflat_pref(10, 5, 64 << 20)); /* the root's link: 4 copies at most */
+}
+END_TEST
+
 /* reduce_scatter's direct rule: inputs up to 64 KiB per rank, one host,
  * more ranks than CPUs (the ring's n-1 dependent steps each wait for a
  * descheduled neighbour there). */
@@ -278,10 +291,18 @@ START_TEST(test_select_defaults)
     ck_assert_str_eq(pick(sim_group(w, 2), COH_COLL_GATHER, COHORT_FLOAT32, 10, &st)->name,
                      "tree");
     sim_destroy(w);
-    /* the same hosts with tcp forced: no hierarchy */
+    /* the same hosts with tcp forced: no hierarchy; broadcasts from 4 MiB
+     * flat across the two hosts (1 << 20 floats), 1 MiB scatter+all-gather,
+     * small ones the tree */
     w = sim_create(4, hosts, 1, 1);
     ck_assert_str_eq(pick(sim_group(w, 2), COH_COLL_ALL_REDUCE, COHORT_FLOAT32, 10, &st)->name,
                      "rd");
+    ck_assert_str_eq(pick(sim_group(w, 2), COH_COLL_BROADCAST, COHORT_FLOAT32, 1 << 20, &st)->name,
+                     "host_flat");
+    ck_assert_str_eq(pick(sim_group(w, 2), COH_COLL_BROADCAST, COHORT_FLOAT32, 256 << 10, &st)->name,
+                     "scatter_allgather");
+    ck_assert_str_eq(pick(sim_group(w, 2), COH_COLL_BROADCAST, COHORT_FLOAT32, 1024, &st)->name,
+                     "tree");
     sim_destroy(w);
 }
 END_TEST
@@ -466,6 +487,7 @@ static Suite *suite(void)
     tcase_add_test(ts, test_select_defaults);
     tcase_add_test(ts, test_flat_pref);
     tcase_add_test(ts, test_rs_direct_pref);
+    tcase_add_test(ts, test_hostflat_pref);
     tcase_add_test(ts, test_select_forced_errors);
     tcase_add_test(ts, test_chunk_env);
     tcase_add_test(ts, test_p2p);

@@ -6,7 +6,9 @@ cohort-perf launches plus peer and memcpy lines written here, then checks that:
   - with a fast peer it prints MISSED with the cells' per-launch spread, exit 1;
   - too few launches is a miss unless --min-launches allows it;
   - summarize.py writes compare.md with what each launch used (cohort's algorithm and
-    copy path from cohort-perf's header, Open MPI's pml/btl from its verbose lines).
+    copy path from cohort-perf's header, Open MPI's pml/btl from its verbose lines);
+  - run.sh, sent SIGTERM during a launch, stops it (no rank left), marks the partial
+    results and exits 143 (skipped, said so, where run.sh's peers are not installed).
 Usage: compare_check.py COHORT_PERF SOURCE_DIR
 """
 import os
@@ -111,6 +113,69 @@ with tempfile.TemporaryDirectory() as d:
     expect("what each launch used" in md and "pml: ob1" in md and "btl: vader" in md,
            "compare.md lists Open MPI's pml and btl")
     expect("algorithm shm" in md, "compare.md lists cohort's algorithm")
+
+
+def procs_naming(text):
+    """Live processes whose command line contains text."""
+    hits = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and int(d) != os.getpid():
+            try:
+                c = open(f"/proc/{d}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if text in c:
+                hits.append(f"{d}: {c}")
+    return hits
+
+
+# SIGTERM mid-launch: run.sh stops the launch (every rank) at once, marks the
+# partial results, exits 143; summarize.py still reads what is there. Needs
+# the peers run.sh builds at setup (Open MPI, MPICH, gnuplot, torch): without
+# them run.sh refuses to start (exit 2) and this part is skipped, said so.
+import signal
+import time
+with tempfile.TemporaryDirectory() as d:
+    out = os.path.join(d, "res")
+    env = dict(os.environ, COHORT_PERF=perf, QUICK="1", CONFIGS="contract", T="2",
+               QUIET_WAIT="0", RESULTS=out)
+    p = subprocess.Popen(["bash", os.path.join(src, "bench", "compare", "run.sh")], env=env,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    end = time.time() + 200
+    while time.time() < end and p.poll() is None and not procs_naming(out + "/raw/"):
+        time.sleep(0.2)
+    if p.poll() is not None and p.returncode == 2:
+        print("SKIP run.sh signal smoke test:", p.stderr.read().strip().splitlines()[-1])
+    else:
+        running = procs_naming(out + "/raw/")
+        expect(running, "run.sh started a cohort-perf launch within 200 s")
+        time.sleep(1)
+        t0 = time.time()
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        took = time.time() - t0
+        err = p.stderr.read()
+        print(f"run.sh after SIGTERM: exit {rc} in {took:.1f} s; {err.strip().splitlines()[-1]}")
+        expect(rc == 143, f"run.sh exits 143 on SIGTERM, got {rc}")
+        # the launch had ~30 s to go (2 s a size); timeout(1) kills at 10 s
+        expect(took < 20, f"run.sh stopped {took:.1f} s after SIGTERM")
+        time.sleep(0.5)
+        left = procs_naming(out)
+        expect(not left, f"no launch outlives run.sh: {left}")
+        info = open(os.path.join(out, "run_info.txt")).read()
+        expect("# stopped: SIGTERM" in info, "run_info.txt says the run was stopped")
+        raws = [open(os.path.join(out, "raw", "contract", f)).read()
+                for f in os.listdir(os.path.join(out, "raw", "contract")) if f.endswith(".txt")]
+        expect(any("# interrupted: SIGTERM" in t for t in raws),
+               "the interrupted launch's file says so")
+        r = subprocess.run([sys.executable, summ, out], capture_output=True, text=True,
+                           timeout=120)
+        expect(r.returncode == 0, f"summarize.py reads partial results: exit {r.returncode} "
+               f"{r.stderr[-300:]}")
 
 r = subprocess.run(["bash", os.path.join(src, "bench", "compare", "run.sh")],
                    env=dict(os.environ, PRESET="nosuch"), capture_output=True, text=True)
