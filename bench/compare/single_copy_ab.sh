@@ -9,18 +9,11 @@
 #   bench/compare/single_copy_ab.sh --summarize DIR  the table again from a run's files
 #   SIZES=65536,1048576,16777216  NP=2  T=0.2  OUT=DIR
 set -u
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-PERF=${COHORT_PERF:-$ROOT/build/tools/cohort-perf/cohort-perf}
-SUMMARIZE_ONLY=""
-if [ "${1:-}" = --summarize ]; then SUMMARIZE_ONLY=1; OUT=$2; set -- 0; fi
-ROUNDS=${1:-5}
+. "$(dirname "$0")/ab_common.sh"
 SIZES=${SIZES:-65536,1048576,16777216}
 NP=${NP:-2}
 T=${T:-0.2}
-OUT=${OUT:-$HERE/results/single-copy-$(date +%Y%m%d-%H%M%S)}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mkdir -p "$OUT" || exit 2
+ab_args single-copy "$@"
 summarize() {
 python3 - "$OUT" <<'PY' | tee "$OUT/summary.md"
 import glob, os, re, statistics as st, sys
@@ -57,36 +50,18 @@ for (v, b) in sorted(cells, key=lambda k: (k[1], list(names).index(k[0]))):
 PY
 }
 [ -n "$SUMMARIZE_ONLY" ] && { summarize; exit 0; }
-TMP=$(mktemp -d /tmp/cohort-scab.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+ab_tmp cohort-scab
 mpicc.openmpi -O2 -o "$TMP/mcb" /work/shared/peers/coll/mpi_coll_bench.c -lm || exit 2
 cc -O2 -o "$TMP/memcpy_floor" "$HERE/memcpy_floor.c" || exit 2
-{
-    echo "# date: $(date -Is)  kernel: $(uname -r)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "# cpu: $(lscpu | sed -n 's/^Model name: *//p') x $(nproc)  cohort: $(git -C "$ROOT" describe --always --dirty)"
-    echo "# ptrace_scope: $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 'absent (no Yama)')"
-    echo "# $(ompi_info --param btl vader --level 9 | grep -o 'btl_vader_single_copy_mechanism" (current value: "[a-z]*"' | tr -d '"')"
-    echo "# NP=$NP SIZES=$SIZES T=$T ROUNDS=$ROUNDS"
-} > "$OUT/info.txt"
-cat "$OUT/info.txt"
-variants=(two single cma none memcpy)
-run() { # variant round
-    local v=$1 r=$2 f="$OUT/$1.$2.txt"
-    echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" > "$f"
-    case $v in
-    two)    "$PERF" --np "$NP" --coll broadcast --sizes "$SIZES" --time "$T" --in-place no --percentiles >> "$f" 2>&1 ;;
-    single) COHORT_SHM_SINGLE_COPY=on "$PERF" --np "$NP" --coll broadcast --sizes "$SIZES" --time "$T" --in-place no --percentiles >> "$f" 2>&1 ;;
-    cma)    mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism cma "$TMP/mcb" -c bcast -s "$SIZES" -t "$T" >> "$f" 2>&1 ;;
-    none)   mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism none "$TMP/mcb" -c bcast -s "$SIZES" -t "$T" >> "$f" 2>&1 ;;
-    memcpy) "$TMP/memcpy_floor" 1048576 2000 >> "$f" 2>&1 ;;
+ab_info "# $(vader_mechanism)" "# NP=$NP SIZES=$SIZES T=$T ROUNDS=$ROUNDS"
+variant() {
+    case $1 in
+    two)    "$PERF" --np "$NP" --coll broadcast --sizes "$SIZES" --time "$T" --in-place no --percentiles ;;
+    single) COHORT_SHM_SINGLE_COPY=on "$PERF" --np "$NP" --coll broadcast --sizes "$SIZES" --time "$T" --in-place no --percentiles ;;
+    cma)    mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism cma "$TMP/mcb" -c bcast -s "$SIZES" -t "$T" ;;
+    none)   mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism none "$TMP/mcb" -c bcast -s "$SIZES" -t "$T" ;;
+    memcpy) "$TMP/memcpy_floor" 1048576 2000 ;;
     esac
-    echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$f"
 }
-for r in $(seq 1 "$ROUNDS"); do
-    for k in 0 1 2 3 4; do
-        v=${variants[$(( (k + r) % 5 ))]}
-        echo "[$(date +%H:%M:%S)] round $r $v" >&2
-        run "$v" "$r"
-    done
-done
+ab_rounds two single cma none memcpy
 summarize

@@ -14,20 +14,13 @@
 #   SIZES=65536,1048576,16777216  NP=2  T=0.1  OUT=DIR
 # Sizes are nccl-tests' full buffers (all_gather/gather output, scatter/all_to_all input).
 set -u
-HERE=$(cd "$(dirname "$0")" && pwd)
-ROOT=$(cd "$HERE/../.." && pwd)
-PERF=${COHORT_PERF:-$ROOT/build/tools/cohort-perf/cohort-perf}
+. "$(dirname "$0")/ab_common.sh"
 PEER=${PEER_BENCH:-/work/shared/peers/coll/mpi_coll_bench.c}
-SUMMARIZE_ONLY=""
-if [ "${1:-}" = --summarize ]; then SUMMARIZE_ONLY=1; OUT=$2; set -- 0; fi
-ROUNDS=${1:-5}
 SIZES=${SIZES:-65536,1048576,16777216}
 NP=${NP:-2}
 T=${T:-0.1}
 OPS=broadcast,all_gather,gather,scatter,all_to_all
-OUT=${OUT:-$HERE/results/single-copy-ops-$(date +%Y%m%d-%H%M%S)}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mkdir -p "$OUT" || exit 2
+ab_args single-copy-ops "$@"
 summarize() {
 python3 - "$OUT" <<'PY' | tee "$OUT/summary.md"
 import glob, os, statistics as st, sys
@@ -86,39 +79,23 @@ for (op, b) in sorted(ratios, key=lambda k: (k[1], order.index(k[0]))):
 PY
 }
 [ -n "$SUMMARIZE_ONLY" ] && { summarize; exit 0; }
-TMP=$(mktemp -d /tmp/cohort-scops.XXXXXX)
-trap 'rm -rf "$TMP"' EXIT
+ab_tmp cohort-scops
 have_mpi=1
 mpicc.openmpi -O2 -o "$TMP/mcb" "$PEER" -lm 2>/dev/null || have_mpi=0
 cc -O2 -o "$TMP/memcpy_floor" "$HERE/memcpy_floor.c" || exit 2
-{
-    echo "# date: $(date -Is)  kernel: $(uname -r)  load: $(cut -d' ' -f1-3 /proc/loadavg)"
-    echo "# cpu: $(lscpu | sed -n 's/^Model name: *//p') x $(nproc)  cohort: $(git -C "$ROOT" describe --always --dirty)"
-    echo "# ptrace_scope: $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo 'absent (no Yama)')"
-    [ $have_mpi = 1 ] && echo "# $(ompi_info --param btl vader --level 9 | grep -o 'btl_vader_single_copy_mechanism" (current value: "[a-z]*"' | tr -d '"')"
-    echo "# NP=$NP SIZES=$SIZES T=$T ROUNDS=$ROUNDS OPS=$OPS"
-} > "$OUT/info.txt"
-cat "$OUT/info.txt"
-variants=(two single memcpy)
-[ $have_mpi = 1 ] && variants+=(cma none)
-nv=${#variants[@]}
-run() { # variant round
-    local v=$1 r=$2 f="$OUT/$1.$2.txt"
-    echo "# load before: $(cut -d' ' -f1-3 /proc/loadavg)" > "$f"
-    case $v in
-    two)    COHORT_SHM_SINGLE_COPY=off "$PERF" --np "$NP" --coll "$OPS" --sizes "$SIZES" --time "$T" --in-place no --percentiles >> "$f" 2>&1 ;;
-    single) COHORT_SHM_SINGLE_COPY=on COHORT_SHM_SINGLE_COPY_BYTES=4096 "$PERF" --np "$NP" --coll "$OPS" --sizes "$SIZES" --time "$T" --in-place no --percentiles >> "$f" 2>&1 ;;
-    cma)    mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism cma "$TMP/mcb" -c bcast,allgather -s "$SIZES" -t "$T" >> "$f" 2>&1 ;;
-    none)   mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism none "$TMP/mcb" -c bcast,allgather -s "$SIZES" -t "$T" >> "$f" 2>&1 ;;
-    memcpy) for s in ${SIZES//,/ }; do "$TMP/memcpy_floor" "$s" 500; done >> "$f" 2>&1 ;;
+if [ $have_mpi = 1 ]; then
+    ab_info "# $(vader_mechanism)" "# NP=$NP SIZES=$SIZES T=$T ROUNDS=$ROUNDS OPS=$OPS"
+else
+    ab_info "# NP=$NP SIZES=$SIZES T=$T ROUNDS=$ROUNDS OPS=$OPS"
+fi
+variant() {
+    case $1 in
+    two)    COHORT_SHM_SINGLE_COPY=off "$PERF" --np "$NP" --coll "$OPS" --sizes "$SIZES" --time "$T" --in-place no --percentiles ;;
+    single) COHORT_SHM_SINGLE_COPY=on COHORT_SHM_SINGLE_COPY_BYTES=4096 "$PERF" --np "$NP" --coll "$OPS" --sizes "$SIZES" --time "$T" --in-place no --percentiles ;;
+    cma)    mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism cma "$TMP/mcb" -c bcast,allgather -s "$SIZES" -t "$T" ;;
+    none)   mpirun.openmpi --oversubscribe -n "$NP" --mca btl_vader_single_copy_mechanism none "$TMP/mcb" -c bcast,allgather -s "$SIZES" -t "$T" ;;
+    memcpy) for s in ${SIZES//,/ }; do "$TMP/memcpy_floor" "$s" 500; done ;;
     esac
-    echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$f"
 }
-for r in $(seq 1 "$ROUNDS"); do
-    for k in $(seq 0 $((nv - 1))); do
-        v=${variants[$(( (k + r) % nv ))]}
-        echo "[$(date +%H:%M:%S)] round $r $v" >&2
-        run "$v" "$r"
-    done
-done
+if [ $have_mpi = 1 ]; then ab_rounds two single memcpy cma none; else ab_rounds two single memcpy; fi
 summarize

@@ -31,7 +31,9 @@
 #
 # Environment: IMPLS (default "openmpi mpich"), RANKS (default "2 4"),
 # A_LIBDIR=<dir>: A runs under <dir>/libcohort-mpi-<impl>.so instead of
-# bare (a before/after comparison of two builds of the layer).
+# bare (a before/after comparison of two builds of the layer); A_ENV=VAR=value:
+# one environment variable for A's ranks only (e.g. A_LIBDIR=build/mpi
+# A_ENV=COHORT_CHECK_FASTLOCK=0: the same layer with its mutexes).
 # Raw lines, conditions and the summary go to bench/mpi/results/<date>/.
 set -euo pipefail
 pairs=${1:-20} scale=${2:-1}
@@ -60,7 +62,7 @@ printf 'bench/mpi/run.sh: %d pairs x {%s} x {%s ranks}: about %.0f s (%.1f min) 
   echo "openmpi: $(mpirun.openmpi --version 2>&1 | head -1)"
   echo "mpich: $(mpiexec.mpich --version 2>&1 | grep -m1 -i version)"
   echo "layer: $(git -C "$root" rev-parse --short HEAD 2>/dev/null)$(git -C "$root" diff --quiet 2>/dev/null || echo ' (modified)')"
-  echo "A: ${A_LIBDIR:-bare}"
+  echo "A: ${A_LIBDIR:-bare}${A_ENV:+ with $A_ENV}"
 } > "$out/conditions.txt"
 
 t_start=$(date +%s.%N)
@@ -94,6 +96,9 @@ for impl in $impls; do
         elif [ -n "${A_LIBDIR:-}" ]; then P=("$A_LIBDIR/libcohort-mpi-$impl.so"); fi
         if [ ${#P[@]} = 1 ]; then
           if [ $impl = openmpi ]; then P=(-x LD_PRELOAD="${P[0]}"); else P=(-genv LD_PRELOAD "${P[0]}"); fi
+        fi
+        if [ $ab = A ] && [ -n "${A_ENV:-}" ]; then
+          if [ $impl = openmpi ]; then P+=(-x "$A_ENV"); else P+=(-genv "${A_ENV%%=*}" "${A_ENV#*=}"); fi
         fi
         t0=$(date +%s.%N)
         echo "$impl $n $ab $p load $(cut -d' ' -f1 /proc/loadavg)" >> "$out/load.txt"

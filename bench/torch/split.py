@@ -2,7 +2,8 @@
 (docs/pytorch.md, "Cost"): alternating blocks of 200 dist.all_reduce calls
 at 8 B - "raw" (torch's function, no check), "b_file"/"b_site"/"b_wait"
 (Checker.begin with a given / the captured call site, + wait, around the
-raw call) and "wrapped" (cohort.torch's wrapper) - with, per mode and per
+raw call), "pywrap" (cohort.torch's Python wrapper) and "wrapped" (what
+install() put in place: the per-call path in C, Checker.torch_call) - with, per mode and per
 call, each thread's CPU time, run-queue wait, time slices and voluntary /
 involuntary context switches from /proc/self/task/*/{schedstat,status}
 (counts are robust on a loaded machine; times are paired by the blocks).
@@ -28,16 +29,16 @@ def main():
     chk = st.chk
     wrapped = dist.all_reduce
     orig = wrapped.__cohort_original__
-    tls = ct._tls
+    pywrap = getattr(wrapped, "__cohort_python__", wrapped)  # the Python wrapper
     cg = st.group_for(None)
     t = torch.ones(2, dtype=torch.float32)
     pc = time.perf_counter_ns
     def raw(t):
-        tls.depth = 1
+        ct._torch_set_depth(1)
         try:
             orig(t)
         finally:
-            tls.depth = 0
+            ct._torch_set_depth(0)
     def begin_only(t):  # begin with explicit file (no frame walk), end unsynced
         seq = chk.begin(cg, "all_reduce", 2, "float32", 0, "SUM", -1, None, 0, "x.py", 1)
         raw(t)
@@ -51,7 +52,7 @@ def main():
         raw(t)
         chk.wait(cg, seq)
         chk.end(cg, seq, True)
-    modes = [("raw", raw), ("b_file", begin_only), ("b_site", begin_site), ("b_wait", begin_wait), ("wrapped", wrapped)]
+    modes = [("raw", raw), ("b_file", begin_only), ("b_site", begin_site), ("b_wait", begin_wait), ("pywrap", pywrap), ("wrapped", wrapped)]
     sel = os.environ.get("MODES")
     if sel:
         modes = [m for m in modes if m[0] in sel.split(",")]

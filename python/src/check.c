@@ -907,6 +907,643 @@ static PyObject *ck_exit(CheckerObject *self, PyObject *args)
     Py_RETURN_FALSE;
 }
 
+/* ---- cohort.torch's per-call path, in C (docs/pytorch.md, Cost) ----
+ * A TorchCall replaces one torch.distributed function (Checker.torch_call):
+ * it binds the arguments (positional and keyword, by the function's
+ * parameter names), finds the CheckGroup of the process group, reads the
+ * tensor's fingerprint, takes the caller's frame as the call site, begins
+ * the call, calls torch's function with the caller's own argument vector
+ * and ends the call - what cohort.torch's Python wrapper does, without an
+ * interpreter frame, a kwargs dict or a bound-arguments dict per call (in
+ * a gloo program that Python work, cold in the caches every call, was most
+ * of the check's cost). Anything else (an argument it cannot read, a group
+ * not seen yet that is a plain miss is fine, a keyword it does not know)
+ * goes to `slow`, the Python wrapper, before anything was begun, so the two
+ * paths never both count a call. */
+
+/* Calls torch makes inside a checked call are not separate calls: the
+ * per-thread nesting depth, shared with cohort.torch's Python paths
+ * (_torch_depth / _torch_set_depth). */
+static _Thread_local int tc_depth;
+
+#define TC_MAXP 16
+enum { TC_TENSOR, TC_BARRIER, TC_P2P };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *dict;        /* __name__, __doc__, __wrapped__, ... (functools.update_wrapper) */
+    CheckerObject *chk;
+    PyObject *orig;        /* torch's function */
+    PyObject *slow;        /* the Python wrapper: the general path */
+    PyObject *state;       /* cohort.torch's _State; NULL once detached (uninstall) */
+    PyObject *groups;      /* state.groups: process group -> CheckGroup or None */
+    PyObject *tensor_type; /* torch.Tensor */
+    PyObject *work_type;   /* CheckedWork(work, group, seq): async_op=True */
+    PyObject *failed;      /* _backend_failed(state, group, seq): the backend raised */
+    PyObject *opname;      /* the name in reports (str) */
+    PyObject *redops;      /* reduce op object -> its name (str), filled on first use */
+    PyObject *names[TC_MAXP]; /* parameter names, in order */
+    int nnames, npos;      /* npos: positional-or-keyword parameters first */
+    int kind;              /* TC_TENSOR, TC_BARRIER, TC_P2P */
+    /* parameter indices, -1: none */
+    int i_tensor, i_op, i_rootw, i_rootg, i_group, i_async, i_tag;
+    int root_default;      /* world rank when the root is not given; -1: none */
+    int synced, prewait, is_send;
+} TorchCallObject;
+
+static PyObject *cpy_str_default_cg, *cpy_str_group_for, *cpy_str_redop, *cpy_str_group_rank,
+    *cpy_str_sum;
+
+/* Binds args/kwnames to the parameter slots (borrowed). 0: bound; 1: not
+ * a call this binds (the general path binds it or torch reports it). */
+static int tc_bind(TorchCallObject *self, PyObject *const *args, Py_ssize_t nargs,
+                   PyObject *kwnames, PyObject **v)
+{
+    if (nargs > self->npos)
+        return 1;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[i] = args[i];
+    Py_ssize_t nk = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nk; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        int j = 0;
+        /* keyword names are interned: identity first, then by value */
+        while (j < self->nnames && self->names[j] != key)
+            j++;
+        if (j == self->nnames) {
+            for (j = 0; j < self->nnames; j++) {
+                int eq = PyUnicode_Compare(self->names[j], key);
+                if (eq == 0)
+                    break;
+                if (eq == -1 && PyErr_Occurred()) {
+                    PyErr_Clear();
+                    return 1;
+                }
+            }
+            if (j == self->nnames)
+                return 1;
+        }
+        if (v[j])
+            return 1; /* given twice */
+        v[j] = args[nargs + k];
+    }
+    return 0;
+}
+
+static PyObject *tc_arg(PyObject **v, int i)
+{
+    return i >= 0 && v[i] && v[i] != Py_None ? v[i] : NULL;
+}
+
+/* The CheckGroup (new reference) or None for the process group pg (NULL:
+ * the default group), as _State.group_for; NULL with an error. */
+static PyObject *tc_group(TorchCallObject *self, PyObject *pg)
+{
+    if (!pg) {
+        PyObject *cg = PyObject_GetAttr(self->state, cpy_str_default_cg);
+        if (!cg || cg != Py_None)
+            return cg;
+        Py_DECREF(cg);
+        return PyObject_CallMethodOneArg(self->state, cpy_str_group_for, Py_None);
+    }
+    PyObject *cg = PyDict_GetItemWithError(self->groups, pg);
+    if (cg)
+        return Py_NewRef(cg);
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError))
+            return NULL;
+        PyErr_Clear(); /* unhashable: not a process group, not checked */
+        Py_RETURN_NONE;
+    }
+    return PyObject_CallMethodOneArg(self->state, cpy_str_group_for, pg);
+}
+
+/* The reduce op's name (borrowed from the cache, or new in *keep). */
+static const char *tc_redop(TorchCallObject *self, PyObject *op, PyObject **keep)
+{
+    if (!op)
+        return intern(self->chk, cpy_str_sum);
+    PyObject *n = PyDict_GetItemWithError(self->redops, op);
+    if (!n) {
+        int cacheable = 1;
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError))
+                return NULL;
+            PyErr_Clear(); /* unhashable: asked each call */
+            cacheable = 0;
+        }
+        n = PyObject_CallMethodOneArg(self->state, cpy_str_redop, op);
+        if (!n)
+            return NULL;
+        if (cacheable && PyUnicode_Check(n) && PyDict_SetItem(self->redops, op, n) < 0)
+            PyErr_Clear();
+        *keep = n;
+    }
+    return intern(self->chk, n);
+}
+
+/* The root as a group rank (_root of cohort.torch). 0, or 1: not an int
+ * this reads (the general path), -1: an error. */
+static int tc_root(TorchCallObject *self, PyObject **v, PyObject *pg, int *root)
+{
+    *root = -1;
+    PyObject *g = tc_arg(v, self->i_rootg);
+    if (g) {
+        if (!PyLong_CheckExact(g))
+            return 1;
+        long r = PyLong_AsLong(g);
+        if (r == -1 && PyErr_Occurred())
+            return -1;
+        *root = (int)r;
+        return 0;
+    }
+    PyObject *w = tc_arg(v, self->i_rootw);
+    if (!w) {
+        if (self->root_default < 0)
+            return 0;
+        if (!pg) {
+            *root = self->root_default;
+            return 0;
+        }
+    } else if (!PyLong_CheckExact(w)) {
+        return 1;
+    } else if (!pg) {
+        long r = PyLong_AsLong(w);
+        if (r == -1 && PyErr_Occurred())
+            return -1;
+        *root = (int)r;
+        return 0;
+    }
+    PyObject *wr = w ? Py_NewRef(w) : PyLong_FromLong(self->root_default);
+    if (!wr)
+        return -1;
+    PyObject *r = PyObject_CallMethodObjArgs(self->state, cpy_str_group_rank, pg, wr, NULL);
+    Py_DECREF(wr);
+    if (!r)
+        return -1;
+    long x = PyLong_Check(r) ? PyLong_AsLong(r) : -1;
+    int bad = !PyLong_Check(r);
+    Py_DECREF(r);
+    if (bad)
+        return 1;
+    if (x == -1 && PyErr_Occurred())
+        return -1;
+    *root = (int)x;
+    return 0;
+}
+
+/* The backend raised: as cohort.torch's `except Exception:
+ * _backend_failed(...); raise` - the report wins if the call was a
+ * mismatch (its exception, chained to the backend's), else the backend's
+ * exception goes on. BaseException (KeyboardInterrupt) goes on as is. */
+static PyObject *tc_backend_failed(TorchCallObject *self, PyObject *cg, uint64_t seq)
+{
+    if (!PyErr_ExceptionMatches(PyExc_Exception))
+        return NULL;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *val = PyErr_GetRaisedException();
+#else
+    PyObject *t, *val, *tb;
+    PyErr_Fetch(&t, &val, &tb);
+    PyErr_NormalizeException(&t, &val, &tb);
+#endif
+    PyObject *s = PyLong_FromUnsignedLongLong(seq);
+    PyObject *r = s ? PyObject_CallFunctionObjArgs(self->failed, self->state, cg, s, NULL) : NULL;
+    Py_XDECREF(s);
+    if (r) { /* no mismatch: the backend's exception goes on, as raised */
+        Py_DECREF(r);
+#if PY_VERSION_HEX >= 0x030C0000
+        PyErr_SetRaisedException(val);
+#else
+        PyErr_Restore(t, val, tb);
+#endif
+        return NULL;
+    }
+    /* the report's exception, its context the backend's (as a raise inside
+     * `except` chains it) */
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *v2 = PyErr_GetRaisedException();
+    if (v2 && val && v2 != val)
+        PyException_SetContext(v2, Py_NewRef(val));
+    Py_XDECREF(val);
+    PyErr_SetRaisedException(v2);
+#else
+    PyObject *t2, *v2, *tb2;
+    PyErr_Fetch(&t2, &v2, &tb2);
+    PyErr_NormalizeException(&t2, &v2, &tb2);
+    if (val && tb)
+        PyException_SetTraceback(val, tb);
+    if (v2 && val && v2 != val)
+        PyException_SetContext(v2, Py_NewRef(val));
+    Py_XDECREF(t);
+    Py_XDECREF(val);
+    Py_XDECREF(tb);
+    PyErr_Restore(t2, v2, tb2);
+#endif
+    return NULL;
+}
+
+static PyObject *tc_orig(TorchCallObject *self, PyObject *const *args, size_t nargsf,
+                         PyObject *kwnames)
+{
+    return PyObject_Vectorcall(self->orig, args, nargsf, kwnames);
+}
+
+static PyObject *tc_p2p(TorchCallObject *self, PyObject **v, PyObject *const *args, size_t nargsf,
+                        PyObject *kwnames)
+{
+    PyObject *pg = tc_arg(v, self->i_group);
+    PyObject *peer = tc_arg(v, self->i_rootw), *tag = tc_arg(v, self->i_tag);
+    if ((!peer && tc_arg(v, self->i_rootg)) || (peer && !PyLong_CheckExact(peer)) ||
+        (tag && !PyLong_CheckExact(tag)))
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    long p = peer ? PyLong_AsLong(peer) : -1, tg = tag ? PyLong_AsLong(tag) : 0;
+    if (PyErr_Occurred())
+        return NULL;
+    PyObject *cg = tc_group(self, pg);
+    if (!cg)
+        return NULL;
+    cohort_check_group *grp = NULL;
+    if (cg != Py_None) {
+        CheckGroupObject *g = grp_arg(self->chk, cg, "wait_begin");
+        if (!g) {
+            Py_DECREF(cg);
+            return NULL;
+        }
+        grp = g->grp;
+    }
+    const char *op = intern(self->chk, self->opname);
+    if (!op || ck_open(self->chk, "wait_begin") < 0) {
+        Py_DECREF(cg);
+        return NULL;
+    }
+    const char *file;
+    int line;
+    cpy_callsite(&file, &line);
+    cohort_check_wait_begin(self->chk->c, grp, (int)p, (int)tg, self->is_send, op, file, line,
+                            NULL);
+    PyObject *out = PyObject_Vectorcall(self->orig, args, nargsf, kwnames);
+    if (self->chk->c)
+        cohort_check_wait_end(self->chk->c);
+    Py_DECREF(cg);
+    return out;
+}
+
+static PyObject *tc_call(TorchCallObject *self, PyObject *const *args, size_t nargsf,
+                         PyObject *kwnames)
+{
+    if (!self->state || tc_depth || !self->chk->c)
+        return tc_orig(self, args, nargsf, kwnames);
+    PyObject *v[TC_MAXP] = {0};
+    if (tc_bind(self, args, PyVectorcall_NARGS(nargsf), kwnames, v))
+        return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    if (self->kind == TC_P2P)
+        return tc_p2p(self, v, args, nargsf, kwnames);
+    PyObject *pg = tc_arg(v, self->i_group);
+    cohort_check_fp fp;
+    memset(&fp, 0, sizeof fp);
+    char shape[256];
+    unsigned long long count = 0;
+    const char *sig = "";
+    int root = -1;
+    shape[0] = 0;
+    if (self->kind == TC_TENSOR) {
+        /* before anything is begun: what this path does not read goes to
+         * the general one */
+        PyObject *t = tc_arg(v, self->i_tensor);
+        if (!t || !PyObject_TypeCheck(t, (PyTypeObject *)self->tensor_type))
+            return PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+    }
+    PyObject *cg = tc_group(self, pg);
+    if (!cg)
+        return NULL;
+    if (cg == Py_None) {
+        Py_DECREF(cg);
+        return tc_orig(self, args, nargsf, kwnames);
+    }
+    PyObject *keep = NULL, *out = NULL;
+    CheckGroupObject *g = grp_arg(self->chk, cg, "begin");
+    if (!g)
+        goto done;
+    if (self->kind == TC_TENSOR) {
+        int rr = tc_root(self, v, pg, &root);
+        if (rr < 0)
+            goto done;
+        if (rr > 0 || tensor_fp(self->chk, v[self->i_tensor], &count, &sig, shape, sizeof shape)) {
+            out = PyObject_Vectorcall(self->slow, args, nargsf, kwnames);
+            goto done;
+        }
+        if (self->i_op >= 0 && !(fp.redop = tc_redop(self, tc_arg(v, self->i_op), &keep)))
+            goto done;
+    }
+    if (!(fp.op = intern(self->chk, self->opname)))
+        goto done;
+    fp.sig = sig;
+    fp.sig_hash = fnv1a(sig, strlen(sig));
+    if (shape[0]) {
+        fp.args = shape;
+        fp.args_hash = fnv1a(shape, strlen(shape));
+    }
+    fp.count = count;
+    fp.root = root;
+    cpy_callsite(&fp.file, &fp.line);
+    int async_op = 0;
+    PyObject *ao = tc_arg(v, self->i_async);
+    if (ao && (async_op = PyObject_IsTrue(ao)) < 0)
+        goto done;
+    CheckerObject *chk = self->chk;
+    uint64_t seq = 0;
+    chk->inflight++;
+    cohort_status st = cohort_check_begin(chk->c, g->grp, &fp, &seq);
+    chk->inflight--;
+    if (st != COHORT_OK) {
+        check_err(chk, st);
+        goto done;
+    }
+    /* as cohort.torch's wrapper: see the comments there */
+    int how = self->synced ? 1 : 0;
+    if (self->synced && self->prewait && !async_op) {
+        if (cohort_check_group_mutual(g->grp)) {
+            how = 2;
+        } else {
+            chk->inflight++;
+            st = wait_impl(chk, g, seq, -1);
+            chk->inflight--;
+            if (st != COHORT_OK) {
+                check_err(chk, st);
+                goto done;
+            }
+        }
+    }
+    tc_depth = 1;
+    out = tc_orig(self, args, nargsf, kwnames);
+    tc_depth = 0;
+    if (!out) {
+        tc_backend_failed(self, cg, seq);
+        goto done;
+    }
+    if (!chk->c) { /* destroyed while in the backend */
+        Py_CLEAR(out);
+        ck_open(chk, "finish");
+        goto done;
+    }
+    chk->inflight++;
+    if (async_op) {
+        st = end_impl(chk, g, seq, 0);
+    } else {
+        st = how == 2 ? wait_impl(chk, g, seq, -1) : COHORT_OK;
+        if (st == COHORT_OK)
+            st = end_impl(chk, g, seq, how == 1);
+    }
+    chk->inflight--;
+    if (st != COHORT_OK) {
+        Py_CLEAR(out);
+        check_err(chk, st);
+        goto done;
+    }
+    if (async_op && out != Py_None) {
+        PyObject *s = PyLong_FromUnsignedLongLong(seq);
+        PyObject *w = s ? PyObject_CallFunctionObjArgs(self->work_type, out, cg, s, NULL) : NULL;
+        Py_XDECREF(s);
+        Py_SETREF(out, w);
+    }
+done:
+    Py_XDECREF(keep);
+    Py_DECREF(cg);
+    return out;
+}
+
+static int tc_traverse(TorchCallObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->dict);
+    Py_VISIT(self->chk);
+    Py_VISIT(self->orig);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->state);
+    Py_VISIT(self->groups);
+    Py_VISIT(self->tensor_type);
+    Py_VISIT(self->work_type);
+    Py_VISIT(self->failed);
+    Py_VISIT(self->redops);
+    return 0;
+}
+
+static int tc_clear(TorchCallObject *self)
+{
+    Py_CLEAR(self->dict);
+    Py_CLEAR(self->chk);
+    Py_CLEAR(self->orig);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->state);
+    Py_CLEAR(self->groups);
+    Py_CLEAR(self->tensor_type);
+    Py_CLEAR(self->work_type);
+    Py_CLEAR(self->failed);
+    Py_CLEAR(self->redops);
+    Py_CLEAR(self->opname);
+    for (int i = 0; i < TC_MAXP; i++)
+        Py_CLEAR(self->names[i]);
+    return 0;
+}
+
+static void tc_dealloc(TorchCallObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    tc_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *tc_detach(TorchCallObject *self, PyObject *unused)
+{
+    Py_CLEAR(self->state);
+    Py_RETURN_NONE;
+}
+
+static PyObject *tc_get_original(TorchCallObject *self, void *c)
+{
+    return Py_NewRef(self->orig ? self->orig : Py_None);
+}
+
+static PyObject *tc_get_python(TorchCallObject *self, void *c)
+{
+    return Py_NewRef(self->slow ? self->slow : Py_None);
+}
+
+static PyObject *tc_get_dict(TorchCallObject *self, void *c)
+{
+    if (!self->dict && !(self->dict = PyDict_New()))
+        return NULL;
+    return Py_NewRef(self->dict);
+}
+
+static PyMethodDef tc_methods[] = {
+    {"detach", (PyCFunction)tc_detach, METH_NOARGS,
+     "detach(): from now on every call goes straight to torch's function (uninstall)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef tc_getset[] = {
+    {"__cohort_original__", (getter)tc_get_original, NULL, "torch's function", NULL},
+    {"__cohort_python__", (getter)tc_get_python, NULL,
+     "the Python wrapper (the general path; bench/torch/split.py compares the two)", NULL},
+    {"__dict__", (getter)tc_get_dict, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyObject *tc_vcall_tp(PyObject *self, PyObject *args, PyObject *kw)
+{
+    return PyVectorcall_Call(self, args, kw);
+}
+
+static PyTypeObject TorchCall_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cohort.TorchCall",
+    .tp_basicsize = sizeof(TorchCallObject),
+    .tp_dealloc = (destructor)tc_dealloc,
+    .tp_vectorcall_offset = offsetof(TorchCallObject, vectorcall),
+    .tp_call = tc_vcall_tp,
+    .tp_getattro = PyObject_GenericGetAttr,
+    .tp_setattro = PyObject_GenericSetAttr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A torch.distributed function checked by cohort.torch (Checker.torch_call).",
+    .tp_traverse = (traverseproc)tc_traverse,
+    .tp_clear = (inquiry)tc_clear,
+    .tp_methods = tc_methods,
+    .tp_getset = tc_getset,
+    .tp_dictoffset = offsetof(TorchCallObject, dict),
+};
+
+/* torch_call(orig, slow, state, kind, opname, names, npos, indices, root_default,
+ *            synced, prewait, tensor_type, work_type, failed) -> TorchCall
+ * kind: "tensor", "barrier", "send" or "recv"; indices: a dict of the
+ * parameters' roles (tensor, op, root, group_root, group, async_op, tag) to
+ * their positions in names. */
+static PyObject *ck_torch_call(CheckerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwl[] = {"orig", "slow", "state", "kind", "opname", "names", "npos",
+                          "indices", "root_default", "synced", "prewait", "tensor_type",
+                          "work_type", "failed", NULL};
+    PyObject *orig, *slow, *state, *opname, *names, *indices, *tensor_type, *work_type, *failed;
+    const char *kind;
+    int npos, root_default, synced, prewait;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OOOsUO!iO!ippOOO", kwl, &orig, &slow, &state,
+                                     &kind, &opname, &PyTuple_Type, &names, &npos, &PyDict_Type,
+                                     &indices, &root_default, &synced, &prewait, &tensor_type,
+                                     &work_type, &failed) ||
+        ck_open(self, "torch_call") < 0)
+        return NULL;
+    Py_ssize_t nn = PyTuple_GET_SIZE(names);
+    if (nn > TC_MAXP || npos < 0 || npos > nn || !PyType_Check(tensor_type)) {
+        PyErr_SetString(PyExc_ValueError, "Checker.torch_call: a signature this cannot bind");
+        return NULL;
+    }
+    int k;
+    if (!strcmp(kind, "tensor"))
+        k = TC_TENSOR;
+    else if (!strcmp(kind, "barrier"))
+        k = TC_BARRIER;
+    else if (!strcmp(kind, "send") || !strcmp(kind, "recv"))
+        k = TC_P2P;
+    else {
+        PyErr_Format(PyExc_ValueError, "Checker.torch_call: unknown kind %s", kind);
+        return NULL;
+    }
+    PyObject *groups = PyObject_GetAttrString(state, "groups");
+    if (!groups)
+        return NULL;
+    if (!PyDict_Check(groups)) {
+        Py_DECREF(groups);
+        PyErr_SetString(PyExc_TypeError, "Checker.torch_call: state.groups is not a dict");
+        return NULL;
+    }
+    TorchCallObject *t = PyObject_GC_New(TorchCallObject, &TorchCall_Type);
+    if (!t) {
+        Py_DECREF(groups);
+        return NULL;
+    }
+    t->vectorcall = (vectorcallfunc)tc_call;
+    t->dict = NULL;
+    t->chk = (CheckerObject *)Py_NewRef((PyObject *)self);
+    t->orig = Py_NewRef(orig);
+    t->slow = Py_NewRef(slow);
+    t->state = Py_NewRef(state);
+    t->groups = groups;
+    t->tensor_type = Py_NewRef(tensor_type);
+    t->work_type = Py_NewRef(work_type);
+    t->failed = Py_NewRef(failed);
+    t->opname = Py_NewRef(opname);
+    t->redops = PyDict_New();
+    t->nnames = (int)nn;
+    t->npos = npos;
+    t->kind = k;
+    t->root_default = root_default;
+    t->synced = synced;
+    t->prewait = prewait;
+    t->is_send = !strcmp(kind, "send");
+    for (int i = 0; i < TC_MAXP; i++) {
+        t->names[i] = NULL;
+        if (i < nn) {
+            PyObject *s = PyTuple_GET_ITEM(names, i);
+            if (!PyUnicode_Check(s)) {
+                PyErr_SetString(PyExc_TypeError, "Checker.torch_call: names are str");
+                goto fail;
+            }
+            Py_INCREF(s);
+            PyUnicode_InternInPlace(&s);
+            t->names[i] = s;
+        }
+    }
+    static const char *const roles[] = {"tensor", "op", "root", "group_root", "group", "async_op",
+                                        "tag"};
+    int *slots[] = {&t->i_tensor, &t->i_op, &t->i_rootw, &t->i_rootg, &t->i_group, &t->i_async,
+                    &t->i_tag};
+    for (size_t r = 0; r < sizeof roles / sizeof *roles; r++) {
+        PyObject *o = PyDict_GetItemString(indices, roles[r]);
+        long i = o ? PyLong_AsLong(o) : -1;
+        if (i == -1 && PyErr_Occurred())
+            goto fail;
+        if (i < -1 || i >= nn) {
+            PyErr_Format(PyExc_ValueError, "Checker.torch_call: index of %s out of range",
+                         roles[r]);
+            goto fail;
+        }
+        *slots[r] = (int)i;
+    }
+    if (!t->redops)
+        goto fail;
+    if (k == TC_TENSOR && t->i_tensor < 0) {
+        PyErr_SetString(PyExc_ValueError, "Checker.torch_call: a tensor call needs its tensor");
+        goto fail;
+    }
+    PyObject_GC_Track(t);
+    return (PyObject *)t;
+fail:
+    PyObject_GC_Track(t);
+    Py_DECREF(t);
+    return NULL;
+}
+
+static PyObject *py_torch_depth(PyObject *m, PyObject *unused)
+{
+    return PyLong_FromLong(tc_depth);
+}
+
+static PyObject *py_torch_set_depth(PyObject *m, PyObject *arg)
+{
+    long d = PyLong_AsLong(arg);
+    if (d == -1 && PyErr_Occurred())
+        return NULL;
+    tc_depth = (int)d;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef tc_module_methods[] = {
+    {"_torch_depth", py_torch_depth, METH_NOARGS,
+     "internal: this thread is inside a call cohort.torch checks (1) or not (0)"},
+    {"_torch_set_depth", py_torch_set_depth, METH_O, "internal: see _torch_depth"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMethodDef ck_methods[] = {
     {"group_id", (PyCFunction)ck_group_id, METH_VARARGS | METH_STATIC,
      "group_id(parent_id, creation_seq, world_ranks) -> int: the id every member of an "
@@ -930,6 +1567,10 @@ static PyMethodDef ck_methods[] = {
      "begin() with count, sig (the dtype's name, e.g. 'float32') and, for two or more\n"
      "dimensions, args 'shape AxB' read from a tensor's shape and dtype; None (nothing\n"
      "begun) when tensor has no readable shape tuple and dtype. Positional only."},
+    {"torch_call", (PyCFunction)(void (*)(void))ck_torch_call, METH_VARARGS | METH_KEYWORDS,
+     "torch_call(orig, slow, state, kind, opname, names, npos, indices, root_default, synced,\n"
+     "           prewait, tensor_type, work_type, failed) -> TorchCall: cohort.torch's per-call\n"
+     "path in C for one torch.distributed function (internal; python/cohort/torch)"},
     {"finish", (PyCFunction)(void (*)(void))ck_finish, METH_FASTCALL,
      "finish(group, seq, how): the backend call returned. how 0: end(group, seq); 1:\n"
      "end(group, seq, synced=True); 2: wait(group, seq) then end(group, seq) (a mutual\n"
@@ -1039,7 +1680,14 @@ static PyTypeObject CheckGroup_Type = {
 
 int cpy_check_add(PyObject *m)
 {
-    if (PyType_Ready(&Checker_Type) < 0 || PyType_Ready(&CheckGroup_Type) < 0)
+    if (PyType_Ready(&Checker_Type) < 0 || PyType_Ready(&CheckGroup_Type) < 0 ||
+        PyType_Ready(&TorchCall_Type) < 0 || PyModule_AddFunctions(m, tc_module_methods) < 0)
+        return -1;
+    if (!(cpy_str_default_cg = PyUnicode_InternFromString("default_cg")) ||
+        !(cpy_str_group_for = PyUnicode_InternFromString("group_for")) ||
+        !(cpy_str_redop = PyUnicode_InternFromString("redop")) ||
+        !(cpy_str_group_rank = PyUnicode_InternFromString("group_rank")) ||
+        !(cpy_str_sum = PyUnicode_InternFromString("SUM")))
         return -1;
     if (!(cpy_str_shape = PyUnicode_InternFromString("shape")) ||
         !(cpy_str_dtype = PyUnicode_InternFromString("dtype")) ||
@@ -1048,6 +1696,7 @@ int cpy_check_add(PyObject *m)
         return -1;
     if (PyModule_AddObjectRef(m, "Checker", (PyObject *)&Checker_Type) < 0 ||
         PyModule_AddObjectRef(m, "CheckGroup", (PyObject *)&CheckGroup_Type) < 0 ||
+        PyModule_AddObjectRef(m, "TorchCall", (PyObject *)&TorchCall_Type) < 0 ||
         PyModule_AddIntConstant(m, "CHECK_MISMATCH", COHORT_CHECK_MISMATCH) < 0 ||
         PyModule_AddIntConstant(m, "CHECK_STALL", COHORT_CHECK_STALL) < 0 ||
         PyModule_AddIntConstant(m, "CHECK_TIMEOUT", COHORT_CHECK_TIMEOUT) < 0 ||

@@ -714,6 +714,109 @@ def checker_tensor(g, how="ok"):
             assert how != "ok", e
 
 
+class _FakeTorchState:
+    """What Checker.torch_call reads of cohort.torch's _State."""
+
+    def __init__(self, cg):
+        self.groups, self.default_cg, self.redops = {}, cg, []
+
+    def group_for(self, pg):
+        return self.default_cg if pg is None else self.groups.get(pg)
+
+    def redop(self, op):
+        self.redops.append(op)
+        return str(op).upper()
+
+    def group_rank(self, pg, w):
+        return w
+
+
+@case
+def checker_torch_call(g, how="ok"):
+    """Checker.torch_call, cohort.torch's per-call path in C, without torch
+    (numpy arrays stand in for tensors): positional and keyword binding,
+    what goes to the general path, the nesting depth, the backend's
+    exception, async, detach, and the call site of a mismatch."""
+    from cohort._cohort import _torch_depth
+    backend = g.split(0)
+    events = []
+    chk = cohort.Checker(g, handler=lambda k, s, t: events.append((k, s, t)),
+                         abort=lambda k, s, t: backend.abort("checker: " + t))
+    ranks = list(range(g.size))
+    cg = chk.add_group(cohort.Checker.group_id(0, 0, ranks), ranks, name="fake pg")
+    st = _FakeTorchState(cg)
+    seen, slow_calls, failed = [], [], []
+
+    def all_reduce(tensor, op=None, group=None, async_op=False):
+        seen.append((_torch_depth(), op, async_op))
+        if isinstance(op, str) and op == "boom":
+            raise RuntimeError("backend failed")
+        backend.all_reduce(tensor)
+        return "work" if async_op else None
+
+    def slow(*a, **k):
+        slow_calls.append((a, k))
+        return "slow"
+
+    def on_failed(state, grp, seq):
+        failed.append(seq)
+        if how == "failraise":
+            raise cohort.InvalidArgumentError("the report")
+
+    names = ("tensor", "op", "group", "async_op")
+    c = chk.torch_call(all_reduce, slow, st, "tensor", "all_reduce", names, 4,
+                       {"tensor": 0, "op": 1, "group": 2, "async_op": 3}, -1, True, True,
+                       np.ndarray, lambda w, grp, seq: ("checked", w, seq), on_failed)
+    x = np.ones(4, np.float32)
+    assert c(x) is None and c(tensor=x) is None and c(x, None, None, False) is None
+    assert c(x, op="sum") is None and c(op="sum", tensor=x) is None
+    assert st.redops == ["sum"], st.redops  # cached per op object
+    assert chk.stats()["calls"] == 5 and all(d == 1 for d, _, _ in seen) and _torch_depth() == 0
+    # not bound here: to the general path, nothing begun
+    assert c(x, bogus=1) == "slow" and c(x, tensor=x) == "slow" and c([1.0]) == "slow"
+    assert c(x, None, None, False, 5) == "slow" and len(slow_calls) == 4
+    assert chk.stats()["calls"] == 5
+    # async: the Work is wrapped with the call's number
+    assert c(x, async_op=True) == ("checked", "work", 6)
+    chk.wait(cg, 6)  # what CheckedWork.wait does
+    # the backend raises: failed(state, group, seq), then the backend's error
+    try:
+        c(x, "boom")
+        raise AssertionError("no exception")
+    except RuntimeError as e:
+        assert how != "failraise" and str(e) == "backend failed", e
+    except cohort.InvalidArgumentError as e:
+        assert how == "failraise" and isinstance(e.__context__, RuntimeError), e
+    assert failed == [7] and _torch_depth() == 0
+    # a mismatch given by keyword: the call site is this file's line
+    if how == "mismatch":
+        try:
+            if g.rank == 1:
+                c(tensor=np.ones(3, np.float32))  # TORCHCALL-LINE
+            else:
+                c(x)
+            raise AssertionError("no report")
+        except (cohort.ContractError, cohort.AbortedError) as e:
+            log("MISMATCH", type(e).__name__)
+        deadline = time.monotonic() + 20
+        while not events and time.monotonic() < deadline:
+            time.sleep(0.05)
+        log("EVENT", events[0][2])
+    else:
+        c.detach()
+        n = chk.stats()["calls"]
+        assert c(x) is None and chk.stats()["calls"] == n  # straight to the function
+        chk.close(timeout=30)
+        assert not events and chk.status == 0
+    assert c.__cohort_original__ is all_reduce
+    chk.destroy()
+    for grp_ in (backend, g):
+        try:
+            grp_.finalize()
+        except cohort.Error as e:
+            assert how == "mismatch", e
+
+
 @case
 def torch_tensors(g):
     try:

@@ -214,6 +214,21 @@ def test_checker_mismatch_reported_on_every_rank(run_job):
         assert m.startswith(("ContractError", "AbortedError")), m
 
 
+@pytest.mark.parametrize("how", ["ok", "failraise"])
+def test_checker_torch_call(run_job, how):
+    """Checker.torch_call (cohort.torch's per-call path in C) without torch:
+    binding, the general path, depth, the backend's error, async, detach."""
+    run_job(3, "checker_torch_call", how)
+
+
+def test_checker_torch_call_mismatch_names_the_keyword_call_site(run_job):
+    job = run_job(3, "checker_torch_call", "mismatch")
+    ev = same_on_every_rank(job, 3, "EVENT")
+    assert ev.startswith("fake pg: all_reduce #8 ("), ev
+    assert "count differs: ranks 0,2 have 4, rank 1 has 3" in ev, ev
+    assert f"ranks.py:{source_line('# TORCHCALL-LINE')}" in ev, ev
+
+
 def test_checker_begin_tensor_agreeing_calls(run_job):
     run_job(3, "checker_tensor", "ok")
 

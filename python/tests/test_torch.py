@@ -136,6 +136,28 @@ def test_two_ranks_checked_after_the_backend(case):
     assert "signal 6" not in job.err, job
 
 
+@pytest.mark.parametrize("c_path", ["1", "0"])
+def test_keyword_and_positional_calls_bind_alike(c_path):
+    """The per-call path in C (Checker.torch_call) and the Python wrappers
+    (COHORT_TORCH_C=0) bind positional and keyword arguments to the same
+    fingerprint: the odd rank writes every call differently and nothing is
+    reported, until its broadcast's root (given by keyword) differs - at its
+    own call site, taken in C from the caller's frame."""
+    job = run("bind", env={"COHORT_TORCH_C": c_path})
+    assert job.rc == EXIT_CODE, job
+    kind = "TorchCall" if c_path == "1" else "function"
+    for r in range(N):
+        assert job.values(r, "PATH") == [f"{kind} {kind}"], job
+    # every rank got past the differently written calls; recv got send's tensor
+    assert job.values(0, "BOUND") and job.values(0, "BOUND") == job.values(1, "BOUND"), job
+    assert job.values(ODD, "BOUND"), job
+    reps = reports(job)
+    assert len(set(reps.values())) == 1, reps
+    assert re.search(r"default pg: broadcast #9 ", reps[0]), reps[0]
+    assert re.search(rf"root differs: ranks 0-1 have 0, rank 2 has 1 - look at rank 2's call at "
+                     rf"torch_ranks.py:{line_of('KW-LINE')}\b", reps[0]), reps[0]
+
+
 def test_backend_abort_is_held_for_the_report():
     """gloo aborts a rank on a size mismatch before the check compared the
     call: the abort waits for the report (case "abort" above); here the

@@ -293,6 +293,41 @@ def main():
             os.kill(os.getpid(), signal.SIGKILL)
         dist.all_reduce(torch.ones(8))
         dist.barrier()
+    elif case == "bind":
+        # The same calls written positionally and with keywords bind to the
+        # same fingerprints (the C path binds them: Checker.torch_call); the
+        # odd rank writes each differently. Then a root mismatch given by
+        # keyword: reported at the odd rank's call site (taken in C).
+        log("PATH", type(dist.all_reduce).__name__, type(dist.send).__name__)
+        t = torch.ones(8)
+        odd_rank = rank == odd
+        if odd_rank:
+            dist.all_reduce(tensor=t, op=dist.ReduceOp.SUM)
+            dist.all_reduce(t, dist.ReduceOp.MAX, None, False)
+            dist.broadcast(src=0, tensor=t)
+            dist.reduce(t, 0, op=dist.ReduceOp.SUM)
+            dist.all_gather(tensor=t, tensor_list=[torch.zeros(8) for _ in range(n)])
+            w = dist.all_reduce(t, async_op=True)
+        else:
+            dist.all_reduce(t)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            dist.broadcast(t, 0)
+            dist.reduce(t, dst=0)
+            dist.all_gather([torch.zeros(8) for _ in range(n)], t)
+            w = dist.all_reduce(tensor=t, async_op=True, group=None)
+        w.wait()
+        dist.barrier(group=None) if odd_rank else dist.barrier()
+        if rank == 0:
+            dist.send(t, 1, tag=3)
+        elif rank == 1:
+            dist.recv(tensor=t, src=0, tag=3)
+        dist.barrier()
+        log("BOUND", t.tolist())
+        if odd_rank:
+            dist.broadcast(src=1, tensor=t)  # KW-LINE
+        else:
+            dist.broadcast(t, 0)
+        dist.barrier()
     elif case == "stall":
         dist.all_reduce(torch.ones(8))
         if rank == odd:

@@ -56,6 +56,7 @@ static const coh_envvar table[] = {
     {"COHORT_SHM_SINGLE_COPY_PROBE_NS", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     {"COHORT_SHM_SPIN_US", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 10000000},
     {"COHORT_CHECK_SPIN_US", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 1000000},
+    {"COHORT_CHECK_FASTLOCK", COH_ENV_CHOICE, COH_ENV_LIB, "0|1", 0, 0},
     {"COHORT_SHM_YIELD_US", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 10000000},
     {"COHORT_TCP_SPIN_US", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 1000000},
     {"COHORT_TCP_BUFSIZE", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 1l << 30},
@@ -77,6 +78,7 @@ static const coh_envvar table[] = {
     /* cohort.torch, the torch.distributed wrapper (docs/pytorch.md) */
     {"COHORT_TORCH_CHECK", COH_ENV_CHOICE, COH_ENV_LIB, "0|1", 0, 0},
     {"COHORT_TORCH_PREWAIT", COH_ENV_CHOICE, COH_ENV_LIB, "0|1", 0, 0},
+    {"COHORT_TORCH_C", COH_ENV_CHOICE, COH_ENV_LIB, "0|1", 0, 0},
     /* fault injection (tests) */
     {"COHORT_FAULT_ALLOC", COH_ENV_INT, COH_ENV_LIB, NULL, -1, LONG_MAX},
     /* set by cohortrun for its workers */

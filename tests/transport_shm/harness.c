@@ -1,6 +1,7 @@
 /* harness.c - see harness.h. */
 #include "harness.h"
 #include "support/group.h"
+#include "support/support.h"
 
 #include "contract/contract.h"
 #include "group/monitor.h"
@@ -70,6 +71,21 @@ th_shared *th_shared_init(void)
 }
 
 th_shared *th_sh(void) { return shared; }
+
+void th_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+void th_wait_flag(int i, int deadline_ms)
+{
+    uint64_t end = coh_now_ns() + (uint64_t)deadline_ms * 1000000ull;
+    while (!atomic_load(&shared->flag[i])) {
+        RANK_CHECK(coh_now_ns() < end, "flag %d never set", i);
+        th_sleep_ms(1);
+    }
+}
 
 size_t th_dtype_size(int dt)
 {

@@ -28,6 +28,10 @@ typedef struct th_shared {
 
 th_shared *th_shared_init(void);
 th_shared *th_sh(void);
+void th_sleep_ms(int ms);
+/* In a rank: waits until flag[i] is set (by another rank or thread); past
+ * deadline_ms the rank fails. A checked condition, not a sleep-as-sync. */
+void th_wait_flag(int i, int deadline_ms);
 
 /* Builds rank `rank` of an n-rank group on one host by hand (the transport
  * alone, without the group module's rendezvous) and creates its shm segment.

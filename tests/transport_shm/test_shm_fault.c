@@ -35,21 +35,13 @@
 #include "support/support.h"
 #include "transport/shm/shm_seg.h"
 
-static void ms_sleep(int ms)
+/* A 2-rank group that got through works: an all_reduce of rank + 1 is 3. */
+static void check_sum2(cohort_group *g)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Waits (bounded) for a flag another rank sets; not a sleep-as-sync: the
- * condition is checked, the deadline fails the rank. */
-static void wait_flag(int i, int deadline_ms)
-{
-    uint64_t end = coh_now_ns() + (uint64_t)deadline_ms * 1000000ull;
-    while (!atomic_load(&th_sh()->flag[i])) {
-        RANK_CHECK(coh_now_ns() < end, "flag %d never set", i);
-        ms_sleep(1);
-    }
+    int a = g->rank + 1, b = 0;
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_SUM, -1, 1);
+    RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), NULL);
+    RANK_CHECK(b == 3, "rank %d: sum %d", g->rank, b);
 }
 
 static int run_expect(const cht_opts *o, int (*fn)(int, void *), void *arg, const int *want)
@@ -72,7 +64,7 @@ static int kill_large_mode;
 static void *killer(void *arg)
 {
     (void)arg;
-    ms_sleep(30); /* lands in the middle of the looped 4 MiB all_reduces */
+    th_sleep_ms(30); /* lands in the middle of the looped 4 MiB all_reduces */
     atomic_store(&th_sh()->t_event_ns, coh_now_ns());
     raise(SIGKILL);
     return NULL;
@@ -195,7 +187,7 @@ static int badbuf_rank(int rank, void *arg)
     fprintf(stderr, "rank %d: %s: %s\n", rank, cohort_status_name(st), g->err.msg);
     /* both returned before either exits (an exit would be a lost peer) */
     atomic_store(&th_sh()->flag[rank], 1);
-    wait_flag(1 - rank, 10000);
+    th_wait_flag(1 - rank, 10000);
     RANK_CHECK(st == COHORT_ERR_INVALID, "got %s: %s", cohort_status_name(st), g->err.msg);
     RANK_CHECK(strstr(g->err.msg, "single-copy"), "message does not name the copy: %s",
                g->err.msg);
@@ -377,13 +369,10 @@ static int auth_rank(int rank, void *arg)
         return 0;
     }
     if (rank == 1)
-        wait_flag(1, 10000);
+        th_wait_flag(1, 10000);
     cohort_group *g = th_group(rank, 2, 10000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
-    int a = rank + 1, b = 0;
-    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_SUM, -1, 1);
-    RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), NULL);
-    RANK_CHECK(b == 3, "sum %d", b);
+    check_sum2(g);
     th_group_free(g);
     th_done(3);
     return 0;
@@ -455,7 +444,7 @@ static void flooder(void)
             fds[i] = flood_open(&a, al);
             reopened++;
         }
-        ms_sleep(1);
+        th_sleep_ms(1);
     }
     for (int i = 0; i < nf; i++)
         if (fds[i] >= 0)
@@ -474,7 +463,7 @@ static int flood_rank(int rank, void *arg)
     cohort_status st;
     if (flood_mode == 2) {
         if (rank == 1) { /* the member that never comes */
-            wait_flag(2, 15000);
+            th_wait_flag(2, 15000);
             th_done(3);
             return 0;
         }
@@ -495,7 +484,7 @@ static int flood_rank(int rank, void *arg)
         return 0;
     }
     if (rank == 1)
-        wait_flag(1, 10000);
+        th_wait_flag(1, 10000);
     uint64_t t0 = coh_now_ns();
     cohort_group *g = th_group(rank, 2, 10000, &st);
     double ms = (coh_now_ns() - t0) / 1e6;
@@ -506,10 +495,7 @@ static int flood_rank(int rank, void *arg)
     /* Strangers cost the real member nothing measurable (a few ms; the
      * bound leaves room for a loaded machine), far below the old 2 s each. */
     RANK_CHECK(rank == 0 || ms < 1000, "member took %.0f ms", ms);
-    int a = rank + 1, b = 0;
-    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_SUM, -1, 1);
-    RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), NULL);
-    RANK_CHECK(b == 3, "sum %d", b);
+    check_sum2(g);
     if (rank == 0)
         atomic_store(&th_sh()->flag[2], 1);
     th_group_free(g);
@@ -594,8 +580,8 @@ static int stale_rank(int rank, void *arg)
         cohort_group *g = th_group_bare(1, 2, 5000);
         RANK_CHECK(g, "group");
         coh_monitor_stop(g);
-        wait_flag(1, 10000); /* the member is connecting to the stale name */
-        ms_sleep(300);
+        th_wait_flag(1, 10000); /* the member is connecting to the stale name */
+        th_sleep_ms(300);
         if (stale_mode == 1)
             RANK_CHECK(th_private_ns(g, "stale/", "shm/0/addr") == COHORT_OK, "segment address");
         th_group_free(g);
@@ -626,10 +612,7 @@ static int stale_rank(int rank, void *arg)
             return 0;
         }
         RANK_CHECK(st == COHORT_OK, "got %s: %s", cohort_status_name(st), g->err.msg);
-        int a = 2, b = 0;
-        coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_SUM, -1, 1);
-        RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), NULL);
-        RANK_CHECK(b == 3, "sum %d", b);
+        check_sum2(g);
         th_group_free(g);
         th_done(3);
         return 0;
@@ -640,13 +623,10 @@ static int stale_rank(int rank, void *arg)
     if (stale_mode == 0) { /* its member never attached: a timeout naming it */
         RANK_CHECK(st == COHORT_ERR_TIMEOUT, "lead got %s: %s", cohort_status_name(st),
                    g->err.msg);
-        wait_flag(2, 10000);
+        th_wait_flag(2, 10000);
     } else {
         RANK_CHECK(st == COHORT_OK, "lead got %s: %s", cohort_status_name(st), g->err.msg);
-        int a = 1, b = 0;
-        coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_SUM, -1, 1);
-        RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), NULL);
-        RANK_CHECK(b == 3, "sum %d", b);
+        check_sum2(g);
     }
     th_group_free(g);
     th_done(3);
@@ -712,7 +692,7 @@ static int stray_rank(int rank, void *arg)
     if (rank == 1) {
         cohort_group *g = th_group_bare(1, 2, 10000);
         RANK_CHECK(g, "group");
-        wait_flag(1, 10000); /* after the stray close */
+        th_wait_flag(1, 10000); /* after the stray close */
         uint64_t t0 = coh_now_ns();
         st = cht_tp_up(g, coh_shm_create(g, &g->shm));
         double ms = (coh_now_ns() - t0) / 1e6;

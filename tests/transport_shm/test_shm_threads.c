@@ -17,20 +17,31 @@
 
 static cohort_group *abort_g;
 
-static void ms_sleep(int ms)
-{
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
 static void *aborter(void *arg)
 {
     (void)arg;
-    ms_sleep(200); /* long enough for the waiters to be asleep on the futex */
+    th_sleep_ms(200); /* long enough for the waiters to be asleep on the futex */
     atomic_store(&th_sh()->t_event_ns, coh_now_ns());
     coh_group_fail(abort_g, COHORT_ERR_ABORTED, "aborted by a test thread");
     atomic_store(&th_sh()->flag[0], 1);
     return NULL;
+}
+
+/* Until the abort happened (another rank's thread sets flag[0]). */
+static void wait_abort(void) { th_wait_flag(0, 20000); }
+
+/* The call that returned st, in a rank of the aborted group: it failed
+ * with the abort's status and reason, within 500 ms of the abort. */
+static void check_aborted(cohort_group *g, cohort_status st)
+{
+    double ms = (coh_now_ns() - atomic_load(&th_sh()->t_event_ns)) / 1e6;
+    char msg[COH_ERRLEN];
+    pthread_mutex_lock(&g->err_mu); /* the aborting thread wrote it */
+    memcpy(msg, g->err.msg, sizeof msg);
+    pthread_mutex_unlock(&g->err_mu);
+    RANK_CHECK(st == COHORT_ERR_ABORTED, "got %s: %s", cohort_status_name(st), msg);
+    RANK_CHECK(ms < 500, "woke %.1f ms after the abort", ms);
+    RANK_CHECK(strstr(msg, "aborted by a test thread"), "reason lost: %s", msg);
 }
 
 static int abort_rank(int rank, void *arg)
@@ -42,24 +53,11 @@ static int abort_rank(int rank, void *arg)
     pthread_t t;
     if (rank == 0)
         pthread_create(&t, NULL, aborter, NULL);
-    if (rank == 2) { /* enters only after the abort: must fail at once */
-        uint64_t end = coh_now_ns() + 10000000000ull;
-        while (!atomic_load(&th_sh()->flag[0])) {
-            RANK_CHECK(coh_now_ns() < end, "abort never happened");
-            ms_sleep(1);
-        }
-    }
+    if (rank == 2) /* enters only after the abort: must fail at once */
+        wait_abort();
     float a = 1, b;
     coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
-    st = coh_shm_all_reduce(g->shm, &c, &a, &b, 1);
-    double ms = (coh_now_ns() - atomic_load(&th_sh()->t_event_ns)) / 1e6;
-    char msg[COH_ERRLEN];
-    pthread_mutex_lock(&g->err_mu); /* the aborting thread wrote it */
-    memcpy(msg, g->err.msg, sizeof msg);
-    pthread_mutex_unlock(&g->err_mu);
-    RANK_CHECK(st == COHORT_ERR_ABORTED, "got %s: %s", cohort_status_name(st), msg);
-    RANK_CHECK(ms < 500, "woke %.1f ms after the abort", ms);
-    RANK_CHECK(strstr(msg, "aborted by a test thread"), "reason lost: %s", msg);
+    check_aborted(g, coh_shm_all_reduce(g->shm, &c, &a, &b, 1));
     if (rank == 0)
         pthread_join(t, NULL);
     c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
@@ -67,6 +65,16 @@ static int abort_rank(int rank, void *arg)
     th_group_free(g);
     th_done(3);
     return 0;
+}
+
+/* Three ranks, rank 0 hosting the store; every rank passes. */
+static void run3(int (*fn)(int rank, void *arg))
+{
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .store_mode = CHT_STORE_RANK0};
+    cht_result r;
+    cht_run_ranks(&o, fn, NULL, &r);
+    cht_assert_all_ok(&r);
 }
 
 /* Same with the small-broadcast ring: ranks 1 and 2 are readers waiting
@@ -81,23 +89,11 @@ static int ring_abort_rank(int rank, void *arg)
     pthread_t t;
     if (rank == 0) {
         pthread_create(&t, NULL, aborter, NULL);
-        uint64_t end = coh_now_ns() + 10000000000ull;
-        while (!atomic_load(&th_sh()->flag[0])) {
-            RANK_CHECK(coh_now_ns() < end, "abort never happened");
-            ms_sleep(1);
-        }
+        wait_abort();
     }
     unsigned char buf[64] = {0};
     coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, sizeof buf);
-    st = coh_shm_broadcast(g->shm, &c, buf, sizeof buf, 0);
-    double ms = (coh_now_ns() - atomic_load(&th_sh()->t_event_ns)) / 1e6;
-    char msg[COH_ERRLEN];
-    pthread_mutex_lock(&g->err_mu);
-    memcpy(msg, g->err.msg, sizeof msg);
-    pthread_mutex_unlock(&g->err_mu);
-    RANK_CHECK(st == COHORT_ERR_ABORTED, "got %s: %s", cohort_status_name(st), msg);
-    RANK_CHECK(ms < 500, "woke %.1f ms after the abort", ms);
-    RANK_CHECK(strstr(msg, "aborted by a test thread"), "reason lost: %s", msg);
+    check_aborted(g, coh_shm_broadcast(g->shm, &c, buf, sizeof buf, 0));
     if (rank == 0)
         pthread_join(t, NULL);
     th_group_free(g);
@@ -107,11 +103,7 @@ static int ring_abort_rank(int rank, void *arg)
 
 START_TEST(ring_abort_wakes)
 {
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .store_mode = CHT_STORE_RANK0};
-    cht_result r;
-    cht_run_ranks(&o, ring_abort_rank, NULL, &r);
-    cht_assert_all_ok(&r);
+    run3(ring_abort_rank);
 }
 END_TEST
 
@@ -127,8 +119,8 @@ static void *tiny_aborter(void *arg)
     (void)arg;
     uint64_t end = coh_now_ns() + 20000000000ull;
     while (!atomic_load(&th_sh()->flag[1]) && coh_now_ns() < end)
-        ms_sleep(1);
-    ms_sleep(200); /* the root is asleep in its slot wait by then */
+        th_sleep_ms(1);
+    th_sleep_ms(200); /* the root is asleep in its slot wait by then */
     atomic_store(&th_sh()->t_event_ns, coh_now_ns());
     coh_group_fail(abort_g, COHORT_ERR_ABORTED, "aborted by a test thread");
     atomic_store(&th_sh()->flag[0], 1);
@@ -156,22 +148,10 @@ static int tiny_abort_rank(int rank, void *arg)
                    g->shm->ring_npend, KT);
         atomic_store(&th_sh()->flag[1], 1);
     } else {
-        uint64_t end = coh_now_ns() + 20000000000ull;
-        while (!atomic_load(&th_sh()->flag[0])) {
-            RANK_CHECK(coh_now_ns() < end, "abort never happened");
-            ms_sleep(1);
-        }
+        wait_abort();
     }
     c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, sizeof buf);
-    st = coh_shm_broadcast(g->shm, &c, buf, sizeof buf, 0);
-    double ms = (coh_now_ns() - atomic_load(&th_sh()->t_event_ns)) / 1e6;
-    char msg[COH_ERRLEN];
-    pthread_mutex_lock(&g->err_mu);
-    memcpy(msg, g->err.msg, sizeof msg);
-    pthread_mutex_unlock(&g->err_mu);
-    RANK_CHECK(st == COHORT_ERR_ABORTED, "got %s: %s", cohort_status_name(st), msg);
-    RANK_CHECK(ms < 500, "woke %.1f ms after the abort", ms);
-    RANK_CHECK(strstr(msg, "aborted by a test thread"), "reason lost: %s", msg);
+    check_aborted(g, coh_shm_broadcast(g->shm, &c, buf, sizeof buf, 0));
     if (rank == 1)
         pthread_join(t, NULL);
     if (rank == 0) /* the root's KT calls stay unchecked: the closing check fails */
@@ -184,21 +164,13 @@ static int tiny_abort_rank(int rank, void *arg)
 
 START_TEST(tiny_ring_abort_outstanding)
 {
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .store_mode = CHT_STORE_RANK0};
-    cht_result r;
-    cht_run_ranks(&o, tiny_abort_rank, NULL, &r);
-    cht_assert_all_ok(&r);
+    run3(tiny_abort_rank);
 }
 END_TEST
 
 START_TEST(abort_wakes)
 {
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .store_mode = CHT_STORE_RANK0};
-    cht_result r;
-    cht_run_ranks(&o, abort_rank, NULL, &r);
-    cht_assert_all_ok(&r);
+    run3(abort_rank);
 }
 END_TEST
 

@@ -24,6 +24,7 @@ import sys
 import threading
 
 import cohort
+from cohort._cohort import _torch_depth, _torch_set_depth
 
 __all__ = ["install", "uninstall", "installed", "checker", "EXIT_CODE", "WRAPPED"]
 
@@ -49,7 +50,14 @@ _REDOPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL
 
 _state = None
 _lock = threading.Lock()
-_tls = threading.local()
+
+# The hot calls' per-call path in C (Checker.torch_call, docs/pytorch.md):
+# COHORT_TORCH_C=0 keeps the Python wrappers (comparisons, a fallback).
+_C_KINDS = {n: "tensor" for n in (
+    "all_reduce", "broadcast", "reduce", "all_gather", "all_gather_into_tensor",
+    "_all_gather_base", "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor",
+    "_reduce_scatter_base")}
+_C_KINDS.update(barrier="barrier", send="send", recv="recv")
 
 
 def installed():
@@ -73,6 +81,7 @@ class _State:
         self.class_originals = []  # (class, name, raw attribute) to put back
         self.default_cg = None     # the default group's CheckGroup, once known
         self.prewait = os.environ.get("COHORT_TORCH_PREWAIT", "1") != "0"
+        self.c_calls = []          # the TorchCall objects (the C path), detached at uninstall
 
     # -- groups ------------------------------------------------------------
     def default_pg(self):
@@ -418,6 +427,54 @@ _TENSOR_FP = {
 }
 
 
+def _c_call(st, name, orig, slow):
+    """The per-call path in C for a hot call (Checker.torch_call), or None
+    where it does not apply (COHORT_TORCH_C=0, a signature it cannot bind):
+    the same binding, fingerprint, call site and error paths as the Python
+    wrapper `slow`, which it hands every call it cannot read itself (before
+    anything is begun)."""
+    kind = _C_KINDS.get(name)
+    if kind is None or os.environ.get("COHORT_TORCH_C", "1") == "0":
+        return None
+    try:
+        params = list(inspect.signature(orig).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if len(params) > 16 or not all(
+            p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params):
+        return None
+    names = tuple(p.name for p in params)
+    npos = sum(p.kind == p.POSITIONAL_OR_KEYWORD for p in params)
+    if any(p.kind == p.POSITIONAL_OR_KEYWORD for p in params[npos:]):
+        return None  # positional parameters after keyword-only ones: not a Python signature
+    roles = {"group": "group", "async_op": "async_op"}
+    root_default = -1
+    synced = False
+    if kind == "tensor":
+        tkey, has_op, rootspec, synced = _TENSOR_FP[name]
+        roles["tensor"] = tkey
+        if has_op:
+            roles["op"] = "op"
+        if rootspec is not None:
+            roles["root"], roles["group_root"] = rootspec[0], rootspec[1]
+            if rootspec[2] is not None:
+                root_default = int(rootspec[2])
+    elif kind == "barrier":
+        synced = True
+    else:
+        peer = "dst" if kind == "send" else "src"
+        roles.update(root=peer, group_root="group_" + peer, tag="tag")
+    indices = {r: names.index(k) for r, k in roles.items() if k in names}
+    if kind == "tensor" and "tensor" not in indices:
+        return None
+    import torch
+    c = st.chk.torch_call(orig, slow, st, kind, _OPNAME.get(name, name), names, npos, indices,
+                          root_default, synced, st.prewait, torch.Tensor, CheckedWork,
+                          _backend_failed)
+    functools.update_wrapper(c, orig)
+    return c
+
+
 def _wrap_collective(name, orig):
     sig = inspect.signature(orig)
     _bind = _binder(sig)
@@ -438,7 +495,7 @@ def _wrap_collective(name, orig):
         # several us in a gloo program, where other threads run between
         # calls and the interpreter's caches are cold.
         st = _state
-        if st is None or getattr(_tls, "depth", 0):
+        if st is None or _torch_depth():
             return orig(*args, **kwargs)
         if not kwargs and len(args) <= npos:
             a = dict(zip(names, args))
@@ -492,14 +549,14 @@ def _wrap_collective(name, orig):
                 # COHORT_TORCH_PREWAIT=0 trades that for less time per
                 # call (docs/pytorch.md).
                 chk.wait(cg, seq)
-        _tls.depth = 1  # torch's own nested calls (e.g. _all_gather_base) are not separate calls
+        _torch_set_depth(1)  # torch's own nested calls (e.g. _all_gather_base) are not separate calls
         try:
             out = orig(*args, **kwargs)
         except Exception:
             _backend_failed(st, cg, seq)
             raise
         finally:
-            _tls.depth = 0
+            _torch_set_depth(0)
         if async_op:
             chk.end(cg, seq)
             return CheckedWork(out, cg, seq) if out is not None else out
@@ -519,7 +576,7 @@ def _wrap_p2p(name, orig):
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         st = _state
-        if st is None or getattr(_tls, "depth", 0):
+        if st is None or _torch_depth():
             return orig(*args, **kwargs)
         a = _bind(args, kwargs)
         if a is None:
@@ -587,7 +644,7 @@ def _wrap_new_group(orig):
 # gradient all-reduces (the C++ reducer calls the process group directly:
 # they are checked through a DDP communication hook that does what the
 # reducer's built-in path does). Calls torch makes inside a wrapped call are
-# skipped (_tls.depth), so nothing is counted twice.
+# skipped (_torch_depth()), so nothing is counted twice.
 
 def _first(x):
     """The first tensor of a tensor, a list of tensors or a list of lists."""
@@ -680,7 +737,7 @@ def _wrap_pg_method(name, orig):
     @functools.wraps(orig)
     def method(self, *args, **kwargs):
         st = _state
-        if st is None or getattr(_tls, "depth", 0):
+        if st is None or _torch_depth():
             return orig(self, *args, **kwargs)
         try:
             cg = st.group_for(self)
@@ -691,14 +748,14 @@ def _wrap_pg_method(name, orig):
             return orig(self, *args, **kwargs)
         count, tsig, redop, root, extra = fpv
         seq = st.chk.begin(cg, opname, count, sig=tsig, redop=redop, root=root, args=extra)
-        _tls.depth = 1
+        _torch_set_depth(1)
         try:
             out = orig(self, *args, **kwargs)
         except Exception:
             _backend_failed(st, cg, seq)
             raise
         finally:
-            _tls.depth = 0
+            _torch_set_depth(0)
         st.chk.end(cg, seq)
         # the method returns a Work the program waits on: compared by then
         return CheckedWork(out, cg, seq) if out is not None else out
@@ -744,7 +801,7 @@ def _wrap_functional(fc, name, orig):
     @functools.wraps(orig)
     def wrapper(*args, **kwargs):
         st = _state
-        if st is None or getattr(_tls, "depth", 0):
+        if st is None or _torch_depth():
             return orig(*args, **kwargs)
         a = _bind(args, kwargs)
         if a is None or "group" not in a:
@@ -762,14 +819,14 @@ def _wrap_functional(fc, name, orig):
             a["src"] = st.group_rank(pg, int(a["src"]))
         count, tsig, redop, root, extra = _fc_fp(st, name, a)
         seq = st.chk.begin(cg, opname, count, sig=tsig, redop=redop, root=root, args=extra)
-        _tls.depth = 1
+        _torch_set_depth(1)
         try:
             out = orig(*args, **kwargs)
         except Exception:
             _backend_failed(st, cg, seq)
             raise
         finally:
-            _tls.depth = 0
+            _torch_set_depth(0)
         # asynchronous (the result waits when read): compared at this rank's
         # next call or by the monitor within ms
         st.chk.end(cg, seq)
@@ -797,14 +854,14 @@ def _ddp_hook(ddp, bucket):
         return orig(buf, group=pg, async_op=True).get_future().then(lambda f: f.value()[0])
     seq = st.chk.begin(cg, "all_reduce", _numel(buf), sig=_dtype(buf), redop="SUM", root=-1,
                        file=f"<DDP gradient bucket {bucket.index()}>", line=0)
-    _tls.depth = 1
+    _torch_set_depth(1)
     try:
         work = orig(buf, group=pg, async_op=True)
     except Exception:
         _backend_failed(st, cg, seq)
         raise
     finally:
-        _tls.depth = 0
+        _torch_set_depth(0)
     st.chk.end(cg, seq)
 
     def compared(fut):
@@ -831,11 +888,11 @@ def _user_hook(hook):
                                args=f"bucket {bucket.index()}",
                                file=f"<DDP gradient bucket {bucket.index()}>", line=0)
             st.chk.end(cg, seq)
-        _tls.depth = 1
+        _torch_set_depth(1)
         try:
             return hook(state, bucket)
         finally:
-            _tls.depth = 0
+            _torch_set_depth(0)
     return checked
 
 
@@ -999,6 +1056,11 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
                 w = _wrap_p2p(name, orig)
             else:
                 w = _wrap_collective(name, orig)
+            if name in _C_KINDS:
+                cw = _c_call(st, name, orig, w)
+                if cw is not None:
+                    st.c_calls.append(cw)
+                    w = cw
             for mod in (dist, c10d):
                 if getattr(mod, name, None) is not None:
                     st.originals[(mod, name)] = getattr(mod, name)
@@ -1022,6 +1084,8 @@ def uninstall(timeout=60):
             setattr(mod, name, f)
         for cls, name, f in reversed(st.class_originals):
             setattr(cls, name, f)
+        for c in st.c_calls:
+            c.detach()  # a reference the program kept goes straight to torch now
         _state = None
         try:
             st.chk.close(timeout=timeout)

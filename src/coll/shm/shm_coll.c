@@ -363,6 +363,8 @@ static cohort_status bad_arg(shm_op *o, const char *what)
 }
 
 static cohort_status ring_settle(shm_op *o, uint32_t limit);
+static cohort_status ring_vs_call(shm_op *o, const coh_call *c, int q, uint32_t p,
+                                  const coh_hdr *exp);
 
 static cohort_status op_begin_x(shm_op *o, coh_shm *s, const coh_call *c, int need_redop,
                                 int ring)
@@ -946,7 +948,10 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
 
 /* ---- the small-broadcast ring (shm_seg.h, "The ring") ---- */
 
-static void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h)
+/* My record of ring phase p: the full header, the short fingerprint of
+ * call c and, at most SHM_RING_INLINE bytes, the payload (root only). */
+static void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c,
+                     const void *data, size_t bytes)
 {
     shm_ring_rec *r = shm_ring_rec_of(s, s->me, p);
     uint64_t w[sizeof(coh_hdr) / 8];
@@ -955,7 +960,49 @@ static void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h)
     atomic_thread_fence(memory_order_release);
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
         atomic_store_explicit(&r->w[i], w[i], memory_order_relaxed);
+    atomic_store_explicit(&r->seq, c->seq, memory_order_relaxed);
+    atomic_store_explicit(&r->count, c->count, memory_order_relaxed);
+    atomic_store_explicit(&r->key, fp_key(c), memory_order_relaxed);
+    if (data && bytes && bytes <= SHM_RING_INLINE)
+        memcpy(r->inl, data, bytes);
     atomic_store_explicit(&r->phase, p, memory_order_release);
+}
+
+/* Does local rank q's record of phase p carry call c's fingerprint? (the
+ * fast path: line 0 only; a saturated tag always takes the full header) */
+static int ring_fp_ok(const coh_shm *s, int q, uint32_t p, const coh_call *c)
+{
+    uint64_t f[3], key = fp_key(c);
+    return shm_ring_fp(s, q, p, f) && f[0] == c->seq && f[1] == c->count && f[2] == key &&
+           (key >> 24 & 0xff) != FP_TAG_SAT;
+}
+
+/* Would ring_full_check fail? (so a reader can publish before it fails) */
+static int ring_full_bad(const coh_shm *s, const coh_call *c, int q, uint32_t p,
+                         const coh_hdr *mine)
+{
+    coh_hdr got;
+    return !shm_ring_get(s, q, p, &got) || coh_hdr_match(mine, &got) != COH_FIELD_NONE ||
+           (fp_key(c) >> 24 & 0xff) != FP_TAG_SAT;
+}
+
+/* The short fingerprints differ (or the tag saturated): the full headers
+ * decide and word the report; equal headers with different fingerprints
+ * are a corrupted segment. */
+static cohort_status ring_full_check(shm_op *o, const coh_call *c, int q, uint32_t p,
+                                     const coh_hdr *mine)
+{
+    coh_hdr got;
+    if (!shm_ring_get(o->s, q, p, &got))
+        return ring_vs_call(o, c, q, p, mine);
+    if (coh_hdr_match(mine, &got) != COH_FIELD_NONE)
+        return ring_mismatch(o, c, q, mine, &got);
+    if ((fp_key(c) >> 24 & 0xff) == FP_TAG_SAT)
+        return COHORT_OK;
+    return coh_group_fail(o->g, COHORT_ERR_PROTOCOL,
+                          "shm: rank %d's ring fingerprint and header disagree in %s #%llu",
+                          o->g->local_ranks[q], coh_coll_name(c->coll),
+                          (unsigned long long)c->seq);
 }
 
 /* Local rank q has no ring record for phase p: it is in a non-ring call
@@ -991,17 +1038,16 @@ static cohort_status ring_check(shm_op *o, uint32_t x)
     cohort_status st = cs_wait_all(&w, x);
     if (st != COHORT_OK || !s->check)
         return st;
-    coh_hdr mine, got;
-    if (!shm_ring_get(s, s->me, x, &mine))
-        return coh_group_fail(s->g, COHORT_ERR_PROTOCOL, "shm: lost the ring record of %s #%llu",
-                              coh_coll_name(c->coll), (unsigned long long)c->seq);
     for (int q = 0; q < s->n; q++) {
-        if (q == s->me)
+        if (q == s->me || ring_fp_ok(s, q, x, c))
             continue;
-        if (!shm_ring_get(s, q, x, &got))
-            return ring_vs_call(&w, c, q, x, &mine);
-        if (coh_hdr_match(&mine, &got) != COH_FIELD_NONE)
-            return ring_mismatch(&w, c, q, &mine, &got);
+        coh_hdr mine;
+        if (!shm_ring_get(s, s->me, x, &mine))
+            return coh_group_fail(s->g, COHORT_ERR_PROTOCOL,
+                                  "shm: lost the ring record of %s #%llu",
+                                  coh_coll_name(c->coll), (unsigned long long)c->seq);
+        if ((st = ring_full_check(&w, c, q, x, &mine)) != COHORT_OK)
+            return st;
     }
     return COHORT_OK;
 }
@@ -1060,9 +1106,10 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
     if ((st = ring_settle(o, p - k)) != COHORT_OK)
         return st;
     coh_hdr_from_call(&o->mine, s->g, o->c, COH_MSG_COLL, 0, bytes);
-    ring_put(s, p, &o->mine);
+    ring_put(s, p, &o->mine, o->c, me == root ? buf : NULL, bytes);
     if (me == root) {
-        CPY(shm_ring_slot(s, me, p, tiny), buf, bytes);
+        if (bytes > SHM_RING_INLINE)
+            CPY(shm_ring_slot(s, me, p, tiny), buf, bytes);
         s->ring_calls[p & mask] = *o->c;
         s->ring_pend[(s->ring_pend_head + s->ring_npend) & mask] = p;
         s->ring_npend++;
@@ -1085,16 +1132,19 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
         shm_publish(s);
         return ring_mismatch(o, o->c, root, &o->mine, &o->ring_got);
     }
-    coh_hdr got;
-    if (!shm_ring_get(s, root, p, &got)) {
+    uint64_t f[3];
+    if (!shm_ring_fp(s, root, p, f)) {
         shm_publish(s);
         return ring_vs_call(o, o->c, root, p, &o->mine);
     }
-    if (s->check && coh_hdr_match(&o->mine, &got) != COH_FIELD_NONE) {
-        shm_publish(s);
-        return ring_mismatch(o, o->c, root, &o->mine, &got);
+    if (s->check && !ring_fp_ok(s, root, p, o->c) && ring_full_bad(s, o->c, root, p, &o->mine)) {
+        shm_publish(s); /* read nothing; the record stays until I pass p + 3K */
+        return ring_full_check(o, o->c, root, p, &o->mine);
     }
-    CPY(buf, shm_ring_slot(s, root, p, tiny), bytes);
+    if (bytes > SHM_RING_INLINE)
+        CPY(buf, shm_ring_slot(s, root, p, tiny), bytes);
+    else if (bytes)
+        memcpy(buf, shm_ring_rec_of(s, root, p)->inl, bytes);
     shm_publish(s); /* done reading slot p % K */
     return COHORT_OK;
 }

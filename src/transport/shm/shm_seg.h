@@ -185,15 +185,25 @@ _Static_assert(offsetof(shm_ctl, st_ver) == 2 * SHM_LINE, "identity and probe fi
 _Static_assert(offsetof(shm_ctl, fp) + sizeof(shm_fp[2]) <= SHM_LINE,
                "the fingerprints share the arrive word's cache line");
 
-/* A ring record: a rank's fingerprint for ring phase `phase` (its call's
- * header, len = payload bytes), stored as words so a reader racing the
- * owner's next write sees a torn copy only together with a changed tag
- * (seqlock: the tag is cleared before and set after the words). */
+/* A ring record: a rank's fingerprint for ring phase `phase`, stored as
+ * words so a reader racing the owner's next write sees a torn copy only
+ * together with a changed tag (seqlock: the tag is cleared before and set
+ * after the words). Line 0 is what peers read on the fast path: the tag,
+ * the call's 24-byte fingerprint (shm_fp's fields) and, for a payload of
+ * at most SHM_RING_INLINE bytes, the payload itself - so a reader of a
+ * tiny broadcast pulls the root's control line and this one line. Line 1,
+ * the full header (len = payload bytes), is read only when the
+ * fingerprints differ (to word the report) or the tag saturates. */
+#define SHM_RING_INLINE 32u
 typedef struct shm_ring_rec {
-    _Atomic uint64_t w[sizeof(coh_hdr) / 8];
     _Alignas(64) _Atomic uint32_t phase;
+    uint32_t pad_;
+    _Atomic uint64_t seq, count, key;
+    unsigned char inl[SHM_RING_INLINE];
+    _Alignas(64) _Atomic uint64_t w[sizeof(coh_hdr) / 8];
 } shm_ring_rec;
 _Static_assert(sizeof(shm_ring_rec) == 128, "two lines per record");
+_Static_assert(offsetof(shm_ring_rec, inl) + SHM_RING_INLINE == SHM_LINE, "line 0 is full");
 
 /* Channels (send/recv between local ranks; src/coll/shm/shm_p2p.c). One
  * single-producer single-consumer channel per ordered pair (from, to):
@@ -372,6 +382,20 @@ static inline int shm_ring_get(const coh_shm *s, int q, uint32_t p, coh_hdr *out
         return 0;
     memcpy(out, w, sizeof w);
     return 1;
+}
+
+/* Reads local rank q's short fingerprint of phase p (line 0 of the record:
+ * seq, count, key); 0 when it holds another phase. */
+static inline int shm_ring_fp(const coh_shm *s, int q, uint32_t p, uint64_t f[3])
+{
+    shm_ring_rec *r = shm_ring_rec_of(s, q, p);
+    if (atomic_load_explicit(&r->phase, memory_order_acquire) != p)
+        return 0;
+    f[0] = atomic_load_explicit(&r->seq, memory_order_relaxed);
+    f[1] = atomic_load_explicit(&r->count, memory_order_relaxed);
+    f[2] = atomic_load_explicit(&r->key, memory_order_relaxed);
+    atomic_thread_fence(memory_order_acquire);
+    return atomic_load_explicit(&r->phase, memory_order_relaxed) == p;
 }
 
 /* shm_wait.c */
