@@ -268,7 +268,8 @@ COHORT_API void cohort_work_free(cohort_work *w);
 /* What a collective would run on this group, for benchmarks and logs:
  * one line into buf, e.g. "algorithm shm; transport shm (2 local ranks);
  * copy: two copies through the segment (...)". op is a collective's name
- * as in cohort_fingerprint ("all_reduce", "broadcast", ...), count and dt
+ * as in cohort_fingerprint ("all_reduce", "broadcast", ...; "send" and
+ * "recv" name the path to a peer on this host), count and dt
  * as the call would pass them (root 0, reduce op sum where one applies).
  * COHORT_ERR_INVALID for an unknown op or a buffer under 2 bytes. */
 COHORT_API cohort_status cohort_describe(cohort_group *g, const char *op, size_t count,

@@ -19,7 +19,7 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
     if (!g || !op)
         return COHORT_ERR_INVALID;
     int coll = COH_COLL_NONE;
-    for (int k = COH_COLL_ALL_REDUCE; k <= COH_COLL_BARRIER; k++)
+    for (int k = COH_COLL_ALL_REDUCE; k <= COH_COLL_RECV; k++)
         if (!strcmp(coh_coll_name(k), op))
             coll = k;
     if (coll == COH_COLL_NONE || (unsigned)dt >= COHORT_DTYPE_COUNT)
@@ -37,6 +37,21 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
                      coll == COH_COLL_GATHER || coll == COH_COLL_SCATTER
                  ? 0
                  : -1;
+    if (coll == COH_COLL_SEND || coll == COH_COLL_RECV) {
+        /* send/recv: no algorithm; the path to a peer on this host (the
+         * pair's channel in the segment, or tcp) and to other hosts (tcp) */
+        size_t es = cohort_dtype_size(dt);
+        size_t bytes = count > SIZE_MAX / (es ? es : 1) ? SIZE_MAX : count * es;
+        snprintf(buf, len,
+                 "algorithm p2p; transport %s (%d ranks, %d on this host, %d hosts); copy: %s%s%s",
+                 g->shm ? (g->local_size == g->size ? "shm" : "shm + tcp")
+                        : g->size > 1 ? "tcp" : "-",
+                 g->size, g->local_size, g->n_hosts,
+                 g->shm ? coh_shm_copy_path(g->shm, coll, bytes)
+                        : g->size > 1 ? "tcp sockets" : "-",
+                 g->shm ? "; " : "", g->shm ? coh_shm_copy_info(g->shm) : "");
+        return COHORT_OK;
+    }
     cohort_status st = COHORT_OK;
     const coh_algo *a = g->size > 1 ? coh_coll_select(g, &c, &st) : NULL;
     /* The copy path of this op and size on the segment, then the segment's

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "coll/coll_int.h"
+#include "coll/shm/shm_coll.h"
 
 cohort_status coh_linear_gather(cohort_group *g, const coh_call *c, const coh_view *v,
                                 const void *send, void *recv_, size_t B, int root,
@@ -181,5 +182,11 @@ cohort_status coh_p2p(cohort_group *g, coh_call *c)
     static char none;
     x.buf = bytes ? (is_send ? (void *)c->send : c->recv) : &none;
     x.len = bytes;
+    /* A peer on this host: the pair's channel in the segment (one copy in,
+     * one out, or a single copy), the same header compared the same way. */
+    int q = g->shm ? coh_shm_p2p_peer(g->shm, c->root) : -1;
+    if (q >= 0)
+        return is_send ? coh_shm_send(g->shm, c, q, &x.hdr, x.buf, bytes)
+                       : coh_shm_recv(g->shm, c, q, &x.hdr, x.buf, bytes);
     return coh_xf_run(g, c, &x, 1);
 }

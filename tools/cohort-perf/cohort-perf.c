@@ -749,7 +749,7 @@ static void *xalloc(size_t bytes)
 static void describe(perf_state *s, enum perf_op op, size_t bytes)
 {
     static char last[OP_COUNT][512];
-    if (s->rank != 0 || s->o->json || op == OP_SENDRECV)
+    if (s->rank != 0 || s->o->json)
         return;
     size_t es = s->esz ? s->esz : 1, n = (size_t)s->n;
     int per_rank = op == OP_ALL_GATHER || op == OP_GATHER || op == OP_SCATTER ||
@@ -758,7 +758,9 @@ static void describe(perf_state *s, enum perf_op op, size_t bytes)
     if (op != OP_BARRIER && count < 1)
         count = 1;
     char d[512];
-    if (cohort_describe(s->g, perf_op_names[op], count, s->o->dtype, d, sizeof d) != COHORT_OK)
+    /* sendrecv: the path of rank 0's send to rank 1 (the pairs are alike) */
+    const char *dop = op == OP_SENDRECV ? "send" : perf_op_names[op];
+    if (cohort_describe(s->g, dop, count, s->o->dtype, d, sizeof d) != COHORT_OK)
         snprintf(d, sizeof d, "(cohort_describe failed)");
     if (!strcmp(d, last[op]))
         return;

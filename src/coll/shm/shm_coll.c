@@ -1529,3 +1529,14 @@ cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
         return st;
     return check_all(&o, p, 0, 0, -1, 0);
 }
+
+/* For the send/recv channels (shm_p2p.c): the same copies as above. */
+void coh_shm_copy(void *dst, const void *src, size_t n, int nt)
+{
+    if (!n)
+        return;
+    if (nt && n >= COPY_VEC_MIN)
+        copy_big(dst, src, n, 1);
+    else
+        copy_fast(dst, src, n);
+}

@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 
+#include "contract/hdr.h"
 #include "core/group.h"
 #include "transport/shm/shm.h"
 
@@ -51,5 +52,22 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
 cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send, void *recv,
                                  size_t bytes_per_peer);
 cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c);
+
+/* Point-to-point between this rank and local rank q through the pair's
+ * channel (shm_p2p.c; docs/shm.md "Send and receive"). h is the message
+ * header both sides build (coh_p2p normalises it); the receiver compares
+ * the sender's with its own before a byte lands in buf. Sends of at most
+ * SHM_P2P_SLOTS x COHORT_SHM_P2P_BYTES (all outstanding ones together)
+ * return without the receiver (eager); larger ones wait for it to drain
+ * the channel, and a single-copy send waits until the receiver has read
+ * its buffer. coh_shm_p2p_peer: q for group rank peer, -1 when the pair
+ * does not use the segment (another host, channels off). */
+int coh_shm_p2p_peer(const coh_shm *s, int peer);
+cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *h,
+                           const void *buf, size_t bytes);
+cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *h, void *buf,
+                           size_t bytes);
+/* The copy loops of the collectives (nt: streaming stores). */
+void coh_shm_copy(void *dst, const void *src, size_t n, int nt);
 
 #endif

@@ -109,7 +109,8 @@ static void m3_mac(uint8_t out[32], const cohort_group *g, const hs_m3 *m, const
 /* Geometry from (n, S, ring K, ring bytes, tiny K, tiny bytes): every rank
  * computes it and checks the lead's. */
 typedef struct shm_geo {
-    size_t buf_stride, rank_stride, ctl_off, slot_off, ring_off, ring_stride, total;
+    size_t buf_stride, rank_stride, ctl_off, slot_off, ring_off, ring_stride, p2p_off, p2p_stride,
+        total;
 } shm_geo;
 
 typedef struct shm_ringcfg {
@@ -117,6 +118,11 @@ typedef struct shm_ringcfg {
 } shm_ringcfg;
 
 static size_t ring_slot_stride(size_t ring_bytes) { return round_up(ring_bytes, SHM_LINE); }
+
+static size_t p2p_slot_stride(size_t p2p_bytes)
+{
+    return 2 * SHM_LINE + round_up(p2p_bytes, SHM_LINE);
+}
 
 /* Records per rank: 4 x the deepest ring (shm_seg.h, "The ring"). */
 static size_t ring_nrec(const shm_ringcfg *r) { return 4 * COH_MAX(r->k, r->tiny_k); }
@@ -127,7 +133,7 @@ static size_t ring_tiny_off(const shm_ringcfg *r)
     return ring_nrec(r) * sizeof(shm_ring_rec) + r->k * ring_slot_stride(r->bytes);
 }
 
-static void geometry(int n, size_t S, const shm_ringcfg *r, shm_geo *o)
+static void geometry(int n, size_t S, const shm_ringcfg *r, size_t p2p_bytes, shm_geo *o)
 {
     o->buf_stride = round_up(SHM_LINE + S, SHM_LINE);
     o->rank_stride = round_up(2 * o->buf_stride, 4096);
@@ -137,7 +143,14 @@ static void geometry(int n, size_t S, const shm_ringcfg *r, shm_geo *o)
     o->ring_off = o->slot_off + (size_t)n * (o->rank_stride + COH_SHM_AUX_BYTES);
     o->ring_stride =
         r->k ? round_up(ring_tiny_off(r) + r->tiny_k * ring_slot_stride(r->tiny_bytes), 4096) : 0;
-    o->total = o->ring_off + (size_t)n * o->ring_stride;
+    /* then the send/recv channels, n x n (the diagonal carries no messages:
+     * its head is the rank's bell, shm_bell_ring) */
+    o->p2p_off = o->ring_off + (size_t)n * o->ring_stride;
+    o->p2p_stride = p2p_bytes && n > 1 ? round_up(sizeof(shm_chan) + SHM_P2P_SLOTS *
+                                                                         p2p_slot_stride(p2p_bytes),
+                                                  4096)
+                                       : 0;
+    o->total = o->p2p_off + (size_t)n * (size_t)n * o->p2p_stride;
 }
 
 size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
@@ -145,7 +158,7 @@ size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
     shm_geo o;
     shm_ringcfg r = {SHM_DEFAULT_RING_SLOTS, SHM_DEFAULT_RING_BYTES, SHM_DEFAULT_TINY_SLOTS,
                      SHM_DEFAULT_TINY_BYTES};
-    geometry(local_size, slot_bytes, &r, &o);
+    geometry(local_size, slot_bytes, &r, SHM_DEFAULT_P2P_BYTES, &o);
     return o.total;
 }
 
@@ -198,6 +211,21 @@ static cohort_status read_ring_env(cohort_group *g, shm_ringcfg *out)
     return COHORT_OK;
 }
 
+/* The send/recv channels: COHORT_SHM_P2P_BYTES, bytes per channel slot
+ * (0: send/recv between local ranks stay on tcp). The lead's value wins. */
+static cohort_status read_p2p_env(cohort_group *g, size_t *bytes)
+{
+    long b = SHM_DEFAULT_P2P_BYTES;
+    int r = coh_env_int("COHORT_SHM_P2P_BYTES", &b);
+    if (r < 0 || b < 0 || b > (long)SHM_MAX_P2P_BYTES || (b > 0 && b < (long)SHM_LINE))
+        return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                               "COHORT_SHM_P2P_BYTES=%s: want 0 (send/recv over tcp) or an integer "
+                               "in [%u, %u]",
+                               coh_env_str("COHORT_SHM_P2P_BYTES"), SHM_LINE, SHM_MAX_P2P_BYTES);
+    *bytes = round_up((size_t)b, SHM_LINE);
+    return COHORT_OK;
+}
+
 /* Slot size: COHORT_SHM_SLOT_BYTES (the lead's value wins; every rank
  * validates its own so a typo is reported wherever it is). */
 static cohort_status read_env(cohort_group *g, size_t *slot, size_t *small)
@@ -243,6 +271,10 @@ static void set_geometry(coh_shm *s)
     s->tiny_off = ring_tiny_off(&rc);
     s->ring_stride = (size_t)h->ring_stride;
     s->ring = s->base + h->ring_off;
+    s->p2p_bytes = (size_t)h->p2p_bytes;
+    s->p2p_slot_stride = p2p_slot_stride(s->p2p_bytes);
+    s->p2p_stride = (size_t)h->p2p_stride;
+    s->p2p = s->base + h->p2p_off;
 }
 
 void *coh_shm_aux(coh_shm *s, int li)
@@ -267,6 +299,17 @@ static void cleanup(coh_shm *s)
     coh_free(s->peer_file);
     coh_free(s->ring_pend);
     coh_free(s->ring_calls);
+    coh_free(s->p2p_out);
+    coh_free(s->p2p_in);
+    if (s->p2p_stash) {
+        for (int q = 0; q < s->n; q++)
+            while (s->p2p_stash[q]) {
+                shm_p2p_msg *m = s->p2p_stash[q];
+                s->p2p_stash[q] = m->next;
+                coh_free(m);
+            }
+        coh_free(s->p2p_stash);
+    }
     coh_free(s);
 }
 
@@ -543,12 +586,13 @@ static cohort_status lead_publish_error(coh_shm *s, cohort_status st)
     return st;
 }
 
-static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_ringcfg *rc)
+static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_ringcfg *rc,
+                                 size_t p2p_bytes)
 {
     cohort_group *g = s->g;
     int n = s->n;
     shm_geo geo;
-    geometry(n, S, rc, &geo);
+    geometry(n, S, rc, p2p_bytes, &geo);
     size_t total = geo.total;
     int fd = memfd_create("cohort-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
@@ -597,6 +641,9 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
     h->tiny_bytes = rc->tiny_bytes;
     h->ring_off = geo.ring_off;
     h->ring_stride = geo.ring_stride;
+    h->p2p_bytes = geo.p2p_stride ? p2p_bytes : 0;
+    h->p2p_off = geo.p2p_off;
+    h->p2p_stride = geo.p2p_stride;
     h->magic = SHM_MAGIC;
     set_geometry(s);
     if (n == 1) {
@@ -1056,13 +1103,15 @@ static cohort_status member_attach(coh_shm *s)
     if (ring_ok)
         rc = (shm_ringcfg){(size_t)h->ring_k, (size_t)h->ring_bytes, (size_t)h->tiny_k,
                            (size_t)h->tiny_bytes};
-    geometry(s->n, (size_t)h->slot_bytes, &rc, &geo);
+    int p2p_ok = h->p2p_bytes <= SHM_MAX_P2P_BYTES && h->p2p_bytes % SHM_LINE == 0;
+    geometry(s->n, (size_t)h->slot_bytes, &rc, p2p_ok ? (size_t)h->p2p_bytes : 0, &geo);
     if (s->size < sizeof(shm_seg_hdr) || h->magic != SHM_MAGIC || h->version != SHM_VERSION ||
         h->group != g->id || h->gen != g->generation || h->job_hash != job_hash(g) ||
         h->local_size != (uint32_t)s->n || h->total_bytes != s->size || geo.total != s->size ||
         h->buf_stride != geo.buf_stride || h->rank_stride != geo.rank_stride ||
         h->ctl_off != geo.ctl_off || h->slot_off != geo.slot_off || !ring_ok ||
-        h->ring_off != geo.ring_off || h->ring_stride != geo.ring_stride ||
+        h->ring_off != geo.ring_off || h->ring_stride != geo.ring_stride || !p2p_ok ||
+        h->p2p_off != geo.p2p_off || h->p2p_stride != geo.p2p_stride ||
         h->small_bytes > h->slot_bytes) {
         return coh_tp_fail_set(g, COHORT_ERR_PROTOCOL,
                                "shm: the segment from rank %d has an unexpected header (group %u "
@@ -1147,11 +1196,13 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         return coh_tp_fail_set(g, COHORT_ERR_INVALID, "shm: group without a store or job token");
     if (sodium_init() < 0)
         return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: libsodium initialisation failed");
-    size_t S = 0, small = 0;
+    size_t S = 0, small = 0, p2p_bytes = 0;
     shm_ringcfg rc = {0, 0, 0, 0};
     cohort_status st = read_env(g, &S, &small);
     if (st == COHORT_OK)
         st = read_ring_env(g, &rc);
+    if (st == COHORT_OK)
+        st = read_p2p_env(g, &p2p_bytes);
     if (st != COHORT_OK)
         return st;
     coh_shm *s = coh_calloc(1, sizeof *s);
@@ -1179,7 +1230,7 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     long ntv;
     if (coh_env_int("COHORT_SHM_NT_BYTES", &ntv) == 1 && ntv >= 0)
         s->nt_bytes = (size_t)ntv;
-    st = s->me == 0 ? lead_create(s, S, small, &rc) : member_attach(s);
+    st = s->me == 0 ? lead_create(s, S, small, &rc, p2p_bytes) : member_attach(s);
     if (st == COHORT_OK)
         st = attach(s);
     if (st != COHORT_OK) {
@@ -1191,6 +1242,16 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         }
         cleanup(s);
         return st;
+    }
+    if (s->p2p_bytes) {
+        s->p2p_out = coh_calloc((size_t)s->n, sizeof *s->p2p_out);
+        s->p2p_in = coh_calloc((size_t)s->n, sizeof *s->p2p_in);
+        s->p2p_stash = coh_calloc((size_t)s->n, sizeof *s->p2p_stash);
+        if (!s->p2p_out || !s->p2p_in || !s->p2p_stash) {
+            coh_shm_abort(s, COHORT_ERR_NOMEM, "shm: out of memory");
+            cleanup(s);
+            return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
+        }
     }
     if (s->ring_k) {
         s->ring_pend = coh_calloc(s->ring_nrec, sizeof *s->ring_pend);
@@ -1232,10 +1293,86 @@ static void tp_destroy(void *t) { coh_shm_destroy(t); }
 /* cohort_finalize: the ring's closing check (src/coll/shm sets ring_close
  * once this rank rooted a ring call; the transport does not know the
  * contract rules). */
+/* cohort_finalize: the send/recv channels' closing check (tcp's BYE on the
+ * segment). A message that no recv took by the end is a broken contract:
+ * a send nobody received. Every rank first marks itself closed (the flag
+ * in each of its outgoing channels: it receives nothing more), then
+ *  - a message still unconsumed in a channel to this rank: its verdict is
+ *    the contract's (contract/unconsumed.c), as for tcp's unclaimed ones;
+ *  - a message this rank sent that is not consumed yet: it waits until the
+ *    receiver takes it, or marks itself closed (then it never will: this
+ *    rank reports it - the receiver may too, whoever is first), or exits,
+ *    or wait_ms passed (a late rank: logged by finalize, not failed).
+ * A rank that sent nothing unconsumed waits for nobody. */
+static cohort_status p2p_close(coh_shm *s, int wait_ms)
+{
+    if (!s->p2p_stride || !s->p2p_in || s->n < 2)
+        return COHORT_OK;
+    for (int q = 0; q < s->n; q++)
+        if (q != s->me)
+            atomic_store_explicit(&shm_chan_of(s, s->me, q)->closed, 1u, memory_order_seq_cst);
+    for (int q = 0; q < s->n; q++) {
+        if (q == s->me)
+            continue;
+        shm_chan *ch = shm_chan_of(s, q, s->me);
+        uint32_t t = s->p2p_in[q];
+        coh_hdr h, exp;
+        if (s->p2p_stash[q])
+            h = s->p2p_stash[q]->h; /* taken from the channel, never received */
+        else if (shm_reached(atomic_load_explicit(&ch->pub, memory_order_acquire), t + 1))
+            memcpy(&h, shm_chan_slot(s, ch, t), sizeof h);
+        else
+            continue;
+        coh_call call;
+        char msg[COH_ERRLEN];
+        if (coh_contract_unconsumed(s->g, &h, &call, &exp, msg, sizeof msg))
+            return coh_tp_mismatch(s->g, &call, h.src, &exp, &h);
+        return coh_tp_fail_set(s->g, COHORT_ERR_CONTRACT, "%s", msg);
+    }
+    uint64_t dl = coh_deadline_ns(wait_ms);
+    cohort_status late = COHORT_OK;
+    for (int q = 0; q < s->n; q++) {
+        if (q == s->me || !s->p2p_out[q])
+            continue;
+        shm_chan *out = shm_chan_of(s, s->me, q), *back = shm_chan_of(s, q, s->me);
+        uint32_t t = s->p2p_out[q];
+        cohort_status st = shm_wait_flag(s, q, &back->closed, &out->ack, t, dl);
+        if (st == COHORT_ERR_PEER_LOST)
+            continue; /* a dead peer is somebody else's report */
+        if (st == COHORT_ERR_TIMEOUT) {
+            late = st;
+            continue;
+        }
+        if (st != COHORT_OK)
+            return st;
+        uint32_t a = atomic_load_explicit(&out->ack, memory_order_acquire);
+        if (shm_reached(a, t))
+            continue;
+        coh_hdr h;
+        memcpy(&h, shm_chan_slot(s, out, a), sizeof h);
+        return coh_tp_fail_set(s->g, COHORT_ERR_CONTRACT,
+                               "send #%llu from rank %d to rank %d (tag %d, %llu bytes, line %u) "
+                               "was never received: rank %d finalized without the matching "
+                               "cohort_recv",
+                               (unsigned long long)h.seq, s->g->rank, s->g->local_ranks[q], h.tag,
+                               (unsigned long long)h.len, h.line, s->g->local_ranks[q]);
+    }
+    return late;
+}
+
 static cohort_status tp_close_check(void *t, int wait_ms)
 {
     coh_shm *s = t;
-    return s && s->ring_close ? s->ring_close(s, wait_ms) : COHORT_OK;
+    if (!s)
+        return COHORT_OK;
+    int p = coh_group_poisoned(s->g);
+    if (p)
+        return (cohort_status)p;
+    cohort_status st = p2p_close(s, wait_ms);
+    if (st != COHORT_OK && st != COHORT_ERR_TIMEOUT)
+        return st;
+    cohort_status rs = s->ring_close ? s->ring_close(s, wait_ms) : COHORT_OK;
+    return rs != COHORT_OK ? rs : st;
 }
 
 const coh_transport_ops coh_shm_transport = {
@@ -1251,8 +1388,23 @@ void coh_shm_wake(coh_shm *s)
 {
     if (!s || !s->ctl_base)
         return;
-    for (int q = 0; q < s->n; q++)
+    for (int q = 0; q < s->n; q++) {
         shm_futex_wake(&shm_ctl_of(s, q)->arrive);
+        if (s->p2p_stride) /* the rank's bell (send/recv waits) */
+            shm_futex_wake(&shm_chan_of(s, q, q)->pub);
+    }
+    /* channel words with sleepers (the waiters words say which) */
+    if (s->p2p_stride)
+        for (int a = 0; a < s->n; a++)
+            for (int b = 0; b < s->n; b++) {
+                if (a == b)
+                    continue;
+                shm_chan *ch = shm_chan_of(s, a, b);
+                if (atomic_load_explicit(&ch->pub_waiters, memory_order_relaxed))
+                    shm_futex_wake(&ch->pub);
+                if (atomic_load_explicit(&ch->ack_waiters, memory_order_relaxed))
+                    shm_futex_wake(&ch->ack);
+            }
 }
 
 void coh_shm_abort(coh_shm *s, cohort_status st, const char *reason)

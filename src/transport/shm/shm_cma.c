@@ -207,7 +207,8 @@ cohort_status shm_cma_agree(shm_op *o)
      * docs/shm.md "Single copy"). */
     int wins = all_can && measured && 2 * sum_cma <= 3 * sum_cpy;
     unsigned ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER |
-                   1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL;
+                   1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL |
+                   1u << COH_COLL_SEND;
     s->cma = all_can && (all_want || wins);
     s->cma_ops = s->cma ? ops : 0;
     s->cma_min = (size_t)atomic_load(&shm_ctl_of(s, 0)->cma_min);
@@ -223,7 +224,7 @@ cohort_status shm_cma_agree(shm_op *o)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
     else if (s->cma)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "broadcast, all_gather, gather, scatter, all_to_all >= %zu B per rank: single "
+                 "broadcast, all_gather, gather, scatter, all_to_all, send/recv >= %zu B per rank: single "
                  "copy (process_vm_readv/writev, %s); else two copies through the segment%s",
                  s->cma_min, all_want ? "COHORT_SHM_SINGLE_COPY=on" : "auto: the kernel's copy wins",
                  speed);
@@ -245,8 +246,14 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
 {
     if (!s || s->n == 1)
         return "none (one local rank)";
-    if (coll == COH_COLL_SEND || coll == COH_COLL_RECV)
-        return "tcp socket (send/recv do not use the segment)";
+    if (coll == COH_COLL_SEND || coll == COH_COLL_RECV) {
+        if (!s->p2p_bytes)
+            return "tcp socket (COHORT_SHM_P2P_BYTES=0: send/recv do not use the segment)";
+        if (shm_cma_use(s, COH_COLL_SEND, bytes))
+            return "single copy (cma; send/recv channel)";
+        return bytes <= s->p2p_bytes ? "two copies (send/recv channel, eager)"
+                                     : "two copies (send/recv channel, pipelined)";
+    }
     if (shm_cma_use(s, coll, bytes))
         return "single copy (cma)";
     return "two copies (segment)";

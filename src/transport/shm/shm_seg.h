@@ -21,6 +21,10 @@
  *                        (a fingerprint tagged with its phase) and K slots of
  *                        ring_bytes each (see "The ring" below); unbacked
  *                        until used
+ *   [p2p, page-aligned stride x n x n]
+ *                        per ordered pair (from, to) of local ranks the
+ *                        send/recv channel (shm_chan, "Channels" below);
+ *                        unbacked until the pair exchanges a message
  *
  * Phase protocol. Every local rank keeps a phase counter `arrive` (u32,
  * compared modulo 2^32). A collective is a fixed sequence of phases that
@@ -77,8 +81,8 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 7u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
-                       * 7: the tiny ring */
+#define SHM_VERSION 8u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+                       * 7: the tiny ring; 8: the send/recv channels */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -98,6 +102,9 @@
 #define SHM_MAX_TINY_SLOTS 1024u
 #define SHM_DEFAULT_TINY_BYTES 256u
 #define SHM_MAX_TINY_BYTES 4096u
+#define SHM_DEFAULT_P2P_BYTES (64u * 1024u)
+#define SHM_MAX_P2P_BYTES (1024u * 1024u)
+#define SHM_P2P_SLOTS 4u
 
 enum { SHM_F_NO_PIDFD = 1u }; /* pids are not comparable across local ranks */
 
@@ -113,6 +120,7 @@ typedef struct shm_seg_hdr {
     uint64_t ctl_off, slot_off, rank_stride, buf_stride;
     uint64_t ring_k, ring_bytes, ring_off, ring_stride; /* ring_k 0: no ring */
     uint64_t tiny_k, tiny_bytes; /* the tiny ring; tiny_k 0: none */
+    uint64_t p2p_bytes, p2p_off, p2p_stride; /* p2p_bytes 0: send/recv over tcp */
     _Atomic uint32_t flags;
     /* abort: claim (CAS 0 -> 1) elects the one writer of reason/status;
      * status is stored last (release), so a nonzero status means the
@@ -197,6 +205,50 @@ typedef struct shm_ring_rec {
 _Static_assert(sizeof(shm_ring_rec) == 128, "two lines per record");
 _Static_assert(offsetof(shm_ring_rec, inl) + SHM_RING_INLINE == SHM_LINE, "line 0 is full");
 
+/* Channels (send/recv between local ranks; src/coll/shm/shm_p2p.c). One
+ * single-producer single-consumer channel per ordered pair (from, to):
+ * SHM_P2P_SLOTS slots of p2p_bytes, used round robin. Chunk t (counted
+ * over the channel's life) goes to slot t % SLOTS. The sender writes chunk
+ * t once the receiver has ack >= t + 1 - SLOTS (the slot's previous chunk
+ * was consumed), then publishes pub = t + 1; the receiver waits for
+ * pub >= t + 1, compares the slot's header with its own call (the
+ * contract check, before a byte lands in its buffer), copies out and
+ * publishes ack = t + 1. pub and ack are futex words (a sleeper counts
+ * itself in the waiters word next to it, like arrive). A single-copy
+ * message is one chunk whose slot holds the sender's buffer address
+ * instead of data: the receiver reads it with process_vm_readv and then
+ * acks, and the sender returns only after that ack. */
+typedef struct shm_chan {
+    _Alignas(64) _Atomic uint32_t pub; /* sender: chunks published */
+    _Atomic uint32_t pub_waiters;
+    _Atomic int32_t pub_cpu;         /* CPU the sender last published from */
+    _Atomic uint32_t closed;         /* the sender is in cohort_finalize */
+    _Alignas(64) _Atomic uint32_t ack; /* receiver: chunks consumed */
+    _Atomic uint32_t ack_waiters;
+    _Atomic int32_t ack_cpu;
+} shm_chan;
+_Static_assert(sizeof(shm_chan) == 128, "two lines per channel head");
+
+/* A channel slot: the sender's header (coh_hdr of its call; step = chunk
+ * index in the message, len = the message's bytes), a descriptor line,
+ * then p2p_bytes of data. */
+typedef struct shm_chan_desc {
+    uint64_t mode;  /* SHM_CHAN_COPY: data follows; SHM_CHAN_CMA: read addr */
+    uint64_t bytes; /* data bytes in this slot (COPY), the message (CMA) */
+    uint64_t addr;  /* CMA: the sender's buffer */
+} shm_chan_desc;
+enum { SHM_CHAN_COPY = 1, SHM_CHAN_CMA = 2 };
+
+/* A message taken from a channel before a recv asked for it (the stash of
+ * src/coll/shm/shm_p2p.c), FIFO per peer. */
+typedef struct shm_p2p_msg {
+    struct shm_p2p_msg *next;
+    coh_hdr h;            /* its first chunk's header: compared at the recv */
+    size_t have;          /* bytes taken so far (h.len once complete) */
+    uint32_t chunks;      /* chunks taken so far */
+    unsigned char data[]; /* h.len bytes */
+} shm_p2p_msg;
+
 struct coh_shm {
     cohort_group *g;
     int n, me;                  /* local size, my local index */
@@ -243,6 +295,11 @@ struct coh_shm {
     coh_call *ring_calls;
     /* closing check (set by src/coll/shm once a ring call was rooted) */
     cohort_status (*ring_close)(coh_shm *s, int wait_ms);
+    /* send/recv channels (geometry from the header; p2p_bytes 0: off) */
+    unsigned char *p2p;
+    size_t p2p_bytes, p2p_slot_stride, p2p_stride;
+    uint32_t *p2p_out, *p2p_in; /* [n]: chunks I sent to / consumed from q */
+    shm_p2p_msg **p2p_stash;    /* [n]: messages from q taken before their recv */
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */
@@ -282,6 +339,18 @@ typedef struct shm_op {
     uint32_t ring_p;
     coh_hdr ring_got;
 } shm_op;
+
+static inline shm_chan *shm_chan_of(const coh_shm *s, int from, int to)
+{
+    return (shm_chan *)(s->p2p + ((size_t)from * (size_t)s->n + (size_t)to) * s->p2p_stride);
+}
+
+/* Slot of chunk t: header at +0, descriptor at +64, data at +128. */
+static inline unsigned char *shm_chan_slot(const coh_shm *s, shm_chan *ch, uint32_t t)
+{
+    return (unsigned char *)ch + sizeof(shm_chan) +
+           (size_t)(t % SHM_P2P_SLOTS) * s->p2p_slot_stride;
+}
 
 static inline shm_ring_rec *shm_ring_rec_of(const coh_shm *s, int q, uint32_t p)
 {
@@ -331,6 +400,29 @@ static inline int shm_ring_fp(const coh_shm *s, int q, uint32_t p, uint64_t f[3]
 
 /* shm_wait.c */
 cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target);
+/* The same wait on another futex word owned by local rank q (a channel's
+ * pub or ack): word reaches target; waiters counts sleepers; cpu is the
+ * owner's hint. */
+cohort_status shm_wait_word(shm_op *o, int q, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
+                            _Atomic int32_t *cpu, uint32_t target);
+/* The channels' wait (send/recv): until *word (owned by local rank q)
+ * reaches target, calling poll_fn(arg) while waiting (it takes incoming
+ * chunks; a non-OK status ends the wait); sleeps on this rank's bell.
+ * shm_bell_ring(s, q) after publishing anything local rank q may wait for. */
+cohort_status shm_wait_multi(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
+                             cohort_status (*poll_fn)(void *arg), void *arg);
+void shm_bell_ring(coh_shm *s, int q);
+/* Publishes value into a futex word owned by this rank (seq_cst, then a
+ * wake only if someone sleeps: the same pairing as shm_publish). */
+void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, _Atomic int32_t *cpu,
+                      uint32_t value);
+/* cohort_finalize: waits until *flag is non-zero or *word reached target
+ * (both owned by local rank q), q exited or the deadline passed; the abort
+ * word ends it (its status). Returns COHORT_OK (either condition),
+ * COHORT_ERR_PEER_LOST (q exited; nothing recorded) or COHORT_ERR_TIMEOUT
+ * (nothing recorded, nothing failed). */
+cohort_status shm_wait_flag(coh_shm *s, int q, _Atomic uint32_t *flag, _Atomic uint32_t *word,
+                            uint32_t target, uint64_t deadline_ns);
 cohort_status shm_check_abort(coh_shm *s);
 void shm_futex_wake(_Atomic uint32_t *word);
 void shm_wait_defaults(coh_shm *s);

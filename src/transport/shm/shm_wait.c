@@ -123,21 +123,21 @@ static int peer_exited(coh_shm *s, int q)
 /* Everything that is too expensive for every spin iteration: the abort
  * word, the peer's pidfd, and the group's wait bookkeeping (deadline,
  * stall report, out-of-band probe). */
-static cohort_status slow_check(shm_op *o, int q, uint32_t target)
+static cohort_status slow_check(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target)
 {
     coh_shm *s = o->s;
     /* The peer may have published what we wait for just before an abort
      * that we see first (a ring reader publishes its phase, then fails):
      * the wait is over, and its caller then checks the peer's fingerprint
      * itself - the abort ends the next wait. */
-    if (shm_reached(atomic_load_explicit(&shm_ctl_of(s, q)->arrive, memory_order_acquire), target))
+    if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
         return COHORT_OK;
     cohort_status st = shm_check_abort(s);
     if (st != COHORT_OK)
         return st;
     if (peer_exited(s, q)) {
         /* It may have published what we need just before exiting. */
-        uint32_t v = atomic_load_explicit(&shm_ctl_of(s, q)->arrive, memory_order_acquire);
+        uint32_t v = atomic_load_explicit(word, memory_order_acquire);
         if (shm_reached(v, target))
             return COHORT_OK;
         return coh_tp_peer_lost(o->g, o->waiting_for,
@@ -168,9 +168,48 @@ static inline int urgent(coh_shm *s)
 
 cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target)
 {
+    shm_ctl *pc = shm_ctl_of(o->s, q);
+    return shm_wait_word(o, q, &pc->arrive, &pc->waiters, &pc->cpu, target);
+}
+
+void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, _Atomic int32_t *cpu,
+                      uint32_t value)
+{
+    atomic_store_explicit(cpu, sched_getcpu(), memory_order_relaxed);
+    atomic_store_explicit(word, value, memory_order_seq_cst);
+    if (atomic_load_explicit(waiters, memory_order_seq_cst))
+        shm_futex_wake(word);
+}
+
+cohort_status shm_wait_flag(coh_shm *s, int q, _Atomic uint32_t *flag, _Atomic uint32_t *word,
+                            uint32_t target, uint64_t deadline_ns)
+{
+    for (;;) {
+        if (atomic_load_explicit(flag, memory_order_acquire) ||
+            shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
+            return COHORT_OK;
+        cohort_status st = shm_check_abort(s);
+        if (st != COHORT_OK)
+            return st;
+        if (peer_exited(s, q))
+            return atomic_load_explicit(flag, memory_order_acquire) ||
+                           shm_reached(atomic_load_explicit(word, memory_order_acquire), target)
+                       ? COHORT_OK
+                       : COHORT_ERR_PEER_LOST;
+        uint64_t now = coh_now_ns();
+        if (now >= deadline_ns)
+            return COHORT_ERR_TIMEOUT;
+        /* Rare (once per peer at finalize): sleep in short slices; the
+         * setter does not wake, the slice bounds the delay. */
+        struct timespec ts = {0, 2000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+cohort_status shm_wait_word(shm_op *o, int q, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
+                            _Atomic int32_t *cpu, uint32_t target)
+{
     coh_shm *s = o->s;
-    shm_ctl *pc = shm_ctl_of(s, q);
-    _Atomic uint32_t *word = &pc->arrive;
     if (!o->w_init) {
         coh_wait_init(&o->w, o->g, o->c);
         o->w_init = 1;
@@ -185,7 +224,7 @@ cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target)
      * publish before we let it run. */
     unsigned mask = s->oversub ? 7u : 63u;
     int here = sched_getcpu();
-    if (here >= 0 && here == atomic_load_explicit(&pc->cpu, memory_order_relaxed))
+    if (here >= 0 && here == atomic_load_explicit(cpu, memory_order_relaxed))
         goto yield;
     for (unsigned i = 1;; i++) {
         if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target)) {
@@ -193,7 +232,7 @@ cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target)
             return COHORT_OK;
         }
         if ((i & mask) == 0) {
-            if (urgent(s) && (st = slow_check(o, q, target)) != COHORT_OK)
+            if (urgent(s) && (st = slow_check(o, q, word, target)) != COHORT_OK)
                 return st;
             now = coh_now_ns();
             if (now - t0 >= s->spin_cur) {
@@ -201,7 +240,7 @@ cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target)
                 break;
             }
             if (now >= next_check) {
-                if ((st = slow_check(o, q, target)) != COHORT_OK)
+                if ((st = slow_check(o, q, word, target)) != COHORT_OK)
                     return st;
                 next_check = now + SLICE_NS;
             }
@@ -217,7 +256,7 @@ yield:
             return COHORT_OK;
         now = coh_now_ns();
         if (urgent(s) || now >= next_check) {
-            if ((st = slow_check(o, q, target)) != COHORT_OK)
+            if ((st = slow_check(o, q, word, target)) != COHORT_OK)
                 return st;
             next_check = now + SLICE_NS;
         }
@@ -226,14 +265,103 @@ yield:
     /* Stage 3: sleep on the peer's arrive word, one slice at a time. The
      * seq_cst increment before the re-check pairs with shm_publish. */
     for (;;) {
-        atomic_fetch_add_explicit(&pc->waiters, 1, memory_order_seq_cst);
+        atomic_fetch_add_explicit(waiters, 1, memory_order_seq_cst);
         uint32_t v = atomic_load_explicit(word, memory_order_seq_cst);
         if (!shm_reached(v, target) && !urgent(s))
             futex_wait(word, v, COH_WAIT_SLICE_MS);
-        atomic_fetch_sub_explicit(&pc->waiters, 1, memory_order_seq_cst);
+        atomic_fetch_sub_explicit(waiters, 1, memory_order_seq_cst);
         if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
             return COHORT_OK;
-        if ((st = slow_check(o, q, target)) != COHORT_OK)
+        if ((st = slow_check(o, q, word, target)) != COHORT_OK)
+            return st;
+    }
+}
+
+/* ---- the send/recv channels' wait: one bell per rank ----
+ *
+ * A rank blocked in send or recv must keep taking the messages its other
+ * peers send it (or two ranks sending to each other at once would each
+ * wait for the other to drain its channel): it waits for one word AND for
+ * any incoming chunk. It sleeps on its own bell (the pub word of its
+ * diagonal channel, which carries no messages), and whoever publishes a
+ * chunk or an ack for it rings the bell when it sleeps (shm_bell_ring). */
+void shm_bell_ring(coh_shm *s, int q)
+{
+    shm_chan *b = shm_chan_of(s, q, q);
+    /* seq_cst after the publish: either the sleeper's re-check sees what
+     * was published, or we see it counted itself (as shm_publish) */
+    if (atomic_load_explicit(&b->pub_waiters, memory_order_seq_cst)) {
+        atomic_fetch_add_explicit(&b->pub, 1u, memory_order_seq_cst);
+        shm_futex_wake(&b->pub);
+    }
+}
+
+cohort_status shm_wait_multi(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
+                             cohort_status (*poll_fn)(void *arg), void *arg)
+{
+    coh_shm *s = o->s;
+    shm_chan *b = shm_chan_of(s, s->me, s->me);
+    if (!o->w_init) {
+        coh_wait_init(&o->w, o->g, o->c);
+        o->w_init = 1;
+    }
+    o->waiting_for = o->g->local_ranks ? o->g->local_ranks[q] : q;
+    cohort_status st;
+    uint64_t t0 = coh_now_ns(), now = t0, next_check = t0 + SLICE_NS;
+    unsigned mask = s->oversub ? 7u : 63u;
+    for (unsigned i = 1;; i++) {
+        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target)) {
+            spin_won(s);
+            return COHORT_OK;
+        }
+        if ((i & mask) == 0) {
+            if ((st = poll_fn(arg)) != COHORT_OK)
+                return st;
+            if (urgent(s) && (st = slow_check(o, q, word, target)) != COHORT_OK)
+                return st;
+            now = coh_now_ns();
+            if (now - t0 >= s->spin_cur) {
+                spin_lost(s);
+                break;
+            }
+            if (now >= next_check) {
+                if ((st = slow_check(o, q, word, target)) != COHORT_OK)
+                    return st;
+                next_check = now + SLICE_NS;
+            }
+        }
+        cpu_relax();
+    }
+    while (now - t0 < s->yield_ns) {
+        sched_yield();
+        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
+            return COHORT_OK;
+        if ((st = poll_fn(arg)) != COHORT_OK)
+            return st;
+        now = coh_now_ns();
+        if (urgent(s) || now >= next_check) {
+            if ((st = slow_check(o, q, word, target)) != COHORT_OK)
+                return st;
+            next_check = now + SLICE_NS;
+        }
+    }
+    for (;;) {
+        atomic_fetch_add_explicit(&b->pub_waiters, 1, memory_order_seq_cst);
+        uint32_t v = atomic_load_explicit(&b->pub, memory_order_seq_cst);
+        /* after counting ourselves: take what came, then sleep only if
+         * nothing we wait for is there (a later publish rings the bell) */
+        st = poll_fn(arg);
+        if (st == COHORT_OK &&
+            !shm_reached(atomic_load_explicit(word, memory_order_seq_cst), target) && !urgent(s))
+            futex_wait(&b->pub, v, COH_WAIT_SLICE_MS);
+        atomic_fetch_sub_explicit(&b->pub_waiters, 1, memory_order_seq_cst);
+        if (st != COHORT_OK)
+            return st;
+        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
+            return COHORT_OK;
+        if ((st = poll_fn(arg)) != COHORT_OK)
+            return st;
+        if ((st = slow_check(o, q, word, target)) != COHORT_OK)
             return st;
     }
 }

@@ -1,0 +1,80 @@
+/* mpi_pingpong.c - the MPI peer of cohort-perf's sendrecv: ranks 0 and 1
+ * ping-pong MPI_Send/MPI_Recv; per size, the one-way time (round trip / 2)
+ * of each iteration; prints "bytes p50 p99 max mean" in microseconds.
+ * Built by bench/compare/p2p_ab.sh with mpicc.openmpi (MPI=1).
+ * Usage: mpi_pingpong SIZES(comma list) SECONDS_PER_SIZE */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmpd(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int rank;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    const char *list = argc > 1 ? argv[1] : "8,65536,1048576";
+    double secs = argc > 2 ? atof(argv[2]) : 0.1;
+    char *dup = strdup(list);
+    size_t maxb = 0;
+    for (char *p = strtok(dup, ","); p; p = strtok(NULL, ","))
+        if ((size_t)atol(p) > maxb)
+            maxb = (size_t)atol(p);
+    free(dup);
+    char *buf = calloc(1, maxb ? maxb : 1);
+    enum { MAXIT = 200000 };
+    double *t = malloc(sizeof(double) * MAXIT);
+    dup = strdup(list);
+    for (char *p = strtok(dup, ","); p; p = strtok(NULL, ",")) {
+        int b = atoi(p);
+        for (int w = 0; w < 5; w++) { /* warm-up */
+            if (rank == 0) {
+                MPI_Send(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+                MPI_Recv(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Recv(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+            }
+        }
+        int n = 0, go = 1;
+        double t0 = MPI_Wtime();
+        while (go) {
+            double a = MPI_Wtime();
+            if (rank == 0) {
+                MPI_Send(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+                MPI_Recv(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            } else {
+                MPI_Recv(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+            }
+            t[n++] = (MPI_Wtime() - a) / 2;
+            /* rank 0 decides every 64 iterations whether to stop, so both
+             * ranks run the same count (the broadcast is not timed) */
+            if ((n & 63) == 0) {
+                if (rank == 0)
+                    go = MPI_Wtime() - t0 < secs && n + 64 <= MAXIT;
+                MPI_Bcast(&go, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            }
+        }
+        if (rank == 0) {
+            qsort(t, (size_t)n, sizeof *t, cmpd);
+            double s = 0;
+            for (int i = 0; i < n; i++)
+                s += t[i];
+            printf("%d %.2f %.2f %.1f %.2f\n", b, t[n / 2] * 1e6, t[(int)(n * 0.99)] * 1e6,
+                   t[n - 1] * 1e6, s / n * 1e6);
+            fflush(stdout);
+        }
+    }
+    free(dup);
+    free(buf);
+    free(t);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,269 @@
+/*
+ * shm_p2p.c - send/recv between ranks of one host through the pair's
+ * channel in the segment (layout and protocol: transport/shm/shm_seg.h,
+ * "Channels"; design and measurements: docs/shm.md "Send and receive").
+ *
+ * A message is one or more chunks. Every chunk carries the sender's header
+ * (the same normalised coh_hdr tcp puts on the wire; step = chunk index,
+ * len = the message's bytes), and the receiver compares it with its own
+ * before copying the chunk out: a count, dtype, tag or sequence mismatch
+ * fails the group with COHORT_ERR_CONTRACT and leaves the receive buffer
+ * untouched; the sender learns it through the abort word at its next wait
+ * or call. Messages of one ordered pair are matched in order (per-pair
+ * seq), which a single-producer single-consumer channel gives for free.
+ *
+ * Copies: up to COHORT_SHM_P2P_BYTES a message is one chunk (one copy in,
+ * one out, and the sender does not wait for the receiver while a slot is
+ * free: eager); larger ones are pipelined through the channel's slots;
+ * from COHORT_SHM_SINGLE_COPY_BYTES, where the segment agreed on single
+ * copy (the same decision as for the collectives), the sender publishes
+ * only its buffer's address and the receiver reads it with
+ * process_vm_readv - the sender returns once the receiver has read it.
+ *
+ * Progress: a rank waiting in send or recv keeps taking every other peer's
+ * chunks into a private stash (like tcp's stash of early messages), so two
+ * ranks that send to each other before receiving, or a ring of them,
+ * never wait for each other: a send completes once its chunks are in the
+ * channel (or in the receiver's stash), whatever its size, as long as the
+ * receiver is inside some send or recv; the header of a stashed message is
+ * compared when a recv takes it, before a byte lands in its buffer.
+ */
+#include <string.h>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "coll/fail/fail.h"
+#include "coll/shm/shm_coll.h"
+#include "transport/shm/shm_cma.h"
+#include "transport/shm/shm_seg.h"
+
+static inline cohort_status up(cohort_group *g, cohort_status st)
+{
+    return st == COHORT_OK ? st : coh_coll_transport_failed(g, st);
+}
+
+static void op_init(shm_op *o, coh_shm *s, const coh_call *c, int q)
+{
+    memset(o, 0, sizeof *o);
+    o->s = s;
+    o->g = s->g;
+    o->c = c;
+    o->waiting_for = s->g->local_ranks[q];
+}
+
+int coh_shm_p2p_peer(const coh_shm *s, int peer)
+{
+    const cohort_group *g = s ? s->g : NULL;
+    if (!s || !s->p2p_bytes || !s->p2p_out || !g->peers || peer < 0 || peer >= g->size ||
+        g->peers[peer].host != g->my_host)
+        return -1;
+    int q = g->peers[peer].local_index;
+    return q >= 0 && q < s->n && q != s->me && g->local_ranks[q] == peer ? q : -1;
+}
+
+/* ---- the stash: chunks taken from the other channels while waiting ---- */
+
+static cohort_status bad_chunk(coh_shm *s, const coh_call *c, int q, uint32_t k, const char *what)
+{
+    return coh_group_fail(s->g, COHORT_ERR_PROTOCOL,
+                          "shm %s #%llu: rank %d's channel: chunk %u %s (a corrupted segment?)",
+                          coh_coll_name(c->coll), (unsigned long long)c->seq,
+                          s->g->local_ranks[q], k, what);
+}
+
+typedef struct drain_arg {
+    shm_op *o;
+    int skip; /* the channel the waiting recv reads itself, or -1 */
+} drain_arg;
+
+/* Takes every chunk published to this rank (except on `skip`'s channel)
+ * into the stash. A single-copy message is read whole (its sender waits
+ * for our ack anyway). Headers are checked when a recv takes the message;
+ * here only what the channel protocol itself guarantees. */
+static cohort_status drain(void *arg_)
+{
+    drain_arg *a = arg_;
+    shm_op *o = a->o;
+    coh_shm *s = o->s;
+    for (int q = 0; q < s->n; q++) {
+        if (q == s->me || q == a->skip)
+            continue;
+        shm_chan *ch = shm_chan_of(s, q, s->me);
+        uint32_t t = s->p2p_in[q];
+        while (shm_reached(atomic_load_explicit(&ch->pub, memory_order_acquire), t + 1)) {
+            const unsigned char *slot = shm_chan_slot(s, ch, t);
+            coh_hdr h;
+            shm_chan_desc d;
+            memcpy(&h, slot, sizeof h);
+            memcpy(&d, slot + SHM_LINE, sizeof d);
+            shm_p2p_msg **pp = &s->p2p_stash[q], *m = NULL;
+            while (*pp && (*pp)->next)
+                pp = &(*pp)->next;
+            if (*pp && (*pp)->have < (*pp)->h.len)
+                m = *pp; /* the last message is still incomplete */
+            else if (*pp)
+                pp = &(*pp)->next;
+            if (h.magic != COH_HDR_MAGIC || h.step != (m ? m->chunks : 0u) ||
+                (m && h.len != m->h.len))
+                return bad_chunk(s, o->c, q, h.step, "is out of sequence");
+            if (!m) {
+                if (h.len > SIZE_MAX - sizeof *m ||
+                    !(m = coh_malloc(sizeof *m + (size_t)h.len)))
+                    return coh_group_fail(s->g, COHORT_ERR_NOMEM,
+                                          "shm: no memory to hold a %llu-byte message from rank "
+                                          "%d that no recv has asked for yet",
+                                          (unsigned long long)h.len, s->g->local_ranks[q]);
+                m->next = NULL;
+                m->h = h;
+                m->have = 0;
+                m->chunks = 0;
+                *pp = m;
+            }
+            if (d.mode == SHM_CHAN_CMA) {
+                if (m->chunks || d.bytes != h.len)
+                    return bad_chunk(s, o->c, q, h.step, "announces a single copy of another size");
+                shm_op r = *o;
+                r.w_init = 0;
+                cohort_status st = up(s->g, shm_cma_read(&r, q, m->data, d.addr, (size_t)d.bytes));
+                if (st != COHORT_OK)
+                    return st;
+            } else if (d.mode != SHM_CHAN_COPY ||
+                       d.bytes != COH_MIN(s->p2p_bytes, (size_t)h.len - m->have)) {
+                return bad_chunk(s, o->c, q, h.step, "has an unexpected length");
+            } else {
+                coh_shm_copy(m->data + m->have, slot + 2 * SHM_LINE, (size_t)d.bytes, 0);
+            }
+            m->have += (size_t)d.bytes;
+            m->chunks++;
+            shm_word_publish(&ch->ack, &ch->ack_waiters, &ch->ack_cpu, ++t);
+            shm_bell_ring(s, q);
+            s->p2p_in[q] = t;
+        }
+    }
+    return COHORT_OK;
+}
+
+static inline cohort_status wait_word(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
+                                      int skip)
+{
+    if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
+        return COHORT_OK;
+    drain_arg a = {o, skip};
+    return up(o->g, shm_wait_multi(o, q, word, target, drain, &a));
+}
+
+cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *h,
+                           const void *buf_, size_t bytes)
+{
+    const unsigned char *buf = buf_;
+    shm_op o;
+    op_init(&o, s, c, q);
+    shm_chan *ch = shm_chan_of(s, s->me, q);
+    size_t chunk = s->p2p_bytes;
+    int cma = shm_cma_use(s, COH_COLL_SEND, bytes);
+    uint32_t t = s->p2p_out[q];
+    uint32_t nchunks = cma || bytes == 0 ? 1u : (uint32_t)((bytes + chunk - 1) / chunk);
+    size_t off = 0;
+    cohort_status st;
+    for (uint32_t k = 0; k < nchunks; k++, t++) {
+        /* slot t % SLOTS is free once its previous chunk was consumed */
+        st = wait_word(&o, q, &ch->ack, t + 1 - SHM_P2P_SLOTS, -1);
+        if (st != COHORT_OK)
+            return st;
+        unsigned char *slot = shm_chan_slot(s, ch, t);
+        size_t len = cma ? bytes : COH_MIN(chunk, bytes - off);
+        coh_hdr hh = *h;
+        hh.step = k;
+        memcpy(slot, &hh, sizeof hh);
+        shm_chan_desc d = {.mode = cma ? SHM_CHAN_CMA : SHM_CHAN_COPY,
+                           .bytes = len,
+                           .addr = cma ? (uint64_t)(uintptr_t)buf : 0};
+        memcpy(slot + SHM_LINE, &d, sizeof d);
+        if (!cma)
+            coh_shm_copy(slot + 2 * SHM_LINE, buf + off, len, 0);
+        off += cma ? 0 : len;
+        shm_word_publish(&ch->pub, &ch->pub_waiters, &ch->pub_cpu, t + 1);
+        shm_bell_ring(s, q);
+    }
+    s->p2p_out[q] = t;
+    if (!cma)
+        return COHORT_OK;
+    /* The receiver reads my buffer: it is the caller's again only after
+     * the receiver's ack. */
+    return wait_word(&o, q, &ch->ack, t, -1);
+}
+
+cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *h, void *buf_,
+                           size_t bytes)
+{
+    unsigned char *buf = buf_;
+    shm_op o;
+    op_init(&o, s, c, q);
+    shm_chan *ch = shm_chan_of(s, q, s->me);
+    int nt = bytes >= s->nt_bytes;
+    size_t off = 0;
+    uint32_t k = 0;
+    cohort_status st;
+    coh_hdr exp = *h;
+    /* a message taken earlier: compare, copy what came, go on from there */
+    shm_p2p_msg *m = s->p2p_stash[q];
+    if (m) {
+        exp.step = 0;
+        if (coh_hdr_match(&exp, &m->h) != COH_FIELD_NONE)
+            return up(s->g, coh_tp_mismatch(s->g, c, s->g->local_ranks[q], &exp, &m->h));
+        coh_shm_copy(buf, m->data, m->have, nt);
+        off = m->have;
+        k = m->chunks;
+        s->p2p_stash[q] = m->next;
+        coh_free(m);
+        if (off >= bytes)
+            goto done;
+    }
+    for (;; k++) {
+        uint32_t t = s->p2p_in[q];
+        st = wait_word(&o, q, &ch->pub, t + 1, q);
+        if (st != COHORT_OK)
+            return st;
+        const unsigned char *slot = shm_chan_slot(s, ch, t);
+        coh_hdr got;
+        shm_chan_desc d;
+        memcpy(&got, slot, sizeof got);
+        memcpy(&d, slot + SHM_LINE, sizeof d);
+        exp.step = k;
+        if (got.magic != COH_HDR_MAGIC)
+            return bad_chunk(s, c, q, k, "has no message header");
+        /* the contract check: before a byte of this message lands in buf
+         * (every chunk's header is compared; the first decides) */
+        if (coh_hdr_match(&exp, &got) != COH_FIELD_NONE)
+            return up(s->g, coh_tp_mismatch(s->g, c, s->g->local_ranks[q], &exp, &got));
+        if (d.mode == SHM_CHAN_CMA) {
+            if (k != 0 || d.bytes != bytes)
+                return bad_chunk(s, c, q, k, "announces a single copy of another size");
+            st = up(s->g, shm_cma_read(&o, q, buf, d.addr, bytes));
+            /* An abort while reading: the sender may have returned and
+             * reused its buffer; what was read is not reported as data. */
+            if (st == COHORT_OK)
+                st = up(s->g, shm_check_abort(s));
+            if (st != COHORT_OK)
+                return st;
+            off = bytes;
+        } else {
+            if (d.mode != SHM_CHAN_COPY || d.bytes != COH_MIN(s->p2p_bytes, bytes - off))
+                return bad_chunk(s, c, q, k, "has an unexpected length");
+            coh_shm_copy(buf + off, slot + 2 * SHM_LINE, (size_t)d.bytes, nt);
+            off += (size_t)d.bytes;
+        }
+        s->p2p_in[q] = t + 1;
+        shm_word_publish(&ch->ack, &ch->ack_waiters, &ch->ack_cpu, t + 1);
+        shm_bell_ring(s, q);
+        if (off >= bytes)
+            break;
+    }
+done:
+#if defined(__x86_64__)
+    if (nt)
+        _mm_sfence();
+#endif
+    return COHORT_OK;
+}

@@ -1,0 +1,452 @@
+/* test_shm_p2p.c - send/recv between ranks of one host through the pair's
+ * channel in the segment (src/coll/shm/shm_p2p.c): real groups
+ * (cohort_init) in real processes. Sizes around the eager and chunk bounds,
+ * dtypes, both copy modes (two copies forced, single copy forced); the path
+ * really taken (cohort_describe); ordering with many outstanding async
+ * sends; contract mismatches (count, dtype, tag) reported on both ranks with
+ * the receive buffer untouched; a peer SIGKILLed mid-transfer (as sender and
+ * as receiver); a SIGSTOPped peer (timeout with a stall report); an abort
+ * from another thread while a recv waits. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "support/support.h"
+
+#define CHUNK 4096 /* COHORT_SHM_P2P_BYTES in these tests: small, so bounds are cheap */
+#define SLOTS 4
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static unsigned char pat(size_t i, int from, int k) { return (unsigned char)(i * 131u + (unsigned)from * 7u + (unsigned)k * 17u + 1u); }
+
+/* ---- correctness matrix ---- */
+
+static const size_t sizes[] = {0,         1,         CHUNK - 1, CHUNK,          CHUNK + 1,
+                               SLOTS * CHUNK - 1, SLOTS * CHUNK, SLOTS * CHUNK + 1, 65535,
+                               65536,     65537,     (size_t)16 << 20};
+static const cohort_dtype dts[] = {COHORT_UINT8, COHORT_INT32, COHORT_FLOAT64, COHORT_BFLOAT16};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+#define NDTS (sizeof dts / sizeof dts[0])
+
+typedef struct mode_arg {
+    int single; /* expected: 1 single copy at >= 64 KiB, 0 never */
+} mode_arg;
+
+static int rank_matrix(int rank, void *arg)
+{
+    const mode_arg *m = arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    int n = cohort_size(g), me = cohort_rank(g);
+    int to = (me + 1) % n, from = (me + n - 1) % n;
+    char d[1024];
+    RANK_PASS(cohort_describe(g, "send", 65536, COHORT_UINT8, d, sizeof d), g);
+    RANK_CHECK(strstr(d, m->single ? "single copy (cma; send/recv channel)"
+                                   : "two copies (send/recv channel"),
+               "rank %d: path %s", me, d);
+    RANK_PASS(cohort_describe(g, "send", 16, COHORT_UINT8, d, sizeof d), g);
+    RANK_CHECK(strstr(d, "two copies (send/recv channel, eager)"), "rank %d: path %s", me, d);
+    size_t maxb = sizes[NSIZES - 1];
+    unsigned char *sb = malloc(maxb + 64), *rb = malloc(maxb + 64);
+    RANK_CHECK(sb && rb, "malloc");
+    int k = 0;
+    for (size_t di = 0; di < NDTS; di++) {
+        size_t es = cohort_dtype_size(dts[di]);
+        for (size_t si = 0; si < NSIZES; si++, k++) {
+            size_t count = sizes[si] / es, bytes = count * es;
+            /* odd alignments of both buffers against the 64-byte slots */
+            unsigned char *s = sb + (k % 7), *r = rb + (k % 5);
+            for (size_t i = 0; i < bytes; i++)
+                s[i] = pat(i, me, k);
+            memset(r, 0xEE, bytes + 8);
+            cohort_work *w;
+            /* ring exchange: async send first so no pair waits on itself */
+            RANK_PASS(cohort_send_async(g, s, count, dts[di], to, k, &w), g);
+            RANK_PASS(cohort_recv(g, r, count, dts[di], from, k), g);
+            RANK_PASS(cohort_work_wait(w, -1), g);
+            cohort_work_free(w);
+            for (size_t i = 0; i < bytes; i++)
+                RANK_CHECK(r[i] == pat(i, from, k), "rank %d: %s x %zu: byte %zu is %u, want %u",
+                           me, cohort_dtype_name(dts[di]), count, i, r[i], pat(i, from, k));
+            for (size_t i = bytes; i < bytes + 8; i++)
+                RANK_CHECK(r[i] == 0xEE, "rank %d: byte %zu after the message was written", me, i);
+        }
+    }
+    free(sb);
+    free(rb);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(matrix_two_copies)
+{
+    mode_arg m = {0};
+    cht_opts o = {.nranks = 2, .deadline_ms = 120000,
+                  .extra_env = "COHORT_SHM_P2P_BYTES=4096;COHORT_SHM_SINGLE_COPY=off"};
+    cht_result r;
+    cht_run_ranks(&o, rank_matrix, &m, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+START_TEST(matrix_single_copy)
+{
+    mode_arg m = {1};
+    cht_opts o = {.nranks = 2, .deadline_ms = 120000,
+                  .extra_env = "COHORT_SHM_P2P_BYTES=4096;COHORT_SHM_SINGLE_COPY=on"};
+    cht_result r;
+    cht_run_ranks(&o, rank_matrix, &m, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* three ranks: three channels per rank in use at once */
+START_TEST(matrix_three_ranks)
+{
+    mode_arg m = {0};
+    cht_opts o = {.nranks = 3, .deadline_ms = 120000,
+                  .extra_env = "COHORT_SHM_P2P_BYTES=4096;COHORT_SHM_SINGLE_COPY=off"};
+    cht_result r;
+    cht_run_ranks(&o, rank_matrix, &m, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* COHORT_SHM_P2P_BYTES=0: send/recv stay on tcp (the old path), and say so */
+static int rank_off(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    char d[1024];
+    RANK_PASS(cohort_describe(g, "send", 65536, COHORT_UINT8, d, sizeof d), g);
+    RANK_CHECK(strstr(d, "tcp socket (COHORT_SHM_P2P_BYTES=0"), "path %s", d);
+    int32_t v = rank + 40;
+    if (rank == 0)
+        RANK_PASS(cohort_send(g, &v, 1, COHORT_INT32, 1, 3), g);
+    else {
+        RANK_PASS(cohort_recv(g, &v, 1, COHORT_INT32, 0, 3), g);
+        RANK_CHECK(v == 40, "got %d", v);
+    }
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(channels_off_uses_tcp)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 30000, .extra_env = "COHORT_SHM_P2P_BYTES=0"};
+    cht_result r;
+    cht_run_ranks(&o, rank_off, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- ordering: many outstanding async sends, mixed sizes ---- */
+
+#define NMSG 300
+static size_t msg_bytes(int i) { return (size_t)((i * 2654435761u) % (3 * CHUNK * SLOTS)); }
+
+static int rank_order(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    size_t tot = 0;
+    for (int i = 0; i < NMSG; i++)
+        tot += msg_bytes(i);
+    unsigned char *buf = malloc(tot + 1);
+    RANK_CHECK(buf, "malloc");
+    if (rank == 0) {
+        cohort_work *w[NMSG];
+        size_t off = 0;
+        for (int i = 0; i < NMSG; i++) {
+            for (size_t b = 0; b < msg_bytes(i); b++)
+                buf[off + b] = pat(b, 0, i);
+            RANK_PASS(cohort_send_async(g, buf + off, msg_bytes(i), COHORT_UINT8, 1, i % 7, &w[i]),
+                      g);
+            off += msg_bytes(i);
+        }
+        for (int i = 0; i < NMSG; i++) {
+            RANK_PASS(cohort_work_wait(w[i], -1), g);
+            cohort_work_free(w[i]);
+        }
+    } else {
+        usleep(100 * 1000); /* let the sender run ahead and fill the channel */
+        for (int i = 0; i < NMSG; i++) {
+            size_t b = msg_bytes(i);
+            memset(buf, 0, b + 1);
+            RANK_PASS(cohort_recv(g, buf, b, COHORT_UINT8, 0, i % 7), g);
+            for (size_t j = 0; j < b; j++)
+                RANK_CHECK(buf[j] == pat(j, 0, i), "message %d byte %zu", i, j);
+        }
+    }
+    free(buf);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(ordering_async)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 60000, .extra_env = "COHORT_SHM_P2P_BYTES=4096"};
+    cht_result r;
+    cht_run_ranks(&o, rank_order, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- contract mismatches: both ranks fail, nothing delivered ---- */
+
+enum { MM_COUNT, MM_DTYPE, MM_TAG, MM_COUNT_BIG };
+static const char *const mm_words[] = {"count", "dtype", "tag", "count"};
+
+static int rank_mismatch(int rank, void *arg)
+{
+    int f = *(const int *)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    size_t n = f == MM_COUNT_BIG ? 65536 : 64;
+    int32_t *buf = malloc((n + 8) * sizeof *buf);
+    RANK_CHECK(buf, "malloc");
+    for (size_t i = 0; i < n + 8; i++)
+        buf[i] = rank == 0 ? (int32_t)i : -7;
+    /* one good message first, so the bad one is not the channel's first */
+    RANK_PASS(rank == 0 ? cohort_send(g, buf, 4, COHORT_INT32, 1, 1)
+                        : cohort_recv(g, buf + n, 4, COHORT_INT32, 0, 1),
+              g);
+    if (rank == 1)
+        for (size_t i = n; i < n + 8; i++)
+            buf[i] = -7;
+    cohort_status st;
+    if (rank == 0) {
+        st = cohort_send(g, buf, n, COHORT_INT32, 1, 2);
+        /* an eager send returns before the receiver looked: the report
+         * reaches this rank at its next call */
+        if (st == COHORT_OK)
+            st = cohort_barrier(g);
+    } else {
+        switch (f) {
+        case MM_COUNT:
+        case MM_COUNT_BIG:
+            st = cohort_recv(g, buf, n + 1, COHORT_INT32, 0, 2);
+            break;
+        case MM_DTYPE:
+            st = cohort_recv(g, buf, n, COHORT_FLOAT32, 0, 2);
+            break;
+        default:
+            st = cohort_recv(g, buf, n, COHORT_INT32, 0, 3);
+            break;
+        }
+        for (size_t i = 0; i < n + 8; i++)
+            RANK_CHECK(buf[i] == -7, "receive buffer written at %zu after a mismatch", i);
+    }
+    const char *e = cohort_last_error(g);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "rank %d: %s: %s", rank, cohort_status_name(st), e);
+    RANK_CHECK(strstr(e, mm_words[f]), "rank %d: the report does not name the %s: %s", rank,
+               mm_words[f], e);
+    free(buf);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(mismatch_both_ranks)
+{
+    int f = _i;
+    cht_opts o = {.nranks = 2, .deadline_ms = 30000,
+                  .extra_env = "COHORT_SHM_P2P_BYTES=4096;COHORT_TIMEOUT=10;COHORT_SHM_SINGLE_COPY=on"};
+    cht_result r;
+    cht_run_ranks(&o, rank_mismatch, &f, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- a peer SIGKILLed mid-transfer ---- */
+
+#define BIG ((size_t)32 << 20)
+
+static void *killer(void *arg)
+{
+    (void)arg;
+    usleep(60 * 1000);
+    raise(SIGKILL);
+    return NULL;
+}
+
+/* arg: 0 the sender dies, 1 the receiver dies; the victim streams large
+ * messages until it dies, the survivor takes them until its call fails */
+static int rank_kill(int rank, void *arg)
+{
+    int victim = *(const int *)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    unsigned char *buf = calloc(1, BIG);
+    RANK_CHECK(buf, "calloc");
+    RANK_PASS(cohort_barrier(g), g);
+    if (rank == victim) {
+        pthread_t t;
+        pthread_create(&t, NULL, killer, NULL);
+        for (;;)
+            if (rank == 0)
+                cohort_send(g, buf, BIG, COHORT_UINT8, 1, 0);
+            else
+                cohort_recv(g, buf, BIG, COHORT_UINT8, 0, 0);
+    }
+    cohort_status st = COHORT_OK;
+    double last = now_ms();
+    int k = 0;
+    while (st == COHORT_OK && now_ms() - last < 10000) {
+        st = rank == 0 ? cohort_send(g, buf, BIG, COHORT_UINT8, 1, 0)
+                       : cohort_recv(g, buf, BIG, COHORT_UINT8, 0, 0);
+        if (st == COHORT_OK) {
+            last = now_ms();
+            k++;
+        }
+    }
+    double dt = now_ms() - last;
+    RANK_CHECK(st == COHORT_ERR_PEER_LOST, "after %d messages: %s: %s", k, cohort_status_name(st),
+               cohort_last_error(g));
+    RANK_CHECK(dt < 3000, "the loss took %.0f ms to show", dt);
+    free(buf);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(sigkill_mid_transfer)
+{
+    int victim = _i; /* 0: the sender dies; 1: the receiver dies */
+    cht_opts o = {.nranks = 2, .deadline_ms = 30000,
+                  .extra_env = "COHORT_SHM_P2P_BYTES=16384;COHORT_TIMEOUT=20"};
+    cht_result r;
+    cht_run_ranks(&o, rank_kill, &victim, &r);
+    ck_assert_msg(r.status[victim] == 128 + SIGKILL, "victim exited %d", r.status[victim]);
+    ck_assert_msg(r.status[1 - victim] == 0 && !r.hung[1 - victim], "survivor exited %d%s",
+                  r.status[1 - victim], r.hung[1 - victim] ? " (hung)" : "");
+}
+END_TEST
+
+/* The same with single copy: the receiver reads the sender's memory. */
+START_TEST(sigkill_single_copy)
+{
+    int victim = _i;
+    cht_opts o = {.nranks = 2, .deadline_ms = 30000,
+                  .extra_env = "COHORT_SHM_SINGLE_COPY=on;COHORT_TIMEOUT=20"};
+    cht_result r;
+    cht_run_ranks(&o, rank_kill, &victim, &r);
+    ck_assert_msg(r.status[victim] == 128 + SIGKILL, "victim exited %d", r.status[victim]);
+    ck_assert_msg(r.status[1 - victim] == 0 && !r.hung[1 - victim], "survivor exited %d%s",
+                  r.status[1 - victim], r.hung[1 - victim] ? " (hung)" : "");
+}
+END_TEST
+
+/* ---- a stopped peer: the waiting side times out with a stall report ---- */
+
+static int rank_stopped(int rank, void *arg)
+{
+    int big = *(const int *)arg; /* 1: the waiter is a sender beyond the eager bound */
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    RANK_PASS(cohort_barrier(g), g);
+    if (rank == 1) {
+        raise(SIGSTOP); /* resumed once rank 0 exited */
+        return 0;
+    }
+    size_t n = big ? (size_t)1 << 20 : 16;
+    unsigned char *buf = calloc(1, n);
+    RANK_CHECK(buf, "calloc");
+    double t0 = now_ms();
+    cohort_status st = big ? cohort_send(g, buf, n, COHORT_UINT8, 1, 0)
+                           : cohort_recv(g, buf, n, COHORT_UINT8, 1, 0);
+    double dt = now_ms() - t0;
+    const char *e = cohort_last_error(g);
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT, "%s: %s", cohort_status_name(st), e);
+    RANK_CHECK(strstr(e, big ? "send #1" : "recv #1"), "the report does not name the call: %s", e);
+    RANK_CHECK(dt > 1400 && dt < 6000, "timed out after %.0f ms (COHORT_TIMEOUT=1.5)", dt);
+    free(buf);
+    return 0;
+}
+
+START_TEST(sigstop_times_out)
+{
+    int big = _i;
+    cht_opts o = {.nranks = 2, .deadline_ms = 30000, .resume_stopped = 1,
+                  .extra_env = "COHORT_TIMEOUT=1.5;COHORT_SHM_P2P_BYTES=16384"};
+    cht_result r;
+    cht_run_ranks(&o, rank_stopped, &big, &r);
+    ck_assert_msg(r.status[0] == 0 && !r.hung[0], "rank 0 exited %d", r.status[0]);
+}
+END_TEST
+
+/* ---- an abort from another thread ends a waiting recv ---- */
+
+static void *aborter(void *arg)
+{
+    usleep(200 * 1000);
+    cohort_abort(arg, "stop from another thread");
+    return NULL;
+}
+
+static int rank_abort_thread(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    RANK_PASS(cohort_barrier(g), g);
+    int32_t v = 0;
+    double t0 = now_ms();
+    cohort_status st;
+    if (rank == 0) {
+        pthread_t t;
+        pthread_create(&t, NULL, aborter, g);
+        st = cohort_recv(g, &v, 1, COHORT_INT32, 1, 0); /* never sent */
+        pthread_join(t, NULL);
+    } else {
+        st = cohort_recv(g, &v, 1, COHORT_INT32, 0, 0); /* never sent either */
+    }
+    double dt = now_ms() - t0;
+    RANK_CHECK(st != COHORT_OK && st != COHORT_ERR_TIMEOUT, "rank %d: %s: %s", rank,
+               cohort_status_name(st), cohort_last_error(g));
+    RANK_CHECK(strstr(cohort_last_error(g), "stop from another thread"), "rank %d: %s", rank,
+               cohort_last_error(g));
+    RANK_CHECK(dt < 3000, "rank %d: the abort took %.0f ms", rank, dt);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(abort_from_thread)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 30000, .extra_env = "COHORT_TIMEOUT=20"};
+    cht_result r;
+    cht_run_ranks(&o, rank_abort_thread, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("shm_p2p");
+    TCase *tc = tcase_create("p2p");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, matrix_two_copies);
+    tcase_add_test(tc, matrix_single_copy);
+    tcase_add_test(tc, matrix_three_ranks);
+    tcase_add_test(tc, channels_off_uses_tcp);
+    tcase_add_test(tc, ordering_async);
+    tcase_add_loop_test(tc, mismatch_both_ranks, MM_COUNT, MM_COUNT_BIG + 1);
+    tcase_add_loop_test(tc, sigkill_mid_transfer, 0, 2);
+    tcase_add_loop_test(tc, sigkill_single_copy, 0, 2);
+    tcase_add_loop_test(tc, sigstop_times_out, 0, 2);
+    tcase_add_test(tc, abort_from_thread);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+COH_TEST_MAIN(suite)
