@@ -143,7 +143,7 @@ END_TEST
 
 enum {
     R_COUNT, R_DTYPE, R_ROOT, R_NOBODY_ROOT, R_READER_AR, R_ROOT_AR, R_EXTRA, R_SKIPPED,
-    R_COUNT_AHEAD, R_ROOT_CLOSE, R_N
+    R_COUNT_AHEAD, R_ROOT_CLOSE, R_OTHERS_AR, R_N
 };
 
 typedef struct rcase {
@@ -162,6 +162,7 @@ static const rcase rcases[R_N] = {
     [R_SKIPPED] = {"rank 1 skips a call", "differs"},
     [R_COUNT_AHEAD] = {"count, root K-1 calls ahead", "count differs"},
     [R_ROOT_CLOSE] = {"two roots in the last call (closing check)", "root differs"},
+    [R_OTHERS_AR] = {"root and a third rank call all_reduce", "op differs"},
 };
 
 static int odd;
@@ -212,6 +213,9 @@ static cohort_status run_case(cohort_group *g, int k, unsigned char *buf)
         break;
     case R_ROOT_AR:
         STEP(r == 0 ? ar(g) : bc(g, buf, COHORT_FLOAT32, 0, big ? 250 : 1));
+        break;
+    case R_OTHERS_AR:
+        STEP(odd ? bc(g, buf, COHORT_FLOAT32, 0, big ? 250 : 1) : ar(g));
         break;
     case R_EXTRA:
         if (odd)
