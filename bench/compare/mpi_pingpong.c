@@ -14,6 +14,18 @@ static int cmpd(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* one round trip: rank 0 sends first, rank 1 answers */
+static void round_trip(int rank, char *buf, int b)
+{
+    if (rank == 0) {
+        MPI_Send(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+        MPI_Recv(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+        MPI_Recv(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -33,26 +45,13 @@ int main(int argc, char **argv)
     dup = strdup(list);
     for (char *p = strtok(dup, ","); p; p = strtok(NULL, ",")) {
         int b = atoi(p);
-        for (int w = 0; w < 5; w++) { /* warm-up */
-            if (rank == 0) {
-                MPI_Send(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
-                MPI_Recv(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            } else {
-                MPI_Recv(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                MPI_Send(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
-            }
-        }
+        for (int w = 0; w < 5; w++) /* warm-up */
+            round_trip(rank, buf, b);
         int n = 0, go = 1;
         double t0 = MPI_Wtime();
         while (go) {
             double a = MPI_Wtime();
-            if (rank == 0) {
-                MPI_Send(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
-                MPI_Recv(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-            } else {
-                MPI_Recv(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                MPI_Send(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
-            }
+            round_trip(rank, buf, b);
             t[n++] = (MPI_Wtime() - a) / 2;
             /* rank 0 decides every 64 iterations whether to stop, so both
              * ranks run the same count (the broadcast is not timed) */
