@@ -12,6 +12,7 @@
  * thread holds the GIL inside a backend call that never returns.
  */
 #include "cohort_py.h"
+#include <structmember.h>
 
 #include <cohort_check.h>
 #include <limits.h>
@@ -1413,6 +1414,94 @@ static PyTypeObject TorchCall_Type = {
     .tp_dictoffset = offsetof(TorchCallObject, dict),
 };
 
+/* A ProcessGroup method in the class dict (cohort.TorchPass): torch's own
+ * module-level calls (dist.all_reduce -> group.allreduce) reach it while a
+ * checked call runs (tc_depth > 0) and go straight to the original; a
+ * program's direct call (depth 0) goes to the Python wrapper that checks it.
+ * In C so that the pass-through costs no Python frame per checked call. */
+typedef struct {
+    PyObject_HEAD PyObject *orig;
+    PyObject *slow;
+    vectorcallfunc vectorcall;
+} TorchPassObject;
+
+static PyObject *tp_pass_vc(PyObject *self, PyObject *const *args, size_t nargsf,
+                            PyObject *kwnames)
+{
+    TorchPassObject *p = (TorchPassObject *)self;
+    return PyObject_Vectorcall(tc_depth > 0 ? p->orig : p->slow, args, nargsf, kwnames);
+}
+
+/* a method: bound to the instance it is read from, like a Python function */
+static PyObject *tp_pass_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    (void)type;
+    if (!obj || obj == Py_None)
+        return Py_NewRef(self);
+    return PyMethod_New(self, obj);
+}
+
+static int tp_pass_traverse(TorchPassObject *p, visitproc visit, void *arg)
+{
+    Py_VISIT(p->orig);
+    Py_VISIT(p->slow);
+    return 0;
+}
+
+static int tp_pass_clear(TorchPassObject *p)
+{
+    Py_CLEAR(p->orig);
+    Py_CLEAR(p->slow);
+    return 0;
+}
+
+static void tp_pass_dealloc(TorchPassObject *p)
+{
+    PyObject_GC_UnTrack(p);
+    tp_pass_clear(p);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static PyMemberDef tp_pass_members[] = {
+    {"__cohort_original__", T_OBJECT, offsetof(TorchPassObject, orig), READONLY, NULL},
+    {"__cohort_python__", T_OBJECT, offsetof(TorchPassObject, slow), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject TorchPass_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "cohort.TorchPass",
+    .tp_basicsize = sizeof(TorchPassObject),
+    .tp_dealloc = (destructor)tp_pass_dealloc,
+    .tp_vectorcall_offset = offsetof(TorchPassObject, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_descr_get = tp_pass_get,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A ProcessGroup method: the original inside a checked call, else the checking "
+              "Python wrapper (cohort.torch).",
+    .tp_traverse = (traverseproc)tp_pass_traverse,
+    .tp_clear = (inquiry)tp_pass_clear,
+    .tp_members = tp_pass_members,
+};
+
+/* torch_pass(orig, slow) -> TorchPass */
+static PyObject *py_torch_pass(PyObject *m, PyObject *args)
+{
+    (void)m;
+    PyObject *orig, *slow;
+    if (!PyArg_ParseTuple(args, "OO", &orig, &slow))
+        return NULL;
+    if (!PyCallable_Check(orig) || !PyCallable_Check(slow))
+        return PyErr_Format(PyExc_TypeError, "torch_pass: orig and slow must be callable");
+    TorchPassObject *p = PyObject_GC_New(TorchPassObject, &TorchPass_Type);
+    if (!p)
+        return NULL;
+    p->orig = Py_NewRef(orig);
+    p->slow = Py_NewRef(slow);
+    p->vectorcall = tp_pass_vc;
+    PyObject_GC_Track(p);
+    return (PyObject *)p;
+}
+
 /* torch_call(orig, slow, state, kind, opname, names, npos, indices, root_default,
  *            synced, prewait, tensor_type, work_type, failed) -> TorchCall
  * kind: "tensor", "barrier", "send" or "recv"; indices: a dict of the
@@ -1541,6 +1630,9 @@ static PyMethodDef tc_module_methods[] = {
     {"_torch_depth", py_torch_depth, METH_NOARGS,
      "internal: this thread is inside a call cohort.torch checks (1) or not (0)"},
     {"_torch_set_depth", py_torch_set_depth, METH_O, "internal: see _torch_depth"},
+    {"_torch_pass", py_torch_pass, METH_VARARGS,
+     "internal: _torch_pass(orig, slow): a ProcessGroup method that is orig inside a checked "
+     "call and slow otherwise"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1681,7 +1773,8 @@ static PyTypeObject CheckGroup_Type = {
 int cpy_check_add(PyObject *m)
 {
     if (PyType_Ready(&Checker_Type) < 0 || PyType_Ready(&CheckGroup_Type) < 0 ||
-        PyType_Ready(&TorchCall_Type) < 0 || PyModule_AddFunctions(m, tc_module_methods) < 0)
+        PyType_Ready(&TorchCall_Type) < 0 || PyType_Ready(&TorchPass_Type) < 0 ||
+        PyModule_AddFunctions(m, tc_module_methods) < 0)
         return -1;
     if (!(cpy_str_default_cg = PyUnicode_InternFromString("default_cg")) ||
         !(cpy_str_group_for = PyUnicode_InternFromString("group_for")) ||

@@ -300,3 +300,32 @@ def test_checker_holds_a_backend_abort_for_the_report():
     (m,) = reports
     assert "count differs: ranks 0,2 have 8, rank 1 has 4" in m, m
     assert "signal 6" not in p.stderr and "Aborted" not in p.stderr, p.stderr
+
+
+def test_torch_pass_binds_and_routes_by_depth():
+    """cohort.TorchPass (a ProcessGroup method in C): bound like a method, the
+    original inside a checked call (depth 1), the checking wrapper outside."""
+    from cohort._cohort import _torch_depth, _torch_pass, _torch_set_depth
+
+    def orig(self, *args, **kw):
+        return ("orig", self, args, kw)
+
+    def slow(self, *args, **kw):
+        return ("slow", self, args, kw)
+
+    class PG:
+        allreduce = _torch_pass(orig, slow)
+
+    pg = PG()
+    assert PG.__dict__["allreduce"].__cohort_original__ is orig
+    assert PG.__dict__["allreduce"].__cohort_python__ is slow
+    assert _torch_depth() == 0
+    assert pg.allreduce([1], op=2) == ("slow", pg, ([1],), {"op": 2})
+    _torch_set_depth(1)
+    try:
+        assert pg.allreduce([1], op=2) == ("orig", pg, ([1],), {"op": 2})
+        assert PG.allreduce(pg, 3) == ("orig", pg, (3,), {})
+    finally:
+        _torch_set_depth(0)
+    with pytest.raises(TypeError):
+        _torch_pass(orig, 5)

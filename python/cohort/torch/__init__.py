@@ -24,7 +24,7 @@ import sys
 import threading
 
 import cohort
-from cohort._cohort import _torch_depth, _torch_set_depth
+from cohort._cohort import _torch_depth, _torch_set_depth, _torch_pass
 
 __all__ = ["install", "uninstall", "installed", "checker", "EXIT_CODE", "WRAPPED"]
 
@@ -958,7 +958,10 @@ def _patch_more(st):
             if f is None:
                 continue
             st.class_originals.append((PG, name, f))
-            setattr(PG, name, _wrap_pg_method(name, getattr(PG, name)))
+            # torch's own dist.* calls reach these inside a checked call: the
+            # pass-through to the original is in C (no Python frame per call)
+            bound = getattr(PG, name)
+            setattr(PG, name, _torch_pass(bound, _wrap_pg_method(name, bound)))
     try:
         import torch.distributed._functional_collectives as fc
     except Exception:
