@@ -1,8 +1,10 @@
 /* perf_report.c - statistics, memory probes and output (text table, JSON). */
 #include <ctype.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -84,6 +86,28 @@ void perf_mem_status(uint64_t *rss, uint64_t *hwm, uint64_t *shmem)
             *shmem = v;
     }
     fclose(f);
+}
+
+void perf_sched_sample(int64_t v[PERF_SCHED_FIELDS])
+{
+    v[0] = sched_getcpu();
+    v[1] = -1;
+    FILE *f = fopen("/proc/thread-self/sched", "r");
+    if (f) {
+        char line[256];
+        long long m;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "se.nr_migrations : %lld", &m) == 1) {
+                v[1] = m;
+                break;
+            }
+        fclose(f);
+    }
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    getrusage(RUSAGE_THREAD, &ru);
+    v[2] = ru.ru_nvcsw;
+    v[3] = ru.ru_nivcsw;
 }
 
 /* Sums Size/Rss/Pss of the writable MAP_SHARED mappings (perms "rw-s"):
