@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "cli.h"
 #include "perf.h"
 
@@ -88,7 +89,10 @@ static void usage(FILE *f)
           "                          all_reduce=ring,broadcast=tree\n"
           "      --contract off      sets COHORT_CONTRACT=off (benchmark only: no check)\n"
           "      --osu               barrier between iterations, only the op timed (OSU style)\n"
-          "      --bind core         with --np: pin rank r to cpu r % ncpu (default none)\n"
+          "      --bind none|auto|core  with --np: leave the ranks unpinned (none), pin each to a\n"
+          "                          core of its own while they fit on the cores (auto: Open\n"
+          "                          MPI's default), or always (core); default COHORT_BIND,\n"
+          "                          else none\n"
           "      --sched             after each row: every rank's CPU, migrations and context\n"
           "                          switches per call in the timed phase\n"
           "      --deadline S        with --np: kill the ranks after S seconds\n"
@@ -913,6 +917,7 @@ static int rank_main(const perf_opts *co)
     memset(&me, 0, sizeof me);
     me.pid = (int32_t)getpid();
     gethostname(me.host, sizeof me.host - 1);
+    cli_bind_describe(me.cpus, sizeof me.cpus);
     if ((st = cohort_gather(s->g, &me, where, sizeof me, COHORT_UINT8, 0)) != COHORT_OK)
         die(s, st, "host gather", OP_GATHER, sizeof me);
 
@@ -1087,6 +1092,7 @@ int main(int argc, char **argv)
     o.warmup = 5;
     o.max_iters = 1000000;
     o.target_s = 0.2;
+    o.bind = -2; /* not given: COHORT_BIND, after the options */
 
     static const struct option lo[] = {
         /* nccl-tests */
@@ -1304,9 +1310,9 @@ int main(int argc, char **argv)
             o.osu = 1;
             break;
         case OPT_BIND:
-            if (strcmp(optarg, "core") && strcmp(optarg, "none"))
-                return bad_value("--bind", optarg, "core or none");
-            o.bind = !strcmp(optarg, "core");
+            if ((o.bind = cli_bind_parse(optarg)) < 0)
+                return bad_value("--bind", optarg, "none, auto or core");
+            o.bind_from = "--bind";
             break;
         case OPT_SCHED:
             o.sched = 1;
@@ -1338,6 +1344,11 @@ int main(int argc, char **argv)
         default:
             return cli_opt_error("cohort-perf", c, argv, lo);
         }
+    }
+    if (o.bind == -2) {
+        if ((o.bind = cli_bind_from_env("cohort-perf")) < 0)
+            return CLI_EXIT_USAGE;
+        o.bind_from = cli_env("COHORT_BIND") ? "COHORT_BIND" : "default";
     }
     if (optind < argc) {
         fprintf(stderr, "cohort-perf: unexpected argument '%s'\n", argv[optind]);

@@ -61,7 +61,8 @@ typedef struct perf_opts {
     const char *algo;        /* --algo: NAME or op=NAME,op=NAME */
     int contract_off;        /* --contract off */
     int osu;                 /* --osu: barrier between iterations, op alone timed */
-    int bind;                /* --bind core: pin forked rank r to cpu r % ncpu */
+    int bind;                /* --bind / COHORT_BIND: CLI_BIND_AUTO|CORE|NONE (tools/common/bind.h) */
+    const char *bind_from;   /* where bind came from: "--bind", "COHORT_BIND", "default" */
     int sched;               /* --sched: per row, each rank's CPU, migrations, context switches */
     double deadline_s;       /* --deadline: launcher kills ranks after this */
     int debug_corrupt;       /* hidden: corrupt one received element before checking */
@@ -127,6 +128,7 @@ typedef struct perf_row {
 typedef struct perf_where {
     int32_t pid;
     char host[60];
+    char cpus[64];           /* the rank's affinity at start ("0", "0-1") */
 } perf_where;
 
 /* nccl-tests' names: "float", "half", "double", "bfloat16", "int32", ... */

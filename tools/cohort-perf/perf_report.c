@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "perf.h"
 #include "cohort_json.h"
 
@@ -257,6 +258,15 @@ void perf_print_header(FILE *f, const perf_opts *o, int n, const perf_where *w)
         fprintf(f, "#  Rank %2d Group  0 Pid %6d on %10.60s device  0 [cpu] %s\n", r,
                 (int)w[r].pid, w[r].host, "cohort");
     fprintf(f, "#\n");
+    /* Where the ranks may run: decides whether two of them share a cpu */
+    if (o->nranks)
+        fprintf(f, "# cohort: binding %s (%s):", cli_bind_name(o->bind),
+                o->bind_from ? o->bind_from : "default");
+    else /* the ranks came from a launcher: it bound them, or did not */
+        fprintf(f, "# cohort: binding by the launcher:");
+    for (int r = 0; w && r < n; r++)
+        fprintf(f, "%s rank %d cpus %s", r ? ";" : "", r, w[r].cpus);
+    fprintf(f, "\n");
     fprintf(f, "# cohort: date %s  ranks %d  transport %s  contract %s  algo %s  mode %s\n", date,
             n, transport_of(o), contract_on(o) ? "on" : "off", o->algo ? o->algo : "auto",
             o->osu ? "osu (barrier between iterations)" : "back-to-back");
