@@ -105,6 +105,8 @@
 #define SHM_DEFAULT_P2P_BYTES (64u * 1024u)
 #define SHM_MAX_P2P_BYTES (1024u * 1024u)
 #define SHM_P2P_SLOTS 4u
+#define SHM_DEFAULT_P2P_STASH_BYTES (1l << 30)
+#define SHM_MAX_P2P_STASH_BYTES (1l << 40)
 
 enum { SHM_F_NO_PIDFD = 1u }; /* pids are not comparable across local ranks */
 
@@ -239,6 +241,30 @@ typedef struct shm_chan_desc {
 } shm_chan_desc;
 enum { SHM_CHAN_COPY = 1, SHM_CHAN_CMA = 2 };
 
+/* What a receiver may assume of the chunk in a channel slot before it
+ * trusts any of it (the slot is memory its peer writes: a corrupted or
+ * hostile peer can put anything there). */
+typedef struct shm_chunk_ctx {
+    int32_t src, dst;    /* the sender's and the receiver's group ranks */
+    uint32_t step;       /* the chunk index due next */
+    uint64_t len;        /* continuing a message: its length; UINT64_MAX: a first chunk */
+    uint64_t have;       /* continuing: bytes of it taken so far (< len) */
+    uint64_t slot_bytes; /* the segment's p2p_bytes */
+    uint64_t cma_min;    /* single copy from this many bytes; UINT64_MAX: never */
+} shm_chunk_ctx;
+/* Copies the slot's header and descriptor out (slot: 2 * SHM_LINE bytes,
+ * read once, so a peer rewriting it meanwhile cannot make them disagree
+ * with what was checked) and checks what the channel protocol guarantees
+ * whatever the calls: magic, kind, op, sender, receiver, the chunk index,
+ * len = count x the dtype's size, the same len in every chunk, a copy
+ * chunk's length min(slot_bytes, len - have), a single copy only as a
+ * whole first chunk of at least cma_min bytes. NULL when it holds (the
+ * contract comparison with the receiver's own call comes after), else
+ * what is wrong, for a COHORT_ERR_PROTOCOL report. src/coll/shm/shm_p2p.c;
+ * fuzzed by tests/fuzz/fuzz_shm_chunk.c. */
+const char *shm_chunk_parse(const unsigned char *slot, const shm_chunk_ctx *x, coh_hdr *h,
+                            shm_chan_desc *d);
+
 /* A message taken from a channel before a recv asked for it (the stash of
  * src/coll/shm/shm_p2p.c), FIFO per peer. */
 typedef struct shm_p2p_msg {
@@ -300,6 +326,9 @@ struct coh_shm {
     size_t p2p_bytes, p2p_slot_stride, p2p_stride;
     uint32_t *p2p_out, *p2p_in; /* [n]: chunks I sent to / consumed from q */
     shm_p2p_msg **p2p_stash;    /* [n]: messages from q taken before their recv */
+    size_t p2p_stash_cap;       /* COHORT_SHM_P2P_STASH_BYTES (shm_p2p.c "the stash") */
+    size_t p2p_stash_used;      /* bytes the stash holds now (messages + their heads) */
+    int p2p_held;               /* local rank last held back at the cap, or -1 */
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */
