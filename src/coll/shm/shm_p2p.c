@@ -99,9 +99,10 @@ const char *shm_chunk_parse(const unsigned char *slot, const shm_chunk_ctx *x, c
     if (h->step != x->step)
         return "is out of sequence";
     size_t es = cohort_dtype_size((cohort_dtype)h->dtype);
+    uint64_t want;
     if (!es)
         return "names no dtype";
-    if ((h->count && h->count > UINT64_MAX / es) || h->len != h->count * es)
+    if (__builtin_mul_overflow(h->count, (uint64_t)es, &want) || h->len != want)
         return "announces a length its count and dtype do not give";
     if (x->len != UINT64_MAX && h->len != x->len)
         return "announces another length than its message's first chunk";
@@ -209,7 +210,8 @@ static cohort_status drain(void *arg_)
                 if (st != COHORT_OK)
                     return st;
             } else {
-                coh_shm_copy(m->data + m->have, slot + 2 * SHM_LINE, (size_t)d.bytes, 0);
+                coh_shm_copy(m->data + m->have, shm_chan_data((unsigned char *)slot, d.bytes),
+                             (size_t)d.bytes, 0);
             }
             m->have += (size_t)d.bytes;
             m->chunks++;
@@ -244,10 +246,15 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
     size_t off = 0;
     cohort_status st;
     for (uint32_t k = 0; k < nchunks; k++, t++) {
-        /* slot t % SLOTS is free once its previous chunk was consumed */
-        st = wait_word(&o, q, &ch->ack, t + 1 - SHM_P2P_SLOTS, -1, q);
-        if (st != COHORT_OK)
-            return st;
+        /* slot t % SLOTS is free once its previous chunk was consumed; the
+         * ack line (the receiver writes it per chunk) is read only when the
+         * last value read says the slot may be taken */
+        if (!shm_reached(s->p2p_acked[q], t + 1 - SHM_P2P_SLOTS)) {
+            st = wait_word(&o, q, &ch->ack, t + 1 - SHM_P2P_SLOTS, -1, q);
+            if (st != COHORT_OK)
+                return st;
+            s->p2p_acked[q] = atomic_load_explicit(&ch->ack, memory_order_acquire);
+        }
         unsigned char *slot = shm_chan_slot(s, ch, t);
         size_t len = cma ? bytes : COH_MIN(chunk, bytes - off);
         coh_hdr hh = *h;
@@ -258,7 +265,7 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
                            .addr = cma ? (uint64_t)(uintptr_t)buf : 0};
         memcpy(slot + SHM_LINE, &d, sizeof d);
         if (!cma)
-            coh_shm_copy(slot + 2 * SHM_LINE, buf + off, len, 0);
+            coh_shm_copy(shm_chan_data(slot, len), buf + off, len, 0);
         off += cma ? 0 : len;
         shm_word_publish(&ch->pub, &ch->pub_waiters, &ch->pub_cpu, t + 1);
         shm_bell_ring(s, q);
@@ -268,7 +275,10 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
         return COHORT_OK;
     /* The receiver reads my buffer: it is the caller's again only after
      * the receiver's ack. */
-    return wait_word(&o, q, &ch->ack, t, -1, q);
+    st = wait_word(&o, q, &ch->ack, t, -1, q);
+    if (st == COHORT_OK)
+        s->p2p_acked[q] = t;
+    return st;
 }
 
 cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *h, void *buf_,
@@ -328,7 +338,8 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
                 return st;
             off = bytes;
         } else {
-            coh_shm_copy(buf + off, slot + 2 * SHM_LINE, (size_t)d.bytes, nt);
+            coh_shm_copy(buf + off, shm_chan_data((unsigned char *)slot, d.bytes), (size_t)d.bytes,
+                         nt);
             off += (size_t)d.bytes;
         }
         s->p2p_in[q] = t + 1;

@@ -313,6 +313,7 @@ static void cleanup(coh_shm *s)
     coh_free(s->ring_calls);
     coh_free(s->p2p_out);
     coh_free(s->p2p_in);
+    coh_free(s->p2p_acked);
     if (s->p2p_stash) {
         for (int q = 0; q < s->n; q++)
             while (s->p2p_stash[q]) {
@@ -1262,8 +1263,9 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     if (s->p2p_bytes) {
         s->p2p_out = coh_calloc((size_t)s->n, sizeof *s->p2p_out);
         s->p2p_in = coh_calloc((size_t)s->n, sizeof *s->p2p_in);
+        s->p2p_acked = coh_calloc((size_t)s->n, sizeof *s->p2p_acked);
         s->p2p_stash = coh_calloc((size_t)s->n, sizeof *s->p2p_stash);
-        if (!s->p2p_out || !s->p2p_in || !s->p2p_stash) {
+        if (!s->p2p_out || !s->p2p_in || !s->p2p_acked || !s->p2p_stash) {
             coh_shm_abort(s, COHORT_ERR_NOMEM, "shm: out of memory");
             cleanup(s);
             return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");

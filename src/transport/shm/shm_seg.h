@@ -81,8 +81,9 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 8u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
-                       * 7: the tiny ring; 8: the send/recv channels */
+#define SHM_VERSION 9u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+                       * 7: the tiny ring; 8: the send/recv channels; 9: their
+                       * chunks of <= SHM_CHAN_INLINE bytes inline */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -233,13 +234,18 @@ _Static_assert(sizeof(shm_chan) == 128, "two lines per channel head");
 
 /* A channel slot: the sender's header (coh_hdr of its call; step = chunk
  * index in the message, len = the message's bytes), a descriptor line,
- * then p2p_bytes of data. */
+ * then p2p_bytes of data - except a copy chunk of at most SHM_CHAN_INLINE
+ * bytes, whose data is in the descriptor's line at SHM_CHAN_INLINE_OFF
+ * (a small message moves two lines, not three). */
 typedef struct shm_chan_desc {
     uint64_t mode;  /* SHM_CHAN_COPY: data follows; SHM_CHAN_CMA: read addr */
     uint64_t bytes; /* data bytes in this slot (COPY), the message (CMA) */
     uint64_t addr;  /* CMA: the sender's buffer */
 } shm_chan_desc;
 enum { SHM_CHAN_COPY = 1, SHM_CHAN_CMA = 2 };
+#define SHM_CHAN_INLINE_OFF 32u
+#define SHM_CHAN_INLINE (SHM_LINE - SHM_CHAN_INLINE_OFF)
+_Static_assert(sizeof(shm_chan_desc) <= SHM_CHAN_INLINE_OFF, "inline data after the descriptor");
 
 /* What a receiver may assume of the chunk in a channel slot before it
  * trusts any of it (the slot is memory its peer writes: a corrupted or
@@ -325,6 +331,8 @@ struct coh_shm {
     unsigned char *p2p;
     size_t p2p_bytes, p2p_slot_stride, p2p_stride;
     uint32_t *p2p_out, *p2p_in; /* [n]: chunks I sent to / consumed from q */
+    uint32_t *p2p_acked;        /* [n]: q's ack as last read (a send reads the
+                                 * line q writes only when a slot seems taken) */
     shm_p2p_msg **p2p_stash;    /* [n]: messages from q taken before their recv */
     size_t p2p_stash_cap;       /* COHORT_SHM_P2P_STASH_BYTES (shm_p2p.c "the stash") */
     size_t p2p_stash_used;      /* bytes the stash holds now (messages + their heads) */
@@ -379,6 +387,12 @@ static inline unsigned char *shm_chan_slot(const coh_shm *s, shm_chan *ch, uint3
 {
     return (unsigned char *)ch + sizeof(shm_chan) +
            (size_t)(t % SHM_P2P_SLOTS) * s->p2p_slot_stride;
+}
+
+/* Where a copy chunk of `bytes` keeps its data in its slot. */
+static inline unsigned char *shm_chan_data(unsigned char *slot, uint64_t bytes)
+{
+    return slot + (bytes <= SHM_CHAN_INLINE ? SHM_LINE + SHM_CHAN_INLINE_OFF : 2 * SHM_LINE);
 }
 
 static inline shm_ring_rec *shm_ring_rec_of(const coh_shm *s, int q, uint32_t p)
