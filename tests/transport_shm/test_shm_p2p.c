@@ -1,7 +1,8 @@
 /* test_shm_p2p.c - send/recv between ranks of one host through the pair's
  * channel in the segment (src/coll/shm/shm_p2p.c): real groups
- * (cohort_init) in real processes. Sizes around the eager and chunk bounds,
- * dtypes, both copy modes (two copies forced, single copy forced); the path
+ * (cohort_init) in real processes. Sizes around the inline (32 B), eager
+ * and chunk bounds, dtypes, both copy modes (two copies forced, single copy
+ * forced); the path
  * really taken (cohort_describe); ordering with many outstanding async
  * sends; contract mismatches (count, dtype, tag) reported on both ranks with
  * the receive buffer untouched; a peer SIGKILLed mid-transfer (as sender and
@@ -31,7 +32,8 @@ static unsigned char pat(size_t i, int from, int k) { return (unsigned char)(i *
 
 /* ---- correctness matrix ---- */
 
-static const size_t sizes[] = {0,         1,         CHUNK - 1, CHUNK,          CHUNK + 1,
+/* 32/33: the largest chunk carried inline in the descriptor line, and one more */
+static const size_t sizes[] = {0,         1,         32,        33,  CHUNK - 1, CHUNK,          CHUNK + 1,
                                SLOTS * CHUNK - 1, SLOTS * CHUNK, SLOTS * CHUNK + 1, 65535,
                                65536,     65537,     (size_t)16 << 20};
 static const cohort_dtype dts[] = {COHORT_UINT8, COHORT_INT32, COHORT_FLOAT64, COHORT_BFLOAT16};
