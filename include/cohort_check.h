@@ -247,6 +247,8 @@ typedef struct cohort_check_stats {
                            * visible and waited for it */
     uint64_t unlocked;    /* begin and end calls that took no mutex (the biased lock's
                            * fast path: one calling thread; docs/check.md, "Locking") */
+    uint64_t ticks;       /* the monitor thread's ticks (10 ms while a call lasts, else
+                           * 50 ms: docs/check.md, "Cost") */
 } cohort_check_stats;
 COHORT_API void cohort_check_get_stats(const cohort_check *c, cohort_check_stats *out);
 

@@ -10,7 +10,8 @@
 #   cohortrun -n 2 python3 bench/torch/overhead.py [CALLS]
 #   ROUNDS (5) ITERS (2000 calls at 8 B; 1/20 of it at 1 MiB) SIZES (8,1048576)
 #   NRANKS (2; with more, cohort.torch waits for the neighbour's fingerprint
-#   before each blocking call, docs/pytorch.md) SETTINGS ("none cohort detail")
+#   before each blocking call, docs/pytorch.md) SETTINGS ("none cohort detail";
+#   also "presence": cohort's group and checker up, no call checked)
 #   PY (python3) COHORTRUN (build/tools/cohortrun/cohortrun) OUT (a temp dir)
 #   A setting LABEL=DIR runs cohort.torch from the package installed in DIR
 #   (pip install --target DIR ./python) - an A/B of two versions of the check
@@ -35,6 +36,7 @@ for i in $(seq 1 "$ROUNDS"); do
       none) env=(COHORT_TORCH_CHECK=0) ;;
       cohort) env=(COHORT_TORCH_CHECK=1) ;;
       detail) env=(COHORT_TORCH_CHECK=0 TORCH_DISTRIBUTED_DEBUG=DETAIL) ;;
+      presence) env=(COHORT_TORCH_CHECK=0 BENCH_TORCH_PRESENCE=1) ;;
       *=*) env=(COHORT_TORCH_CHECK=1 "PYTHONPATH=${s#*=}${PYTHONPATH:+:$PYTHONPATH}")
            s=${s%%=*} ;;
       *) echo "bench/torch: unknown setting $s" >&2; exit 2 ;;

@@ -890,10 +890,10 @@ static PyObject *ck_stats(CheckerObject *self, PyObject *unused)
         return NULL;
     cohort_check_stats s;
     cohort_check_get_stats(self->c, &s);
-    return Py_BuildValue("{sKsKsKsKsK}", "calls", (unsigned long long)s.calls, "compared",
+    return Py_BuildValue("{sKsKsKsKsKsK}", "calls", (unsigned long long)s.calls, "compared",
                          (unsigned long long)s.compared, "lazy", (unsigned long long)s.lazy,
                          "ring_waits", (unsigned long long)s.ring_waits, "sync_waits",
-                         (unsigned long long)s.sync_waits);
+                         (unsigned long long)s.sync_waits, "ticks", (unsigned long long)s.ticks);
 }
 
 static PyObject *ck_last_error(CheckerObject *self, void *c)

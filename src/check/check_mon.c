@@ -2,13 +2,24 @@
  * check_mon.c - the checker's monitor thread: what the calling thread
  * cannot do while it is blocked inside the other library.
  *
- * Every tick (10 ms): drain the same-host predecessors' rings and the
+ * Every tick: drain the same-host predecessors' rings and the
  * store records of predecessors on other hosts (comparing them with this
  * rank's pending calls), resolve this rank's current call site once the
  * call lasts, publish the position to the store when some member lives on
  * another host, report stalls, look for a wait-for cycle of blocking
  * point-to-point calls, and act on a failure - this rank's own or another
  * rank's (seen as the world group being aborted).
+ *
+ * The tick is 10 ms while something may need the monitor soon: a call in
+ * progress at two ticks in a row (it may be blocked in the backend, where
+ * only the monitor finds a mismatch or a stall), a point-to-point wait, a
+ * calling thread waiting on the checker, or a predecessor on another host
+ * (its records come only through this thread). Otherwise - calls that
+ * come and go within a tick - it is 50 ms: each wake-up costs tens of us
+ * of CPU and a membarrier(2) interrupt of the calling thread (measured in
+ * a gloo program on 2 cores, docs/pytorch.md), and nothing it does is due
+ * sooner then (positions are read after seconds; a call that lasts brings
+ * the 10 ms tick back from the next tick on).
  *
  * A failure is one record "fail" in the checker's store namespace, written
  * once (compare_set: the first detector wins), then the world group is
@@ -28,7 +39,8 @@
 #include "contract/contract.h"
 #include "transport/shm/shm.h"
 
-#define TICK_MS 10
+#define TICK_MS 10      /* while a call lasts (above) */
+#define TICK_IDLE_MS 50 /* while calls come and go within a tick */
 #define HIST_WAIT_MS 3000   /* for every member's history (loaded machines) */
 #define LATE_WAIT_MS 1000   /* for this rank to reach the failing call */
 #define REPORT_WAIT_MS 8000 /* for the detector's report */
@@ -748,6 +760,8 @@ void *coh_chk_monitor(void *arg)
     cohort_check *c = arg;
     coh_group_background_thread = 1;
     int handled = 0;
+    int seen_call = 0;     /* a call was in progress at the last tick */
+    uint64_t seen_ep = 0;  /* its episode */
     for (;;) {
         pthread_mutex_lock(&c->mu);
         if (c->stop) {
@@ -765,8 +779,10 @@ void *coh_chk_monitor(void *arg)
             handle_failure(c);
             handled = 1;
         }
+        int fast = 0;
         if (!handled) {
             pthread_mutex_lock(&c->mu);
+            c->stats.ticks++;
             if (c->shm)
                 for (int i = 0; i < c->world->local_size; i++) {
                     int w = c->world->local_ranks[i];
@@ -775,9 +791,16 @@ void *coh_chk_monitor(void *arg)
                 }
             if (c->pos_dirty)
                 coh_chk_pos_write(c, 0); /* what calls changed since the last tick */
+            int in_call = c->pos.state != CHK_POS_IDLE;
+            fast = (in_call && seen_call && c->pos.episode == seen_ep) || c->waiters > 0;
+            seen_call = in_call;
+            seen_ep = c->pos.episode;
+            for (int w = 0; w < c->size && !fast; w++)
+                fast = c->remote_pred[w];
             pthread_mutex_unlock(&c->mu);
             fetch_remote(c);
             coh_chk_wait_publish(c);
+            fast |= c->wseen_ver != 0; /* a wait: published if seen at the next tick */
             resolve_own_site(c);
             publish_pos(c);
             check_stall(c);
@@ -785,12 +808,14 @@ void *coh_chk_monitor(void *arg)
         }
         coh_chk_unrevoke(c);
         /* Reads only stop (written under the mutex by destroy, whichever
-         * way it holds the lock): no revoke while asleep. */
+         * way it holds the lock): no revoke while asleep. A failure found
+         * in this tick (its signal came while this thread was awake) is
+         * handled at once. */
         pthread_mutex_lock(&c->mu);
-        if (!c->stop) {
+        if (!c->stop && (handled || !atomic_load(&c->failed))) {
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += TICK_MS * 1000000L;
+            ts.tv_nsec += (fast ? TICK_MS : TICK_IDLE_MS) * 1000000L;
             if (ts.tv_nsec >= 1000000000L) {
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000L;

@@ -50,6 +50,7 @@ enum scen {
     S_P2P_RETRACT,   /* waits published (they lasted) and ended: no stale position */
     S_THREADS,       /* the biased lock: one calling thread, then two at once */
     S_LATE_GROUP,    /* rank 1 registers the group after the others found its first call bad */
+    S_TICKS,         /* the monitor's tick: 50 ms while calls are quick, 10 ms once one lasts */
 };
 
 typedef struct scase {
@@ -503,6 +504,49 @@ static int rank_main(int rank, void *arg)
         cohort_check_group_remove(c, gsh);
         break;
     }
+    case S_TICKS: {
+        /* Quick calls (each within microseconds, 2 ms apart): the monitor
+         * ticks every 50 ms, not 10 (a wake-up costs the calling threads'
+         * cores; check_mon.c). At most wall/25 ticks: a tick can only come
+         * late under load, never early. */
+        cohort_check_stats s0, s1, s2;
+        cohort_check_get_stats(c, &s0);
+        uint64_t t0 = coh_now_ns();
+        for (int i = 0; i < 300; i++) {
+            f = fpx("Allreduce", 8, "SUM", -1, 80);
+            uint64_t s;
+            RANK_PASS(cohort_check_begin(c, gw, &f, &s), NULL);
+            RANK_PASS(cohort_check_end(c, gw, s, 0), NULL);
+            usleep(2000);
+        }
+        uint64_t t1 = coh_now_ns();
+        cohort_check_get_stats(c, &s1);
+        uint64_t ms = (t1 - t0) / 1000000ull, ticks = s1.ticks - s0.ticks;
+        RANK_CHECK(ticks <= ms / 25 + 2, "%" PRIu64 " monitor ticks in %" PRIu64
+                   " ms of quick calls (the 50 ms tick gives about %" PRIu64 ")",
+                   ticks, ms, ms / 50);
+        /* A call that lasts (blocked in the backend, where only the monitor
+         * finds a mismatch or a stall): back to 10 ms from the next tick.
+         * More than 50 ms ticks can give (wall/50 + 1: a timed sleep never
+         * ends early); not wall/10, since under a sanitizer and load each
+         * tick comes late (37 in 1033 ms seen). */
+        f = fpx("Allreduce", 8, "SUM", -1, 81);
+        uint64_t s;
+        RANK_PASS(cohort_check_begin(c, gw, &f, &s), NULL);
+        usleep(800 * 1000);
+        cohort_check_get_stats(c, &s2);
+        uint64_t t2 = coh_now_ns();
+        backend(w, n);
+        RANK_PASS(cohort_check_end(c, gw, s, COHORT_CHECK_SYNCED), NULL);
+        ms = (t2 - t1) / 1000000ull, ticks = s2.ticks - s1.ticks;
+        RANK_CHECK(ticks >= ms / 50 + 5, "%" PRIu64 " monitor ticks in %" PRIu64
+                   " ms of one lasting call (the 10 ms tick gives about %" PRIu64 ")",
+                   ticks, ms, ms / 10);
+        fprintf(stderr, "rank %d: ticks: quick calls %" PRIu64 " in %" PRIu64
+                " ms, a lasting call %" PRIu64 " in %" PRIu64 " ms\n", rank,
+                s1.ticks - s0.ticks, (uint64_t)((t1 - t0) / 1000000u), ticks, ms);
+        break;
+    }
     case S_SENDRECV:
         /* a send and the receive it waits for match: a slow transfer, not a
          * deadlock (both "blocked" for 2 s, twice deadlock_ms) */
@@ -646,6 +690,7 @@ static const scase cases[] = {
     {S_P2P_RETRACT, 2, 0, 0, {NULL}},
     {S_THREADS, 2, 0, 0, {NULL}},
     {S_THREADS, 4, 0, 0, {NULL}},
+    {S_TICKS, 2, 0, 0, {NULL}},
     /* the store path */
     {S_CLEAN, 4, 1, 0, {NULL}},
     {S_COUNT, 4, 1, MIS, {"count differs", "ranks 0-2 have 1024", "rank 3 has 512"}},
