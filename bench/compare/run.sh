@@ -21,8 +21,8 @@
 #   PEERS_SRC=DIR    the peer harness, copied to a temp dir (default /work/shared/peers/coll)
 #   LAUNCH_TIMEOUT=900   seconds before one launch is killed
 #   GLOO=1           0: leave Gloo out of shm2 (the shm targets compare with the MPIs)
-#   BIND=none        core: cohort's shm launches bind each rank to a core (cohort-perf
-#                    --bind core), as Open MPI's mpirun does by default for 2 ranks;
+#   BIND=none        core: cohort's shm2, tcp2 and netns2 launches bind rank i to core i
+#                    (cohort-perf --bind core; taskset in netns2), as Open MPI's mpirun does for 2 ranks;
 #                    cohort does not bind by default (docs/performance.md: why it matters)
 #   NICE=0           niceness of every launch (all libraries alike); e.g. NICE=-5 on a
 #                    machine shared with other work (root only for negative values)
@@ -202,7 +202,7 @@ PTRACE_SCOPE=$(ptrace_scope)
     echo "# mpich: ucx $(ucx_info -v 2>/dev/null | sed -n 's/.*Library version: *//p')  MPIR_CVAR_*/UCX_* in the environment: $(env | grep -E '^(MPIR_CVAR_|UCX_)' | paste -sd' ')"
     echo "# torch: $($PY -c 'import torch; print(torch.__version__)')"
     echo "# load: $(cut -d' ' -f1-3 /proc/loadavg)  (the machine may be shared: ratios of interleaved launches, not absolutes)"
-    echo "# PRESET=${PRESET:-none} REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS BIND=${BIND:-none} (cohort shm2 launches)"
+    echo "# PRESET=${PRESET:-none} REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS BIND=${BIND:-none} (cohort shm2, tcp2, netns2 launches)"
     echo "# SIZES=$SIZES"
     echo "# command: $0 $*"
 } > "$OUT/run_info.txt"
@@ -276,7 +276,12 @@ runlog() {
 # ---- one launch per library -----------------------------------------------
 
 osu_flag() { [[ $1 == *osu ]] && echo "$2"; return 0; } # cfg flag: the flag in OSU configs
-bind_flag() { [ "${BIND:-none}" = core ] && [[ $1 == shm2* ]] && echo "--bind core"; return 0; }
+# BIND=core: rank i on core i where ranks fit the cores (shm2, tcp2: cohort-perf numbers
+# cores by local rank; netns2: taskset by group rank, since each namespace "host" has a
+# local rank 0), as Open MPI's 2-rank launches are bound.
+bind_flag() { [ "${BIND:-none}" = core ] && [[ $1 == shm2* || $1 == tcp2* ]] && echo "--bind core"; return 0; }
+netns_bind() { # CFG I N: "taskset -c I" when BIND=core and the N ranks fit the cores
+    [ "${BIND:-none}" = core ] && [ "$3" -le "$(nproc)" ] && echo "taskset -c $2"; return 0; }
 
 cohort() { # cfg rep lib nranks [cohort-perf args...]
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
@@ -352,11 +357,11 @@ cohort_netns() {
     for i in $(seq 1 $((n - 1))); do
         : > "$base.rank$i.txt"
         launch "$base.rank$i.txt" ip netns exec "$(ns_of $i $n)" env "${common[@]}" \
-            RANK=$i LOCAL_RANK=$((i % (n / 2))) "$PERF" "${args[@]}"
+            RANK=$i LOCAL_RANK=$((i % (n / 2))) $(netns_bind "$cfg" $i $n) "$PERF" "${args[@]}"
         pids+=("${LAUNCHED[-1]}")
     done
     launch "$base.txt" ip netns exec "$NS_A" env "${common[@]}" RANK=0 LOCAL_RANK=0 \
-        "$PERF" "${args[@]}" --json-out "$base.json"
+        $(netns_bind "$cfg" 0 $n) "$PERF" "${args[@]}" --json-out "$base.json"
     local rc=0 rcs
     reap "${LAUNCHED[-1]}" || rc=$?
     rcs=$rc
