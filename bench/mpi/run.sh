@@ -35,6 +35,10 @@
 # one environment variable for A's ranks only (e.g. A_LIBDIR=build/mpi
 # A_ENV=COHORT_CHECK_FASTLOCK=0: the same layer with its mutexes).
 # Raw lines, conditions and the summary go to bench/mpi/results/<date>/.
+# Each launch is bracketed by bench/mpi/xcore.c, the machine's core-to-core
+# round trip (xcore.txt): on a shared VM it moves between host states that
+# scale every MPI call of any size; the summary's second table keeps only
+# the pairs that stayed in one state (docs/mpi.md, "Cost").
 set -euo pipefail
 pairs=${1:-20} scale=${2:-1}
 impls=${IMPLS:-openmpi mpich} ranks=${RANKS:-2 4}
@@ -68,6 +72,10 @@ printf 'bench/mpi/run.sh: %d pairs x {%s} x {%s ranks}: about %.0f s (%.1f min) 
   echo "A: ${A_LIBDIR:-bare}${A_ENV:+ with $A_ENV}"
 } > "$out/conditions.txt"
 
+# The host's core-to-core latency before and after each launch (xcore.c):
+# on a shared VM it moves between states that scale every MPI call.
+xcore=$out/xcore
+gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -o "$xcore" "$root/bench/mpi/xcore.c"
 t_start=$(date +%s.%N)
 launches=0
 for impl in $impls; do
@@ -103,10 +111,12 @@ for impl in $impls; do
         if [ $ab = A ] && [ -n "${A_ENV:-}" ]; then
           if [ $impl = openmpi ]; then P+=(-x "$A_ENV"); else P+=(-genv "${A_ENV%%=*}" "${A_ENV#*=}"); fi
         fi
+        x0=$("$xcore")
         t0=$(date +%s.%N)
         echo "$impl $n $ab $p load $(cut -d' ' -f1 /proc/loadavg)" >> "$out/load.txt"
         "${L[@]}" "${P[@]}" "$bin" "$s" | sed "s/^/$impl $n $ab $p /" >> "$out/raw.txt"
         t1=$(date +%s.%N)
+        echo "$impl $n $ab $p $x0 $("$xcore")" >> "$out/xcore.txt"
         echo "$impl $n $ab $p $(echo "$t1 - $t0" | bc -l)" >> "$out/launch_s.txt"
         launches=$((launches + 1))
         if [ $p = 0 ] && [ $ab = B ]; then
@@ -160,5 +170,43 @@ for (impl, n, op, size), ps in sorted(rows.items()):
     print(f"{impl:8} {n:>2} {op:9} {size:>7} | {m('p50','A'):8.3f} {m('p50','B'):8.3f} {d:+8.3f} "
           f"[{q(ds,1):+7.3f}, {q(ds,3):+7.3f}] {slower:>2}/{len(pr):<2} {r:6.3f} [{q(rs,1):5.3f}, {q(rs,3):5.3f}] "
           f"{verdict:>7} | {m('p99','A'):8.2f} {m('p99','B'):8.2f} | {m('max','A'):8.1f} {m('max','B'):8.1f}")
+# Host states (xcore.c): a pair counts as "one state" when its four
+# core-to-core probes (before and after A and B) are within x1.5.
+xc = {}
+xp = os.path.join(out, 'xcore.txt')
+if os.path.exists(xp):
+    for l in open(xp):
+        f = l.split()
+        if len(f) == 6:
+            xc[(f[0], int(f[1]), f[2], int(f[3]))] = (float(f[4]), float(f[5]))
+if xc:
+    cls = lambda v: 'fast' if v < 90 else 'mid' if v < 300 else 'slow'
+    print("core-to-core round trip before/after each launch (bench/mpi/xcore.c; ns; states <90 / 90-300 / >=300):")
+    for (impl, n) in sorted({(k[0], k[1]) for k in xc}):
+        for ab in 'AB':
+            vs = [v for k, v in xc.items() if k[:3] == (impl, n, ab)]
+            c = collections.Counter(cls(max(v)) for v in vs)
+            print(f"  {impl} {n} {ab}: median {st.median(min(v) for v in vs):.0f}..{st.median(max(v) for v in vs):.0f}; "
+                  f"launches per state (the slower probe) fast {c['fast']} mid {c['mid']} slow {c['slow']}")
+    print("pairs in one host state only (the four probes within x1.5): B-A and B/A of p50 as above")
+    for (impl, n, op, size), ps in sorted(rows.items()):
+        pr = []
+        for p, v in ps.items():
+            xs = [x for ab in 'AB' for x in xc.get((impl, n, ab, p), ())]
+            if 'A' in v and 'B' in v and len(xs) == 4 and max(xs) <= 1.5 * min(xs):
+                pr.append(v)
+        if not pr:
+            print(f"{impl:8} {n:>2} {op:9} {size:>7} | no pair in one state")
+            continue
+        ds = [x['B']['p50'] - x['A']['p50'] for x in pr]
+        rs = [x['B']['p50'] / x['A']['p50'] for x in pr if x['A']['p50'] > 0]
+        d, r = st.median(ds), st.median(rs)
+        if size <= 4096:
+            verdict = 'ok' if q(ds, 3) <= 0.3 else 'ok?' if d <= 0.3 else 'OVER'
+        else:
+            verdict = 'ok' if q(rs, 3) <= 1.03 else 'ok?' if r <= 1.03 else 'OVER'
+        print(f"{impl:8} {n:>2} {op:9} {size:>7} | {st.median(x['A']['p50'] for x in pr):8.3f} "
+              f"{st.median(x['B']['p50'] for x in pr):8.3f} {d:+8.3f} [{q(ds,1):+7.3f}, {q(ds,3):+7.3f}] "
+              f"{sum(1 for x in ds if x > 0):>2}/{len(pr):<2} {r:6.3f} [{q(rs,1):5.3f}, {q(rs,3):5.3f}] {verdict:>7}")
 print(f"raw: {out}")
 PY

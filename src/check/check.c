@@ -665,6 +665,8 @@ cohort_status cohort_check_group_add(cohort_check *c, uint64_t id, const int *wo
                          "checker: out of memory");
         coh_free(o);
     }
+    if (c->waiters) /* a monitor waiting for it to publish a report (my_history) */
+        pthread_cond_broadcast(&c->cv);
     coh_chk_unlock(c, rv);
     *out = g;
     return COHORT_OK;

@@ -309,10 +309,11 @@ static char *my_history(cohort_check *c, uint64_t gid, uint64_t seq, size_t *len
     pthread_mutex_lock(&c->mu);
     cohort_check_group *g = coh_chk_find(c, gid);
     /* This rank may not have reached the failing call yet (another pair of
-     * ranks compared first): give it a moment to get there, since its
-     * begin records the call even now (cohort_check_begin), so the report
-     * shows what it called instead of "made no calls". */
-    if (g && g->seq < seq) {
+     * ranks compared first), or not even registered the group (torch's
+     * init_process_group has returned on the others): give it a moment to
+     * get there, since group_add and begin work even now, so the report
+     * shows what it called instead of "made no calls" or "no history". */
+    if (!g || g->seq < seq) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += LATE_WAIT_MS / 1000;
@@ -320,7 +321,7 @@ static char *my_history(cohort_check *c, uint64_t gid, uint64_t seq, size_t *len
         if (ts.tv_nsec >= 1000000000L)
             ts.tv_sec++, ts.tv_nsec -= 1000000000L;
         int r = 0;
-        while (g && g->seq < seq && !c->stop && r != ETIMEDOUT) {
+        while ((!g || g->seq < seq) && !c->stop && r != ETIMEDOUT) {
             c->waiters++;
             r = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
             c->waiters--;

@@ -49,6 +49,7 @@ enum scen {
     S_DEADLOCK_LATE, /* a cycle after many quick (never published) p2p waits */
     S_P2P_RETRACT,   /* waits published (they lasted) and ended: no stale position */
     S_THREADS,       /* the biased lock: one calling thread, then two at once */
+    S_LATE_GROUP,    /* rank 1 registers the group after the others found its first call bad */
 };
 
 typedef struct scase {
@@ -320,6 +321,19 @@ static int rank_main(int rank, void *arg)
         f = fpx("Barrier", 0, NULL, -1, 44);
         call(c, gw, w, n, &f, 1);
         break;
+    case S_LATE_GROUP: {
+        /* torch registers its default group when init_process_group returns:
+         * the others may fail its first call before a slow rank has it. */
+        if (rank == 1)
+            usleep(600 * 1000);
+        cohort_check_group *gl;
+        RANK_PASS(cohort_check_group_add(c, cohort_check_group_id(0, 9, world, n), world, n, &gl),
+                  NULL);
+        cohort_check_group_name(c, gl, "LATE");
+        f = fpx("Allreduce", 1024, odd ? "MAX" : "SUM", -1, 48);
+        call(c, gl, w, n, &f, 1);
+        break;
+    }
     case S_OP:
         f = fpx(odd ? "Allgather" : "Allreduce", 1024, odd ? NULL : "SUM", -1, 45);
         call(c, gw, w, n, &f, 1);
@@ -626,6 +640,9 @@ static const scase cases[] = {
     {S_DEADLOCK_LATE, 2, 0, 40 + COHORT_CHECK_DEADLOCK,
      {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40",
       "rank 1 waits for rank 0 in MPI_Recv at a.c:52"}},
+    /* and so is a call in a group rank 1 registered after the failure */
+    {S_LATE_GROUP, 4, 0, MIS, {"LATE: Allreduce #1 (app.c:48): reduce op differs",
+                               "ranks 0-2 have SUM", "rank 3 has MAX"}},
     {S_P2P_RETRACT, 2, 0, 0, {NULL}},
     {S_THREADS, 2, 0, 0, {NULL}},
     {S_THREADS, 4, 0, 0, {NULL}},

@@ -206,8 +206,13 @@ cohort_status shm_wait_flag(coh_shm *s, int q, _Atomic uint32_t *flag, _Atomic u
     }
 }
 
-cohort_status shm_wait_word(shm_op *o, int q, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
-                            _Atomic int32_t *cpu, uint32_t target)
+/* The one wait loop. Without poll_fn it sleeps on word itself (waiters
+ * counts the sleepers, cpu is the owner's hint); with poll_fn, the
+ * channels' wait, it calls poll_fn(arg) while waiting and sleeps on this
+ * rank's bell (bell, bell_waiters; no cpu hint). */
+static cohort_status wait_loop(shm_op *o, int q, _Atomic uint32_t *word, _Atomic uint32_t *bell,
+                               _Atomic uint32_t *bell_waiters, _Atomic int32_t *cpu,
+                               uint32_t target, cohort_status (*poll_fn)(void *arg), void *arg)
 {
     coh_shm *s = o->s;
     if (!o->w_init) {
@@ -223,15 +228,19 @@ cohort_status shm_wait_word(shm_op *o, int q, _Atomic uint32_t *word, _Atomic ui
      * and not at all when the peer last ran on this very CPU: it cannot
      * publish before we let it run. */
     unsigned mask = s->oversub ? 7u : 63u;
-    int here = sched_getcpu();
-    if (here >= 0 && here == atomic_load_explicit(cpu, memory_order_relaxed))
-        goto yield;
+    if (cpu) {
+        int here = sched_getcpu();
+        if (here >= 0 && here == atomic_load_explicit(cpu, memory_order_relaxed))
+            goto yield;
+    }
     for (unsigned i = 1;; i++) {
         if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target)) {
             spin_won(s);
             return COHORT_OK;
         }
         if ((i & mask) == 0) {
+            if (poll_fn && (st = poll_fn(arg)) != COHORT_OK)
+                return st;
             if (urgent(s) && (st = slow_check(o, q, word, target)) != COHORT_OK)
                 return st;
             now = coh_now_ns();
@@ -254,6 +263,8 @@ yield:
         sched_yield();
         if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
             return COHORT_OK;
+        if (poll_fn && (st = poll_fn(arg)) != COHORT_OK)
+            return st;
         now = coh_now_ns();
         if (urgent(s) || now >= next_check) {
             if ((st = slow_check(o, q, word, target)) != COHORT_OK)
@@ -262,19 +273,36 @@ yield:
         }
     }
 
-    /* Stage 3: sleep on the peer's arrive word, one slice at a time. The
-     * seq_cst increment before the re-check pairs with shm_publish. */
+    /* Stage 3: sleep on the bell word, one slice at a time. The seq_cst
+     * increment before the re-check pairs with shm_publish (and with
+     * shm_bell_ring). With poll_fn: after counting ourselves, take what
+     * came, then sleep only if nothing we wait for is there (a later
+     * publish rings the bell). */
     for (;;) {
-        atomic_fetch_add_explicit(waiters, 1, memory_order_seq_cst);
-        uint32_t v = atomic_load_explicit(word, memory_order_seq_cst);
-        if (!shm_reached(v, target) && !urgent(s))
-            futex_wait(word, v, COH_WAIT_SLICE_MS);
-        atomic_fetch_sub_explicit(waiters, 1, memory_order_seq_cst);
+        atomic_fetch_add_explicit(bell_waiters, 1, memory_order_seq_cst);
+        uint32_t v = atomic_load_explicit(bell, memory_order_seq_cst);
+        st = poll_fn ? poll_fn(arg) : COHORT_OK;
+        if (st == COHORT_OK &&
+            !shm_reached(bell == word ? v : atomic_load_explicit(word, memory_order_seq_cst),
+                         target) &&
+            !urgent(s))
+            futex_wait(bell, v, COH_WAIT_SLICE_MS);
+        atomic_fetch_sub_explicit(bell_waiters, 1, memory_order_seq_cst);
+        if (st != COHORT_OK)
+            return st;
         if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
             return COHORT_OK;
+        if (poll_fn && (st = poll_fn(arg)) != COHORT_OK)
+            return st;
         if ((st = slow_check(o, q, word, target)) != COHORT_OK)
             return st;
     }
+}
+
+cohort_status shm_wait_word(shm_op *o, int q, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
+                            _Atomic int32_t *cpu, uint32_t target)
+{
+    return wait_loop(o, q, word, word, waiters, cpu, target, NULL, NULL);
 }
 
 /* ---- the send/recv channels' wait: one bell per rank ----
@@ -299,69 +327,6 @@ void shm_bell_ring(coh_shm *s, int q)
 cohort_status shm_wait_multi(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
                              cohort_status (*poll_fn)(void *arg), void *arg)
 {
-    coh_shm *s = o->s;
-    shm_chan *b = shm_chan_of(s, s->me, s->me);
-    if (!o->w_init) {
-        coh_wait_init(&o->w, o->g, o->c);
-        o->w_init = 1;
-    }
-    o->waiting_for = o->g->local_ranks ? o->g->local_ranks[q] : q;
-    cohort_status st;
-    uint64_t t0 = coh_now_ns(), now = t0, next_check = t0 + SLICE_NS;
-    unsigned mask = s->oversub ? 7u : 63u;
-    for (unsigned i = 1;; i++) {
-        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target)) {
-            spin_won(s);
-            return COHORT_OK;
-        }
-        if ((i & mask) == 0) {
-            if ((st = poll_fn(arg)) != COHORT_OK)
-                return st;
-            if (urgent(s) && (st = slow_check(o, q, word, target)) != COHORT_OK)
-                return st;
-            now = coh_now_ns();
-            if (now - t0 >= s->spin_cur) {
-                spin_lost(s);
-                break;
-            }
-            if (now >= next_check) {
-                if ((st = slow_check(o, q, word, target)) != COHORT_OK)
-                    return st;
-                next_check = now + SLICE_NS;
-            }
-        }
-        cpu_relax();
-    }
-    while (now - t0 < s->yield_ns) {
-        sched_yield();
-        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
-            return COHORT_OK;
-        if ((st = poll_fn(arg)) != COHORT_OK)
-            return st;
-        now = coh_now_ns();
-        if (urgent(s) || now >= next_check) {
-            if ((st = slow_check(o, q, word, target)) != COHORT_OK)
-                return st;
-            next_check = now + SLICE_NS;
-        }
-    }
-    for (;;) {
-        atomic_fetch_add_explicit(&b->pub_waiters, 1, memory_order_seq_cst);
-        uint32_t v = atomic_load_explicit(&b->pub, memory_order_seq_cst);
-        /* after counting ourselves: take what came, then sleep only if
-         * nothing we wait for is there (a later publish rings the bell) */
-        st = poll_fn(arg);
-        if (st == COHORT_OK &&
-            !shm_reached(atomic_load_explicit(word, memory_order_seq_cst), target) && !urgent(s))
-            futex_wait(&b->pub, v, COH_WAIT_SLICE_MS);
-        atomic_fetch_sub_explicit(&b->pub_waiters, 1, memory_order_seq_cst);
-        if (st != COHORT_OK)
-            return st;
-        if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
-            return COHORT_OK;
-        if ((st = poll_fn(arg)) != COHORT_OK)
-            return st;
-        if ((st = slow_check(o, q, word, target)) != COHORT_OK)
-            return st;
-    }
+    shm_chan *b = shm_chan_of(o->s, o->s->me, o->s->me);
+    return wait_loop(o, q, word, &b->pub, &b->pub_waiters, NULL, target, poll_fn, arg);
 }
