@@ -21,9 +21,13 @@
 #   PEERS_SRC=DIR    the peer harness, copied to a temp dir (default /work/shared/peers/coll)
 #   LAUNCH_TIMEOUT=900   seconds before one launch is killed
 #   GLOO=1           0: leave Gloo out of shm2 (the shm targets compare with the MPIs)
-#   BIND=none        core: cohort's shm2, tcp2 and netns2 launches bind rank i to core i
-#                    (cohort-perf --bind core; taskset in netns2), as Open MPI's mpirun does for 2 ranks;
-#                    cohort does not bind by default (docs/performance.md: why it matters)
+#   BIND=            cohort-perf --bind for every cohort launch: none|auto|core. Unset:
+#                    cohort's default (none; auto: a core per rank while the ranks fit on
+#                    the cores, none when oversubscribed, as Open MPI's mpirun). Each launch's
+#                    file records what every rank got ("# cohort: binding") and, per row,
+#                    where each rank ran ("# sched:", cohort-perf --sched)
+#                    netns2/netns4: core or auto binds rank i to core i by taskset where the
+#                    ranks fit the cores (each namespace "host" has a local rank 0)
 #   NICE=0           niceness of every launch (all libraries alike); e.g. NICE=-5 on a
 #                    machine shared with other work (root only for negative values)
 #   MPICH_OVER_OSU=0 1: MPICH also in over4osu/over8osu (minutes per launch: its ranks
@@ -179,6 +183,11 @@ mpicc.openmpi -O2 -Wall -o "$PEERS/bin/mpi_coll_bench.openmpi" "$PEERS/mpi_coll_
 mpicc.mpich -O2 -Wall -o "$PEERS/bin/mpi_coll_bench.mpich" "$PEERS/mpi_coll_bench.c" -lm || die "build mpi_coll_bench (MPICH)"
 mpicc.openmpi -O2 -Wall -o "$PEERS/bin/mpi_mem.openmpi" "$HERE/mpi_mem.c" || die "build mpi_mem"
 cc -O2 -Wall -o "$PEERS/bin/memcpy_floor" "$HERE/memcpy_floor.c" || die "build memcpy_floor"
+cc -O2 -Wall -pthread -o "$PEERS/bin/c2c" "$HERE/c2c.c" || die "build c2c"
+# How far apart the first two cpus are right now (a cache line's round trip,
+# ns): on a VM it changes with the host's placement of the vCPUs, and so does
+# every hand-off between two ranks; recorded before and after each launch.
+c2c_now() { "$PEERS/bin/c2c" 2>/dev/null || echo "c2c ? ? - - - 0"; }
 
 # ptrace_scope decides whether a process may read a peer's memory (process_vm_readv:
 # Open MPI's vader CMA, UCX's cma transport, cohort's single copy); no file = no Yama LSM.
@@ -202,7 +211,7 @@ PTRACE_SCOPE=$(ptrace_scope)
     echo "# mpich: ucx $(ucx_info -v 2>/dev/null | sed -n 's/.*Library version: *//p')  MPIR_CVAR_*/UCX_* in the environment: $(env | grep -E '^(MPIR_CVAR_|UCX_)' | paste -sd' ')"
     echo "# torch: $($PY -c 'import torch; print(torch.__version__)')"
     echo "# load: $(cut -d' ' -f1-3 /proc/loadavg)  (the machine may be shared: ratios of interleaved launches, not absolutes)"
-    echo "# PRESET=${PRESET:-none} REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS BIND=${BIND:-none} (cohort shm2, tcp2, netns2 launches)"
+    echo "# PRESET=${PRESET:-none} REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS BIND=${BIND:-default} (cohort launches)"
     echo "# SIZES=$SIZES"
     echo "# command: $0 $*"
 } > "$OUT/run_info.txt"
@@ -259,13 +268,15 @@ runlog() {
     mkdir -p "$(dirname "$f")"
     wait_quiet
     { echo "# cmd: $*"; echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"
-      echo "# kernel: $(uname -r)  ptrace_scope: $PTRACE_SCOPE"; } > "$f"
+      echo "# kernel: $(uname -r)  ptrace_scope: $PTRACE_SCOPE"
+      echo "# c2c before: $(c2c_now)"; } > "$f"
     CURRENT=$f
     launch "$f" "$@"
     local rc=0
     reap "${LAUNCHED[-1]}" || rc=$?
     CURRENT=""
     echo "# after: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$f"
+    echo "# c2c after: $(c2c_now)" >> "$f"
     if [ $rc -ne 0 ]; then
         echo "# exit code $rc" >> "$f"
         log "   !! $(basename "$(dirname "$f")")/$(basename "$f") exited $rc"
@@ -276,18 +287,19 @@ runlog() {
 # ---- one launch per library -----------------------------------------------
 
 osu_flag() { [[ $1 == *osu ]] && echo "$2"; return 0; } # cfg flag: the flag in OSU configs
-# BIND=core: rank i on core i where ranks fit the cores (shm2, tcp2: cohort-perf numbers
-# cores by local rank; netns2: taskset by group rank, since each namespace "host" has a
-# local rank 0), as Open MPI's 2-rank launches are bound.
-bind_flag() { [ "${BIND:-none}" = core ] && [[ $1 == shm2* || $1 == tcp2* ]] && echo "--bind core"; return 0; }
-netns_bind() { # CFG I N: "taskset -c I" when BIND=core and the N ranks fit the cores
-    [ "${BIND:-none}" = core ] && [ "$3" -le "$(nproc)" ] && echo "taskset -c $2"; return 0; }
+bind_flag() { [ -n "${BIND:-}" ] && echo "--bind $BIND"; return 0; }
+# netns: cohort-perf --bind numbers cores by local rank, 0 on both namespace "hosts", so
+# core/auto bind rank i to core i by taskset instead, while the ranks fit the cores.
+netns_bind() { # CFG I N
+    case "${BIND:-}" in core | auto) [ "$3" -le "$(nproc)" ] && echo "taskset -c $2" ;; esac
+    return 0
+}
 
 cohort() { # cfg rep lib nranks [cohort-perf args...]
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
     local base="$OUT/raw/$cfg/$lib.$rep"
     runlog "$base.txt" "$PERF" --np "$n" --coll $COHORT_OPS --sizes "$SIZES" --time "$T" \
-        --in-place no --memory --deadline "$LAUNCH_TIMEOUT" --json-out "$base.json" \
+        --in-place no --memory --sched --deadline "$LAUNCH_TIMEOUT" --json-out "$base.json" \
         $(osu_flag "$cfg" --osu) $(bind_flag "$cfg") -l "$cfg $lib" "$@"
 }
 ompi() { # cfg rep lib nranks [mpirun args...]

@@ -189,7 +189,9 @@ _CFG_PATTERNS = [
     ("cohort", re.compile(r"^# cohort: ([a-z_]+ from \d+ B: .*)$")),
     ("bound", re.compile(r"(MCW rank \d+ (?:is not bound|bound to)[^:]*)")),
     ("cohort bind", re.compile(r"^# cmd: .*cohort-perf.*(--bind \w+)")),
+    ("cohort binding", re.compile(r"^# cohort: binding (.*)$")),
     ("load", re.compile(r"^# (?:date|after): \S+\s+load: ([0-9. ]+)")),
+    ("c2c", re.compile(r"^# c2c (?:before|after): c2c \S+ \S+ (\S+)")),
 ]
 
 
@@ -206,10 +208,10 @@ def launch_config(path):
             if m:
                 got.setdefault(key, [])
                 v = m.group(1).strip()
-                if key == "load" or v not in got[key]:
+                if key in ("load", "c2c") or v not in got[key]:
                     got[key].append(v)
     for k in got:
-        if k != "load":
+        if k not in ("load", "c2c"):
             got[k].sort()
     return got
 
@@ -229,10 +231,13 @@ def config_section(md):
                     head, _, desc = v.partition(": ")
                     by.setdefault(desc, []).append(head)
                 c["cohort"] = [f"{', '.join(h)}: {d}" for d, h in by.items()]
-            key = "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(c.items()) if k != "load")
+            key = "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(c.items())
+                            if k not in ("load", "c2c"))
             loads = c.get("load", [])
+            c2c = c.get("c2c", [])
             per_lib.setdefault(lib, {}).setdefault(key, []).append(
-                f"{loads[0].split()[0]}->{loads[-1].split()[0]}" if loads else "?")
+                (f"{loads[0].split()[0]}->{loads[-1].split()[0]}" if loads else "?") +
+                (f" ({c2c[0]}->{c2c[-1]} ns)" if c2c else ""))
         for lib, keys in sorted(per_lib.items()):
             for key, loads in keys.items():
                 rows.append(f"| {cfg} | {LIBNAME.get(lib, lib)} | {len(loads)} | {key or '-'} | "
@@ -240,7 +245,7 @@ def config_section(md):
     if rows:
         md.append("\n### what each launch used (from its own output)\n")
         md.append("| config | library | launches | selected transports, copy path | 1-min load "
-                  "before->after, per launch |")
+                  "before->after (cpu0<->cpu1 line round trip, ns, before->after), per launch |")
         md.append("|---|---|---:|---|---|")
         md.extend(rows)
 

@@ -111,12 +111,12 @@ for impl in $impls; do
         if [ $ab = A ] && [ -n "${A_ENV:-}" ]; then
           if [ $impl = openmpi ]; then P+=(-x "$A_ENV"); else P+=(-genv "${A_ENV%%=*}" "${A_ENV#*=}"); fi
         fi
-        x0=$("$xcore")
+        x0=$("$xcore" 2>/dev/null || echo -)
         t0=$(date +%s.%N)
         echo "$impl $n $ab $p load $(cut -d' ' -f1 /proc/loadavg)" >> "$out/load.txt"
         "${L[@]}" "${P[@]}" "$bin" "$s" | sed "s/^/$impl $n $ab $p /" >> "$out/raw.txt"
         t1=$(date +%s.%N)
-        echo "$impl $n $ab $p $x0 $("$xcore")" >> "$out/xcore.txt"
+        echo "$impl $n $ab $p $x0 $("$xcore" 2>/dev/null || echo -)" >> "$out/xcore.txt"
         echo "$impl $n $ab $p $(echo "$t1 - $t0" | bc -l)" >> "$out/launch_s.txt"
         launches=$((launches + 1))
         if [ $p = 0 ] && [ $ab = B ]; then
@@ -177,7 +177,7 @@ xp = os.path.join(out, 'xcore.txt')
 if os.path.exists(xp):
     for l in open(xp):
         f = l.split()
-        if len(f) == 6:
+        if len(f) == 6 and '-' not in f[4:]:  # '-': no probe (one CPU)
             xc[(f[0], int(f[1]), f[2], int(f[3]))] = (float(f[4]), float(f[5]))
 if xc:
     cls = lambda v: 'fast' if v < 90 else 'mid' if v < 300 else 'slow'

@@ -621,6 +621,23 @@ static int tensor_fp(CheckerObject *self, PyObject *t, unsigned long long *count
     return 0;
 }
 
+/* The rest of a tensor call's fingerprint, from what tensor_fp read: count,
+ * sig (hashed), args "shape AxB" when shape is not empty, root, and the
+ * caller's frame as the call site. sig and shape must outlive fp's use. */
+static void fp_set_tensor(cohort_check_fp *fp, unsigned long long count, const char *sig,
+                          const char *shape, int root)
+{
+    fp->sig = sig;
+    fp->sig_hash = fnv1a(sig, strlen(sig));
+    if (shape[0]) {
+        fp->args = shape;
+        fp->args_hash = fnv1a(shape, strlen(shape));
+    }
+    fp->count = count;
+    fp->root = root;
+    cpy_callsite(&fp->file, &fp->line);
+}
+
 /* begin_tensor(group, op, tensor, redop, root) -> seq, or None (nothing
  * begun) when tensor is not one this reads: begin() with the tensor's
  * fingerprint, positional only (cohort.torch's per-call path). */
@@ -654,15 +671,7 @@ static PyObject *ck_begin_tensor(CheckerObject *self, PyObject *const *args, Py_
     const char *sig;
     if (tensor_fp(self, args[2], &count, &sig, shape, sizeof shape))
         Py_RETURN_NONE;
-    fp.sig = sig;
-    fp.sig_hash = fnv1a(sig, strlen(sig));
-    if (shape[0]) {
-        fp.args = shape;
-        fp.args_hash = fnv1a(shape, strlen(shape));
-    }
-    fp.count = count;
-    fp.root = root;
-    cpy_callsite(&fp.file, &fp.line);
+    fp_set_tensor(&fp, count, sig, shape, root);
     uint64_t seq = 0;
     self->inflight++;
     cohort_status st = cohort_check_begin(self->c, g->grp, &fp, &seq);
@@ -1240,15 +1249,7 @@ static PyObject *tc_call(TorchCallObject *self, PyObject *const *args, size_t na
     }
     if (!(fp.op = intern(self->chk, self->opname)))
         goto done;
-    fp.sig = sig;
-    fp.sig_hash = fnv1a(sig, strlen(sig));
-    if (shape[0]) {
-        fp.args = shape;
-        fp.args_hash = fnv1a(shape, strlen(shape));
-    }
-    fp.count = count;
-    fp.root = root;
-    cpy_callsite(&fp.file, &fp.line);
+    fp_set_tensor(&fp, count, sig, shape, root);
     int async_op = 0;
     PyObject *ao = tc_arg(v, self->i_async);
     if (ao && (async_op = PyObject_IsTrue(ao)) < 0)

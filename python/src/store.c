@@ -129,14 +129,18 @@ static void st_dealloc(StoreObject *self)
     self->inflight++;
 #define END_CALL self->inflight--;
 
-static PyObject *st_set(StoreObject *self, PyObject *args)
+/* set(key, value) and append(key, value): the same call but for the
+ * library function. */
+static PyObject *st_put(StoreObject *self, PyObject *args, const char *what,
+                        cohort_status (*fn)(cohort_store *, const void *, size_t, const void *,
+                                            size_t))
 {
     PyObject *k;
     Py_buffer v;
     if (!PyArg_ParseTuple(args, "Oy*", &k, &v))
         return NULL;
-    PyObject *kb = key_bytes(k, "set");
-    if (!kb || open_check(self, "set") < 0) {
+    PyObject *kb = key_bytes(k, what);
+    if (!kb || open_check(self, what) < 0) {
         Py_XDECREF(kb);
         PyBuffer_Release(&v);
         return NULL;
@@ -144,8 +148,7 @@ static PyObject *st_set(StoreObject *self, PyObject *args)
     cohort_status st;
     self->inflight++;
     Py_BEGIN_ALLOW_THREADS
-    st = cohort_store_set(self->s, PyBytes_AS_STRING(kb), (size_t)PyBytes_GET_SIZE(kb), v.buf,
-                          (size_t)v.len);
+    st = fn(self->s, PyBytes_AS_STRING(kb), (size_t)PyBytes_GET_SIZE(kb), v.buf, (size_t)v.len);
     Py_END_ALLOW_THREADS
     END_CALL
     Py_DECREF(kb);
@@ -153,6 +156,11 @@ static PyObject *st_set(StoreObject *self, PyObject *args)
     if (st != COHORT_OK)
         return store_err(self, st);
     Py_RETURN_NONE;
+}
+
+static PyObject *st_set(StoreObject *self, PyObject *args)
+{
+    return st_put(self, args, "set", cohort_store_set);
 }
 
 static PyObject *st_get(StoreObject *self, PyObject *args, PyObject *kw)
@@ -443,28 +451,7 @@ static PyObject *st_num_keys(StoreObject *self, PyObject *unused)
 
 static PyObject *st_append(StoreObject *self, PyObject *args)
 {
-    PyObject *k;
-    Py_buffer v;
-    if (!PyArg_ParseTuple(args, "Oy*", &k, &v))
-        return NULL;
-    PyObject *kb = key_bytes(k, "append");
-    if (!kb || open_check(self, "append") < 0) {
-        Py_XDECREF(kb);
-        PyBuffer_Release(&v);
-        return NULL;
-    }
-    cohort_status st;
-    self->inflight++;
-    Py_BEGIN_ALLOW_THREADS
-    st = cohort_store_append(self->s, PyBytes_AS_STRING(kb), (size_t)PyBytes_GET_SIZE(kb), v.buf,
-                             (size_t)v.len);
-    Py_END_ALLOW_THREADS
-    END_CALL
-    Py_DECREF(kb);
-    PyBuffer_Release(&v);
-    if (st != COHORT_OK)
-        return store_err(self, st);
-    Py_RETURN_NONE;
+    return st_put(self, args, "append", cohort_store_append);
 }
 
 static PyObject *st_barrier(StoreObject *self, PyObject *args, PyObject *kw)

@@ -741,6 +741,22 @@ static cohort_status report_wait_locked(cohort_check *c, int timeout_ms)
     return c->status ? c->status : COHORT_ERR_ABORTED;
 }
 
+/* One sleep on c->cv of at most 2 ms (c->mu held): a comparison, a failure
+ * or close broadcasts it; the bound covers what nobody signals. */
+static void cv_wait_2ms(cohort_check *c)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 2 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    c->waiters++;
+    pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    c->waiters--;
+}
+
 static cohort_status failed_status(cohort_check *c)
 {
     if (c->o.no_report_wait)
@@ -1167,16 +1183,7 @@ cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *g, uint64_t
             wait_pred_locked(c, g, seq, until < dl ? until : dl);
             continue;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 2 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        c->waiters++;
-        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-        c->waiters--;
+        cv_wait_2ms(c);
     }
     cohort_status st = COHORT_OK;
     if (atomic_load_explicit(&c->failed, memory_order_relaxed))
@@ -1384,16 +1391,7 @@ cohort_status cohort_check_close(cohort_check *c, int timeout_ms)
                     coh_chk_drain_locked(c, c->world->local_ranks[i], 0);
         if (!any_pending(c))
             break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 2 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        c->waiters++;
-        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
-        c->waiters--;
+        cv_wait_2ms(c);
     }
     if (atomic_load(&c->failed)) {
         cohort_status st = failed_status(c);

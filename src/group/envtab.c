@@ -51,6 +51,7 @@ static const coh_envvar table[] = {
     {"COHORT_SHM_TINY_SLOTS", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 1024},
     {"COHORT_SHM_TINY_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 4096},
     {"COHORT_SHM_P2P_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 1024 * 1024},
+    {"COHORT_SHM_P2P_STASH_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 1024 * 1024 * MIB},
     {"COHORT_SHM_SINGLE_COPY", COH_ENV_CHOICE, COH_ENV_LIB, "auto|on|off|probe-fail", 0, 0},
     {"COHORT_SHM_SINGLE_COPY_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 1, LONG_MAX},
     {"COHORT_SHM_SINGLE_COPY_PROBE_NS", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
@@ -94,6 +95,8 @@ static const coh_envvar table[] = {
     {"COHORT_FUZZ_CORPUS", COH_ENV_STRING, COH_ENV_TOOLS, NULL, 0, 0},
     {"COHORT_PERF", COH_ENV_STRING, COH_ENV_TOOLS, NULL, 0, 0},
     {"COHORT_SUITE_LOG", COH_ENV_STRING, COH_ENV_TOOLS, NULL, 0, 0},
+    /* the launchers' rank binding (cohortrun, cohort-perf --np) */
+    {"COHORT_BIND", COH_ENV_CHOICE, COH_ENV_TOOLS, "auto|core|none", 0, 0},
     /* python/setup.py (building the binding) */
     {"COHORT_CMAKE_ARGS", COH_ENV_STRING, COH_ENV_TOOLS, NULL, 0, 0},
     {"COHORT_BUILD_JOBS", COH_ENV_INT, COH_ENV_TOOLS, NULL, 1, 4096},

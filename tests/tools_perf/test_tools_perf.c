@@ -15,10 +15,15 @@
  * - -a / --percentiles: the time column and p50 describe the same samples
  *   (regression: the time column could come out below p50);
  * - ranks from the environment (as cohortrun/torchrun start them) work too;
- * - bad arguments are refused with a message, not a crash.
+ * - bad arguments are refused with a message, not a crash;
+ * - binding (tools/common/bind.h): with COHORT_BIND=auto ranks that fit on
+ *   the cores get one each, an oversubscribed job none; by default none -
+ *   each rank's own affinity, as cohort-perf reports it, under --np and
+ *   under cohortrun.
  */
 #include <errno.h>
 #include <regex.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -546,6 +551,139 @@ START_TEST(test_bad_args)
 }
 END_TEST
 
+/* The "# cohort: binding ...: rank 0 cpus 0, rank 1 cpus 1" line: each
+ * rank's cpu list into cpus[r]; returns the ranks found. */
+static int binding_of(const char *out, char cpus[][64], int max)
+{
+    const char *l = strstr(out, "# cohort: binding");
+    if (!l)
+        return 0;
+    const char *end = strchr(l, '\n');
+    int n = 0;
+    for (const char *p = strstr(l, " rank "); p && (!end || p < end) && n < max;
+         p = strstr(p + 1, " rank ")) {
+        int r;
+        char c[64];
+        if (sscanf(p, " rank %d cpus %63[0-9,-]", &r, c) != 2 || r != n)
+            return -1;
+        snprintf(cpus[n++], 64, "%s", c);
+    }
+    return n;
+}
+
+/* The lowest cpu of cpu's core (sysfs), or cpu. */
+static int core_of(int cpu)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/thread_siblings_list", cpu);
+    FILE *f = fopen(path, "r");
+    int first = cpu;
+    if (f) {
+        if (fscanf(f, "%d", &first) != 1)
+            first = cpu;
+        fclose(f);
+    }
+    return first;
+}
+
+static void run_binding(const char *launcher, int np, const char *bind_env, run_out *r)
+{
+    char nps[16];
+    snprintf(nps, sizeof nps, "%d", np);
+    if (bind_env)
+        setenv("COHORT_BIND", bind_env, 1);
+    else
+        unsetenv("COHORT_BIND");
+    char *perf = (char *)cht_tool("cohort-perf");
+    char *argv_np[] = {perf, "--np", nps, "--coll", "barrier", "-n", "2", NULL};
+    char *argv_run[] = {(char *)launcher, "-q", "-n", nps, perf, "--coll", "barrier", "-n", "2",
+                        NULL};
+    run_tool(launcher ? argv_run : argv_np, r);
+    unsetenv("COHORT_BIND");
+    ck_assert_msg(r->status == 0, "%s np %d: exit %d\n%s\n%s", launcher ? "cohortrun" : "--np", np,
+                  r->status, T(r->out), T(r->err));
+}
+
+/* COHORT_BIND=auto, Open MPI's default: one core per rank while the ranks
+ * fit on the cores, no binding when they outnumber them (pinned, an
+ * oversubscribed job's ranks could not escape each other); unset: nobody
+ * bound. The test restricts itself to 2 cpus first, so that
+ * "oversubscribed" is 3 ranks on any machine. */
+START_TEST(test_binding)
+{
+    cpu_set_t all;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    if (CPU_COUNT(&all) < 2) {
+        fprintf(stderr, "test_binding: fewer than 2 cpus; skipped\n");
+        return;
+    }
+    cpu_set_t two;
+    CPU_ZERO(&two);
+    int c0 = -1, c1 = -1;
+    for (int c = 0; c < CPU_SETSIZE && c1 < 0; c++)
+        if (CPU_ISSET(c, &all)) {
+            if (c0 < 0)
+                c0 = c;
+            else
+                c1 = c;
+        }
+    CPU_SET(c0, &two);
+    CPU_SET(c1, &two);
+    ck_assert_int_eq(sched_setaffinity(0, sizeof two, &two), 0);
+    char both[32], one0[16], one1[16];
+    snprintf(both, sizeof both, c1 == c0 + 1 ? "%d-%d" : "%d,%d", c0, c1);
+    snprintf(one0, sizeof one0, "%d", c0);
+    snprintf(one1, sizeof one1, "%d", c1);
+    int smt = core_of(c0) == core_of(c1);
+    char run[1024];
+    snprintf(run, sizeof run, "%s", cht_tool("cohortrun"));
+    int have_run = access(run, X_OK) == 0;
+    for (int l = 0; l < 1 + have_run; l++) {
+        const char *launcher = l ? run : NULL;
+        char cpus[8][64];
+        run_out r;
+        /* 2 ranks on 2 cores: bound, one each (unless the two cpus are SMT
+         * siblings of one core: then they do not fit and stay unbound) */
+        run_binding(launcher, 2, "auto", &r);
+        ck_assert_int_eq(binding_of(r.out, cpus, 8), 2);
+        ck_assert_str_eq(cpus[0], smt ? both : one0);
+        ck_assert_str_eq(cpus[1], smt ? both : one1);
+        run_free(&r);
+        /* 3 ranks on 2 cores: nobody bound */
+        run_binding(launcher, 3, "auto", &r);
+        ck_assert_msg(binding_of(r.out, cpus, 8) == 3, "%s", T(r.out));
+        for (int k = 0; k < 3; k++)
+            ck_assert_msg(!strcmp(cpus[k], both), "oversubscribed rank %d bound to %s (allowed %s)",
+                          k, cpus[k], both);
+        run_free(&r);
+        /* COHORT_BIND=none and the default: nobody bound */
+        for (int k = 0; k < 2; k++) {
+            run_binding(launcher, 2, k ? NULL : "none", &r);
+            ck_assert_int_eq(binding_of(r.out, cpus, 8), 2);
+            ck_assert_str_eq(cpus[0], both);
+            ck_assert_str_eq(cpus[1], both);
+            ck_assert_msg(launcher || strstr(r.out, k ? "binding none (default)"
+                                                      : "binding none (COHORT_BIND)"),
+                          "%s", T(r.out));
+            run_free(&r);
+        }
+        /* the option wins over the environment */
+        if (!launcher) {
+            setenv("COHORT_BIND", "none", 1);
+            char *argv[] = {(char *)cht_tool("cohort-perf"), "--np", "2", "--bind", "auto",
+                            "--coll", "barrier", "-n", "2", NULL};
+            run_tool(argv, &r);
+            unsetenv("COHORT_BIND");
+            ck_assert_msg(r.status == 0, "%s", T(r.err));
+            ck_assert_int_eq(binding_of(r.out, cpus, 8), 2);
+            ck_assert_str_eq(cpus[0], smt ? both : one0);
+            run_free(&r);
+        }
+    }
+    ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tools_perf");
@@ -561,6 +699,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_env_ranks);
     tcase_add_test(tc, test_under_cohortrun);
     tcase_add_test(tc, test_bad_args);
+    tcase_add_test(tc, test_binding);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,7 +1,8 @@
 /* test_shm_p2p.c - send/recv between ranks of one host through the pair's
  * channel in the segment (src/coll/shm/shm_p2p.c): real groups
- * (cohort_init) in real processes. Sizes around the eager and chunk bounds,
- * dtypes, both copy modes (two copies forced, single copy forced); the path
+ * (cohort_init) in real processes. Sizes around the inline (32 B), eager
+ * and chunk bounds, dtypes, both copy modes (two copies forced, single copy
+ * forced); the path
  * really taken (cohort_describe); ordering with many outstanding async
  * sends; contract mismatches (count, dtype, tag) reported on both ranks with
  * the receive buffer untouched; a peer SIGKILLed mid-transfer (as sender and
@@ -31,7 +32,8 @@ static unsigned char pat(size_t i, int from, int k) { return (unsigned char)(i *
 
 /* ---- correctness matrix ---- */
 
-static const size_t sizes[] = {0,         1,         CHUNK - 1, CHUNK,          CHUNK + 1,
+/* 32/33: the largest chunk carried inline in the descriptor line, and one more */
+static const size_t sizes[] = {0,         1,         32,        33,  CHUNK - 1, CHUNK,          CHUNK + 1,
                                SLOTS * CHUNK - 1, SLOTS * CHUNK, SLOTS * CHUNK + 1, 65535,
                                65536,     65537,     (size_t)16 << 20};
 static const cohort_dtype dts[] = {COHORT_UINT8, COHORT_INT32, COHORT_FLOAT64, COHORT_BFLOAT16};
@@ -88,36 +90,27 @@ static int rank_matrix(int rank, void *arg)
     return 0;
 }
 
-START_TEST(matrix_two_copies)
-{
-    mode_arg m = {0};
-    cht_opts o = {.nranks = 2, .deadline_ms = 120000,
-                  .extra_env = "COHORT_SHM_P2P_BYTES=4096;COHORT_SHM_SINGLE_COPY=off"};
-    cht_result r;
-    cht_run_ranks(&o, rank_matrix, &m, &r);
-    cht_assert_all_ok(&r);
-}
-END_TEST
+/* The matrix's runs: the same body (rank_matrix) in each. */
+static const struct matrix_case {
+    int nranks;
+    mode_arg mode;
+    const char *env;
+} matrix_cases[] = {
+    /* two copies forced */
+    {2, {0}, "COHORT_SHM_P2P_BYTES=4096;COHORT_SHM_SINGLE_COPY=off"},
+    /* single copy forced (from 64 KiB) */
+    {2, {1}, "COHORT_SHM_P2P_BYTES=4096;COHORT_SHM_SINGLE_COPY=on"},
+    /* three ranks: three channels per rank in use at once */
+    {3, {0}, "COHORT_SHM_P2P_BYTES=4096;COHORT_SHM_SINGLE_COPY=off"},
+};
+#define NMATRIX (int)(sizeof matrix_cases / sizeof matrix_cases[0])
 
-START_TEST(matrix_single_copy)
+START_TEST(matrix)
 {
-    mode_arg m = {1};
-    cht_opts o = {.nranks = 2, .deadline_ms = 120000,
-                  .extra_env = "COHORT_SHM_P2P_BYTES=4096;COHORT_SHM_SINGLE_COPY=on"};
+    const struct matrix_case *m = &matrix_cases[_i];
+    cht_opts o = {.nranks = m->nranks, .deadline_ms = 120000, .extra_env = m->env};
     cht_result r;
-    cht_run_ranks(&o, rank_matrix, &m, &r);
-    cht_assert_all_ok(&r);
-}
-END_TEST
-
-/* three ranks: three channels per rank in use at once */
-START_TEST(matrix_three_ranks)
-{
-    mode_arg m = {0};
-    cht_opts o = {.nranks = 3, .deadline_ms = 120000,
-                  .extra_env = "COHORT_SHM_P2P_BYTES=4096;COHORT_SHM_SINGLE_COPY=off"};
-    cht_result r;
-    cht_run_ranks(&o, rank_matrix, &m, &r);
+    cht_run_ranks(&o, rank_matrix, (void *)&m->mode, &r);
     cht_assert_all_ok(&r);
 }
 END_TEST
@@ -320,25 +313,17 @@ static int rank_kill(int rank, void *arg)
     return 0;
 }
 
+/* The kill runs: the same body (rank_kill), both victims each. */
+static const char *const kill_envs[] = {
+    "COHORT_SHM_P2P_BYTES=16384;COHORT_TIMEOUT=20",
+    /* single copy: the receiver reads the sender's memory */
+    "COHORT_SHM_SINGLE_COPY=on;COHORT_TIMEOUT=20",
+};
+
 START_TEST(sigkill_mid_transfer)
 {
-    int victim = _i; /* 0: the sender dies; 1: the receiver dies */
-    cht_opts o = {.nranks = 2, .deadline_ms = 30000,
-                  .extra_env = "COHORT_SHM_P2P_BYTES=16384;COHORT_TIMEOUT=20"};
-    cht_result r;
-    cht_run_ranks(&o, rank_kill, &victim, &r);
-    ck_assert_msg(r.status[victim] == 128 + SIGKILL, "victim exited %d", r.status[victim]);
-    ck_assert_msg(r.status[1 - victim] == 0 && !r.hung[1 - victim], "survivor exited %d%s",
-                  r.status[1 - victim], r.hung[1 - victim] ? " (hung)" : "");
-}
-END_TEST
-
-/* The same with single copy: the receiver reads the sender's memory. */
-START_TEST(sigkill_single_copy)
-{
-    int victim = _i;
-    cht_opts o = {.nranks = 2, .deadline_ms = 30000,
-                  .extra_env = "COHORT_SHM_SINGLE_COPY=on;COHORT_TIMEOUT=20"};
+    int victim = _i % 2; /* 0: the sender dies; 1: the receiver dies */
+    cht_opts o = {.nranks = 2, .deadline_ms = 30000, .extra_env = kill_envs[_i / 2]};
     cht_result r;
     cht_run_ranks(&o, rank_kill, &victim, &r);
     ck_assert_msg(r.status[victim] == 128 + SIGKILL, "victim exited %d", r.status[victim]);
@@ -435,14 +420,11 @@ static Suite *suite(void)
     Suite *s = suite_create("shm_p2p");
     TCase *tc = tcase_create("p2p");
     tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, matrix_two_copies);
-    tcase_add_test(tc, matrix_single_copy);
-    tcase_add_test(tc, matrix_three_ranks);
+    tcase_add_loop_test(tc, matrix, 0, NMATRIX);
     tcase_add_test(tc, channels_off_uses_tcp);
     tcase_add_test(tc, ordering_async);
     tcase_add_loop_test(tc, mismatch_both_ranks, MM_COUNT, MM_COUNT_BIG + 1);
-    tcase_add_loop_test(tc, sigkill_mid_transfer, 0, 2);
-    tcase_add_loop_test(tc, sigkill_single_copy, 0, 2);
+    tcase_add_loop_test(tc, sigkill_mid_transfer, 0, 4);
     tcase_add_loop_test(tc, sigstop_times_out, 0, 2);
     tcase_add_test(tc, abort_from_thread);
     suite_add_tcase(s, tc);

@@ -23,6 +23,7 @@
  * --contract off -> COHORT_CONTRACT=off (benchmark-only), -T -> COHORT_TIMEOUT.
  */
 #include <ctype.h>
+#include <inttypes.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "cli.h"
 #include "perf.h"
 
@@ -87,7 +89,12 @@ static void usage(FILE *f)
           "                          all_reduce=ring,broadcast=tree\n"
           "      --contract off      sets COHORT_CONTRACT=off (benchmark only: no check)\n"
           "      --osu               barrier between iterations, only the op timed (OSU style)\n"
-          "      --bind core         with --np: pin rank r to cpu r % ncpu (default none)\n"
+          "      --bind none|auto|core  with --np: leave the ranks unpinned (none), pin each to a\n"
+          "                          core of its own while they fit on the cores (auto: Open\n"
+          "                          MPI's default), or always (core); default COHORT_BIND,\n"
+          "                          else none\n"
+          "      --sched             after each row: every rank's CPU, migrations and context\n"
+          "                          switches per call in the timed phase\n"
           "      --deadline S        with --np: kill the ranks after S seconds\n"
           "  -l, --label LABEL       free text carried into the output\n"
           "  -h, --help, -V, --version\n"
@@ -320,6 +327,7 @@ typedef struct perf_state {
     perf_row *rows;
     int nrows, caprows;
     int failed;
+    char *sched_txt[2];      /* --sched: each variant's line, printed after its row */
 } perf_state;
 
 static int per_rank_op(enum perf_op op)
@@ -566,6 +574,52 @@ static int64_t check_call(perf_state *s, enum perf_op op, size_t count, size_t b
     return verify(s, op, count, bytes, inplace, "checked call");
 }
 
+/* --sched: where each rank ran during the timed phase just ended (CPU at its
+ * start and end, migrations, voluntary/involuntary context switches per
+ * call), gathered to rank 0 and kept for the line after the row. Outside
+ * the timed loop; it is how a launch's mode (ranks sharing a CPU,
+ * migrating, sleeping) is told apart after the fact. */
+static void sched_report(perf_state *s, const int64_t before[PERF_SCHED_FIELDS], int inplace,
+                         long iters)
+{
+    int64_t now[PERF_SCHED_FIELDS], mine[5];
+    perf_sched_sample(now);
+    mine[0] = before[0];
+    mine[1] = now[0];
+    mine[2] = before[1] >= 0 && now[1] >= 0 ? now[1] - before[1] : -1;
+    mine[3] = now[2] - before[2];
+    mine[4] = now[3] - before[3];
+    int64_t *all = calloc((size_t)s->n * 5, sizeof *all);
+    if (!all) {
+        fprintf(stderr, "cohort-perf: out of memory\n");
+        exit(EXIT_CALL);
+    }
+    cohort_status st = cohort_gather(s->g, mine, all, 5, COHORT_INT64, 0);
+    if (st != COHORT_OK)
+        die(s, st, "sched gather", OP_GATHER, sizeof mine);
+    if (s->rank == 0) {
+        size_t cap = (size_t)s->n * 96 + 64, len = 0;
+        char *b = malloc(cap);
+        if (!b) {
+            fprintf(stderr, "cohort-perf: out of memory\n");
+            exit(EXIT_CALL);
+        }
+        b[0] = 0;
+        for (int r = 0; r < s->n && len < cap; r++) {
+            const int64_t *v = all + 5 * r;
+            int k = snprintf(b + len, cap - len, "%s r%d cpu %" PRId64 ">%" PRId64 " mig %" PRId64
+                             " vcsw %.3f ivcsw %.3f", r ? " |" : "", r, v[0], v[1], v[2],
+                             (double)v[3] / (double)iters, (double)v[4] / (double)iters);
+            if (k < 0)
+                break;
+            len += (size_t)k;
+        }
+        free(s->sched_txt[inplace]);
+        s->sched_txt[inplace] = b;
+    }
+    free(all);
+}
+
 static void run_variant(perf_state *s, perf_row *row, int inplace)
 {
     const perf_opts *o = s->o;
@@ -606,6 +660,9 @@ static void run_variant(perf_state *s, perf_row *row, int inplace)
      * the same decision from a max all_reduce between batches). */
     if ((st = cohort_barrier(s->g)) != COHORT_OK)
         die(s, st, "barrier before", op, bytes);
+    int64_t sch0[PERF_SCHED_FIELDS];
+    if (o->sched)
+        perf_sched_sample(sch0);
     double *t = s->times, spent = 0;
     long iters = 0;
     for (;;) {
@@ -641,6 +698,8 @@ static void run_variant(perf_state *s, perf_row *row, int inplace)
         if (most >= o->target_s)
             break;
     }
+    if (o->sched)
+        sched_report(s, sch0, inplace, iters);
     /* Seconds per iteration -> us per call; a ping-pong is one-way. */
     double scale = (op == OP_SENDRECV ? 0.5e6 : 1e6) / (double)o->agg;
     for (long i = 0; i < iters; i++)
@@ -726,8 +785,13 @@ static void run_row(perf_state *s, enum perf_op op, size_t req_bytes)
     run_variant(s, row, 0);
     if (o->in_place)
         run_variant(s, row, 1);
-    if (s->rank == 0 && !o->json)
+    if (s->rank == 0 && !o->json) {
         perf_print_row(stdout, o, row);
+        for (int v = 0; v < 2 && o->sched; v++)
+            if (s->sched_txt[v] && (v == 0 || o->in_place))
+                printf("# sched: %s %zu B %s:%s\n", perf_op_names[op], bytes,
+                       v ? "in-place" : "out-of-place", s->sched_txt[v]);
+    }
 }
 
 static void *xalloc(size_t bytes)
@@ -853,6 +917,7 @@ static int rank_main(const perf_opts *co)
     memset(&me, 0, sizeof me);
     me.pid = (int32_t)getpid();
     gethostname(me.host, sizeof me.host - 1);
+    cli_bind_describe(me.cpus, sizeof me.cpus);
     if ((st = cohort_gather(s->g, &me, where, sizeof me, COHORT_UINT8, 0)) != COHORT_OK)
         die(s, st, "host gather", OP_GATHER, sizeof me);
 
@@ -952,6 +1017,8 @@ static int rank_main(const perf_opts *co)
     free(s->tmax);
     free(s->sorted);
     free(s->rows);
+    free(s->sched_txt[0]);
+    free(s->sched_txt[1]);
     free(s);
     free(o);
     return rc;
@@ -975,6 +1042,7 @@ enum {
     OPT_CONTRACT,
     OPT_OSU,
     OPT_BIND,
+    OPT_SCHED,
     OPT_DEADLINE,
     OPT_DEBUG_CORRUPT,
     OPT_DEBUG_SKEW,
@@ -1024,6 +1092,7 @@ int main(int argc, char **argv)
     o.warmup = 5;
     o.max_iters = 1000000;
     o.target_s = 0.2;
+    o.bind = -2; /* not given: COHORT_BIND, after the options */
 
     static const struct option lo[] = {
         /* nccl-tests */
@@ -1069,6 +1138,7 @@ int main(int argc, char **argv)
         {"contract", required_argument, 0, OPT_CONTRACT},
         {"osu", no_argument, 0, OPT_OSU},
         {"bind", required_argument, 0, OPT_BIND},
+        {"sched", no_argument, 0, OPT_SCHED},
         {"deadline", required_argument, 0, OPT_DEADLINE},
         {"label", required_argument, 0, 'l'},
         {"debug-corrupt", no_argument, 0, OPT_DEBUG_CORRUPT}, /* hidden: tests -c */
@@ -1240,9 +1310,12 @@ int main(int argc, char **argv)
             o.osu = 1;
             break;
         case OPT_BIND:
-            if (strcmp(optarg, "core") && strcmp(optarg, "none"))
-                return bad_value("--bind", optarg, "core or none");
-            o.bind = !strcmp(optarg, "core");
+            if ((o.bind = cli_bind_parse(optarg)) < 0)
+                return bad_value("--bind", optarg, "none, auto or core");
+            o.bind_from = "--bind";
+            break;
+        case OPT_SCHED:
+            o.sched = 1;
             break;
         case OPT_DEADLINE: {
             char *end;
@@ -1271,6 +1344,11 @@ int main(int argc, char **argv)
         default:
             return cli_opt_error("cohort-perf", c, argv, lo);
         }
+    }
+    if (o.bind == -2) {
+        if ((o.bind = cli_bind_from_env("cohort-perf")) < 0)
+            return CLI_EXIT_USAGE;
+        o.bind_from = cli_env("COHORT_BIND") ? "COHORT_BIND" : "default";
     }
     if (optind < argc) {
         fprintf(stderr, "cohort-perf: unexpected argument '%s'\n", argv[optind]);

@@ -61,7 +61,9 @@ typedef struct perf_opts {
     const char *algo;        /* --algo: NAME or op=NAME,op=NAME */
     int contract_off;        /* --contract off */
     int osu;                 /* --osu: barrier between iterations, op alone timed */
-    int bind;                /* --bind core: pin forked rank r to cpu r % ncpu */
+    int bind;                /* --bind / COHORT_BIND: CLI_BIND_AUTO|CORE|NONE (tools/common/bind.h) */
+    const char *bind_from;   /* where bind came from: "--bind", "COHORT_BIND", "default" */
+    int sched;               /* --sched: per row, each rank's CPU, migrations, context switches */
     double deadline_s;       /* --deadline: launcher kills ranks after this */
     int debug_corrupt;       /* hidden: corrupt one received element before checking */
     int debug_skew_ms;       /* hidden: rank r sleeps this long in iterations i % n == r */
@@ -126,6 +128,7 @@ typedef struct perf_row {
 typedef struct perf_where {
     int32_t pid;
     char host[60];
+    char cpus[64];           /* the rank's affinity at start ("0", "0-1") */
 } perf_where;
 
 /* nccl-tests' names: "float", "half", "double", "bfloat16", "int32", ... */
@@ -149,6 +152,12 @@ typedef struct perf_mem {
 #define PERF_MEM_FIELDS 8
 
 void perf_mem_status(uint64_t *rss, uint64_t *hwm, uint64_t *shmem);
+
+/* Where and how the calling thread ran (--sched): its CPU now, its
+ * migrations so far (-1 where /proc/thread-self/sched does not say), its
+ * voluntary and involuntary context switches so far. */
+#define PERF_SCHED_FIELDS 4
+void perf_sched_sample(int64_t v[PERF_SCHED_FIELDS]);
 void perf_mem_segments(uint64_t *size, uint64_t *rss, uint64_t *pss);
 
 double perf_busfactor(enum perf_op op, int n);

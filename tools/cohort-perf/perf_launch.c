@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "perf.h"
 
 #define PERF_GRACE_S 10.0
@@ -65,14 +66,16 @@ static void rank_child(const perf_opts *o, int r, int rfd, const char *job, cons
     setenv("LOCAL_WORLD_SIZE", b, 1);
     setenv("COHORT_JOB_ID", job, 1);
     setenv("COHORT_TOKEN", token, 1);
-    if (o->bind) {
-        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    /* Open MPI's default (tools/common/bind.h): one rank per core while
+     * they fit, none when oversubscribed. */
+    int cpu = cli_bind_choose(o->bind, r, o->nranks);
+    if (cpu >= 0) {
         cpu_set_t set;
         CPU_ZERO(&set);
-        CPU_SET((int)(r % (ncpu > 0 ? ncpu : 1)), &set);
+        CPU_SET(cpu, &set);
         if (sched_setaffinity(0, sizeof set, &set) != 0)
-            fprintf(stderr, "cohort-perf: rank %d: sched_setaffinity: %s (running unbound)\n", r,
-                    strerror(errno));
+            fprintf(stderr, "cohort-perf: rank %d: sched_setaffinity(cpu %d): %s (running unbound)\n",
+                    r, cpu, strerror(errno));
     }
     /* One line: the store URL. EOF means the launcher could not start it. */
     char url[256];

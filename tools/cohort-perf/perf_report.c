@@ -1,11 +1,14 @@
 /* perf_report.c - statistics, memory probes and output (text table, JSON). */
 #include <ctype.h>
 #include <inttypes.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "perf.h"
 #include "cohort_json.h"
 
@@ -84,6 +87,28 @@ void perf_mem_status(uint64_t *rss, uint64_t *hwm, uint64_t *shmem)
             *shmem = v;
     }
     fclose(f);
+}
+
+void perf_sched_sample(int64_t v[PERF_SCHED_FIELDS])
+{
+    v[0] = sched_getcpu();
+    v[1] = -1;
+    FILE *f = fopen("/proc/thread-self/sched", "r");
+    if (f) {
+        char line[256];
+        long long m;
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "se.nr_migrations : %lld", &m) == 1) {
+                v[1] = m;
+                break;
+            }
+        fclose(f);
+    }
+    struct rusage ru;
+    memset(&ru, 0, sizeof ru);
+    getrusage(RUSAGE_THREAD, &ru);
+    v[2] = ru.ru_nvcsw;
+    v[3] = ru.ru_nivcsw;
 }
 
 /* Sums Size/Rss/Pss of the writable MAP_SHARED mappings (perms "rw-s"):
@@ -233,6 +258,15 @@ void perf_print_header(FILE *f, const perf_opts *o, int n, const perf_where *w)
         fprintf(f, "#  Rank %2d Group  0 Pid %6d on %10.60s device  0 [cpu] %s\n", r,
                 (int)w[r].pid, w[r].host, "cohort");
     fprintf(f, "#\n");
+    /* Where the ranks may run: decides whether two of them share a cpu */
+    if (o->nranks)
+        fprintf(f, "# cohort: binding %s (%s):", cli_bind_name(o->bind),
+                o->bind_from ? o->bind_from : "default");
+    else /* the ranks came from a launcher: it bound them, or did not */
+        fprintf(f, "# cohort: binding by the launcher:");
+    for (int r = 0; w && r < n; r++)
+        fprintf(f, "%s rank %d cpus %s", r ? ";" : "", r, w[r].cpus);
+    fprintf(f, "\n");
     fprintf(f, "# cohort: date %s  ranks %d  transport %s  contract %s  algo %s  mode %s\n", date,
             n, transport_of(o), contract_on(o) ? "on" : "off", o->algo ? o->algo : "auto",
             o->osu ? "osu (barrier between iterations)" : "back-to-back");

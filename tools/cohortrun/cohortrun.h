@@ -50,6 +50,7 @@ typedef struct crun_cfg {
     int grace_ms;
     const char *log_dir;
     const char *bind_addr;  /* where the hosted store listens */
+    int bind_to;            /* --bind-to / COHORT_BIND: CLI_BIND_* (tools/common/bind.h) */
     int join_timeout_ms;    /* multi-node: how long agents wait for each other */
     int quiet;              /* no launcher notices, only the failure summary */
     int no_prefix;          /* --no-prefix: worker lines without "[rank] " */

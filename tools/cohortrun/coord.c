@@ -398,16 +398,24 @@ int crun_coord_fail(crun_coord *c, uint32_t gen, const crun_fail *f, crun_fail *
     return 0;
 }
 
-int crun_coord_done(crun_coord *c, uint32_t gen)
+/* Counts this node in g<gen>/<what>; the node that completes the count
+ * sets g<gen>/<all>. */
+static cohort_status count_node(crun_coord *c, uint32_t gen, const char *what, const char *all)
 {
     char k[96];
-    key(k, sizeof k, gen, "done");
+    key(k, sizeof k, gen, what);
     int64_t n = 0;
     cohort_status s = cohort_store_add(c->st, k, strlen(k), 1, &n);
     if (s == COHORT_OK && n == c->cfg->nnodes) {
-        key(k, sizeof k, gen, "alldone");
+        key(k, sizeof k, gen, all);
         s = cohort_store_sets(c->st, k, "1");
     }
+    return s;
+}
+
+int crun_coord_done(crun_coord *c, uint32_t gen)
+{
+    cohort_status s = count_node(c, gen, "done", "alldone");
     if (s != COHORT_OK)
         return lost(c, c->st, "reporting completion", s);
     return 0;
@@ -415,17 +423,11 @@ int crun_coord_done(crun_coord *c, uint32_t gen)
 
 void crun_coord_leave(crun_coord *c, uint32_t gen)
 {
-    char k[96];
-    key(k, sizeof k, gen, "left");
-    int64_t n = 0;
-    cohort_status s = cohort_store_add(c->st, k, strlen(k), 1, &n);
-    if (s == COHORT_OK && n == c->cfg->nnodes) {
-        key(k, sizeof k, gen, "allleft");
-        s = cohort_store_sets(c->st, k, "1");
-    }
+    cohort_status s = count_node(c, gen, "left", "allleft");
     if (s != COHORT_OK || !c->hosts_store)
         return;
     /* The host keeps serving until every agent has read the outcome. */
+    char k[96];
     key(k, sizeof k, gen, "allleft");
     const void *keys[1] = {k};
     size_t klens[1] = {strlen(k)};

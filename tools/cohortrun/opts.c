@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bind.h"
 #include "cli.h"
 #include "cohort.h"
 
@@ -40,6 +41,11 @@ static const char usage_text[] =
     "      --log-dir DIR        also write DIR/rank-<r>.out and DIR/rank-<r>.err\n"
     "      --bind ADDR          address the hosted store listens on (default\n"
     "                           127.0.0.1 on one node, 0.0.0.0 with several)\n"
+    "      --bind-to none|auto|core  pin each worker to a core of its own: none never\n"
+    "                           (the default); auto while this node's workers fit on the\n"
+    "                           cores cohortrun may use, none when they outnumber them\n"
+    "                           (Open MPI's default); core always (round-robin).\n"
+    "                           Default: COHORT_BIND, else none\n"
     "      --join-timeout-ms MS how long node agents wait for each other (default 300000)\n"
     "  -m, --module             run 'python3 -m PROGRAM' (torchrun -m)\n"
     "      --no-python          run PROGRAM as is, even a .py file (by default a\n"
@@ -151,6 +157,7 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
         O_NO_PYTHON,
         O_UNSUPPORTED,
         O_NO_PREFIX,
+        O_BIND_TO,
     };
     /* cohortrun's own names first, then torchrun's spellings of the same
      * things (both the underscore and the dash forms torchrun accepts). */
@@ -181,6 +188,8 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
         {"log-dir", required_argument, NULL, O_LOG_DIR},
         {"log_dir", required_argument, NULL, O_LOG_DIR},
         {"bind", required_argument, NULL, O_BIND},
+        {"bind-to", required_argument, NULL, O_BIND_TO},
+        {"bind_to", required_argument, NULL, O_BIND_TO},
         {"join-timeout-ms", required_argument, NULL, O_JOIN_TIMEOUT},
         {"no-python", no_argument, NULL, O_NO_PYTHON},
         {"no_python", no_argument, NULL, O_NO_PYTHON},
@@ -211,6 +220,7 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
     cfg->master_port = -1;
     cfg->grace_ms = 3000;
     cfg->join_timeout_ms = 300000;
+    cfg->bind_to = -2; /* not given: COHORT_BIND, below */
 
     const char *maddr = NULL, *rdzv = NULL, *backend = NULL;
     int mport = -1, standalone = 0, have_master = 0, module = 0;
@@ -294,6 +304,12 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
             break;
         case O_BIND:
             cfg->bind_addr = optarg;
+            break;
+        case O_BIND_TO:
+            if ((cfg->bind_to = cli_bind_parse(optarg)) < 0) {
+                fprintf(stderr, "cohortrun: --bind-to '%s': expected none, auto or core\n", optarg);
+                bad = 1;
+            }
             break;
         case O_JOIN_TIMEOUT:
             bad |= parse_int("--join-timeout-ms", optarg, 1, INT_MAX, &cfg->join_timeout_ms);
@@ -430,6 +446,9 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
             goto usage;
         }
     }
+    /* the option wins over the environment */
+    if (cfg->bind_to == -2 && (cfg->bind_to = cli_bind_from_env("cohortrun")) < 0)
+        goto usage;
     return 0;
 usage:
     free(cfg->py_argv);

@@ -12,9 +12,11 @@
  * the launcher's group reaches workers directly: the launcher forwards it.
  */
 #include "cohortrun.h"
+#include "bind.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +42,7 @@ enum { TAG_SIG = 1, TAG_COORD = 2, TAG_STREAM = 3 };
 
 typedef struct worker {
     int local_rank, rank;
+    int cpu;       /* pinned to this cpu after fork (--bind-to), -1: not pinned */
     pid_t pid;     /* > 0 until reaped */
     crun_stream out, err;
     char **envp;   /* this worker's environment (strings owned below) */
@@ -177,6 +180,13 @@ child_exec(const crun_job *job, worker *w, pid_t parent, int outw, int errw, int
     /* Whatever else is open (the store's sockets, other workers' pipes)
      * must not leak into the program, even if opened without CLOEXEC. */
     (void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+    if (w->cpu >= 0) {
+        /* chosen before fork (bind.h); a failure leaves the worker unbound */
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        CPU_SET(w->cpu, &set);
+        (void)sched_setaffinity(0, sizeof set, &set);
+    }
     execve(job->prog_path, job->cfg->argv, w->envp);
 fail:;
     int e = errno;
@@ -535,6 +545,7 @@ void crun_run_generation(crun_job *job, uint32_t gen, crun_result *r)
         worker *w = &s->w[i];
         w->local_rank = i;
         w->rank = cfg->node_rank * cfg->nproc + i;
+        w->cpu = cli_bind_choose(cfg->bind_to, i, cfg->nproc);
         if (crun_stream_init(&w->out, w->rank, 1, 0) < 0 ||
             crun_stream_init(&w->err, w->rank, 2, 1) < 0 || build_env(job, w, gen) < 0) {
             crun_msg("out of memory preparing rank %d", w->rank);

@@ -39,8 +39,10 @@ _cohort_complete()
         --contract)
             COMPREPLY=($(compgen -W "on off" -- "$cur")); return ;;
         --bind)
-            [[ $tool == cohort-perf ]] && { COMPREPLY=($(compgen -W "core none" -- "$cur")); return; }
+            [[ $tool == cohort-perf ]] && { COMPREPLY=($(compgen -W "none auto core" -- "$cur")); return; }
             return ;;
+        --bind-to|--bind_to)
+            COMPREPLY=($(compgen -W "none auto core" -- "$cur")); return ;;
         --rdzv-backend|--rdzv_backend)
             COMPREPLY=($(compgen -W "c10d static" -- "$cur")); return ;;
         --nproc-per-node|--nproc_per_node)

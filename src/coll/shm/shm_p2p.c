@@ -27,6 +27,19 @@
  * channel (or in the receiver's stash), whatever its size, as long as the
  * receiver is inside some send or recv; the header of a stashed message is
  * compared when a recv takes it, before a byte lands in its buffer.
+ *
+ * The stash is capped (COHORT_SHM_P2P_STASH_BYTES, messages plus their
+ * heads): a message that would take it over the cap is left in its
+ * channel, and its sender blocks on the full channel until a recv takes
+ * the stashed ones (backpressure, as MPI's rendezvous sends) - a peer
+ * sending what is not asked for cannot grow a rank's memory without limit.
+ * One exception keeps the common pattern deadlock-free: a rank waiting in
+ * a send to q takes q's chunks whatever the cap, since q may itself be in
+ * a send to this rank waiting for the same (two ranks that send to each
+ * other first). Beyond that, a program that needs more than the cap
+ * buffered at a third rank to make progress (a ring of sends larger than
+ * the cap, MPI's "unsafe" programs) waits until COHORT_TIMEOUT (a warning
+ * in the log, once, names the cap); raise it for such programs.
  */
 #include <string.h>
 #if defined(__x86_64__)
@@ -72,15 +85,72 @@ static cohort_status bad_chunk(coh_shm *s, const coh_call *c, int q, uint32_t k,
                           s->g->local_ranks[q], k, what);
 }
 
+const char *shm_chunk_parse(const unsigned char *slot, const shm_chunk_ctx *x, coh_hdr *h,
+                            shm_chan_desc *d)
+{
+    memcpy(h, slot, sizeof *h);
+    memcpy(d, slot + SHM_LINE, sizeof *d);
+    if (h->magic != COH_HDR_MAGIC)
+        return "has no message header";
+    if (h->kind != COH_MSG_P2P || h->coll != COH_COLL_SEND)
+        return "is not a send/recv message";
+    if (h->src != x->src || h->root != x->dst)
+        return "names another sender or receiver";
+    if (h->step != x->step)
+        return "is out of sequence";
+    size_t es = cohort_dtype_size((cohort_dtype)h->dtype);
+    uint64_t want;
+    if (!es)
+        return "names no dtype";
+    if (__builtin_mul_overflow(h->count, (uint64_t)es, &want) || h->len != want)
+        return "announces a length its count and dtype do not give";
+    if (x->len != UINT64_MAX && h->len != x->len)
+        return "announces another length than its message's first chunk";
+    if (d->mode == SHM_CHAN_CMA) {
+        if (x->len != UINT64_MAX || h->len < x->cma_min || d->bytes != h->len)
+            return "announces a single copy where none is due";
+        return NULL;
+    }
+    if (d->mode != SHM_CHAN_COPY)
+        return "has an unknown mode";
+    uint64_t have = x->len == UINT64_MAX ? 0 : x->have;
+    if (have > h->len || d->bytes != COH_MIN(x->slot_bytes, h->len - have))
+        return "has an unexpected length";
+    return NULL;
+}
+
+/* The context of chunk `step` from local rank q, continuing a message of
+ * len bytes of which `have` were taken (len UINT64_MAX: a first chunk). */
+static shm_chunk_ctx chunk_ctx(const coh_shm *s, int q, uint32_t step, uint64_t len, size_t have)
+{
+    const cohort_group *g = s->g;
+    shm_chunk_ctx x = {.src = g->local_ranks[q],
+                       .dst = g->rank,
+                       .step = step,
+                       .len = len,
+                       .have = have,
+                       .slot_bytes = s->p2p_bytes,
+                       .cma_min = s->cma && (s->cma_ops >> COH_COLL_SEND & 1u) ? s->cma_min
+                                                                               : UINT64_MAX};
+    return x;
+}
+
+/* ---- the stash: chunks taken from the other channels while waiting ---- */
+
 typedef struct drain_arg {
     shm_op *o;
-    int skip; /* the channel the waiting recv reads itself, or -1 */
+    int skip;  /* the channel the waiting recv reads itself, or -1 */
+    int owner; /* the peer a waiting send waits for: taken past the cap, or -1 */
 } drain_arg;
 
+static size_t stash_cost(uint64_t len) { return sizeof(shm_p2p_msg) + (size_t)len; }
+
 /* Takes every chunk published to this rank (except on `skip`'s channel)
- * into the stash. A single-copy message is read whole (its sender waits
- * for our ack anyway). Headers are checked when a recv takes the message;
- * here only what the channel protocol itself guarantees. */
+ * into the stash, a new message only while the stash stays within its
+ * cap (or from `owner`): see the file's comment. A single-copy message is
+ * read whole (its sender waits for our ack anyway). Headers are compared
+ * with the call when a recv takes the message; here what the channel
+ * protocol itself guarantees (shm_chunk_parse). */
 static cohort_status drain(void *arg_)
 {
     drain_arg *a = arg_;
@@ -93,10 +163,6 @@ static cohort_status drain(void *arg_)
         uint32_t t = s->p2p_in[q];
         while (shm_reached(atomic_load_explicit(&ch->pub, memory_order_acquire), t + 1)) {
             const unsigned char *slot = shm_chan_slot(s, ch, t);
-            coh_hdr h;
-            shm_chan_desc d;
-            memcpy(&h, slot, sizeof h);
-            memcpy(&d, slot + SHM_LINE, sizeof d);
             shm_p2p_msg **pp = &s->p2p_stash[q], *m = NULL;
             while (*pp && (*pp)->next)
                 pp = &(*pp)->next;
@@ -104,12 +170,28 @@ static cohort_status drain(void *arg_)
                 m = *pp; /* the last message is still incomplete */
             else if (*pp)
                 pp = &(*pp)->next;
-            if (h.magic != COH_HDR_MAGIC || h.step != (m ? m->chunks : 0u) ||
-                (m && h.len != m->h.len))
-                return bad_chunk(s, o->c, q, h.step, "is out of sequence");
+            coh_hdr h;
+            shm_chan_desc d;
+            shm_chunk_ctx x = chunk_ctx(s, q, m ? m->chunks : 0u, m ? m->h.len : UINT64_MAX,
+                                        m ? m->have : 0);
+            const char *bad = shm_chunk_parse(slot, &x, &h, &d);
+            if (bad)
+                return bad_chunk(s, o->c, q, h.step, bad);
             if (!m) {
+                /* a new message: within the cap, or leave it in the channel
+                 * (its sender blocks once the channel is full) */
+                if (q != a->owner && (h.len > s->p2p_stash_cap ||
+                                      stash_cost(h.len) > s->p2p_stash_cap - s->p2p_stash_used)) {
+                    if (s->p2p_held < 0) /* once per segment: why a send may wait */
+                        coh_warn("shm send/recv: holding back rank %d's messages (and its "
+                                 "sends) until a recv takes some of the %zu bytes this rank "
+                                 "holds for recvs not yet made (COHORT_SHM_P2P_STASH_BYTES=%zu)",
+                                 s->g->local_ranks[q], s->p2p_stash_used, s->p2p_stash_cap);
+                    s->p2p_held = q;
+                    break;
+                }
                 if (h.len > SIZE_MAX - sizeof *m ||
-                    !(m = coh_malloc(sizeof *m + (size_t)h.len)))
+                    !(m = coh_malloc(stash_cost(h.len))))
                     return coh_group_fail(s->g, COHORT_ERR_NOMEM,
                                           "shm: no memory to hold a %llu-byte message from rank "
                                           "%d that no recv has asked for yet",
@@ -119,20 +201,17 @@ static cohort_status drain(void *arg_)
                 m->have = 0;
                 m->chunks = 0;
                 *pp = m;
+                s->p2p_stash_used += stash_cost(h.len);
             }
             if (d.mode == SHM_CHAN_CMA) {
-                if (m->chunks || d.bytes != h.len)
-                    return bad_chunk(s, o->c, q, h.step, "announces a single copy of another size");
                 shm_op r = *o;
                 r.w_init = 0;
                 cohort_status st = up(s->g, shm_cma_read(&r, q, m->data, d.addr, (size_t)d.bytes));
                 if (st != COHORT_OK)
                     return st;
-            } else if (d.mode != SHM_CHAN_COPY ||
-                       d.bytes != COH_MIN(s->p2p_bytes, (size_t)h.len - m->have)) {
-                return bad_chunk(s, o->c, q, h.step, "has an unexpected length");
             } else {
-                coh_shm_copy(m->data + m->have, slot + 2 * SHM_LINE, (size_t)d.bytes, 0);
+                coh_shm_copy(m->data + m->have, shm_chan_data((unsigned char *)slot, d.bytes),
+                             (size_t)d.bytes, 0);
             }
             m->have += (size_t)d.bytes;
             m->chunks++;
@@ -145,11 +224,11 @@ static cohort_status drain(void *arg_)
 }
 
 static inline cohort_status wait_word(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
-                                      int skip)
+                                      int skip, int owner)
 {
     if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
         return COHORT_OK;
-    drain_arg a = {o, skip};
+    drain_arg a = {o, skip, owner};
     return up(o->g, shm_wait_multi(o, q, word, target, drain, &a));
 }
 
@@ -167,10 +246,15 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
     size_t off = 0;
     cohort_status st;
     for (uint32_t k = 0; k < nchunks; k++, t++) {
-        /* slot t % SLOTS is free once its previous chunk was consumed */
-        st = wait_word(&o, q, &ch->ack, t + 1 - SHM_P2P_SLOTS, -1);
-        if (st != COHORT_OK)
-            return st;
+        /* slot t % SLOTS is free once its previous chunk was consumed; the
+         * ack line (the receiver writes it per chunk) is read only when the
+         * last value read says the slot may be taken */
+        if (!shm_reached(s->p2p_acked[q], t + 1 - SHM_P2P_SLOTS)) {
+            st = wait_word(&o, q, &ch->ack, t + 1 - SHM_P2P_SLOTS, -1, q);
+            if (st != COHORT_OK)
+                return st;
+            s->p2p_acked[q] = atomic_load_explicit(&ch->ack, memory_order_acquire);
+        }
         unsigned char *slot = shm_chan_slot(s, ch, t);
         size_t len = cma ? bytes : COH_MIN(chunk, bytes - off);
         coh_hdr hh = *h;
@@ -181,7 +265,7 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
                            .addr = cma ? (uint64_t)(uintptr_t)buf : 0};
         memcpy(slot + SHM_LINE, &d, sizeof d);
         if (!cma)
-            coh_shm_copy(slot + 2 * SHM_LINE, buf + off, len, 0);
+            coh_shm_copy(shm_chan_data(slot, len), buf + off, len, 0);
         off += cma ? 0 : len;
         shm_word_publish(&ch->pub, &ch->pub_waiters, &ch->pub_cpu, t + 1);
         shm_bell_ring(s, q);
@@ -191,7 +275,10 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
         return COHORT_OK;
     /* The receiver reads my buffer: it is the caller's again only after
      * the receiver's ack. */
-    return wait_word(&o, q, &ch->ack, t, -1);
+    st = wait_word(&o, q, &ch->ack, t, -1, q);
+    if (st == COHORT_OK)
+        s->p2p_acked[q] = t;
+    return st;
 }
 
 cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *h, void *buf_,
@@ -216,30 +303,32 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
         off = m->have;
         k = m->chunks;
         s->p2p_stash[q] = m->next;
+        s->p2p_stash_used -= stash_cost(m->h.len);
         coh_free(m);
         if (off >= bytes)
             goto done;
     }
     for (;; k++) {
         uint32_t t = s->p2p_in[q];
-        st = wait_word(&o, q, &ch->pub, t + 1, q);
+        st = wait_word(&o, q, &ch->pub, t + 1, q, -1);
         if (st != COHORT_OK)
             return st;
         const unsigned char *slot = shm_chan_slot(s, ch, t);
         coh_hdr got;
         shm_chan_desc d;
-        memcpy(&got, slot, sizeof got);
-        memcpy(&d, slot + SHM_LINE, sizeof d);
+        /* what the protocol guarantees (a corrupted slot is a protocol
+         * error, not a mismatch), then the contract check: before a byte of
+         * this message lands in buf (every chunk's header is compared; the
+         * first decides). Together they bound d.bytes by the slot and by
+         * what is left of buf. */
+        shm_chunk_ctx x = chunk_ctx(s, q, k, k ? (uint64_t)bytes : UINT64_MAX, off);
+        const char *bad = shm_chunk_parse(slot, &x, &got, &d);
+        if (bad)
+            return bad_chunk(s, c, q, k, bad);
         exp.step = k;
-        if (got.magic != COH_HDR_MAGIC)
-            return bad_chunk(s, c, q, k, "has no message header");
-        /* the contract check: before a byte of this message lands in buf
-         * (every chunk's header is compared; the first decides) */
         if (coh_hdr_match(&exp, &got) != COH_FIELD_NONE)
             return up(s->g, coh_tp_mismatch(s->g, c, s->g->local_ranks[q], &exp, &got));
         if (d.mode == SHM_CHAN_CMA) {
-            if (k != 0 || d.bytes != bytes)
-                return bad_chunk(s, c, q, k, "announces a single copy of another size");
             st = up(s->g, shm_cma_read(&o, q, buf, d.addr, bytes));
             /* An abort while reading: the sender may have returned and
              * reused its buffer; what was read is not reported as data. */
@@ -249,9 +338,8 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
                 return st;
             off = bytes;
         } else {
-            if (d.mode != SHM_CHAN_COPY || d.bytes != COH_MIN(s->p2p_bytes, bytes - off))
-                return bad_chunk(s, c, q, k, "has an unexpected length");
-            coh_shm_copy(buf + off, slot + 2 * SHM_LINE, (size_t)d.bytes, nt);
+            coh_shm_copy(buf + off, shm_chan_data((unsigned char *)slot, d.bytes), (size_t)d.bytes,
+                         nt);
             off += (size_t)d.bytes;
         }
         s->p2p_in[q] = t + 1;

@@ -226,6 +226,18 @@ static cohort_status read_p2p_env(cohort_group *g, size_t *bytes)
     return COHORT_OK;
 }
 
+/* COHORT_SHM_P2P_STASH_BYTES: what a rank holds of messages no recv asked
+ * for yet before it leaves a peer's in the channel (shm_p2p.c "the
+ * stash"); per rank, not agreed. The default is tcp's bound on its stash
+ * (COHORT_MAX_UNEXPECTED). */
+static cohort_status read_stash_env(cohort_group *g, size_t *cap)
+{
+    long v = SHM_DEFAULT_P2P_STASH_BYTES;
+    cohort_status st = env_range(g, "COHORT_SHM_P2P_STASH_BYTES", &v, 0, SHM_MAX_P2P_STASH_BYTES);
+    *cap = (size_t)v;
+    return st;
+}
+
 /* Slot size: COHORT_SHM_SLOT_BYTES (the lead's value wins; every rank
  * validates its own so a typo is reported wherever it is). */
 static cohort_status read_env(cohort_group *g, size_t *slot, size_t *small)
@@ -301,6 +313,7 @@ static void cleanup(coh_shm *s)
     coh_free(s->ring_calls);
     coh_free(s->p2p_out);
     coh_free(s->p2p_in);
+    coh_free(s->p2p_acked);
     if (s->p2p_stash) {
         for (int q = 0; q < s->n; q++)
             while (s->p2p_stash[q]) {
@@ -1196,13 +1209,15 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         return coh_tp_fail_set(g, COHORT_ERR_INVALID, "shm: group without a store or job token");
     if (sodium_init() < 0)
         return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: libsodium initialisation failed");
-    size_t S = 0, small = 0, p2p_bytes = 0;
+    size_t S = 0, small = 0, p2p_bytes = 0, stash_cap = 0;
     shm_ringcfg rc = {0, 0, 0, 0};
     cohort_status st = read_env(g, &S, &small);
     if (st == COHORT_OK)
         st = read_ring_env(g, &rc);
     if (st == COHORT_OK)
         st = read_p2p_env(g, &p2p_bytes);
+    if (st == COHORT_OK)
+        st = read_stash_env(g, &stash_cap);
     if (st != COHORT_OK)
         return st;
     coh_shm *s = coh_calloc(1, sizeof *s);
@@ -1210,6 +1225,8 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
     s->g = g;
     s->n = g->local_size;
+    s->p2p_stash_cap = stash_cap;
+    s->p2p_held = -1;
     s->me = g->local_rank;
     s->check = g->check_contract ? 1 : 0;
     s->srcs = coh_calloc((size_t)s->n, sizeof *s->srcs);
@@ -1246,8 +1263,9 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     if (s->p2p_bytes) {
         s->p2p_out = coh_calloc((size_t)s->n, sizeof *s->p2p_out);
         s->p2p_in = coh_calloc((size_t)s->n, sizeof *s->p2p_in);
+        s->p2p_acked = coh_calloc((size_t)s->n, sizeof *s->p2p_acked);
         s->p2p_stash = coh_calloc((size_t)s->n, sizeof *s->p2p_stash);
-        if (!s->p2p_out || !s->p2p_in || !s->p2p_stash) {
+        if (!s->p2p_out || !s->p2p_in || !s->p2p_acked || !s->p2p_stash) {
             coh_shm_abort(s, COHORT_ERR_NOMEM, "shm: out of memory");
             cleanup(s);
             return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");

@@ -81,8 +81,9 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 8u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
-                       * 7: the tiny ring; 8: the send/recv channels */
+#define SHM_VERSION 9u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+                       * 7: the tiny ring; 8: the send/recv channels; 9: their
+                       * chunks of <= SHM_CHAN_INLINE bytes inline */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -105,6 +106,8 @@
 #define SHM_DEFAULT_P2P_BYTES (64u * 1024u)
 #define SHM_MAX_P2P_BYTES (1024u * 1024u)
 #define SHM_P2P_SLOTS 4u
+#define SHM_DEFAULT_P2P_STASH_BYTES (1l << 30)
+#define SHM_MAX_P2P_STASH_BYTES (1l << 40)
 
 enum { SHM_F_NO_PIDFD = 1u }; /* pids are not comparable across local ranks */
 
@@ -231,13 +234,42 @@ _Static_assert(sizeof(shm_chan) == 128, "two lines per channel head");
 
 /* A channel slot: the sender's header (coh_hdr of its call; step = chunk
  * index in the message, len = the message's bytes), a descriptor line,
- * then p2p_bytes of data. */
+ * then p2p_bytes of data - except a copy chunk of at most SHM_CHAN_INLINE
+ * bytes, whose data is in the descriptor's line at SHM_CHAN_INLINE_OFF
+ * (a small message moves two lines, not three). */
 typedef struct shm_chan_desc {
     uint64_t mode;  /* SHM_CHAN_COPY: data follows; SHM_CHAN_CMA: read addr */
     uint64_t bytes; /* data bytes in this slot (COPY), the message (CMA) */
     uint64_t addr;  /* CMA: the sender's buffer */
 } shm_chan_desc;
 enum { SHM_CHAN_COPY = 1, SHM_CHAN_CMA = 2 };
+#define SHM_CHAN_INLINE_OFF 32u
+#define SHM_CHAN_INLINE (SHM_LINE - SHM_CHAN_INLINE_OFF)
+_Static_assert(sizeof(shm_chan_desc) <= SHM_CHAN_INLINE_OFF, "inline data after the descriptor");
+
+/* What a receiver may assume of the chunk in a channel slot before it
+ * trusts any of it (the slot is memory its peer writes: a corrupted or
+ * hostile peer can put anything there). */
+typedef struct shm_chunk_ctx {
+    int32_t src, dst;    /* the sender's and the receiver's group ranks */
+    uint32_t step;       /* the chunk index due next */
+    uint64_t len;        /* continuing a message: its length; UINT64_MAX: a first chunk */
+    uint64_t have;       /* continuing: bytes of it taken so far (< len) */
+    uint64_t slot_bytes; /* the segment's p2p_bytes */
+    uint64_t cma_min;    /* single copy from this many bytes; UINT64_MAX: never */
+} shm_chunk_ctx;
+/* Copies the slot's header and descriptor out (slot: 2 * SHM_LINE bytes,
+ * read once, so a peer rewriting it meanwhile cannot make them disagree
+ * with what was checked) and checks what the channel protocol guarantees
+ * whatever the calls: magic, kind, op, sender, receiver, the chunk index,
+ * len = count x the dtype's size, the same len in every chunk, a copy
+ * chunk's length min(slot_bytes, len - have), a single copy only as a
+ * whole first chunk of at least cma_min bytes. NULL when it holds (the
+ * contract comparison with the receiver's own call comes after), else
+ * what is wrong, for a COHORT_ERR_PROTOCOL report. src/coll/shm/shm_p2p.c;
+ * fuzzed by tests/fuzz/fuzz_shm_chunk.c. */
+const char *shm_chunk_parse(const unsigned char *slot, const shm_chunk_ctx *x, coh_hdr *h,
+                            shm_chan_desc *d);
 
 /* A message taken from a channel before a recv asked for it (the stash of
  * src/coll/shm/shm_p2p.c), FIFO per peer. */
@@ -299,7 +331,12 @@ struct coh_shm {
     unsigned char *p2p;
     size_t p2p_bytes, p2p_slot_stride, p2p_stride;
     uint32_t *p2p_out, *p2p_in; /* [n]: chunks I sent to / consumed from q */
+    uint32_t *p2p_acked;        /* [n]: q's ack as last read (a send reads the
+                                 * line q writes only when a slot seems taken) */
     shm_p2p_msg **p2p_stash;    /* [n]: messages from q taken before their recv */
+    size_t p2p_stash_cap;       /* COHORT_SHM_P2P_STASH_BYTES (shm_p2p.c "the stash") */
+    size_t p2p_stash_used;      /* bytes the stash holds now (messages + their heads) */
+    int p2p_held;               /* local rank last held back at the cap, or -1 */
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */
@@ -350,6 +387,12 @@ static inline unsigned char *shm_chan_slot(const coh_shm *s, shm_chan *ch, uint3
 {
     return (unsigned char *)ch + sizeof(shm_chan) +
            (size_t)(t % SHM_P2P_SLOTS) * s->p2p_slot_stride;
+}
+
+/* Where a copy chunk of `bytes` keeps its data in its slot. */
+static inline unsigned char *shm_chan_data(unsigned char *slot, uint64_t bytes)
+{
+    return slot + (bytes <= SHM_CHAN_INLINE ? SHM_LINE + SHM_CHAN_INLINE_OFF : 2 * SHM_LINE);
 }
 
 static inline shm_ring_rec *shm_ring_rec_of(const coh_shm *s, int q, uint32_t p)
