@@ -684,6 +684,43 @@ START_TEST(test_binding)
 }
 END_TEST
 
+/* Ranks outnumbering the cpus get the deepest broadcast rings (K = 64,
+ * KT = 1024: every turn of a reader ends in a wait for its root, and a turn
+ * holds at most K calls), the others the defaults (8, 128) - as the
+ * lead's segment says through cohort_describe. 2 ranks on 1 cpu against 2
+ * ranks on 2 cpus. */
+START_TEST(test_oversubscribed_rings)
+{
+    cpu_set_t all;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    if (CPU_COUNT(&all) < 2) {
+        fprintf(stderr, "test_oversubscribed_rings: fewer than 2 cpus; skipped\n");
+        return;
+    }
+    for (int over = 0; over < 2; over++) {
+        cpu_set_t use;
+        CPU_ZERO(&use);
+        for (int c = 0, k = 0; c < CPU_SETSIZE && k < (over ? 1 : 2); c++)
+            if (CPU_ISSET(c, &all)) {
+                CPU_SET(c, &use);
+                k++;
+            }
+        ck_assert_int_eq(sched_setaffinity(0, sizeof use, &use), 0);
+        unsetenv("COHORT_BIND");
+        char *argv[] = {(char *)cht_tool("cohort-perf"), "--np", "2", "--coll", "broadcast",
+                        "--sizes", "8,4096", "-n", "300", NULL};
+        run_out r;
+        run_tool(argv, &r);
+        ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
+        ck_assert_msg(r.status == 0, "%s\n%s", T(r.out), T(r.err));
+        ck_assert_msg(strstr(r.out, over ? "(1024 slots of 256 B" : "(128 slots of 256 B") &&
+                          strstr(r.out, over ? "(64 slots of 16384 B" : "(8 slots of 16384 B"),
+                      "%s ranks on %d cpus:\n%s", "2", over ? 1 : 2, T(r.out));
+        run_free(&r);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("tools_perf");
@@ -700,6 +737,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_under_cohortrun);
     tcase_add_test(tc, test_bad_args);
     tcase_add_test(tc, test_binding);
+    tcase_add_test(tc, test_oversubscribed_rings);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -10,6 +10,7 @@
  * rings: the tiny ring (<= 256 B, KT slots) and the ring (<= 16 KiB, K).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +21,18 @@
 #include "support/support.h"
 #include "transport/shm/shm_seg.h"
 
-#define K 8    /* the default ring depth; checked below */
-#define KT 128 /* the default tiny ring depth (broadcasts <= 256 B) */
+/* The ring depths the lead chooses (checked below): 8 and 128 (the tiny
+ * ring, broadcasts <= 256 B), 64 and 1024 when the ranks outnumber the
+ * cpus this process may use (docs/shm.md). Set per rank by depths(n). */
+static int K = 8, KT = 128;
+
+static void depths(int n)
+{
+    cpu_set_t s;
+    int over = sched_getaffinity(0, sizeof s, &s) == 0 && n > CPU_COUNT(&s);
+    K = over ? 64 : 8;
+    KT = over ? 1024 : 128;
+}
 
 static void ms_sleep(int ms)
 {
@@ -46,15 +57,16 @@ static const size_t sizes[] = {0, 1, 8, 100, 4096, 16384};
 static int correct_rank(int rank, void *arg)
 {
     int n = *(int *)arg;
+    depths(n);
     cohort_status st;
     cohort_group *g = th_group(rank, n, 30000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
-    RANK_CHECK(g->shm->ring_k == K && g->shm->ring_bytes == 16384, "ring %zu x %zu",
+    RANK_CHECK(g->shm->ring_k == (size_t)K && g->shm->ring_bytes == 16384, "ring %zu x %zu",
                g->shm->ring_k, g->shm->ring_bytes);
-    RANK_CHECK(g->shm->tiny_k == KT && g->shm->tiny_bytes == 256, "tiny ring %zu x %zu",
+    RANK_CHECK(g->shm->tiny_k == (size_t)KT && g->shm->tiny_bytes == 256, "tiny ring %zu x %zu",
                g->shm->tiny_k, g->shm->tiny_bytes);
     unsigned char buf[16384];
-    int rounds = 40 * K; /* the ring wraps 40 times per root */
+    int rounds = (K > 8 ? 6 : 40) * K; /* the ring wraps 6-40 times per root */
     for (int i = 0; i < rounds; i++) {
         /* long streaks of one root (it runs ahead), then rotation */
         int root = (i / (3 * K)) % 2 ? i % n : (i / (3 * K)) % n;
@@ -254,10 +266,12 @@ static int mismatch_rank(int rank, void *arg)
     int k = *(int *)arg % R_N;
     big = *(int *)arg / R_N;
     odd = rank == 1;
+    depths(3);
     cohort_status st;
     cohort_group *g = th_group(rank, 3, 20000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
-    RANK_CHECK(g->shm->ring_k == K && g->shm->tiny_k == KT, "ring off");
+    RANK_CHECK(g->shm->ring_k == (size_t)K && g->shm->tiny_k == (size_t)KT, "ring %zu/%zu",
+               g->shm->ring_k, g->shm->tiny_k);
     RANK_PASS(ar(g), g); /* warm up */
     unsigned char buf[2048];
     memset(buf, 0x5A, sizeof buf);
@@ -308,6 +322,7 @@ static int kill_rank(int rank, void *arg)
 {
     int victim = *(int *)arg % 2;  /* 0: the root, 1: a reader */
     size_t bytes = *(int *)arg / 2 ? 1000 : 64; /* the ring or the tiny ring */
+    depths(3);
     int kk = *(int *)arg / 2 ? K : KT;
     cohort_status st;
     cohort_group *g = th_group(rank, 3, 20000, &st);

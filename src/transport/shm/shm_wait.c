@@ -54,7 +54,7 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t val, int ms)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-void shm_wait_defaults(coh_shm *s)
+int shm_oversubscribed(int n)
 {
     long cpus = 0;
     cpu_set_t set;
@@ -62,7 +62,12 @@ void shm_wait_defaults(coh_shm *s)
         cpus = CPU_COUNT(&set);
     if (cpus <= 0)
         cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    s->oversub = cpus > 0 && s->n > cpus;
+    return cpus > 0 && n > cpus;
+}
+
+void shm_wait_defaults(coh_shm *s)
+{
+    s->oversub = shm_oversubscribed(s->n);
     /* Oversubscribed: barely spin (a peer that needs our CPU cannot run
      * while we spin), then yield so it can. Otherwise spin for about the
      * time two or three wake-ups would cost before yielding. */
