@@ -26,6 +26,8 @@
 #                    the cores, none when oversubscribed, as Open MPI's mpirun). Each launch's
 #                    file records what every rank got ("# cohort: binding") and, per row,
 #                    where each rank ran ("# sched:", cohort-perf --sched)
+#                    netns2/netns4: core or auto binds rank i to core i by taskset where the
+#                    ranks fit the cores (each namespace "host" has a local rank 0)
 #   NICE=0           niceness of every launch (all libraries alike); e.g. NICE=-5 on a
 #                    machine shared with other work (root only for negative values)
 #   MPICH_OVER_OSU=0 1: MPICH also in over4osu/over8osu (minutes per launch: its ranks
@@ -286,6 +288,12 @@ runlog() {
 
 osu_flag() { [[ $1 == *osu ]] && echo "$2"; return 0; } # cfg flag: the flag in OSU configs
 bind_flag() { [ -n "${BIND:-}" ] && echo "--bind $BIND"; return 0; }
+# netns: cohort-perf --bind numbers cores by local rank, 0 on both namespace "hosts", so
+# core/auto bind rank i to core i by taskset instead, while the ranks fit the cores.
+netns_bind() { # CFG I N
+    case "${BIND:-}" in core | auto) [ "$3" -le "$(nproc)" ] && echo "taskset -c $2" ;; esac
+    return 0
+}
 
 cohort() { # cfg rep lib nranks [cohort-perf args...]
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
@@ -361,11 +369,11 @@ cohort_netns() {
     for i in $(seq 1 $((n - 1))); do
         : > "$base.rank$i.txt"
         launch "$base.rank$i.txt" ip netns exec "$(ns_of $i $n)" env "${common[@]}" \
-            RANK=$i LOCAL_RANK=$((i % (n / 2))) "$PERF" "${args[@]}"
+            RANK=$i LOCAL_RANK=$((i % (n / 2))) $(netns_bind "$cfg" $i $n) "$PERF" "${args[@]}"
         pids+=("${LAUNCHED[-1]}")
     done
     launch "$base.txt" ip netns exec "$NS_A" env "${common[@]}" RANK=0 LOCAL_RANK=0 \
-        "$PERF" "${args[@]}" --json-out "$base.json"
+        $(netns_bind "$cfg" 0 $n) "$PERF" "${args[@]}" --json-out "$base.json"
     local rc=0 rcs
     reap "${LAUNCHED[-1]}" || rc=$?
     rcs=$rc

@@ -136,6 +136,65 @@ START_TEST(ring_bidirectional_large)
 }
 END_TEST
 
+/* ---- sends cut into slices (COHORT_TCP_SEND_SLICE): one stream per peer ---- */
+
+/* Several sends to the same peer in one batch, both directions at once,
+ * with slices smaller than the header (7), odd (1000) and the size that
+ * large messages are cut at: the pass that writes a slice of one message
+ * must not start the next message to that peer before the first is done. */
+static const size_t slice_lens[] = {0, 5, 70000, 1u << 20, 13, 3u << 20};
+
+static int slice_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    int peer = 1 - r->rank;
+    enum { K = COH_ARRAY_LEN(slice_lens) };
+    unsigned char *sb[K], *rb[K];
+    coh_xfer ops[2 * K];
+    for (int rep = 0; rep < 3; rep++) {
+        uint64_t seq = (uint64_t)rep + 1;
+        coh_call c = tf_call(seq, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, 0, 1);
+        int nops = 0;
+        for (int k = 0; k < K; k++) {
+            sb[k] = malloc(slice_lens[k] + 1);
+            rb[k] = malloc(slice_lens[k] + 1);
+            TF_CHECK(r, sb[k] && rb[k], "malloc");
+            tf_fill(sb[k], slice_lens[k], seq * 1000 + (uint64_t)(k * 2 + r->rank));
+            memset(rb[k], 0, slice_lens[k] + 1);
+            /* the receives first on one rank, the sends first on the other */
+            int s_first = r->rank == 0;
+            tf_op(&ops[nops++], r, &c, COLL, peer, s_first, s_first ? sb[k] : rb[k],
+                  slice_lens[k], (uint32_t)k);
+            tf_op(&ops[nops++], r, &c, COLL, peer, !s_first, s_first ? rb[k] : sb[k],
+                  slice_lens[k], (uint32_t)k);
+        }
+        TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, ops, nops)));
+        for (int k = 0; k < K; k++) {
+            long bad = tf_check(rb[k], slice_lens[k], seq * 1000 + (uint64_t)(k * 2 + peer));
+            TF_CHECK(r, bad < 0, "rep %d message %d (%zu B): differs at %ld", rep, k,
+                     slice_lens[k], bad);
+            free(sb[k]);
+            free(rb[k]);
+        }
+    }
+    return 0;
+}
+
+static const char *const slice_env[] = {"COHORT_TCP_SEND_SLICE=7", "COHORT_TCP_SEND_SLICE=1000",
+                                        "COHORT_TCP_SEND_SLICE=131072",
+                                        "COHORT_TCP_SEND_SLICE=0"};
+
+START_TEST(sliced_sends_keep_stream_order)
+{
+    tf_opts o = {.nranks = 2, .env = slice_env[_i]};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, slice_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
 /* ---- many messages arrive before their receives are posted ---- */
 
 #define STASH_K 200
@@ -526,6 +585,7 @@ static Suite *suite(void)
     tcase_add_test(t, listen_out_of_memory);
     tcase_add_test(t, pingpong_sizes);
     tcase_add_test(t, ring_bidirectional_large);
+    tcase_add_loop_test(t, sliced_sends_keep_stream_order, 0, 4);
     tcase_add_test(t, stash_out_of_order);
     tcase_add_test(t, p2p_tag_matching);
     tcase_add_test(t, unexpected_budget_parks);

@@ -84,6 +84,8 @@ typedef struct tcp_hs {
     char from[96];          /* printable remote address */
 } tcp_hs;
 
+/* Most bytes a pass writes to one socket before it reads (COHORT_TCP_SEND_SLICE). */
+#define TCP_TX_SLICE_DEFAULT 0
 #define TCP_HS_MAX_IN 64    /* concurrent unauthenticated connections (then the oldest of
                                the busiest source is evicted) */
 #define TCP_HS_AUTH_MS 2000 /* an incoming handshake's whole budget, from accept */
@@ -114,6 +116,7 @@ struct coh_net {
     const coh_call *call;
     int left;               /* incomplete ops of the current batch */
     uint64_t spin_ns;
+    size_t tx_slice;        /* most bytes one pass writes per send (0: no limit) */
     size_t rbuf_size;
     struct pollfd *pfd;     /* [pfd_cap] */
     int *pmap;              /* [pfd_cap]: >=0 conn peer, -1 eventfd, -2 handshake area */

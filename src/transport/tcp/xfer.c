@@ -402,19 +402,23 @@ static cohort_status tx_op(coh_net *n, coh_xfer *op, int *moved)
     int err = 0, broken;
     pthread_mutex_lock(&c->wmu);
     broken = c->tx_broken || !c->open;
-    while (!broken && op->done < total) {
+    /* At most tx_slice bytes this pass: pass() then reads before it writes
+     * again, so the peer's data (and the ACKs our sends wait for) is taken
+     * while a large send is still going out. */
+    size_t end = n->tx_slice && total - op->done > n->tx_slice ? op->done + n->tx_slice : total;
+    while (!broken && op->done < end) {
         struct iovec iov[2];
         int k = 0;
         if (op->done < HDR_LEN) {
             iov[k].iov_base = (unsigned char *)&op->hdr + op->done;
-            iov[k++].iov_len = HDR_LEN - op->done;
-            if (op->len) {
+            iov[k++].iov_len = COH_MIN(HDR_LEN, end) - op->done;
+            if (op->len && end > HDR_LEN) {
                 iov[k].iov_base = op->buf;
-                iov[k++].iov_len = op->len;
+                iov[k++].iov_len = end - HDR_LEN;
             }
         } else {
             iov[k].iov_base = (unsigned char *)op->buf + (op->done - HDR_LEN);
-            iov[k++].iov_len = total - op->done;
+            iov[k++].iov_len = end - op->done;
         }
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)k};
         ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -454,6 +458,8 @@ static cohort_status tx_op(coh_net *n, coh_xfer *op, int *moved)
         c->sends--;
         n->left--;
     } else {
+        /* the socket is full, or this pass's slice is written: later sends
+         * to this peer wait (one stream), the receives go next */
         c->blocked = 1;
     }
     return COHORT_OK;
