@@ -121,9 +121,11 @@ def procs_naming(text):
     for d in os.listdir("/proc"):
         if d.isdigit() and int(d) != os.getpid():
             try:
-                c = open(f"/proc/{d}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+                raw = open(f"/proc/{d}/cmdline", "rb").read()
             except OSError:
                 continue
+            # any process's arguments: not necessarily UTF-8 (one with 0xff failed this)
+            c = raw.replace(b"\0", b" ").decode(errors="replace")
             if text in c:
                 hits.append(f"{d}: {c}")
     return hits
