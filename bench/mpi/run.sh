@@ -35,8 +35,8 @@
 # one environment variable for A's ranks only (e.g. A_LIBDIR=build/mpi
 # A_ENV=COHORT_CHECK_FASTLOCK=0: the same layer with its mutexes).
 # Raw lines, conditions and the summary go to bench/mpi/results/<date>/.
-# Each launch is bracketed by bench/mpi/xcore.c, the machine's core-to-core
-# round trip (xcore.txt): on a shared VM it moves between host states that
+# Each launch is bracketed by bench/compare/c2c.c, the machine's core-to-core
+# round trip (its median, in xcore.txt): on a shared VM it moves between host states that
 # scale every MPI call of any size; the summary's second table keeps only
 # the pairs that stayed in one state (docs/mpi.md, "Cost").
 set -euo pipefail
@@ -72,10 +72,12 @@ printf 'bench/mpi/run.sh: %d pairs x {%s} x {%s ranks}: about %.0f s (%.1f min) 
   echo "A: ${A_LIBDIR:-bare}${A_ENV:+ with $A_ENV}"
 } > "$out/conditions.txt"
 
-# The host's core-to-core latency before and after each launch (xcore.c):
-# on a shared VM it moves between states that scale every MPI call.
-xcore=$out/xcore
-gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -o "$xcore" "$root/bench/mpi/xcore.c"
+# The host's core-to-core latency before and after each launch (the median
+# round trip of bench/compare/c2c.c, as bench/compare records it): on a shared
+# VM it moves between states that scale every MPI call.
+c2c=$out/c2c
+gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -o "$c2c" "$root/bench/compare/c2c.c"
+xcore() { "$c2c" 2>/dev/null | awk '$4 ~ /^[0-9]+$/ {print $4; ok = 1} END {if (!ok) print "-"}'; }
 t_start=$(date +%s.%N)
 launches=0
 for impl in $impls; do
@@ -111,12 +113,12 @@ for impl in $impls; do
         if [ $ab = A ] && [ -n "${A_ENV:-}" ]; then
           if [ $impl = openmpi ]; then P+=(-x "$A_ENV"); else P+=(-genv "${A_ENV%%=*}" "${A_ENV#*=}"); fi
         fi
-        x0=$("$xcore" 2>/dev/null || echo -)
+        x0=$(xcore)
         t0=$(date +%s.%N)
         echo "$impl $n $ab $p load $(cut -d' ' -f1 /proc/loadavg)" >> "$out/load.txt"
         "${L[@]}" "${P[@]}" "$bin" "$s" | sed "s/^/$impl $n $ab $p /" >> "$out/raw.txt"
         t1=$(date +%s.%N)
-        echo "$impl $n $ab $p $x0 $("$xcore" 2>/dev/null || echo -)" >> "$out/xcore.txt"
+        echo "$impl $n $ab $p $x0 $(xcore)" >> "$out/xcore.txt"
         echo "$impl $n $ab $p $(echo "$t1 - $t0" | bc -l)" >> "$out/launch_s.txt"
         launches=$((launches + 1))
         if [ $p = 0 ] && [ $ab = B ]; then
@@ -170,7 +172,7 @@ for (impl, n, op, size), ps in sorted(rows.items()):
     print(f"{impl:8} {n:>2} {op:9} {size:>7} | {m('p50','A'):8.3f} {m('p50','B'):8.3f} {d:+8.3f} "
           f"[{q(ds,1):+7.3f}, {q(ds,3):+7.3f}] {slower:>2}/{len(pr):<2} {r:6.3f} [{q(rs,1):5.3f}, {q(rs,3):5.3f}] "
           f"{verdict:>7} | {m('p99','A'):8.2f} {m('p99','B'):8.2f} | {m('max','A'):8.1f} {m('max','B'):8.1f}")
-# Host states (xcore.c): a pair counts as "one state" when its four
+# Host states (c2c.c): a pair counts as "one state" when its four
 # core-to-core probes (before and after A and B) are within x1.5.
 xc = {}
 xp = os.path.join(out, 'xcore.txt')
@@ -181,7 +183,7 @@ if os.path.exists(xp):
             xc[(f[0], int(f[1]), f[2], int(f[3]))] = (float(f[4]), float(f[5]))
 if xc:
     cls = lambda v: 'fast' if v < 90 else 'mid' if v < 300 else 'slow'
-    print("core-to-core round trip before/after each launch (bench/mpi/xcore.c; ns; states <90 / 90-300 / >=300):")
+    print("core-to-core round trip before/after each launch (bench/compare/c2c.c median; ns; states <90 / 90-300 / >=300):")
     for (impl, n) in sorted({(k[0], k[1]) for k in xc}):
         for ab in 'AB':
             vs = [v for k, v in xc.items() if k[:3] == (impl, n, ab)]
