@@ -1016,10 +1016,19 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
         what |= CHK_PW_OP;
     }
     if (fp->file) {
-        snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", coh_site_base(fp->file), fp->line);
-        what |= CHK_PW_SITE;
+        /* A loop calls from one site: format it only when it changes
+         * (snprintf was as costly as the rest of begin). */
+        const char *base = coh_site_base(fp->file);
+        size_t bl = strlen(base);
+        if (fp->line != c->pos_site_line || bl + 1 >= sizeof c->pos.site ||
+            c->pos.site[bl] != ':' || memcmp(c->pos.site, base, bl) != 0) {
+            snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", base, fp->line);
+            c->pos_site_line = fp->line;
+            what |= CHK_PW_SITE;
+        }
     } else if (c->pos.site[0]) {
         c->pos.site[0] = 0;
+        c->pos_site_line = -1;
         what |= CHK_PW_SITE;
     }
     if (what)
@@ -1326,6 +1335,7 @@ void coh_chk_wait_publish(cohort_check *c)
         snprintf(c->pos.site, sizeof c->pos.site, "%s:%d", file, line);
     else
         c->pos.site[0] = 0;
+    c->pos_site_line = -1;
     c->pos_pc = pc;
     c->pos_site_done = file[0] != 0;
     c->stall_warned = 0;

@@ -207,6 +207,7 @@ struct cohort_check {
      * none or not a literal), and whether pos.op/site changed since
      * last_op/last_site were copied. */
     const char *pos_op_lit;
+    int pos_site_line; /* begin formatted pos.site as "<base>:<this line>" (-1: another writer) */
     int pos_last_dirty;
     /* CHK_PW_* a call changed in the private position and the shared copy
      * lacks: a call marks, the monitor writes at its next tick (readers -

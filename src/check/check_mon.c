@@ -726,6 +726,7 @@ static void resolve_own_site(cohort_check *c)
     pthread_mutex_lock(&c->mu);
     if (c->pos.episode == ep) {
         snprintf(c->pos.site, sizeof c->pos.site, "%s", site);
+        c->pos_site_line = -1;
         c->pos_site_done = 1;
         c->pos_last_dirty = 1;
         coh_chk_pos_write(c, CHK_PW_SITE);
