@@ -9,7 +9,9 @@ involuntary context switches from /proc/self/task/*/{schedstat,status}
 (counts are robust on a loaded machine; times are paired by the blocks).
   cohortrun -n 2 python3 -m cohort.torch.run bench/torch/split.py [ROUNDS]
 MODES=raw,wrapped selects modes; PERF_OUT=FILE records rank 0's main thread
-with perf (cpu-clock) during the timed blocks.
+with perf (cpu-clock) during the timed blocks; SPLIT_BYTES=N calls with N bytes
+of float32 instead of 8 (e.g. 1048576: the 3 % target at 1 MiB, paired in one
+program, where launch-to-launch spread is 4x).
 """
 import os
 import sys
@@ -31,7 +33,7 @@ def main():
     orig = wrapped.__cohort_original__
     pywrap = getattr(wrapped, "__cohort_python__", wrapped)  # the Python wrapper
     cg = st.group_for(None)
-    t = torch.ones(2, dtype=torch.float32)
+    t = torch.ones(max(1, int(os.environ.get("SPLIT_BYTES", "8")) // 4), dtype=torch.float32)
     pc = time.perf_counter_ns
     def raw(t):
         ct._torch_set_depth(1)
@@ -57,6 +59,7 @@ def main():
     if sel:
         modes = [m for m in modes if m[0] in sel.split(",")]
     res = {m: [] for m, _ in modes}
+    blocks = {m: [] for m, _ in modes}  # each block's p50: paired by round
     acc = {m: {} for m, _ in modes}
     def snap():
         out = {}
@@ -88,6 +91,7 @@ def main():
             a = snap()
             for _ in range(blk):
                 t0 = pc(); f(t); ts.append(pc() - t0)
+            blocks[m].append(sorted(ts[-blk:])[blk // 2])
             b = snap()
             for k in b:
                 d = acc[m].setdefault(k, [0] * 6)
@@ -102,6 +106,17 @@ def main():
             ts = sorted(res[m])
             q = lambda f: ts[int(f * len(ts))] / 1e3
             print(f"SPLIT {m:8} n={len(ts)} p10 {q(.1):7.1f} p50 {q(.5):7.1f} (+{q(.5)-base:5.1f}) p90 {q(.9):7.1f}", flush=True)
+        # the pooled p50 above moves with whatever state the host was in
+        # during each block; the ratio of two blocks of one round does less
+        if "raw" in blocks:
+            for m in blocks:
+                if m == "raw":
+                    continue
+                rs = sorted(x / y for x, y in zip(blocks[m], blocks["raw"]))
+                qr = lambda f: rs[min(len(rs) - 1, int(f * len(rs)))]
+                print(f"PAIRED {m:8} rounds={len(rs)} block p50 / raw's: median x{qr(.5):.3f} "
+                      f"[q1 x{qr(.25):.3f}, q3 x{qr(.75):.3f}], slower in {sum(r > 1 for r in rs)}/{len(rs)}",
+                      flush=True)
     for m in acc:
         N = len(res[m])
         print(f"[{rank}] {m:8} per call: " + "  ".join(
