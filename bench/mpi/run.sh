@@ -152,6 +152,17 @@ for (impl, n), ls in sorted(loads.items()):
 def q(xs, k):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, (k * len(xs)) // 4)]
+def judge(pr, size):
+    """Per-pair B-A and B/A of p50, their medians, and the verdict: 0.3 us
+    added up to 4 KiB, 3 % above ("ok": median and third quartile within)."""
+    ds = [x['B']['p50'] - x['A']['p50'] for x in pr]
+    rs = [x['B']['p50'] / x['A']['p50'] for x in pr if x['A']['p50'] > 0]
+    d, r = st.median(ds), st.median(rs)
+    if size <= 4096:
+        verdict = 'ok' if q(ds, 3) <= 0.3 else 'ok?' if d <= 0.3 else 'OVER'
+    else:
+        verdict = 'ok' if q(rs, 3) <= 1.03 else 'ok?' if r <= 1.03 else 'OVER'
+    return ds, rs, d, r, verdict
 print(f"{'impl':8} {'n':>2} {'op':9} {'size':>7} | {'p50 A':>8} {'p50 B':>8} {'B-A p50':>8} {'[q1, q3]':>17} "
       f"{'B>A':>5} {'B/A':>6} {'[q1, q3]':>13} {'verdict':>7} | {'p99 A':>8} {'p99 B':>8} | {'max A':>8} {'max B':>8}")
 print("  (us; per cell: median over pairs of rank 0's p50/p99/max; B-A and B/A: median and quartiles of the "
@@ -161,13 +172,7 @@ for (impl, n, op, size), ps in sorted(rows.items()):
     if not pr:
         continue
     m = lambda k, ab: st.median(x[ab][k] for x in pr)
-    ds = [x['B']['p50'] - x['A']['p50'] for x in pr]
-    rs = [x['B']['p50'] / x['A']['p50'] for x in pr if x['A']['p50'] > 0]
-    d, r = st.median(ds), st.median(rs)
-    if size <= 4096:
-        verdict = 'ok' if q(ds, 3) <= 0.3 else 'ok?' if d <= 0.3 else 'OVER'
-    else:
-        verdict = 'ok' if q(rs, 3) <= 1.03 else 'ok?' if r <= 1.03 else 'OVER'
+    ds, rs, d, r, verdict = judge(pr, size)
     slower = sum(1 for x in ds if x > 0)
     print(f"{impl:8} {n:>2} {op:9} {size:>7} | {m('p50','A'):8.3f} {m('p50','B'):8.3f} {d:+8.3f} "
           f"[{q(ds,1):+7.3f}, {q(ds,3):+7.3f}] {slower:>2}/{len(pr):<2} {r:6.3f} [{q(rs,1):5.3f}, {q(rs,3):5.3f}] "
@@ -200,13 +205,7 @@ if xc:
         if not pr:
             print(f"{impl:8} {n:>2} {op:9} {size:>7} | no pair in one state")
             continue
-        ds = [x['B']['p50'] - x['A']['p50'] for x in pr]
-        rs = [x['B']['p50'] / x['A']['p50'] for x in pr if x['A']['p50'] > 0]
-        d, r = st.median(ds), st.median(rs)
-        if size <= 4096:
-            verdict = 'ok' if q(ds, 3) <= 0.3 else 'ok?' if d <= 0.3 else 'OVER'
-        else:
-            verdict = 'ok' if q(rs, 3) <= 1.03 else 'ok?' if r <= 1.03 else 'OVER'
+        ds, rs, d, r, verdict = judge(pr, size)
         print(f"{impl:8} {n:>2} {op:9} {size:>7} | {st.median(x['A']['p50'] for x in pr):8.3f} "
               f"{st.median(x['B']['p50'] for x in pr):8.3f} {d:+8.3f} [{q(ds,1):+7.3f}, {q(ds,3):+7.3f}] "
               f"{sum(1 for x in ds if x > 0):>2}/{len(pr):<2} {r:6.3f} [{q(rs,1):5.3f}, {q(rs,3):5.3f}] {verdict:>7}")
