@@ -722,15 +722,7 @@ void coh_chk_fail(cohort_check *c, int kind, cohort_status st, const char *value
 static cohort_status report_wait_locked(cohort_check *c, int timeout_ms)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    if (timeout_ms < 0)
-        timeout_ms = 15000;
-    ts.tv_sec += timeout_ms / 1000;
-    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    coh_abstime_ms(&ts, timeout_ms < 0 ? 15000u : (unsigned)timeout_ms);
     while (!c->report_ready && !c->stop) {
         c->waiters++;
         int r = pthread_cond_timedwait(&c->cv, &c->mu, &ts);
@@ -746,12 +738,7 @@ static cohort_status report_wait_locked(cohort_check *c, int timeout_ms)
 static void cv_wait_2ms(cohort_check *c)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 2 * 1000 * 1000;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    coh_abstime_ms(&ts, 2);
     c->waiters++;
     pthread_cond_timedwait(&c->cv, &c->mu, &ts);
     c->waiters--;

@@ -327,11 +327,7 @@ static char *my_history(cohort_check *c, uint64_t gid, uint64_t seq, size_t *len
      * shows what it called instead of "made no calls" or "no history". */
     if (!g || g->seq < seq) {
         struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += LATE_WAIT_MS / 1000;
-        ts.tv_nsec += (long)(LATE_WAIT_MS % 1000) * 1000000L;
-        if (ts.tv_nsec >= 1000000000L)
-            ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        coh_abstime_ms(&ts, LATE_WAIT_MS);
         int r = 0;
         while ((!g || g->seq < seq) && !c->stop && r != ETIMEDOUT) {
             c->waiters++;
@@ -815,12 +811,7 @@ void *coh_chk_monitor(void *arg)
         pthread_mutex_lock(&c->mu);
         if (!c->stop && (handled || !atomic_load(&c->failed))) {
             struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += (fast ? TICK_MS : TICK_IDLE_MS) * 1000000L;
-            if (ts.tv_nsec >= 1000000000L) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000L;
-            }
+            coh_abstime_ms(&ts, fast ? TICK_MS : TICK_IDLE_MS);
             pthread_cond_timedwait(&c->mon_cv, &c->mu, &ts);
         }
         pthread_mutex_unlock(&c->mu);

@@ -284,12 +284,7 @@ static cohort_status pmix_exchange(int want_token, int timeout_ms, coh_pmi_resul
             pthread_mutex_lock(&fence.mu);
             while (!fence.done && coh_ms_left(dl) > 0) {
                 struct timespec ts;
-                clock_gettime(CLOCK_REALTIME, &ts);
-                ts.tv_nsec += 50 * 1000000L;
-                if (ts.tv_nsec >= 1000000000L) {
-                    ts.tv_sec++;
-                    ts.tv_nsec -= 1000000000L;
-                }
+                coh_abstime_ms(&ts, 50);
                 pthread_cond_timedwait(&fence.cv, &fence.mu, &ts);
             }
             int done = fence.done, fst = fence.status;

@@ -102,6 +102,17 @@ uint64_t coh_deadline_ns(int timeout_ms)
     return coh_now_ns() + (uint64_t)timeout_ms * 1000000ull;
 }
 
+void coh_abstime_ms(struct timespec *ts, unsigned ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
 int coh_ms_left(uint64_t deadline_ns)
 {
     if (deadline_ns == UINT64_MAX)

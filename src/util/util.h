@@ -36,6 +36,9 @@ uint64_t coh_wall_us(void);     /* CLOCK_REALTIME, for logs and traces */
 uint64_t coh_deadline_ns(int timeout_ms);
 /* ms left until deadline (0 if passed, INT32_MAX-ish if never). */
 int coh_ms_left(uint64_t deadline_ns);
+/* CLOCK_REALTIME now + ms, for pthread_cond_timedwait (ms >= 0). */
+struct timespec;
+void coh_abstime_ms(struct timespec *ts, unsigned ms);
 
 /* ---- error detail: one per handle, plus a thread-local one for
  * group-less failures (cohort_last_error(NULL)). */
