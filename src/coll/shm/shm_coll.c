@@ -1039,7 +1039,15 @@ static cohort_status ring_check(shm_op *o, uint32_t x)
     if (st != COHORT_OK || !s->check)
         return st;
     for (int q = 0; q < s->n; q++) {
-        if (q == s->me || ring_fp_ok(s, q, x, c))
+        /* q's done word: it read x from this rank's record and its check
+         * passed. Every rank that stored it compared an exact fingerprint
+         * naming one root (the rank whose record it read), and that root
+         * stores no done word; so if every other rank stored it, they all
+         * read this root's record and agree with it. Else the records
+         * decide, as before the done words. */
+        if (q == s->me ||
+            atomic_load_explicit(shm_ring_done(s, q, x), memory_order_relaxed) == x ||
+            ring_fp_ok(s, q, x, c))
             continue;
         coh_hdr mine;
         if (!shm_ring_get(s, s->me, x, &mine))
@@ -1106,10 +1114,13 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
     if ((st = ring_settle(o, p - k)) != COHORT_OK)
         return st;
     coh_hdr_from_call(&o->mine, s->g, o->c, COH_MSG_COLL, 0, bytes);
+    /* the root's slot before its record: a reader that finds the record
+     * of phase p (release) finds the payload too, without the root's
+     * arrive */
+    if (me == root && bytes > SHM_RING_INLINE)
+        CPY(shm_ring_slot(s, me, p, tiny), buf, bytes);
     ring_put(s, p, &o->mine, o->c, me == root ? buf : NULL, bytes);
     if (me == root) {
-        if (bytes > SHM_RING_INLINE)
-            CPY(shm_ring_slot(s, me, p, tiny), buf, bytes);
         s->ring_calls[p & mask] = *o->c;
         s->ring_pend[(s->ring_pend_head + s->ring_npend) & mask] = p;
         s->ring_npend++;
@@ -1120,7 +1131,13 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
     o->ring_wait = 1;
     o->ring_q = root;
     o->ring_p = p;
-    st = shm_wait_rank(o, root, p);
+    /* A root running ahead has written its record of p already (phase
+     * tag last, release): then the root's control line is not pulled at
+     * all - the record's line is the one line that moves (its fingerprint
+     * and, <= 32 B, the payload). Else wait for its arrive as always. */
+    st = atomic_load_explicit(&shm_ring_rec_of(s, root, p)->phase, memory_order_acquire) == p
+             ? COHORT_OK
+             : shm_wait_rank(o, root, p);
     o->ring_wait = 0;
     /* On a mismatch this rank publishes phase p before failing (it read
      * nothing): ranks waiting for it - a synchronising call, or a reader
@@ -1145,6 +1162,8 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
         CPY(buf, shm_ring_slot(s, root, p, tiny), bytes);
     else if (bytes)
         memcpy(buf, shm_ring_rec_of(s, root, p)->inl, bytes);
+    if (s->check) /* my check of the root's record passed (ring_check) */
+        atomic_store_explicit(shm_ring_done(s, me, p), p, memory_order_relaxed);
     shm_publish(s); /* done reading slot p % K */
     return COHORT_OK;
 }

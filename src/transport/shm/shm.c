@@ -127,10 +127,17 @@ static size_t p2p_slot_stride(size_t p2p_bytes)
 /* Records per rank: 4 x the deepest ring (shm_seg.h, "The ring"). */
 static size_t ring_nrec(const shm_ringcfg *r) { return 4 * COH_MAX(r->k, r->tiny_k); }
 
-/* Per rank: [records][k slots of bytes][tiny_k slots of tiny_bytes]. */
+/* Per rank: [records][k slots of bytes][tiny_k slots of tiny_bytes][done words]. */
 static size_t ring_tiny_off(const shm_ringcfg *r)
 {
     return ring_nrec(r) * sizeof(shm_ring_rec) + r->k * ring_slot_stride(r->bytes);
+}
+
+/* Then (since layout version 10) nrec done words: a reader stores phase x
+ * into word x % nrec once its check of phase x passed (shm_ring_done). */
+static size_t ring_done_off(const shm_ringcfg *r)
+{
+    return round_up(ring_tiny_off(r) + r->tiny_k * ring_slot_stride(r->tiny_bytes), SHM_LINE);
 }
 
 static void geometry(int n, size_t S, const shm_ringcfg *r, size_t p2p_bytes, shm_geo *o)
@@ -142,7 +149,7 @@ static void geometry(int n, size_t S, const shm_ringcfg *r, size_t p2p_bytes, sh
     /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux; then the ring */
     o->ring_off = o->slot_off + (size_t)n * (o->rank_stride + COH_SHM_AUX_BYTES);
     o->ring_stride =
-        r->k ? round_up(ring_tiny_off(r) + r->tiny_k * ring_slot_stride(r->tiny_bytes), 4096) : 0;
+        r->k ? round_up(ring_done_off(r) + ring_nrec(r) * sizeof(uint32_t), 4096) : 0;
     /* then the send/recv channels, n x n (the diagonal carries no messages:
      * its head is the rank's bell, shm_bell_ring) */
     o->p2p_off = o->ring_off + (size_t)n * o->ring_stride;
@@ -291,6 +298,7 @@ static void set_geometry(coh_shm *s)
     s->tiny_bytes = rc.tiny_bytes;
     s->tiny_slot_stride = ring_slot_stride(rc.tiny_bytes);
     s->tiny_off = ring_tiny_off(&rc);
+    s->ring_done_off = ring_done_off(&rc);
     s->ring_stride = (size_t)h->ring_stride;
     s->ring = s->base + h->ring_off;
     s->p2p_bytes = (size_t)h->p2p_bytes;
@@ -1289,6 +1297,13 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
             cleanup(s);
             return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
         }
+        /* My done words start at a value no phase of their index has (word
+         * i holds phases = i mod nrec): a zeroed word would pass the root's
+         * check of phase 0 after the counter wraps. Before I publish any
+         * phase, so before any root reads them. */
+        for (size_t i = 0; i < s->ring_nrec; i++)
+            atomic_store_explicit(shm_ring_done(s, s->me, (uint32_t)i), (uint32_t)i + 1,
+                                  memory_order_relaxed);
     }
     coh_debug("shm: group %u local %d/%d attached, segment %zu bytes, slot %zu, small %zu, %s; "
               "%s",

@@ -81,9 +81,10 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 9u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
-                       * 7: the tiny ring; 8: the send/recv channels; 9: their
-                       * chunks of <= SHM_CHAN_INLINE bytes inline */
+#define SHM_VERSION 10u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+                        * 7: the tiny ring; 8: the send/recv channels; 9: their
+                        * chunks of <= SHM_CHAN_INLINE bytes inline; 10: the
+                        * ring's done words */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -320,6 +321,8 @@ struct coh_shm {
     /* the tiny ring: tiny_k slots of tiny_bytes (< ring_bytes) after the
      * ring's slots, for the smallest broadcasts; shares the records */
     size_t tiny_k, tiny_bytes, tiny_slot_stride, tiny_off;
+    /* the done words: ring_nrec u32 after the tiny slots (shm_ring_done) */
+    size_t ring_done_off;
     /* phases this rank rooted whose readers are not checked yet (FIFO,
      * capacity ring_nrec) and the calls they belonged to (by phase % nrec) */
     uint32_t *ring_pend;
@@ -410,6 +413,18 @@ static inline unsigned char *shm_ring_slot(const coh_shm *s, int q, uint32_t p, 
            (size_t)(p & (uint32_t)(s->ring_k - 1)) * s->ring_slot_stride;
 }
 
+/* Local rank q's done word of ring phase p: q stores p there (relaxed,
+ * before publishing p) once it read phase p as a reader and its check of
+ * the root's record passed - so the root's lazy check reads one word per
+ * reader and phase, 16 phases to a cache line, instead of each reader's
+ * record line (one cache-line transfer per reader and call; the records
+ * stay the fallback when the word holds another phase). */
+static inline _Atomic uint32_t *shm_ring_done(const coh_shm *s, int q, uint32_t p)
+{
+    return (_Atomic uint32_t *)(s->ring + (size_t)q * s->ring_stride + s->ring_done_off) +
+           (p & (uint32_t)(s->ring_nrec - 1));
+}
+
 /* Reads local rank q's record of phase p; 0 when it holds another phase
  * (q was not in a ring call at p, or has not written it yet). */
 static inline int shm_ring_get(const coh_shm *s, int q, uint32_t p, coh_hdr *out)
@@ -487,14 +502,28 @@ static inline cohort_status shm_wait_all(shm_op *o, uint32_t target)
     coh_shm *s = o->s;
     if (shm_reached(s->min_seen, target))
         return COHORT_OK;
+    /* Caches the least phase actually seen, not target: a ring root that
+     * runs ahead waits for p - K at every call, and with target cached it
+     * would pull every reader's arrive line at every call (one cache-line
+     * transfer per reader and call); with the phases seen, once per
+     * about K calls. */
+    int32_t least = INT32_MAX;
     for (int q = 0; q < s->n; q++) {
         if (q == s->me)
             continue;
-        cohort_status st = shm_wait_rank(o, q, target);
-        if (st != COHORT_OK)
-            return st;
+        _Atomic uint32_t *a = &shm_ctl_of(s, q)->arrive;
+        uint32_t v = atomic_load_explicit(a, memory_order_acquire);
+        if (!shm_reached(v, target)) {
+            cohort_status st = shm_wait_slow(o, q, target);
+            if (st != COHORT_OK)
+                return st;
+            v = atomic_load_explicit(a, memory_order_acquire);
+        }
+        int32_t d = (int32_t)(v - target);
+        if (d < least)
+            least = d;
     }
-    s->min_seen = target;
+    s->min_seen = least == INT32_MAX ? target : target + (uint32_t)least;
     return COHORT_OK;
 }
 
