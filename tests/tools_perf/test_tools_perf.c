@@ -684,7 +684,7 @@ START_TEST(test_binding)
 }
 END_TEST
 
-/* Ranks outnumbering the cpus get the deepest broadcast rings (K = 64,
+/* Ranks outnumbering the cpus get the deepest broadcast rings (K = 256,
  * KT = 1024: every turn of a reader ends in a wait for its root, and a turn
  * holds at most K calls), the others the defaults (8, 128) - as the
  * lead's segment says through cohort_describe. 2 ranks on 1 cpu against 2
@@ -714,7 +714,7 @@ START_TEST(test_oversubscribed_rings)
         ck_assert_int_eq(sched_setaffinity(0, sizeof all, &all), 0);
         ck_assert_msg(r.status == 0, "%s\n%s", T(r.out), T(r.err));
         ck_assert_msg(strstr(r.out, over ? "(1024 slots of 256 B" : "(128 slots of 256 B") &&
-                          strstr(r.out, over ? "(64 slots of 16384 B" : "(8 slots of 16384 B"),
+                          strstr(r.out, over ? "(256 slots of 16384 B" : "(8 slots of 16384 B"),
                       "%s ranks on %d cpus:\n%s", "2", over ? 1 : 2, T(r.out));
         run_free(&r);
     }

@@ -22,7 +22,7 @@
 #include "transport/shm/shm_seg.h"
 
 /* The ring depths the lead chooses (checked below): 8 and 128 (the tiny
- * ring, broadcasts <= 256 B), 64 and 1024 when the ranks outnumber the
+ * ring, broadcasts <= 256 B), 256 and 1024 when the ranks outnumber the
  * cpus this process may use (docs/shm.md). Set per rank by depths(n). */
 static int K = 8, KT = 128;
 
@@ -30,7 +30,7 @@ static void depths(int n)
 {
     cpu_set_t s;
     int over = sched_getaffinity(0, sizeof s, &s) == 0 && n > CPU_COUNT(&s);
-    K = over ? 64 : 8;
+    K = over ? 256 : 8;
     KT = over ? 1024 : 128;
 }
 
@@ -316,6 +316,136 @@ START_TEST(mismatch)
 }
 END_TEST
 
+/* ---- which cache lines a ring call pulls (docs/shm.md, "Cache lines per call") ---- */
+
+/* Waits up to ms for flag j of the run; 1 if it came. */
+static int flag_wait(int j, int ms)
+{
+    for (int t = 0; t < ms; t++) {
+        if (atomic_load(&th_sh()->flag[j]))
+            return 1;
+        ms_sleep(1);
+    }
+    return atomic_load(&th_sh()->flag[j]) != 0;
+}
+
+static int lines_rank(int rank, void *arg)
+{
+    (void)arg;
+    depths(2);
+    cohort_status st;
+    cohort_group *g = th_group(rank, 2, 20000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    coh_shm *s = g->shm;
+    /* done words start where no phase of their index is (a zeroed word 0
+     * would pass the root's check of phase 0 after the counter wraps) */
+    for (uint32_t i = 0; i < (uint32_t)s->ring_nrec; i++)
+        RANK_CHECK(atomic_load(shm_ring_done(s, s->me, i)) != i, "done word %u holds %u", i, i);
+    RANK_PASS(ar(g), g);
+
+    /* wait_all caches the least phase it saw, not its target: a root that
+     * runs ahead then re-reads its readers' arrive lines once per about K
+     * calls instead of every call */
+    if (rank == 0) {
+        uint32_t P = s->phase;
+        coh_call c; /* no call: th_call would advance this rank's seq */
+        memset(&c, 0, sizeof c);
+        shm_op o;
+        memset(&o, 0, sizeof o);
+        o.s = s;
+        o.g = g;
+        o.c = &c;
+        s->min_seen = P - 10; /* a lower bound is always true */
+        RANK_PASS(shm_wait_all(&o, P - 5), g);
+        RANK_CHECK((int32_t)(s->min_seen - (P - 5)) >= 4,
+                   "wait_all cached phase P%+d, not the phase it saw (>= P-1)",
+                   (int)(int32_t)(s->min_seen - P));
+    }
+
+    /* a reader takes the root's record when it is there, without the
+     * root's arrive word: the root's arrive is set back (as if the root
+     * were descheduled between its record and its publish) while the
+     * reader calls */
+    static const size_t bytes[] = {8, 1000};
+    unsigned char buf[1000];
+    for (int t = 0; t < 2; t++) {
+        RANK_PASS(ar(g), g);
+        for (size_t j = 0; j < bytes[t]; j++)
+            buf[j] = rank == 0 ? pat(t, 3, j) : 0;
+        coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, bytes[t]);
+        if (rank == 0) {
+            RANK_PASS(coh_shm_broadcast(s, &c, buf, bytes[t], 0), g);
+            shm_ctl *me = shm_ctl_of(s, 0);
+            atomic_store(&me->arrive, s->phase - 1);
+            atomic_store(&th_sh()->flag[2 * t], 1);
+            int came = flag_wait(2 * t + 1, 2000);
+            atomic_store(&me->arrive, s->phase);
+            shm_futex_wake(&me->arrive);
+            RANK_CHECK(came, "%zu B: the reader waited for the root's arrive word", bytes[t]);
+        } else {
+            th_wait_flag(2 * t, 5000);
+            uint64_t t0 = coh_now_ns();
+            RANK_PASS(coh_shm_broadcast(s, &c, buf, bytes[t], 0), g);
+            double ms = (coh_now_ns() - t0) / 1e6;
+            atomic_store(&th_sh()->flag[2 * t + 1], 1);
+            RANK_CHECK(ms < 1000, "%zu B: the reader took %.0f ms", bytes[t], ms);
+            for (size_t j = 0; j < bytes[t]; j++)
+                RANK_CHECK(buf[j] == pat(t, 3, j), "%zu B: byte %zu is %u, want %u", bytes[t], j,
+                           buf[j], pat(t, 3, j));
+        }
+    }
+
+    /* the root's lazy check takes a reader's done word and leaves its record
+     * alone: the reader's record is scribbled after its check passed and
+     * the root's drain (the all_reduce) still passes; then a stale done word
+     * with a sound record passes on the record; a stale done word with a
+     * scribbled record is found (a corrupted segment) */
+    for (int t = 0; t < 3; t++) {
+        RANK_PASS(ar(g), g);
+        buf[0] = rank == 0 ? 42 : 0;
+        coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 1);
+        RANK_PASS(coh_shm_broadcast(s, &c, buf, 1, 0), g);
+        RANK_CHECK(buf[0] == 42, "byte %u", buf[0]);
+        uint32_t x = s->phase;
+        if (rank == 1) {
+            RANK_CHECK(atomic_load(shm_ring_done(s, 1, x)) == x, "no done word for phase %u", x);
+            if (t != 1)
+                atomic_fetch_xor(&shm_ring_rec_of(s, 1, x)->seq, 1);
+            if (t != 0)
+                atomic_store(shm_ring_done(s, 1, x), x + 1);
+            atomic_store(&th_sh()->flag[4 + t], 1);
+        } else {
+            th_wait_flag(4 + t, 5000);
+        }
+        st = ar(g);
+        if (t < 2) {
+            char msg[COH_ERRLEN];
+            errmsg(g, msg);
+            RANK_CHECK(st == COHORT_OK, "case %d: %s (%s)", t, cohort_status_name(st), msg);
+        } else if (rank == 0) {
+            char msg[COH_ERRLEN];
+            errmsg(g, msg);
+            RANK_CHECK(st == COHORT_ERR_PROTOCOL && strstr(msg, "fingerprint and header disagree"),
+                       "a scribbled record behind a stale done word: %s (%s)",
+                       cohort_status_name(st), msg);
+        }
+    }
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(lines)
+{
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 30000};
+    cht_result r;
+    int n = 2;
+    cht_run_ranks(&o, lines_rank, &n, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 /* ---- dead root, dead reader ---- */
 
 static int kill_rank(int rank, void *arg)
@@ -377,6 +507,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, back_to_back, 0, 3);
     tcase_add_loop_test(tc, mismatch, 0, 2 * R_N);
     tcase_add_loop_test(tc, sigkill, 0, 4);
+    tcase_add_test(tc, lines);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;

@@ -95,7 +95,9 @@
 #define SHM_MIN_SLOT_BYTES 64u
 #define SHM_MAX_SLOT_BYTES (256u * 1024u * 1024u)
 #define SHM_DEFAULT_RING_SLOTS 8u
-#define SHM_MAX_RING_SLOTS 64u
+/* 256: the deepest ring, taken when ranks outnumber cpus - fewer than 1 %
+ * of a reader's calls may end its turn waiting (docs/shm.md) */
+#define SHM_MAX_RING_SLOTS 256u
 #define SHM_DEFAULT_RING_BYTES (16u * 1024u)
 #define SHM_MAX_RING_BYTES (1024u * 1024u)
 /* The tiny ring: broadcasts <= 256 B get 128 slots of their own, so that
