@@ -16,6 +16,7 @@
 #   CONFIGS="memcpy shm2 shm2osu over4 over4osu over8 over8osu over16 over16osu tcp2 tcp2osu
 #            tcp4 tcp4osu netns2 netns2osu netns4 netns4osu contract memory"
 #   SIZES=8,16,64,...,67108864   bytes (nccl-tests convention: the full buffer)
+#   OPS=broadcast    only these collectives (cohort's names, comma-separated; default all five)
 #   RESULTS=DIR      where results go (default bench/compare/results/<date>)
 #   COHORT_PERF=PATH the cohort-perf binary (default build/tools/cohort-perf/cohort-perf)
 #   PEERS_SRC=DIR    the peer harness, copied to a temp dir (default /work/shared/peers/coll)
@@ -118,6 +119,13 @@ PY=/usr/bin/python3 # Debian's python3 with python3-torch (Gloo)
 COHORT_OPS=all_reduce,broadcast,all_gather,reduce_scatter,barrier
 MPI_OPS=allreduce,bcast,allgather,reduce_scatter,barrier
 GLOO_OPS=all_reduce,broadcast,all_gather,barrier
+# OPS=broadcast,all_reduce: only these (cohort's names; the peers' follow).
+if [ -n "${OPS:-}" ]; then
+    COHORT_OPS=$OPS
+    MPI_OPS=$(echo "$OPS" | sed 's/all_reduce/allreduce/g; s/broadcast/bcast/g; s/all_gather/allgather/g')
+    GLOO_OPS=$(echo "$OPS" | tr , '\n' | grep -v '^reduce_scatter$' | paste -sd, -)
+    [ -n "$GLOO_OPS" ] || GLOO=0
+fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 OMPI="mpirun.openmpi --oversubscribe"
