@@ -750,9 +750,9 @@ static const struct {
     {"COHORT_SHM_SMALL_BYTES", "-1", "[0, 268435456]"},
     {"COHORT_SHM_SMALL_BYTES", "268435457", "[0, 268435456]"},
     {"COHORT_SHM_SMALL_BYTES", "1k", "[0, 268435456]"},
-    {"COHORT_SHM_RING_SLOTS", "-1", "[0, 64]"},
-    {"COHORT_SHM_RING_SLOTS", "65", "[0, 64]"},
-    {"COHORT_SHM_RING_SLOTS", "8x", "[0, 64]"},
+    {"COHORT_SHM_RING_SLOTS", "-1", "[0, 256]"},
+    {"COHORT_SHM_RING_SLOTS", "257", "[0, 256]"},
+    {"COHORT_SHM_RING_SLOTS", "8x", "[0, 256]"},
     {"COHORT_SHM_RING_BYTES", "-1", "[0, 1048576]"},
     {"COHORT_SHM_RING_BYTES", "1048577", "[0, 1048576]"},
 };
@@ -780,6 +780,7 @@ static const struct {
 } ring_envs[] = {
     {"0", NULL, 0, 0},   {"1", NULL, 0, 0},   {"2", NULL, 2, 16384},  {"3", NULL, 2, 16384},
     {"7", NULL, 4, 16384}, {"8", NULL, 8, 16384}, {"63", NULL, 32, 16384}, {"64", "1024", 64, 1024},
+    {"256", "1024", 256, 1024},
     {NULL, NULL, 8, 16384}, {"16", "0", 0, 0},
 };
 
