@@ -1,10 +1,11 @@
 /*
  * fuzz_shm_chunk.c - libFuzzer target for the send/recv channels' chunk
  * check (shm_chunk_parse, src/coll/shm/shm_p2p.c): a channel slot is memory
- * a peer writes, and the receiver reads its header and descriptor from it.
+ * a peer writes, and the receiver reads its head line from it (segment
+ * layout v10: stamp, short header, inline data or descriptor).
  *
  * Input: a context byte string (which chunk is due, of which message, on
- * what segment), then the slot's two lines (zero-padded when short).
+ * what segment), then the slot's head line (zero-padded when short).
  * Properties beyond "no crash / out-of-bounds access" (ASan, UBSan): a
  * chunk that passes
  *  - is a send/recv message from the expected sender to the expected
@@ -13,6 +14,9 @@
  *  - copies at most slot_bytes, never past the message's end (have +
  *    bytes <= len), and exactly what is left of it or a full slot;
  *  - as a single copy, is a whole first chunk of at least cma_min bytes;
+ *  - has its data inline exactly when it is a copy of <= SHM_CHAN_INLINE
+ *    bytes (then the whole message), and the rebuilt header carries the
+ *    segment's group and generation and no op;
  * and a refusal is a non-empty text. The same function replays the
  * checked-in corpus in a normal ctest run.
  */
@@ -56,18 +60,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         x.len = UINT64_MAX;
         x.have = 0;
     }
-    unsigned char slot[2 * SHM_LINE];
+    x.group = 0x31524843u;
+    x.gen = 7;
+    unsigned char slot[SHM_LINE];
     memset(slot, 0, sizeof slot);
     memcpy(slot, p, n < sizeof slot ? n : sizeof slot);
     coh_hdr h;
     shm_chan_desc d;
-    const char *bad = shm_chunk_parse(slot, &x, &h, &d);
+    shm_chan_head hd;
+    const char *bad = shm_chunk_parse(slot, &x, &h, &d, &hd);
     if (bad) {
         must(bad[0] != 0);
         return 0;
     }
     must(h.magic == COH_HDR_MAGIC && h.kind == COH_MSG_P2P && h.coll == COH_COLL_SEND);
     must(h.src == x.src && h.root == x.dst && h.step == x.step);
+    must(h.group == x.group && h.gen == x.gen && h.redop == -1);
     size_t es = cohort_dtype_size((cohort_dtype)h.dtype);
     must(es && h.count <= UINT64_MAX / es && h.len == h.count * es);
     if (x.len != UINT64_MAX)
@@ -78,6 +86,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint64_t have = x.len == UINT64_MAX ? 0 : x.have;
         must(d.mode == SHM_CHAN_COPY && d.bytes <= x.slot_bytes && have + d.bytes <= h.len);
         must(d.bytes == x.slot_bytes || have + d.bytes == h.len);
+        if (h.len <= SHM_CHAN_INLINE) /* inline: the whole message, from the copy */
+            must(have == 0 && d.bytes == h.len && d.bytes <= sizeof hd.u.inl);
     }
     return 0;
 }

@@ -35,11 +35,11 @@ static double now_ms(void)
 /* ---- garbage in a channel slot ---- */
 
 enum {
-    G_BYTES_HUGE,   /* the descriptor's chunk length: 2^40 */
+    G_BYTES_HUGE,   /* the head's chunk length: 2^40 */
     G_BYTES_OVER,   /* one line more than the slot holds */
     G_BYTES_SHORT,  /* fewer bytes than the message has */
-    G_LEN,          /* the header's length, count unchanged */
-    G_LEN_COUNT,    /* length and count agree, huge, the chunk's length not */
+    G_LEN,          /* a count whose length (count x dtype size) overflows */
+    G_LEN_COUNT,    /* a huge count, the chunk's length unchanged */
     G_MAGIC,
     G_KIND,
     G_SRC,
@@ -48,7 +48,8 @@ enum {
     G_DTYPE,
     G_MODE,
     G_CMA,          /* a single copy on a segment that uses none */
-    G_REPLAY,       /* pub moved over a stale slot holding an old message */
+    G_REPLAY,       /* a stale slot's stamp moved on: it holds an old message */
+    G_COUNT_INLINE, /* a count that makes the message inline: garbage data, a mismatch */
     G_NCASES
 };
 
@@ -72,10 +73,12 @@ static const garbage_case garbage[G_NCASES] = {
     [G_MODE] = {COHORT_ERR_PROTOCOL, "has an unknown mode"},
     [G_CMA] = {COHORT_ERR_PROTOCOL, "a single copy where none is due"},
     [G_REPLAY] = {COHORT_ERR_CONTRACT, "seq"},
+    [G_COUNT_INLINE] = {COHORT_ERR_CONTRACT, "count"},
 };
 
 #define NGOOD ((int)SHM_P2P_SLOTS) /* good messages first: every slot holds a consumed chunk */
-#define NV 4                /* int32 values in the corrupted message */
+#define NV 8 /* int32 values in the corrupted message: 32 B, past SHM_CHAN_INLINE, so
+              * its head holds a chunk length to corrupt */
 
 typedef struct garbage_arg {
     int kind;  /* G_* */
@@ -112,36 +115,32 @@ static int rank_garbage(int rank, void *arg)
         if (a->kind == G_REPLAY) {
             /* a peer whose counter jumps: the receiver finds the slot's
              * old (consumed) chunk */
-            atomic_store(&ch->pub, t + 1);
+            atomic_store(shm_chan_stamp(shm_chan_slot(s, ch, t)), t + 1);
             shm_bell_ring(s, q);
         } else {
             for (int j = 0; j < NV; j++)
                 v[j] = 7000 + j;
             RANK_PASS(cohort_send(g, v, NV, COHORT_INT32, 1, 2), g); /* eager: in the slot */
-            unsigned char *slot = shm_chan_slot(s, ch, t);
-            coh_hdr *h = (coh_hdr *)slot;
-            shm_chan_desc *d = (shm_chan_desc *)(slot + SHM_LINE);
+            shm_chan_head *h = (shm_chan_head *)shm_chan_slot(s, ch, t);
             switch (a->kind) {
-            case G_BYTES_HUGE: d->bytes = (uint64_t)1 << 40; break;
-            case G_BYTES_OVER: d->bytes = s->p2p_bytes + SHM_LINE; break;
-            case G_BYTES_SHORT: d->bytes = 8; break;
-            case G_LEN: h->len = (uint64_t)1 << 40; break;
-            case G_LEN_COUNT:
-                h->count = (uint64_t)1 << 38;
-                h->len = (uint64_t)1 << 40;
-                break;
-            case G_MAGIC: h->magic ^= 0x01010101u; break;
+            case G_BYTES_HUGE: h->u.d.bytes = (uint64_t)1 << 40; break;
+            case G_BYTES_OVER: h->u.d.bytes = s->p2p_bytes + SHM_LINE; break;
+            case G_BYTES_SHORT: h->u.d.bytes = 8; break;
+            case G_LEN: h->count = (uint64_t)1 << 62; break;
+            case G_LEN_COUNT: h->count = (uint64_t)1 << 38; break;
+            case G_MAGIC: h->magic ^= 0x01u; break;
             case G_KIND: h->kind = COH_MSG_COLL; break;
             case G_SRC: h->src = 2; break;
-            case G_ROOT: h->root = 0; break;
+            case G_ROOT: h->dst = 0; break;
             case G_STEP: h->step = 3; break;
             case G_DTYPE: h->dtype = 250; break;
-            case G_MODE: d->mode = 7; break;
+            case G_MODE: h->mode = 7; break;
             case G_CMA:
-                d->mode = SHM_CHAN_CMA;
-                d->bytes = h->len;
-                d->addr = (uint64_t)(uintptr_t)v;
+                h->mode = SHM_CHAN_CMA;
+                h->u.d.bytes = NV * sizeof v[0];
+                h->u.d.addr = (uint64_t)(uintptr_t)v;
                 break;
+            case G_COUNT_INLINE: h->count = 2; break;
             }
         }
         atomic_store(&th_sh()->flag[0], 1);

@@ -92,37 +92,78 @@ static cohort_status bad_chunk(coh_shm *s, const coh_call *c, int q, uint32_t k,
 }
 
 const char *shm_chunk_parse(const unsigned char *slot, const shm_chunk_ctx *x, coh_hdr *h,
-                            shm_chan_desc *d)
+                            shm_chan_desc *d, shm_chan_head *hd)
 {
-    memcpy(h, slot, sizeof *h);
-    memcpy(d, slot + SHM_LINE, sizeof *d);
-    if (h->magic != COH_HDR_MAGIC)
+    /* the head after its stamp (the publication word, read by the wait) */
+    atomic_init(&hd->stamp, 0u);
+    memcpy((unsigned char *)hd + sizeof hd->stamp, slot + sizeof hd->stamp,
+           sizeof *hd - sizeof hd->stamp);
+    memset(h, 0, sizeof *h);
+    h->magic = COH_HDR_MAGIC;
+    h->kind = hd->kind;
+    h->coll = COH_COLL_SEND;
+    h->dtype = hd->dtype;
+    h->redop = -1; /* send and recv take no op (the API refuses one) */
+    h->group = x->group;
+    h->gen = x->gen;
+    h->seq = hd->seq;
+    h->count = hd->count;
+    h->root = hd->dst;
+    h->tag = hd->tag;
+    h->step = hd->step;
+    h->src = hd->src;
+    memset(d, 0, sizeof *d);
+    d->mode = hd->mode;
+    if (hd->magic != SHM_CHAN_MAGIC)
         return "has no message header";
-    if (h->kind != COH_MSG_P2P || h->coll != COH_COLL_SEND)
+    if (hd->kind != COH_MSG_P2P)
         return "is not a send/recv message";
-    if (h->src != x->src || h->root != x->dst)
+    if (hd->src != x->src || hd->dst != x->dst)
         return "names another sender or receiver";
-    if (h->step != x->step)
+    if (hd->step != x->step)
         return "is out of sequence";
-    size_t es = cohort_dtype_size((cohort_dtype)h->dtype);
-    uint64_t want;
+    size_t es = cohort_dtype_size((cohort_dtype)hd->dtype);
     if (!es)
         return "names no dtype";
-    if (__builtin_mul_overflow(h->count, (uint64_t)es, &want) || h->len != want)
+    if (__builtin_mul_overflow(hd->count, (uint64_t)es, &h->len))
         return "announces a length its count and dtype do not give";
     if (x->len != UINT64_MAX && h->len != x->len)
         return "announces another length than its message's first chunk";
     if (d->mode == SHM_CHAN_CMA) {
+        d->bytes = hd->u.d.bytes;
+        d->addr = hd->u.d.addr;
         if (x->len != UINT64_MAX || h->len < x->cma_min || d->bytes != h->len)
             return "announces a single copy where none is due";
         return NULL;
     }
     if (d->mode != SHM_CHAN_COPY)
         return "has an unknown mode";
+    /* a message of <= SHM_CHAN_INLINE bytes is inline, whole; the slot
+     * holds at least 64 data bytes, so it is always a single chunk */
+    d->bytes = h->len <= SHM_CHAN_INLINE ? h->len : hd->u.d.bytes;
     uint64_t have = x->len == UINT64_MAX ? 0 : x->have;
     if (have > h->len || d->bytes != COH_MIN(x->slot_bytes, h->len - have))
         return "has an unexpected length";
     return NULL;
+}
+
+/* Where a parsed copy chunk's data is: inline in the (copied) head, or
+ * after the slot's two lines. */
+static inline const unsigned char *chunk_data(const unsigned char *slot, const coh_hdr *h,
+                                              const shm_chan_head *hd)
+{
+    return h->len <= SHM_CHAN_INLINE ? hd->u.inl : slot + 2 * SHM_LINE;
+}
+
+/* The sender's call site, for a report about the chunk in slot: line 1
+ * (its full header), which a small message's receiver otherwise never
+ * reads. Only what the head does not carry is taken from it. */
+static void chunk_site(const unsigned char *slot, coh_hdr *h)
+{
+    coh_hdr full;
+    memcpy(&full, slot + SHM_LINE, sizeof full);
+    h->site = full.site;
+    h->line = full.line;
 }
 
 /* The context of chunk `step` from local rank q, continuing a message of
@@ -132,6 +173,8 @@ static shm_chunk_ctx chunk_ctx(const coh_shm *s, int q, uint32_t step, uint64_t 
     const cohort_group *g = s->g;
     shm_chunk_ctx x = {.src = g->local_ranks[q],
                        .dst = g->rank,
+                       .group = g->id,
+                       .gen = g->generation,
                        .step = step,
                        .len = len,
                        .have = have,
@@ -167,8 +210,8 @@ static cohort_status drain(void *arg_)
             continue;
         shm_chan *ch = shm_chan_of(s, q, s->me);
         uint32_t t = s->p2p_in[q];
-        while (shm_reached(atomic_load_explicit(&ch->pub, memory_order_acquire), t + 1)) {
-            const unsigned char *slot = shm_chan_slot(s, ch, t);
+        unsigned char *slot;
+        while (shm_chan_ready(slot = shm_chan_slot(s, ch, t), t)) {
             shm_p2p_msg **pp = &s->p2p_stash[q], *m = NULL;
             while (*pp && (*pp)->next)
                 pp = &(*pp)->next;
@@ -178,9 +221,10 @@ static cohort_status drain(void *arg_)
                 pp = &(*pp)->next;
             coh_hdr h;
             shm_chan_desc d;
+            shm_chan_head hd;
             shm_chunk_ctx x = chunk_ctx(s, q, m ? m->chunks : 0u, m ? m->h.len : UINT64_MAX,
                                         m ? m->have : 0);
-            const char *bad = shm_chunk_parse(slot, &x, &h, &d);
+            const char *bad = shm_chunk_parse(slot, &x, &h, &d, &hd);
             if (bad)
                 return bad_chunk(s, o->c, q, h.step, bad);
             if (!m) {
@@ -203,6 +247,7 @@ static cohort_status drain(void *arg_)
                                           "%d that no recv has asked for yet",
                                           (unsigned long long)h.len, s->g->local_ranks[q]);
                 m->next = NULL;
+                chunk_site(slot, &h); /* the slot is reused once acked: keep it now */
                 m->h = h;
                 m->have = 0;
                 m->chunks = 0;
@@ -216,8 +261,7 @@ static cohort_status drain(void *arg_)
                 if (st != COHORT_OK)
                     return st;
             } else {
-                coh_shm_copy(m->data + m->have, shm_chan_data((unsigned char *)slot, d.bytes),
-                             (size_t)d.bytes, 0);
+                coh_shm_copy(m->data + m->have, chunk_data(slot, &h, &hd), (size_t)d.bytes, 0);
             }
             m->have += (size_t)d.bytes;
             m->chunks++;
@@ -263,17 +307,39 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
         }
         unsigned char *slot = shm_chan_slot(s, ch, t);
         size_t len = cma ? bytes : COH_MIN(chunk, bytes - off);
+        /* line 1: the full header, for reports only (it stays in this
+         * core's cache: the receiver of a well-formed message never reads
+         * it) */
         coh_hdr hh = *h;
         hh.step = k;
-        memcpy(slot, &hh, sizeof hh);
-        shm_chan_desc d = {.mode = cma ? SHM_CHAN_CMA : SHM_CHAN_COPY,
-                           .bytes = len,
-                           .addr = cma ? (uint64_t)(uintptr_t)buf : 0};
-        memcpy(slot + SHM_LINE, &d, sizeof d);
-        if (!cma)
-            coh_shm_copy(shm_chan_data(slot, len), buf + off, len, 0);
+        memcpy(slot + SHM_LINE, &hh, sizeof hh);
+        /* line 0: the head, built here and written at once, its stamp last */
+        shm_chan_head hd;
+        memset(&hd, 0, sizeof hd);
+        hd.magic = SHM_CHAN_MAGIC;
+        hd.kind = h->kind;
+        hd.mode = cma ? SHM_CHAN_CMA : SHM_CHAN_COPY;
+        hd.dtype = h->dtype;
+        hd.src = h->src;
+        hd.dst = h->root;
+        hd.tag = h->tag;
+        hd.step = k;
+        hd.seq = h->seq;
+        hd.count = h->count;
+        if (!cma && bytes <= SHM_CHAN_INLINE) {
+            memcpy(hd.u.inl, buf, bytes);
+        } else {
+            hd.u.d.bytes = len;
+            hd.u.d.addr = cma ? (uint64_t)(uintptr_t)buf : 0;
+            if (!cma)
+                coh_shm_copy(slot + 2 * SHM_LINE, buf + off, len, 0);
+        }
         off += cma ? 0 : len;
-        shm_word_publish(&ch->pub, &ch->pub_waiters, &ch->pub_cpu, t + 1);
+        memcpy(slot + sizeof hd.stamp, (unsigned char *)&hd + sizeof hd.stamp,
+               sizeof hd - sizeof hd.stamp);
+        /* seq_cst: pairs with a sleeping receiver's count-then-recheck on
+         * its bell (shm_bell_ring reads the count) */
+        atomic_store_explicit(shm_chan_stamp(slot), t + 1, memory_order_seq_cst);
         shm_bell_ring(s, q);
     }
     s->p2p_out[q] = t;
@@ -316,24 +382,27 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
     }
     for (;; k++) {
         uint32_t t = s->p2p_in[q];
-        st = wait_word(&o, q, &ch->pub, t + 1, q, -1);
+        unsigned char *slot = shm_chan_slot(s, ch, t);
+        st = wait_word(&o, q, shm_chan_stamp(slot), t + 1, q, -1);
         if (st != COHORT_OK)
             return st;
-        const unsigned char *slot = shm_chan_slot(s, ch, t);
         coh_hdr got;
         shm_chan_desc d;
+        shm_chan_head hd;
         /* what the protocol guarantees (a corrupted slot is a protocol
          * error, not a mismatch), then the contract check: before a byte of
          * this message lands in buf (every chunk's header is compared; the
          * first decides). Together they bound d.bytes by the slot and by
          * what is left of buf. */
         shm_chunk_ctx x = chunk_ctx(s, q, k, k ? (uint64_t)bytes : UINT64_MAX, off);
-        const char *bad = shm_chunk_parse(slot, &x, &got, &d);
+        const char *bad = shm_chunk_parse(slot, &x, &got, &d, &hd);
         if (bad)
             return bad_chunk(s, c, q, k, bad);
         exp.step = k;
-        if (coh_hdr_match(&exp, &got) != COH_FIELD_NONE)
+        if (coh_hdr_match(&exp, &got) != COH_FIELD_NONE) {
+            chunk_site(slot, &got);
             return up(s->g, coh_tp_mismatch(s->g, c, s->g->local_ranks[q], &exp, &got));
+        }
         if (d.mode == SHM_CHAN_CMA) {
             st = up(s->g, shm_cma_read(&o, q, buf, d.addr, bytes));
             /* An abort while reading: the sender may have returned and
@@ -344,8 +413,7 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
                 return st;
             off = bytes;
         } else {
-            coh_shm_copy(buf + off, shm_chan_data((unsigned char *)slot, d.bytes), (size_t)d.bytes,
-                         nt);
+            coh_shm_copy(buf + off, chunk_data(slot, &got, &hd), (size_t)d.bytes, nt);
             off += (size_t)d.bytes;
         }
         s->p2p_in[q] = t + 1;

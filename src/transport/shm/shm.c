@@ -1362,8 +1362,8 @@ static cohort_status p2p_close(coh_shm *s, int wait_ms)
         coh_hdr h, exp;
         if (s->p2p_stash[q])
             h = s->p2p_stash[q]->h; /* taken from the channel, never received */
-        else if (shm_reached(atomic_load_explicit(&ch->pub, memory_order_acquire), t + 1))
-            memcpy(&h, shm_chan_slot(s, ch, t), sizeof h);
+        else if (shm_chan_ready(shm_chan_slot(s, ch, t), t))
+            memcpy(&h, shm_chan_slot(s, ch, t) + SHM_LINE, sizeof h); /* its full header */
         else
             continue;
         coh_call call;
@@ -1392,7 +1392,7 @@ static cohort_status p2p_close(coh_shm *s, int wait_ms)
         if (shm_reached(a, t))
             continue;
         coh_hdr h;
-        memcpy(&h, shm_chan_slot(s, out, a), sizeof h);
+        memcpy(&h, shm_chan_slot(s, out, a) + SHM_LINE, sizeof h); /* its full header */
         return coh_tp_fail_set(s->g, COHORT_ERR_CONTRACT,
                                "send #%llu from rank %d to rank %d (tag %d, %llu bytes, line %u) "
                                "was never received: rank %d finalized without the matching "

@@ -81,10 +81,11 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 10u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 11u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
-                        * chunks of <= SHM_CHAN_INLINE bytes inline; 10: the
-                        * ring's done words */
+                        * chunks of <= 32 bytes inline; 10: the ring's done
+                        * words; 11: a chunk's head line (stamp, short header,
+                        * inline data) replaces pub */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -216,18 +217,27 @@ _Static_assert(offsetof(shm_ring_rec, inl) + SHM_RING_INLINE == SHM_LINE, "line 
  * SHM_P2P_SLOTS slots of p2p_bytes, used round robin. Chunk t (counted
  * over the channel's life) goes to slot t % SLOTS. The sender writes chunk
  * t once the receiver has ack >= t + 1 - SLOTS (the slot's previous chunk
- * was consumed), then publishes pub = t + 1; the receiver waits for
- * pub >= t + 1, compares the slot's header with its own call (the
- * contract check, before a byte lands in its buffer), copies out and
- * publishes ack = t + 1. pub and ack are futex words (a sleeper counts
- * itself in the waiters word next to it, like arrive). A single-copy
- * message is one chunk whose slot holds the sender's buffer address
- * instead of data: the receiver reads it with process_vm_readv and then
- * acks, and the sender returns only after that ack. */
+ * was consumed), then publishes it by storing stamp = t + 1 in the slot's
+ * head line, last; the receiver waits for that stamp (the slot's previous
+ * chunk left t + 1 - SLOTS there), compares the head's short header with
+ * its own call (the contract check, before a byte lands in its buffer),
+ * copies out and publishes ack = t + 1. ack is a futex word (a sleeper
+ * counts itself in the waiters word next to it, like arrive); a waiting
+ * rank sleeps on its bell (the diagonal channel's pub, shm_bell_ring). The
+ * sender reads ack only when its last reading leaves no free slot, so the
+ * credit costs a line transfer once per SLOTS chunks at most. A
+ * single-copy message is one chunk whose head holds the sender's buffer
+ * address instead of data: the receiver reads it with process_vm_readv
+ * and then acks, and the sender returns only after that ack.
+ *
+ * What a small message moves between the two cores (docs/performance.md,
+ * "send/recv at 8 B"): the slot's head line, written by the sender and
+ * read by the receiver, and a quarter of the ack line; the full header in
+ * line 1 stays in the sender's cache unless a report needs it. */
 typedef struct shm_chan {
-    _Alignas(64) _Atomic uint32_t pub; /* sender: chunks published */
+    _Alignas(64) _Atomic uint32_t pub; /* the diagonal channel (q, q): q's bell */
     _Atomic uint32_t pub_waiters;
-    _Atomic int32_t pub_cpu;         /* CPU the sender last published from */
+    _Atomic int32_t pub_cpu;         /* unused since v10 (kept: the layout of the bell) */
     _Atomic uint32_t closed;         /* the sender is in cohort_finalize */
     _Alignas(64) _Atomic uint32_t ack; /* receiver: chunks consumed */
     _Atomic uint32_t ack_waiters;
@@ -235,44 +245,73 @@ typedef struct shm_chan {
 } shm_chan;
 _Static_assert(sizeof(shm_chan) == 128, "two lines per channel head");
 
-/* A channel slot: the sender's header (coh_hdr of its call; step = chunk
- * index in the message, len = the message's bytes), a descriptor line,
- * then p2p_bytes of data - except a copy chunk of at most SHM_CHAN_INLINE
- * bytes, whose data is in the descriptor's line at SHM_CHAN_INLINE_OFF
- * (a small message moves two lines, not three). */
+/* A channel slot: line 0 the chunk's head (below: all the receiver reads of
+ * a small message), line 1 the sender's full header (coh_hdr of its call,
+ * step = chunk index, len = the message's bytes; read only to word a
+ * report - its call site - and at cohort_finalize), then p2p_bytes of data
+ * - except a copy chunk of a message of at most SHM_CHAN_INLINE bytes,
+ * whose data is in the head itself (one line moves, not three). The head
+ * carries every field the receiver compares (coh_hdr_match) or checks
+ * (shm_chunk_parse); group and generation are the segment's, redop is
+ * none, len = count x the dtype's size. */
+#define SHM_CHAN_MAGIC 0xc5u
+#define SHM_CHAN_INLINE 24u
+typedef struct shm_chan_head {
+    _Atomic uint32_t stamp; /* t + 1 of the chunk held: stored last (seq_cst) */
+    uint8_t magic;          /* SHM_CHAN_MAGIC */
+    uint8_t kind;           /* COH_MSG_P2P */
+    uint8_t mode;           /* SHM_CHAN_COPY, SHM_CHAN_CMA */
+    uint8_t dtype;
+    int32_t src, dst;       /* group ranks: the sender, the receiver (coh_hdr's root) */
+    int32_t tag;
+    uint32_t step;          /* chunk index within the message */
+    uint64_t seq, count;
+    union {
+        unsigned char inl[SHM_CHAN_INLINE]; /* a whole message of <= 24 bytes */
+        struct {
+            uint64_t bytes; /* data bytes in this slot (COPY), the message (CMA) */
+            uint64_t addr;  /* CMA: the sender's buffer */
+        } d;
+    } u;
+} shm_chan_head;
+_Static_assert(sizeof(shm_chan_head) == SHM_LINE, "a chunk's head is one line");
+_Static_assert(offsetof(shm_chan_head, u) + SHM_CHAN_INLINE == SHM_LINE, "inline data ends it");
+
+/* What shm_chunk_parse hands back of a head besides the header. */
 typedef struct shm_chan_desc {
-    uint64_t mode;  /* SHM_CHAN_COPY: data follows; SHM_CHAN_CMA: read addr */
+    uint64_t mode;  /* SHM_CHAN_COPY: data in the slot; SHM_CHAN_CMA: read addr */
     uint64_t bytes; /* data bytes in this slot (COPY), the message (CMA) */
     uint64_t addr;  /* CMA: the sender's buffer */
 } shm_chan_desc;
 enum { SHM_CHAN_COPY = 1, SHM_CHAN_CMA = 2 };
-#define SHM_CHAN_INLINE_OFF 32u
-#define SHM_CHAN_INLINE (SHM_LINE - SHM_CHAN_INLINE_OFF)
-_Static_assert(sizeof(shm_chan_desc) <= SHM_CHAN_INLINE_OFF, "inline data after the descriptor");
 
 /* What a receiver may assume of the chunk in a channel slot before it
  * trusts any of it (the slot is memory its peer writes: a corrupted or
  * hostile peer can put anything there). */
 typedef struct shm_chunk_ctx {
     int32_t src, dst;    /* the sender's and the receiver's group ranks */
+    uint32_t group, gen; /* the segment's group (implied by the channel) */
     uint32_t step;       /* the chunk index due next */
     uint64_t len;        /* continuing a message: its length; UINT64_MAX: a first chunk */
     uint64_t have;       /* continuing: bytes of it taken so far (< len) */
     uint64_t slot_bytes; /* the segment's p2p_bytes */
     uint64_t cma_min;    /* single copy from this many bytes; UINT64_MAX: never */
 } shm_chunk_ctx;
-/* Copies the slot's header and descriptor out (slot: 2 * SHM_LINE bytes,
- * read once, so a peer rewriting it meanwhile cannot make them disagree
- * with what was checked) and checks what the channel protocol guarantees
- * whatever the calls: magic, kind, op, sender, receiver, the chunk index,
- * len = count x the dtype's size, the same len in every chunk, a copy
- * chunk's length min(slot_bytes, len - have), a single copy only as a
- * whole first chunk of at least cma_min bytes. NULL when it holds (the
- * contract comparison with the receiver's own call comes after), else
- * what is wrong, for a COHORT_ERR_PROTOCOL report. src/coll/shm/shm_p2p.c;
- * fuzzed by tests/fuzz/fuzz_shm_chunk.c. */
+/* Copies the slot's head out (slot: its head line, SHM_LINE bytes, read
+ * once, so a peer rewriting it meanwhile cannot make the copy disagree with
+ * what was checked; the stamp is not read), rebuilds the sender's header
+ * from it (site and line 0: they live in line 1, shm_chan_site) and checks
+ * what the channel protocol guarantees whatever the calls: magic, kind,
+ * sender, receiver, the chunk index, len = count x the dtype's size, the
+ * same len in every chunk, a copy chunk's length min(slot_bytes, len -
+ * have), inline exactly when len <= SHM_CHAN_INLINE, a single copy only as
+ * a whole first chunk of at least cma_min bytes. NULL when it holds (the
+ * contract comparison with the receiver's own call comes after), else what
+ * is wrong, for a COHORT_ERR_PROTOCOL report. *copy receives the head: an
+ * inline chunk's data (d->bytes) is taken from copy->u.inl, the checked
+ * copy. src/coll/shm/shm_p2p.c; fuzzed by tests/fuzz/fuzz_shm_chunk.c. */
 const char *shm_chunk_parse(const unsigned char *slot, const shm_chunk_ctx *x, coh_hdr *h,
-                            shm_chan_desc *d);
+                            shm_chan_desc *d, shm_chan_head *copy);
 
 /* A message taken from a channel before a recv asked for it (the stash of
  * src/coll/shm/shm_p2p.c), FIFO per peer. */
@@ -387,17 +426,22 @@ static inline shm_chan *shm_chan_of(const coh_shm *s, int from, int to)
     return (shm_chan *)(s->p2p + ((size_t)from * (size_t)s->n + (size_t)to) * s->p2p_stride);
 }
 
-/* Slot of chunk t: header at +0, descriptor at +64, data at +128. */
+/* Slot of chunk t: head at +0, full header at +64, data at +128. */
 static inline unsigned char *shm_chan_slot(const coh_shm *s, shm_chan *ch, uint32_t t)
 {
     return (unsigned char *)ch + sizeof(shm_chan) +
            (size_t)(t % SHM_P2P_SLOTS) * s->p2p_slot_stride;
 }
 
-/* Where a copy chunk of `bytes` keeps its data in its slot. */
-static inline unsigned char *shm_chan_data(unsigned char *slot, uint64_t bytes)
+static inline _Atomic uint32_t *shm_chan_stamp(unsigned char *slot)
 {
-    return slot + (bytes <= SHM_CHAN_INLINE ? SHM_LINE + SHM_CHAN_INLINE_OFF : 2 * SHM_LINE);
+    return &((shm_chan_head *)slot)->stamp;
+}
+
+/* A chunk in the slot is published: its stamp reached t + 1. */
+static inline int shm_chan_ready(unsigned char *slot, uint32_t t)
+{
+    return shm_reached(atomic_load_explicit(shm_chan_stamp(slot), memory_order_acquire), t + 1);
 }
 
 static inline shm_ring_rec *shm_ring_rec_of(const coh_shm *s, int q, uint32_t p)
