@@ -7,7 +7,9 @@
  * sends; contract mismatches (count, dtype, tag) reported on both ranks with
  * the receive buffer untouched; a peer SIGKILLed mid-transfer (as sender and
  * as receiver); a SIGSTOPped peer (timeout with a stall report); an abort
- * from another thread while a recv waits. */
+ * from another thread while a recv waits; the channel's counters (slot
+ * stamps, ack, the sender's cached credit) across 2^32 with many small
+ * messages outstanding and a receiver slower than its sender. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +19,8 @@
 #include <unistd.h>
 
 #include "support/support.h"
+#include "coll/shm/shm_coll.h"
+#include "transport/shm/shm_seg.h"
 
 #define CHUNK 4096 /* COHORT_SHM_P2P_BYTES in these tests: small, so bounds are cheap */
 #define SLOTS 4
@@ -32,8 +36,9 @@ static unsigned char pat(size_t i, int from, int k) { return (unsigned char)(i *
 
 /* ---- correctness matrix ---- */
 
-/* 32/33: the largest chunk carried inline in the descriptor line, and one more */
-static const size_t sizes[] = {0,         1,         32,        33,  CHUNK - 1, CHUNK,          CHUNK + 1,
+/* 24/25: the largest message carried inline in its chunk's head line (layout
+ * v10), and one more; 32/33: v9's bound */
+static const size_t sizes[] = {0,         1,         24,        25,  32,        33,  CHUNK - 1, CHUNK,          CHUNK + 1,
                                SLOTS * CHUNK - 1, SLOTS * CHUNK, SLOTS * CHUNK + 1, 65535,
                                65536,     65537,     (size_t)16 << 20};
 static const cohort_dtype dts[] = {COHORT_UINT8, COHORT_INT32, COHORT_FLOAT64, COHORT_BFLOAT16};
@@ -415,6 +420,93 @@ START_TEST(abort_from_thread)
 }
 END_TEST
 
+/* ---- the counters across 2^32 ----
+ *
+ * A chunk is published by its slot's stamp (t + 1) and the slot's previous
+ * chunk left t + 1 - SLOTS there; the receiver tells them apart by a
+ * wrapping comparison, the sender its credit (ack) likewise. Both ranks
+ * move the pair's channel to WRAP_T0 chunks before its first message (as
+ * if that many had gone through it: stamps, ack, the sender's counters),
+ * then stream WRAP_N messages across 2^32 - small ones (inline, one past
+ * it) mostly, and multi-chunk ones - while the receiver stops now and then
+ * so that the sender finds every slot taken and waits for credit, and the
+ * sender, around the wrap, so that the receiver waits on stale slots. An
+ * unsigned comparison anywhere (stamp or ack) takes a stale slot for a new
+ * chunk (a wrong message or a protocol error) or hangs the sender. */
+#define WRAP_T0 (UINT32_MAX - 40u)
+#define WRAP_N 400
+
+static size_t wrap_bytes(int i)
+{
+    static const size_t b[] = {8, 8, 24, 25, 1, 0, 8, 64, 2 * CHUNK + 5};
+    return b[i % (int)(sizeof b / sizeof b[0])];
+}
+
+static int rank_wrap(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    coh_shm *s = g->shm;
+    int q = s ? coh_shm_p2p_peer(s, 1 - rank) : -1;
+    RANK_CHECK(q >= 0, "rank %d: the peer is not on a channel", rank);
+    if (rank == 0) {
+        s->p2p_out[q] = WRAP_T0;
+        s->p2p_acked[q] = WRAP_T0;
+    } else {
+        /* the receiver owns ack; it also sets the stamps a history of
+         * WRAP_T0 chunks would have left, before the sender writes any */
+        shm_chan *ch = shm_chan_of(s, q, s->me);
+        s->p2p_in[q] = WRAP_T0;
+        atomic_store(&ch->ack, WRAP_T0);
+        for (uint32_t j = 1; j <= SHM_P2P_SLOTS; j++) {
+            uint32_t t = WRAP_T0 - j; /* the last chunk of slot t % SLOTS */
+            atomic_store(shm_chan_stamp(shm_chan_slot(s, ch, t)), t + 1);
+        }
+    }
+    RANK_PASS(cohort_barrier(g), g);
+    unsigned char buf[2 * CHUNK + 16];
+    for (int i = 0; i < WRAP_N; i++) {
+        size_t b = wrap_bytes(i);
+        if (rank == 0) {
+            /* and, around the wrap, slower than the receiver: it waits on
+             * slots that still hold the previous lap's chunk */
+            if (i > 20 && i < 100 && i % 3 == 0)
+                usleep(2000);
+            for (size_t j = 0; j < b; j++)
+                buf[j] = pat(j, 0, i);
+            RANK_PASS(cohort_send(g, buf, b, COHORT_UINT8, 1, i % 5), g);
+        } else {
+            if (i % 37 == 0)
+                usleep(20 * 1000); /* slower than the sender: it fills every slot */
+            memset(buf, 0xEE, b + 8);
+            RANK_PASS(cohort_recv(g, buf, b, COHORT_UINT8, 0, i % 5), g);
+            for (size_t j = 0; j < b; j++)
+                RANK_CHECK(buf[j] == pat(j, 0, i), "message %d (%zu B) byte %zu", i, b, j);
+            RANK_CHECK(buf[b] == 0xEE, "message %d: a byte past its end was written", i);
+        }
+    }
+    /* really across the wrap, and every chunk consumed */
+    if (rank == 0)
+        RANK_CHECK(s->p2p_out[q] < WRAP_T0 && s->p2p_out[q] > 100,
+                   "the sender's counter is %u", s->p2p_out[q]);
+    else
+        RANK_CHECK(s->p2p_in[q] < WRAP_T0 && s->p2p_in[q] > 100,
+                   "the receiver's counter is %u", s->p2p_in[q]);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(counters_wrap)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 60000,
+                  .extra_env = "COHORT_SHM_P2P_BYTES=4096;COHORT_SHM_SINGLE_COPY=off"};
+    cht_result r;
+    cht_run_ranks(&o, rank_wrap, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("shm_p2p");
@@ -427,6 +519,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, sigkill_mid_transfer, 0, 4);
     tcase_add_loop_test(tc, sigstop_times_out, 0, 2);
     tcase_add_test(tc, abort_from_thread);
+    tcase_add_test(tc, counters_wrap);
     suite_add_tcase(s, tc);
     return s;
 }
