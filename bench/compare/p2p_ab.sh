@@ -4,9 +4,12 @@
 # loopback), paired and interleaved (A, B, A, B ...), cohort-perf's sendrecv
 # (one-way time of a ping-pong) with p50/p99/max. MPI=1 adds Open MPI's
 # MPI_Send/MPI_Recv ping-pong (mpi_pingpong.c, mpirun.openmpi -np 2, its
-# default binding and transports) as a third interleaved config. Prints
-# medians over launches and the per-pair ratio's median and range; raw
-# outputs in $OUT (default bench/compare/results/p2p-<date>).
+# default binding and transports) as a third interleaved config. BASE=<build
+# dir> adds that build's cohort-perf (e.g. main's, before a change) as one
+# more interleaved config, "base", and the ratio shm/base; TCP=0 leaves the
+# tcp config out. Prints medians over launches and the per-pair ratio's
+# median and range; raw outputs in $OUT (default
+# bench/compare/results/p2p-<date>).
 set -eu
 ROUNDS=${1:-5}
 BUILD=${BUILD:-build}
@@ -15,10 +18,14 @@ OUT=${OUT:-bench/compare/results/p2p-$(date -u +%Y%m%d-%H%M%S)}
 mkdir -p "$OUT"
 perf="$BUILD/tools/cohort-perf/cohort-perf"
 MPI=${MPI:-0}
-CFGS="shm tcp"
+BASE=${BASE:-}
+TCP=${TCP:-1}
+CFGS="shm"
+[ -n "$BASE" ] && CFGS="$CFGS base"
+[ "$TCP" = 1 ] && CFGS="$CFGS tcp"
 if [ "$MPI" = 1 ]; then
   mpicc.openmpi -O2 -o "$OUT/mpi_pingpong" "$(dirname "$0")/mpi_pingpong.c"
-  CFGS="shm tcp ompi"
+  CFGS="$CFGS ompi"
 fi
 { uname -r; grep -m1 'model name' /proc/cpuinfo; cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo "no yama";
   git rev-parse --short HEAD; date -u; } > "$OUT/conditions.txt"
@@ -31,15 +38,17 @@ for r in $(seq 1 "$ROUNDS"); do
       echo "load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/$cfg.$r.txt"
       continue
     fi
-    if [ $cfg = shm ]; then env=""; else env="COHORT_SHM_P2P_BYTES=0"; fi
-    env $env "$perf" --np 2 --coll sendrecv --sizes "$SIZES" --time 0.1 --percentiles \
+    if [ $cfg = tcp ]; then env="COHORT_SHM_P2P_BYTES=0"; else env=""; fi
+    bin=$perf
+    [ $cfg = base ] && bin="$BASE/tools/cohort-perf/cohort-perf"
+    env $env "$bin" --np 2 --coll sendrecv --sizes "$SIZES" --time 0.1 --percentiles \
       --in-place no >> "$OUT/$cfg.$r.txt" 2>&1 || echo "launch failed" >> "$OUT/$cfg.$r.txt"
     echo "load $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/$cfg.$r.txt"
   done
 done
-python3 - "$OUT" "$ROUNDS" "$MPI" <<'PY'
+python3 - "$OUT" "$ROUNDS" "$CFGS" <<'PY'
 import sys, statistics as S
-out, rounds, mpi = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "1"
+out, rounds, cfgs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 def parse(p):
     rows = {}
     for l in open(p):
@@ -49,18 +58,17 @@ def parse(p):
         elif len(f) == 5 and f[0].isdigit():  # mpi_pingpong: p50 p99 max mean
             rows[int(f[0])] = (float(f[4]), float(f[1]), float(f[2]), float(f[3]))
     return rows
-cfgs = ("shm", "tcp", "ompi") if mpi else ("shm", "tcp")
 d = {c: [parse(f"{out}/{c}.{r}.txt") for r in range(1, rounds + 1)] for c in cfgs}
-print("bytes  shm p50/p99/max (us)            tcp p50/p99/max (us)            p50 ratio shm/tcp median (min-max over launch pairs)")
+others = [c for c in cfgs if c != "shm"]
+print("bytes  shm p50/p99/max (us)  " + "  ".join(f"| {c} p50/p99/max (us), p50 ratio shm/{c} median (min-max over launch pairs)" for c in others))
+med = lambda v, i: S.median([x[i] for x in v])
 for b in sorted(d["shm"][0]):
-    a = [x[b] for x in d["shm"] if b in x]; t = [x[b] for x in d["tcp"] if b in x]
-    med = lambda v, i: S.median([x[i] for x in v])
-    rat = [x[1] / y[1] for x, y in zip(a, t) if y[1] > 0]
-    line = f"{b:>9} {med(a,1):9.2f} {med(a,2):9.2f} {med(a,3):10.1f}   {med(t,1):9.2f} {med(t,2):9.2f} {med(t,3):10.1f}   x{S.median(rat):.2f} ({min(rat):.2f}-{max(rat):.2f})"
-    if mpi:
-        o = [x[b] for x in d["ompi"] if b in x]
-        ro = [x[1] / y[1] for x, y in zip(a, o) if y[1] > 0]
+    a = [x[b] for x in d["shm"] if b in x]
+    line = f"{b:>9} {med(a,1):9.2f} {med(a,2):9.2f} {med(a,3):10.1f}"
+    for c in others:
+        o = [x[b] for x in d[c] if b in x]
+        ro = [x[1] / y[1] for x, y in zip([x.get(b) for x in d["shm"]], [x.get(b) for x in d[c]]) if x and y and y[1] > 0]
         if o and ro:
-            line += f"   ompi {med(o,1):9.2f} {med(o,2):9.2f} {med(o,3):10.1f}  shm/ompi x{S.median(ro):.2f} ({min(ro):.2f}-{max(ro):.2f})"
+            line += f"   {c} {med(o,1):9.2f} {med(o,2):9.2f} {med(o,3):10.1f}  shm/{c} x{S.median(ro):.2f} ({min(ro):.2f}-{max(ro):.2f})"
     print(line)
 PY

@@ -422,8 +422,8 @@ END_TEST
 
 /* ---- the counters across 2^32 ----
  *
- * A chunk is published by its slot's stamp (t + 1) and the slot's previous
- * chunk left t + 1 - SLOTS there; the receiver tells them apart by a
+ * A chunk is published by its head's stamp (t + 1) and the head's previous
+ * chunk left t + 1 - HEADS there; the receiver tells them apart by a
  * wrapping comparison, the sender its credit (ack) likewise. Both ranks
  * move the pair's channel to WRAP_T0 chunks before its first message (as
  * if that many had gone through it: stamps, ack, the sender's counters),
@@ -459,8 +459,8 @@ static int rank_wrap(int rank, void *arg)
         shm_chan *ch = shm_chan_of(s, q, s->me);
         s->p2p_in[q] = WRAP_T0;
         atomic_store(&ch->ack, WRAP_T0);
-        for (uint32_t j = 1; j <= SHM_P2P_SLOTS; j++) {
-            uint32_t t = WRAP_T0 - j; /* the last chunk of slot t % SLOTS */
+        for (uint32_t j = 1; j <= SHM_P2P_HEADS; j++) {
+            uint32_t t = WRAP_T0 - j; /* the last chunk of head t % HEADS */
             atomic_store(shm_chan_stamp(shm_chan_slot(s, ch, t)), t + 1);
         }
     }

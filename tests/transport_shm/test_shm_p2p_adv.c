@@ -76,7 +76,7 @@ static const garbage_case garbage[G_NCASES] = {
     [G_COUNT_INLINE] = {COHORT_ERR_CONTRACT, "count"},
 };
 
-#define NGOOD ((int)SHM_P2P_SLOTS) /* good messages first: every slot holds a consumed chunk */
+#define NGOOD ((int)SHM_P2P_HEADS) /* good messages first: every head holds a consumed chunk */
 #define NV 8 /* int32 values in the corrupted message: 32 B, past SHM_CHAN_INLINE, so
               * its head holds a chunk length to corrupt */
 

@@ -57,8 +57,9 @@ cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c);
  * channel (shm_p2p.c; docs/shm.md "Send and receive"). h is the message
  * header both sides build (coh_p2p normalises it); the receiver compares
  * the sender's with its own before a byte lands in buf. Sends of at most
- * SHM_P2P_SLOTS x COHORT_SHM_P2P_BYTES (all outstanding ones together)
- * return without the receiver (eager); larger ones wait for it to drain
+ * SHM_P2P_SLOTS x COHORT_SHM_P2P_BYTES (all outstanding ones together; up
+ * to SHM_P2P_HEADS messages of <= SHM_CHAN_INLINE bytes, which need no
+ * data slot) return without the receiver (eager); larger ones wait for it to drain
  * the channel, and a single-copy send waits until the receiver has read
  * its buffer. coh_shm_p2p_peer: q for group rank peer, -1 when the pair
  * does not use the segment (another host, channels off). */

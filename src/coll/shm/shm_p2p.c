@@ -147,12 +147,12 @@ const char *shm_chunk_parse(const unsigned char *slot, const shm_chunk_ctx *x, c
     return NULL;
 }
 
-/* Where a parsed copy chunk's data is: inline in the (copied) head, or
- * after the slot's two lines. */
-static inline const unsigned char *chunk_data(const unsigned char *slot, const coh_hdr *h,
+/* Where a parsed copy chunk's data is: inline in the (copied) head, or in
+ * its data slot. */
+static inline const unsigned char *chunk_data(const unsigned char *dslot, const coh_hdr *h,
                                               const shm_chan_head *hd)
 {
-    return h->len <= SHM_CHAN_INLINE ? hd->u.inl : slot + 2 * SHM_LINE;
+    return h->len <= SHM_CHAN_INLINE ? hd->u.inl : dslot;
 }
 
 /* The sender's call site, for a report about the chunk in slot: line 1
@@ -261,7 +261,8 @@ static cohort_status drain(void *arg_)
                 if (st != COHORT_OK)
                     return st;
             } else {
-                coh_shm_copy(m->data + m->have, chunk_data(slot, &h, &hd), (size_t)d.bytes, 0);
+                coh_shm_copy(m->data + m->have, chunk_data(shm_chan_dslot(s, ch, t), &h, &hd),
+                             (size_t)d.bytes, 0);
             }
             m->have += (size_t)d.bytes;
             m->chunks++;
@@ -296,11 +297,13 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
     size_t off = 0;
     cohort_status st;
     for (uint32_t k = 0; k < nchunks; k++, t++) {
-        /* slot t % SLOTS is free once its previous chunk was consumed; the
-         * ack line (the receiver writes it per chunk) is read only when the
-         * last value read says the slot may be taken */
-        if (!shm_reached(s->p2p_acked[q], t + 1 - SHM_P2P_SLOTS)) {
-            st = wait_word(&o, q, &ch->ack, t + 1 - SHM_P2P_SLOTS, -1, q);
+        /* head t % HEADS (and data slot t % SLOTS, if the chunk has data
+         * there) is free once its previous chunk was consumed; the ack line
+         * (the receiver writes it per chunk) is read only when the last
+         * value read says it may be taken: once per HEADS small messages */
+        uint32_t need = t + 1 - (cma || bytes <= SHM_CHAN_INLINE ? SHM_P2P_HEADS : SHM_P2P_SLOTS);
+        if (!shm_reached(s->p2p_acked[q], need)) {
+            st = wait_word(&o, q, &ch->ack, need, -1, q);
             if (st != COHORT_OK)
                 return st;
             s->p2p_acked[q] = atomic_load_explicit(&ch->ack, memory_order_acquire);
@@ -332,7 +335,7 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
             hd.u.d.bytes = len;
             hd.u.d.addr = cma ? (uint64_t)(uintptr_t)buf : 0;
             if (!cma)
-                coh_shm_copy(slot + 2 * SHM_LINE, buf + off, len, 0);
+                coh_shm_copy(shm_chan_dslot(s, ch, t), buf + off, len, 0);
         }
         off += cma ? 0 : len;
         memcpy(slot + sizeof hd.stamp, (unsigned char *)&hd + sizeof hd.stamp,
@@ -413,7 +416,8 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
                 return st;
             off = bytes;
         } else {
-            coh_shm_copy(buf + off, chunk_data(slot, &got, &hd), (size_t)d.bytes, nt);
+            coh_shm_copy(buf + off, chunk_data(shm_chan_dslot(s, ch, t), &got, &hd),
+                         (size_t)d.bytes, nt);
             off += (size_t)d.bytes;
         }
         s->p2p_in[q] = t + 1;

@@ -119,10 +119,7 @@ typedef struct shm_ringcfg {
 
 static size_t ring_slot_stride(size_t ring_bytes) { return round_up(ring_bytes, SHM_LINE); }
 
-static size_t p2p_slot_stride(size_t p2p_bytes)
-{
-    return 2 * SHM_LINE + round_up(p2p_bytes, SHM_LINE);
-}
+static size_t p2p_slot_stride(size_t p2p_bytes) { return round_up(p2p_bytes, SHM_LINE); }
 
 /* Records per rank: 4 x the deepest ring (shm_seg.h, "The ring"). */
 static size_t ring_nrec(const shm_ringcfg *r) { return 4 * COH_MAX(r->k, r->tiny_k); }
@@ -153,10 +150,11 @@ static void geometry(int n, size_t S, const shm_ringcfg *r, size_t p2p_bytes, sh
     /* then the send/recv channels, n x n (the diagonal carries no messages:
      * its head is the rank's bell, shm_bell_ring) */
     o->p2p_off = o->ring_off + (size_t)n * o->ring_stride;
-    o->p2p_stride = p2p_bytes && n > 1 ? round_up(sizeof(shm_chan) + SHM_P2P_SLOTS *
-                                                                         p2p_slot_stride(p2p_bytes),
-                                                  4096)
-                                       : 0;
+    o->p2p_stride = p2p_bytes && n > 1
+                        ? round_up(sizeof(shm_chan) + SHM_P2P_HEADS * 2 * SHM_LINE +
+                                       SHM_P2P_SLOTS * p2p_slot_stride(p2p_bytes),
+                                   4096)
+                        : 0;
     o->total = o->p2p_off + (size_t)n * (size_t)n * o->p2p_stride;
 }
 

@@ -84,8 +84,9 @@
 #define SHM_VERSION 11u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
-                        * words; 11: a chunk's head line (stamp, short header,
-                        * inline data) replaces pub */
+                        * words; 11: a ring of chunk heads (stamp, short
+                        * header, inline data) replaces pub, the data slots
+                        * follow it */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -109,7 +110,8 @@
 #define SHM_MAX_TINY_BYTES 4096u
 #define SHM_DEFAULT_P2P_BYTES (64u * 1024u)
 #define SHM_MAX_P2P_BYTES (1024u * 1024u)
-#define SHM_P2P_SLOTS 4u
+#define SHM_P2P_SLOTS 4u  /* data slots per channel */
+#define SHM_P2P_HEADS 16u /* chunk heads per channel (a power of two, >= SLOTS) */
 #define SHM_DEFAULT_P2P_STASH_BYTES (1l << 30)
 #define SHM_MAX_P2P_STASH_BYTES (1l << 40)
 
@@ -214,26 +216,31 @@ _Static_assert(offsetof(shm_ring_rec, inl) + SHM_RING_INLINE == SHM_LINE, "line 
 
 /* Channels (send/recv between local ranks; src/coll/shm/shm_p2p.c). One
  * single-producer single-consumer channel per ordered pair (from, to):
- * SHM_P2P_SLOTS slots of p2p_bytes, used round robin. Chunk t (counted
- * over the channel's life) goes to slot t % SLOTS. The sender writes chunk
- * t once the receiver has ack >= t + 1 - SLOTS (the slot's previous chunk
- * was consumed), then publishes it by storing stamp = t + 1 in the slot's
- * head line, last; the receiver waits for that stamp (the slot's previous
- * chunk left t + 1 - SLOTS there), compares the head's short header with
- * its own call (the contract check, before a byte lands in its buffer),
- * copies out and publishes ack = t + 1. ack is a futex word (a sleeper
- * counts itself in the waiters word next to it, like arrive); a waiting
- * rank sleeps on its bell (the diagonal channel's pub, shm_bell_ring). The
- * sender reads ack only when its last reading leaves no free slot, so the
- * credit costs a line transfer once per SLOTS chunks at most. A
- * single-copy message is one chunk whose head holds the sender's buffer
- * address instead of data: the receiver reads it with process_vm_readv
- * and then acks, and the sender returns only after that ack.
+ * SHM_P2P_HEADS chunk heads and SHM_P2P_SLOTS data slots of p2p_bytes,
+ * both used round robin. Chunk t (counted over the channel's life) has its
+ * head in head t % HEADS and, unless it is inline (a copy of a message of
+ * <= SHM_CHAN_INLINE bytes) or a single copy, its data in slot t % SLOTS.
+ * The sender writes chunk t once the receiver has ack >= t + 1 - HEADS
+ * (head only) or >= t + 1 - SLOTS (with data): what the head and the slot
+ * held before was consumed. It publishes the chunk by storing stamp = t +
+ * 1 in the head, last; the receiver waits for that stamp (the head's
+ * previous chunk left t + 1 - HEADS there), compares the head's short
+ * header with its own call (the contract check, before a byte lands in its
+ * buffer), copies out and publishes ack = t + 1. ack is a futex word (a
+ * sleeper counts itself in the waiters word next to it, like arrive); a
+ * waiting rank sleeps on its bell (the diagonal channel's pub,
+ * shm_bell_ring). The sender reads ack only when its last reading leaves
+ * no free head (slot), so small messages pay for the credit - a transfer
+ * of the ack line - once per HEADS messages at most. A single-copy message
+ * is one chunk whose head holds the sender's buffer address instead of
+ * data: the receiver reads it with process_vm_readv and then acks, and the
+ * sender returns only after that ack.
  *
  * What a small message moves between the two cores (docs/performance.md,
- * "send/recv at 8 B"): the slot's head line, written by the sender and
- * read by the receiver, and a quarter of the ack line; the full header in
- * line 1 stays in the sender's cache unless a report needs it. */
+ * "send/recv at 8 B"): its head line, written by the sender and read by the
+ * receiver, and at most 1/HEADS of the ack line; the full header in the
+ * head's second line stays in the sender's cache unless a report needs
+ * it. */
 typedef struct shm_chan {
     _Alignas(64) _Atomic uint32_t pub; /* the diagonal channel (q, q): q's bell */
     _Atomic uint32_t pub_waiters;
@@ -245,12 +252,12 @@ typedef struct shm_chan {
 } shm_chan;
 _Static_assert(sizeof(shm_chan) == 128, "two lines per channel head");
 
-/* A channel slot: line 0 the chunk's head (below: all the receiver reads of
- * a small message), line 1 the sender's full header (coh_hdr of its call,
- * step = chunk index, len = the message's bytes; read only to word a
- * report - its call site - and at cohort_finalize), then p2p_bytes of data
- * - except a copy chunk of a message of at most SHM_CHAN_INLINE bytes,
- * whose data is in the head itself (one line moves, not three). The head
+/* A chunk's head entry, two lines: line 0 the head (below: all the receiver
+ * reads of a small message), line 1 the sender's full header (coh_hdr of
+ * its call, step = chunk index, len = the message's bytes; read only to
+ * word a report - its call site - and at cohort_finalize). A copy chunk of
+ * a message of at most SHM_CHAN_INLINE bytes has its data in the head
+ * itself (one line moves, not three); others in their data slot. The head
  * carries every field the receiver compares (coh_hdr_match) or checks
  * (shm_chunk_parse); group and generation are the segment's, redop is
  * none, len = count x the dtype's size. */
@@ -426,10 +433,17 @@ static inline shm_chan *shm_chan_of(const coh_shm *s, int from, int to)
     return (shm_chan *)(s->p2p + ((size_t)from * (size_t)s->n + (size_t)to) * s->p2p_stride);
 }
 
-/* Slot of chunk t: head at +0, full header at +64, data at +128. */
+/* Head entry of chunk t: head at +0, full header at +64. */
 static inline unsigned char *shm_chan_slot(const coh_shm *s, shm_chan *ch, uint32_t t)
 {
-    return (unsigned char *)ch + sizeof(shm_chan) +
+    (void)s;
+    return (unsigned char *)ch + sizeof(shm_chan) + (size_t)(t % SHM_P2P_HEADS) * 2 * SHM_LINE;
+}
+
+/* Data slot of chunk t (after the heads). */
+static inline unsigned char *shm_chan_dslot(const coh_shm *s, shm_chan *ch, uint32_t t)
+{
+    return (unsigned char *)ch + sizeof(shm_chan) + SHM_P2P_HEADS * 2 * SHM_LINE +
            (size_t)(t % SHM_P2P_SLOTS) * s->p2p_slot_stride;
 }
 
