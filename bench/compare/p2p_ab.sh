@@ -27,11 +27,15 @@ if [ "$MPI" = 1 ]; then
   mpicc.openmpi -O2 -o "$OUT/mpi_pingpong" "$(dirname "$0")/mpi_pingpong.c"
   CFGS="$CFGS ompi"
 fi
+# the cpu0<->cpu1 cache-line round trip (c2c.c) before every launch: an 8 B
+# ping-pong moves with it (docs/performance.md, "Which mode a 2-rank launch is in")
+cc -O2 -Wall -pthread -o "$OUT/c2c" "$(dirname "$0")/c2c.c"
 { uname -r; grep -m1 'model name' /proc/cpuinfo; cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo "no yama";
   git rev-parse --short HEAD; date -u; } > "$OUT/conditions.txt"
 for r in $(seq 1 "$ROUNDS"); do
   for cfg in $CFGS; do
     echo "load $(cut -d' ' -f1-3 /proc/loadavg)" > "$OUT/$cfg.$r.txt"
+    echo "# $("$OUT/c2c" || echo c2c failed)" >> "$OUT/$cfg.$r.txt"
     if [ $cfg = ompi ]; then
       mpirun.openmpi --allow-run-as-root -np 2 "$OUT/mpi_pingpong" "$SIZES" 0.1 \
         >> "$OUT/$cfg.$r.txt" 2>&1 || echo "launch failed" >> "$OUT/$cfg.$r.txt"
@@ -71,4 +75,6 @@ for b in sorted(d["shm"][0]):
         if o and ro:
             line += f"   {c} {med(o,1):9.2f} {med(o,2):9.2f} {med(o,3):10.1f}  shm/{c} x{S.median(ro):.2f} ({min(ro):.2f}-{max(ro):.2f})"
     print(line)
+c2c = {c: [l.split()[4] for r in range(1, rounds + 1) for l in open(f"{out}/{c}.{r}.txt") if l.startswith("# c2c ")] for c in cfgs}
+print("c2c p50 ns before each launch (cpu0<->cpu1 round trip; - = no batch completed): " + "; ".join(f"{c} " + " ".join(c2c[c]) for c in cfgs))
 PY
