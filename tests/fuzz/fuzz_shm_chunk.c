@@ -2,7 +2,7 @@
  * fuzz_shm_chunk.c - libFuzzer target for the send/recv channels' chunk
  * check (shm_chunk_parse, src/coll/shm/shm_p2p.c): a channel slot is memory
  * a peer writes, and the receiver reads its head line from it (segment
- * layout v10: stamp, short header, inline data or descriptor).
+ * layout v11: stamp, short header, inline data or descriptor).
  *
  * Input: a context byte string (which chunk is due, of which message, on
  * what segment), then the slot's head line (zero-padded when short).

@@ -37,7 +37,7 @@ static unsigned char pat(size_t i, int from, int k) { return (unsigned char)(i *
 /* ---- correctness matrix ---- */
 
 /* 24/25: the largest message carried inline in its chunk's head line (layout
- * v10), and one more; 32/33: v9's bound */
+ * v11), and one more; 32/33: v9's bound */
 static const size_t sizes[] = {0,         1,         24,        25,  32,        33,  CHUNK - 1, CHUNK,          CHUNK + 1,
                                SLOTS * CHUNK - 1, SLOTS * CHUNK, SLOTS * CHUNK + 1, 65535,
                                65536,     65537,     (size_t)16 << 20};

@@ -244,7 +244,7 @@ _Static_assert(offsetof(shm_ring_rec, inl) + SHM_RING_INLINE == SHM_LINE, "line 
 typedef struct shm_chan {
     _Alignas(64) _Atomic uint32_t pub; /* the diagonal channel (q, q): q's bell */
     _Atomic uint32_t pub_waiters;
-    _Atomic int32_t pub_cpu;         /* unused since v10 (kept: the layout of the bell) */
+    _Atomic int32_t pub_cpu;         /* unused since v11 (kept: the layout of the bell) */
     _Atomic uint32_t closed;         /* the sender is in cohort_finalize */
     _Alignas(64) _Atomic uint32_t ack; /* receiver: chunks consumed */
     _Atomic uint32_t ack_waiters;
