@@ -454,6 +454,24 @@ static size_t pipe_piece(size_t cap, size_t bytes)
     return p < cap ? p : cap;
 }
 
+/* Piece size for the two-copy broadcast: half the message (two pieces,
+ * the reader's copy of the first overlapping the root's copy of the
+ * second), never below PIPE_MIN nor above the buffer. Fewer, larger
+ * pieces than pipe_piece because every step is a hand-off each way
+ * between the root and its readers (cache-line round trips of 0.05-0.55
+ * us on the 2-vCPU VM, and a wait when a rank is descheduled), while the
+ * root's copy into its own slot is short next to the readers' copy across
+ * cores: docs/shm.md "Broadcast piece size" has the A/B (2 ranks, 64 KiB
+ * x0.68, 1 MiB x0.87 of the time with quarters). */
+static size_t bcast_piece(size_t cap, size_t bytes)
+{
+    size_t p = bytes / 2;
+    if (p < PIPE_MIN)
+        p = PIPE_MIN;
+    p = (p + SHM_LINE - 1) / SHM_LINE * SHM_LINE;
+    return p < cap ? p : cap;
+}
+
 /* ---- single copy for all_gather, gather, scatter, all_to_all ----
  *
  * When shm_cma_use says so (agreed at attach, the same on every rank once
@@ -1198,7 +1216,7 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
     int me = s->me, am_root = me == root;
     if (s->cma && bytes >= s->cma_min)
         return bcast_single(&o, buf, bytes, root);
-    size_t S = pipe_piece(s->S, bytes);
+    size_t S = bcast_piece(s->S, bytes);
     unsigned char *b = buf;
     o.nt = !am_root && bytes >= s->nt_bytes;
     uint32_t step = 0;
