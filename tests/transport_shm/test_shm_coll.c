@@ -478,6 +478,20 @@ static int rank_main(int rank, void *arg)
         CHECK(strstr(s->copy_info, "memcpy") != NULL, "auto names its measurement: %s",
               s->copy_info);
     }
+    /* The two-copy broadcast's piece boundaries (shm_coll.c bcast_piece:
+     * half the message, >= 16 KiB, rounded up to a line, <= the slot):
+     * the 16 KiB floor, a half that is not a whole line, two pieces of
+     * three quarters of a slot, and the cap (half is a line over the
+     * slot) with a 129-byte last piece. */
+    if (n > 1 && s->S >= 65536 && !s->cma) {
+        const size_t bb[] = {16385, 32767, 32768 + 65, s->S + s->S / 2 + 7, 2 * s->S + 129};
+        for (size_t k = 0; k < COH_ARRAY_LEN(bb); k++)
+            for (int root = 0; root < n; root += n - 1) {
+                snprintf(wbuf, sizeof wbuf, "broadcast piece edge %zu B root %d", bb[k], root);
+                where = wbuf;
+                t_broadcast(COHORT_UINT8, bb[k], root);
+            }
+    }
     const int *dts = cf->tiny > 0 ? all_dt : big_dt;
     int ndt = cf->tiny > 0 ? (int)COH_ARRAY_LEN(all_dt) : cf->tiny < 0 ? 1 : (int)COH_ARRAY_LEN(big_dt);
     int roots[2] = {0, n - 1};
