@@ -48,6 +48,15 @@ static cohort_store *store_root(const char *job, const char *token)
     return root_conn;
 }
 
+const char *th_errmsg(cohort_group *g)
+{
+    static char msg[COH_ERRLEN];
+    pthread_mutex_lock(&g->err_mu);
+    memcpy(msg, g->err.msg, sizeof msg);
+    pthread_mutex_unlock(&g->err_mu);
+    return msg;
+}
+
 void th_done(int nranks)
 {
     atomic_fetch_add(&shared->flag[15], 1);

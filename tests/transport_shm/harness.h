@@ -48,6 +48,11 @@ void th_group_free(cohort_group *g);
  * first copies that key's value from the group's namespace (waiting up to
  * 10 s for it). Stops the group's monitor thread if it had one. */
 cohort_status th_private_ns(cohort_group *g, const char *prefix, const char *key);
+/* The group's first error, copied under err_mu: the monitor thread writes
+ * it when a peer's abort arrives, possibly while this rank's failed call is
+ * returning (reading g->err.msg unlocked is a data race; TSan reported it in
+ * test_shm_fault). The copy is valid until the next call. */
+const char *th_errmsg(cohort_group *g);
 /* End of a rank function in CHT_STORE_RANK0 tests (see above). */
 void th_done(int nranks);
 

@@ -207,10 +207,10 @@ static int rank_main(int rank, void *arg)
     st = run(g, k, send, recv, &rl);
     double ms = (coh_now_ns() - t0) / 1e6;
     RANK_CHECK(st == COHORT_ERR_CONTRACT, "%s: got %s (%s)", cases[k].name,
-               cohort_status_name(st), g->err.msg);
+               cohort_status_name(st), th_errmsg(g));
     RANK_CHECK(ms < 2000, "%s: took %.0f ms to fail", cases[k].name, ms);
-    RANK_CHECK(strstr(g->err.msg, cases[k].field), "%s: message does not name the %s: %s",
-               cases[k].name, cases[k].field, g->err.msg);
+    RANK_CHECK(strstr(th_errmsg(g), cases[k].field), "%s: message does not name the %s: %s",
+               cases[k].name, cases[k].field, th_errmsg(g));
     for (size_t i = 0; i < rl; i++)
         RANK_CHECK(recv[i] == SENT, "%s: receive buffer byte %zu written", cases[k].name, i);
     /* poisoned: later calls fail at once */
@@ -218,7 +218,7 @@ static int rank_main(int rank, void *arg)
     st = coh_shm_all_reduce(g->shm, &c, &x, &y, 1);
     RANK_CHECK(st == COHORT_ERR_ABORTED, "call after the mismatch: %s", cohort_status_name(st));
     if (rank == 0)
-        fprintf(stderr, "[%s] %s\n", cases[k].name, g->err.msg);
+        fprintf(stderr, "[%s] %s\n", cases[k].name, th_errmsg(g));
     free(send);
     free(recv);
     th_group_free(g);

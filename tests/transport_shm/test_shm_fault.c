@@ -122,9 +122,9 @@ static int kill_rank(int rank, void *arg)
     uint64_t t = coh_now_ns(), t0 = atomic_load(&th_sh()->t_event_ns);
     double ms = t0 ? (t - t0) / 1e6 : -1;
     fprintf(stderr, "rank %d: %s after %.1f ms: %s\n", rank, cohort_status_name(st), ms,
-            g->err.msg);
-    RANK_CHECK(st == COHORT_ERR_PEER_LOST, "got %s: %s", cohort_status_name(st), g->err.msg);
-    RANK_CHECK(strstr(g->err.msg, "rank 2 "), "message does not name rank 2: %s", g->err.msg);
+            th_errmsg(g));
+    RANK_CHECK(st == COHORT_ERR_PEER_LOST, "got %s: %s", cohort_status_name(st), th_errmsg(g));
+    RANK_CHECK(strstr(th_errmsg(g), "rank 2 "), "message does not name rank 2: %s", th_errmsg(g));
     RANK_CHECK(t0 && ms < 2000, "took %.1f ms to notice", ms);
     th_group_free(g);
     th_done(2); /* the survivors */
@@ -184,13 +184,13 @@ static int badbuf_rank(int rank, void *arg)
         RANK_CHECK(mprotect(buf + pg, 2 * pg, PROT_NONE) == 0, "mprotect");
     coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, bytes);
     st = coh_shm_broadcast(g->shm, &c, buf, bytes, 0);
-    fprintf(stderr, "rank %d: %s: %s\n", rank, cohort_status_name(st), g->err.msg);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, cohort_status_name(st), th_errmsg(g));
     /* both returned before either exits (an exit would be a lost peer) */
     atomic_store(&th_sh()->flag[rank], 1);
     th_wait_flag(1 - rank, 10000);
-    RANK_CHECK(st == COHORT_ERR_INVALID, "got %s: %s", cohort_status_name(st), g->err.msg);
-    RANK_CHECK(strstr(g->err.msg, "single-copy"), "message does not name the copy: %s",
-               g->err.msg);
+    RANK_CHECK(st == COHORT_ERR_INVALID, "got %s: %s", cohort_status_name(st), th_errmsg(g));
+    RANK_CHECK(strstr(th_errmsg(g), "single-copy"), "message does not name the copy: %s",
+               th_errmsg(g));
     th_group_free(g);
     th_done(2);
     return 0;
@@ -221,8 +221,8 @@ static int stop_rank(int rank, void *arg)
     st = coh_shm_all_reduce(g->shm, &c, &a, &b, 1);
     double ms = (coh_now_ns() - t0) / 1e6;
     fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), ms,
-            g->err.msg);
-    RANK_CHECK(st == COHORT_ERR_TIMEOUT, "got %s: %s", cohort_status_name(st), g->err.msg);
+            th_errmsg(g));
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT, "got %s: %s", cohort_status_name(st), th_errmsg(g));
     RANK_CHECK(ms >= 400 && ms < 3000, "timed out after %.0f ms (timeout 500)", ms);
     if (rank == 0)
         kill(g->peers[2].pid, SIGKILL);
@@ -299,7 +299,7 @@ static int leak_rank(int rank, void *arg)
         RANK_PASS(cht_tp_up(g, coh_shm_create(g, &g->shm)), g);
         RANK_CHECK(maps_mention("cohort-shm"), "segment not mapped?");
         coh_call c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
-        RANK_CHECK(coh_shm_barrier(g->shm, &c) == COHORT_OK, "barrier: %s", g->err.msg);
+        RANK_CHECK(coh_shm_barrier(g->shm, &c) == COHORT_OK, "barrier: %s", th_errmsg(g));
         coh_shm_destroy(g->shm);
         g->shm = NULL;
         RANK_CHECK(count_fds() == fds, "round %d: %d fds before create, %d after destroy", round,
@@ -360,10 +360,10 @@ static int auth_rank(int rank, void *arg)
             g->generation = 2;
         }
         st = cht_tp_up(g, coh_shm_create(g, &g->shm));
-        fprintf(stderr, "impostor: %s: %s\n", cohort_status_name(st), g->err.msg);
+        fprintf(stderr, "impostor: %s: %s\n", cohort_status_name(st), th_errmsg(g));
         atomic_store(&th_sh()->flag[1], 1);
         RANK_CHECK(st == COHORT_ERR_AUTH, "impostor got %s: %s", cohort_status_name(st),
-                   g->err.msg);
+                   th_errmsg(g));
         th_group_free(g);
         th_done(3);
         return 0;
@@ -473,12 +473,12 @@ static int flood_rank(int rank, void *arg)
         st = cht_tp_up(g, coh_shm_create(g, &g->shm));
         double ms = (coh_now_ns() - t0) / 1e6;
         atomic_store(&th_sh()->flag[2], 1);
-        fprintf(stderr, "lead: %s after %.0f ms: %s\n", cohort_status_name(st), ms, g->err.msg);
+        fprintf(stderr, "lead: %s after %.0f ms: %s\n", cohort_status_name(st), ms, th_errmsg(g));
         RANK_CHECK(st == COHORT_ERR_TIMEOUT, "got %s", cohort_status_name(st));
         RANK_CHECK(ms < 2500, "%.0f ms", ms);
-        RANK_CHECK(strstr(g->err.msg, "rank(s) 1") && strstr(g->err.msg, "did not authenticate") &&
-                       strstr(g->err.msg, " uid "),
-                   "message: %s", g->err.msg);
+        RANK_CHECK(strstr(th_errmsg(g), "rank(s) 1") && strstr(th_errmsg(g), "did not authenticate") &&
+                       strstr(th_errmsg(g), " uid "),
+                   "message: %s", th_errmsg(g));
         th_group_free(g);
         th_done(3);
         return 0;
@@ -553,9 +553,9 @@ static int nolead_rank(int rank, void *arg)
     uint64_t t0 = coh_now_ns();
     cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
     double ms = (coh_now_ns() - t0) / 1e6;
-    RANK_CHECK(st == COHORT_ERR_TIMEOUT, "got %s: %s", cohort_status_name(st), g->err.msg);
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT, "got %s: %s", cohort_status_name(st), th_errmsg(g));
     RANK_CHECK(ms < 2000, "%.0f ms", ms);
-    RANK_CHECK(strstr(g->err.msg, "rank 0"), "message: %s", g->err.msg);
+    RANK_CHECK(strstr(th_errmsg(g), "rank 0"), "message: %s", th_errmsg(g));
     th_group_free(g);
     th_done(2);
     return 0;
@@ -599,19 +599,19 @@ static int stale_rank(int rank, void *arg)
         uint64_t t0 = coh_now_ns();
         st = cht_tp_up(g, coh_shm_create(g, &g->shm));
         double ms = (coh_now_ns() - t0) / 1e6;
-        fprintf(stderr, "member: %s after %.0f ms: %s\n", cohort_status_name(st), ms, g->err.msg);
+        fprintf(stderr, "member: %s after %.0f ms: %s\n", cohort_status_name(st), ms, th_errmsg(g));
         if (stale_mode == 0) {
             RANK_CHECK(st == COHORT_ERR_SYSTEM, "got %s", cohort_status_name(st));
-            RANK_CHECK(strstr(g->err.msg, "Connection refused") &&
-                           strstr(g->err.msg, "while the store still names it"),
-                       "message: %s", g->err.msg);
+            RANK_CHECK(strstr(th_errmsg(g), "Connection refused") &&
+                           strstr(th_errmsg(g), "while the store still names it"),
+                       "message: %s", th_errmsg(g));
             RANK_CHECK(ms >= 1500 && ms < 6000, "gave up after %.0f ms", ms);
             atomic_store(&th_sh()->flag[2], 1); /* the lead may give up now */
             th_group_free(g);
             th_done(3);
             return 0;
         }
-        RANK_CHECK(st == COHORT_OK, "got %s: %s", cohort_status_name(st), g->err.msg);
+        RANK_CHECK(st == COHORT_OK, "got %s: %s", cohort_status_name(st), th_errmsg(g));
         check_sum2(g);
         th_group_free(g);
         th_done(3);
@@ -622,10 +622,10 @@ static int stale_rank(int rank, void *arg)
     st = cht_tp_up(g, coh_shm_create(g, &g->shm));
     if (stale_mode == 0) { /* its member never attached: a timeout naming it */
         RANK_CHECK(st == COHORT_ERR_TIMEOUT, "lead got %s: %s", cohort_status_name(st),
-                   g->err.msg);
+                   th_errmsg(g));
         th_wait_flag(2, 10000);
     } else {
-        RANK_CHECK(st == COHORT_OK, "lead got %s: %s", cohort_status_name(st), g->err.msg);
+        RANK_CHECK(st == COHORT_OK, "lead got %s: %s", cohort_status_name(st), th_errmsg(g));
         check_sum2(g);
     }
     th_group_free(g);
@@ -696,9 +696,9 @@ static int stray_rank(int rank, void *arg)
         uint64_t t0 = coh_now_ns();
         st = cht_tp_up(g, coh_shm_create(g, &g->shm));
         double ms = (coh_now_ns() - t0) / 1e6;
-        fprintf(stderr, "member: %s after %.0f ms: %s\n", cohort_status_name(st), ms, g->err.msg);
-        RANK_CHECK(st == COHORT_ERR_SYSTEM && strstr(g->err.msg, "closed by another part"),
-                   "member got %s: %s", cohort_status_name(st), g->err.msg);
+        fprintf(stderr, "member: %s after %.0f ms: %s\n", cohort_status_name(st), ms, th_errmsg(g));
+        RANK_CHECK(st == COHORT_ERR_SYSTEM && strstr(th_errmsg(g), "closed by another part"),
+                   "member got %s: %s", cohort_status_name(st), th_errmsg(g));
         RANK_CHECK(ms < 5000, "member took %.0f ms", ms);
         th_group_free(g);
         th_done(2);
@@ -712,9 +712,9 @@ static int stray_rank(int rank, void *arg)
     st = cht_tp_up(g, coh_shm_create(g, &g->shm));
     double ms = (coh_now_ns() - t0) / 1e6;
     pthread_join(t, NULL);
-    fprintf(stderr, "lead: %s after %.0f ms: %s\n", cohort_status_name(st), ms, g->err.msg);
-    RANK_CHECK(st == COHORT_ERR_SYSTEM && strstr(g->err.msg, "closed by another part"),
-               "lead got %s: %s", cohort_status_name(st), g->err.msg);
+    fprintf(stderr, "lead: %s after %.0f ms: %s\n", cohort_status_name(st), ms, th_errmsg(g));
+    RANK_CHECK(st == COHORT_ERR_SYSTEM && strstr(th_errmsg(g), "closed by another part"),
+               "lead got %s: %s", cohort_status_name(st), th_errmsg(g));
     RANK_CHECK(ms < 5000, "lead took %.0f ms (its timeout is 10 s)", ms);
     th_group_free(g);
     th_done(2);
@@ -766,7 +766,7 @@ START_TEST(bad_env)
     char want[128];
     snprintf(want, sizeof want, "%s=%s: want an integer in %s", name, value, bad_envs[_i].range);
     ck_assert_msg(st == COHORT_ERR_INVALID, "%s=%s: %s", name, value, cohort_status_name(st));
-    ck_assert_msg(strstr(g->err.msg, want), "%s (want \"%s\")", g->err.msg, want);
+    ck_assert_msg(strstr(th_errmsg(g), want), "%s (want \"%s\")", th_errmsg(g), want);
     th_group_free(g);
     unsetenv(name);
 }
@@ -792,7 +792,7 @@ START_TEST(ring_env)
         setenv("COHORT_SHM_RING_BYTES", ring_envs[_i].bytes, 1);
     cohort_group *g = th_group_bare(0, 1, 1000);
     cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
-    ck_assert_msg(st == COHORT_OK, "%s: %s", cohort_status_name(st), g->err.msg);
+    ck_assert_msg(st == COHORT_OK, "%s: %s", cohort_status_name(st), th_errmsg(g));
     ck_assert_msg(g->shm->ring_k == ring_envs[_i].k && g->shm->ring_bytes == ring_envs[_i].kbytes,
                   "slots %s bytes %s: ring %zu x %zu, want %zu x %zu", ring_envs[_i].slots,
                   ring_envs[_i].bytes, g->shm->ring_k, g->shm->ring_bytes, ring_envs[_i].k,

@@ -711,7 +711,12 @@ static void run_variant(perf_state *s, perf_row *row, int inplace)
         sum += t[i];
     memcpy(s->sorted, t, (size_t)iters * sizeof(double));
     qsort(s->sorted, (size_t)iters, sizeof(double), perf_cmp_double);
-    mine[0] = sum / (double)iters;
+    /* A mean lies within [min, max]; the rounded sum / iters can land an
+     * ulp outside when the samples are (nearly) equal. */
+    double mean = sum / (double)iters;
+    mine[0] = mean < s->sorted[0]           ? s->sorted[0]
+              : mean > s->sorted[iters - 1] ? s->sorted[iters - 1]
+                                            : mean;
     mine[1] = perf_pct(s->sorted, iters, 50);
     mine[2] = perf_pct(s->sorted, iters, 99);
     mine[3] = s->sorted[iters - 1];

@@ -440,12 +440,14 @@ void perf_write_json(FILE *f, const perf_opts *o, int n, const perf_row *rows, i
             const perf_res *r = &row->r[v];
             if (!r->ran)
                 continue;
+            /* bandwidths as %g: with %.6f a slow small row (8 B in 30 ms
+             * on a loaded machine: 2.7e-7 GB/s) read as 0 */
             fprintf(f,
                     "%s\n    {\"op\": \"%s\", \"in_place\": %s, \"size\": %zu, \"count\": %zu, "
                     "\"dtype\": \"%s\", \"redop\": \"%s\", \"root\": %d, \"iters\": %ld, "
                     "\"avg_us\": %.4f, \"p50_us\": %.4f, \"p99_us\": %.4f, \"max_us\": %.4f, "
                     "\"min_us\": %.4f, \"step_p50_us\": %.4f, \"step_p99_us\": %.4f, "
-                    "\"step_max_us\": %.4f, \"algbw_GBs\": %.6f, \"busbw_GBs\": %.6f, "
+                    "\"step_max_us\": %.4f, \"algbw_GBs\": %.6g, \"busbw_GBs\": %.6g, "
                     "\"wrong\": %lld, \"check\": \"%s\"}",
                     first ? "" : ",", perf_op_names[row->op], v ? "true" : "false", row->bytes,
                     row->count, row->op == OP_BARRIER ? "none" : perf_dtype_name(row->dtype),

@@ -1041,6 +1041,24 @@ static cohort_status ring_vs_call(shm_op *o, const coh_call *c, int q, uint32_t 
                           (unsigned long long)c->seq);
 }
 
+/* An op for waits outside a call of its own (the root's lazy check when
+ * a reader is behind - the common case when ranks outnumber cpus - and
+ * finalize's): only what the waits (shm_wait.c) and the ring reports
+ * read. Not memset: shm_op is ~1.4 KB, mostly the wait's report buffer
+ * that the wait itself sets up (w_init); zeroing it cost ~170
+ * instructions (callgrind) each time. */
+static void op_bare(shm_op *o, coh_shm *s, const coh_call *c)
+{
+    o->s = s;
+    o->g = s->g;
+    o->c = c;
+    o->w_init = 0;
+    o->nt = 0;
+    o->ring_wait = 0;
+    o->ring_bad = 0;
+    o->waiting_for = -1;
+}
+
 /* The root's lazy check of a phase x it rooted: waits until every reader
  * is done with x (stall reports and the out-of-band probe name that call),
  * then compares their records with the root's. */
@@ -1051,13 +1069,9 @@ static cohort_status ring_check(shm_op *o, uint32_t x)
     cohort_status st;
     if (!shm_reached(s->min_seen, x)) {
         /* A wait gets an op of its own, naming call x in stall reports;
-         * only when one is due: zeroing it (its 1 KiB stall report) cost
-         * 230 of the root's ~800 instructions per 8 B call (callgrind). */
+         * only when one is due. */
         shm_op w;
-        memset(&w, 0, sizeof w);
-        w.s = s;
-        w.g = s->g;
-        w.c = c;
+        op_bare(&w, s, c);
         if ((st = cs_wait_all(&w, x)) != COHORT_OK)
             return st;
     }
@@ -1114,9 +1128,7 @@ static cohort_status ring_close(coh_shm *s, int wait_ms)
     if (!s->ring_npend)
         return COHORT_OK;
     shm_op o;
-    memset(&o, 0, sizeof o);
-    o.s = s;
-    o.g = s->g;
+    op_bare(&o, s, NULL);
     return ring_settle(&o, s->phase);
 }
 
