@@ -196,6 +196,49 @@ START_TEST(sliced_sends_keep_stream_order)
 }
 END_TEST
 
+/* ---- a long transfer that always progresses is not a stall ---- */
+
+/* 4 MiB each way in 7-byte slices: hundreds of thousands of passes, every
+ * one of which moves data, so the batch outlasts the 1.5 s group timeout
+ * without ever waiting until one side's last receive. The stall clock must
+ * restart with that progress: before 2026-12-02 it restarted only after a
+ * wait, and this batch's first wait was judged from the batch's start
+ * (COHORT_ERR_TIMEOUT "has waited 44.4 s" under load). */
+#define LONG_LEN (4u << 20)
+
+static int long_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    int peer = 1 - r->rank;
+    unsigned char *sb = malloc(LONG_LEN), *rb = malloc(LONG_LEN);
+    TF_CHECK(r, sb && rb, "malloc");
+    tf_fill(sb, LONG_LEN, 77 + (uint64_t)r->rank);
+    coh_call c = tf_call(1, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, 0, 1);
+    coh_xfer ops[2];
+    tf_op(&ops[0], r, &c, COLL, peer, 1, sb, LONG_LEN, 0);
+    tf_op(&ops[1], r, &c, COLL, peer, 0, rb, LONG_LEN, 0);
+    uint64_t t0 = tf_now_ns();
+    TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, ops, 2)));
+    double s = (double)(tf_now_ns() - t0) / 1e9;
+    long bad = tf_check(rb, LONG_LEN, 77 + (uint64_t)peer);
+    TF_CHECK(r, bad < 0, "differs at %ld", bad);
+    fprintf(stderr, "long_transfer: rank %d: %.2f s (group timeout 1.5 s)\n", r->rank, s);
+    free(sb);
+    free(rb);
+    return 0;
+}
+
+START_TEST(long_transfer_not_a_stall)
+{
+    tf_opts o = {.nranks = 2, .timeout_ms = 1500, .env = "COHORT_TCP_SEND_SLICE=7"};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, long_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
 /* ---- the duplex rule (COHORT_TCP_DUPLEX_SLICE): which sends are cut ---- */
 
 /* Odd sizes around a slice's end (the slice counts header + payload), one
@@ -711,6 +754,7 @@ static Suite *suite(void)
     tcase_add_test(t, ring_bidirectional_large);
     tcase_add_loop_test(t, sliced_sends_keep_stream_order, 0, 4);
     tcase_add_loop_test(t, duplex_slice_rule, 0, (int)COH_ARRAY_LEN(dx_cases));
+    tcase_add_test(t, long_transfer_not_a_stall);
     tcase_add_test(t, stash_out_of_order);
     tcase_add_test(t, p2p_tag_matching);
     tcase_add_test(t, unexpected_budget_parks);

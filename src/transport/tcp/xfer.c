@@ -699,7 +699,7 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
     coh_wait w;
     coh_wait_init(&w, g, call);
     uint64_t spin_start = 0;
-    int waited = 0;
+    int progressed = 0; /* data moved since w's clock started */
     for (;;) {
         int moved = 0;
         cohort_status st = pass(n, &moved);
@@ -709,12 +709,7 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
             return COHORT_OK;
         if (moved) {
             spin_start = 0;
-            if (waited) {
-                /* Progress restarts the stall clock: the timeout bounds a
-                 * wait without progress, not a long transfer. */
-                coh_wait_init(&w, g, call);
-                waited = 0;
-            }
+            progressed = 1;
             continue;
         }
         uint64_t now = coh_now_ns();
@@ -727,14 +722,20 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
             sched_yield();
             continue;
         }
+        if (progressed) {
+            /* Progress restarts the stall clock, here where a wait begins:
+             * the timeout bounds a wait without progress, not a long
+             * transfer - one whose passes all moved (small slices) would
+             * otherwise be judged from the batch's start at its first wait. */
+            coh_wait_init(&w, g, call);
+            progressed = 0;
+        }
         moved = 0;
         st = block(n, &w, &moved);
         if (st != COHORT_OK)
             return st;
-        waited = !moved;
         spin_start = 0;
-        if (moved)
-            coh_wait_init(&w, g, call);
+        progressed = moved;
     }
 }
 
