@@ -11,6 +11,11 @@
 #       spinN      COHORT_TCP_SPIN_US=N (busy-poll N us before sleeping in poll)
 #       sliceNk    COHORT_TCP_SEND_SLICE=N KiB (a pass writes at most that much per
 #                  send, then reads)
+#       duplexNk   COHORT_TCP_DUPLEX_SLICE=N KiB (the duplex rule: sends to a peer
+#                  the step also receives from are cut at N KiB; duplex0k: off,
+#                  every send whole as before 2026-12-02 09:20 UTC)
+#       bufNk      COHORT_TCP_BUFSIZE=N KiB (SO_SNDBUF/SO_RCVBUF: the window bounds how
+#                  far a rank's next block runs ahead of the peer's receive)
 #       bind       rank i on core i (taskset), as Open MPI binds its 2 ranks
 #       ompi       Open MPI, pml ob1, btl tcp,self (run.sh's flags and binding)
 #   OPS=all_gather,all_reduce,broadcast SIZES=8,1048576,4194304 T=0.1
@@ -71,6 +76,8 @@ variant() {
     case $v in
         spin*) env=(COHORT_TCP_SPIN_US=${v#spin}) ;;
         slice*k) local k=${v#slice}; env=(COHORT_TCP_SEND_SLICE=$((${k%k} * 1024))) ;;
+        duplex*k) local k=${v#duplex}; env=(COHORT_TCP_DUPLEX_SLICE=$((${k%k} * 1024))) ;;
+        buf*k) local k=${v#buf}; env=(COHORT_TCP_BUFSIZE=$((${k%k} * 1024))) ;;
         bind) ts0=(taskset -c 0) ts1=(taskset -c 1) ;;
         default | ompi) ;;
         *) echo "unknown variant $v" >&2; return 1 ;;

@@ -126,13 +126,16 @@ static int rank_matrix(int rank, void *arg)
 }
 
 /* _i = 1: every send written in 1000-byte slices between reads
- * (COHORT_TCP_SEND_SLICE), across the namespace hosts' veths. */
+ * (COHORT_TCP_SEND_SLICE), across the namespace hosts' veths; _i = 2: only
+ * the sends of exchanges (COHORT_TCP_DUPLEX_SLICE), a broadcast's whole. */
+static const char *const matrix_env[] = {NULL, "COHORT_TCP_SEND_SLICE=1000",
+                                         "COHORT_TCP_DUPLEX_SLICE=1000"};
 START_TEST(matrix_across_hosts)
 {
     setup();
     cht_opts o = {.nranks = N, .deadline_ms = 180000, .netns = rank_ns,
                   .master_addr = cht_netns_ip(NET, 0),
-                  .extra_env = _i ? "COHORT_TCP_SEND_SLICE=1000" : NULL};
+                  .extra_env = matrix_env[_i]};
     cht_result r;
     cht_run_ranks(&o, rank_matrix, NULL, &r);
     teardown();
@@ -210,7 +213,7 @@ static Suite *make_suite(void)
     Suite *s = suite_create("multihost");
     TCase *tc = tcase_create("netns");
     tcase_set_timeout(tc, 200);
-    tcase_add_loop_test(tc, matrix_across_hosts, 0, 2);
+    tcase_add_loop_test(tc, matrix_across_hosts, 0, (int)(sizeof matrix_env / sizeof matrix_env[0]));
     tcase_add_test(tc, partition_then_restart);
     suite_add_tcase(s, tc);
     return s;

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "fixture.h"
+#include "transport/tcp/net.h" /* TCP_DUPLEX_SLICE_DEFAULT */
 #include "support/support.h"
 
 #define COLL COH_MSG_COLL
@@ -190,6 +191,172 @@ START_TEST(sliced_sends_keep_stream_order)
     tf_opts o = {.nranks = 2, .env = slice_env[_i]};
     tf_result res;
     tf_shared *sh = tf_run(&o, slice_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* ---- a long transfer that always progresses is not a stall ---- */
+
+/* 4 MiB each way in 7-byte slices: hundreds of thousands of passes, every
+ * one of which moves data, so the batch outlasts the 1.5 s group timeout
+ * without ever waiting until one side's last receive. The stall clock must
+ * restart with that progress: before 2026-12-02 it restarted only after a
+ * wait, and this batch's first wait was judged from the batch's start
+ * (COHORT_ERR_TIMEOUT "has waited 44.4 s" under load). */
+#define LONG_LEN (4u << 20)
+
+static int long_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    int peer = 1 - r->rank;
+    unsigned char *sb = malloc(LONG_LEN), *rb = malloc(LONG_LEN);
+    TF_CHECK(r, sb && rb, "malloc");
+    tf_fill(sb, LONG_LEN, 77 + (uint64_t)r->rank);
+    coh_call c = tf_call(1, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, 0, 1);
+    coh_xfer ops[2];
+    tf_op(&ops[0], r, &c, COLL, peer, 1, sb, LONG_LEN, 0);
+    tf_op(&ops[1], r, &c, COLL, peer, 0, rb, LONG_LEN, 0);
+    uint64_t t0 = tf_now_ns();
+    TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, ops, 2)));
+    double s = (double)(tf_now_ns() - t0) / 1e9;
+    long bad = tf_check(rb, LONG_LEN, 77 + (uint64_t)peer);
+    TF_CHECK(r, bad < 0, "differs at %ld", bad);
+    fprintf(stderr, "long_transfer: rank %d: %.2f s (group timeout 1.5 s)\n", r->rank, s);
+    free(sb);
+    free(rb);
+    return 0;
+}
+
+START_TEST(long_transfer_not_a_stall)
+{
+    tf_opts o = {.nranks = 2, .timeout_ms = 1500, .env = "COHORT_TCP_SEND_SLICE=7"};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, long_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* ---- the duplex rule (COHORT_TCP_DUPLEX_SLICE): which sends are cut ---- */
+
+/* Odd sizes around a slice's end (the slice counts header + payload), one
+ * below, at and past it, and a large one that spans many slices. */
+static const size_t dx_lens[] = {1, 999, 70001, (1u << 19) + 13};
+
+typedef struct dx_case {
+    long duplex;      /* COHORT_TCP_DUPLEX_SLICE the ranks run with */
+    long every;       /* COHORT_TCP_SEND_SLICE (0: unset) */
+    const char *env;
+} dx_case;
+
+static const dx_case dx_cases[] = {
+    {1000, 0, "COHORT_TCP_DUPLEX_SLICE=1000"},
+    {7, 0, "COHORT_TCP_DUPLEX_SLICE=7"},
+    {128 * 1024, 0, "COHORT_TCP_DUPLEX_SLICE=131072"},
+    {TCP_DUPLEX_SLICE_DEFAULT, 0, NULL},
+    {0, 0, "COHORT_TCP_DUPLEX_SLICE=0"},
+    {1000, 4096, "COHORT_TCP_DUPLEX_SLICE=1000;COHORT_TCP_SEND_SLICE=4096"},
+};
+
+/* Sends of `lens` whose header + payload exceed `slice` (the ones cut). */
+static long dx_over(size_t slice)
+{
+    long k = 0;
+    for (size_t i = 0; i < COH_ARRAY_LEN(dx_lens); i++)
+        k += slice && sizeof(coh_hdr) + dx_lens[i] > slice;
+    return k;
+}
+
+static int dx_body(tf_rank *r)
+{
+    const dx_case *dc = r->arg;
+    if (tf_connect(r))
+        return 1;
+    int peer = 1 - r->rank;
+    enum { K = COH_ARRAY_LEN(dx_lens) };
+    coh_net_tx_stats a, b;
+    uint64_t seq = 0;
+    /* 1. An exchange: every message both ways in one batch (all_reduce's step). */
+    unsigned char *sb[K], *rb[K];
+    coh_xfer ops[2 * K];
+    coh_call c = tf_call(++seq, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, 0, 1);
+    int nops = 0;
+    for (int k = 0; k < K; k++) {
+        sb[k] = malloc(dx_lens[k]);
+        rb[k] = malloc(dx_lens[k] + 1);
+        TF_CHECK(r, sb[k] && rb[k], "malloc");
+        tf_fill(sb[k], dx_lens[k], seq * 100 + (uint64_t)(k * 2 + r->rank));
+        memset(rb[k], 0, dx_lens[k] + 1);
+        tf_op(&ops[nops++], r, &c, COLL, peer, 1, sb[k], dx_lens[k], (uint32_t)k);
+        tf_op(&ops[nops++], r, &c, COLL, peer, 0, rb[k], dx_lens[k], (uint32_t)k);
+    }
+    coh_net_get_tx_stats(r->net, &a);
+    TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, ops, nops)));
+    coh_net_get_tx_stats(r->net, &b);
+    for (int k = 0; k < K; k++) {
+        long bad = tf_check(rb[k], dx_lens[k], seq * 100 + (uint64_t)(k * 2 + peer));
+        TF_CHECK(r, bad < 0, "exchange message %d (%zu B): differs at %ld", k, dx_lens[k], bad);
+        TF_CHECK(r, rb[k][dx_lens[k]] == 0, "exchange message %d: written past its end", k);
+    }
+    size_t want = dc->every ? (size_t)dc->every : (size_t)dc->duplex;
+    long cut = dx_over(want);
+    TF_CHECK(r, b.sliced - a.sliced == cut && b.whole - a.whole == K - cut,
+             "exchange, slice %zu: %ld sliced %ld whole, expected %ld and %ld", want,
+             b.sliced - a.sliced, b.whole - a.whole, cut, K - cut);
+    TF_CHECK(r, b.duplex - a.duplex == (dc->every ? 0 : cut), "exchange: %ld by the duplex rule",
+             b.duplex - a.duplex);
+    TF_CHECK(r, b.last_slice == want, "exchange: last slice %zu, expected %zu", b.last_slice,
+             want);
+    /* the 512 KiB message alone needs many passes once cut */
+    TF_CHECK(r, !want || b.slice_writes - a.slice_writes >= (long)(dx_lens[K - 1] / want) - 1,
+             "exchange: %ld writes stopped at a slice's end for slice %zu",
+             b.slice_writes - a.slice_writes, want);
+    TF_CHECK(r, want || b.slice_writes == a.slice_writes, "exchange: sliced with no slice");
+
+    /* 2. One way only (a broadcast's step): rank 0 sends, rank 1 receives. The
+     * duplex rule leaves the sends whole; COHORT_TCP_SEND_SLICE still cuts. */
+    c = tf_call(++seq, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 0, 1);
+    nops = 0;
+    for (int k = 0; k < K; k++) {
+        if (r->rank == 0)
+            tf_fill(sb[k], dx_lens[k], seq * 100 + (uint64_t)k);
+        memset(rb[k], 0, dx_lens[k] + 1);
+        tf_op(&ops[nops++], r, &c, COLL, peer, r->rank == 0, r->rank == 0 ? sb[k] : rb[k],
+              dx_lens[k], (uint32_t)k);
+    }
+    coh_net_get_tx_stats(r->net, &a);
+    TF_OK(r, cht_tp_up(&r->g, coh_net_xfer(r->net, &c, ops, nops)));
+    coh_net_get_tx_stats(r->net, &b);
+    if (r->rank == 0) {
+        cut = dx_over((size_t)dc->every);
+        TF_CHECK(r, b.sliced - a.sliced == cut && b.whole - a.whole == K - cut,
+                 "one way: %ld sliced %ld whole, expected %ld and %ld", b.sliced - a.sliced,
+                 b.whole - a.whole, cut, K - cut);
+        TF_CHECK(r, b.duplex == a.duplex && b.last_slice == (size_t)dc->every,
+                 "one way: %ld by the duplex rule, last slice %zu", b.duplex - a.duplex,
+                 b.last_slice);
+    } else {
+        TF_CHECK(r, b.sliced == a.sliced && b.whole == a.whole, "receiver counted sends");
+        for (int k = 0; k < K; k++) {
+            long bad = tf_check(rb[k], dx_lens[k], seq * 100 + (uint64_t)k);
+            TF_CHECK(r, bad < 0, "one way message %d (%zu B): differs at %ld", k, dx_lens[k],
+                     bad);
+        }
+    }
+    for (int k = 0; k < K; k++) {
+        free(sb[k]);
+        free(rb[k]);
+    }
+    return 0;
+}
+
+START_TEST(duplex_slice_rule)
+{
+    tf_opts o = {.nranks = 2, .env = dx_cases[_i].env};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, dx_body, (void *)&dx_cases[_i], &res);
     tf_assert_ok(sh, &res);
     tf_done(sh);
 }
@@ -586,6 +753,8 @@ static Suite *suite(void)
     tcase_add_test(t, pingpong_sizes);
     tcase_add_test(t, ring_bidirectional_large);
     tcase_add_loop_test(t, sliced_sends_keep_stream_order, 0, 4);
+    tcase_add_loop_test(t, duplex_slice_rule, 0, (int)COH_ARRAY_LEN(dx_cases));
+    tcase_add_test(t, long_transfer_not_a_stall);
     tcase_add_test(t, stash_out_of_order);
     tcase_add_test(t, p2p_tag_matching);
     tcase_add_test(t, unexpected_budget_parks);

@@ -226,6 +226,13 @@ static cohort_status read_env(coh_net *n)
                            "limit)",
                            coh_env_str("COHORT_TCP_SEND_SLICE"));
     n->tx_slice = (size_t)v;
+    v = TCP_DUPLEX_SLICE_DEFAULT;
+    if (coh_env_int("COHORT_TCP_DUPLEX_SLICE", &v) < 0 || v < 0 || v > (1l << 30))
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "COHORT_TCP_DUPLEX_SLICE=%s: expected bytes in 0..1073741824 (0: "
+                           "off)",
+                           coh_env_str("COHORT_TCP_DUPLEX_SLICE"));
+    n->duplex_slice = (size_t)v;
     return COHORT_OK;
 }
 

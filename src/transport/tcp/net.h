@@ -57,6 +57,7 @@ typedef struct tcp_conn {
     int want;               /* incomplete receives from this peer in the batch */
     int sends;              /* incomplete sends to this peer in the batch */
     int blocked;            /* scratch: a send to this peer would block in this pass */
+    size_t slice;           /* this batch's per-pass write limit to this peer (0: none) */
     /* ---- write side (any thread, under wmu) ---- */
     pthread_mutex_t wmu;
     int open;               /* established and writable */
@@ -84,8 +85,17 @@ typedef struct tcp_hs {
     char from[96];          /* printable remote address */
 } tcp_hs;
 
-/* Most bytes a pass writes to one socket before it reads (COHORT_TCP_SEND_SLICE). */
+/* Most bytes a pass writes to one socket before it reads, for every send
+ * (COHORT_TCP_SEND_SLICE; 0: the duplex rule below decides). */
 #define TCP_TX_SLICE_DEFAULT 0
+/* The duplex rule (COHORT_TCP_DUPLEX_SLICE; 0: off): a send to a peer the
+ * same batch also receives from is written at most this much per pass, so
+ * the peer's data and ACKs queued behind our socket lock are taken between
+ * slices; a send with nothing coming back (a broadcast's) goes out whole.
+ * Off by default: 128 KiB lost the paired loaded A/B at 4 MiB on loopback
+ * and veth alike (docs/performance.md, 2026-12-02 09:17 UTC); the quiet
+ * A/B there decides whether it is turned on. */
+#define TCP_DUPLEX_SLICE_DEFAULT 0
 #define TCP_HS_MAX_IN 64    /* concurrent unauthenticated connections (then the oldest of
                                the busiest source is evicted) */
 #define TCP_HS_AUTH_MS 2000 /* an incoming handshake's whole budget, from accept */
@@ -116,7 +126,9 @@ struct coh_net {
     const coh_call *call;
     int left;               /* incomplete ops of the current batch */
     uint64_t spin_ns;
-    size_t tx_slice;        /* most bytes one pass writes per send (0: no limit) */
+    size_t tx_slice;        /* COHORT_TCP_SEND_SLICE: every send's slice (0: duplex rule) */
+    size_t duplex_slice;    /* COHORT_TCP_DUPLEX_SLICE (0: duplex sends go out whole) */
+    coh_net_tx_stats tx_st; /* what the rule chose (tests, coh_net_get_tx_stats) */
     size_t rbuf_size;
     struct pollfd *pfd;     /* [pfd_cap] */
     int *pmap;              /* [pfd_cap]: >=0 conn peer, -1 eventfd, -2 handshake area */

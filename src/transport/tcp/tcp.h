@@ -37,6 +37,17 @@ void coh_net_send_abort(coh_net *n, cohort_status st, const char *reason);
 cohort_status coh_net_close_check(coh_net *n, int timeout_ms);
 void coh_net_destroy(coh_net *n);
 
+/* How the sends of this net's batches were written (the slice rule of
+ * net.h): counts of payload-carrying sends, by the limit a pass had. */
+typedef struct coh_net_tx_stats {
+    long sliced;       /* sends under a slice (duplex rule or COHORT_TCP_SEND_SLICE) */
+    long whole;        /* sends written without a limit */
+    long duplex;       /* of the sliced: chosen by the duplex rule */
+    long slice_writes; /* passes that stopped at a slice's end with bytes left */
+    size_t last_slice; /* the limit of the latest send (0: none) */
+} coh_net_tx_stats;
+void coh_net_get_tx_stats(const coh_net *n, coh_net_tx_stats *out);
+
 /* Its ops table: abort = coh_net_send_abort (not for a peer's abort),
  * wake = coh_net_wake, close_check, destroy. */
 extern const coh_transport_ops coh_tcp_transport;

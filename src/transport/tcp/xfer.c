@@ -402,10 +402,10 @@ static cohort_status tx_op(coh_net *n, coh_xfer *op, int *moved)
     int err = 0, broken;
     pthread_mutex_lock(&c->wmu);
     broken = c->tx_broken || !c->open;
-    /* At most tx_slice bytes this pass: pass() then reads before it writes
-     * again, so the peer's data (and the ACKs our sends wait for) is taken
-     * while a large send is still going out. */
-    size_t end = n->tx_slice && total - op->done > n->tx_slice ? op->done + n->tx_slice : total;
+    /* At most c->slice bytes this pass (the rule in xfer_run): pass() then
+     * reads before it writes again, so the peer's data (and the ACKs our
+     * sends wait for) is taken while a large send is still going out. */
+    size_t end = c->slice && total - op->done > c->slice ? op->done + c->slice : total;
     while (!broken && op->done < end) {
         struct iovec iov[2];
         int k = 0;
@@ -436,6 +436,8 @@ static cohort_status tx_op(coh_net *n, coh_xfer *op, int *moved)
     }
     c->tx_mid = op->done > 0 && op->done < total;
     pthread_mutex_unlock(&c->wmu);
+    if (op->done == end && end < total)
+        n->tx_st.slice_writes++;
     if (broken) {
         int p = coh_group_poisoned(n->g);
         return p ? (cohort_status)p
@@ -656,6 +658,28 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
                 n->coll_floor = op->hdr.seq;
         }
     }
+    /* The slice rule, per peer of this step: COHORT_TCP_SEND_SLICE when set
+     * cuts every send; otherwise a send to a peer this batch also receives
+     * payload from (an exchange: all_reduce's, a 2-rank all_gather's) is cut
+     * at duplex_slice, and one with nothing coming back goes out whole. */
+    for (int i = 0; i < n->ndpeers; i++)
+        n->c[n->dpeers[i]].slice = n->tx_slice;
+    if (!n->tx_slice && n->duplex_slice)
+        for (int i = 0; i < nops; i++)
+            if (!ops[i].is_send && ops[i].len)
+                n->c[ops[i].peer].slice = n->duplex_slice;
+    for (int i = 0; i < nops; i++) {
+        const tcp_conn *c = &n->c[ops[i].peer];
+        if (!ops[i].is_send || !ops[i].len)
+            continue;
+        if (c->slice && HDR_LEN + ops[i].len > c->slice) {
+            n->tx_st.sliced++;
+            n->tx_st.duplex += !n->tx_slice;
+        } else {
+            n->tx_st.whole++;
+        }
+        n->tx_st.last_slice = c->slice;
+    }
     if (n->nstash > 0 && n->coll_floor > floor0) {
         /* Stashed while an earlier call ran, never claimed by it: stale. */
         for (int j = 0; j < n->size; j++)
@@ -675,7 +699,7 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
     coh_wait w;
     coh_wait_init(&w, g, call);
     uint64_t spin_start = 0;
-    int waited = 0;
+    int progressed = 0; /* data moved since w's clock started */
     for (;;) {
         int moved = 0;
         cohort_status st = pass(n, &moved);
@@ -685,12 +709,7 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
             return COHORT_OK;
         if (moved) {
             spin_start = 0;
-            if (waited) {
-                /* Progress restarts the stall clock: the timeout bounds a
-                 * wait without progress, not a long transfer. */
-                coh_wait_init(&w, g, call);
-                waited = 0;
-            }
+            progressed = 1;
             continue;
         }
         uint64_t now = coh_now_ns();
@@ -703,15 +722,26 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
             sched_yield();
             continue;
         }
+        if (progressed) {
+            /* Progress restarts the stall clock, here where a wait begins:
+             * the timeout bounds a wait without progress, not a long
+             * transfer - one whose passes all moved (small slices) would
+             * otherwise be judged from the batch's start at its first wait. */
+            coh_wait_init(&w, g, call);
+            progressed = 0;
+        }
         moved = 0;
         st = block(n, &w, &moved);
         if (st != COHORT_OK)
             return st;
-        waited = !moved;
         spin_start = 0;
-        if (moved)
-            coh_wait_init(&w, g, call);
+        progressed = moved;
     }
+}
+
+void coh_net_get_tx_stats(const coh_net *n, coh_net_tx_stats *out)
+{
+    *out = n->tx_st;
 }
 
 /* ---- closing handshake (cohort_finalize) ---- */
