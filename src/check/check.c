@@ -27,6 +27,8 @@
 #include "transport/shm/shm.h"
 #include "util/futex.h"
 
+_Static_assert(CHK_AUX_BYTES <= COH_SHM_AUX_BYTES, "the checker's ring fits the aux region");
+
 #define FAIL_SEEN_MS 5000 /* a posted failure reaches this rank's monitor */
 
 /* ---- interned strings: (kind, hash) -> owned copy ---- */
@@ -393,11 +395,13 @@ int coh_chk_drain_locked(cohort_check *c, int w, int lazy)
     chk_aux_hdr *ah = coh_shm_aux(c->shm, c->world->peers[w].local_index);
     if (!ah)
         return 0;
-    chk_rec *ring = (chk_rec *)((unsigned char *)ah + CHK_AUX_HDR_BYTES);
+    chk_slot *ring = (chk_slot *)((unsigned char *)ah + CHK_RING_OFF);
+    _Atomic uint64_t *done = (_Atomic uint64_t *)((unsigned char *)ah + CHK_DONE_OFF);
+    const uint64_t *args = (const uint64_t *)((unsigned char *)ah + CHK_ARGS_OFF);
     int got = 0;
     for (;;) {
         uint64_t idx = c->cursor[w];
-        chk_rec *r = &ring[idx % CHK_RING_N];
+        chk_slot *r = &ring[idx % CHK_RING_N];
         uint64_t s1 = atomic_load_explicit(&r->stamp, memory_order_acquire);
         if (s1 < idx + 1)
             break; /* not written yet */
@@ -406,7 +410,8 @@ int coh_chk_drain_locked(cohort_check *c, int w, int lazy)
             continue;
         }
         chk_rec copy;
-        copy.reader = r->reader;
+        uint32_t rf = r->reader;
+        copy.reader = (int32_t)(rf & ~CHK_SLOT_ARGS);
         copy.root = r->root;
         copy.gid = r->gid;
         copy.seq = r->seq;
@@ -414,7 +419,7 @@ int coh_chk_drain_locked(cohort_check *c, int w, int lazy)
         copy.sig_hash = r->sig_hash;
         copy.count = r->count;
         copy.redop_hash = r->redop_hash;
-        copy.args_hash = r->args_hash;
+        copy.args_hash = rf & CHK_SLOT_ARGS ? args[idx % CHK_RING_N] : 0;
         atomic_thread_fence(memory_order_acquire);
         if (atomic_load_explicit(&r->stamp, memory_order_relaxed) != s1)
             continue; /* reused while read: someone else's; re-read the slot */
@@ -423,7 +428,7 @@ int coh_chk_drain_locked(cohort_check *c, int w, int lazy)
             continue;
         chk_cfp f = {copy.seq,       copy.op_hash, copy.sig_hash, copy.count,
                      copy.redop_hash, copy.args_hash, copy.root};
-        atomic_store_explicit(&r->done, s1, memory_order_release);
+        atomic_store_explicit(&done[idx % CHK_RING_N], s1, memory_order_release);
         on_theirs(c, copy.gid, &f, lazy);
         got++;
     }
@@ -522,7 +527,9 @@ cohort_status cohort_check_create(cohort_group *world, const cohort_check_option
     if (world->shm && c->o.transport != 1) {
         c->shm = world->shm;
         c->my_aux = coh_shm_aux(world->shm, world->local_rank);
-        c->my_ring = (chk_rec *)((unsigned char *)c->my_aux + CHK_AUX_HDR_BYTES);
+        c->my_ring = (chk_slot *)((unsigned char *)c->my_aux + CHK_RING_OFF);
+        c->my_args = (uint64_t *)((unsigned char *)c->my_aux + CHK_ARGS_OFF);
+        c->my_done = (_Atomic uint64_t *)((unsigned char *)c->my_aux + CHK_DONE_OFF);
     }
     /* Two store connections: one for calling threads (under c->mu), one
      * for the monitor thread, which blocks in the store without the lock. */
@@ -826,15 +833,25 @@ static void copy_op(char *dst, const char *op)
  * once. c->mu held. */
 static void ring_reserve(cohort_check *c, cohort_check_group *g)
 {
-    if (g->succ == c->rank || !g->succ_ring || c->head < CHK_RING_N)
+    if (g->succ == c->rank || !g->succ_ring || c->head < CHK_RING_N || c->head < c->ring_free)
         return;
     uint64_t t0 = 0;
     for (;;) {
         uint64_t idx = c->head; /* again after each wait: others may have written */
-        chk_rec *r = &c->my_ring[idx % CHK_RING_N];
-        /* The slot's previous record must have been consumed. */
-        if (atomic_load_explicit(&r->done, memory_order_acquire) == idx + 1 - CHK_RING_N)
+        /* The slot's previous record must have been consumed. One read of
+         * its done line tells it for the rest of the line's slots too: the
+         * next calls read none (the reader is writing the line before this
+         * one meanwhile, so it and the writer do not pass a line to and
+         * fro per record). A slot once consumed stays free until this
+         * writer writes it. */
+        uint64_t end = (idx / CHK_DONE_PER_LINE + 1) * CHK_DONE_PER_LINE, n = idx;
+        while (n < end && atomic_load_explicit(&c->my_done[n % CHK_RING_N],
+                                               memory_order_acquire) == n + 1 - CHK_RING_N)
+            n++;
+        if (n > idx) {
+            c->ring_free = n;
             return;
+        }
         if (!t0) {
             c->stats.ring_waits++;
             t0 = coh_now_ns();
@@ -864,10 +881,10 @@ static cohort_status publish(cohort_check *c, cohort_check_group *g, const chk_c
         return COHORT_OK;
     if (g->succ_ring) {
         uint64_t idx = c->head;
-        chk_rec *r = &c->my_ring[idx % CHK_RING_N];
+        chk_slot *r = &c->my_ring[idx % CHK_RING_N];
         atomic_store_explicit(&r->stamp, 0, memory_order_relaxed);
         atomic_thread_fence(memory_order_release);
-        r->reader = g->succ;
+        r->reader = (uint32_t)g->succ | (f->args_hash ? CHK_SLOT_ARGS : 0u);
         r->root = f->root;
         r->gid = g->id;
         r->seq = f->seq;
@@ -875,7 +892,8 @@ static cohort_status publish(cohort_check *c, cohort_check_group *g, const chk_c
         r->sig_hash = f->sig_hash;
         r->count = f->count;
         r->redop_hash = f->redop_hash;
-        r->args_hash = f->args_hash;
+        if (f->args_hash)
+            c->my_args[idx % CHK_RING_N] = f->args_hash;
         atomic_store_explicit(&r->stamp, idx + 1, memory_order_release);
         c->head = idx + 1;
         atomic_store_explicit(&c->my_aux->head, idx + 1, memory_order_relaxed);
@@ -893,12 +911,16 @@ static cohort_status publish(cohort_check *c, cohort_check_group *g, const chk_c
         atomic_store_explicit(&c->my_aux->wake, (uint32_t)(idx + 1), memory_order_release);
         if (atomic_load_explicit(&c->my_aux->sleepers, memory_order_relaxed))
             coh_futex_wake_all(&c->my_aux->wake);
-        /* The next record's slot, for writing: its lines (the reader wrote
-         * done there) travel while the program and MPI work, not at the
-         * next call. */
-        chk_rec *nx = &c->my_ring[(idx + 1) % CHK_RING_N];
-        __builtin_prefetch(nx, 1);
-        __builtin_prefetch((char *)nx + 64, 1);
+        /* No prefetch of the next record's line for writing: the reader
+         * probes that slot at the end of each drain, and finds it in its
+         * own cache (the copy it read a lap ago) unless the writer took it
+         * early; taken early, each record would cost the line twice. The
+         * next done line, which ring_reserve reads at the next call, can
+         * travel while the program and MPI work: the reader finished
+         * writing it a lap ago. */
+        if (idx + 1 >= CHK_RING_N && (idx + 1) % CHK_DONE_PER_LINE == 0 &&
+            idx + 1 >= c->ring_free)
+            __builtin_prefetch((const void *)&c->my_done[(idx + 1) % CHK_RING_N], 0);
         return COHORT_OK;
     }
     /* Through the store: pipelined, no round trip. */

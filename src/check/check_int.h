@@ -11,14 +11,26 @@
  * transport = 1 - the record goes to the store instead ("q/<to>/<from>/<n>",
  * pipelined set) and the successor's monitor thread fetches it.
  *
- * Ring (RING_N records of 128 B): the writer fills a record, then stores
- * stamp = index + 1 (release). A record has exactly one reader, which stores
- * done = stamp after consuming it; the writer reuses a slot only once its
- * previous record is done (it waits otherwise: the reader's monitor drains
- * every tick). A reader walks each writer's ring with its own cursor and
- * skips records addressed to others; a slot whose stamp is past its cursor
- * held a record for someone else (one for this reader cannot be reused
- * before it was consumed), so the cursor may pass it.
+ * Ring (RING_N records of one cache line each, then RING_N done words and
+ * RING_N args words, chk_slot):
+ * the writer fills a record, then stores stamp = index + 1 (release). A
+ * record has exactly one reader, which stores done[slot] = stamp after
+ * consuming it; the writer reuses a slot only once its previous record is
+ * done (it waits otherwise: the reader's monitor drains every tick). A
+ * reader walks each writer's ring with its own cursor and skips records
+ * addressed to others; a slot whose stamp is past its cursor held a record
+ * for someone else (one for this reader cannot be reused before it was
+ * consumed), so the cursor may pass it.
+ *
+ * Why this layout (docs/check.md, "Cost"): the reader writes nothing into
+ * a record's line, so a record costs one line moved to the reader and the
+ * writer's invalidation of the reader's old copy; the done words sit in
+ * lines of their own, 8 to a line, which the writer reads one line per 8
+ * slots (CHK_DONE_PER_LINE at a time, ring_reserve) while the reader
+ * writes the line before. (Until 2026-12-02: 80-byte records at an 80-byte
+ * stride with done in the record - a record over two lines, one of them
+ * shared with the next record, into which the reader wrote done: about
+ * four line transfers per record instead of two and a quarter.)
  *
  * Lock order: c->mu, then nothing (store calls under c->mu use the
  * user-thread connection only; the monitor thread's own connection is used
@@ -48,7 +60,8 @@
 #include "util/util.h"
 
 #define CHK_RING_N 2048u
-#define CHK_REC_BYTES 128u
+#define CHK_REC_BYTES 64u     /* one cache line (x86-64, aarch64 server parts) */
+#define CHK_DONE_PER_LINE 8u  /* done words per cache line */
 #define CHK_AUX_HDR_BYTES 4096u
 #define CHK_HIST 16           /* calls kept per group for reports */
 #define CHK_OP_MAX 32
@@ -62,16 +75,38 @@ typedef struct chk_cfp {
     int32_t root;
 } chk_cfp;
 
-/* One ring record (shared memory; little-endian host layout). */
+/* A fingerprint record as the store path sends it (coh_chk_rec_encode). */
 typedef struct chk_rec {
-    _Atomic uint64_t stamp; /* index + 1 when complete, 0 while written */
     int32_t reader;         /* world rank of the consumer */
     int32_t root;
     uint64_t gid, seq;
     uint64_t op_hash, sig_hash, count, redop_hash, args_hash;
-    _Atomic uint64_t done; /* stamp the reader consumed */
 } chk_rec;
-_Static_assert(sizeof(chk_rec) <= CHK_REC_BYTES, "record fits");
+
+/* One ring record in shared memory (little-endian host layout): exactly
+ * one cache line, aligned to one, nothing else in it. args_hash does not
+ * fit; it is zero for every call but those with per-member arguments (the
+ * v-collectives' counts, communicator-making calls), and for those it
+ * goes to the slot's args word (CHK_ARGS_OFF) and the reader field's
+ * CHK_SLOT_ARGS bit says so: such a record costs a second line. */
+#define CHK_SLOT_ARGS 0x80000000u
+typedef struct chk_slot {
+    _Alignas(CHK_REC_BYTES) _Atomic uint64_t stamp; /* index + 1 when complete, 0 while written */
+    uint32_t reader;        /* world rank of the consumer (< 2^31), | CHK_SLOT_ARGS */
+    int32_t root;
+    uint64_t gid, seq;
+    uint64_t op_hash, sig_hash, count, redop_hash;
+} chk_slot;
+_Static_assert(sizeof(chk_slot) == CHK_REC_BYTES, "a record is one cache line");
+_Static_assert(_Alignof(chk_slot) == CHK_REC_BYTES, "a record starts a cache line");
+_Static_assert(CHK_RING_N % CHK_DONE_PER_LINE == 0, "done lines hold whole groups of slots");
+
+/* The aux region: [chk_aux_hdr, CHK_AUX_HDR_BYTES][RING_N records][RING_N
+ * done words: the stamp each slot's reader consumed][RING_N args words]. */
+#define CHK_RING_OFF CHK_AUX_HDR_BYTES
+#define CHK_DONE_OFF (CHK_RING_OFF + CHK_RING_N * CHK_REC_BYTES)
+#define CHK_ARGS_OFF (CHK_DONE_OFF + CHK_RING_N * 8u)
+#define CHK_AUX_BYTES (CHK_ARGS_OFF + CHK_RING_N * 8u)
 
 /* Published position (seqlock on ver: odd = being written). */
 enum { CHK_POS_IDLE = 0, CHK_POS_CALL = 1, CHK_POS_WAIT = 2 };
@@ -188,8 +223,11 @@ struct cohort_check {
     /* shared segment (NULL: every pair uses the store) */
     void *shm;                 /* struct coh_shm * of the world */
     chk_aux_hdr *my_aux;
-    chk_rec *my_ring;
+    chk_slot *my_ring;
+    _Atomic uint64_t *my_done; /* [CHK_RING_N]: my ring's done words */
+    uint64_t *my_args;         /* [CHK_RING_N]: my ring's args words */
     uint64_t head;             /* my records written */
+    uint64_t ring_free;        /* slots below this index are known free (ring_reserve) */
     uint64_t *cursor;          /* [size]: my read position in each writer's ring */
     /* store path */
     cohort_store *st_user, *st_user_root;

@@ -81,12 +81,13 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 11u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 12u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
                         * header, inline data) replaces pub, the data slots
-                        * follow it */
+                        * follow it; 12: the checker's aux ring of one-line
+                        * records with their done and args words apart */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
