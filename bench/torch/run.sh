@@ -17,6 +17,12 @@
 #   (pip install --target DIR ./python) - an A/B of two versions of the check
 #   in the same interleaved rounds, e.g.
 #   SETTINGS="none before=/tmp/site-main after=/tmp/site-branch"
+# Each launch is bracketed by bench/compare/c2c.c, the machine's core-to-core
+# round trip (its median, ns; in OUT/xcore.txt), as bench/mpi/run.sh does: on
+# the shared VM it moves between host states (about 55 / 140 / 550 ns) that
+# scale every hand-off between the ranks, so the summary also compares each
+# setting with no check over the rounds whose two launches stayed in one
+# state (their four probes in one class: <90, 90-300, >=300 ns).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-5}
@@ -28,6 +34,9 @@ OUT=${OUT:-$(mktemp -d /tmp/cohort-torch-bench.XXXXXX)}
 mkdir -p "$OUT"
 NRANKS=${NRANKS:-2}
 read -r -a settings <<< "${SETTINGS:-none cohort detail}"
+c2c=$OUT/c2c
+gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -o "$c2c" bench/compare/c2c.c
+xcore() { "$c2c" 2>/dev/null | awk '$4 ~ /^[0-9]+$/ {print $4; ok = 1} END {if (!ok) print "-"}'; }
 ns=${#settings[@]}
 for i in $(seq 1 "$ROUNDS"); do
   for ((j = 0; j < ns; j++)); do
@@ -41,9 +50,11 @@ for i in $(seq 1 "$ROUNDS"); do
            s=${s%%=*} ;;
       *) echo "bench/torch: unknown setting $s" >&2; exit 2 ;;
     esac
+    x0=$(xcore)
     env "${env[@]}" COHORT_TIMEOUT=300 "$COHORTRUN" -n "$NRANKS" "$PY" -m cohort.torch.run \
       bench/torch/allreduce.py "$ITERS" "$SIZES" > "$OUT/$s.$i.txt" 2> "$OUT/$s.$i.err" || {
       echo "bench/torch: $s round $i failed (see $OUT/$s.$i.err)" >&2; exit 1; }
+    echo "$s $i $x0 $(xcore)" >> "$OUT/xcore.txt"
   done
 done
 "$PY" - "$OUT" "$ROUNDS" "$NRANKS" "${settings[@]}" <<'PY'
@@ -76,4 +87,51 @@ for b in sizes:
         ratio = S.median(a / c for a, c in pairs)
         added = S.median(a - c for a, c in pairs)
         print(f"{b:>9} {s:8} {p50:9.1f} {p99:9.1f} {mx:10.1f} {ratio:9.3f} {added:+12.1f}")
+# Host states (bench/compare/c2c.c): a launch is in a state when both its
+# probes (before, after) are in that class; a round's pair (the setting's
+# launch, no check's launch) counts for a state when both launches are in it.
+xc = {}
+xp = os.path.join(out, "xcore.txt")
+if os.path.exists(xp):
+    for line in open(xp):
+        f = line.split()
+        if len(f) == 4 and "-" not in f[2:]:  # "-": no probe (one CPU)
+            xc[(f[0], f[1])] = (float(f[2]), float(f[3]))
+if xc:
+    cls = lambda v: "fast" if v < 90 else "mid" if v < 300 else "slow"
+    def state(s, i):
+        v = xc.get((s, i))
+        if not v:
+            return None
+        c = {cls(x) for x in v}
+        return c.pop() if len(c) == 1 else "mixed"
+    print("core-to-core round trip before/after each launch (bench/compare/c2c.c median, ns; "
+          "states fast <90, mid 90-300, slow >=300; mixed: the two probes differ):")
+    base_l = "none" if "none" in labels else labels[0]
+    for s in labels:
+        ks = [k for k in xc if k[0] == s]
+        if not ks:
+            continue
+        cnt = {c: sum(1 for k in ks if state(*k) == c) for c in ("fast", "mid", "slow", "mixed")}
+        print(f"  {s:8} median {S.median(min(xc[k]) for k in ks):.0f}..{S.median(max(xc[k]) for k in ks):.0f}; "
+              f"launches " + " ".join(f"{c} {n}" for c, n in cnt.items()))
+    print(f"rounds whose two launches (the setting's, {base_l}'s) stayed in one state: p50 ratio and added "
+          f"as above [q1, q3], slower in")
+    print(f"{'size':>9} {'setting':8} {'state':5} {'rounds':>6} {'p50 ratio':>9} {'p50 added us':>12} {'[q1, q3]':>17} {'slower':>7}")
+    for b in sizes:
+        base = res.get((base_l, b), {})
+        for s in labels:
+            if s == base_l or (s, b) not in res:
+                continue
+            rs = res[(s, b)]
+            for c in ("fast", "mid", "slow"):
+                pr = [(rs[i][0], base[i][0]) for i in rs
+                      if i in base and state(s, i) == c and state(base_l, i) == c]
+                if not pr:
+                    continue
+                ds = sorted(a - d for a, d in pr)
+                qd = lambda f: ds[min(len(ds) - 1, int(f * len(ds)))]
+                print(f"{b:>9} {s:8} {c:5} {len(pr):>6} {S.median(a / d for a, d in pr):9.3f} "
+                      f"{S.median(ds):+12.1f} [{qd(.25):+7.1f}, {qd(.75):+7.1f}] {sum(x > 0 for x in ds):>3}/{len(pr)}")
+print(f"raw: {out}")
 PY

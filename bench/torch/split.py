@@ -9,9 +9,13 @@ involuntary context switches from /proc/self/task/*/{schedstat,status}
 (counts are robust on a loaded machine; times are paired by the blocks).
   cohortrun -n 2 python3 -m cohort.torch.run bench/torch/split.py [ROUNDS]
 MODES=raw,wrapped selects modes; PERF_OUT=FILE records rank 0's main thread
-with perf (cpu-clock) during the timed blocks; SPLIT_BYTES=N calls with N bytes
+with perf (cpu-clock; PERF_G=1: with call graphs) during the timed blocks
+and writes each block's mode and CLOCK_MONOTONIC span to FILE.marks, so that
+bench/torch/perfsplit.py can split the samples by mode; SPLIT_BYTES=N calls with N bytes
 of float32 instead of 8 (e.g. 1048576: the 3 % target at 1 MiB, paired in one
-program, where launch-to-launch spread is 4x).
+program, where launch-to-launch spread is 4x); SPLIT_TOUCH=N writes N bytes of
+a scratch tensor before each call in every mode (a large call's cache state
+at a small size).
 """
 import os
 import sys
@@ -35,6 +39,11 @@ def main():
     cg = st.group_for(None)
     t = torch.ones(max(1, int(os.environ.get("SPLIT_BYTES", "8")) // 4), dtype=torch.float32)
     pc = time.perf_counter_ns
+    # SPLIT_TOUCH=N: write N bytes of a scratch tensor before every call, in
+    # every mode (outside the timed call): the caches as a large collective
+    # leaves them, at a small size - does the check's own cost grow with it?
+    touch = int(os.environ.get("SPLIT_TOUCH", "0")) // 4
+    scratch = torch.empty(max(1, touch), dtype=torch.float32)
     def raw(t):
         ct._torch_set_depth(1)
         try:
@@ -83,14 +92,23 @@ def main():
     perf = None
     if os.environ.get("PERF_OUT") and rank == 0:
         import subprocess, signal
-        perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "20000", "-t", str(os.getpid()), "-o", os.environ["PERF_OUT"]])
+        # -k CLOCK_MONOTONIC: the samples' times match the block marks below
+        perf = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-F", "20000", "-k", "CLOCK_MONOTONIC"]
+                                + (["-g"] if os.environ.get("PERF_G") else [])
+                                + ["-t", str(os.getpid()), "-o", os.environ["PERF_OUT"]])
         time.sleep(1.0)
+    marks = []  # (mode, start, end) of each block, CLOCK_MONOTONIC ns
+    mono = lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     for r in range(n):
         for m, f in (modes if r % 2 == 0 else modes[::-1]):
             ts = res[m]
             a = snap()
+            m0 = mono()
             for _ in range(blk):
+                if touch:
+                    scratch.fill_(1.0)
                 t0 = pc(); f(t); ts.append(pc() - t0)
+            marks.append((m, m0, mono()))
             blocks[m].append(sorted(ts[-blk:])[blk // 2])
             b = snap()
             for k in b:
@@ -100,6 +118,8 @@ def main():
     s1 = chk.stats()
     if perf:
         perf.send_signal(signal.SIGINT); perf.wait()
+        with open(os.environ["PERF_OUT"] + ".marks", "w") as fm:
+            fm.writelines(f"{m} {a} {b}\n" for m, a, b in marks)
     if rank == 0:
         base = sorted(res["raw"])[len(res["raw"]) // 2] / 1e3 if "raw" in res else 0
         for m in res:
