@@ -952,7 +952,13 @@ typedef struct {
     PyObject *work_type;   /* CheckedWork(work, group, seq): async_op=True */
     PyObject *failed;      /* _backend_failed(state, group, seq): the backend raised */
     PyObject *opname;      /* the name in reports (str) */
-    PyObject *redops;      /* reduce op object -> its name (str), filled on first use */
+    PyObject *redops;      /* reduce op object -> its interned name (the bytes in
+                            * chk->names), filled on first use */
+    /* opname and "SUM" interned (borrowed from chk->names, which lives as
+     * long as chk, held here): set at the first call, so a call makes no
+     * dictionary look-up for them - every step of the per-call path runs
+     * cold after the backend (docs/pytorch.md, "Cost"). */
+    const char *opname_c, *sum_c;
     PyObject *names[TC_MAXP]; /* parameter names, in order */
     int nnames, npos;      /* npos: positional-or-keyword parameters first */
     int kind;              /* TC_TENSOR, TC_BARRIER, TC_P2P */
@@ -1032,25 +1038,33 @@ static PyObject *tc_group(TorchCallObject *self, PyObject *pg)
 /* The reduce op's name (borrowed from the cache, or new in *keep). */
 static const char *tc_redop(TorchCallObject *self, PyObject *op, PyObject **keep)
 {
-    if (!op)
-        return intern(self->chk, cpy_str_sum);
-    PyObject *n = PyDict_GetItemWithError(self->redops, op);
-    if (!n) {
-        int cacheable = 1;
-        if (PyErr_Occurred()) {
-            if (!PyErr_ExceptionMatches(PyExc_TypeError))
-                return NULL;
-            PyErr_Clear(); /* unhashable: asked each call */
-            cacheable = 0;
-        }
-        n = PyObject_CallMethodOneArg(self->state, cpy_str_redop, op);
-        if (!n)
-            return NULL;
-        if (cacheable && PyUnicode_Check(n) && PyDict_SetItem(self->redops, op, n) < 0)
-            PyErr_Clear();
-        *keep = n;
+    if (!op) {
+        if (!self->sum_c)
+            self->sum_c = intern(self->chk, cpy_str_sum);
+        return self->sum_c;
     }
-    return intern(self->chk, n);
+    PyObject *b = PyDict_GetItemWithError(self->redops, op);
+    if (b)
+        return PyBytes_AS_STRING(b);
+    int cacheable = 1;
+    if (PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_TypeError))
+            return NULL;
+        PyErr_Clear(); /* unhashable: asked each call */
+        cacheable = 0;
+    }
+    PyObject *n = PyObject_CallMethodOneArg(self->state, cpy_str_redop, op);
+    if (!n)
+        return NULL;
+    *keep = n;
+    const char *name = intern(self->chk, n);
+    /* intern put n's bytes in chk->names: the cache holds that object */
+    if (name && cacheable && (b = PyDict_GetItemWithError(self->chk->names, n)) &&
+        PyDict_SetItem(self->redops, op, b) < 0)
+        PyErr_Clear();
+    if (name && PyErr_Occurred())
+        PyErr_Clear();
+    return name;
 }
 
 /* The root as a group rank (_root of cohort.torch). 0, or 1: not an int
@@ -1183,7 +1197,9 @@ static PyObject *tc_p2p(TorchCallObject *self, PyObject **v, PyObject *const *ar
         }
         grp = g->grp;
     }
-    const char *op = intern(self->chk, self->opname);
+    if (!self->opname_c)
+        self->opname_c = intern(self->chk, self->opname);
+    const char *op = self->opname_c;
     if (!op || ck_open(self->chk, "wait_begin") < 0) {
         Py_DECREF(cg);
         return NULL;
@@ -1247,8 +1263,9 @@ static PyObject *tc_call(TorchCallObject *self, PyObject *const *args, size_t na
         if (self->i_op >= 0 && !(fp.redop = tc_redop(self, tc_arg(v, self->i_op), &keep)))
             goto done;
     }
-    if (!(fp.op = intern(self->chk, self->opname)))
+    if (!self->opname_c && !(self->opname_c = intern(self->chk, self->opname)))
         goto done;
+    fp.op = self->opname_c;
     fp_set_tensor(&fp, count, sig, shape, root);
     int async_op = 0;
     PyObject *ao = tc_arg(v, self->i_async);
@@ -1562,6 +1579,7 @@ static PyObject *ck_torch_call(CheckerObject *self, PyObject *args, PyObject *kw
     t->work_type = Py_NewRef(work_type);
     t->failed = Py_NewRef(failed);
     t->opname = Py_NewRef(opname);
+    t->opname_c = t->sum_c = NULL;
     t->redops = PyDict_New();
     t->nnames = (int)nn;
     t->npos = npos;
