@@ -283,8 +283,9 @@ cohort_status coh_wait_check(coh_wait *w)
         char when[64] = "";
         if (peers && waited - seen >= 0.5)
             snprintf(when, sizeof when, "; as of %.1f s", seen);
-        return coh_group_fail(g, COHORT_ERR_TIMEOUT, "timed out after %d ms: %s%s%s", g->timeout_ms,
-                              head, when, peers ? peers : "");
+        return coh_group_fail(g, COHORT_ERR_TIMEOUT, "timed out after %d ms: %s%s%s%s%s",
+                              g->timeout_ms, head, when, w->note[0] ? "; " : "", w->note,
+                              peers ? peers : "");
     }
     return COHORT_OK;
 }

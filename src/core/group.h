@@ -276,6 +276,9 @@ typedef struct coh_wait {
     uint64_t report_ns;     /* when report was taken */
     const int *waiting_for; /* group ranks awaited, may be NULL */
     int n_waiting_for;
+    /* why the transport cannot make progress, when it knows (set while
+     * waiting; the timeout error carries it): e.g. the shm stash's cap */
+    char note[256];
     char report[COH_ERRLEN]; /* the stall report, reused by the timeout error */
 } coh_wait;
 void coh_wait_init(coh_wait *w, cohort_group *g, const coh_call *call);

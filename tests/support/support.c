@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -36,6 +37,13 @@ int cht_run_suite(Suite *s)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? 1 : 0;
+}
+
+double cht_time_scale(void)
+{
+    const char *e = getenv("CK_TIMEOUT_MULTIPLIER");
+    double m = e ? strtod(e, NULL) : 1.0;
+    return m > 1.0 ? m : 1.0;
 }
 
 int cht_free_port(void)

@@ -112,6 +112,11 @@ void cht_assert_all_ok(const cht_result *r);
 
 /* A free TCP port on 127.0.0.1 (bind 0, read it, close). Only for
  * processes that must be told a port before they start (MASTER_PORT). */
+/* A latency bound's scale in slow builds: CK_TIMEOUT_MULTIPLIER (what
+ * scripts/test.sh sets for the sanitizer runs: 3 ASan, 4 TSan; Check
+ * scales its own timeouts by it), at least 1. A test bounds a product's
+ * promise P by P x this, never more. */
+double cht_time_scale(void);
 int cht_free_port(void);
 
 /* Starts an embedded store server in the test process on 127.0.0.1:0 for

@@ -262,6 +262,59 @@ START_TEST(stash_cap_backpressure)
 }
 END_TEST
 
+/* ---- the cap makes a call time out: the error says so ---- */
+
+/* Rank 1 waits in a recv from rank 2, which never sends; rank 0 floods
+ * rank 1 past the cap. Rank 1's timeout (shorter than the others', so its
+ * error is the group's) must name the cap and its values: before, only a
+ * log line did. */
+static int rank_cap_timeout(int rank, void *arg)
+{
+    (void)arg;
+    if (rank == 1)
+        setenv("COHORT_TIMEOUT", "2", 1);
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    unsigned char *buf = calloc(1, FLOOD_BYTES);
+    RANK_CHECK(buf, "calloc");
+    RANK_PASS(cohort_barrier(g), g);
+    cohort_status st = COHORT_OK;
+    if (rank == 0) {
+        for (int k = 0; k < NFLOOD && st == COHORT_OK; k++)
+            st = cohort_send(g, buf, FLOOD_BYTES, COHORT_UINT8, 1, k);
+    } else if (rank == 1) {
+        st = cohort_recv(g, buf, FLOOD_BYTES, COHORT_UINT8, 2, 0);
+        const char *e = cohort_last_error(g);
+        RANK_CHECK(st == COHORT_ERR_TIMEOUT, "got %s: %s", cohort_status_name(st), e);
+        char want[96];
+        snprintf(want, sizeof want, "COHORT_SHM_P2P_STASH_BYTES=%d;", STASH_CAP);
+        RANK_CHECK(strstr(e, "stash reached its cap") && strstr(e, want) &&
+                       strstr(e, "bytes held for recvs not yet made") &&
+                       strstr(e, "rank 0's 4096-byte message"),
+                   "the error does not say the cap was reached: %s", e);
+    } else {
+        st = cohort_recv(g, buf, FLOOD_BYTES, COHORT_UINT8, 1, 0);
+    }
+    RANK_CHECK(st != COHORT_OK, "rank %d's call succeeded", rank);
+    free(buf);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(stash_cap_timeout_names_cap)
+{
+    char env[256];
+    snprintf(env, sizeof env,
+             "COHORT_SHM_P2P_BYTES=%d;COHORT_SHM_P2P_STASH_BYTES=%d;COHORT_TIMEOUT=20;"
+             "COHORT_SHM_SINGLE_COPY=off",
+             FLOOD_BYTES, STASH_CAP);
+    cht_opts o = {.nranks = 3, .deadline_ms = 60000, .extra_env = env};
+    cht_result r;
+    cht_run_ranks(&o, rank_cap_timeout, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 /* ---- no stash at all: two ranks sending to each other first ---- */
 
 static const size_t xsizes[] = {16, 4096, (size_t)64 << 10, (size_t)1 << 20};
@@ -336,6 +389,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_loop_test(tc, garbage_in_slot, 0, 2 * G_NCASES);
     tcase_add_loop_test(tc, stash_cap_backpressure, 0, 2);
+    tcase_add_test(tc, stash_cap_timeout_names_cap);
     tcase_add_loop_test(tc, cap_zero_no_deadlock, 0, 2);
     tcase_add_test(tc, stash_env_invalid);
     suite_add_tcase(s, tc);

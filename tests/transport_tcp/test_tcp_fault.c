@@ -288,11 +288,18 @@ START_TEST(peer_killed)
     ck_assert_msg(res.exit[VICTIM] == 128 + SIGKILL, "victim exit %d", res.exit[VICTIM]);
     res.exit[VICTIM] = 0;
     tf_assert_ok(sh, &res);
+    /* docs/reliability.md: survivors see PEER_LOST within 2 s. Measured
+     * from kill(): that includes the kernel's teardown of the victim (its
+     * sockets close only then) and, in the sanitizer builds, slower ranks
+     * on both sides - TSan on the loaded 2-core machine: 150-450 ms
+     * typically, 2028 ms once - so the bound scales with the slow builds'
+     * CK_TIMEOUT_MULTIPLIER, as Check's own timeouts do. */
+    double bound = 2000 * cht_time_scale();
     for (int r = 0; r < 2; r++) {
         double ms = (double)(sh->t_ns[r] - sh->t_event_ns) / 1e6;
         fprintf(stderr, "peer_killed %s: rank %d saw PEER_LOST %.1f ms after the kill: %s\n",
                 names[_i], r, ms, sh->msg[r]);
-        ck_assert_msg(ms < 2000, "rank %d took %.1f ms", r, ms);
+        ck_assert_msg(ms < bound, "rank %d took %.1f ms (bound %.0f ms)", r, ms, bound);
     }
     tf_done(sh);
 }

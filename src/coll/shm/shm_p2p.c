@@ -41,6 +41,7 @@
  * the cap, MPI's "unsafe" programs) waits until COHORT_TIMEOUT (a warning
  * in the log, once, names the cap); raise it for such programs.
  */
+#include <stdio.h>
 #include <string.h>
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -238,6 +239,16 @@ static cohort_status drain(void *arg_)
                                  "holds for recvs not yet made (COHORT_SHM_P2P_STASH_BYTES=%zu)",
                                  s->g->local_ranks[q], s->p2p_stash_used, s->p2p_stash_cap);
                     s->p2p_held = q;
+                    /* the wait's timeout error says why (the log line
+                     * above comes once per segment) */
+                    if (!o->w.note[0])
+                        snprintf(o->w.note, sizeof o->w.note,
+                                 "this rank's shm send/recv stash reached its cap "
+                                 "(COHORT_SHM_P2P_STASH_BYTES=%zu; %zu bytes held for recvs not "
+                                 "yet made): rank %d's %llu-byte message and its later sends "
+                                 "wait for a recv of those; raise the cap for this program",
+                                 s->p2p_stash_cap, s->p2p_stash_used, s->g->local_ranks[q],
+                                 (unsigned long long)h.len);
                     break;
                 }
                 if (h.len > SIZE_MAX - sizeof *m ||
