@@ -228,6 +228,18 @@ void coh_wait_init(coh_wait *w, cohort_group *g, const coh_call *call)
     w->probe_ns = w->start_ns + 100000000ull; /* 100 ms: out-of-band contract probe */
 }
 
+void coh_wait_restart(coh_wait *w, uint64_t now)
+{
+    cohort_group *g = w->g;
+    w->start_ns = now;
+    w->deadline_ns = g->timeout_ms < 0 ? UINT64_MAX : now + (uint64_t)g->timeout_ms * 1000000ull;
+    w->stall_ns = g->stall_warn_ms < 0 ? UINT64_MAX : now + (uint64_t)g->stall_warn_ms * 1000000ull;
+    w->probe_ns = now + 100000000ull;
+    w->stalled = 0;
+    w->probed = 0;
+    w->note[0] = 0; /* said why an earlier wait could not progress; it did */
+}
+
 int coh_wait_slow(const coh_wait *w) { return coh_now_ns() >= w->probe_ns; }
 
 cohort_status coh_wait_check(coh_wait *w)

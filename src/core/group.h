@@ -283,6 +283,10 @@ typedef struct coh_wait {
 } coh_wait;
 void coh_wait_init(coh_wait *w, cohort_group *g, const coh_call *call);
 cohort_status coh_wait_check(coh_wait *w);
+/* Restarts w's clocks (timeout, stall report, probe) from now, after the
+ * call progressed: COHORT_TIMEOUT bounds a wait without progress, not a
+ * call (as the tcp transport's xfer_run). g and call are kept. */
+void coh_wait_restart(coh_wait *w, uint64_t now);
 /* Returns 1 once the call has made no progress for ~100 ms: transports
  * then publish / compare fingerprints out of band (see contract). */
 int coh_wait_slow(const coh_wait *w);

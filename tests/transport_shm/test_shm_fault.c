@@ -239,6 +239,96 @@ START_TEST(sigstop_timeout)
 }
 END_TEST
 
+/* ---- a long call that always progresses is not a stall ---- */
+
+/* A 32 MiB broadcast in 256-byte pieces to a rank that a thread of the root
+ * stops for 250 ms at a time (SIGSTOP) and lets run for 5 ms in between,
+ * until the call ends: every wait is far shorter than the 1 s group
+ * timeout, the call far longer. COHORT_TIMEOUT bounds a wait without
+ * progress (as in the tcp transport, test_tcp_data long_transfer_not_a_stall):
+ * before 2026-12-02 the shm wait clock started at the call's first wait and
+ * never restarted, and the root failed with COHORT_ERR_TIMEOUT after ~1 s
+ * while the broadcast still moved. */
+#define SLOW_BYTES (32u << 20)
+#define SLOW_TIMEOUT_MS 1000
+#define SLOW_STOP_MS 250
+
+typedef struct {
+    pid_t pid;
+    _Atomic int done;
+    int stops;
+} slower_arg;
+
+static void *slower(void *arg)
+{
+    slower_arg *a = arg;
+    while (!atomic_load(&a->done)) {
+        kill(a->pid, SIGSTOP);
+        th_sleep_ms(SLOW_STOP_MS);
+        kill(a->pid, SIGCONT);
+        a->stops++;
+        th_sleep_ms(5);
+    }
+    return NULL;
+}
+
+static int slow_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    cohort_group *g = th_group(rank, 2, SLOW_TIMEOUT_MS, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    unsigned char *buf = malloc(SLOW_BYTES);
+    RANK_CHECK(buf, "malloc");
+    for (size_t i = 0; i < SLOW_BYTES; i++)
+        buf[i] = rank == 0 ? (unsigned char)(i * 131u + 7u) : 0;
+    slower_arg sa = {.pid = g->peers[1].pid};
+    pthread_t th;
+    /* Both ranks enter the call together, and the stops start then: rank 1
+     * stopped while it fills its buffer would not have reached the call,
+     * which is a wait without progress. */
+    if (rank == 1)
+        atomic_store(&th_sh()->flag[0], 1);
+    th_wait_flag(0, 60000);
+    if (rank == 0)
+        RANK_CHECK(pthread_create(&th, NULL, slower, &sa) == 0, "pthread_create");
+    uint64_t t0 = coh_now_ns();
+    coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, SLOW_BYTES);
+    st = coh_shm_broadcast(g->shm, &c, buf, SLOW_BYTES, 0);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    if (rank == 0) {
+        atomic_store(&sa.done, 1);
+        pthread_join(th, NULL);
+    }
+    fprintf(stderr, "rank %d: %s after %.0f ms (group timeout %d ms; %d stops of %d ms)%s%s\n",
+            rank, cohort_status_name(st), ms, SLOW_TIMEOUT_MS, sa.stops, SLOW_STOP_MS,
+            st ? ": " : "", st ? th_errmsg(g) : "");
+    RANK_CHECK(st == COHORT_OK, "got %s: %s", cohort_status_name(st), th_errmsg(g));
+    long bad = -1;
+    for (size_t i = 0; i < SLOW_BYTES && bad < 0; i++)
+        if (buf[i] != (unsigned char)(i * 131u + 7u))
+            bad = (long)i;
+    RANK_CHECK(bad < 0, "byte %ld differs", bad);
+    /* The test means something only if the call outlasted the timeout. */
+    if (rank == 0)
+        RANK_CHECK(ms > 1.5 * SLOW_TIMEOUT_MS, "the broadcast took only %.0f ms: it must outlast "
+                                               "the %d ms timeout to test it",
+                   ms, SLOW_TIMEOUT_MS);
+    free(buf);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(long_call_not_a_stall)
+{
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 120000,
+                  .extra_env = "COHORT_SHM_SLOT_BYTES=256;COHORT_SHM_SMALL_BYTES=64"};
+    int want[2] = {0, 0};
+    run_expect(&o, slow_rank, NULL, want);
+}
+END_TEST
+
 /* ---- leaks ---- */
 
 /* Open fds of this process. Rank 0 hosts the store, whose client sockets
@@ -823,6 +913,11 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, ring_env, 0, (int)COH_ARRAY_LEN(ring_envs));
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
+    /* its own case: CK_RUN_CASE=progress runs it alone */
+    TCase *tp = tcase_create("progress");
+    tcase_add_test(tp, long_call_not_a_stall);
+    tcase_set_timeout(tp, 150);
+    suite_add_tcase(s, tp);
     return s;
 }
 

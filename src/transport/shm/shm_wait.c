@@ -220,13 +220,21 @@ static cohort_status wait_loop(shm_op *o, int q, _Atomic uint32_t *word, _Atomic
                                uint32_t target, cohort_status (*poll_fn)(void *arg), void *arg)
 {
     coh_shm *s = o->s;
+    cohort_status st;
+    uint64_t t0 = coh_now_ns(), now = t0, next_check = t0 + SLICE_NS;
     if (!o->w_init) {
         coh_wait_init(&o->w, o->g, o->c);
         o->w_init = 1;
+    } else {
+        /* The call's previous wait ended with what it waited for: progress.
+         * The stall clock restarts here, as in the tcp transport: the
+         * timeout bounds a wait without progress, not a long call (a
+         * pipelined broadcast or a chunked send to a slow but moving peer
+         * was judged from its first wait and failed with
+         * COHORT_ERR_TIMEOUT while data still flowed). */
+        coh_wait_restart(&o->w, t0);
     }
     o->waiting_for = o->g->local_ranks ? o->g->local_ranks[q] : q;
-    cohort_status st;
-    uint64_t t0 = coh_now_ns(), now = t0, next_check = t0 + SLICE_NS;
 
     /* Stage 1: spin. The clock is read every 64 iterations only; when
      * oversubscribed a few iterations only (the peer may need this CPU),
