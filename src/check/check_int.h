@@ -256,6 +256,7 @@ struct cohort_check {
     uint64_t last_sig_hash;
     const char *last_sig;
     uint64_t pos_published;    /* episode last written to the store */
+    int pos_pub_live;          /* the store shows a position (not idle) */
     /* the lazy p2p wait (monitor side, under c->mu for the pos fields) */
     chk_wslot wslot;
     uint64_t wseen_ver, wseen_ns; /* the wait the monitor saw at its last tick, and when */

@@ -740,16 +740,31 @@ static void publish_pos(cohort_check *c)
     int done = c->pos_site_done;
     pthread_mutex_unlock(&c->mu);
     uint64_t now = coh_now_ns();
-    if (p.state == CHK_POS_IDLE || now - p.start_ns < 200 * 1000 * 1000ull || !done)
+    char buf[1024], key[32];
+    snprintf(key, sizeof key, "pos/%d", c->rank);
+    if (p.state == CHK_POS_IDLE || now - p.start_ns < 200 * 1000 * 1000ull || !done) {
+        /* The position the store shows ended (a wait or call that lasted,
+         * now over): say idle, or ranks on other hosts keep reading the old
+         * wait and a peer that waits for this (computing) rank closes a
+         * cycle with it - a false deadlock, or one reported at the old
+         * wait's site (test_check S_STORE_STALE). */
+        if (c->pos_pub_live && p.episode != c->pos_published) {
+            p.state = CHK_POS_IDLE;
+            p.start_ns = 0;
+            size_t l = coh_chk_pos_format(&p, buf, sizeof buf);
+            if (cohort_store_set(c->st_mon, key, strlen(key), buf, l) == COHORT_OK)
+                c->pos_pub_live = 0;
+        }
         return;
+    }
     if (c->pos_published == p.episode && now - p.start_ns < 2000 * 1000 * 1000ull)
         return;
     p.start_ns = now - p.start_ns; /* the age, for readers on other hosts */
-    char buf[1024], key[32];
     size_t l = coh_chk_pos_format(&p, buf, sizeof buf);
-    snprintf(key, sizeof key, "pos/%d", c->rank);
-    if (cohort_store_set(c->st_mon, key, strlen(key), buf, l) == COHORT_OK)
+    if (cohort_store_set(c->st_mon, key, strlen(key), buf, l) == COHORT_OK) {
         c->pos_published = p.episode;
+        c->pos_pub_live = 1;
+    }
 }
 
 void *coh_chk_monitor(void *arg)

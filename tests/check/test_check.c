@@ -51,6 +51,7 @@ enum scen {
     S_THREADS,       /* the biased lock: one calling thread, then two at once */
     S_LATE_GROUP,    /* rank 1 registers the group after the others found its first call bad */
     S_TICKS,         /* the monitor's tick: 50 ms while calls are quick, 10 ms once one lasts */
+    S_STORE_STALE,   /* a wait published to the store, then compute: the store says idle */
 };
 
 typedef struct scase {
@@ -437,6 +438,26 @@ static int rank_main(int rank, void *arg)
         sleep(30);
         cohort_check_wait_end(c);
         break;
+    case S_STORE_STALE:
+        /* Rank 1 waits on rank 0 for 500 ms (long enough to reach the
+         * store: 200 ms), then computes for 2.5 s, in no wait; rank 0, from
+         * 700 ms on, waits on rank 1 for 2 s. Before 2026-12-02 the store
+         * kept rank 1's ended wait (an idle position was never written)
+         * and rank 0 reported the cycle 0 -> 1 -> 0 at rank 1's old site:
+         * under load the same stale wait named S_DEADLOCK_LATE's 30 ms
+         * MPI_Probe instead of its real cycle. */
+        if (rank == 1) {
+            cohort_check_wait_begin(c, gw, 0, 5, 0, "MPI_Probe", "b.c", 9, NULL);
+            usleep(500 * 1000);
+            cohort_check_wait_end(c);
+            usleep(2500 * 1000);
+        } else {
+            usleep(700 * 1000);
+            cohort_check_wait_begin(c, gw, 1, 5, 0, "MPI_Recv", "a.c", 72, NULL);
+            usleep(2000 * 1000);
+            cohort_check_wait_end(c);
+        }
+        break;
     case S_P2P_RETRACT:
         /* Rank 0 waits on rank 1 long enough to be published (200 ms), then
          * computes for 2.5 s, in no wait; meanwhile rank 1 waits on rank 0
@@ -726,6 +747,7 @@ static const scase cases[] = {
      {"deadlock: rank 0 waits for rank 1 in MPI_Recv at a.c:40"}},
     {S_P2P_RETRACT, 2, 1, 0, {NULL}},
     {S_THREADS, 3, 1, 0, {NULL}},
+    {S_STORE_STALE, 2, 1, 0, {NULL}},
 };
 
 /* Each field's mismatch (and a skipped call's site) after every rank's
