@@ -421,14 +421,19 @@ static int rank_main(int rank, void *arg)
     case S_DEADLOCK_LATE:
         /* 200000 quick waits (the lazy path: none lasts a monitor tick, so
          * none is published), a few that last 30 ms (published, then
-         * retracted), then the cycle: still reported, with its sites. */
+         * retracted), then the cycle: still reported, with its sites.
+         * The 30 ms waits are a probe and the send it waits for (a pair
+         * that progresses, never a cycle): two probes waiting for each
+         * other are a deadlock as soon as they last deadlock_ms, which a
+         * 30 ms sleep did once under load (the report named them). */
         for (int i = 0; i < 200000; i++) {
             cohort_check_wait_begin(c, gw, 1 - rank, 5, i & 1, i & 1 ? "MPI_Send" : "MPI_Recv",
                                     NULL, 0, NULL);
             cohort_check_wait_end(c);
         }
         for (int i = 0; i < 5; i++) {
-            cohort_check_wait_begin(c, gw, 1 - rank, 5, 0, "MPI_Probe", "b.c", 7, NULL);
+            cohort_check_wait_begin(c, gw, 1 - rank, 5, rank, rank ? "MPI_Send" : "MPI_Probe",
+                                    "b.c", rank ? 8 : 7, NULL);
             usleep(30 * 1000);
             cohort_check_wait_end(c);
         }
