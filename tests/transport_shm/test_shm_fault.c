@@ -241,17 +241,19 @@ END_TEST
 
 /* ---- a long call that always progresses is not a stall ---- */
 
-/* A 32 MiB broadcast in 256-byte pieces to a rank that a thread of the root
- * stops for 250 ms at a time (SIGSTOP) and lets run for 5 ms in between,
+/* A 16 MiB broadcast in 256-byte pieces to a rank that a thread of the root
+ * stops for 200 ms at a time (SIGSTOP) and lets run for 1 ms of its own CPU
+ * time in between (read from /proc, so each window moves data whatever the
+ * load, and the call lasts dozens of windows however fast the machine),
  * until the call ends: every wait is far shorter than the 1 s group
  * timeout, the call far longer. COHORT_TIMEOUT bounds a wait without
  * progress (as in the tcp transport, test_tcp_data long_transfer_not_a_stall):
  * before 2026-12-02 the shm wait clock started at the call's first wait and
  * never restarted, and the root failed with COHORT_ERR_TIMEOUT after ~1 s
  * while the broadcast still moved. */
-#define SLOW_BYTES (32u << 20)
+#define SLOW_BYTES (16u << 20)
 #define SLOW_TIMEOUT_MS 1000
-#define SLOW_STOP_MS 250
+#define SLOW_STOP_MS 200
 
 typedef struct {
     pid_t pid;
@@ -259,15 +261,34 @@ typedef struct {
     int stops;
 } slower_arg;
 
+/* The CPU time pid's main thread has run, in ns (0 if unknown). */
+static uint64_t run_ns(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long long v = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &v) != 1)
+            v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
 static void *slower(void *arg)
 {
     slower_arg *a = arg;
     while (!atomic_load(&a->done)) {
         kill(a->pid, SIGSTOP);
         th_sleep_ms(SLOW_STOP_MS);
+        uint64_t r0 = run_ns(a->pid), t0 = coh_now_ns();
         kill(a->pid, SIGCONT);
         a->stops++;
-        th_sleep_ms(5);
+        /* 1 ms of its CPU (at most 100 ms of wall time) */
+        while (!atomic_load(&a->done) && run_ns(a->pid) - r0 < 1000000ull &&
+               coh_now_ns() - t0 < 100000000ull)
+            usleep(100);
     }
     return NULL;
 }
