@@ -445,14 +445,15 @@ static size_t block_piece(const coh_shm *s, size_t es)
  * k+1 while the readers drain piece k; never below PIPE_MIN (a phase costs
  * a few cache-line hand-offs) nor above the buffer. */
 #define PIPE_MIN (16u * 1024u)
-static size_t pipe_piece(size_t cap, size_t bytes)
+static size_t piece_of(size_t cap, size_t bytes, size_t parts)
 {
-    size_t p = bytes / 4;
+    size_t p = bytes / parts;
     if (p < PIPE_MIN)
         p = PIPE_MIN;
     p = (p + SHM_LINE - 1) / SHM_LINE * SHM_LINE;
     return p < cap ? p : cap;
 }
+static size_t pipe_piece(size_t cap, size_t bytes) { return piece_of(cap, bytes, 4); }
 
 /* Piece size for the two-copy broadcast: half the message (two pieces,
  * the reader's copy of the first overlapping the root's copy of the
@@ -463,14 +464,7 @@ static size_t pipe_piece(size_t cap, size_t bytes)
  * root's copy into its own slot is short next to the readers' copy across
  * cores: docs/shm.md "Broadcast piece size" has the A/B (2 ranks, 64 KiB
  * x0.68, 1 MiB x0.87 of the time with quarters). */
-static size_t bcast_piece(size_t cap, size_t bytes)
-{
-    size_t p = bytes / 2;
-    if (p < PIPE_MIN)
-        p = PIPE_MIN;
-    p = (p + SHM_LINE - 1) / SHM_LINE * SHM_LINE;
-    return p < cap ? p : cap;
-}
+static size_t bcast_piece(size_t cap, size_t bytes) { return piece_of(cap, bytes, 2); }
 
 /* ---- single copy for all_gather, gather, scatter, all_to_all ----
  *
