@@ -17,10 +17,13 @@
  *     neither delay the real member nor make the lead's error misleading.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <signal.h>
 #include <stdio.h>
@@ -242,42 +245,73 @@ END_TEST
 /* ---- a long call that always progresses is not a stall ---- */
 
 /* A 16 MiB broadcast in 256-byte pieces to a rank that a thread of the root
- * stops for 200 ms at a time (SIGSTOP) and lets run for 1 ms of its own CPU
- * time in between (read from /proc, so each window moves data whatever the
- * load, and the call lasts dozens of windows however fast the machine),
- * until the call ends: every wait is far shorter than the 1 s group
- * timeout, the call far longer. COHORT_TIMEOUT bounds a wait without
- * progress (as in the tcp transport, test_tcp_data long_transfer_not_a_stall):
- * before 2026-12-02 the shm wait clock started at the call's first wait and
- * never restarted, and the root failed with COHORT_ERR_TIMEOUT after ~1 s
- * while the broadcast still moved. Two copies, pinned: where attach's probe
- * finds the kernel's copy faster (auto), the broadcast is one
+ * stops for 200 ms at a time (SIGSTOP) and lets run in between until it has
+ * received another 1/SLOW_WINDOWS of the message (read from its buffer with
+ * process_vm_readv), so the call lasts at least SLOW_WINDOWS stops however
+ * fast the machine, and each window moves data however loaded it is: every
+ * wait without progress is far shorter than the 1 s group timeout, the call
+ * far longer. COHORT_TIMEOUT bounds a wait without progress (as in the tcp
+ * transport, test_tcp_data long_transfer_not_a_stall): before 2026-12-02 the
+ * shm wait clock started at the call's first wait and never restarted, and
+ * the root failed with COHORT_ERR_TIMEOUT after ~1 s while the broadcast
+ * still moved. Windows were first wall time (5 ms: on a quiet machine the
+ * call ended in 2 stops), then 1 ms of the receiver's CPU (a machine that
+ * copies faster needs fewer of them). Two copies, pinned: where attach's
+ * probe finds the kernel's copy faster (auto), the broadcast is one
  * process_vm_readv of 16 MiB that a stop cannot split - the call then ends
  * in one window (202 ms with COHORT_SHM_SINGLE_COPY=on), as it did in the
  * CI run of 2026-12-02 12:13. */
 #define SLOW_BYTES (16u << 20)
 #define SLOW_TIMEOUT_MS 1000
 #define SLOW_STOP_MS 200
+#define SLOW_WINDOWS 24
+#define SLOW_WINDOW_MAX_MS 300 /* a window with no data yet: stop anyway */
 
 typedef struct {
     pid_t pid;
+    uint64_t addr; /* the receiver's buffer, in its address space */
     _Atomic int done;
     int stops;
+    int unreadable; /* errno of a failed read (then windows are wall time) */
 } slower_arg;
 
-/* The CPU time pid's main thread has run, in ns (0 if unknown). */
-static uint64_t run_ns(pid_t pid)
+static unsigned char slow_byte(size_t i)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/proc/%d/schedstat", (int)pid);
-    FILE *f = fopen(path, "r");
-    unsigned long long v = 0;
-    if (f) {
-        if (fscanf(f, "%llu", &v) != 1)
-            v = 0;
-        fclose(f);
+    return (unsigned char)(i * 131u + 7u);
+}
+
+/* Whether the 8 bytes at off of the receiver's buffer hold the broadcast's
+ * data (the buffer starts zeroed; the pattern has no 8 zero bytes in a row). */
+static int slow_arrived_at(slower_arg *a, size_t off)
+{
+    unsigned char w[8];
+    struct iovec l = {w, sizeof w}, r = {(void *)(uintptr_t)(a->addr + off), sizeof w};
+    if (process_vm_readv(a->pid, &l, 1, &r, 1, 0) != (ssize_t)sizeof w) {
+        if (!a->unreadable)
+            a->unreadable = errno ? errno : EIO;
+        return 0;
     }
-    return v;
+    for (size_t i = 0; i < sizeof w; i++)
+        if (w[i] != slow_byte(off + i))
+            return 0;
+    return 1;
+}
+
+/* How much of the message the receiver holds: the pieces land in order, so
+ * the arrived part is a prefix, found by bisection. */
+static size_t slow_arrived(slower_arg *a)
+{
+    size_t lo = 0, hi = SLOW_BYTES / 8; /* words [0, lo) arrived, [hi, end) not known */
+    if (slow_arrived_at(a, SLOW_BYTES - 8))
+        return SLOW_BYTES;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (slow_arrived_at(a, mid * 8))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo * 8;
 }
 
 static void *slower(void *arg)
@@ -286,12 +320,12 @@ static void *slower(void *arg)
     while (!atomic_load(&a->done)) {
         kill(a->pid, SIGSTOP);
         th_sleep_ms(SLOW_STOP_MS);
-        uint64_t r0 = run_ns(a->pid), t0 = coh_now_ns();
+        size_t got0 = slow_arrived(a);
+        uint64_t t0 = coh_now_ns();
         kill(a->pid, SIGCONT);
         a->stops++;
-        /* 1 ms of its CPU (at most 100 ms of wall time) */
-        while (!atomic_load(&a->done) && run_ns(a->pid) - r0 < 1000000ull &&
-               coh_now_ns() - t0 < 100000000ull)
+        while (!atomic_load(&a->done) && slow_arrived(a) - got0 < SLOW_BYTES / SLOW_WINDOWS &&
+               coh_now_ns() - t0 < SLOW_WINDOW_MAX_MS * 1000000ull)
             usleep(100);
     }
     return NULL;
@@ -306,15 +340,22 @@ static int slow_rank(int rank, void *arg)
     unsigned char *buf = malloc(SLOW_BYTES);
     RANK_CHECK(buf, "malloc");
     for (size_t i = 0; i < SLOW_BYTES; i++)
-        buf[i] = rank == 0 ? (unsigned char)(i * 131u + 7u) : 0;
+        buf[i] = rank == 0 ? slow_byte(i) : 0;
     slower_arg sa = {.pid = g->peers[1].pid};
     pthread_t th;
+    if (rank == 1) {
+        /* rank 0 reads how much arrived (Yama's ptrace_scope 1 allows only
+         * ancestors unless told; EINVAL without Yama) */
+        (void)prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+        atomic_store(&th_sh()->val[0], (int64_t)(uintptr_t)buf);
+    }
     /* Both ranks enter the call together, and the stops start then: rank 1
      * stopped while it fills its buffer would not have reached the call,
      * which is a wait without progress. */
     if (rank == 1)
         atomic_store(&th_sh()->flag[0], 1);
     th_wait_flag(0, 60000);
+    sa.addr = (uint64_t)atomic_load(&th_sh()->val[0]);
     if (rank == 0)
         RANK_CHECK(pthread_create(&th, NULL, slower, &sa) == 0, "pthread_create");
     uint64_t t0 = coh_now_ns();
@@ -324,6 +365,7 @@ static int slow_rank(int rank, void *arg)
     if (rank == 0) {
         atomic_store(&sa.done, 1);
         pthread_join(th, NULL);
+        RANK_CHECK(!sa.unreadable, "reading the receiver's buffer: %s", strerror(sa.unreadable));
     }
     fprintf(stderr, "rank %d: %s after %.0f ms (group timeout %d ms; %d stops of %d ms)%s%s\n",
             rank, cohort_status_name(st), ms, SLOW_TIMEOUT_MS, sa.stops, SLOW_STOP_MS,
@@ -331,7 +373,7 @@ static int slow_rank(int rank, void *arg)
     RANK_CHECK(st == COHORT_OK, "got %s: %s", cohort_status_name(st), th_errmsg(g));
     long bad = -1;
     for (size_t i = 0; i < SLOW_BYTES && bad < 0; i++)
-        if (buf[i] != (unsigned char)(i * 131u + 7u))
+        if (buf[i] != slow_byte(i))
             bad = (long)i;
     RANK_CHECK(bad < 0, "byte %ld differs", bad);
     /* The test means something only if the call outlasted the timeout. */
