@@ -17,6 +17,8 @@
 #       bufNk      COHORT_TCP_BUFSIZE=N KiB (SO_SNDBUF/SO_RCVBUF: the window bounds how
 #                  far a rank's next block runs ahead of the peer's receive)
 #       bind       rank i on core i (taskset), as Open MPI binds its 2 ranks
+#       bc_NAME    COHORT_ALGO_BROADCAST=NAME (e.g. bc_tree, bc_tree_rdv, bc_flat); the
+#                  other collectives keep their selection
 #       ompi       Open MPI, pml ob1, btl tcp,self (run.sh's flags and binding)
 #   OPS=all_gather,all_reduce,broadcast SIZES=8,1048576,4194304 T=0.1
 #
@@ -79,6 +81,7 @@ variant() {
         duplex*k) local k=${v#duplex}; env=(COHORT_TCP_DUPLEX_SLICE=$((${k%k} * 1024))) ;;
         buf*k) local k=${v#buf}; env=(COHORT_TCP_BUFSIZE=$((${k%k} * 1024))) ;;
         bind) ts0=(taskset -c 0) ts1=(taskset -c 1) ;;
+        bc_*) env=(COHORT_ALGO_BROADCAST=${v#bc_}) ;;
         default | ompi) ;;
         *) echo "unknown variant $v" >&2; return 1 ;;
     esac

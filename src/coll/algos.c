@@ -108,6 +108,13 @@ static int bc_tree_pref(const cohort_group *g, const coh_call *c)
 {
     return coh_bc_tree_pref(g->size, bytes_of(c));
 }
+/* The tree with a rendezvous (tree.c): TBD by measurement. */
+static int bc_tree_rdv_pref(const cohort_group *g, const coh_call *c)
+{
+    (void)g;
+    (void)c;
+    return 0;
+}
 /* Flat (root sends to each member directly) for large messages when the
  * ranks of a one-host group outnumber its cores: a relay of the tree or of
  * scatter+all-gather waits to be scheduled before it forwards (4 ranks on
@@ -213,6 +220,12 @@ static cohort_status run_bc_tree(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     return coh_tree_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
+}
+
+static cohort_status run_bc_tree_rdv(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    return coh_tree_broadcast_rdv(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
 }
 
 static cohort_status run_bc_flat(cohort_group *g, coh_call *c)
@@ -434,6 +447,7 @@ const coh_algo coh_algo_table[] = {
     A("hier", COH_COLL_BROADCAST, hier_ok, always, coh_hier_broadcast),
     A("flat", COH_COLL_BROADCAST, msg_ok, bc_flat_pref, run_bc_flat),
     A("host_flat", COH_COLL_BROADCAST, msg_ok, bc_hostflat_pref, run_bc_hostflat),
+    A("tree_rdv", COH_COLL_BROADCAST, msg_ok, bc_tree_rdv_pref, run_bc_tree_rdv),
     A("tree", COH_COLL_BROADCAST, msg_ok, bc_tree_pref, run_bc_tree),
     A("scatter_allgather", COH_COLL_BROADCAST, msg_ok, always, run_bc_sag),
 

@@ -190,6 +190,10 @@ cohort_status coh_bruck_all_gather(cohort_group *g, const coh_call *c, const coh
 /* Binomial broadcast of bytes from member root. */
 cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                  size_t bytes, int root, uint32_t step_base);
+/* The same with a rendezvous: a parent sends piece 1 on only once the child
+ * has said (an empty message) that it entered the call. */
+cohort_status coh_tree_broadcast_rdv(cohort_group *g, const coh_call *c, const coh_view *v,
+                                     void *buf, size_t bytes, int root, uint32_t step_base);
 /* Flat broadcast: the root sends all of buf to every member in one batch. */
 cohort_status coh_flat_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                  size_t bytes, int root, uint32_t step_base);

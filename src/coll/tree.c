@@ -21,8 +21,8 @@ static uint32_t lvl_step(uint32_t base, int lvl, size_t P, size_t j)
     return base + (uint32_t)((size_t)lvl * P + j);
 }
 
-cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf_,
-                                 size_t bytes, int root, uint32_t step_base)
+static cohort_status tree_bcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf_,
+                                size_t bytes, int root, uint32_t step_base, int rdv)
 {
     int n = v->n;
     if (n == 1 || bytes == 0)
@@ -37,27 +37,55 @@ cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_v
     /* the root sends piece j in batch j; others receive piece j in batch j
      * and forward piece j-1 */
     size_t batches = par >= 0 ? P + (nch ? 1 : 0) : P;
-    coh_xfer ops[33];
+    coh_xfer ops[65];
     for (size_t j = 0; j < batches; j++) {
         int nops = 0;
         if (par >= 0 && j < P) {
             size_t o = j * cb;
             coh_xf_recv(&ops[nops++], g, c, parent, lvl_step(step_base, mylvl, P, j), buf + o,
                         COH_MIN(cb, bytes - o));
+            /* rdv: "this call is posted", back up the link piece 0 uses
+             * (other direction of the stream, same step) */
+            if (rdv && j == 0 && P > 1)
+                coh_xf_send(&ops[nops++], g, c, parent, lvl_step(step_base, mylvl, P, 0), NULL, 0);
         }
         size_t fj = par >= 0 ? j - 1 : j; /* piece to forward */
         if ((par < 0 || j >= 1) && fj < P)
             for (int i = 0; i < nch; i++) {
                 size_t o = fj * cb;
                 int lvl = coh_ilog2((unsigned)(ch[i] - vr));
-                coh_xf_send(&ops[nops++], g, c, coh_view_rank(v, coh_mod(ch[i] + root, n)),
-                            lvl_step(step_base, lvl, P, fj), buf + o, COH_MIN(cb, bytes - o));
+                int to = coh_view_rank(v, coh_mod(ch[i] + root, n));
+                coh_xf_send(&ops[nops++], g, c, to, lvl_step(step_base, lvl, P, fj), buf + o,
+                            COH_MIN(cb, bytes - o));
+                /* rdv: piece 0 goes out eagerly; piece 1 waits until the
+                 * child has entered this call */
+                if (rdv && fj == 0 && P > 1)
+                    coh_xf_recv(&ops[nops++], g, c, to, lvl_step(step_base, lvl, P, 0), NULL, 0);
             }
         cohort_status st = coh_xf_run(g, c, ops, nops);
         if (st != COHORT_OK)
             return st;
     }
     return COHORT_OK;
+}
+
+cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
+                                 size_t bytes, int root, uint32_t step_base)
+{
+    return tree_bcast(g, c, v, buf, bytes, root, step_base, 0);
+}
+
+/* Rendezvous: each child tells its parent, with an empty message, that it
+ * has entered the call; the parent sends piece 0 at once but piece 1 only
+ * after that. Without it a root of back-to-back broadcasts runs as far
+ * ahead as the socket buffers allow (4 MiB of Send-Q and Recv-Q seen on
+ * loopback at 1 MiB), and the child reads every byte cold; with it a
+ * sender is at most one piece into a call its child has not entered, as
+ * Open MPI's ob1 (64 KiB eager, the rest after the receiver's ACK). */
+cohort_status coh_tree_broadcast_rdv(cohort_group *g, const coh_call *c, const coh_view *v,
+                                     void *buf, size_t bytes, int root, uint32_t step_base)
+{
+    return tree_bcast(g, c, v, buf, bytes, root, step_base, 1);
 }
 
 cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *acc_,

@@ -205,6 +205,8 @@ struct cohort_group {
     int my_host;
     int *local_ranks;          /* group ranks on my host, ascending */
     int local_size, local_rank;
+    int machine_size;       /* ranks on this machine, whatever their network namespace
+                               (same hostname and boot id): who shares its CPUs */
     int *leaders;              /* [n_hosts]: lowest group rank per host */
 
     /* data plane */

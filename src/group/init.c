@@ -446,6 +446,13 @@ cohort_status coh_group_rendezvous(cohort_group *g)
         }
     }
     g->local_size = counts[0];
+    /* A host id is hostname/boot id/netns: the part before the namespace
+     * names the machine, whose CPUs namespace "hosts" share. */
+    const char *mine = ids[g->rank], *cut = strstr(mine, "/netns:");
+    size_t mlen = cut ? (size_t)(cut - mine) : strlen(mine);
+    g->machine_size = 0;
+    for (int r = 0; r < n; r++)
+        g->machine_size += !strncmp(ids[r], mine, mlen) && (ids[r][mlen] == 0 || ids[r][mlen] == '/');
     coh_debug("group %u: rank %d/%d, %d host(s), %d local rank(s)", g->id, g->rank, g->size, nh,
               g->local_size);
 

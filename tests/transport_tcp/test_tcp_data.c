@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fixture.h"
 #include "transport/tcp/net.h" /* TCP_DUPLEX_SLICE_DEFAULT */
@@ -234,6 +235,74 @@ START_TEST(long_transfer_not_a_stall)
     tf_opts o = {.nranks = 2, .timeout_ms = 1500, .env = "COHORT_TCP_SEND_SLICE=7"};
     tf_result res;
     tf_shared *sh = tf_run(&o, long_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* ---- the busy-poll before a sleep: 200 us with a CPU per rank ---- */
+
+/* The rule alone: a CPU for each of this machine's ranks -> 200 us, more
+ * ranks than CPUs or an unknown count -> 20 us. */
+START_TEST(spin_default_rule)
+{
+    ck_assert_uint_eq(coh_tcp_spin_default_us(1, 1), 200);
+    ck_assert_uint_eq(coh_tcp_spin_default_us(2, 2), 200);
+    ck_assert_uint_eq(coh_tcp_spin_default_us(2, 16), 200);
+    ck_assert_uint_eq(coh_tcp_spin_default_us(3, 2), 20);
+    ck_assert_uint_eq(coh_tcp_spin_default_us(16, 2), 20);
+    ck_assert_uint_eq(coh_tcp_spin_default_us(2, 0), 20);
+    ck_assert_uint_eq(coh_tcp_spin_default_us(2, -1), 20);
+}
+END_TEST
+
+/* ...and coh_net_connect applying it to the machine's rank count the
+ * rendezvous found (set here, so the case does not depend on this
+ * machine's CPUs), unless COHORT_TCP_SPIN_US says otherwise. */
+typedef struct spin_case {
+    int oversub;      /* machine_size: 1, or one more than the online CPUs */
+    uint64_t want_us; /* 0: the rule's */
+    const char *env;
+} spin_case;
+
+static const spin_case spin_cases[] = {
+    {0, 200, NULL},
+    {1, 20, NULL},
+    {0, 57, "COHORT_TCP_SPIN_US=57"},
+    {1, 57, "COHORT_TCP_SPIN_US=57"},
+    {0, 0, "COHORT_TCP_SPIN_US=0"},
+};
+
+static int spin_body(tf_rank *r)
+{
+    const spin_case *sc = r->arg;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    r->g.machine_size = sc->oversub ? (int)cpus + 1 : 1;
+    if (tf_connect(r))
+        return 1;
+    uint64_t got = coh_net_spin_ns(r->net);
+    TF_CHECK(r, got == sc->want_us * 1000,
+             "spin %llu ns with %d ranks on %ld CPUs (%s), expected %llu", (unsigned long long)got, r->g.machine_size, cpus, sc->env ? sc->env : "no env",
+             (unsigned long long)sc->want_us * 1000);
+    /* and the data path still works with it */
+    int peer = 1 - r->rank;
+    unsigned char b[64];
+    coh_call c = tf_call(1, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, 0, 1);
+    if (r->rank == 0) {
+        tf_fill(b, sizeof b, 5);
+        TF_OK(r, tf_send(r, &c, COLL, peer, b, sizeof b, 0));
+    } else {
+        TF_OK(r, tf_recv(r, &c, COLL, peer, b, sizeof b, 0));
+        TF_CHECK(r, tf_check(b, sizeof b, 5) < 0, "message differs");
+    }
+    return 0;
+}
+
+START_TEST(spin_default_applied)
+{
+    tf_opts o = {.nranks = 2, .env = spin_cases[_i].env};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, spin_body, (void *)&spin_cases[_i], &res);
     tf_assert_ok(sh, &res);
     tf_done(sh);
 }
@@ -755,6 +824,8 @@ static Suite *suite(void)
     tcase_add_loop_test(t, sliced_sends_keep_stream_order, 0, 4);
     tcase_add_loop_test(t, duplex_slice_rule, 0, (int)COH_ARRAY_LEN(dx_cases));
     tcase_add_test(t, long_transfer_not_a_stall);
+    tcase_add_test(t, spin_default_rule);
+    tcase_add_loop_test(t, spin_default_applied, 0, (int)COH_ARRAY_LEN(spin_cases));
     tcase_add_test(t, stash_out_of_order);
     tcase_add_test(t, p2p_tag_matching);
     tcase_add_test(t, unexpected_budget_parks);

@@ -207,7 +207,8 @@ static cohort_status read_env(coh_net *n)
                            "COHORT_MAX_UNEXPECTED=%s: expected a byte count >= 0",
                            coh_env_str("COHORT_MAX_UNEXPECTED"));
     n->stash_max = (size_t)v;
-    v = 20;
+    v = TCP_SPIN_US_OVERSUB; /* until coh_net_connect applies the rule */
+    n->spin_env = coh_env_str("COHORT_TCP_SPIN_US") != NULL;
     if (coh_env_int("COHORT_TCP_SPIN_US", &v) < 0 || v < 0 || v > 1000000)
         return coh_err_set(NULL, COHORT_ERR_INVALID,
                            "COHORT_TCP_SPIN_US=%s: expected microseconds in 0..1000000",
@@ -1018,6 +1019,9 @@ static cohort_status connect_run(coh_net *n)
     }
     /* Outgoing entries are all established; incoming ones left are strays. */
     n->connected = 1;
+    if (!n->spin_env)
+        n->spin_ns = (uint64_t)coh_tcp_spin_default_us(g->machine_size,
+                                                       sysconf(_SC_NPROCESSORS_ONLN)) * 1000;
     if (n->n_evicted || n->n_auth_timeout) {
         char flood[192];
         hs_flood_fmt(n, flood, sizeof flood);

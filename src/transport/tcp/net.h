@@ -96,6 +96,10 @@ typedef struct tcp_hs {
  * and veth alike (docs/performance.md, 2026-12-02 09:17 UTC); the quiet
  * A/B there decides whether it is turned on. */
 #define TCP_DUPLEX_SLICE_DEFAULT 0
+/* Busy-poll before a sleep, when this host's ranks have a CPU each, and
+ * when they outnumber its CPUs (coh_tcp_spin_default_us). */
+#define TCP_SPIN_US_DEFAULT 200
+#define TCP_SPIN_US_OVERSUB 20
 #define TCP_HS_MAX_IN 64    /* concurrent unauthenticated connections (then the oldest of
                                the busiest source is evicted) */
 #define TCP_HS_AUTH_MS 2000 /* an incoming handshake's whole budget, from accept */
@@ -125,7 +129,8 @@ struct coh_net {
     int nops;
     const coh_call *call;
     int left;               /* incomplete ops of the current batch */
-    uint64_t spin_ns;
+    uint64_t spin_ns;       /* busy-poll before sleeping in poll() (coh_tcp_spin_default_us) */
+    int spin_env;           /* COHORT_TCP_SPIN_US set: spin_ns is the user's */
     size_t tx_slice;        /* COHORT_TCP_SEND_SLICE: every send's slice (0: duplex rule) */
     size_t duplex_slice;    /* COHORT_TCP_DUPLEX_SLICE (0: duplex sends go out whole) */
     coh_net_tx_stats tx_st; /* what the rule chose (tests, coh_net_get_tx_stats) */

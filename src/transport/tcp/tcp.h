@@ -48,6 +48,16 @@ typedef struct coh_net_tx_stats {
 } coh_net_tx_stats;
 void coh_net_get_tx_stats(const coh_net *n, coh_net_tx_stats *out);
 
+/* The busy-poll a wait does before it sleeps in poll(), in us, when
+ * COHORT_TCP_SPIN_US is not set: 200 while the group's ranks on this
+ * machine (local_ranks: g->machine_size, network namespaces included) have
+ * a CPU each, 20 when they outnumber its online CPUs (a spinning rank would
+ * hold a CPU its peer needs) or the count is unknown (cpus <= 0). Applied
+ * at coh_net_connect, once the rendezvous has counted them. */
+unsigned coh_tcp_spin_default_us(int local_ranks, long cpus);
+/* The spin in force (ns), for tests. */
+uint64_t coh_net_spin_ns(const coh_net *n);
+
 /* Its ops table: abort = coh_net_send_abort (not for a peer's abort),
  * wake = coh_net_wake, close_check, destroy. */
 extern const coh_transport_ops coh_tcp_transport;

@@ -739,6 +739,23 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
     }
 }
 
+/* Quiet, with a CPU per rank, a sleeping rank's wake-up is the cost: an
+ * idle vCPU halts, and the peer's next burst waits for it to be woken
+ * (tens of us), which Open MPI's busy-polling ranks never pay. 200 against
+ * 20 us, paired quiet rounds (docs/performance.md, 2026-12-02 07:18 run):
+ * broadcast 1 MiB x0.51 loopback and x0.52 across namespaces, all_gather
+ * 1-4 MiB x0.82-0.86, 3-5 of 5 rounds in 16 of 18 cells. Oversubscribed,
+ * the spinner would hold the CPU its peer needs: 20 us as before. */
+unsigned coh_tcp_spin_default_us(int local_ranks, long cpus)
+{
+    return cpus > 0 && local_ranks <= cpus ? TCP_SPIN_US_DEFAULT : TCP_SPIN_US_OVERSUB;
+}
+
+uint64_t coh_net_spin_ns(const coh_net *n)
+{
+    return n->spin_ns;
+}
+
 void coh_net_get_tx_stats(const coh_net *n, coh_net_tx_stats *out)
 {
     *out = n->tx_st;
