@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cases.h"
@@ -332,6 +333,61 @@ START_TEST(test_bad_algo)
 }
 END_TEST
 
+/* tree_rdv's gate: the root of a 256 KiB broadcast (4 pieces of 64 KiB)
+ * whose leaf enters 1 s late sends piece 0 and then waits for the leaf's
+ * "entered" message; with the plain tree the same call returns as soon as
+ * the socket buffers (1 MiB asked, so ~0.8-2 MiB whatever the sysctl caps)
+ * hold the message. Bounds are half the delay either way. */
+#define RDV_DELAY_MS 1000
+static int rank_rdv_gate(int rank, void *arg)
+{
+    int gated = *(const int *)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    size_t count = 256 * 1024;
+    unsigned char *buf = malloc(count);
+    RANK_CHECK(buf, "malloc");
+    for (size_t i = 0; i < count; i++)
+        buf[i] = rank == 0 ? (unsigned char)(i * 7 + 1) : 0;
+    RANK_PASS(cohort_barrier(g), g);
+    struct timespec t0, t1;
+    if (rank == 1)
+        nanosleep(&(struct timespec){RDV_DELAY_MS / 1000, (RDV_DELAY_MS % 1000) * 1000000L}, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    RANK_PASS(cohort_broadcast(g, buf, count, COHORT_UINT8, 0), g);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+    for (size_t i = 0; i < count; i++)
+        RANK_CHECK(buf[i] == (unsigned char)(i * 7 + 1), "byte %zu differs", i);
+    if (rank == 0) {
+        if (gated)
+            RANK_CHECK(ms >= RDV_DELAY_MS / 2, "tree_rdv root returned after %ld ms, before its "
+                                               "leaf entered (%d ms late)", ms, RDV_DELAY_MS);
+        else
+            RANK_CHECK(ms < RDV_DELAY_MS / 2, "tree root took %ld ms: the socket buffers did not "
+                                              "absorb 256 KiB (the gate test needs them to)", ms);
+    }
+    free(buf);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(test_tree_rdv_gate)
+{
+    static const int gated[] = {0, 1};
+    cht_opts o = {.nranks = 2,
+                  .deadline_ms = 60000,
+                  .transport = "tcp",
+                  .extra_env = _i ? "COHORT_ALGO_BROADCAST=tree_rdv;COHORT_CHUNK_BYTES=65536;"
+                                    "COHORT_TCP_BUFSIZE=1048576"
+                                  : "COHORT_ALGO_BROADCAST=tree;COHORT_CHUNK_BYTES=65536;"
+                                    "COHORT_TCP_BUFSIZE=1048576"};
+    cht_result r;
+    cht_run_ranks(&o, rank_rdv_gate, (void *)&gated[_i], &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coll");
@@ -339,6 +395,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 240);
     tcase_add_loop_test(t, test_tcp, 0, sizeof sizes / sizeof sizes[0]);
     tcase_add_test(t, test_bad_algo);
+    tcase_add_loop_test(t, test_tree_rdv_gate, 0, 2);
     tcase_add_test(t, test_tcp_oversubscribed_auto);
     suite_add_tcase(s, t);
     TCase *m = tcase_create("shm");
