@@ -31,7 +31,11 @@ static size_t bytes_of(const coh_call *c) { return (size_t)c->count * es_of(c); 
 static coh_view whole(const cohort_group *g) { return (coh_view){g->size, g->rank, NULL}; }
 static void *bcast_buf(const coh_call *c) { return c->recv ? c->recv : (void *)c->send; }
 
-/* ---- predicates ---- */
+/* ---- predicates ----
+ * They read of the call only its coll, count, dtype and reduce op, and of
+ * the group only what group creation fixed and its transports (shm, net):
+ * coh_coll_select_memo (select.c) keys its memo on exactly these, so a
+ * predicate reading more (the root, the buffers) must extend that key. */
 
 int coh_topo_single_host_shm(const cohort_group *g)
 {

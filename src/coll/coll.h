@@ -39,6 +39,9 @@ cohort_status coh_coll_run(cohort_group *g, coh_call *c);
 
 /* The algorithm that would run (for tests and cohort-perf output). */
 const coh_algo *coh_coll_select(const cohort_group *g, const coh_call *c, cohort_status *err);
+/* The same choice, remembered per collective kind in the group (the
+ * per-call path, coh_coll_run); exact for every group (select.c). */
+const coh_algo *coh_coll_select_memo(cohort_group *g, const coh_call *c, cohort_status *err);
 /* Reads COHORT_ALGO_<OP> into g once (selection runs on every call), and
  * frees that copy. */
 void coh_coll_read_env(cohort_group *g);

@@ -208,6 +208,58 @@ const coh_algo *coh_coll_select(const cohort_group *g, const coh_call *c, cohort
     return NULL;
 }
 
+/* coh_coll_select through the group's memo (group.h: sel_memo). Exact,
+ * not a heuristic: with the COHORT_ALGO_* values fixed at group creation
+ * (algo_env_read) the table walk reads nothing of the call but its coll,
+ * count, dtype and reduce op (algos.c: the predicates), and of the group
+ * only what creation fixed plus the transports, all of which are the key.
+ * Harness groups (variables read per call) always walk the table. A
+ * failed selection is not remembered: it is reported the same way again.
+ * Runs on the thread that runs the group's calls, one call at a time
+ * (engine.c), so the memo needs no lock. */
+static inline uint32_t memo_key(const coh_call *c)
+{
+    return (uint32_t)c->dtype | (uint32_t)(uint8_t)c->redop << 8;
+}
+
+/* The memo's choice for c, or NULL: inlined into coh_coll_run, whose hit
+ * path then makes no call (the miss below is out of line). */
+static inline const coh_algo *memo_hit(const cohort_group *g, const coh_call *c)
+{
+    if (!g->algo_env_read || c->coll >= N_COLL_NAMES)
+        return NULL;
+    const struct coh_sel_memo *m = &g->sel_memo[c->coll];
+    if (m->algo && m->key == memo_key(c) && m->count == c->count &&
+        m->shm == (const void *)g->shm && m->net == (const void *)g->net)
+        return m->algo;
+    return NULL;
+}
+
+static const coh_algo *memo_miss(cohort_group *g, const coh_call *c, cohort_status *err)
+{
+    const coh_algo *a = coh_coll_select(g, c, err);
+    if (a && g->algo_env_read && c->coll < N_COLL_NAMES) {
+        struct coh_sel_memo *m = &g->sel_memo[c->coll];
+        m->algo = a;
+        m->key = memo_key(c);
+        m->count = c->count;
+        m->shm = g->shm;
+        m->net = g->net;
+    }
+    return a;
+}
+
+const coh_algo *coh_coll_select_memo(cohort_group *g, const coh_call *c, cohort_status *err)
+{
+    const coh_algo *a = memo_hit(g, c);
+    if (a) {
+        if (err)
+            *err = COHORT_OK;
+        return a;
+    }
+    return memo_miss(g, c, err);
+}
+
 /* A call this rank rejects before any communication: recorded as the
  * group's last error without poisoning it (the API layer validates first;
  * this is the backstop for internal callers). */
@@ -283,8 +335,8 @@ cohort_status coh_coll_run(cohort_group *g, coh_call *c)
     /* Select even for count 0, so that a bad COHORT_ALGO_* is reported the
      * same way whatever the count. */
     cohort_status st;
-    const coh_algo *a = coh_coll_select(g, c, &st);
-    if (!a)
+    const coh_algo *a = memo_hit(g, c);
+    if (!a && !(a = memo_miss(g, c, &st)))
         return coh_group_fail(g, st, "%s", coh_tls_err()->msg);
     if (c->count == 0 && c->coll != COH_COLL_BARRIER)
         /* Nothing to move, but the contract must still meet every rank's:

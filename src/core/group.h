@@ -176,6 +176,17 @@ struct cohort_group {
      * groups made otherwise (test harnesses) read the environment per call. */
     char *algo_env[32];
     int algo_env_read;
+    /* coh_coll_run's memo of the last selection per collective kind
+     * (coll/select.c), used only where algo_env_read: the choice is a
+     * function of the call's count, dtype and reduce op and of the group's
+     * topology, so a call that repeats the last call's (a training loop)
+     * skips the table walk. shm/net: the transports the choice saw. */
+    struct coh_sel_memo {
+        const struct coh_algo *algo; /* NULL: empty */
+        uint64_t count;
+        const void *shm, *net;
+        uint32_t key; /* dtype | (uint8_t)redop << 8 */
+    } sel_memo[32];
 
     /* The call in progress on the issuing thread (api.c): its site, set by
      * one uncontended compare-and-swap per call, so a second thread calling
@@ -183,6 +194,15 @@ struct cohort_group {
      * instead of corrupting the sequence numbers. */
     _Atomic(const char *) busy_file; /* NULL when no call is being issued */
     _Atomic int busy_site;           /* line << 8 | coll of that call */
+    /* Call sites repeat (a training loop): the site hashes of recent
+     * file:line pairs (api.c). Per group, not per thread: only the thread
+     * holding busy_file touches it, and a thread-local in a shared library
+     * costs a __tls_get_addr call per access. */
+    struct {
+        const char *file;
+        int line;
+        uint32_t site;
+    } site_memo[16];
 
     /* contract sequence numbers */
     uint64_t seq;              /* last issued collective seq */

@@ -111,7 +111,11 @@ static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **wor
         esz = cohort_dtype_size((cohort_dtype)c->dtype);
         if (!esz)
             return invalid(g, c, "invalid dtype %d", c->dtype);
-        if (c->count > (SIZE_MAX / 2) / esz / (size_t)g->size)
+        /* count * esz * size <= SIZE_MAX / 2, the same bound as
+         * (SIZE_MAX / 2) / esz / size without two 64-bit divisions per call */
+        size_t total;
+        if (__builtin_mul_overflow((size_t)c->count, esz, &total) ||
+            __builtin_mul_overflow(total, (size_t)g->size, &total) || total > SIZE_MAX / 2)
             return invalid(g, c, "count %llu is too large", (unsigned long long)c->count);
     }
     if (c->redop >= 0 && !coh_op_valid((cohort_dtype)c->dtype, (cohort_op)c->redop))
@@ -162,13 +166,10 @@ static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **wor
         if (needs_recv && !c->recv)
             return invalid(g, c, "recv buffer is NULL with count %llu", (unsigned long long)c->count);
     }
-    /* Call sites repeat (a training loop): a small per-thread cache keyed by
-     * the __FILE__ pointer and line saves hashing the name on every call. */
-    static _Thread_local struct {
-        const char *file;
-        int line;
-        uint32_t site;
-    } sites[16];
+    /* Call sites repeat: the group's memo (group.h: site_memo), keyed by the
+     * __FILE__ pointer and line, saves hashing the name on every call. This
+     * thread holds busy_file (issue), so it is the memo's only user. */
+    __typeof__(g->site_memo[0]) *sites = g->site_memo;
     unsigned si = ((unsigned)((uintptr_t)c->file >> 4) ^ (unsigned)c->line * 2654435761u) & 15u;
     if (sites[si].file != c->file || sites[si].line != c->line || !c->file) {
         sites[si].file = c->file;

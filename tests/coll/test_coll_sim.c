@@ -307,6 +307,60 @@ START_TEST(test_select_defaults)
 }
 END_TEST
 
+/* coh_coll_run's memo (select.c, coh_coll_select_memo): on a group whose
+ * COHORT_ALGO_* values were read at creation, as cohort_init's are, a call
+ * that differs from the last one of its kind in count, dtype, reduce op or
+ * transports must get the choice the table walk gives, not the memo's. */
+static const char *memo_pick(cohort_group *g, int coll, int dt, int op, size_t count)
+{
+    coh_call c;
+    memset(&c, 0, sizeof c);
+    c.coll = (uint8_t)coll;
+    c.dtype = (uint8_t)dt;
+    c.redop = (int8_t)op;
+    c.count = count;
+    cohort_status st = COHORT_ERR_SYSTEM, st2;
+    const coh_algo *a = coh_coll_select_memo(g, &c, &st);
+    const coh_algo *walk = coh_coll_select(g, &c, &st2);
+    ck_assert_int_eq(st, st2);
+    ck_assert_msg(a == walk, "memo picked %s, the table %s (coll %d dtype %d op %d count %zu)",
+                  a ? a->name : "none", walk ? walk->name : "none", coll, dt, op, count);
+    return a ? a->name : "none";
+}
+
+START_TEST(test_select_memo)
+{
+    unsetenv("COHORT_ALGO_ALL_REDUCE");
+    unsetenv("COHORT_ALGO_BROADCAST");
+    const int AR = COH_COLL_ALL_REDUCE, BC = COH_COLL_BROADCAST;
+    sim_world *w = sim_create(8, NULL, 0, 1);
+    cohort_group *g = sim_group(w, 3);
+    g->algo_env_read = 1; /* as a group from cohort_init with no variable set */
+    ck_assert_str_eq(memo_pick(g, AR, COHORT_FLOAT32, COHORT_SUM, 64), "rd");
+    ck_assert_str_eq(memo_pick(g, AR, COHORT_FLOAT32, COHORT_SUM, 64), "rd"); /* remembered */
+    ck_assert_str_eq(memo_pick(g, AR, COHORT_FLOAT32, COHORT_SUM, 1 << 20), "ring"); /* count */
+    ck_assert_str_eq(memo_pick(g, AR, COHORT_FLOAT16, COHORT_SUM, 1 << 20), "direct"); /* dtype */
+    ck_assert_str_eq(memo_pick(g, AR, COHORT_FLOAT16, COHORT_MAX, 1 << 20), "ring"); /* op */
+    ck_assert_str_eq(memo_pick(g, BC, COHORT_FLOAT32, -1, 1), "tree"); /* its own entry */
+    ck_assert_str_eq(memo_pick(g, AR, COHORT_FLOAT16, COHORT_MAX, 1 << 20), "ring");
+    ck_assert_str_eq(memo_pick(g, AR, COHORT_FLOAT16, COHORT_SUM, 1 << 20), "direct");
+    g->algo_env_read = 0;
+    sim_destroy(w);
+    /* Transports: the same call once the group has no shared memory. */
+    w = sim_create(4, NULL, 1, 0);
+    g = sim_group(w, 1);
+    g->algo_env_read = 1;
+    ck_assert_str_eq(memo_pick(g, AR, COHORT_FLOAT32, COHORT_SUM, 64), "shm");
+    coh_shm *shm = g->shm;
+    g->shm = NULL;
+    ck_assert_str_eq(memo_pick(g, AR, COHORT_FLOAT32, COHORT_SUM, 64), "rd");
+    g->shm = shm;
+    ck_assert_str_eq(memo_pick(g, AR, COHORT_FLOAT32, COHORT_SUM, 64), "shm");
+    g->algo_env_read = 0;
+    sim_destroy(w);
+}
+END_TEST
+
 START_TEST(test_select_forced_errors)
 {
     cohort_status st;
@@ -488,6 +542,7 @@ static Suite *suite(void)
     tcase_add_test(ts, test_flat_pref);
     tcase_add_test(ts, test_rs_direct_pref);
     tcase_add_test(ts, test_hostflat_pref);
+    tcase_add_test(ts, test_select_memo);
     tcase_add_test(ts, test_select_forced_errors);
     tcase_add_test(ts, test_chunk_env);
     tcase_add_test(ts, test_p2p);

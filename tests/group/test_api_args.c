@@ -90,6 +90,16 @@ static int rank_bad_enums(int rank, void *arg)
     EXPECT_INVALID(cohort_send(g, x, 4, COHORT_FLOAT32, (rank + 1) % n, -1), g, "tag -1");
     EXPECT_INVALID(cohort_all_reduce(g, x, y, (size_t)-1, COHORT_FLOAT32, COHORT_SUM), g,
                    "count");
+    /* The count bound, count * size(dtype) * ranks <= SIZE_MAX / 2 (api.c):
+     * one past it, and counts whose byte size overflows size_t. */
+    size_t past = (SIZE_MAX / 2) / 4 / (size_t)n + 1;
+    EXPECT_INVALID(cohort_all_reduce(g, x, y, past, COHORT_FLOAT32, COHORT_SUM), g, "count");
+    EXPECT_INVALID(cohort_broadcast(g, x, past, COHORT_FLOAT32, 0), g, "count");
+    EXPECT_INVALID(cohort_broadcast(g, x, SIZE_MAX / 4 + 1, COHORT_FLOAT32, 0), g, "count");
+    EXPECT_INVALID(cohort_broadcast(g, x, (SIZE_MAX / 2) / (size_t)n + 1, COHORT_UINT8, 0), g,
+                   "count");
+    EXPECT_INVALID(cohort_broadcast(g, x, SIZE_MAX / 8 + 1, COHORT_FLOAT64, 0), g, "count");
+    RANK_CHECK(strstr(cohort_last_error(g), "is too large"), "message '%s'", cohort_last_error(g));
     EXPECT_INVALID(cohort_all_reduce(g, x, y, 4, COHORT_INT32, COHORT_AVG), g, "avg of int");
     EXPECT_INVALID(cohort_all_reduce(g, x, y, 4, COHORT_FLOAT32, COHORT_BXOR), g, "bxor of float");
     int bad_list[] = {0, 0};
