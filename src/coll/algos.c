@@ -26,7 +26,7 @@
 #define BC_HOSTFLAT_MAX_HOSTS 4
 #define RS_DIRECT_MAX (64u << 10) /* reduce_scatter: direct up to this input per rank */
 
-static size_t es_of(const coh_call *c) { return cohort_dtype_size((cohort_dtype)c->dtype); }
+static size_t es_of(const coh_call *c) { return coh_dtype_size(c->dtype); }
 static size_t bytes_of(const coh_call *c) { return (size_t)c->count * es_of(c); }
 static coh_view whole(const cohort_group *g) { return (coh_view){g->size, g->rank, NULL}; }
 static void *bcast_buf(const coh_call *c) { return c->recv ? c->recv : (void *)c->send; }

@@ -308,7 +308,7 @@ cohort_status coh_coll_run(cohort_group *g, coh_call *c)
     int poisoned = coh_group_poisoned(g);
     if (poisoned)
         return COHORT_ERR_ABORTED;
-    size_t es = cohort_dtype_size((cohort_dtype)c->dtype);
+    size_t es = coh_dtype_size(c->dtype);
     if (c->coll != COH_COLL_BARRIER && es == 0)
         return bad_call(g, "%s #%llu: invalid dtype %d", coh_coll_label(c->coll),
                         (unsigned long long)c->seq, c->dtype);

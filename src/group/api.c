@@ -108,7 +108,7 @@ static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **wor
 {
     size_t esz = 1;
     if (c->coll != COH_COLL_BARRIER) {
-        esz = cohort_dtype_size((cohort_dtype)c->dtype);
+        esz = coh_dtype_size(c->dtype);
         if (!esz)
             return invalid(g, c, "invalid dtype %d", c->dtype);
         /* count * esz * size <= SIZE_MAX / 2, the same bound as

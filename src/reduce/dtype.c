@@ -1,15 +1,20 @@
 /* dtype.c - names and sizes of the public dtype and reduce-op enums. */
 #include "cohort.h"
 
-static const struct {
-    size_t size;
-    const char *name;
-} dtypes[COHORT_DTYPE_COUNT] = {
-    [COHORT_INT8] = {1, "int8"},         [COHORT_UINT8] = {1, "uint8"},
-    [COHORT_INT32] = {4, "int32"},       [COHORT_UINT32] = {4, "uint32"},
-    [COHORT_INT64] = {8, "int64"},       [COHORT_UINT64] = {8, "uint64"},
-    [COHORT_FLOAT16] = {2, "float16"},   [COHORT_BFLOAT16] = {2, "bfloat16"},
-    [COHORT_FLOAT32] = {4, "float32"},   [COHORT_FLOAT64] = {8, "float64"},
+#include "reduce/reduce.h"
+
+/* Sizes: read by coh_dtype_size (reduce.h), inlined on the per-call path. */
+const unsigned char coh_dtype_sizes[COHORT_DTYPE_COUNT] = {
+    [COHORT_INT8] = 1,    [COHORT_UINT8] = 1,    [COHORT_INT32] = 4,   [COHORT_UINT32] = 4,
+    [COHORT_INT64] = 8,   [COHORT_UINT64] = 8,   [COHORT_FLOAT16] = 2, [COHORT_BFLOAT16] = 2,
+    [COHORT_FLOAT32] = 4, [COHORT_FLOAT64] = 8,
+};
+
+static const char *const dtype_names[COHORT_DTYPE_COUNT] = {
+    [COHORT_INT8] = "int8",       [COHORT_UINT8] = "uint8",       [COHORT_INT32] = "int32",
+    [COHORT_UINT32] = "uint32",   [COHORT_INT64] = "int64",       [COHORT_UINT64] = "uint64",
+    [COHORT_FLOAT16] = "float16", [COHORT_BFLOAT16] = "bfloat16", [COHORT_FLOAT32] = "float32",
+    [COHORT_FLOAT64] = "float64",
 };
 
 static const char *const op_names[COHORT_OP_COUNT] = {
@@ -21,12 +26,12 @@ static const char *const op_names[COHORT_OP_COUNT] = {
  * values past the end with one comparison. */
 size_t cohort_dtype_size(cohort_dtype dt)
 {
-    return (unsigned)dt < COHORT_DTYPE_COUNT ? dtypes[dt].size : 0;
+    return coh_dtype_size(dt);
 }
 
 const char *cohort_dtype_name(cohort_dtype dt)
 {
-    return (unsigned)dt < COHORT_DTYPE_COUNT ? dtypes[dt].name : "invalid-dtype";
+    return (unsigned)dt < COHORT_DTYPE_COUNT ? dtype_names[dt] : "invalid-dtype";
 }
 
 const char *cohort_op_name(cohort_op op)

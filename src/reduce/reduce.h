@@ -13,6 +13,14 @@
 
 #include "cohort.h"
 
+/* cohort_dtype_size without the call through the exported symbol (the
+ * per-call path asks it three times; 0 for a value outside the enum). */
+extern const unsigned char coh_dtype_sizes[COHORT_DTYPE_COUNT];
+static inline size_t coh_dtype_size(int dt)
+{
+    return (unsigned)dt < COHORT_DTYPE_COUNT ? coh_dtype_sizes[dt] : 0;
+}
+
 /* 1 if (dt, op) is a valid pair: AVG only for float types, BAND/BOR/BXOR only
  * for integer types, everything else for all. */
 int coh_op_valid(cohort_dtype dt, cohort_op op);
