@@ -2,7 +2,8 @@
  * and nonblocking, on MPI_COMM_WORLD and on communicators from split, dup,
  * create and a Cartesian topology, with types whose signatures match
  * although the datatypes differ (2 x MPI_INT vs contiguous(2, MPI_INT),
- * a vector against its elements), MPI_IN_PLACE, zero counts, v-variants
+ * a vector against its elements; a freed handle reused for another
+ * type), MPI_IN_PLACE, zero counts, v-variants
  * with per-rank counts, and point-to-point exchanges. Under libcohort-mpi
  * it must never be flagged, and it prints a checksum of every result that
  * must equal the bare run's. Any number of ranks >= 2. */
@@ -142,6 +143,24 @@ static void round_on(MPI_Comm comm, int iter)
         MPI_Send(&x, 1, MPI_INT, to, 7, comm);
     }
     sum += y;
+    /* A freed datatype's handle handed out again for another type (both
+     * MPIs do: MPICH from its handle free list, Open MPI from malloc): the
+     * layer caches signatures per handle and must not give the new type
+     * the old one's - a pair of floats, then a pair of ints (matched here
+     * against 2 x MPI_INT) where the float pair was. */
+    MPI_Datatype fpair, ipair;
+    MPI_Type_contiguous(2, MPI_FLOAT, &fpair);
+    MPI_Type_commit(&fpair);
+    MPI_Bcast(b + 4, 1, fpair, 0, comm); /* cached by the layer */
+    MPI_Type_free(&fpair);
+    MPI_Type_contiguous(2, MPI_INT, &ipair);
+    MPI_Type_commit(&ipair);
+    if (rank % 2)
+        MPI_Bcast(b, 2, MPI_INT, 0, comm);
+    else
+        MPI_Bcast(b, 1, ipair, 0, comm);
+    acc(b, 2);
+    MPI_Type_free(&ipair);
     MPI_Type_free(&two);
     MPI_Type_free(&vec);
     free(a), free(b), free(cnt), free(dsp), free(sc), free(sd), free(rc), free(rd), free(ty);
