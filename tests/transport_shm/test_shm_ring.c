@@ -65,6 +65,9 @@ static int correct_rank(int rank, void *arg)
                g->shm->ring_k, g->shm->ring_bytes);
     RANK_CHECK(g->shm->tiny_k == (size_t)KT && g->shm->tiny_bytes == 256, "tiny ring %zu x %zu",
                g->shm->tiny_k, g->shm->tiny_bytes);
+    const char *drain = getenv("COHORT_SHM_RING_DRAIN");
+    RANK_CHECK(g->shm->ring_drain == (drain && !strcmp(drain, "1")), "ring_drain %d",
+               g->shm->ring_drain);
     unsigned char buf[16384];
     int rounds = (K > 8 ? 6 : 40) * K; /* the ring wraps 6-40 times per root */
     for (int i = 0; i < rounds; i++) {
@@ -141,10 +144,14 @@ static int correct_rank(int rank, void *arg)
 
 START_TEST(back_to_back)
 {
-    static int ns[] = {2, 4, 8};
+    /* the last: 4 ranks whose roots drain the ring when they must wait
+     * (COHORT_SHM_RING_DRAIN, docs/shm.md): long streaks of one root wrap
+     * it, the bytes are checked */
+    static int ns[] = {2, 4, 8, 4};
     int n = ns[_i];
     ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n, .deadline_ms = 120000};
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n, .deadline_ms = 120000,
+                  .extra_env = _i == 3 ? "COHORT_SHM_RING_DRAIN=1" : NULL};
     cht_result r;
     cht_run_ranks(&o, correct_rank, &n, &r);
     cht_assert_all_ok(&r);
@@ -504,7 +511,7 @@ static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_ring");
     TCase *tc = tcase_create("ring");
-    tcase_add_loop_test(tc, back_to_back, 0, 3);
+    tcase_add_loop_test(tc, back_to_back, 0, 4);
     tcase_add_loop_test(tc, mismatch, 0, 2 * R_N);
     tcase_add_loop_test(tc, sigkill, 0, 4);
     tcase_add_test(tc, lines);

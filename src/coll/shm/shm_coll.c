@@ -1137,9 +1137,20 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
     int tiny = s->tiny_k && bytes <= s->tiny_bytes;
     uint32_t p = s->phase + 1, k = (uint32_t)(tiny ? s->tiny_k : s->ring_k),
              mask = (uint32_t)(s->ring_nrec - 1);
-    /* the root's slot p % K: free once every rank is done with p - K */
-    if (me == root && (st = cs_wait_all(o, p - k)) != COHORT_OK)
-        return st;
+    /* the root's slot p % K: free once every rank is done with p - K.
+     * With ring_drain, a root that must wait at all waits until every
+     * reader is done with everything it published (p - 1): then its next
+     * K calls do not wait, and the readers that catch up with it wait at
+     * one phase instead of each at its own (docs/shm.md, "Draining the
+     * ring"). Never a later phase than a synchronising broadcast waits
+     * for (p), so it cannot wait for what the program does not do. */
+    if (me == root) {
+        uint32_t need = p - k;
+        if (s->ring_drain && !shm_reached(s->min_seen, need))
+            need = p - 1;
+        if ((st = cs_wait_all(o, need)) != COHORT_OK)
+            return st;
+    }
     /* phases I rooted up to p - K are checked before any record of them
      * can be overwritten (and before my slot is) */
     if ((st = ring_settle(o, p - k)) != COHORT_OK)

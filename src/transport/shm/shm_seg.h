@@ -351,6 +351,7 @@ struct coh_shm {
     int oversub;                /* ranks outnumber usable CPUs */
     uint64_t spin_ns, yield_ns; /* waiting strategy: max spin, spin + yield */
     uint64_t spin_cur;          /* adaptive spin budget, <= spin_ns */
+    int ring_drain;             /* a ring root that must wait waits for p - 1 */
     uint32_t st_file_site;      /* site whose file name is published */
     char (*peer_file)[72];      /* [n]: storage for coh_shm_peer_state's cur->file */
     const void **srcs;          /* [n]: reduction sources scratch */

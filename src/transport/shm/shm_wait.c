@@ -80,6 +80,11 @@ void shm_wait_defaults(coh_shm *s)
         s->yield_ns = (uint64_t)v * 1000;
     if (s->yield_ns < s->spin_ns)
         s->yield_ns = s->spin_ns;
+    /* Off by default: the loaded A/B could not tell it from the default
+     * (docs/performance.md); COHORT_SHM_RING_DRAIN=1 for the quiet one. */
+    s->ring_drain = 0;
+    if (coh_env_int("COHORT_SHM_RING_DRAIN", &v) == 1 && (v == 0 || v == 1))
+        s->ring_drain = (int)v;
     s->spin_cur = s->spin_ns;
 }
 
