@@ -81,13 +81,14 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 12u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 13u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
                         * header, inline data) replaces pub, the data slots
                         * follow it; 12: the checker's aux ring of one-line
-                        * records with their done and args words apart */
+                        * records with their done and args words apart;
+                        * 13: the abort word's failed call (abort_seq) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -138,6 +139,9 @@ typedef struct shm_seg_hdr {
     _Alignas(64) _Atomic uint32_t abort_claim;
     _Atomic uint32_t abort_status;
     int32_t abort_rank;
+    /* the collective call that failed (coh_group's err_seq), 0 unknown:
+     * a local rank that makes that call late gets its cause, not ABORTED */
+    uint64_t abort_seq;
     char abort_reason[COH_ERRLEN];
 } shm_seg_hdr;
 _Static_assert(sizeof(shm_seg_hdr) <= SHM_SEG_HDR_BYTES, "segment header fits its page");
