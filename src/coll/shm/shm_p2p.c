@@ -278,7 +278,7 @@ static cohort_status drain(void *arg_)
             }
             m->have += (size_t)d.bytes;
             m->chunks++;
-            shm_word_publish(&ch->ack, &ch->ack_waiters, &ch->ack_cpu, ++t);
+            shm_word_publish(&ch->ack, &ch->ack_waiters, ++t);
             shm_bell_ring(s, q);
             s->p2p_in[q] = t;
         }
@@ -433,7 +433,7 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
             off += (size_t)d.bytes;
         }
         s->p2p_in[q] = t + 1;
-        shm_word_publish(&ch->ack, &ch->ack_waiters, &ch->ack_cpu, t + 1);
+        shm_word_publish(&ch->ack, &ch->ack_waiters, t + 1);
         shm_bell_ring(s, q);
         if (off >= bytes)
             break;

@@ -253,7 +253,8 @@ typedef struct shm_chan {
     _Atomic uint32_t closed;         /* the sender is in cohort_finalize */
     _Alignas(64) _Atomic uint32_t ack; /* receiver: chunks consumed */
     _Atomic uint32_t ack_waiters;
-    _Atomic int32_t ack_cpu;
+    _Atomic int32_t ack_cpu;         /* unused: the ack's waiter sleeps on its bell and
+                                      * takes no CPU hint (kept: the layout) */
 } shm_chan;
 _Static_assert(sizeof(shm_chan) == 128, "two lines per channel head");
 
@@ -537,8 +538,7 @@ cohort_status shm_wait_multi(shm_op *o, int q, _Atomic uint32_t *word, uint32_t 
 void shm_bell_ring(coh_shm *s, int q);
 /* Publishes value into a futex word owned by this rank (seq_cst, then a
  * wake only if someone sleeps: the same pairing as shm_publish). */
-void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, _Atomic int32_t *cpu,
-                      uint32_t value);
+void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, uint32_t value);
 /* cohort_finalize: waits until *flag is non-zero or *word reached target
  * (both owned by local rank q), q exited or the deadline passed; the abort
  * word ends it (its status). Returns COHORT_OK (either condition),
