@@ -305,9 +305,10 @@ static void run_alone(const coh_call *c, size_t bytes)
 
 cohort_status coh_coll_run(cohort_group *g, coh_call *c)
 {
-    int poisoned = coh_group_poisoned(g);
-    if (poisoned)
-        return COHORT_ERR_ABORTED;
+    /* The call that failed (a rank that reaches a mismatched call after
+     * the others detected it) returns the cause; later calls ABORTED. */
+    if (coh_group_poisoned(g))
+        return coh_shm_entry_failed(g->shm, g, c);
     size_t es = coh_dtype_size(c->dtype);
     if (c->coll != COH_COLL_BARRIER && es == 0)
         return bad_call(g, "%s #%llu: invalid dtype %d", coh_coll_label(c->coll),

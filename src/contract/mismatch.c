@@ -116,7 +116,18 @@ cohort_status coh_contract_mismatch(cohort_group *g, const coh_call *call, int p
     }
     }
 
-    coh_group_fail(g, COHORT_ERR_CONTRACT, "%s", msg);
+    /* The collective call that failed: a rank that reaches it late is
+     * still a party to it (coh_group_entry). Every field after seq differs
+     * only between calls of the same number; when the seqs (or groups)
+     * differ the number is ambiguous - one side's #k+1 is the failed call,
+     * the other's a later one - so none is recorded and a late rank gets
+     * COHORT_ERR_ABORTED with the report. */
+    uint64_t seq = !p2p && exp->kind == COH_MSG_COLL && got->kind == COH_MSG_COLL &&
+                           field != COH_FIELD_SEQ && field != COH_FIELD_GROUP &&
+                           field != COH_FIELD_GENERATION
+                       ? exp->seq
+                       : 0;
+    coh_group_fail_at(g, COHORT_ERR_CONTRACT, seq, "%s", msg);
     /* The same, as data (cohort_error_info_get): this rank's view until the
      * global report replaces it. */
     coh_err_detail *d = coh_err_detail_new(g->size);

@@ -117,7 +117,8 @@ unsigned coh_fork_generation(void)
  * did the poisoning. g->last belongs to the thread that makes calls on g, so
  * the monitor thread (set_last 0) leaves it alone: the caller's failing call
  * copies the cause into it (api.c, engine.c). */
-static int poison(cohort_group *g, cohort_status st, const char *msg, int set_last)
+static int poison(cohort_group *g, cohort_status st, const char *msg, int set_last,
+                  uint64_t seq)
 {
     int expect = 0;
     pthread_mutex_lock(&g->err_mu);
@@ -126,6 +127,11 @@ static int poison(cohort_group *g, cohort_status st, const char *msg, int set_la
         g->err.status = st;
         snprintf(g->err.msg, sizeof g->err.msg, "%s", msg);
     }
+    /* The same failure often arrives twice (the store's record, which may
+     * not name the call, and the segment's abort word or a peer's frame,
+     * which do): the first that names it fills it in. */
+    if (seq && !g->err_seq && g->err.status == st)
+        g->err_seq = seq;
     if (set_last) {
         g->last.status = st;
         snprintf(g->last.msg, sizeof g->last.msg, "%s", first ? msg : g->err.msg);
@@ -134,14 +140,61 @@ static int poison(cohort_group *g, cohort_status st, const char *msg, int set_la
     return first;
 }
 
+static cohort_status fail_v(cohort_group *g, cohort_status st, uint64_t seq,
+                            const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
+
 cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt, ...)
 {
-    char msg[COH_ERRLEN];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    fail_v(g, st, 0, fmt, ap);
     va_end(ap);
-    if (!poison(g, st, msg, !coh_group_background_thread))
+    return st;
+}
+
+cohort_status coh_group_fail_at(cohort_group *g, cohort_status st, uint64_t seq,
+                                const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(g, st, seq, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+uint64_t coh_group_failed_seq(cohort_group *g)
+{
+    pthread_mutex_lock(&g->err_mu);
+    uint64_t s = g->err_seq;
+    pthread_mutex_unlock(&g->err_mu);
+    return s;
+}
+
+void coh_group_note_failed_seq(cohort_group *g, cohort_status st, uint64_t seq)
+{
+    pthread_mutex_lock(&g->err_mu);
+    if (seq && !g->err_seq && coh_group_poisoned(g) && g->err.status == st)
+        g->err_seq = seq;
+    pthread_mutex_unlock(&g->err_mu);
+}
+
+cohort_status coh_group_entry(cohort_group *g, const coh_call *c)
+{
+    int p = coh_group_poisoned(g);
+    if (!p)
+        return COHORT_OK;
+    /* p2p seqs count per pair: never the collective seq of err_seq */
+    if (!c || c->coll == COH_COLL_SEND || c->coll == COH_COLL_RECV || !c->seq)
+        return COHORT_ERR_ABORTED;
+    return c->seq == coh_group_failed_seq(g) ? (cohort_status)p : COHORT_ERR_ABORTED;
+}
+
+static cohort_status fail_v(cohort_group *g, cohort_status st, uint64_t seq,
+                            const char *fmt, va_list ap)
+{
+    char msg[COH_ERRLEN];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    if (!poison(g, st, msg, !coh_group_background_thread, seq))
         return st;
     if (st == COHORT_ERR_CONTRACT)
         coh_debug("group %u: %s: %s", g->id, cohort_status_name(st), msg); /* the report logs */
@@ -179,9 +232,15 @@ static void peer_view(const char *in, char *out, size_t len)
 
 void coh_group_remote_abort(cohort_group *g, cohort_status st, const char *reason)
 {
+    coh_group_remote_abort_at(g, st, reason, 0);
+}
+
+void coh_group_remote_abort_at(cohort_group *g, cohort_status st, const char *reason,
+                               uint64_t seq)
+{
     char msg[COH_ERRLEN];
     peer_view(reason, msg, sizeof msg);
-    if (!poison(g, st, msg, !coh_group_background_thread))
+    if (!poison(g, st, msg, !coh_group_background_thread, seq))
         return;
     /* A contract failure is logged once per rank, by its report
      * (contract/report.c); the first-hand line is for debugging. */

@@ -213,6 +213,11 @@ struct cohort_group {
     _Atomic int poisoned;      /* 0, or the cohort_status of the first failure */
     pthread_mutex_t err_mu;
     coh_err err;               /* first failure; later calls report it */
+    /* The collective seq of the call whose contract check caused err, as
+     * the rank that detected it numbered it, or 0 unknown (not a
+     * collective's contract failure, or learnt from a peer that did not
+     * say). Under err_mu. */
+    uint64_t err_seq;
     coh_err last;              /* last error returned to the user */
     struct coh_err_detail *detail; /* structured form of err (errinfo.c), under err_mu */
     _Atomic int err_reported;  /* the user has been given the first error */
@@ -277,6 +282,22 @@ cohort_status coh_group_fail(cohort_group *g, cohort_status st, const char *fmt,
     __attribute__((format(printf, 3, 4)));
 /* Marks g poisoned from a remote abort (no re-broadcast). */
 void coh_group_remote_abort(cohort_group *g, cohort_status st, const char *reason);
+/* The same, naming the collective call that failed (err_seq; 0: unknown).
+ * A failure already recorded with st and no call learns the call. */
+cohort_status coh_group_fail_at(cohort_group *g, cohort_status st, uint64_t seq, const char *fmt,
+                                ...) __attribute__((format(printf, 4, 5)));
+void coh_group_remote_abort_at(cohort_group *g, cohort_status st, const char *reason,
+                               uint64_t seq);
+/* g->err_seq, read under err_mu. */
+uint64_t coh_group_failed_seq(cohort_group *g);
+/* A poisoned g whose failure has status st and names no call learns that
+ * it was call seq (a second channel's word on the same failure). */
+void coh_group_note_failed_seq(cohort_group *g, cohort_status st, uint64_t seq);
+/* At the entry of call c on a poisoned g: the failure's own status when c
+ * is the collective call that failed (a rank that reaches a mismatched call
+ * after the others detected it is still a party to it), else
+ * COHORT_ERR_ABORTED. COHORT_OK when g is not poisoned. */
+cohort_status coh_group_entry(cohort_group *g, const coh_call *c);
 
 static inline int coh_group_poisoned(const cohort_group *g)
 {

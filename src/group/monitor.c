@@ -1,7 +1,9 @@
 /* monitor.c - the group's out-of-band control channel through the store.
  *
  * Records "ctl/<k>" (k from the counter "ctl/n") are appended by any rank:
- *   "A <rank> <status> <reason>"  abort: every rank poisons its group
+ *   "A <rank> <status> <reason>"  abort: every rank poisons its group; the
+ *   "A <rank> <status>:<seq> <reason>"  form names the collective call
+ *                                 that failed (the group's err_seq)
  *   "S <rank> <k>"                 state probe: answer under "state/<k>/<me>"
  *   "D <rank>"                     dump the flight recorder
  * Each rank's monitor thread waits for the next record on its own store
@@ -88,9 +90,15 @@ static void handle_record(struct coh_monitor *m, const char *rec)
     cohort_group *g = m->g;
     int from = -1;
     if (rec[0] == 'A') {
-        int st = 0, off = 0;
-        if (sscanf(rec, "A %d %d %n", &from, &st, &off) >= 2 && from != g->rank)
-            coh_group_remote_abort(g, (cohort_status)st, rec + off);
+        int st = 0, off = 0, off2 = 0;
+        unsigned long long seq = 0;
+        if (sscanf(rec, "A %d %d%n", &from, &st, &off) >= 2 && off > 0 && from != g->rank) {
+            if (rec[off] == ':' && sscanf(rec + off, ":%llu%n", &seq, &off2) == 1)
+                off += off2;
+            while (rec[off] == ' ')
+                off++;
+            coh_group_remote_abort_at(g, (cohort_status)st, rec + off, seq);
+        }
     } else if (rec[0] == 'S') {
         long long k = 0;
         if (sscanf(rec, "S %d %lld", &from, &k) == 2 && from != g->rank) {
@@ -284,8 +292,13 @@ void coh_monitor_post_abort(cohort_group *g, cohort_status st, const char *reaso
 {
     if (!g->store)
         return;
-    char rec[COH_ERRLEN + 64];
-    snprintf(rec, sizeof rec, "A %d %d %s", g->rank, (int)st, reason);
+    char rec[COH_ERRLEN + 96];
+    uint64_t seq = coh_group_failed_seq(g);
+    if (seq)
+        snprintf(rec, sizeof rec, "A %d %d:%llu %s", g->rank, (int)st, (unsigned long long)seq,
+                 reason);
+    else
+        snprintf(rec, sizeof rec, "A %d %d %s", g->rank, (int)st, reason);
     if (post_record(g, rec, NULL) != COHORT_OK)
         coh_debug("could not post the abort to the store (peers learn it from the data path)");
 }

@@ -37,6 +37,7 @@ static void rec_start(cohort_group *g, int kind, cohort_status st, int peer)
     rec.kind = kind;
     rec.st = st;
     rec.peer = peer;
+    rec.seq = 0;
     rec.msg[0] = 0;
 }
 
@@ -59,8 +60,15 @@ cohort_status coh_tp_peer_lost(cohort_group *g, int peer, const char *how)
 
 cohort_status coh_tp_remote_abort(cohort_group *g, cohort_status st, const char *reason)
 {
+    return coh_tp_remote_abort_at(g, st, reason, 0);
+}
+
+cohort_status coh_tp_remote_abort_at(cohort_group *g, cohort_status st, const char *reason,
+                                     uint64_t seq)
+{
     rec_start(g, COH_TPF_REMOTE_ABORT, st, -1);
     snprintf(rec.msg, sizeof rec.msg, "%s", reason);
+    rec.seq = seq;
     return st;
 }
 

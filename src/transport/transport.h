@@ -79,6 +79,7 @@ typedef struct coh_tp_fail {
     int has_call;    /* MISMATCH: call is this rank's call (else unknown), */
     coh_call call;   /* exp what it expected and got what came */
     coh_hdr exp, got;
+    uint64_t seq;    /* REMOTE_ABORT: the collective call that failed, 0 unknown */
     char msg[COH_ERRLEN];
 } coh_tp_fail;
 
@@ -89,6 +90,9 @@ cohort_status coh_tp_fail_set(cohort_group *g, cohort_status st, const char *fmt
     __attribute__((format(printf, 3, 4)));
 cohort_status coh_tp_peer_lost(cohort_group *g, int peer, const char *how);
 cohort_status coh_tp_remote_abort(cohort_group *g, cohort_status st, const char *reason);
+/* The same, naming the collective call that failed (0: unknown). */
+cohort_status coh_tp_remote_abort_at(cohort_group *g, cohort_status st, const char *reason,
+                                     uint64_t seq);
 cohort_status coh_tp_mismatch(cohort_group *g, const coh_call *call, int peer,
                               const coh_hdr *exp, const coh_hdr *got);
 /* Moves this thread's record for g into out and clears it; 0 when there is

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/group.h"
 #include "support/support.h"
 
 /* The debug=buffers test commits the very data race it detects (a buffer
@@ -284,6 +285,51 @@ START_TEST(late_rank_does_not_fail_finalize)
 }
 END_TEST
 
+/* ---- a rank that reaches the mismatched call after the others failed it ----
+ *
+ * Rank 1's count differs; ranks 0-2 detect it without rank 3, which agrees
+ * with rank 0 and makes the call only once its group is poisoned (it waits
+ * for that, not for a fixed time, so the late path is taken on any
+ * machine). Rank 3 is a party to the mismatched call: COHORT_ERR_CONTRACT
+ * with the report, like the others; its next call COHORT_ERR_ABORTED. */
+static int rank_late_mismatch(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static float f[1024], out[1024];
+    RANK_PASS(cohort_all_reduce(g, f, out, 16, COHORT_FLOAT32, COHORT_SUM), g);
+    if (rank == 3) {
+        double t0 = now_ms(), bound = 10000 * cht_time_scale();
+        while (!coh_group_poisoned(g)) {
+            RANK_CHECK(now_ms() - t0 < bound, "ranks 0-2 did not fail the call in %.0f ms",
+                       bound);
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    cohort_status st = cohort_all_reduce(g, f, out, rank == 1 ? 512 : 1024, COHORT_FLOAT32,
+                                         COHORT_SUM);
+    const char *m = cohort_last_error(g);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, cohort_status_name(st), m);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "got %s: %s", cohort_status_name(st), m);
+    RANK_CHECK(strstr(m, "all_reduce #2") && strstr(m, "count differs"), "report: %s", m);
+    st = cohort_barrier(g);
+    RANK_CHECK(st == COHORT_ERR_ABORTED, "after mismatch: %s", cohort_status_name(st));
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(late_rank_gets_contract)
+{
+    cht_opts o = {.nranks = 4, .deadline_ms = 30000, .transport = cht_transports[_i],
+                  .extra_env = "COHORT_TIMEOUT=20"};
+    cht_result r;
+    cht_run_ranks(&o, rank_late_mismatch, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 /* ---- COHORT_DEBUG=sync: the checked barrier catches the same cases ---- */
 
 START_TEST(debug_sync_catches_mismatch)
@@ -474,6 +520,7 @@ static Suite *make_suite(void)
     cht_add_per_transport(tc, send_only_rank_learns_the_mismatch);
     cht_add_per_transport(tc, unreceived_send_fails_finalize);
     cht_add_per_transport(tc, late_rank_does_not_fail_finalize);
+    cht_add_per_transport(tc, late_rank_gets_contract);
     cht_add_per_transport(tc, debug_sync_catches_mismatch);
     cht_add_per_transport(tc, straggler_is_not_an_error);
     cht_add_per_transport(tc, frozen_peer_times_out);

@@ -288,7 +288,7 @@ static int rank_cap_timeout(int rank, void *arg)
         RANK_CHECK(st == COHORT_ERR_TIMEOUT, "got %s: %s", cohort_status_name(st), e);
         char want[96];
         snprintf(want, sizeof want, "COHORT_SHM_P2P_STASH_BYTES=%d;", STASH_CAP);
-        RANK_CHECK(strstr(e, "stash reached its cap") && strstr(e, want) &&
+        RANK_CHECK(strstr(e, "stash of this rank (1) reached its cap") && strstr(e, want) &&
                        strstr(e, "bytes held for recvs not yet made") &&
                        strstr(e, "rank 0's 4096-byte message"),
                    "the error does not say the cap was reached: %s", e);
@@ -296,6 +296,13 @@ static int rank_cap_timeout(int rank, void *arg)
         st = cohort_recv(g, buf, FLOOD_BYTES, COHORT_UINT8, 1, 0);
     }
     RANK_CHECK(st != COHORT_OK, "rank %d's call succeeded", rank);
+    if (rank != 1) {
+        /* the aborted peers learn the cause too, as rank 1's, not their own */
+        const char *e = cohort_last_error(g);
+        RANK_CHECK(strstr(e, "stash of rank 1 reached its cap") && !strstr(e, "this rank") &&
+                       strstr(e, "COHORT_SHM_P2P_STASH_BYTES="),
+                   "rank %d's error does not name rank 1's stash cap: %s", rank, e);
+    }
     free(buf);
     cohort_finalize(g);
     return 0;

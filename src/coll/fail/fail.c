@@ -16,7 +16,7 @@ cohort_status coh_coll_transport_failed(cohort_group *g, cohort_status st)
     case COH_TPF_PEER_LOST:
         return coh_group_peer_lost(g, f.peer, f.msg);
     case COH_TPF_REMOTE_ABORT: {
-        coh_group_remote_abort(g, f.st, f.msg);
+        coh_group_remote_abort_at(g, f.st, f.msg, f.seq);
         int p = coh_group_poisoned(g);
         return p ? (cohort_status)p : f.st;
     }

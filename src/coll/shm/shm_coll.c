@@ -366,6 +366,17 @@ static cohort_status ring_settle(shm_op *o, uint32_t limit);
 static cohort_status ring_vs_call(shm_op *o, const coh_call *c, int q, uint32_t p,
                                   const coh_hdr *exp);
 
+cohort_status coh_shm_entry_failed(coh_shm *s, cohort_group *g, const coh_call *c)
+{
+    if (s && s->hdr) {
+        shm_seg_hdr *h = s->hdr;
+        uint32_t a = atomic_load_explicit(&h->abort_status, memory_order_acquire);
+        if (a)
+            coh_group_note_failed_seq(g, (cohort_status)a, h->abort_seq);
+    }
+    return coh_group_entry(g, c);
+}
+
 static cohort_status op_begin_x(shm_op *o, coh_shm *s, const coh_call *c, int need_redop,
                                 int ring)
 {
@@ -379,7 +390,7 @@ static cohort_status op_begin_x(shm_op *o, coh_shm *s, const coh_call *c, int ne
     o->ring_wait = 0;
     o->ring_bad = 0;
     if (coh_group_poisoned(s->g))
-        return COHORT_ERR_ABORTED;
+        return coh_shm_entry_failed(s, s->g, c);
     cohort_status st = cs_check_abort(s);
     if (st != COHORT_OK)
         return st;

@@ -32,6 +32,13 @@
 #include "core/group.h"
 #include "transport/shm/shm.h"
 
+/* A call begins on a poisoned group: the segment's abort word names the
+ * collective call that failed, which the group's failure may not know yet
+ * (it came through the store's record first): learns it, and returns
+ * coh_group_entry's status for c (the cause when c is that call, else
+ * COHORT_ERR_ABORTED). s may be NULL. */
+cohort_status coh_shm_entry_failed(coh_shm *s, cohort_group *g, const coh_call *c);
+
 /* Collectives on local ranks; `c` is the contract (c->count, c->dtype ...),
  * buffers are explicit so hierarchical algorithms can pass their own.
  * bytes/counts are per the op's definition in cohort.h, relative to the

@@ -240,15 +240,16 @@ static cohort_status drain(void *arg_)
                                  s->g->local_ranks[q], s->p2p_stash_used, s->p2p_stash_cap);
                     s->p2p_held = q;
                     /* the wait's timeout error says why (the log line
-                     * above comes once per segment) */
+                     * above comes once per segment); "this rank (N)" reads
+                     * "rank N" in the peers' copy of the error (peer_view) */
                     if (!o->w.note[0])
                         snprintf(o->w.note, sizeof o->w.note,
-                                 "this rank's shm send/recv stash reached its cap "
+                                 "the shm send/recv stash of this rank (%d) reached its cap "
                                  "(COHORT_SHM_P2P_STASH_BYTES=%zu; %zu bytes held for recvs not "
                                  "yet made): rank %d's %llu-byte message and its later sends "
                                  "wait for a recv of those; raise the cap for this program",
-                                 s->p2p_stash_cap, s->p2p_stash_used, s->g->local_ranks[q],
-                                 (unsigned long long)h.len);
+                                 s->g->rank, s->p2p_stash_cap, s->p2p_stash_used,
+                                 s->g->local_ranks[q], (unsigned long long)h.len);
                     break;
                 }
                 if (h.len > SIZE_MAX - sizeof *m ||
@@ -277,7 +278,7 @@ static cohort_status drain(void *arg_)
             }
             m->have += (size_t)d.bytes;
             m->chunks++;
-            shm_word_publish(&ch->ack, &ch->ack_waiters, &ch->ack_cpu, ++t);
+            shm_word_publish(&ch->ack, &ch->ack_waiters, ++t);
             shm_bell_ring(s, q);
             s->p2p_in[q] = t;
         }
@@ -432,7 +433,7 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
             off += (size_t)d.bytes;
         }
         s->p2p_in[q] = t + 1;
-        shm_word_publish(&ch->ack, &ch->ack_waiters, &ch->ack_cpu, t + 1);
+        shm_word_publish(&ch->ack, &ch->ack_waiters, t + 1);
         shm_bell_ring(s, q);
         if (off >= bytes)
             break;

@@ -1458,6 +1458,7 @@ void coh_shm_abort(coh_shm *s, cohort_status st, const char *reason)
         atomic_compare_exchange_strong(&h->abort_claim, &zero, 1u)) {
         snprintf(h->abort_reason, sizeof h->abort_reason, "%s", reason ? reason : "");
         h->abort_rank = s->g->rank;
+        h->abort_seq = coh_group_failed_seq(s->g);
         atomic_store_explicit(&h->abort_status, (uint32_t)st, memory_order_release);
     }
     coh_shm_wake(s);

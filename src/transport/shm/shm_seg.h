@@ -81,13 +81,14 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 12u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 13u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
                         * header, inline data) replaces pub, the data slots
                         * follow it; 12: the checker's aux ring of one-line
-                        * records with their done and args words apart */
+                        * records with their done and args words apart;
+                        * 13: the abort word's failed call (abort_seq) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -138,6 +139,9 @@ typedef struct shm_seg_hdr {
     _Alignas(64) _Atomic uint32_t abort_claim;
     _Atomic uint32_t abort_status;
     int32_t abort_rank;
+    /* the collective call that failed (coh_group's err_seq), 0 unknown:
+     * a local rank that makes that call late gets its cause, not ABORTED */
+    uint64_t abort_seq;
     char abort_reason[COH_ERRLEN];
 } shm_seg_hdr;
 _Static_assert(sizeof(shm_seg_hdr) <= SHM_SEG_HDR_BYTES, "segment header fits its page");
@@ -249,7 +253,8 @@ typedef struct shm_chan {
     _Atomic uint32_t closed;         /* the sender is in cohort_finalize */
     _Alignas(64) _Atomic uint32_t ack; /* receiver: chunks consumed */
     _Atomic uint32_t ack_waiters;
-    _Atomic int32_t ack_cpu;
+    _Atomic int32_t ack_cpu;         /* unused: the ack's waiter sleeps on its bell and
+                                      * takes no CPU hint (kept: the layout) */
 } shm_chan;
 _Static_assert(sizeof(shm_chan) == 128, "two lines per channel head");
 
@@ -534,8 +539,7 @@ cohort_status shm_wait_multi(shm_op *o, int q, _Atomic uint32_t *word, uint32_t 
 void shm_bell_ring(coh_shm *s, int q);
 /* Publishes value into a futex word owned by this rank (seq_cst, then a
  * wake only if someone sleeps: the same pairing as shm_publish). */
-void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, _Atomic int32_t *cpu,
-                      uint32_t value);
+void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, uint32_t value);
 /* cohort_finalize: waits until *flag is non-zero or *word reached target
  * (both owned by local rank q), q exited or the deadline passed; the abort
  * word ends it (its status). Returns COHORT_OK (either condition),

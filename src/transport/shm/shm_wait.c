@@ -119,7 +119,7 @@ cohort_status shm_check_abort(coh_shm *s)
     char reason[COH_ERRLEN];
     memcpy(reason, s->hdr->abort_reason, sizeof reason);
     reason[sizeof reason - 1] = 0;
-    return coh_tp_remote_abort(s->g, (cohort_status)st, reason);
+    return coh_tp_remote_abort_at(s->g, (cohort_status)st, reason, s->hdr->abort_seq);
 }
 
 static int peer_exited(coh_shm *s, int q)
@@ -182,10 +182,8 @@ cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target)
     return shm_wait_word(o, q, &pc->arrive, &pc->waiters, &pc->cpu, target);
 }
 
-void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, _Atomic int32_t *cpu,
-                      uint32_t value)
+void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, uint32_t value)
 {
-    atomic_store_explicit(cpu, sched_getcpu(), memory_order_relaxed);
     atomic_store_explicit(word, value, memory_order_seq_cst);
     if (atomic_load_explicit(waiters, memory_order_seq_cst))
         shm_futex_wake(word);

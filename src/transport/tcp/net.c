@@ -69,6 +69,9 @@ void coh_net_send_abort(coh_net *n, cohort_status st, const char *reason)
     h.root = -1;
     h.src = n->rank;
     h.len = len;
+    /* the collective call that failed, for a peer that makes it late
+     * (seq is unused in an abort frame otherwise: 0 before) */
+    h.seq = coh_group_failed_seq(n->g);
     uint64_t until = coh_now_ns() + 5000000ull; /* a few ms, all peers together */
     for (int j = 0; j < n->size; j++) {
         if (j == n->rank)

@@ -249,7 +249,7 @@ static cohort_status rx_complete(coh_net *n, tcp_conn *c, int *moved)
             snprintf(reason, sizeof reason, "%s", t);
         else
             snprintf(reason, sizeof reason, "rank %d aborted the group: %s", c->peer, t);
-        return coh_tp_remote_abort(n->g, (cohort_status)st, reason);
+        return coh_tp_remote_abort_at(n->g, (cohort_status)st, reason, c->rh.seq);
     }
     return COHORT_OK;
 }
