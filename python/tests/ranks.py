@@ -635,14 +635,21 @@ def checker(g, how="ok"):
     except cohort.InvalidArgumentError:
         pass
     failed_at = None
+    if how == "abort":
+        begun = cohort.Store(os.environ["COHORT_STORE"], os.environ["COHORT_JOB_ID"],
+                             os.environ["COHORT_TOKEN"])
     for i in range(6):
         count = 4 if (how in ("count", "exit", "abort") and i == 3 and g.rank == 1) else 8
         if how == "abort" and i == 3 and g.rank != 1:
-            time.sleep(0.5)  # rank 1 first in: its begin has nothing to compare yet
+            # rank 1 first in: its begin has nothing to compare yet (it says
+            # so in the job's store; a fixed sleep here let a rank 1 that ran
+            # late compare, fail with ContractError and never abort)
+            begun.wait(["py-abort-begun"], timeout=60)
         try:
             seq = chk.begin(grp, "all_reduce", count, sig="float32", redop="sum")
             assert seq == i + 1
             if count == 4 and how == "abort":
+                begun.set("py-abort-begun", b"1")
                 # as gloo does on a size mismatch before the check compared
                 # the call: the abort is held until the report is out
                 os.abort()
