@@ -423,7 +423,7 @@ def abort_thread(g):
 
 
 @case
-def gil(g):
+def gil(g, in_call):
     """A Python thread makes progress while the main thread is blocked."""
     counter = [0]
     stop = threading.Event()
@@ -438,25 +438,42 @@ def gil(g):
             g.barrier()
         except cohort.InvalidArgumentError as e:
             second.append(str(e))
+    # Rank 1 starts its 1.5 s only once rank 0 is about to block (the file
+    # in_call): a fixed sleep on both sides let a rank 0 that came out of
+    # init late block for less than the 1 s asserted.
+    def wait_in_call():
+        deadline = time.monotonic() + 60
+        while not os.path.exists(in_call):
+            assert time.monotonic() < deadline, "rank 0 never reached its call"
+            time.sleep(0.01)
+
+    def second_thread():
+        wait_in_call()
+        time.sleep(0.3)  # the main thread is in all_reduce by now
+        issue_from_another_thread()
     if g.rank == 0:
         t = threading.Thread(target=spin)
         t.start()
         # a second thread issuing on the group while the main thread is in a
         # call is refused locally (calls on a group: one thread at a time)
-        threading.Timer(0.5, issue_from_another_thread).start()
+        t2 = threading.Thread(target=second_thread)
+        t2.start()
         time.sleep(0.1)
         c0 = counter[0]
         t0 = time.monotonic()
-        g.all_reduce(np.zeros(4, np.float32))  # rank 1 arrives ~1.5 s later
+        open(in_call, "w").close()
+        g.all_reduce(np.zeros(4, np.float32))  # rank 1 arrives >= 1.5 s later
         blocked = time.monotonic() - t0
         progressed = counter[0] - c0
         stop.set()
         t.join()
+        t2.join()
         log("BLOCKED", round(blocked, 3), "PROGRESS", progressed)
         assert blocked > 1.0, blocked
         assert progressed > 10000, progressed
         assert len(second) == 1 and "another thread is issuing" in second[0], second
     else:
+        wait_in_call()
         time.sleep(1.5)
         g.all_reduce(np.zeros(4, np.float32))
     # the same for Work.wait and a store wait
@@ -618,14 +635,21 @@ def checker(g, how="ok"):
     except cohort.InvalidArgumentError:
         pass
     failed_at = None
+    if how == "abort":
+        begun = cohort.Store(os.environ["COHORT_STORE"], os.environ["COHORT_JOB_ID"],
+                             os.environ["COHORT_TOKEN"])
     for i in range(6):
         count = 4 if (how in ("count", "exit", "abort") and i == 3 and g.rank == 1) else 8
         if how == "abort" and i == 3 and g.rank != 1:
-            time.sleep(0.5)  # rank 1 first in: its begin has nothing to compare yet
+            # rank 1 first in: its begin has nothing to compare yet (it says
+            # so in the job's store; a fixed sleep here let a rank 1 that ran
+            # late compare, fail with ContractError and never abort)
+            begun.wait(["py-abort-begun"], timeout=60)
         try:
             seq = chk.begin(grp, "all_reduce", count, sig="float32", redop="sum")
             assert seq == i + 1
             if count == 4 and how == "abort":
+                begun.set("py-abort-begun", b"1")
                 # as gloo does on a size mismatch before the check compared
                 # the call: the abort is held until the report is out
                 os.abort()

@@ -104,8 +104,8 @@ def test_abort_from_another_thread(run_job):
     assert float(v) < 2.5
 
 
-def test_gil_released_while_blocked(run_job):
-    job = run_job(2, "gil")
+def test_gil_released_while_blocked(run_job, tmp_path):
+    job = run_job(2, "gil", tmp_path / "in_call")
     (v,) = job.values(0, "BLOCKED")
     blocked, progress = v.split()[0], v.split()[2]
     assert float(blocked) > 1.0 and int(progress) > 10000, v

@@ -47,8 +47,11 @@ def test_every_call(server):
 def test_get_waits_for_a_later_set(server):
     with cohort.Store(url(server), JOB, TOKEN) as s, cohort.Store(url(server), JOB, TOKEN) as s2:
         setter = threading.Timer(0.3, s2.set, args=("late", b"here"))
-        setter.start()
+        # t0 before the timer starts: the set comes >= 0.3 s after t0 however
+        # late this thread runs on (taken after start, a thread descheduled
+        # for 0.15 s there measured 0.16 s)
         t0 = time.monotonic()
+        setter.start()
         assert s.get("late", timeout=10) == b"here"
         assert 0.2 < time.monotonic() - t0 < 5
         setter.join()  # its set may still await the reply: close s2 after it

@@ -15,9 +15,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,6 +68,7 @@ typedef struct targ {
     const scase *sc;
     int wrap;            /* first lap every rank's ring twice (chk_slot; check_int.h) */
     char dir[128];
+    _Atomic int *flag;   /* a page shared by the ranks (MAP_SHARED, before the fork) */
 } targ;
 
 static targ g_arg;
@@ -484,14 +487,24 @@ static int rank_main(int rank, void *arg)
         /* A wait for a neighbour that comes 400 ms late: spins and yields
          * briefly, then sleeps on its futex word - the waiting rank must
          * not burn a CPU the neighbour may need - and is woken by the
-         * record, not by a timeout. */
+         * record, not by a timeout. Late by construction: rank 1 starts
+         * its 400 ms only once rank 0 has taken t0 (a shared flag), so
+         * rank 0 waits >= 400 ms however the two are scheduled (a fixed
+         * sleep alone let a descheduled rank 0 arrive after rank 1). */
         f = fpx("Allreduce", 1024, "SUM", -1, 58);
         uint64_t s;
-        if (rank == 1)
+        if (rank == 1) {
+            uint64_t end = coh_now_ns() + 20000000000ull;
+            while (!atomic_load(&g_arg.flag[0]) && coh_now_ns() < end)
+                usleep(1000);
+            RANK_CHECK(atomic_load(&g_arg.flag[0]), "rank 0 never reached its wait");
             usleep(400 * 1000);
+        }
         RANK_PASS(cohort_check_begin(c, gw, &f, &s), NULL);
         struct timespec c0, c1;
         uint64_t t0 = coh_now_ns();
+        if (rank == 0)
+            atomic_store(&g_arg.flag[0], 1);
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
         RANK_PASS(cohort_check_wait(c, gw, s, 20000), NULL);
         clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
@@ -655,6 +668,8 @@ static void run_case(const scase *sc, int wrap)
     a.wrap = wrap;
     snprintf(a.dir, sizeof a.dir, "/tmp/cohort-check-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(a.dir));
+    a.flag = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(a.flag, MAP_FAILED);
     cht_opts o = {.nranks = sc->nranks, .deadline_ms = 45000, .extra_env = "COHORT_TIMEOUT=60"};
     cht_result r;
     cht_run_ranks(&o, rank_main, &a, &r);
@@ -698,6 +713,7 @@ static void run_case(const scase *sc, int wrap)
     snprintf(cmd, sizeof cmd, "rm -rf %s", a.dir);
     if (system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", a.dir);
+    munmap((void *)a.flag, 4096);
 }
 
 #define MIS (40 + COHORT_CHECK_MISMATCH)

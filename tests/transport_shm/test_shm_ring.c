@@ -40,6 +40,23 @@ static void ms_sleep(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* How long held-off readers wait for the root before giving up: far
+ * beyond K or KT small calls on any machine (scaled for the sanitizer
+ * builds), so giving up means the root waited for them. */
+static int hold_ms(void) { return (int)(10000 * cht_time_scale()); }
+
+/* Waits until flag[i] >= want; 0 if ms passed first. */
+static int flag_within(int i, int want, int ms)
+{
+    uint64_t end = coh_now_ns() + (uint64_t)ms * 1000000ull;
+    while (atomic_load(&th_sh()->flag[i]) < want) {
+        if (coh_now_ns() > end)
+            return 0;
+        ms_sleep(1);
+    }
+    return 1;
+}
+
 /* The group's first error; the monitor thread may write it (under err_mu). */
 static void errmsg(cohort_group *g, char *out)
 {
@@ -88,13 +105,17 @@ static int correct_rank(int rank, void *arg)
             RANK_CHECK(b == n, "all_reduce gave %f", b);
         }
     }
-    /* the root runs K calls ahead without waiting for readers */
+    /* the root runs K calls ahead without waiting for readers: the
+     * readers hold off until the root has returned from all K (flag 0), or
+     * until HOLD_MS pass (then they set flag 1 and go on) - a root that
+     * waited for them could only have finished after that. Progress, not
+     * a clock: a root descheduled for a while still passes, and a root
+     * that waits fails on any machine. */
     float a = 1, b = 0;
     coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
     RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), g);
-    if (rank != 0)
-        ms_sleep(400);
-    uint64_t t0 = coh_now_ns();
+    if (rank != 0 && !flag_within(0, 1, hold_ms()))
+        atomic_store(&th_sh()->flag[1], 1);
     for (int i = 0; i < K; i++) {
         for (int j = 0; j < 64; j++)
             buf[j] = rank == 0 ? pat(i, 9, (size_t)j) : 0;
@@ -103,19 +124,29 @@ static int correct_rank(int rank, void *arg)
         for (int j = 0; j < 64; j++)
             RANK_CHECK(buf[j] == pat(i, 9, (size_t)j), "burst call %d byte %d", i, j);
     }
-    double ms = (coh_now_ns() - t0) / 1e6;
-    if (rank == 0)
-        RANK_CHECK(ms < 300, "the root waited for sleeping readers: %d calls took %.0f ms", K, ms);
-    /* the tiny ring: the root runs KT calls ahead, then wraps around it
-     * while the readers still sleep: call KT + i reuses slot i, so it must
-     * wait for every reader to be done with call i (the readers check every
-     * call's bytes: a slot overwritten too early shows as wrong data) */
+    if (rank == 0) {
+        RANK_CHECK(!atomic_load(&th_sh()->flag[1]),
+                   "the root waited for held-off readers: %d calls returned only after they "
+                   "gave up holding off (%d ms)", K, hold_ms());
+        atomic_store(&th_sh()->flag[0], 1);
+    }
+    /* the tiny ring: the root runs KT calls ahead (flag 2 releases the
+     * readers, flag 3 says one gave up holding off), then wraps around it:
+     * call KT reuses slot 0, so it must wait for every reader to be done
+     * with call 0. The readers count themselves in flag 4 before their
+     * first call (after a further 200 ms, so a root that does not wait
+     * returns from call KT before it), so a root that waited sees all
+     * n - 1 when call KT returns - whatever the machine's speed. The
+     * readers check every call's bytes: a slot overwritten too early also
+     * shows as wrong data. */
     c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
     RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), g);
-    if (rank != 0)
-        ms_sleep(400);
-    t0 = coh_now_ns();
-    double ahead_ms = 0;
+    if (rank != 0) {
+        if (!flag_within(2, 1, hold_ms()))
+            atomic_store(&th_sh()->flag[3], 1);
+        ms_sleep(200);
+        atomic_fetch_add(&th_sh()->flag[4], 1);
+    }
     int calls = 2 * KT + 5;
     for (int i = 0; i < calls; i++) {
         size_t bytes = 1 + (size_t)(i * 37) % 256;
@@ -126,15 +157,18 @@ static int correct_rank(int rank, void *arg)
         for (size_t j = 0; j < bytes; j++)
             RANK_CHECK(buf[j] == pat(i, 5, j), "tiny call %d (%zu B): byte %zu is %u, want %u", i,
                        bytes, j, buf[j], pat(i, 5, j));
-        if (i == KT - 1)
-            ahead_ms = (coh_now_ns() - t0) / 1e6;
-    }
-    ms = (coh_now_ns() - t0) / 1e6;
-    if (rank == 0) {
-        RANK_CHECK(ahead_ms < 300, "the root waited for sleeping readers: %d tiny calls took "
-                                   "%.0f ms", KT, ahead_ms);
-        RANK_CHECK(ms > 200, "the root wrapped the tiny ring without waiting for the readers "
-                             "(%d calls in %.0f ms)", calls, ms);
+        if (rank == 0 && i == KT - 1) {
+            RANK_CHECK(!atomic_load(&th_sh()->flag[3]),
+                       "the root waited for held-off readers: %d tiny calls returned only after "
+                       "they gave up holding off (%d ms)", KT, hold_ms());
+            atomic_store(&th_sh()->flag[2], 1);
+        }
+        if (rank == 0 && i == KT) {
+            int in = atomic_load(&th_sh()->flag[4]);
+            RANK_CHECK(in == n - 1, "the root wrapped the tiny ring without waiting for the "
+                                    "readers (call %d returned with %d of %d readers started)",
+                       KT, in, n - 1);
+        }
     }
     RANK_PASS(coh_shm_transport.close_check(g->shm, 5000), g);
     th_group_free(g);
