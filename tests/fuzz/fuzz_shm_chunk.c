@@ -13,7 +13,7 @@
  *  - continuing a message, has that message's len;
  *  - copies at most slot_bytes, never past the message's end (have +
  *    bytes <= len), and exactly what is left of it or a full slot;
- *  - as a single copy, is a whole first chunk of at least cma_min bytes;
+ *  - as a single copy, is a whole first chunk of cma_min <= len < cma_end bytes;
  *  - has its data inline exactly when it is a copy of <= SHM_CHAN_INLINE
  *    bytes (then the whole message), and the rebuilt header carries the
  *    segment's group and generation and no op;
@@ -53,6 +53,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     x.step = (uint32_t)take(&p, &n, 2);
     x.slot_bytes = 64 * (1 + take(&p, &n, 2) % 16384); /* COHORT_SHM_P2P_BYTES: 64 B .. 1 MiB */
     x.cma_min = flags & 1 ? UINT64_MAX : take(&p, &n, 4);
+    x.cma_end = flags & 5 ? UINT64_MAX : x.cma_min + take(&p, &n, 4);
     if (flags & 2) { /* continuing a message */
         x.len = take(&p, &n, 8);
         x.have = x.len ? take(&p, &n, 8) % x.len : 0;
@@ -81,7 +82,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (x.len != UINT64_MAX)
         must(h.len == x.len);
     if (d.mode == SHM_CHAN_CMA) {
-        must(x.len == UINT64_MAX && d.bytes == h.len && h.len >= x.cma_min);
+        must(x.len == UINT64_MAX && d.bytes == h.len && h.len >= x.cma_min &&
+             h.len < x.cma_end);
     } else {
         uint64_t have = x.len == UINT64_MAX ? 0 : x.have;
         must(d.mode == SHM_CHAN_COPY && d.bytes <= x.slot_bytes && have + d.bytes <= h.len);

@@ -25,6 +25,7 @@
 #include "harness.h"
 #include "reduce/reduce.h"
 #include "support/support.h"
+#include "transport/shm/shm_cma.h"
 #include "transport/shm/shm_seg.h"
 
 #define GUARD 64
@@ -459,7 +460,8 @@ static int rank_main(int rank, void *arg)
     /* The copy path the local ranks agreed on at attach (shm_cma.c). */
     if (cf->env && strstr(cf->env, "COHORT_SHM_SINGLE_COPY=")) {
         int want = (strstr(cf->env, "COHORT_SHM_SINGLE_COPY=on") != NULL ||
-                    strstr(cf->env, "PROBE_NS=1000,1000") != NULL) &&
+                    strstr(cf->env, "PROBE_NS=1000,1000") != NULL ||
+                    strstr(cf->env, "PROBE_NS=3000,1000,4000,4000") != NULL) &&
                    n > 1;
         if (strstr(cf->env, "PROBE_NS="))
             CHECK(strstr(s->copy_info, want ? "auto: the kernel's copy wins"
@@ -472,6 +474,63 @@ static int rank_main(int rank, void *arg)
         if (strstr(cf->env, "COHORT_SHM_SINGLE_COPY=off"))
             CHECK(strstr(s->copy_info, "COHORT_SHM_SINGLE_COPY=off") != NULL,
                   "off is named: %s", s->copy_info);
+        size_t lo = s->cma_min, hi = s->cma_end;
+        if (cf->env && want && strstr(cf->env, "PROBE_NS=")) {
+            /* auto's per-size rule (shm_cma_size_rule) from the probe's
+             * times at 64 KiB and 256 KiB (slots of 256 KiB: both sizes
+             * measured). "3000,1000,4000,4000": ratio 3 at 64 KiB (loses),
+             * 1 at 256 KiB (wins): d = 2 cma - 3 memcpy is +3000 and -4000
+             * per rank, crossing 0 at 65536 + 196608 x 3/7 = 149797.7 B,
+             * rounded up to a page: single copy from 151552 B.
+             * "1000,1000,8000,1000": wins at 64 KiB, loses at 256 KiB
+             * (d -1000, +13000): below 65536 + 196608 / 14 = 79580.6 B,
+             * rounded up: [COHORT_SHM_SINGLE_COPY_BYTES, 81920). */
+            size_t want_lo = 1, want_hi = SIZE_MAX;
+            if (strstr(cf->env, "PROBE_NS=3000,1000,4000,4000"))
+                want_lo = 151552;
+            else if (strstr(cf->env, "PROBE_NS=1000,1000,8000,1000"))
+                want_lo = 4096, want_hi = 81920;
+            where = "auto's per-size rule";
+            CHECK(lo == want_lo && hi == want_hi, "single copy for [%zu, %zu), expected [%zu, %zu) (%s)",
+                  lo, hi, want_lo, want_hi, s->copy_info);
+            /* the path a call takes (the same function the ops ask) at the
+             * rule's edges, for every op that has a single copy */
+            const int ops[] = {COH_COLL_BROADCAST, COH_COLL_ALL_GATHER, COH_COLL_GATHER,
+                               COH_COLL_SCATTER, COH_COLL_ALL_TO_ALL, COH_COLL_SEND};
+            for (size_t k = 0; k < COH_ARRAY_LEN(ops); k++) {
+                CHECK(!shm_cma_use(s, ops[k], want_lo - 1), "op %d at %zu B", ops[k], want_lo - 1);
+                CHECK(shm_cma_use(s, ops[k], want_lo), "op %d at %zu B", ops[k], want_lo);
+                if (want_hi != SIZE_MAX) {
+                    CHECK(shm_cma_use(s, ops[k], want_hi - 1), "op %d at %zu B", ops[k], want_hi - 1);
+                    CHECK(!shm_cma_use(s, ops[k], want_hi), "op %d at %zu B", ops[k], want_hi);
+                }
+            }
+            CHECK(strstr(coh_shm_copy_path(s, COH_COLL_BROADCAST, want_lo), "single copy") != NULL,
+                  "copy path at %zu B: %s", want_lo, coh_shm_copy_path(s, COH_COLL_BROADCAST, want_lo));
+            /* the edges as real calls: both paths give the right data */
+            size_t edge[] = {want_lo - 1, want_lo, want_hi - 1, want_hi};
+            for (int k = 0; k < (want_hi == SIZE_MAX ? 2 : 4); k++)
+                if (edge[k] >= 1)
+                    for (int root = 0; root < n; root += n - 1) {
+                        snprintf(wbuf, sizeof wbuf, "broadcast at the rule's edge %zu B root %d",
+                                 edge[k], root);
+                        where = wbuf;
+                        t_broadcast(COHORT_UINT8, edge[k], root);
+                    }
+        }
+        /* every rank follows the same rule: compare with every other's */
+        if (n > 1) {
+            uint64_t mine[3] = {(uint64_t)s->cma, lo, hi}, all[8 * 3];
+            CHECK(n <= 8, "at most 8 ranks here");
+            coh_call c = th_call(G, COH_COLL_ALL_GATHER, COHORT_UINT64, -1, -1, 3);
+            where = "all_gather of the copy rule";
+            OK(coh_shm_all_gather(s, &c, mine, all, sizeof mine));
+            for (int q = 0; q < n; q++)
+                CHECK(!memcmp(&all[3 * q], mine, sizeof mine),
+                      "rank %d: single copy %d for [%llu, %llu), this rank %d for [%zu, %zu)", q,
+                      (int)all[3 * q], (unsigned long long)all[3 * q + 1],
+                      (unsigned long long)all[3 * q + 2], s->cma, lo, hi);
+        }
     } else if (n > 1 && s->S >= 4096 && strstr(s->copy_info, "works here")) {
         /* auto: the probe worked, so the decision rests on a measurement
          * (slots under a page are too small to measure with) */
@@ -616,6 +675,13 @@ static const cfg cfgs[] = {
            "COHORT_SHM_SINGLE_COPY_BYTES=1;COHORT_SHM_SINGLE_COPY_PROBE_NS=1000,1000"},
     {2, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=auto;"
            "COHORT_SHM_SINGLE_COPY_BYTES=1;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"},
+    /* auto's per-size rule: the probe's times at 64 KiB and 256 KiB
+     * (slots of 256 KiB, so both are measured) replaced; single copy from
+     * the crossing up, or below it only (see rank_main) */
+    {2, 0, "COHORT_SHM_SLOT_BYTES=262144;COHORT_SHM_SINGLE_COPY=auto;"
+           "COHORT_SHM_SINGLE_COPY_BYTES=1;COHORT_SHM_SINGLE_COPY_PROBE_NS=3000,1000,4000,4000"},
+    {3, 0, "COHORT_SHM_SLOT_BYTES=262144;COHORT_SHM_SINGLE_COPY=auto;"
+           "COHORT_SHM_SINGLE_COPY_BYTES=4096;COHORT_SHM_SINGLE_COPY_PROBE_NS=1000,1000,8000,1000"},
     /* off: no probe, two copies */
     {2, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=off;COHORT_SHM_SINGLE_COPY_BYTES=1"},
     /* the probe fails: two copies, everything still right */
@@ -635,9 +701,51 @@ START_TEST(matrix)
 }
 END_TEST
 
+/* auto's per-size rule alone (shm_cma_size_rule): the verdict at each
+ * probe size, the interpolated crossing rounded up to a page, the bound's
+ * direction, the sums of many ranks, a slot too small for two sizes. */
+START_TEST(size_rule)
+{
+    const uint64_t S = 65536, L = 262144;
+    size_t lo, hi;
+    shm_cma_size_rule(1000, 1000, 4000, 4000, S, L, &lo, &hi); /* wins at both */
+    ck_assert(lo == 0 && hi == SIZE_MAX);
+    shm_cma_size_rule(1500, 1000, 6000, 4000, S, L, &lo, &hi); /* exactly 1.5: wins */
+    ck_assert(lo == 0 && hi == SIZE_MAX);
+    shm_cma_size_rule(1501, 1000, 6001, 4000, S, L, &lo, &hi); /* just over: loses */
+    ck_assert(lo == SIZE_MAX && hi == 0);
+    /* loses small (d +3000), wins large (d -4000): from 149797.7 -> 151552 */
+    shm_cma_size_rule(3000, 1000, 4000, 4000, S, L, &lo, &hi);
+    ck_assert_uint_eq(lo, 151552);
+    ck_assert(hi == SIZE_MAX);
+    /* the same per rank, summed over 8 ranks: the same rule */
+    shm_cma_size_rule(8 * 3000, 8 * 1000, 8 * 4000, 8 * 4000, S, L, &lo, &hi);
+    ck_assert_uint_eq(lo, 151552);
+    /* a crossing on a page: d +1, -1 -> 65536 + 98304 = 163840, kept */
+    shm_cma_size_rule(2, 1, 4, 3, S, L, &lo, &hi); /* d = 4-3 = +1, 8-9 = -1 */
+    ck_assert_uint_eq(lo, 163840);
+    /* wins small, loses large: below the crossing only */
+    shm_cma_size_rule(1000, 1000, 8000, 1000, S, L, &lo, &hi);
+    ck_assert(lo == 0);
+    ck_assert_uint_eq(hi, 81920);
+    /* one size measured (slot <= 64 KiB): that verdict for every size */
+    shm_cma_size_rule(1000, 1000, 1000, 1000, S, S, &lo, &hi);
+    ck_assert(lo == 0 && hi == SIZE_MAX);
+    shm_cma_size_rule(1000, 1000, 3000, 1000, S, S, &lo, &hi);
+    ck_assert(lo == SIZE_MAX && hi == 0);
+    /* huge sums (4096 ranks at UINT32_MAX ns): no overflow, lo in range */
+    const uint64_t M = (uint64_t)4096 * UINT32_MAX;
+    shm_cma_size_rule(M, M / 2, M / 2, M / 2, S, L, &lo, &hi);
+    ck_assert(lo > S && lo <= L && hi == SIZE_MAX);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_coll");
+    TCase *tu = tcase_create("size_rule");
+    tcase_add_test(tu, size_rule);
+    suite_add_tcase(s, tu);
     TCase *tc = tcase_create("matrix");
     tcase_add_loop_test(tc, matrix, 0, (int)COH_ARRAY_LEN(cfgs));
     tcase_set_timeout(tc, 250);

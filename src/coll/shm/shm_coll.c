@@ -1229,7 +1229,7 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
     shm_op o;
     /* the ring for small messages, unless single copy was asked for them */
     int ring = s && s->ring_k && bytes <= s->ring_bytes && s->n > 1 &&
-               !(s->cma && bytes >= s->cma_min);
+               !shm_cma_use(s, COH_COLL_BROADCAST, bytes);
     cohort_status st = op_begin_x(&o, s, c, 0, ring);
     if (st != COHORT_OK)
         return st;
@@ -1242,7 +1242,7 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
     if (ring)
         return bcast_ring(&o, buf, bytes, root);
     int me = s->me, am_root = me == root;
-    if (s->cma && bytes >= s->cma_min)
+    if (shm_cma_use(s, COH_COLL_BROADCAST, bytes))
         return bcast_single(&o, buf, bytes, root);
     size_t S = bcast_piece(s->S, bytes);
     unsigned char *b = buf;

@@ -133,7 +133,8 @@ const char *shm_chunk_parse(const unsigned char *slot, const shm_chunk_ctx *x, c
     if (d->mode == SHM_CHAN_CMA) {
         d->bytes = hd->u.d.bytes;
         d->addr = hd->u.d.addr;
-        if (x->len != UINT64_MAX || h->len < x->cma_min || d->bytes != h->len)
+        if (x->len != UINT64_MAX || h->len < x->cma_min || h->len >= x->cma_end ||
+            d->bytes != h->len)
             return "announces a single copy where none is due";
         return NULL;
     }
@@ -181,7 +182,8 @@ static shm_chunk_ctx chunk_ctx(const coh_shm *s, int q, uint32_t step, uint64_t 
                        .have = have,
                        .slot_bytes = s->p2p_bytes,
                        .cma_min = s->cma && (s->cma_ops >> COH_COLL_SEND & 1u) ? s->cma_min
-                                                                               : UINT64_MAX};
+                                                                               : UINT64_MAX,
+                       .cma_end = s->cma_end == SIZE_MAX ? UINT64_MAX : s->cma_end};
     return x;
 }
 

@@ -1569,7 +1569,8 @@ const char *coh_shm_copy_info(const coh_shm *s) { return s ? s->copy_info : "no 
 
 int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *max)
 {
-    if (!s || !s->ring_k || s->n < 2 || bytes > s->ring_bytes || (s->cma && bytes >= s->cma_min))
+    if (!s || !s->ring_k || s->n < 2 || bytes > s->ring_bytes ||
+        shm_cma_use(s, COH_COLL_BROADCAST, bytes))
         return 0;
     int tiny = s->tiny_k && bytes <= s->tiny_bytes;
     *slots = tiny ? s->tiny_k : s->ring_k;

@@ -58,12 +58,15 @@ void shm_cma_publish(coh_shm *s)
         }
     }
     s->probe_ns = coh_now_ns() - t0;
+    s->cma_end = SIZE_MAX;
     atomic_store(&me->probe_addr, (uint64_t)(uintptr_t)&s->probe_word);
     atomic_store(&me->probe_val, s->probe_word);
     atomic_store(&me->cma_min, (uint64_t)min);
     atomic_store(&me->probe_buf, pb);
     atomic_store(&me->cma_ns, 0);
     atomic_store(&me->cpy_ns, 0);
+    atomic_store(&me->cma_ns_s, 0);
+    atomic_store(&me->cpy_ns_s, 0);
     atomic_store(&me->cma_ok, 0);
 }
 
@@ -74,25 +77,19 @@ void shm_cma_release(coh_shm *s)
     s->probe_buf = NULL;
 }
 
-/* The speed probe: the best of PROBE_REPS process_vm_readv calls of
- * SHM_CMA_PROBE_BYTES (or the slot size, if smaller) from the next rank's
- * probe buffer into my slot, and the best of as many memcpy calls of the
- * same size, published in ns (0: not measured). My slot is mine to write
- * here (after the attach barrier nobody reads it before the first call).
- * Bounded: 6 copies of 256 KiB and the 256 KiB buffer's first touch;
- * docs/shm.md "Single copy" has the measured cost. */
+/* The speed probe: the best of PROBE_REPS process_vm_readv calls from the
+ * next rank's probe buffer into my slot, and the best of as many memcpy
+ * calls of the same size, at two sizes - SHM_CMA_PROBE_SMALL and
+ * SHM_CMA_PROBE_BYTES (each capped at the slot size) - published in ns (0:
+ * not measured). My slot is mine to write here (after the attach barrier
+ * nobody reads it before the first call). Bounded: 12 copies of <= 256
+ * KiB and the 256 KiB buffer's first touch; docs/shm.md "Single copy" has
+ * the measured cost. */
 #define PROBE_REPS 3
-static void measure(coh_shm *s)
+static int time_copies(coh_shm *s, pid_t pid, uint64_t src, size_t len, uint64_t *cma,
+                       uint64_t *cpy)
 {
-    shm_ctl *me = shm_ctl_of(s, s->me);
-    int q = (s->me + 1) % s->n;
-    shm_ctl *c = shm_ctl_of(s, q);
-    uint64_t src = atomic_load(&c->probe_buf);
-    size_t len = COH_MIN(SHM_CMA_PROBE_BYTES, s->S & ~(size_t)4095);
-    if (!s->probe_buf || !src || len < 4096)
-        return;
     unsigned char *dst = shm_buf(s, s->me, 0) + SHM_LINE;
-    pid_t pid = (pid_t)atomic_load(&c->pid);
     uint64_t best_cma = UINT64_MAX, best_cpy = UINT64_MAX;
     for (int i = 0; i < PROBE_REPS; i++) {
         struct iovec l = {.iov_base = dst, .iov_len = len};
@@ -101,22 +98,94 @@ static void measure(coh_shm *s)
         ssize_t k = process_vm_readv(pid, &l, 1, &r, 1, 0);
         uint64_t t1 = coh_now_ns();
         if (k != (ssize_t)len)
-            return;
+            return 0;
         best_cma = COH_MIN(best_cma, t1 - t0);
         memcpy(dst, s->probe_buf, len);
         /* keep the copy: the compiler may not drop or shorten it */
         __asm__ volatile("" : : "r"(dst) : "memory");
         best_cpy = COH_MIN(best_cpy, coh_now_ns() - t1);
     }
+    *cma = COH_MIN(COH_MAX(best_cma, 1), UINT32_MAX);
+    *cpy = COH_MIN(COH_MAX(best_cpy, 1), UINT32_MAX);
+    return 1;
+}
+
+/* The probe's two sizes for a slot of S bytes (the large one is what the
+ * copy_info line names). */
+static size_t probe_len(const coh_shm *s, size_t want)
+{
+    return COH_MIN(want, s->S & ~(size_t)4095);
+}
+
+static void measure(coh_shm *s)
+{
+    shm_ctl *me = shm_ctl_of(s, s->me);
+    int q = (s->me + 1) % s->n;
+    shm_ctl *c = shm_ctl_of(s, q);
+    uint64_t src = atomic_load(&c->probe_buf);
+    size_t len = probe_len(s, SHM_CMA_PROBE_BYTES), len_s = probe_len(s, SHM_CMA_PROBE_SMALL);
+    if (!s->probe_buf || !src || len < 4096)
+        return;
+    pid_t pid = (pid_t)atomic_load(&c->pid);
+    uint64_t cma, cpy, cma_s, cpy_s;
+    if (!time_copies(s, pid, src, len_s, &cma_s, &cpy_s) ||
+        !time_copies(s, pid, src, len, &cma, &cpy))
+        return;
     /* Tests of auto's decision on a machine whose kernel copy is slow:
      * COHORT_SHM_SINGLE_COPY_PROBE_NS=CMA,MEMCPY replaces the measured
-     * times (the copies above still ran, so the path is the real one). */
+     * times at both sizes, =CMA_S,MEMCPY_S,CMA,MEMCPY the small probe's
+     * and the large one's (the copies above still ran, so the path is the
+     * real one). */
     const char *fake = coh_env_str("COHORT_SHM_SINGLE_COPY_PROBE_NS");
-    unsigned long fc, fm;
-    if (fake && sscanf(fake, "%lu,%lu", &fc, &fm) == 2 && fc && fm)
-        best_cma = fc, best_cpy = fm;
-    atomic_store(&me->cma_ns, (uint32_t)COH_MIN(COH_MAX(best_cma, 1), UINT32_MAX));
-    atomic_store(&me->cpy_ns, (uint32_t)COH_MIN(COH_MAX(best_cpy, 1), UINT32_MAX));
+    unsigned long f[4];
+    int nf = fake ? sscanf(fake, "%lu,%lu,%lu,%lu", &f[0], &f[1], &f[2], &f[3]) : 0;
+    if (nf == 2 && f[0] && f[1])
+        cma = cma_s = f[0], cpy = cpy_s = f[1];
+    else if (nf == 4 && f[0] && f[1] && f[2] && f[3])
+        cma_s = f[0], cpy_s = f[1], cma = f[2], cpy = f[3];
+    atomic_store(&me->cma_ns_s, (uint32_t)COH_MIN(cma_s, UINT32_MAX));
+    atomic_store(&me->cpy_ns_s, (uint32_t)COH_MIN(cpy_s, UINT32_MAX));
+    atomic_store(&me->cma_ns, (uint32_t)COH_MIN(cma, UINT32_MAX));
+    atomic_store(&me->cpy_ns, (uint32_t)COH_MIN(cpy, UINT32_MAX));
+}
+
+void shm_cma_size_rule(uint64_t sum_cma_s, uint64_t sum_cpy_s, uint64_t sum_cma,
+                       uint64_t sum_cpy, uint64_t len_s, uint64_t len, size_t *lo, size_t *hi)
+{
+    /* d < 0: the kernel's single copy wins at that size (see the caller
+     * for the 3/2 threshold). Sums of <= 4096 ranks' uint32 times: no
+     * overflow in int64. */
+    int64_t ds = 2 * (int64_t)sum_cma_s - 3 * (int64_t)sum_cpy_s;
+    int64_t dl = 2 * (int64_t)sum_cma - 3 * (int64_t)sum_cpy;
+    *lo = 0;
+    *hi = SIZE_MAX;
+    if (ds <= 0 && dl <= 0)
+        return; /* wins at both sizes: every size */
+    if (ds > 0 && dl > 0) {
+        *lo = SIZE_MAX; /* loses at both: no size */
+        *hi = 0;
+        return;
+    }
+    if (len <= len_s) { /* one size only (a small slot): its verdict */
+        if (dl > 0)
+            *lo = SIZE_MAX, *hi = 0;
+        return;
+    }
+    /* d is linear in the size between (and beyond) the two probes when
+     * each copy's time is a fixed cost plus a per-byte cost: the size x
+     * where it crosses 0, rounded up to a page. ds and dl have opposite
+     * signs, so |ds| + |dl| > 0 and |ds| / (|ds| + |dl|) < 1. */
+    uint64_t a = (uint64_t)(ds < 0 ? -ds : ds), b = (uint64_t)(dl < 0 ? -dl : dl);
+    while (a + b >= (uint64_t)1 << 40) /* (len - len_s) * a stays < 2^64 */
+        a >>= 1, b >>= 1;
+    if (a + b == 0)
+        a = b = 1;
+    uint64_t x = len_s + ((len - len_s) * a + a + b - 1) / (a + b);
+    x = (x + 4095) & ~(uint64_t)4095;
+    if (ds > 0)
+        *lo = (size_t)x; /* the kernel's copy wins from x up */
+    else
+        *hi = (size_t)x; /* ... below x only (its per-byte cost is higher) */
 }
 
 /* 1 if every peer's probe word reads back as published; else 0 with why. */
@@ -178,7 +247,7 @@ cohort_status shm_cma_agree(shm_op *o)
     if (st != COHORT_OK)
         return st;
     int all_can = s->n > 1, all_want = s->n > 1;
-    uint64_t sum_cma = 0, sum_cpy = 0;
+    uint64_t sum_cma = 0, sum_cpy = 0, sum_cma_s = 0, sum_cpy_s = 0;
     int measured = 1;
     for (int q = 0; q < s->n; q++) {
         shm_ctl *c = shm_ctl_of(s, q);
@@ -191,42 +260,62 @@ cohort_status shm_cma_agree(shm_op *o)
         }
         all_want &= v == V_WANT;
         uint32_t a = atomic_load(&c->cma_ns), b = atomic_load(&c->cpy_ns);
-        measured &= a && b;
+        uint32_t as = atomic_load(&c->cma_ns_s), bs = atomic_load(&c->cpy_ns_s);
+        measured &= a && b && as && bs;
         sum_cma += a;
         sum_cpy += b;
+        sum_cma_s += as;
+        sum_cpy_s += bs;
     }
     /* My probe buffer is read by nobody any more: every peer measured
      * before it published the verdict this rank just waited for. */
     shm_cma_release(s);
-    /* auto: the kernel's copy is used where it wins. Same inputs on every
-     * rank (the published times), integer arithmetic: the same decision
-     * everywhere. Threshold, from the copies each path makes per byte:
-     * the two-copy paths copy every byte twice, pipelined over two cores,
-     * so a single copy pays off only while the kernel copies at least 2/3
-     * as fast as memcpy (ratio <= 1.5; on the development VM it is ~4,
+    /* auto: the kernel's copy is used where it wins, per call size. Same
+     * inputs on every rank (the published times), integer arithmetic: the
+     * same rule everywhere. Threshold, from the copies each path makes per
+     * byte: the two-copy paths copy every byte twice, pipelined over two
+     * cores, so a single copy pays off only while the kernel copies at
+     * least 2/3 as fast as memcpy (ratio <= 1.5); measured at two sizes,
+     * the size where the ratio crosses 1.5 bounds the range (on the
+     * development VM it is ~3-4 at both: two copies everywhere,
      * docs/shm.md "Single copy"). */
-    int wins = all_can && measured && 2 * sum_cma <= 3 * sum_cpy;
+    size_t len = probe_len(s, SHM_CMA_PROBE_BYTES), len_s = probe_len(s, SHM_CMA_PROBE_SMALL);
+    size_t lo = SIZE_MAX, hi = 0;
+    if (all_can && measured)
+        shm_cma_size_rule(sum_cma_s, sum_cpy_s, sum_cma, sum_cpy, len_s, len, &lo, &hi);
     unsigned ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER |
                    1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL |
                    1u << COH_COLL_SEND;
+    size_t lead_min = (size_t)atomic_load(&shm_ctl_of(s, 0)->cma_min);
+    s->cma_min = all_want ? lead_min : COH_MAX(lead_min, lo);
+    s->cma_end = all_want ? SIZE_MAX : hi;
+    int wins = !all_want && s->cma_min < s->cma_end;
     s->cma = all_can && (all_want || wins);
     s->cma_ops = s->cma ? ops : 0;
-    s->cma_min = (size_t)atomic_load(&shm_ctl_of(s, 0)->cma_min);
-    char speed[128] = "";
+    if (!s->cma)
+        s->cma_min = lead_min, s->cma_end = SIZE_MAX;
+    char speed[192] = "";
     if (all_can && measured)
         snprintf(speed, sizeof speed,
-                 "; %zu KiB: process_vm_readv %.1f us, memcpy %.1f us, x%.2f (mean of %d ranks; "
-                 "measuring took %.0f us here)",
-                 COH_MIN(SHM_CMA_PROBE_BYTES, s->S & ~(size_t)4095) >> 10, sum_cma / 1e3 / s->n,
+                 "; process_vm_readv vs memcpy: %zu KiB %.1f vs %.1f us x%.2f, %zu KiB %.1f vs "
+                 "%.1f us x%.2f (mean of %d ranks; measuring took %.0f us here)",
+                 len_s >> 10, sum_cma_s / 1e3 / s->n, sum_cpy_s / 1e3 / s->n,
+                 (double)sum_cma_s / (double)sum_cpy_s, len >> 10, sum_cma / 1e3 / s->n,
                  sum_cpy / 1e3 / s->n, (double)sum_cma / (double)sum_cpy, s->n,
                  s->probe_ns / 1e3);
+    char range[64];
+    if (s->cma_end == SIZE_MAX)
+        snprintf(range, sizeof range, ">= %zu B", s->cma_min);
+    else
+        snprintf(range, sizeof range, ">= %zu B and < %zu B", s->cma_min, s->cma_end);
     if (s->n == 1)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
     else if (s->cma)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "broadcast, all_gather, gather, scatter, all_to_all, send/recv >= %zu B per rank: single "
+                 "broadcast, all_gather, gather, scatter, all_to_all, send/recv %s per rank: single "
                  "copy (process_vm_readv/writev, %s); else two copies through the segment%s",
-                 s->cma_min, all_want ? "COHORT_SHM_SINGLE_COPY=on" : "auto: the kernel's copy wins",
+                 range,
+                 all_want ? "COHORT_SHM_SINGLE_COPY=on" : "auto: the kernel's copy wins there",
                  speed);
     else if (all_can)
         snprintf(s->copy_info, sizeof s->copy_info,

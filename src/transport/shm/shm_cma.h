@@ -21,8 +21,10 @@
 
 #include "transport/shm/shm_seg.h"
 
-/* Bytes of the speed probe's copies (process_vm_readv vs memcpy). */
+/* Bytes of the speed probe's copies (process_vm_readv vs memcpy), at two
+ * sizes: auto's rule is per call size, the crossover found between them. */
 #define SHM_CMA_PROBE_BYTES ((size_t)256 << 10)
+#define SHM_CMA_PROBE_SMALL ((size_t)64 << 10)
 
 /* Before the attach barrier: publish my probe word and speed-probe buffer. */
 void shm_cma_publish(coh_shm *s);
@@ -31,6 +33,14 @@ void shm_cma_release(coh_shm *s);
 /* After the attach barrier and the pidfds: probe every peer, publish my
  * verdict, meet the others (one more barrier phase), set s->cma. */
 cohort_status shm_cma_agree(shm_op *o);
+/* auto's per-size rule from the probe's times summed over the local ranks
+ * (ns) at len_s and len bytes: single copy for calls of lo <= bytes < hi
+ * (lo = SIZE_MAX, hi = 0: none), where 2 x the kernel's copy time <= 3 x
+ * memcpy's, the crossing between the two sizes interpolated (rounded up
+ * to a page). Integer arithmetic: the same on every rank. */
+void shm_cma_size_rule(uint64_t sum_cma_s, uint64_t sum_cpy_s, uint64_t sum_cma,
+                       uint64_t sum_cpy, uint64_t len_s, uint64_t len, size_t *lo, size_t *hi);
+
 /* Copies len bytes at addr in local rank q's memory into dst. Any failure
  * (the peer exited: ESRCH or its pidfd readable afterwards; a bad address:
  * EFAULT) fails the group with a specific message - never partial data
@@ -43,10 +53,10 @@ cohort_status shm_cma_write(shm_op *o, int q, uint64_t addr, const void *src, si
 
 /* Whether a call of `coll` moving `bytes` per rank block takes the single
  * copy: the same answer on every local rank once the contract check passed
- * (cma, cma_ops and cma_min are agreed at attach). */
+ * (cma, cma_ops, cma_min and cma_end are agreed at attach). */
 static inline int shm_cma_use(const coh_shm *s, int coll, size_t bytes)
 {
-    return s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->cma_min;
+    return s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->cma_min && bytes < s->cma_end;
 }
 
 /* A peer's buffer as published in its slot for a single-copy call. */

@@ -181,9 +181,12 @@ typedef struct shm_ctl {
     _Atomic uint64_t cma_min; /* the owner's COHORT_SHM_SINGLE_COPY_BYTES; the lead's rules */
     /* the speed probe: a private buffer of SHM_CMA_PROBE_BYTES the
      * previous rank reads, timed, and the owner's best times of its own
-     * such read and of a memcpy of the same size (ns; 0 = not measured) */
+     * such read and of a memcpy of the same size (ns; 0 = not measured),
+     * at SHM_CMA_PROBE_BYTES (cma_ns, cpy_ns) and SHM_CMA_PROBE_SMALL
+     * (cma_ns_s, cpy_ns_s): two sizes, for the per-call size rule */
     _Atomic uint64_t probe_buf;
     _Atomic uint32_t cma_ns, cpy_ns;
+    _Atomic uint32_t cma_ns_s, cpy_ns_s;
     /* lines 2-3: published call state (seqlock on st_ver: odd = writing) */
     _Alignas(64) _Atomic uint32_t st_ver;
     _Atomic uint32_t st_line;
@@ -309,6 +312,7 @@ typedef struct shm_chunk_ctx {
     uint64_t have;       /* continuing: bytes of it taken so far (< len) */
     uint64_t slot_bytes; /* the segment's p2p_bytes */
     uint64_t cma_min;    /* single copy from this many bytes; UINT64_MAX: never */
+    uint64_t cma_end;    /* ... and below this many (UINT64_MAX: no upper bound) */
 } shm_chunk_ctx;
 /* Copies the slot's head out (slot: its head line, SHM_LINE bytes, read
  * once, so a peer rewriting it meanwhile cannot make the copy disagree with
@@ -318,7 +322,7 @@ typedef struct shm_chunk_ctx {
  * sender, receiver, the chunk index, len = count x the dtype's size, the
  * same len in every chunk, a copy chunk's length min(slot_bytes, len -
  * have), inline exactly when len <= SHM_CHAN_INLINE, a single copy only as
- * a whole first chunk of at least cma_min bytes. NULL when it holds (the
+ * a whole first chunk of cma_min <= len < cma_end bytes. NULL when it holds (the
  * contract comparison with the receiver's own call comes after), else what
  * is wrong, for a COHORT_ERR_PROTOCOL report. *copy receives the head: an
  * inline chunk's data (d->bytes) is taken from copy->u.inl, the checked
@@ -367,8 +371,10 @@ struct coh_shm {
     void *probe_buf;            /* my speed-probe buffer, freed after the agreement */
     uint64_t probe_ns;          /* what the speed probe cost this rank (reported) */
     size_t cma_min;             /* calls moving at least this many bytes use it */
+    size_t cma_end;             /* ... and fewer than this many (SIZE_MAX: no bound);
+                                 * auto's per-size rule, agreed at attach */
     uint64_t probe_word;        /* read by peers' probes (its address is published) */
-    char copy_info[384];        /* the copy path and why, for cohort-perf and logs */
+    char copy_info[512];        /* the copy path and why, for cohort-perf and logs */
     /* the small-broadcast ring (src/coll/shm), geometry from the segment
      * header; ring_k == 0: off */
     unsigned char *ring;
