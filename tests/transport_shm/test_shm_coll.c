@@ -677,10 +677,11 @@ static const cfg cfgs[] = {
            "COHORT_SHM_SINGLE_COPY_BYTES=1;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"},
     /* auto's per-size rule: the probe's times at 64 KiB and 256 KiB
      * (slots of 256 KiB, so both are measured) replaced; single copy from
-     * the crossing up, or below it only (see rank_main) */
-    {2, 0, "COHORT_SHM_SLOT_BYTES=262144;COHORT_SHM_SINGLE_COPY=auto;"
+     * the crossing up, or below it only (see rank_main); one dtype (-1):
+     * 256 KiB slots make the matrix's pieces 4x larger */
+    {2, -1, "COHORT_SHM_SLOT_BYTES=262144;COHORT_SHM_SINGLE_COPY=auto;"
            "COHORT_SHM_SINGLE_COPY_BYTES=1;COHORT_SHM_SINGLE_COPY_PROBE_NS=3000,1000,4000,4000"},
-    {3, 0, "COHORT_SHM_SLOT_BYTES=262144;COHORT_SHM_SINGLE_COPY=auto;"
+    {3, -1, "COHORT_SHM_SLOT_BYTES=262144;COHORT_SHM_SINGLE_COPY=auto;"
            "COHORT_SHM_SINGLE_COPY_BYTES=4096;COHORT_SHM_SINGLE_COPY_PROBE_NS=1000,1000,8000,1000"},
     /* off: no probe, two copies */
     {2, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=off;COHORT_SHM_SINGLE_COPY_BYTES=1"},

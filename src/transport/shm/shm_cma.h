@@ -8,9 +8,10 @@
  * dumpability, seccomp, pid namespaces all decide), and the local ranks
  * agree: single copy is used only if every rank could read every other and
  * every rank asked for it (COHORT_SHM_SINGLE_COPY=on) or, in =auto (the
- * default), the kernel's copy measured at attach is fast enough to win
- * (on the development VM it is ~4x slower than memcpy, so auto keeps two
- * copies there; docs/shm.md). =off skips the probe; =probe-fail
+ * default), the kernel's copy measured at attach (at 64 KiB and 256 KiB)
+ * is fast enough to win at the call's size (on the development VM it is
+ * ~3.5-5x slower than memcpy at both, so auto keeps two copies there;
+ * docs/shm.md). =off skips the probe; =probe-fail
  * makes the probe read an unmapped address (tests of the fallback);
  * COHORT_SHM_SINGLE_COPY_BYTES
  * (default 65536, the lead's value rules) is the smallest call that uses it.
