@@ -517,6 +517,12 @@ static int rank_main(int rank, void *arg)
                         where = wbuf;
                         t_broadcast(COHORT_UINT8, edge[k], root);
                     }
+            for (int k = 0; k < (want_hi == SIZE_MAX ? 2 : 4); k++)
+                if (edge[k] >= 1) {
+                    snprintf(wbuf, sizeof wbuf, "all_gather at the rule's edge %zu B", edge[k]);
+                    where = wbuf;
+                    t_all_gather(COHORT_UINT8, edge[k], 0);
+                }
         }
         /* every rank follows the same rule: compare with every other's */
         if (n > 1) {
@@ -531,6 +537,10 @@ static int rank_main(int rank, void *arg)
                       (int)all[3 * q], (unsigned long long)all[3 * q + 1],
                       (unsigned long long)all[3 * q + 2], s->cma, lo, hi);
         }
+        /* the rule's configurations (256 KiB slots) end here: the op
+         * matrix with single copy is the =on configurations' job */
+        if (strstr(cf->env, "SLOT_BYTES=262144"))
+            goto out;
     } else if (n > 1 && s->S >= 4096 && strstr(s->copy_info, "works here")) {
         /* auto: the probe worked, so the decision rests on a measurement
          * (slots under a page are too small to measure with) */
@@ -634,6 +644,7 @@ static int rank_main(int rank, void *arg)
         coh_call c = th_call(G, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
         OK(coh_shm_barrier(s, &c));
     }
+out:
     th_group_free(G);
     th_done(nranks);
     return 0;
@@ -677,8 +688,8 @@ static const cfg cfgs[] = {
            "COHORT_SHM_SINGLE_COPY_BYTES=1;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"},
     /* auto's per-size rule: the probe's times at 64 KiB and 256 KiB
      * (slots of 256 KiB, so both are measured) replaced; single copy from
-     * the crossing up, or below it only (see rank_main); one dtype (-1):
-     * 256 KiB slots make the matrix's pieces 4x larger */
+     * the crossing up, or below it only (see rank_main, which checks the
+     * rule and calls at its edges, then skips the op matrix) */
     {2, -1, "COHORT_SHM_SLOT_BYTES=262144;COHORT_SHM_SINGLE_COPY=auto;"
            "COHORT_SHM_SINGLE_COPY_BYTES=1;COHORT_SHM_SINGLE_COPY_PROBE_NS=3000,1000,4000,4000"},
     {3, -1, "COHORT_SHM_SLOT_BYTES=262144;COHORT_SHM_SINGLE_COPY=auto;"
