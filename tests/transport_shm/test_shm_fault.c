@@ -25,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,9 +249,9 @@ END_TEST
  * stops for 200 ms at a time (SIGSTOP) and lets run in between until it has
  * received another 1/SLOW_WINDOWS of the message (read from its buffer with
  * process_vm_readv), so the call lasts at least SLOW_WINDOWS stops however
- * fast the machine, and each window moves data however loaded it is: every
- * wait without progress is far shorter than the 1 s group timeout, the call
- * far longer. COHORT_TIMEOUT bounds a wait without progress (as in the tcp
+ * fast the machine, and no window ends before data moved however loaded it
+ * is: every wait without progress is far shorter than the 1 s group
+ * timeout, the call far longer. COHORT_TIMEOUT bounds a wait without progress (as in the tcp
  * transport, test_tcp_data long_transfer_not_a_stall): before 2026-12-02 the
  * shm wait clock started at the call's first wait and never restarted, and
  * the root failed with COHORT_ERR_TIMEOUT after ~1 s while the broadcast
@@ -264,8 +265,8 @@ END_TEST
 #define SLOW_BYTES (16u << 20)
 #define SLOW_TIMEOUT_MS 1000
 #define SLOW_STOP_MS 200
-#define SLOW_WINDOWS 24
-#define SLOW_WINDOW_MAX_MS 300 /* a window with no data yet: stop anyway */
+#define SLOW_WINDOWS 16
+#define SLOW_WINDOW_MAX_MS 300 /* a window that moved some data: long enough */
 
 typedef struct {
     pid_t pid;
@@ -314,9 +315,32 @@ static size_t slow_arrived(slower_arg *a)
     return lo * 8;
 }
 
+/* The n-th CPU this process may run on (-1: none). */
+static int slow_cpu(int n)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return -1;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set) && n-- == 0)
+            return c;
+    return -1;
+}
+
+static void slow_pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    (void)pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
 static void *slower(void *arg)
 {
     slower_arg *a = arg;
+    (void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+    if (slow_cpu(1) >= 0) /* a CPU of its own, away from both ranks */
+        slow_pin(slow_cpu(1));
     while (!atomic_load(&a->done)) {
         kill(a->pid, SIGSTOP);
         th_sleep_ms(SLOW_STOP_MS);
@@ -324,9 +348,21 @@ static void *slower(void *arg)
         uint64_t t0 = coh_now_ns();
         kill(a->pid, SIGCONT);
         a->stops++;
-        while (!atomic_load(&a->done) && slow_arrived(a) - got0 < SLOW_BYTES / SLOW_WINDOWS &&
-               coh_now_ns() - t0 < SLOW_WINDOW_MAX_MS * 1000000ull)
-            usleep(100);
+        /* A window ends once data moved: 1/SLOW_WINDOWS of the message, or
+         * any after SLOW_WINDOW_MAX_MS. Never without progress: on a loaded
+         * machine the resumed receiver may not get a CPU for a while, and
+         * stopping it again would make the root's wait without progress two
+         * stops long, over the timeout (seen once under ASan at load ~20). */
+        for (;;) {
+            size_t got = slow_arrived(a) - got0;
+            if (atomic_load(&a->done) || got >= SLOW_BYTES / SLOW_WINDOWS ||
+                (got > 0 && coh_now_ns() - t0 >= SLOW_WINDOW_MAX_MS * 1000000ull))
+                break;
+            /* a short sleep, not sched_yield: yielding hands this core to
+             * the root's main thread for a whole slice (windows of 3.7 ms
+             * that moved 2.4 MB instead of 512 KiB); timer slack 1 ns */
+            usleep(20);
+        }
     }
     return NULL;
 }
@@ -343,6 +379,13 @@ static int slow_rank(int rank, void *arg)
         buf[i] = rank == 0 ? slow_byte(i) : 0;
     slower_arg sa = {.pid = g->peers[1].pid};
     pthread_t th;
+    /* Both ranks on one CPU, the stopper on another: with a CPU each the
+     * ranks keep both busy, the stopper waits a scheduler tick to run and
+     * a window overshoots its share several times (3.9 ms windows that
+     * moved 7 MB, 3-6 stops in all). */
+    int cpu0 = slow_cpu(0);
+    if (slow_cpu(1) >= 0)
+        slow_pin(cpu0);
     if (rank == 1) {
         /* rank 0 reads how much arrived (Yama's ptrace_scope 1 allows only
          * ancestors unless told; EINVAL without Yama) */
