@@ -41,7 +41,9 @@ static void check_aborted(cohort_group *g, cohort_status st)
     memcpy(msg, g->err.msg, sizeof msg);
     pthread_mutex_unlock(&g->err_mu);
     RANK_CHECK(st == COHORT_ERR_ABORTED, "got %s: %s", cohort_status_name(st), msg);
-    RANK_CHECK(ms < 500, "woke %.1f ms after the abort", ms);
+    /* the promise (500 ms) in the plain build; the sanitizer builds' slower
+     * ranks get CK_TIMEOUT_MULTIPLIER times it, as test_tcp_fault peer_killed */
+    RANK_CHECK(ms < 500 * cht_time_scale(), "woke %.1f ms after the abort", ms);
     RANK_CHECK(strstr(msg, "aborted by a test thread"), "reason lost: %s", msg);
 }
 
