@@ -179,48 +179,46 @@ static const int sc_cases[] = {M_BCAST_ROOT, M_GATHER_ROOT, M_SCATTER_ROOT, M_AG
                                M_A2A_COUNT};
 #define SC_ENV "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=1"
 
-static int rank_main(int rank, void *arg)
+/* A group of N ranks past one good call, so that the mismatch is not the
+ * first; and the mismatched call's buffers, recv filled with SENT so that a
+ * byte written into it shows. */
+static cohort_group *warm_group(int rank, unsigned char **send, unsigned char **recv)
 {
-    int k = *(int *)arg & 0xff, sc = *(int *)arg >> 8;
-    odd = rank == 1;
     cohort_status st;
     cohort_group *g = th_group(rank, N, 20000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
-    RANK_CHECK(!sc || g->shm->cma, "single copy not in use: %s", g->shm->copy_info);
-    /* warm up: one good call so the mismatch is not the first */
     float x = 1, y = 0;
     coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
     RANK_PASS(coh_shm_all_reduce(g->shm, &c, &x, &y, 1), NULL);
     RANK_CHECK(y == N, "warm-up all_reduce gave %f", y);
-    /* equal tags past the packed range pass (the full header decides) */
-    c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
-    c.tag = 1000;
-    RANK_PASS(coh_shm_barrier(g->shm, &c), NULL);
-
     size_t cap = 1 << 20;
-    unsigned char *send = malloc(cap), *recv = malloc(cap);
-    RANK_CHECK(send && recv, "malloc");
-    for (size_t i = 0; i < cap; i++)
-        send[i] = (unsigned char)(i * 7 + rank);
-    memset(recv, SENT, cap);
-    size_t rl = 0;
-    uint64_t t0 = coh_now_ns();
-    st = run(g, k, send, recv, &rl);
-    double ms = (coh_now_ns() - t0) / 1e6;
-    RANK_CHECK(st == COHORT_ERR_CONTRACT, "%s: got %s (%s)", cases[k].name,
-               cohort_status_name(st), th_errmsg(g));
-    /* the product's promise (2 s) x CK_TIMEOUT_MULTIPLIER in slow builds */
-    RANK_CHECK(ms < 2000 * cht_time_scale(), "%s: took %.0f ms to fail", cases[k].name, ms);
+    *send = malloc(cap);
+    *recv = malloc(cap);
+    RANK_CHECK(*send && *recv, "malloc");
+    memset(*recv, SENT, cap);
+    return g;
+}
+
+/* What every party to mismatched call k must see, however it reached the
+ * call: st is COHORT_ERR_CONTRACT with a message naming the field, the first
+ * rl bytes of recv are untouched, and the next call fails with
+ * COHORT_ERR_ABORTED. Rank report_rank prints the report; then all is freed. */
+static int expect_failed(cohort_group *g, int k, cohort_status st, const char *label,
+                         unsigned char *send, unsigned char *recv, size_t rl, int report_rank)
+{
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "%s: got %s (%s)", label, cohort_status_name(st),
+               th_errmsg(g));
     RANK_CHECK(strstr(th_errmsg(g), cases[k].field), "%s: message does not name the %s: %s",
-               cases[k].name, cases[k].field, th_errmsg(g));
+               label, cases[k].field, th_errmsg(g));
     for (size_t i = 0; i < rl; i++)
-        RANK_CHECK(recv[i] == SENT, "%s: receive buffer byte %zu written", cases[k].name, i);
-    /* poisoned: later calls fail at once */
-    c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+        RANK_CHECK(recv[i] == SENT, "%s: receive buffer byte %zu written", label, i);
+    float x = 1, y = 0;
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
     st = coh_shm_all_reduce(g->shm, &c, &x, &y, 1);
-    RANK_CHECK(st == COHORT_ERR_ABORTED, "call after the mismatch: %s", cohort_status_name(st));
-    if (rank == 0)
-        fprintf(stderr, "[%s] %s\n", cases[k].name, th_errmsg(g));
+    RANK_CHECK(st == COHORT_ERR_ABORTED, "%s: call after the mismatch: %s", label,
+               cohort_status_name(st));
+    if (g->rank == report_rank)
+        fprintf(stderr, "[%s] %s\n", label, th_errmsg(g));
     free(send);
     free(recv);
     th_group_free(g);
@@ -228,14 +226,44 @@ static int rank_main(int rank, void *arg)
     return 0;
 }
 
+/* One test: N ranks of fn(arg), extra_env env. */
+static void run_ranks(int (*fn)(int, void *), void *arg, const char *env)
+{
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = N, .deadline_ms = 30000, .extra_env = env};
+    cht_result r;
+    cht_run_ranks(&o, fn, arg, &r);
+    cht_assert_all_ok(&r);
+}
+
+static int rank_main(int rank, void *arg)
+{
+    int k = *(int *)arg & 0xff, sc = *(int *)arg >> 8;
+    odd = rank == 1;
+    unsigned char *send, *recv;
+    cohort_group *g = warm_group(rank, &send, &recv);
+    RANK_CHECK(!sc || g->shm->cma, "single copy not in use: %s", g->shm->copy_info);
+    /* equal tags past the packed range pass (the full header decides) */
+    coh_call c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+    c.tag = 1000;
+    RANK_PASS(coh_shm_barrier(g->shm, &c), NULL);
+
+    for (size_t i = 0; i < 1 << 20; i++)
+        send[i] = (unsigned char)(i * 7 + rank);
+    size_t rl = 0;
+    uint64_t t0 = coh_now_ns();
+    cohort_status st = run(g, k, send, recv, &rl);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    /* the product's promise (2 s) x CK_TIMEOUT_MULTIPLIER in slow builds */
+    RANK_CHECK(ms < 2000 * cht_time_scale(), "%s: took %.0f ms to fail (%s)", cases[k].name, ms,
+               cohort_status_name(st));
+    return expect_failed(g, k, st, cases[k].name, send, recv, rl, 0);
+}
+
 START_TEST(mismatch)
 {
     int k = _i;
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = N, .deadline_ms = 30000, .extra_env = cases[k].env};
-    cht_result r;
-    cht_run_ranks(&o, rank_main, &k, &r);
-    cht_assert_all_ok(&r);
+    run_ranks(rank_main, &k, cases[k].env);
 }
 END_TEST
 
@@ -245,11 +273,7 @@ START_TEST(mismatch_single_copy)
     char env[256];
     snprintf(env, sizeof env, "%s%s%s", SC_ENV, cases[k].env ? ";" : "",
              cases[k].env ? cases[k].env : "");
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = N, .deadline_ms = 30000, .extra_env = env};
-    cht_result r;
-    cht_run_ranks(&o, rank_main, &arg, &r);
-    cht_assert_all_ok(&r);
+    run_ranks(rank_main, &arg, env);
 }
 END_TEST
 
@@ -270,17 +294,9 @@ static int late_main(int rank, void *arg)
 {
     int k = *(int *)arg & 0xff, variant = *(int *)arg >> 8;
     odd = rank == 1;
-    cohort_status st;
-    cohort_group *g = th_group(rank, N, 20000, &st);
-    RANK_CHECK(g, "create: %s", cohort_status_name(st));
-    float x = 1, y = 0;
-    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
-    RANK_PASS(coh_shm_all_reduce(g->shm, &c, &x, &y, 1), NULL);
-    size_t cap = 1 << 20;
-    unsigned char *send = malloc(cap), *recv = malloc(cap);
-    RANK_CHECK(send && recv, "malloc");
-    memset(send, rank, cap);
-    memset(recv, SENT, cap);
+    unsigned char *send, *recv;
+    cohort_group *g = warm_group(rank, &send, &recv);
+    memset(send, rank, 1 << 20);
     if (rank == 2) {
         if (variant == 1)
             coh_monitor_stop(g);
@@ -301,36 +317,17 @@ static int late_main(int rank, void *arg)
                    "poisoned but the segment's abort word is not set");
     }
     size_t rl = 0;
-    st = run(g, k, send, recv, &rl);
-    RANK_CHECK(st == COHORT_ERR_CONTRACT, "%s (variant %d): got %s (%s)", cases[k].name, variant,
-               cohort_status_name(st), th_errmsg(g));
-    RANK_CHECK(strstr(th_errmsg(g), cases[k].field), "%s: message does not name the %s: %s",
-               cases[k].name, cases[k].field, th_errmsg(g));
-    for (size_t i = 0; i < rl; i++)
-        RANK_CHECK(recv[i] == SENT, "%s: receive buffer byte %zu written", cases[k].name, i);
-    c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
-    st = coh_shm_all_reduce(g->shm, &c, &x, &y, 1);
-    RANK_CHECK(st == COHORT_ERR_ABORTED, "%s: call after the mismatch: %s", cases[k].name,
-               cohort_status_name(st));
-    if (rank == 2)
-        fprintf(stderr, "[late %s, variant %d] %s\n", cases[k].name, variant, th_errmsg(g));
-    free(send);
-    free(recv);
-    th_group_free(g);
-    th_done(N);
-    return 0;
+    cohort_status st = run(g, k, send, recv, &rl);
+    char label[128];
+    snprintf(label, sizeof label, "late %s, variant %d", cases[k].name, variant);
+    return expect_failed(g, k, st, label, send, recv, rl, 2);
 }
 
 START_TEST(late_rank)
 {
     int n = (int)(sizeof late_cases / sizeof *late_cases);
     int k = late_cases[_i % n], arg = k | (_i / n) << 8;
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = N, .deadline_ms = 30000,
-                  .extra_env = cases[k].env};
-    cht_result r;
-    cht_run_ranks(&o, late_main, &arg, &r);
-    cht_assert_all_ok(&r);
+    run_ranks(late_main, &arg, cases[k].env);
 }
 END_TEST
 
