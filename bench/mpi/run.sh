@@ -75,11 +75,8 @@ printf 'bench/mpi/run.sh: %d pairs x {%s} x {%s ranks}: about %.0f s (%.1f min) 
 # The host's core-to-core latency before and after each launch (the median
 # round trip of bench/compare/c2c.c, as bench/compare records it): on a shared
 # VM it moves between states that scale every MPI call.
-c2c=$out/c2c
-gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -o "$c2c" "$root/bench/compare/c2c.c"
-# "-" when the probe got no answer: c2c exits 1 when no batch completes in its
-# window (a loaded machine), and under set -e/pipefail that would end the run.
-xcore() { { "$c2c" 2>/dev/null || true; } | awk '$4 ~ /^[0-9]+$/ {print $4; ok = 1} END {if (!ok) print "-"}'; }
+. "$root/bench/compare/hoststate.sh"
+hoststate_build "$out"
 t_start=$(date +%s.%N)
 launches=0
 for impl in $impls; do
@@ -132,8 +129,9 @@ for impl in $impls; do
   done
 done
 printf 'done in %.0f s (%d launches)\n' "$(echo "$(date +%s.%N) - $t_start" | bc -l)" $launches
-python3 - "$out" <<'PY' | tee "$out/summary.txt"
+PYTHONPATH=$root/bench/compare python3 - "$out" <<'PY' | tee "$out/summary.txt"
 import sys, os, statistics as st, collections
+from hoststate import cls, read_xcore
 out = sys.argv[1]
 rows = collections.defaultdict(dict)
 for line in open(os.path.join(out, 'raw.txt')):
@@ -181,15 +179,8 @@ for (impl, n, op, size), ps in sorted(rows.items()):
           f"{verdict:>7} | {m('p99','A'):8.2f} {m('p99','B'):8.2f} | {m('max','A'):8.1f} {m('max','B'):8.1f}")
 # Host states (c2c.c): a pair counts as "one state" when its four
 # core-to-core probes (before and after A and B) are within x1.5.
-xc = {}
-xp = os.path.join(out, 'xcore.txt')
-if os.path.exists(xp):
-    for l in open(xp):
-        f = l.split()
-        if len(f) == 6 and '-' not in f[4:]:  # '-': no probe (one CPU)
-            xc[(f[0], int(f[1]), f[2], int(f[3]))] = (float(f[4]), float(f[5]))
+xc = read_xcore(os.path.join(out, 'xcore.txt'), 4, lambda f: (f[0], int(f[1]), f[2], int(f[3])))
 if xc:
-    cls = lambda v: 'fast' if v < 90 else 'mid' if v < 300 else 'slow'
     print("core-to-core round trip before/after each launch (bench/compare/c2c.c median; ns; states <90 / 90-300 / >=300):")
     for (impl, n) in sorted({(k[0], k[1]) for k in xc}):
         for ab in 'AB':

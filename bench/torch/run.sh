@@ -34,11 +34,8 @@ OUT=${OUT:-$(mktemp -d /tmp/cohort-torch-bench.XXXXXX)}
 mkdir -p "$OUT"
 NRANKS=${NRANKS:-2}
 read -r -a settings <<< "${SETTINGS:-none cohort detail}"
-c2c=$OUT/c2c
-gcc -std=c11 -O2 -Wall -Wextra -Werror -pthread -o "$c2c" bench/compare/c2c.c
-# "-" when the probe got no answer (c2c exits 1 when no batch completes in
-# 0.3 s, as under heavy load): a probe never fails the run (set -e, pipefail)
-xcore() { { "$c2c" 2>/dev/null || true; } | awk '$4 ~ /^[0-9]+$/ {print $4; ok = 1} END {if (!ok) print "-"}'; }
+. bench/compare/hoststate.sh
+hoststate_build "$OUT"
 ns=${#settings[@]}
 for i in $(seq 1 "$ROUNDS"); do
   for ((j = 0; j < ns; j++)); do
@@ -59,8 +56,9 @@ for i in $(seq 1 "$ROUNDS"); do
     echo "$s $i $x0 $(xcore)" >> "$OUT/xcore.txt"
   done
 done
-"$PY" - "$OUT" "$ROUNDS" "$NRANKS" "${settings[@]}" <<'PY'
+PYTHONPATH=$PWD/bench/compare "$PY" - "$OUT" "$ROUNDS" "$NRANKS" "${settings[@]}" <<'PY'
 import glob, os, re, statistics as S, sys
+from hoststate import cls, read_xcore
 out, rounds, nranks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 labels = [a.split("=")[0] for a in sys.argv[4:]]
 res = {}
@@ -92,15 +90,8 @@ for b in sizes:
 # Host states (bench/compare/c2c.c): a launch is in a state when both its
 # probes (before, after) are in that class; a round's pair (the setting's
 # launch, no check's launch) counts for a state when both launches are in it.
-xc = {}
-xp = os.path.join(out, "xcore.txt")
-if os.path.exists(xp):
-    for line in open(xp):
-        f = line.split()
-        if len(f) == 4 and "-" not in f[2:]:  # "-": no probe (one CPU)
-            xc[(f[0], f[1])] = (float(f[2]), float(f[3]))
+xc = read_xcore(os.path.join(out, "xcore.txt"), 2)
 if xc:
-    cls = lambda v: "fast" if v < 90 else "mid" if v < 300 else "slow"
     def state(s, i):
         v = xc.get((s, i))
         if not v:
