@@ -14,20 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "timing.h"
 
 int main(int argc, char **argv)
 {
@@ -57,7 +45,7 @@ int main(int argc, char **argv)
         t[i] = now_us() - t0;
         sum += t[i];
     }
-    qsort(t, (size_t)calls, sizeof *t, cmp);
+    qsort(t, (size_t)calls, sizeof *t, cmp_double);
     double p50 = t[calls / 2], p99 = t[(size_t)((calls - 1) * 0.99)];
     printf("# memcpy_floor: one memcpy of SIZE bytes, cache-hot buffers, %d calls\n", calls);
     printf("# op size p50_us p99_us min_us mean_us GBs_p50\n");

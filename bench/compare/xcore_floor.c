@@ -29,20 +29,10 @@
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "timing.h"
+
 static void pin(int cpu)
 {
     cpu_set_t m;
@@ -151,7 +141,7 @@ int main(int argc, char **argv)
             if (i >= 0)
                 t[i] = dt;
         }
-        qsort(t, (size_t)rounds, sizeof *t, cmp);
+        qsort(t, (size_t)rounds, sizeof *t, cmp_double);
         printf("%-9s %zu %.2f %.2f %.2f\n", m == -1 ? "same" : names[m], n, t[rounds / 2],
                t[(size_t)rounds * 99 / 100], t[0]);
         fflush(stdout);
