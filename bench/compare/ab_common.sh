@@ -1,5 +1,5 @@
 # bench/compare/ab_common.sh - what the interleaved A/B scripts share (sourced by
-# single_copy_ab.sh and single_copy_ops_ab.sh): their arguments, the run's folder and
+# the *_ab.sh scripts): their arguments, the run's folder and
 # info.txt, and the rounds - every variant once a round, the order rotating, each
 # launch's output in OUT/<variant>.<round>.txt between the load before and after.
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -57,3 +57,6 @@ ab_rounds() {
         done
     done
 }
+
+# ab_python ARGS...: python3 with ab_rows.py importable (the summaries' parsing).
+ab_python() { PYTHONPATH="$HERE${PYTHONPATH:+:$PYTHONPATH}" python3 "$@"; }

@@ -18,23 +18,17 @@ NP=${NP:-2}
 T=${T:-0.1}
 ab_args copy-path "$@"
 summarize() {
-python3 - "$OUT" <<'PY' | tee "$OUT/summary.md"
-import glob, os, statistics as st, sys
+ab_python - "$OUT" <<'PY' | tee "$OUT/summary.md"
+import statistics as st, sys
+from ab_rows import launches, lines, perf_row
 out = sys.argv[1]
 rows = {}  # (mode, op, size, round) -> {path: (p50, p99)}
-for path in glob.glob(os.path.join(out, "*.txt")):
-    v, rnd = os.path.basename(path).split(".")[:2]
-    if v == "info":
-        continue
+for v, rnd, path in launches(out):
     p, mode = v.split("-")
-    op = None
-    for line in open(path):
-        f = line.split()
-        if line.startswith("# Collective:"):
-            op = f[2]
-            continue
-        if op and len(f) >= 12 and f[0].isdigit():
-            rows.setdefault((mode, op, int(f[0]), rnd), {})[p] = (float(f[9]), float(f[10]))
+    for _, op, f in lines(path):
+        row = perf_row(op, f)
+        if row:
+            rows.setdefault((mode, op, row[0], rnd), {})[p] = row[2:]
 cells = {}
 for (mode, op, size, rnd), d in rows.items():
     if "on" in d and "off" in d:

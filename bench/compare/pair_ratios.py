@@ -4,20 +4,15 @@
 # config, op and size the median [min..max] over rounds of A/B of the mean time, the rounds A
 # won, and the medians of the p50 and p99 ratios. tcp_knobs_ab.sh itself prints ratios to
 # Open MPI only; this compares two cohort variants under the same launch conditions.
-import glob, os, re, statistics as S, sys
+import statistics as S, sys
+from ab_rows import launches, lines, perf_row
 out, A, B = sys.argv[1], sys.argv[2], sys.argv[3]
 d = {}
-for f in sorted(glob.glob(os.path.join(out, "*.*.txt"))):
-    v, r = os.path.basename(f)[:-4].rsplit(".", 1)
-    cfg = op = None
-    for l in open(f, errors="replace"):
-        m = re.match(r"## config (\S+)", l)
-        if m: cfg = m.group(1); continue
-        m = re.match(r"# Collective: (\S+)", l)
-        if m: op = m.group(1); continue
-        x = l.split()
-        if x and cfg and x[0].isdigit() and len(x) >= 12 and op:
-            d.setdefault((cfg, op, int(x[0])), {}).setdefault(v, {})[r] = (float(x[5]), float(x[9]), float(x[10]))
+for v, r, f in launches(out):
+    for cfg, op, x in lines(f):
+        row = perf_row(op, x)
+        if cfg and row:
+            d.setdefault((cfg, op, row[0]), {}).setdefault(v, {})[r] = row[1:]
 print(f"# paired per round: {A} / {B}: mean-time ratio median [min..max], wins, p50 ratio median, p99 ratio median")
 for k in sorted(d):
     a, b = d[k].get(A, {}), d[k].get(B, {})

@@ -15,29 +15,20 @@ NP=${NP:-2}
 T=${T:-0.2}
 ab_args single-copy "$@"
 summarize() {
-python3 - "$OUT" <<'PY' | tee "$OUT/summary.md"
-import glob, os, re, statistics as st, sys
+ab_python - "$OUT" <<'PY' | tee "$OUT/summary.md"
+import sys
+from ab_rows import launches, lines, perf_row, median as m, fmt
 out = sys.argv[1]
 cells = {}
-for path in glob.glob(os.path.join(out, "*.txt")):
-    v = os.path.basename(path).split(".")[0]
-    if v == "info":
-        continue
-    for line in open(path):
-        f = line.split()
-        if v in ("two", "single") and len(f) >= 12 and f[0].isdigit() and f[4] == "0":
-            # --in-place no --percentiles: size count type redop root time algbw busbw
-            # #wrong p50 p99 max
-            cells.setdefault((v, int(f[0])), []).append((float(f[5]), float(f[9]), float(f[10])))
+for v, _, path in launches(out):
+    for _, op, f in lines(path):
+        row = perf_row(op, f)
+        if v in ("two", "single") and row and f[4] == "0":  # the root's column: 0
+            cells.setdefault((v, row[0]), []).append(row[1:])
         elif v in ("cma", "none") and len(f) >= 9 and f[0] == "bcast":
             cells.setdefault((v, int(f[1])), []).append((float(f[3]), None, None))
         elif v == "memcpy" and len(f) >= 7 and f[0] == "memcpy":
             cells.setdefault((v, int(f[1])), []).append((float(f[5]), float(f[2]), float(f[3])))
-def m(xs):
-    xs = [x for x in xs if x is not None]
-    return st.median(xs) if xs else None
-def fmt(x):
-    return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:,.0f}")
 names = {"two": "cohort, two copies (default)", "single": "cohort, single copy (COHORT_SHM_SINGLE_COPY=on)",
          "cma": "Open MPI, vader CMA (default)", "none": "Open MPI, vader no single copy",
          "memcpy": "one memcpy (memcpy_floor)"}

@@ -22,38 +22,25 @@ T=${T:-0.1}
 OPS=broadcast,all_gather,gather,scatter,all_to_all
 ab_args single-copy-ops "$@"
 summarize() {
-python3 - "$OUT" <<'PY' | tee "$OUT/summary.md"
-import glob, os, statistics as st, sys
+ab_python - "$OUT" <<'PY' | tee "$OUT/summary.md"
+import statistics as st, sys
+from ab_rows import launches, lines, perf_row, median as m, fmt, MPI_OPS as mpi
 out = sys.argv[1]
 cells = {}   # (variant, op, size) -> [(mean, p50, p99)]
 paired = {}  # (op, size, round) -> {variant: mean}
-mpi = {"bcast": "broadcast", "allgather": "all_gather"}
-for path in glob.glob(os.path.join(out, "*.txt")):
-    v, rnd = os.path.basename(path).split(".")[:2]
-    if v == "info":
-        continue
-    op = None
-    for line in open(path):
-        f = line.split()
-        if line.startswith("# Collective:"):
-            op = f[2]
-            continue
-        if v in ("two", "single") and op and len(f) >= 12 and f[0].isdigit():
-            row = (float(f[5]), float(f[9]), float(f[10]))
-        elif v in ("cma", "none") and len(f) >= 9 and f[0] in mpi:
-            op, row = mpi[f[0]], (float(f[3]), None, None)
+for v, rnd, path in launches(out):
+    for _, op, f in lines(path):
+        pr = perf_row(op, f)
+        if v in ("two", "single") and pr:
+            size, row = pr[0], pr[1:]
+        elif v in ("cma", "none") and len(f) >= 9 and f[0] in ("bcast", "allgather"):
+            op, size, row = mpi[f[0]], int(f[1]), (float(f[3]), None, None)
         elif v == "memcpy" and len(f) >= 7 and f[0] == "memcpy":
-            op, row = "memcpy", (float(f[5]), float(f[2]), float(f[3]))
+            op, size, row = "memcpy", int(f[1]), (float(f[5]), float(f[2]), float(f[3]))
         else:
             continue
-        size = int(f[1]) if v in ("cma", "none", "memcpy") else int(f[0])
         cells.setdefault((v, op, size), []).append(row)
         paired.setdefault((op, size, rnd), {})[v] = row[0]
-def m(xs):
-    xs = [x for x in xs if x is not None]
-    return st.median(xs) if xs else None
-def fmt(x):
-    return "-" if x is None else (f"{x:.2f}" if x < 10 else f"{x:.1f}" if x < 1000 else f"{x:,.0f}")
 names = {"two": "cohort two copies (=off)", "single": "cohort single copy (=on)",
          "cma": "Open MPI vader CMA", "none": "Open MPI vader no single copy",
          "memcpy": "one memcpy"}

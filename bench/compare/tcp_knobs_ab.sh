@@ -121,26 +121,20 @@ variant() {
 
 [ -z "$SUMMARIZE_ONLY" ] && ab_rounds $VARIANTS
 
-python3 - "$OUT" <<'PY'
-import glob, os, re, statistics as S, sys
+ab_python - "$OUT" <<'PY'
+import statistics as S, sys
+from ab_rows import launches, lines, perf_row, MPI_OPS as name
 out = sys.argv[1]
-name = {"allreduce": "all_reduce", "allgather": "all_gather", "bcast": "broadcast"}
 # d[(cfg, op, size)][variant][round] = (mean, p99 or None)
 d = {}
-for f in sorted(glob.glob(os.path.join(out, "*.*.txt"))):
-    v, r = os.path.basename(f)[:-4].rsplit(".", 1)
-    cfg = op = None
-    for l in open(f, errors="replace"):
-        m = re.match(r"## config (\S+)", l)
-        if m: cfg = m.group(1); continue
-        m = re.match(r"# Collective: (\S+)", l)
-        if m: op = m.group(1); continue
-        x = l.split()
+for v, r, f in launches(out):
+    for cfg, op, x in lines(f):
         if not x or cfg is None: continue
+        row = perf_row(op, x)
         if x[0] in name and len(x) >= 4 and x[1].isdigit():      # mpi_coll_bench
             d.setdefault((cfg, name[x[0]], int(x[1])), {}).setdefault(v, {})[r] = (float(x[3]), None)
-        elif x[0].isdigit() and len(x) >= 12 and op:               # cohort-perf --percentiles
-            d.setdefault((cfg, op, int(x[0])), {}).setdefault(v, {})[r] = (float(x[5]), float(x[10]))
+        elif row:                                                   # cohort-perf --percentiles
+            d.setdefault((cfg, op, row[0]), {}).setdefault(v, {})[r] = (row[1], row[3])
 print(f"{'config':7} {'op':10} {'size':>9}  {'variant':10} {'n':>2} {'median us':>10} {'min-max us':>19} {'p99':>9}  vs ompi (per round)")
 for key in sorted(d):
     vs = d[key]; om = vs.get("ompi", {})
