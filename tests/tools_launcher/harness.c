@@ -1,5 +1,6 @@
 /* harness.c - see harness.h. */
 #include "harness.h"
+#include "support/support.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -192,6 +193,20 @@ const char *crun_helper(const char *name)
     const char *b = getenv("COHORT_BUILD_DIR");
     snprintf(path, sizeof path, "%s/tests/tools_launcher/%s", b ? b : ".", name);
     return path;
+}
+
+char *crun_probe_path(void)
+{
+    static char p[1024];
+    snprintf(p, sizeof p, "%s", crun_helper("crun_probe"));
+    return p;
+}
+
+char *crun_launcher_path(void)
+{
+    static char p[1024];
+    snprintf(p, sizeof p, "%s", cht_tool("cohortrun"));
+    return p;
 }
 
 static int pid_alive(pid_t pid)

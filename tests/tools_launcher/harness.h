@@ -32,6 +32,10 @@ int crun_count(const char *hay, const char *needle);
 double crun_now_ms(void);
 /* Path of a test helper built next to this test ("crun_probe"). */
 const char *crun_helper(const char *name);
+/* The paths of crun_probe and of cohortrun, each in its own buffer (so that
+ * both can stand in one argv), writable as argv's type wants. */
+char *crun_probe_path(void);
+char *crun_launcher_path(void);
 /* Polls /proc until pid is gone or a zombie; returns 1 if gone within the
  * deadline. */
 int crun_pid_gone(pid_t pid, int timeout_ms);

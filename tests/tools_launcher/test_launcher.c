@@ -16,24 +16,10 @@
 
 #define DEADLINE 20000
 
-static char *probe_path(void)
-{
-    static char p[1024];
-    snprintf(p, sizeof p, "%s", crun_helper("crun_probe"));
-    return p;
-}
-
-static char *launcher_path(void)
-{
-    static char p[1024];
-    snprintf(p, sizeof p, "%s", cht_tool("cohortrun"));
-    return p;
-}
-
 /* Runs cohortrun with args (NULL-terminated after the launcher) to the end. */
 #define RUN(p, env, ...)                                                                           \
     do {                                                                                           \
-        char *argv_[] = {launcher_path(), __VA_ARGS__, NULL};                                      \
+        char *argv_[] = {crun_launcher_path(), __VA_ARGS__, NULL};                                 \
         crun_start((p), argv_, (env));                                                             \
     } while (0)
 
@@ -102,7 +88,7 @@ START_TEST(env_is_set_for_every_worker)
     for (int run = 0; run < 2; run++) {
         crun_proc p;
         static const char *const env[] = {"TORCHELASTIC_USE_AGENT_STORE=True", NULL};
-        RUN(&p, env, "-n", "4", probe_path(), "env");
+        RUN(&p, env, "-n", "4", crun_probe_path(), "env");
         EXPECT_STATUS(&p, 0);
         char first_job[128] = "", first_hash[64] = "", first_store[160] = "";
         for (int r = 0; r < 4; r++) {
@@ -203,13 +189,13 @@ START_TEST(token_file_is_used_and_never_printed)
     /* World-readable: refused with a clear message (usage-level error). */
     chmod(path, 0644);
     crun_proc p;
-    RUN(&p, NULL, "-n", "2", "--token-file", path, "--job-id", "tokjob", probe_path(), "env");
+    RUN(&p, NULL, "-n", "2", "--token-file", path, "--job-id", "tokjob", crun_probe_path(), "env");
     EXPECT_STATUS(&p, 125);
     ck_assert_ptr_nonnull(strstr(p.ebuf, "chmod 600"));
     crun_free(&p);
 
     chmod(path, 0600);
-    RUN(&p, NULL, "-n", "2", "--token-file", path, "--job-id", "tokjob", probe_path(), "env");
+    RUN(&p, NULL, "-n", "2", "--token-file", path, "--job-id", "tokjob", crun_probe_path(), "env");
     EXPECT_STATUS(&p, 0);
     char want[64];
     snprintf(want, sizeof want, "token_hash=%016llx", (unsigned long long)fnv(tok));
@@ -262,7 +248,7 @@ static void check_lines(const char *buf, const char *kind, int nranks, int nline
 START_TEST(output_prefixed_whole_lines_streams_apart)
 {
     crun_proc p;
-    RUN(&p, NULL, "-q", "-n", "4", probe_path(), "lines", "300", "200");
+    RUN(&p, NULL, "-q", "-n", "4", crun_probe_path(), "lines", "300", "200");
     EXPECT_STATUS(&p, 0);
     check_lines(p.obuf, "out", 4, 300, 200);
     check_lines(p.ebuf, "err", 4, 300, 200);
@@ -276,7 +262,7 @@ START_TEST(log_dir_one_file_per_rank_and_stream)
     crun_tmpdir(dir, sizeof dir);
     snprintf(logs, sizeof logs, "%s/sub/logs", dir);
     crun_proc p;
-    RUN(&p, NULL, "-q", "-n", "2", "--log-dir", logs, probe_path(), "lines", "5", "10");
+    RUN(&p, NULL, "-q", "-n", "2", "--log-dir", logs, crun_probe_path(), "lines", "5", "10");
     EXPECT_STATUS(&p, 0);
     for (int r = 0; r < 2; r++)
         for (int k = 0; k < 2; k++) {
@@ -303,7 +289,7 @@ END_TEST
 START_TEST(log_dir_unusable_is_a_launcher_error)
 {
     crun_proc p;
-    RUN(&p, NULL, "-n", "2", "--log-dir", "/dev/null/logs", probe_path(), "env");
+    RUN(&p, NULL, "-n", "2", "--log-dir", "/dev/null/logs", crun_probe_path(), "env");
     EXPECT_STATUS(&p, 125);
     ck_assert_ptr_nonnull(strstr(p.ebuf, "cannot create log directory '/dev/null/logs': Not a directory"));
     ck_assert_ptr_null(strstr(p.obuf, "RANK=")); /* nothing ran */
@@ -314,7 +300,7 @@ END_TEST
 START_TEST(failure_exit_code_one_summary_with_stderr_tail)
 {
     crun_proc p;
-    RUN(&p, NULL, "-n", "4", probe_path(), "exit", "3", "2", "15");
+    RUN(&p, NULL, "-n", "4", crun_probe_path(), "exit", "3", "2", "15");
     EXPECT_STATUS(&p, 3);
     ck_assert_int_eq(crun_count(p.ebuf, "failed first"), 1);
     ck_assert_ptr_nonnull(strstr(p.ebuf, "cohortrun: rank 2 failed first: exited with code 3"));
@@ -335,7 +321,7 @@ END_TEST
 START_TEST(worker_signal_gives_128_plus_signal)
 {
     crun_proc p;
-    RUN(&p, NULL, "-n", "3", probe_path(), "raise", "11", "1");
+    RUN(&p, NULL, "-n", "3", crun_probe_path(), "raise", "11", "1");
     EXPECT_STATUS(&p, 128 + 11);
     ck_assert_ptr_nonnull(strstr(p.ebuf, "rank 1 failed first: was killed by signal 11 (SIGSEGV)"));
     ck_assert_ptr_nonnull(strstr(p.ebuf, "cohortrun: | about to raise 11"));
@@ -366,7 +352,7 @@ START_TEST(stubborn_workers_get_sigkill_after_grace)
     crun_tmpdir(dir, sizeof dir);
     const char *env[] = {"PROBE_STUBBORN=1", NULL};
     crun_proc p;
-    RUN(&p, env, "-n", "3", "--grace-ms", "400", probe_path(), "pids", dir);
+    RUN(&p, env, "-n", "3", "--grace-ms", "400", crun_probe_path(), "pids", dir);
     ck_assert(crun_wait_text(&p, "ready", 3, 0, DEADLINE));
     pid_t pids[6];
     read_pids(dir, 3, pids);
@@ -388,7 +374,7 @@ END_TEST
 static void check_forward(int sig, const char *want_line)
 {
     crun_proc p;
-    RUN(&p, NULL, "-n", "3", probe_path(), "trap");
+    RUN(&p, NULL, "-n", "3", crun_probe_path(), "trap");
     ck_assert(crun_wait_text(&p, "ready", 3, 0, DEADLINE));
     kill(p.pid, sig);
     EXPECT_STATUS(&p, 128 + sig);
@@ -409,7 +395,7 @@ START_TEST(interrupt_escalates_after_grace_or_second_signal)
 {
     crun_proc p;
     /* Grace period: SIGKILL after 300 ms. */
-    RUN(&p, NULL, "-n", "2", "--grace-ms", "300", probe_path(), "stubborn");
+    RUN(&p, NULL, "-n", "2", "--grace-ms", "300", crun_probe_path(), "stubborn");
     ck_assert(crun_wait_text(&p, "ready", 2, 0, DEADLINE));
     double t0 = crun_now_ms();
     kill(p.pid, SIGTERM);
@@ -419,7 +405,7 @@ START_TEST(interrupt_escalates_after_grace_or_second_signal)
     crun_free(&p);
 
     /* Second Ctrl-C: no waiting for a long grace period. */
-    RUN(&p, NULL, "-n", "2", "--grace-ms", "600000", probe_path(), "stubborn");
+    RUN(&p, NULL, "-n", "2", "--grace-ms", "600000", crun_probe_path(), "stubborn");
     ck_assert(crun_wait_text(&p, "ready", 2, 0, DEADLINE));
     kill(p.pid, SIGINT);
     ck_assert(crun_wait_text(&p, "got SIGINT", 1, 1, DEADLINE));
@@ -439,7 +425,7 @@ START_TEST(kill9_of_launcher_leaves_no_orphan)
     char dir[256];
     crun_tmpdir(dir, sizeof dir);
     crun_proc p;
-    RUN(&p, NULL, "-n", "3", probe_path(), "pids", dir);
+    RUN(&p, NULL, "-n", "3", crun_probe_path(), "pids", dir);
     ck_assert(crun_wait_text(&p, "ready", 3, 0, DEADLINE));
     pid_t pids[6];
     read_pids(dir, 3, pids);
@@ -462,7 +448,7 @@ START_TEST(failure_teardown_kills_worker_children)
     char dir[256];
     crun_tmpdir(dir, sizeof dir);
     crun_proc p;
-    RUN(&p, NULL, "-n", "2", "--grace-ms", "200", probe_path(), "pids", dir);
+    RUN(&p, NULL, "-n", "2", "--grace-ms", "200", crun_probe_path(), "pids", dir);
     ck_assert(crun_wait_text(&p, "ready", 2, 0, DEADLINE));
     pid_t pids[4];
     read_pids(dir, 2, pids);
@@ -479,7 +465,7 @@ END_TEST
 START_TEST(restarts_new_generation_until_success)
 {
     crun_proc p;
-    RUN(&p, NULL, "-n", "3", "--max-restarts", "2", probe_path(), "flaky", "1", "2");
+    RUN(&p, NULL, "-n", "3", "--max-restarts", "2", crun_probe_path(), "flaky", "1", "2");
     EXPECT_STATUS(&p, 0);
     /* Ranks of a failing generation may be stopped before they print; the
      * failing rank always prints, and the last generation completes. */
@@ -500,7 +486,7 @@ END_TEST
 START_TEST(rank0_binds_master_port_in_every_generation)
 {
     crun_proc p;
-    RUN(&p, NULL, "-n", "3", "--max-restarts", "1", probe_path(), "master", "2");
+    RUN(&p, NULL, "-n", "3", "--max-restarts", "1", crun_probe_path(), "master", "2");
     EXPECT_STATUS(&p, 0);
     ck_assert_int_eq(crun_count(p.obuf, "master ok gen 2 port"), 3);
     const char *g1 = strstr(p.obuf, "master ok gen 1 port "), *g2 = strstr(p.obuf, "master ok gen 2 port ");
@@ -509,8 +495,8 @@ START_TEST(rank0_binds_master_port_in_every_generation)
     ck_assert_int_ne(atoi(g1 + strlen("master ok gen 1 port ")), atoi(g2 + strlen("master ok gen 2 port ")));
     crun_free(&p);
     /* --master-port names it, in every generation. */
-    RUN(&p, NULL, "-n", "2", "--master-port", "29517", "--max-restarts", "1", probe_path(), "master",
-        "1");
+    RUN(&p, NULL, "-n", "2", "--master-port", "29517", "--max-restarts", "1", crun_probe_path(),
+        "master", "1");
     EXPECT_STATUS(&p, 0);
     ck_assert_int_eq(crun_count(p.obuf, "master ok gen 2 port 29517\n"), 2);
     crun_free(&p);
@@ -526,7 +512,7 @@ START_TEST(workers_start_with_default_signal_dispositions)
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "trap '' INT TERM HUP QUIT PIPE; exec '%s' -n 2 '%s' sigs",
-             launcher_path(), probe_path());
+             crun_launcher_path(), crun_probe_path());
     char *argv[] = {(char *)"/bin/sh", (char *)"-c", cmd, NULL};
     crun_proc p;
     crun_start(&p, argv, NULL);
@@ -539,7 +525,7 @@ END_TEST
 START_TEST(restarts_exhausted_returns_failure)
 {
     crun_proc p;
-    RUN(&p, NULL, "-n", "2", "--max-restarts", "1", probe_path(), "flaky", "0", "5");
+    RUN(&p, NULL, "-n", "2", "--max-restarts", "1", crun_probe_path(), "flaky", "0", "5");
     EXPECT_STATUS(&p, 9);
     ck_assert_int_eq(crun_count(p.obuf, "generation 3"), 0);
     ck_assert_ptr_nonnull(strstr(p.obuf, "[0] generation 2 restart 1\n"));
@@ -595,7 +581,7 @@ START_TEST(usage_errors_exit_2)
         "needs --master", "port 0 is only allowed", "not HOST:PORT", "unknown option",
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char *argv[8] = {launcher_path()};
+        char *argv[8] = {crun_launcher_path()};
         for (int k = 0; cases[i][k]; k++)
             argv[k + 1] = (char *)cases[i][k];
         crun_proc p;
@@ -639,7 +625,7 @@ START_TEST(torchrun_and_mpirun_spellings)
          NULL},
     };
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-        char *argv[16] = {launcher_path()};
+        char *argv[16] = {crun_launcher_path()};
         int k = 1;
         for (int j = 0; ok[i].args[j]; j++)
             argv[k++] = (char *)ok[i].args[j];
@@ -710,7 +696,7 @@ START_TEST(torchrun_and_mpirun_spellings)
         "'-np' needs a value",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char *argv[8] = {launcher_path()};
+        char *argv[8] = {crun_launcher_path()};
         for (int k = 0; bad[i][k]; k++)
             argv[k + 1] = (char *)bad[i][k];
         crun_start(&p, argv, NULL);

@@ -15,21 +15,18 @@
 #define DEADLINE 30000
 #define TOKEN "multinode-test-token-0123456789"
 
-static char *probe_path(void)
-{
-    static char p[1024];
-    snprintf(p, sizeof p, "%s", crun_helper("crun_probe"));
-    return p;
-}
-
-static char *launcher_path(void)
-{
-    static char p[1024];
-    snprintf(p, sizeof p, "%s", cht_tool("cohortrun"));
-    return p;
-}
-
 static const char *const node_env[] = {"COHORT_TOKEN=" TOKEN, NULL};
+
+/* The test's own store server for job (--store: no node hosts one), bound
+ * on port 0 so nothing is chosen ahead; its host:port in addr, its URL in url. */
+static cohort_store_server *ext_store(const char *job, char *addr, size_t alen, char *url,
+                                      size_t ulen)
+{
+    cohort_store_server *srv = cht_store_start(job, TOKEN, addr, alen);
+    ck_assert_ptr_nonnull(srv);
+    snprintf(url, ulen, "tcp://%s", addr);
+    return srv;
+}
 
 /* A fresh job id per launch (the agents must share it). */
 static const char *new_job(void)
@@ -48,7 +45,7 @@ static void start_node(crun_proc *p, int node, const char *master, const char *j
     int k = 0;
     static char nodes[2][8];
     snprintf(nodes[node], sizeof nodes[node], "%d", node);
-    argv[k++] = launcher_path();
+    argv[k++] = crun_launcher_path();
     argv[k++] = "--nnodes";
     argv[k++] = "2";
     argv[k++] = "--node-rank";
@@ -65,7 +62,7 @@ static void start_node(crun_proc *p, int node, const char *master, const char *j
     }
     for (int i = 0; extra && extra[i]; i++)
         argv[k++] = extra[i];
-    argv[k++] = probe_path();
+    argv[k++] = crun_probe_path();
     for (int i = 0; prog[i]; i++)
         argv[k++] = prog[i];
     argv[k] = NULL;
@@ -137,9 +134,7 @@ START_TEST(two_nodes_external_store)
 {
     char addr[64], url[96];
     const char *job = new_job();
-    cohort_store_server *srv = cht_store_start(job, TOKEN, addr, sizeof addr);
-    ck_assert_ptr_nonnull(srv);
-    snprintf(url, sizeof url, "tcp://%s", addr);
+    cohort_store_server *srv = ext_store(job, addr, sizeof addr, url, sizeof url);
     char *extra[] = {"--store", url, NULL};
     char *prog[] = {"env", NULL};
     crun_proc p[2];
@@ -225,9 +220,7 @@ START_TEST(agents_must_agree_on_the_job_shape)
      * starts, so which agent is refused is deterministic. */
     char addr[64], url[96];
     const char *job = new_job();
-    cohort_store_server *srv = cht_store_start(job, TOKEN, addr, sizeof addr);
-    ck_assert_ptr_nonnull(srv);
-    snprintf(url, sizeof url, "tcp://%s", addr);
+    cohort_store_server *srv = ext_store(job, addr, sizeof addr, url, sizeof url);
     char *prog[] = {"env", NULL};
     char *extra0[] = {"--store", url, NULL};
     char *extra1[] = {"--store", url, "--max-restarts", "1", NULL};
@@ -264,9 +257,7 @@ START_TEST(join_reports_progress)
 {
     char addr[64], url[96];
     const char *job = new_job();
-    cohort_store_server *srv = cht_store_start(job, TOKEN, addr, sizeof addr);
-    ck_assert_ptr_nonnull(srv);
-    snprintf(url, sizeof url, "tcp://%s", addr);
+    cohort_store_server *srv = ext_store(job, addr, sizeof addr, url, sizeof url);
     char *prog[] = {"env", NULL};
     char *extra[] = {"--store", url, "--join-timeout-ms", "3500", NULL};
     crun_proc p;
@@ -288,8 +279,8 @@ END_TEST
  * has connected. */
 START_TEST(store_outlives_restarts_and_refuses_stale_generation)
 {
-    char *argv[] = {launcher_path(), "-n", "2", "--max-restarts", "1", probe_path(), "store",
-                    NULL};
+    char *argv[] = {crun_launcher_path(), "-n", "2", "--max-restarts", "1", crun_probe_path(),
+                    "store", NULL};
     crun_proc p;
     crun_start(&p, argv, NULL);
     int st = crun_finish(&p, DEADLINE);
@@ -320,9 +311,10 @@ START_TEST(two_nodes_in_network_namespaces)
         char ns[32], nr[8];
         snprintf(ns, sizeof ns, NS_PREFIX "%d", node);
         snprintf(nr, sizeof nr, "%d", node);
-        char *argv[] = {"/usr/bin/env", "ip", "netns", "exec", ns, launcher_path(), "--nnodes", "2",
-                        "--node-rank", nr, "-n", "2", "--job-id", (char *)job, "--master", master,
-                        "--join-timeout-ms", "20000", probe_path(), "env", NULL};
+        char *argv[] = {"/usr/bin/env", "ip", "netns", "exec", ns, crun_launcher_path(),
+                        "--nnodes", "2", "--node-rank", nr, "-n", "2", "--job-id", (char *)job,
+                        "--master", master, "--join-timeout-ms", "20000", crun_probe_path(), "env",
+                        NULL};
         crun_start(&p[node], argv, node_env);
     }
     int a = crun_finish(&p[0], DEADLINE), b = crun_finish(&p[1], DEADLINE);
