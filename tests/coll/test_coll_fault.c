@@ -27,13 +27,6 @@
 
 enum { N = 4, COUNT = 300 };
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 typedef struct fcase {
     const char *coll; /* public name */
     const char *env;  /* COHORT_ALGO_... variable */
@@ -97,14 +90,14 @@ static int rank_count(int rank, void *arg)
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
     static float a[(COUNT + 1) * N], b[(COUNT + 1) * N];
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     /* a good call first: the mismatch is not the first message ever */
     cohort_status st = issue(g, f->coll, COUNT, a, b);
     if (st == COHORT_OK)
         st = issue(g, f->coll, rank == N - 1 ? COUNT + 1 : COUNT, a, b);
     if (st == COHORT_OK)
         st = cohort_barrier(g);
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     const char *m = cohort_last_error(g);
     RANK_CHECK(st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED, "%s/%s rank %d: %s: %s",
                f->coll, f->algo, rank, cohort_status_name(st), m);
@@ -137,13 +130,13 @@ static int rank_algo_mismatch(int rank, void *arg)
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
     static float a[4096], b[4096];
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = cohort_all_reduce(g, a, b, 4096, COHORT_FLOAT32, COHORT_SUM);
     RANK_CHECK(st == COHORT_ERR_CONTRACT, "rank %d: %s: %s", rank, cohort_status_name(st),
                cohort_last_error(g));
     /* same call, different algorithm: the step numbers tell them apart */
     RANK_CHECK(strstr(cohort_last_error(g), "step"), "rank %d: %s", rank, cohort_last_error(g));
-    RANK_CHECK(now_ms() - t0 < 10000, "took %.0f ms", now_ms() - t0);
+    RANK_CHECK(cht_now_ms() - t0 < 10000, "took %.0f ms", cht_now_ms() - t0);
     cohort_finalize(g);
     return 0;
 }
@@ -166,7 +159,7 @@ static int rank_oom(int rank, void *arg)
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
     static float a[1000], b[1000];
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     /* (rank 1's failure in #2 may abort a slower rank's #1: see rank_count) */
     cohort_status st = cohort_all_reduce(g, a, b, 1000, COHORT_FLOAT32, COHORT_SUM);
     RANK_CHECK(st == COHORT_OK || rank != 1, "rank 1: %s", cohort_last_error(g));
@@ -183,7 +176,7 @@ static int rank_oom(int rank, void *arg)
     if (rank == 1)
         RANK_CHECK(st == COHORT_ERR_NOMEM && strstr(m, "cannot allocate"), "rank 1: %s: %s",
                    cohort_status_name(st), m);
-    RANK_CHECK(now_ms() - t0 < 10000, "rank %d: took %.0f ms", rank, now_ms() - t0);
+    RANK_CHECK(cht_now_ms() - t0 < 10000, "rank %d: took %.0f ms", rank, cht_now_ms() - t0);
     cohort_finalize(g);
     return 0;
 }
@@ -206,7 +199,7 @@ static int rank_exit(int rank, void *arg)
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
     static float a[100000], b[100000];
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     /* The transport watches every connection, so a rank still finishing #1
      * may already see rank 2 gone: #1 or #2 fails, naming rank 2. */
     cohort_status st = cohort_all_reduce(g, a, b, 100000, COHORT_FLOAT32, COHORT_SUM);
@@ -218,7 +211,7 @@ static int rank_exit(int rank, void *arg)
     const char *m = cohort_last_error(g);
     RANK_CHECK(st == COHORT_ERR_PEER_LOST, "rank %d: %s: %s", rank, cohort_status_name(st), m);
     RANK_CHECK(strstr(m, "rank 2"), "rank %d: the dead rank is not named: %s", rank, m);
-    RANK_CHECK(now_ms() - t0 < 10000, "rank %d: took %.0f ms", rank, now_ms() - t0);
+    RANK_CHECK(cht_now_ms() - t0 < 10000, "rank %d: took %.0f ms", rank, cht_now_ms() - t0);
     cohort_finalize(g);
     return 0;
 }
@@ -263,7 +256,7 @@ static int rank_bcast_kill(int rank, void *arg)
         pthread_t t;
         RANK_CHECK(pthread_create(&t, NULL, kill_when_data, buf) == 0, "pthread_create");
     }
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = cohort_broadcast(g, buf, KILL_BYTES, COHORT_UINT8, 0);
     RANK_CHECK(rank != 2, "rank 2 finished the broadcast (%s) before it was killed",
                cohort_status_name(st));
@@ -276,7 +269,7 @@ static int rank_bcast_kill(int rank, void *arg)
     const char *m = cohort_last_error(g);
     RANK_CHECK(st == COHORT_ERR_PEER_LOST, "rank %d: %s: %s", rank, cohort_status_name(st), m);
     RANK_CHECK(strstr(m, "rank 2"), "rank %d: the killed rank is not named: %s", rank, m);
-    RANK_CHECK(now_ms() - t0 < 10000, "rank %d: took %.0f ms", rank, now_ms() - t0);
+    RANK_CHECK(cht_now_ms() - t0 < 10000, "rank %d: took %.0f ms", rank, cht_now_ms() - t0);
     free(buf);
     cohort_finalize(g);
     return 0;

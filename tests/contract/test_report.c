@@ -19,13 +19,6 @@
 
 #define TRAIN "/home/user/src/train.c"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 enum scenario { S_COUNT, S_MISSING, S_P2P, S_EXTRA, S_LARGE };
 
 typedef struct rcase {
@@ -187,9 +180,9 @@ static int rank_main(int rank, void *arg)
         /* A rank that never reports (stuck elsewhere, or dead). */
         return 0;
     }
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     coh_contract_report(g);
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     coh_contract_report(g); /* idempotent */
     fprintf(stderr, "rank %d (%.0f ms): %s\n", rank, dt, g->err.msg);
     RANK_CHECK(!strcmp(g->err.msg, rc->want), "\n got: %s\nwant: %s", g->err.msg, rc->want);
@@ -256,9 +249,9 @@ START_TEST(store_dead)
     cohort_store_set_timeout(g->store, 2000);
     cohort_store_server_stop(srv);
     coh_group_fail(g, COHORT_ERR_CONTRACT, "local message");
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     coh_contract_report(g);
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     const char *want = "local message (no global report: publishing this rank's history "
                        "failed: COHORT_ERR_STORE: ";
     ck_assert_msg(!strncmp(g->err.msg, want, strlen(want)), "%s", g->err.msg);

@@ -18,13 +18,6 @@
 #include "support/support.h"
 #include "util/util.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Starts `cohort-store --listen 127.0.0.1:0 --token-file F`; returns its pid
  * and writes the address (read from its "listening on" line, no sleeps). */
 static pid_t start_store(const char *job, const char *token, char *addr, size_t len)
@@ -78,9 +71,9 @@ static int rank_store_dies(int rank, void *arg)
     }
     /* What needs the store fails clearly, within its timeout. */
     cohort_group *sub = NULL;
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = cohort_split(g, 0, rank, &sub);
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     RANK_CHECK(st == COHORT_ERR_STORE || st == COHORT_ERR_ABORTED, "split after store death: %s: %s",
                cohort_status_name(st), cohort_last_error(g));
     RANK_CHECK(strstr(cohort_last_error(g), "store") != NULL, "%s", cohort_last_error(g));

@@ -12,13 +12,6 @@
 
 #include "support/support.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 typedef struct {
     cohort_group *g;
     cohort_status st;
@@ -50,12 +43,12 @@ static int rank_two_threads(int rank, void *arg)
         pthread_t t;
         RANK_CHECK(pthread_create(&t, NULL, run_a, &a) == 0, "pthread_create");
         usleep(300 * 1000); /* A is inside its call: rank 1 has not joined */
-        double t0 = now_ms();
+        double t0 = cht_now_ms();
         cohort_status st = cohort_barrier_at("train_b.c", 222, g);
         char bmsg[1024];
         snprintf(bmsg, sizeof bmsg, "%s", cohort_last_error(NULL));
         pthread_join(t, NULL);
-        double dt = now_ms() - t0;
+        double dt = cht_now_ms() - t0;
         RANK_CHECK(st == COHORT_ERR_INVALID, "second thread got %s: %s", cohort_status_name(st),
                    bmsg);
         RANK_CHECK(strstr(bmsg, "train_b.c:222") && strstr(bmsg, "train_a.c:111") &&
@@ -67,10 +60,10 @@ static int rank_two_threads(int rank, void *arg)
         RANK_CHECK(dt < 3000, "took %.0f ms", dt);
     } else {
         usleep(1000 * 1000);
-        double t0 = now_ms();
+        double t0 = cht_now_ms();
         cohort_status st = cohort_all_reduce_at("train_a.c", 111, g, x, x, 256, COHORT_FLOAT32,
                                                 COHORT_SUM);
-        double dt = now_ms() - t0;
+        double dt = cht_now_ms() - t0;
         RANK_CHECK(st != COHORT_OK, "peer's call returned OK");
         RANK_CHECK(strstr(cohort_last_error(g), "another thread"), "peer's message: %s",
                    cohort_last_error(g));

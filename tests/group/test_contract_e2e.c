@@ -27,13 +27,6 @@
 #define UNDER_TSAN 0
 #endif
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 enum field { F_COUNT, F_DTYPE_SAMEBYTES, F_REDOP, F_OP, F_ROOT, F_EXTRA, F_SKIP, F_NFIELDS };
 
 typedef struct {
@@ -62,7 +55,7 @@ static int rank_mismatch(int rank, void *arg)
     /* A few good calls first so the seq is not 1. A rank still finishing
      * the last of them when the others detect the mismatch at #4 gets the
      * abort inside it: that call then fails with the same #4 report. */
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = COHORT_OK;
     for (int i = 0; i < 3 && st == COHORT_OK; i++)
         st = cohort_all_reduce(g, f, out, 16, COHORT_FLOAT32, COHORT_SUM);
@@ -113,7 +106,7 @@ static int rank_mismatch(int rank, void *arg)
     default:
         break;
     }
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     const char *m = cohort_last_error(g);
     fprintf(stderr, "rank %d: %s: %s\n", rank, cohort_status_name(st), m);
     RANK_CHECK(st == COHORT_ERR_CONTRACT, "got %s: %s", cohort_status_name(st), m);
@@ -171,7 +164,7 @@ static int rank_two_roots(int rank, void *arg)
     /* As in rank_mismatch: a slow rank still in the last warm-up call when
      * the others detect the mismatch at #4 gets the abort inside it, and
      * that call fails with the same report of broadcast #4. */
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = COHORT_OK;
     for (int i = 0; i < 3 && st == COHORT_OK; i++)
         st = cohort_all_reduce(g, f, f + 512, 16, COHORT_FLOAT32, COHORT_MAX);
@@ -179,7 +172,7 @@ static int rank_two_roots(int rank, void *arg)
                cohort_status_name(st), cohort_last_error(g));
     char where[32] = "a warm-up all_reduce";
     if (st == COHORT_OK) {
-        t0 = now_ms();
+        t0 = cht_now_ms();
         snprintf(where, sizeof where, "broadcast");
         st = cohort_broadcast(g, f, 1024, COHORT_FLOAT32, rank == 3 ? 3 : 0);
     }
@@ -192,7 +185,7 @@ static int rank_two_roots(int rank, void *arg)
         st = cohort_finalize(g);
         g = NULL;
     }
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     const char *m = g ? cohort_last_error(g) : cohort_last_error(NULL);
     fprintf(stderr, "rank %d: %s in %s after %.0f ms: %s\n", rank, cohort_status_name(st), where,
             dt, m);
@@ -263,9 +256,9 @@ static int rank_late_finalize(int rank, void *arg)
         struct timespec ts = {3, 0}; /* the lateness is what is tested */
         nanosleep(&ts, NULL);
     }
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = cohort_finalize(g);
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     fprintf(stderr, "rank %d: finalize %s after %.0f ms: %s\n", rank, cohort_status_name(st), dt,
             st ? cohort_last_error(NULL) : "");
     RANK_CHECK(st == COHORT_OK, "finalize: %s: %s", cohort_status_name(st),
@@ -300,9 +293,9 @@ static int rank_late_mismatch(int rank, void *arg)
     static float f[1024], out[1024];
     RANK_PASS(cohort_all_reduce(g, f, out, 16, COHORT_FLOAT32, COHORT_SUM), g);
     if (rank == 3) {
-        double t0 = now_ms(), bound = 10000 * cht_time_scale();
+        double t0 = cht_now_ms(), bound = 10000 * cht_time_scale();
         while (!coh_group_poisoned(g)) {
-            RANK_CHECK(now_ms() - t0 < bound, "ranks 0-2 did not fail the call in %.0f ms",
+            RANK_CHECK(cht_now_ms() - t0 < bound, "ranks 0-2 did not fail the call in %.0f ms",
                        bound);
             struct timespec ts = {0, 2000000};
             nanosleep(&ts, NULL);
@@ -387,7 +380,7 @@ static int rank_frozen(int rank, void *arg)
         raise(SIGSTOP); /* resumed by the test process once the others are done */
         /* Back after the others timed out: the group is poisoned, and the
          * next call says so at once instead of waiting for ranks that left. */
-        double t1 = now_ms();
+        double t1 = cht_now_ms();
         float x = 1, y;
         /* Its pending call may still complete if every message it needs was
          * sent before the others gave up (the data is then right); the
@@ -398,15 +391,16 @@ static int rank_frozen(int rank, void *arg)
             st = cohort_all_reduce(g, &x, &y, 1, COHORT_FLOAT32, COHORT_SUM);
         }
         RANK_CHECK(st != COHORT_OK, "a resumed rank completed a collective with departed peers");
-        RANK_CHECK(now_ms() - t1 < 5000, "resumed rank took %.0f ms to fail", now_ms() - t1);
+        RANK_CHECK(cht_now_ms() - t1 < 5000, "resumed rank took %.0f ms to fail",
+                   cht_now_ms() - t1);
         fprintf(stderr, "resumed rank 2: %s: %s\n", cohort_status_name(st), cohort_last_error(g));
         cohort_finalize(g);
         return 0;
     }
     float x = 1, y;
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = cohort_all_reduce(g, &x, &y, 1, COHORT_FLOAT32, COHORT_SUM);
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     RANK_CHECK(st == COHORT_ERR_TIMEOUT || st == COHORT_ERR_ABORTED, "got %s: %s",
                cohort_status_name(st), cohort_last_error(g));
     RANK_CHECK(strstr(cohort_last_error(g), "rank 2"), "%s", cohort_last_error(g));

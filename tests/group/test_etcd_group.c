@@ -10,13 +10,6 @@
 #include "store_etcd/etcd_harness.h"
 #include "support/support.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static int rank_frozen(int rank, void *arg)
 {
     (void)arg;
@@ -31,9 +24,9 @@ static int rank_frozen(int rank, void *arg)
         cohort_finalize(g);
         return 0;
     }
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = cohort_all_reduce(g, &x, &y, 1, COHORT_INT32, COHORT_SUM);
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), dt,
             cohort_last_error(g));
     RANK_CHECK(st == COHORT_ERR_PEER_LOST, "got %s: %s", cohort_status_name(st),

@@ -12,13 +12,6 @@
 
 #include "support/support.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ---- init, collectives, finalize ---- */
 
 static int rank_basic(int rank, void *arg)
@@ -162,10 +155,10 @@ static int rank_abort(int rank, void *arg)
     if (rank == 0) {
         pthread_t th;
         pthread_create(&th, NULL, aborter, g);
-        double t0 = now_ms();
+        double t0 = cht_now_ms();
         int32_t x;
         cohort_status st = cohort_recv(g, &x, 1, COHORT_INT32, 1, 99); /* never sent */
-        double dt = now_ms() - t0;
+        double dt = cht_now_ms() - t0;
         pthread_join(th, NULL);
         RANK_CHECK(st == COHORT_ERR_ABORTED, "recv returned %s: %s", cohort_status_name(st),
                    cohort_last_error(g));
@@ -175,10 +168,10 @@ static int rank_abort(int rank, void *arg)
     /* Every rank: the abort reaches it through the store; later calls fail at once. */
     int32_t y = 0;
     cohort_status st;
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     do {
         st = cohort_all_reduce(g, &y, &y, 1, COHORT_INT32, COHORT_SUM);
-    } while (st == COHORT_OK && now_ms() - t0 < 5000);
+    } while (st == COHORT_OK && cht_now_ms() - t0 < 5000);
     RANK_CHECK(st == COHORT_ERR_ABORTED, "after abort: %s", cohort_status_name(st));
     st = cohort_barrier(g);
     RANK_CHECK(st == COHORT_ERR_ABORTED, "poisoned: %s", cohort_status_name(st));
@@ -216,11 +209,11 @@ static int rank_exit(int rank, void *arg)
             raise(SIGKILL);
         _exit(0);
     }
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = st0;
     for (int i = 0; i < 1000 && st == COHORT_OK; i++)
         st = cohort_all_reduce(g, big, big, 1 << 20, COHORT_FLOAT32, COHORT_SUM);
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     RANK_CHECK(st == COHORT_ERR_PEER_LOST, "got %s: %s", cohort_status_name(st),
                cohort_last_error(g));
     RANK_CHECK(strstr(cohort_last_error(g), "rank 2"), "does not name rank 2: %s",

@@ -13,13 +13,6 @@
 
 #include "support/support.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static char tmpdir[256];
 
 /* Sends this rank's stderr to <tmpdir>/rank<r>.err. */
@@ -72,9 +65,9 @@ static int rank_world_size(int rank, void *arg)
     if (rank == odd)
         setenv("WORLD_SIZE", "4", 1);
     cohort_group *g = (cohort_group *)&g;
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = cohort_init(&g);
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     const char *m = cohort_last_error(NULL);
     fprintf(stderr, "rank %d: %s\n", rank, m); /* kept in the capture for a human */
     RANK_CHECK(st == COHORT_ERR_INVALID, "rank %d: %s: %s", rank, cohort_status_name(st), m);
@@ -245,7 +238,7 @@ static int rank_early_finalize(int rank, void *arg)
     RANK_PASS(cohort_init(&g), NULL);
     RANK_PASS(cohort_barrier(g), g);
     float x[64] = {0};
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     char m[4096];
     cohort_status st;
     if (rank == 1) {
@@ -257,7 +250,7 @@ static int rank_early_finalize(int rank, void *arg)
         snprintf(m, sizeof m, "%s", cohort_last_error(g));
         cohort_finalize(g);
     }
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     fprintf(stderr, "rank %d (%.0f ms): %s: %s\n", rank, dt, cohort_status_name(st), m);
     RANK_CHECK(st == COHORT_ERR_CONTRACT, "rank %d: %s: %s", rank, cohort_status_name(st), m);
     RANK_CHECK(strstr(m, "all_reduce #2") && strstr(m, "train.c:88") && strstr(m, "finalize") &&
@@ -275,7 +268,7 @@ static int rank_finalize_p2p(int rank, void *arg)
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
     float x[16] = {0};
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     char m[4096];
     cohort_status st;
     if (rank == 1) {
@@ -286,13 +279,13 @@ static int rank_finalize_p2p(int rank, void *arg)
         snprintf(m, sizeof m, "%s", cohort_last_error(NULL));
     } else {
         usleep(400 * 1000); /* rank 1 has finalized: its message is here */
-        t0 = now_ms();
+        t0 = cht_now_ms();
         RANK_PASS(cohort_recv(g, x, 16, COHORT_FLOAT32, 1, 7), g);
         st = cohort_recv_at("pipe.c", 40, g, x, 16, COHORT_FLOAT32, 1, 7);
         snprintf(m, sizeof m, "%s", cohort_last_error(g));
         cohort_finalize(g);
     }
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     RANK_CHECK(st == COHORT_ERR_CONTRACT, "rank %d: %s: %s", rank, cohort_status_name(st), m);
     RANK_CHECK(strstr(m, "recv #2 (pipe.c:40) from rank 1 (tag 7): rank 1 left the group "
                          "(called cohort_finalize"),

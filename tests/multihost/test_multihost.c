@@ -31,13 +31,6 @@ static void setup(void)
 
 static void teardown(void) { cht_netns_destroy(PREFIX, HOSTS); }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Deterministic integer inputs: exact checks. */
 static int32_t val(int rank, size_t i) { return (int32_t)((rank + 1) * 1000 + (int)(i % 97)); }
 
@@ -154,11 +147,11 @@ static int rank_partition(int rank, void *arg)
     RANK_PASS(cohort_all_reduce(g, &x, &y, 1, COHORT_INT32, COHORT_SUM), g);
     if (rank == 0)
         cht_netns_link(PREFIX, 2, 1); /* host 2 cut off (rank 0 runs as root) */
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = COHORT_OK;
     for (int i = 0; i < 100000 && st == COHORT_OK; i++)
         st = cohort_all_reduce(g, &x, &y, 1, COHORT_INT32, COHORT_SUM);
-    double dt = now_ms() - t0;
+    double dt = cht_now_ms() - t0;
     fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), dt,
             cohort_last_error(g));
     RANK_CHECK(st == COHORT_ERR_TIMEOUT || st == COHORT_ERR_PEER_LOST ||

@@ -30,13 +30,6 @@
 static eh_cluster C;
 static char ADDR[700];
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* ---- asserts with the store's own error detail ---- */
 
 #define ST_EXPECT(expr, want, s)                                                                   \
@@ -118,7 +111,7 @@ static int join(pid_t p, double deadline)
         pid_t r = waitpid(p, &st, WNOHANG);
         if (r == p)
             return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        if (now_ms() > deadline) {
+        if (cht_now_ms() > deadline) {
             kill(p, SIGKILL);
             waitpid(p, NULL, 0);
             return -1;
@@ -150,7 +143,7 @@ __attribute__((unused)) static double wait_deleted(const char *job, const char *
 {
     coh_err err = {0};
     coh_etcd *e = NULL;
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     cohort_status st = coh_etcd_open(&e, ADDR, job, tok, 0, 3000, &err);
     ck_assert_msg(st == COHORT_OK, "open: %s", err.msg);
     char full[512];
@@ -185,7 +178,7 @@ __attribute__((unused)) static double wait_deleted(const char *job, const char *
     json_decref(b);
     json_decref(r);
     coh_etcd_close(e);
-    return present ? -1 : now_ms() - t0;
+    return present ? -1 : cht_now_ms() - t0;
 }
 
 #ifndef ETCD_FAULTS
@@ -403,11 +396,11 @@ START_TEST(test_wait_does_not_poll)
     cohort_store *s = conn(ADDR, JOB, TOK);
     ST_PASS(cohort_store_sets(s, "warm", "1"), s);
     double r0 = eh_metric(&C, 0, "grpc_server_started_total", "etcdserverpb.KV", NULL);
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     void *v = NULL;
     size_t vl = 0;
     ST_EXPECT(cohort_store_get(s, "never", 5, &v, &vl, 1500), COHORT_ERR_TIMEOUT, s);
-    double el = now_ms() - t0;
+    double el = cht_now_ms() - t0;
     double r1 = eh_metric(&C, 0, "grpc_server_started_total", "etcdserverpb.KV", NULL);
     ck_assert_msg(r0 >= 0 && r1 >= 0, "metrics unreadable");
     ck_assert_msg(r1 - r0 <= 2, "a 1.5 s wait sent %.0f KV requests", r1 - r0);
@@ -426,11 +419,11 @@ static int waiter_client(int idx, void *arg)
     C_PASS(cohort_store_connect(&s, ADDR, JOB, TOK, 5000), NULL);
     C_PASS(cohort_store_sets(s, "stage/get", "1"), s);
     char *v = NULL;
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     C_PASS(cohort_store_gets(s, "go", &v, 10000), s);
     RANK_CHECK(!strcmp(v, "now"), "go = %s", v);
     free(v);
-    RANK_CHECK(now_ms() - t0 < 5000, "get woke after %.0f ms", now_ms() - t0);
+    RANK_CHECK(cht_now_ms() - t0 < 5000, "get woke after %.0f ms", cht_now_ms() - t0);
 
     const void *w[2] = {"w1", "w2"};
     size_t wl[2] = {2, 2};
@@ -503,7 +496,7 @@ START_TEST(test_waits_woken)
         snprintf(k, sizeof k, "many/%02dx", i);
         ST_PASS(cohort_store_sets(s, k, "."), s);
     }
-    ck_assert_int_eq(join(p, now_ms() + 20000), 0);
+    ck_assert_int_eq(join(p, cht_now_ms() + 20000), 0);
     expect_str(s, "stage/done", "1");
     cohort_store_close(s);
     eh_stop(&C);
@@ -520,7 +513,7 @@ START_TEST(test_timeouts)
     size_t vl[2];
     int which;
     for (int op = 0; op < 5; op++) {
-        double t0 = now_ms();
+        double t0 = cht_now_ms();
         cohort_status st;
         switch (op) {
         case 0: st = cohort_store_get(s, k[0], kl[0], &v[0], &vl[0], 400); break;
@@ -529,16 +522,16 @@ START_TEST(test_timeouts)
         case 3: st = cohort_store_multi_get(s, k, kl, 2, v, vl, 400); break;
         default: st = cohort_store_barrier(s, "bar", 2, 400); break;
         }
-        double el = now_ms() - t0;
+        double el = cht_now_ms() - t0;
         ck_assert_msg(st == COHORT_ERR_TIMEOUT, "op %d: %s (%s)", op, cohort_status_name(st),
                       cohort_store_last_error(s));
         ck_assert_msg(el >= 395 && el < 1900, "op %d timed out after %.0f ms", op, el);
     }
     /* The default timeout of the handle applies to waits without one. */
     cohort_store_set_timeout(s, 300);
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     ST_EXPECT(cohort_store_get(s, "t1", 2, &v[0], &vl[0], -1), COHORT_ERR_TIMEOUT, s);
-    ck_assert(now_ms() - t0 < 1800);
+    ck_assert(cht_now_ms() - t0 < 1800);
     cohort_store_close(s);
     eh_stop(&C);
 }
@@ -577,7 +570,7 @@ START_TEST(test_concurrent_add_append_barrier)
     for (int i = 0; i < NCLI; i++)
         p[i] = spawn(adder_client, i, NULL);
     for (int i = 0; i < NCLI; i++)
-        ck_assert_msg(join(p[i], now_ms() + 60000) == 0, "client %d failed", i);
+        ck_assert_msg(join(p[i], cht_now_ms() + 60000) == 0, "client %d failed", i);
     cohort_store *s = conn(ADDR, JOB, TOK);
     expect_str(s, "ctr", "160");
     /* every add result 1..160 seen exactly once */
@@ -954,7 +947,7 @@ static int fo_client(int idx, void *arg)
     cohort_store_set_timeout(s, 30000);
     double slowest = 0;
     for (int it = 0; it < FO_ITERS; it++) {
-        double t0 = now_ms();
+        double t0 = cht_now_ms();
         char k[32], peer[32];
         int64_t r;
         C_PASS(cohort_store_add(s, "ctr", 3, 1, &r), s);
@@ -973,8 +966,8 @@ static int fo_client(int idx, void *arg)
             snprintf(k, sizeof k, "progress/%d", idx);
             C_PASS(cohort_store_sets(s, k, "1"), s);
         }
-        if (now_ms() - t0 > slowest)
-            slowest = now_ms() - t0;
+        if (cht_now_ms() - t0 > slowest)
+            slowest = cht_now_ms() - t0;
     }
     fprintf(stderr, "failover client %d: slowest iteration %.0f ms\n", idx, slowest);
     cohort_store_close(s);
@@ -998,13 +991,13 @@ static void failover_run(int sig)
     const void *pk[3] = {"progress/0", "progress/1", "progress/2"};
     size_t pl[3] = {10, 10, 10};
     ST_PASS(cohort_store_wait(s, pk, pl, 3, 30000), s);
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     eh_signal(&C, 0, sig);
     for (int i = 0; i < 3; i++) {
-        int rc = join(p[i], now_ms() + 60000);
+        int rc = join(p[i], cht_now_ms() + 60000);
         ck_assert_msg(rc == 0, "client %d: exit %d after member 0 got signal %d", i, rc, sig);
     }
-    double el = now_ms() - t0;
+    double el = cht_now_ms() - t0;
     /* No add lost, none applied twice across the failover. */
     char want[16];
     snprintf(want, sizeof want, "%d", 3 * FO_ITERS);
@@ -1030,9 +1023,9 @@ START_TEST(test_dead_cluster)
     char addr[128];
     snprintf(addr, sizeof addr, "etcd://127.0.0.1:%d/cohort", port);
     cohort_store *s = NULL;
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     ck_assert_int_eq(cohort_store_connect(&s, addr, JOB, TOK, 800), COHORT_ERR_STORE);
-    double el = now_ms() - t0;
+    double el = cht_now_ms() - t0;
     ck_assert_msg(el >= 780 && el < 2000, "connect gave up after %.0f ms", el);
     char ep[64];
     snprintf(ep, sizeof ep, "127.0.0.1:%d", port);
@@ -1046,7 +1039,7 @@ START_TEST(test_dead_cluster)
     eh_signal(&C, 0, SIGKILL);
     cohort_store_set_timeout(s, 700);
     for (int op = 0; op < 4; op++) {
-        t0 = now_ms();
+        t0 = cht_now_ms();
         cohort_status st;
         void *v;
         size_t vl;
@@ -1059,7 +1052,7 @@ START_TEST(test_dead_cluster)
         case 2: st = cohort_store_add(s, "n", 1, 1, &r); break;
         default: st = cohort_store_wait(s, k, kl, 1, 700); break;
         }
-        el = now_ms() - t0;
+        el = cht_now_ms() - t0;
         ck_assert_msg(st == COHORT_ERR_STORE, "op %d: %s: %s", op, cohort_status_name(st),
                       cohort_store_last_error(s));
         ck_assert_msg(el < 2200, "op %d took %.0f ms", op, el);
@@ -1098,7 +1091,7 @@ START_TEST(test_restart_during_wait)
     s = conn(ADDR, JOB, TOK);
     expect_str(s, "waiting", "1"); /* acknowledged writes survived */
     ST_PASS(cohort_store_sets(s, "late", "here"), s);
-    ck_assert_int_eq(join(p, now_ms() + 25000), 0);
+    ck_assert_int_eq(join(p, cht_now_ms() + 25000), 0);
     cohort_store_close(s);
     eh_stop(&C);
 }

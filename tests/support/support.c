@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_ms(void)
+double cht_now_ms(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -153,7 +153,7 @@ int cht_spawn(int n, int deadline_ms, int resume_stopped, int (*child)(int, void
         return -1;
     fflush(NULL);
     pid_t pids[64];
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     for (int r = 0; r < n; r++) {
         pid_t p = fork();
         if (p < 0) {
@@ -174,7 +174,7 @@ int cht_spawn(int n, int deadline_ms, int resume_stopped, int (*child)(int, void
     }
     if (parent)
         res->parent = parent(arg);
-    double t_wait = now_ms(); /* the deadline counts from here */
+    double t_wait = cht_now_ms(); /* the deadline counts from here */
     double deadline = deadline_ms > 0 ? deadline_ms : 60000;
     int left = n;
     int done[64] = {0}, stopped[64] = {0}, resumed = 0;
@@ -207,7 +207,7 @@ int cht_spawn(int n, int deadline_ms, int resume_stopped, int (*child)(int, void
                 }
             continue;
         }
-        if (now_ms() - t_wait > deadline) {
+        if (cht_now_ms() - t_wait > deadline) {
             for (int r = 0; r < n; r++)
                 if (!done[r]) {
                     res->hung[r] = 1;
@@ -220,7 +220,7 @@ int cht_spawn(int n, int deadline_ms, int resume_stopped, int (*child)(int, void
         struct timespec ts = {0, 2 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    res->elapsed_ms = now_ms() - t0;
+    res->elapsed_ms = cht_now_ms() - t0;
     for (int r = 0; r < n; r++)
         if (res->status[r] || res->hung[r])
             return 1;
@@ -286,7 +286,8 @@ int cht_run_ranks(const cht_opts *o, int (*fn)(int, void *), void *arg, cht_resu
         return -1;
     res->n = n;
     char job[64], token[65];
-    snprintf(job, sizeof job, "test-%d-%ld", (int)getpid(), (long)(now_ms() * 1000) % 1000000000);
+    snprintf(job, sizeof job, "test-%d-%ld", (int)getpid(),
+             (long)(cht_now_ms() * 1000) % 1000000000);
     unsigned char rnd[16];
     FILE *ur = fopen("/dev/urandom", "rb");
     if (!ur || fread(rnd, 1, sizeof rnd, ur) != sizeof rnd) {

@@ -161,6 +161,8 @@ double cht_value(int rank, size_t i);
 
 /* Path to a built tool ("cohortrun") from COHORT_BUILD_DIR. */
 const char *cht_tool(const char *name);
+/* CLOCK_MONOTONIC in milliseconds: deadlines and elapsed times in tests. */
+double cht_now_ms(void);
 
 /* Counts /dev/shm entries and open fds of this process (leak checks). */
 int cht_count_dev_shm(void);

@@ -39,13 +39,6 @@
 
 #define TOOL_DEADLINE_MS 45000
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
@@ -85,7 +78,7 @@ static void run_tool(char *const argv[], run_out *r)
         _exit(127);
     }
     setpgid(pid, pid);
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     int st = 0;
     r->status = -1;
     for (;;) {
@@ -94,7 +87,7 @@ static void run_tool(char *const argv[], run_out *r)
             r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
             break;
         }
-        if (now_ms() - t0 > TOOL_DEADLINE_MS) {
+        if (cht_now_ms() - t0 > TOOL_DEADLINE_MS) {
             kill(-pid, SIGKILL);
             waitpid(pid, &st, 0);
             break;

@@ -27,13 +27,6 @@ static void rm_dir(const char *d)
         fprintf(stderr, "could not remove %s\n", d);
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* Runs cohort-trace on dir; returns its exit code, stdout into out. */
 static int run_tool(const char *d, char *out, size_t len)
 {
@@ -94,10 +87,10 @@ END_TEST
 /* Waits (bounded) until path exists; returns 1 if it does. */
 static int wait_file(const char *path, double ms)
 {
-    double t0 = now_ms();
+    double t0 = cht_now_ms();
     struct stat sb;
     while (stat(path, &sb) != 0) {
-        if (now_ms() - t0 > ms)
+        if (cht_now_ms() - t0 > ms)
             return 0;
         struct timespec ts = {0, 20 * 1000 * 1000}; /* polling a file, not synchronising */
         nanosleep(&ts, NULL);
