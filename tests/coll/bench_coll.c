@@ -30,12 +30,6 @@ static double now_us(void)
     return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static cohort_status once(cohort_group *g, float *a, float *b, size_t count)
 {
     if (!strcmp(coll, "all_reduce"))
@@ -95,7 +89,7 @@ static int rank_bench(int rank, void *arg)
                 go = flag;
             }
         }
-        qsort(t, (size_t)it, sizeof t[0], cmp_d);
+        qsort(t, (size_t)it, sizeof t[0], cht_cmp_double);
         if (rank == 0) {
             double p50 = t[it / 2], bytes = (double)count * 4;
             printf("%-14s n=%d %10zu B  iters %6d  p50 %9.1f us  p99 %9.1f us  max %9.1f us  "

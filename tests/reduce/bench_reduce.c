@@ -16,18 +16,13 @@
 
 #include "cohort.h"
 #include "reduce/reduce.h"
+#include "support/support.h"
 
 static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 /* Rate (GB/s) of fn over bytes: batches of reps calls, 9 batches. */
@@ -75,7 +70,7 @@ static void measure(const char *label, size_t bytes, cohort_dtype dt, cohort_op 
         double t = now_s() - t0;
         rates[b] = (double)bytes * reps / t / 1e9;
     }
-    qsort(rates, 9, sizeof rates[0], cmp_d);
+    qsort(rates, 9, sizeof rates[0], cht_cmp_double);
     printf("%-18s %8zu KiB  median %6.2f GB/s  best %6.2f GB/s\n", label, bytes >> 10, rates[4],
            rates[8]);
     free(io);

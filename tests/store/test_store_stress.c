@@ -237,12 +237,6 @@ static void *att_append(void *arg)
 
 static void *att_none(void *arg) { return arg; }
 
-static int cmp_d(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 START_TEST(good_job_beside_every_attack)
 {
     char errpath[64];
@@ -312,7 +306,7 @@ START_TEST(good_job_beside_every_attack)
     atomic_store(&stop, 1);
     for (int i = 0; i < NATT; i++)
         pthread_join(th[i], NULL);
-    qsort(lat, (size_t)nops, sizeof *lat, cmp_d);
+    qsort(lat, (size_t)nops, sizeof *lat, cht_cmp_double);
     double p50 = lat[nops / 2], p99 = lat[nops * 99 / 100], mx = lat[nops - 1];
     fprintf(stderr,
             "store stress: good job %d ops beside %d attacks: p50 %.2f ms p99 %.2f ms max %.1f "

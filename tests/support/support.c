@@ -25,6 +25,12 @@ double cht_now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+int cht_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
 const char *const cht_transports[CHT_N_TRANSPORTS] = {"auto", "tcp"};
 
 int cht_run_suite(Suite *s)

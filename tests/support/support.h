@@ -163,6 +163,8 @@ double cht_value(int rank, size_t i);
 const char *cht_tool(const char *name);
 /* CLOCK_MONOTONIC in milliseconds: deadlines and elapsed times in tests. */
 double cht_now_ms(void);
+/* qsort's comparison for doubles (times to take percentiles of). */
+int cht_cmp_double(const void *a, const void *b);
 
 /* Counts /dev/shm entries and open fds of this process (leak checks). */
 int cht_count_dev_shm(void);
