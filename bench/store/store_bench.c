@@ -179,9 +179,17 @@ typedef struct tp_res {
     int nlat;
 } tp_res;
 
-static void tp_child(int cid, const char *op, size_t vsize, double duration, int fd_ready,
-                     int fd_go, int fd_out)
+typedef struct tp_args {
+    const char *op;
+    size_t vsize;
+    double duration;
+} tp_args;
+
+static void tp_child(int cid, const void *arg, int fd_ready, int fd_go, int fd_out)
 {
+    const char *op = ((const tp_args *)arg)->op;
+    size_t vsize = ((const tp_args *)arg)->vsize;
+    double duration = ((const tp_args *)arg)->duration;
     cohort_store *s = client();
     char *val = malloc(vsize ? vsize : 1);
     for (size_t i = 0; i < vsize; i++)
@@ -258,36 +266,74 @@ static int read_full(int fd, void *p, size_t n)
     return 0;
 }
 
-static void run_tp(int nc, const char *op, size_t vsize, double duration)
+/* nc client processes, each with its own result pipe (outs[i]) and all
+ * with one ready and one go pipe: client i runs child(i, arg, fd_ready,
+ * fd_go, fd_out), which writes a byte to fd_ready, waits for fd_go to close,
+ * writes its results and _exits. clients_start returns once every client is
+ * ready; clients_go starts them all at once; clients_end reaps and frees. */
+typedef struct clients {
+    int n, rp[2], gp[2], *outs;
+    pid_t *kids;
+} clients;
+
+static void clients_start(clients *c, int nc, void (*child)(int, const void *, int, int, int),
+                          const void *arg)
 {
-    server_start();
-    int rp[2], gp[2];
-    if (pipe(rp) || pipe(gp))
+    c->n = nc;
+    if (pipe(c->rp) || pipe(c->gp))
         die("pipe", strerror(errno));
-    int *outs = calloc((size_t)nc, sizeof *outs);
-    pid_t *kids = calloc((size_t)nc, sizeof *kids);
+    c->outs = calloc((size_t)nc, sizeof *c->outs);
+    c->kids = calloc((size_t)nc, sizeof *c->kids);
     fflush(NULL);
     for (int i = 0; i < nc; i++) {
         int op_[2];
         if (pipe(op_))
             die("pipe", strerror(errno));
-        kids[i] = fork();
-        if (kids[i] == 0) {
+        c->kids[i] = fork();
+        if (c->kids[i] < 0)
+            die("fork", strerror(errno));
+        if (c->kids[i] == 0) {
             close(op_[0]);
-            close(gp[1]);
-            tp_child(i, op, vsize, duration, rp[1], gp[0], op_[1]);
+            close(c->gp[1]);
+            child(i, arg, c->rp[1], c->gp[0], op_[1]);
         }
         close(op_[1]);
-        outs[i] = op_[0];
+        c->outs[i] = op_[0];
     }
     for (int i = 0; i < nc; i++) {
         char b;
-        if (read(rp[0], &b, 1) != 1)
+        if (read(c->rp[0], &b, 1) != 1)
             die("ready", "a client failed to start");
     }
+}
+
+static void clients_go(clients *c)
+{
+    close(c->gp[1]); /* every child's read() returns */
+}
+
+static void clients_end(clients *c)
+{
+    for (int i = 0; i < c->n; i++) {
+        waitpid(c->kids[i], NULL, 0);
+        close(c->outs[i]);
+    }
+    free(c->outs);
+    free(c->kids);
+    close(c->rp[0]);
+    close(c->rp[1]);
+    close(c->gp[0]);
+}
+
+static void run_tp(int nc, const char *op, size_t vsize, double duration)
+{
+    server_start();
+    clients c;
+    clients_start(&c, nc, tp_child, &(tp_args){op, vsize, duration});
+    int *outs = c.outs;
     double srv_cpu0 = proc_cpu_s(server_pid);
     double kid_cpu0 = children_cpu_s();
-    close(gp[1]); /* go: every child's read() returns */
+    clients_go(&c);
     long total = 0;
     double wall = 0;
     double *lats = malloc((size_t)nc * MAXLAT * sizeof *lats);
@@ -300,11 +346,9 @@ static void run_tp(int nc, const char *op, size_t vsize, double duration)
         total += r.ops;
         if (r.elapsed > wall)
             wall = r.elapsed;
-        close(outs[i]);
     }
     double srv_cpu = proc_cpu_s(server_pid) - srv_cpu0;
-    for (int i = 0; i < nc; i++)
-        waitpid(kids[i], NULL, 0);
+    clients_end(&c);
     /* children's CPU includes their connect and preset before "go" (small) */
     double kid_cpu = children_cpu_s() - kid_cpu0;
     long rss = server_rss_kb();
@@ -319,11 +363,6 @@ static void run_tp(int nc, const char *op, size_t vsize, double duration)
            srv_cpu * 1e6 / (double)total, kid_cpu * 1e6 / (double)total);
     fflush(stdout);
     free(lats);
-    free(outs);
-    free(kids);
-    close(rp[0]);
-    close(rp[1]);
-    close(gp[0]);
 }
 
 static void usage(void);
@@ -375,12 +414,6 @@ static void rd_child(int n, int round, int pre, int fd_ready, int fd_go, int fd_
     if (read(fd_hold, &b, 1) < 0)
         _exit(4);
     _exit(0);
-}
-
-static int cmpi(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 static void run_rdzv(int n, int rounds, int pre)
@@ -454,7 +487,7 @@ static void run_rdzv(int n, int rounds, int pre)
     server_stop();
     double sorted[64];
     memcpy(sorted, done, (size_t)rounds * sizeof *done);
-    qsort(sorted, (size_t)rounds, sizeof *sorted, cmpi);
+    qsort(sorted, (size_t)rounds, sizeof *sorted, cmpd);
     double med = rounds % 2 ? sorted[rounds / 2]
                             : (sorted[rounds / 2 - 1] + sorted[rounds / 2]) / 2;
     printf("{\"impl\": \"cohort\", \"kind\": \"rdzv\", \"clients\": %d, \"mode\": \"%s\", "
@@ -471,8 +504,9 @@ static void run_rdzv(int n, int rounds, int pre)
 
 /* ---- partial frame held by one connection ---- */
 
-static void stall_child(int cid, double phase, int fd_ready, int fd_go, int fd_out)
+static void stall_child(int cid, const void *arg, int fd_ready, int fd_go, int fd_out)
 {
+    double phase = *(const double *)arg;
     cohort_store *s = client();
     char k[32];
     snprintf(k, sizeof k, "s%d", cid);
@@ -514,30 +548,9 @@ static void stall_child(int cid, double phase, int fd_ready, int fd_go, int fd_o
 static void run_stall(int nc, double phase)
 {
     server_start();
-    int rp[2], gp[2];
-    if (pipe(rp) || pipe(gp))
-        die("pipe", strerror(errno));
-    int *outs = calloc((size_t)nc, sizeof *outs);
-    pid_t *kids = calloc((size_t)nc, sizeof *kids);
-    fflush(NULL);
-    for (int i = 0; i < nc; i++) {
-        int op_[2];
-        if (pipe(op_))
-            die("pipe", strerror(errno));
-        kids[i] = fork();
-        if (kids[i] == 0) {
-            close(op_[0]);
-            close(gp[1]);
-            stall_child(i, phase, rp[1], gp[0], op_[1]);
-        }
-        close(op_[1]);
-        outs[i] = op_[0];
-    }
-    for (int i = 0; i < nc; i++) {
-        char b;
-        if (read(rp[0], &b, 1) != 1)
-            die("ready", "client failed");
-    }
+    clients c;
+    clients_start(&c, nc, stall_child, &phase);
+    int *outs = c.outs;
     /* The staller sends 10 bytes of a 12-byte header and holds them: the
      * server cannot even tell who it is yet. */
     int port = atoi(strrchr(server_addr, ':') + 1);
@@ -545,7 +558,7 @@ static void run_stall(int nc, double phase)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     double t_go = now_s();
-    close(gp[1]);
+    clients_go(&c);
     struct timespec ts = {(time_t)phase, (long)((phase - (double)(time_t)phase) * 1e9)};
     nanosleep(&ts, NULL);
     if (connect(sfd, (struct sockaddr *)&a, sizeof a) < 0)
@@ -568,8 +581,7 @@ static void run_stall(int nc, double phase)
             ops[ph] += r.ops;
         }
     (void)t_go;
-    for (int i = 0; i < nc; i++)
-        waitpid(kids[i], NULL, 0);
+    clients_end(&c);
     close(sfd);
     server_stop();
     for (int ph = 0; ph < 2; ph++) {
