@@ -263,6 +263,31 @@ COHORT_API cohort_status cohort_work_test(cohort_work *w, int *done);
 /* Frees a finished work handle; a pending one is waited for first. NULL ok. */
 COHORT_API void cohort_work_free(cohort_work *w);
 
+/* ---- shared buffers ------------------------------------------------------
+ * Memory the other ranks of this host can read directly (since 0.4), as
+ * MPI_Alloc_mem / MPI_Win_allocate_shared or NCCL's registered buffers: a
+ * broadcast on g whose root's buffer lies inside such a region is copied
+ * once, by each local reader with memcpy from its own mapping of the
+ * root's region, instead of twice through the segment or by the kernel
+ * (docs/shm.md "Shared user buffers"). Any buffer still works anywhere;
+ * only the root's buffer decides, receivers may use any memory.
+ *
+ * cohort_mem_alloc: *out = bytes (rounded up to whole pages) of zeroed,
+ * page-aligned memory owned by this rank; not collective. A sealed memfd,
+ * never in the file system, that only a process allowed to read this
+ * rank's memory (ptrace rules, as process_vm_readv) can map. Errors:
+ * COHORT_ERR_INVALID (g or out NULL, bytes 0), COHORT_ERR_NOMEM,
+ * COHORT_ERR_SYSTEM (memfd_create, mmap ...: cohort_last_error(g)); on
+ * error *out is NULL.
+ * cohort_mem_free: p must be a pointer cohort_mem_alloc returned for g
+ * (else COHORT_ERR_INVALID); NULL is OK. Must not be called while a call
+ * that uses the buffer is in flight (an async one: before its wait). The
+ * peers' mappings keep the memory alive until they drop them (at most 8
+ * regions per peer are kept mapped) or the group ends. Regions still
+ * allocated are freed by cohort_finalize. */
+COHORT_API cohort_status cohort_mem_alloc(cohort_group *g, size_t bytes, void **out);
+COHORT_API cohort_status cohort_mem_free(cohort_group *g, void *p);
+
 /* ---- diagnostics ----------------------------------------------------------- */
 
 /* What a collective would run on this group, for benchmarks and logs:

@@ -11,6 +11,7 @@
 #include "contract/contract.h"
 #include "engine/engine.h"
 #include "group/group_internal.h"
+#include "transport/shm/shm_mem.h"
 #include "group/monitor.h"
 #include "store/backend.h"
 #include "store/etcd/etcd.h"
@@ -76,6 +77,7 @@ void coh_group_free(cohort_group *g)
     if (!g)
         return;
     coh_monitor_stop(g);
+    coh_mem_release_group(g); /* its cohort_mem_alloc regions */
     if (g->engine)
         coh_engine_destroy(g->engine);
     /* Each destroy detaches its transport from g->tp (attach order). */

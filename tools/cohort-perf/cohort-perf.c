@@ -89,6 +89,9 @@ static void usage(FILE *f)
           "                          all_reduce=ring,broadcast=tree\n"
           "      --contract off      sets COHORT_CONTRACT=off (benchmark only: no check)\n"
           "      --osu               barrier between iterations, only the op timed (OSU style)\n"
+          "      --mem private|shared  the send and receive buffers: aligned_alloc (default) or\n"
+          "                          cohort_mem_alloc (a broadcast root's buffer is then copied\n"
+          "                          once by each local reader, docs/shm.md)\n"
           "      --bind none|auto|core  with --np: leave the ranks unpinned (none), pin each to a\n"
           "                          core of its own while they fit on the cores (auto: Open\n"
           "                          MPI's default), or always (core); default COHORT_BIND,\n"
@@ -947,8 +950,21 @@ static int rank_main(const perf_opts *co)
             }
         }
     }
-    s->sbuf = xalloc(s->sbytes);
-    s->rbuf = xalloc(s->rbytes);
+    if (o->mem_shared) {
+        /* the library's shared buffers, so broadcast roots take the
+         * one-copy path (docs/shm.md "Shared user buffers") */
+        if (cohort_mem_alloc(s->g, s->sbytes ? s->sbytes : 1, &s->sbuf) != COHORT_OK ||
+            cohort_mem_alloc(s->g, s->rbytes ? s->rbytes : 1, &s->rbuf) != COHORT_OK) {
+            fprintf(stderr, "cohort-perf: rank %d: cohort_mem_alloc: %s\n", s->rank,
+                    cohort_last_error(s->g));
+            exit(EXIT_CALL);
+        }
+    } else {
+        s->sbuf = xalloc(s->sbytes);
+        s->rbuf = xalloc(s->rbytes);
+    }
+    if (s->rank == 0 && !o->json && o->mem_shared)
+        printf("# cohort: buffers from cohort_mem_alloc (--mem shared)\n");
     long cap = o->iters ? o->iters : o->max_iters;
     if (cap < 5)
         cap = 5;
@@ -1016,8 +1032,10 @@ static int rank_main(const perf_opts *co)
     }
     free(all);
     free(where);
-    free(s->sbuf);
-    free(s->rbuf);
+    if (!o->mem_shared) { /* else cohort_finalize freed them */
+        free(s->sbuf);
+        free(s->rbuf);
+    }
     free(s->times);
     free(s->tmax);
     free(s->sorted);
@@ -1046,6 +1064,7 @@ enum {
     OPT_ALGO,
     OPT_CONTRACT,
     OPT_OSU,
+    OPT_MEM,
     OPT_BIND,
     OPT_SCHED,
     OPT_DEADLINE,
@@ -1142,6 +1161,7 @@ int main(int argc, char **argv)
         {"algo", required_argument, 0, OPT_ALGO},
         {"contract", required_argument, 0, OPT_CONTRACT},
         {"osu", no_argument, 0, OPT_OSU},
+        {"mem", required_argument, 0, OPT_MEM},
         {"bind", required_argument, 0, OPT_BIND},
         {"sched", no_argument, 0, OPT_SCHED},
         {"deadline", required_argument, 0, OPT_DEADLINE},
@@ -1313,6 +1333,11 @@ int main(int argc, char **argv)
             break;
         case OPT_OSU:
             o.osu = 1;
+            break;
+        case OPT_MEM:
+            if (strcmp(optarg, "private") && strcmp(optarg, "shared"))
+                return bad_value("--mem", optarg, "private or shared");
+            o.mem_shared = !strcmp(optarg, "shared");
             break;
         case OPT_BIND:
             if ((o.bind = cli_bind_parse(optarg)) < 0)

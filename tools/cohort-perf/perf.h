@@ -61,6 +61,7 @@ typedef struct perf_opts {
     const char *algo;        /* --algo: NAME or op=NAME,op=NAME */
     int contract_off;        /* --contract off */
     int osu;                 /* --osu: barrier between iterations, op alone timed */
+    int mem_shared;          /* --mem shared: send/recv buffers from cohort_mem_alloc */
     int bind;                /* --bind / COHORT_BIND: CLI_BIND_AUTO|CORE|NONE (tools/common/bind.h) */
     const char *bind_from;   /* where bind came from: "--bind", "COHORT_BIND", "default" */
     int sched;               /* --sched: per row, each rank's CPU, migrations, context switches */

@@ -44,6 +44,7 @@
 #include "coll/shm/shm_coll.h"
 #include "reduce/reduce.h"
 #include "transport/shm/shm_cma.h"
+#include "transport/shm/shm_mem.h"
 #include "transport/shm/shm_seg.h"
 
 static const uint8_t dt_size[COHORT_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
@@ -476,6 +477,9 @@ static size_t pipe_piece(size_t cap, size_t bytes) { return piece_of(cap, bytes,
  * cores: docs/shm.md "Broadcast piece size" has the A/B (2 ranks, 64 KiB
  * x0.68, 1 MiB x0.87 of the time with quarters). */
 static size_t bcast_piece(size_t cap, size_t bytes) { return piece_of(cap, bytes, 2); }
+/* one copy from a cohort_mem_alloc buffer (below bcast_single) */
+static int mem_marked(const coh_shm *s, int root, uint32_t p);
+static cohort_status bcast_mem_read(shm_op *o, void *buf, size_t bytes, int root, uint32_t p);
 
 /* ---- single copy for all_gather, gather, scatter, all_to_all ----
  *
@@ -941,8 +945,11 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
     shm_cma_desc d = {.addr = (uint64_t)(uintptr_t)buf, .bytes = bytes};
     memcpy(DATA(mb), &d, sizeof d);
     shm_publish(s);
-    if ((st = cs_wait_all(o, p)) != COHORT_OK ||
-        (st = check_all(o, p, 0, sizeof(shm_cma_desc), -1, 0)) != COHORT_OK)
+    if ((st = cs_wait_all(o, p)) != COHORT_OK)
+        return st;
+    if (!am_root && mem_marked(s, root, p))
+        return bcast_mem_read(o, buf, bytes, root, p);
+    if ((st = check_all(o, p, 0, sizeof(shm_cma_desc), -1, 0)) != COHORT_OK)
         return st;
     /* The root's share: the last bytes / n, page-aligned in the message. */
     size_t tail = bytes / (size_t)s->n & ~(size_t)4095;
@@ -967,6 +974,85 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
     }
     shm_publish(s); /* done with the peers' buffers and slots */
     return cs_wait_all(o, p + 1);
+}
+
+/* ---- one copy from a cohort_mem_alloc buffer (shm_mem.h) ----
+ *
+ * The root's buffer lies in a region it allocated with cohort_mem_alloc.
+ * Only the root knows, so the readers prepare the path they would take
+ * anyway (single copy or two copies: the same on all of them) and learn
+ * otherwise in the call's first phase: the root publishes its region's
+ * descriptor instead of data and marks that phase in its control line
+ * (mem_p, stored before the publish, cleared after the call). A reader
+ * that finds the mark checks the contract (the root's header carries the
+ * descriptor's length), maps the region (once, cached) and copies the
+ * message with one memcpy. Then, as bcast_single: every rank publishes
+ * "done" and waits for all, so the root returns only after every reader
+ * has read its buffer. A reader that cannot map the region fails the
+ * group with why, which ends every rank's wait with that error. */
+
+/* What readers publish in the first phase of the path they prepared. */
+static uint64_t bcast_first_len(const coh_shm *s, size_t bytes)
+{
+    return shm_cma_use(s, COH_COLL_BROADCAST, bytes) ? sizeof(shm_cma_desc) : 0;
+}
+
+static int mem_marked(const coh_shm *s, int root, uint32_t p)
+{
+    return p && atomic_load_explicit(&shm_ctl_of(s, root)->mem_p, memory_order_relaxed) == p;
+}
+
+static cohort_status bcast_mem_root(shm_op *o, const shm_mem_desc *d, size_t bytes)
+{
+    coh_shm *s = o->s;
+    cohort_status st;
+    if ((st = cs_claim(o)) != COHORT_OK)
+        return st;
+    uint32_t p = s->phase + 1;
+    unsigned char *mb = shm_buf(s, s->me, p);
+    put_hdr(o, mb, 0, sizeof *d);
+    memcpy(DATA(mb), d, sizeof *d);
+    _Atomic uint32_t *mark = &shm_ctl_of(s, s->me)->mem_p;
+    atomic_store_explicit(mark, p, memory_order_relaxed);
+    shm_publish(s);
+    if ((st = cs_wait_all(o, p)) != COHORT_OK ||
+        (st = check_all(o, p, 0, bcast_first_len(s, bytes), -1, 0)) != COHORT_OK)
+        return st;
+    shm_publish(s); /* nothing to read: straight to "done" */
+    st = cs_wait_all(o, p + 1);
+    /* every reader is past phase p: none looks at the mark any more */
+    atomic_store_explicit(mark, 0, memory_order_relaxed);
+    if (st == COHORT_OK)
+        coh_mem_count(1);
+    return st;
+}
+
+/* A reader whose first phase p carries the root's mark. */
+static cohort_status bcast_mem_read(shm_op *o, void *buf, size_t bytes, int root, uint32_t p)
+{
+    coh_shm *s = o->s;
+    cohort_status st =
+        check_all(o, p, 0, bcast_first_len(s, bytes), root, sizeof(shm_mem_desc));
+    if (st != COHORT_OK)
+        return st;
+    shm_mem_desc d;
+    memcpy(&d, DATA(shm_buf(s, root, p)), sizeof d);
+    if (d.bytes != bytes || d.off > d.size || d.bytes > d.size - d.off)
+        return coh_group_fail(o->g, COHORT_ERR_PROTOCOL,
+                              "shm broadcast #%llu: rank %d announced %llu bytes at %llu in a "
+                              "%llu-byte region, this rank %zu bytes",
+                              (unsigned long long)o->c->seq, o->g->local_ranks[root],
+                              (unsigned long long)d.bytes, (unsigned long long)d.off,
+                              (unsigned long long)d.size, bytes);
+    const unsigned char *base;
+    if ((st = coh_mem_map(s, root, &d, o->c, &base)) != COHORT_OK)
+        return st;
+    CPY(buf, base + d.off, bytes);
+    shm_publish(s); /* done with the root's buffer */
+    st = cs_wait_all(o, p + 1);
+    if (st == COHORT_OK)
+        coh_mem_count(0);
+    return st;
 }
 
 /* ---- the small-broadcast ring (shm_seg.h, "The ring") ---- */
@@ -1242,6 +1328,10 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
     if (ring)
         return bcast_ring(&o, buf, bytes, root);
     int me = s->me, am_root = me == root;
+    /* a root buffer from cohort_mem_alloc: one memcpy per reader (bcast_mem_root) */
+    shm_mem_desc md;
+    if (am_root && s->mem_ok && bytes && s->phase + 1 != 0 && coh_mem_find(s->g, buf, bytes, &md))
+        return bcast_mem_root(&o, &md, bytes);
     if (shm_cma_use(s, COH_COLL_BROADCAST, bytes))
         return bcast_single(&o, buf, bytes, root);
     size_t S = bcast_piece(s->S, bytes);
@@ -1262,8 +1352,11 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
         }
         shm_publish(s); /* readers after step 0: "done reading step-1" */
         if (step == 0) {
-            if ((st = cs_wait_all(&o, p)) != COHORT_OK ||
-                (st = check_all(&o, p, 0, 0, root, len)) != COHORT_OK)
+            if ((st = cs_wait_all(&o, p)) != COHORT_OK)
+                return st;
+            if (!am_root && mem_marked(s, root, p))
+                return bcast_mem_read(&o, buf, bytes, root, p);
+            if ((st = check_all(&o, p, 0, 0, root, len)) != COHORT_OK)
                 return st;
         } else if (!am_root) {
             if ((st = cs_wait_rank(&o, root, p)) != COHORT_OK ||

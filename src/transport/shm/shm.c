@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "transport/shm/shm_cma.h"
+#include "transport/shm/shm_mem.h"
 #include "transport/shm/shm_seg.h"
 #include "util/auth.h"
 
@@ -314,6 +315,7 @@ void *coh_shm_aux(coh_shm *s, int li)
 
 static void cleanup(coh_shm *s)
 {
+    coh_mem_unmap_all(s);
     if (s->base && s->base != MAP_FAILED)
         munmap(s->base, s->size);
     if (s->pidfd) {

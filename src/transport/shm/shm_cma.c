@@ -31,6 +31,21 @@ static int mode(void)
     return M_AUTO;
 }
 
+/* COHORT_SHM_MEM: 0 off, 1 on (default), 2 map-fail (tests: a reader's
+ * pidfd_getfd asks for a descriptor that does not exist) */
+static int mem_mode(void)
+{
+    const char *v = coh_env_str("COHORT_SHM_MEM");
+    if (!v || !*v || !strcmp(v, "on"))
+        return 1;
+    if (!strcmp(v, "off"))
+        return 0;
+    if (!strcmp(v, "map-fail"))
+        return 2;
+    coh_warn("COHORT_SHM_MEM=%s: expected on, off or map-fail; using on", v);
+    return 1;
+}
+
 void shm_cma_publish(coh_shm *s)
 {
     shm_ctl *me = shm_ctl_of(s, s->me);
@@ -291,6 +306,10 @@ cohort_status shm_cma_agree(shm_op *o)
     s->cma_end = all_want ? SIZE_MAX : hi;
     int wins = !all_want && s->cma_min < s->cma_end;
     s->cma = all_can && (all_want || wins);
+    /* pidfd_getfd, which the one-copy broadcast's readers use, passes the
+     * same ptrace check as the probe's process_vm_readv */
+    s->mem_mode = mem_mode();
+    s->mem_ok = all_can && s->mem_mode != 0;
     s->cma_ops = s->cma ? ops : 0;
     if (!s->cma)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX;

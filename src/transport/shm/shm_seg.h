@@ -81,14 +81,15 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 13u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 14u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
                         * header, inline data) replaces pub, the data slots
                         * follow it; 12: the checker's aux ring of one-line
                         * records with their done and args words apart;
-                        * 13: the abort word's failed call (abort_seq) */
+                        * 13: the abort word's failed call (abort_seq);
+                        * 14: mem_p, one-copy broadcasts from cohort_mem_alloc */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -196,6 +197,10 @@ typedef struct shm_ctl {
     _Atomic uint64_t st_packed; /* coll | dtype<<8 | (redop+1)<<16 | site<<32 */
     _Atomic int32_t st_root, st_tag;
     _Atomic uint64_t st_file[9]; /* call-site file name, NUL padded (72 B) */
+    /* the phase of the owner's last broadcast rooted in a cohort_mem_alloc
+     * buffer (shm_mem.h): readers that see their call's first phase here
+     * copy from the owner's region instead of the path they prepared */
+    _Atomic uint32_t mem_p;
 } shm_ctl;
 _Static_assert(sizeof(shm_ctl) <= SHM_CTL_BYTES, "control block fits");
 _Static_assert(offsetof(shm_ctl, st_ver) == 2 * SHM_LINE, "identity and probe fit line 1");
@@ -375,6 +380,13 @@ struct coh_shm {
                                  * auto's per-size rule, agreed at attach */
     uint64_t probe_word;        /* read by peers' probes (its address is published) */
     char copy_info[512];        /* the copy path and why, for cohort-perf and logs */
+    /* one-copy broadcasts from cohort_mem_alloc buffers (shm_mem.h):
+     * mem_ok: every local rank may take another's descriptors (the attach
+     * probe's ptrace verdict) and COHORT_SHM_MEM is not off here; mem_mode:
+     * COHORT_SHM_MEM (0 off, 1 on, 2 map-fail); mem: the mappings of peers'
+     * regions (shm_mem.c) */
+    int mem_ok, mem_mode;
+    void *mem;
     /* the small-broadcast ring (src/coll/shm), geometry from the segment
      * header; ring_k == 0: off */
     unsigned char *ring;

@@ -1,0 +1,59 @@
+/*
+ * shm_mem.h - buffers the user allocates in shared memory
+ * (cohort_mem_alloc), which a local peer maps and copies from once with
+ * memcpy: the one-copy broadcast of src/coll/shm (docs/shm.md "Shared user
+ * buffers").
+ *
+ * A region is a sealed memfd (size fixed: a peer's mapping can never turn
+ * into SIGBUS), mapped shared by its owner; nothing is in the file system.
+ * A peer obtains the descriptor with pidfd_getfd(2) on the owner's pidfd:
+ * the kernel allows it under the same ptrace rule (PTRACE_MODE_ATTACH) as
+ * process_vm_readv, which the attach probe (shm_cma.c) already tested
+ * between every pair of local ranks, so only a process that could read the
+ * owner's memory anyway can map it; the descriptor's number, inode and size
+ * travel in the owner's slot, inside the job's segment. The peer maps it
+ * read-only and caches the mapping (SHM_MEM_CACHE per owner).
+ */
+#ifndef COH_SHM_MEM_H
+#define COH_SHM_MEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/group.h"
+#include "transport/shm/shm.h"
+
+/* The root's region, as published in its slot for a one-copy broadcast. */
+typedef struct shm_mem_desc {
+    uint64_t id;   /* random per region: the readers' cache key */
+    uint64_t ino;  /* the memfd's inode, checked after pidfd_getfd */
+    uint64_t size; /* the memfd's size (sealed) */
+    uint64_t off;  /* the buffer's offset in the region */
+    uint64_t bytes;
+    int32_t fd;    /* the owner's descriptor number */
+    uint32_t pad;
+} shm_mem_desc;
+
+/* 1 and *d filled when [buf, buf + bytes) lies inside one region g
+ * allocated with cohort_mem_alloc. Thread-safe. */
+int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_desc *d);
+
+/* *base: the reader's address of local rank q's region d, mapped on first
+ * use and cached. Otherwise fails the group with why (the descriptor could
+ * not be obtained or mapped: permissions, fd limit; not the region
+ * announced) and returns that status. */
+cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_call *c,
+                          const unsigned char **base);
+
+/* Unmaps every cached peer region (segment teardown). */
+void coh_mem_unmap_all(coh_shm *s);
+
+/* Frees the regions g still owns (group teardown). */
+void coh_mem_release_group(cohort_group *g);
+
+/* Broadcasts that took the one-copy path in this process, as root and as
+ * reader (tests: the path really ran, no silent fallback). */
+void coh_mem_counts(uint64_t *rooted, uint64_t *read);
+void coh_mem_count(int root);
+
+#endif
