@@ -21,6 +21,8 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "timing.h"
+
 #define BATCH 256
 #define MAX_S 0.3
 
@@ -58,12 +60,6 @@ static void *answer(void *arg)
         }
     }
     return NULL;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -122,7 +118,7 @@ out:
         free(bt);
         return 1;
     }
-    qsort(bt, (size_t)done, sizeof *bt, cmp);
+    qsort(bt, (size_t)done, sizeof *bt, cmp_double);
     printf("c2c %d %d %.0f %.0f %.0f %ld\n", a, b, bt[done / 2] * 1e9, bt[done / 10] * 1e9,
            bt[0] * 1e9, done);
     free(bt);

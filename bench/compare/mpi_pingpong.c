@@ -8,11 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmpd(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "timing.h"
 
 /* one round trip: rank 0 sends first, rank 1 answers */
 static void round_trip(int rank, char *buf, int b)
@@ -62,7 +58,7 @@ int main(int argc, char **argv)
             }
         }
         if (rank == 0) {
-            qsort(t, (size_t)n, sizeof *t, cmpd);
+            qsort(t, (size_t)n, sizeof *t, cmp_double);
             double s = 0;
             for (int i = 0; i < n; i++)
                 s += t[i];

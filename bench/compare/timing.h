@@ -1,6 +1,7 @@
 /*
- * timing.h - what the floor probes (memcpy_floor.c, xcore_floor.c) share:
- * a monotonic clock in microseconds and the comparison for qsort of times.
+ * timing.h - what the probes here (memcpy_floor.c, xcore_floor.c, c2c.c,
+ * mpi_pingpong.c) share: a monotonic clock in microseconds and the
+ * comparison for qsort of times.
  * Header-only, so that each still builds alone: cc -O2 -o x bench/compare/x.c
  */
 #ifndef BENCH_COMPARE_TIMING_H
