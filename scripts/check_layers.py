@@ -62,25 +62,29 @@ def read_layers():
     return rank, allowed
 
 
-def include_edges():
-    edges = collections.defaultdict(list)  # (from, to) -> [where]
+def sources():
+    """(path, path relative to src/, module) of every C source and header."""
     for d, _, fs in os.walk(SRC):
         for f in sorted(fs):
-            if not f.endswith((".c", ".h", ".inc")):
+            if f.endswith((".c", ".h", ".inc")):
+                p = os.path.join(d, f)
+                rel = os.path.relpath(p, SRC)
+                yield p, rel, module(rel)
+
+
+def include_edges():
+    edges = collections.defaultdict(list)  # (from, to) -> [where]
+    for p, rel, m in sources():
+        for n, line in enumerate(open(p, errors="replace"), 1):
+            mm = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+            if not mm or "/" not in mm.group(1):
                 continue
-            p = os.path.join(d, f)
-            rel = os.path.relpath(p, SRC)
-            m = module(rel)
-            for n, line in enumerate(open(p, errors="replace"), 1):
-                mm = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
-                if not mm or "/" not in mm.group(1):
-                    continue
-                t = mm.group(1)
-                if not os.path.exists(os.path.join(SRC, t)):
-                    continue
-                tm = module(t)
-                if tm != m:
-                    edges[(m, tm)].append(f"src/{rel}:{n}: #include \"{t}\"")
+            t = mm.group(1)
+            if not os.path.exists(os.path.join(SRC, t)):
+                continue
+            tm = module(t)
+            if tm != m:
+                edges[(m, tm)].append(f"src/{rel}:{n}: #include \"{t}\"")
     return edges
 
 
@@ -123,22 +127,16 @@ def symbol_edges(objdir):
 def forbidden_in_sources():
     """Names FORBIDDEN to a module that its sources call (comments aside)."""
     out = []
-    for d, _, fs in os.walk(SRC):
-        for f in sorted(fs):
-            if not f.endswith((".c", ".h", ".inc")):
-                continue
-            p = os.path.join(d, f)
-            rel = os.path.relpath(p, SRC)
-            m = module(rel)
-            if m not in FORBIDDEN:
-                continue
-            text = open(p, errors="replace").read()
-            text = re.sub(r"/\*.*?\*/|//[^\n]*", lambda x: "\n" * x.group(0).count("\n"), text,
-                          flags=re.S)
-            for n, line in enumerate(text.split("\n"), 1):
-                for name in FORBIDDEN[m]:
-                    if re.search(r"\b%s\s*\(" % name, line):
-                        out.append(f"src/{rel}:{n} ({m}) calls {name}")
+    for p, rel, m in sources():
+        if m not in FORBIDDEN:
+            continue
+        text = open(p, errors="replace").read()
+        text = re.sub(r"/\*.*?\*/|//[^\n]*", lambda x: "\n" * x.group(0).count("\n"), text,
+                      flags=re.S)
+        for n, line in enumerate(text.split("\n"), 1):
+            for name in FORBIDDEN[m]:
+                if re.search(r"\b%s\s*\(" % name, line):
+                    out.append(f"src/{rel}:{n} ({m}) calls {name}")
     return out
 
 
