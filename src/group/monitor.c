@@ -3,7 +3,9 @@
  * Records "ctl/<k>" (k from the counter "ctl/n") are appended by any rank:
  *   "A <rank> <status> <reason>"  abort: every rank poisons its group; the
  *   "A <rank> <status>:<seq> <reason>"  form names the collective call
- *                                 that failed (the group's err_seq)
+ *                                 that failed (the group's err_seq);
+ *                                 group/ctl_wire.c parses it (any store
+ *                                 client can write these bytes)
  *   "S <rank> <k>"                 state probe: answer under "state/<k>/<me>"
  *   "D <rank>"                     dump the flight recorder
  * Each rank's monitor thread waits for the next record on its own store
