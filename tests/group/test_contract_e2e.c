@@ -343,9 +343,9 @@ static int rank_late_seq(int rank, void *arg)
     static float f[1024], out[1024];
     RANK_PASS(cohort_all_reduce(g, f, out, 16, COHORT_FLOAT32, COHORT_SUM), g);
     if (rank == 3) {
-        double t0 = now_ms(), bound = 10000 * cht_time_scale();
+        double t0 = cht_now_ms(), bound = 10000 * cht_time_scale();
         while (!coh_group_poisoned(g)) {
-            RANK_CHECK(now_ms() - t0 < bound, "ranks 0-2 did not fail the call in %.0f ms",
+            RANK_CHECK(cht_now_ms() - t0 < bound, "ranks 0-2 did not fail the call in %.0f ms",
                        bound);
             struct timespec ts = {0, 2000000};
             nanosleep(&ts, NULL);

@@ -15,13 +15,6 @@
 #include "group/monitor.h"
 #include "support/support.h"
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 static coh_ctl_abort a;
 static char err[96];
 
@@ -178,9 +171,9 @@ static int rank_garbage(int rank, void *arg)
         RANK_CHECK(post_raw(g, "A 0 0:3 status zero") == COHORT_OK, "post");
     if (rank == 1) {
         /* waits for the record, not for a fixed time */
-        double t0 = now_ms(), bound = 10000 * cht_time_scale();
+        double t0 = cht_now_ms(), bound = 10000 * cht_time_scale();
         while (!coh_group_poisoned(g)) {
-            RANK_CHECK(now_ms() - t0 < bound, "the record did not arrive in %.0f ms", bound);
+            RANK_CHECK(cht_now_ms() - t0 < bound, "the record did not arrive in %.0f ms", bound);
             struct timespec ts = {0, 2000000};
             nanosleep(&ts, NULL);
         }
