@@ -25,6 +25,7 @@
 #include "store/backend.h"
 #include "trace/trace.h"
 #include "transport/transport.h"
+#include "util/ratelimit.h"
 
 struct coh_monitor {
     cohort_group *g;
@@ -97,11 +98,13 @@ static void handle_record(struct coh_monitor *m, const char *rec, size_t len, in
         coh_ctl_abort a;
         char err[96];
         if (coh_ctl_abort_parse(rec, len, g->size, &a, err, sizeof err) != 0) {
-            coh_warn("group %u: control record ctl/%lld ignored: %s", g->id, (long long)idx, err);
+            /* rate-limited: a client writing garbage in a loop must not flood the log */
+            coh_warn_rl("group %u: control record ctl/%lld ignored: %s", g->id, (long long)idx,
+                        err);
         } else if (a.from != g->rank) {
             if (a.note[0])
-                coh_warn("group %u: abort record ctl/%lld from rank %d: %s", g->id,
-                         (long long)idx, a.from, a.note);
+                coh_warn_rl("group %u: abort record ctl/%lld from rank %d: %s", g->id,
+                            (long long)idx, a.from, a.note);
             coh_group_remote_abort_at(g, a.st, a.reason, a.seq);
         }
     } else if (rec[0] == 'S') {

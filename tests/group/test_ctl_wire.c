@@ -18,7 +18,10 @@
 static coh_ctl_abort a;
 static char err[96];
 
-static int parse(const char *rec, int size) { return coh_ctl_abort_parse(rec, strlen(rec), size, &a, err, sizeof err); }
+static int parse(const char *rec, int size)
+{
+    return coh_ctl_abort_parse(rec, strlen(rec), size, &a, err, sizeof err);
+}
 
 START_TEST(well_formed)
 {
@@ -62,11 +65,11 @@ END_TEST
 
 START_TEST(bad_rank_is_refused)
 {
-    const char *recs[] = {"A 4 2 size is 4",   "A -1 2 negative",        "A 99999999999999999999 2 x",
-                          "A 2147483648 2 x",  "A  1 2 two spaces",      "A x 2 letters",
-                          "A 1x 2 suffix",     "A 1",                    "A ",
-                          "A",                 "",                       "B 1 2 not an abort",
-                          "A 1 two status",    "A 1 2x suffix"};
+    const char *recs[] = {"A 4 2 size is 4",  "A -1 2 negative",   "A 99999999999999999999 2 x",
+                          "A 2147483648 2 x", "A  1 2 two spaces", "A x 2 letters",
+                          "A 1x 2 suffix",    "A 1",               "A ",
+                          "A",                "",                  "B 1 2 not an abort",
+                          "A 1 two status",   "A 1 2x suffix"};
     for (size_t i = 0; i < sizeof recs / sizeof *recs; i++) {
         err[0] = 0;
         ck_assert_msg(parse(recs[i], 4) == -1, "%s accepted (from %d)", recs[i], a.from);
