@@ -118,15 +118,21 @@ cohort_status coh_contract_mismatch(cohort_group *g, const coh_call *call, int p
 
     /* The collective call that failed: a rank that reaches it late is
      * still a party to it (coh_group_entry). Every field after seq differs
-     * only between calls of the same number; when the seqs (or groups)
-     * differ the number is ambiguous - one side's #k+1 is the failed call,
-     * the other's a later one - so none is recorded and a late rank gets
+     * only between calls of the same number. When the seqs differ the
+     * ranks are out of step from the lower number on: the rank at the
+     * lower number is inside that call, the one at the higher number has
+     * passed it (its own call of that number did not talk to the other
+     * side: the calls differ) and gets the failure in the later call it is
+     * in, never entering the lower number again - so the lower number is
+     * the failed call on every rank. A group or generation mismatch is
+     * another group's message (its number means nothing here), and
+     * send/recv numbers count per pair: none is recorded, a late rank gets
      * COHORT_ERR_ABORTED with the report. */
-    uint64_t seq = !p2p && exp->kind == COH_MSG_COLL && got->kind == COH_MSG_COLL &&
-                           field != COH_FIELD_SEQ && field != COH_FIELD_GROUP &&
-                           field != COH_FIELD_GENERATION
-                       ? exp->seq
-                       : 0;
+    const int coll = !p2p && exp->kind == COH_MSG_COLL && got->kind == COH_MSG_COLL &&
+                     field != COH_FIELD_GROUP && field != COH_FIELD_GENERATION;
+    uint64_t seq = !coll                     ? 0
+                   : field != COH_FIELD_SEQ ? exp->seq
+                                            : COH_MIN(exp->seq, got->seq);
     coh_group_fail_at(g, COHORT_ERR_CONTRACT, seq, "%s", msg);
     /* The same, as data (cohort_error_info_get): this rank's view until the
      * global report replaces it. */

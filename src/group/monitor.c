@@ -3,7 +3,9 @@
  * Records "ctl/<k>" (k from the counter "ctl/n") are appended by any rank:
  *   "A <rank> <status> <reason>"  abort: every rank poisons its group; the
  *   "A <rank> <status>:<seq> <reason>"  form names the collective call
- *                                 that failed (the group's err_seq)
+ *                                 that failed (the group's err_seq);
+ *                                 group/ctl_wire.c parses it (any store
+ *                                 client can write these bytes)
  *   "S <rank> <k>"                 state probe: answer under "state/<k>/<me>"
  *   "D <rank>"                     dump the flight recorder
  * Each rank's monitor thread waits for the next record on its own store
@@ -18,10 +20,12 @@
 #include <time.h>
 
 #include "contract/contract.h"
+#include "group/ctl_wire.h"
 #include "group/monitor.h"
 #include "store/backend.h"
 #include "trace/trace.h"
 #include "transport/transport.h"
+#include "util/ratelimit.h"
 
 struct coh_monitor {
     cohort_group *g;
@@ -85,19 +89,23 @@ static void my_state(cohort_group *g, char *out, size_t len)
         snprintf(out, len, "%llu 0 0 -1 0 -", (unsigned long long)last);
 }
 
-static void handle_record(struct coh_monitor *m, const char *rec)
+static void handle_record(struct coh_monitor *m, const char *rec, size_t len, int64_t idx)
 {
     cohort_group *g = m->g;
     int from = -1;
     if (rec[0] == 'A') {
-        int st = 0, off = 0, off2 = 0;
-        unsigned long long seq = 0;
-        if (sscanf(rec, "A %d %d%n", &from, &st, &off) >= 2 && off > 0 && from != g->rank) {
-            if (rec[off] == ':' && sscanf(rec + off, ":%llu%n", &seq, &off2) == 1)
-                off += off2;
-            while (rec[off] == ' ')
-                off++;
-            coh_group_remote_abort_at(g, (cohort_status)st, rec + off, seq);
+        /* any store client can write these bytes: group/ctl_wire.c bounds them */
+        coh_ctl_abort a;
+        char err[96];
+        if (coh_ctl_abort_parse(rec, len, g->size, &a, err, sizeof err) != 0) {
+            /* rate-limited: a client writing garbage in a loop must not flood the log */
+            coh_warn_rl("group %u: control record ctl/%lld ignored: %s", g->id, (long long)idx,
+                        err);
+        } else if (a.from != g->rank) {
+            if (a.note[0])
+                coh_warn_rl("group %u: abort record ctl/%lld from rank %d: %s", g->id,
+                            (long long)idx, a.from, a.note);
+            coh_group_remote_abort_at(g, a.st, a.reason, a.seq);
         }
     } else if (rec[0] == 'S') {
         long long k = 0;
@@ -180,7 +188,7 @@ static void *monitor_main(void *arg)
             if (rec) {
                 memcpy(rec, v, vl);
                 rec[vl] = 0;
-                handle_record(m, rec);
+                handle_record(m, rec, vl, next);
                 coh_free(rec);
             }
             free(v);
@@ -293,12 +301,7 @@ void coh_monitor_post_abort(cohort_group *g, cohort_status st, const char *reaso
     if (!g->store)
         return;
     char rec[COH_ERRLEN + 96];
-    uint64_t seq = coh_group_failed_seq(g);
-    if (seq)
-        snprintf(rec, sizeof rec, "A %d %d:%llu %s", g->rank, (int)st, (unsigned long long)seq,
-                 reason);
-    else
-        snprintf(rec, sizeof rec, "A %d %d %s", g->rank, (int)st, reason);
+    coh_ctl_abort_format(rec, sizeof rec, g->rank, st, coh_group_failed_seq(g), reason);
     if (post_record(g, rec, NULL) != COHORT_OK)
         coh_debug("could not post the abort to the store (peers learn it from the data path)");
 }

@@ -54,6 +54,13 @@ START_TEST(seq_message)
     ck_assert_str_eq(err_msg(g), "all_reduce #7 (train.c:88): sequence number differs: rank 0 is "
                                  "at #8 (all_reduce, train.c:91) while this rank (3) waits in #7; "
                                  "one of them skipped or added a call before this one");
+    /* the lower number is the failed call (a rank reaching #7 late is a
+     * party to it), whichever side detects it */
+    ck_assert_uint_eq(coh_group_failed_seq(g), 7);
+    cht_group_free(g);
+    g = tg_make(3, 4);
+    ck_assert_int_eq(mismatch_vs(g, &theirs, &mine), COHORT_ERR_CONTRACT);
+    ck_assert_uint_eq(coh_group_failed_seq(g), 7);
     cht_group_free(g);
 }
 END_TEST
