@@ -18,6 +18,7 @@
  * the exact sum.
  */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -752,12 +753,76 @@ START_TEST(size_rule)
 }
 END_TEST
 
+/* auto with 2 ranks bound to cpus of their own: broadcast takes single
+ * copy from COHORT_SHM_SINGLE_COPY_BYTES (default 64 KiB) although the
+ * probe (its times replaced: the kernel's copy 2x memcpy) keeps two
+ * copies; other ops keep two copies. Both ranks bound to one cpu: two
+ * copies everywhere. */
+static int bound_cpus[2];
+static int bound_main(int rank, void *arg)
+{
+    int apart = *(const int *)arg;
+    nranks = 2;
+    me = rank;
+    where = apart ? "bound apart" : "bound to one cpu";
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(bound_cpus[apart ? rank : 0], &one);
+    CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity");
+    cohort_status st;
+    G = th_group(rank, 2, 30000, &st);
+    if (!G)
+        return 1;
+    coh_shm *s = G->shm;
+    const size_t min = 65536;
+    CHECK(s->cma == apart, "single copy %d (%s)", s->cma, s->copy_info);
+    CHECK(shm_cma_use(s, COH_COLL_BROADCAST, min) == apart, "broadcast at %zu B", min);
+    CHECK(!shm_cma_use(s, COH_COLL_BROADCAST, min - 1), "broadcast at %zu B", min - 1);
+    CHECK(!shm_cma_use(s, COH_COLL_ALL_GATHER, min) && !shm_cma_use(s, COH_COLL_SEND, min),
+          "other ops: two copies (%s)", s->copy_info);
+    CHECK(!apart || strstr(s->copy_info, "bound to cpus") != NULL, "named: %s", s->copy_info);
+    /* the data, both roots, through whichever path was chosen */
+    for (int root = 0; root < 2; root++) {
+        t_broadcast(COHORT_UINT8, min, root);
+        t_broadcast(COHORT_UINT8, 3 * min + 5, root);
+    }
+    th_group_free(G);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(bound)
+{
+    cpu_set_t set;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    int k = 0;
+    for (int c = 0; c < CPU_SETSIZE && k < 2; c++)
+        if (CPU_ISSET(c, &set))
+            bound_cpus[k++] = c;
+    if (k < 2) {
+        fprintf(stderr, "bound: one cpu available, nothing to test\n");
+        return;
+    }
+    static const int apart[2] = {1, 0};
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 60000,
+                  .extra_env = "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"};
+    cht_result r;
+    cht_run_ranks(&o, bound_main, (void *)&apart[_i], &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_coll");
     TCase *tu = tcase_create("size_rule");
     tcase_add_test(tu, size_rule);
     suite_add_tcase(s, tu);
+    TCase *tb = tcase_create("bound");
+    tcase_add_loop_test(tb, bound, 0, 2);
+    tcase_set_timeout(tb, 90);
+    suite_add_tcase(s, tb);
     TCase *tc = tcase_create("matrix");
     tcase_add_loop_test(tc, matrix, 0, (int)COH_ARRAY_LEN(cfgs));
     tcase_set_timeout(tc, 250);
