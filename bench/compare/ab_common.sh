@@ -14,6 +14,13 @@ ab_args() {
     SUMMARIZE_ONLY="" ROUNDS=${1:-5}
     if [ "${1:-}" = --summarize ]; then SUMMARIZE_ONLY=1 OUT=${2:?--summarize DIR} ROUNDS=0; fi
     OUT=${OUT:-$HERE/results/$name-$(date +%Y%m%d-%H%M%S)}
+    # A run writes <variant>.<round>.txt and info.txt over what OUT holds: never over
+    # a finished run (committed results were overwritten that way once, by a run
+    # started where a table was wanted: that is --summarize DIR).
+    if [ -z "$SUMMARIZE_ONLY" ] && [ -e "$OUT/info.txt" ]; then
+        echo "$OUT already holds a run (info.txt): give a new OUT, or --summarize $OUT for its table" >&2
+        exit 2
+    fi
     mkdir -p "$OUT" || exit 2
 }
 

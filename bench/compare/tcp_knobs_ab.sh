@@ -17,6 +17,9 @@
 #       bufNk      COHORT_TCP_BUFSIZE=N KiB (SO_SNDBUF/SO_RCVBUF: the window bounds how
 #                  far a rank's next block runs ahead of the peer's receive)
 #       bind       rank i on core i (taskset), as Open MPI binds its 2 ranks
+#       colo       both ranks on core 1 (taskset): the placement an unbound pair
+#                  can fall into (loopback wake-ups pull a wakee to its waker's
+#                  CPU); with bind, the two modes an unbound launch can be in
 #       bc_NAME    COHORT_ALGO_BROADCAST=NAME (e.g. bc_tree, bc_tree_rdv, bc_flat); the
 #                  other collectives keep their selection
 #       ompi       Open MPI, pml ob1, btl tcp,self (run.sh's flags and binding)
@@ -81,6 +84,7 @@ variant() {
         duplex*k) local k=${v#duplex}; env=(COHORT_TCP_DUPLEX_SLICE=$((${k%k} * 1024))) ;;
         buf*k) local k=${v#buf}; env=(COHORT_TCP_BUFSIZE=$((${k%k} * 1024))) ;;
         bind) ts0=(taskset -c 0) ts1=(taskset -c 1) ;;
+        colo) ts0=(taskset -c 1) ts1=(taskset -c 1) ;;
         bc_*) env=(COHORT_ALGO_BROADCAST=${v#bc_}) ;;
         default | ompi) ;;
         *) echo "unknown variant $v" >&2; return 1 ;;
@@ -114,7 +118,11 @@ variant() {
         else
             local b=()
             [ "$v" = bind ] && b=(--bind core)
-            env "${env[@]}" timeout 300 "$PERF" --np 2 "${b[@]}" "${args[@]}"
+            local tsl=()
+            # colo: the forked ranks inherit the launcher's one-CPU mask (bind
+            # binds them itself: --bind core)
+            [ "$v" = colo ] && tsl=(taskset -c 1)
+            env "${env[@]}" timeout 300 "${tsl[@]}" "$PERF" --np 2 "${b[@]}" "${args[@]}"
         fi
     done
 }

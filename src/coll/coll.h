@@ -56,5 +56,9 @@ const coh_algo *const *coh_coll_algos(void);
 /* Chunk size for pipelined message algorithms (bytes); tests shrink it via
  * COHORT_CHUNK_BYTES so multi-chunk paths run on small buffers. */
 size_t coh_coll_chunk_bytes(void);
+/* The pipeline piece size for g's calls: the value read when cohort_init
+ * made g (g->chunk_bytes); harness groups read COHORT_CHUNK_BYTES per call,
+ * as they do the COHORT_ALGO_* variables. */
+size_t coh_coll_chunk(const cohort_group *g);
 
 #endif

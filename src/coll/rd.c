@@ -91,7 +91,7 @@ cohort_status coh_rab_all_reduce(cohort_group *g, const coh_call *c, const coh_v
     int extra = n - p;
     /* The pre-fold needs a whole vector of scratch; the halving rounds at
      * most half of one in pieces. */
-    size_t ce = coh_chunk_elems(coh_coll_chunk_bytes(), es, count, L + 1);
+    size_t ce = coh_chunk_elems(coh_coll_chunk(g), es, count, L + 1);
     size_t P = coh_npieces(count, ce);
     size_t tmp_elems = v->me < 2 * extra ? count : COH_MIN(ce, count);
     char *tmp = coh_coll_alloc(g, c, tmp_elems * es, "recursive halving buffer");

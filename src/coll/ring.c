@@ -5,7 +5,7 @@
  *
  * Ring all-reduce is the bandwidth-optimal composition of the two: each
  * member sends and receives 2(n-1)/n of the vector. Reduce-scatter steps are
- * cut into pieces of coh_coll_chunk_bytes() and pipelined (ring_rs).
+ * cut into pieces of coh_coll_chunk(g) and pipelined (ring_rs).
  *
  * Blocks are either the even split of `count` (coh_blk_*) or explicit
  * offset/length arrays (the hierarchical algorithms' per-host blocks).
@@ -88,7 +88,7 @@ static cohort_status ring_rs(cohort_group *g, const coh_call *c, const coh_view 
         return COHORT_OK;
     size_t es = cohort_dtype_size((cohort_dtype)c->dtype);
     size_t maxlen = b_max(bl);
-    size_t ce = coh_chunk_elems(coh_coll_chunk_bytes(), es, maxlen, 2 * n);
+    size_t ce = coh_chunk_elems(coh_coll_chunk(g), es, maxlen, 2 * n);
     size_t P = coh_npieces(maxlen, ce);
     coh_reduce_fn red = coh_reduce_kernel((cohort_dtype)c->dtype, (cohort_op)c->redop);
     coh_reduce3_fn red3 = coh_reduce3_kernel((cohort_dtype)c->dtype, (cohort_op)c->redop);
@@ -193,7 +193,7 @@ static cohort_status direct_rs(cohort_group *g, const coh_call *c, const coh_vie
         return COHORT_OK;
     size_t es = cohort_dtype_size((cohort_dtype)c->dtype);
     size_t maxlen = b_max(bl);
-    size_t ce = coh_chunk_elems(coh_coll_chunk_bytes(), es, maxlen, 2 * n);
+    size_t ce = coh_chunk_elems(coh_coll_chunk(g), es, maxlen, 2 * n);
     size_t P = coh_npieces(maxlen, ce);
     size_t mylen = b_len(bl, me), myoff = b_off(bl, me);
     /* over the whole group a half-type AVG is divided in the fold, as the

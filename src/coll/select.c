@@ -77,6 +77,11 @@ size_t coh_coll_chunk_bytes(void)
     return (size_t)v;
 }
 
+size_t coh_coll_chunk(const cohort_group *g)
+{
+    return g && g->algo_env_read && g->chunk_bytes ? g->chunk_bytes : coh_coll_chunk_bytes();
+}
+
 /* Appends the names of the algorithms for coll (only those usable here if
  * g is given) to out as "a, b, c". */
 static void list_names(const cohort_group *g, const coh_call *c, char *out, size_t len)
@@ -106,6 +111,7 @@ void coh_coll_read_env(cohort_group *g)
                 memcpy(g->algo_env[coll], v, n + 1);
         }
     }
+    g->chunk_bytes = coh_coll_chunk_bytes();
     g->algo_env_read = 1;
 }
 
@@ -156,6 +162,7 @@ void coh_coll_free_env(cohort_group *g)
         g->algo_env[coll] = NULL;
     }
     g->algo_env_read = 0;
+    g->chunk_bytes = 0;
 }
 
 const coh_algo *coh_coll_select(const cohort_group *g, const coh_call *c, cohort_status *err)

@@ -1,6 +1,6 @@
 /*
  * tree.c - binomial-tree broadcast and reduce over a view, pipelined in
- * pieces of coh_coll_chunk_bytes().
+ * pieces of coh_coll_chunk(g).
  *
  * Ranks are taken relative to the root (vr = me - root mod n). The tree is
  * the usual binomial one: vr's parent is vr minus its lowest set bit, its
@@ -30,7 +30,7 @@ static cohort_status tree_bcast(cohort_group *g, const coh_call *c, const coh_vi
     char *buf = buf_;
     int vr = coh_mod(v->me - root, n), par = coh_tree_parent(vr, n);
     int ch[32], nch = coh_tree_children(vr, n, ch);
-    size_t cb = coh_chunk_elems(coh_coll_chunk_bytes(), 1, bytes, 32);
+    size_t cb = coh_chunk_elems(coh_coll_chunk(g), 1, bytes, 32);
     size_t P = coh_npieces(bytes, cb);
     int mylvl = par >= 0 ? coh_ilog2((unsigned)(vr - par)) : 0;
     int parent = par >= 0 ? coh_view_rank(v, coh_mod(par + root, n)) : -1;
@@ -98,7 +98,7 @@ cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view
     size_t es = cohort_dtype_size((cohort_dtype)c->dtype);
     int vr = coh_mod(v->me - root, n), par = coh_tree_parent(vr, n);
     int ch[32], nch = coh_tree_children(vr, n, ch);
-    size_t ce = coh_chunk_elems(coh_coll_chunk_bytes(), es, count, 32);
+    size_t ce = coh_chunk_elems(coh_coll_chunk(g), es, count, 32);
     size_t P = coh_npieces(count, ce), pe = COH_MIN(ce, count);
     int mylvl = par >= 0 ? coh_ilog2((unsigned)(vr - par)) : 0;
     int parent = par >= 0 ? coh_view_rank(v, coh_mod(par + root, n)) : -1;
@@ -194,7 +194,7 @@ cohort_status coh_hostflat_broadcast(cohort_group *g, const coh_call *c, void *b
     char *buf = buf_;
     int rhost = g->peers[root].host, myhost = g->peers[me].host;
     int relay = myhost != rhost && g->leaders[myhost] == me;
-    size_t cb = coh_chunk_elems(coh_coll_chunk_bytes(), 1, bytes, 1);
+    size_t cb = coh_chunk_elems(coh_coll_chunk(g), 1, bytes, 1);
     /* the root's batch holds every piece: at most 4096 of them */
     if (coh_npieces(bytes, cb) > 4096)
         cb = (bytes + 4095) / 4096;

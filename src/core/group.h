@@ -176,6 +176,10 @@ struct cohort_group {
      * groups made otherwise (test harnesses) read the environment per call. */
     char *algo_env[32];
     int algo_env_read;
+    /* COHORT_CHUNK_BYTES, read with algo_env (coh_coll_chunk): a getenv
+     * per call walked the whole environment, 8-11 % of each rank's CPU in
+     * an 8 B TCP broadcast (docs/performance.md). 0 where !algo_env_read. */
+    size_t chunk_bytes;
     /* coh_coll_run's memo of the last selection per collective kind
      * (coll/select.c), used only where algo_env_read: the choice is a
      * function of the call's count, dtype and reduce op and of the group's

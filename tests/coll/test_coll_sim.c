@@ -18,6 +18,7 @@
 
 #include "cases.h"
 #include "coll/coll_int.h"
+#include "group/group_internal.h"
 #include "sim.h"
 #include "support/support.h"
 
@@ -415,6 +416,28 @@ START_TEST(test_chunk_env)
 }
 END_TEST
 
+/* A group that cohort_init makes reads COHORT_CHUNK_BYTES once, with the
+ * COHORT_ALGO_* variables (a getenv per call walked the environment on every
+ * collective); harness groups still read it per call. */
+START_TEST(test_chunk_read_once)
+{
+    setenv("COHORT_CHUNK_BYTES", "100", 1);
+    cohort_group *g = coh_group_alloc(0, 1); /* the allocation cohort_init uses */
+    ck_assert_ptr_nonnull(g);
+    setenv("COHORT_CHUNK_BYTES", "200", 1);
+    ck_assert_uint_eq(coh_coll_chunk(g), 100);
+    unsetenv("COHORT_CHUNK_BYTES");
+    ck_assert_uint_eq(coh_coll_chunk(g), 100);
+    coh_group_free(g);
+    sim_world *w = sim_create(2, NULL, 0, 1);
+    setenv("COHORT_CHUNK_BYTES", "300", 1);
+    ck_assert_uint_eq(coh_coll_chunk(sim_group(w, 0)), 300);
+    unsetenv("COHORT_CHUNK_BYTES");
+    ck_assert_uint_eq(coh_coll_chunk(sim_group(w, 0)), coh_coll_chunk_bytes());
+    sim_destroy(w);
+}
+END_TEST
+
 /* Every table row is well formed and the names are unique per collective. */
 START_TEST(test_table)
 {
@@ -545,6 +568,7 @@ static Suite *suite(void)
     tcase_add_test(ts, test_select_memo);
     tcase_add_test(ts, test_select_forced_errors);
     tcase_add_test(ts, test_chunk_env);
+    tcase_add_test(ts, test_chunk_read_once);
     tcase_add_test(ts, test_p2p);
     tcase_add_test(ts, test_zero_and_one);
     suite_add_tcase(s, ts);
