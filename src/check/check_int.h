@@ -67,6 +67,7 @@
 #define CHK_OP_MAX 32
 #define CHK_SITE_MAX 160
 #define CHK_TEXT_MAX 200      /* readable signature / arguments in reports */
+#define CHK_PCACHE 64         /* op/redop name hashes cached by pointer */
 
 /* The compared part of a fingerprint (exact). */
 typedef struct chk_cfp {
@@ -176,6 +177,7 @@ struct cohort_check_group {
     int *world;                /* [n] world ranks */
     int pred, succ;            /* world ranks of my neighbours */
     int pred_ring, succ_ring;  /* 1: through the shared segment, 0: the store */
+    chk_aux_hdr *pred_aux;     /* pred_ring: the predecessor's aux region (looked up once) */
     uint64_t seq;              /* last call announced */
     chk_q mine;                /* my calls not yet compared */
     chk_q theirs;              /* the predecessor's calls I have not made yet */
@@ -252,6 +254,11 @@ struct cohort_check {
      * other ranks' stall and deadlock reports - act on positions that
      * lasted seconds), so a call writes no shared line for it. */
     unsigned pos_dirty;
+    /* lit_hash's cache (check.c), under the lock. */
+    struct {
+        const char *p;
+        uint64_t h;
+    } pcache[CHK_PCACHE];
     /* The last signature interned (a call is usually like the one before). */
     uint64_t last_sig_hash;
     const char *last_sig;
