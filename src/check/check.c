@@ -10,9 +10,9 @@
  * compare 7 words. No system call, no store round trip.
  */
 #include <errno.h>
-#include <stddef.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1011,12 +1011,16 @@ static void hist_put(cohort_check *c, cohort_check_group *g, const cohort_check_
  * all-reduce at 4 KiB (selftime). Hints only: nothing here is read for its
  * value but the addresses, read under the call's lock (the monitor drains
  * and pops under it too); a stale address costs one useless prefetch. */
+_Static_assert(offsetof(struct cohort_check, my_done) - offsetof(struct cohort_check, bias) == 64 &&
+                   offsetof(struct cohort_check, stats) - offsetof(struct cohort_check, bias) == 128 &&
+                   offsetof(struct cohort_check, pos) - offsetof(struct cohort_check, bias) == 192,
+               "begin/end's fields: two lines, then the stats' line, then the position");
 static inline void call_prefetch(const cohort_check *c, const cohort_check_group *g, int at_begin)
 {
-    __builtin_prefetch(&c->bias, 1);
+    /* the packed lines (check_int.h): the lock's line is already here */
+    __builtin_prefetch(&c->my_done, 1);
     __builtin_prefetch(&c->pos, 1);
-    __builtin_prefetch(&c->pos_pc, 1);
-    __builtin_prefetch((const void *)&c->failed, 0);
+    __builtin_prefetch((const char *)&c->pos + 64, 1);
     __builtin_prefetch(g, 1);
     __builtin_prefetch((const char *)g + 64, 1);
     if (g->pred_ring && c->cursor) {
