@@ -78,7 +78,7 @@ static void counts_args(cohort_check_fp *fp, const int *counts, int n, uint64_t 
 
 /* Announces the call; returns its number. A failure (an earlier mismatch
  * found, or this one found before the backend is entered) ends the job. */
-_Thread_local cm_cur_call cm_cur;
+CM_TLS cm_cur_call cm_cur;
 
 #ifdef COHORT_MPI_SELFTIME
 /* A profiling build: per call, (entry -> PMPI) + (PMPI's return -> exit),

@@ -214,9 +214,9 @@ int cm_resolve_site(const void *pc, char *out, size_t len)
 /* The last lookup per thread, valid while no communicator was freed since
  * (a freed handle may come back for another communicator). */
 static _Atomic unsigned long comm_gen = 1;
-static _Thread_local MPI_Comm tl_comm;
-static _Thread_local cm_comm *tl_cc;
-static _Thread_local unsigned long tl_gen;
+static CM_TLS MPI_Comm tl_comm;
+static CM_TLS cm_comm *tl_cc;
+static CM_TLS unsigned long tl_gen;
 
 static int del_attr(MPI_Comm comm, int kv, void *val, void *extra)
 {

@@ -39,6 +39,16 @@ typedef struct cm_comm {
     int own_eh;
 } cm_comm;
 
+/* The layer's thread-local state, in the initial-exec model: the layer
+ * comes in with the program (LD_PRELOAD or linked ahead of the MPI
+ * library: its interposition needs that), so its few bytes sit in the
+ * static TLS block and an access is one register-relative load. Compiled
+ * as position-independent code without it, each access was a
+ * __tls_get_addr call, three to four per MPI call (callgrind,
+ * 2026-12-02). A dlopen of the layer (which would not interpose anyway)
+ * draws on glibc's reserve of static TLS for such libraries. */
+#define CM_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
 /* The checked call in progress on this thread (for the error handler);
  * one thread-local object: one TLS address lookup per call, not two. */
 typedef struct cm_cur_call {
@@ -48,7 +58,7 @@ typedef struct cm_cur_call {
     uint64_t t_enter, t_pre; /* ticks: wrapper entered, about to call PMPI */
 #endif
 } cm_cur_call;
-extern _Thread_local cm_cur_call cm_cur;
+extern CM_TLS cm_cur_call cm_cur;
 
 /* A datatype's type signature: the flattened basic types as a primitive
  * unit repeated m times (see types.c). */

@@ -408,9 +408,9 @@ static void insert(uintptr_t k, const cm_sig *sig, char *text)
 
 /* The last lookup per thread, valid while no datatype was freed since. */
 static _Atomic unsigned long type_gen = 1;
-static _Thread_local MPI_Datatype tl_dt;
-static _Thread_local cm_sig tl_sig;
-static _Thread_local unsigned long tl_gen;
+static CM_TLS MPI_Datatype tl_dt;
+static CM_TLS cm_sig tl_sig;
+static CM_TLS unsigned long tl_gen;
 
 void cm_type_sig(MPI_Datatype dt, cm_sig *out)
 {

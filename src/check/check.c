@@ -10,9 +10,9 @@
  * compare 7 words. No system call, no store round trip.
  */
 #include <errno.h>
-#include <stddef.h>
 #include <inttypes.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,23 +82,19 @@ static uint64_t str_hash(const char *s)
 }
 
 /* Pointer-keyed cache of str_hash for op and redop names (string literals
- * per the header's ownership rule): a call hashes nothing on the fast path. */
-#define PCACHE 64
-static _Thread_local struct {
-    const char *p;
-    uint64_t h;
-} pcache[PCACHE];
-
-static uint64_t lit_hash(const char *s)
+ * per the header's ownership rule): a call hashes nothing on the fast path.
+ * In the checker, under its lock (it was thread-local until 2026-12-02: a
+ * __tls_get_addr call per lookup in position-independent code). */
+static uint64_t lit_hash(cohort_check *c, const char *s)
 {
     if (!s)
         return 0;
-    size_t i = ((uintptr_t)s >> 3) & (PCACHE - 1);
-    if (pcache[i].p != s) {
-        pcache[i].p = s;
-        pcache[i].h = str_hash(s);
+    size_t i = ((uintptr_t)s >> 3) & (CHK_PCACHE - 1);
+    if (c->pcache[i].p != s) {
+        c->pcache[i].p = s;
+        c->pcache[i].h = str_hash(s);
     }
-    return pcache[i].h;
+    return c->pcache[i].h;
 }
 
 /* ---- queues ---- */
@@ -130,13 +126,37 @@ static void q_pop(chk_q *q)
 
 /* ---- the biased lock (check_int.h; docs/check.md, "Locking") ---- */
 
-/* A thread's token: the address of its own thread-local byte (unique among
- * live threads; a new thread may reuse a dead one's, and then inherits its
- * bias, which is harmless: one live thread holds it). */
+/* A thread's token: its thread pointer (the TCB's address, one register
+ * read) where the compiler exposes it, else the address of a thread-local
+ * byte. Unique among live threads; a new thread may reuse a dead one's,
+ * and then inherits its bias, which is harmless: one live thread holds it.
+ * Not a thread-local variable where avoidable: libcohort is built as
+ * position-independent code, where each such access is a __tls_get_addr
+ * call (callgrind, 2026-12-02: four per MPI call through libcohort-mpi). */
+#if defined(__has_builtin) && (defined(__x86_64__) || defined(__aarch64__))
+#if __has_builtin(__builtin_thread_pointer)
+#define CHK_TP_TOKEN 1
+#endif
+#endif
+#ifdef CHK_TP_TOKEN
+#define ME ((uintptr_t)__builtin_thread_pointer())
+#else
 static _Thread_local char tl_me;
 #define ME ((uintptr_t)&tl_me)
-/* The checker this thread holds without the mutex (begin/end's fast path). */
-static _Thread_local cohort_check *tl_fast;
+#endif
+
+/* Whether this thread holds c without the mutex (begin/end's fast path):
+ * it is the bias thread and has c marked busy. The bias thread's mark is
+ * 1 only while it holds the lock fast (call_lock clears it before taking
+ * the mutex instead), and no other thread passes the first test. Reads
+ * of the thread's own stores, or of a bias another thread set (relaxed:
+ * only equality with this thread's token matters). (Until 2026-12-02 a
+ * thread-local pointer said it.) */
+static inline int held_fast(const cohort_check *c)
+{
+    return atomic_load_explicit(&c->bias, memory_order_relaxed) == ME &&
+           atomic_load_explicit(&c->fast_busy, memory_order_relaxed);
+}
 
 static void membar(void)
 {
@@ -196,7 +216,6 @@ static void call_lock(cohort_check *c)
         atomic_store_explicit(&c->fast_busy, 1, memory_order_relaxed);
         atomic_signal_fence(memory_order_seq_cst);
         if (!atomic_load_explicit(&c->slow_req, memory_order_acquire)) {
-            tl_fast = c;
             c->stats.unlocked++;
             return;
         }
@@ -219,8 +238,7 @@ static void call_lock(cohort_check *c)
 
 static void call_unlock(cohort_check *c)
 {
-    if (tl_fast == c) {
-        tl_fast = NULL;
+    if (held_fast(c)) {
         atomic_store_explicit(&c->fast_busy, 0, memory_order_release);
     } else {
         pthread_mutex_unlock(&c->mu);
@@ -231,7 +249,7 @@ static void call_unlock(cohort_check *c)
  * returns how it was held, for lock_reacquire. */
 static int lock_release(cohort_check *c)
 {
-    if (tl_fast == c) {
+    if (held_fast(c)) {
         call_unlock(c);
         return 1;
     }
@@ -251,7 +269,7 @@ static void lock_reacquire(cohort_check *c, int fast)
  * (the state is consistent here, as at any unlock). */
 static void lock_to_mutex(cohort_check *c)
 {
-    if (tl_fast == c) {
+    if (held_fast(c)) {
         call_unlock(c);
         pthread_mutex_lock(&c->mu);
     }
@@ -388,11 +406,10 @@ static void on_theirs(cohort_check *c, uint64_t gid, const chk_cfp *f, int lazy)
                      "checker: out of memory");
 }
 
-/* Drains writer w's ring of the records addressed to me. Returns the count.
- * c->mu held. */
-int coh_chk_drain_locked(cohort_check *c, int w, int lazy)
+/* Drains writer w's ring, its aux region ah, of the records addressed to
+ * me. Returns the count. c->mu held. */
+static int drain_aux(cohort_check *c, int w, chk_aux_hdr *ah, int lazy)
 {
-    chk_aux_hdr *ah = coh_shm_aux(c->shm, c->world->peers[w].local_index);
     if (!ah)
         return 0;
     chk_slot *ring = (chk_slot *)((unsigned char *)ah + CHK_RING_OFF);
@@ -435,6 +452,12 @@ int coh_chk_drain_locked(cohort_check *c, int w, int lazy)
     return got;
 }
 
+/* The same, ah looked up (a group keeps its predecessor's: pred_aux). */
+int coh_chk_drain_locked(cohort_check *c, int w, int lazy)
+{
+    return drain_aux(c, w, coh_shm_aux(c->shm, c->world->peers[w].local_index), lazy);
+}
+
 void coh_chk_handle_store_rec(cohort_check *c, int writer, const chk_rec *r)
 {
     (void)writer;
@@ -472,7 +495,9 @@ cohort_status cohort_check_create(cohort_group *world, const cohort_check_option
     if (world->parent)
         return coh_err_set(NULL, COHORT_ERR_INVALID,
                            "cohort_check_create: the group must be a world group (from cohort_init)");
-    cohort_check *c = coh_calloc(1, sizeof *c);
+    /* Its own alignment (64: the packed lines of check_int.h, the lock's
+     * line); calloc promises 16, which would split each "line" in two. */
+    cohort_check *c = coh_calloc_aligned(_Alignof(cohort_check), sizeof *c);
     if (!c)
         return coh_err_set(NULL, COHORT_ERR_NOMEM, "cohort_check_create: out of memory");
     if (o)
@@ -639,6 +664,8 @@ cohort_status cohort_check_group_add(cohort_check *c, uint64_t id, const int *wo
     g->pred = w[(me + n - 1) % n];
     g->succ = w[(me + 1) % n];
     g->pred_ring = via_ring(c, g->pred);
+    g->pred_aux =
+        g->pred_ring ? coh_shm_aux(c->shm, c->world->peers[g->pred].local_index) : NULL;
     g->succ_ring = via_ring(c, g->succ);
     snprintf(g->name, sizeof g->name, "group %016" PRIx64, id);
     int rv = coh_chk_lock(c);
@@ -951,10 +978,10 @@ static void hist_put(cohort_check *c, cohort_check_group *g, const cohort_check_
 {
     chk_cfp f;
     f.seq = ++g->seq;
-    f.op_hash = lit_hash(fp->op);
+    f.op_hash = lit_hash(c, fp->op);
     f.sig_hash = fp->sig_hash;
     f.count = fp->count;
-    f.redop_hash = lit_hash(fp->redop);
+    f.redop_hash = lit_hash(c, fp->redop);
     f.root = fp->root;
     f.args_hash = fp->args_hash;
     chk_hent *e = &g->hist[f.seq % CHK_HIST];
@@ -986,18 +1013,22 @@ static void hist_put(cohort_check *c, cohort_check_group *g, const cohort_check_
  * all-reduce at 4 KiB (selftime). Hints only: nothing here is read for its
  * value but the addresses, read under the call's lock (the monitor drains
  * and pops under it too); a stale address costs one useless prefetch. */
+_Static_assert(offsetof(struct cohort_check, my_done) - offsetof(struct cohort_check, bias) == 64 &&
+                   offsetof(struct cohort_check, stats) - offsetof(struct cohort_check, bias) == 128 &&
+                   offsetof(struct cohort_check, pos) - offsetof(struct cohort_check, bias) == 192,
+               "begin/end's fields: two lines, then the stats' line, then the position");
 static inline void call_prefetch(const cohort_check *c, const cohort_check_group *g, int at_begin)
 {
-    __builtin_prefetch(&c->bias, 1);
+    /* the packed lines (check_int.h): the lock's line is already here */
+    __builtin_prefetch(&c->my_done, 1);
     __builtin_prefetch(&c->pos, 1);
-    __builtin_prefetch(&c->pos_pc, 1);
-    __builtin_prefetch((const void *)&c->failed, 0);
+    __builtin_prefetch((const char *)&c->pos + 64, 1);
     __builtin_prefetch(g, 1);
     __builtin_prefetch((const char *)g + 64, 1);
     if (g->pred_ring && c->cursor) {
         /* The predecessor's next record: usually the one cross-core line of
          * the call; requested first so it overlaps the rest. */
-        const chk_aux_hdr *ph = coh_shm_aux(c->shm, c->world->peers[g->pred].local_index);
+        const chk_aux_hdr *ph = g->pred_aux;
         if (ph) {
             const chk_slot *ring = (const chk_slot *)((const unsigned char *)ph + CHK_RING_OFF);
             __builtin_prefetch(&ring[c->cursor[g->pred] % CHK_RING_N], 0);
@@ -1095,7 +1126,7 @@ cohort_status cohort_check_begin(cohort_check *c, cohort_check_group *g, const c
     cohort_status st = publish(c, g, &f);
     if (st == COHORT_OK && g->pred != c->rank) {
         if (g->pred_ring)
-            coh_chk_drain_locked(c, g->pred, 0);
+            drain_aux(c, g->pred, g->pred_aux, 0);
         chk_cfp *t = q_front(&g->theirs);
         if (t) {
             /* The predecessor is ahead: compare before the backend. */
@@ -1142,20 +1173,20 @@ static int pending(const cohort_check_group *g, uint64_t seq)
 static void wait_pred_locked(cohort_check *c, cohort_check_group *g, uint64_t seq,
                              uint64_t until_ns)
 {
-    chk_aux_hdr *ph = coh_shm_aux(c->shm, c->world->peers[g->pred].local_index);
+    chk_aux_hdr *ph = g->pred_aux;
     if (!ph)
         return;
     uint64_t t0 = coh_now_ns();
     uint64_t spin_end = t0 + c->spin_ns, yield_end = t0 + c->yield_ns;
     for (;;) {
-        coh_chk_drain_locked(c, g->pred, 0);
+        drain_aux(c, g->pred, g->pred_aux, 0);
         if (!pending(g, seq) || atomic_load_explicit(&c->failed, memory_order_relaxed) ||
             c->stop)
             return;
         /* Records written before the word was read are visible to the
          * drain below; a later one changes the word. */
         uint32_t v = atomic_load_explicit(&ph->wake, memory_order_acquire);
-        coh_chk_drain_locked(c, g->pred, 0);
+        drain_aux(c, g->pred, g->pred_aux, 0);
         if (!pending(g, seq))
             return;
         uint64_t now = coh_now_ns();
@@ -1211,7 +1242,7 @@ cohort_status cohort_check_end(cohort_check *c, cohort_check_group *g, uint64_t 
     /* One probe of the predecessor's ring (a cache-line read; a miss only
      * when its record is there to compare); only SYNCED waits for it. */
     if (pending(g, seq) && g->pred_ring) {
-        coh_chk_drain_locked(c, g->pred, 0);
+        drain_aux(c, g->pred, g->pred_aux, 0);
         if (pending(g, seq) && (flags & COHORT_CHECK_SYNCED)) {
             /* The predecessor entered the call, so its record is written
              * (before it entered): wait briefly for it to be visible; past
@@ -1235,7 +1266,7 @@ cohort_status cohort_check_wait(cohort_check *c, cohort_check_group *g, uint64_t
     int rv = coh_chk_lock(c);
     uint64_t dl = coh_deadline_ns(timeout_ms);
     if (g->pred_ring && pending(g, seq))
-        coh_chk_drain_locked(c, g->pred, 0); /* timeout 0: compare what is there */
+        drain_aux(c, g->pred, g->pred_aux, 0); /* timeout 0: compare what is there */
     while (pending(g, seq) && !atomic_load_explicit(&c->failed, memory_order_relaxed) &&
            coh_ms_left(dl) > 0 && !c->stop) {
         if (g->pred_ring) {

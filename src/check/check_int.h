@@ -67,6 +67,7 @@
 #define CHK_OP_MAX 32
 #define CHK_SITE_MAX 160
 #define CHK_TEXT_MAX 200      /* readable signature / arguments in reports */
+#define CHK_PCACHE 64         /* op/redop name hashes cached by pointer */
 
 /* The compared part of a fingerprint (exact). */
 typedef struct chk_cfp {
@@ -176,6 +177,7 @@ struct cohort_check_group {
     int *world;                /* [n] world ranks */
     int pred, succ;            /* world ranks of my neighbours */
     int pred_ring, succ_ring;  /* 1: through the shared segment, 0: the store */
+    chk_aux_hdr *pred_aux;     /* pred_ring: the predecessor's aux region (looked up once) */
     uint64_t seq;              /* last call announced */
     chk_q mine;                /* my calls not yet compared */
     chk_q theirs;              /* the predecessor's calls I have not made yet */
@@ -204,42 +206,27 @@ typedef struct chk_intern {
 struct cohort_check {
     cohort_group *world;
     cohort_check_options o;
-    int rank, size;
-    /* The biased lock (above): its own cache line, which the bias
-     * thread's calls keep and the monitor visits once per tick. */
+    int size;
+    /* What begin and end reach on every call, packed: two lines of
+     * scalars, the stats' line, the position's first two lines (its
+     * fixed fields), in that order (docs/check.md, "Cache lines per
+     * call"; before 2026-12-02 these were spread over about ten lines).
+     * The first line holds the biased lock (above), which the bias
+     * thread's calls keep and the monitor visits once per tick; the
+     * monitor writes nothing else here more often than that. */
     _Alignas(64) _Atomic uintptr_t bias; /* 0: none yet; a thread's token; CHK_BIAS_OFF */
     _Atomic uint32_t fast_busy;          /* the bias thread holds the lock without mu */
     _Atomic uint32_t slow_req;           /* holders and candidates through mu (revokes) */
-    _Alignas(64) pthread_mutex_t mu;
-    pthread_cond_t cv;         /* report ready, comparisons made (calling threads) */
-    int waiters;               /* calling threads waiting on cv: comparisons signal
-                                * only then (a wake-up per call would cost a
-                                * context switch per call) */
-    pthread_cond_t mon_cv;     /* the monitor's sleep: a failure, or stop */
-    cohort_check_group *groups;
-    chk_orphan *orphans;
-    chk_intern names;
-
-    /* shared segment (NULL: every pair uses the store) */
-    void *shm;                 /* struct coh_shm * of the world */
-    chk_aux_hdr *my_aux;
-    chk_slot *my_ring;
-    _Atomic uint64_t *my_done; /* [CHK_RING_N]: my ring's done words */
-    uint64_t *my_args;         /* [CHK_RING_N]: my ring's args words */
+    _Atomic int failed;        /* cohort_check_event_kind of the first failure, 0 if none */
+    int rank;
     uint64_t head;             /* my records written */
     uint64_t ring_free;        /* slots below this index are known free (ring_reserve) */
+    chk_slot *my_ring;
     uint64_t *cursor;          /* [size]: my read position in each writer's ring */
-    /* store path */
-    cohort_store *st_user, *st_user_root;
-    cohort_store *st_mon, *st_mon_root;
-    uint64_t *sent;            /* [size]: records sent to each rank through the store */
-    uint64_t *recvd;           /* [size]: records read from each rank through the store */
-    unsigned char *remote_pred; /* [size]: 1 if some group has that rank as a store-path pred */
-
-    /* position (private copy; the shared one is written alongside) */
-    chk_pos pos;
+    chk_aux_hdr *my_aux;
+    /* second line */
+    _Atomic uint64_t *my_done; /* [CHK_RING_N]: my ring's done words */
     const void *pos_pc;
-    int pos_site_done;
     /* What the shared position already holds, so a call copies strings
      * only when they change: the literal whose text is in pos.op (NULL:
      * none or not a literal), and whether pos.op/site changed since
@@ -252,21 +239,49 @@ struct cohort_check {
      * other ranks' stall and deadlock reports - act on positions that
      * lasted seconds), so a call writes no shared line for it. */
     unsigned pos_dirty;
+    int pos_site_done;
+    int stall_warned;
+    int waiters;               /* calling threads waiting on cv: comparisons signal
+                                * only then (a wake-up per call would cost a
+                                * context switch per call) */
     /* The last signature interned (a call is usually like the one before). */
     uint64_t last_sig_hash;
     const char *last_sig;
+    _Alignas(64) cohort_check_stats stats;
+    _Alignas(64) chk_pos pos;  /* private copy; the shared one is written alongside */
+    _Alignas(64) pthread_mutex_t mu;
+
+    pthread_cond_t cv;         /* report ready, comparisons made (calling threads) */
+    pthread_cond_t mon_cv;     /* the monitor's sleep: a failure, or stop */
+    cohort_check_group *groups;
+    chk_orphan *orphans;
+    chk_intern names;
+
+    /* shared segment (NULL: every pair uses the store) */
+    void *shm;                 /* struct coh_shm * of the world */
+    uint64_t *my_args;         /* [CHK_RING_N]: my ring's args words */
+    /* store path */
+    cohort_store *st_user, *st_user_root;
+    cohort_store *st_mon, *st_mon_root;
+    uint64_t *sent;            /* [size]: records sent to each rank through the store */
+    uint64_t *recvd;           /* [size]: records read from each rank through the store */
+    unsigned char *remote_pred; /* [size]: 1 if some group has that rank as a store-path pred */
+
+    /* lit_hash's cache (check.c), under the lock. */
+    struct {
+        const char *p;
+        uint64_t h;
+    } pcache[CHK_PCACHE];
     uint64_t pos_published;    /* episode last written to the store */
     int pos_pub_live;          /* the store shows a position (not idle) */
     /* the lazy p2p wait (monitor side, under c->mu for the pos fields) */
     chk_wslot wslot;
     uint64_t wseen_ver, wseen_ns; /* the wait the monitor saw at its last tick, and when */
     uint64_t wpub_episode;     /* pos.episode of the published wait */
-    int stall_warned;
     uint64_t dl_episode_seen;  /* deadlock candidate: my episode */
     uint64_t dl_since_ns;
 
     /* failure */
-    _Atomic int failed;        /* cohort_check_event_kind of the first failure, 0 if none */
     cohort_status status;
     int fail_posted;           /* local detection posted to the store */
     char *fail_value;          /* what to post ("M ..." / "R ..."), owned */
@@ -282,7 +297,6 @@ struct cohort_check {
     /* monitor */
     pthread_t thr;
     int thr_started, stop;
-    cohort_check_stats stats;
 };
 
 /* check.c */

@@ -198,6 +198,14 @@ void coh_alloc_fail_after(long n) { atomic_store(&alloc_countdown, n < 0 ? -1 : 
 void *coh_malloc(size_t n) { return alloc_should_fail() ? NULL : malloc(n ? n : 1); }
 void *coh_calloc(size_t n, size_t sz) { return alloc_should_fail() ? NULL : calloc(n ? n : 1, sz ? sz : 1); }
 void *coh_realloc(void *p, size_t n) { return alloc_should_fail() ? NULL : realloc(p, n ? n : 1); }
+void *coh_calloc_aligned(size_t align, size_t sz)
+{
+    void *p = NULL;
+    if (alloc_should_fail() || posix_memalign(&p, align, sz ? sz : 1) != 0)
+        return NULL;
+    memset(p, 0, sz ? sz : 1);
+    return p;
+}
 void coh_free(void *p) { free(p); }
 char *coh_strdup(const char *s)
 {

@@ -62,6 +62,9 @@ void *coh_malloc(size_t n);
 void *coh_calloc(size_t n, size_t sz);
 void *coh_realloc(void *p, size_t n);
 char *coh_strdup(const char *s);
+/* Zeroed, aligned to align (a power of two, a multiple of sizeof(void *)):
+ * for structs with members aligned beyond malloc's 16 bytes. coh_free. */
+void *coh_calloc_aligned(size_t align, size_t sz);
 void coh_free(void *p);
 /* Test hook: the n-th allocation from now fails (n < 0: never). Also set by
  * COHORT_FAULT_ALLOC=n in the environment (read once). */
