@@ -270,7 +270,8 @@ COHORT_API void cohort_work_free(cohort_work *w);
  * once, by each local reader with memcpy from its own mapping of the
  * root's region, instead of twice through the segment or by the kernel
  * (docs/shm.md "Shared user buffers"). Any buffer still works anywhere;
- * only the root's buffer decides, receivers may use any memory.
+ * only the root's buffer decides, receivers may use any memory (a
+ * receiver's region lets the root write part of the message into it).
  *
  * cohort_mem_alloc: *out = bytes (rounded up to whole pages) of zeroed,
  * page-aligned memory owned by this rank; not collective. A sealed memfd,

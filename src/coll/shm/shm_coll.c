@@ -479,7 +479,10 @@ static size_t pipe_piece(size_t cap, size_t bytes) { return piece_of(cap, bytes,
 static size_t bcast_piece(size_t cap, size_t bytes) { return piece_of(cap, bytes, 2); }
 /* one copy from a cohort_mem_alloc buffer (below bcast_single) */
 static int mem_marked(const coh_shm *s, int root, uint32_t p);
-static cohort_status bcast_mem_read(shm_op *o, void *buf, size_t bytes, int root, uint32_t p);
+static cohort_status bcast_mem_read(shm_op *o, void *buf, size_t bytes, int root, uint32_t p,
+                                    int offered);
+static int mem_offer(shm_op *o, void *buf, size_t bytes, unsigned char *mb, uint32_t p);
+static void mem_mark(coh_shm *s, uint32_t p);
 
 /* ---- single copy for all_gather, gather, scatter, all_to_all ----
  *
@@ -944,11 +947,12 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
     put_hdr(o, mb, 0, sizeof(shm_cma_desc));
     shm_cma_desc d = {.addr = (uint64_t)(uintptr_t)buf, .bytes = bytes};
     memcpy(DATA(mb), &d, sizeof d);
+    int offered = !am_root && mem_offer(o, buf, bytes, mb, p);
     shm_publish(s);
     if ((st = cs_wait_all(o, p)) != COHORT_OK)
         return st;
     if (!am_root && mem_marked(s, root, p))
-        return bcast_mem_read(o, buf, bytes, root, p);
+        return bcast_mem_read(o, buf, bytes, root, p, offered);
     if ((st = check_all(o, p, 0, sizeof(shm_cma_desc), -1, 0)) != COHORT_OK)
         return st;
     /* The root's share: the last bytes / n, page-aligned in the message. */
@@ -973,6 +977,8 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
             return st;
     }
     shm_publish(s); /* done with the peers' buffers and slots */
+    if (offered)
+        mem_mark(s, 0); /* the root did not take it: nobody reads it after p */
     return cs_wait_all(o, p + 1);
 }
 
@@ -989,7 +995,15 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
  * message with one memcpy. Then, as bcast_single: every rank publishes
  * "done" and waits for all, so the root returns only after every reader
  * has read its buffer. A reader that cannot map the region fails the
- * group with why, which ends every rank's wait with that error. */
+ * group with why, which ends every rank's wait with that error.
+ *
+ * The split: a reader whose own buffer is a region too offers it in the
+ * same first phase (its descriptor one line after its payload, its own
+ * mark; its header unchanged, so a root on another path never notices).
+ * A root on this path then writes the last bytes / n of the message
+ * (whole pages) into each such reader's buffer through its own mapping of
+ * the reader's region, while the reader copies the rest: two cores copy
+ * at once, as bcast_single splits the kernel's copy. */
 
 /* What readers publish in the first phase of the path they prepared. */
 static uint64_t bcast_first_len(const coh_shm *s, size_t bytes)
@@ -997,12 +1011,50 @@ static uint64_t bcast_first_len(const coh_shm *s, size_t bytes)
     return shm_cma_use(s, COH_COLL_BROADCAST, bytes) ? sizeof(shm_cma_desc) : 0;
 }
 
-static int mem_marked(const coh_shm *s, int root, uint32_t p)
+static int mem_marked(const coh_shm *s, int q, uint32_t p)
 {
-    return p && atomic_load_explicit(&shm_ctl_of(s, root)->mem_p, memory_order_relaxed) == p;
+    return p && atomic_load_explicit(&shm_ctl_of(s, q)->mem_p, memory_order_relaxed) == p;
 }
 
-static cohort_status bcast_mem_root(shm_op *o, const shm_mem_desc *d, size_t bytes)
+static void mem_mark(coh_shm *s, uint32_t p)
+{
+    atomic_store_explicit(&shm_ctl_of(s, s->me)->mem_p, p, memory_order_relaxed);
+}
+
+/* A reader offers its own buffer for the split (before its first-phase
+ * publish into mb, its buffer of phase p); 1 if it did. */
+static int mem_offer(shm_op *o, void *buf, size_t bytes, unsigned char *mb, uint32_t p)
+{
+    coh_shm *s = o->s;
+    shm_mem_desc d;
+    if (!s->mem_ok || !p || !bytes || s->S < SHM_LINE + sizeof d ||
+        !coh_mem_find(s->g, buf, bytes, &d))
+        return 0;
+    memcpy(DATA(mb) + SHM_LINE, &d, sizeof d);
+    mem_mark(s, p);
+    return 1;
+}
+
+/* The split: the root's share of the message, at its end. */
+static size_t mem_tail(const coh_shm *s, size_t bytes) { return bytes / (size_t)s->n & ~(size_t)4095; }
+
+/* A region descriptor local rank q published for this call. */
+static cohort_status mem_desc_get(shm_op *o, int q, const unsigned char *at, size_t bytes,
+                                  shm_mem_desc *d)
+{
+    memcpy(d, at, sizeof *d);
+    if (d->bytes == bytes && d->off <= d->size && d->bytes <= d->size - d->off)
+        return COHORT_OK;
+    return coh_group_fail(o->g, COHORT_ERR_PROTOCOL,
+                          "shm broadcast #%llu: rank %d announced %llu bytes at %llu in a "
+                          "%llu-byte region, this rank %zu bytes",
+                          (unsigned long long)o->c->seq, o->g->local_ranks[q],
+                          (unsigned long long)d->bytes, (unsigned long long)d->off,
+                          (unsigned long long)d->size, bytes);
+}
+
+static cohort_status bcast_mem_root(shm_op *o, const void *buf, const shm_mem_desc *d,
+                                    size_t bytes)
 {
     coh_shm *s = o->s;
     cohort_status st;
@@ -1012,23 +1064,36 @@ static cohort_status bcast_mem_root(shm_op *o, const shm_mem_desc *d, size_t byt
     unsigned char *mb = shm_buf(s, s->me, p);
     put_hdr(o, mb, 0, sizeof *d);
     memcpy(DATA(mb), d, sizeof *d);
-    _Atomic uint32_t *mark = &shm_ctl_of(s, s->me)->mem_p;
-    atomic_store_explicit(mark, p, memory_order_relaxed);
+    mem_mark(s, p);
     shm_publish(s);
     if ((st = cs_wait_all(o, p)) != COHORT_OK ||
         (st = check_all(o, p, 0, bcast_first_len(s, bytes), -1, 0)) != COHORT_OK)
         return st;
-    shm_publish(s); /* nothing to read: straight to "done" */
+    size_t tail = mem_tail(s, bytes), head = bytes - tail;
+    for (int q = 0; q < s->n && tail; q++) {
+        if (q == s->me || !mem_marked(s, q, p))
+            continue;
+        shm_mem_desc rd;
+        unsigned char *base;
+        if ((st = mem_desc_get(o, q, DATA(shm_buf(s, q, p)) + SHM_LINE, bytes, &rd)) !=
+                COHORT_OK ||
+            (st = coh_mem_map(s, q, &rd, o->c, 1, &base)) != COHORT_OK)
+            return st;
+        CPY(base + rd.off + head, (const unsigned char *)buf + head, tail);
+    }
+    shm_publish(s); /* done: the readers' shares written */
     st = cs_wait_all(o, p + 1);
     /* every reader is past phase p: none looks at the mark any more */
-    atomic_store_explicit(mark, 0, memory_order_relaxed);
+    mem_mark(s, 0);
     if (st == COHORT_OK)
-        coh_mem_count(1);
+        coh_mem_count(COH_MEM_ROOTED);
     return st;
 }
 
-/* A reader whose first phase p carries the root's mark. */
-static cohort_status bcast_mem_read(shm_op *o, void *buf, size_t bytes, int root, uint32_t p)
+/* A reader whose first phase p carries the root's mark; offered: it
+ * offered its own buffer (mem_offer), so the root writes the tail. */
+static cohort_status bcast_mem_read(shm_op *o, void *buf, size_t bytes, int root, uint32_t p,
+                                    int offered)
 {
     coh_shm *s = o->s;
     cohort_status st =
@@ -1036,22 +1101,18 @@ static cohort_status bcast_mem_read(shm_op *o, void *buf, size_t bytes, int root
     if (st != COHORT_OK)
         return st;
     shm_mem_desc d;
-    memcpy(&d, DATA(shm_buf(s, root, p)), sizeof d);
-    if (d.bytes != bytes || d.off > d.size || d.bytes > d.size - d.off)
-        return coh_group_fail(o->g, COHORT_ERR_PROTOCOL,
-                              "shm broadcast #%llu: rank %d announced %llu bytes at %llu in a "
-                              "%llu-byte region, this rank %zu bytes",
-                              (unsigned long long)o->c->seq, o->g->local_ranks[root],
-                              (unsigned long long)d.bytes, (unsigned long long)d.off,
-                              (unsigned long long)d.size, bytes);
-    const unsigned char *base;
-    if ((st = coh_mem_map(s, root, &d, o->c, &base)) != COHORT_OK)
+    unsigned char *base;
+    if ((st = mem_desc_get(o, root, DATA(shm_buf(s, root, p)), bytes, &d)) != COHORT_OK ||
+        (st = coh_mem_map(s, root, &d, o->c, 0, &base)) != COHORT_OK)
         return st;
-    CPY(buf, base + d.off, bytes);
+    size_t len = offered ? bytes - mem_tail(s, bytes) : bytes;
+    CPY(buf, base + d.off, len);
     shm_publish(s); /* done with the root's buffer */
-    st = cs_wait_all(o, p + 1);
+    st = cs_wait_all(o, p + 1); /* and the root with mine */
+    if (offered)
+        mem_mark(s, 0);
     if (st == COHORT_OK)
-        coh_mem_count(0);
+        coh_mem_count(offered ? COH_MEM_SPLIT : COH_MEM_READ);
     return st;
 }
 
@@ -1331,7 +1392,7 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
     /* a root buffer from cohort_mem_alloc: one memcpy per reader (bcast_mem_root) */
     shm_mem_desc md;
     if (am_root && s->mem_ok && bytes && s->phase + 1 != 0 && coh_mem_find(s->g, buf, bytes, &md))
-        return bcast_mem_root(&o, &md, bytes);
+        return bcast_mem_root(&o, buf, &md, bytes);
     if (shm_cma_use(s, COH_COLL_BROADCAST, bytes))
         return bcast_single(&o, buf, bytes, root);
     size_t S = bcast_piece(s->S, bytes);
@@ -1339,6 +1400,7 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
     o.nt = !am_root && bytes >= s->nt_bytes;
     uint32_t step = 0;
     size_t off = 0;
+    int offered = 0;
     do {
         size_t len = COH_MIN(S, bytes - off);
         uint32_t p = s->phase + 1;
@@ -1349,13 +1411,17 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
             put_hdr(&o, mb, step, am_root ? len : 0);
             if (am_root)
                 CPY(DATA(mb), b + off, len);
+            else
+                offered = mem_offer(&o, buf, bytes, mb, p);
         }
         shm_publish(s); /* readers after step 0: "done reading step-1" */
         if (step == 0) {
             if ((st = cs_wait_all(&o, p)) != COHORT_OK)
                 return st;
             if (!am_root && mem_marked(s, root, p))
-                return bcast_mem_read(&o, buf, bytes, root, p);
+                return bcast_mem_read(&o, buf, bytes, root, p, offered);
+            if (offered)
+                mem_mark(s, 0); /* the root did not take it (it is past p) */
             if ((st = check_all(&o, p, 0, 0, root, len)) != COHORT_OK)
                 return st;
         } else if (!am_root) {

@@ -341,7 +341,8 @@ cohort_status shm_cma_agree(shm_op *o)
     /* pidfd_getfd, which the one-copy broadcast's readers use, passes the
      * same ptrace check as the probe's process_vm_readv */
     s->mem_mode = mem_mode();
-    s->mem_ok = all_can && s->mem_mode != 0;    s->cma_ops = s->cma ? ops : 0;
+    s->mem_ok = all_can && s->mem_mode != 0;
+    s->cma_ops = s->cma ? ops : 0;
     if (!s->cma)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX;
     char speed[192] = "";

@@ -32,14 +32,16 @@ typedef struct mem_region {
  * broadcast (one short walk under the lock; no lookups on small calls). */
 static pthread_mutex_t mem_mu = PTHREAD_MUTEX_INITIALIZER;
 static mem_region *mem_list;
-static _Atomic uint64_t mem_rooted, mem_read;
+static _Atomic int mem_nlive; /* regions in mem_list: lookups skip the lock at 0 */
+static _Atomic uint64_t mem_cnt[3];
 
-void coh_mem_count(int root) { atomic_fetch_add_explicit(root ? &mem_rooted : &mem_read, 1, memory_order_relaxed); }
+void coh_mem_count(int which) { atomic_fetch_add_explicit(&mem_cnt[which], 1, memory_order_relaxed); }
 
-void coh_mem_counts(uint64_t *rooted, uint64_t *read)
+void coh_mem_counts(uint64_t *rooted, uint64_t *read, uint64_t *split)
 {
-    *rooted = atomic_load(&mem_rooted);
-    *read = atomic_load(&mem_read);
+    *rooted = atomic_load(&mem_cnt[COH_MEM_ROOTED]);
+    *read = atomic_load(&mem_cnt[COH_MEM_READ]);
+    *split = atomic_load(&mem_cnt[COH_MEM_SPLIT]);
 }
 
 static void region_free(mem_region *r)
@@ -95,6 +97,7 @@ cohort_status cohort_mem_alloc(cohort_group *g, size_t bytes, void **out)
     pthread_mutex_lock(&mem_mu);
     r->next = mem_list;
     mem_list = r;
+    atomic_fetch_add(&mem_nlive, 1);
     pthread_mutex_unlock(&mem_mu);
     *out = r->base;
     return COHORT_OK;
@@ -118,8 +121,10 @@ cohort_status cohort_mem_free(cohort_group *g, void *p)
     while (*pp && !((*pp)->g == g && (*pp)->base == p))
         pp = &(*pp)->next;
     mem_region *r = *pp;
-    if (r)
+    if (r) {
         *pp = r->next;
+        atomic_fetch_sub(&mem_nlive, 1);
+    }
     pthread_mutex_unlock(&mem_mu);
     if (!r)
         return coh_err_set(&g->last, COHORT_ERR_INVALID,
@@ -135,6 +140,7 @@ void coh_mem_release_group(cohort_group *g)
         mem_region *r = *pp;
         if (r->g == g) {
             *pp = r->next;
+            atomic_fetch_sub(&mem_nlive, 1);
             region_free(r);
         } else {
             pp = &r->next;
@@ -147,6 +153,8 @@ int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_d
 {
     int found = 0;
     uintptr_t a = (uintptr_t)buf;
+    if (!buf || atomic_load_explicit(&mem_nlive, memory_order_relaxed) == 0)
+        return 0; /* the common case: a process that allocated none */
     pthread_mutex_lock(&mem_mu);
     for (mem_region *r = mem_list; r; r = r->next) {
         uintptr_t b = (uintptr_t)r->base;
@@ -167,8 +175,9 @@ int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_d
 
 typedef struct mem_map {
     uint64_t id;
-    const unsigned char *base;
+    unsigned char *base;
     size_t size;
+    int write; /* mapped read-write */
 } mem_map;
 
 typedef struct mem_cache {
@@ -183,7 +192,7 @@ void coh_mem_unmap_all(coh_shm *s)
         return;
     for (size_t i = 0; i < (size_t)s->n * SHM_MEM_CACHE; i++)
         if (mc->m[i].base)
-            munmap((void *)mc->m[i].base, mc->m[i].size);
+            munmap(mc->m[i].base, mc->m[i].size);
     coh_free(mc->m);
     coh_free(mc->next);
     coh_free(mc);
@@ -191,7 +200,7 @@ void coh_mem_unmap_all(coh_shm *s)
 }
 
 cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_call *c,
-                          const unsigned char **base)
+                          int write, unsigned char **base)
 {
     mem_cache *mc = s->mem;
     if (!mc) {
@@ -214,6 +223,11 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
     mem_map *m = mc->m + (size_t)q * SHM_MEM_CACHE;
     for (int i = 0; i < SHM_MEM_CACHE; i++)
         if (m[i].base && m[i].id == d->id && m[i].size == d->size) {
+            if (write && !m[i].write) { /* mapped for reading: map it again below */
+                munmap(m[i].base, m[i].size);
+                m[i].base = NULL;
+                break;
+            }
             *base = m[i].base;
             return COHORT_OK;
         }
@@ -242,23 +256,25 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
                            (unsigned long long)d->size);
         } else {
             what = "mmap";
-            p = mmap(NULL, (size_t)d->size, PROT_READ, MAP_SHARED, fd, 0);
+            p = mmap(NULL, (size_t)d->size, write ? PROT_READ | PROT_WRITE : PROT_READ,
+                     MAP_SHARED, fd, 0);
             e = errno;
         }
         close(fd);
     }
     if (p == MAP_FAILED)
         return coh_group_fail(s->g, e == EMFILE || e == ENFILE || e == ENOMEM ? COHORT_ERR_NOMEM : COHORT_ERR_SYSTEM,
-                       "shm broadcast #%llu: this rank cannot map root rank %d's cohort_mem_alloc "
+                       "shm broadcast #%llu: this rank cannot map %s rank %d's cohort_mem_alloc "
                        "buffer: %s: %s (errno %d)%s",
-                       (unsigned long long)c->seq, peer, what, strerror(e), e,
+                       (unsigned long long)c->seq, write ? "reader" : "root", peer, what,
+                       strerror(e), e,
                        s->mem_mode == 2 ? " (COHORT_SHM_MEM=map-fail)"
                                         : "; COHORT_SHM_MEM=off on the root takes the copy "
                                           "through the segment instead");
     unsigned k = mc->next[q]++ % SHM_MEM_CACHE;
     if (m[k].base)
-        munmap((void *)m[k].base, m[k].size);
-    m[k] = (mem_map){.id = d->id, .base = p, .size = (size_t)d->size};
+        munmap(m[k].base, m[k].size);
+    m[k] = (mem_map){.id = d->id, .base = p, .size = (size_t)d->size, .write = write};
     *base = p;
     return COHORT_OK;
 }

@@ -38,12 +38,13 @@ typedef struct shm_mem_desc {
  * allocated with cohort_mem_alloc. Thread-safe. */
 int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_desc *d);
 
-/* *base: the reader's address of local rank q's region d, mapped on first
- * use and cached. Otherwise fails the group with why (the descriptor could
+/* *base: this rank's address of local rank q's region d, mapped on first
+ * use (read-only, or read-write when `write`: a root writing a reader's
+ * share) and cached. Otherwise fails the group with why (the descriptor could
  * not be obtained or mapped: permissions, fd limit; not the region
  * announced) and returns that status. */
 cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_call *c,
-                          const unsigned char **base);
+                          int write, unsigned char **base);
 
 /* Unmaps every cached peer region (segment teardown). */
 void coh_mem_unmap_all(coh_shm *s);
@@ -51,9 +52,11 @@ void coh_mem_unmap_all(coh_shm *s);
 /* Frees the regions g still owns (group teardown). */
 void coh_mem_release_group(cohort_group *g);
 
-/* Broadcasts that took the one-copy path in this process, as root and as
- * reader (tests: the path really ran, no silent fallback). */
-void coh_mem_counts(uint64_t *rooted, uint64_t *read);
-void coh_mem_count(int root);
+/* Broadcasts that took the one-copy path in this process, as root, as
+ * reader, and as a reader whose own buffer was a region, so the root wrote
+ * part of it (split) - tests: the path really ran, no silent fallback. */
+enum { COH_MEM_ROOTED, COH_MEM_READ, COH_MEM_SPLIT };
+void coh_mem_counts(uint64_t *rooted, uint64_t *read, uint64_t *split);
+void coh_mem_count(int which);
 
 #endif
