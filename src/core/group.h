@@ -199,13 +199,21 @@ struct cohort_group {
     _Atomic(const char *) busy_file; /* NULL when no call is being issued */
     _Atomic int busy_site;           /* line << 8 | coll of that call */
     /* Call sites repeat (a training loop): the site hashes of recent
-     * file:line pairs (api.c). Per group, not per thread: only the thread
-     * holding busy_file touches it, and a thread-local in a shared library
-     * costs a __tls_get_addr call per access. */
+     * file:line pairs (api.c), and the arguments of the site's last call
+     * that passed issue's argument checks (ok): a call from the same site
+     * with the same arguments passes them again, so they are skipped. The
+     * contract is still built from each call and checked across ranks.
+     * Per group, not per thread: only the thread holding busy_file touches
+     * it, and a thread-local in a shared library costs a __tls_get_addr
+     * call per access. */
     struct {
         const char *file;
         int line;
         uint32_t site;
+        uint64_t count;
+        int32_t root, tag;
+        uint8_t coll, dtype, bufs, ok; /* bufs: send != NULL | (recv != NULL) << 1 */
+        int8_t redop;
     } site_memo[16];
 
     /* contract sequence numbers */

@@ -29,9 +29,10 @@ typedef struct coh_trace coh_trace;
  * COHORT_ERR_INVALID naming the variable). Error detail: thread-local. */
 cohort_status coh_trace_create(coh_trace **out, int capacity);
 void coh_trace_destroy(coh_trace *t); /* NULL ok */
-/* Records c as ISSUED (wall clock now). c->file must stay valid for the
- * trace's lifetime (it is __FILE__). Returns the ring index for later
- * updates. Every function accepts t == NULL (no-op). */
+/* Records c as ISSUED (wall clock now, coh_trace_us). c->file must stay
+ * valid for the trace's lifetime (it is __FILE__). Returns the ring index
+ * for later updates. One thread at a time may issue on a recorder (the
+ * group's issuing thread). Every function accepts t == NULL (no-op). */
 uint64_t coh_trace_issue(coh_trace *t, const coh_call *c);
 /* STARTED, t_start = now. */
 void coh_trace_start(coh_trace *t, uint64_t idx);

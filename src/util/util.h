@@ -32,6 +32,10 @@ void coh_log_write(int level, const char *file, int line, const char *fmt, ...)
 /* ---- time ---- */
 uint64_t coh_now_ns(void);      /* CLOCK_MONOTONIC */
 uint64_t coh_wall_us(void);     /* CLOCK_REALTIME, for logs and traces */
+/* CLOCK_REALTIME in us for the flight recorder's per-call stamps: from the
+ * TSC where the kernel's clocksource is the TSC (within about a
+ * microsecond of coh_wall_us), else coh_wall_us. util.c says how. */
+uint64_t coh_trace_us(void);
 /* Deadline helpers: timeout_ms < 0 means "never". */
 uint64_t coh_deadline_ns(int timeout_ms);
 /* ms left until deadline (0 if passed, INT32_MAX-ish if never). */
