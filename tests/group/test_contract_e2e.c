@@ -4,6 +4,7 @@
  * frozen peers, and the two debug modes. Each rank checks its own error and
  * message; the test process checks every rank finished in time. */
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -641,6 +642,169 @@ START_TEST(debug_buffers_detects_race)
 }
 END_TEST
 
+/* ---- a repeated call site: the site memo (api.c) ----
+ *
+ * issue skips its argument checks for a call whose site's last checked
+ * call had the same arguments. Every call here comes from one of two
+ * lines (site_ar, site_bc), called 200 times with the same arguments so
+ * the memo holds them; then one rank changes one field at the same site.
+ * The contract must still be built from that call, not from the memo:
+ * every rank reports that field, the call number and the site. And a bad
+ * argument at a remembered site must still be refused locally. */
+
+enum { WARM = 200 };
+static int ar_line, bc_line;
+
+static cohort_status site_ar(cohort_group *g, const void *in, void *out, size_t count,
+                             cohort_dtype dt, cohort_op op)
+{
+    ar_line = __LINE__ + 1;
+    return cohort_all_reduce(g, in, out, count, dt, op);
+}
+
+static cohort_status site_bc(cohort_group *g, void *buf, size_t count, cohort_dtype dt, int root)
+{
+    bc_line = __LINE__ + 1;
+    return cohort_broadcast(g, buf, count, dt, root);
+}
+
+enum site_field { S_COUNT, S_DTYPE, S_REDOP, S_ROOT, S_NFIELDS };
+
+static const char *const site_want[S_NFIELDS][2] = {
+    [S_COUNT] = {"count differs", "rank 1 has 4"},
+    [S_DTYPE] = {"int32", "float32"},
+    [S_REDOP] = {"sum", "max"},
+    [S_ROOT] = {"root differs", "rank 1 has 1"},
+};
+
+static int rank_site_mismatch(int rank, void *arg)
+{
+    enum site_field f = *(const enum site_field *)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static float in[8], out[8];
+    int odd = rank == 1;
+    cohort_status st = COHORT_OK;
+    for (int i = 0; i < WARM && st == COHORT_OK; i++)
+        st = f == S_ROOT ? site_bc(g, in, 2, COHORT_FLOAT32, 0)
+                         : site_ar(g, in, out, 2, COHORT_FLOAT32, COHORT_SUM);
+    RANK_CHECK(st == COHORT_OK, "warm-up: %s: %s", cohort_status_name(st), cohort_last_error(g));
+    switch (f) {
+    case S_COUNT:
+        st = site_ar(g, in, out, odd ? 4 : 2, COHORT_FLOAT32, COHORT_SUM);
+        break;
+    case S_DTYPE: /* same bytes */
+        st = site_ar(g, in, out, 2, odd ? COHORT_INT32 : COHORT_FLOAT32, COHORT_SUM);
+        break;
+    case S_REDOP:
+        st = site_ar(g, in, out, 2, COHORT_FLOAT32, odd ? COHORT_MAX : COHORT_SUM);
+        break;
+    case S_ROOT: /* two roots: neither reads, so the probe or the next call finds it */
+        st = site_bc(g, in, 2, COHORT_FLOAT32, odd ? 1 : 0);
+        if (st == COHORT_OK)
+            st = cohort_barrier(g);
+        if (st == COHORT_OK) {
+            st = cohort_finalize(g);
+            g = NULL;
+        }
+        break;
+    default:
+        break;
+    }
+    const char *m = g ? cohort_last_error(g) : cohort_last_error(NULL);
+    fprintf(stderr, "rank %d: %s: %s\n", rank, cohort_status_name(st), m);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "got %s: %s", cohort_status_name(st), m);
+    char site[64], call[32];
+    snprintf(site, sizeof site, "test_contract_e2e.c:%d", f == S_ROOT ? bc_line : ar_line);
+    snprintf(call, sizeof call, "%s #%d", f == S_ROOT ? "broadcast" : "all_reduce", WARM + 1);
+    RANK_CHECK(strstr(m, call), "missing '%s' in: %s", call, m);
+    RANK_CHECK(strstr(m, site), "missing '%s' in: %s", site, m);
+    for (int i = 0; i < 2; i++)
+        RANK_CHECK(strstr(m, site_want[f][i]), "missing '%s' in: %s", site_want[f][i], m);
+    if (g)
+        cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(cached_site_mismatch_reported)
+{
+    for (int f = 0; f < S_NFIELDS; f++) {
+        cht_opts o = {.nranks = 2, .deadline_ms = 30000, .transport = cht_transports[_i],
+                      .extra_env = "COHORT_TIMEOUT=20"};
+        cht_result r;
+        cht_run_ranks(&o, rank_site_mismatch, &f, &r);
+        for (int i = 0; i < 2; i++)
+            ck_assert_msg(r.status[i] == 0 && !r.hung[i], "field %d (%s): rank %d status %d hung %d",
+                          f, cht_transports[_i], i, r.status[i], r.hung[i]);
+    }
+}
+END_TEST
+
+/* Bad arguments at a remembered site, on every rank alike (so no peer
+ * waits): each is refused locally, and the next good call still works. */
+static int rank_site_args(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static float in[8], out[8], buf[8];
+    for (int i = 0; i < 8; i++)
+        in[i] = (float)(rank + 1);
+    for (int round = 0; round < 6; round++) {
+        for (int i = 0; i < WARM; i++) {
+            RANK_PASS(site_ar(g, in, out, 2, COHORT_FLOAT32, COHORT_SUM), g);
+            RANK_PASS(site_bc(g, buf, 2, COHORT_FLOAT32, 0), g);
+        }
+        RANK_CHECK(out[0] == 3.0f && out[1] == 3.0f, "sum %g %g", out[0], out[1]);
+        cohort_status st = COHORT_OK;
+        const char *want = "";
+        switch (round) {
+        case 0:
+            st = site_ar(g, in, NULL, 2, COHORT_FLOAT32, COHORT_SUM);
+            want = "recv buffer is NULL";
+            break;
+        case 1:
+            st = site_ar(g, in, out, SIZE_MAX / 4, COHORT_FLOAT32, COHORT_SUM);
+            want = "too large";
+            break;
+        case 2:
+            st = site_ar(g, in, out, 2, COHORT_FLOAT32, COHORT_BAND);
+            want = "not defined";
+            break;
+        case 3:
+            st = site_bc(g, buf, 2, COHORT_FLOAT32, 2);
+            want = "out of range";
+            break;
+        case 4:
+            st = site_bc(g, buf, 2, COHORT_FLOAT32, -1);
+            want = "out of range";
+            break;
+        case 5:
+            st = site_bc(g, NULL, 2, COHORT_FLOAT32, 0);
+            want = "recv buffer is NULL";
+            break;
+        }
+        const char *m = cohort_last_error(g);
+        RANK_CHECK(st == COHORT_ERR_INVALID, "round %d: got %s: %s", round, cohort_status_name(st),
+                   m);
+        RANK_CHECK(strstr(m, want), "round %d: missing '%s' in: %s", round, want, m);
+    }
+    RANK_PASS(site_ar(g, in, out, 2, COHORT_FLOAT32, COHORT_SUM), g);
+    RANK_CHECK(out[0] == 3.0f, "sum %g", out[0]);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(cached_site_still_checks_arguments)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 30000, .transport = cht_transports[_i],
+                  .extra_env = "COHORT_TIMEOUT=20"};
+    cht_result r;
+    cht_run_ranks(&o, rank_site_args, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("contract_e2e");
@@ -666,6 +830,12 @@ static Suite *make_suite(void)
         fprintf(stderr, "debug_buffers_detects_race: not run under TSan (it commits the race "
                         "it detects); the plain and ASan builds run it\n");
     suite_add_tcase(s, tc);
+    /* its own case: CK_RUN_CASE=site runs it alone */
+    TCase *site = tcase_create("site");
+    tcase_set_timeout(site, 200);
+    cht_add_per_transport(site, cached_site_mismatch_reported);
+    cht_add_per_transport(site, cached_site_still_checks_arguments);
+    suite_add_tcase(s, site);
     return s;
 }
 

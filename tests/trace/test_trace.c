@@ -123,6 +123,26 @@ START_TEST(create_oom)
 }
 END_TEST
 
+/* The recorder's stamps (coh_trace_us: extrapolated from the TSC where the
+ * kernel's clocksource is the TSC) stay within a few microseconds of
+ * CLOCK_REALTIME read just before and after, across anchor renewals and
+ * rate windows (300 ms: many of both; the first ~50 ms have no rate yet). */
+START_TEST(trace_clock_tracks_realtime)
+{
+    uint64_t end = coh_now_ns() + 300000000ull, worst = 0, n = 0;
+    while (coh_now_ns() < end) {
+        for (int i = 0; i < 1000; i++, n++) {
+            uint64_t before = coh_wall_us(), t = coh_trace_us(), after = coh_wall_us();
+            uint64_t off = t < before ? before - t : t > after ? t - after : 0;
+            if (off > worst)
+                worst = off;
+        }
+    }
+    ck_assert_msg(worst <= 3, "coh_trace_us was %llu us outside CLOCK_REALTIME (%llu reads)",
+                  (unsigned long long)worst, (unsigned long long)n);
+}
+END_TEST
+
 START_TEST(wraparound)
 {
     coh_trace *t;
@@ -667,6 +687,7 @@ static Suite *suite(void)
     tcase_add_test(t, create_sizes);
     tcase_add_test(t, create_oom);
     tcase_add_test(t, wraparound);
+    tcase_add_test(t, trace_clock_tracks_realtime);
     tcase_add_test(t, late_update_of_reused_slot);
     tcase_add_test(t, end_without_start);
     tcase_add_test(t, progress);
