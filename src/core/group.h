@@ -337,6 +337,8 @@ typedef struct coh_wait {
     char report[COH_ERRLEN]; /* the stall report, reused by the timeout error */
 } coh_wait;
 void coh_wait_init(coh_wait *w, cohort_group *g, const coh_call *call);
+/* The same, with the caller's CLOCK_MONOTONIC reading of now (ns). */
+void coh_wait_init_at(coh_wait *w, cohort_group *g, const coh_call *call, uint64_t now);
 cohort_status coh_wait_check(coh_wait *w);
 /* Restarts w's clocks (timeout, stall report, probe) from now, after the
  * call progressed: COHORT_TIMEOUT bounds a wait without progress, not a

@@ -90,12 +90,11 @@ static cohort_status check_buffers(cohort_group *g, coh_call *c, const char *whe
                        coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line, when);
 }
 
-/* Runs one call on the current thread and records it. */
+/* Runs one call on the current thread and records it; just_issued: the
+ * recorder has it STARTED already (coh_trace_issue_started). */
 static cohort_status run_call(cohort_group *g, coh_call *c, uint64_t tidx, int just_issued)
 {
-    if (just_issued)
-        coh_trace_start_now_issued(g->trace, tidx);
-    else
+    if (!just_issued)
         coh_trace_start(g->trace, tidx);
     cohort_status st = check_buffers(g, c, "start");
     if (st == COHORT_OK && g->debug_sync)
@@ -222,9 +221,9 @@ static int wait_done(coh_engine *e, cohort_work *w, uint64_t deadline_ns)
 cohort_status coh_engine_submit(cohort_group *g, coh_call *c, cohort_work **work)
 {
     coh_engine *e = g->engine;
-    uint64_t tidx = coh_trace_issue(g->trace, c);
     if (!work && atomic_load_explicit(&e->pending, memory_order_acquire) == 0)
-        return run_call(g, c, tidx, 1);
+        return run_call(g, c, coh_trace_issue_started(g->trace, c), 1);
+    uint64_t tidx = coh_trace_issue(g->trace, c);
     if (!work) {
         /* Blocking call behind async work: keep issue order. */
         cohort_work w;

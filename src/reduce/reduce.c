@@ -205,7 +205,7 @@ void coh_reduce_multi_div(void *out, const void *const *srcs, int nsrc, size_t n
         return;
     if (op != COHORT_AVG)
         div = 0;
-    size_t es = cohort_dtype_size(dt);
+    size_t es = coh_dtype_size(dt);
     if (nsrc == 1) {
         if (out != srcs[0])
             memmove(out, srcs[0], n * es);
@@ -233,6 +233,14 @@ void coh_reduce_multi_div(void *out, const void *const *srcs, int nsrc, size_t n
      * pairwise kernel is already exact in the type's own arithmetic). */
     coh_reduce_fn k2 = ks->k[dt][op].k2;
     _Alignas(64) unsigned char acc[MULTI_BLOCK * 8];
+    if (n * es <= sizeof acc) { /* one block (every small call): no division for blk */
+        memcpy(acc, srcs[0], n * es);
+        for (int s = 1; s < nsrc; s++)
+            k2(acc, srcs[s], n);
+        memcpy(out, acc, n * es);
+        coh_reduce_finish(out, n, dt, op, div);
+        return;
+    }
     size_t blk = sizeof acc / es;
     for (size_t off = 0; off < n; off += blk) {
         size_t m = COH_MIN(n - off, blk);

@@ -105,7 +105,7 @@ uint64_t coh_trace_recorded(const coh_trace *t)
     return t ? atomic_load_explicit(&((coh_trace *)t)->next, RLX) : 0;
 }
 
-uint64_t coh_trace_issue(coh_trace *t, const coh_call *c)
+static inline uint64_t issue_as(coh_trace *t, const coh_call *c, int started)
 {
     if (!t || !c)
         return 0;
@@ -129,14 +129,19 @@ uint64_t coh_trace_issue(coh_trace *t, const coh_call *c)
     atomic_store_explicit(&s->tag, c->tag, RLX);
     atomic_store_explicit(&s->line, c->line, RLX);
     atomic_store_explicit(&s->file, c->file, RLX);
-    atomic_store_explicit(&s->t_issue, coh_trace_us(), RLX);
-    atomic_store_explicit(&s->t_start, 0, RLX);
+    uint64_t now = coh_trace_us();
+    atomic_store_explicit(&s->t_issue, now, RLX);
+    atomic_store_explicit(&s->t_start, started ? now : 0, RLX);
     atomic_store_explicit(&s->t_end, 0, RLX);
     atomic_store_explicit(&s->status, COHORT_OK, RLX);
-    atomic_store_explicit(&s->state, COH_ST_ISSUED, RLX);
+    atomic_store_explicit(&s->state, started ? COH_ST_STARTED : COH_ST_ISSUED, RLX);
     atomic_store_explicit(&s->idx, i + 1, memory_order_release);
     return i;
 }
+
+uint64_t coh_trace_issue(coh_trace *t, const coh_call *c) { return issue_as(t, c, 0); }
+
+uint64_t coh_trace_issue_started(coh_trace *t, const coh_call *c) { return issue_as(t, c, 1); }
 
 /* The slot still holding ring index i, or NULL if it was reused. */
 static trace_slot *live_slot(coh_trace *t, uint64_t i)

@@ -34,6 +34,10 @@ void coh_trace_destroy(coh_trace *t); /* NULL ok */
  * for later updates. One thread at a time may issue on a recorder (the
  * group's issuing thread). Every function accepts t == NULL (no-op). */
 uint64_t coh_trace_issue(coh_trace *t, const coh_call *c);
+/* Issued and started at once (a blocking call run on the issuing thread):
+ * STARTED, t_start = t_issue; the same as coh_trace_issue followed by
+ * coh_trace_start_now_issued, without looking the slot up again. */
+uint64_t coh_trace_issue_started(coh_trace *t, const coh_call *c);
 /* STARTED, t_start = now. */
 void coh_trace_start(coh_trace *t, uint64_t idx);
 /* STARTED right after issue on the same thread: t_start = t_issue (saves a

@@ -226,7 +226,7 @@ static cohort_status wait_loop(shm_op *o, int q, _Atomic uint32_t *word, _Atomic
     cohort_status st;
     uint64_t t0 = coh_now_ns(), now = t0, next_check = t0 + SLICE_NS;
     if (!o->w_init) {
-        coh_wait_init(&o->w, o->g, o->c);
+        coh_wait_init_at(&o->w, o->g, o->c, t0); /* one clock read, not two */
         o->w_init = 1;
     } else {
         /* The call's previous wait ended with what it waited for: progress.
