@@ -34,7 +34,8 @@ static const size_t offs[] = {0, 3, 4096 + 5};
 
 typedef struct mem_case {
     int nranks;
-    int expect;  /* 1: calls above ring_max from a region take the one-copy path */
+    int expect;  /* 1: calls above ring_max from a region take the one-copy path;
+                  * 2: the same without the split (COHORT_SHM_MEM=nosplit) */
     int ring_max; /* COHORT_SHM_RING_BYTES pinned below (0: ring off) */
     const char *env;
 } mem_case;
@@ -58,6 +59,8 @@ static const mem_case cases[] = {
     /* fallbacks, same data: the root's COHORT_SHM_MEM=off, and no ptrace
      * access between the ranks (the probe failed) */
     {2, 0, 0, "COHORT_SHM_RING_BYTES=0;COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_MEM=off"},
+    /* the readers never offer their regions: one copy, no split */
+    {2, 2, 0, "COHORT_SHM_RING_BYTES=0;COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_MEM=nosplit"},
     {2, 0, 0, "COHORT_SHM_RING_BYTES=0;COHORT_SHM_SINGLE_COPY=probe-fail"},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
@@ -96,7 +99,10 @@ static int rank_matrix(int rank, void *arg)
                 RANK_PASS(cohort_broadcast(g, b, bytes, COHORT_UINT8, root), g);
                 coh_mem_counts(&c1[0], &c1[1], &c1[2]);
                 int on = m->expect && kind < 2 && bytes > (size_t)m->ring_max;
-                int want = !on ? -1 : am_root ? COH_MEM_ROOTED : kind == 1 ? COH_MEM_SPLIT : COH_MEM_READ;
+                int want = !on                           ? -1
+                           : am_root                     ? COH_MEM_ROOTED
+                           : kind == 1 && m->expect == 1 ? COH_MEM_SPLIT
+                                                         : COH_MEM_READ;
                 for (int c = 0; c < 3; c++)
                     RANK_CHECK(c1[c] - c0[c] == (uint64_t)(c == want),
                                "rank %d, root %d, %zu B at +%zu, kind %d: counter %d (0 rooted, "

@@ -1027,7 +1027,7 @@ static int mem_offer(shm_op *o, void *buf, size_t bytes, unsigned char *mb, uint
 {
     coh_shm *s = o->s;
     shm_mem_desc d;
-    if (!s->mem_ok || !p || !bytes || s->S < SHM_LINE + sizeof d ||
+    if (!s->mem_ok || s->mem_mode == 3 || !p || !bytes || s->S < SHM_LINE + sizeof d ||
         !coh_mem_find(s->g, buf, bytes, &d))
         return 0;
     memcpy(DATA(mb) + SHM_LINE, &d, sizeof d);

@@ -32,8 +32,9 @@ static int mode(void)
     return M_AUTO;
 }
 
-/* COHORT_SHM_MEM: 0 off, 1 on (default), 2 map-fail (tests: a reader's
- * pidfd_getfd asks for a descriptor that does not exist) */
+/* COHORT_SHM_MEM: 0 off, 1 on (default), 2 map-fail (tests: pidfd_getfd
+ * asks for a descriptor that does not exist), 3 nosplit (a reader does not
+ * offer its own region: A/B of the split) */
 static int mem_mode(void)
 {
     const char *v = coh_env_str("COHORT_SHM_MEM");
@@ -43,7 +44,9 @@ static int mem_mode(void)
         return 0;
     if (!strcmp(v, "map-fail"))
         return 2;
-    coh_warn("COHORT_SHM_MEM=%s: expected on, off or map-fail; using on", v);
+    if (!strcmp(v, "nosplit"))
+        return 3;
+    coh_warn("COHORT_SHM_MEM=%s: expected on, off, nosplit or map-fail; using on", v);
     return 1;
 }
 

@@ -383,7 +383,7 @@ struct coh_shm {
     /* one-copy broadcasts from cohort_mem_alloc buffers (shm_mem.h):
      * mem_ok: every local rank may take another's descriptors (the attach
      * probe's ptrace verdict) and COHORT_SHM_MEM is not off here; mem_mode:
-     * COHORT_SHM_MEM (0 off, 1 on, 2 map-fail); mem: the mappings of peers'
+     * COHORT_SHM_MEM (0 off, 1 on, 2 map-fail, 3 nosplit); mem: the mappings of peers'
      * regions (shm_mem.c) */
     int mem_ok, mem_mode;
     void *mem;
