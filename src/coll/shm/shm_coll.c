@@ -1077,7 +1077,7 @@ static cohort_status bcast_mem_root(shm_op *o, const void *buf, const shm_mem_de
         unsigned char *base;
         if ((st = mem_desc_get(o, q, DATA(shm_buf(s, q, p)) + SHM_LINE, bytes, &rd)) !=
                 COHORT_OK ||
-            (st = coh_mem_map(s, q, &rd, o->c, 1, &base)) != COHORT_OK)
+            (st = cs_up(o->g, coh_mem_map(s, q, &rd, o->c, 1, &base))) != COHORT_OK)
             return st;
         CPY(base + rd.off + head, (const unsigned char *)buf + head, tail);
     }
@@ -1103,7 +1103,7 @@ static cohort_status bcast_mem_read(shm_op *o, void *buf, size_t bytes, int root
     shm_mem_desc d;
     unsigned char *base;
     if ((st = mem_desc_get(o, root, DATA(shm_buf(s, root, p)), bytes, &d)) != COHORT_OK ||
-        (st = coh_mem_map(s, root, &d, o->c, 0, &base)) != COHORT_OK)
+        (st = cs_up(o->g, coh_mem_map(s, root, &d, o->c, 0, &base))) != COHORT_OK)
         return st;
     size_t len = offered ? bytes - mem_tail(s, bytes) : bytes;
     CPY(buf, base + d.off, len);

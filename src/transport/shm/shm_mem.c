@@ -215,7 +215,7 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
                 coh_free(mc->next);
                 coh_free(mc);
             }
-            return coh_group_fail(s->g, COHORT_ERR_NOMEM, "shm broadcast #%llu: out of memory",
+            return coh_tp_fail_set(s->g, COHORT_ERR_NOMEM, "shm broadcast #%llu: out of memory",
                                   (unsigned long long)c->seq);
         }
         s->mem = mc;
@@ -249,7 +249,7 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
         } else if ((uint64_t)sb.st_ino != d->ino || (uint64_t)sb.st_size != d->size ||
                    seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
             close(fd);
-            return coh_group_fail(s->g, COHORT_ERR_PROTOCOL,
+            return coh_tp_fail_set(s->g, COHORT_ERR_PROTOCOL,
                            "shm broadcast #%llu: rank %d's descriptor %d is not its sealed "
                            "%llu-byte cohort_mem_alloc region",
                            (unsigned long long)c->seq, peer, (int)d->fd,
@@ -263,7 +263,7 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
         close(fd);
     }
     if (p == MAP_FAILED)
-        return coh_group_fail(s->g, e == EMFILE || e == ENFILE || e == ENOMEM ? COHORT_ERR_NOMEM : COHORT_ERR_SYSTEM,
+        return coh_tp_fail_set(s->g, e == EMFILE || e == ENFILE || e == ENOMEM ? COHORT_ERR_NOMEM : COHORT_ERR_SYSTEM,
                        "shm broadcast #%llu: this rank cannot map %s rank %d's cohort_mem_alloc "
                        "buffer: %s: %s (errno %d)%s",
                        (unsigned long long)c->seq, write ? "reader" : "root", peer, what,

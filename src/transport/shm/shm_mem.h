@@ -40,9 +40,9 @@ int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_d
 
 /* *base: this rank's address of local rank q's region d, mapped on first
  * use (read-only, or read-write when `write`: a root writing a reader's
- * share) and cached. Otherwise fails the group with why (the descriptor could
- * not be obtained or mapped: permissions, fd limit; not the region
- * announced) and returns that status. */
+ * share) and cached. Otherwise records why (coh_tp_fail_set: the descriptor
+ * could not be obtained or mapped: permissions, fd limit; not the region
+ * announced) and returns that status; the caller fails the group (cs_up). */
 cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_call *c,
                           int write, unsigned char **base);
 
