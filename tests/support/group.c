@@ -46,6 +46,7 @@ int cht_group_init(cohort_group *g, int rank, int size, const cht_group_opts *o)
         }
         g->local_size = size;
         g->local_rank = rank;
+        g->machine_size = size; /* one machine, as cohort_init finds it */
     }
     return bad ? -1 : 0;
 }

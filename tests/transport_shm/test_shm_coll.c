@@ -682,10 +682,12 @@ static const cfg cfgs[] = {
            "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=1"},
     /* auto decides by the speed probe (its times replaced: this VM's kernel
      * copy always loses): a kernel copy as fast as memcpy turns single copy
-     * on for every op, one 2x slower keeps two copies */
+     * on for every op, one 2x slower keeps two copies (3 ranks: 2 unbound
+     * ranks with a cpu each take single copy for broadcast anyway, the
+     * "bound" case) */
     {3, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=auto;"
            "COHORT_SHM_SINGLE_COPY_BYTES=1;COHORT_SHM_SINGLE_COPY_PROBE_NS=1000,1000"},
-    {2, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=auto;"
+    {3, 0, "COHORT_SHM_SLOT_BYTES=65536;COHORT_SHM_SINGLE_COPY=auto;"
            "COHORT_SHM_SINGLE_COPY_BYTES=1;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"},
     /* auto's per-size rule: the probe's times at 64 KiB and 256 KiB
      * (slots of 256 KiB, so both are measured) replaced; single copy from
@@ -753,22 +755,26 @@ START_TEST(size_rule)
 }
 END_TEST
 
-/* auto with 2 ranks bound to cpus of their own: broadcast takes single
- * copy from COHORT_SHM_SINGLE_COPY_BYTES (default 64 KiB) although the
- * probe (its times replaced: the kernel's copy 2x memcpy) keeps two
- * copies; other ops keep two copies. Both ranks bound to one cpu: two
- * copies everywhere. */
+/* auto with 2 ranks bound to cpus of their own, or both unbound on a
+ * machine whose ranks have a cpu each (2 ranks, >= 2 cpus here):
+ * broadcast takes single copy from COHORT_SHM_SINGLE_COPY_BYTES (default
+ * 64 KiB) although the probe (its times replaced: the kernel's copy 2x
+ * memcpy) keeps two copies; other ops keep two copies. Both ranks bound to
+ * one cpu: two copies everywhere. */
+enum { B_APART, B_ONE_CPU, B_UNBOUND };
 static int bound_cpus[2];
 static int bound_main(int rank, void *arg)
 {
-    int apart = *(const int *)arg;
+    int mode = *(const int *)arg, apart = mode != B_ONE_CPU;
     nranks = 2;
     me = rank;
-    where = apart ? "bound apart" : "bound to one cpu";
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(bound_cpus[apart ? rank : 0], &one);
-    CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity");
+    where = mode == B_APART ? "bound apart" : mode == B_ONE_CPU ? "bound to one cpu" : "unbound";
+    if (mode != B_UNBOUND) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(bound_cpus[apart ? rank : 0], &one);
+        CHECK(sched_setaffinity(0, sizeof one, &one) == 0, "sched_setaffinity");
+    }
     cohort_status st;
     G = th_group(rank, 2, 30000, &st);
     if (!G)
@@ -780,7 +786,10 @@ static int bound_main(int rank, void *arg)
     CHECK(!shm_cma_use(s, COH_COLL_BROADCAST, min - 1), "broadcast at %zu B", min - 1);
     CHECK(!shm_cma_use(s, COH_COLL_ALL_GATHER, min) && !shm_cma_use(s, COH_COLL_SEND, min),
           "other ops: two copies (%s)", s->copy_info);
-    CHECK(!apart || strstr(s->copy_info, "bound to cpus") != NULL, "named: %s", s->copy_info);
+    CHECK(mode != B_APART || strstr(s->copy_info, "bound to cpus") != NULL, "named: %s",
+          s->copy_info);
+    CHECK(mode != B_UNBOUND || strstr(s->copy_info, "have a cpu each") != NULL, "named: %s",
+          s->copy_info);
     /* the data, both roots, through whichever path was chosen */
     for (int root = 0; root < 2; root++) {
         t_broadcast(COHORT_UINT8, min, root);
@@ -803,12 +812,12 @@ START_TEST(bound)
         fprintf(stderr, "bound: one cpu available, nothing to test\n");
         return;
     }
-    static const int apart[2] = {1, 0};
+    static const int modes[3] = {B_APART, B_ONE_CPU, B_UNBOUND};
     ck_assert_ptr_nonnull(th_shared_init());
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 60000,
                   .extra_env = "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"};
     cht_result r;
-    cht_run_ranks(&o, bound_main, (void *)&apart[_i], &r);
+    cht_run_ranks(&o, bound_main, (void *)&modes[_i], &r);
     cht_assert_all_ok(&r);
 }
 END_TEST
@@ -820,7 +829,7 @@ static Suite *make_suite(void)
     tcase_add_test(tu, size_rule);
     suite_add_tcase(s, tu);
     TCase *tb = tcase_create("bound");
-    tcase_add_loop_test(tb, bound, 0, 2);
+    tcase_add_loop_test(tb, bound, 0, 3);
     tcase_set_timeout(tb, 90);
     suite_add_tcase(s, tb);
     TCase *tc = tcase_create("matrix");

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -332,12 +333,23 @@ cohort_status shm_cma_agree(shm_op *o)
      * cores, while two copies move every line of the slot between the
      * cores each call (3-4x memcpy when the host has the vCPUs far apart).
      * Bound apart, single copy measured x0.22-0.41 of two copies' p50 at
-     * 64 KiB-1 MiB (its mean lower in every cell, p99 in 10 of 12); unbound
-     * ranks that share one cpu (a loaded machine) lose with it (x1.0-1.8):
-     * their copies run one after the other, so only binding makes the rule
-     * safe (docs/performance.md "Single copy vs Open MPI's CMA"). */
-    int apart = !all_want && !wins && all_can && s->n == 2 && cpu[0] && cpu[1] &&
-                cpu[0] != cpu[1];
+     * 64 KiB-1 MiB (its mean lower in every cell, p99 in 10 of 12).
+     * Unbound ranks get it too when the machine's ranks have a cpu each
+     * (g->machine_size <= online cpus, the rule of the TCP spin default):
+     * the scheduler then runs them apart, and the quiet A/B (17:09 UTC,
+     * cma_state_ab.sh) found unbound single copy equal to bound (64 KiB
+     * 4.1 vs 12.1 us, 1 MiB 78.8 vs 178.8 back to back). The price: a
+     * loaded machine that makes the two unbound ranks share one cpu runs
+     * their copies one after the other (x1.0-1.8 of two copies, LOADED).
+     * Bound to one cpu, never (docs/performance.md "Single copy vs Open
+     * MPI's CMA"). */
+    int bound_apart = cpu[0] && cpu[1] && cpu[0] != cpu[1];
+    int free_apart = !cpu[0] && !cpu[1] && s->g->machine_size >= 2 &&
+                     s->g->machine_size <= sysconf(_SC_NPROCESSORS_ONLN);
+    int apart = !all_want && !wins && all_can && s->n == 2 && (bound_apart || free_apart);
+    char where[48] = "";
+    if (bound_apart)
+        snprintf(where, sizeof where, "are bound to cpus %u and %u", cpu[0] - 1, cpu[1] - 1);
     if (apart)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX, ops = 1u << COH_COLL_BROADCAST;
     s->cma = all_can && (all_want || wins || apart);
@@ -367,10 +379,9 @@ cohort_status shm_cma_agree(shm_op *o)
     else if (apart)
         snprintf(s->copy_info, sizeof s->copy_info,
                  "broadcast %s per rank: single copy (process_vm_readv/writev; auto: the kernel's "
-                 "copy loses to memcpy at attach's measurement but the 2 ranks are bound to cpus "
-                 "%u and %u, where the broadcast's copy split over both wins); else two copies "
-                 "through the segment%s",
-                 range, cpu[0] - 1, cpu[1] - 1, speed);
+                 "copy loses to memcpy at attach's measurement but the 2 ranks %s, where the "
+                 "broadcast's copy split over both wins); else two copies through the segment%s",
+                 range, bound_apart ? where : "have a cpu each (unbound)", speed);
     else if (s->cma)
         snprintf(s->copy_info, sizeof s->copy_info,
                  "broadcast, all_gather, gather, scatter, all_to_all, send/recv %s per rank: single "

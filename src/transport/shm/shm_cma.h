@@ -11,8 +11,10 @@
  * default), the kernel's copy measured at attach (at 64 KiB and 256 KiB)
  * is fast enough to win at the call's size (on the development VM it is
  * ~3.5-5x slower than memcpy at both, so auto keeps two copies there;
- * docs/shm.md), or, for broadcast only, the 2 local ranks are each bound
- * to a cpu of their own (the copy split over both cores then wins). =off skips the probe; =probe-fail
+ * docs/shm.md), or, for broadcast only, the 2 local ranks run apart: each
+ * bound to a cpu of its own, or both unbound on a machine whose ranks have
+ * a cpu each (the copy split over both cores then wins). =off skips the
+ * probe; =probe-fail
  * makes the probe read an unmapped address (tests of the fallback);
  * COHORT_SHM_SINGLE_COPY_BYTES
  * (default 65536, the lead's value rules) is the smallest call that uses it.
