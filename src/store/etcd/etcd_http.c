@@ -778,7 +778,7 @@ cohort_status coh_etcd_call(coh_etcd_conn *c, coh_err *err, const char *path, js
                            path);
     size_t blen = strlen(b);
     cohort_status st = COHORT_OK;
-    char why[256] = "";
+    char why[256] = "", first[256] = "";
     int fails = 0, rounds = 0, reauths = 0;
     uint64_t t0 = coh_now_ns();
     /* One attempt per turn: authenticate first when this member has not
@@ -817,7 +817,12 @@ cohort_status coh_etcd_call(coh_etcd_conn *c, coh_err *err, const char *path, js
             c->auth_on = -1;
             continue;
         }
-        /* Transport or transient: next member; pause after a full round. */
+        /* Transport or transient: next member; pause after a full round.
+         * The first failure is kept: on a loaded machine the last attempt
+         * may only run out of time and hide the cause (a refused TLS
+         * handshake, a reset) that every earlier attempt met. */
+        if (!first[0] && why[0])
+            snprintf(first, sizeof first, "%s", why);
         coh_etcd_next_endpoint(c, why);
         if (++fails % c->cfg->n_ep == 0 || a == A_RETRY)
             coh_etcd_pause(coh_etcd_backoff_ms(rounds++), deadline);
@@ -826,9 +831,11 @@ cohort_status coh_etcd_call(coh_etcd_conn *c, coh_err *err, const char *path, js
     int ms = (int)((coh_now_ns() - t0) / 1000000ull);
     if (fails == 0 && !why[0])
         snprintf(why, sizeof why, "no time left");
+    int other = first[0] && strcmp(first, why) != 0;
     return coh_err_set(err, COHORT_ERR_STORE,
-                       "etcd cluster unreachable (endpoints %s) for %s after %d ms: last error at %s: %s",
-                       c->cfg->ep_list, path, ms, ep_name(c), why);
+                       "etcd cluster unreachable (endpoints %s) for %s after %d ms: last error at %s: %s%s%s%s",
+                       c->cfg->ep_list, path, ms, ep_name(c), why,
+                       other ? " (first error: " : "", other ? first : "", other ? ")" : "");
 }
 
 /* ---- watch ---- */
