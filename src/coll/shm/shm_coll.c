@@ -1361,7 +1361,7 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
     }
     /* phases I rooted up to p - K are checked before any record of them
      * can be overwritten (and before my slot is) */
-    if ((st = ring_settle(o, p - k)) != COHORT_OK)
+    if (s->ring_npend && (st = ring_settle(o, p - k)) != COHORT_OK) /* a reader has none */
         return st;
     if (s->check)
         o->mine.len = bytes; /* op_begin_x built it, step 0 */
