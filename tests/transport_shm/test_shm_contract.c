@@ -28,7 +28,8 @@ typedef struct mcase {
 enum {
     M_COUNT, M_DTYPE_SAME_BYTES, M_REDOP, M_OP, M_BCAST_ROOT, M_COUNT_LARGE, M_REDOP_LARGE,
     M_REDUCE_ROOT, M_GATHER_ROOT, M_SCATTER_ROOT, M_AG_COUNT, M_RS_COUNT, M_A2A_COUNT,
-    M_BARRIER_VS_AR, M_SEQ, M_TAG, M_TAG_BIG, M_N
+    M_BARRIER_VS_AR, M_SEQ, M_TAG, M_TAG_BIG, M_AR8_COUNT, M_AR8_REDOP, M_AR8_VS_AR64,
+    M_AR8_VS_BCAST, M_N
 };
 
 static const mcase cases[M_N] = {
@@ -58,6 +59,16 @@ static const mcase cases[M_N] = {
     [M_SEQ] = {"all_reduce with a skipped call", "sequence number differs", NULL},
     [M_TAG] = {"barrier tag 7 vs 8", "tag differs", NULL},
     [M_TAG_BIG] = {"barrier tag 300 vs 301", "tag differs", NULL},
+    /* the small all_reduce's record exchange (<= 32 B: fingerprint and data
+     * in one ring record line), pinned on; against itself, against the
+     * buffer path (64 B) and against a ring broadcast at the same phase */
+    [M_AR8_COUNT] = {"all_reduce 8 B vs 16 B (records)", "count differs", "COHORT_SHM_AR_INLINE=1"},
+    [M_AR8_REDOP] = {"all_reduce 8 B sum vs max (records)", "reduce op differs",
+                     "COHORT_SHM_AR_INLINE=1"},
+    [M_AR8_VS_AR64] = {"all_reduce 8 B (record) vs 64 B (buffer)", "count differs",
+                       "COHORT_SHM_AR_INLINE=1"},
+    [M_AR8_VS_BCAST] = {"all_reduce 8 B (record) vs ring broadcast 8 B", "op differs",
+                        "COHORT_SHM_AR_INLINE=1"},
 };
 
 static int odd;
@@ -154,6 +165,23 @@ static cohort_status run(cohort_group *g, int k, unsigned char *send, unsigned c
             g->seq++; /* as if it had made one call more */
         c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 16);
         return coh_shm_all_reduce(s, &c, send, recv, 16);
+    case M_AR8_COUNT:
+    case M_AR8_REDOP:
+    case M_AR8_VS_AR64: {
+        size_t n = !odd ? 2 : k == M_AR8_COUNT ? 4 : k == M_AR8_VS_AR64 ? 16 : 2;
+        *recv_len = n * 4;
+        int op = odd && k == M_AR8_REDOP ? COHORT_MAX : COHORT_SUM;
+        c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, op, -1, n);
+        return coh_shm_all_reduce(s, &c, send, recv, n);
+    }
+    case M_AR8_VS_BCAST:
+        *recv_len = 8;
+        if (odd) {
+            c = th_call(g, COH_COLL_BROADCAST, COHORT_FLOAT32, -1, 0, 2);
+            return coh_shm_broadcast(s, &c, recv, 8, 0);
+        }
+        c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 2);
+        return coh_shm_all_reduce(s, &c, send, recv, 2);
     case M_TAG:
     case M_TAG_BIG:
         *recv_len = 0;
@@ -331,6 +359,59 @@ START_TEST(late_rank)
 }
 END_TEST
 
+/* ---- the small all_reduce's record exchange (shm_coll.c ar_small) ----
+ *
+ * COHORT_SHM_AR_INLINE per rank: variant 0 every rank on, 1 rank 1 off (it
+ * runs the buffer path while its peers read records: they must still agree
+ * and reduce right), 2 every rank off. Calls of 0-32 B take the records
+ * where on (the rank's record of the call's phase carries its fingerprint;
+ * never where off), 36 and 64 B never; every result is checked. Then one
+ * mismatched call (2 vs 4 floats), reported by every rank. */
+static int ar_rec_main(int rank, void *arg)
+{
+    int variant = *(int *)arg;
+    int on = variant == 0 || (variant == 1 && rank != 1);
+    setenv("COHORT_SHM_AR_INLINE", on ? "1" : "0", 1);
+    odd = rank == 1;
+    unsigned char *send, *recv;
+    cohort_group *g = warm_group(rank, &send, &recv);
+    coh_shm *s = g->shm;
+    RANK_CHECK(s->ar_inl == on && s->ring_k, "ar_inl %d (want %d), ring_k %zu", s->ar_inl, on,
+               s->ring_k);
+    static const size_t counts[] = {0, 1, 2, 3, 4, 8, 9, 16};
+    for (int it = 0; it < 600; it++) {
+        size_t n = counts[it % 8];
+        int32_t in[16], out[16];
+        for (size_t i = 0; i < 16; i++)
+            in[i] = (int32_t)(it * 31 + rank * 7 + (int)i), out[i] = -1;
+        coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_SUM, -1, n);
+        RANK_PASS(coh_shm_all_reduce(s, &c, in, out, n), NULL);
+        for (size_t i = 0; i < n; i++)
+            RANK_CHECK(out[i] == 3 * (it * 31 + (int)i) + 21, "call %d, count %zu: out[%zu] = %d",
+                       it, n, i, out[i]);
+        uint64_t f[3];
+        int has = shm_ring_fp(s, s->me, s->phase, f) && f[0] == c.seq && f[1] == n;
+        RANK_CHECK(has == (on && n * 4 <= SHM_RING_INLINE),
+                   "call %d, %zu B: record of phase %u %s", it, n * 4, s->phase,
+                   has ? "written" : "missing");
+    }
+    size_t n = odd ? 4 : 2;
+    for (size_t i = 0; i < n * 4; i++)
+        send[i] = (unsigned char)(i + 1);
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, n);
+    cohort_status st = coh_shm_all_reduce(s, &c, send, recv, n);
+    char label[64];
+    snprintf(label, sizeof label, "records, variant %d", variant);
+    return expect_failed(g, M_AR8_COUNT, st, label, send, recv, n * 4, 0);
+}
+
+START_TEST(ar_records)
+{
+    int v = _i;
+    run_ranks(ar_rec_main, &v, NULL);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_contract");
@@ -343,6 +424,10 @@ static Suite *make_suite(void)
     tcase_add_loop_test(late, late_rank, 0, 2 * (int)(sizeof late_cases / sizeof *late_cases));
     tcase_set_timeout(late, 60);
     suite_add_tcase(s, late);
+    TCase *rec = tcase_create("ar_records");
+    tcase_add_loop_test(rec, ar_records, 0, 3);
+    tcase_set_timeout(rec, 60);
+    suite_add_tcase(s, rec);
     return s;
 }
 

@@ -693,6 +693,77 @@ static cohort_status a2a_single(shm_op *o, const unsigned char *sb, unsigned cha
 
 /* ---- all_reduce ---- */
 
+static void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c, uint64_t key,
+                     const void *data, size_t bytes);
+static int ring_fp_ok(const coh_shm *s, int q, uint32_t p, const coh_call *c);
+static int ring_full_bad(const coh_shm *s, const coh_call *c, int q, uint32_t p,
+                         const coh_hdr *mine);
+static cohort_status ring_full_check(shm_op *o, const coh_call *c, int q, uint32_t p,
+                                     const coh_hdr *mine);
+
+/* ar_rec_wait's poll: q published phase p without a record of it (q runs
+ * another path: COHORT_SHM_AR_INLINE=0 there, or another call) */
+typedef struct ar_poll {
+    coh_shm *s;
+    int q, other;
+    uint32_t p;
+} ar_poll;
+static cohort_status ar_poll_fn(void *arg)
+{
+    ar_poll *a = arg;
+    if (!shm_reached(atomic_load_explicit(&shm_ctl_of(a->s, a->q)->arrive, memory_order_acquire),
+                     a->p) ||
+        atomic_load_explicit(&shm_ring_rec_of(a->s, a->q, a->p)->phase, memory_order_acquire) ==
+            a->p)
+        return COHORT_OK;
+    a->other = 1;
+    return COHORT_ERR_CONTRACT; /* ends the wait; the caller reads `other` */
+}
+
+/* The small all_reduce's record exchange. Besides its buffer and control-
+ * line fingerprint (the path every rank understands), each rank writes its
+ * ring record of phase p - the fingerprint and <= SHM_RING_INLINE bytes of
+ * input in one line, tag last - before it publishes p, and reads each
+ * peer's record instead of its arrive and buffer: one line each way per
+ * call, not two (docs/performance.md "Small all_reduce: one line each
+ * way"). A peer that published p without a record takes the old path's
+ * wait and check (and its buffer: it wrote one). Returns 1 when every
+ * peer's record was read and checked (srcs set), 0 for the old path, or
+ * sets *st on a failure. */
+static int ar_rec_take(shm_op *o, const void *send, uint32_t p, cohort_status *st)
+{
+    coh_shm *s = o->s;
+    const coh_call *c = o->c;
+    for (int q = 0; q < s->n; q++) {
+        if (q == s->me) {
+            s->srcs[q] = send;
+            continue;
+        }
+        shm_ring_rec *r = shm_ring_rec_of(s, q, p);
+        if (atomic_load_explicit(&r->phase, memory_order_acquire) != p) {
+            ar_poll a = {s, q, 0, p};
+            *st = shm_wait_rec(o, q, &r->phase, p, ar_poll_fn, &a);
+            if (a.other)
+                return 0;
+            if ((*st = cs_up(o->g, *st)) != COHORT_OK)
+                return -1;
+        }
+        /* the record holds p until q passes p + ring_nrec - 1, which it
+         * cannot before this rank publishes p + 1 */
+        if (s->check && !ring_fp_ok(s, q, p, c) && ring_full_bad(s, c, q, p, &o->mine)) {
+            *st = ring_full_check(o, c, q, p, &o->mine);
+            return -1;
+        }
+        s->srcs[q] = r->inl;
+    }
+    /* A record of p is the last thing a rank stores before it publishes p
+     * (and it finished reading phase p - 1 before its call began), so for
+     * Rule W it stands for arrive >= p: the next claim pulls no peer's
+     * control line. */
+    s->min_seen = p;
+    return 1;
+}
+
 /* One phase: copy in, wait for everyone, check every fingerprint, reduce
  * all n inputs. srcs[me] is the private input (same bits as my copy). The
  * buffer is reused two phases later, after everyone passed this phase's
@@ -709,11 +780,24 @@ static cohort_status ar_small(shm_op *o, const void *send, void *recv, size_t co
     unsigned char *mb = shm_buf(s, s->me, p);
     put_hdr(o, mb, 0, bytes);
     CPY(DATA(mb), send, bytes);
+    /* the record path needs the ring's records (ring_k) and no pending
+     * ring check of mine (op_begin settled them) */
+    int rec = s->ar_inl && s->ring_k && bytes <= SHM_RING_INLINE;
+    if (rec) {
+        if (!s->check)
+            coh_hdr_from_call(&o->mine, s->g, c, COH_MSG_COLL, 0, bytes);
+        ring_put(s, p, &o->mine, c, s->check ? o->fp_key : fp_key(c), send, bytes);
+    }
     shm_publish(s);
-    if ((st = cs_wait_all(o, p)) != COHORT_OK || (st = check_all(o, p, 0, bytes, -1, 0)))
+    int took = 0;
+    if (rec && (took = ar_rec_take(o, send, p, &st)) < 0)
         return st;
-    for (int q = 0; q < s->n; q++)
-        s->srcs[q] = q == s->me ? send : DATA(shm_buf(s, q, p));
+    if (!took) {
+        if ((st = cs_wait_all(o, p)) != COHORT_OK || (st = check_all(o, p, 0, bytes, -1, 0)))
+            return st;
+        for (int q = 0; q < s->n; q++)
+            s->srcs[q] = q == s->me ? send : DATA(shm_buf(s, q, p));
+    }
     if (count) {
         coh_reduce_multi_div(recv, s->srcs, s->n, count, (cohort_dtype)c->dtype, (cohort_op)c->redop,
                              avg_div(s, c));

@@ -366,6 +366,8 @@ struct coh_shm {
     uint64_t spin_ns, yield_ns; /* waiting strategy: max spin, spin + yield */
     uint64_t spin_cur;          /* adaptive spin budget, <= spin_ns */
     int ring_drain;             /* a ring root that must wait waits for p - 1 */
+    int ar_inl;                 /* all_reduce <= SHM_RING_INLINE bytes exchanges ring
+                                 * records (COHORT_SHM_AR_INLINE, default 1; src/coll/shm) */
     uint32_t st_file_site;      /* site whose file name is published */
     char (*peer_file)[72];      /* [n]: storage for coh_shm_peer_state's cur->file */
     const void **srcs;          /* [n]: reduction sources scratch */
@@ -555,6 +557,13 @@ cohort_status shm_wait_word(shm_op *o, int q, _Atomic uint32_t *word, _Atomic ui
 cohort_status shm_wait_multi(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
                              cohort_status (*poll_fn)(void *arg), void *arg);
 void shm_bell_ring(coh_shm *s, int q);
+/* Waits until *word (a line owned by local rank q that q stores before it
+ * publishes its phase) reaches target, sleeping on q's arrive (q's publish
+ * wakes it) and calling poll_fn(arg) while waiting (a non-OK status ends
+ * the wait). No cpu hint unless ranks outnumber cpus: reading q's control
+ * line would pull the line this wait exists to leave alone. */
+cohort_status shm_wait_rec(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
+                           cohort_status (*poll_fn)(void *arg), void *arg);
 /* Publishes value into a futex word owned by this rank (seq_cst, then a
  * wake only if someone sleeps: the same pairing as shm_publish). */
 void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, uint32_t value);

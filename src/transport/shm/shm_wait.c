@@ -86,6 +86,12 @@ void shm_wait_defaults(coh_shm *s)
     if (coh_env_int("COHORT_SHM_RING_DRAIN", &v) == 1 && (v == 0 || v == 1))
         s->ring_drain = (int)v;
     s->spin_cur = s->spin_ns;
+    /* the small all_reduce's one-line exchange (shm_coll.c ar_small);
+     * per rank: a rank without it still interoperates (it writes its
+     * buffer and control-line fingerprint as before) */
+    s->ar_inl = 1;
+    if (coh_env_int("COHORT_SHM_AR_INLINE", &v) == 1 && (v == 0 || v == 1))
+        s->ar_inl = (int)v;
 }
 
 /* Adaptive spin: a wait that ends while spinning lets the budget grow back
@@ -319,6 +325,14 @@ cohort_status shm_wait_word(shm_op *o, int q, _Atomic uint32_t *word, _Atomic ui
                             _Atomic int32_t *cpu, uint32_t target)
 {
     return wait_loop(o, q, word, word, waiters, cpu, target, NULL, NULL);
+}
+
+cohort_status shm_wait_rec(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
+                           cohort_status (*poll_fn)(void *arg), void *arg)
+{
+    shm_ctl *pc = shm_ctl_of(o->s, q);
+    return wait_loop(o, q, word, &pc->arrive, &pc->waiters, o->s->oversub ? &pc->cpu : NULL,
+                     target, poll_fn, arg);
 }
 
 /* ---- the send/recv channels' wait: one bell per rank ----
