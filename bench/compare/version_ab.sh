@@ -7,7 +7,8 @@
 # Per transport (shm, tcp), op and size: the median over launch pairs of
 # (B p50 - A p50) and of B/A, with the per-pair spread, and the medians of
 # p99. Environment: N (8 pairs), OUT (a temp dir), TRANSPORTS ("shm tcp"),
-# OPS (all_reduce,broadcast), SIZES (8,1048576), TIME (0.3 s per size).
+# OPS (all_reduce,broadcast), SIZES (8,1048576), TIME (0.3 s per size),
+# PERF_ARGS (more cohort-perf options, e.g. --osu).
 set -euo pipefail
 A=${1:?A cohort-perf} B=${2:?B cohort-perf}
 N=${N:-8}
@@ -20,7 +21,7 @@ for i in $(seq 1 "$N"); do
     for v in $order; do
       bin=$A; [ "$v" = B ] && bin=$B
       "$bin" --np 2 --transport "$t" --coll "${OPS:-all_reduce,broadcast}" --sizes "${SIZES:-8,1048576}" \
-        --time "${TIME:-0.3}" --in-place no --json > "$OUT/$t.$v.$i.json" 2>/dev/null ||
+        --time "${TIME:-0.3}" --in-place no ${PERF_ARGS:-} --json > "$OUT/$t.$v.$i.json" 2>/dev/null ||
         { echo "launch $t $v $i failed" >&2; rm -f "$OUT/$t.$v.$i.json"; }
     done
   done

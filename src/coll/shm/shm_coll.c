@@ -695,7 +695,6 @@ static cohort_status a2a_single(shm_op *o, const unsigned char *sb, unsigned cha
 
 static void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c, uint64_t key,
                      const void *data, size_t bytes);
-static int ring_fp_ok(const coh_shm *s, int q, uint32_t p, const coh_call *c);
 static int ring_full_bad(const coh_shm *s, const coh_call *c, int q, uint32_t p,
                          const coh_hdr *mine);
 static cohort_status ring_full_check(shm_op *o, const coh_call *c, int q, uint32_t p,
@@ -750,7 +749,11 @@ static int ar_rec_take(shm_op *o, const void *send, uint32_t p, cohort_status *s
         }
         /* the record holds p until q passes p + ring_nrec - 1, which it
          * cannot before this rank publishes p + 1 */
-        if (s->check && !ring_fp_ok(s, q, p, c) && ring_full_bad(s, c, q, p, &o->mine)) {
+        uint64_t f[3]; /* ring_fp_ok with the key op_begin built */
+        if (s->check &&
+            !(shm_ring_fp(s, q, p, f) && f[0] == c->seq && f[1] == c->count &&
+              f[2] == o->fp_key && !o->fp_full) &&
+            ring_full_bad(s, c, q, p, &o->mine)) {
             *st = ring_full_check(o, c, q, p, &o->mine);
             return -1;
         }

@@ -66,6 +66,12 @@
  * 4 x max(K, tiny_k) of them, so "4K" above reads 4 x the deepest ring.
  * Its slots and the ring's are disjoint, and each array's reuse rule covers
  * the calls that used it.
+ *
+ * A small all_reduce (<= SHM_RING_INLINE bytes, src/coll/shm ar_small)
+ * writes a record of its phase too - its fingerprint and input - and its
+ * peers read that line instead of its arrive and buffer; it is a non-ring
+ * call (it settles its ring checks first and claims as usual), so the
+ * records' lifetime argument above holds unchanged.
  */
 #ifndef COH_SHM_INT_H
 #define COH_SHM_INT_H
@@ -560,8 +566,11 @@ void shm_bell_ring(coh_shm *s, int q);
 /* Waits until *word (a line owned by local rank q that q stores before it
  * publishes its phase) reaches target, sleeping on q's arrive (q's publish
  * wakes it) and calling poll_fn(arg) while waiting (a non-OK status ends
- * the wait). No cpu hint unless ranks outnumber cpus: reading q's control
- * line would pull the line this wait exists to leave alone. */
+ * the wait). With q's cpu hint: a wait that reads q's control line while
+ * q writes its record costs q that line's transfer, not this rank (the
+ * record is stored first); without it, a loaded machine's hand-offs
+ * doubled (2 ranks on one cpu spin before they yield: LOADED A/B, 8 B
+ * all_reduce p50 x2.1). */
 cohort_status shm_wait_rec(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
                            cohort_status (*poll_fn)(void *arg), void *arg);
 /* Publishes value into a futex word owned by this rank (seq_cst, then a

@@ -331,8 +331,7 @@ cohort_status shm_wait_rec(shm_op *o, int q, _Atomic uint32_t *word, uint32_t ta
                            cohort_status (*poll_fn)(void *arg), void *arg)
 {
     shm_ctl *pc = shm_ctl_of(o->s, q);
-    return wait_loop(o, q, word, &pc->arrive, &pc->waiters, o->s->oversub ? &pc->cpu : NULL,
-                     target, poll_fn, arg);
+    return wait_loop(o, q, word, &pc->arrive, &pc->waiters, &pc->cpu, target, poll_fn, arg);
 }
 
 /* ---- the send/recv channels' wait: one bell per rank ----
