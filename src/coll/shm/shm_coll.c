@@ -700,7 +700,7 @@ static int ring_full_bad(const coh_shm *s, const coh_call *c, int q, uint32_t p,
 static cohort_status ring_full_check(shm_op *o, const coh_call *c, int q, uint32_t p,
                                      const coh_hdr *mine);
 
-/* ar_rec_wait's poll: q published phase p without a record of it (q runs
+/* ar_rec_take's wait: q published phase p without a record of it (q runs
  * another path: COHORT_SHM_AR_INLINE=0 there, or another call) */
 typedef struct ar_poll {
     coh_shm *s;
