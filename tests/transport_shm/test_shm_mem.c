@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "support/support.h"
@@ -237,6 +238,54 @@ START_TEST(reader_dies)
 }
 END_TEST
 
+/* Descriptors exhausted on the reader (RLIMIT_NOFILE at its lowest free
+ * descriptor, so pidfd_getfd gets EMFILE): the reader fails with
+ * COHORT_ERR_NOMEM naming the limit, the root with an error too; nobody
+ * hangs, and both work again once the limit is back. */
+static int rank_no_fds(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    size_t bytes = 1 << 20;
+    unsigned char *b, *plain = malloc(bytes);
+    RANK_CHECK(plain, "malloc");
+    RANK_PASS(cohort_mem_alloc(g, bytes, (void **)&b), g);
+    struct rlimit old, low;
+    RANK_CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0, "getrlimit");
+    if (rank == 1) {
+        int lowest = dup(0); /* the next descriptor the process would get */
+        RANK_CHECK(lowest >= 0, "dup");
+        close(lowest);
+        low = old;
+        low.rlim_cur = (rlim_t)lowest;
+        RANK_CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0, "setrlimit");
+    }
+    cohort_status st = cohort_broadcast(g, rank ? plain : b, bytes, COHORT_UINT8, 0);
+    const char *e = cohort_last_error(g);
+    if (rank == 1)
+        RANK_CHECK(setrlimit(RLIMIT_NOFILE, &old) == 0, "setrlimit back");
+    RANK_CHECK(st != COHORT_OK, "rank %d: the broadcast succeeded", rank);
+    if (rank == 1)
+        RANK_CHECK(st == COHORT_ERR_NOMEM && strstr(e, "cannot map root rank 0's") &&
+                       strstr(e, "Too many open files"),
+                   "rank %d: %s: %s", rank, cohort_status_name(st), e);
+    free(plain);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(no_fds)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 60000,
+                  .extra_env = "COHORT_TIMEOUT=20;COHORT_SHM_SINGLE_COPY=on"};
+    cht_result r;
+    cht_run_ranks(&o, rank_no_fds, NULL, &r);
+    cht_assert_all_ok(&r);
+    ck_assert_msg(r.elapsed_ms < 15000, "took %.0f ms", r.elapsed_ms);
+}
+END_TEST
+
 /* The API's argument errors (one rank: no segment needed). */
 static int rank_args(int rank, void *arg)
 {
@@ -281,6 +330,7 @@ static Suite *suite(void)
     tcase_add_test(tc, mismatch);
     tcase_add_loop_test(tc, map_fail, 0, 2);
     tcase_add_test(tc, reader_dies);
+    tcase_add_test(tc, no_fds);
     tcase_add_test(tc, api_args);
     suite_add_tcase(s, tc);
     return s;

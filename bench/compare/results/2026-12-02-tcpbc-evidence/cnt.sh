@@ -1,6 +1,6 @@
 #!/bin/bash
 # cnt.sh TAG SIZE ITERS [env...]: per-rank perf stat of syscalls, context switches; cohort (tcp, loopback) or ompi (TAG starting with ompi)
-P=/work/wt/tcpbc/build/tools/cohort-perf/cohort-perf
+P=${PERF:-/work/wt/tcpbc/build/tools/cohort-perf/cohort-perf}
 EV=syscalls:sys_enter_sendmsg,syscalls:sys_enter_recvfrom,syscalls:sys_enter_writev,syscalls:sys_enter_readv,syscalls:sys_enter_poll,syscalls:sys_enter_sched_yield,sched:sched_wakeup,sched:sched_migrate_task,context-switches,cpu-migrations,task-clock
 tag=$1 s=$2 n=$3; shift 3
 if [[ $tag == ompi* ]]; then
