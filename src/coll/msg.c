@@ -64,19 +64,6 @@ cohort_status coh_xf_run(cohort_group *g, const coh_call *c, coh_xfer *ops, int 
     return p ? (cohort_status)p : st;
 }
 
-
-const coh_call *coh_shm_sum_call(cohort_group *g, const coh_call *c, coh_call *tmp,
-                                 cohort_status *st)
-{
-    /* The segment reduces AVG as SUM and leaves the division to
-     * coh_coll_run (once, by the group size: coll/shm/shm_coll.h), so
-     * the call goes through unchanged - its contract, AVG included, is what
-     * the local ranks compare. */
-    (void)g, (void)tmp;
-    *st = COHORT_OK;
-    return c;
-}
-
 /* ---- scratch ----
  * Large scratch buffers are kept per thread between calls: a fresh 16 MiB
  * buffer costs 4096 page faults (and the kernel's zeroing) on every call,

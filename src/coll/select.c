@@ -316,24 +316,27 @@ cohort_status coh_coll_run(cohort_group *g, coh_call *c)
      * the others detected it) returns the cause; later calls ABORTED. */
     if (coh_group_poisoned(g))
         return coh_shm_entry_failed(g->shm, g, c);
-    size_t es = coh_dtype_size(c->dtype);
-    if (c->coll != COH_COLL_BARRIER && es == 0)
-        return bad_call(g, "%s #%llu: invalid dtype %d", coh_coll_label(c->coll),
-                        (unsigned long long)c->seq, c->dtype);
-    if (is_reducing(c->coll) && !coh_op_valid((cohort_dtype)c->dtype, (cohort_op)c->redop))
-        return bad_call(g, "%s #%llu: reduction %s on %s", coh_coll_label(c->coll),
-                        (unsigned long long)c->seq, cohort_op_name((cohort_op)c->redop),
-                        cohort_dtype_name((cohort_dtype)c->dtype));
-    size_t bytes = (size_t)c->count * es;
+    /* The dtype, the reduce op and the peer, checked by the API for this
+     * call already (c->argok: check_args, or its site memo for the same
+     * arguments): here the backstop for calls built inside cohort. */
+    if (!c->argok) {
+        if (c->coll != COH_COLL_BARRIER && coh_dtype_size(c->dtype) == 0)
+            return bad_call(g, "%s #%llu: invalid dtype %d", coh_coll_label(c->coll),
+                            (unsigned long long)c->seq, c->dtype);
+        if (is_reducing(c->coll) && !coh_op_valid((cohort_dtype)c->dtype, (cohort_op)c->redop))
+            return bad_call(g, "%s #%llu: reduction %s on %s", coh_coll_label(c->coll),
+                            (unsigned long long)c->seq, cohort_op_name((cohort_op)c->redop),
+                            cohort_dtype_name((cohort_dtype)c->dtype));
+    }
 
     if (c->coll == COH_COLL_SEND || c->coll == COH_COLL_RECV) {
-        if (c->root < 0 || c->root >= g->size || c->root == g->rank)
+        if (!c->argok && (c->root < 0 || c->root >= g->size || c->root == g->rank))
             return bad_call(g, "%s: peer %d is not another rank of this group of %d",
                             coh_coll_label(c->coll), c->root, g->size);
         return coh_p2p(g, c);
     }
     if (g->size == 1) {
-        run_alone(c, bytes);
+        run_alone(c, (size_t)c->count * coh_dtype_size(c->dtype));
         return COHORT_OK;
     }
     /* Group-internal calls (split, new_group) carry no payload: they only

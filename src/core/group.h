@@ -74,7 +74,9 @@ typedef struct coh_call {
     uint8_t coll;       /* coh_coll */
     uint8_t dtype;      /* cohort_dtype */
     int8_t redop;       /* cohort_op, -1 when the op has none */
-    uint8_t pad0;
+    uint8_t argok;      /* 1: the API's argument checks passed for these fields
+                         * (api.c: check_args or its site memo), so coh_coll_run
+                         * need not repeat them; 0 for calls built inside cohort */
     int32_t root;       /* root (broadcast/reduce/gather/scatter), peer (p2p), else -1 */
     int32_t tag;        /* p2p tag, else 0 */
     uint64_t count;     /* elements, as passed by the user */

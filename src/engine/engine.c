@@ -96,7 +96,8 @@ static cohort_status run_call(cohort_group *g, coh_call *c, uint64_t tidx, int j
 {
     if (!just_issued)
         coh_trace_start(g->trace, tidx);
-    cohort_status st = check_buffers(g, c, "start");
+    /* check_buffers does nothing without debug=buffers: not called then */
+    cohort_status st = g->debug_buffers ? check_buffers(g, c, "start") : COHORT_OK;
     if (st == COHORT_OK && g->debug_sync)
         st = coh_contract_debug_sync(g, c);
     if (st == COHORT_OK)

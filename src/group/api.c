@@ -172,6 +172,13 @@ static cohort_status check_args(cohort_group *g, const coh_call *c)
     return COHORT_OK;
 }
 
+/* The in-place forms whose input gets a private copy (coh_call.scratch):
+ * one test of the kind per call, before the buffers are compared. */
+#define INPLACE_COPIED                                                                             \
+    (1u << COH_COLL_ALL_GATHER | 1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER |                  \
+     1u << COH_COLL_REDUCE_SCATTER | 1u << COH_COLL_ALL_TO_ALL)
+_Static_assert(COH_COLL_KIND_COUNT <= 32, "INPLACE_COPIED is a 32-bit mask of kinds");
+
 static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **work)
 {
     /* Call sites repeat: the group's memo (group.h: site_memo), keyed by the
@@ -206,6 +213,7 @@ static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **wor
         m->ok = c->file != NULL;
     }
     c->site = m->site;
+    c->argok = 1; /* coh_coll_run does not repeat check_args' checks */
     int p2p = c->coll == COH_COLL_SEND || c->coll == COH_COLL_RECV;
     if (p2p) {
         uint64_t *s = c->coll == COH_COLL_SEND ? g->p2p_send_seq : g->p2p_recv_seq;
@@ -237,10 +245,7 @@ static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **wor
     }
     /* In-place forms whose input and output overlap in non-elementwise ways
      * get a private copy of the input (see coh_call.scratch). */
-    if (c->count && c->send && c->send == c->recv &&
-        (c->coll == COH_COLL_ALL_GATHER || c->coll == COH_COLL_GATHER ||
-         c->coll == COH_COLL_SCATTER || c->coll == COH_COLL_REDUCE_SCATTER ||
-         c->coll == COH_COLL_ALL_TO_ALL)) {
+    if ((1u << c->coll & INPLACE_COPIED) && c->count && c->send && c->send == c->recv) {
         size_t in = input_bytes(g, c, coh_dtype_size(c->dtype));
         const char *src = c->send;
         /* all_gather / gather in place: my part already sits at my slot. */

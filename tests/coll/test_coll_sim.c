@@ -549,6 +549,45 @@ START_TEST(test_zero_and_one)
 }
 END_TEST
 
+/* coh_coll_run's own argument checks, for calls built inside cohort
+ * (argok 0): the API's calls skip them (argok 1, checked in api.c), every
+ * other caller keeps them - an invalid dtype, a reduce op the dtype lacks,
+ * a send to this rank itself are refused before any message, each naming
+ * its problem. */
+static cohort_status run_bad(cohort_group *g, int coll, int dt, int op, int root)
+{
+    float f[4] = {0};
+    coh_call c;
+    memset(&c, 0, sizeof c);
+    c.seq = 1;
+    c.coll = (uint8_t)coll;
+    c.dtype = (uint8_t)dt;
+    c.redop = (int8_t)op;
+    c.root = root;
+    c.count = 4;
+    c.file = __FILE__;
+    c.line = __LINE__;
+    c.send = f;
+    c.recv = f;
+    return coh_coll_run(g, &c);
+}
+
+START_TEST(test_run_backstop)
+{
+    sim_world *w = sim_create(3, NULL, 0, 1);
+    cohort_group *g = sim_group(w, 1);
+    ck_assert_int_eq(run_bad(g, COH_COLL_ALL_REDUCE, 200, COHORT_SUM, -1), COHORT_ERR_INVALID);
+    ck_assert_msg(strstr(g->last.msg, "invalid dtype 200"), "%s", g->last.msg);
+    ck_assert_int_eq(run_bad(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_BAND, -1),
+                     COHORT_ERR_INVALID);
+    ck_assert_msg(strstr(g->last.msg, "reduction"), "%s", g->last.msg);
+    ck_assert_int_eq(run_bad(g, COH_COLL_SEND, COHORT_FLOAT32, -1, 1), COHORT_ERR_INVALID);
+    ck_assert_msg(strstr(g->last.msg, "peer 1 is not another rank"), "%s", g->last.msg);
+    ck_assert_int_eq(coh_group_poisoned(g), 0); /* refused locally, the group stays usable */
+    sim_destroy(w);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coll_sim");
@@ -571,6 +610,7 @@ static Suite *suite(void)
     tcase_add_test(ts, test_chunk_read_once);
     tcase_add_test(ts, test_p2p);
     tcase_add_test(ts, test_zero_and_one);
+    tcase_add_test(ts, test_run_backstop);
     suite_add_tcase(s, ts);
     return s;
 }

@@ -440,26 +440,49 @@ static int lines_rank(int rank, void *arg)
      * alone: the reader's record is scribbled after its check passed and
      * the root's drain (the all_reduce) still passes; then a stale done word
      * with a sound record passes on the record; a stale done word with a
-     * scribbled record is found (a corrupted segment) */
-    for (int t = 0; t < 3; t++) {
+     * scribbled record is found (a corrupted segment). Cases 1 and 2 need
+     * the reader's record: the reader calls first (it writes its record,
+     * then waits for the root's), the root once that record is there. Case
+     * 3 (run second): a reader of 2 ranks that finds the root's record
+     * with its own fingerprint writes no record (nobody else would read
+     * it): it calls once the root's call returned, and the root's drain
+     * passes on its done word. */
+    static const int order[] = {0, 3, 1, 2}; /* 2 fails the group: last */
+    for (int i = 0; i < 4; i++) {
+        int t = order[i];
         RANK_PASS(ar(g), g);
         buf[0] = rank == 0 ? 42 : 0;
         coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 1);
+        uint32_t x = s->phase + 1;
+        if (rank == 0 && (t == 1 || t == 2)) {
+            uint64_t end = coh_now_ns() + 5000000000ull;
+            while (atomic_load(&shm_ring_rec_of(s, 1, x)->phase) != x && coh_now_ns() < end)
+                ms_sleep(1);
+            RANK_CHECK(atomic_load(&shm_ring_rec_of(s, 1, x)->phase) == x,
+                       "case %d: the waiting reader wrote no record of phase %u", t, x);
+        }
+        if (rank == 1 && t == 3)
+            th_wait_flag(8, 5000);
         RANK_PASS(coh_shm_broadcast(s, &c, buf, 1, 0), g);
+        if (rank == 0 && t == 3)
+            atomic_store(&th_sh()->flag[8], 1);
         RANK_CHECK(buf[0] == 42, "byte %u", buf[0]);
-        uint32_t x = s->phase;
+        RANK_CHECK(s->phase == x, "case %d: phase %u after the call, want %u", t, s->phase, x);
         if (rank == 1) {
             RANK_CHECK(atomic_load(shm_ring_done(s, 1, x)) == x, "no done word for phase %u", x);
-            if (t != 1)
+            int rec = atomic_load(&shm_ring_rec_of(s, 1, x)->phase) == x;
+            RANK_CHECK(t == 0 || rec == (t != 3), "case %d: the reader's record of phase %u %s", t,
+                       x, rec ? "written" : "missing");
+            if (t == 0 || t == 2)
                 atomic_fetch_xor(&shm_ring_rec_of(s, 1, x)->seq, 1);
-            if (t != 0)
+            if (t == 1 || t == 2)
                 atomic_store(shm_ring_done(s, 1, x), x + 1);
             atomic_store(&th_sh()->flag[4 + t], 1);
         } else {
             th_wait_flag(4 + t, 5000);
         }
         st = ar(g);
-        if (t < 2) {
+        if (t != 2) {
             char msg[COH_ERRLEN];
             errmsg(g, msg);
             RANK_CHECK(st == COHORT_OK, "case %d: %s (%s)", t, cohort_status_name(st), msg);
@@ -483,6 +506,104 @@ START_TEST(lines)
     cht_result r;
     int n = 2;
     cht_run_ranks(&o, lines_rank, &n, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- 2 ranks: the reader that finds the root's record first ----
+ *
+ * A reader of 2 ranks that finds the root's record of its phase with its
+ * own fingerprint copies out and writes no record of its own (bcast_ring).
+ * Here it calls once the root's call returned, so it finds the record:
+ * with the same call it takes the bytes (8 B inline, 1000 B from the
+ * slot) and the root's drain passes; with another count it must still
+ * fail with the contract error naming the count (its read of the root's
+ * fingerprint is the check), and so must the root at its next call. */
+static int fast_rank(int rank, void *arg)
+{
+    size_t bytes = *(int *)arg & 1 ? 1000 : 8;
+    /* variant 2, 3: the reader's done word is scribbled after its call (a
+     * corrupted segment): with no record behind it, the root's drain must
+     * not pass */
+    int lost = *(int *)arg & 2;
+    depths(2);
+    cohort_status st;
+    cohort_group *g = th_group(rank, 2, 20000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    coh_shm *s = g->shm;
+    unsigned char buf[1001];
+    for (int t = 0; t < 2; t++) {
+        RANK_PASS(ar(g), g);
+        size_t n = t == 1 && rank == 1 ? bytes + 1 : bytes;
+        for (size_t j = 0; j < n; j++)
+            buf[j] = rank == 0 ? pat(t, 5, j) : 0;
+        coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, n);
+        uint32_t x = s->phase + 1;
+        if (rank == 1)
+            th_wait_flag(10 + t, 5000);
+        st = coh_shm_broadcast(s, &c, buf, n, 0);
+        if (rank == 0) {
+            RANK_PASS(st, g);
+            atomic_store(&th_sh()->flag[10 + t], 1);
+            if (lost)
+                th_wait_flag(12, 5000);
+            st = ar(g); /* drains the ring call's check */
+        } else if (t == 0 && !lost) {
+            RANK_PASS(st, g);
+            st = ar(g); /* the root's drain */
+        }
+        char msg[COH_ERRLEN];
+        errmsg(g, msg);
+        if (lost) {
+            if (rank == 1) {
+                RANK_PASS(st, g);
+                RANK_CHECK(atomic_load(shm_ring_done(s, 1, x)) == x, "%zu B: no done word", bytes);
+                atomic_store(shm_ring_done(s, 1, x), x + 1);
+                atomic_store(&th_sh()->flag[12], 1);
+                st = ar(g);
+                errmsg(g, msg);
+            }
+            RANK_CHECK(st != COHORT_OK && coh_group_poisoned(g),
+                       "%zu B: a lost done word with no record passed (%s)", bytes, msg);
+            fprintf(stderr, "[%zu B, lost done word] rank %d: %s: %s\n", bytes, rank,
+                    cohort_status_name(st), msg);
+            break;
+        }
+        if (t == 0) {
+            RANK_CHECK(st == COHORT_OK, "%zu B: %s (%s)", bytes, cohort_status_name(st), msg);
+            if (rank == 1) {
+                for (size_t j = 0; j < n; j++)
+                    RANK_CHECK(buf[j] == pat(t, 5, j), "%zu B: byte %zu is %u, want %u", bytes, j,
+                               buf[j], pat(t, 5, j));
+                RANK_CHECK(atomic_load(&shm_ring_rec_of(s, 1, x)->phase) != x,
+                           "%zu B: the reader wrote a record of phase %u", bytes, x);
+                RANK_CHECK(atomic_load(shm_ring_done(s, 1, x)) == x, "%zu B: no done word", bytes);
+            }
+            continue;
+        }
+        RANK_CHECK(rank == 0 ? st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED
+                             : st == COHORT_ERR_CONTRACT,
+                   "%zu B, count mismatch: got %s (%s)", bytes, cohort_status_name(st), msg);
+        RANK_CHECK(coh_group_poisoned(g) == COHORT_ERR_CONTRACT, "group failed with %d",
+                   coh_group_poisoned(g));
+        RANK_CHECK(strstr(msg, "count differs"), "%zu B: message does not name the count: %s",
+                   bytes, msg);
+        if (rank == 1)
+            for (size_t j = 0; j < n; j++)
+                RANK_CHECK(buf[j] == 0, "%zu B: byte %zu written on a mismatch", bytes, j);
+    }
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(fast_reader)
+{
+    int big_ = _i;
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 30000};
+    cht_result r;
+    cht_run_ranks(&o, fast_rank, &big_, &r);
     cht_assert_all_ok(&r);
 }
 END_TEST
@@ -549,6 +670,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, mismatch, 0, 2 * R_N);
     tcase_add_loop_test(tc, sigkill, 0, 4);
     tcase_add_test(tc, lines);
+    tcase_add_loop_test(tc, fast_reader, 0, 4);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;

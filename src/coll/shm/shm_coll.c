@@ -49,6 +49,14 @@
 
 static const uint8_t dt_size[COHORT_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 
+/* Per-call steps of the small calls that gcc left out of line: a call's
+ * frame and saved registers were ~20 instructions of each (callgrind). */
+#if defined(__GNUC__)
+#define CS_INLINE inline __attribute__((always_inline))
+#else
+#define CS_INLINE inline
+#endif
+
 /* A float16/bfloat16 AVG on a segment that holds the whole group is
  * divided inside the fold, in float32, before its one rounding (and
  * coh_coll_run does not divide again: the "shm" algorithm is marked
@@ -156,9 +164,32 @@ static void copy_big(void *dst, const void *src, size_t n, int nt)
     copy_sse2(dst, src, n, nt);
 }
 
+/* n <= SHM_RING_INLINE bytes by fixed-size (inlined) copies that overlap:
+ * a libc memcpy call for 8 B was ~20 instructions of the call (callgrind) */
+static inline void copy_inl(void *dst, const void *src, size_t n)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+    if (n >= 16) {
+        memcpy(d, s, 16);
+        memcpy(d + n - 16, s + n - 16, 16);
+    } else if (n >= 8) {
+        memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            d[i] = s[i];
+    }
+}
+
 static inline void copy_fast(void *dst, const void *src, size_t n)
 {
-    if (n < COPY_VEC_MIN)
+    if (n <= SHM_RING_INLINE) /* an 8 B all_reduce's input: no libc call */
+        copy_inl(dst, src, n);
+    else if (n < COPY_VEC_MIN)
         memcpy(dst, src, n);
     else
         copy_big(dst, src, n, 0);
@@ -378,8 +409,8 @@ cohort_status coh_shm_entry_failed(coh_shm *s, cohort_group *g, const coh_call *
     return coh_group_entry(g, c);
 }
 
-static cohort_status op_begin_x(shm_op *o, coh_shm *s, const coh_call *c, int need_redop,
-                                int ring)
+static CS_INLINE cohort_status op_begin_x(shm_op *o, coh_shm *s, const coh_call *c,
+                                          int need_redop, int ring)
 {
     if (!s || !c)
         return coh_err_set(NULL, COHORT_ERR_INVALID, "shm: no segment or no call");
@@ -392,17 +423,26 @@ static cohort_status op_begin_x(shm_op *o, coh_shm *s, const coh_call *c, int ne
     o->ring_bad = 0;
     if (coh_group_poisoned(s->g))
         return coh_shm_entry_failed(s, s->g, c);
-    cohort_status st = cs_check_abort(s);
-    if (st != COHORT_OK)
-        return st;
+    /* shm_check_abort tests the group (just done) and the segment's abort
+     * word: only a set word needs the call */
+    if (atomic_load_explicit(&s->hdr->abort_status, memory_order_acquire)) {
+        cohort_status st = cs_check_abort(s);
+        if (st != COHORT_OK)
+            return st;
+    }
     if (c->dtype >= COHORT_DTYPE_COUNT)
         return bad_arg(o, "invalid dtype");
     if (need_redop && (c->redop < 0 || c->redop >= COHORT_OP_COUNT))
         return bad_arg(o, "invalid reduce op");
     if (s->check) {
-        coh_hdr_from_call(&o->mine, s->g, c, COH_MSG_COLL, 0, 0);
-        if (!ring) /* the ring compares with mine only (ring_check, bcast_ring) */
+        /* A ring call builds `mine` itself, where it is read: the root's
+         * record, a reader's own record before it waits or reports
+         * (bcast_ring); a reader that finds the root's record with its
+         * fingerprint needs none. */
+        if (!ring) {
+            coh_hdr_from_call(&o->mine, s->g, c, COH_MSG_COLL, 0, 0);
             o->exp = o->mine;
+        }
         o->fp_key = fp_key(c);
         o->fp_full = (o->fp_key >> 24 & 0xff) == FP_TAG_SAT;
     }
@@ -693,8 +733,8 @@ static cohort_status a2a_single(shm_op *o, const unsigned char *sb, unsigned cha
 
 /* ---- all_reduce ---- */
 
-static void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c, uint64_t key,
-                     const void *data, size_t bytes);
+static CS_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c,
+                               uint64_t key, const void *data, size_t bytes);
 static int ring_full_bad(const coh_shm *s, const coh_call *c, int q, uint32_t p,
                          const coh_hdr *mine);
 static cohort_status ring_full_check(shm_op *o, const coh_call *c, int q, uint32_t p,
@@ -1206,31 +1246,10 @@ static cohort_status bcast_mem_read(shm_op *o, void *buf, size_t bytes, int root
 
 /* ---- the small-broadcast ring (shm_seg.h, "The ring") ---- */
 
-/* n <= SHM_RING_INLINE bytes by fixed-size (inlined) copies that overlap:
- * a libc memcpy call for 8 B was ~20 instructions of the call (callgrind) */
-static inline void copy_inl(void *dst, const void *src, size_t n)
-{
-    unsigned char *d = dst;
-    const unsigned char *s = src;
-    if (n >= 16) {
-        memcpy(d, s, 16);
-        memcpy(d + n - 16, s + n - 16, 16);
-    } else if (n >= 8) {
-        memcpy(d, s, 8);
-        memcpy(d + n - 8, s + n - 8, 8);
-    } else if (n >= 4) {
-        memcpy(d, s, 4);
-        memcpy(d + n - 4, s + n - 4, 4);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            d[i] = s[i];
-    }
-}
-
 /* My record of ring phase p: the full header, the short fingerprint of
  * call c and, at most SHM_RING_INLINE bytes, the payload (root only). */
-static void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c, uint64_t key,
-                     const void *data, size_t bytes)
+static CS_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c,
+                               uint64_t key, const void *data, size_t bytes)
 {
     shm_ring_rec *r = shm_ring_rec_of(s, s->me, p);
     const unsigned char *hb = (const unsigned char *)h;
@@ -1406,6 +1425,37 @@ static cohort_status ring_settle(shm_op *o, uint32_t limit)
     return COHORT_OK;
 }
 
+/* bcast_ring's lazy check. A root running ahead has one phase due per
+ * call (p - K), whose readers are past it (min_seen) with their done words
+ * set: that case inline, as ring_check decides it; any other (a wait, a
+ * record to compare, two phases due) through ring_settle, which checks
+ * the same phase again from the start. */
+static inline cohort_status ring_settle_call(shm_op *o, uint32_t limit)
+{
+    coh_shm *s = o->s;
+    uint32_t mask = (uint32_t)(s->ring_nrec - 1), head = s->ring_pend_head;
+    uint32_t x = s->ring_pend[head];
+    if (!shm_reached(limit, x))
+        return COHORT_OK;
+    if (!shm_reached(s->min_seen, x) ||
+        (s->ring_npend > 1 && shm_reached(limit, s->ring_pend[(head + 1) & mask])))
+        return ring_settle(o, limit);
+    if (s->check) {
+        if (s->n == 2) { /* the one reader, without the loop */
+            if (atomic_load_explicit(shm_ring_done(s, 1 - s->me, x), memory_order_relaxed) != x)
+                return ring_settle(o, limit);
+        } else {
+            for (int q = 0; q < s->n; q++)
+                if (q != s->me &&
+                    atomic_load_explicit(shm_ring_done(s, q, x), memory_order_relaxed) != x)
+                    return ring_settle(o, limit);
+        }
+    }
+    s->ring_pend_head = (head + 1) & mask;
+    s->ring_npend--;
+    return COHORT_OK;
+}
+
 /* cohort_finalize's closing check: the ring calls still unchecked. Waits
  * are bounded by the group's timeout and the out-of-band probe. */
 static cohort_status ring_close(coh_shm *s, int wait_ms)
@@ -1448,20 +1498,40 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
     }
     /* phases I rooted up to p - K are checked before any record of them
      * can be overwritten (and before my slot is) */
-    if (s->ring_npend && (st = ring_settle(o, p - k)) != COHORT_OK) /* a reader has none */
+    if (s->ring_npend && (st = ring_settle_call(o, p - k)) != COHORT_OK) /* a reader has none */
         return st;
-    if (s->check)
-        o->mine.len = bytes; /* op_begin_x built it, step 0 */
-    else
-        coh_hdr_from_call(&o->mine, s->g, o->c, COH_MSG_COLL, 0, bytes);
-    /* the root's slot before its record: a reader that finds the record
-     * of phase p (release) finds the payload too, without the root's
-     * arrive */
-    if (me == root && bytes > SHM_RING_INLINE)
-        CPY(shm_ring_slot(s, me, p, tiny), buf, bytes);
-    ring_put(s, p, &o->mine, o->c, s->check ? o->fp_key : fp_key(o->c), me == root ? buf : NULL,
-             bytes);
+    /* The reader of a 2-rank group whose root's record of p is here with
+     * this call's fingerprint: it copies out, stores its done word and
+     * publishes, and writes no record of its own. Only the root reads a
+     * record of p besides its owner (nobody else is in the group), and
+     * the root's lazy check reads the done word, which says the same
+     * (ring_check); on any other outcome the path below writes the record
+     * first and decides as before. */
+    if (me != root && s->n == 2) {
+        uint64_t f[3];
+        if (shm_ring_fp(s, root, p, f) && (!s->check || ring_fp_eq(f, o->c, o->fp_key))) {
+            if (bytes > SHM_RING_INLINE)
+                CPY(buf, shm_ring_slot(s, root, p, tiny), bytes);
+            else
+                copy_inl(buf, shm_ring_rec_of(s, root, p)->inl, bytes);
+            if (s->check)
+                atomic_store_explicit(shm_ring_done(s, me, p), p, memory_order_relaxed);
+            shm_publish(s); /* done reading slot p % K */
+            return COHORT_OK;
+        }
+    }
+    uint64_t key = s->check ? o->fp_key : fp_key(o->c);
     if (me == root) {
+        /* the root's slot before its record: a reader that finds the
+         * record of phase p (release) finds the payload too, without the
+         * root's arrive */
+        if (bytes > SHM_RING_INLINE)
+            CPY(shm_ring_slot(s, me, p, tiny), buf, bytes);
+        /* its header straight into the record (read by nothing else here:
+         * the root's checks compare records) */
+        coh_hdr h;
+        coh_hdr_from_call(&h, s->g, o->c, COH_MSG_COLL, 0, bytes);
+        ring_put(s, p, &h, o->c, key, buf, bytes);
         s->ring_calls[p & mask] = *o->c;
         s->ring_pend[(s->ring_pend_head + s->ring_npend) & mask] = p;
         s->ring_npend++;
@@ -1469,6 +1539,8 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
         shm_publish(s);
         return COHORT_OK;
     }
+    coh_hdr_from_call(&o->mine, s->g, o->c, COH_MSG_COLL, 0, bytes);
+    ring_put(s, p, &o->mine, o->c, key, NULL, bytes);
     o->ring_wait = 1;
     o->ring_q = root;
     o->ring_p = p;
