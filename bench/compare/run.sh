@@ -16,7 +16,13 @@
 #   CONFIGS="memcpy shm2 shm2osu over4 over4osu over8 over8osu over16 over16osu tcp2 tcp2osu
 #            tcp4 tcp4osu netns2 netns2osu netns4 netns4osu contract memory"
 #   SIZES=8,16,64,...,67108864   bytes (nccl-tests convention: the full buffer)
-#   OPS=broadcast    only these collectives (cohort's names, comma-separated; default all five)
+#   OPS=broadcast    only these collectives (cohort's names, comma-separated). Default: the
+#                    five the shared peer harness has (all_reduce broadcast all_gather
+#                    reduce_scatter barrier). all_to_all, gather, scatter, reduce (root 0)
+#                    only when named: OPS=ext for the four, OPS=all for all nine. The MPIs
+#                    run them through bench/compare/mpi_coll_ext.c (same timing, same
+#                    rows, a second mpirun in the same slot: <lib>.<launch>.ext.txt);
+#                    Gloo has none of them
 #   RESULTS=DIR      where results go (default bench/compare/results/<date>)
 #   COHORT_PERF=PATH the cohort-perf binary (default build/tools/cohort-perf/cohort-perf)
 #   PEERS_SRC=DIR    the peer harness, copied to a temp dir (default /work/shared/peers/coll)
@@ -118,12 +124,29 @@ PY=/usr/bin/python3 # Debian's python3 with python3-torch (Gloo)
 # The ops every library has (Gloo in torch 1.13 has no reduce_scatter).
 COHORT_OPS=all_reduce,broadcast,all_gather,reduce_scatter,barrier
 MPI_OPS=allreduce,bcast,allgather,reduce_scatter,barrier
+EXT_OPS= # mpi_coll_ext.c's: none by default (OPS names them)
 GLOO_OPS=all_reduce,broadcast,all_gather,barrier
 # OPS=broadcast,all_reduce: only these (cohort's names; the peers' follow).
+# all_to_all, gather, scatter, reduce (root 0) are not in the default: the MPIs run
+# them through bench/compare/mpi_coll_ext.c (the shared harness has only the five
+# above), Gloo not at all. OPS=all: all nine; OPS=ext: the four.
+EXT_ALL=all_to_all,gather,scatter,reduce
+case "${OPS:-}" in
+all) OPS=$COHORT_OPS,$EXT_ALL ;;
+ext) OPS=$EXT_ALL ;;
+esac
 if [ -n "${OPS:-}" ]; then
+    for o in ${OPS//,/ }; do
+        case ",$COHORT_OPS,$EXT_ALL," in *",$o,"*) ;;
+        *) echo "compare: OPS: unknown collective $o (known: $COHORT_OPS,$EXT_ALL, all, ext)" >&2; exit 2 ;;
+        esac
+    done
     COHORT_OPS=$OPS
-    MPI_OPS=$(echo "$OPS" | sed 's/all_reduce/allreduce/g; s/broadcast/bcast/g; s/all_gather/allgather/g')
-    GLOO_OPS=$(echo "$OPS" | tr , '\n' | grep -v '^reduce_scatter$' | paste -sd, -)
+    ops_in() { echo "$OPS" | tr , '\n' | grep -xE "$1" | paste -sd, -; }
+    MPI_OPS=$(ops_in 'all_reduce|broadcast|all_gather|reduce_scatter|barrier' |
+              sed 's/all_reduce/allreduce/g; s/broadcast/bcast/g; s/all_gather/allgather/g')
+    EXT_OPS=$(ops_in 'all_to_all|gather|scatter|reduce' | sed 's/all_to_all/alltoall/g')
+    GLOO_OPS=$(ops_in 'all_reduce|broadcast|all_gather|barrier')
     [ -n "$GLOO_OPS" ] || GLOO=0
 fi
 
@@ -189,6 +212,9 @@ cp -r "$PEERS_SRC"/. "$PEERS"/ || die "cannot copy $PEERS_SRC"
 mkdir -p "$PEERS/bin"
 mpicc.openmpi -O2 -Wall -o "$PEERS/bin/mpi_coll_bench.openmpi" "$PEERS/mpi_coll_bench.c" -lm || die "build mpi_coll_bench (Open MPI)"
 mpicc.mpich -O2 -Wall -o "$PEERS/bin/mpi_coll_bench.mpich" "$PEERS/mpi_coll_bench.c" -lm || die "build mpi_coll_bench (MPICH)"
+# The collectives the shared harness leaves out, measured its way (ours: bench/compare).
+mpicc.openmpi -O2 -Wall -o "$PEERS/bin/mpi_coll_ext.openmpi" "$HERE/mpi_coll_ext.c" || die "build mpi_coll_ext (Open MPI)"
+mpicc.mpich -O2 -Wall -o "$PEERS/bin/mpi_coll_ext.mpich" "$HERE/mpi_coll_ext.c" || die "build mpi_coll_ext (MPICH)"
 mpicc.openmpi -O2 -Wall -o "$PEERS/bin/mpi_mem.openmpi" "$HERE/mpi_mem.c" || die "build mpi_mem"
 cc -O2 -Wall -o "$PEERS/bin/memcpy_floor" "$HERE/memcpy_floor.c" || die "build memcpy_floor"
 cc -O2 -Wall -pthread -o "$PEERS/bin/c2c" "$HERE/c2c.c" || die "build c2c"
@@ -221,6 +247,7 @@ PTRACE_SCOPE=$(ptrace_scope)
     echo "# load: $(cut -d' ' -f1-3 /proc/loadavg)  (the machine may be shared: ratios of interleaved launches, not absolutes)"
     echo "# PRESET=${PRESET:-none} REPS=$REPS T=$T QUICK=$QUICK NICE=$NICE CONFIGS=$CONFIGS BIND=${BIND:-default} (cohort launches)"
     echo "# SIZES=$SIZES"
+    echo "# OPS=${OPS:-default}: cohort $COHORT_OPS; mpi_coll_bench ${MPI_OPS:--}; mpi_coll_ext ${EXT_OPS:--}; gloo ${GLOO_OPS:--}$([ "${GLOO:-1}" = 1 ] || echo " (GLOO=0: not in shm2)")"
     echo "# command: $0 $*"
 } > "$OUT/run_info.txt"
 cat "$OUT/run_info.txt" >&2
@@ -310,16 +337,31 @@ cohort() { # cfg rep lib nranks [cohort-perf args...]
         --in-place no --memory --sched --deadline "$LAUNCH_TIMEOUT" --json-out "$base.json" \
         $(osu_flag "$cfg" --osu) $(bind_flag "$cfg") -l "$cfg $lib" "$@"
 }
+# An MPI peer's launch is one mpirun of mpi_coll_bench for the ops it has ($MPI_OPS,
+# <lib>.<rep>.txt) and, when OPS names any of all_to_all/gather/scatter/reduce, one of
+# mpi_coll_ext for those ($EXT_OPS, <lib>.<rep>.ext.txt), back to back in the same
+# slot of the round (summarize.py reads both files as launch <rep> of <lib>).
+# mpi_peer KIND FILE_BASE CFG LAUNCHER...: KIND openmpi|mpich; LAUNCHER ends before the binary.
+mpi_peer() {
+    local kind=$1 base=$2 cfg=$3; shift 3
+    local label="$cfg ${base##*/}"; label=${label%.*}
+    if [ -n "$MPI_OPS" ]; then
+        runlog "$base.txt" "$@" "$PEERS/bin/mpi_coll_bench.$kind" \
+            -c $MPI_OPS -s "$SIZES" -t "$T" $(osu_flag "$cfg" -o) -l "$label"
+    fi
+    if [ -n "$EXT_OPS" ]; then
+        runlog "$base.ext.txt" "$@" "$PEERS/bin/mpi_coll_ext.$kind" \
+            -c $EXT_OPS -s "$SIZES" -t "$T" $(osu_flag "$cfg" -o) -l "$label"
+    fi
+}
 ompi() { # cfg rep lib nranks [mpirun args...]
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
-    runlog "$OUT/raw/$cfg/$lib.$rep.txt" $OMPI $OMPI_VERBOSE -n "$n" "$@" "$PEERS/bin/mpi_coll_bench.openmpi" \
-        -c $MPI_OPS -s "$SIZES" -t "$T" $(osu_flag "$cfg" -o) -l "$cfg $lib"
+    mpi_peer openmpi "$OUT/raw/$cfg/$lib.$rep" "$cfg" $OMPI $OMPI_VERBOSE -n "$n" "$@"
 }
 mpich() {
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
     # UCX_LOG_LEVEL=info: UCX names the transports of each endpoint (init only)
-    runlog "$OUT/raw/$cfg/$lib.$rep.txt" env UCX_LOG_LEVEL=info $MPICH -n "$n" "$@" "$PEERS/bin/mpi_coll_bench.mpich" \
-        -c $MPI_OPS -s "$SIZES" -t "$T" $(osu_flag "$cfg" -o) -l "$cfg $lib"
+    mpi_peer mpich "$OUT/raw/$cfg/$lib.$rep" "$cfg" env UCX_LOG_LEVEL=info $MPICH -n "$n" "$@"
 }
 gloo() {
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
@@ -419,11 +461,10 @@ ompi_netns() {
         done > "$PEERS/bin/rankfile.$n"
         bind=(--rankfile "$PEERS/bin/rankfile.$n")
     fi
-    runlog "$OUT/raw/$cfg/ompi.$rep.txt" ip netns exec "$NS_A" $OMPI $OMPI_VERBOSE \
+    mpi_peer openmpi "$OUT/raw/$cfg/ompi.$rep" "$cfg" ip netns exec "$NS_A" $OMPI $OMPI_VERBOSE \
         --host $NS_IP_A:$((n / 2)),$NS_IP_B:$((n / 2)) -n "$n" "${bind[@]}" \
         --mca plm_rsh_agent "$PEERS/bin/ns_rsh" --mca oob_tcp_if_include coh0 \
-        --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include coh0 \
-        "$PEERS/bin/mpi_coll_bench.openmpi" -c $MPI_OPS -s "$SIZES" -t "$T" $(osu_flag "$cfg" -o) -l "$cfg ompi"
+        --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include coh0
 }
 
 gloo_netns() { # CFG REP N
@@ -500,8 +541,8 @@ for rep in $(seq 1 "$REPS"); do
             if has $cfg; then
                 log " $cfg"
                 cohort_next $cfg cohort $n --transport tcp; ompi $cfg $rep ompi $n $OMPI_TCP
-                # Gloo has no OSU mode
-                if [[ $cfg != *osu ]]; then cohort_next $cfg cohort $n --transport tcp; gloo $cfg $rep gloo $n; fi
+                # Gloo has no OSU mode, nor any of OPS=all_to_all,gather,scatter,reduce
+                if [[ $cfg != *osu ]] && [ -n "$GLOO_OPS" ]; then cohort_next $cfg cohort $n --transport tcp; gloo $cfg $rep gloo $n; fi
             fi
         done
     done
@@ -516,7 +557,7 @@ for rep in $(seq 1 "$REPS"); do
         log " $cfg"
         # cohort before each peer, numbered per configuration, as elsewhere
         netns_next $cfg $n; ompi_netns $cfg $rep $n
-        if [[ $cfg != *osu ]]; then netns_next $cfg $n; gloo_netns $cfg $rep $n; fi
+        if [[ $cfg != *osu ]] && [ -n "$GLOO_OPS" ]; then netns_next $cfg $n; gloo_netns $cfg $rep $n; fi
     done
     if has contract; then
         log " contract"

@@ -2,7 +2,8 @@
 """summarize.py RESULTS_DIR - tables, ratios, targets and plots for bench/compare/run.sh.
 
 Reads RESULTS_DIR/raw/<config>/<lib>.<launch>.json (cohort-perf --json-out) and
-.txt (the peer harness: mpi_coll_bench / gloo_bench), takes per library, op and
+.txt (the peer harness: mpi_coll_bench / gloo_bench; <lib>.<launch>.ext.txt:
+bench/compare/mpi_coll_ext), takes per library, op and
 size the median over launches, and writes:
   compare.md   tables (cohort avg, p50/p99/max, busbw; each peer; cohort/peer time
                ratio), the contract-check cost, memory, and the targets met/missed
@@ -31,8 +32,12 @@ def set_out(path):
     """Point the loaders at another results directory (bench/compare/check)."""
     global OUT, RAW
     OUT, RAW = path, os.path.join(path, "raw")
-NORM = {"allreduce": "all_reduce", "bcast": "broadcast", "allgather": "all_gather"}
-OPS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier"]
+NORM = {"allreduce": "all_reduce", "bcast": "broadcast", "allgather": "all_gather",
+        "alltoall": "all_to_all"}
+# The first five are in every run; the rest when run.sh's OPS names them (the MPIs'
+# rows then come from bench/compare/mpi_coll_ext.c, in <lib>.<launch>.ext.txt).
+OPS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier",
+       "reduce", "gather", "scatter", "all_to_all"]
 LIBNAME = {"cohort": "cohort", "ompi": "Open MPI", "mpich": "MPICH", "gloo": "Gloo",
            "ompi_tcp2": "Open MPI TCP-lo (from tcp2)", "on": "cohort contract on",
            "off": "cohort contract off"}

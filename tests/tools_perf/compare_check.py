@@ -7,6 +7,13 @@ cohort-perf launches plus peer and memcpy lines written here, then checks that:
   - too few launches is a miss unless --min-launches allows it;
   - summarize.py writes compare.md with what each launch used (cohort's algorithm and
     copy path from cohort-perf's header, Open MPI's pml/btl from its verbose lines);
+  - the ops only bench/compare/mpi_coll_ext.c measures for the MPIs (gather, all_to_all
+    here; rows in <lib>.<launch>.ext.txt, MPI's name alltoall) count in the shm target
+    and get their tables;
+  - mpi_coll_ext.c builds warning-free and, run under Open MPI / MPICH where installed,
+    writes rows the reader takes, at the sizes cohort-perf reports for the same --sizes,
+    with each op's bus-bandwidth factor and a passing check (skipped, said so, without
+    them);
   - run.sh, sent SIGTERM during a launch, stops it (no rank left), marks the partial
     results and exits 143 (skipped, said so, where run.sh's peers are not installed).
 Usage: compare_check.py COHORT_PERF SOURCE_DIR
@@ -28,14 +35,14 @@ def expect(cond, what):
         print("FAIL:", what)
 
 
-def peer_file(path, lat):
+def peer_file(path, lat, ops=("allreduce", "bcast")):
     with open(path, "w") as f:
         f.write("# cmd: mpirun ...\n# date: 2026-12-01T00:00:00+00:00  load: 0.50 0.40 0.30  "
                 "busy before: 1%\n")
         f.write("[vm:1] select: component ob1 selected\n")
         f.write("[vm:1] mca: bml: Using vader btl for send to [[1,1],0] on node vm\n")
         f.write("coll bytes ranks lat_us min_rank_us algbw_GBs busbw_GBs rep check\n")
-        for op in ("allreduce", "bcast"):
+        for op in ops:
             for b in (8, 1048576):
                 f.write(f"{op:<16} {b:>10} 2 {lat:.2f} {lat:.2f} 0.1 0.1 0 ok iters=10\n")
         f.write("# after: 2026-12-01T00:00:01+00:00  load: 0.60 0.40 0.30\n")
@@ -48,7 +55,8 @@ with tempfile.TemporaryDirectory() as d:
     for k in (1, 2):
         base = os.path.join(raw, f"cohort.{k}")
         with open(base + ".txt", "w") as out:
-            r = subprocess.run([perf, "--np", "2", "--coll", "all_reduce,broadcast", "--sizes",
+            r = subprocess.run([perf, "--np", "2", "--coll", "all_reduce,broadcast,gather,all_to_all",
+                                "--sizes",
                                 "8,1048576", "-n", "20", "-w", "2", "--in-place", "no",
                                 "--json-out", base + ".json"], stdout=out, stderr=subprocess.STDOUT,
                                timeout=120)
@@ -60,9 +68,11 @@ with tempfile.TemporaryDirectory() as d:
     expect("# cohort: broadcast from 8 B: algorithm shm" in txt, "cohort-perf names its algorithm")
     expect("copy: " in txt, "cohort-perf names its copy path")
 
-    # A peer a million times slower: every measured target is met.
+    # A peer a million times slower: every measured target is met. Its gather and
+    # alltoall rows come from a second file per launch, as run.sh's mpi_coll_ext launch.
     for k in (1, 2):
         peer_file(os.path.join(raw, f"ompi.{k}.txt"), 1e6)
+        peer_file(os.path.join(raw, f"ompi.{k}.ext.txt"), 1e6, ("gather", "alltoall"))
     r = subprocess.run([sys.executable, check, d, "--min-launches", "2"], capture_output=True,
                        text=True, timeout=120)
     print(r.stdout)
@@ -76,6 +86,21 @@ with tempfile.TemporaryDirectory() as d:
     r = subprocess.run([sys.executable, check, d], capture_output=True, text=True, timeout=120)
     expect(r.returncode == 1 and "too few launches" in r.stdout,
            f"2 launches < 5: exit {r.returncode}, want 1 with 'too few launches'")
+
+    # A peer fast only at gather and all_to_all: exactly those cells are missed - the
+    # shm target covers the ops mpi_coll_ext measures, read from the .ext.txt files.
+    for k in (1, 2):
+        peer_file(os.path.join(raw, f"ompi.{k}.ext.txt"), 0.01, ("gather", "alltoall"))
+    r = subprocess.run([sys.executable, check, d, "--min-launches", "2"], capture_output=True,
+                       text=True, timeout=120)
+    print(r.stdout)
+    expect(r.returncode == 1, f"fast gather/alltoall peer: exit {r.returncode}, want 1")
+    expect("MISSED (4 of 8 cells) shm 2/4/8 ranks" in r.stdout,
+           "the shm target has 8 cells (4 ops x 2 sizes), the 4 gather/all_to_all ones missed")
+    for c in ("2 ranks gather 8 B", "2 ranks gather 1 MiB", "2 ranks all_to_all 8 B",
+              "2 ranks all_to_all 1 MiB"):
+        expect(f"      {c}: " in r.stdout, f"the miss lists '{c}'")
+    expect("      2 ranks broadcast" not in r.stdout, "broadcast (slow peer) is not a miss")
 
     # A peer faster than anything: missed, with the spread of each side.
     for k in (1, 2):
@@ -113,6 +138,73 @@ with tempfile.TemporaryDirectory() as d:
     expect("what each launch used" in md and "pml: ob1" in md and "btl: vader" in md,
            "compare.md lists Open MPI's pml and btl")
     expect("algorithm shm" in md, "compare.md lists cohort's algorithm")
+    shm2 = md.split("### shm2:")[1].split("\n### ")[0] if "### shm2:" in md else ""
+    for op in ("gather", "all_to_all"):
+        tab = shm2.split(f"#### {op}\n")[1].split("\n\n")[0] if f"#### {op}\n" in shm2 else ""
+        row = [l for l in tab.splitlines() if l.startswith("| 1 MiB |")]
+        expect(len(row) == 1 and "Open MPI us" in tab and not row[0].endswith("| - | - | - |"),
+               f"compare.md has a shm2 {op} table with Open MPI's figures: {tab!r}")
+    rat = open(os.path.join(d, "ratios.csv")).read() if r.returncode == 0 else ""
+    expect("shm2,gather,8,ompi," in rat and "shm2,all_to_all,1048576,ompi," in rat,
+           "ratios.csv has the gather and all_to_all ratios")
+
+
+# bench/compare/mpi_coll_ext.c against the real MPIs: builds with -Werror, its rows
+# parse, its sizes are cohort-perf's for the same --sizes (3 ranks: blocks round down),
+# busbw = algbw x each op's factor, every check ok, back-to-back and OSU style.
+import shutil
+sys.path.insert(0, os.path.join(src, "bench", "compare"))
+import summarize as S  # noqa: E402
+ext_src = os.path.join(src, "bench", "compare", "mpi_coll_ext.c")
+SIZES = "8,1000,65536"
+FACTOR = {"reduce": 1.0, "gather": 2 / 3, "scatter": 2 / 3, "all_to_all": 2 / 3}
+with tempfile.TemporaryDirectory() as d:
+    base = os.path.join(d, "cohort")
+    r = subprocess.run([perf, "--np", "3", "--coll", "reduce,gather,scatter,all_to_all", "--sizes",
+                        SIZES, "-n", "5", "-w", "1", "--in-place", "no", "--json-out",
+                        base + ".json"], capture_output=True, text=True, timeout=120)
+    expect(r.returncode == 0, f"cohort-perf --np 3 exit {r.returncode}")
+    want = set(S.load_cohort_json(base + ".json") or {})
+    expect(len(want) == 12, f"cohort-perf: 4 ops x 3 sizes, got {sorted(want)}")
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    for kind, run in (("openmpi", ["mpirun.openmpi", "--oversubscribe"]),
+                      ("mpich", ["mpirun.mpich"])):
+        cc = "mpicc." + kind
+        if not shutil.which(cc) or not shutil.which(run[0]):
+            print(f"SKIP mpi_coll_ext under {kind}: {cc} or {run[0]} not installed")
+            continue
+        exe = os.path.join(d, "ext." + kind)
+        r = subprocess.run([cc, "-O2", "-std=c11", "-D_POSIX_C_SOURCE=200809L", "-Wall", "-Wextra",
+                            "-Werror", "-o", exe, ext_src], capture_output=True, text=True, timeout=120)
+        expect(r.returncode == 0, f"mpi_coll_ext builds with {cc} -Werror: {r.stderr[-800:]}")
+        if r.returncode != 0:
+            continue
+        for mode in ([], ["-o"]):
+            out = os.path.join(d, f"ompi.{kind}{len(mode)}.ext.txt")
+            with open(out, "w") as f:
+                r = subprocess.run(run + ["-n", "3", exe, "-c", "reduce,gather,scatter,all_to_all",
+                                          "-s", SIZES, "-t", "0.01", "-w", "2"] + mode, stdout=f,
+                                   stderr=subprocess.STDOUT, env=env, timeout=200)
+            text = open(out).read()
+            expect(r.returncode == 0, f"mpi_coll_ext {kind} {mode} exit {r.returncode}: {text[-800:]}")
+            got = S.load_peer_txt(out) or {}
+            expect(set(got) == want, f"mpi_coll_ext {kind} {mode}: sizes {sorted(got)} "
+                   f"!= cohort-perf's {sorted(want)}")
+            for (op, b), recs in got.items():
+                for rec in recs:
+                    expect(rec["check"] == "ok", f"mpi_coll_ext {kind} {op} {b}: check {rec['check']}")
+            for line in text.splitlines():
+                f = line.split()
+                if len(f) >= 9 and f[0] in ("reduce", "gather", "scatter", "alltoall") and \
+                        f[1].isdigit() and float(f[5]) > 0:
+                    fac = float(f[6]) / float(f[5])
+                    expect(abs(fac - FACTOR[S.NORM.get(f[0], f[0])]) < 0.01,
+                           f"{kind} {f[0]} busbw/algbw {fac:.3f}")
+            expect(("osu(barrier-separated)" in text) == bool(mode), f"{kind} {mode}: the mode line")
+        r = subprocess.run(run + ["-n", "2", exe, "-c", "gather,nosuch", "-s", "8"],
+                           capture_output=True, text=True, env=env, timeout=120)
+        expect(r.returncode != 0 and "unknown collective nosuch" in r.stderr + r.stdout,
+               f"{kind}: an unknown -c name is refused (exit {r.returncode})")
 
 
 def procs_naming(text):
@@ -185,6 +277,10 @@ with tempfile.TemporaryDirectory() as d:
 r = subprocess.run(["bash", os.path.join(src, "bench", "compare", "run.sh")],
                    env=dict(os.environ, PRESET="nosuch"), capture_output=True, text=True)
 expect(r.returncode == 2 and "unknown PRESET=nosuch" in r.stderr, "run.sh refuses an unknown preset")
+r = subprocess.run(["bash", os.path.join(src, "bench", "compare", "run.sh")],
+                   env=dict(os.environ, OPS="gather,nosuch"), capture_output=True, text=True)
+expect(r.returncode == 2 and "OPS: unknown collective nosuch" in r.stderr,
+       "run.sh refuses an unknown op in OPS")
 r = subprocess.run([sys.executable, check, "/nonexistent"], capture_output=True, text=True)
 expect(r.returncode == 2, "a directory without raw/ is a usage error")
 print("FAILED" if fails else "OK")
