@@ -1597,6 +1597,7 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
         return bad_arg(&o, "NULL buffer");
     if (s->n == 1)
         return COHORT_OK;
+    s->bar_lead = root; /* every local rank: the contract agrees on root */
     if (ring)
         return bcast_ring(&o, buf, bytes, root);
     int me = s->me, am_root = me == root;
@@ -1969,6 +1970,29 @@ cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
         return st;
     uint32_t p = s->phase + 1;
     put_hdr(&o, shm_buf(s, s->me, p), 0, 0);
+    if (s->oversub) {
+        /* Ranks outnumber the cpus: the leader (the last broadcast's root)
+         * publishes only once every other rank arrived, and the others
+         * wait for the leader alone, so the leader is the first to leave.
+         * With the flat barrier below the last rank to arrive leaves
+         * first; when that is a reader on the root's cpu, its next
+         * broadcast waits a scheduler round for the root to leave the
+         * barrier and publish (docs/performance.md, "Ranks outnumbering
+         * cores: small broadcasts OSU style"). One phase as before: the
+         * leader's publish implies every arrival, and every rank checks
+         * every fingerprint of p (none is rewritten before p + 2). */
+        int lead = s->bar_lead;
+        if (s->me == lead) {
+            if ((st = cs_wait_all(&o, p)) != COHORT_OK)
+                return st;
+            shm_publish(s);
+        } else {
+            shm_publish(s);
+            if ((st = cs_wait_rank(&o, lead, p)) != COHORT_OK)
+                return st;
+        }
+        return check_all(&o, p, 0, 0, -1, 0);
+    }
     shm_publish(s);
     if ((st = cs_wait_all(&o, p)) != COHORT_OK)
         return st;
