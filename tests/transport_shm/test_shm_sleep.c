@@ -264,7 +264,8 @@ END_TEST
 /* ---- the oversubscribed barrier: the leader leaves first ----
  *
  * OSU-style loops (a broadcast, then a barrier) with 4 ranks on one cpu and
- * the default waits. The barrier's leader is the last broadcast's root: it
+ * the default waits. A barrier right after a broadcast has a leader, that
+ * broadcast's root: it
  * publishes once every other rank arrived and the others wait for it, so
  * it leaves the barrier first and its next broadcast is written before its
  * readers look for it (docs/performance.md, "Ranks outnumbering cores:
