@@ -6,6 +6,7 @@
  * Includes same-byte-size mismatches (2048 float16 vs 1024 float32; SUM vs
  * MAX) that a byte-counting transport could not see, and multi-piece calls.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -305,6 +306,60 @@ START_TEST(mismatch_single_copy)
 }
 END_TEST
 
+/* ---- the oversubscribed barrier (one leader) ----
+ *
+ * When ranks outnumber the cpus the barrier has a leader, the last
+ * broadcast's root: it publishes once every other rank arrived, the others
+ * wait for it alone (shm_coll.c coh_shm_barrier). A barrier mismatched with
+ * another call must still fail on every rank: all N ranks pinned to one
+ * cpu, a broadcast from rank `lead` just before the mismatched call (a
+ * barrier right after a broadcast has the leader; variant 0: the odd rank 1
+ * leads, 1: rank 0 leads, the odd one does not). */
+static const int over_cases[] = {M_BARRIER_VS_AR, M_TAG, M_TAG_BIG};
+
+static int over_main(int rank, void *arg)
+{
+    int k = *(int *)arg & 0xff, lead = *(int *)arg >> 8 ? 0 : 1;
+    odd = rank == 1;
+    cpu_set_t cs;
+    RANK_CHECK(sched_getaffinity(0, sizeof cs, &cs) == 0, "sched_getaffinity");
+    int cpu = 0;
+    while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &cs))
+        cpu++;
+    CPU_ZERO(&cs);
+    CPU_SET(cpu, &cs);
+    RANK_CHECK(sched_setaffinity(0, sizeof cs, &cs) == 0, "sched_setaffinity(cpu %d)", cpu);
+    unsigned char *send, *recv;
+    cohort_group *g = warm_group(rank, &send, &recv);
+    RANK_CHECK(g->shm->oversub, "%d ranks on one cpu but not oversubscribed", N);
+    unsigned char b[8] = {0};
+    if (rank == lead)
+        memset(b, 0x5a, sizeof b);
+    coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, lead, sizeof b);
+    RANK_PASS(coh_shm_broadcast(g->shm, &c, b, sizeof b, lead), NULL);
+    /* the mismatched call right after the broadcast: a barrier there has
+     * the leader */
+    RANK_CHECK(b[7] == 0x5a && g->shm->bar_lead == lead && g->shm->bar_ph == g->shm->phase + 1,
+               "broadcast: byte %#x, leader %d", b[7], g->shm->bar_lead);
+    size_t rl = 0;
+    uint64_t t0 = coh_now_ns();
+    cohort_status st = run(g, k, send, recv, &rl);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    RANK_CHECK(ms < 2000 * cht_time_scale(), "%s: took %.0f ms to fail (%s)", cases[k].name, ms,
+               cohort_status_name(st));
+    char label[128];
+    snprintf(label, sizeof label, "oversubscribed %s, leader %d", cases[k].name, lead);
+    return expect_failed(g, k, st, label, send, recv, rl, 0);
+}
+
+START_TEST(mismatch_oversub)
+{
+    int n = (int)(sizeof over_cases / sizeof *over_cases);
+    int k = over_cases[_i % n], arg = k | (_i / n) << 8;
+    run_ranks(over_main, &arg, cases[k].env);
+}
+END_TEST
+
 /* ---- a rank that reaches the mismatched call after the others failed it ----
  *
  * Ranks 0 and 1 disagree (rank 1 is the odd one) and detect it between
@@ -418,6 +473,7 @@ static Suite *make_suite(void)
     TCase *tc = tcase_create("mismatch");
     tcase_add_loop_test(tc, mismatch, 0, M_N);
     tcase_add_loop_test(tc, mismatch_single_copy, 0, (int)(sizeof sc_cases / sizeof *sc_cases));
+    tcase_add_loop_test(tc, mismatch_oversub, 0, 2 * (int)(sizeof over_cases / sizeof *over_cases));
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     TCase *late = tcase_create("late");

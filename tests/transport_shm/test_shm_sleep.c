@@ -261,6 +261,76 @@ START_TEST(drain)
 }
 END_TEST
 
+/* ---- the oversubscribed barrier: the leader leaves first ----
+ *
+ * OSU-style loops (a broadcast, then a barrier) with 4 ranks on one cpu and
+ * the default waits. A barrier right after a broadcast has a leader, that
+ * broadcast's root: it
+ * publishes once every other rank arrived and the others wait for it, so
+ * it leaves the barrier first and its next broadcast is written before its
+ * readers look for it (docs/performance.md, "Ranks outnumbering cores:
+ * small broadcasts OSU style"). With the flat barrier the last rank to
+ * arrive leaves first, nearly always a reader. Each rank takes a ticket
+ * right after the barrier; the root must hold the first in nearly every
+ * iteration (a rank preempted between the leader's publish and its ticket
+ * can lose it, hence the margin). The root rotates every 64 iterations. */
+#define LN 4
+#define LEAD_ITERS 512
+
+static int lead_rank(int rank, void *arg)
+{
+    (void)arg;
+    pin_one_cpu();
+    cohort_status st;
+    cohort_group *g = th_group(rank, LN, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_CHECK(g->shm->oversub, "%d ranks on one cpu but not oversubscribed", LN);
+    _Atomic int64_t *tk = th_sh()->val, *firsts = &th_sh()->val[40],
+                    *strays = &th_sh()->val[41];
+    unsigned char buf[8];
+    for (int i = 0; i < LEAD_ITERS; i++) {
+        int root = (i / 64) % LN;
+        for (size_t j = 0; j < sizeof buf; j++)
+            buf[j] = rank == root ? pat(i, root, j) : 0;
+        RANK_PASS(bc(g, buf, root, sizeof buf), g);
+        for (size_t j = 0; j < sizeof buf; j++)
+            RANK_CHECK(buf[j] == pat(i, root, j), "call %d root %d byte %zu", i, root, j);
+        coh_call c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+        RANK_PASS(coh_shm_barrier(g->shm, &c), g);
+        /* iteration i's 4 tickets are all taken before i + 32 starts */
+        if (atomic_fetch_add(&tk[i % 32], 1) % LN == 0) {
+            atomic_fetch_add(firsts, 1);
+            if (rank != root)
+                atomic_fetch_add(strays, 1);
+        }
+    }
+    coh_call c = th_call(g, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+    RANK_PASS(coh_shm_barrier(g->shm, &c), g);
+    if (rank == 0) {
+        int64_t f = atomic_load(firsts), x = atomic_load(strays);
+        fprintf(stderr, "barrier left first by a reader in %lld of %lld iterations\n",
+                (long long)x, (long long)f);
+        RANK_CHECK(f == LEAD_ITERS, "%lld first tickets for %d iterations", (long long)f,
+                   LEAD_ITERS);
+        RANK_CHECK(x * 10 < f, "a reader left the barrier before the root in %lld of %lld "
+                   "iterations", (long long)x, (long long)f);
+    }
+    RANK_PASS(coh_shm_transport.close_check(g->shm, 5000), g);
+    th_group_free(g);
+    th_done(LN);
+    return 0;
+}
+
+START_TEST(barrier_lead)
+{
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = LN, .deadline_ms = 120000};
+    cht_result r;
+    cht_run_ranks(&o, lead_rank, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_sleep");
@@ -268,6 +338,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, wake);
     tcase_add_loop_test(tc, fault_while_asleep, 0, F_N);
     tcase_add_test(tc, drain);
+    tcase_add_test(tc, barrier_lead);
     tcase_set_timeout(tc, 300);
     suite_add_tcase(s, tc);
     return s;

@@ -1582,7 +1582,7 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
     return COHORT_OK;
 }
 
-cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root)
+static cohort_status bcast_any(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root)
 {
     shm_op o;
     /* the ring for small messages, unless single copy was asked for them */
@@ -1957,6 +1957,18 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
     return op_end(&o, COHORT_OK);
 }
 
+cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root)
+{
+    cohort_status st = bcast_any(s, c, buf, bytes, root);
+    if (st == COHORT_OK && s) {
+        /* every local rank: the contract agreed on root, and the phases
+         * advance alike (the barrier's leader, below) */
+        s->bar_lead = root;
+        s->bar_ph = s->phase + 1;
+    }
+    return st;
+}
+
 /* ---- barrier ---- */
 
 cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
@@ -1969,6 +1981,33 @@ cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
         return st;
     uint32_t p = s->phase + 1;
     put_hdr(&o, shm_buf(s, s->me, p), 0, 0);
+    if (s->oversub && s->bar_ph == p) {
+        /* Ranks outnumber the cpus and the barrier follows a broadcast
+         * (the OSU loop: broadcast, barrier, broadcast ...): the leader,
+         * that broadcast's root, publishes only once every other rank
+         * arrived, and the others wait for the leader alone, so the leader
+         * leaves first and its next broadcast is written before its
+         * readers look for it. With the flat barrier below the last rank
+         * to arrive leaves first; when that is a reader on the root's cpu,
+         * its next broadcast waits a scheduler round for the root to leave
+         * the barrier and publish (docs/performance.md, "Ranks
+         * outnumbering cores: small broadcasts OSU style (session 10)").
+         * Any other barrier stays flat: on its own the leader's costs one
+         * more hand-off. One phase as before: the leader's publish implies
+         * every arrival, and every rank checks every fingerprint of p
+         * (none is rewritten before p + 2). */
+        int lead = s->bar_lead;
+        if (s->me == lead) {
+            if ((st = cs_wait_all(&o, p)) != COHORT_OK)
+                return st;
+            shm_publish(s);
+        } else {
+            shm_publish(s);
+            if ((st = cs_wait_rank(&o, lead, p)) != COHORT_OK)
+                return st;
+        }
+        return check_all(&o, p, 0, 0, -1, 0);
+    }
     shm_publish(s);
     if ((st = cs_wait_all(&o, p)) != COHORT_OK)
         return st;

@@ -372,6 +372,9 @@ struct coh_shm {
     uint64_t spin_ns, yield_ns; /* waiting strategy: max spin, spin + yield */
     uint64_t spin_cur;          /* adaptive spin budget, <= spin_ns */
     int ring_drain;             /* a ring root that must wait waits for p - 1 */
+    int bar_lead;               /* the last broadcast's root and phase + 1 (0: none): an */
+    uint32_t bar_ph;            /* oversubscribed barrier right after it has that leader
+                                 * (the same on every local rank; src/coll/shm) */
     int ar_inl;                 /* all_reduce <= SHM_RING_INLINE bytes exchanges ring
                                  * records (COHORT_SHM_AR_INLINE, default 1; src/coll/shm) */
     uint32_t st_file_site;      /* site whose file name is published */
