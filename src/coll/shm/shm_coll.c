@@ -50,8 +50,10 @@
 static const uint8_t dt_size[COHORT_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 
 /* Per-call steps of the small calls that gcc left out of line: a call's
- * frame and saved registers were ~20 instructions of each (callgrind). */
-#if defined(__GNUC__)
+ * frame and saved registers were ~20 instructions of each (callgrind).
+ * Not under TSan: gcc rejects a fence forced inline there (-Werror=tsan,
+ * ring_put's release fence). */
+#if defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define CS_INLINE inline __attribute__((always_inline))
 #else
 #define CS_INLINE inline
