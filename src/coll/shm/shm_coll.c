@@ -1213,10 +1213,15 @@ static cohort_status bcast_mem_root(shm_op *o, const void *buf, const shm_mem_de
     }
     shm_publish(s); /* done: the readers' shares written */
     st = cs_wait_all(o, p + 1);
+    if (st != COHORT_OK)
+        return st; /* the mark stays: a reader that has not looked at it yet
+                    * must still take this path and meet the failure there,
+                    * not read the region's descriptor as a CMA one (a
+                    * PROTOCOL error hiding the cause); phases only grow, so
+                    * no later call matches it */
     /* every reader is past phase p: none looks at the mark any more */
     mem_mark(s, 0);
-    if (st == COHORT_OK)
-        coh_mem_count(COH_MEM_ROOTED);
+    coh_mem_count(COH_MEM_ROOTED);
     return st;
 }
 
