@@ -179,7 +179,10 @@ with tempfile.TemporaryDirectory() as d:
         expect(r.returncode == 0, f"mpi_coll_ext builds with {cc} -Werror: {r.stderr[-800:]}")
         if r.returncode != 0:
             continue
-        for mode in ([], ["-o"]):
+        # MPICH OSU-style with 3 ranks on 2 cores busy-polls through a barrier per
+        # iteration and can take minutes (timed out at 200 s twice, 2026-12-03); run.sh
+        # leaves MPICH out of the oversubscribed OSU forms for the same reason
+        for mode in ([], ["-o"]) if kind != "mpich" else ([],):
             out = os.path.join(d, f"ompi.{kind}{len(mode)}.ext.txt")
             with open(out, "w") as f:
                 r = subprocess.run(run + ["-n", "3", exe, "-c", "reduce,gather,scatter,all_to_all",
