@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "reduce/half.h"
+#include "util/bytes.h"
 #include "util/util.h"
 
 /* ---- element ops --------------------------------------------------------
@@ -192,27 +193,7 @@ coh_reduce3_fn coh_reduce3_kernel(cohort_dtype dt, cohort_op op)
 
 #define MULTI_BLOCK 1024 /* elements; the float32 accumulator is 4 KiB */
 
-/* 1..SMALL_BYTES bytes by fixed-size copies that overlap (inlined), where
- * a libc memcpy call is ~20 instructions of an 8 B all_reduce */
-#define SMALL_BYTES 32
-static inline void small_copy(void *dst, const void *src, size_t n)
-{
-    unsigned char *d = dst;
-    const unsigned char *s = src;
-    if (n >= 16) {
-        memcpy(d, s, 16);
-        memcpy(d + n - 16, s + n - 16, 16);
-    } else if (n >= 8) {
-        memcpy(d, s, 8);
-        memcpy(d + n - 8, s + n - 8, 8);
-    } else if (n >= 4) {
-        memcpy(d, s, 4);
-        memcpy(d + n - 4, s + n - 4, 4);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            d[i] = s[i];
-    }
-}
+#define SMALL_BYTES 32 /* coh_small_copy (util/bytes.h) takes up to 32 */
 
 void coh_reduce_multi(void *out, const void *const *srcs, int nsrc, size_t n, cohort_dtype dt,
                       cohort_op op)
@@ -256,10 +237,10 @@ void coh_reduce_multi_div(void *out, const void *const *srcs, int nsrc, size_t n
     coh_reduce_fn k2 = ks->k[dt][op].k2;
     _Alignas(64) unsigned char acc[MULTI_BLOCK * 8];
     if (n * es <= SMALL_BYTES) { /* an 8 B all_reduce: no libc memcpy calls */
-        small_copy(acc, srcs[0], n * es);
+        coh_small_copy(acc, srcs[0], n * es);
         for (int s = 1; s < nsrc; s++)
             k2(acc, srcs[s], n);
-        small_copy(out, acc, n * es);
+        coh_small_copy(out, acc, n * es);
         if (op == COHORT_AVG)
             coh_reduce_finish(out, n, dt, op, div);
         return;

@@ -40,6 +40,7 @@
 #include <immintrin.h>
 #endif
 
+#include "util/bytes.h"
 #include "coll/fail/fail.h"
 #include "coll/shm/shm_coll.h"
 #include "reduce/reduce.h"
@@ -166,31 +167,11 @@ static void copy_big(void *dst, const void *src, size_t n, int nt)
     copy_sse2(dst, src, n, nt);
 }
 
-/* n <= SHM_RING_INLINE bytes by fixed-size (inlined) copies that overlap:
- * a libc memcpy call for 8 B was ~20 instructions of the call (callgrind) */
-static inline void copy_inl(void *dst, const void *src, size_t n)
-{
-    unsigned char *d = dst;
-    const unsigned char *s = src;
-    if (n >= 16) {
-        memcpy(d, s, 16);
-        memcpy(d + n - 16, s + n - 16, 16);
-    } else if (n >= 8) {
-        memcpy(d, s, 8);
-        memcpy(d + n - 8, s + n - 8, 8);
-    } else if (n >= 4) {
-        memcpy(d, s, 4);
-        memcpy(d + n - 4, s + n - 4, 4);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            d[i] = s[i];
-    }
-}
 
 static inline void copy_fast(void *dst, const void *src, size_t n)
 {
     if (n <= SHM_RING_INLINE) /* an 8 B all_reduce's input: no libc call */
-        copy_inl(dst, src, n);
+        coh_small_copy(dst, src, n);
     else if (n < COPY_VEC_MIN)
         memcpy(dst, src, n);
     else
@@ -1276,7 +1257,7 @@ static CS_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const c
     atomic_store_explicit(&r->count, c->count, memory_order_relaxed);
     atomic_store_explicit(&r->key, key, memory_order_relaxed);
     if (data && bytes && bytes <= SHM_RING_INLINE)
-        copy_inl(r->inl, data, bytes);
+        coh_small_copy(r->inl, data, bytes);
     atomic_store_explicit(&r->phase, p, memory_order_release);
 }
 
@@ -1520,7 +1501,7 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
             if (bytes > SHM_RING_INLINE)
                 CPY(buf, shm_ring_slot(s, root, p, tiny), bytes);
             else
-                copy_inl(buf, shm_ring_rec_of(s, root, p)->inl, bytes);
+                coh_small_copy(buf, shm_ring_rec_of(s, root, p)->inl, bytes);
             if (s->check)
                 atomic_store_explicit(shm_ring_done(s, me, p), p, memory_order_relaxed);
             shm_publish(s); /* done reading slot p % K */
@@ -1582,7 +1563,7 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
     if (bytes > SHM_RING_INLINE)
         CPY(buf, shm_ring_slot(s, root, p, tiny), bytes);
     else
-        copy_inl(buf, shm_ring_rec_of(s, root, p)->inl, bytes);
+        coh_small_copy(buf, shm_ring_rec_of(s, root, p)->inl, bytes);
     if (s->check) /* my check of the root's record passed (ring_check) */
         atomic_store_explicit(shm_ring_done(s, me, p), p, memory_order_relaxed);
     shm_publish(s); /* done reading slot p % K */
