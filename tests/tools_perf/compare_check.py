@@ -179,9 +179,10 @@ with tempfile.TemporaryDirectory() as d:
         expect(r.returncode == 0, f"mpi_coll_ext builds with {cc} -Werror: {r.stderr[-800:]}")
         if r.returncode != 0:
             continue
-        # MPICH OSU-style with 3 ranks on 2 cores busy-polls through a barrier per
-        # iteration and can take minutes (timed out at 200 s twice, 2026-12-03); run.sh
-        # leaves MPICH out of the oversubscribed OSU forms for the same reason
+        # MPICH OSU-style with 3 ranks on 2 cores: its ranks busy-poll without yielding,
+        # so every iteration's barrier waits a scheduler time slice (~8 ms) for the third
+        # rank - it progresses, 70 s here (results/2026-12-03-mpich-osu3), 200 s+ under
+        # load. run.sh leaves MPICH out of the oversubscribed OSU forms for the same reason
         for mode in ([], ["-o"]) if kind != "mpich" else ([],):
             out = os.path.join(d, f"ompi.{kind}{len(mode)}.ext.txt")
             with open(out, "w") as f:
