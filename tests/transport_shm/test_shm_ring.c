@@ -8,6 +8,10 @@
  * (or the closing check) on a root that ran ahead; dead roots and readers
  * end in COHORT_ERR_PEER_LOST. Every mismatch and kill case runs on both
  * rings: the tiny ring (<= 256 B, KT slots) and the ring (<= 16 KiB, K).
+ * The rooted ops on the ring (session 11): a small scatter is a broadcast
+ * of the root's send buffer (a reader copies its block); a small gather
+ * or reduce runs the other way (the leaves publish and return, the root
+ * checks and reads every leaf's record) - the same checks, the same cases.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -192,11 +196,275 @@ START_TEST(back_to_back)
 }
 END_TEST
 
+static cohort_status ar(cohort_group *g);
+static cohort_status ga(cohort_group *g, const unsigned char *send, int root, size_t count);
+
+/* ---- the rooted ops back to back ---- */
+
+/* rank r's element j of call i (small: sums of 8 fit every type) */
+static int rv(int r, int i, size_t j) { return (int)((r * 7 + i * 3 + (int)j) % 5); }
+
+static const size_t rsizes[] = {0, 1, 8, 24, 33, 100, 1000, 2000, 5000};
+
+static int rooted_rank(int rank, void *arg)
+{
+    int n = *(int *)arg;
+    depths(n);
+    cohort_status st;
+    cohort_group *g = th_group(rank, n, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    coh_shm *s = g->shm;
+    RANK_CHECK(s->ring_k == (size_t)K && s->tiny_k == (size_t)KT, "ring %zu/%zu", s->ring_k,
+               s->tiny_k);
+    static unsigned char sb[8 * 5000 + 64], rb[8 * 5000 + 64], bb[256];
+    /* more phases than the records hold (4 x the deepest ring), so every
+     * record and slot index is reused */
+    int rounds = (int)s->ring_nrec + 600;
+    for (int i = 0; i < rounds; i++) {
+        int op = i % 3;
+        int root = (i / (3 * K)) % 2 ? i % n : (i / (3 * K)) % n;
+        size_t bpr = rsizes[(i / 3) % (sizeof rsizes / sizeof rsizes[0])];
+        int inplace = rank == root && (i / 7) % 2;
+        coh_call c;
+        if (op == 0) { /* gather */
+            unsigned char *send = inplace ? rb + (size_t)rank * bpr : sb;
+            memset(rb, 0xEE, (size_t)n * bpr);
+            for (size_t j = 0; j < bpr; j++)
+                send[j] = (unsigned char)(pat(i, rank, j));
+            c = th_call(g, COH_COLL_GATHER, COHORT_UINT8, -1, root, bpr);
+            RANK_PASS(coh_shm_gather(s, &c, send, rb, bpr, root), g);
+            if (rank == root)
+                for (int q = 0; q < n; q++)
+                    for (size_t j = 0; j < bpr; j++)
+                        RANK_CHECK(rb[(size_t)q * bpr + j] == pat(i, q, j),
+                                   "gather call %d root %d (%zu B): rank %d's byte %zu is %u", i,
+                                   root, bpr, q, j, rb[(size_t)q * bpr + j]);
+        } else if (op == 1) { /* scatter */
+            if (rank == root)
+                for (int q = 0; q < n; q++)
+                    for (size_t j = 0; j < bpr; j++)
+                        sb[(size_t)q * bpr + j] = pat(i, q, j);
+            unsigned char *recv = inplace ? sb + (size_t)rank * bpr : rb;
+            if (!inplace)
+                memset(rb, 0xEE, bpr);
+            c = th_call(g, COH_COLL_SCATTER, COHORT_UINT8, -1, root, bpr);
+            RANK_PASS(coh_shm_scatter(s, &c, sb, recv, bpr, root), g);
+            for (size_t j = 0; j < bpr; j++)
+                RANK_CHECK(recv[j] == pat(i, rank, j),
+                           "scatter call %d root %d (%zu B): byte %zu is %u, want %u", i, root,
+                           bpr, j, recv[j], pat(i, rank, j));
+        } else { /* reduce: int32 sum, int32 max, float32 sum, float64 min, uint8 sum */
+            static const int dts[] = {COHORT_INT32, COHORT_INT32, COHORT_FLOAT32, COHORT_FLOAT64,
+                                      COHORT_UINT8};
+            static const int ops[] = {COHORT_SUM, COHORT_MAX, COHORT_SUM, COHORT_MIN, COHORT_SUM};
+            int v = (i / 3) % 5, dt = dts[v], rop = ops[v];
+            size_t es = th_dtype_size(dt), count = bpr / es;
+            unsigned char *send = inplace ? rb : sb;
+            for (size_t j = 0; j < count; j++) {
+                int x = rv(rank, i, j);
+                if (dt == COHORT_INT32)
+                    ((int32_t *)send)[j] = x;
+                else if (dt == COHORT_FLOAT32)
+                    ((float *)send)[j] = (float)x;
+                else if (dt == COHORT_FLOAT64)
+                    ((double *)send)[j] = x;
+                else
+                    send[j] = (unsigned char)x;
+            }
+            c = th_call(g, COH_COLL_REDUCE, dt, rop, root, count);
+            RANK_PASS(coh_shm_reduce(s, &c, send, rb, count, root), g);
+            if (rank == root)
+                for (size_t j = 0; j < count; j++) {
+                    int want = rop == COHORT_MAX ? 0 : rop == COHORT_MIN ? 99 : 0;
+                    for (int q = 0; q < n; q++) {
+                        int x = rv(q, i, j);
+                        want = rop == COHORT_SUM   ? want + x
+                               : rop == COHORT_MAX ? (x > want ? x : want)
+                                                   : (x < want ? x : want);
+                    }
+                    double got = dt == COHORT_INT32     ? ((int32_t *)rb)[j]
+                                 : dt == COHORT_FLOAT32 ? ((float *)rb)[j]
+                                 : dt == COHORT_FLOAT64 ? ((double *)rb)[j]
+                                                        : rb[j];
+                    RANK_CHECK(got == want, "reduce call %d root %d dtype %d op %d count %zu: "
+                                            "element %zu is %g, want %d",
+                               i, root, dt, rop, count, j, got, want);
+                }
+        }
+        if (i % 11 == 10) { /* a ring broadcast between them */
+            for (int j = 0; j < 40; j++)
+                bb[j] = rank == root ? pat(i, 3, (size_t)j) : 0;
+            c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, root, 40);
+            RANK_PASS(coh_shm_broadcast(s, &c, bb, 40, root), g);
+            for (int j = 0; j < 40; j++)
+                RANK_CHECK(bb[j] == pat(i, 3, (size_t)j), "broadcast after call %d", i);
+        }
+        if (i % 37 == 36) { /* a non-ring call drains and checks */
+            float a = 1, b = 0;
+            c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+            RANK_PASS(coh_shm_all_reduce(s, &c, &a, &b, 1), g);
+            RANK_CHECK(b == n, "all_reduce gave %f", b);
+        }
+    }
+    /* the leaves of a gather and a reduce return without the root: they
+     * make K calls each (the tiny ring's depth KT covers them) while root
+     * 0 holds off until all have returned (flag 5 counts them) or
+     * hold_ms() passed (flag 6) - a leaf that waited for the root could
+     * only have returned after that */
+    float a = 1, b = 0;
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
+    RANK_PASS(coh_shm_all_reduce(s, &c, &a, &b, 1), g);
+    if (rank == 0) {
+        uint64_t end = coh_now_ns() + (uint64_t)hold_ms() * 1000000ull;
+        while (atomic_load(&th_sh()->flag[5]) < n - 1 && coh_now_ns() < end)
+            ms_sleep(1);
+        if (atomic_load(&th_sh()->flag[5]) < n - 1)
+            atomic_store(&th_sh()->flag[6], 1);
+    }
+    for (int i = 0; i < K; i++) {
+        for (int j = 0; j < 64; j++)
+            sb[j] = pat(i, rank, (size_t)j);
+        c = th_call(g, i % 2 ? COH_COLL_GATHER : COH_COLL_REDUCE, COHORT_UINT8,
+                    i % 2 ? -1 : COHORT_SUM, 0, 64);
+        if (i % 2)
+            RANK_PASS(coh_shm_gather(s, &c, sb, rb, 64, 0), g);
+        else
+            RANK_PASS(coh_shm_reduce(s, &c, sb, rb, 64, 0), g);
+        if (rank == 0 && i % 2)
+            for (int q = 0; q < n; q++)
+                for (int j = 0; j < 64; j++)
+                    RANK_CHECK(rb[q * 64 + j] == pat(i, q, (size_t)j), "held gather %d", i);
+    }
+    if (rank != 0)
+        atomic_fetch_add(&th_sh()->flag[5], 1);
+    else
+        RANK_CHECK(!atomic_load(&th_sh()->flag[6]),
+                   "the leaves waited for the root: %d of %d returned from %d calls within %d ms",
+                   atomic_load(&th_sh()->flag[5]), n - 1, K, hold_ms());
+    RANK_PASS(coh_shm_transport.close_check(s, 5000), g);
+    th_group_free(g);
+    th_done(n);
+    return 0;
+}
+
+START_TEST(rooted_back_to_back)
+{
+    static int ns[] = {2, 3, 4, 8};
+    int n = ns[_i];
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n, .deadline_ms = 120000};
+    cht_result r;
+    cht_run_ranks(&o, rooted_rank, &n, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* A leaf of a gather, or its root, is killed after its call returned; the
+ * others go on calling gathers: they end in a lost peer, not a hang. */
+static int kill_rooted_rank(int rank, void *arg)
+{
+    int victim = *(int *)arg ? 0 : 1; /* 0: the root, 1: a leaf */
+    depths(3);
+    cohort_status st;
+    cohort_group *g = th_group(rank, 3, 20000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_PASS(ar(g), g);
+    unsigned char send[64] = {1};
+    RANK_PASS(ga(g, send, 0, 64), g);
+    if (rank == victim) {
+        ms_sleep(100);
+        raise(SIGKILL);
+    }
+    uint64_t t0 = coh_now_ns();
+    st = COHORT_OK;
+    for (int i = 0; i < 4 * KT && st == COHORT_OK; i++)
+        st = ga(g, send, 0, 64);
+    if (st == COHORT_OK)
+        st = ar(g);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    char msg[COH_ERRLEN];
+    errmsg(g, msg);
+    fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), ms, msg);
+    RANK_CHECK(st == COHORT_ERR_PEER_LOST || st == COHORT_ERR_ABORTED, "got %s: %s",
+               cohort_status_name(st), msg);
+    RANK_CHECK(strstr(msg, "exited") || strstr(msg, "lost"), "not a lost peer: %s", msg);
+    RANK_CHECK(ms < 5000, "took %.0f ms", ms);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(rooted_sigkill)
+{
+    int arg = _i, victim = _i ? 0 : 1;
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = victim ? CHT_STORE_RANK0 : CHT_STORE_PARENT, .nranks = 3,
+                  .deadline_ms = 30000};
+    cht_result r;
+    cht_run_ranks(&o, kill_rooted_rank, &arg, &r);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(!r.hung[i], "rank %d hung", i);
+        ck_assert_msg(r.status[i] == (i == victim ? 128 + SIGKILL : 0), "rank %d exited %d", i,
+                      r.status[i]);
+    }
+}
+END_TEST
+
+/* A leaf stopped (SIGSTOP) after its gather returned: the root's next
+ * gather times out with a stall report that names the call. */
+static int stop_rooted_rank(int rank, void *arg)
+{
+    (void)arg;
+    depths(3);
+    cohort_status st;
+    cohort_group *g = th_group(rank, 3, 500, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    unsigned char send[64] = {1};
+    RANK_PASS(ga(g, send, 0, 64), g);
+    if (rank == 2)
+        raise(SIGSTOP);
+    uint64_t t0 = coh_now_ns();
+    st = COHORT_OK;
+    for (int i = 0; i < 4 * KT && st == COHORT_OK; i++)
+        st = ga(g, send, 0, 64);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    char msg[COH_ERRLEN];
+    errmsg(g, msg);
+    fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), ms, msg);
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT || st == COHORT_ERR_ABORTED, "got %s: %s",
+               cohort_status_name(st), msg);
+    RANK_CHECK(strstr(msg, "gather"), "the stall report does not name the call: %s", msg);
+    RANK_CHECK(ms < 3000, "took %.0f ms (timeout 500)", ms);
+    if (rank == 0)
+        kill(g->peers[2].pid, SIGKILL);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(rooted_sigstop)
+{
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 20000};
+    cht_result r;
+    cht_run_ranks(&o, stop_rooted_rank, NULL, &r);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(!r.hung[i], "rank %d hung", i);
+        ck_assert_msg(r.status[i] == (i == 2 ? 128 + SIGKILL : 0), "rank %d exited %d", i,
+                      r.status[i]);
+    }
+}
+END_TEST
+
 /* ---- mismatches with the ring active (rank 1 is the odd one, 3 ranks) ---- */
 
 enum {
     R_COUNT, R_DTYPE, R_ROOT, R_NOBODY_ROOT, R_READER_AR, R_ROOT_AR, R_EXTRA, R_SKIPPED,
-    R_COUNT_AHEAD, R_ROOT_CLOSE, R_OTHERS_AR, R_N
+    R_COUNT_AHEAD, R_ROOT_CLOSE, R_OTHERS_AR,
+    /* the rooted ops */
+    R_G_COUNT, R_G_ROOT, R_G_NOBODY_ROOT, R_G_ROOT_AR, R_G_LEAF_AR, R_G_VS_SCATTER,
+    R_G_VS_BCAST, R_G_NONRING, R_G_AHEAD, R_S_COUNT, R_S_ROOT, R_S_VS_BCAST, R_R_REDOP,
+    R_R_DTYPE, R_R_ROOT, R_R_VS_AR, R_R_VS_GATHER, R_N
 };
 
 typedef struct rcase {
@@ -216,6 +484,23 @@ static const rcase rcases[R_N] = {
     [R_COUNT_AHEAD] = {"count, root K-1 calls ahead", "count differs"},
     [R_ROOT_CLOSE] = {"two roots in the last call (closing check)", "root differs"},
     [R_OTHERS_AR] = {"root and a third rank call all_reduce", "op differs"},
+    [R_G_COUNT] = {"gather count 10 vs 11", "count differs"},
+    [R_G_ROOT] = {"gather, two roots (0 and 1)", "root differs"},
+    [R_G_NOBODY_ROOT] = {"gather, nobody is root (0->1->2->0)", "root differs"},
+    [R_G_ROOT_AR] = {"gather, the root calls all_reduce", "op differs"},
+    [R_G_LEAF_AR] = {"gather, a leaf calls all_reduce", "op differs"},
+    [R_G_VS_SCATTER] = {"gather vs scatter (rank 1)", "op differs"},
+    [R_G_VS_BCAST] = {"gather vs broadcast (rank 1)", "op differs"},
+    [R_G_NONRING] = {"gather on the ring vs 20000 B per rank (not)", "count differs"},
+    [R_G_AHEAD] = {"gather count, leaves K-1 calls ahead", "count differs"},
+    [R_S_COUNT] = {"scatter count 10 vs 11", "count differs"},
+    [R_S_ROOT] = {"scatter, two roots (0 and 1)", "root differs"},
+    [R_S_VS_BCAST] = {"scatter vs broadcast (rank 1)", "op differs"},
+    [R_R_REDOP] = {"reduce sum vs max", "reduce op differs"},
+    [R_R_DTYPE] = {"reduce int32 vs float32", "dtype differs"},
+    [R_R_ROOT] = {"reduce, roots 2 and 1", "root differs"},
+    [R_R_VS_AR] = {"reduce vs all_reduce (rank 1)", "op differs"},
+    [R_R_VS_GATHER] = {"reduce vs gather (rank 2, the root)", "op differs"},
 };
 
 static int odd;
@@ -235,6 +520,25 @@ static cohort_status ar(cohort_group *g)
     float a = 1, b = 0;
     coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, 1);
     return coh_shm_all_reduce(g->shm, &c, &a, &b, 1);
+}
+
+/* the rooted ops, uint8 (count = bytes per rank) or as given */
+static unsigned char rbuf[3 * 20000 + 64];
+static cohort_status ga(cohort_group *g, const unsigned char *send, int root, size_t count)
+{
+    coh_call c = th_call(g, COH_COLL_GATHER, COHORT_UINT8, -1, root, count);
+    return coh_shm_gather(g->shm, &c, send, rbuf, count, root);
+}
+static cohort_status sc(cohort_group *g, const unsigned char *send, int root, size_t count)
+{
+    coh_call c = th_call(g, COH_COLL_SCATTER, COHORT_UINT8, -1, root, count);
+    return coh_shm_scatter(g->shm, &c, send, rbuf, count, root);
+}
+static cohort_status rd(cohort_group *g, const unsigned char *send, int dt, int op, int root,
+                        size_t count)
+{
+    coh_call c = th_call(g, COH_COLL_REDUCE, dt, op, root, count);
+    return coh_shm_reduce(g->shm, &c, send, rbuf, count, root);
 }
 
 /* Runs the case; returns the first failing status (or OK) of this rank's
@@ -287,6 +591,61 @@ static cohort_status run_case(cohort_group *g, int k, unsigned char *buf)
             STEP(bc(g, buf, COHORT_UINT8, 0, cnt(0)));
         STEP(bc(g, buf, COHORT_UINT8, 0, cnt(odd)));
         break;
+    case R_G_COUNT:
+        STEP(ga(g, buf, 0, cnt(odd)));
+        break;
+    case R_G_ROOT:
+        STEP(ga(g, buf, odd ? 1 : 0, cnt(0)));
+        break;
+    case R_G_NOBODY_ROOT:
+        STEP(ga(g, buf, (r + 1) % 3, cnt(0)));
+        break;
+    case R_G_ROOT_AR:
+        STEP(r == 0 ? ar(g) : ga(g, buf, 0, cnt(0)));
+        break;
+    case R_G_LEAF_AR:
+        STEP(odd ? ar(g) : ga(g, buf, 0, cnt(0)));
+        break;
+    case R_G_VS_SCATTER:
+        STEP(odd ? sc(g, buf, 0, cnt(0)) : ga(g, buf, 0, cnt(0)));
+        break;
+    case R_G_VS_BCAST:
+        STEP(odd ? bc(g, buf, COHORT_UINT8, 0, cnt(0)) : ga(g, buf, 0, cnt(0)));
+        break;
+    case R_G_NONRING:
+        STEP(ga(g, buf, 0, odd ? 20000 : cnt(0)));
+        break;
+    case R_G_AHEAD:
+        if (r == 0)
+            ms_sleep(300); /* the leaves run ahead: all but one slot in use */
+        for (int i = 0; i < (big ? K : KT) - 1; i++)
+            STEP(ga(g, buf, 0, cnt(0)));
+        STEP(ga(g, buf, 0, cnt(odd)));
+        break;
+    case R_S_COUNT:
+        STEP(sc(g, buf, 0, cnt(odd)));
+        break;
+    case R_S_ROOT:
+        STEP(sc(g, buf, odd ? 1 : 0, cnt(0)));
+        break;
+    case R_S_VS_BCAST:
+        STEP(odd ? bc(g, buf, COHORT_UINT8, 0, cnt(0)) : sc(g, buf, 0, cnt(0)));
+        break;
+    case R_R_REDOP:
+        STEP(rd(g, buf, COHORT_FLOAT32, odd ? COHORT_MAX : COHORT_SUM, 0, big ? 250 : 2));
+        break;
+    case R_R_DTYPE:
+        STEP(rd(g, buf, odd ? COHORT_FLOAT32 : COHORT_INT32, COHORT_SUM, 0, big ? 250 : 2));
+        break;
+    case R_R_ROOT:
+        STEP(rd(g, buf, COHORT_INT32, COHORT_SUM, odd ? 1 : 2, big ? 250 : 2));
+        break;
+    case R_R_VS_AR:
+        STEP(odd ? ar(g) : rd(g, buf, COHORT_FLOAT32, COHORT_SUM, 0, 1));
+        break;
+    case R_R_VS_GATHER:
+        STEP(r == 2 ? ga(g, buf, 2, cnt(0)) : rd(g, buf, COHORT_UINT8, COHORT_SUM, 2, cnt(0)));
+        break;
     case R_ROOT_CLOSE:
         for (int i = 0; i < 3; i++)
             STEP(bc(g, buf, COHORT_UINT8, 0, cnt(0)));
@@ -314,7 +673,7 @@ static int mismatch_rank(int rank, void *arg)
     RANK_CHECK(g->shm->ring_k == (size_t)K && g->shm->tiny_k == (size_t)KT, "ring %zu/%zu",
                g->shm->ring_k, g->shm->tiny_k);
     RANK_PASS(ar(g), g); /* warm up */
-    unsigned char buf[2048];
+    static unsigned char buf[20000];
     memset(buf, 0x5A, sizeof buf);
     uint64_t t0 = coh_now_ns();
     st = run_case(g, k, buf);
@@ -671,6 +1030,9 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, sigkill, 0, 4);
     tcase_add_test(tc, lines);
     tcase_add_loop_test(tc, fast_reader, 0, 4);
+    tcase_add_loop_test(tc, rooted_back_to_back, 0, 4);
+    tcase_add_loop_test(tc, rooted_sigkill, 0, 2);
+    tcase_add_test(tc, rooted_sigstop);
     tcase_set_timeout(tc, 120);
     suite_add_tcase(s, tc);
     return s;

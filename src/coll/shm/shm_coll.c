@@ -718,6 +718,9 @@ static cohort_status a2a_single(shm_op *o, const unsigned char *sb, unsigned cha
 
 static CS_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c,
                                uint64_t key, const void *data, size_t bytes);
+static int ring_in(shm_op *o, const void *send, size_t bytes, int root, cohort_status *st);
+static inline void ring_in_end(coh_shm *s);
+static int reduce_ring(const coh_shm *s, const coh_call *c, size_t count);
 static int ring_full_bad(const coh_shm *s, const coh_call *c, int q, uint32_t p,
                          const coh_hdr *mine);
 static cohort_status ring_full_check(shm_op *o, const coh_call *c, int q, uint32_t p,
@@ -958,7 +961,8 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
                              size_t count, int root)
 {
     shm_op o;
-    cohort_status st = op_begin(&o, s, c, 1);
+    int ring = reduce_ring(s, c, count);
+    cohort_status st = op_begin_x(&o, s, c, 1, ring);
     if (st != COHORT_OK)
         return st;
     if (root < 0 || root >= s->n)
@@ -974,6 +978,16 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
     if (n == 1) {
         if (send != recv && bytes)
             copy_fast(recv, send, bytes);
+        return COHORT_OK;
+    }
+    if (ring) { /* the leaves return once their input is published (ring_in) */
+        int r = ring_in(&o, send, bytes, root, &st);
+        if (r <= 0)
+            return st;
+        if (count)
+            coh_reduce_multi_div(recv, s->srcs, n, count, (cohort_dtype)c->dtype,
+                                 (cohort_op)c->redop, avg_div(s, c));
+        ring_in_end(s);
         return COHORT_OK;
     }
     if (bytes <= s->small_bytes) {
@@ -1379,6 +1393,16 @@ static inline cohort_status ring_check(shm_op *o, uint32_t x)
         return st;
     if (!s->check)
         return COHORT_OK;
+    int lead = s->ring_lead[x & (uint32_t)(s->ring_nrec - 1)];
+    if (lead >= 0) {
+        /* a leaf of a gather or reduce: its root's done word says that
+         * the root compared every leaf's record with its own call (this
+         * one's included); else the root's record decides */
+        if (atomic_load_explicit(shm_ring_done(s, lead, x), memory_order_relaxed) ==
+            SHM_RING_DONE_IN(x))
+            return COHORT_OK;
+        return ring_check_rec(o, c, lead, x);
+    }
     for (int q = 0; q < s->n; q++) {
         /* q's done word: it read x from this rank's record and its check
          * passed. Every rank that stored it compared an exact fingerprint
@@ -1429,7 +1453,12 @@ static inline cohort_status ring_settle_call(shm_op *o, uint32_t limit)
         (s->ring_npend > 1 && shm_reached(limit, s->ring_pend[(head + 1) & mask])))
         return ring_settle(o, limit);
     if (s->check) {
-        if (s->n == 2) { /* the one reader, without the loop */
+        int lead = s->ring_lead[x & mask];
+        if (lead >= 0) { /* a leaf: the root's word (ring_check) */
+            if (atomic_load_explicit(shm_ring_done(s, lead, x), memory_order_relaxed) !=
+                SHM_RING_DONE_IN(x))
+                return ring_settle(o, limit);
+        } else if (s->n == 2) { /* the one reader, without the loop */
             if (atomic_load_explicit(shm_ring_done(s, 1 - s->me, x), memory_order_relaxed) != x)
                 return ring_settle(o, limit);
         } else {
@@ -1459,9 +1488,12 @@ static cohort_status ring_close(coh_shm *s, int wait_ms)
     return ring_settle(&o, s->phase);
 }
 
-/* One phase, see shm_seg.h. The root returns once its slot is written;
- * a reader returns once it checked the root's record and copied out. */
-static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
+/* One phase, see shm_seg.h. The root publishes `bytes` from src and
+ * returns once its slot is written; a reader returns once it checked the
+ * root's record and copied bytes [off, off + len) of it to dst (a
+ * broadcast: all of them; a scatter: its block). */
+static CS_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, size_t bytes,
+                                        size_t off, size_t len, int root)
 {
     coh_shm *s = o->s;
     cohort_status st;
@@ -1499,9 +1531,9 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
         uint64_t f[3];
         if (shm_ring_fp(s, root, p, f) && (!s->check || ring_fp_eq(f, o->c, o->fp_key))) {
             if (bytes > SHM_RING_INLINE)
-                CPY(buf, shm_ring_slot(s, root, p, tiny), bytes);
+                CPY(dst, shm_ring_slot(s, root, p, tiny) + off, len);
             else
-                coh_small_copy(buf, shm_ring_rec_of(s, root, p)->inl, bytes);
+                coh_small_copy(dst, shm_ring_rec_of(s, root, p)->inl + off, len);
             if (s->check)
                 atomic_store_explicit(shm_ring_done(s, me, p), p, memory_order_relaxed);
             shm_publish(s); /* done reading slot p % K */
@@ -1514,13 +1546,14 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
          * record of phase p (release) finds the payload too, without the
          * root's arrive */
         if (bytes > SHM_RING_INLINE)
-            CPY(shm_ring_slot(s, me, p, tiny), buf, bytes);
+            CPY(shm_ring_slot(s, me, p, tiny), src, bytes);
         /* its header straight into the record (read by nothing else here:
          * the root's checks compare records) */
         coh_hdr h;
         coh_hdr_from_call(&h, s->g, o->c, COH_MSG_COLL, 0, bytes);
-        ring_put(s, p, &h, o->c, key, buf, bytes);
+        ring_put(s, p, &h, o->c, key, src, bytes);
         s->ring_calls[p & mask] = *o->c;
+        s->ring_lead[p & mask] = -1;
         s->ring_pend[(s->ring_pend_head + s->ring_npend) & mask] = p;
         s->ring_npend++;
         s->ring_close = ring_close;
@@ -1561,13 +1594,129 @@ static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
         return ring_full_check(o, o->c, root, p, &o->mine);
     }
     if (bytes > SHM_RING_INLINE)
-        CPY(buf, shm_ring_slot(s, root, p, tiny), bytes);
+        CPY(dst, shm_ring_slot(s, root, p, tiny) + off, len);
     else
-        coh_small_copy(buf, shm_ring_rec_of(s, root, p)->inl, bytes);
+        coh_small_copy(dst, shm_ring_rec_of(s, root, p)->inl + off, len);
     if (s->check) /* my check of the root's record passed (ring_check) */
         atomic_store_explicit(shm_ring_done(s, me, p), p, memory_order_relaxed);
     shm_publish(s); /* done reading slot p % K */
     return COHORT_OK;
+}
+
+static cohort_status bcast_ring(shm_op *o, void *buf, size_t bytes, int root)
+{
+    return ring_one(o, buf, buf, bytes, 0, bytes, root);
+}
+
+/* A small gather or reduce (per-rank bytes <= ring_bytes): one ring phase
+ * p the other way round (shm_seg.h "Rooted in"). A leaf writes its slot p
+ * % K (once every rank is done with p - K) and its record of p (with the
+ * data inline up to SHM_RING_INLINE bytes), publishes p and returns, its
+ * check of p pending (ring_check: the root's done word or record). The
+ * root writes its record, waits for each leaf's record of p, compares it
+ * with its own call and sets srcs[q] to the leaf's data; the caller then
+ * copies out or reduces and calls ring_in_end, which stores the root's
+ * done word and publishes p (done reading). Returns 1 at the root with
+ * srcs set, 0 at a leaf (done), -1 with *st set on a failure. */
+static int ring_in(shm_op *o, const void *send, size_t bytes, int root, cohort_status *st)
+{
+    coh_shm *s = o->s;
+    const coh_call *c = o->c;
+    int me = s->me;
+    int tiny = s->tiny_k && bytes <= s->tiny_bytes;
+    uint32_t p = s->phase + 1, k = (uint32_t)(tiny ? s->tiny_k : s->ring_k),
+             mask = (uint32_t)(s->ring_nrec - 1);
+    if (me != root) {
+        /* my slot p % K, as a broadcast root's (ring_drain alike) */
+        uint32_t need = p - k;
+        if (s->ring_drain && !shm_reached(s->min_seen, need))
+            need = p - 1;
+        if ((*st = cs_wait_all(o, need)) != COHORT_OK)
+            return -1;
+    }
+    if (s->ring_npend && (*st = ring_settle_call(o, p - k)) != COHORT_OK)
+        return -1;
+    uint64_t key = s->check ? o->fp_key : fp_key(c);
+    coh_hdr_from_call(&o->mine, s->g, c, COH_MSG_COLL, 0, bytes);
+    if (me != root) {
+        if (bytes > SHM_RING_INLINE)
+            CPY(shm_ring_slot(s, me, p, tiny), send, bytes);
+        ring_put(s, p, &o->mine, c, key, send, bytes);
+        s->ring_calls[p & mask] = *c;
+        s->ring_lead[p & mask] = root;
+        s->ring_pend[(s->ring_pend_head + s->ring_npend) & mask] = p;
+        s->ring_npend++;
+        s->ring_close = ring_close;
+        shm_publish(s);
+        return 0;
+    }
+    /* the root's record first: a rank waiting for this one (it believes
+     * this rank is a leaf, or its root) compares it while it waits */
+    ring_put(s, p, &o->mine, c, key, NULL, bytes);
+    for (int q = 0; q < s->n; q++) {
+        if (q == me) {
+            s->srcs[q] = send;
+            continue;
+        }
+        shm_ring_rec *r = shm_ring_rec_of(s, q, p);
+        if (atomic_load_explicit(&r->phase, memory_order_acquire) != p) {
+            o->ring_wait = 1;
+            o->ring_q = q;
+            o->ring_p = p;
+            *st = shm_wait_rank(o, q, p);
+            o->ring_wait = 0;
+            if (*st != COHORT_OK) {
+                if (!o->ring_bad) {
+                    *st = cs_up(o->g, *st);
+                    return -1;
+                }
+                /* publishing p (read nothing more) lets a rank waiting
+                 * for this one compare its record and report too */
+                shm_publish(s);
+                *st = ring_mismatch(o, c, q, &o->mine, &o->ring_got);
+                return -1;
+            }
+        }
+        uint64_t f[3];
+        if (!shm_ring_fp(s, q, p, f)) { /* q published p in a non-ring call */
+            shm_publish(s);
+            *st = ring_vs_call(o, c, q, p, &o->mine);
+            return -1;
+        }
+        /* q's record and slot of p stay until I publish p */
+        if (s->check && !ring_fp_eq(f, c, o->fp_key) && ring_full_bad(s, c, q, p, &o->mine)) {
+            shm_publish(s);
+            *st = ring_full_check(o, c, q, p, &o->mine);
+            return -1;
+        }
+        s->srcs[q] = bytes > SHM_RING_INLINE ? (const void *)shm_ring_slot(s, q, p, tiny)
+                                             : (const void *)r->inl;
+    }
+    return 1;
+}
+
+/* The root of ring_in is done reading phase p's records and slots. */
+static inline void ring_in_end(coh_shm *s)
+{
+    uint32_t p = s->phase + 1;
+    if (s->check)
+        atomic_store_explicit(shm_ring_done(s, s->me, p), SHM_RING_DONE_IN(p),
+                              memory_order_relaxed);
+    shm_publish(s);
+}
+
+/* Every rank decides from the call's own fields and the agreed geometry,
+ * so ranks that agree on the call agree on the path. */
+static int gather_ring(const coh_shm *s, size_t bpr)
+{
+    return s && s->ring_k && s->n > 1 && bpr <= s->ring_bytes &&
+           !shm_cma_use(s, COH_COLL_GATHER, bpr);
+}
+static int reduce_ring(const coh_shm *s, const coh_call *c, size_t count)
+{
+    size_t bytes;
+    return s && c && s->ring_k && s->n > 1 && c->dtype < COHORT_DTYPE_COUNT &&
+           mul_ok(count, dt_size[c->dtype], &bytes) && bytes <= s->ring_bytes;
 }
 
 static cohort_status bcast_any(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root)
@@ -1703,7 +1852,8 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
                              size_t bpr, int root)
 {
     shm_op o;
-    cohort_status st = op_begin(&o, s, c, 0);
+    int ring = gather_ring(s, bpr);
+    cohort_status st = op_begin_x(&o, s, c, 0, ring);
     if (st != COHORT_OK)
         return st;
     if (root < 0 || root >= s->n)
@@ -1722,6 +1872,18 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
     if (n == 1) {
         if (own_move)
             memmove(rb, send, bpr);
+        return COHORT_OK;
+    }
+    if (ring) { /* the leaves return once their block is published (ring_in) */
+        int r = ring_in(&o, send, bpr, root, &st);
+        if (r <= 0)
+            return st;
+        if (own_move)
+            memmove(rb + (size_t)me * bpr, send, bpr);
+        for (int q = 0; q < n; q++)
+            if (q != me)
+                CPY(rb + (size_t)q * bpr, s->srcs[q], bpr);
+        ring_in_end(s);
         return COHORT_OK;
     }
     if (shm_cma_use(s, COH_COLL_GATHER, bpr))
@@ -1765,11 +1927,26 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
 
 /* ---- scatter ---- */
 
+/* A small scatter (n * bpr <= ring_bytes) is one ring phase, as a
+ * broadcast of the root's whole send buffer: the root publishes it and
+ * returns; a reader checks the root's record against its own scatter call
+ * and copies its block out (shm_seg.h "The ring"). Every rank decides
+ * from the call's own fields (bpr, the agreed geometry), so ranks that
+ * agree on the call agree on the path; ranks that do not are told apart
+ * by the records (ring_mismatch, ring_vs_call). */
+static int scatter_ring(const coh_shm *s, size_t bpr)
+{
+    size_t total;
+    return s && s->ring_k && s->n > 1 && mul_ok(bpr, (size_t)s->n, &total) &&
+           total <= s->ring_bytes && !shm_cma_use(s, COH_COLL_SCATTER, bpr);
+}
+
 cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, void *recv,
                               size_t bpr, int root)
 {
     shm_op o;
-    cohort_status st = op_begin(&o, s, c, 0);
+    int ring = scatter_ring(s, bpr);
+    cohort_status st = op_begin_x(&o, s, c, 0, ring);
     if (st != COHORT_OK)
         return st;
     if (root < 0 || root >= s->n)
@@ -1782,6 +1959,14 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
         return bad_arg(&o, "NULL buffer");
     const unsigned char *sb = send;
     unsigned char *rb = recv;
+    if (ring) {
+        /* the root publishes before its own block moves (recv may lie in
+         * send: in place) */
+        st = ring_one(&o, sb, rb, total, (size_t)me * bpr, bpr, root);
+        if (st == COHORT_OK && am_root && bpr && rb != sb + (size_t)me * bpr)
+            memmove(rb, sb + (size_t)me * bpr, bpr);
+        return st;
+    }
     o.nt = !am_root && bpr >= s->nt_bytes;
     if (n > 1 && shm_cma_use(s, COH_COLL_SCATTER, bpr))
         return sc_single(&o, sb, rb, bpr, root);

@@ -329,6 +329,7 @@ static void cleanup(coh_shm *s)
     coh_free(s->peer_file);
     coh_free(s->ring_pend);
     coh_free(s->ring_calls);
+    coh_free(s->ring_lead);
     coh_free(s->p2p_out);
     coh_free(s->p2p_in);
     coh_free(s->p2p_acked);
@@ -1292,7 +1293,8 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     if (s->ring_k) {
         s->ring_pend = coh_calloc(s->ring_nrec, sizeof *s->ring_pend);
         s->ring_calls = coh_calloc(s->ring_nrec, sizeof *s->ring_calls);
-        if (!s->ring_pend || !s->ring_calls) {
+        s->ring_lead = coh_calloc(s->ring_nrec, sizeof *s->ring_lead);
+        if (!s->ring_pend || !s->ring_calls || !s->ring_lead) {
             coh_shm_abort(s, COHORT_ERR_NOMEM, "shm: out of memory");
             cleanup(s);
             return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");

@@ -17,7 +17,7 @@
  *                        per local rank, for src/check (coh_shm_aux); pages
  *                        untouched by groups that do not use it stay unbacked
  *   [ring, page-aligned stride x n]
- *                        per local rank the small-broadcast ring: 4K records
+ *                        per local rank the small-op ring: 4K records
  *                        (a fingerprint tagged with its phase) and K slots of
  *                        ring_bytes each (see "The ring" below); unbacked
  *                        until used
@@ -60,6 +60,36 @@
  * and Rule R hold for the two buffers unchanged: ring phases do not touch
  * them, and a non-ring call's claim waits for arrive >= its phase - 1,
  * i.e. for every outstanding ring call (the drain).
+ *
+ * A small scatter (n x bytes per rank <= ring_bytes) is the same phase: the
+ * root publishes its whole send buffer as a broadcast root does, and a
+ * reader checks the record against its own scatter call and copies only
+ * its block.
+ *
+ * Rooted in (small gather and reduce, bytes per rank <= ring_bytes): one
+ * ring phase p the other way round. Every leaf is a writer: it waits, as a
+ * broadcast root does, until every rank has arrive >= p - K, writes its
+ * slot p % K and record p % 4K (tag last), publishes p and returns, with
+ * a lazy check of p pending (in ring_pend, with the root's index in
+ * ring_lead). The root writes its record (header only), waits for each
+ * leaf's record of p (or its arrive >= p: a leaf in a non-ring call has
+ * a header in its buffer instead, ring_vs_call), compares fingerprints,
+ * reads the slots, stores SHM_RING_DONE_IN(p) in its done word and only
+ * then publishes p (arrive >= p: done reading phase p). A leaf's lazy
+ * check waits for every rank's arrive >= p and passes on the root's done
+ * word; else the root's record decides (a root that found a mismatch
+ * publishes p before it fails, so nobody waits on it). The slot rule
+ * holds per writer: leaf q's slot p % K was last written at p - K and
+ * read only by that phase's root, before it published p - K. The
+ * records' lifetime holds as before: every rank that writes a record
+ * without waiting (a broadcast reader) finished its previous phase, whose
+ * end needed a writer's wait for p - K or the root's for every leaf.
+ * Done words stay unambiguous: a broadcast reader stores p (it checked
+ * its root), a gather/reduce root p with the top bit flipped (it checked
+ * every leaf); a broadcast root's lazy check accepts only p, a leaf's
+ * only the flipped value, so a done word never vouches for another kind
+ * of call. Two ranks that each believe they are root wait for each other:
+ * the wait compares the records (shm_op ring_wait) and both report.
  *
  * The tiny ring (bytes <= tiny_bytes) is the same protocol with its own
  * tiny_k slots (K above is tiny_k for its calls); the records are shared,
@@ -412,6 +442,11 @@ struct coh_shm {
     uint32_t *ring_pend;
     uint32_t ring_pend_head, ring_npend;
     coh_call *ring_calls;
+    /* by phase % nrec: -1 for a phase this rank rooted (a broadcast or a
+     * scatter: every reader's done word or record is checked), else the
+     * root's local index for a phase where this rank was a leaf of a
+     * gather or reduce (the root's done word or record is checked) */
+    int *ring_lead;
     /* closing check (set by src/coll/shm once a ring call was rooted) */
     cohort_status (*ring_close)(coh_shm *s, int wait_ms);
     /* send/recv channels (geometry from the header; p2p_bytes 0: off) */
@@ -508,6 +543,12 @@ static inline unsigned char *shm_ring_slot(const coh_shm *s, int q, uint32_t p, 
     return r + s->ring_nrec * sizeof(shm_ring_rec) +
            (size_t)(p & (uint32_t)(s->ring_k - 1)) * s->ring_slot_stride;
 }
+
+/* What the root of a gather or reduce on the ring stores in its done word
+ * of phase p once every leaf's record of p matched its call (the top bit
+ * flipped: never what a broadcast reader stores, p, nor an initial value,
+ * whose index differs). */
+#define SHM_RING_DONE_IN(p) ((uint32_t)(p) ^ 0x80000000u)
 
 /* Local rank q's done word of ring phase p: q stores p there (relaxed,
  * before publishing p) once it read phase p as a reader and its check of
