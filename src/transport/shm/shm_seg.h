@@ -117,7 +117,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 14u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 15u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -125,7 +125,9 @@
                         * follow it; 12: the checker's aux ring of one-line
                         * records with their done and args words apart;
                         * 13: the abort word's failed call (abort_seq);
-                        * 14: mem_p, one-copy broadcasts from cohort_mem_alloc */
+                        * 14: mem_p, one-copy broadcasts from cohort_mem_alloc;
+                        * 15: small scatter, gather and reduce on the ring (a
+                        * gather/reduce root's done word, SHM_RING_DONE_IN) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
