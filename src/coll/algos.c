@@ -22,6 +22,7 @@
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
 #define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
 #define BC_FLAT_MIN (512u << 10) /* ... flat above when ranks > cores (one host) */
+#define BC_OSU_FLAT_MAX (16u << 10) /* ... flat right after a barrier (oversubscribed) */
 #define BC_HOSTFLAT_MIN (4u << 20) /* ... host_flat from here across 2-4 hosts */
 #define BC_HOSTFLAT_MAX_HOSTS 4
 #define RS_DIRECT_MAX (64u << 10) /* reduce_scatter: direct up to this input per rank */
@@ -174,6 +175,64 @@ static int rs_direct_pref(const cohort_group *g, const coh_call *c)
     pthread_once(&cpus_once, read_cpus);
     return coh_rs_direct_pref(g->size, g->n_hosts, online_cpus, bytes_of(c) * (size_t)g->size);
 }
+/* The barrier that directly follows a message-algorithm broadcast is led
+ * by that broadcast's root when the ranks of a one-host group outnumber its
+ * cpus (mode -1, auto), always (1) or never (0): COHORT_TCP_OVERSUB. With
+ * the dissemination barrier the root left first in 1 of 512 OSU iterations
+ * (4 ranks on 2 cores, traced): a receiver left first, found nothing,
+ * and the scheduler round in which the root left the barrier and sent was
+ * timed inside the next broadcast (docs/performance.md, "TCP 4 ranks OSU
+ * style: small broadcasts (session 11)"). The same one-host CPU rule as the
+ * flat broadcast, so every rank decides alike; 2 ranks never (one round of
+ * the dissemination barrier against two here). */
+int coh_bar_lead_pref(int mode, int n, int n_hosts, long cpus)
+{
+    if (n < 3 || mode == 0)
+        return 0;
+    return mode > 0 || (n_hosts == 1 && cpus > 0 && n > cpus);
+}
+int coh_bar_lead_env(void)
+{
+    const char *v = coh_env_str("COHORT_TCP_OVERSUB");
+    if (!v || !strcmp(v, "auto"))
+        return -1;
+    return !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -1; /* checked at init (envtab.c) */
+}
+static int oversub_mode(const cohort_group *g)
+{
+    return g->algo_env_read ? g->bar_lead_mode : coh_bar_lead_env();
+}
+int coh_bar_leader(const cohort_group *g, const coh_call *c)
+{
+    if (c->coll != COH_COLL_BARRIER || c->seq != g->bar_seq || g->bar_seq == 0)
+        return -1;
+    pthread_once(&cpus_once, read_cpus);
+    return coh_bar_lead_pref(oversub_mode(g), g->size, g->n_hosts, online_cpus) ? g->bar_root
+                                                                                : -1;
+}
+/* The other half of the OSU loop: a small broadcast that directly follows
+ * a barrier goes flat (the root sends to every rank) under the same rule,
+ * unless COHORT_ALGO_BROADCAST forces an algorithm. The tree's relay is a
+ * rank that has just left the barrier and must be scheduled again to
+ * forward; flat has no relay. Paired, LOADED, 4 ranks on 2 cores with the
+ * led barrier (docs/performance.md, "TCP 4 ranks OSU style: small
+ * broadcasts (session 11)"): flat/tree x0.57-0.70 at 8 B-16 KiB, x1.27 at
+ * 64 KiB; back to back (no barrier between) flat was x1.56-1.66 at 8 B-4 KiB,
+ * so a broadcast that follows anything else keeps the tree. */
+int coh_bc_after_barrier_flat_pref(int mode, int n, int n_hosts, long cpus, size_t bytes)
+{
+    return bytes <= BC_OSU_FLAT_MAX && coh_bar_lead_pref(mode, n, n_hosts, cpus);
+}
+int coh_bc_after_barrier_flat(const cohort_group *g, const coh_call *c)
+{
+    if (c->coll != COH_COLL_BROADCAST || c->seq != g->bcf_seq || g->bcf_seq == 0)
+        return 0;
+    if (coh_coll_forced(g, COH_COLL_BROADCAST))
+        return 0;
+    pthread_once(&cpus_once, read_cpus);
+    return coh_bc_after_barrier_flat_pref(oversub_mode(g), g->size, g->n_hosts, online_cpus,
+                                          bytes_of(c));
+}
 static int ag_bruck_pref(const cohort_group *g, const coh_call *c)
 {
     return bytes_of(c) * (size_t)g->size <= AG_BRUCK_MAX;
@@ -223,6 +282,8 @@ static cohort_status run_ar_rab(cohort_group *g, coh_call *c)
 static cohort_status run_bc_tree(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
+    if (coh_bc_after_barrier_flat(g, c))
+        return coh_flat_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
     return coh_tree_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
 }
 
@@ -370,6 +431,9 @@ static cohort_status run_a2a_pairwise(cohort_group *g, coh_call *c)
 static cohort_status run_bar_dissem(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
+    int lead = coh_bar_leader(g, c);
+    if (lead >= 0)
+        return coh_lead_barrier(g, c, &v, lead, 0);
     return coh_dissemination(g, c, &v, 0);
 }
 

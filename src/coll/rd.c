@@ -206,3 +206,47 @@ cohort_status coh_dissemination(cohort_group *g, const coh_call *c, const coh_vi
     }
     return COHORT_OK;
 }
+
+/* The barrier after a broadcast, led by that broadcast's root (lead): the
+ * others send their arrival to it and wait for its release, so it leaves
+ * first and its next broadcast is on the wire before its receivers look
+ * for it (docs/performance.md, "TCP 4 ranks OSU style: small broadcasts
+ * (session 11)"). The leader also sends one message to every rank as it
+ * enters: then every rank sends at entry and every rank receives from the
+ * leader, so a rank in any other call at this seq gets a barrier header
+ * (or sends one to a barrier rank) and the mismatch is found on the spot,
+ * as in the dissemination barrier - without it a rank waiting in a
+ * receive-only call (a broadcast's leaf) would wait on ranks that only
+ * talk to the leader. Steps: base + 0 arrival and entry, base + 1 release. */
+#define LEAD_MAX 32
+cohort_status coh_lead_barrier(cohort_group *g, const coh_call *c, const coh_view *v, int lead,
+                               uint32_t step_base)
+{
+    int n = v->n, me = v->me;
+    static char none;
+    coh_xfer ops[2 * LEAD_MAX];
+    if (n > LEAD_MAX)
+        return coh_dissemination(g, c, v, step_base);
+    if (me != lead) {
+        int L = coh_view_rank(v, lead);
+        coh_xf_send(&ops[0], g, c, L, step_base, &none, 0);
+        coh_xf_recv(&ops[1], g, c, L, step_base, &none, 0);
+        coh_xf_recv(&ops[2], g, c, L, step_base + 1, &none, 0);
+        return coh_xf_run(g, c, ops, 3);
+    }
+    int k = 0;
+    for (int q = 0; q < n; q++)
+        if (q != me)
+            coh_xf_send(&ops[k++], g, c, coh_view_rank(v, q), step_base, &none, 0);
+    for (int q = 0; q < n; q++)
+        if (q != me)
+            coh_xf_recv(&ops[k++], g, c, coh_view_rank(v, q), step_base, &none, 0);
+    cohort_status st = coh_xf_run(g, c, ops, k);
+    if (st != COHORT_OK)
+        return st;
+    k = 0;
+    for (int q = 0; q < n; q++)
+        if (q != me)
+            coh_xf_send(&ops[k++], g, c, coh_view_rank(v, q), step_base + 1, &none, 0);
+    return coh_xf_run(g, c, ops, k);
+}

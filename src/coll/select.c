@@ -112,6 +112,7 @@ void coh_coll_read_env(cohort_group *g)
         }
     }
     g->chunk_bytes = coh_coll_chunk_bytes();
+    g->bar_lead_mode = coh_bar_lead_env();
     g->algo_env_read = 1;
 }
 
@@ -163,6 +164,13 @@ void coh_coll_free_env(cohort_group *g)
     }
     g->algo_env_read = 0;
     g->chunk_bytes = 0;
+}
+
+const char *coh_coll_forced(const cohort_group *g, int coll)
+{
+    const char *v = g && g->algo_env_read ? (coll < N_COLL_NAMES ? g->algo_env[coll] : NULL)
+                                          : coh_env_str(env_name(coll));
+    return v && strcmp(v, "auto") != 0 ? v : NULL;
 }
 
 const coh_algo *coh_coll_select(const cohort_group *g, const coh_call *c, cohort_status *err)
@@ -356,6 +364,14 @@ cohort_status coh_coll_run(cohort_group *g, coh_call *c)
     st = a->run(g, c);
     if (st != COHORT_OK)
         return st;
+    if (c->coll == COH_COLL_BROADCAST) {
+        /* a barrier with the next seq directly follows it (algos.c,
+         * coh_bar_leader); every rank records the same seq and root */
+        g->bar_seq = c->seq + 1;
+        g->bar_root = c->root;
+    } else if (c->coll == COH_COLL_BARRIER) {
+        g->bcf_seq = c->seq + 1; /* algos.c, coh_bc_after_barrier_flat */
+    }
     if (c->redop == COHORT_AVG && !(a->avg_in_fold && coh_avg_wide(c->dtype, c->redop))) {
         if (c->coll == COH_COLL_ALL_REDUCE || (c->coll == COH_COLL_REDUCE && g->rank == c->root))
             coh_reduce_finish(c->recv, c->count, (cohort_dtype)c->dtype, COHORT_AVG, g->size);

@@ -182,6 +182,17 @@ struct cohort_group {
      * per call walked the whole environment, 8-11 % of each rank's CPU in
      * an 8 B TCP broadcast (docs/performance.md). 0 where !algo_env_read. */
     size_t chunk_bytes;
+    /* COHORT_TCP_OVERSUB, read with algo_env (-1 auto, 0 off, 1 on), and
+     * the last message-algorithm broadcast that completed: the seq a barrier
+     * must have to directly follow it and that broadcast's root (coll/rd.c,
+     * coh_bar_leader). Every rank records the same, the contract having
+     * agreed on the broadcast's seq and root. */
+    int bar_lead_mode;
+    int bar_root;
+    uint64_t bar_seq;
+    /* the seq a broadcast must have to directly follow the last barrier
+     * that completed (coll/algos.c, coh_bc_after_barrier_flat) */
+    uint64_t bcf_seq;
     /* coh_coll_run's memo of the last selection per collective kind
      * (coll/select.c), used only where algo_env_read: the choice is a
      * function of the call's count, dtype and reduce op and of the group's

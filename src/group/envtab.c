@@ -35,6 +35,7 @@ static const coh_envvar table[] = {
     {"COHORT_TRANSPORT", COH_ENV_CHOICE, COH_ENV_LIB, "auto|shm|tcp", 0, 0},
     {"COHORT_ALGO_", COH_ENV_ALGO, COH_ENV_LIB, NULL, 0, 0},
     {"COHORT_CHUNK_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 1, 1l << 40},
+    {"COHORT_TCP_OVERSUB", COH_ENV_CHOICE, COH_ENV_LIB, "auto|on|off", 0, 0},
     {"COHORT_DEBUG", COH_ENV_LIST, COH_ENV_LIB, "sync|buffers", 0, 0},
     {"COHORT_CONTRACT", COH_ENV_CHOICE, COH_ENV_LIB, "on|off", 0, 0},
     /* diagnostics */
