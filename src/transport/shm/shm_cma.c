@@ -246,8 +246,10 @@ static int probe_all(coh_shm *s, int m, char *why, size_t len)
     return 1;
 }
 
-/* Verdicts published in shm_ctl.cma_ok (bits 0-7; bits 8-31: bound_cpu()). */
+/* Verdicts published in shm_ctl.cma_ok (bits 0-3; bit 4: V_CROWD; bits
+ * 8-31: bound_cpu()). */
 enum { V_NONE, V_CANNOT, V_CAN, V_WANT };
+#define V_CROWD 16u
 
 /* 1 + the one cpu this rank may run on; 0 when it may run on more. */
 static uint32_t bound_cpu(void)
@@ -259,6 +261,21 @@ static uint32_t bound_cpu(void)
         if (CPU_ISSET(c, &set))
             return (uint32_t)c + 1;
     return 0;
+}
+
+/* V_CROWD when the machine's ranks (at least this group's local ones) are
+ * more than twice the cpus this rank may run on: all_to_all's rule below.
+ * Each rank says so for itself (its affinity may differ from a peer's);
+ * the rule needs every rank to say it. */
+static uint32_t crowd_bit(const coh_shm *s)
+{
+    long ranks = COH_MAX((long)s->n, (long)s->g->machine_size), cpus = 0;
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        cpus = CPU_COUNT(&set);
+    if (cpus <= 0)
+        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    return cpus > 0 && ranks > 2 * cpus ? V_CROWD : 0;
 }
 
 cohort_status shm_cma_agree(shm_op *o)
@@ -273,19 +290,21 @@ cohort_status shm_cma_agree(shm_op *o)
         s->probe_ns += coh_now_ns() - t0;
     }
     atomic_store(&shm_ctl_of(s, s->me)->cma_ok,
-                 (uint32_t)(!can ? V_CANNOT : m == M_ON ? V_WANT : V_CAN) | bound_cpu() << 8);
+                 (uint32_t)(!can ? V_CANNOT : m == M_ON ? V_WANT : V_CAN) | crowd_bit(s) |
+                     bound_cpu() << 8);
     /* Barrier: every verdict is published before phase 2 is. */
     shm_publish(s);
     cohort_status st = shm_wait_all(o, s->phase);
     if (st != COHORT_OK)
         return st;
-    int all_can = s->n > 1, all_want = s->n > 1;
+    int all_can = s->n > 1, all_want = s->n > 1, all_crowd = s->n > 2;
     uint64_t sum_cma = 0, sum_cpy = 0, sum_cma_s = 0, sum_cpy_s = 0;
     int measured = 1;
     uint32_t cpu[2] = {0, 0};
     for (int q = 0; q < s->n; q++) {
         shm_ctl *c = shm_ctl_of(s, q);
-        uint32_t w = atomic_load(&c->cma_ok), v = w & 0xff;
+        uint32_t w = atomic_load(&c->cma_ok), v = w & 0x0f;
+        all_crowd &= (w & V_CROWD) != 0;
         if (q < 2)
             cpu[q] = w >> 8;
         if (v < V_CAN && all_can) {
@@ -352,7 +371,22 @@ cohort_status shm_cma_agree(shm_op *o)
         snprintf(where, sizeof where, "are bound to cpus %u and %u", cpu[0] - 1, cpu[1] - 1);
     if (apart)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX, ops = 1u << COH_COLL_BROADCAST;
-    s->cma = all_can && (all_want || wins || apart);
+    /* More than 2 ranks per cpu (every rank's V_CROWD; 3 or more ranks):
+     * all_to_all takes single copy where the probe keeps two. Each phase of
+     * the two-copy all_to_all has every rank fill its whole slot (n-1
+     * pieces) before any rank reads, so with 4 ranks a cpu the slots, the
+     * send and the receive buffers of 8 ranks at 1 MiB (8 x 3 MiB) outgrow
+     * the 16 MiB L3 of the development VM, the copies run at about 9 GB/s
+     * (760 us quiet, against 136 us at 4 ranks), and moving each byte once
+     * by the kernel wins: LOADED path A/B (2026-12-03, 12 pairs) 8 ranks
+     * 1 MiB x0.76 back to back, x0.74 OSU, 4 MiB x0.93 / x0.88; at 2 ranks
+     * a cpu it loses (4 ranks 256 KiB x1.7-2.4, 1 MiB x1.1-1.4), so not
+     * there (docs/performance.md "all_to_all at 8 ranks on 2 cores
+     * (session 11)"). The other ops were not measured: not changed. */
+    int crowd = !all_want && !wins && !apart && all_can && all_crowd;
+    if (crowd)
+        s->cma_min = lead_min, s->cma_end = SIZE_MAX, ops = 1u << COH_COLL_ALL_TO_ALL;
+    s->cma = all_can && (all_want || wins || apart || crowd);
     /* pidfd_getfd, which the one-copy broadcast's readers use, passes the
      * same ptrace check as the probe's process_vm_readv */
     s->mem_mode = mem_mode();
@@ -382,6 +416,13 @@ cohort_status shm_cma_agree(shm_op *o)
                  "copy loses to memcpy at attach's measurement but the 2 ranks %s, where the "
                  "broadcast's copy split over both wins); else two copies through the segment%s",
                  range, bound_apart ? where : "have a cpu each (unbound)", speed);
+    else if (crowd)
+        snprintf(s->copy_info, sizeof s->copy_info,
+                 "all_to_all %s per rank: single copy (process_vm_readv; auto: the kernel's copy "
+                 "loses to memcpy at attach's measurement but the ranks outnumber twice the cpus, "
+                 "where all_to_all's two copies outgrow the cache); else two copies through the "
+                 "segment%s",
+                 range, speed);
     else if (s->cma)
         snprintf(s->copy_info, sizeof s->copy_info,
                  "broadcast, all_gather, gather, scatter, all_to_all, send/recv %s per rank: single "
