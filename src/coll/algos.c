@@ -176,20 +176,25 @@ static int rs_direct_pref(const cohort_group *g, const coh_call *c)
     return coh_rs_direct_pref(g->size, g->n_hosts, online_cpus, bytes_of(c) * (size_t)g->size);
 }
 /* The barrier that directly follows a message-algorithm broadcast is led
- * by that broadcast's root when the ranks of a one-host group outnumber its
- * cpus (mode -1, auto), always (1) or never (0): COHORT_TCP_OVERSUB. With
+ * by that broadcast's root when the ranks of some machine of the group
+ * outnumber its online cpus (g->oversub; mode -1, auto), always (1) or
+ * never (0): COHORT_TCP_OVERSUB. With
  * the dissemination barrier the root left first in 1 of 512 OSU iterations
  * (4 ranks on 2 cores, traced): a receiver left first, found nothing,
  * and the scheduler round in which the root left the barrier and sent was
  * timed inside the next broadcast (docs/performance.md, "TCP 4 ranks OSU
- * style: small broadcasts (session 11)"). The same one-host CPU rule as the
- * flat broadcast, so every rank decides alike; 2 ranks never (one round of
- * the dissemination barrier against two here). */
-int coh_bar_lead_pref(int mode, int n, int n_hosts, long cpus)
+ * style: small broadcasts (session 11)"). Any machine, not all: a
+ * broadcast ends when its last receiver has the data and a barrier when its
+ * last rank arrives, so one oversubscribed machine's scheduler rounds land
+ * in the timed broadcast for the whole group (netns4osu: 2 namespace hosts
+ * on one 2-cpu machine). Every rank decides alike: each publishes its cpu
+ * count at the rendezvous (group/init.c, coh_machines_oversub). 2 ranks
+ * never (one round of the dissemination barrier against two here). */
+int coh_bar_lead_pref(int mode, int n, int oversub)
 {
     if (n < 3 || mode == 0)
         return 0;
-    return mode > 0 || (n_hosts == 1 && cpus > 0 && n > cpus);
+    return mode > 0 || oversub;
 }
 int coh_bar_lead_env(void)
 {
@@ -206,9 +211,7 @@ int coh_bar_leader(const cohort_group *g, const coh_call *c)
 {
     if (c->coll != COH_COLL_BARRIER || c->seq != g->bar_seq || g->bar_seq == 0)
         return -1;
-    pthread_once(&cpus_once, read_cpus);
-    return coh_bar_lead_pref(oversub_mode(g), g->size, g->n_hosts, online_cpus) ? g->bar_root
-                                                                                : -1;
+    return coh_bar_lead_pref(oversub_mode(g), g->size, g->oversub) ? g->bar_root : -1;
 }
 /* The other half of the OSU loop: a small broadcast that directly follows
  * a barrier goes flat (the root sends to every rank) under the same rule,
@@ -219,9 +222,9 @@ int coh_bar_leader(const cohort_group *g, const coh_call *c)
  * broadcasts (session 11)"): flat/tree x0.57-0.70 at 8 B-16 KiB, x1.27 at
  * 64 KiB; back to back (no barrier between) flat was x1.56-1.66 at 8 B-4 KiB,
  * so a broadcast that follows anything else keeps the tree. */
-int coh_bc_after_barrier_flat_pref(int mode, int n, int n_hosts, long cpus, size_t bytes)
+int coh_bc_after_barrier_flat_pref(int mode, int n, int oversub, size_t bytes)
 {
-    return bytes <= BC_OSU_FLAT_MAX && coh_bar_lead_pref(mode, n, n_hosts, cpus);
+    return bytes <= BC_OSU_FLAT_MAX && coh_bar_lead_pref(mode, n, oversub);
 }
 int coh_bc_after_barrier_flat(const cohort_group *g, const coh_call *c)
 {
@@ -229,9 +232,7 @@ int coh_bc_after_barrier_flat(const cohort_group *g, const coh_call *c)
         return 0;
     if (coh_coll_forced(g, COH_COLL_BROADCAST))
         return 0;
-    pthread_once(&cpus_once, read_cpus);
-    return coh_bc_after_barrier_flat_pref(oversub_mode(g), g->size, g->n_hosts, online_cpus,
-                                          bytes_of(c));
+    return coh_bc_after_barrier_flat_pref(oversub_mode(g), g->size, g->oversub, bytes_of(c));
 }
 static int ag_bruck_pref(const cohort_group *g, const coh_call *c)
 {

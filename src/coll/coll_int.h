@@ -223,17 +223,18 @@ cohort_status coh_dissemination(cohort_group *g, const coh_call *c, const coh_vi
  * the cpus (OSU loops): led by that broadcast's root, which leaves first.
  * coh_bar_leader: the leader for barrier c, or -1 (the dissemination
  * barrier); coh_bar_lead_pref: the rule behind it (mode: COHORT_TCP_OVERSUB,
- * -1 auto). coh_lead_barrier: every member sends at entry (the contract
+ * -1 auto; oversub: g->oversub, some machine's ranks outnumber its cpus).
+ * coh_lead_barrier: every member sends at entry (the contract
  * meets every rank's call), the leader releases the others once all
  * arrived. */
-int coh_bar_lead_pref(int mode, int n, int n_hosts, long cpus);
+int coh_bar_lead_pref(int mode, int n, int oversub);
 int coh_bar_leader(const cohort_group *g, const coh_call *c);
 cohort_status coh_lead_barrier(cohort_group *g, const coh_call *c, const coh_view *v, int lead,
                                uint32_t step_base);
 int coh_bar_lead_env(void);
 /* A broadcast of <= 16 KiB that directly follows a barrier, same rule:
  * flat instead of the tree, unless COHORT_ALGO_BROADCAST forces one. */
-int coh_bc_after_barrier_flat_pref(int mode, int n, int n_hosts, long cpus, size_t bytes);
+int coh_bc_after_barrier_flat_pref(int mode, int n, int oversub, size_t bytes);
 int coh_bc_after_barrier_flat(const cohort_group *g, const coh_call *c);
 /* The COHORT_ALGO_<OP> value forcing an algorithm for coll, or NULL
  * (unset or auto): select.c. */

@@ -258,6 +258,9 @@ struct cohort_group {
     int machine_size;       /* ranks on this machine, whatever their network namespace
                                (same hostname and boot id): who shares its CPUs */
     int *leaders;              /* [n_hosts]: lowest group rank per host */
+    int oversub;               /* some machine's ranks outnumber its online cpus, from the
+                                  cpu count each rank publishes at the rendezvous: the same
+                                  on every rank (group/init.c, coh_machines_oversub) */
 
     /* data plane */
     struct coh_net *net;       /* tcp messages to every peer (NULL if size == 1) */

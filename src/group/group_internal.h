@@ -52,6 +52,10 @@ void coh_group_free(cohort_group *g);
 /* Host identity: hostname + network namespace + boot id, so ranks in
  * different namespaces are different hosts. */
 void coh_host_identity(char *id, size_t idlen, char *name, size_t namelen);
+/* Whether some machine's ranks outnumber its online cpus, from every
+ * rank's host id and cpu count (0: unknown) as the rendezvous records
+ * carry them: the same answer on every rank (init.c; g->oversub). */
+int coh_machines_oversub(int n, const char (*ids)[256], const long *cpus);
 
 /* For the first caller to hand g's failure to the user (a call, or
  * cohort_finalize; api.c): builds the contract report when the failure is a

@@ -1,5 +1,6 @@
 /* init.c - group lifecycle: init from the environment, rendezvous through
  * the store, sub-groups, abort, finalize. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,35 @@ void coh_host_identity(char *id, size_t idlen, char *name, size_t namelen)
         snprintf(name, namelen, "%s[netns:%lu]", host, netns);
     else
         snprintf(name, namelen, "%s", host);
+}
+
+/* Whether the ranks of some machine outnumber its online cpus. ids[r]:
+ * rank r's host id (hostname/boot id/netns:N; the part before "/netns:"
+ * names the machine, whose cpus namespace "hosts" share); cpus[r]: the
+ * online cpus rank r found (0: unknown, a record from an older library).
+ * A machine's count is the least its ranks report; one unknown makes that
+ * machine unknown (not oversubscribed). Every rank reads the same records,
+ * so every rank gets the same answer (coll/algos.c, coh_bar_leader). */
+int coh_machines_oversub(int n, const char (*ids)[256], const long *cpus)
+{
+    for (int r = 0; r < n; r++) {
+        const char *cut = strstr(ids[r], "/netns:");
+        size_t len = cut ? (size_t)(cut - ids[r]) : strlen(ids[r]);
+        int first = 1, k = 0;
+        long c = LONG_MAX;
+        for (int q = 0; q < n && first; q++) {
+            int same = !strncmp(ids[q], ids[r], len) && (ids[q][len] == 0 || ids[q][len] == '/');
+            if (!same)
+                continue;
+            if (q < r)
+                first = 0; /* the machine was counted at its first rank */
+            k++;
+            c = cpus[q] < c ? cpus[q] : c;
+        }
+        if (first && c > 0 && k > c)
+            return 1;
+    }
+    return 0;
 }
 
 /* ---- allocation ---- */
@@ -342,7 +372,11 @@ cohort_status coh_group_rendezvous(cohort_group *g)
             return coh_err_set(&g->err, st, "rendezvous: tcp listen: %s", cohort_last_error(NULL));
     }
     snprintf(key, sizeof key, "rank/%d", g->rank);
-    snprintf(val, sizeof val, "%d %d %s %s %s", g->size, (int)getpid(), addr, hostid, hostname);
+    /* The sixth field, the machine's online cpus, came in session 11: a
+     * record without it (an older library) reads as unknown (0), and an
+     * older library reads the first five (coh_machines_oversub). */
+    snprintf(val, sizeof val, "%d %d %s %s %s %ld", g->size, (int)getpid(), addr, hostid, hostname,
+             sysconf(_SC_NPROCESSORS_ONLN));
     st = cohort_store_set(g->store, key, strlen(key), val, strlen(val));
     if (st != COHORT_OK)
         return coh_err_set(&g->err, st, "rendezvous: store set: %s",
@@ -358,7 +392,8 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     char (*ids)[256] = coh_calloc((size_t)n, sizeof *ids);
     char (*names)[128] = coh_calloc((size_t)n, sizeof *names);
     int *host_of = coh_calloc((size_t)n, sizeof *host_of);
-    if (!keys || !kp || !kl || !vals || !vl || !ids || !names || !host_of) {
+    long *cpus = coh_calloc((size_t)n, sizeof *cpus);
+    if (!keys || !kp || !kl || !vals || !vl || !ids || !names || !host_of || !cpus) {
         st = coh_err_set(&g->err, COHORT_ERR_NOMEM, "rendezvous: out of memory for %d ranks", n);
         goto out;
     }
@@ -393,10 +428,12 @@ cohort_status coh_group_rendezvous(cohort_group *g)
         memcpy(v, vals[r], vl[r]);
         v[vl[r]] = 0;
         int size = 0, pid = 0;
+        long nc = 0;
         char a[128], id[256], nm[128];
-        int f = sscanf(v, "%d %d %127s %255s %127s", &size, &pid, a, id, nm);
+        int f = sscanf(v, "%d %d %127s %255s %127s %ld", &size, &pid, a, id, nm, &nc);
         coh_free(v);
-        if (f != 5) {
+        cpus[r] = f == 6 && nc > 0 ? nc : 0;
+        if (f != 5 && f != 6) {
             st = coh_err_set(&g->err, COHORT_ERR_PROTOCOL,
                              "rendezvous: malformed record for rank %d", r);
             goto out;
@@ -455,8 +492,9 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     g->machine_size = 0;
     for (int r = 0; r < n; r++)
         g->machine_size += !strncmp(ids[r], mine, mlen) && (ids[r][mlen] == 0 || ids[r][mlen] == '/');
-    coh_debug("group %u: rank %d/%d, %d host(s), %d local rank(s)", g->id, g->rank, g->size, nh,
-              g->local_size);
+    g->oversub = coh_machines_oversub(n, (const char(*)[256])ids, cpus);
+    coh_debug("group %u: rank %d/%d, %d host(s), %d local rank(s), a machine oversubscribed: %d",
+              g->id, g->rank, g->size, nh, g->local_size, g->oversub);
 
     /* Shared memory inside the host unless tcp is forced. */
     if (g->local_size > 1 && g->force_transport != 2) {
@@ -504,6 +542,7 @@ out:
     coh_free(ids);
     coh_free(names);
     coh_free(host_of);
+    coh_free(cpus);
     return st;
 }
 

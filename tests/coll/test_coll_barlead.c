@@ -15,7 +15,13 @@
  *   - mismatches under the led barrier: a rank in a broadcast or an
  *     all_reduce where the others are in the barrier (the leader or not),
  *     broadcasts with different roots before it: COHORT_ERR_CONTRACT (or
- *     ABORTED carrying it) on every rank, quickly, never a hang.
+ *     ABORTED carrying it) on every rank, quickly, never a hang;
+ *   - across machines (coh_machines_oversub): 4 ranks made to look like 2
+ *     machines (each rank in its own UTS and mount namespace, with the
+ *     machine's hostname and a bind-mounted /sys/devices/system/cpu/online
+ *     giving the machine's cpu count; root only, skipped otherwise): the
+ *     rule's auto choice is on every rank when any machine has more ranks
+ *     than cpus, off when none has, and the data and the mismatches as above.
  * Real processes over tcp (COHORT_TRANSPORT=tcp).
  */
 #include <check.h>
@@ -25,36 +31,68 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "coll/coll_int.h"
 #include "core/group.h"
+#include "group/group_internal.h"
 #include "support/support.h"
 
 /* ---- the rule ---- */
 
 START_TEST(test_rule)
 {
-    /* auto: one host, more ranks than cpus, 3 ranks or more */
-    ck_assert(coh_bar_lead_pref(-1, 4, 1, 2));
-    ck_assert(coh_bar_lead_pref(-1, 3, 1, 2));
-    ck_assert(coh_bar_lead_pref(-1, 8, 1, 2));
-    ck_assert(!coh_bar_lead_pref(-1, 4, 1, 4)); /* a cpu per rank */
-    ck_assert(!coh_bar_lead_pref(-1, 4, 2, 1)); /* several hosts: cpus differ */
-    ck_assert(!coh_bar_lead_pref(-1, 2, 1, 1)); /* 2 ranks: one round is better */
-    ck_assert(!coh_bar_lead_pref(-1, 4, 1, 0));
+    /* auto: some machine's ranks outnumber its cpus (g->oversub), 3 ranks or more */
+    ck_assert(coh_bar_lead_pref(-1, 4, 1));
+    ck_assert(coh_bar_lead_pref(-1, 3, 1));
+    ck_assert(coh_bar_lead_pref(-1, 8, 1));
+    ck_assert(!coh_bar_lead_pref(-1, 4, 0)); /* a cpu per rank on every machine */
+    ck_assert(!coh_bar_lead_pref(-1, 2, 1)); /* 2 ranks: one round is better */
     /* forced */
-    ck_assert(coh_bar_lead_pref(1, 4, 2, 64));
-    ck_assert(!coh_bar_lead_pref(1, 2, 1, 1));
-    ck_assert(!coh_bar_lead_pref(0, 4, 1, 2));
+    ck_assert(coh_bar_lead_pref(1, 4, 0));
+    ck_assert(!coh_bar_lead_pref(1, 2, 1));
+    ck_assert(!coh_bar_lead_pref(0, 4, 1));
     /* the broadcast after a barrier: flat up to 16 KiB under the same rule */
-    ck_assert(coh_bc_after_barrier_flat_pref(-1, 4, 1, 2, 8));
-    ck_assert(coh_bc_after_barrier_flat_pref(-1, 4, 1, 2, 16384));
-    ck_assert(!coh_bc_after_barrier_flat_pref(-1, 4, 1, 2, 16385));
-    ck_assert(!coh_bc_after_barrier_flat_pref(-1, 4, 1, 4, 8));
-    ck_assert(!coh_bc_after_barrier_flat_pref(-1, 2, 1, 1, 8));
-    ck_assert(!coh_bc_after_barrier_flat_pref(0, 4, 1, 2, 8));
-    ck_assert(coh_bc_after_barrier_flat_pref(1, 4, 3, 64, 8));
+    ck_assert(coh_bc_after_barrier_flat_pref(-1, 4, 1, 8));
+    ck_assert(coh_bc_after_barrier_flat_pref(-1, 4, 1, 16384));
+    ck_assert(!coh_bc_after_barrier_flat_pref(-1, 4, 1, 16385));
+    ck_assert(!coh_bc_after_barrier_flat_pref(-1, 4, 0, 8));
+    ck_assert(!coh_bc_after_barrier_flat_pref(-1, 2, 1, 8));
+    ck_assert(!coh_bc_after_barrier_flat_pref(0, 4, 1, 8));
+    ck_assert(coh_bc_after_barrier_flat_pref(1, 4, 0, 8));
+}
+END_TEST
+
+/* The machine rule the rendezvous applies to every rank's record. */
+#define ID(h, ns) h "/boot-1/netns:" #ns
+START_TEST(test_machines)
+{
+    /* one machine, 4 ranks: 2 cpus yes, 4 no, unknown no */
+    const char one[4][256] = {ID("a", 1), ID("a", 1), ID("a", 1), ID("a", 1)};
+    ck_assert(coh_machines_oversub(4, one, (const long[]){2, 2, 2, 2}));
+    ck_assert(!coh_machines_oversub(4, one, (const long[]){4, 4, 4, 4}));
+    ck_assert(!coh_machines_oversub(4, one, (const long[]){0, 0, 0, 0}));
+    /* a record without the count (an older library) makes its machine unknown */
+    ck_assert(!coh_machines_oversub(4, one, (const long[]){2, 0, 2, 2}));
+    /* ranks disagreeing on a machine's count: the least counts */
+    ck_assert(coh_machines_oversub(4, one, (const long[]){8, 3, 8, 8}));
+    /* namespace "hosts" of one machine share its cpus (netns4osu: 2 + 2 on 2) */
+    const char ns[4][256] = {ID("a", 1), ID("a", 1), ID("a", 2), ID("a", 2)};
+    ck_assert(coh_machines_oversub(4, ns, (const long[]){2, 2, 2, 2}));
+    ck_assert(!coh_machines_oversub(4, ns, (const long[]){4, 4, 4, 4}));
+    /* two machines: any one oversubscribed is enough, wherever its ranks are */
+    const char two[4][256] = {ID("a", 1), ID("b", 1), ID("a", 1), ID("b", 1)};
+    ck_assert(coh_machines_oversub(4, two, (const long[]){1, 64, 1, 64}));
+    ck_assert(coh_machines_oversub(4, two, (const long[]){64, 1, 64, 1}));
+    ck_assert(!coh_machines_oversub(4, two, (const long[]){2, 2, 2, 2}));
+    ck_assert(!coh_machines_oversub(4, two, (const long[]){2, 0, 2, 1})); /* b unknown */
+    /* "a" is not the machine "ab" */
+    const char pre[3][256] = {ID("a", 1), ID("ab", 1), ID("ab", 1)};
+    ck_assert(!coh_machines_oversub(3, pre, (const long[]){1, 2, 2}));
+    ck_assert(coh_machines_oversub(3, pre, (const long[]){1, 1, 1}));
+    ck_assert(!coh_machines_oversub(1, one, (const long[]){1}));
 }
 END_TEST
 
@@ -215,10 +253,13 @@ static const mcase mcases[] = {
     {"different roots (a rank that names itself), then the barrier", 2, -1, 1, "root"},
 };
 
+static int fake_rank(int rank);
+
 static int rank_mismatch(int rank, void *arg)
 {
     const mcase *m = arg;
     cohort_group *g;
+    RANK_CHECK(fake_rank(rank) == 0, "rank %d: cannot fake its machine", rank);
     RANK_PASS(cohort_init(&g), NULL);
     static float a[64], b[64];
     double t0 = cht_now_ms();
@@ -274,15 +315,161 @@ START_TEST(test_mismatch)
 }
 END_TEST
 
+/* ---- across machines ---- */
+
+/* The machine each rank is made to look like it runs on (hostname, online
+ * cpus), set by the parent before the ranks fork; NULL: the real one. */
+typedef struct hcase {
+    const char *name;
+    int host_of[N];
+    int cpus[2];
+    int expect; /* the auto rule: some machine has more ranks than cpus */
+} hcase;
+static const hcase *fake;
+
+/* In the rank's process, before cohort_init: its own UTS and mount
+ * namespaces, the machine's hostname (another host id, so another host and
+ * another machine to the rendezvous) and an online-cpu list giving the
+ * machine's count, which sysconf(_SC_NPROCESSORS_ONLN) reads. */
+static int fake_machine(const char *host, int cpus)
+{
+    char path[64], list[32];
+    if (unshare(CLONE_NEWNS | CLONE_NEWUTS) != 0 ||
+        mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+        sethostname(host, strlen(host)) != 0)
+        return -1;
+    snprintf(path, sizeof path, "/tmp/cohort-barlead-cpus.%d", (int)getpid());
+    snprintf(list, sizeof list, cpus > 1 ? "0-%d\n" : "0\n", cpus - 1);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return -1;
+    fputs(list, f);
+    fclose(f);
+    int rc = mount(path, "/sys/devices/system/cpu/online", NULL, MS_BIND, NULL);
+    unlink(path);
+    return rc == 0 && sysconf(_SC_NPROCESSORS_ONLN) == cpus ? 0 : -1;
+}
+
+static int fake_rank(int rank)
+{
+    if (!fake)
+        return 0;
+    int h = fake->host_of[rank];
+    return fake_machine(h ? "cohort-barlead-b" : "cohort-barlead-a", fake->cpus[h]);
+}
+
+/* Whether this machine lets a process fake one (root, namespaces). */
+static int can_fake(void)
+{
+    if (geteuid() != 0)
+        return 0;
+    pid_t p = fork();
+    if (p == 0)
+        _exit(fake_machine("cohort-barlead-probe", 1) == 0 ? 0 : 1);
+    int ws = 0;
+    return p > 0 && waitpid(p, &ws, 0) == p && WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+}
+
+static const hcase hcases[] = {
+    {"machine a (ranks 0, 1) has 1 cpu, b 64", {0, 0, 1, 1}, {1, 64}, 1},
+    {"interleaved, machine b (ranks 1, 3) has 1 cpu", {0, 1, 0, 1}, {64, 1}, 1},
+    {"3 ranks on a 2-cpu machine, 1 on a 64-cpu one", {0, 0, 0, 1}, {2, 64}, 1},
+    {"2 + 2 ranks on 2 + 2 cpus: none", {0, 0, 1, 1}, {2, 2}, 0},
+    {"2 + 2 ranks on 64 + 2 cpus: none", {0, 1, 1, 0}, {64, 2}, 0},
+};
+
+static int rank_hosts(int rank, void *arg)
+{
+    const hcase *h = arg;
+    cohort_group *g;
+    RANK_CHECK(fake_rank(rank) == 0, "rank %d: cannot fake its machine", rank);
+    RANK_PASS(cohort_init(&g), NULL);
+    RANK_CHECK(g->n_hosts == 2, "%s: rank %d sees %d hosts", h->name, rank, g->n_hosts);
+    RANK_CHECK(g->oversub == h->expect, "%s: rank %d: oversubscribed %d", h->name, rank,
+               g->oversub);
+    static unsigned char buf[16384];
+    for (int i = 0; i < 96; i++) {
+        int root = (i / 8) % N;
+        size_t bytes = i % 2 ? 16384 : 8;
+        for (size_t j = 0; j < bytes; j++)
+            buf[j] = rank == root ? pat(i, root, j) : 0;
+        RANK_PASS(cohort_broadcast(g, buf, bytes, COHORT_UINT8, root), g);
+        for (size_t j = 0; j < bytes; j++)
+            RANK_CHECK(buf[j] == pat(i, root, j), "%s: call %d root %d byte %zu: %#x", h->name,
+                       i, root, j, buf[j]);
+        RANK_CHECK(next_leader(g) == (h->expect ? root : -1),
+                   "%s: rank %d call %d: the barrier after a broadcast from %d is led by %d",
+                   h->name, rank, i, root, next_leader(g));
+        RANK_PASS(cohort_barrier(g), g);
+        RANK_CHECK(next_leader(g) == -1, "a barrier after a barrier is led by %d",
+                   next_leader(g));
+        RANK_CHECK(next_flat(g, 8) == h->expect && next_flat(g, 16384) == h->expect &&
+                       !next_flat(g, 16385),
+                   "%s: rank %d call %d: after a barrier flat at 8 B %d, 16 KiB %d, 16 KiB + 1 %d",
+                   h->name, rank, i, next_flat(g, 8), next_flat(g, 16384), next_flat(g, 16385));
+    }
+    RANK_PASS(cohort_barrier(g), g);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(test_hosts)
+{
+    const hcase *h = &hcases[_i];
+    if (!can_fake()) {
+        fprintf(stderr, "test_hosts: SKIPPED (faking machines needs root and namespaces)\n");
+        return;
+    }
+    fake = h;
+    cht_opts o = {.nranks = N, .deadline_ms = 120000, .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=60"};
+    cht_result r;
+    cht_run_ranks(&o, rank_hosts, (void *)h, &r);
+    fake = NULL;
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(r.status[i] == 0 && !r.hung[i], "%s: rank %d: %s %d", h->name, i,
+                      r.hung[i] ? "hung" : "exit", r.status[i]);
+}
+END_TEST
+
+/* Mismatches with the auto rule across machines (hcases[0]: machine a, 1
+ * cpu, holds the leader LEAD; the odd rank on either machine). */
+static const int hmcases[] = {0, 2, 3, 4, 6};
+START_TEST(test_hosts_mismatch)
+{
+    const mcase *m = &mcases[hmcases[_i]];
+    if (!can_fake()) {
+        fprintf(stderr, "test_hosts_mismatch: SKIPPED (faking machines needs root and "
+                        "namespaces)\n");
+        return;
+    }
+    fake = &hcases[0];
+    cht_opts o = {.nranks = N, .deadline_ms = 40000, .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=20"};
+    cht_result r;
+    cht_run_ranks(&o, rank_mismatch, (void *)m, &r);
+    fake = NULL;
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(r.status[i] == 0 && !r.hung[i], "%s (2 machines): rank %d: %s %d", m->name,
+                      i, r.hung[i] ? "hung" : "exit", r.status[i]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coll_barlead");
     TCase *t = tcase_create("barlead");
     tcase_set_timeout(t, 300);
     tcase_add_test(t, test_rule);
+    tcase_add_test(t, test_machines);
     tcase_add_loop_test(t, test_osu_loop, 0, sizeof loops / sizeof loops[0]);
     tcase_add_loop_test(t, test_mismatch, 0, sizeof mcases / sizeof mcases[0]);
     suite_add_tcase(s, t);
+    TCase *h = tcase_create("hosts");
+    tcase_set_timeout(h, 300);
+    tcase_add_loop_test(h, test_hosts, 0, sizeof hcases / sizeof hcases[0]);
+    tcase_add_loop_test(h, test_hosts_mismatch, 0, sizeof hmcases / sizeof hmcases[0]);
+    suite_add_tcase(s, h);
     return s;
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/names.h"
 #include "trace/trace.h"
@@ -47,6 +48,7 @@ int cht_group_init(cohort_group *g, int rank, int size, const cht_group_opts *o)
         g->local_size = size;
         g->local_rank = rank;
         g->machine_size = size; /* one machine, as cohort_init finds it */
+        g->oversub = size > sysconf(_SC_NPROCESSORS_ONLN); /* as the rendezvous finds it */
     }
     return bad ? -1 : 0;
 }
