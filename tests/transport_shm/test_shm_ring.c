@@ -361,6 +361,23 @@ END_TEST
 
 /* A leaf of a gather, or its root, is killed after its call returned; the
  * others go on calling gathers: they end in a lost peer, not a hang. */
+
+/* A survivor of a killed peer: a lost-peer status naming it, within 5 s. */
+static int expect_lost(cohort_group *g, int rank, cohort_status st, uint64_t t0)
+{
+    double ms = (coh_now_ns() - t0) / 1e6;
+    char msg[COH_ERRLEN];
+    errmsg(g, msg);
+    fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), ms, msg);
+    RANK_CHECK(st == COHORT_ERR_PEER_LOST || st == COHORT_ERR_ABORTED, "got %s: %s",
+               cohort_status_name(st), msg);
+    RANK_CHECK(strstr(msg, "exited") || strstr(msg, "lost"), "not a lost peer: %s", msg);
+    RANK_CHECK(ms < 5000, "took %.0f ms", ms);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
 static int kill_rooted_rank(int rank, void *arg)
 {
     int victim = *(int *)arg ? 0 : 1; /* 0: the root, 1: a leaf */
@@ -381,17 +398,7 @@ static int kill_rooted_rank(int rank, void *arg)
         st = ga(g, send, 0, 64);
     if (st == COHORT_OK)
         st = ar(g);
-    double ms = (coh_now_ns() - t0) / 1e6;
-    char msg[COH_ERRLEN];
-    errmsg(g, msg);
-    fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), ms, msg);
-    RANK_CHECK(st == COHORT_ERR_PEER_LOST || st == COHORT_ERR_ABORTED, "got %s: %s",
-               cohort_status_name(st), msg);
-    RANK_CHECK(strstr(msg, "exited") || strstr(msg, "lost"), "not a lost peer: %s", msg);
-    RANK_CHECK(ms < 5000, "took %.0f ms", ms);
-    th_group_free(g);
-    th_done(2);
-    return 0;
+    return expect_lost(g, rank, st, t0);
 }
 
 START_TEST(rooted_sigkill)
@@ -992,17 +999,7 @@ static int kill_rank(int rank, void *arg)
         st = bc(g, buf, COHORT_UINT8, 0, bytes);
     if (st == COHORT_OK)
         st = ar(g);
-    double ms = (coh_now_ns() - t0) / 1e6;
-    char msg[COH_ERRLEN];
-    errmsg(g, msg);
-    fprintf(stderr, "rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), ms, msg);
-    RANK_CHECK(st == COHORT_ERR_PEER_LOST || st == COHORT_ERR_ABORTED, "got %s: %s",
-               cohort_status_name(st), msg);
-    RANK_CHECK(strstr(msg, "exited") || strstr(msg, "lost"), "not a lost peer: %s", msg);
-    RANK_CHECK(ms < 5000, "took %.0f ms", ms);
-    th_group_free(g);
-    th_done(2);
-    return 0;
+    return expect_lost(g, rank, st, t0);
 }
 
 START_TEST(sigkill)
