@@ -14,6 +14,7 @@
 #include "group/group_internal.h"
 #include "transport/shm/shm_mem.h"
 #include "group/monitor.h"
+#include "group/record.h"
 #include "store/backend.h"
 #include "store/etcd/etcd.h"
 #include "trace/trace.h"
@@ -347,7 +348,7 @@ static cohort_status wait_records(cohort_group *g, const void **kp, size_t *kl, 
 cohort_status coh_group_rendezvous(cohort_group *g)
 {
     cohort_status st;
-    char key[64], val[512];
+    char key[64], val[640];
     char hostid[256], hostname[128];
     coh_host_identity(hostid, sizeof hostid, hostname, sizeof hostname);
 
@@ -375,8 +376,17 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     /* The sixth field, the machine's online cpus, came in session 11: a
      * record without it (an older library) reads as unknown (0), and an
      * older library reads the first five (coh_machines_oversub). */
-    snprintf(val, sizeof val, "%d %d %s %s %s %ld", g->size, (int)getpid(), addr, hostid, hostname,
-             sysconf(_SC_NPROCESSORS_ONLN));
+    coh_rdv_record me = {.size = g->size, .pid = (int)getpid()};
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    me.cpus = ncpu > 0 && ncpu <= COH_RDV_CPUS_MAX ? ncpu : 0;
+    snprintf(me.addr, sizeof me.addr, "%s", addr);
+    snprintf(me.id, sizeof me.id, "%s", hostid);
+    snprintf(me.name, sizeof me.name, "%s", hostname);
+    if (coh_rdv_record_format(val, sizeof val, &me) < 0)
+        return coh_err_set(&g->err, COHORT_ERR_INVALID,
+                           "rendezvous: this rank's record does not fit (address '%s', host id "
+                           "'%s', host name '%s': empty, too long or holding a space)",
+                           addr, hostid, hostname);
     st = cohort_store_set(g->store, key, strlen(key), val, strlen(val));
     if (st != COHORT_OK)
         return coh_err_set(&g->err, st, "rendezvous: store set: %s",
@@ -420,24 +430,18 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     }
     int nh = 0;
     for (int r = 0; r < n; r++) {
-        char *v = coh_malloc(vl[r] + 1);
-        if (!v) {
-            st = coh_err_set(&g->err, COHORT_ERR_NOMEM, "rendezvous: out of memory");
-            goto out;
-        }
-        memcpy(v, vals[r], vl[r]);
-        v[vl[r]] = 0;
-        int size = 0, pid = 0;
-        long nc = 0;
-        char a[128], id[256], nm[128];
-        int f = sscanf(v, "%d %d %127s %255s %127s %ld", &size, &pid, a, id, nm, &nc);
-        coh_free(v);
-        cpus[r] = f == 6 && nc > 0 ? nc : 0;
-        if (f != 5 && f != 6) {
+        coh_rdv_record rec;
+        char why[128];
+        if (coh_rdv_record_parse(vals[r], vl[r], &rec, why, sizeof why) != 0) {
             st = coh_err_set(&g->err, COHORT_ERR_PROTOCOL,
-                             "rendezvous: malformed record for rank %d", r);
+                             "rendezvous of group %u (generation %u): malformed record for rank "
+                             "%d: %s",
+                             g->id, g->generation, r, why);
             goto out;
         }
+        cpus[r] = rec.cpus;
+        int size = rec.size, pid = rec.pid;
+        const char *a = rec.addr, *id = rec.id, *nm = rec.name;
         if (size != g->size) {
             st = coh_err_set(&g->err, COHORT_ERR_INVALID,
                              "rendezvous of group %u (generation %u): the ranks disagree on the "
@@ -445,6 +449,7 @@ cohort_status coh_group_rendezvous(cohort_group *g)
                              g->id, g->generation, g->rank, g->size, r, size);
             goto out;
         }
+        _Static_assert(sizeof g->peers[r].addr > COH_RDV_ADDR_MAX, "a record's address fits a peer's");
         g->peers[r].pid = pid;
         snprintf(g->peers[r].addr, sizeof g->peers[r].addr, "%s", a);
         snprintf(ids[r], sizeof ids[r], "%s", id);

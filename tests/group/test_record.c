@@ -1,0 +1,190 @@
+/*
+ * test_record.c - the rendezvous record (src/group/record.c): what a rank
+ * publishes under rank/<r> and every rank parses back.
+ *   - the parser's rules, case by case: the old five-field and current
+ *     six-field records, fields from a newer library ignored; refused:
+ *     a too-long token (the old sscanf %127s split it into the next field),
+ *     numbers that overflow, carry a sign or leading zeros, control bytes
+ *     and NULs, too few fields, a cpu count out of range;
+ *   - format and parse round trip; format refuses a field with a space;
+ *   - end to end: a "rank" that publishes a malformed record makes the
+ *     real rank's cohort_init fail with COHORT_ERR_PROTOCOL naming the rank
+ *     and the field, within the timeout - never a misread peer.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cohort.h"
+#include "cohort_store.h"
+#include "group/record.h"
+#include "support/support.h"
+
+static int parse(const char *s, coh_rdv_record *r, char *why)
+{
+    return coh_rdv_record_parse(s, strlen(s), r, why, 128);
+}
+
+START_TEST(accepts_old_current_and_newer_records)
+{
+    coh_rdv_record r;
+    char why[128];
+    ck_assert_int_eq(parse("4 1234 127.0.0.1:5000 h/boot/netns:1 h", &r, why), 0);
+    ck_assert_int_eq(r.size, 4);
+    ck_assert_int_eq(r.pid, 1234);
+    ck_assert_str_eq(r.addr, "127.0.0.1:5000");
+    ck_assert_str_eq(r.id, "h/boot/netns:1");
+    ck_assert_str_eq(r.name, "h");
+    ck_assert_int_eq(r.cpus, 0); /* an older record: unknown */
+    ck_assert_int_eq(parse("4 1234 - h/b/netns:1 h 2", &r, why), 0);
+    ck_assert_int_eq(r.cpus, 2);
+    ck_assert_int_eq(parse("  2\t99 a:1 i n 0 extra fields\n", &r, why), 0);
+    ck_assert_int_eq(r.size, 2);
+    ck_assert_int_eq(r.cpus, 0);
+    ck_assert_int_eq(parse("2147483647 2147483647 a i n 1048576", &r, why), 0);
+    ck_assert_int_eq(r.size, 2147483647);
+    ck_assert_int_eq(r.cpus, 1048576);
+}
+END_TEST
+
+START_TEST(refuses_what_does_not_fit)
+{
+    coh_rdv_record r;
+    char why[128], s[1024];
+    /* An address longer than its field: refused, not split into the next. */
+    char longa[COH_RDV_ADDR_MAX + 2];
+    memset(longa, 'a', sizeof longa - 1);
+    longa[sizeof longa - 1] = 0;
+    snprintf(s, sizeof s, "2 10 %s id name 2", longa);
+    ck_assert_int_eq(parse(s, &r, why), -1);
+    ck_assert_msg(strstr(why, "address") != NULL, "%s", why);
+    char longid[COH_RDV_ID_MAX + 2];
+    memset(longid, 'i', sizeof longid - 1);
+    longid[sizeof longid - 1] = 0;
+    snprintf(s, sizeof s, "2 10 a %s name 2", longid);
+    ck_assert_int_eq(parse(s, &r, why), -1);
+    ck_assert_msg(strstr(why, "host id") != NULL, "%s", why);
+    static const char *bad[] = {
+        "",
+        "   ",
+        "2 10 a id",                      /* four fields */
+        "2147483648 10 a id n",           /* size overflows int */
+        "99999999999999999999 10 a i n", /* and long */
+        "0 10 a i n",                     /* size 0 */
+        "-2 10 a i n",                    /* sign */
+        "+2 10 a i n",
+        "02 10 a i n",                    /* leading zero */
+        "2 -1 a i n",                     /* pid */
+        "2 0 a i n",
+        "2 1x a i n",
+        "2 10 a i n -1",                  /* cpu count */
+        "2 10 a i n 1048577",
+        "2 10 a i n two",
+        "2 10 a\x01 i n",                 /* control byte */
+        "2 10 a i\x7f n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(parse(bad[i], &r, why) == -1, "accepted '%s'", bad[i]);
+    /* A NUL inside the value (the store's values are bytes). */
+    static const char nul[] = "2 10 a\0b i n 2";
+    ck_assert_int_eq(coh_rdv_record_parse(nul, sizeof nul - 1, &r, why, sizeof why), -1);
+    /* len bounds the parse: what follows is not read. */
+    ck_assert_int_eq(coh_rdv_record_parse("2 10 a i n 2 junk", 12, &r, why, sizeof why), 0);
+    ck_assert_int_eq(r.cpus, 2);
+}
+END_TEST
+
+START_TEST(round_trip)
+{
+    coh_rdv_record a = {.size = 8, .pid = 4242, .cpus = 64}, b;
+    snprintf(a.addr, sizeof a.addr, "[fe80::1%%eth0]:65535");
+    snprintf(a.id, sizeof a.id, "host/0b5e/netns:4026531992");
+    snprintf(a.name, sizeof a.name, "host[netns:4026531992]");
+    char buf[640], why[128];
+    int n = coh_rdv_record_format(buf, sizeof buf, &a);
+    ck_assert_int_gt(n, 0);
+    ck_assert_int_eq(coh_rdv_record_parse(buf, (size_t)n, &b, why, sizeof why), 0);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    snprintf(a.name, sizeof a.name, "two words");
+    ck_assert_int_eq(coh_rdv_record_format(buf, sizeof buf, &a), -1);
+    snprintf(a.name, sizeof a.name, "n");
+    ck_assert_int_eq(coh_rdv_record_format(buf, 8, &a), -1); /* too short a buffer */
+    a.cpus = -1;
+    ck_assert_int_eq(coh_rdv_record_format(buf, sizeof buf, &a), -1);
+}
+END_TEST
+
+/* ---- end to end: a malformed record from "rank 1" ---- */
+
+static const char *bad_values[] = {
+    /* an address one byte too long, then a size that overflows int, then a
+     * record with a control byte */
+    "2 10 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa id n 2",
+    "4294967298 10 127.0.0.1:1 id n 2",
+    "2 10 127.0.0.1:1 i\x02" "d n 2",
+};
+static const char *bad_field[] = {"address", "world size", "control byte"};
+
+typedef struct {
+    const char *addr;
+    int k;
+} e2e_arg;
+
+static int rank_fake_or_real(int rank, void *arg)
+{
+    const e2e_arg *a = arg;
+    if (rank == 1) {
+        /* Not a cohort rank: it claims rank 1 and publishes garbage. */
+        cohort_store *s = NULL;
+        RANK_PASS(cohort_store_connect(&s, a->addr, "recjob", "rectoken", 5000), NULL);
+        int64_t v = 0;
+        RANK_PASS(cohort_store_add(s, "gen1/g0/join/1", 14, 1, &v), NULL);
+        const char *val = bad_values[a->k];
+        RANK_PASS(cohort_store_set(s, "gen1/g0/rank/1", 14, val, strlen(val)), NULL);
+        cohort_store_close(s);
+        return 0;
+    }
+    cohort_group *g = NULL;
+    double t0 = cht_now_ms();
+    cohort_status st = cohort_init(&g);
+    double dt = cht_now_ms() - t0;
+    const char *msg = cohort_last_error(NULL);
+    RANK_CHECK(st == COHORT_ERR_PROTOCOL, "init with a malformed peer record: %s: %s",
+               cohort_status_name(st), msg);
+    RANK_CHECK(strstr(msg, "malformed record for rank 1") && strstr(msg, bad_field[a->k]), "%s",
+               msg);
+    RANK_CHECK(dt < 5000 * cht_time_scale(), "init took %.0f ms", dt);
+    return 0;
+}
+
+START_TEST(malformed_peer_record_fails_init)
+{
+    for (int k = 0; k < (int)(sizeof bad_values / sizeof bad_values[0]); k++) {
+        char addr[128], env[256];
+        cohort_store_server *srv = cht_store_start("recjob", "rectoken", addr, sizeof addr);
+        ck_assert_ptr_nonnull(srv);
+        snprintf(env, sizeof env,
+                 "COHORT_STORE=tcp://%s;COHORT_JOB_ID=recjob;COHORT_TOKEN=rectoken;COHORT_TIMEOUT=10",
+                 addr);
+        e2e_arg a = {addr, k};
+        cht_opts o = {.nranks = 2, .deadline_ms = 60000, .extra_env = env};
+        cht_result r;
+        cht_run_ranks(&o, rank_fake_or_real, &a, &r);
+        cohort_store_server_stop(srv);
+        cht_assert_all_ok(&r);
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("record");
+    TCase *t = tcase_create("record");
+    tcase_set_timeout(t, 120);
+    tcase_add_test(t, accepts_old_current_and_newer_records);
+    tcase_add_test(t, refuses_what_does_not_fit);
+    tcase_add_test(t, round_trip);
+    tcase_add_test(t, malformed_peer_record_fails_init);
+    suite_add_tcase(s, t);
+    return cht_run_suite(s);
+}
