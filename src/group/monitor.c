@@ -483,19 +483,18 @@ cohort_status coh_monitor_probe(cohort_group *g, const coh_call *c)
         size_t vl = 0;
         if (cohort_store_get(s, key, kl, &v, &vl, 500) != COHORT_OK)
             continue;
-        char buf[512];
-        size_t n = COH_MIN(vl, sizeof buf - 1);
-        memcpy(buf, v, n);
-        buf[n] = 0;
+        coh_ctl_fp fp;
+        char why[96];
+        int bad = coh_ctl_fp_parse(v, vl, &fp, why, sizeof why);
         free(v);
+        if (bad)
+            continue; /* bytes any store client can write (ctl_wire.h); the data path still checks */
         coh_call theirs;
         memset(&theirs, 0, sizeof theirs);
-        int coll, dtype, redop, root, tag, line;
-        unsigned long long count;
-        char file[256];
-        if (sscanf(buf, "%d %d %llu %d %d %d %d %255s", &coll, &dtype, &count, &redop, &root,
-                   &tag, &line, file) != 8)
-            continue;
+        int coll = fp.coll, dtype = fp.dtype, redop = fp.redop, root = fp.root, tag = fp.tag,
+            line = fp.line;
+        unsigned long long count = fp.count;
+        const char *file = fp.file;
         theirs.seq = c->seq;
         theirs.coll = (uint8_t)coll;
         theirs.dtype = (uint8_t)dtype;
@@ -567,14 +566,18 @@ void coh_monitor_stall_report(cohort_group *g, const coh_wait *w, char *out, siz
             APPEND("; rank %d: unresponsive (no answer within 1 s: stopped, hung or dead)", r);
             continue;
         }
-        char buf[512], file[256] = "?";
-        size_t n = COH_MIN(vl, sizeof buf - 1);
-        memcpy(buf, v, n);
-        buf[n] = 0;
+        coh_ctl_state rs;
+        char why[96];
+        int bad = coh_ctl_state_parse(v, vl, g->size, &rs, why, sizeof why);
         free(v);
-        unsigned long long last = 0, seq = 0;
-        int coll = 0, peer = -1, line = 0;
-        sscanf(buf, "%llu %llu %d %d %d %255s", &last, &seq, &coll, &peer, &line, file);
+        if (bad) {
+            /* bytes any store client can write: never an index (ctl_wire.h) */
+            APPEND("; rank %d: unreadable state record (%s)", r, why);
+            continue;
+        }
+        unsigned long long last = rs.last, seq = rs.seq;
+        int coll = rs.coll, peer = rs.peer, line = rs.line;
+        const char *file = rs.file;
         if (wait_peer) {
             wait_peer[r] = coll ? peer : -2;
             cur_seq[r] = (int64_t)seq;

@@ -43,7 +43,7 @@ static int num(const char *t, size_t n, long lo, long hi, long *out)
     for (size_t i = 0; i < n; i++) {
         if (t[i] < '0' || t[i] > '9')
             return -1;
-        if (v > (hi - (t[i] - '0')) / 10)
+        if (t[i] - '0' > hi || v > (hi - (t[i] - '0')) / 10)
             return -1;
         v = v * 10 + (t[i] - '0');
     }

@@ -201,6 +201,85 @@ START_TEST(garbage_records_in_the_store)
 }
 END_TEST
 
+/* The state record a stall report reads (ctl_wire.h): its peer is followed
+ * as an index through the ranks' waits, so anything outside the group is
+ * refused rather than used. */
+START_TEST(state_record_bounds)
+{
+    coh_ctl_state st;
+    char err[96];
+#define SP(str, size) coh_ctl_state_parse(str, strlen(str), size, &st, err, sizeof err)
+    ck_assert_int_eq(SP("3 4 1 -1 40 a.c", 4), 0);
+    ck_assert(st.last == 3 && st.seq == 4 && st.coll == 1 && st.peer == -1 && st.line == 40);
+    ck_assert_str_eq(st.file, "a.c");
+    ck_assert_int_eq(SP("7 0 0 -1 0 -", 4), 0); /* not in a call */
+    ck_assert_int_eq(SP("5 6 11 3 52 dir with spaces/b.c", 4), 0);
+    ck_assert_int_eq(st.peer, 3);
+    ck_assert_str_eq(st.file, "dir with spaces/b.c");
+    ck_assert_int_eq(SP("18446744073709551615 1 10 0 1 x", 2), 0);
+    ck_assert(st.last == UINT64_MAX);
+    static const char *bad[] = {
+        "5 6 11 4 52 b.c",          /* peer == size */
+        "5 6 11 1000000 52 b.c",    /* far outside: was an out-of-bounds index */
+        "5 6 11 -2 52 b.c",
+        "5 6 11 2147483648 52 b.c",
+        "5 6 1 2 52 b.c",           /* a peer for a collective */
+        "5 6 200 -1 52 b.c",        /* unknown operation */
+        "18446744073709551616 1 1 -1 1 x", /* overflow */
+        "-5 6 1 -1 52 b.c",
+        "5 6 1 -1 -3 b.c",
+        "5 6 1 -1 52 ",             /* no file */
+        "5 6 1 -1",
+        "",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(SP(bad[i], 4) == -1, "accepted '%s'", bad[i]);
+    /* control bytes in the file become '?', and it is cut to 255 bytes */
+    ck_assert_int_eq(SP("1 2 1 -1 3 a\x1b[2Jb\n", 4), 0);
+    ck_assert_str_eq(st.file, "a?[2Jb?");
+    char big[600];
+    int o = snprintf(big, sizeof big, "1 2 1 -1 3 ");
+    memset(big + o, 'f', sizeof big - (size_t)o - 1);
+    big[sizeof big - 1] = 0;
+    ck_assert_int_eq(SP(big, 4), 0);
+    ck_assert_uint_eq(strlen(st.file), 255);
+#undef SP
+}
+END_TEST
+
+/* The fingerprint record of the out-of-band probe: every number within its
+ * field's type (sscanf's %d was undefined on overflow). */
+START_TEST(fp_record_bounds)
+{
+    coh_ctl_fp f;
+    char err[96];
+#define FP(str) coh_ctl_fp_parse(str, strlen(str), &f, err, sizeof err)
+    ck_assert_int_eq(FP("1 7 1024 0 -1 0 40 my dir/a.c"), 0);
+    ck_assert(f.coll == 1 && f.dtype == 7 && f.count == 1024 && f.redop == 0 && f.root == -1 &&
+              f.tag == 0 && f.line == 40);
+    ck_assert_str_eq(f.file, "my dir/a.c");
+    ck_assert_int_eq(FP("255 255 18446744073709551615 -128 -2147483648 2147483647 2147483647 x"), 0);
+    ck_assert(f.root == INT32_MIN && f.tag == INT32_MAX && f.redop == -128);
+    static const char *bad[] = {
+        "256 7 1 0 -1 0 40 a.c",
+        "1 -1 1 0 -1 0 40 a.c",
+        "1 7 18446744073709551616 0 -1 0 40 a.c",
+        "1 7 1 128 -1 0 40 a.c",
+        "1 7 1 0 -2147483649 0 40 a.c",
+        "1 7 1 0 -1 2147483648 40 a.c",
+        "1 7 1 0 -1 0 -40 a.c",
+        "1 7 1 -0 -1 0 40 a.c",
+        "1 7 1 0 -1 0 40",
+        "1 7 1 0 -1 0 40 ",
+        "1  7 1 0 -1 0 40 a.c",
+        "",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(FP(bad[i]) == -1, "accepted '%s'", bad[i]);
+#undef FP
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("ctl_wire");
@@ -211,6 +290,8 @@ static Suite *make_suite(void)
     tcase_add_test(tc, bad_rank_is_refused);
     tcase_add_test(tc, bad_status_is_aborted);
     tcase_add_test(tc, reason_is_bounded_and_printable);
+    tcase_add_test(tc, state_record_bounds);
+    tcase_add_test(tc, fp_record_bounds);
     cht_add_per_transport(tc, garbage_records_in_the_store);
     suite_add_tcase(s, tc);
     return s;
