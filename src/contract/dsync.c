@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "contract/contract.h"
+#include "group/ctl_wire.h"
 
 /* COHORT_DEBUG=sync: the lesson's "barrier as a probe". Before each
  * collective every rank publishes its fingerprint under the call's seq and
@@ -53,15 +54,22 @@ cohort_status coh_contract_debug_sync(cohort_group *g, const coh_call *c)
             st = coh_group_fail(g, st, "COHORT_DEBUG=sync: %s", cohort_store_last_error(g->store));
             break;
         }
-        char buf[512];
-        size_t l = COH_MIN(vl, sizeof buf - 1);
-        memcpy(buf, v, l);
-        buf[l] = 0;
+        coh_ctl_fp rec;
+        char why[96];
+        int bad = coh_ctl_fp_parse(v, vl, &rec, why, sizeof why);
         free(v);
-        int coll = 0, dt = 0, redop = 0, root = 0, tag = 0, line = 0;
-        unsigned long long count = 0;
-        sscanf(buf, "%d %d %llu %d %d %d %d %255s", &coll, &dt, &count, &redop, &root, &tag, &line,
-               files[r]);
+        if (bad) {
+            st = coh_group_fail(g, COHORT_ERR_PROTOCOL,
+                                "COHORT_DEBUG=sync: %s #%llu (%s:%d): rank %d's record is "
+                                "malformed: %s",
+                                coh_coll_name(c->coll), (unsigned long long)c->seq, c->file,
+                                c->line, r, why);
+            break;
+        }
+        snprintf(files[r], sizeof files[r], "%s", rec.file);
+        int coll = rec.coll, dt = rec.dtype, redop = rec.redop, root = rec.root, tag = rec.tag,
+            line = rec.line;
+        unsigned long long count = rec.count;
         fp[r] = (cohort_fingerprint){.seq = c->seq, .coll = coll, .dtype = dt, .redop = redop,
                                      .root = root, .tag = tag, .count = count, .group = g->id,
                                      .generation = g->generation, .file = files[r], .line = line};
