@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "contract/contract.h"
-#include "group/ctl_wire.h"
+#include "contract/fp_record.h"
 
 /* COHORT_DEBUG=sync: the lesson's "barrier as a probe". Before each
  * collective every rank publishes its fingerprint under the call's seq and
@@ -20,8 +20,7 @@ cohort_status coh_contract_debug_sync(cohort_group *g, const coh_call *c)
         return COHORT_OK;
     char key[64], val[512];
     snprintf(key, sizeof key, "dsync/%llu/%d", (unsigned long long)c->seq, g->rank);
-    snprintf(val, sizeof val, "%d %d %llu %d %d %d %d %s", c->coll, c->dtype,
-             (unsigned long long)c->count, c->redop, c->root, c->tag, c->line, c->file);
+    coh_fp_record_format(val, sizeof val, c);
     cohort_status st = cohort_store_set(g->store, key, strlen(key), val, strlen(val));
     if (st != COHORT_OK)
         return coh_group_fail(g, st, "COHORT_DEBUG=sync: publishing %s #%llu: %s",
@@ -54,9 +53,9 @@ cohort_status coh_contract_debug_sync(cohort_group *g, const coh_call *c)
             st = coh_group_fail(g, st, "COHORT_DEBUG=sync: %s", cohort_store_last_error(g->store));
             break;
         }
-        coh_ctl_fp rec;
+        coh_fp_record rec;
         char why[96];
-        int bad = coh_ctl_fp_parse(v, vl, &rec, why, sizeof why);
+        int bad = coh_fp_record_parse(v, vl, &rec, why, sizeof why);
         free(v);
         if (bad) {
             st = coh_group_fail(g, COHORT_ERR_PROTOCOL,

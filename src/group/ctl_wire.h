@@ -56,22 +56,5 @@ typedef struct coh_ctl_state {
 int coh_ctl_state_parse(const char *rec, size_t len, int size, coh_ctl_state *s, char *err,
                         size_t errlen);
 
-/* The fingerprint a rank publishes when a call makes no progress (fp/<seq>/<r>,
- * group/monitor.c: the out-of-band probe compares it with its own):
- *   "<coll> <dtype> <count> <redop> <root> <tag> <line> <file>"
- * Every number must be plain decimal within its field's type (coll and
- * dtype 0..255, redop -128..127, root and tag int32, count uint64, line
- * >= 0) - sscanf's %d is undefined on overflow; the file is the rest, cut
- * to 255 bytes, control bytes as '?'. A refused record is skipped (the
- * data path's own check still runs). tests/fuzz/fuzz_ctl_state.c. */
-typedef struct coh_ctl_fp {
-    int coll, dtype, redop;
-    int32_t root, tag;
-    uint64_t count;
-    int line;
-    char file[256];
-} coh_ctl_fp;
-
-int coh_ctl_fp_parse(const char *rec, size_t len, coh_ctl_fp *f, char *err, size_t errlen);
 
 #endif

@@ -22,6 +22,7 @@
 #include "contract/contract.h"
 #include "group/ctl_wire.h"
 #include "group/monitor.h"
+#include "contract/fp_record.h"
 #include "store/backend.h"
 #include "trace/trace.h"
 #include "transport/transport.h"
@@ -308,13 +309,6 @@ void coh_monitor_post_abort(cohort_group *g, cohort_status st, const char *reaso
 
 /* ---- out-of-band contract probe ---- */
 
-static void fp_format(const cohort_group *g, const coh_call *c, char *out, size_t len)
-{
-    snprintf(out, len, "%d %d %llu %d %d %d %d %s", c->coll, c->dtype,
-             (unsigned long long)c->count, c->redop, c->root, c->tag, c->line,
-             c->file ? c->file : "?");
-    (void)g;
-}
 
 /* etcd: a peer whose leased "alive/<r>" key is gone has died (its lease
  * expired) even if no connection noticed - e.g. a host that vanished. */
@@ -347,7 +341,7 @@ void coh_monitor_announce(cohort_group *g, const coh_call *c)
         return;
     char key[64], val[512];
     snprintf(key, sizeof key, "fp/%llu/%d", (unsigned long long)c->seq, g->rank);
-    fp_format(g, c, val, sizeof val);
+    coh_fp_record_format(val, sizeof val, c);
     struct coh_monitor *m = g->monitor;
     cohort_store *s = m ? m->post : g->store;
     cohort_status st = cohort_store_set(s, key, strlen(key), val, strlen(val));
@@ -460,7 +454,7 @@ cohort_status coh_monitor_probe(cohort_group *g, const coh_call *c)
         return COHORT_OK;
     char key[64], val[512];
     snprintf(key, sizeof key, "fp/%llu/%d", (unsigned long long)c->seq, g->rank);
-    fp_format(g, c, val, sizeof val);
+    coh_fp_record_format(val, sizeof val, c);
     struct coh_monitor *m = g->monitor;
     cohort_store *s = m ? m->post : g->store;
     cohort_status pst = cohort_store_set(s, key, strlen(key), val, strlen(val));
@@ -483,12 +477,12 @@ cohort_status coh_monitor_probe(cohort_group *g, const coh_call *c)
         size_t vl = 0;
         if (cohort_store_get(s, key, kl, &v, &vl, 500) != COHORT_OK)
             continue;
-        coh_ctl_fp fp;
+        coh_fp_record fp;
         char why[96];
-        int bad = coh_ctl_fp_parse(v, vl, &fp, why, sizeof why);
+        int bad = coh_fp_record_parse(v, vl, &fp, why, sizeof why);
         free(v);
         if (bad)
-            continue; /* bytes any store client can write (ctl_wire.h); the data path still checks */
+            continue; /* bytes any store client can write (fp_record.h); the data path still checks */
         coh_call theirs;
         memset(&theirs, 0, sizeof theirs);
         int coll = fp.coll, dtype = fp.dtype, redop = fp.redop, root = fp.root, tag = fp.tag,

@@ -1,8 +1,11 @@
 /* record.c - a rank's rendezvous record (record.h). */
 #include "group/record.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "util/txt.h"
 
 static int is_sep(char c)
 {
@@ -32,24 +35,14 @@ int coh_rdv_record_format(char *buf, size_t len, const coh_rdv_record *r)
     return n < 0 || (size_t)n >= len ? -1 : n;
 }
 
-/* Plain decimal (digits only, no sign, no leading zeros but "0") within
- * [lo, hi]; sscanf's %d is undefined on overflow and takes signs and
- * spaces. */
+/* The whole token as a canonical decimal within [lo, hi] (util/txt.h). */
 static int num(const char *t, size_t n, long lo, long hi, long *out)
 {
-    if (n == 0 || n > 19 || (n > 1 && t[0] == '0'))
+    size_t k = 0;
+    uint64_t v;
+    if (coh_txt_u64(t, n, &k, 19, (uint64_t)hi, &v) || k != n || v < (uint64_t)lo)
         return -1;
-    long v = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (t[i] < '0' || t[i] > '9')
-            return -1;
-        if (t[i] - '0' > hi || v > (hi - (t[i] - '0')) / 10)
-            return -1;
-        v = v * 10 + (t[i] - '0');
-    }
-    if (v < lo)
-        return -1;
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 

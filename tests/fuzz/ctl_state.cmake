@@ -8,7 +8,8 @@ add_test(NAME fuzz_replay_ctl_state COMMAND replay_ctl_state ${_d}/corpus/ctl_st
 set_tests_properties(fuzz_replay_ctl_state PROPERTIES TIMEOUT 120)
 
 if(COHORT_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
-  add_executable(fuzz_ctl_state ${_d}/fuzz_ctl_state.c ${PROJECT_SOURCE_DIR}/src/group/ctl_wire.c)
+  add_executable(fuzz_ctl_state ${_d}/fuzz_ctl_state.c ${PROJECT_SOURCE_DIR}/src/group/ctl_wire.c
+                                ${PROJECT_SOURCE_DIR}/src/contract/fp_record.c ${PROJECT_SOURCE_DIR}/src/util/txt.c)
   target_compile_options(fuzz_ctl_state PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_options(fuzz_ctl_state PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(fuzz_ctl_state PRIVATE cohort_static)

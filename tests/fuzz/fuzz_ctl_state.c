@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/group.h"
+#include "contract/fp_record.h"
 #include "group/ctl_wire.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -33,9 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1 || size > 4096)
         return 0;
     int gsize = 1 + data[0] % 64;
-    coh_ctl_fp f;
+    coh_fp_record f;
     char ferr[96] = "";
-    if (coh_ctl_fp_parse((const char *)data + 1, size - 1, &f, ferr, sizeof ferr) != 0) {
+    if (coh_fp_record_parse((const char *)data + 1, size - 1, &f, ferr, sizeof ferr) != 0) {
         must(ferr[0] != 0);
     } else {
         must(f.coll >= 0 && f.coll <= 255 && f.dtype >= 0 && f.dtype <= 255);

@@ -8,7 +8,8 @@ add_test(NAME fuzz_replay_rdv_record COMMAND replay_rdv_record ${_d}/corpus/rdv_
 set_tests_properties(fuzz_replay_rdv_record PROPERTIES TIMEOUT 120)
 
 if(COHORT_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
-  add_executable(fuzz_rdv_record ${_d}/fuzz_rdv_record.c ${PROJECT_SOURCE_DIR}/src/group/record.c)
+  add_executable(fuzz_rdv_record ${_d}/fuzz_rdv_record.c ${PROJECT_SOURCE_DIR}/src/group/record.c
+                                 ${PROJECT_SOURCE_DIR}/src/util/txt.c)
   target_compile_options(fuzz_rdv_record PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_options(fuzz_rdv_record PRIVATE -fsanitize=fuzzer,address,undefined)
   target_link_libraries(fuzz_rdv_record PRIVATE cohort_static)

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "core/group.h"
+#include "contract/fp_record.h"
 #include "group/ctl_wire.h"
 #include "group/monitor.h"
 #include "support/support.h"
@@ -251,9 +252,9 @@ END_TEST
  * field's type (sscanf's %d was undefined on overflow). */
 START_TEST(fp_record_bounds)
 {
-    coh_ctl_fp f;
+    coh_fp_record f;
     char err[96];
-#define FP(str) coh_ctl_fp_parse(str, strlen(str), &f, err, sizeof err)
+#define FP(str) coh_fp_record_parse(str, strlen(str), &f, err, sizeof err)
     ck_assert_int_eq(FP("1 7 1024 0 -1 0 40 my dir/a.c"), 0);
     ck_assert(f.coll == 1 && f.dtype == 7 && f.count == 1024 && f.redop == 0 && f.root == -1 &&
               f.tag == 0 && f.line == 40);
