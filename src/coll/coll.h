@@ -60,5 +60,9 @@ size_t coh_coll_chunk_bytes(void);
  * made g (g->chunk_bytes); harness groups read COHORT_CHUNK_BYTES per call,
  * as they do the COHORT_ALGO_* variables. */
 size_t coh_coll_chunk(const cohort_group *g);
+/* 1 when COHORT_CHUNK_BYTES is set to a valid value for g's calls (read
+ * with g->chunk_bytes, or per call for harness groups): a set value
+ * overrides the size rules on pieces (coh_tree_bcast_piece). */
+int coh_coll_chunk_set(const cohort_group *g);
 
 #endif

@@ -33,6 +33,31 @@ size_t coh_chunk_elems(size_t chunk_bytes, size_t es, size_t max_len, int rounds
     return ce;
 }
 
+coh_bc_plan coh_tree_bcast_plan(size_t chunk_bytes, int chunk_set, int n, int rdv_forced,
+                                size_t bytes)
+{
+    coh_bc_plan p = {0, 0, rdv_forced};
+    if (n == 2 && !rdv_forced && !chunk_set && bytes >= 1) {
+        if (bytes <= COH_BC_ONE_PIECE_MAX) {
+            p.first = p.piece = bytes;
+        } else {
+            p.first = COH_BC_EAGER_BYTES;
+            p.piece = bytes - COH_BC_EAGER_BYTES;
+            p.rdv = 1;
+        }
+        return p;
+    }
+    p.first = p.piece = coh_chunk_elems(chunk_bytes, 1, bytes, 32);
+    return p;
+}
+
+size_t coh_bc_plan_pieces(const coh_bc_plan *p, size_t bytes)
+{
+    if (bytes == 0)
+        return 0;
+    return bytes <= p->first ? 1 : 1 + coh_npieces(bytes - p->first, p->piece);
+}
+
 /* Recursive doubling and halving pair ranks by XOR, which needs a power of
  * two; the fold (below) reduces any n to one. */
 int coh_pof2(int n)

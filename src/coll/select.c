@@ -82,6 +82,17 @@ size_t coh_coll_chunk(const cohort_group *g)
     return g && g->algo_env_read && g->chunk_bytes ? g->chunk_bytes : coh_coll_chunk_bytes();
 }
 
+static int chunk_env_set(void)
+{
+    long v = 0;
+    return coh_env_int("COHORT_CHUNK_BYTES", &v) > 0 && v >= 1;
+}
+
+int coh_coll_chunk_set(const cohort_group *g)
+{
+    return g && g->algo_env_read && g->chunk_bytes ? g->chunk_set : chunk_env_set();
+}
+
 /* Appends the names of the algorithms for coll (only those usable here if
  * g is given) to out as "a, b, c". */
 static void list_names(const cohort_group *g, const coh_call *c, char *out, size_t len)
@@ -112,6 +123,7 @@ void coh_coll_read_env(cohort_group *g)
         }
     }
     g->chunk_bytes = coh_coll_chunk_bytes();
+    g->chunk_set = chunk_env_set();
     g->bar_lead_mode = coh_bar_lead_env();
     g->algo_env_read = 1;
 }
@@ -164,6 +176,7 @@ void coh_coll_free_env(cohort_group *g)
     }
     g->algo_env_read = 0;
     g->chunk_bytes = 0;
+    g->chunk_set = 0;
 }
 
 const char *coh_coll_forced(const cohort_group *g, int coll)

@@ -21,6 +21,15 @@ static uint32_t lvl_step(uint32_t base, int lvl, size_t P, size_t j)
     return base + (uint32_t)((size_t)lvl * P + j);
 }
 
+/* Piece j of a message cut as a first piece of f0 bytes and then pieces of
+ * cb (f0 == cb: the usual even cut; coh_tree_bcast_plan). */
+static size_t pc_off(size_t f0, size_t cb, size_t j) { return j ? f0 + (j - 1) * cb : 0; }
+static size_t pc_len(size_t bytes, size_t f0, size_t cb, size_t j)
+{
+    size_t o = pc_off(f0, cb, j);
+    return COH_MIN(j ? cb : f0, bytes - o);
+}
+
 static cohort_status tree_bcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf_,
                                 size_t bytes, int root, uint32_t step_base, int rdv)
 {
@@ -30,8 +39,11 @@ static cohort_status tree_bcast(cohort_group *g, const coh_call *c, const coh_vi
     char *buf = buf_;
     int vr = coh_mod(v->me - root, n), par = coh_tree_parent(vr, n);
     int ch[32], nch = coh_tree_children(vr, n, ch);
-    size_t cb = coh_chunk_elems(coh_coll_chunk(g), 1, bytes, 32);
-    size_t P = coh_npieces(bytes, cb);
+    /* 2 members: one piece, or an eager piece and the rest gated
+     * (coh_tree_bcast_plan); otherwise even pieces */
+    coh_bc_plan pl = coh_tree_bcast_plan(coh_coll_chunk(g), coh_coll_chunk_set(g), n, rdv, bytes);
+    size_t f0 = pl.first, cb = pl.piece, P = coh_bc_plan_pieces(&pl, bytes);
+    rdv = pl.rdv;
     int mylvl = par >= 0 ? coh_ilog2((unsigned)(vr - par)) : 0;
     int parent = par >= 0 ? coh_view_rank(v, coh_mod(par + root, n)) : -1;
     /* the root sends piece j in batch j; others receive piece j in batch j
@@ -41,9 +53,8 @@ static cohort_status tree_bcast(cohort_group *g, const coh_call *c, const coh_vi
     for (size_t j = 0; j < batches; j++) {
         int nops = 0;
         if (par >= 0 && j < P) {
-            size_t o = j * cb;
-            coh_xf_recv(&ops[nops++], g, c, parent, lvl_step(step_base, mylvl, P, j), buf + o,
-                        COH_MIN(cb, bytes - o));
+            coh_xf_recv(&ops[nops++], g, c, parent, lvl_step(step_base, mylvl, P, j),
+                        buf + pc_off(f0, cb, j), pc_len(bytes, f0, cb, j));
             /* rdv: "this call is posted", back up the link piece 0 uses
              * (other direction of the stream, same step) */
             if (rdv && j == 0 && P > 1)
@@ -52,11 +63,10 @@ static cohort_status tree_bcast(cohort_group *g, const coh_call *c, const coh_vi
         size_t fj = par >= 0 ? j - 1 : j; /* piece to forward */
         if ((par < 0 || j >= 1) && fj < P)
             for (int i = 0; i < nch; i++) {
-                size_t o = fj * cb;
                 int lvl = coh_ilog2((unsigned)(ch[i] - vr));
                 int to = coh_view_rank(v, coh_mod(ch[i] + root, n));
-                coh_xf_send(&ops[nops++], g, c, to, lvl_step(step_base, lvl, P, fj), buf + o,
-                            COH_MIN(cb, bytes - o));
+                coh_xf_send(&ops[nops++], g, c, to, lvl_step(step_base, lvl, P, fj),
+                            buf + pc_off(f0, cb, fj), pc_len(bytes, f0, cb, fj));
                 /* rdv: piece 0 goes out eagerly; piece 1 waits until the
                  * child has entered this call */
                 if (rdv && fj == 0 && P > 1)

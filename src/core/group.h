@@ -182,6 +182,9 @@ struct cohort_group {
      * per call walked the whole environment, 8-11 % of each rank's CPU in
      * an 8 B TCP broadcast (docs/performance.md). 0 where !algo_env_read. */
     size_t chunk_bytes;
+    /* 1 when COHORT_CHUNK_BYTES was set to a valid value (it then overrides
+     * every size rule on pieces, e.g. the 2-member tree's one piece). */
+    int chunk_set;
     /* COHORT_TCP_OVERSUB, read with algo_env (-1 auto, 0 off, 1 on), and
      * the last message-algorithm broadcast that completed: the seq a barrier
      * must have to directly follow it and that broadcast's root (coll/rd.c,

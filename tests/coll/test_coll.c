@@ -27,8 +27,10 @@
 
 #include "cases.h"
 #include "coll/coll.h"
+#include "coll/coll_int.h"
 #include "core/group.h"
 #include "support/support.h"
+#include "transport/tcp/tcp.h"
 
 #define CHUNK 64
 #define NET_ID 78      /* 10.78.0.x: unused by the other suites */
@@ -388,6 +390,80 @@ START_TEST(test_tree_rdv_gate)
 }
 END_TEST
 
+/* The 2-member tree broadcast's piece plan (coh_tree_bcast_plan) through
+ * the public API over tcp: at COH_BC_ONE_PIECE_MAX and either side of it,
+ * from both roots, the data arrives whole and the root makes the payload
+ * sends (the transport's own count) the plan says: 1, 1, and 2 above (the
+ * eager piece, then the rest after the leaf's empty "entered" message, which
+ * is no payload); with COHORT_CHUNK_BYTES set (to the default, 256 KiB)
+ * the knob wins: 8, 8, 9; at 4 ranks (a relay: pieces pipeline) the root
+ * sends 8, 8, 9 pieces to each of its 2 children. */
+typedef struct {
+    int nranks;
+    int chunk_set; /* COHORT_CHUNK_BYTES=262144 in the environment */
+    long want[3];  /* the root's payload sends per size */
+} one_piece_case;
+static const one_piece_case one_piece_cases[] = {
+    {2, 0, {1, 1, 2}},
+    {2, 1, {8, 8, 9}},
+    {4, 0, {16, 16, 18}},
+};
+static const size_t one_piece_sizes[] = {COH_BC_ONE_PIECE_MAX - 1, COH_BC_ONE_PIECE_MAX,
+                                         COH_BC_ONE_PIECE_MAX + 1};
+
+static int rank_one_piece(int rank, void *arg)
+{
+    const one_piece_case *k = arg;
+    if (!k->chunk_set)
+        unsetenv("COHORT_CHUNK_BYTES");
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    RANK_CHECK(g->net, "a tcp group has no net");
+    size_t cap = COH_BC_ONE_PIECE_MAX + 1;
+    unsigned char *buf = malloc(cap + 1);
+    RANK_CHECK(buf, "malloc");
+    for (int root = 0; root < 2; root++)
+        for (size_t s = 0; s < COH_ARRAY_LEN(one_piece_sizes); s++) {
+            size_t len = one_piece_sizes[s];
+            unsigned char tag = (unsigned char)(root * 3 + (int)s + 1);
+            for (size_t i = 0; i <= cap; i++)
+                buf[i] = rank == root && i < len ? (unsigned char)(i * 7 + tag) : 0xee;
+            coh_net_tx_stats a, b;
+            coh_net_get_tx_stats(g->net, &a);
+            RANK_PASS(cohort_broadcast(g, buf, len, COHORT_UINT8, root), g);
+            coh_net_get_tx_stats(g->net, &b);
+            for (size_t i = 0; i < len; i++)
+                RANK_CHECK(buf[i] == (unsigned char)(i * 7 + tag), "root %d, %zu B: byte %zu differs",
+                           root, len, i);
+            RANK_CHECK(buf[len] == 0xee, "root %d, %zu B: written past the end", root, len);
+            long sends = (b.whole - a.whole) + (b.sliced - a.sliced);
+            if (rank == root || k->nranks == 2) {
+                long want = rank == root ? k->want[s] : 0;
+                RANK_CHECK(sends == want,
+                           "%d ranks, chunk %s, root %d, %zu B: rank %d made %ld payload sends, "
+                           "expected %ld",
+                           k->nranks, k->chunk_set ? "set" : "unset", root, len, rank, sends, want);
+            }
+        }
+    free(buf);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(test_tree_one_piece)
+{
+    const one_piece_case *k = &one_piece_cases[_i];
+    cht_opts o = {.nranks = k->nranks,
+                  .deadline_ms = 60000,
+                  .transport = "tcp",
+                  .extra_env = k->chunk_set ? "COHORT_ALGO_BROADCAST=tree;COHORT_CHUNK_BYTES=262144"
+                                            : "COHORT_ALGO_BROADCAST=tree"};
+    cht_result r;
+    cht_run_ranks(&o, rank_one_piece, (void *)k, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coll");
@@ -396,6 +472,7 @@ static Suite *suite(void)
     tcase_add_loop_test(t, test_tcp, 0, sizeof sizes / sizeof sizes[0]);
     tcase_add_test(t, test_bad_algo);
     tcase_add_loop_test(t, test_tree_rdv_gate, 0, 2);
+    tcase_add_loop_test(t, test_tree_one_piece, 0, COH_ARRAY_LEN(one_piece_cases));
     tcase_add_test(t, test_tcp_oversubscribed_auto);
     suite_add_tcase(s, t);
     TCase *m = tcase_create("shm");

@@ -9,7 +9,9 @@
  *     an error everywhere);
  *   - a rank exits before a ring all_reduce (COHORT_ERR_PEER_LOST);
  *   - a rank is SIGKILLed while a flat (or host_flat) broadcast is filling its buffer
- *     (COHORT_ERR_PEER_LOST naming it on every other rank).
+ *     (COHORT_ERR_PEER_LOST naming it on every other rank);
+ *   - the root of a 2-rank broadcast sent in one piece is SIGKILLed with the
+ *     message half sent (COHORT_ERR_PEER_LOST at the leaf, naming it).
  * Real processes over tcp; every wait bounded (COHORT_TIMEOUT=20, checked
  * to end well before).
  */
@@ -22,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "coll/coll_int.h"
 #include "support/support.h"
 #include "util/util.h"
 
@@ -290,6 +293,72 @@ START_TEST(test_bcast_kill)
 }
 END_TEST
 
+/* ---- the root of a one-piece 2-rank broadcast SIGKILLed mid-message ----
+ *
+ * COH_BC_ONE_PIECE_MAX bytes go as one message (coh_tree_bcast_piece).
+ * Socket buffers of 64 KiB (COHORT_TCP_BUFSIZE; the kernel doubles them)
+ * hold far less, and the leaf enters the call 1 s late, so the root is
+ * still writing its one message when its watcher kills it after 300 ms.
+ * The leaf then reads the header and part of the payload and must fail with
+ * PEER_LOST naming rank 0 - not hang, not report success. */
+static void *kill_after_300ms(void *arg)
+{
+    (void)arg;
+    nanosleep(&(struct timespec){0, 300 * 1000000L}, NULL);
+    kill(getpid(), SIGKILL);
+    return NULL;
+}
+
+static int rank_one_piece_root_kill(int rank, void *arg)
+{
+    (void)arg;
+    unsetenv("COHORT_CHUNK_BYTES"); /* the piece rule, not the knob */
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    size_t len = COH_BC_ONE_PIECE_MAX;
+    unsigned char *buf = calloc(len, 1);
+    RANK_CHECK(buf, "out of memory");
+    if (rank == 0)
+        memset(buf, 0x5a, len);
+    RANK_PASS(cohort_barrier(g), g);
+    if (rank == 0) {
+        pthread_t t;
+        RANK_CHECK(pthread_create(&t, NULL, kill_after_300ms, NULL) == 0, "pthread_create");
+    } else {
+        nanosleep(&(struct timespec){1, 0}, NULL);
+    }
+    double t0 = cht_now_ms();
+    cohort_status st = cohort_broadcast(g, buf, len, COHORT_UINT8, 0);
+    RANK_CHECK(rank != 0, "the root finished a %zu-byte broadcast (%s) its leaf had not entered",
+               len, cohort_status_name(st));
+    const char *m = cohort_last_error(g);
+    RANK_CHECK(st == COHORT_ERR_PEER_LOST, "leaf: %s: %s", cohort_status_name(st), m);
+    RANK_CHECK(strstr(m, "rank 0"), "leaf: the killed root is not named: %s", m);
+    RANK_CHECK(strstr(m, "middle of a message") || strstr(m, "reset"),
+               "leaf: the error does not say the message was cut: %s", m);
+    RANK_CHECK(buf[0] == 0x5a, "leaf: no byte of the message arrived before the kill (%s)", m);
+    RANK_CHECK(cht_now_ms() - t0 < 10000, "leaf: took %.0f ms", cht_now_ms() - t0);
+    free(buf);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(test_one_piece_root_kill)
+{
+    cht_opts o = {.nranks = 2,
+                  .deadline_ms = 40000,
+                  .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=20;COHORT_ALGO_BROADCAST=tree;"
+                               "COHORT_TCP_BUFSIZE=65536"};
+    cht_result r;
+    cht_run_ranks(&o, rank_one_piece_root_kill, NULL, &r);
+    ck_assert_msg(r.status[0] == 128 + SIGKILL, "root: %s %d", r.hung[0] ? "hung" : "exit",
+                  r.status[0]);
+    ck_assert_msg(r.status[1] == 0 && !r.hung[1], "leaf: %s %d", r.hung[1] ? "hung" : "exit",
+                  r.status[1]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coll_fault");
@@ -300,6 +369,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_oom);
     tcase_add_test(t, test_peer_exit);
     tcase_add_loop_test(t, test_bcast_kill, 0, 2);
+    tcase_add_test(t, test_one_piece_root_kill);
     suite_add_tcase(s, t);
     return s;
 }

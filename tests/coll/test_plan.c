@@ -54,6 +54,54 @@ START_TEST(test_pieces_and_chunks)
 }
 END_TEST
 
+/* The tree broadcast's piece plan (coh_tree_bcast_plan): with 2 members one
+ * piece up to COH_BC_ONE_PIECE_MAX bytes, above it an eager first piece and
+ * the rest gated; even pieces at any other member count, for tree_rdv
+ * (gated) and whenever COHORT_CHUNK_BYTES is set (not gated). */
+START_TEST(test_tree_bcast_plan)
+{
+    const size_t K = 256 << 10, M = COH_BC_ONE_PIECE_MAX, E = COH_BC_EAGER_BYTES;
+    const size_t sizes[] = {1, 4096, K, K + 1, 1 << 20, M - 1, M, M + 1, 4 << 20, 16 << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        size_t b = sizes[i];
+        coh_bc_plan p = coh_tree_bcast_plan(K, 0, 2, 0, b);
+        if (b <= M) {
+            ck_assert_uint_eq(p.first, b);
+            ck_assert_uint_eq(p.piece, b);
+            ck_assert_int_eq(p.rdv, 0);
+            ck_assert_uint_eq(coh_bc_plan_pieces(&p, b), 1);
+        } else {
+            ck_assert_uint_eq(p.first, E);
+            ck_assert_uint_eq(p.piece, b - E);
+            ck_assert_int_eq(p.rdv, 1);
+            ck_assert_uint_eq(coh_bc_plan_pieces(&p, b), 2);
+        }
+        size_t even = (b + K - 1) / K;
+        for (int n = 3; n <= 8; n++) {
+            p = coh_tree_bcast_plan(K, 0, n, 0, b);
+            ck_assert(p.first == K && p.piece == K && !p.rdv);
+            ck_assert_uint_eq(coh_bc_plan_pieces(&p, b), even);
+        }
+        p = coh_tree_bcast_plan(K, 0, 2, 1, b); /* tree_rdv */
+        ck_assert(p.first == K && p.piece == K && p.rdv);
+        ck_assert_uint_eq(coh_bc_plan_pieces(&p, b), even);
+        p = coh_tree_bcast_plan(K, 1, 2, 0, b); /* the knob set */
+        ck_assert(p.first == K && p.piece == K && !p.rdv);
+        ck_assert_uint_eq(coh_bc_plan_pieces(&p, b), even);
+        p = coh_tree_bcast_plan(64, 1, 2, 0, b);
+        ck_assert_uint_eq(coh_bc_plan_pieces(&p, b), (b + 63) / 64);
+    }
+    /* a set knob larger than the message: one piece */
+    coh_bc_plan p = coh_tree_bcast_plan(4 * M, 1, 2, 0, M + 1);
+    ck_assert_uint_eq(coh_bc_plan_pieces(&p, M + 1), 1);
+    ck_assert_uint_eq(coh_bc_plan_pieces(&p, 0), 0);
+    /* the step-number bound still holds for even pieces */
+    size_t huge = (size_t)1 << 40;
+    p = coh_tree_bcast_plan(1, 1, 2, 0, huge);
+    ck_assert_uint_le((uint64_t)coh_bc_plan_pieces(&p, huge) * 32, UINT32_MAX);
+}
+END_TEST
+
 /* The fold maps the members that stay in onto 0..p-1 bijectively, and each
  * even member below 2*extra pairs with the odd one above it. */
 START_TEST(test_fold)
@@ -205,6 +253,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_blocks);
     tcase_add_test(tc, test_pieces_and_chunks);
+    tcase_add_test(tc, test_tree_bcast_plan);
     tcase_add_test(tc, test_fold);
     tcase_add_test(tc, test_halving_windows);
     tcase_add_test(tc, test_tree);
