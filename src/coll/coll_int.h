@@ -83,14 +83,16 @@ static inline size_t coh_npieces(size_t len, size_t chunk)
 size_t coh_chunk_elems(size_t chunk_bytes, size_t es, size_t max_len, int rounds);
 
 /* A tree broadcast over 2 members has no relay, so its pieces pipeline
- * nothing. Up to COH_BC_ONE_PIECE_MAX bytes it goes as one piece. Above,
- * as Open MPI's ob1 over its tcp BTL (one writev of the whole rest after the
- * receiver's ACK): a first piece of COH_BC_EAGER_BYTES, then the rest as
- * one piece once the leaf has said it entered the call (the tree_rdv gate),
- * so the root never runs a whole large message ahead of its leaf. 4-16 MiB
- * in one piece without the gate measured a better p50 but a worse p99
- * (docs/performance.md, "TCP 2-rank broadcast in one piece"). */
-#define COH_BC_ONE_PIECE_MAX ((size_t)2 << 20)
+ * nothing. Up to COH_BC_ONE_PIECE_MAX bytes it goes as one piece. Above
+ * COH_BC_GATE_MIN, as Open MPI's ob1 over its tcp BTL (one writev of the
+ * whole rest after the receiver's ACK): a first piece of COH_BC_EAGER_BYTES,
+ * then the rest as one piece once the leaf has said it entered the call
+ * (the tree_rdv gate), so the root never runs a whole large message ahead
+ * of its leaf. Between the two the even pieces stay: one piece of 2 MiB
+ * had a p99 ~2x its p50 quietly, the gate cost 2 MiB's p50 x1.1-1.24
+ * (docs/performance.md, "TCP 2-rank broadcast 1-16 MiB"). */
+#define COH_BC_ONE_PIECE_MAX ((size_t)1 << 20)
+#define COH_BC_GATE_MIN ((size_t)2 << 20)
 #define COH_BC_EAGER_BYTES ((size_t)64 << 10)
 
 /* How a tree broadcast cuts its message: piece 0 is `first` bytes, the
@@ -104,9 +106,9 @@ typedef struct coh_bc_plan {
 /* The plan of a tree broadcast of `bytes` over n members with pipeline
  * piece chunk_bytes; rdv_forced: tree_rdv. With 2 members, no tree_rdv and
  * COHORT_CHUNK_BYTES not set (chunk_set == 0; a set value always wins, with
- * even pieces and no gate): one piece up to COH_BC_ONE_PIECE_MAX, else
- * COH_BC_EAGER_BYTES then the rest, gated. Otherwise even pieces of
- * coh_chunk_elems(chunk_bytes, 1, bytes, 32), gated for tree_rdv. */
+ * even pieces and no gate): one piece up to COH_BC_ONE_PIECE_MAX, above
+ * COH_BC_GATE_MIN COH_BC_EAGER_BYTES then the rest, gated. Otherwise even
+ * pieces of coh_chunk_elems(chunk_bytes, 1, bytes, 32), gated for tree_rdv. */
 coh_bc_plan coh_tree_bcast_plan(size_t chunk_bytes, int chunk_set, int n, int rdv_forced,
                                 size_t bytes);
 /* Pieces of that plan (0 for 0 bytes). */

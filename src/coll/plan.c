@@ -37,14 +37,14 @@ coh_bc_plan coh_tree_bcast_plan(size_t chunk_bytes, int chunk_set, int n, int rd
                                 size_t bytes)
 {
     coh_bc_plan p = {0, 0, rdv_forced};
-    if (n == 2 && !rdv_forced && !chunk_set && bytes >= 1) {
-        if (bytes <= COH_BC_ONE_PIECE_MAX) {
-            p.first = p.piece = bytes;
-        } else {
-            p.first = COH_BC_EAGER_BYTES;
-            p.piece = bytes - COH_BC_EAGER_BYTES;
-            p.rdv = 1;
-        }
+    if (n == 2 && !rdv_forced && !chunk_set && bytes >= 1 && bytes <= COH_BC_ONE_PIECE_MAX) {
+        p.first = p.piece = bytes;
+        return p;
+    }
+    if (n == 2 && !rdv_forced && !chunk_set && bytes > COH_BC_GATE_MIN) {
+        p.first = COH_BC_EAGER_BYTES;
+        p.piece = bytes - COH_BC_EAGER_BYTES;
+        p.rdv = 1;
         return p;
     }
     p.first = p.piece = coh_chunk_elems(chunk_bytes, 1, bytes, 32);

@@ -391,25 +391,27 @@ START_TEST(test_tree_rdv_gate)
 END_TEST
 
 /* The 2-member tree broadcast's piece plan (coh_tree_bcast_plan) through
- * the public API over tcp: at COH_BC_ONE_PIECE_MAX and either side of it,
- * from both roots, the data arrives whole and the root makes the payload
- * sends (the transport's own count) the plan says: 1, 1, and 2 above (the
- * eager piece, then the rest after the leaf's empty "entered" message, which
- * is no payload); with COHORT_CHUNK_BYTES set (to the default, 256 KiB)
- * the knob wins: 8, 8, 9; at 4 ranks (a relay: pieces pipeline) the root
- * sends 8, 8, 9 pieces to each of its 2 children. */
+ * the public API over tcp: either side of COH_BC_ONE_PIECE_MAX (1 MiB) and
+ * of COH_BC_GATE_MIN (2 MiB), from both roots, the data arrives whole and
+ * the root makes the payload sends (the transport's own count) the plan
+ * says: 1, 1, 5 and 8 pieces of 256 KiB, and 2 above 2 MiB (the eager piece,
+ * then the rest after the leaf's empty "entered" message, which is no
+ * payload); with COHORT_CHUNK_BYTES set (to the default, 256 KiB) the knob
+ * wins: 4, 4, 5, 8, 9; at 4 ranks (a relay: pieces pipeline) the root sends
+ * those pieces to each of its 2 children. */
 typedef struct {
     int nranks;
     int chunk_set; /* COHORT_CHUNK_BYTES=262144 in the environment */
-    long want[3];  /* the root's payload sends per size */
+    long want[5];  /* the root's payload sends per size */
 } one_piece_case;
 static const one_piece_case one_piece_cases[] = {
-    {2, 0, {1, 1, 2}},
-    {2, 1, {8, 8, 9}},
-    {4, 0, {16, 16, 18}},
+    {2, 0, {1, 1, 5, 8, 2}},
+    {2, 1, {4, 4, 5, 8, 9}},
+    {4, 0, {8, 8, 10, 16, 18}},
 };
 static const size_t one_piece_sizes[] = {COH_BC_ONE_PIECE_MAX - 1, COH_BC_ONE_PIECE_MAX,
-                                         COH_BC_ONE_PIECE_MAX + 1};
+                                         COH_BC_ONE_PIECE_MAX + 1, COH_BC_GATE_MIN,
+                                         COH_BC_GATE_MIN + 1};
 
 static int rank_one_piece(int rank, void *arg)
 {
@@ -419,7 +421,7 @@ static int rank_one_piece(int rank, void *arg)
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
     RANK_CHECK(g->net, "a tcp group has no net");
-    size_t cap = COH_BC_ONE_PIECE_MAX + 1;
+    size_t cap = COH_BC_GATE_MIN + 1;
     unsigned char *buf = malloc(cap + 1);
     RANK_CHECK(buf, "malloc");
     for (int root = 0; root < 2; root++)

@@ -295,7 +295,7 @@ END_TEST
 
 /* ---- the root of a one-piece 2-rank broadcast SIGKILLed mid-message ----
  *
- * COH_BC_ONE_PIECE_MAX bytes go as one message (coh_tree_bcast_piece).
+ * COH_BC_ONE_PIECE_MAX bytes go as one message (coh_tree_bcast_plan).
  * Socket buffers of 64 KiB (COHORT_TCP_BUFSIZE; the kernel doubles them)
  * hold far less, and the leaf enters the call 1 s late, so the root is
  * still writing its one message when its watcher kills it after 300 ms.
