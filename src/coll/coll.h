@@ -62,7 +62,7 @@ size_t coh_coll_chunk_bytes(void);
 size_t coh_coll_chunk(const cohort_group *g);
 /* 1 when COHORT_CHUNK_BYTES is set to a valid value for g's calls (read
  * with g->chunk_bytes, or per call for harness groups): a set value
- * overrides the size rules on pieces (coh_tree_bcast_piece). */
+ * overrides the size rules on pieces (coh_tree_bcast_plan). */
 int coh_coll_chunk_set(const cohort_group *g);
 
 #endif
