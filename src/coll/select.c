@@ -331,7 +331,43 @@ static void run_alone(const coh_call *c, size_t bytes)
     }
 }
 
-cohort_status coh_coll_run(cohort_group *g, coh_call *c)
+/* The selected algorithm for a collective the checks let through. */
+static inline cohort_status run_selected(cohort_group *g, coh_call *c)
+{
+    /* Select even for count 0, so that a bad COHORT_ALGO_* is reported the
+     * same way whatever the count. */
+    cohort_status st;
+    const coh_algo *a = memo_hit(g, c);
+    if (!a && !(a = memo_miss(g, c, &st)))
+        return coh_group_fail(g, st, "%s", coh_tls_err()->msg);
+    if (c->count == 0 && c->coll != COH_COLL_BARRIER)
+        /* Nothing to move, but the contract must still meet every rank's:
+         * a barrier-shaped exchange carrying this call's header. */
+        return coh_coll_sync(g, c);
+    st = a->run(g, c);
+    if (st != COHORT_OK)
+        return st;
+    if (c->coll == COH_COLL_BROADCAST) {
+        /* a barrier with the next seq directly follows it (algos.c,
+         * coh_bar_leader); every rank records the same seq and root */
+        g->bar_seq = c->seq + 1;
+        g->bar_root = c->root;
+    } else if (c->coll == COH_COLL_BARRIER) {
+        g->bcf_seq = c->seq + 1; /* algos.c, coh_bc_after_barrier_flat */
+    }
+    if (c->redop == COHORT_AVG && !(a->avg_in_fold && coh_avg_wide(c->dtype, c->redop))) {
+        if (c->coll == COH_COLL_ALL_REDUCE || (c->coll == COH_COLL_REDUCE && g->rank == c->root))
+            coh_reduce_finish(c->recv, c->count, (cohort_dtype)c->dtype, COHORT_AVG, g->size);
+        else if (c->coll == COH_COLL_REDUCE_SCATTER)
+            coh_reduce_finish(c->recv, c->count, (cohort_dtype)c->dtype, COHORT_AVG, g->size);
+    }
+    return COHORT_OK;
+}
+
+/* Every case coh_coll_run's common test leaves out: a failed group, a
+ * call built inside cohort (no argok), one rank, the group-internal calls;
+ * the whole sequence of checks, then the selected algorithm as below. */
+static __attribute__((noinline)) cohort_status run_other(cohort_group *g, coh_call *c)
 {
     /* The call that failed (a rank that reaches a mismatched call after
      * the others detected it) returns the cause; later calls ABORTED. */
@@ -364,32 +400,19 @@ cohort_status coh_coll_run(cohort_group *g, coh_call *c)
      * keep every rank's seq and contract in step. */
     if (c->coll == COH_COLL_INTERNAL)
         return coh_coll_sync(g, c);
-    /* Select even for count 0, so that a bad COHORT_ALGO_* is reported the
-     * same way whatever the count. */
-    cohort_status st;
-    const coh_algo *a = memo_hit(g, c);
-    if (!a && !(a = memo_miss(g, c, &st)))
-        return coh_group_fail(g, st, "%s", coh_tls_err()->msg);
-    if (c->count == 0 && c->coll != COH_COLL_BARRIER)
-        /* Nothing to move, but the contract must still meet every rank's:
-         * a barrier-shaped exchange carrying this call's header. */
-        return coh_coll_sync(g, c);
-    st = a->run(g, c);
-    if (st != COHORT_OK)
-        return st;
-    if (c->coll == COH_COLL_BROADCAST) {
-        /* a barrier with the next seq directly follows it (algos.c,
-         * coh_bar_leader); every rank records the same seq and root */
-        g->bar_seq = c->seq + 1;
-        g->bar_root = c->root;
-    } else if (c->coll == COH_COLL_BARRIER) {
-        g->bcf_seq = c->seq + 1; /* algos.c, coh_bc_after_barrier_flat */
+    return run_selected(g, c);
+}
+
+cohort_status coh_coll_run(cohort_group *g, coh_call *c)
+{
+    /* The common call (a live group of several ranks, arguments checked by
+     * the API) goes straight to p2p or the selected algorithm; anything
+     * else takes run_other's full sequence, which ends the same way. */
+    if (!coh_group_poisoned(g) && c->argok && g->size > 1) {
+        if (c->coll == COH_COLL_SEND || c->coll == COH_COLL_RECV)
+            return coh_p2p(g, c);
+        if (c->coll != COH_COLL_INTERNAL)
+            return run_selected(g, c);
     }
-    if (c->redop == COHORT_AVG && !(a->avg_in_fold && coh_avg_wide(c->dtype, c->redop))) {
-        if (c->coll == COH_COLL_ALL_REDUCE || (c->coll == COH_COLL_REDUCE && g->rank == c->root))
-            coh_reduce_finish(c->recv, c->count, (cohort_dtype)c->dtype, COHORT_AVG, g->size);
-        else if (c->coll == COH_COLL_REDUCE_SCATTER)
-            coh_reduce_finish(c->recv, c->count, (cohort_dtype)c->dtype, COHORT_AVG, g->size);
-    }
-    return COHORT_OK;
+    return run_other(g, c);
 }

@@ -90,9 +90,41 @@ static cohort_status check_buffers(cohort_group *g, coh_call *c, const char *whe
                        coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line, when);
 }
 
+/* The tail of a call that failed (out of line: the common call returns
+ * OK): the contract report, the recorder's end, the group's last error,
+ * the scratch copy - in run_call's order. */
+static __attribute__((noinline, cold)) cohort_status call_failed(cohort_group *g, coh_call *c,
+                                                                  uint64_t tidx, cohort_status st)
+{
+    if (st == COHORT_ERR_CONTRACT)
+        coh_contract_report(g); /* every rank builds the same majority report */
+    coh_trace_end(g->trace, tidx, st);
+    int p = coh_group_poisoned(g);
+    pthread_mutex_lock(&g->err_mu);
+    if (p)
+        st = (cohort_status)p; /* report the cause, not a side effect */
+    if (st == COHORT_ERR_CONTRACT || !p)
+        snprintf(g->last.msg, sizeof g->last.msg, "%s", g->err.msg[0] ? g->err.msg : "?");
+    else
+        snprintf(g->last.msg, sizeof g->last.msg, "%s #%llu (%s:%d) failed: %s",
+                 coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line,
+                 g->err.msg);
+    g->last.status = st;
+    pthread_mutex_unlock(&g->err_mu);
+    atomic_store(&g->err_reported, 1);
+    if (c->scratch) {
+        coh_free(c->scratch);
+        c->scratch = NULL;
+    }
+    return st;
+}
+
 /* Runs one call on the current thread and records it; just_issued: the
- * recorder has it STARTED already (coh_trace_issue_started). */
-static cohort_status run_call(cohort_group *g, coh_call *c, uint64_t tidx, int just_issued)
+ * recorder has it STARTED already (coh_trace_issue_started). Inline in
+ * both callers (the blocking call's fast path in coh_engine_submit, and
+ * the worker): a frame less per small call. */
+static inline __attribute__((always_inline)) cohort_status run_call(cohort_group *g, coh_call *c,
+                                                                    uint64_t tidx, int just_issued)
 {
     if (!just_issued)
         coh_trace_start(g->trace, tidx);
@@ -104,24 +136,9 @@ static cohort_status run_call(cohort_group *g, coh_call *c, uint64_t tidx, int j
         st = coh_coll_run(g, c);
     if (st == COHORT_OK && g->debug_buffers)
         st = check_buffers(g, c, "completion");
-    if (st == COHORT_ERR_CONTRACT)
-        coh_contract_report(g); /* every rank builds the same majority report */
+    if (__builtin_expect(st != COHORT_OK, 0))
+        return call_failed(g, c, tidx, st);
     coh_trace_end(g->trace, tidx, st);
-    if (st != COHORT_OK) {
-        int p = coh_group_poisoned(g);
-        pthread_mutex_lock(&g->err_mu);
-        if (p)
-            st = (cohort_status)p; /* report the cause, not a side effect */
-        if (st == COHORT_ERR_CONTRACT || !p)
-            snprintf(g->last.msg, sizeof g->last.msg, "%s", g->err.msg[0] ? g->err.msg : "?");
-        else
-            snprintf(g->last.msg, sizeof g->last.msg, "%s #%llu (%s:%d) failed: %s",
-                     coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line,
-                     g->err.msg);
-        g->last.status = st;
-        pthread_mutex_unlock(&g->err_mu);
-        atomic_store(&g->err_reported, 1);
-    }
     if (c->scratch) {
         coh_free(c->scratch);
         c->scratch = NULL;
@@ -219,11 +236,12 @@ static int wait_done(coh_engine *e, cohort_work *w, uint64_t deadline_ns)
     return 1;
 }
 
-cohort_status coh_engine_submit(cohort_group *g, coh_call *c, cohort_work **work)
+/* An async call, or a blocking one behind async work: queued for the
+ * worker (out of line, so the inline path below keeps a small frame). */
+static __attribute__((noinline)) cohort_status submit_queued(cohort_group *g, coh_call *c,
+                                                             cohort_work **work)
 {
     coh_engine *e = g->engine;
-    if (!work && atomic_load_explicit(&e->pending, memory_order_acquire) == 0)
-        return run_call(g, c, coh_trace_issue_started(g->trace, c), 1);
     uint64_t tidx = coh_trace_issue(g->trace, c);
     if (!work) {
         /* Blocking call behind async work: keep issue order. */
@@ -258,6 +276,13 @@ cohort_status coh_engine_submit(cohort_group *g, coh_call *c, cohort_work **work
     }
     *work = w;
     return COHORT_OK;
+}
+
+cohort_status coh_engine_submit(cohort_group *g, coh_call *c, cohort_work **work)
+{
+    if (!work && atomic_load_explicit(&g->engine->pending, memory_order_acquire) == 0)
+        return run_call(g, c, coh_trace_issue_started(g->trace, c), 1);
+    return submit_queued(g, c, work);
 }
 
 cohort_status cohort_work_wait(cohort_work *w, int timeout_ms)

@@ -82,13 +82,23 @@ static cohort_status concurrent(cohort_group *g, const coh_call *c, const char *
     return coh_err_set(NULL, COHORT_ERR_INVALID, "%s", msg); /* this thread's copy */
 }
 
+/* The entry path's rare outcomes, out of line and cold: the common call
+ * (a remembered site, a live group, not in place) then runs in a smaller
+ * frame (docs/performance.md, "the entry path, session 12"). */
+#define COLD __attribute__((noinline, cold))
+
+static COLD cohort_status no_group(const coh_call *c)
+{
+    return coh_err_set(NULL, COHORT_ERR_INVALID, "%s (%s:%d): group is NULL",
+                       coh_coll_name(c->coll), c->file, c->line);
+}
+
 static cohort_status issue(cohort_group *g, coh_call *c, cohort_work **work)
 {
     if (work)
         *work = NULL;
     if (!g)
-        return coh_err_set(NULL, COHORT_ERR_INVALID, "%s (%s:%d): group is NULL",
-                           coh_coll_name(c->coll), c->file, c->line);
+        return no_group(c);
     if (coh_group_forked(g))
         return invalid(g, c, "group used in a forked child (fork before cohort_init)");
     const char *other = NULL;
@@ -179,6 +189,72 @@ static cohort_status check_args(cohort_group *g, const coh_call *c)
      1u << COH_COLL_REDUCE_SCATTER | 1u << COH_COLL_ALL_TO_ALL)
 _Static_assert(COH_COLL_KIND_COUNT <= 32, "INPLACE_COPIED is a 32-bit mask of kinds");
 
+typedef __typeof__(((cohort_group *)0)->site_memo[0]) site_memo_t;
+
+/* A site's first call, or one whose arguments differ from the site's last
+ * checked call: check_args, then remember them. */
+static COLD cohort_status memo_miss(cohort_group *g, const coh_call *c, site_memo_t *m,
+                                    uint8_t bufs)
+{
+    cohort_status st = check_args(g, c);
+    if (st != COHORT_OK)
+        return st;
+    if (m->file != c->file || m->line != c->line || !c->file) {
+        m->file = c->file;
+        m->line = c->line;
+        m->site = coh_site_hash(c->file, c->line);
+    }
+    m->count = c->count;
+    m->coll = c->coll;
+    m->dtype = c->dtype;
+    m->redop = c->redop;
+    m->root = c->root;
+    m->tag = c->tag;
+    m->bufs = bufs;
+    m->ok = c->file != NULL;
+    return COHORT_OK;
+}
+
+/* A call on a failed group: recorded so the history the contract report
+ * reads shows where this rank was. The first call to see the failure
+ * reports the cause itself (a peer loss that arrived between two calls is
+ * still PEER_LOST); every later one gets ABORTED carrying the cause. */
+static COLD cohort_status issue_poisoned(cohort_group *g, coh_call *c, int p)
+{
+    uint64_t t = coh_trace_issue(g->trace, c);
+    int first = coh_group_claim_report(g);
+    cohort_status ret = first && p != COHORT_ERR_ABORTED ? (cohort_status)p : COHORT_ERR_ABORTED;
+    pthread_mutex_lock(&g->err_mu);
+    if (ret != COHORT_ERR_ABORTED)
+        coh_err_set(&g->last, ret, "%s", g->err.msg);
+    else
+        coh_err_set(&g->last, COHORT_ERR_ABORTED,
+                    "%s #%llu (%s:%d) refused: group %u is aborted by an earlier error (%s): %s",
+                    coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line, g->id,
+                    cohort_status_name(g->err.status), g->err.msg);
+    pthread_mutex_unlock(&g->err_mu);
+    coh_trace_end(g->trace, t, ret);
+    coh_free(c->scratch);
+    return ret;
+}
+
+/* In-place forms whose input and output overlap in non-elementwise ways
+ * get a private copy of the input (see coh_call.scratch). */
+static COLD cohort_status inplace_copy(cohort_group *g, coh_call *c)
+{
+    size_t in = input_bytes(g, c, coh_dtype_size(c->dtype));
+    const char *src = c->send;
+    /* all_gather / gather in place: my part already sits at my slot. */
+    if (c->coll == COH_COLL_ALL_GATHER || c->coll == COH_COLL_GATHER)
+        src += (size_t)g->rank * c->count * coh_dtype_size(c->dtype);
+    c->scratch = coh_malloc(in ? in : 1);
+    if (!c->scratch)
+        return invalid(g, c, "out of memory for the in-place copy (%zu bytes)", in);
+    memcpy(c->scratch, src, in);
+    c->send = c->scratch;
+    return COHORT_OK;
+}
+
 static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **work)
 {
     /* Call sites repeat: the group's memo (group.h: site_memo), keyed by the
@@ -195,22 +271,9 @@ static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **wor
     if (!(m->ok && m->file == c->file && m->line == c->line && m->count == c->count &&
           m->coll == c->coll && m->dtype == c->dtype && m->redop == c->redop &&
           m->root == c->root && m->tag == c->tag && m->bufs == bufs)) {
-        cohort_status st = check_args(g, c);
+        cohort_status st = memo_miss(g, c, m, bufs);
         if (st != COHORT_OK)
             return st;
-        if (m->file != c->file || m->line != c->line || !c->file) {
-            m->file = c->file;
-            m->line = c->line;
-            m->site = coh_site_hash(c->file, c->line);
-        }
-        m->count = c->count;
-        m->coll = c->coll;
-        m->dtype = c->dtype;
-        m->redop = c->redop;
-        m->root = c->root;
-        m->tag = c->tag;
-        m->bufs = bufs;
-        m->ok = c->file != NULL;
     }
     c->site = m->site;
     c->argok = 1; /* coh_coll_run does not repeat check_args' checks */
@@ -222,40 +285,12 @@ static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **wor
         c->seq = ++g->seq;
     }
     int p = coh_group_poisoned(g);
-    if (p) {
-        /* Recorded so the history the contract report reads shows where this
-         * rank was. The first call to see the failure reports the cause
-         * itself (a peer loss that arrived between two calls is still
-         * PEER_LOST); every later one gets ABORTED carrying the cause. */
-        uint64_t t = coh_trace_issue(g->trace, c);
-        int first = coh_group_claim_report(g);
-        cohort_status ret = first && p != COHORT_ERR_ABORTED ? (cohort_status)p : COHORT_ERR_ABORTED;
-        pthread_mutex_lock(&g->err_mu);
-        if (ret != COHORT_ERR_ABORTED)
-            coh_err_set(&g->last, ret, "%s", g->err.msg);
-        else
-            coh_err_set(&g->last, COHORT_ERR_ABORTED,
-                        "%s #%llu (%s:%d) refused: group %u is aborted by an earlier error (%s): %s",
-                        coh_coll_name(c->coll), (unsigned long long)c->seq, c->file, c->line,
-                        g->id, cohort_status_name(g->err.status), g->err.msg);
-        pthread_mutex_unlock(&g->err_mu);
-        coh_trace_end(g->trace, t, ret);
-        coh_free(c->scratch);
-        return ret;
-    }
-    /* In-place forms whose input and output overlap in non-elementwise ways
-     * get a private copy of the input (see coh_call.scratch). */
+    if (p)
+        return issue_poisoned(g, c, p);
     if ((1u << c->coll & INPLACE_COPIED) && c->count && c->send && c->send == c->recv) {
-        size_t in = input_bytes(g, c, coh_dtype_size(c->dtype));
-        const char *src = c->send;
-        /* all_gather / gather in place: my part already sits at my slot. */
-        if (c->coll == COH_COLL_ALL_GATHER || c->coll == COH_COLL_GATHER)
-            src += (size_t)g->rank * c->count * coh_dtype_size(c->dtype);
-        c->scratch = coh_malloc(in ? in : 1);
-        if (!c->scratch)
-            return invalid(g, c, "out of memory for the in-place copy (%zu bytes)", in);
-        memcpy(c->scratch, src, in);
-        c->send = c->scratch;
+        cohort_status st = inplace_copy(g, c);
+        if (st != COHORT_OK)
+            return st;
     }
     if (g->debug_buffers && c->send)
         c->in_sum = coh_hash64(c->send, input_bytes(g, c, coh_dtype_size(c->dtype)), 0);

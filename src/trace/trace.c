@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "trace/trace.h"
+#include "util/tclock.h"
 
 #define TRACE_DEFAULT_SIZE 2048
 #define TRACE_MAX_SIZE (1 << 20)
@@ -44,12 +45,22 @@ typedef struct trace_slot {
 
 struct coh_trace {
     int cap;
+    uint64_t mask;              /* cap - 1 when cap is a power of two, else 0 */
     _Atomic uint64_t next;      /* next ring index to hand out */
     _Atomic unsigned sig_seen;  /* last SIGUSR1 count acted on (coh_trace_signal_take) */
     trace_slot *slots;
 };
 
 #define RLX memory_order_relaxed
+
+/* The slot of ring index i. The default capacity (2048) is a power of two:
+ * a mask, not a 64-bit division (two per call, on the store addresses of
+ * every small call; docs/performance.md "the entry path, session 12").
+ * cap 1 has mask 0 and takes the division, which gives slot 0 as well. */
+static inline trace_slot *slot_of(const coh_trace *t, uint64_t i)
+{
+    return &t->slots[t->mask ? i & t->mask : i % (uint64_t)t->cap];
+}
 
 int coh_trace_default_capacity(int *out)
 {
@@ -84,6 +95,7 @@ cohort_status coh_trace_create(coh_trace **out, int capacity)
                            "flight recorder: out of memory for %d entries", capacity);
     }
     t->cap = capacity;
+    t->mask = (capacity & (capacity - 1)) == 0 ? (uint64_t)capacity - 1 : 0;
     /* Calls issued before the signal handler was installed do not count. */
     atomic_store(&t->sig_seen, coh_trace_signal_count());
     *out = t;
@@ -105,7 +117,16 @@ uint64_t coh_trace_recorded(const coh_trace *t)
     return t ? atomic_load_explicit(&((coh_trace *)t)->next, RLX) : 0;
 }
 
-static inline uint64_t issue_as(coh_trace *t, const coh_call *c, int started)
+/* Inline in both entry points (gcc split it into a call of its own, ~10
+ * instructions of frame per call). Not forced under TSan: gcc rejects a
+ * fence forced inline there (-Werror=tsan). */
+#if defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+#define TR_INLINE inline __attribute__((always_inline))
+#else
+#define TR_INLINE inline
+#endif
+
+static TR_INLINE uint64_t issue_as(coh_trace *t, const coh_call *c, int started)
 {
     if (!t || !c)
         return 0;
@@ -114,7 +135,7 @@ static inline uint64_t issue_as(coh_trace *t, const coh_call *c, int started)
      * (~20 cycles of an 8 B call); readers only load next. */
     uint64_t i = atomic_load_explicit(&t->next, RLX);
     atomic_store_explicit(&t->next, i + 1, RLX);
-    trace_slot *s = &t->slots[i % (uint64_t)t->cap];
+    trace_slot *s = slot_of(t, i);
     /* Invalidate first so readers drop a half-rewritten slot; the release
      * fence orders the invalidation before the field stores below. */
     atomic_store_explicit(&s->idx, 0, RLX);
@@ -129,7 +150,7 @@ static inline uint64_t issue_as(coh_trace *t, const coh_call *c, int started)
     atomic_store_explicit(&s->tag, c->tag, RLX);
     atomic_store_explicit(&s->line, c->line, RLX);
     atomic_store_explicit(&s->file, c->file, RLX);
-    uint64_t now = coh_trace_us();
+    uint64_t now = coh_trace_us_inline();
     atomic_store_explicit(&s->t_issue, now, RLX);
     atomic_store_explicit(&s->t_start, started ? now : 0, RLX);
     atomic_store_explicit(&s->t_end, 0, RLX);
@@ -148,7 +169,7 @@ static trace_slot *live_slot(coh_trace *t, uint64_t i)
 {
     if (!t)
         return NULL;
-    trace_slot *s = &t->slots[i % (uint64_t)t->cap];
+    trace_slot *s = slot_of(t, i);
     return atomic_load_explicit(&s->idx, memory_order_acquire) == i + 1 ? s : NULL;
 }
 
@@ -176,7 +197,7 @@ void coh_trace_end(coh_trace *t, uint64_t idx, cohort_status st)
     trace_slot *s = live_slot(t, idx);
     if (!s)
         return;
-    uint64_t now = coh_trace_us();
+    uint64_t now = coh_trace_us_inline();
     /* A call that failed before it started (aborted in the queue) gets
      * t_start = t_end so durations stay well defined; so does an end that
      * reads earlier than the start (a clock step, or coh_trace_us renewing
@@ -195,7 +216,7 @@ void coh_trace_end(coh_trace *t, uint64_t idx, cohort_status st)
 /* Copies ring index i into e; 0 if it is not (or no longer) there. */
 static int read_slot(const coh_trace *t, uint64_t i, coh_trace_entry *e)
 {
-    trace_slot *s = &t->slots[i % (uint64_t)t->cap];
+    trace_slot *s = slot_of(t, i);
     if (atomic_load_explicit(&s->idx, memory_order_acquire) != i + 1)
         return 0;
     memset(e, 0, sizeof *e);

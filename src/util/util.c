@@ -1,5 +1,6 @@
 /* util.c - logging, clocks, error detail, allocation hooks, env parsing. */
 #include "util.h"
+#include "util/tclock.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -109,16 +110,12 @@ uint64_t coh_wall_us(void)
  * for a rate). Anything in doubt reads CLOCK_REALTIME: no rate yet, another
  * thread renewing, an anchor pair that straddled a preemption. A seqlock
  * of relaxed atomics keeps readers in several threads race free. */
-#define FC_ANCHOR (1ull << 22)
 #define FC_RATE (1ull << 26)
 #define FC_PAIR_MAX 2000 /* cycles between the two TSC reads around clock_gettime */
 
-static struct {
-    _Atomic int mode;      /* 0: not probed, 1: TSC, -1: CLOCK_REALTIME only */
-    _Atomic uint32_t seq;  /* odd while the fields below are rewritten */
-    _Atomic uint64_t tsc0, ns0, mult;   /* anchor, rate (0: none yet) */
-    _Atomic uint64_t rtsc, rns, mcand;  /* rate window start, last window's rate */
-} fc;
+/* the state (util/tclock.h, where the read's fast path is inline) */
+coh_fc_state coh_fc;
+#define fc coh_fc
 
 static uint64_t realtime_ns(void)
 {
@@ -181,7 +178,9 @@ static uint64_t fc_renew(uint32_t s)
 }
 #endif
 
-uint64_t coh_trace_us(void)
+/* The read when the inline fast path (tclock.h) cannot extrapolate: not
+ * probed yet, no TSC clocksource, a renewal due or under way, no rate yet. */
+uint64_t coh_trace_us_slow(void)
 {
 #if defined(__x86_64__)
     int mode = atomic_load_explicit(&fc.mode, memory_order_relaxed);
@@ -204,6 +203,8 @@ uint64_t coh_trace_us(void)
 #endif
     return realtime_ns() / 1000;
 }
+
+uint64_t coh_trace_us(void) { return coh_trace_us_inline(); }
 
 uint64_t coh_deadline_ns(int timeout_ms)
 {

@@ -588,6 +588,62 @@ START_TEST(test_run_backstop)
 }
 END_TEST
 
+/* coh_coll_run's common test (a live group of several ranks, argok 1) and
+ * its full sequence (run_other) give the same outcome for the calls the
+ * test sends to the full sequence: one rank copies locally, and a failed
+ * group refuses an API-checked call (argok 1) exactly as a call built
+ * inside cohort (argok 0) - same status, same message, nothing sent. */
+static cohort_status run_call_as(cohort_group *g, int coll, int root, int argok, const float *in,
+                                 float *out)
+{
+    coh_call c;
+    memset(&c, 0, sizeof c);
+    c.seq = 7;
+    c.coll = (uint8_t)coll;
+    c.dtype = COHORT_FLOAT32;
+    c.redop = coll == COH_COLL_ALL_REDUCE ? COHORT_SUM : -1;
+    c.root = root;
+    c.count = 4;
+    c.file = __FILE__;
+    c.line = __LINE__;
+    c.send = in;
+    c.recv = out;
+    c.argok = (uint8_t)argok;
+    return coh_coll_run(g, &c);
+}
+
+START_TEST(test_run_paths_agree)
+{
+    const float in[4] = {1, 2, 3, 4};
+    float out[4];
+    sim_install();
+    sim_world *w = sim_create(1, NULL, 0, 1);
+    for (int argok = 0; argok <= 1; argok++) {
+        memset(out, 0, sizeof out);
+        ck_assert_int_eq(run_call_as(sim_group(w, 0), COH_COLL_ALL_REDUCE, -1, argok, in, out),
+                         COHORT_OK);
+        ck_assert_msg(!memcmp(out, in, sizeof in), "one rank, argok %d: no local copy", argok);
+    }
+    sim_destroy(w);
+    w = sim_create(3, NULL, 0, 1);
+    cohort_group *g = sim_group(w, 1);
+    coh_group_fail(g, COHORT_ERR_PEER_LOST, "test: rank 2 is gone");
+    cohort_status st[2];
+    char msg[2][COH_ERRLEN];
+    for (int argok = 0; argok <= 1; argok++) {
+        memset(out, 0, sizeof out);
+        st[argok] = run_call_as(g, COH_COLL_BROADCAST, 1, argok, in, out);
+        snprintf(msg[argok], sizeof msg[argok], "%s", g->last.msg);
+        ck_assert_msg(st[argok] != COHORT_OK, "failed group, argok %d: the call ran", argok);
+    }
+    ck_assert_int_eq(st[0], st[1]);
+    ck_assert_str_eq(msg[0], msg[1]);
+    ck_assert_int_eq(sim_messages(w), 0);
+    sim_destroy(w);
+    sim_uninstall();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coll_sim");
@@ -611,6 +667,7 @@ static Suite *suite(void)
     tcase_add_test(ts, test_p2p);
     tcase_add_test(ts, test_zero_and_one);
     tcase_add_test(ts, test_run_backstop);
+    tcase_add_test(ts, test_run_paths_agree);
     suite_add_tcase(s, ts);
     return s;
 }

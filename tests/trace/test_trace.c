@@ -191,6 +191,46 @@ START_TEST(wraparound)
 }
 END_TEST
 
+/* Every capacity maps ring indices to slots the same way on issue, end and
+ * read: powers of two by a mask, the others by the division (trace.c
+ * slot_of). The last `cap` calls read back in order, a reused index's late
+ * end leaves the newer call alone, and no slot is shared by two live calls. */
+START_TEST(wraparound_any_capacity)
+{
+    static const int caps[] = {1, 2, 3, 5, 6, 7, 8, 12, 16};
+    for (size_t ci = 0; ci < sizeof caps / sizeof caps[0]; ci++) {
+        int cap = caps[ci];
+        coh_trace *t;
+        ck_assert_int_eq(coh_trace_create(&t, cap), COHORT_OK);
+        uint64_t total = 3 * (uint64_t)cap + 2, old = 0;
+        for (uint64_t s = 1; s <= total; s++) {
+            coh_call c = mk(s, COH_COLL_BROADCAST, s, "cap.c", (int)s);
+            uint64_t i = coh_trace_issue_started(t, &c);
+            ck_assert_uint_eq(i, s - 1);
+            if (s == 1)
+                old = i;
+            if (s != total)
+                coh_trace_end(t, i, COHORT_OK);
+        }
+        coh_trace_end(t, old, COHORT_ERR_ABORTED); /* index 0, reused long ago */
+        coh_trace_entry e[16];
+        int n = coh_trace_last(t, e, 16);
+        ck_assert_msg(n == cap, "capacity %d: %d entries read back", cap, n);
+        for (int k = 0; k < n; k++) {
+            uint64_t s = total - (uint64_t)cap + 1 + (uint64_t)k;
+            ck_assert_msg(e[k].call.seq == s, "capacity %d: entry %d holds #%llu, want #%llu",
+                          cap, k, (unsigned long long)e[k].call.seq, (unsigned long long)s);
+            ck_assert_int_eq(e[k].state, s == total ? COH_ST_STARTED : COH_ST_COMPLETED);
+            ck_assert_int_eq(e[k].status, COHORT_OK);
+        }
+        ck_assert_int_eq(coh_trace_read(t, total - (uint64_t)cap - 1, e), 0);
+        ck_assert_int_eq(coh_trace_read(t, total - 1, e), 1);
+        ck_assert_uint_eq(e[0].call.seq, total);
+        coh_trace_destroy(t);
+    }
+}
+END_TEST
+
 START_TEST(late_update_of_reused_slot)
 {
     coh_trace *t;
@@ -687,6 +727,7 @@ static Suite *suite(void)
     tcase_add_test(t, create_sizes);
     tcase_add_test(t, create_oom);
     tcase_add_test(t, wraparound);
+    tcase_add_test(t, wraparound_any_capacity);
     tcase_add_test(t, trace_clock_tracks_realtime);
     tcase_add_test(t, late_update_of_reused_slot);
     tcase_add_test(t, end_without_start);
