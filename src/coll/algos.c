@@ -285,7 +285,16 @@ static cohort_status run_bc_tree(cohort_group *g, coh_call *c)
     coh_view v = whole(g);
     if (coh_bc_after_barrier_flat(g, c))
         return coh_flat_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
-    return coh_tree_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
+    /* A relay (n >= 4) whose batch still sends to its children reads its
+     * parent's next piece, or next call, early: parked in the kernel, not
+     * stashed (a fresh allocation and a second copy). 4 ranks on 2 cores,
+     * paired, LOADED: x0.84-0.92 at 64-512 KiB (docs/performance.md, "TCP 4
+     * ranks on 2 cores: broadcast >= 16 MiB against Gloo"). The tree is
+     * acyclic, so no rank's send waits on a parked message of its own. */
+    g->park_ahead = g->size >= 4;
+    cohort_status st = coh_tree_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
+    g->park_ahead = 0;
+    return st;
 }
 
 static cohort_status run_bc_tree_rdv(cohort_group *g, coh_call *c)

@@ -265,6 +265,11 @@ struct cohort_group {
                                   cpu count each rank publishes at the rendezvous: the same
                                   on every rank (group/init.c, coh_machines_oversub) */
 
+    int park_ahead;            /* set by an algorithm for its call: the tcp transport leaves
+                                  a large message from a peer the current batch expects
+                                  nothing from in the kernel (parked) instead of stashing
+                                  it (the broadcast tree's relays; xfer.c rx_dispatch) */
+
     /* data plane */
     struct coh_net *net;       /* tcp messages to every peer (NULL if size == 1) */
     struct coh_shm *shm;       /* host-local segment (NULL if local_size == 1 or tcp forced) */

@@ -599,6 +599,55 @@ START_TEST(unexpected_budget_parks)
 }
 END_TEST
 
+/* g->park_ahead (the broadcast tree's relays): a large message from a peer the
+ * batch expects nothing from is parked, within budget, not stashed; a small
+ * one is stashed as before. Rank 1 waits for 16 B from rank 2 while rank
+ * 0's 1 MiB message arrives: with park_ahead nothing is
+ * stashed, without it the message is. */
+static int park_ahead_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    int on = *(const int *)r->arg;
+    size_t big = 1u << 20;
+    unsigned char *buf = malloc(big);
+    TF_CHECK(r, buf, "malloc");
+    coh_call c = tf_call(1, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 0, 1);
+    if (r->rank == 0) {
+        tf_fill(buf, big, 9);
+        tf_flag_set(r->sh, 0, 1); /* releases rank 2 */
+        TF_OK(r, tf_send(r, &c, COLL, 1, buf, big, 1));
+    } else if (r->rank == 2) {
+        TF_CHECK(r, tf_flag_wait(r->sh, 0, 1, 20000) == 0, "flag");
+        usleep(200 * 1000); /* rank 1 sees rank 0's header first */
+        TF_OK(r, tf_send(r, &c, COLL, 1, buf, 16, 0));
+    } else {
+        r->g.park_ahead = on;
+        TF_OK(r, tf_recv(r, &c, COLL, 2, buf, 16, 0));
+        r->g.park_ahead = 0;
+        TF_CHECK(r, r->net->nstash == (on ? 0 : 1), "park_ahead %d: %d stashed messages", on,
+                 r->net->nstash);
+        memset(buf, 0, big);
+        TF_OK(r, tf_recv(r, &c, COLL, 0, buf, big, 1));
+        long bad = tf_check(buf, big, 9);
+        TF_CHECK(r, bad < 0, "parked message differs at %ld", bad);
+        TF_CHECK(r, r->net->nstash == 0, "%d stashed messages left", r->net->nstash);
+    }
+    free(buf);
+    return 0;
+}
+
+START_TEST(park_ahead_parks)
+{
+    static const int modes[2] = {1, 0};
+    tf_opts o = {.nranks = 3};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, park_ahead_body, (void *)&modes[_i], &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
 /* Over budget with a receive waiting behind it (a p2p tag that overtakes a
  * big message): error TOO_LARGE, never unbounded memory. */
 static int toolarge_body(tf_rank *r)
@@ -829,6 +878,7 @@ static Suite *suite(void)
     tcase_add_test(t, stash_out_of_order);
     tcase_add_test(t, p2p_tag_matching);
     tcase_add_test(t, unexpected_budget_parks);
+    tcase_add_loop_test(t, park_ahead_parks, 0, 2);
     tcase_add_test(t, unexpected_budget_exceeded);
     tcase_add_test(t, clean_close_then_lost);
     tcase_add_loop_test(t, published_address, 0, 2);

@@ -42,6 +42,9 @@ enum { OP_PENDING = 0, OP_ACTIVE = 1, OP_DONE = 2 };
 
 #define HDR_LEN sizeof(coh_hdr)
 
+/* g->park_ahead: messages at least this large are parked, not stashed. */
+#define PARK_AHEAD_MIN (64 * 1024)
+
 /* ---- failures ---- */
 
 /* The contract module builds the message (both sides, call sites) and
@@ -184,7 +187,15 @@ static cohort_status rx_dispatch(coh_net *n, tcp_conn *c)
             cohort_status st = check_unexpected(n, h);
             if (st != COHORT_OK)
                 return st;
-            if (h->len > n->stash_max - n->stash_bytes) {
+            /* An algorithm that will post the receive in a later batch of
+             * this call, or in the next call, asks for large messages to
+             * wait in the kernel: a stash is a fresh allocation and a second
+             * copy of every byte (the broadcast tree's relays, 4 ranks on 2
+             * cores: 100-145 page faults per 512 KiB call, 1,300-7,300 per
+             * 64 MiB one; docs/performance.md). */
+            int park = n->g->park_ahead && c->want == 0 && h->kind == COH_MSG_COLL &&
+                       h->len >= PARK_AHEAD_MIN;
+            if (park || h->len > n->stash_max - n->stash_bytes) {
                 if (c->want > 0)
                     return coh_tp_fail_set(
                         n->g, COHORT_ERR_TOO_LARGE,
