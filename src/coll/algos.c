@@ -213,6 +213,30 @@ int coh_bar_leader(const cohort_group *g, const coh_call *c)
         return -1;
     return coh_bar_lead_pref(oversub_mode(g), g->size, g->oversub) ? g->bar_root : -1;
 }
+/* 2 ranks, one machine (loopback, or network namespaces joined by veth):
+ * the barrier that directly follows a broadcast. In an OSU loop the
+ * receiver takes two small segments from the root (its barrier message and
+ * the next broadcast) with nothing sent back in between whenever the root's
+ * barrier message arrives after the receiver's own went out; Linux then
+ * sends the delayed ACK from inside the receive that takes the broadcast,
+ * and on one machine that ACK's delivery runs in that recv (~1 us, traced:
+ * docs/performance.md, "TCP 2-rank OSU broadcast: the ACK owed after the
+ * barrier (session 12)"). The receiver flushes it as it leaves the
+ * barrier instead, while the root sends. Across machines the ACK costs the
+ * sender's NIC path, not the receive: not measured there, so not applied.
+ * 3 ranks or more: not measured either (the oversubscribed rules above). */
+int coh_bar_ack_pref(int n, int machine_size)
+{
+    return n == 2 && machine_size == 2;
+}
+int coh_bar_ack_from(const cohort_group *g, const coh_call *c)
+{
+    if (c->coll != COH_COLL_BARRIER || c->seq != g->bar_seq || g->bar_seq == 0)
+        return -1;
+    if (!coh_bar_ack_pref(g->size, g->machine_size) || g->rank == g->bar_root)
+        return -1;
+    return g->bar_root;
+}
 /* The other half of the OSU loop: a small broadcast that directly follows
  * a barrier goes flat (the root sends to every rank) under the same rule,
  * unless COHORT_ALGO_BROADCAST forces an algorithm. The tree's relay is a
@@ -444,7 +468,7 @@ static cohort_status run_bar_dissem(cohort_group *g, coh_call *c)
     int lead = coh_bar_leader(g, c);
     if (lead >= 0)
         return coh_lead_barrier(g, c, &v, lead, 0);
-    return coh_dissemination(g, c, &v, 0);
+    return coh_dissemination_ack(g, c, &v, 0, coh_bar_ack_from(g, c));
 }
 
 /* ---- shm: every rank on this host's segment ---- */

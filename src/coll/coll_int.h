@@ -251,6 +251,10 @@ cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view
 /* Dissemination barrier (zero-byte messages carrying the contract). */
 cohort_status coh_dissemination(cohort_group *g, const coh_call *c, const coh_view *v,
                                 uint32_t step_base);
+/* The same; ack_from >= 0 (a group rank): the receive from it sets ack_now
+ * (transport.h), -1 none. */
+cohort_status coh_dissemination_ack(cohort_group *g, const coh_call *c, const coh_view *v,
+                                    uint32_t step_base, int ack_from);
 /* The barrier that directly follows a broadcast when the ranks outnumber
  * the cpus (OSU loops): led by that broadcast's root, which leaves first.
  * coh_bar_leader: the leader for barrier c, or -1 (the dissemination
@@ -264,6 +268,14 @@ int coh_bar_leader(const cohort_group *g, const coh_call *c);
 cohort_status coh_lead_barrier(cohort_group *g, const coh_call *c, const coh_view *v, int lead,
                                uint32_t step_base);
 int coh_bar_lead_env(void);
+/* 2 ranks on one machine over tcp, the barrier that directly follows a
+ * broadcast: the broadcast's receiver flushes the acknowledgment it owes
+ * the root when the barrier completes (ack_now), so the next broadcast's
+ * receive does not send it. coh_bar_ack_pref: the rule (n ranks,
+ * machine_size: ranks on this rank's machine); coh_bar_ack_from: the rank
+ * whose ACK this rank flushes in barrier c, or -1. */
+int coh_bar_ack_pref(int n, int machine_size);
+int coh_bar_ack_from(const cohort_group *g, const coh_call *c);
 /* A broadcast of <= 16 KiB that directly follows a barrier, same rule:
  * flat instead of the tree, unless COHORT_ALGO_BROADCAST forces one. */
 int coh_bc_after_barrier_flat_pref(int mode, int n, int oversub, size_t bytes);

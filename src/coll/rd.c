@@ -191,6 +191,12 @@ cohort_status coh_bruck_all_gather(cohort_group *g, const coh_call *c, const coh
 cohort_status coh_dissemination(cohort_group *g, const coh_call *c, const coh_view *v,
                                 uint32_t step_base)
 {
+    return coh_dissemination_ack(g, c, v, step_base, -1);
+}
+
+cohort_status coh_dissemination_ack(cohort_group *g, const coh_call *c, const coh_view *v,
+                                    uint32_t step_base, int ack_from)
+{
     int n = v->n, me = v->me;
     static char none; /* zero-byte messages still need a valid pointer */
     for (int k = 0; (1 << k) < n; k++) {
@@ -200,6 +206,7 @@ cohort_status coh_dissemination(cohort_group *g, const coh_call *c, const coh_vi
                     &none, 0);
         coh_xf_recv(&ops[1], g, c, coh_view_rank(v, coh_mod(me - d, n)), step_base + (uint32_t)k,
                     &none, 0);
+        ops[1].ack_now = ops[1].peer == ack_from;
         cohort_status st = coh_xf_run(g, c, ops, 2);
         if (st != COHORT_OK)
             return st;

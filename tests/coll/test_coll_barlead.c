@@ -16,6 +16,11 @@
  *     all_reduce where the others are in the barrier (the leader or not),
  *     broadcasts with different roots before it: COHORT_ERR_CONTRACT (or
  *     ABORTED carrying it) on every rank, quickly, never a hang;
+ *   - 2 ranks on one machine (coh_bar_ack_from): in the barrier right
+ *     after a broadcast the broadcast's receiver flushes the ACK it owes
+ *     the root (one ack_now per such barrier, counted by the transport),
+ *     the root never, no rank in any other barrier; a mismatch there is
+ *     still a contract error on both ranks;
  *   - across machines (coh_machines_oversub): 4 ranks made to look like 2
  *     machines (each rank in its own UTS and mount namespace, with the
  *     machine's hostname and a bind-mounted /sys/devices/system/cpu/online
@@ -62,6 +67,12 @@ START_TEST(test_rule)
     ck_assert(!coh_bc_after_barrier_flat_pref(-1, 2, 1, 8));
     ck_assert(!coh_bc_after_barrier_flat_pref(0, 4, 1, 8));
     ck_assert(coh_bc_after_barrier_flat_pref(1, 4, 0, 8));
+    /* the ACK flushed after the barrier: 2 ranks on one machine only */
+    ck_assert(coh_bar_ack_pref(2, 2));
+    ck_assert(!coh_bar_ack_pref(2, 1)); /* two machines */
+    ck_assert(!coh_bar_ack_pref(3, 3));
+    ck_assert(!coh_bar_ack_pref(4, 4));
+    ck_assert(!coh_bar_ack_pref(1, 1));
 }
 END_TEST
 
@@ -226,6 +237,149 @@ START_TEST(test_osu_loop)
     munmap(sh, sizeof *sh);
     for (int i = 0; i < r.n; i++)
         ck_assert_msg(r.status[i] == 0 && !r.hung[i], "n=%d: rank %d: %s %d", a->n, i,
+                      r.hung[i] ? "hung" : "exit", r.status[i]);
+}
+END_TEST
+
+/* ---- 2 ranks: the ACK owed after the barrier ---- */
+
+/* The rank whose ACK the next call, a barrier, would flush. */
+static int next_ack_from(cohort_group *g)
+{
+    coh_call c;
+    memset(&c, 0, sizeof c);
+    c.coll = COH_COLL_BARRIER;
+    c.seq = g->seq + 1;
+    return coh_bar_ack_from(g, &c);
+}
+
+static long acks_now(cohort_group *g)
+{
+    coh_net_tx_stats st;
+    coh_net_get_tx_stats(g->net, &st);
+    return st.acks_now;
+}
+
+/* A barrier, checking how many ACKs this rank flushed in it. */
+static int barrier_acks(cohort_group *g, int rank, int i, long want)
+{
+    long a0 = acks_now(g);
+    RANK_PASS(cohort_barrier(g), g);
+    long d = acks_now(g) - a0;
+    RANK_CHECK(d == want, "rank %d call %d: %ld ACKs flushed in the barrier, want %ld", rank, i, d,
+               want);
+    return 0;
+}
+
+static int rank_ack(int rank, void *arg)
+{
+    size_t bytes = *(const size_t *)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static unsigned char buf[4096];
+    float x = 1, y = 0;
+    long flushed = 0;
+    for (int i = 0; i < 96; i++) {
+        int root = (i / 16) % 2;
+        for (size_t j = 0; j < bytes; j++)
+            buf[j] = rank == root ? pat(i, root, j) : 0;
+        RANK_PASS(cohort_broadcast(g, buf, bytes, COHORT_UINT8, root), g);
+        for (size_t j = 0; j < bytes; j++)
+            RANK_CHECK(buf[j] == pat(i, root, j), "call %d root %d byte %zu: %#x", i, root, j,
+                       buf[j]);
+        int want = rank == root ? -1 : root;
+        RANK_CHECK(next_ack_from(g) == want, "rank %d call %d: the barrier after a broadcast "
+                   "from %d flushes the ACK of %d", rank, i, root, next_ack_from(g));
+        if (barrier_acks(g, rank, i, rank != root))
+            return 1;
+        flushed += rank != root;
+        /* a barrier after a barrier, after an all_reduce, after a
+         * zero-count broadcast (a sync, nothing moved): none */
+        RANK_CHECK(next_ack_from(g) == -1, "after a barrier: %d", next_ack_from(g));
+        if (i % 8 == 7) {
+            if (barrier_acks(g, rank, i, 0))
+                return 1;
+            RANK_PASS(cohort_all_reduce(g, &x, &y, 1, COHORT_FLOAT32, COHORT_SUM), g);
+            RANK_CHECK(y == 2.0f, "all_reduce: %g", (double)y);
+            RANK_CHECK(next_ack_from(g) == -1, "after an all_reduce: %d", next_ack_from(g));
+            if (barrier_acks(g, rank, i, 0))
+                return 1;
+            RANK_PASS(cohort_broadcast(g, buf, 0, COHORT_UINT8, 1 - root), g);
+            RANK_CHECK(next_ack_from(g) == -1, "after a zero-count broadcast: %d",
+                       next_ack_from(g));
+            if (barrier_acks(g, rank, i, 0))
+                return 1;
+        }
+    }
+    RANK_CHECK(acks_now(g) == flushed, "rank %d: %ld ACKs flushed, want %ld", rank, acks_now(g),
+               flushed);
+    cohort_finalize(g);
+    return 0;
+}
+
+static const size_t ack_sizes[] = {8, 4096};
+
+START_TEST(test_ack_loop)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 60000, .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=30"};
+    cht_result r;
+    cht_run_ranks(&o, rank_ack, (void *)&ack_sizes[_i], &r);
+    for (int i = 0; i < r.n; i++)
+        ck_assert_msg(r.status[i] == 0 && !r.hung[i], "%zu B: rank %d: %s %d", ack_sizes[_i], i,
+                      r.hung[i] ? "hung" : "exit", r.status[i]);
+}
+END_TEST
+
+/* The barrier that flushes the ACK against another call at its seq: the
+ * broadcast's receiver in the barrier, the root in a broadcast (0), or the
+ * root in the barrier, the receiver in a broadcast (1) or an all_reduce (2). */
+static int rank_ack_mismatch(int rank, void *arg)
+{
+    int what = *(const int *)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static float a[4], b[4];
+    double t0 = cht_now_ms();
+    for (int i = 0; i < 4; i++) {
+        RANK_PASS(cohort_broadcast(g, a, 2, COHORT_FLOAT32, 0), g);
+        RANK_PASS(cohort_barrier(g), g);
+    }
+    RANK_PASS(cohort_broadcast(g, a, 2, COHORT_FLOAT32, 0), g);
+    RANK_CHECK(next_ack_from(g) == (rank == 1 ? 0 : -1), "rank %d: ack from %d", rank,
+               next_ack_from(g));
+    int odd = what == 0 ? 0 : 1; /* the rank not in the barrier */
+    cohort_status st;
+    if (rank != odd)
+        st = cohort_barrier(g);
+    else if (what == 2)
+        st = cohort_all_reduce(g, a, b, 2, COHORT_FLOAT32, COHORT_SUM);
+    else
+        st = cohort_broadcast(g, a, 2, COHORT_FLOAT32, 0);
+    if (st == COHORT_OK)
+        st = cohort_barrier(g);
+    double dt = cht_now_ms() - t0;
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", cohort_last_error(g));
+    RANK_CHECK(st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED, "case %d: rank %d: %s: %s",
+               what, rank, cohort_status_name(st), msg);
+    RANK_CHECK(strstr(msg, "op"), "case %d: rank %d: the message does not name the op: %s", what,
+               rank, msg);
+    RANK_CHECK(dt < 10000, "case %d: rank %d took %.0f ms", what, rank, dt);
+    cohort_finalize(g);
+    return 0;
+}
+
+static const int ack_mcases[] = {0, 1, 2};
+
+START_TEST(test_ack_mismatch)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 40000, .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=20"};
+    cht_result r;
+    cht_run_ranks(&o, rank_ack_mismatch, (void *)&ack_mcases[_i], &r);
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(r.status[i] == 0 && !r.hung[i], "case %d: rank %d: %s %d", _i, i,
                       r.hung[i] ? "hung" : "exit", r.status[i]);
 }
 END_TEST
@@ -464,6 +618,8 @@ static Suite *suite(void)
     tcase_add_test(t, test_machines);
     tcase_add_loop_test(t, test_osu_loop, 0, sizeof loops / sizeof loops[0]);
     tcase_add_loop_test(t, test_mismatch, 0, sizeof mcases / sizeof mcases[0]);
+    tcase_add_loop_test(t, test_ack_loop, 0, sizeof ack_sizes / sizeof ack_sizes[0]);
+    tcase_add_loop_test(t, test_ack_mismatch, 0, sizeof ack_mcases / sizeof ack_mcases[0]);
     suite_add_tcase(s, t);
     TCase *h = tcase_create("hosts");
     tcase_set_timeout(h, 300);

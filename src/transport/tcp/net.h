@@ -129,6 +129,7 @@ struct coh_net {
     int nops;
     const coh_call *call;
     int left;               /* incomplete ops of the current batch */
+    int acks;               /* some op of the current batch has ack_now */
     uint64_t spin_ns;       /* busy-poll before sleeping in poll() (coh_tcp_spin_default_us) */
     int spin_env;           /* COHORT_TCP_SPIN_US set: spin_ns is the user's */
     size_t tx_slice;        /* COHORT_TCP_SEND_SLICE: every send's slice (0: duplex rule) */

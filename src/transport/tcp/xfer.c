@@ -29,6 +29,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 
 #include "contract/contract.h"
@@ -614,11 +616,36 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
 
 static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, int nops);
 
+/* A receive's ack_now (transport.h). Linux acknowledges small segments
+ * late while a connection is in its interactive ("pingpong") mode: when
+ * two of them arrived with nothing sent back in between, the read that
+ * empties the socket sends the ACK itself (tcp_cleanup_rbuf), and on
+ * loopback or veth that ACK's whole delivery into the peer's socket runs
+ * inside that recv - about 1 us here, on the path of whatever the read
+ * waited for. TCP_QUICKACK with an even value sends an ACK now if one is
+ * owed and stays in pingpong mode; 0 then restores that mode when nothing
+ * was owed (a non-zero value leaves it). docs/performance.md, "TCP 2-rank
+ * OSU broadcast: the ACK owed after the barrier (session 12)". */
+static void ack_now(coh_net *n, tcp_conn *c)
+{
+    int two = 2, zero = 0;
+    if (c->fd < 0)
+        return;
+    (void)setsockopt(c->fd, IPPROTO_TCP, TCP_QUICKACK, &two, sizeof two);
+    (void)setsockopt(c->fd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof zero);
+    n->tx_st.acks_now++;
+}
+
 cohort_status coh_net_xfer(coh_net *n, const coh_call *call, coh_xfer *ops, int nops)
 {
     cohort_status st = xfer_run(n, call, ops, nops);
-    if (st == COHORT_OK)
+    if (st == COHORT_OK) {
+        if (n->acks)
+            for (int i = 0; i < nops; i++)
+                if (ops[i].ack_now && !ops[i].is_send)
+                    ack_now(n, &n->c[ops[i].peer]);
         return st;
+    }
     /* Several failures can race (a local abort, the peer's EOF that
      * follows it): report the group's first one, as every later call will. */
     int p = coh_group_poisoned(n->g);
@@ -635,6 +662,8 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
         return coh_tp_fail_set(g, COHORT_ERR_INVALID, "tcp: transfer before coh_net_connect");
     if (nops < 0 || (nops > 0 && !ops))
         return coh_tp_fail_set(g, COHORT_ERR_INVALID, "tcp: bad transfer batch");
+    int acks = 0;
+    n->acks = 0;
     for (int i = 0; i < nops; i++) {
         coh_xfer *op = &ops[i];
         if (op->peer < 0 || op->peer >= n->size || op->peer == n->rank ||
@@ -643,7 +672,9 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
                                    "tcp: bad transfer op %d (peer %d, %zu bytes, buffer %p)", i,
                                    op->peer, op->len, op->buf);
         n->c[op->peer].want = n->c[op->peer].sends = 0;
+        acks |= op->ack_now;
     }
+    n->acks = acks;
     n->ops = ops;
     n->nops = nops;
     n->call = call;
