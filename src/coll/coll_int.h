@@ -90,9 +90,13 @@ size_t coh_chunk_elems(size_t chunk_bytes, size_t es, size_t max_len, int rounds
  * (the tree_rdv gate), so the root never runs a whole large message ahead
  * of its leaf. Between the two the even pieces stay: one piece of 2 MiB
  * had a p99 ~2x its p50 quietly, the gate cost 2 MiB's p50 x1.1-1.24
- * (docs/performance.md, "TCP 2-rank broadcast 1-16 MiB"). */
+ * (docs/performance.md, "TCP 2-rank broadcast 1-16 MiB"). Above
+ * COH_BC_GATE_MAX the even pieces come back: quietly the gated single piece
+ * lost at 16 MiB (x1.04 back to back, x1.15 OSU, 0 of 6 rounds) while it
+ * won up to 8 MiB (x0.86-0.95, 5-6 of 6) and split at 12 MiB. */
 #define COH_BC_ONE_PIECE_MAX ((size_t)1 << 20)
 #define COH_BC_GATE_MIN ((size_t)2 << 20)
+#define COH_BC_GATE_MAX ((size_t)8 << 20)
 #define COH_BC_EAGER_BYTES ((size_t)64 << 10)
 
 /* How a tree broadcast cuts its message: piece 0 is `first` bytes, the

@@ -41,7 +41,8 @@ coh_bc_plan coh_tree_bcast_plan(size_t chunk_bytes, int chunk_set, int n, int rd
         p.first = p.piece = bytes;
         return p;
     }
-    if (n == 2 && !rdv_forced && !chunk_set && bytes > COH_BC_GATE_MIN) {
+    if (n == 2 && !rdv_forced && !chunk_set && bytes > COH_BC_GATE_MIN &&
+        bytes <= COH_BC_GATE_MAX) {
         p.first = COH_BC_EAGER_BYTES;
         p.piece = bytes - COH_BC_EAGER_BYTES;
         p.rdv = 1;

@@ -56,14 +56,17 @@ END_TEST
 
 /* The tree broadcast's piece plan (coh_tree_bcast_plan): with 2 members one
  * piece up to COH_BC_ONE_PIECE_MAX bytes, even pieces up to COH_BC_GATE_MIN,
- * above it an eager first piece and the rest gated; even pieces at any other
+ * above it up to COH_BC_GATE_MAX an eager first piece and the rest gated,
+ * even pieces again above that; even pieces at any other
  * member count, for tree_rdv (gated) and whenever COHORT_CHUNK_BYTES is set
  * (not gated). */
 START_TEST(test_tree_bcast_plan)
 {
     const size_t K = 256 << 10, M = COH_BC_ONE_PIECE_MAX, G = COH_BC_GATE_MIN,
-                 E = COH_BC_EAGER_BYTES;
-    const size_t sizes[] = {1, 4096, K, K + 1, M - 1, M, M + 1, G - 1, G, G + 1, 4 << 20, 16 << 20};
+                 X = COH_BC_GATE_MAX, E = COH_BC_EAGER_BYTES;
+    const size_t sizes[] = {1,     4096,  K,       K + 1, M - 1,    M,       M + 1,
+                            G - 1, G,     G + 1,   4 << 20, X - 1,  X,       X + 1,
+                            16 << 20, 64 << 20};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t b = sizes[i];
         coh_bc_plan p = coh_tree_bcast_plan(K, 0, 2, 0, b);
@@ -72,7 +75,7 @@ START_TEST(test_tree_bcast_plan)
             ck_assert_uint_eq(p.piece, b);
             ck_assert_int_eq(p.rdv, 0);
             ck_assert_uint_eq(coh_bc_plan_pieces(&p, b), 1);
-        } else if (b <= G) {
+        } else if (b <= G || b > X) {
             ck_assert(p.first == K && p.piece == K && !p.rdv);
             ck_assert_uint_eq(coh_bc_plan_pieces(&p, b), (b + K - 1) / K);
         } else {
