@@ -22,6 +22,8 @@
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
 #define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
 #define BC_FLAT_MIN (512u << 10) /* ... flat above when ranks > cores (one host) */
+#define BC_COARSE_MIN (16u << 20) /* ... tree_coarse from here (one host, ranks > cores, n >= 4) */
+#define BC_COARSE_PIECES 4
 #define BC_OSU_FLAT_MAX (16u << 10) /* ... flat right after a barrier (oversubscribed) */
 #define BC_HOSTFLAT_MIN (4u << 20) /* ... host_flat from here across 2-4 hosts */
 #define BC_HOSTFLAT_MAX_HOSTS 4
@@ -138,6 +140,26 @@ static int bc_flat_pref(const cohort_group *g, const coh_call *c)
 {
     pthread_once(&cpus_once, read_cpus);
     return coh_bc_flat_pref(g->size, g->n_hosts, online_cpus, bytes_of(c));
+}
+/* Large broadcasts on one host whose ranks outnumber its cores, n >= 4:
+ * tree_coarse, the binomial tree in BC_COARSE_PIECES pieces. Flat's root
+ * writes n-1 copies on one core, as much CPU as all the receivers' reads
+ * together (perf, 4 ranks on 2 cores, 64 MiB: root 23 % of the samples,
+ * each receiver 8 %), so the broadcast lasts as long as the root's core
+ * time; the tree's root writes log2(n) copies and a relay the rest. Few
+ * pieces: the relay forwards a piece while it receives the next, but each
+ * piece is a hand-off to a rank that may wait to be scheduled (the tree
+ * in 256 KiB pieces lost to flat). 3 ranks: the tree's root sends two
+ * copies, as flat's does. Gloo's broadcast is this tree in one piece
+ * (docs/performance.md, "Broadcast >= 16 MiB, 4 ranks on 2 cores"). */
+int coh_bc_coarse_pref(int n, int n_hosts, long cpus, size_t bytes)
+{
+    return bytes >= BC_COARSE_MIN && n >= 4 && coh_bc_flat_pref(n, n_hosts, cpus, bytes);
+}
+static int bc_coarse_pref(const cohort_group *g, const coh_call *c)
+{
+    pthread_once(&cpus_once, read_cpus);
+    return coh_bc_coarse_pref(g->size, g->n_hosts, online_cpus, bytes_of(c));
 }
 /* Broadcast across a few hosts, large messages: host_flat sends each byte
  * into every other host once (the tree and scatter+all-gather cross host
@@ -331,6 +353,18 @@ static cohort_status run_bc_flat(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     return coh_flat_broadcast(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0);
+}
+
+static cohort_status run_bc_coarse(cohort_group *g, coh_call *c)
+{
+    coh_view v = whole(g);
+    /* A relay's batch that only sends still sees its parent's next piece
+     * (or next call) arrive: park it rather than stash it. */
+    g->park_ahead = 1;
+    cohort_status st = coh_tree_broadcast_pieces(g, c, &v, bcast_buf(c), bytes_of(c), c->root, 0,
+                                                 BC_COARSE_PIECES);
+    g->park_ahead = 0;
+    return st;
 }
 
 static cohort_status run_bc_hostflat(cohort_group *g, coh_call *c)
@@ -547,6 +581,7 @@ const coh_algo coh_algo_table[] = {
 
     A("shm", COH_COLL_BROADCAST, shm_ok, always, run_bc_shm),
     A("hier", COH_COLL_BROADCAST, hier_ok, always, coh_hier_broadcast),
+    A("tree_coarse", COH_COLL_BROADCAST, msg_ok, bc_coarse_pref, run_bc_coarse),
     A("flat", COH_COLL_BROADCAST, msg_ok, bc_flat_pref, run_bc_flat),
     A("host_flat", COH_COLL_BROADCAST, msg_ok, bc_hostflat_pref, run_bc_hostflat),
     A("tree_rdv", COH_COLL_BROADCAST, msg_ok, bc_tree_rdv_pref, run_bc_tree_rdv),

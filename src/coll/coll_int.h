@@ -239,6 +239,11 @@ cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_v
  * has said (an empty message) that it entered the call. */
 cohort_status coh_tree_broadcast_rdv(cohort_group *g, const coh_call *c, const coh_view *v,
                                      void *buf, size_t bytes, int root, uint32_t step_base);
+/* The binomial tree in `pieces` pieces of ceil(bytes / pieces) (not
+ * COHORT_CHUNK_BYTES). */
+cohort_status coh_tree_broadcast_pieces(cohort_group *g, const coh_call *c, const coh_view *v,
+                                        void *buf, size_t bytes, int root, uint32_t step_base,
+                                        size_t pieces);
 /* Flat broadcast: the root sends all of buf to every member in one batch. */
 cohort_status coh_flat_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                  size_t bytes, int root, uint32_t step_base);
@@ -325,6 +330,7 @@ int coh_topo_hier(const cohort_group *g);            /* several hosts, some with
 int coh_bc_tree_pref(int n, size_t bytes);
 int coh_bc_flat_pref(int n, int n_hosts, long cpus, size_t bytes);
 int coh_bc_hostflat_pref(int n, int n_hosts, size_t bytes);
+int coh_bc_coarse_pref(int n, int n_hosts, long cpus, size_t bytes);
 int coh_rs_direct_pref(int n, int n_hosts, long cpus, size_t input_bytes);
 
 /* Zero-count calls and barrier-like syncs: the cheapest pattern for the

@@ -31,7 +31,7 @@ static size_t pc_len(size_t bytes, size_t f0, size_t cb, size_t j)
 }
 
 static cohort_status tree_bcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf_,
-                                size_t bytes, int root, uint32_t step_base, int rdv)
+                                size_t bytes, int root, uint32_t step_base, int rdv, size_t pieces)
 {
     int n = v->n;
     if (n == 1 || bytes == 0)
@@ -44,6 +44,11 @@ static cohort_status tree_bcast(cohort_group *g, const coh_call *c, const coh_vi
     coh_bc_plan pl = coh_tree_bcast_plan(coh_coll_chunk(g), coh_coll_chunk_set(g), n, rdv, bytes);
     size_t f0 = pl.first, cb = pl.piece, P = coh_bc_plan_pieces(&pl, bytes);
     rdv = pl.rdv;
+    if (pieces) { /* tree_coarse: `pieces` even pieces, whatever COHORT_CHUNK_BYTES */
+        f0 = cb = (bytes + pieces - 1) / pieces;
+        P = coh_npieces(bytes, cb);
+        rdv = 0;
+    }
     int mylvl = par >= 0 ? coh_ilog2((unsigned)(vr - par)) : 0;
     int parent = par >= 0 ? coh_view_rank(v, coh_mod(par + root, n)) : -1;
     /* the root sends piece j in batch j; others receive piece j in batch j
@@ -82,7 +87,19 @@ static cohort_status tree_bcast(cohort_group *g, const coh_call *c, const coh_vi
 cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                  size_t bytes, int root, uint32_t step_base)
 {
-    return tree_bcast(g, c, v, buf, bytes, root, step_base, 0);
+    return tree_bcast(g, c, v, buf, bytes, root, step_base, 0, 0);
+}
+
+/* The same tree in `pieces` pieces of ceil(bytes / pieces), whatever
+ * COHORT_CHUNK_BYTES says (1 piece: Gloo's broadcast, a binomial tree of
+ * whole messages). */
+cohort_status coh_tree_broadcast_pieces(cohort_group *g, const coh_call *c, const coh_view *v,
+                                        void *buf, size_t bytes, int root, uint32_t step_base,
+                                        size_t pieces)
+{
+    if (pieces < 1)
+        pieces = 1;
+    return tree_bcast(g, c, v, buf, bytes, root, step_base, 0, pieces);
 }
 
 /* Rendezvous: each child tells its parent, with an empty message, that it
@@ -95,7 +112,7 @@ cohort_status coh_tree_broadcast(cohort_group *g, const coh_call *c, const coh_v
 cohort_status coh_tree_broadcast_rdv(cohort_group *g, const coh_call *c, const coh_view *v,
                                      void *buf, size_t bytes, int root, uint32_t step_base)
 {
-    return tree_bcast(g, c, v, buf, bytes, root, step_base, 1);
+    return tree_bcast(g, c, v, buf, bytes, root, step_base, 1, 0);
 }
 
 cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *acc_,

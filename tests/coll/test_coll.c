@@ -93,6 +93,7 @@ static const algo_set tcp_sets[] = {
     {"flat", "COHORT_ALGO_BROADCAST=flat", {COH_COLL_BROADCAST, 0}},
     {"host_flat", "COHORT_ALGO_BROADCAST=host_flat", {COH_COLL_BROADCAST, 0}},
     {"tree_rdv", "COHORT_ALGO_BROADCAST=tree_rdv", {COH_COLL_BROADCAST, 0}},
+    {"tree_coarse", "COHORT_ALGO_BROADCAST=tree_coarse", {COH_COLL_BROADCAST, 0}},
     {"direct",
      "COHORT_ALGO_ALL_REDUCE=direct;COHORT_ALGO_REDUCE_SCATTER=direct;COHORT_ALGO_REDUCE=direct",
      {COH_COLL_ALL_REDUCE, COH_COLL_REDUCE_SCATTER, COH_COLL_REDUCE, 0}},
@@ -233,8 +234,9 @@ START_TEST(test_tcp)
     run(n, "tcp", &tcp_sets[0], 1, NULL, 0);
     for (size_t s = 1; s < sizeof tcp_sets / sizeof tcp_sets[0]; s++)
         if (cc_full() || n == 3 || n == 4 || n == 5 ||
-            ((!strcmp(tcp_sets[s].name, "flat") || !strcmp(tcp_sets[s].name, "tree_rdv")) &&
-             n > 1)) /* flat, tree_rdv: every size (2..8) */
+            ((!strcmp(tcp_sets[s].name, "flat") || !strcmp(tcp_sets[s].name, "tree_rdv") ||
+              !strcmp(tcp_sets[s].name, "tree_coarse")) &&
+             n > 1)) /* flat, tree_rdv, tree_coarse: every size (2..8) */
             run(n, "tcp", &tcp_sets[s], 0, NULL, 0);
 }
 END_TEST

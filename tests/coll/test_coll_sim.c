@@ -213,6 +213,23 @@ START_TEST(test_flat_pref)
 }
 END_TEST
 
+/* tree_coarse's rule: flat's (one host, more ranks than CPUs), from 16 MiB,
+ * at least 4 ranks (3: the tree's root sends both copies, as flat's). */
+START_TEST(test_coarse_pref)
+{
+    ck_assert(coh_bc_coarse_pref(4, 1, 2, 16 << 20));
+    ck_assert(coh_bc_coarse_pref(8, 1, 2, (size_t)64 << 20));
+    ck_assert(coh_bc_coarse_pref(5, 1, 4, 16 << 20));
+    ck_assert(!coh_bc_coarse_pref(4, 1, 2, (16 << 20) - 1)); /* flat's range */
+    ck_assert(coh_bc_flat_pref(4, 1, 2, (16 << 20) - 1));
+    ck_assert(!coh_bc_coarse_pref(3, 1, 2, 64 << 20)); /* 3 ranks: flat */
+    ck_assert(coh_bc_flat_pref(3, 1, 2, 64 << 20));
+    ck_assert(!coh_bc_coarse_pref(4, 1, 4, 64 << 20));  /* as many cores as ranks */
+    ck_assert(!coh_bc_coarse_pref(4, 2, 2, 64 << 20));  /* two hosts: host_flat's */
+    ck_assert(!coh_bc_coarse_pref(4, 1, -1, 64 << 20)); /* CPU count unknown */
+}
+END_TEST
+
 /* host_flat's rule: from 4 MiB, 2-4 hosts, some host with two ranks. */
 START_TEST(test_hostflat_pref)
 {
@@ -257,8 +274,11 @@ START_TEST(test_select_defaults)
     ck_assert_str_eq(pick(g, COH_COLL_ALL_REDUCE, COHORT_BFLOAT16, 4 << 20, &st)->name, "direct");
     ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 1, &st)->name, "tree");
     /* 8 ranks on one host: flat when they outnumber the online CPUs */
-    ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 4 << 20, &st)->name,
+    ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 1 << 20, &st)->name,
                      sysconf(_SC_NPROCESSORS_ONLN) < 8 ? "flat" : "scatter_allgather");
+    /* ... and from 16 MiB (4 Mi floats) the binomial tree in 4 pieces */
+    ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 4 << 20, &st)->name,
+                     sysconf(_SC_NPROCESSORS_ONLN) < 8 ? "tree_coarse" : "scatter_allgather");
     ck_assert_str_eq(pick(g, COH_COLL_BROADCAST, COHORT_FLOAT32, 128 << 10, &st)->name, "tree");
     /* reduce_scatter (count per rank; 8 ranks): direct for small inputs when
      * the ranks outnumber the CPUs, the ring otherwise */
@@ -660,6 +680,7 @@ static Suite *suite(void)
     tcase_add_test(ts, test_flat_pref);
     tcase_add_test(ts, test_rs_direct_pref);
     tcase_add_test(ts, test_hostflat_pref);
+    tcase_add_test(ts, test_coarse_pref);
     tcase_add_test(ts, test_select_memo);
     tcase_add_test(ts, test_select_forced_errors);
     tcase_add_test(ts, test_chunk_env);
