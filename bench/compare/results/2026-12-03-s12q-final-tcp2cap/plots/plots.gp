@@ -1,0 +1,30 @@
+set terminal pngcairo size 900,600 noenhanced
+set logscale xy
+set grid
+set key top left
+set xlabel 'size (full buffer)'
+set xtics ('8 B' 8, '64 B' 64, '1 KiB' 1024, '16 KiB' 16384, '256 KiB' 262144, '4 MiB' 4194304, '64 MiB' 67108864)
+set output 'tcp2_broadcast_busbw.png'
+set title 'broadcast, 2 ranks, TCP over loopback (cohort --transport tcp; Open MPI btl tcp,self on lo; Gloo)'
+set ylabel 'bus bandwidth (GB/s)'
+plot 'tcp2_broadcast_cohort.dat' using 1:3 with linespoints title 'cohort', 'tcp2_broadcast_ompi.dat' using 1:3 with linespoints title 'Open MPI', 'tcp2_broadcast_gloo.dat' using 1:3 with linespoints title 'Gloo'
+set output 'tcp2_broadcast_lat.png'
+set title 'broadcast, 2 ranks, TCP over loopback (cohort --transport tcp; Open MPI btl tcp,self on lo; Gloo)'
+set ylabel 'time per op (us)'
+plot 'tcp2_broadcast_cohort.dat' using 1:2 with linespoints title 'cohort', 'tcp2_broadcast_ompi.dat' using 1:2 with linespoints title 'Open MPI', 'tcp2_broadcast_gloo.dat' using 1:2 with linespoints title 'Gloo'
+set output 'tcp2osu_broadcast_busbw.png'
+set title 'broadcast, 2 ranks, TCP over loopback, OSU style'
+set ylabel 'bus bandwidth (GB/s)'
+plot 'tcp2osu_broadcast_cohort.dat' using 1:3 with linespoints title 'cohort', 'tcp2osu_broadcast_ompi.dat' using 1:3 with linespoints title 'Open MPI'
+set output 'tcp2osu_broadcast_lat.png'
+set title 'broadcast, 2 ranks, TCP over loopback, OSU style'
+set ylabel 'time per op (us)'
+plot 'tcp2osu_broadcast_cohort.dat' using 1:2 with linespoints title 'cohort', 'tcp2osu_broadcast_ompi.dat' using 1:2 with linespoints title 'Open MPI'
+set output 'netns2_broadcast_busbw.png'
+set title 'broadcast, 2 ranks in 2 network namespaces joined by a veth pair (TCP between "hosts": cohort --trans'
+set ylabel 'bus bandwidth (GB/s)'
+plot 'netns2_broadcast_cohort.dat' using 1:3 with linespoints title 'cohort', 'netns2_broadcast_ompi.dat' using 1:3 with linespoints title 'Open MPI', 'netns2_broadcast_gloo.dat' using 1:3 with linespoints title 'Gloo'
+set output 'netns2_broadcast_lat.png'
+set title 'broadcast, 2 ranks in 2 network namespaces joined by a veth pair (TCP between "hosts": cohort --trans'
+set ylabel 'time per op (us)'
+plot 'netns2_broadcast_cohort.dat' using 1:2 with linespoints title 'cohort', 'netns2_broadcast_ompi.dat' using 1:2 with linespoints title 'Open MPI', 'netns2_broadcast_gloo.dat' using 1:2 with linespoints title 'Gloo'
