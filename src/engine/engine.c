@@ -93,7 +93,7 @@ static cohort_status check_buffers(cohort_group *g, coh_call *c, const char *whe
 /* The tail of a call that failed (out of line: the common call returns
  * OK): the contract report, the recorder's end, the group's last error,
  * the scratch copy - in run_call's order. */
-static __attribute__((noinline, cold)) cohort_status call_failed(cohort_group *g, coh_call *c,
+static COH_COLD cohort_status call_failed(cohort_group *g, coh_call *c,
                                                                   uint64_t tidx, cohort_status st)
 {
     if (st == COHORT_ERR_CONTRACT)

@@ -82,12 +82,11 @@ static cohort_status concurrent(cohort_group *g, const coh_call *c, const char *
     return coh_err_set(NULL, COHORT_ERR_INVALID, "%s", msg); /* this thread's copy */
 }
 
-/* The entry path's rare outcomes, out of line and cold: the common call
- * (a remembered site, a live group, not in place) then runs in a smaller
+/* The entry path's rare outcomes are COH_COLD: the common call (a
+ * remembered site, a live group, not in place) then runs in a smaller
  * frame (docs/performance.md, "the entry path, session 12"). */
-#define COLD __attribute__((noinline, cold))
 
-static COLD cohort_status no_group(const coh_call *c)
+static COH_COLD cohort_status no_group(const coh_call *c)
 {
     return coh_err_set(NULL, COHORT_ERR_INVALID, "%s (%s:%d): group is NULL",
                        coh_coll_name(c->coll), c->file, c->line);
@@ -193,7 +192,7 @@ typedef __typeof__(((cohort_group *)0)->site_memo[0]) site_memo_t;
 
 /* A site's first call, or one whose arguments differ from the site's last
  * checked call: check_args, then remember them. */
-static COLD cohort_status memo_miss(cohort_group *g, const coh_call *c, site_memo_t *m,
+static COH_COLD cohort_status memo_miss(cohort_group *g, const coh_call *c, site_memo_t *m,
                                     uint8_t bufs)
 {
     cohort_status st = check_args(g, c);
@@ -219,7 +218,7 @@ static COLD cohort_status memo_miss(cohort_group *g, const coh_call *c, site_mem
  * reads shows where this rank was. The first call to see the failure
  * reports the cause itself (a peer loss that arrived between two calls is
  * still PEER_LOST); every later one gets ABORTED carrying the cause. */
-static COLD cohort_status issue_poisoned(cohort_group *g, coh_call *c, int p)
+static COH_COLD cohort_status issue_poisoned(cohort_group *g, coh_call *c, int p)
 {
     uint64_t t = coh_trace_issue(g->trace, c);
     int first = coh_group_claim_report(g);
@@ -240,7 +239,7 @@ static COLD cohort_status issue_poisoned(cohort_group *g, coh_call *c, int p)
 
 /* In-place forms whose input and output overlap in non-elementwise ways
  * get a private copy of the input (see coh_call.scratch). */
-static COLD cohort_status inplace_copy(cohort_group *g, coh_call *c)
+static COH_COLD cohort_status inplace_copy(cohort_group *g, coh_call *c)
 {
     size_t in = input_bytes(g, c, coh_dtype_size(c->dtype));
     const char *src = c->send;

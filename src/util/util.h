@@ -88,6 +88,14 @@ void coh_fmt_ranks(char *out, size_t outlen, const int *ranks, int n);
 cohort_status coh_random(void *buf, size_t n);
 
 #define COH_MIN(a, b) ((a) < (b) ? (a) : (b))
+
+/* A rare path kept out of line, so the common one around it inlines into
+ * a smaller frame (the small-call paths: docs/performance.md). */
+#if defined(__GNUC__)
+#define COH_COLD __attribute__((noinline, cold))
+#else
+#define COH_COLD
+#endif
 #define COH_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define COH_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 

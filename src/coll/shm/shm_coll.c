@@ -1354,14 +1354,9 @@ static void op_bare(shm_op *o, coh_shm *s, const coh_call *c)
 /* The lazy check's rare parts, out of line so that the common one (the
  * phase long done, every done word set) inlines into ring_settle: ~45
  * instructions of call and frame per 8 B broadcast (callgrind). */
-#if defined(__GNUC__)
-#define RING_COLD __attribute__((noinline, cold))
-#else
-#define RING_COLD
-#endif
 
 /* A wait gets an op of its own, naming call c in stall reports. */
-static RING_COLD cohort_status ring_check_wait(coh_shm *s, const coh_call *c, uint32_t x)
+static COH_COLD cohort_status ring_check_wait(coh_shm *s, const coh_call *c, uint32_t x)
 {
     shm_op w;
     op_bare(&w, s, c);
@@ -1369,7 +1364,7 @@ static RING_COLD cohort_status ring_check_wait(coh_shm *s, const coh_call *c, ui
 }
 
 /* q's done word does not say x: the records decide. */
-static RING_COLD cohort_status ring_check_rec(shm_op *o, const coh_call *c, int q, uint32_t x)
+static COH_COLD cohort_status ring_check_rec(shm_op *o, const coh_call *c, int q, uint32_t x)
 {
     coh_shm *s = o->s;
     if (ring_fp_ok(s, q, x, c))
