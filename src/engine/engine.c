@@ -123,8 +123,8 @@ static COH_COLD cohort_status call_failed(cohort_group *g, coh_call *c,
  * recorder has it STARTED already (coh_trace_issue_started). Inline in
  * both callers (the blocking call's fast path in coh_engine_submit, and
  * the worker): a frame less per small call. */
-static inline __attribute__((always_inline)) cohort_status run_call(cohort_group *g, coh_call *c,
-                                                                    uint64_t tidx, int just_issued)
+static COH_INLINE cohort_status run_call(cohort_group *g, coh_call *c, uint64_t tidx,
+                                          int just_issued)
 {
     if (!just_issued)
         coh_trace_start(g->trace, tidx);

@@ -118,15 +118,9 @@ uint64_t coh_trace_recorded(const coh_trace *t)
 }
 
 /* Inline in both entry points (gcc split it into a call of its own, ~10
- * instructions of frame per call). Not forced under TSan: gcc rejects a
- * fence forced inline there (-Werror=tsan). */
-#if defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-#define TR_INLINE inline __attribute__((always_inline))
-#else
-#define TR_INLINE inline
-#endif
+ * instructions of frame per call). */
 
-static TR_INLINE uint64_t issue_as(coh_trace *t, const coh_call *c, int started)
+static COH_INLINE uint64_t issue_as(coh_trace *t, const coh_call *c, int started)
 {
     if (!t || !c)
         return 0;

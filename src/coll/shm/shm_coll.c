@@ -50,15 +50,8 @@
 
 static const uint8_t dt_size[COHORT_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8};
 
-/* Per-call steps of the small calls that gcc left out of line: a call's
- * frame and saved registers were ~20 instructions of each (callgrind).
- * Not under TSan: gcc rejects a fence forced inline there (-Werror=tsan,
- * ring_put's release fence). */
-#if defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-#define CS_INLINE inline __attribute__((always_inline))
-#else
-#define CS_INLINE inline
-#endif
+/* Per-call steps of the small calls are COH_INLINE (util.h): a call's
+ * frame and saved registers were ~20 instructions of each (callgrind). */
 
 /* A float16/bfloat16 AVG on a segment that holds the whole group is
  * divided inside the fold, in float32, before its one rounding (and
@@ -392,7 +385,7 @@ cohort_status coh_shm_entry_failed(coh_shm *s, cohort_group *g, const coh_call *
     return coh_group_entry(g, c);
 }
 
-static CS_INLINE cohort_status op_begin_x(shm_op *o, coh_shm *s, const coh_call *c,
+static COH_INLINE cohort_status op_begin_x(shm_op *o, coh_shm *s, const coh_call *c,
                                           int need_redop, int ring)
 {
     if (!s || !c)
@@ -716,7 +709,7 @@ static cohort_status a2a_single(shm_op *o, const unsigned char *sb, unsigned cha
 
 /* ---- all_reduce ---- */
 
-static CS_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c,
+static COH_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c,
                                uint64_t key, const void *data, size_t bytes);
 static int ring_in(shm_op *o, const void *send, size_t bytes, int root, cohort_status *st);
 static inline void ring_in_end(coh_shm *s);
@@ -1250,7 +1243,7 @@ static cohort_status bcast_mem_read(shm_op *o, void *buf, size_t bytes, int root
 
 /* My record of ring phase p: the full header, the short fingerprint of
  * call c and, at most SHM_RING_INLINE bytes, the payload (root only). */
-static CS_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c,
+static COH_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c,
                                uint64_t key, const void *data, size_t bytes)
 {
     shm_ring_rec *r = shm_ring_rec_of(s, s->me, p);
@@ -1487,7 +1480,7 @@ static cohort_status ring_close(coh_shm *s, int wait_ms)
  * returns once its slot is written; a reader returns once it checked the
  * root's record and copied bytes [off, off + len) of it to dst (a
  * broadcast: all of them; a scatter: its block). */
-static CS_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, size_t bytes,
+static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, size_t bytes,
                                         size_t off, size_t len, int root)
 {
     coh_shm *s = o->s;
