@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "group/envtab.h"
 #include "harness.h"
 #include "reduce/reduce.h"
 #include "support/support.h"
@@ -720,6 +721,39 @@ START_TEST(matrix)
 }
 END_TEST
 
+/* The environment table's bounds are the segment's: a value the table
+ * lets through must be one the segment takes, and the deepest ring the
+ * library picks itself (ranks outnumbering cpus: SHM_MAX_RING_SLOTS) must
+ * be one a user can ask for. The table said 64 while the segment took 256
+ * (sessions 10-12): COHORT_SHM_RING_SLOTS=128 failed init. */
+START_TEST(env_limits)
+{
+    static const struct {
+        const char *name;
+        long lo, hi;
+    } rows[] = {
+        {"COHORT_SHM_RING_SLOTS", 0, SHM_MAX_RING_SLOTS},
+        {"COHORT_SHM_RING_BYTES", 0, SHM_MAX_RING_BYTES},
+        {"COHORT_SHM_TINY_SLOTS", 0, SHM_MAX_TINY_SLOTS},
+        {"COHORT_SHM_TINY_BYTES", 0, SHM_MAX_TINY_BYTES},
+        {"COHORT_SHM_P2P_BYTES", 0, SHM_MAX_P2P_BYTES},
+        {"COHORT_SHM_SLOT_BYTES", SHM_MIN_SLOT_BYTES, SHM_MAX_SLOT_BYTES},
+    };
+    char msg[256], v[32];
+    for (size_t i = 0; i < COH_ARRAY_LEN(rows); i++) {
+        const coh_envvar *e = coh_env_lookup(rows[i].name);
+        ck_assert_msg(e != NULL, "%s has no row", rows[i].name);
+        ck_assert_msg(e->lo == rows[i].lo && e->hi == rows[i].hi, "%s: table [%ld, %ld], segment [%ld, %ld]",
+                      rows[i].name, e->lo, e->hi, rows[i].lo, rows[i].hi);
+        snprintf(v, sizeof v, "%ld", rows[i].hi);
+        ck_assert_int_eq(coh_env_check_one(rows[i].name, v, msg, sizeof msg), COHORT_OK);
+        snprintf(v, sizeof v, "%ld", rows[i].hi + 1);
+        ck_assert_int_eq(coh_env_check_one(rows[i].name, v, msg, sizeof msg), COHORT_ERR_INVALID);
+        ck_assert_ptr_nonnull(strstr(msg, rows[i].name));
+    }
+}
+END_TEST
+
 /* auto's per-size rule alone (shm_cma_size_rule): the verdict at each
  * probe size, the interpolated crossing rounded up to a page, the bound's
  * direction, the sums of many ranks, a slot too small for two sizes. */
@@ -912,6 +946,7 @@ static Suite *make_suite(void)
     Suite *s = suite_create("shm_coll");
     TCase *tu = tcase_create("size_rule");
     tcase_add_test(tu, size_rule);
+    tcase_add_test(tu, env_limits);
     suite_add_tcase(s, tu);
     TCase *tb = tcase_create("bound");
     tcase_add_loop_test(tb, bound, 0, 3);
