@@ -101,6 +101,8 @@ with tempfile.TemporaryDirectory() as d:
               "2 ranks all_to_all 1 MiB"):
         expect(f"      {c}: " in r.stdout, f"the miss lists '{c}'")
     expect("      2 ranks broadcast" not in r.stdout, "broadcast (slow peer) is not a miss")
+    expect('reason and design: docs/performance.md, "Issue #14: the targets not met"' in r.stdout,
+           "a missed target points at the section with its reason and design")
 
     # A peer faster than anything: missed, with the spread of each side.
     for k in (1, 2):
