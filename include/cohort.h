@@ -292,8 +292,12 @@ COHORT_API cohort_status cohort_mem_free(cohort_group *g, void *p);
 /* ---- diagnostics ----------------------------------------------------------- */
 
 /* What a collective would run on this group, for benchmarks and logs:
- * one line into buf, e.g. "algorithm shm; transport shm (2 local ranks);
- * copy: two copies through the segment (...)". op is a collective's name
+ * one line into buf, e.g. "algorithm shm; transport shm (2 ranks, 2 on
+ * this host, 1 hosts; this machine: 2 ranks on 1 cpus (their cpu sets):
+ * ranks outnumber cpus); copy: two copies through the segment (...)": the
+ * cpus are those the machine's ranks may run on together (the union of
+ * their affinity masks), which the rules for ranks outnumbering cpus
+ * read. op is a collective's name
  * as in cohort_fingerprint ("all_reduce", "broadcast", ...; "send" and
  * "recv" name the path to a peer on this host), count and dt
  * as the call would pass them (root 0, reduce op sum where one applies).

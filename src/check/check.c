@@ -532,10 +532,9 @@ cohort_status cohort_check_create(cohort_group *world, const cohort_check_option
         return coh_err_set(NULL, COHORT_ERR_NOMEM, "cohort_check_create: out of memory");
     }
     {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        cpu_set_t set;
-        if (sched_getaffinity(0, sizeof set, &set) == 0)
-            cpus = CPU_COUNT(&set);
+        /* the cpus this machine offers the group's ranks on it (the union
+         * of their cpu sets at the rendezvous), as the shm waits count */
+        long cpus = coh_group_cpus(world);
         int spin_us = world->local_size > cpus ? 0 : 20;
         const char *t = coh_env_str("COHORT_CHECK_SPIN_US");
         if (t) {

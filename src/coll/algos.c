@@ -128,7 +128,8 @@ static int bc_tree_rdv_pref(const cohort_group *g, const coh_call *c)
  * 2 cores, paired launches: flat/tree 0.28-0.51 and flat/scatter_allgather
  * 0.50-0.51 at 1-4 MiB; docs/algorithms.md). At 2 ranks it measured no
  * better than the pipelined tree. Every rank of a one-host group reads the
- * same online-CPU count, so every rank picks the same. */
+ * same cpu count (the union of the ranks' cpu sets, group/init.c), so
+ * every rank picks the same. */
 int coh_bc_flat_pref(int n, int n_hosts, long cpus, size_t bytes)
 {
     return bytes > BC_FLAT_MIN && n_hosts == 1 && cpus > 0 && n > cpus;
@@ -136,10 +137,19 @@ int coh_bc_flat_pref(int n, int n_hosts, long cpus, size_t bytes)
 static long online_cpus;
 static pthread_once_t cpus_once = PTHREAD_ONCE_INIT;
 static void read_cpus(void) { online_cpus = sysconf(_SC_NPROCESSORS_ONLN); }
+/* The one host's cpus: the union of its ranks' cpu sets as the rendezvous
+ * found it (g->machine_cpus, the same on every rank of the host), or the
+ * online cpus when that is unknown (coh_group_cpus, read once here). */
+static long host_cpus(const cohort_group *g)
+{
+    if (g->machine_cpus > 0)
+        return g->machine_cpus;
+    pthread_once(&cpus_once, read_cpus);
+    return online_cpus;
+}
 static int bc_flat_pref(const cohort_group *g, const coh_call *c)
 {
-    pthread_once(&cpus_once, read_cpus);
-    return coh_bc_flat_pref(g->size, g->n_hosts, online_cpus, bytes_of(c));
+    return coh_bc_flat_pref(g->size, g->n_hosts, host_cpus(g), bytes_of(c));
 }
 /* Large broadcasts on one host whose ranks outnumber its cores, n >= 4:
  * tree_coarse, the binomial tree in BC_COARSE_PIECES pieces. Flat's root
@@ -158,8 +168,7 @@ int coh_bc_coarse_pref(int n, int n_hosts, long cpus, size_t bytes)
 }
 static int bc_coarse_pref(const cohort_group *g, const coh_call *c)
 {
-    pthread_once(&cpus_once, read_cpus);
-    return coh_bc_coarse_pref(g->size, g->n_hosts, online_cpus, bytes_of(c));
+    return coh_bc_coarse_pref(g->size, g->n_hosts, host_cpus(g), bytes_of(c));
 }
 /* Broadcast across a few hosts, large messages: host_flat sends each byte
  * into every other host once (the tree and scatter+all-gather cross host
@@ -194,12 +203,11 @@ static int rs_direct_pref(const cohort_group *g, const coh_call *c)
 {
     if (wide_fold(c))
         return 1;
-    pthread_once(&cpus_once, read_cpus);
-    return coh_rs_direct_pref(g->size, g->n_hosts, online_cpus, bytes_of(c) * (size_t)g->size);
+    return coh_rs_direct_pref(g->size, g->n_hosts, host_cpus(g), bytes_of(c) * (size_t)g->size);
 }
 /* The barrier that directly follows a message-algorithm broadcast is led
  * by that broadcast's root when the ranks of some machine of the group
- * outnumber its online cpus (g->oversub; mode -1, auto), always (1) or
+ * outnumber its cpus (g->oversub; mode -1, auto), always (1) or
  * never (0): COHORT_TCP_OVERSUB. With
  * the dissemination barrier the root left first in 1 of 512 OSU iterations
  * (4 ranks on 2 cores, traced): a receiver left first, found nothing,
@@ -210,7 +218,8 @@ static int rs_direct_pref(const cohort_group *g, const coh_call *c)
  * last rank arrives, so one oversubscribed machine's scheduler rounds land
  * in the timed broadcast for the whole group (netns4osu: 2 namespace hosts
  * on one 2-cpu machine). Every rank decides alike: each publishes its cpu
- * count at the rendezvous (group/init.c, coh_machines_oversub). 2 ranks
+ * count and cpu set at the rendezvous, and a machine's cpus are the union
+ * of its ranks' sets (group/init.c, coh_machines_oversub). 2 ranks
  * never (one round of the dissemination barrier against two here). */
 int coh_bar_lead_pref(int mode, int n, int oversub)
 {

@@ -10,6 +10,23 @@
 #include "coll/coll.h"
 #include "transport/shm/shm.h"
 
+/* "; this machine: 4 ranks on 2 cpus (their cpu sets): ranks outnumber
+ * cpus": what the rules that compare ranks with cpus read (g->oversub,
+ * g->machine_cpus; group/init.c). */
+static void machine_text(const cohort_group *g, char *out, size_t len)
+{
+    const char *over = "";
+    if (g->oversub)
+        over = g->machine_cpus > 0 && g->machine_size > g->machine_cpus
+                   ? ": ranks outnumber cpus"
+                   : "; another machine's ranks outnumber its cpus";
+    if (g->machine_cpus > 0)
+        snprintf(out, len, "; this machine: %d ranks on %ld cpus (%s)%s", g->machine_size,
+                 g->machine_cpus, g->machine_cpus_sets ? "their cpu sets" : "online", over);
+    else
+        snprintf(out, len, "; this machine: %d ranks, cpus unknown%s", g->machine_size, over);
+}
+
 cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, cohort_dtype dt,
                               char *buf, size_t len)
 {
@@ -42,11 +59,13 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
          * pair's channel in the segment, or tcp) and to other hosts (tcp) */
         size_t es = cohort_dtype_size(dt);
         size_t bytes = count > SIZE_MAX / (es ? es : 1) ? SIZE_MAX : count * es;
+        char mach[160];
+        machine_text(g, mach, sizeof mach);
         snprintf(buf, len,
-                 "algorithm p2p; transport %s (%d ranks, %d on this host, %d hosts); copy: %s%s%s",
+                 "algorithm p2p; transport %s (%d ranks, %d on this host, %d hosts%s); copy: %s%s%s",
                  g->shm ? (g->local_size == g->size ? "shm" : "shm + tcp")
                         : g->size > 1 ? "tcp" : "-",
-                 g->size, g->local_size, g->n_hosts,
+                 g->size, g->local_size, g->n_hosts, mach,
                  g->shm ? coh_shm_copy_path(g->shm, coll, bytes)
                         : g->size > 1 ? "tcp sockets" : "-",
                  g->shm ? "; " : "", g->shm ? coh_shm_copy_info(g->shm) : "");
@@ -70,9 +89,11 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
                  coh_shm_copy_info(g->shm));
     else
         snprintf(copy, sizeof copy, "%s", g->size > 1 ? "tcp sockets" : "-");
-    snprintf(buf, len, "algorithm %s; transport %s (%d ranks, %d on this host, %d hosts); copy: %s",
+    char mach[160];
+    machine_text(g, mach, sizeof mach);
+    snprintf(buf, len, "algorithm %s; transport %s (%d ranks, %d on this host, %d hosts%s); copy: %s",
              g->size == 1 ? "none (one rank)" : a ? a->name : "none (selection failed)",
              g->shm ? (g->local_size == g->size ? "shm" : "shm + tcp") : g->size > 1 ? "tcp" : "-",
-             g->size, g->local_size, g->n_hosts, copy);
+             g->size, g->local_size, g->n_hosts, mach, copy);
     return a || g->size == 1 ? COHORT_OK : st;
 }

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "cohort.h"
 #include "util/util.h"
@@ -261,9 +262,16 @@ struct cohort_group {
     int machine_size;       /* ranks on this machine, whatever their network namespace
                                (same hostname and boot id): who shares its CPUs */
     int *leaders;              /* [n_hosts]: lowest group rank per host */
-    int oversub;               /* some machine's ranks outnumber its online cpus, from the
-                                  cpu count each rank publishes at the rendezvous: the same
-                                  on every rank (group/init.c, coh_machines_oversub) */
+    long machine_cpus;         /* the cpus this machine offers the group's ranks on it:
+                                  the union of the cpu sets (affinity: cgroup cpuset,
+                                  taskset, numactl) they publish at the rendezvous, at most
+                                  its online cpus; online cpus when some record has no set
+                                  (an older library); 0 unknown. The same on every rank of
+                                  the machine (group/init.c, coh_machine_cpus) */
+    int machine_cpus_sets;     /* 1: machine_cpus is that union; 0: online cpus */
+    int oversub;               /* some machine's ranks outnumber its cpus (machine_cpus as
+                                  each machine's ranks find it): the same on every rank
+                                  (group/init.c, coh_machines_oversub) */
 
     int park_ahead;            /* set by an algorithm for its call: the tcp transport leaves
                                   a large message from a peer the current batch expects
@@ -338,6 +346,15 @@ cohort_status coh_group_entry(cohort_group *g, const coh_call *c);
 static inline int coh_group_poisoned(const cohort_group *g)
 {
     return atomic_load_explicit(&((cohort_group *)g)->poisoned, memory_order_acquire);
+}
+
+/* The cpus g's ranks on this machine share (g->machine_cpus, from the
+ * rendezvous); where that is unknown (0: a record with no count, or a
+ * group the rendezvous did not build), the machine's online cpus. For the
+ * rules that compare ranks with cpus after the rendezvous. */
+static inline long coh_group_cpus(const cohort_group *g)
+{
+    return g->machine_cpus > 0 ? g->machine_cpus : sysconf(_SC_NPROCESSORS_ONLN);
 }
 
 /* Wait bookkeeping shared by every wait loop (shm futex waits, tcp poll).

@@ -52,10 +52,21 @@ void coh_group_free(cohort_group *g);
 /* Host identity: hostname + network namespace + boot id, so ranks in
  * different namespaces are different hosts. */
 void coh_host_identity(char *id, size_t idlen, char *name, size_t namelen);
-/* Whether some machine's ranks outnumber its online cpus, from every
- * rank's host id and cpu count (0: unknown) as the rendezvous records
- * carry them: the same answer on every rank (init.c; g->oversub). */
-int coh_machines_oversub(int n, const char (*ids)[256], const long *cpus);
+/* The cpus rank r's machine offers the group's ranks on it (*k of them,
+ * when k is not NULL), from every rank's host id, online cpu count (0:
+ * unknown) and cpu set (a canonical cpulist, group/record.h) as the
+ * rendezvous records carry them. With sets (NULL when some record has
+ * none: an older library, so every rank falls back alike): the cpus in
+ * the union of the sets of the machine's ranks, at most the least online
+ * count they report. Without: the least online count, 0 (unknown) when
+ * one is unknown. The same answer on every rank of that machine. */
+long coh_machine_cpus(int n, const char (*ids)[256], const long *cpus, const char *const *sets,
+                      int r, int *k);
+/* Whether some machine's ranks outnumber its cpus (coh_machine_cpus; a
+ * machine of unknown count is not): the same answer on every rank (init.c;
+ * g->oversub). */
+int coh_machines_oversub(int n, const char (*ids)[256], const long *cpus,
+                         const char *const *sets);
 
 /* For the first caller to hand g's failure to the user (a call, or
  * cohort_finalize; api.c): builds the contract report when the failure is a

@@ -50,30 +50,72 @@ void coh_host_identity(char *id, size_t idlen, char *name, size_t namelen)
         snprintf(name, namelen, "%s", host);
 }
 
-/* Whether the ranks of some machine outnumber its online cpus. ids[r]:
- * rank r's host id (hostname/boot id/netns:N; the part before "/netns:"
- * names the machine, whose cpus namespace "hosts" share); cpus[r]: the
- * online cpus rank r found (0: unknown, a record from an older library).
- * A machine's count is the least its ranks report; one unknown makes that
- * machine unknown (not oversubscribed). Every rank reads the same records,
- * so every rank gets the same answer (coll/algos.c, coh_bar_leader). */
-int coh_machines_oversub(int n, const char (*ids)[256], const long *cpus)
+/* Whether ranks a and b run on one machine: a host id is hostname/boot
+ * id/netns:N, and the part before "/netns:" names the machine, whose cpus
+ * namespace "hosts" share. */
+static int same_machine(const char *a, const char *b)
+{
+    const char *cut = strstr(a, "/netns:");
+    size_t len = cut ? (size_t)(cut - a) : strlen(a);
+    return !strncmp(b, a, len) && (b[len] == 0 || b[len] == '/');
+}
+
+/* The highest cpu of a canonical cpulist: its last number. */
+static long list_top(const char *s)
+{
+    const char *p = s + strlen(s);
+    while (p > s && p[-1] >= '0' && p[-1] <= '9')
+        p--;
+    return strtol(p, NULL, 10);
+}
+
+long coh_machine_cpus(int n, const char (*ids)[256], const long *cpus, const char *const *sets,
+                      int r, int *k)
+{
+    long online = LONG_MAX, top = -1;
+    int ranks = 0, unknown = 0;
+    for (int q = 0; q < n; q++) {
+        if (!same_machine(ids[r], ids[q]))
+            continue;
+        ranks++;
+        unknown |= cpus[q] <= 0;
+        online = cpus[q] > 0 && cpus[q] < online ? cpus[q] : online;
+        if (sets) {
+            long t = list_top(sets[q]);
+            top = t > top ? t : top;
+        }
+    }
+    if (k)
+        *k = ranks;
+    if (!sets || top < 0)
+        return unknown || online == LONG_MAX ? 0 : online;
+    size_t words = (size_t)top / 64 + 1;
+    uint64_t *bits = coh_calloc(words, sizeof *bits);
+    if (!bits)
+        return unknown || online == LONG_MAX ? 0 : online;
+    for (int q = 0; q < n; q++)
+        if (same_machine(ids[r], ids[q]))
+            coh_cpulist_or(sets[q], bits);
+    long u = 0;
+    for (size_t w = 0; w < words; w++)
+        u += __builtin_popcountll(bits[w]);
+    coh_free(bits);
+    /* A mask may name cpus that are not online (the online count a test
+     * fakes, or a cpu taken offline): the least online count caps it. */
+    return online != LONG_MAX && online < u ? online : u;
+}
+
+int coh_machines_oversub(int n, const char (*ids)[256], const long *cpus,
+                         const char *const *sets)
 {
     for (int r = 0; r < n; r++) {
-        const char *cut = strstr(ids[r], "/netns:");
-        size_t len = cut ? (size_t)(cut - ids[r]) : strlen(ids[r]);
         int first = 1, k = 0;
-        long c = LONG_MAX;
-        for (int q = 0; q < n && first; q++) {
-            int same = !strncmp(ids[q], ids[r], len) && (ids[q][len] == 0 || ids[q][len] == '/');
-            if (!same)
-                continue;
-            if (q < r)
-                first = 0; /* the machine was counted at its first rank */
-            k++;
-            c = cpus[q] < c ? cpus[q] : c;
-        }
-        if (first && c > 0 && k > c)
+        for (int q = 0; q < r && first; q++)
+            first = !same_machine(ids[r], ids[q]); /* counted at its first rank */
+        if (!first)
+            continue;
+        long c = coh_machine_cpus(n, ids, cpus, sets, r, &k);
+        if (c > 0 && k > c)
             return 1;
     }
     return 0;
@@ -348,7 +390,7 @@ static cohort_status wait_records(cohort_group *g, const void **kp, size_t *kl, 
 cohort_status coh_group_rendezvous(cohort_group *g)
 {
     cohort_status st;
-    char key[64], val[640];
+    char key[64], val[COH_RDV_RECORD_MAX + 1];
     char hostid[256], hostname[128];
     coh_host_identity(hostid, sizeof hostid, hostname, sizeof hostname);
 
@@ -375,10 +417,21 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     snprintf(key, sizeof key, "rank/%d", g->rank);
     /* The sixth field, the machine's online cpus, came in session 11: a
      * record without it (an older library) reads as unknown (0), and an
-     * older library reads the first five (coh_machines_oversub). */
+     * older library reads the first five (coh_machines_oversub). The
+     * seventh, session 13: the cpus this rank may run on (its affinity,
+     * which a cgroup cpuset, taskset or numactl narrows), whose union over
+     * a machine's ranks is what they share. A mask whose list does not fit
+     * the field is left out: the group then counts online cpus, as with
+     * an older library. */
     coh_rdv_record me = {.size = g->size, .pid = (int)getpid()};
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     me.cpus = ncpu > 0 && ncpu <= COH_RDV_CPUS_MAX ? ncpu : 0;
+    if (coh_cpulist_self(me.cpuset, sizeof me.cpuset) < 0) {
+        me.cpuset[0] = 0;
+        coh_debug("group %u: rank %d: its cpu set does not fit the rendezvous record (%d bytes); "
+                  "the group counts online cpus",
+                  g->id, g->rank, COH_RDV_CPULIST_MAX);
+    }
     snprintf(me.addr, sizeof me.addr, "%s", addr);
     snprintf(me.id, sizeof me.id, "%s", hostid);
     snprintf(me.name, sizeof me.name, "%s", hostname);
@@ -403,7 +456,9 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     char (*names)[128] = coh_calloc((size_t)n, sizeof *names);
     int *host_of = coh_calloc((size_t)n, sizeof *host_of);
     long *cpus = coh_calloc((size_t)n, sizeof *cpus);
-    if (!keys || !kp || !kl || !vals || !vl || !ids || !names || !host_of || !cpus) {
+    char **sets = coh_calloc((size_t)n, sizeof *sets);
+    int all_sets = 1;
+    if (!keys || !kp || !kl || !vals || !vl || !ids || !names || !host_of || !cpus || !sets) {
         st = coh_err_set(&g->err, COHORT_ERR_NOMEM, "rendezvous: out of memory for %d ranks", n);
         goto out;
     }
@@ -440,6 +495,11 @@ cohort_status coh_group_rendezvous(cohort_group *g)
             goto out;
         }
         cpus[r] = rec.cpus;
+        all_sets &= rec.cpuset[0] != 0;
+        if (rec.cpuset[0] && !(sets[r] = coh_strdup(rec.cpuset))) {
+            st = coh_err_set(&g->err, COHORT_ERR_NOMEM, "rendezvous: out of memory");
+            goto out;
+        }
         int size = rec.size, pid = rec.pid;
         const char *a = rec.addr, *id = rec.id, *nm = rec.name;
         if (size != g->size) {
@@ -497,9 +557,16 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     g->machine_size = 0;
     for (int r = 0; r < n; r++)
         g->machine_size += !strncmp(ids[r], mine, mlen) && (ids[r][mlen] == 0 || ids[r][mlen] == '/');
-    g->oversub = coh_machines_oversub(n, (const char(*)[256])ids, cpus);
-    coh_debug("group %u: rank %d/%d, %d host(s), %d local rank(s), a machine oversubscribed: %d",
-              g->id, g->rank, g->size, nh, g->local_size, g->oversub);
+    /* Every rank's cpu set, or (some record without one: an older
+     * library) none, so that every rank counts alike. */
+    const char *const *cs = all_sets ? (const char *const *)sets : NULL;
+    g->machine_cpus = coh_machine_cpus(n, (const char(*)[256])ids, cpus, cs, g->rank, NULL);
+    g->machine_cpus_sets = cs != NULL;
+    g->oversub = coh_machines_oversub(n, (const char(*)[256])ids, cpus, cs);
+    coh_debug("group %u: rank %d/%d, %d host(s), %d local rank(s), %d on this machine with %ld "
+              "cpus (%s), a machine oversubscribed: %d",
+              g->id, g->rank, g->size, nh, g->local_size, g->machine_size, g->machine_cpus,
+              cs ? "the union of their cpu sets" : "online", g->oversub);
 
     /* Shared memory inside the host unless tcp is forced. */
     if (g->local_size > 1 && g->force_transport != 2) {
@@ -548,6 +615,10 @@ out:
     coh_free(names);
     coh_free(host_of);
     coh_free(cpus);
+    if (sets)
+        for (int r = 0; r < n; r++)
+            coh_free(sets[r]);
+    coh_free(sets);
     return st;
 }
 

@@ -1,6 +1,8 @@
 /* record.c - a rank's rendezvous record (record.h). */
 #include "group/record.h"
 
+#include <errno.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -30,8 +32,14 @@ int coh_rdv_record_format(char *buf, size_t len, const coh_rdv_record *r)
         !field_ok(r->addr, COH_RDV_ADDR_MAX) || !field_ok(r->id, COH_RDV_ID_MAX) ||
         !field_ok(r->name, COH_RDV_NAME_MAX))
         return -1;
-    int n = snprintf(buf, len, "%d %d %s %s %s %ld", r->size, r->pid, r->addr, r->id, r->name,
-                     r->cpus);
+    size_t sl = strnlen(r->cpuset, sizeof r->cpuset);
+    long cn, top;
+    char why[8];
+    if (sl == sizeof r->cpuset ||
+        (sl > 0 && coh_cpulist_check(r->cpuset, sl, &cn, &top, why, sizeof why) != 0))
+        return -1;
+    int n = snprintf(buf, len, "%d %d %s %s %s %ld%s%s", r->size, r->pid, r->addr, r->id,
+                     r->name, r->cpus, sl ? " " : "", r->cpuset);
     return n < 0 || (size_t)n >= len ? -1 : n;
 }
 
@@ -46,10 +54,140 @@ static int num(const char *t, size_t n, long lo, long hi, long *out)
     return 0;
 }
 
+/* A cpu number of a list at s[*i]: canonical decimal (util/txt.h). */
+static int cpu_num(const char *s, size_t n, size_t *i, long *out, char *err, size_t errlen)
+{
+    uint64_t v;
+    size_t b = *i;
+    if (coh_txt_u64(s, n, i, 19, UINT64_MAX, &v) != 0) {
+        snprintf(err, errlen, "the cpu set is not a cpulist (a cpu number expected at byte %zu)", b);
+        return -1;
+    }
+    if (v >= (uint64_t)COH_RDV_CPUS_MAX) {
+        snprintf(err, errlen, "the cpu set names cpu %llu (at most %ld)", (unsigned long long)v,
+                 COH_RDV_CPUS_MAX - 1);
+        return -1;
+    }
+    *out = (long)v;
+    return 0;
+}
+
+int coh_cpulist_check(const char *s, size_t n, long *count, long *top, char *err, size_t errlen)
+{
+    size_t i = 0;
+    long cnt = 0, prev = -1;
+    if (n == 0) {
+        snprintf(err, errlen, "the cpu set is empty");
+        return -1;
+    }
+    if (n > COH_RDV_CPULIST_MAX) {
+        snprintf(err, errlen, "the cpu set is %zu bytes (at most %d)", n, COH_RDV_CPULIST_MAX);
+        return -1;
+    }
+    for (;;) {
+        long a, b;
+        if (cpu_num(s, n, &i, &a, err, errlen) != 0)
+            return -1;
+        b = a;
+        if (i < n && s[i] == '-') {
+            i++;
+            if (cpu_num(s, n, &i, &b, err, errlen) != 0)
+                return -1;
+            if (b <= a) {
+                snprintf(err, errlen, "the cpu set's range %ld-%ld is %s", a, b,
+                         b < a ? "descending" : "one cpu written as a range (not canonical)");
+                return -1;
+            }
+        }
+        if (prev >= 0 && a <= prev + 1) {
+            snprintf(err, errlen, "the cpu set's cpu %ld follows cpu %ld (%s)", a, prev,
+                     a <= prev ? "not ascending or overlapping" : "touching ranges, not canonical");
+            return -1;
+        }
+        cnt += b - a + 1;
+        prev = b;
+        if (i == n)
+            break;
+        if (s[i] != ',' || i + 1 == n) {
+            snprintf(err, errlen, "the cpu set is not a cpulist (byte %zu: '%c')", i,
+                     (unsigned char)s[i] > ' ' && (unsigned char)s[i] < 0x7f ? s[i] : '?');
+            return -1;
+        }
+        i++;
+    }
+    *count = cnt;
+    *top = prev;
+    return 0;
+}
+
+void coh_cpulist_or(const char *s, uint64_t *bits)
+{
+    size_t n = strlen(s), i = 0;
+    while (i < n) {
+        uint64_t a, b;
+        if (coh_txt_u64(s, n, &i, 19, UINT64_MAX, &a) != 0)
+            return;
+        b = a;
+        if (i < n && s[i] == '-') {
+            i++;
+            if (coh_txt_u64(s, n, &i, 19, UINT64_MAX, &b) != 0)
+                return;
+        }
+        for (uint64_t c = a; c <= b; c++)
+            bits[c / 64] |= 1ull << (c % 64);
+        if (i < n)
+            i++; /* ',' */
+    }
+}
+
+int coh_cpulist_self(char *buf, size_t len)
+{
+    int out = -1;
+    for (size_t ncpu = 1024; ncpu <= (size_t)COH_RDV_CPUS_MAX; ncpu *= 2) {
+        cpu_set_t *set = CPU_ALLOC(ncpu);
+        if (!set)
+            return -1;
+        size_t sz = CPU_ALLOC_SIZE(ncpu);
+        CPU_ZERO_S(sz, set);
+        if (sched_getaffinity(0, sz, set) != 0) {
+            CPU_FREE(set);
+            if (errno == EINVAL)
+                continue; /* the kernel's mask is larger */
+            return -1;
+        }
+        size_t used = 0;
+        long a = -1;
+        int ok = 1;
+        /* CPU_ALLOC_SIZE rounds up: bits past ncpu are zero */
+        for (long c = 0; c <= (long)ncpu && ok; c++) {
+            int on = c < (long)ncpu && CPU_ISSET_S((size_t)c, sz, set);
+            if (on && a < 0)
+                a = c;
+            if (!on && a >= 0) {
+                int w = c - 1 == a ? snprintf(buf + used, len - used, "%s%ld", used ? "," : "", a)
+                                   : snprintf(buf + used, len - used, "%s%ld-%ld",
+                                              used ? "," : "", a, c - 1);
+                if (w < 0 || (size_t)w >= len - used || used + (size_t)w > COH_RDV_CPULIST_MAX)
+                    ok = 0;
+                else
+                    used += (size_t)w;
+                a = -1;
+            }
+        }
+        CPU_FREE(set);
+        if (ok && used > 0)
+            out = (int)used;
+        return out;
+    }
+    return -1;
+}
+
 int coh_rdv_record_parse(const char *s, size_t len, coh_rdv_record *r, char *err, size_t errlen)
 {
-    static const char *names[] = {"world size", "pid", "address", "host id", "host name", "cpu count"};
-    static const size_t maxes[] = {10, 10, COH_RDV_ADDR_MAX, COH_RDV_ID_MAX, COH_RDV_NAME_MAX, 7};
+    static const char *names[] = {"world size", "pid",       "address", "host id",
+                                  "host name",  "cpu count", "cpu set"};
+    static const size_t maxes[] = {10, 10, COH_RDV_ADDR_MAX, COH_RDV_ID_MAX, COH_RDV_NAME_MAX, 7,
+                                   COH_RDV_CPULIST_MAX};
     memset(r, 0, sizeof *r);
     size_t i = 0;
     int k = 0;
@@ -60,7 +198,7 @@ int coh_rdv_record_parse(const char *s, size_t len, coh_rdv_record *r, char *err
             return -1;
         }
     }
-    while (k < 6) {
+    while (k < 7) {
         while (i < len && is_sep(s[i]))
             i++;
         if (i == len)
@@ -103,6 +241,11 @@ int coh_rdv_record_parse(const char *s, size_t len, coh_rdv_record *r, char *err
                 return -1;
             }
             r->cpus = v;
+            break;
+        case 6:
+            if (coh_cpulist_check(t, n, &r->cpuset_n, &r->cpuset_top, err, errlen) != 0)
+                return -1;
+            memcpy(r->cpuset, t, n);
             break;
         }
         k++;

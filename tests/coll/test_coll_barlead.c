@@ -82,28 +82,62 @@ START_TEST(test_machines)
 {
     /* one machine, 4 ranks: 2 cpus yes, 4 no, unknown no */
     const char one[4][256] = {ID("a", 1), ID("a", 1), ID("a", 1), ID("a", 1)};
-    ck_assert(coh_machines_oversub(4, one, (const long[]){2, 2, 2, 2}));
-    ck_assert(!coh_machines_oversub(4, one, (const long[]){4, 4, 4, 4}));
-    ck_assert(!coh_machines_oversub(4, one, (const long[]){0, 0, 0, 0}));
+    ck_assert(coh_machines_oversub(4, one, (const long[]){2, 2, 2, 2}, NULL));
+    ck_assert(!coh_machines_oversub(4, one, (const long[]){4, 4, 4, 4}, NULL));
+    ck_assert(!coh_machines_oversub(4, one, (const long[]){0, 0, 0, 0}, NULL));
     /* a record without the count (an older library) makes its machine unknown */
-    ck_assert(!coh_machines_oversub(4, one, (const long[]){2, 0, 2, 2}));
+    ck_assert(!coh_machines_oversub(4, one, (const long[]){2, 0, 2, 2}, NULL));
     /* ranks disagreeing on a machine's count: the least counts */
-    ck_assert(coh_machines_oversub(4, one, (const long[]){8, 3, 8, 8}));
+    ck_assert(coh_machines_oversub(4, one, (const long[]){8, 3, 8, 8}, NULL));
     /* namespace "hosts" of one machine share its cpus (netns4osu: 2 + 2 on 2) */
     const char ns[4][256] = {ID("a", 1), ID("a", 1), ID("a", 2), ID("a", 2)};
-    ck_assert(coh_machines_oversub(4, ns, (const long[]){2, 2, 2, 2}));
-    ck_assert(!coh_machines_oversub(4, ns, (const long[]){4, 4, 4, 4}));
+    ck_assert(coh_machines_oversub(4, ns, (const long[]){2, 2, 2, 2}, NULL));
+    ck_assert(!coh_machines_oversub(4, ns, (const long[]){4, 4, 4, 4}, NULL));
     /* two machines: any one oversubscribed is enough, wherever its ranks are */
     const char two[4][256] = {ID("a", 1), ID("b", 1), ID("a", 1), ID("b", 1)};
-    ck_assert(coh_machines_oversub(4, two, (const long[]){1, 64, 1, 64}));
-    ck_assert(coh_machines_oversub(4, two, (const long[]){64, 1, 64, 1}));
-    ck_assert(!coh_machines_oversub(4, two, (const long[]){2, 2, 2, 2}));
-    ck_assert(!coh_machines_oversub(4, two, (const long[]){2, 0, 2, 1})); /* b unknown */
+    ck_assert(coh_machines_oversub(4, two, (const long[]){1, 64, 1, 64}, NULL));
+    ck_assert(coh_machines_oversub(4, two, (const long[]){64, 1, 64, 1}, NULL));
+    ck_assert(!coh_machines_oversub(4, two, (const long[]){2, 2, 2, 2}, NULL));
+    ck_assert(!coh_machines_oversub(4, two, (const long[]){2, 0, 2, 1}, NULL)); /* b unknown */
     /* "a" is not the machine "ab" */
     const char pre[3][256] = {ID("a", 1), ID("ab", 1), ID("ab", 1)};
-    ck_assert(!coh_machines_oversub(3, pre, (const long[]){1, 2, 2}));
-    ck_assert(coh_machines_oversub(3, pre, (const long[]){1, 1, 1}));
-    ck_assert(!coh_machines_oversub(1, one, (const long[]){1}));
+    ck_assert(!coh_machines_oversub(3, pre, (const long[]){1, 2, 2}, NULL));
+    ck_assert(coh_machines_oversub(3, pre, (const long[]){1, 1, 1}, NULL));
+    ck_assert(!coh_machines_oversub(1, one, (const long[]){1}, NULL));
+    /* with every rank's cpu set: the union of a machine's sets counts,
+     * at most its online cpus */
+    const long on64[4] = {64, 64, 64, 64};
+    const char *const bound0[4] = {"0", "0", "0", "0"};     /* taskset -c 0 */
+    const char *const apart[4] = {"0", "1", "2", "3"};      /* --bind-to core */
+    const char *const cg2[4] = {"4-5", "4-5", "4-5", "4-5"}; /* a 2-cpu cgroup */
+    const char *const pairs[4] = {"0,32", "1,33", "0,32", "1,33"};
+    ck_assert(coh_machines_oversub(4, one, on64, bound0));
+    ck_assert(!coh_machines_oversub(4, one, on64, apart));
+    ck_assert(coh_machines_oversub(4, one, on64, cg2));
+    ck_assert(!coh_machines_oversub(4, one, on64, pairs));
+    ck_assert_int_eq(coh_machine_cpus(4, one, on64, pairs, 2, NULL), 4);
+    int k = 0;
+    ck_assert_int_eq(coh_machine_cpus(4, one, on64, cg2, 0, &k), 2);
+    ck_assert_int_eq(k, 4);
+    /* the least online count caps the union (a faked or shrunk machine) */
+    ck_assert_int_eq(coh_machine_cpus(4, one, (const long[]){64, 3, 64, 64}, apart, 0, NULL), 3);
+    ck_assert(coh_machines_oversub(4, one, (const long[]){64, 3, 64, 64}, apart));
+    /* sets without counts: the union alone */
+    ck_assert_int_eq(coh_machine_cpus(4, one, (const long[]){0, 0, 0, 0}, apart, 0, NULL), 4);
+    /* per machine: a's ranks share cpu 0, b's have 0-63 */
+    const char *const mixed[4] = {"0", "0-63", "0", "0-63"};
+    ck_assert(coh_machines_oversub(4, two, on64, mixed));
+    ck_assert_int_eq(coh_machine_cpus(4, two, on64, mixed, 0, NULL), 1);
+    ck_assert_int_eq(coh_machine_cpus(4, two, on64, mixed, 1, NULL), 64);
+    const char *const mixed_ok[4] = {"0", "0-63", "1", "0-63"};
+    ck_assert(!coh_machines_oversub(4, two, on64, mixed_ok));
+    /* namespace hosts of one machine: one union (2 + 2 ranks on cpus 0-1) */
+    const char *const nsb[4] = {"0", "1", "0", "1"};
+    ck_assert(coh_machines_oversub(4, ns, on64, nsb));
+    ck_assert_int_eq(coh_machine_cpus(4, ns, on64, nsb, 3, NULL), 2);
+    /* no sets (some record has none): the online counts, as before */
+    ck_assert_int_eq(coh_machine_cpus(4, one, (const long[]){8, 3, 8, 8}, NULL, 0, NULL), 3);
+    ck_assert_int_eq(coh_machine_cpus(4, one, (const long[]){2, 0, 2, 2}, NULL, 0, NULL), 0);
 }
 END_TEST
 

@@ -5,7 +5,9 @@
  *
  * Properties beyond "no crash, no out-of-bounds access": on success the
  * numbers are in range, the three text fields are non-empty, within their
- * bounds and free of spaces and control bytes, and formatting the record
+ * bounds and free of spaces and control bytes, the cpu set is empty or a
+ * canonical list whose count and highest cpu are the bits it sets, and
+ * formatting the record
  * and parsing it again gives the same record. On failure a reason is given.
  * The checked-in corpus replays in every normal ctest run (replay_main.c).
  */
@@ -45,7 +47,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     text_ok(r.addr, COH_RDV_ADDR_MAX);
     text_ok(r.id, COH_RDV_ID_MAX);
     text_ok(r.name, COH_RDV_NAME_MAX);
-    char buf[1024];
+    /* the cpu set: "" or a canonical list within bounds, whose count and
+     * top the parser gave */
+    size_t cl = strnlen(r.cpuset, sizeof r.cpuset);
+    must(cl < sizeof r.cpuset);
+    if (cl) {
+        long cnt = -1, top = -1;
+        char w[64];
+        must(coh_cpulist_check(r.cpuset, cl, &cnt, &top, w, sizeof w) == 0);
+        must(cnt == r.cpuset_n && top == r.cpuset_top);
+        must(cnt >= 1 && cnt <= top + 1 && top < COH_RDV_CPUS_MAX);
+        /* the bits it sets are cnt of them, the highest top */
+        uint64_t *bits = calloc((size_t)top / 64 + 1, sizeof *bits);
+        must(bits != NULL);
+        coh_cpulist_or(r.cpuset, bits);
+        long pc = 0;
+        for (size_t w2 = 0; w2 <= (size_t)top / 64; w2++)
+            pc += __builtin_popcountll(bits[w2]);
+        must(pc == cnt && (bits[top / 64] >> (top % 64)) == 1);
+        free(bits);
+    } else {
+        must(r.cpuset_n == 0 && r.cpuset_top == 0);
+    }
+    char buf[COH_RDV_RECORD_MAX + 1];
     int n = coh_rdv_record_format(buf, sizeof buf, &r);
     must(n > 0);
     must(coh_rdv_record_parse(buf, (size_t)n, &b, why, sizeof why) == 0);

@@ -6,12 +6,18 @@
  *     a too-long token (the old sscanf %127s split it into the next field),
  *     numbers that overflow, carry a sign or leading zeros, control bytes
  *     and NULs, too few fields, a cpu count out of range;
+ *   - the seventh field, the rank's cpu set as a canonical cpulist: good
+ *     lists with their counts; refused (naming the field): overlapping,
+ *     descending, touching, out-of-range, malformed and too-long lists; a
+ *     record without it reads as "" (the group falls back to the count);
  *   - format and parse round trip; format refuses a field with a space;
  *   - end to end: a "rank" that publishes a malformed record makes the
  *     real rank's cohort_init fail with COHORT_ERR_PROTOCOL naming the rank
  *     and the field, within the timeout - never a misread peer.
  */
 #include <check.h>
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,12 +44,107 @@ START_TEST(accepts_old_current_and_newer_records)
     ck_assert_int_eq(r.cpus, 0); /* an older record: unknown */
     ck_assert_int_eq(parse("4 1234 - h/b/netns:1 h 2", &r, why), 0);
     ck_assert_int_eq(r.cpus, 2);
-    ck_assert_int_eq(parse("  2\t99 a:1 i n 0 extra fields\n", &r, why), 0);
+    ck_assert_str_eq(r.cpuset, ""); /* no cpu set: the group falls back to the count */
+    ck_assert_int_eq(r.cpuset_n, 0);
+    ck_assert_int_eq(parse("  2\t99 a:1 i n 0 0-1 extra fields\n", &r, why), 0);
     ck_assert_int_eq(r.size, 2);
     ck_assert_int_eq(r.cpus, 0);
+    ck_assert_str_eq(r.cpuset, "0-1");
     ck_assert_int_eq(parse("2147483647 2147483647 a i n 1048576", &r, why), 0);
     ck_assert_int_eq(r.size, 2147483647);
     ck_assert_int_eq(r.cpus, 1048576);
+}
+END_TEST
+
+/* The seventh field: the rank's cpu set as a canonical cpulist. */
+START_TEST(cpu_set_field)
+{
+    coh_rdv_record r;
+    char why[128], s[4096];
+    static const struct {
+        const char *list;
+        long n, top;
+    } good[] = {
+        {"0", 1, 0},
+        {"5", 1, 5},
+        {"0-3,8,10-11", 7, 11},
+        {"0,2,4,6", 4, 6},
+        {"1-63", 63, 63},
+        {"0,1048575", 2, 1048575},
+        {"1048574-1048575", 2, 1048575},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        snprintf(s, sizeof s, "4 1234 a:1 h/b/netns:1 h 64 %s", good[i].list);
+        ck_assert_msg(parse(s, &r, why) == 0, "'%s': %s", good[i].list, why);
+        ck_assert_str_eq(r.cpuset, good[i].list);
+        ck_assert_int_eq(r.cpuset_n, good[i].n);
+        ck_assert_int_eq(r.cpuset_top, good[i].top);
+        ck_assert_int_eq(r.cpus, 64);
+    }
+    /* refused, each naming the field and why */
+    static const struct {
+        const char *list, *why;
+    } bad[] = {
+        {"0-3,2", "not ascending or overlapping"},     /* overlap */
+        {"0-3,3-5", "not ascending or overlapping"},   /* overlap at an end */
+        {"4,2", "not ascending or overlapping"},       /* descending order */
+        {"3,3", "not ascending or overlapping"},       /* twice */
+        {"3-1", "descending"},                         /* a descending range */
+        {"2-2", "one cpu written as a range"},
+        {"0-1,2", "touching ranges"},                  /* canonical lists merge them */
+        {"1048576", "names cpu 1048576"},              /* out of range */
+        {"0-1048576", "names cpu 1048576"},
+        {"99999999999999999999", "cpu number expected"},
+        {"-1", "cpu number expected"},
+        {"01", "not a cpulist"},                        /* a leading zero */
+        {"0,", "not a cpulist"},
+        {",0", "cpu number expected"},
+        {"0,,1", "cpu number expected"},
+        {"0-", "cpu number expected"},
+        {"0--3", "cpu number expected"},
+        {"0-3x", "not a cpulist"},
+        {"a", "cpu number expected"},
+        {"0;1", "not a cpulist"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(s, sizeof s, "2 10 a h/b/netns:1 h 2 %s", bad[i].list);
+        why[0] = 0;
+        ck_assert_msg(parse(s, &r, why) == -1, "accepted '%s'", bad[i].list);
+        ck_assert_msg(strstr(why, "cpu set") && strstr(why, bad[i].why), "'%s': %s", bad[i].list,
+                      why);
+    }
+    /* too long: the field is bounded (COH_RDV_CPULIST_MAX bytes) */
+    char list[2048];
+    size_t k = 0;
+    for (long c = 0; k < COH_RDV_CPULIST_MAX + 8; c += 2)
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s%ld", c ? "," : "", c);
+    snprintf(s, sizeof s, "2 10 a h/b/netns:1 h 2 %s", list);
+    ck_assert_int_eq(parse(s, &r, why), -1);
+    ck_assert_msg(strstr(why, "cpu set is") && strstr(why, "at most 1023"), "%s", why);
+    /* the longest whole list that fits: accepted, and formats back */
+    list[COH_RDV_CPULIST_MAX] = 0;
+    *strrchr(list, ',') = 0;
+    snprintf(s, sizeof s, "2 10 a h/b/netns:1 h 2 %s", list);
+    ck_assert_msg(parse(s, &r, why) == 0, "%s", why);
+    ck_assert_uint_gt(strlen(r.cpuset), COH_RDV_CPULIST_MAX - 8);
+    char buf[COH_RDV_RECORD_MAX + 1];
+    ck_assert_int_gt(coh_rdv_record_format(buf, sizeof buf, &r), 0);
+    /* coh_cpulist_or sets exactly the listed cpus */
+    uint64_t bits[2] = {0, 0};
+    coh_cpulist_or("0-3,8,10-11,64,66-67", bits);
+    ck_assert_uint_eq(bits[0], 0xd0full); /* 0-3, 8, 10-11 */
+    ck_assert_uint_eq(bits[1], 0xdull);
+    /* this process's own set: a list the parser takes, as many cpus as its mask */
+    char self[COH_RDV_CPULIST_MAX + 1];
+    int sl = coh_cpulist_self(self, sizeof self);
+    ck_assert_int_gt(sl, 0);
+    long cnt, top;
+    ck_assert_msg(coh_cpulist_check(self, (size_t)sl, &cnt, &top, why, sizeof why) == 0, "%s: %s",
+                  self, why);
+    cpu_set_t mask;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof mask, &mask), 0);
+    ck_assert_int_eq(cnt, CPU_COUNT(&mask));
+    ck_assert_int_eq(coh_cpulist_self(self, 2), -1); /* too short a buffer */
 }
 END_TEST
 
@@ -105,6 +206,17 @@ START_TEST(round_trip)
     ck_assert_int_gt(n, 0);
     ck_assert_int_eq(coh_rdv_record_parse(buf, (size_t)n, &b, why, sizeof why), 0);
     ck_assert_mem_eq(&a, &b, sizeof a);
+    /* with a cpu set: the seventh field, and back */
+    snprintf(a.cpuset, sizeof a.cpuset, "0-3,8,10-11");
+    a.cpuset_n = 7, a.cpuset_top = 11;
+    n = coh_rdv_record_format(buf, sizeof buf, &a);
+    ck_assert_int_gt(n, 0);
+    ck_assert_msg(strstr(buf, " 64 0-3,8,10-11"), "%s", buf);
+    ck_assert_int_eq(coh_rdv_record_parse(buf, (size_t)n, &b, why, sizeof why), 0);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    snprintf(a.cpuset, sizeof a.cpuset, "3,1"); /* not canonical: refused */
+    ck_assert_int_eq(coh_rdv_record_format(buf, sizeof buf, &a), -1);
+    a.cpuset[0] = 0, a.cpuset_n = 0, a.cpuset_top = 0;
     snprintf(a.name, sizeof a.name, "two words");
     ck_assert_int_eq(coh_rdv_record_format(buf, sizeof buf, &a), -1);
     snprintf(a.name, sizeof a.name, "n");
@@ -122,8 +234,10 @@ static const char *bad_values[] = {
     "2 10 aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa id n 2",
     "4294967298 10 127.0.0.1:1 id n 2",
     "2 10 127.0.0.1:1 i\x02" "d n 2",
+    /* a cpu set out of order */
+    "2 10 127.0.0.1:1 id n 2 4-7,0-3",
 };
-static const char *bad_field[] = {"address", "world size", "control byte"};
+static const char *bad_field[] = {"address", "world size", "control byte", "cpu set"};
 
 typedef struct {
     const char *addr;
@@ -183,6 +297,7 @@ int main(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, accepts_old_current_and_newer_records);
     tcase_add_test(t, refuses_what_does_not_fit);
+    tcase_add_test(t, cpu_set_field);
     tcase_add_test(t, round_trip);
     tcase_add_test(t, malformed_peer_record_fails_init);
     suite_add_tcase(s, t);

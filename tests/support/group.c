@@ -1,6 +1,7 @@
 /* group.c - see group.h. */
 #include "support/group.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,14 @@ int cht_group_init(cohort_group *g, int rank, int size, const cht_group_opts *o)
         g->local_size = size;
         g->local_rank = rank;
         g->machine_size = size; /* one machine, as cohort_init finds it */
-        g->oversub = size > sysconf(_SC_NPROCESSORS_ONLN); /* as the rendezvous finds it */
+        /* as the rendezvous finds it: the ranks' (this process's) cpu set,
+         * at most the online cpus */
+        long on = sysconf(_SC_NPROCESSORS_ONLN), cpus = on;
+        cpu_set_t set;
+        if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+            cpus = CPU_COUNT(&set) < on ? CPU_COUNT(&set) : on;
+        g->machine_cpus = cpus > 0 ? cpus : 0;
+        g->oversub = cpus > 0 && size > cpus;
     }
     return bad ? -1 : 0;
 }

@@ -820,7 +820,7 @@ static void *xalloc(size_t bytes)
  * output): a comparison then records what decided cohort's speed. */
 static void describe(perf_state *s, enum perf_op op, size_t bytes)
 {
-    static char last[OP_COUNT][512];
+    static char last[OP_COUNT][1024];
     if (s->rank != 0 || s->o->json)
         return;
     size_t es = s->esz ? s->esz : 1, n = (size_t)s->n;
@@ -829,7 +829,7 @@ static void describe(perf_state *s, enum perf_op op, size_t bytes)
     size_t count = per_rank ? bytes / n / es : bytes / es;
     if (op != OP_BARRIER && count < 1)
         count = 1;
-    char d[512];
+    char d[1024];
     /* sendrecv: the path of rank 0's send to rank 1 (the pairs are alike) */
     const char *dop = op == OP_SENDRECV ? "send" : perf_op_names[op];
     if (cohort_describe(s->g, dop, count, s->o->dtype, d, sizeof d) != COHORT_OK)

@@ -205,7 +205,7 @@ static cohort_status read_ring_env(cohort_group *g, shm_ringcfg *out)
      * round). The deepest rings there (docs/performance.md, "Ranks
      * outnumbering cores"); the memory is the lead's segment only, and
      * pages nobody broadcasts from are never touched. */
-    if (shm_oversubscribed(g->local_size)) {
+    if (shm_oversubscribed(g, g->local_size)) {
         v = SHM_MAX_RING_SLOTS;
         tv = SHM_MAX_TINY_SLOTS;
     }

@@ -264,17 +264,13 @@ static uint32_t bound_cpu(void)
 }
 
 /* V_CROWD when the machine's ranks (at least this group's local ones) are
- * more than twice the cpus this rank may run on: all_to_all's rule below.
- * Each rank says so for itself (its affinity may differ from a peer's);
- * the rule needs every rank to say it. */
+ * more than twice the cpus the machine offers them (the union of their cpu
+ * sets, coh_group_cpus): all_to_all's rule below. Each rank says so; the
+ * rule needs every rank to say it (they count alike unless a rank's
+ * online count could not be read). */
 static uint32_t crowd_bit(const coh_shm *s)
 {
-    long ranks = COH_MAX((long)s->n, (long)s->g->machine_size), cpus = 0;
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        cpus = CPU_COUNT(&set);
-    if (cpus <= 0)
-        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long ranks = COH_MAX((long)s->n, (long)s->g->machine_size), cpus = coh_group_cpus(s->g);
     return cpus > 0 && ranks > 2 * cpus ? V_CROWD : 0;
 }
 
@@ -354,7 +350,8 @@ cohort_status shm_cma_agree(shm_op *o)
      * Bound apart, single copy measured x0.22-0.41 of two copies' p50 at
      * 64 KiB-1 MiB (its mean lower in every cell, p99 in 10 of 12).
      * Unbound ranks get it too when the machine's ranks have a cpu each
-     * (g->machine_size <= online cpus, the rule of the TCP spin default):
+     * (g->machine_size <= the machine's cpus, the union of its ranks' cpu
+     * sets, coh_group_cpus; the rule of the TCP spin default):
      * the scheduler then runs them apart, and the quiet A/B (17:09 UTC,
      * cma_state_ab.sh) found unbound single copy equal to bound (64 KiB
      * 4.1 vs 12.1 us, 1 MiB 78.8 vs 178.8 back to back). The price: a
@@ -364,7 +361,7 @@ cohort_status shm_cma_agree(shm_op *o)
      * MPI's CMA"). */
     int bound_apart = cpu[0] && cpu[1] && cpu[0] != cpu[1];
     int free_apart = !cpu[0] && !cpu[1] && s->g->machine_size >= 2 &&
-                     s->g->machine_size <= sysconf(_SC_NPROCESSORS_ONLN);
+                     s->g->machine_size <= coh_group_cpus(s->g);
     int apart = !all_want && !wins && all_can && s->n == 2 && (bound_apart || free_apart);
     char where[48] = "";
     if (bound_apart)

@@ -632,8 +632,10 @@ cohort_status shm_wait_flag(coh_shm *s, int q, _Atomic uint32_t *flag, _Atomic u
 cohort_status shm_check_abort(coh_shm *s);
 void shm_futex_wake(_Atomic uint32_t *word);
 void shm_wait_defaults(coh_shm *s);
-/* n local ranks outnumber the cpus this process may run on. */
-int shm_oversubscribed(int n);
+/* n local ranks of g outnumber the cpus their machine offers them: the
+ * union of its ranks' cpu sets from the rendezvous (coh_group_cpus), the
+ * same on every local rank. */
+int shm_oversubscribed(const cohort_group *g, int n);
 
 /* Waits until local rank q published phase `target`. */
 static inline cohort_status shm_wait_rank(shm_op *o, int q, uint32_t target)

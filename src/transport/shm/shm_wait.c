@@ -54,20 +54,15 @@ static void futex_wait(_Atomic uint32_t *word, uint32_t val, int ms)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
 }
 
-int shm_oversubscribed(int n)
+int shm_oversubscribed(const cohort_group *g, int n)
 {
-    long cpus = 0;
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        cpus = CPU_COUNT(&set);
-    if (cpus <= 0)
-        cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = coh_group_cpus(g);
     return cpus > 0 && n > cpus;
 }
 
 void shm_wait_defaults(coh_shm *s)
 {
-    s->oversub = shm_oversubscribed(s->n);
+    s->oversub = shm_oversubscribed(s->g, s->n);
     /* Oversubscribed: barely spin (a peer that needs our CPU cannot run
      * while we spin), then yield so it can. Otherwise spin for about the
      * time two or three wake-ups would cost before yielding. */

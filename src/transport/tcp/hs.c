@@ -1020,8 +1020,7 @@ static cohort_status connect_run(coh_net *n)
     /* Outgoing entries are all established; incoming ones left are strays. */
     n->connected = 1;
     if (!n->spin_env)
-        n->spin_ns = (uint64_t)coh_tcp_spin_default_us(g->machine_size,
-                                                       sysconf(_SC_NPROCESSORS_ONLN)) * 1000;
+        n->spin_ns = (uint64_t)coh_tcp_spin_default_us(g->machine_size, coh_group_cpus(g)) * 1000;
     if (n->n_evicted || n->n_auth_timeout) {
         char flood[192];
         hs_flood_fmt(n, flood, sizeof flood);
