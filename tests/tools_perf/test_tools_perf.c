@@ -19,7 +19,11 @@
  * - binding (tools/common/bind.h): with COHORT_BIND=auto ranks that fit on
  *   the cores get one each, an oversubscribed job none; by default none -
  *   each rank's own affinity, as cohort-perf reports it, under --np and
- *   under cohortrun.
+ *   under cohortrun;
+ * - ranks outnumbering the cpus their affinity gives them together (the
+ *   union of their cpu sets): the deep rings, and the "# cohort:" lines say
+ *   "ranks outnumber cpus" - under sched_setaffinity and under the real
+ *   `taskset -c C` (2 ranks on one cpu: oversubscribed; on two: not).
  */
 #include <errno.h>
 #include <regex.h>
@@ -731,6 +735,54 @@ START_TEST(test_oversubscribed_rings)
         ck_assert_msg(strstr(r.out, over ? "(1024 slots of 256 B" : "(128 slots of 256 B") &&
                           strstr(r.out, over ? "(256 slots of 16384 B" : "(8 slots of 16384 B"),
                       "%s ranks on %d cpus:\n%s", "2", over ? 1 : 2, T(r.out));
+        /* and the header says what the rules counted */
+        ck_assert_msg(strstr(r.out, over ? "this machine: 2 ranks on 1 cpus (their cpu sets): "
+                                           "ranks outnumber cpus)"
+                                         : "this machine: 2 ranks on 2 cpus (their cpu sets))"),
+                      "%s", T(r.out));
+        run_free(&r);
+    }
+}
+END_TEST
+
+/* The launch habit itself: `taskset -c C cohort-perf --np 2` (both ranks
+ * inherit the one cpu) - oversubscribed, said in the "# cohort:" lines;
+ * the two cpus C,D: not. The ranks' cpu sets decide, not the online cpus. */
+START_TEST(test_taskset)
+{
+    const char *ts = access("/usr/bin/taskset", X_OK) == 0 ? "/usr/bin/taskset"
+                     : access("/bin/taskset", X_OK) == 0   ? "/bin/taskset"
+                                                            : NULL;
+    cpu_set_t all;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof all, &all), 0);
+    if (!ts || CPU_COUNT(&all) < 2) {
+        fprintf(stderr, "test_taskset: no taskset or fewer than 2 cpus; skipped\n");
+        return;
+    }
+    int c0 = -1, c1 = -1;
+    for (int c = 0; c < CPU_SETSIZE && c1 < 0; c++)
+        if (CPU_ISSET(c, &all)) {
+            if (c0 < 0)
+                c0 = c;
+            else
+                c1 = c;
+        }
+    unsetenv("COHORT_BIND");
+    for (int over = 0; over < 2; over++) {
+        char list[32];
+        if (over)
+            snprintf(list, sizeof list, "%d", c0);
+        else
+            snprintf(list, sizeof list, "%d,%d", c0, c1);
+        char *argv[] = {(char *)ts, "-c", list, (char *)cht_tool("cohort-perf"), "--np", "2",
+                        "--coll", "all_reduce", "--sizes", "8", "-n", "20", NULL};
+        run_out r;
+        run_tool(argv, &r);
+        ck_assert_msg(r.status == 0, "%s\n%s", T(r.out), T(r.err));
+        ck_assert_msg(strstr(r.out, over ? "2 ranks on 1 cpus (their cpu sets): ranks outnumber "
+                                           "cpus)"
+                                         : "2 ranks on 2 cpus (their cpu sets))"),
+                      "taskset -c %s:\n%s", list, T(r.out));
         run_free(&r);
     }
 }
@@ -753,6 +805,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_bad_args);
     tcase_add_test(tc, test_binding);
     tcase_add_test(tc, test_oversubscribed_rings);
+    tcase_add_test(tc, test_taskset);
     suite_add_tcase(s, tc);
     return s;
 }
