@@ -184,13 +184,14 @@ int coh_mem_heap(uint64_t *min_bytes, uint64_t *regions, uint64_t *cap)
 int coh_mem_heap_describe(const coh_shm *s, size_t bytes, char *buf, size_t len)
 {
     uint64_t min, n, cap;
-    if (!s || s->n < 2 || !coh_mem_heap(&min, &n, &cap) || bytes < min)
+    if (!s || s->n < 2 || !coh_mem_heap(&min, &n, &cap))
         return 0;
     if (s->mem_ok)
         snprintf(buf, len,
-                 "one copy from a root buffer in the shared heap (libcohort-heap.so: allocations "
-                 ">= %llu B, %llu of at most %llu regions live), else ",
-                 (unsigned long long)min, (unsigned long long)n, (unsigned long long)cap);
+                 "one copy where the root's buffer lies in the shared heap (libcohort-heap.so: "
+                 "blocks allocated with >= %llu B%s, %llu of at most %llu regions live), else ",
+                 (unsigned long long)min, bytes >= min ? "" : ", not a buffer of this size alone",
+                 (unsigned long long)n, (unsigned long long)cap);
     else
         snprintf(buf, len,
                  "(libcohort-heap.so loaded, but no one copy: %s) ",

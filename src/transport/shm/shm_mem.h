@@ -52,9 +52,8 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
  * regions and cap. */
 int coh_mem_heap(uint64_t *min_bytes, uint64_t *regions, uint64_t *cap);
 
-/* What a broadcast of `bytes` from a shared-heap buffer takes on s, for
- * cohort_describe: 1 and buf filled when the heap is loaded and bytes
- * reaches its threshold. */
+/* For cohort_describe: 1 and buf filled when the shared heap is loaded
+ * (what a broadcast of `bytes` whose root buffer lies in it takes on s). */
 int coh_mem_heap_describe(const coh_shm *s, size_t bytes, char *buf, size_t len);
 
 /* Unmaps every cached peer region (segment teardown). */
