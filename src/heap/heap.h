@@ -25,7 +25,10 @@ typedef struct coh_heap_region {
 
 typedef struct coh_heap_stats {
     uint64_t min_bytes; /* allocations from this size come from the heap */
-    uint64_t regions;   /* live regions (each holds one descriptor) */
+    uint64_t regions;   /* regions, cached ones included (a descriptor each) */
+    uint64_t cached;    /* freed regions kept for reuse */
+    uint64_t cached_bytes;
+    uint64_t reused;    /* allocations served from the cache */
     uint64_t cap;       /* most live regions; beyond it: glibc */
     uint64_t allocs;    /* regions made since the start */
     uint64_t fallbacks; /* allocations >= min_bytes that went to glibc

@@ -90,6 +90,47 @@ int main(int argc, char **argv)
                 }
                 free(block);
             }
+    /* a region released on free (above the heap's 32 MiB cache limit) and
+     * a new one in its place: the readers' cached mapping of the old one
+     * (its id) must not serve the new one */
+    coh_heap_lookup_fn lookup = (coh_heap_lookup_fn)dlsym(RTLD_DEFAULT, COH_HEAP_LOOKUP);
+    uintptr_t first = 0;
+    uint64_t first_id = 0;
+    for (int rep = 0; rep < 2 && n > 1; rep++, k++) {
+        size_t big = (size_t)40 << 20, bytes = (size_t)1 << 20;
+        unsigned char *block = malloc(big);
+        if (!block)
+            return 1;
+        coh_heap_region r = {0};
+        if (heap) {
+            if (!lookup || !lookup(block, bytes, &r)) {
+                fprintf(stderr, "heap_bcast: rank %d: the 40 MiB block is not shared\n", me);
+                bad = 1;
+            }
+            if (rep == 0)
+                first = (uintptr_t)block, first_id = r.id;
+            else if (first != (uintptr_t)block || first_id == r.id) {
+                fprintf(stderr, "heap_bcast: rank %d: the second 40 MiB block %s\n", me,
+                        first != (uintptr_t)block ? "is elsewhere" : "kept the id");
+                bad = 1;
+            }
+        }
+        for (size_t i = 0; i < bytes; i++)
+            block[i] = me == 0 ? pat(i, 0, k) : 0xee;
+        if (cohort_broadcast(g, block, bytes, COHORT_UINT8, 0) != COHORT_OK)
+            return 1;
+        size_t wrong = 0;
+        for (size_t i = 0; i < bytes; i++)
+            wrong += block[i] != pat(i, 0, k);
+        if (wrong) {
+            fprintf(stderr, "heap_bcast: rank %d: %zu wrong bytes in released-region round %d\n",
+                    me, wrong, rep);
+            bad = 1;
+        }
+        if (heap)
+            *(me == 0 ? &want_root : &want_read) += 1;
+        free(block);
+    }
     uint64_t rooted, read, split;
     coh_mem_counts(&rooted, &read, &split);
     if (rooted != want_root || read + split != want_read) {

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,11 +47,12 @@ __attribute__((noinline)) static int shared(const void *p, size_t n)
     return lookup(p, n, &r);
 }
 
+/* regions in use (not the freed ones kept for reuse) */
 static uint64_t live(void)
 {
     coh_heap_stats s;
     stats(&s);
-    return s.regions;
+    return s.regions - s.cached;
 }
 
 static void fill(unsigned char *p, size_t n, unsigned seed)
@@ -99,9 +101,28 @@ static void t_threshold(void)
     free(big);
     CHECK(!shared((void *)was, 1), "a freed region is not offered");
     CHECK(live() == base, "region count back");
+    /* a freed region is kept (its pages stay) and serves the next
+     * allocation of its size: the same memory, so the same id */
+    coh_heap_stats s0, s1;
+    stats(&s0);
     unsigned char *again = malloc(MIN);
-    CHECK(again && lookup(again, MIN, &r) && r.id != id, "a new region gets a new id");
+    stats(&s1);
+    CHECK(again == (unsigned char *)was && lookup(again, MIN, &r) && r.id == id &&
+              s1.reused == s0.reused + 1,
+          "a cached region reused: %p vs %p", (void *)again, (void *)was);
     free(again);
+    /* regions above 32 MiB are released on free: the place is reused by
+     * a new region, with a new id */
+    size_t big2 = (size_t)40 << 20;
+    unsigned char *h1 = malloc(big2);
+    CHECK(h1 && lookup(h1, big2, &r), "a 40 MiB region");
+    uint64_t id1 = r.id;
+    volatile uintptr_t w1 = (uintptr_t)h1;
+    free(h1);
+    unsigned char *h2 = malloc(big2);
+    CHECK(h2 && (uintptr_t)h2 == w1 && lookup(h2, big2, &r) && r.id != id1,
+          "a new region in a released one's place gets a new id");
+    free(h2);
     /* calloc: zeros, also in the place of a dirty freed region */
     unsigned char *z = calloc(MIN / 8, 8);
     CHECK(z && shared(z, MIN), "calloc above the threshold is shared");
@@ -246,6 +267,31 @@ static void t_threads(void)
           (unsigned long long)live(), (unsigned long long)base);
 }
 
+/* a double free of a region, or free of a pointer inside one, aborts
+ * (as glibc does), never corrupts the table */
+static void t_bad_free(void)
+{
+    for (int k = 0; k < 2; k++) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            close(2); /* the abort message is expected */
+            void *volatile p = malloc(MIN); /* volatile: the compiler sees no misuse */
+            if (k == 0) {
+                free(p);
+                free(p);
+            } else {
+                volatile uintptr_t q = (uintptr_t)p + 4096;
+                free((void *)q);
+            }
+            _exit(0);
+        }
+        int st = 0;
+        waitpid(pid, &st, 0);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT, "%s: status %d",
+              k ? "interior free" : "double free", st);
+    }
+}
+
 static void t_fork(void)
 {
     unsigned char *p = malloc(2 * MIN);
@@ -306,7 +352,16 @@ static int t_cap(void)
         if (i != 3)
             free(p[i]);
     stats(&s);
-    CHECK(s.regions == 0, "all freed: %llu", (unsigned long long)s.regions);
+    CHECK(s.regions == s.cached, "all freed: %llu regions, %llu cached",
+          (unsigned long long)s.regions, (unsigned long long)s.cached);
+    /* at the cap with only cached regions that do not fit: they make room */
+    CHECK(s.cached == 16, "16 cached: %llu", (unsigned long long)s.cached);
+    for (int i = 0; i < 16; i++) {
+        p[i] = malloc(4 * MIN);
+        CHECK(p[i] && shared(p[i], 4 * MIN), "block %d: a cached region released for it", i);
+    }
+    for (int i = 0; i < 16; i++)
+        free(p[i]);
     return failures ? 1 : 0;
 }
 
@@ -333,6 +388,7 @@ int main(int argc, char **argv)
     t_realloc();
     t_align();
     t_threads();
+    t_bad_free();
     t_fork();
     /* the cap: the same program with 64 descriptors (cap = a quarter) */
     pid_t pid = fork();
