@@ -84,6 +84,11 @@ static char *heap_find(void)
     const char *slash = strrchr(di.dli_fname, '/');
     if (asprintf(&path, "%.*s/libcohort-heap.so", (int)(slash - di.dli_fname), di.dli_fname) < 0)
         return NULL;
+    char *real = realpath(path, NULL); /* no "bin/../lib" in the workers' LD_PRELOAD */
+    if (real) {
+        free(path);
+        path = real;
+    }
     if (access(path, R_OK) != 0 || strpbrk(path, " :")) {
         fprintf(stderr, "cohortrun: --heap: %s %s\n", path,
                 strpbrk(path, " :") ? "has a space or ':' (LD_PRELOAD cannot name it)"
