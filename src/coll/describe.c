@@ -9,6 +9,7 @@
 
 #include "coll/coll.h"
 #include "transport/shm/shm.h"
+#include "transport/shm/shm_mem.h"
 
 /* "; this machine: 4 ranks on 2 cpus (their cpu sets): ranks outnumber
  * cpus": what the rules that compare ranks with cpus read (g->oversub,
@@ -84,9 +85,14 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
                  "slot ring (%zu slots of %zu B per root; the root returns once its slot is "
                  "written); %s",
                  slots, max, coh_shm_copy_info(g->shm));
-    else if (g->shm)
-        snprintf(copy, sizeof copy, "%s; %s", coh_shm_copy_path(g->shm, coll, bytes),
+    else if (g->shm) {
+        /* a broadcast root's buffer in the preloaded shared heap */
+        char heap[256] = "";
+        if (coll == COH_COLL_BROADCAST)
+            coh_mem_heap_describe(g->shm, bytes, heap, sizeof heap);
+        snprintf(copy, sizeof copy, "%s%s; %s", heap, coh_shm_copy_path(g->shm, coll, bytes),
                  coh_shm_copy_info(g->shm));
+    }
     else
         snprintf(copy, sizeof copy, "%s", g->size > 1 ? "tcp sockets" : "-");
     char mach[160];

@@ -57,6 +57,8 @@ static const coh_envvar table[] = {
     {"COHORT_SHM_SINGLE_COPY_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 1, LONG_MAX},
     {"COHORT_SHM_SINGLE_COPY_PROBE_NS", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     {"COHORT_SHM_MEM", COH_ENV_CHOICE, COH_ENV_LIB, "on|off|nosplit|map-fail", 0, 0},
+    /* libcohort-heap.so, the preloadable shared heap (src/heap/heap.c) */
+    {"COHORT_HEAP_MIN_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 4096, 1l << 40},
     {"COHORT_SHM_SPIN_US", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 10000000},
     {"COHORT_CHECK_SPIN_US", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 1000000},
     {"COHORT_CHECK_FASTLOCK", COH_ENV_CHOICE, COH_ENV_LIB, "0|1", 0, 0},

@@ -40,6 +40,11 @@ for f in "$libdir/libcohort.a" "$libdir/libcohort-etcd.so" "$libdir/pkgconfig/co
 done
 crun=$prefix/bin/cohortrun
 
+step "cohortrun --heap preloads the installed libcohort-heap.so (beside libcohort.so)"
+[ -e "$libdir/libcohort-heap.so" ] || fail "not installed: $libdir/libcohort-heap.so"
+pre=$("$crun" -q --no-prefix -n 1 --heap sh -c 'echo "$LD_PRELOAD"' 2>&1) || fail "cohortrun --heap: $pre"
+[ "$pre" = "$(realpath "$libdir/libcohort-heap.so")" ] || fail "cohortrun --heap set LD_PRELOAD=$pre"
+
 step "libcohort.so needs only libc, pthreads, libsodium (the loader too)"
 needed=$(readelf -d "$libdir/libcohort.so.0" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 echo "$needed" | sed 's/^/  NEEDED /'

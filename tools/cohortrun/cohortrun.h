@@ -55,6 +55,7 @@ typedef struct crun_cfg {
     int quiet;              /* no launcher notices, only the failure summary */
     int no_prefix;          /* --no-prefix: worker lines without "[rank] " */
     int no_python;          /* --no-python: never put python3 in front */
+    char *heap_path;        /* --heap: libcohort-heap.so, preloaded into the workers */
     char **py_argv;         /* "python3 [-m] PROGRAM ARGS" when that was put in front */
     char **argv;            /* the program and its arguments (NULL-terminated) */
     int argc;

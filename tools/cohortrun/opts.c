@@ -2,6 +2,7 @@
  * word (or "--"): everything after it belongs to the program. */
 #include "cohortrun.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -47,6 +48,11 @@ static const char usage_text[] =
     "                           (Open MPI's default); core always (round-robin).\n"
     "                           Default: COHORT_BIND, else none\n"
     "      --join-timeout-ms MS how long node agents wait for each other (default 300000)\n"
+    "      --heap               preload libcohort-heap.so into the workers (LD_PRELOAD):\n"
+    "                           their allocations of COHORT_HEAP_MIN_BYTES (default\n"
+    "                           1 MiB) and more come from shared memory, so a broadcast\n"
+    "                           from a malloc'ed buffer is copied once by each local\n"
+    "                           reader (docs/shm.md \"The shared heap\")\n"
     "  -m, --module             run 'python3 -m PROGRAM' (torchrun -m)\n"
     "      --no-python          run PROGRAM as is, even a .py file (by default a\n"
     "                           PROGRAM ending in .py runs as 'python3 PROGRAM')\n"
@@ -64,6 +70,34 @@ static const char usage_text[] =
     "COHORT_NODE_RANK. Exit status: 0, the first failing worker's code (128+signal\n"
     "if killed), 128+signal if cohortrun was interrupted, 2 usage, 125 launcher\n"
     "failure, 126/127 program not executable/not found. See docs/launcher.md.\n";
+
+/* --heap: libcohort-heap.so beside the libcohort.so this cohortrun runs
+ * with (the build tree's top, or the install libdir). */
+static char *heap_find(void)
+{
+    Dl_info di;
+    char *path = NULL;
+    if (!dladdr((void *)cohort_init, &di) || !di.dli_fname || !strchr(di.dli_fname, '/')) {
+        fprintf(stderr, "cohortrun: --heap: cannot tell where libcohort.so is\n");
+        return NULL;
+    }
+    const char *slash = strrchr(di.dli_fname, '/');
+    if (asprintf(&path, "%.*s/libcohort-heap.so", (int)(slash - di.dli_fname), di.dli_fname) < 0)
+        return NULL;
+    char *real = realpath(path, NULL); /* no "bin/../lib" in the workers' LD_PRELOAD */
+    if (real) {
+        free(path);
+        path = real;
+    }
+    if (access(path, R_OK) != 0 || strpbrk(path, " :")) {
+        fprintf(stderr, "cohortrun: --heap: %s %s\n", path,
+                strpbrk(path, " :") ? "has a space or ':' (LD_PRELOAD cannot name it)"
+                                    : "is not there (a sanitizer build has none)");
+        free(path);
+        return NULL;
+    }
+    return path;
+}
 
 /* Strict decimal parse into [lo, hi]. */
 static int parse_int(const char *opt, const char *s, long lo, long hi, int *out)
@@ -155,6 +189,7 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
         O_RDZV_ENDPOINT,
         O_RDZV_BACKEND,
         O_NO_PYTHON,
+        O_HEAP,
         O_UNSUPPORTED,
         O_NO_PREFIX,
         O_BIND_TO,
@@ -192,6 +227,7 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
         {"bind_to", required_argument, NULL, O_BIND_TO},
         {"join-timeout-ms", required_argument, NULL, O_JOIN_TIMEOUT},
         {"no-python", no_argument, NULL, O_NO_PYTHON},
+        {"heap", no_argument, NULL, O_HEAP},
         {"no_python", no_argument, NULL, O_NO_PYTHON},
         {"module", no_argument, NULL, 'm'},
         {"quiet", no_argument, NULL, 'q'},
@@ -271,6 +307,10 @@ int crun_parse(crun_cfg *cfg, int argc, char **argv)
             break;
         case O_RDZV_BACKEND:
             backend = optarg;
+            break;
+        case O_HEAP:
+            if (!cfg->heap_path && !(cfg->heap_path = heap_find()))
+                bad = 1;
             break;
         case O_NO_PYTHON:
             cfg->no_python = 1;

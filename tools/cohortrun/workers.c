@@ -35,7 +35,7 @@
 extern char **environ;
 
 #define DRAIN_MS 1000 /* after the last worker exits, wait this long for EOF */
-#define N_OWN 18      /* variables set per worker (set_names) */
+#define N_OWN 19      /* variables set per worker (set_names) */
 
 enum { TAG_SIG = 1, TAG_COORD = 2, TAG_STREAM = 3 };
 #define TAG(kind, idx) (((uint64_t)(kind) << 32) | (uint32_t)(idx))
@@ -98,8 +98,11 @@ static int build_env(const crun_job *job, worker *w, uint32_t gen)
     if (!w->envp)
         return -1;
     size_t k = 0;
+    const char *preload = NULL; /* --heap: the inherited LD_PRELOAD goes after ours */
     for (size_t i = 0; i < n; i++)
-        if (!overridden(environ[i]))
+        if (cfg->heap_path && !strncmp(environ[i], "LD_PRELOAD=", 11))
+            preload = environ[i] + 11;
+        else if (!overridden(environ[i]))
             w->envp[k++] = environ[i];
     int world = cfg->nnodes * cfg->nproc;
     int j = 0;
@@ -134,6 +137,9 @@ static int build_env(const crun_job *job, worker *w, uint32_t gen)
      * (an inherited one is dropped): rank 0 hosts torch's store itself. */
     SETV("TORCHELASTIC_RESTART_COUNT=%u", gen - 1);
     SETV("TORCHELASTIC_MAX_RESTARTS=%d", cfg->max_restarts);
+    if (cfg->heap_path)
+        SETV("LD_PRELOAD=%s%s%s", cfg->heap_path, preload && *preload ? ":" : "",
+             preload ? preload : "");
 #undef SETV
     w->envp[k] = NULL;
     return 0;

@@ -2,16 +2,19 @@
  * shm_mem.c - cohort_mem_alloc / cohort_mem_free and the peers' mappings
  * of those regions (shm_mem.h).
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "heap/heap.h"
 #include "transport/shm/shm_mem.h"
 #include "transport/shm/shm_seg.h"
 
@@ -149,12 +152,74 @@ void coh_mem_release_group(cohort_group *g)
     pthread_mutex_unlock(&mem_mu);
 }
 
+/* The preloaded shared heap's functions (libcohort-heap.so, heap.h), looked
+ * up once; NULL when it is not loaded. */
+static pthread_once_t heap_once = PTHREAD_ONCE_INIT;
+static coh_heap_lookup_fn heap_lookup;
+static coh_heap_stats_fn heap_stats;
+
+static void heap_resolve(void)
+{
+    heap_lookup = (coh_heap_lookup_fn)dlsym(RTLD_DEFAULT, COH_HEAP_LOOKUP);
+    heap_stats = (coh_heap_stats_fn)dlsym(RTLD_DEFAULT, COH_HEAP_STATS);
+    if (!heap_lookup || !heap_stats)
+        heap_lookup = NULL, heap_stats = NULL;
+}
+
+int coh_mem_heap(uint64_t *min_bytes, uint64_t *regions, uint64_t *cap)
+{
+    pthread_once(&heap_once, heap_resolve);
+    coh_heap_stats st;
+    if (!heap_stats)
+        return 0;
+    heap_stats(&st);
+    if (!st.min_bytes)
+        return 0; /* loaded but off (COHORT_HEAP_MIN_BYTES invalid, no reserve) */
+    *min_bytes = st.min_bytes;
+    *regions = st.regions;
+    *cap = st.cap;
+    return 1;
+}
+
+int coh_mem_heap_describe(const coh_shm *s, size_t bytes, char *buf, size_t len)
+{
+    uint64_t min, n, cap;
+    if (!s || s->n < 2 || !coh_mem_heap(&min, &n, &cap))
+        return 0;
+    if (s->mem_ok)
+        snprintf(buf, len,
+                 "one copy where the root's buffer lies in the shared heap (libcohort-heap.so: "
+                 "blocks allocated with >= %llu B%s, %llu of at most %llu regions live), else ",
+                 (unsigned long long)min, bytes >= min ? "" : ", not a buffer of this size alone",
+                 (unsigned long long)n, (unsigned long long)cap);
+    else
+        snprintf(buf, len,
+                 "(libcohort-heap.so loaded, but no one copy: %s) ",
+                 s->mem_mode == 0 ? "COHORT_SHM_MEM=off" : "the single-copy probe failed");
+    return 1;
+}
+
+/* A region of the preloaded shared heap (any group: the heap is the
+ * process's). */
+static int heap_find(const void *buf, size_t bytes, shm_mem_desc *d)
+{
+    pthread_once(&heap_once, heap_resolve);
+    coh_heap_region r;
+    if (!heap_lookup || !heap_lookup(buf, bytes, &r))
+        return 0;
+    *d = (shm_mem_desc){.id = r.id, .ino = r.ino, .size = r.size, .off = r.off, .bytes = bytes,
+                        .fd = r.fd};
+    return 1;
+}
+
 int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_desc *d)
 {
     int found = 0;
     uintptr_t a = (uintptr_t)buf;
-    if (!buf || atomic_load_explicit(&mem_nlive, memory_order_relaxed) == 0)
-        return 0; /* the common case: a process that allocated none */
+    if (!buf)
+        return 0;
+    if (atomic_load_explicit(&mem_nlive, memory_order_relaxed) == 0)
+        return heap_find(buf, bytes, d); /* the common case: none from cohort_mem_alloc */
     pthread_mutex_lock(&mem_mu);
     for (mem_region *r = mem_list; r; r = r->next) {
         uintptr_t b = (uintptr_t)r->base;
@@ -166,7 +231,7 @@ int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_d
         }
     }
     pthread_mutex_unlock(&mem_mu);
-    return found;
+    return found || heap_find(buf, bytes, d);
 }
 
 /* ---- the readers' side: peers' regions mapped on first use ---- */

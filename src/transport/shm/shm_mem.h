@@ -35,7 +35,9 @@ typedef struct shm_mem_desc {
 } shm_mem_desc;
 
 /* 1 and *d filled when [buf, buf + bytes) lies inside one region g
- * allocated with cohort_mem_alloc. Thread-safe. */
+ * allocated with cohort_mem_alloc, or inside one region of the preloaded
+ * shared heap (libcohort-heap.so, src/heap/heap.h: malloc'ed buffers of
+ * COHORT_HEAP_MIN_BYTES and more). Thread-safe. */
 int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_desc *d);
 
 /* *base: this rank's address of local rank q's region d, mapped on first
@@ -45,6 +47,14 @@ int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_d
  * announced) and returns that status; the caller fails the group (cs_up). */
 cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_call *c,
                           int write, unsigned char **base);
+
+/* 1 when libcohort-heap.so is preloaded and on: its threshold, live
+ * regions and cap. */
+int coh_mem_heap(uint64_t *min_bytes, uint64_t *regions, uint64_t *cap);
+
+/* For cohort_describe: 1 and buf filled when the shared heap is loaded
+ * (what a broadcast of `bytes` whose root buffer lies in it takes on s). */
+int coh_mem_heap_describe(const coh_shm *s, size_t bytes, char *buf, size_t len);
 
 /* Unmaps every cached peer region (segment teardown). */
 void coh_mem_unmap_all(coh_shm *s);

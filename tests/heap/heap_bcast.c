@@ -1,0 +1,164 @@
+/* heap_bcast.c - a program that mallocs its broadcast buffers and never
+ * calls cohort_mem_alloc, run as 2 ranks by cohortrun (tests/heap):
+ * `heap_bcast heap` expects every broadcast of at least the preloaded
+ * heap's threshold to take the one-copy path (the process's counters,
+ * coh_mem_counts: no silent fallback) and smaller ones not to, and
+ * cohort_describe to say so; `heap_bcast plain` (no preload) expects the
+ * old path for every size. The data is checked in both. Exit 0 ok, 1 not. */
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cohort.h"
+#include "heap/heap.h"
+#include "transport/shm/shm_mem.h"
+
+static unsigned char pat(size_t i, int root, int k)
+{
+    return (unsigned char)(i * 131u + (unsigned)root * 7u + (unsigned)k * 17u + 1u);
+}
+
+int main(int argc, char **argv)
+{
+    int heap = argc > 1 && !strcmp(argv[1], "heap");
+    if (argc < 2 || (!heap && strcmp(argv[1], "plain"))) {
+        fprintf(stderr, "usage: heap_bcast heap|plain\n");
+        return 2;
+    }
+    coh_heap_stats_fn stats = (coh_heap_stats_fn)dlsym(RTLD_DEFAULT, COH_HEAP_STATS);
+    uint64_t min = UINT64_MAX;
+    if (stats) {
+        coh_heap_stats s;
+        stats(&s);
+        min = s.min_bytes;
+    }
+    if (heap != (stats != NULL)) {
+        fprintf(stderr, "heap_bcast: expected the heap %s, it is %s\n",
+                heap ? "preloaded" : "absent", stats ? "preloaded" : "absent");
+        return 1;
+    }
+    cohort_group *g;
+    if (cohort_init(&g) != COHORT_OK) {
+        fprintf(stderr, "heap_bcast: cohort_init failed\n");
+        return 1;
+    }
+    int me = cohort_rank(g), n = cohort_size(g), bad = 0;
+    /* the sizes around the threshold; an offset inside the block too */
+    const size_t sizes[] = {(size_t)256 << 10, (size_t)1 << 20, ((size_t)4 << 20) + 4096 + 3};
+    const size_t offs[] = {0, 4096 + 5};
+    uint64_t want_root = 0, want_read = 0;
+    /* blocks of the heap placed where an earlier, freed one was: a peer's
+     * cached mapping of the old region must not serve the new one (its id
+     * differs; the data check catches a stale mapping) */
+    uintptr_t seen[64];
+    int nseen = 0, reused = 0;
+    int k = 0;
+    for (int root = 0; root < n; root++)
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++)
+            for (size_t oi = 0; oi < 2; oi++, k++) {
+                size_t bytes = sizes[si], off = offs[oi];
+                unsigned char *block = malloc(bytes + off), *buf = block + off;
+                if (!block) {
+                    fprintf(stderr, "heap_bcast: malloc\n");
+                    return 1;
+                }
+                for (size_t i = 0; i < bytes; i++)
+                    buf[i] = me == root ? pat(i, root, k) : 0xee;
+                if (cohort_broadcast(g, buf, bytes, COHORT_UINT8, root) != COHORT_OK) {
+                    fprintf(stderr, "heap_bcast: rank %d: broadcast: %s\n", me,
+                            cohort_last_error(g));
+                    return 1;
+                }
+                size_t wrong = 0;
+                for (size_t i = 0; i < bytes; i++)
+                    wrong += buf[i] != pat(i, root, k);
+                if (wrong) {
+                    fprintf(stderr, "heap_bcast: rank %d: %zu wrong bytes of %zu from root %d\n",
+                            me, wrong, bytes, root);
+                    bad = 1;
+                }
+                /* the root's whole block is a region from min (the reader's
+                 * own region does not decide the path) */
+                if (bytes + off >= min) {
+                    *(me == root ? &want_root : &want_read) += 1;
+                    for (int j = 0; j < nseen; j++)
+                        reused += seen[j] == (uintptr_t)block;
+                    if (nseen < 64)
+                        seen[nseen++] = (uintptr_t)block;
+                }
+                free(block);
+            }
+    /* a region released on free (above the heap's 32 MiB cache limit) and
+     * a new one in its place: the readers' cached mapping of the old one
+     * (its id) must not serve the new one */
+    coh_heap_lookup_fn lookup = (coh_heap_lookup_fn)dlsym(RTLD_DEFAULT, COH_HEAP_LOOKUP);
+    uintptr_t first = 0;
+    uint64_t first_id = 0;
+    for (int rep = 0; rep < 2 && n > 1; rep++, k++) {
+        size_t big = (size_t)40 << 20, bytes = (size_t)1 << 20;
+        unsigned char *block = malloc(big);
+        if (!block)
+            return 1;
+        coh_heap_region r = {0};
+        if (heap) {
+            if (!lookup || !lookup(block, bytes, &r)) {
+                fprintf(stderr, "heap_bcast: rank %d: the 40 MiB block is not shared\n", me);
+                bad = 1;
+            }
+            if (rep == 0)
+                first = (uintptr_t)block, first_id = r.id;
+            else if (first != (uintptr_t)block || first_id == r.id) {
+                fprintf(stderr, "heap_bcast: rank %d: the second 40 MiB block %s\n", me,
+                        first != (uintptr_t)block ? "is elsewhere" : "kept the id");
+                bad = 1;
+            }
+        }
+        for (size_t i = 0; i < bytes; i++)
+            block[i] = me == 0 ? pat(i, 0, k) : 0xee;
+        if (cohort_broadcast(g, block, bytes, COHORT_UINT8, 0) != COHORT_OK)
+            return 1;
+        size_t wrong = 0;
+        for (size_t i = 0; i < bytes; i++)
+            wrong += block[i] != pat(i, 0, k);
+        if (wrong) {
+            fprintf(stderr, "heap_bcast: rank %d: %zu wrong bytes in released-region round %d\n",
+                    me, wrong, rep);
+            bad = 1;
+        }
+        if (heap)
+            *(me == 0 ? &want_root : &want_read) += 1;
+        free(block);
+    }
+    uint64_t rooted, read, split;
+    coh_mem_counts(&rooted, &read, &split);
+    if (rooted != want_root || read + split != want_read) {
+        fprintf(stderr,
+                "heap_bcast: rank %d: one-copy broadcasts as root %llu (expected %llu), as "
+                "reader %llu + %llu split (expected %llu)\n",
+                me, (unsigned long long)rooted, (unsigned long long)want_root,
+                (unsigned long long)read, (unsigned long long)split,
+                (unsigned long long)want_read);
+        bad = 1;
+    }
+    if (heap && !reused) {
+        fprintf(stderr, "heap_bcast: rank %d: no heap block reused a freed one's address\n", me);
+        bad = 1;
+    }
+    char d[1024];
+    if (cohort_describe(g, "broadcast", (size_t)4 << 20, COHORT_UINT8, d, sizeof d) != COHORT_OK ||
+        (strstr(d, "shared heap") != NULL) != heap) {
+        fprintf(stderr, "heap_bcast: rank %d: cohort_describe: %s\n", me, d);
+        bad = 1;
+    }
+    if (cohort_barrier(g) != COHORT_OK)
+        bad = 1;
+    cohort_finalize(g);
+    if (!bad)
+        printf("heap_bcast %s: rank %d ok: one copy as root %llu, as reader %llu (%llu split); "
+               "%d blocks at a freed one's address\n",
+               argv[1], me, (unsigned long long)rooted, (unsigned long long)read,
+               (unsigned long long)split, reused);
+    return bad;
+}
