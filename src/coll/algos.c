@@ -520,18 +520,19 @@ static cohort_status run_bar_dissem(cohort_group *g, coh_call *c)
  * on one host that is the group rank, but the peer table says so. */
 static int lroot(const cohort_group *g, int root) { return g->peers[root].local_index; }
 
-static cohort_status run_ar_shm(cohort_group *g, coh_call *c)
+/* The shm rows: inline into coh_coll_lane (the direct lane) as well. */
+static COH_INLINE cohort_status run_ar_shm(cohort_group *g, coh_call *c)
 {
     coh_call tmp;
     cohort_status st;
     const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
     return st ? st : coh_coll_tp->shm_all_reduce(g->shm, rc, c->send, c->recv, c->count);
 }
-static cohort_status run_bc_shm(cohort_group *g, coh_call *c)
+static COH_INLINE cohort_status run_bc_shm(cohort_group *g, coh_call *c)
 {
     return coh_coll_tp->shm_broadcast(g->shm, c, bcast_buf(c), bytes_of(c), lroot(g, c->root));
 }
-static cohort_status run_red_shm(cohort_group *g, coh_call *c)
+static COH_INLINE cohort_status run_red_shm(cohort_group *g, coh_call *c)
 {
     coh_call tmp;
     cohort_status st;
@@ -544,12 +545,12 @@ static cohort_status run_ag_shm(cohort_group *g, coh_call *c)
 {
     return coh_coll_tp->shm_all_gather(g->shm, c, own_block(g, c), c->recv, bytes_of(c));
 }
-static cohort_status run_ga_shm(cohort_group *g, coh_call *c)
+static COH_INLINE cohort_status run_ga_shm(cohort_group *g, coh_call *c)
 {
     return coh_coll_tp->shm_gather(g->shm, c, own_block(g, c), c->recv, bytes_of(c),
                                    lroot(g, c->root));
 }
-static cohort_status run_sc_shm(cohort_group *g, coh_call *c)
+static COH_INLINE cohort_status run_sc_shm(cohort_group *g, coh_call *c)
 {
     return coh_coll_tp->shm_scatter(g->shm, c, c->send, c->recv, bytes_of(c), lroot(g, c->root));
 }
@@ -567,6 +568,44 @@ static cohort_status run_a2a_shm(cohort_group *g, coh_call *c)
 static cohort_status run_bar_shm(cohort_group *g, coh_call *c)
 {
     return coh_coll_tp->shm_barrier(g->shm, c);
+}
+
+/* The direct lane's kinds: their shm rows, whose run reads of the group
+ * only g->shm and the root's local index (select.c, lane_decide). */
+int coh_algo_lane(const coh_algo *a)
+{
+    return a->run == run_bc_shm || a->run == run_sc_shm || a->run == run_ga_shm ||
+           a->run == run_red_shm || a->run == run_ar_shm;
+}
+
+/* A call in the direct lane (engine.c, coh_engine_lane; group.h,
+ * lane_mask): what run_selected does for it with the shm row selected -
+ * the row's run, and after a broadcast the barrier's leader - without the
+ * selection memo's compare and the trampoline. The lane's conditions
+ * (count > 0, no AVG, no scratch copy) leave nothing else of
+ * run_selected to do. */
+cohort_status coh_coll_lane(cohort_group *g, coh_call *c)
+{
+    switch (c->coll) {
+    case COH_COLL_BROADCAST: {
+        cohort_status st = run_bc_shm(g, c);
+        if (st == COHORT_OK) {
+            g->bar_seq = c->seq + 1; /* as run_selected */
+            g->bar_root = c->root;
+        }
+        return st;
+    }
+    case COH_COLL_SCATTER:
+        return run_sc_shm(g, c);
+    case COH_COLL_GATHER:
+        return run_ga_shm(g, c);
+    case COH_COLL_REDUCE:
+        return run_red_shm(g, c);
+    case COH_COLL_ALL_REDUCE:
+        return run_ar_shm(g, c);
+    default:
+        return coh_coll_run(g, c); /* not a lane kind: the full path */
+    }
 }
 
 /* hier.c */

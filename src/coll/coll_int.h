@@ -323,6 +323,7 @@ extern const coh_algo coh_algo_table[];
 
 /* Topology predicates the table uses; deterministic across ranks. */
 int coh_topo_single_host_shm(const cohort_group *g); /* every rank on one host, shm */
+int coh_algo_lane(const coh_algo *a); /* a shm row the direct lane may run (algos.c) */
 int coh_topo_hier(const cohort_group *g);            /* several hosts, some with >1 rank */
 
 /* Broadcast crossover shared with the hierarchical algorithms: 1 if the

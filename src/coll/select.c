@@ -331,6 +331,24 @@ static void run_alone(const coh_call *c, size_t bytes)
     }
 }
 
+/* The direct lane for c's kind (group.h, lane_mask), decided once per
+ * kind by its first call to get an algorithm: open where that is the shm
+ * row of a lane kind (algos.c, coh_algo_lane), which for these kinds
+ * depends only on what creation fixed (the topology, COHORT_ALGO_*), and
+ * nothing the lane skips can apply to the group (COHORT_DEBUG=sync or
+ * buffers; harness groups, which read COHORT_ALGO_* per call). */
+static COH_COLD void lane_decide(cohort_group *g, const coh_call *c, const coh_algo *a)
+{
+    if (c->coll >= 32)
+        return;
+    g->lane_seen |= 1u << c->coll;
+    if (g->algo_env_read && !g->debug_sync && !g->debug_buffers && g->shm &&
+        coh_topo_single_host_shm(g) && coh_algo_lane(a)) {
+        g->lane_mask |= 1u << c->coll;
+        g->lane_shm = g->shm;
+    }
+}
+
 /* The selected algorithm for a collective the checks let through. */
 static inline cohort_status run_selected(cohort_group *g, coh_call *c)
 {
@@ -340,6 +358,8 @@ static inline cohort_status run_selected(cohort_group *g, coh_call *c)
     const coh_algo *a = memo_hit(g, c);
     if (!a && !(a = memo_miss(g, c, &st)))
         return coh_group_fail(g, st, "%s", coh_tls_err()->msg);
+    if (__builtin_expect(!(g->lane_seen >> (c->coll & 31) & 1), 0))
+        lane_decide(g, c, a);
     if (c->count == 0 && c->coll != COH_COLL_BARRIER)
         /* Nothing to move, but the contract must still meet every rank's:
          * a barrier-shaped exchange carrying this call's header. */

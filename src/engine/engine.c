@@ -278,10 +278,39 @@ static __attribute__((noinline)) cohort_status submit_queued(cohort_group *g, co
     return COHORT_OK;
 }
 
+/* The direct lane (group.h, lane_mask): a blocking call with no async
+ * work pending, on a group whose lane is open for its kind (read after
+ * `pending` is seen 0: the worker, which may have decided it, is then
+ * idle), with count > 0, no private in-place copy (scratch) and no AVG.
+ * It runs as run_call would run it - recorded STARTED at issue, the same
+ * failure tail, the recorder's end - with coh_coll_lane in place of
+ * coh_coll_run: the lane's conditions leave out everything else run_call
+ * and coh_coll_run do (debug=sync|buffers, the zero-count sync, the AVG
+ * division, the scratch copy); a failed group is refused by issue just
+ * before, and again by the transport's entry check. */
+static COH_INLINE int lane_open(const cohort_group *g, const coh_call *c)
+{
+    return (g->lane_mask >> c->coll & 1) && c->count && !c->scratch && c->redop != COHORT_AVG &&
+           g->lane_shm == (const void *)g->shm;
+}
+
+static COH_INLINE cohort_status run_lane(cohort_group *g, coh_call *c)
+{
+    uint64_t tidx = coh_trace_issue_started(g->trace, c);
+    cohort_status st = coh_coll_lane(g, c);
+    if (__builtin_expect(st != COHORT_OK, 0))
+        return call_failed(g, c, tidx, st);
+    coh_trace_end(g->trace, tidx, st);
+    return st;
+}
+
 cohort_status coh_engine_submit(cohort_group *g, coh_call *c, cohort_work **work)
 {
-    if (!work && atomic_load_explicit(&g->engine->pending, memory_order_acquire) == 0)
+    if (!work && atomic_load_explicit(&g->engine->pending, memory_order_acquire) == 0) {
+        if (lane_open(g, c))
+            return run_lane(g, c);
         return run_call(g, c, coh_trace_issue_started(g->trace, c), 1);
+    }
     return submit_queued(g, c, work);
 }
 
