@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "coll/coll_int.h"
+#include "coll/lane.h"
 
 /* ---- crossovers (bytes) ---- */
 #define AR_RD_MAX (64u << 10)   /* all_reduce: recursive doubling up to here */
@@ -516,43 +517,12 @@ static cohort_status run_bar_dissem(cohort_group *g, coh_call *c)
 
 /* ---- shm: every rank on this host's segment ---- */
 
-/* shm collectives number ranks by their index on the host; with every rank
- * on one host that is the group rank, but the peer table says so. */
-static int lroot(const cohort_group *g, int root) { return g->peers[root].local_index; }
-
-/* The shm rows: inline into coh_coll_lane (the direct lane) as well. */
-static COH_INLINE cohort_status run_ar_shm(cohort_group *g, coh_call *c)
-{
-    coh_call tmp;
-    cohort_status st;
-    const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
-    return st ? st : coh_coll_tp->shm_all_reduce(g->shm, rc, c->send, c->recv, c->count);
-}
-static COH_INLINE cohort_status run_bc_shm(cohort_group *g, coh_call *c)
-{
-    return coh_coll_tp->shm_broadcast(g->shm, c, bcast_buf(c), bytes_of(c), lroot(g, c->root));
-}
-static COH_INLINE cohort_status run_red_shm(cohort_group *g, coh_call *c)
-{
-    coh_call tmp;
-    cohort_status st;
-    const coh_call *rc = coh_shm_sum_call(g, c, &tmp, &st);
-    return st ? st
-              : coh_coll_tp->shm_reduce(g->shm, rc, c->send, c->recv, c->count, lroot(g, c->root));
-}
+/* The shm rows of the lane kinds (broadcast, scatter, gather, reduce,
+ * all_reduce): coll/lane.h, shared with the engine's direct lane. */
 /* In place, the shm all_gather/gather get the rank's own slot as send. */
 static cohort_status run_ag_shm(cohort_group *g, coh_call *c)
 {
     return coh_coll_tp->shm_all_gather(g->shm, c, own_block(g, c), c->recv, bytes_of(c));
-}
-static COH_INLINE cohort_status run_ga_shm(cohort_group *g, coh_call *c)
-{
-    return coh_coll_tp->shm_gather(g->shm, c, own_block(g, c), c->recv, bytes_of(c),
-                                   lroot(g, c->root));
-}
-static COH_INLINE cohort_status run_sc_shm(cohort_group *g, coh_call *c)
-{
-    return coh_coll_tp->shm_scatter(g->shm, c, c->send, c->recv, bytes_of(c), lroot(g, c->root));
 }
 static cohort_status run_rs_shm(cohort_group *g, coh_call *c)
 {
@@ -574,38 +544,8 @@ static cohort_status run_bar_shm(cohort_group *g, coh_call *c)
  * only g->shm and the root's local index (select.c, lane_decide). */
 int coh_algo_lane(const coh_algo *a)
 {
-    return a->run == run_bc_shm || a->run == run_sc_shm || a->run == run_ga_shm ||
-           a->run == run_red_shm || a->run == run_ar_shm;
-}
-
-/* A call in the direct lane (engine.c, coh_engine_lane; group.h,
- * lane_mask): what run_selected does for it with the shm row selected -
- * the row's run, and after a broadcast the barrier's leader - without the
- * selection memo's compare and the trampoline. The lane's conditions
- * (count > 0, no AVG, no scratch copy) leave nothing else of
- * run_selected to do. */
-cohort_status coh_coll_lane(cohort_group *g, coh_call *c)
-{
-    switch (c->coll) {
-    case COH_COLL_BROADCAST: {
-        cohort_status st = run_bc_shm(g, c);
-        if (st == COHORT_OK) {
-            g->bar_seq = c->seq + 1; /* as run_selected */
-            g->bar_root = c->root;
-        }
-        return st;
-    }
-    case COH_COLL_SCATTER:
-        return run_sc_shm(g, c);
-    case COH_COLL_GATHER:
-        return run_ga_shm(g, c);
-    case COH_COLL_REDUCE:
-        return run_red_shm(g, c);
-    case COH_COLL_ALL_REDUCE:
-        return run_ar_shm(g, c);
-    default:
-        return coh_coll_run(g, c); /* not a lane kind: the full path */
-    }
+    return a->run == coh_lane_bc_shm || a->run == coh_lane_sc_shm || a->run == coh_lane_ga_shm ||
+           a->run == coh_lane_red_shm || a->run == coh_lane_ar_shm;
 }
 
 /* hier.c */
@@ -620,14 +560,14 @@ cohort_status coh_hier_barrier(cohort_group *g, coh_call *c);
 /* folds every rank's contribution at once: divides a half-type AVG itself */
 #define AF(nm, coll, sup, pref, fn) {nm, coll, sup, pref, fn, 1}
 const coh_algo coh_algo_table[] = {
-    AF("shm", COH_COLL_ALL_REDUCE, shm_ok, always, run_ar_shm),
+    AF("shm", COH_COLL_ALL_REDUCE, shm_ok, always, coh_lane_ar_shm),
     A("hier", COH_COLL_ALL_REDUCE, hier_ok, always, coh_hier_all_reduce),
     AF("direct", COH_COLL_ALL_REDUCE, msg_ok, direct_pref, run_ar_direct),
     A("rd", COH_COLL_ALL_REDUCE, msg_ok, ar_rd_pref, run_ar_rd),
     A("rabenseifner", COH_COLL_ALL_REDUCE, msg_ok, ar_rab_pref, run_ar_rab),
     A("ring", COH_COLL_ALL_REDUCE, msg_ok, always, run_ar_ring),
 
-    A("shm", COH_COLL_BROADCAST, shm_ok, always, run_bc_shm),
+    A("shm", COH_COLL_BROADCAST, shm_ok, always, coh_lane_bc_shm),
     A("hier", COH_COLL_BROADCAST, hier_ok, always, coh_hier_broadcast),
     A("tree_coarse", COH_COLL_BROADCAST, msg_ok, bc_coarse_pref, run_bc_coarse),
     A("flat", COH_COLL_BROADCAST, msg_ok, bc_flat_pref, run_bc_flat),
@@ -636,7 +576,7 @@ const coh_algo coh_algo_table[] = {
     A("tree", COH_COLL_BROADCAST, msg_ok, bc_tree_pref, run_bc_tree),
     A("scatter_allgather", COH_COLL_BROADCAST, msg_ok, always, run_bc_sag),
 
-    AF("shm", COH_COLL_REDUCE, shm_ok, always, run_red_shm),
+    AF("shm", COH_COLL_REDUCE, shm_ok, always, coh_lane_red_shm),
     A("hier", COH_COLL_REDUCE, hier_ok, always, coh_hier_reduce),
     AF("direct", COH_COLL_REDUCE, msg_ok, direct_pref, run_red_direct),
     A("tree", COH_COLL_REDUCE, msg_ok, always, run_red_tree),
@@ -646,11 +586,11 @@ const coh_algo coh_algo_table[] = {
     A("bruck", COH_COLL_ALL_GATHER, msg_ok, ag_bruck_pref, run_ag_bruck),
     A("ring", COH_COLL_ALL_GATHER, msg_ok, always, run_ag_ring),
 
-    A("shm", COH_COLL_GATHER, shm_ok, always, run_ga_shm),
+    A("shm", COH_COLL_GATHER, shm_ok, always, coh_lane_ga_shm),
     A("tree", COH_COLL_GATHER, msg_ok, gs_tree_pref, run_ga_tree),
     A("linear", COH_COLL_GATHER, msg_ok, always, run_ga_linear),
 
-    A("shm", COH_COLL_SCATTER, shm_ok, always, run_sc_shm),
+    A("shm", COH_COLL_SCATTER, shm_ok, always, coh_lane_sc_shm),
     A("tree", COH_COLL_SCATTER, msg_ok, gs_tree_pref, run_sc_tree),
     A("linear", COH_COLL_SCATTER, msg_ok, always, run_sc_linear),
 

@@ -37,11 +37,6 @@ typedef struct coh_algo {
  * check needs. */
 cohort_status coh_coll_run(cohort_group *g, coh_call *c);
 
-/* A blocking call in the direct lane (group.h, lane_mask; the engine
- * calls this instead of coh_coll_run when the lane is open): the shm row's
- * run without the selection and the checks coh_coll_run repeats. */
-cohort_status coh_coll_lane(cohort_group *g, coh_call *c);
-
 /* The algorithm that would run (for tests and cohort-perf output). */
 const coh_algo *coh_coll_select(const cohort_group *g, const coh_call *c, cohort_status *err);
 /* The same choice, remembered per collective kind in the group (the

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "coll/coll.h"
+#include "coll/lane.h"
 #include "contract/contract.h"
 #include "engine/engine.h"
 #include "trace/trace.h"

@@ -1707,7 +1707,9 @@ static int reduce_ring(const coh_shm *s, const coh_call *c, size_t count)
            mul_ok(count, dt_size[c->dtype], &bytes) && bytes <= s->ring_bytes;
 }
 
-static cohort_status bcast_any(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root)
+/* inline into its one caller, coh_shm_broadcast: a frame less per small broadcast */
+static COH_INLINE cohort_status bcast_any(coh_shm *s, const coh_call *c, void *buf, size_t bytes,
+                                         int root)
 {
     shm_op o;
     /* the ring for small messages, unless single copy was asked for them */
