@@ -208,14 +208,14 @@ struct cohort_group {
         const void *shm, *net;
         uint32_t key; /* dtype | (uint8_t)redop << 8 */
     } sel_memo[32];
-    /* The direct lane (engine.c, coh_engine_lane): bit coll of lane_mask
+    /* The direct lane (engine.c, run_lane; coll/lane.h): bit coll of lane_mask
      * is set when the full path's selection for that kind chose the shm
      * transport's row on a group where nothing else can change the path
      * (COHORT_ALGO_* fixed at creation, no COHORT_DEBUG=sync|buffers):
      * then a blocking call of that kind with count > 0, no private
-     * in-place copy, no AVG and no async work pending goes from issue
-     * straight to the transport, skipping coh_engine_submit, coh_coll_run,
-     * the selection memo and the algorithm trampoline. Decided once per
+     * in-place copy, no AVG and no async work pending goes from the
+     * engine straight to the transport, skipping coh_coll_run, the
+     * selection memo and the algorithm trampoline. Decided once per
      * kind (lane_seen), by the first call that reaches the selection;
      * lane_shm: the segment it saw (a different g->shm turns it off). */
     uint32_t lane_mask, lane_seen;
