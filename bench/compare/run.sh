@@ -375,6 +375,8 @@ NS_IP_A=10.231.0.1 NS_IP_B=10.231.0.2
 netns_up() {
     NS_A=cohcmpA$$ NS_B=cohcmpB$$
     local va=ccv0$$ vb=ccv1$$
+    . "$HERE/../../tests/support/netns_stale.sh"
+    netns_stale cohcmpA cohcmpB ccv0 ccv1 # a killed run's namespaces and veths
     ip netns add $NS_A && ip netns add $NS_B || return 1
     ip link add $va type veth peer name $vb || return 1
     ip link set $va netns $NS_A && ip link set $vb netns $NS_B || return 1

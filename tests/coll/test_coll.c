@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,8 +35,8 @@
 #include "transport/tcp/tcp.h"
 
 #define CHUNK 64
-#define NET_ID 78      /* 10.78.0.x: unused by the other suites */
-#define PREFIX "cohcl" /* namespace names */
+#define NET_ID 78      /* 10.78.0.x, inside this run's own namespaces */
+#define PREFIX "cohcl" /* namespace names: cht_netns_name (per process) */
 enum { HOSTS = 3 };
 
 static cohort_status api_issue(void *ctx, const cc_case *k, const void *send, void *recv)
@@ -274,7 +276,7 @@ static void hier_setup(void)
 {
     have_netns = geteuid() == 0 && cht_netns_create(PREFIX, HOSTS, NET_ID) == 0;
     for (int h = 0; h < HOSTS; h++)
-        snprintf(ns_names[h], sizeof ns_names[h], PREFIX "%d", h);
+        snprintf(ns_names[h], sizeof ns_names[h], "%s", cht_netns_name(PREFIX, h));
 }
 static void hier_teardown(void)
 {
@@ -304,6 +306,56 @@ START_TEST(test_hier)
     static const algo_set hostflat_set = {"host_flat", "COHORT_ALGO_BROADCAST=host_flat",
                                           {COH_COLL_BROADCAST, 0}};
     run(l[0], "tcp", &hostflat_set, 0, ns, 0);
+}
+END_TEST
+
+/* The namespace names are this run's: two runs at once never share one,
+ * and an interrupted run's leftovers (their pid gone) are removed by the
+ * next create while a live run's stay. */
+static int ns_exists(const char *name)
+{
+    char p[128];
+    struct stat st;
+    snprintf(p, sizeof p, "/run/netns/%s", name);
+    return stat(p, &st) == 0;
+}
+
+START_TEST(test_hier_names)
+{
+    if (!have_netns) {
+        fprintf(stderr, "test_hier_names: SKIPPED (network namespaces need root and iproute2)\n");
+        return;
+    }
+    char want[64];
+    snprintf(want, sizeof want, PREFIX "%ldn0", (long)getpid());
+    ck_assert_str_eq(ns_names[0], want);
+    ck_assert(ns_exists(ns_names[0]) && ns_exists(cht_netns_name(PREFIX, -1)));
+    ck_assert_msg(strlen(cht_netns_name(PREFIX, -1)) <= 15, "%s", cht_netns_name(PREFIX, -1));
+    /* a dead pid (a child that has exited and been reaped) and a live one
+     * (our parent, the test runner) */
+    pid_t dead = fork();
+    ck_assert(dead >= 0);
+    if (dead == 0)
+        _exit(0);
+    ck_assert(waitpid(dead, NULL, 0) == dead);
+    char stale_h[64], stale_n[64], live[64], cmd[256];
+    snprintf(stale_h, sizeof stale_h, PREFIX "%ldh", (long)dead);
+    snprintf(stale_n, sizeof stale_n, PREFIX "%ldn1", (long)dead);
+    snprintf(live, sizeof live, PREFIX "%ldn9", (long)getppid());
+    const char *mk[] = {stale_h, stale_n, live};
+    for (int i = 0; i < 3; i++) {
+        snprintf(cmd, sizeof cmd, "ip netns add %s", mk[i]);
+        ck_assert_msg(system(cmd) == 0, "%s", cmd);
+    }
+    ck_assert_int_ge(cht_netns_stale(PREFIX, 0), 2);
+    /* a new cluster (as the next run would build) removes the stale two */
+    ck_assert_int_eq(cht_netns_create(PREFIX, HOSTS, NET_ID), 0);
+    int left_h = ns_exists(stale_h), left_n = ns_exists(stale_n), kept = ns_exists(live);
+    snprintf(cmd, sizeof cmd, "ip netns del %s 2>/dev/null", live);
+    ck_assert(system(cmd) == 0);
+    ck_assert_msg(!left_h && !left_n, "stale namespaces left: %d %d", left_h, left_n);
+    ck_assert_msg(kept, "a live run's namespace was removed");
+    ck_assert(ns_exists(ns_names[0]));
 }
 END_TEST
 
@@ -488,6 +540,7 @@ static Suite *suite(void)
     /* checked: each forked test builds and removes its own cluster (the
      * support code removes it at exit, which a forked test also runs) */
     tcase_add_checked_fixture(h, hier_setup, hier_teardown);
+    tcase_add_test(h, test_hier_names);
     tcase_add_loop_test(h, test_hier, 0, sizeof layouts / sizeof layouts[0]);
     suite_add_tcase(s, h);
     return s;

@@ -11,7 +11,11 @@
  *   - a rank is SIGKILLed while a flat (or host_flat) broadcast is filling its buffer
  *     (COHORT_ERR_PEER_LOST naming it on every other rank);
  *   - the root of a 2-rank broadcast sent in one piece is SIGKILLed with the
- *     message half sent (COHORT_ERR_PEER_LOST at the leaf, naming it).
+ *     message half sent (COHORT_ERR_PEER_LOST at the leaf, naming it);
+ *   - the root of a 4-rank tree broadcast sends a relay the header of its
+ *     next call's first piece and withholds the body, never closing: the
+ *     relay parks the header (park_ahead), then times out in that call
+ *     naming the root and the message; every other rank fails with it.
  * Real processes over tcp; every wait bounded (COHORT_TIMEOUT=20, checked
  * to end well before).
  */
@@ -21,11 +25,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "coll/coll_int.h"
 #include "support/support.h"
+#include "transport/tcp/net.h"
 #include "util/util.h"
 
 enum { N = 4, COUNT = 300 };
@@ -359,6 +365,125 @@ START_TEST(test_one_piece_root_kill)
 }
 END_TEST
 
+/* ---- a tree broadcast's relay: the root announces a piece and withholds it ----
+ *
+ * Root 1; the tree is 1 -> {2, 3}, 3 -> 0, so rank 3 is the relay and rank 0
+ * its child. Two 2 MiB broadcasts in 1 MiB pieces, socket buffers of
+ * 64 KiB. Rank 0 enters the first call 1 s late: the relay's last batch of
+ * that call (sending its child piece 1) waits on it, while the root
+ * finishes and starts the second call, whose header (piece 0, 1 MiB)
+ * reaches the relay then: parked (park_ahead), body left in the kernel.
+ * The root's stream to the relay runs through a tap in the root (a
+ * socketpair dup2'ed over its socket): the tap forwards the header the
+ * root's own code wrote and swallows everything after, so the header is
+ * exactly right and the body never comes; the connection stays open. The
+ * relay (COHORT_TIMEOUT 2 s, the others 20 s) must fail the second call
+ * with TIMEOUT naming rank 1 and the announced message; rank 0 (waiting on
+ * the relay) and rank 2 (whose part of the call completes: its next call)
+ * must fail with the relay's TIMEOUT. Nobody hangs. */
+enum { WH_ROOT = 1, WH_RELAY = 3, WH_CHILD = 0, WH_LEAF = 2 };
+#define WH_BYTES (2u << 20)
+
+typedef struct wh_tap {
+    int in;   /* our end of the socketpair the root writes into */
+    int real; /* the root's real connection to the relay */
+} wh_tap;
+
+static void *wh_tap_main(void *p)
+{
+    wh_tap *t = p;
+    unsigned char b[1 << 16];
+    size_t got = 0;
+    while (got < sizeof(coh_hdr)) {
+        ssize_t r = read(t->in, b + got, sizeof(coh_hdr) - got);
+        if (r <= 0)
+            return NULL;
+        got += (size_t)r;
+    }
+    ssize_t w = write(t->real, b, sizeof(coh_hdr));
+    (void)w;
+    while (read(t->in, b, sizeof b) > 0) {
+    } /* the body goes nowhere */
+    return NULL;
+}
+
+static int rank_withheld(int rank, void *arg)
+{
+    (void)arg;
+    if (rank == WH_RELAY)
+        setenv("COHORT_TIMEOUT", "2", 1);
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    unsigned char *buf = calloc(WH_BYTES, 1);
+    RANK_CHECK(buf, "out of memory");
+    RANK_PASS(cohort_barrier(g), g);
+    if (rank == WH_CHILD)
+        nanosleep(&(struct timespec){1, 0}, NULL);
+    RANK_PASS(cohort_broadcast(g, buf, WH_BYTES, COHORT_UINT8, WH_ROOT), g);
+    if (rank == WH_ROOT) {
+        /* the tap, then the second call as usual: its sends to the relay
+         * end in the tap, those to rank 2 go out */
+        struct coh_net *net = g->net;
+        int fd = net->c[WH_RELAY].fd, sp[2];
+        static wh_tap tap;
+        RANK_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sp) == 0, "socketpair");
+        tap.real = dup(fd);
+        tap.in = sp[1];
+        RANK_CHECK(tap.real >= 0 && dup2(sp[0], fd) == fd, "dup2");
+        close(sp[0]);
+        pthread_t th;
+        RANK_CHECK(pthread_create(&th, NULL, wh_tap_main, &tap) == 0, "pthread_create");
+        cohort_status st = cohort_broadcast(g, buf, WH_BYTES, COHORT_UINT8, WH_ROOT);
+        fprintf(stderr, "withheld: root's second call: %s\n", cohort_status_name(st));
+        /* never sends the body, never closes, until the others are done */
+        nanosleep(&(struct timespec){8, 0}, NULL);
+        _exit(0);
+    }
+    double t0 = cht_now_ms();
+    cohort_status st = cohort_broadcast(g, buf, WH_BYTES, COHORT_UINT8, WH_ROOT);
+    int completed = st == COHORT_OK;
+    if (st == COHORT_OK)
+        st = cohort_barrier(g);
+    double dt = cht_now_ms() - t0;
+    const char *m = cohort_last_error(g);
+    fprintf(stderr, "withheld: rank %d: %s after %.0f ms: %s\n", rank, cohort_status_name(st), dt,
+            m);
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT, "rank %d: %s: %s", rank, cohort_status_name(st), m);
+    RANK_CHECK(strstr(m, "waiting for rank 1: it announced broadcast #") &&
+                   strstr(m, "0 of 1048576 bytes arrived"),
+               "rank %d: the error does not name rank 1 and its message: %s", rank, m);
+    RANK_CHECK(rank == WH_LEAF || !completed, "rank %d: the second call succeeded", rank);
+    if (rank == WH_RELAY) {
+        coh_net_tx_stats ts;
+        coh_net_get_tx_stats(g->net, &ts);
+        RANK_CHECK(ts.parks >= 1, "the relay parked nothing (%ld)", ts.parks);
+        RANK_CHECK(dt >= 2000 && dt < 4000 * cht_time_scale(), "relay: %.0f ms", dt);
+    } else {
+        /* the relay's own failure (by its abort frame, or the store's
+         * record, whichever comes first), not one of this rank's own */
+        RANK_CHECK(strstr(m, "on rank 3 has waited"), "rank %d: %s", rank, m);
+        RANK_CHECK(dt < 5000 * cht_time_scale(), "rank %d: %.0f ms", rank, dt);
+    }
+    free(buf);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(test_bcast_relay_withheld_body)
+{
+    cht_opts o = {.nranks = N,
+                  .deadline_ms = 40000,
+                  .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=20;COHORT_ALGO_BROADCAST=tree;"
+                               "COHORT_CHUNK_BYTES=1048576;COHORT_TCP_BUFSIZE=65536"};
+    cht_result r;
+    cht_run_ranks(&o, rank_withheld, NULL, &r);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(r.status[i] == 0 && !r.hung[i], "rank %d: %s %d", i,
+                      r.hung[i] ? "hung" : "exit", r.status[i]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coll_fault");
@@ -370,6 +495,7 @@ static Suite *suite(void)
     tcase_add_test(t, test_peer_exit);
     tcase_add_loop_test(t, test_bcast_kill, 0, 2);
     tcase_add_test(t, test_one_piece_root_kill);
+    tcase_add_test(t, test_bcast_relay_withheld_body);
     suite_add_tcase(s, t);
     return s;
 }

@@ -59,6 +59,8 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
+. "$(dirname "$(readlink -f "$0")")/../support/netns_stale.sh"
+netns_stale cmna cmnb cmv # a killed run's namespaces and veths
 ip netns add $NSA && ip netns add $NSB || { echo "SKIP: no network namespaces"; exit 77; }
 ip link add cmv$$a type veth peer name cmv$$b &&
   ip link set cmv$$a netns $NSA && ip link set cmv$$b netns $NSB &&

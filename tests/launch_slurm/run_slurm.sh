@@ -78,6 +78,8 @@ in_hub() { "$@"; }
 if [ "$NETNS" = 1 ]; then
   NET=10.213.$((RANDOM % 250)) HUB=cslh$$ NSA=csla$$ NSB=cslb$$
   A1=$NET.1 A2=$NET.2 CTL=$NET.254
+  . "$(dirname "$(readlink -f "$0")")/../support/netns_stale.sh"
+  netns_stale cslh csla cslb csv # a killed run's namespaces and veths
   ip netns add $HUB && ip netns add $NSA && ip netns add $NSB || { echo "SKIP: no network namespaces"; exit 77; }
   ip -n $HUB link add csbr type bridge && ip -n $HUB addr add $CTL/24 dev csbr &&
     ip -n $HUB link set csbr up && ip -n $HUB link set lo up || fail "hub bridge"

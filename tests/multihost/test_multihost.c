@@ -24,7 +24,7 @@ static void setup(void)
     ck_assert_msg(cht_netns_create(PREFIX, HOSTS, NET) == 0,
                   "could not build the namespace cluster (needs root + iproute2)");
     for (int h = 0; h < HOSTS; h++)
-        snprintf(ns_names[h], sizeof ns_names[h], PREFIX "%d", h);
+        snprintf(ns_names[h], sizeof ns_names[h], "%s", cht_netns_name(PREFIX, h));
     for (int r = 0; r < N; r++)
         rank_ns[r] = ns_names[r / PER_HOST];
 }

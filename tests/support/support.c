@@ -446,17 +446,49 @@ static int sh(const char *fmt, ...)
     return rc == 0 ? 0 : -1;
 }
 
+/* The cluster this process built (one at a time): its base ("cohcl"),
+ * its real name prefix ("cohcl<pid>") and the process that owns it. */
+static char netns_base[32];
 static char netns_prefix[64];
 static int netns_hosts;
 
 static pid_t netns_owner;
+
+/* "<base><pid>": the owner's pid when base is the cluster built here (a
+ * forked rank or test child names its parent's namespaces), else ours. */
+static const char *real_prefix(const char *base)
+{
+    static _Thread_local char p[64];
+    pid_t pid = netns_owner && !strcmp(base, netns_base) ? netns_owner : getpid();
+    snprintf(p, sizeof p, "%s%ld", base, (long)pid);
+    return p;
+}
+
+const char *cht_netns_name(const char *base, int host)
+{
+    static _Thread_local char name[4][64];
+    static _Thread_local int k;
+    char *out = name[k++ % 4];
+    if (host < 0)
+        snprintf(out, sizeof name[0], "%sh", real_prefix(base));
+    else
+        snprintf(out, sizeof name[0], "%sn%d", real_prefix(base), host);
+    return out;
+}
+
+static void netns_destroy_prefix(const char *prefix, int hosts)
+{
+    for (int i = 0; i < hosts; i++)
+        sh("ip netns del %sn%d 2>/dev/null", prefix, i);
+    sh("ip netns del %sh 2>/dev/null", prefix);
+}
 
 static void netns_atexit(void)
 {
     /* Only the process that built the cluster tears it down: rank
      * processes forked from it inherit this handler and must not. */
     if (netns_hosts && getpid() == netns_owner)
-        cht_netns_destroy(netns_prefix, netns_hosts);
+        netns_destroy_prefix(netns_prefix, netns_hosts);
 }
 
 const char *cht_netns_ip(int net, int host)
@@ -466,47 +498,85 @@ const char *cht_netns_ip(int net, int host)
     return ip;
 }
 
-void cht_netns_destroy(const char *prefix, int hosts)
+void cht_netns_destroy(const char *base, int hosts)
 {
-    for (int i = 0; i < hosts; i++)
-        sh("ip netns del %s%d 2>/dev/null", prefix, i);
-    sh("ip netns del %shub 2>/dev/null", prefix);
-    if (!strcmp(prefix, netns_prefix))
+    netns_destroy_prefix(real_prefix(base), hosts);
+    if (!strcmp(base, netns_base) && getpid() == netns_owner)
         netns_hosts = 0;
 }
 
-int cht_netns_create(const char *prefix, int hosts, int net)
+int cht_netns_stale(const char *base, int remove)
 {
-    cht_netns_destroy(prefix, hosts);
-    if (sh("ip netns add %shub", prefix) ||
-        sh("ip -n %shub link add br0 type bridge && ip -n %shub link set br0 up", prefix, prefix))
+    DIR *d = opendir("/run/netns");
+    if (!d)
+        return 0;
+    size_t bl = strlen(base);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        const char *nm = e->d_name;
+        if (strncmp(nm, base, bl) != 0)
+            continue;
+        char *end;
+        errno = 0;
+        long pid = strtol(nm + bl, &end, 10);
+        /* "<base><pid>h" or "<base><pid>n<i>"; anything else is not ours */
+        if (end == nm + bl || errno || pid <= 0 || (*end != 'h' && *end != 'n'))
+            continue;
+        if (*end == 'h' ? end[1] != 0 : (end[1] < '0' || end[1] > '9'))
+            continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue; /* its run is alive (or not ours to judge) */
+        n++;
+        if (remove)
+            sh("ip netns del %s 2>/dev/null", nm);
+    }
+    closedir(d);
+    return n;
+}
+
+int cht_netns_create(const char *base, int hosts, int net)
+{
+    /* An interrupted run (SIGKILL, a timeout) left its cluster: its pid
+     * is gone, so it is removed; a live run's is never touched. */
+    cht_netns_stale(base, 1);
+    snprintf(netns_base, sizeof netns_base, "%s", base);
+    netns_owner = getpid();
+    const char *prefix = real_prefix(base);
+    netns_destroy_prefix(prefix, hosts); /* this pid's own leftovers (a reused pid) */
+    if (sh("ip netns add %sh", prefix) ||
+        sh("ip -n %sh link add br0 type bridge && ip -n %sh link set br0 up", prefix, prefix)) {
+        netns_destroy_prefix(prefix, hosts);
         return -1;
+    }
     snprintf(netns_prefix, sizeof netns_prefix, "%s", prefix);
     netns_hosts = hosts;
-    netns_owner = getpid();
     static int registered;
     if (!registered) {
         atexit(netns_atexit);
         registered = 1;
     }
     for (int i = 0; i < hosts; i++) {
-        /* veth names must be short (IFNAMSIZ): v<i>h / v<i>b, unique per namespace */
-        if (sh("ip netns add %s%d", prefix, i) ||
-            sh("ip -n %s%d link set lo up", prefix, i) ||
-            sh("ip -n %s%d link add eth0 type veth peer name v%d netns %shub", prefix, i, i,
+        /* veth names must be short (IFNAMSIZ): eth0 in host i, v<i> in the
+         * hub; both live inside this run's namespaces, never in the root
+         * one, so runs at once cannot collide on them */
+        if (sh("ip netns add %sn%d", prefix, i) ||
+            sh("ip -n %sn%d link set lo up", prefix, i) ||
+            sh("ip -n %sn%d link add eth0 type veth peer name v%d netns %sh", prefix, i, i,
                prefix) ||
-            sh("ip -n %s%d addr add %s/24 dev eth0", prefix, i, cht_netns_ip(net, i)) ||
-            sh("ip -n %s%d link set eth0 up", prefix, i) ||
-            sh("ip -n %shub link set v%d master br0 && ip -n %shub link set v%d up", prefix, i,
+            sh("ip -n %sn%d addr add %s/24 dev eth0", prefix, i, cht_netns_ip(net, i)) ||
+            sh("ip -n %sn%d link set eth0 up", prefix, i) ||
+            sh("ip -n %sh link set v%d master br0 && ip -n %sh link set v%d up", prefix, i,
                prefix, i)) {
-            cht_netns_destroy(prefix, hosts);
+            cht_netns_destroy(base, hosts);
             return -1;
         }
     }
     return 0;
 }
 
-int cht_netns_link(const char *prefix, int host, int down)
+int cht_netns_link(const char *base, int host, int down)
 {
-    return sh("ip -n %shub link set v%d %s", prefix, host, down ? "down" : "up");
+    const char *prefix = real_prefix(base);
+    return sh("ip -n %sh link set v%d %s", prefix, host, down ? "down" : "up");
 }

@@ -125,15 +125,26 @@ cohort_store_server *cht_store_start(const char *job, const char *token, char *a
                                      size_t addrlen);
 
 /* A small cluster on one machine: `hosts` network namespaces named
- * "<prefix><i>", each with lo up and a veth into a hub namespace
- * "<prefix>hub" holding a bridge; host i has IP 10.<net>.0.<i+1>/24.
- * Removes leftovers with the same prefix first. Returns 0 on success (needs
- * root and iproute2). cht_netns_destroy removes everything; it is also
- * registered with atexit so a failing test does not leave namespaces. */
-int cht_netns_create(const char *prefix, int hosts, int net);
-void cht_netns_destroy(const char *prefix, int hosts);
+ * cht_netns_name(base, i) = "<base><pid>n<i>", each with lo up and a veth
+ * into a hub namespace "<base><pid>h" holding a bridge; host i has IP
+ * 10.<net>.0.<i+1>/24. <pid> is the creating process's: two runs at once
+ * (two build trees, CI and a developer) never share a name, and their IPs
+ * live in their own namespaces. Removes first the clusters of `base` whose
+ * pid no longer exists (an interrupted run's; cht_netns_stale) and this
+ * pid's own. Returns 0 on success (needs root and iproute2).
+ * cht_netns_destroy removes everything; it is also registered with atexit
+ * so a failing test does not leave namespaces. Every call takes the base;
+ * in a process forked after cht_netns_create it names the creator's
+ * cluster. */
+int cht_netns_create(const char *base, int hosts, int net);
+void cht_netns_destroy(const char *base, int hosts);
+/* The namespace of host i (-1: the hub); a static buffer (4 in rotation). */
+const char *cht_netns_name(const char *base, int host);
+/* Counts (and with remove, deletes) the namespaces of `base` whose pid is
+ * gone. */
+int cht_netns_stale(const char *base, int remove);
 /* Takes host i's link down (1) or up (0). */
-int cht_netns_link(const char *prefix, int host, int down);
+int cht_netns_link(const char *base, int host, int down);
 /* "10.<net>.0.<host+1>" */
 const char *cht_netns_ip(int net, int host);
 

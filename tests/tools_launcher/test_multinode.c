@@ -309,7 +309,7 @@ START_TEST(two_nodes_in_network_namespaces)
     crun_proc p[2];
     for (int node = 0; node < 2; node++) {
         char ns[32], nr[8];
-        snprintf(ns, sizeof ns, NS_PREFIX "%d", node);
+        snprintf(ns, sizeof ns, "%s", cht_netns_name(NS_PREFIX, node));
         snprintf(nr, sizeof nr, "%d", node);
         char *argv[] = {"/usr/bin/env", "ip", "netns", "exec", ns, crun_launcher_path(),
                         "--nnodes", "2", "--node-rank", nr, "-n", "2", "--job-id", (char *)job,

@@ -68,6 +68,8 @@ if [ "$what" = local ]; then
 fi
 
 [ "$(id -u)" = 0 ] && command -v ip >/dev/null || { echo "netns: needs root and iproute2: skipped"; exit 77; }
+. "$here/../support/netns_stale.sh"
+netns_stale cohtq # a killed run's namespaces
 ip netns add $ns0 && ip netns add $ns1 || { echo "netns: cannot create namespaces: skipped"; exit 77; }
 ip -n $ns0 link set lo up; ip -n $ns1 link set lo up
 ip -n $ns0 link add eth0 type veth peer name eth0 netns $ns1

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -648,6 +649,79 @@ START_TEST(park_ahead_parks)
 }
 END_TEST
 
+/* A peer with the token floods empty messages for a later call (a barrier's
+ * are empty too): each is stashed, and before they were charged nothing
+ * against COHORT_MAX_UNEXPECTED - the stash grew with whatever the peer
+ * wrote (a 64-byte header became an ~90-byte allocation). Now each is
+ * charged its bookkeeping as well: at the budget the connection is parked
+ * and the flooder is flow-controlled by TCP. Rank 0 writes headers for 1.5 s
+ * while rank 1 waits for rank 2, which sends once the flood is over. */
+#define ZF_BUDGET (256u * 1024)
+static int zero_flood_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    coh_call c1 = tf_call(1, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0, 0);
+    unsigned char b[16];
+    if (r->rank == 0) {
+        static coh_hdr h[1024];
+        coh_call later = tf_call(1000, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0, 0);
+        for (int i = 0; i < 1024; i++) {
+            coh_hdr_from_call(&h[i], &r->g, &later, COLL, (uint32_t)i, 0);
+            h[i].src = 0;
+        }
+        int fd = r->net->c[1].fd;
+        long sent = 0;
+        size_t off = 0; /* within h: the stream stays whole headers */
+        uint64_t end = tf_now_ns() + 1500000000ull;
+        while (tf_now_ns() < end || off) {
+            ssize_t w = send(fd, (unsigned char *)h + off, sizeof h - off,
+                             MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (w > 0) {
+                sent += w;
+                off = (off + (size_t)w) % sizeof h;
+            } else if (tf_now_ns() < end) {
+                usleep(1000);
+            } else {
+                break; /* flow-controlled mid-batch: rank 1 parked us */
+            }
+        }
+        r->sh->val[0] = sent / (long)sizeof(coh_hdr);
+        tf_flag_set(r->sh, 0, 1);
+        TF_CHECK(r, tf_flag_wait(r->sh, 1, 1, 30000) == 0, "flag");
+        return 0;
+    }
+    if (r->rank == 2) {
+        TF_CHECK(r, tf_flag_wait(r->sh, 0, 1, 20000) == 0, "flag");
+        TF_OK(r, tf_send(r, &c1, COLL, 1, b, 0, 0));
+        return 0;
+    }
+    cohort_status st = tf_recv(r, &c1, COLL, 2, b, 0, 0);
+    r->sh->val[1] = r->net->nstash;
+    r->sh->val[2] = (long)r->net->stash_bytes;
+    tf_flag_set(r->sh, 1, 1);
+    TF_OK(r, st);
+    TF_CHECK(r, (size_t)r->net->nstash * sizeof(coh_hdr) <= ZF_BUDGET,
+             "%d empty messages stashed (budget %u bytes)", r->net->nstash, ZF_BUDGET);
+    TF_CHECK(r, r->net->stash_bytes <= ZF_BUDGET, "%zu bytes charged", r->net->stash_bytes);
+    TF_CHECK(r, r->net->c[0].rx_state == RX_PARKED, "the flooder's connection is not parked");
+    return 0;
+}
+
+START_TEST(empty_message_flood_bounded)
+{
+    tf_opts o = {.nranks = 3, .env = "COHORT_MAX_UNEXPECTED=262144"};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, zero_flood_body, NULL, &res);
+    fprintf(stderr,
+            "empty_message_flood: rank 0 wrote %ld headers; rank 1 stashed %ld (%ld bytes "
+            "charged)\n",
+            sh->val[0], sh->val[1], sh->val[2]);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
 /* Over budget with a receive waiting behind it (a p2p tag that overtakes a
  * big message): error TOO_LARGE, never unbounded memory. */
 static int toolarge_body(tf_rank *r)
@@ -880,6 +954,7 @@ static Suite *suite(void)
     tcase_add_test(t, unexpected_budget_parks);
     tcase_add_loop_test(t, park_ahead_parks, 0, 2);
     tcase_add_test(t, unexpected_budget_exceeded);
+    tcase_add_test(t, empty_message_flood_bounded);
     tcase_add_test(t, clean_close_then_lost);
     tcase_add_loop_test(t, published_address, 0, 2);
     suite_add_tcase(s, t);

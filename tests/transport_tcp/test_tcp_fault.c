@@ -2,7 +2,8 @@
  * test_tcp_fault.c - tcp transport failures: contract mismatches caught on
  * the header before the payload lands, stale messages, peers killed
  * (idle / mid-transfer / while stashed) and stopped, aborts from another
- * thread.
+ * thread, a peer that announces a large message and never sends (all of)
+ * its body.
  */
 #include <check.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include "contract/contract.h"
 #include "fixture.h"
 #include "support/support.h"
+#include "transport/tcp/net.h"
 
 #define COLL COH_MSG_COLL
 #define P2P COH_MSG_P2P
@@ -358,6 +360,152 @@ START_TEST(peer_stopped_times_out)
 }
 END_TEST
 
+/* ---- a peer announces a large message and withholds its body ---- */
+
+/* Rank 0 is the attacker: after a valid handshake it writes, on its own
+ * connection to rank 1, the header of broadcast #2 (1 MiB, step 0, every
+ * contract field right) and then either nothing more, holding the
+ * connection open (stall), or 1000 bytes of body and a FIN (short). Rank 1
+ * first waits for 16 bytes from rank 2, which come after rank 0's header:
+ * with park_ahead (a broadcast tree's relay) the header is parked and the
+ * body left in the kernel; without it the message is stashed and its body
+ * awaited. Then rank 1 posts the receive. It must end with TIMEOUT after
+ * its timeout (stall) or PEER_LOST at once (short), naming rank 0 and the
+ * call; rank 2, waiting on rank 1, gets rank 1's failure by its abort
+ * frame (the group is failed as for any data-path failure). */
+enum { WB_STALL_PARKED, WB_SHORT_PARKED, WB_STALL_STASHED, WB_SHORT_STASHED, WB_NMODES };
+#define WB_LEN (1u << 20)
+#define WB_TIMEOUT 1000
+
+static int wb_short(int mode) { return mode == WB_SHORT_PARKED || mode == WB_SHORT_STASHED; }
+static int wb_parked(int mode) { return mode == WB_STALL_PARKED || mode == WB_SHORT_PARKED; }
+
+static void wb_tweak(int rank, cohort_group *g, void *arg)
+{
+    (void)arg;
+    if (rank == 2)
+        g->timeout_ms = 20000; /* waits on rank 1's verdict, not its own clock */
+}
+
+/* Ranks 1 and 2 count themselves done in flag 1 (rank 0 waits for 2). */
+static void wb_finished(tf_shared *sh)
+{
+    pthread_mutex_lock(&sh->mu);
+    int v = ++sh->val[TF_MAX - 1];
+    pthread_mutex_unlock(&sh->mu);
+    tf_flag_set(sh, 1, v);
+}
+
+static int wb_body(tf_rank *r)
+{
+    int mode = (int)(long)r->arg;
+    if (tf_connect(r))
+        return 1;
+    cohort_status want = wb_short(mode) ? COHORT_ERR_PEER_LOST : COHORT_ERR_TIMEOUT;
+    coh_call c1 = tf_call(1, COH_COLL_BROADCAST, COHORT_UINT8, -1, 2, 0, 16);
+    coh_call c2 = tf_call(2, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 0, WB_LEN);
+    unsigned char *buf = calloc(1, WB_LEN);
+    TF_CHECK(r, buf, "malloc");
+    if (r->rank == 0) {
+        coh_xfer op;
+        tf_op(&op, r, &c2, COLL, 1, 1, buf, WB_LEN, 0);
+        op.hdr.magic = COH_HDR_MAGIC;
+        op.hdr.src = 0;
+        op.hdr.len = WB_LEN;
+        int fd = r->net->c[1].fd;
+        TF_CHECK(r, write(fd, &op.hdr, sizeof op.hdr) == (ssize_t)sizeof op.hdr, "write");
+        if (wb_short(mode)) {
+            TF_CHECK(r, write(fd, buf, 1000) == 1000, "write");
+            shutdown(fd, SHUT_WR);
+        }
+        tf_flag_set(r->sh, 0, 1);
+        /* Never sends the rest; stays until the others are done. */
+        TF_CHECK(r, tf_flag_wait(r->sh, 1, 2, 30000) == 0, "flag");
+        free(buf);
+        return 0;
+    }
+    if (r->rank == 2) {
+        TF_CHECK(r, tf_flag_wait(r->sh, 0, 1, 20000) == 0, "flag");
+        usleep(200 * 1000); /* rank 1 reads rank 0's header first */
+        /* (rank 1 may have failed already: then the send reads its abort
+         * frame, or succeeds and the receive does) */
+        cohort_status st = tf_send(r, &c1, COLL, 1, buf, 16, 0);
+        coh_call c3 = tf_call(3, COH_COLL_BROADCAST, COHORT_UINT8, -1, 1, 0, 8);
+        if (st == COHORT_OK)
+            st = tf_recv(r, &c3, COLL, 1, buf, 8, 0);
+        tf_record(r, st);
+        wb_finished(r->sh);
+        TF_CHECK(r, st == want, "got %s: %s", cohort_status_name(st), r->g.err.msg);
+        TF_CHECK(r, strstr(r->g.err.msg, "rank 1 aborted the group") &&
+                        strstr(r->g.err.msg, "rank 0"),
+                 "message: %s", r->g.err.msg);
+        free(buf);
+        return 0;
+    }
+    r->g.park_ahead = wb_parked(mode);
+    cohort_status st = tf_recv(r, &c1, COLL, 2, buf, 16, 0);
+    r->g.park_ahead = 0;
+    const tcp_conn *c = &r->net->c[0];
+    int state = c->rx_state, nstash = r->net->nstash;
+    uint64_t t0 = tf_now_ns();
+    /* Stashed, the message is read as it comes, and so is the close: a
+     * peer that closes in the middle of a message is lost at once, in
+     * whatever call this rank is (rank 0 closed before rank 2 sent).
+     * Parked, nothing is read past the header until a receive needs it. */
+    int early = st != COHORT_OK;
+    if (!early)
+        st = tf_recv(r, &c2, COLL, 0, buf, WB_LEN, 0);
+    r->sh->val[1] = (long)((tf_now_ns() - t0) / 1000000);
+    tf_record(r, st);
+    wb_finished(r->sh);
+    TF_CHECK(r, !early || mode == WB_SHORT_STASHED, "first receive: %s: %s",
+             cohort_status_name(st), r->g.err.msg);
+    coh_net_tx_stats ts;
+    coh_net_get_tx_stats(r->net, &ts);
+    TF_CHECK(r, ts.parks == wb_parked(mode), "%ld parks", ts.parks);
+    if (wb_parked(mode))
+        TF_CHECK(r, state == RX_PARKED && nstash == 0,
+                 "rank 0's header not parked (state %d, %d stashed)", state, nstash);
+    else if (!early)
+        TF_CHECK(r, state == RX_BODY && nstash == 1,
+                 "rank 0's message not being stashed (state %d, %d stashed)", state, nstash);
+    TF_CHECK(r, st == want, "got %s: %s", cohort_status_name(st), r->g.err.msg);
+    const char *m = r->g.err.msg;
+    TF_CHECK(r, strstr(m, "rank 0") && strstr(m, "broadcast #2"),
+             "message does not name rank 0 and broadcast #2: %s", m);
+    if (wb_short(mode))
+        TF_CHECK(r, strstr(m, "1000 of 1048576 bytes arrived"), "message: %s", m);
+    else
+        TF_CHECK(r, strstr(m, "timed out after 1000 ms") &&
+                        strstr(m, "waiting for rank 0: it announced broadcast #2 step 0, 0 of "
+                                  "1048576 bytes arrived"),
+                 "message: %s", m);
+    free(buf);
+    return 0;
+}
+
+START_TEST(withheld_body)
+{
+    static const char *names[] = {"parked, no body", "parked, short body and close",
+                                  "stashed, no body", "stashed, short body and close"};
+    tf_opts o = {.nranks = 3, .timeout_ms = WB_TIMEOUT, .tweak = wb_tweak};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, wb_body, (void *)(long)_i, &res);
+    tf_assert_ok(sh, &res);
+    long ms = sh->val[1];
+    fprintf(stderr, "withheld_body %s: rank 1 %s after %ld ms: %s\n  rank 2: %s\n", names[_i],
+            cohort_status_name(sh->status[1]), ms, sh->msg[1], sh->msg[2]);
+    /* stall: never before the timeout, and not much after (as
+     * peer_stopped_times_out); short: the close was already seen */
+    if (wb_short(_i))
+        ck_assert_msg(ms < 1000 * cht_time_scale(), "took %ld ms", ms);
+    else
+        ck_assert_msg(ms >= WB_TIMEOUT && ms < 2 * WB_TIMEOUT * cht_time_scale(), "took %ld ms",
+                      ms);
+    tf_done(sh);
+}
+END_TEST
+
 /* ---- abort from another thread wakes a blocked transfer (and the peer) ---- */
 
 static void *aborter(void *p)
@@ -423,6 +571,7 @@ static Suite *suite(void)
     tcase_add_loop_test(t, peer_killed, 0, 4);
     tcase_add_test(t, peer_stopped_times_out);
     tcase_add_test(t, abort_from_thread);
+    tcase_add_loop_test(t, withheld_body, 0, WB_NMODES);
     suite_add_tcase(s, t);
     return s;
 }

@@ -46,6 +46,8 @@ typedef struct coh_net_tx_stats {
     long slice_writes; /* passes that stopped at a slice's end with bytes left */
     size_t last_slice; /* the limit of the latest send (0: none) */
     long acks_now;     /* completed receives with ack_now: acknowledgments flushed */
+    long parks;        /* (receive side) messages left in the kernel at their header:
+                          park_ahead, or over COHORT_MAX_UNEXPECTED */
 } coh_net_tx_stats;
 void coh_net_get_tx_stats(const coh_net *n, coh_net_tx_stats *out);
 

@@ -47,6 +47,14 @@ enum { OP_PENDING = 0, OP_ACTIVE = 1, OP_DONE = 2 };
 /* g->park_ahead: messages at least this large are parked, not stashed. */
 #define PARK_AHEAD_MIN (64 * 1024)
 
+/* What a stashed message costs against COHORT_MAX_UNEXPECTED: its payload
+ * and its bookkeeping (header, link). Counting the payload alone let a peer
+ * that sends empty messages ahead (a barrier's, or a zero-byte send's) grow
+ * the stash without limit: 7 million of them, ~550 MB, in 1.5 s under a
+ * 256 KiB budget (test_tcp_data empty_message_flood_bounded). The shm
+ * stash counts the same way (COHORT_SHM_P2P_STASH_BYTES). */
+#define STASH_COST(len) (sizeof(tcp_stash) + (size_t)(len))
+
 /* ---- failures ---- */
 
 /* The contract module builds the message (both sides, call sites) and
@@ -69,10 +77,62 @@ static cohort_status lost(coh_net *n, tcp_conn *c, int err, const char *doing)
     else if (err)
         snprintf(how, sizeof how, "connection %s: %s (errno %d)",
                  err == ECONNRESET ? "reset" : "failed", strerror(err), err);
+    else if (c->rx_state == RX_HDR && c->rh_got)
+        snprintf(how, sizeof how,
+                 "connection closed by peer in the middle of a message (%zu of its %zu header "
+                 "bytes arrived)",
+                 c->rh_got, HDR_LEN);
+    else if (c->rx_state != RX_HDR && c->rh.kind == COH_MSG_ABORT)
+        snprintf(how, sizeof how,
+                 "connection closed by peer in the middle of a message (an abort frame: %zu of "
+                 "%llu bytes arrived)",
+                 c->rx_state == RX_BODY ? c->rdone : (size_t)0, (unsigned long long)c->rh.len);
+    else if (c->rx_state != RX_HDR)
+        /* The header arrived (and was checked): name the message it
+         * announced and how much of its body came (a parked one: none read). */
+        snprintf(how, sizeof how,
+                 "connection closed by peer in the middle of a message (%s #%llu step %u: %zu of "
+                 "%llu bytes arrived)",
+                 coh_coll_name(c->rh.coll), (unsigned long long)c->rh.seq, c->rh.step,
+                 c->rx_state == RX_BODY ? c->rdone : (size_t)0, (unsigned long long)c->rh.len);
     else
-        snprintf(how, sizeof how, "connection closed by peer%s",
-                 (c->rx_state != RX_HDR || c->rh_got) ? " in the middle of a message" : "");
+        snprintf(how, sizeof how, "connection closed by peer");
     return coh_tp_peer_lost(n->g, c->peer, how);
+}
+
+/* What this batch still waits for from or on each peer, for the timeout
+ * error (w->note): a peer that announced a message and then stopped (its
+ * header arrived, its body does not) reads differently from one that sent
+ * nothing. Built only when the wait has run out. */
+static void wait_note(coh_net *n, coh_wait *w)
+{
+    size_t pos = 0, cap = sizeof w->note;
+    w->note[0] = 0;
+    for (int i = 0; i < n->ndpeers && pos < cap; i++) {
+        const tcp_conn *c = &n->c[n->dpeers[i]];
+        int k = 0;
+        const char *sep = pos ? "; " : "";
+        if (c->want > 0 && c->rx_state == RX_BODY && c->rx_dst == RXD_OP)
+            k = snprintf(w->note + pos, cap - pos,
+                         "%swaiting for rank %d: it announced %s #%llu step %u, %zu of %llu "
+                         "bytes arrived",
+                         sep, c->peer, coh_coll_name(c->rh.coll), (unsigned long long)c->rh.seq,
+                         c->rh.step, c->rdone, (unsigned long long)c->rh.len);
+        else if (c->want > 0 && c->rx_state == RX_HDR && c->rh_got)
+            k = snprintf(w->note + pos, cap - pos,
+                         "%swaiting for rank %d: %zu of a message header's %zu bytes arrived", sep,
+                         c->peer, c->rh_got, HDR_LEN);
+        else if (c->want > 0)
+            k = snprintf(w->note + pos, cap - pos, "%swaiting for rank %d: nothing arrived", sep,
+                         c->peer);
+        else if (c->sends > 0)
+            k = snprintf(w->note + pos, cap - pos,
+                         "%ssending to rank %d: it does not read (socket full)", sep, c->peer);
+        if (k > 0)
+            pos += (size_t)k;
+    }
+    if (pos >= cap)
+        w->note[cap - 1] = 0;
 }
 
 /* ---- receive side ---- */
@@ -197,17 +257,20 @@ static cohort_status rx_dispatch(coh_net *n, tcp_conn *c)
              * 64 MiB one; docs/performance.md). */
             int park = n->g->park_ahead && c->want == 0 && h->kind == COH_MSG_COLL &&
                        h->len >= PARK_AHEAD_MIN;
-            if (park || h->len > n->stash_max - n->stash_bytes) {
+            if (park || h->len > n->stash_max ||
+                STASH_COST(h->len) > n->stash_max - n->stash_bytes) {
                 if (c->want > 0)
                     return coh_tp_fail_set(
                         n->g, COHORT_ERR_TOO_LARGE,
                         "tcp: rank %d sent a %llu-byte message no posted receive matches (%s #%llu "
-                        "tag %d) ahead of the one this rank waits for; %zu unexpected bytes are "
-                        "already held and COHORT_MAX_UNEXPECTED is %zu",
+                        "tag %d) ahead of the one this rank waits for; %zu unexpected bytes "
+                        "(payloads and their headers) are already held and COHORT_MAX_UNEXPECTED "
+                        "is %zu",
                         c->peer, (unsigned long long)h->len, coh_coll_name(h->coll),
                         (unsigned long long)h->seq, h->tag, n->stash_bytes, n->stash_max);
                 /* Nobody waits on this peer: leave the payload in the kernel. */
                 c->rx_state = RX_PARKED;
+                n->tx_st.parks++;
                 return COHORT_OK;
             }
             tcp_stash *s = coh_malloc(sizeof *s + (size_t)h->len);
@@ -223,7 +286,7 @@ static cohort_status rx_dispatch(coh_net *n, tcp_conn *c)
             else
                 c->sq_head = s;
             c->sq_tail = s;
-            n->stash_bytes += (size_t)h->len;
+            n->stash_bytes += STASH_COST(h->len);
             n->nstash++;
             c->rx_dst = RXD_STASH;
             c->rstash = s;
@@ -374,7 +437,7 @@ static cohort_status match_stash(coh_net *n, coh_xfer *op)
             c->sq_head = s->next;
         if (c->sq_tail == s)
             c->sq_tail = prev;
-        n->stash_bytes -= (size_t)s->h.len;
+        n->stash_bytes -= STASH_COST(s->h.len);
         n->nstash--;
         if (c->rstash == s) {
             if (c->rdone)
@@ -399,7 +462,7 @@ void tcp_stash_free(coh_net *n, tcp_conn *c)
 {
     for (tcp_stash *s = c->sq_head, *nx; s; s = nx) {
         nx = s->next;
-        n->stash_bytes -= (size_t)s->h.len;
+        n->stash_bytes -= STASH_COST(s->h.len);
         n->nstash--;
         coh_free(s);
     }
@@ -611,6 +674,10 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
         if (st != COHORT_OK)
             return st;
     }
+    /* In the last slice before the deadline: the check below (now or at
+     * the next slice) fails the call with it. */
+    if (coh_now_ns() + COH_WAIT_SLICE_MS * 1000000ull >= w->deadline_ns)
+        wait_note(n, w);
     return coh_wait_check(w);
 }
 
