@@ -393,7 +393,10 @@ int main(int argc, char **argv)
     /* the cap: the same program with 64 descriptors (cap = a quarter) */
     pid_t pid = fork();
     if (pid == 0) {
-        struct rlimit rl = {64, 64};
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+            _exit(4);
+        rl.rlim_cur = 64; /* the soft limit only: the hard one may be lower than ours */
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
             _exit(4);
         execl("/proc/self/exe", argv[0], "cap", (char *)NULL);
