@@ -131,6 +131,33 @@ int main(int argc, char **argv)
             *(me == 0 ? &want_root : &want_read) += 1;
         free(block);
     }
+    /* more buffers than a reader keeps mapped per root (32): cycled twice,
+     * the mappings evicted and made again, the data right every time */
+    enum { NB = 40 };
+    unsigned char *many[NB];
+    for (int b = 0; b < NB; b++)
+        if (!(many[b] = malloc((size_t)1 << 20)))
+            return 1;
+    for (int rep = 0; rep < 2 * NB && n > 1; rep++, k++) {
+        unsigned char *buf = many[rep % NB];
+        size_t bytes = (size_t)1 << 20;
+        for (size_t i = 0; i < bytes; i += 4096)
+            buf[i] = me == 0 ? pat(i, 0, k) : 0xee;
+        if (cohort_broadcast(g, buf, bytes, COHORT_UINT8, 0) != COHORT_OK)
+            return 1;
+        size_t wrong = 0;
+        for (size_t i = 0; i < bytes; i += 4096)
+            wrong += buf[i] != pat(i, 0, k);
+        if (wrong) {
+            fprintf(stderr, "heap_bcast: rank %d: %zu wrong pages in buffer %d\n", me, wrong,
+                    rep % NB);
+            bad = 1;
+        }
+        if (bytes >= min)
+            *(me == 0 ? &want_root : &want_read) += 1;
+    }
+    for (int b = 0; b < NB; b++)
+        free(many[b]);
     uint64_t rooted, read, split;
     coh_mem_counts(&rooted, &read, &split);
     if (rooted != want_root || read + split != want_read) {

@@ -236,7 +236,15 @@ int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_d
 
 /* ---- the readers' side: peers' regions mapped on first use ---- */
 
-#define SHM_MEM_CACHE 8 /* mappings kept per peer; the oldest goes first */
+/* Mappings kept per peer, the oldest going first: at most SHM_MEM_CACHE of
+ * them and SHM_MEM_CACHE_BYTES mapped (one larger mapping alone is kept).
+ * A miss costs pidfd_getfd, mmap and the page tables, so a program cycling
+ * through more buffers than the cache holds would pay it on every call
+ * (with the shared heap: 2x the kernel's copy at 9 buffers of 1 MiB when
+ * the cache held 8); a mapping also keeps a freed region's pages alive, so
+ * the bytes are bounded. */
+#define SHM_MEM_CACHE 32
+#define SHM_MEM_CACHE_BYTES ((size_t)256 << 20)
 
 typedef struct mem_map {
     uint64_t id;
@@ -248,6 +256,7 @@ typedef struct mem_map {
 typedef struct mem_cache {
     mem_map *m;    /* [n * SHM_MEM_CACHE] */
     unsigned *next; /* [n]: the slot the next new mapping of peer q takes */
+    size_t *bytes;  /* [n]: bytes mapped of peer q */
 } mem_cache;
 
 void coh_mem_unmap_all(coh_shm *s)
@@ -260,6 +269,7 @@ void coh_mem_unmap_all(coh_shm *s)
             munmap(mc->m[i].base, mc->m[i].size);
     coh_free(mc->m);
     coh_free(mc->next);
+    coh_free(mc->bytes);
     coh_free(mc);
     s->mem = NULL;
 }
@@ -273,11 +283,13 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
         if (mc) {
             mc->m = coh_calloc((size_t)s->n * SHM_MEM_CACHE, sizeof *mc->m);
             mc->next = coh_calloc((size_t)s->n, sizeof *mc->next);
+            mc->bytes = coh_calloc((size_t)s->n, sizeof *mc->bytes);
         }
-        if (!mc || !mc->m || !mc->next) {
+        if (!mc || !mc->m || !mc->next || !mc->bytes) {
             if (mc) {
                 coh_free(mc->m);
                 coh_free(mc->next);
+                coh_free(mc->bytes);
                 coh_free(mc);
             }
             return coh_tp_fail_set(s->g, COHORT_ERR_NOMEM, "shm broadcast #%llu: out of memory",
@@ -290,6 +302,7 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
         if (m[i].base && m[i].id == d->id && m[i].size == d->size) {
             if (write && !m[i].write) { /* mapped for reading: map it again below */
                 munmap(m[i].base, m[i].size);
+                mc->bytes[q] -= m[i].size;
                 m[i].base = NULL;
                 break;
             }
@@ -336,10 +349,27 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
                        s->mem_mode == 2 ? " (COHORT_SHM_MEM=map-fail)"
                                         : "; COHORT_SHM_MEM=off on the root takes the copy "
                                           "through the segment instead");
+    /* the part this call copies, faulted in at once (not page by page
+     * under the copy); best effort: older kernels lack it */
+#if defined(MADV_POPULATE_READ) && defined(MADV_POPULATE_WRITE)
+    size_t lo = (size_t)d->off & ~(size_t)4095;
+    madvise((unsigned char *)p + lo, (size_t)(d->off + d->bytes) - lo,
+            write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
+#endif
     unsigned k = mc->next[q]++ % SHM_MEM_CACHE;
-    if (m[k].base)
-        munmap(m[k].base, m[k].size);
+    /* the oldest mapping goes, and the next oldest while over the bytes */
+    for (unsigned i = 0; i < SHM_MEM_CACHE; i++) {
+        mem_map *o = &m[(k + i) % SHM_MEM_CACHE];
+        if (i > 0 && mc->bytes[q] + (size_t)d->size <= SHM_MEM_CACHE_BYTES)
+            break;
+        if (o->base) {
+            munmap(o->base, o->size);
+            mc->bytes[q] -= o->size;
+            o->base = NULL;
+        }
+    }
     m[k] = (mem_map){.id = d->id, .base = p, .size = (size_t)d->size, .write = write};
+    mc->bytes[q] += (size_t)d->size;
     *base = p;
     return COHORT_OK;
 }
