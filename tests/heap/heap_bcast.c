@@ -131,9 +131,9 @@ int main(int argc, char **argv)
             *(me == 0 ? &want_root : &want_read) += 1;
         free(block);
     }
-    /* more buffers than a reader keeps mapped per root (32): cycled twice,
+    /* more buffers than a reader keeps mapped per root (128): cycled twice,
      * the mappings evicted and made again, the data right every time */
-    enum { NB = 40 };
+    enum { NB = 136 };
     unsigned char *many[NB];
     for (int b = 0; b < NB; b++)
         if (!(many[b] = malloc((size_t)1 << 20)))
@@ -158,6 +158,33 @@ int main(int argc, char **argv)
     }
     for (int b = 0; b < NB; b++)
         free(many[b]);
+    /* regions larger than a reader keeps mapped in all (256 MiB) cycled:
+     * 4 of 100 MiB, 64 KiB broadcast from each (only those pages touched) */
+    enum { NH = 4 };
+    unsigned char *huge[NH];
+    for (int b = 0; b < NH; b++)
+        if (!(huge[b] = malloc((size_t)100 << 20)))
+            return 1;
+    for (int rep = 0; rep < 2 * NH && n > 1; rep++, k++) {
+        size_t bytes = (size_t)64 << 10;
+        unsigned char *buf = huge[rep % NH] + ((size_t)50 << 20);
+        for (size_t i = 0; i < bytes; i++)
+            buf[i] = me == 0 ? pat(i, 0, k) : 0xee;
+        if (cohort_broadcast(g, buf, bytes, COHORT_UINT8, 0) != COHORT_OK)
+            return 1;
+        size_t wrong = 0;
+        for (size_t i = 0; i < bytes; i++)
+            wrong += buf[i] != pat(i, 0, k);
+        if (wrong) {
+            fprintf(stderr, "heap_bcast: rank %d: %zu wrong bytes in 100 MiB block %d\n", me,
+                    wrong, rep % NH);
+            bad = 1;
+        }
+        if (((size_t)100 << 20) >= min)
+            *(me == 0 ? &want_root : &want_read) += 1;
+    }
+    for (int b = 0; b < NH; b++)
+        free(huge[b]);
     uint64_t rooted, read, split;
     coh_mem_counts(&rooted, &read, &split);
     if (rooted != want_root || read + split != want_read) {

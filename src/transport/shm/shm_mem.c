@@ -238,12 +238,12 @@ int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_d
 
 /* Mappings kept per peer, the oldest going first: at most SHM_MEM_CACHE of
  * them and SHM_MEM_CACHE_BYTES mapped (one larger mapping alone is kept).
- * A miss costs pidfd_getfd, mmap and the page tables, so a program cycling
- * through more buffers than the cache holds would pay it on every call
- * (with the shared heap: 2x the kernel's copy at 9 buffers of 1 MiB when
- * the cache held 8); a mapping also keeps a freed region's pages alive, so
- * the bytes are bounded. */
-#define SHM_MEM_CACHE 32
+ * A miss costs pidfd_getfd, mmap, the page tables and an munmap, so a
+ * program cycling through more buffers than the cache holds pays it on
+ * every call (with the shared heap, 1 MiB buffers: 1.5-2x the kernel's
+ * copy, docs/shm.md "The shared heap"); a mapping also keeps a freed
+ * region's pages alive, so the bytes are bounded. */
+#define SHM_MEM_CACHE 128
 #define SHM_MEM_CACHE_BYTES ((size_t)256 << 20)
 
 typedef struct mem_map {
