@@ -1,10 +1,14 @@
 /* heap_bcast.c - a program that mallocs its broadcast buffers and never
  * calls cohort_mem_alloc, run as 2 ranks by cohortrun (tests/heap):
- * `heap_bcast heap` expects every broadcast of at least the preloaded
- * heap's threshold to take the one-copy path (the process's counters,
- * coh_mem_counts: no silent fallback) and smaller ones not to, and
- * cohort_describe to say so; `heap_bcast plain` (no preload) expects the
- * old path for every size. The data is checked in both. Exit 0 ok, 1 not. */
+ * `heap_bcast heap` expects every broadcast from a block of at least the
+ * preloaded heap's threshold to take the one-copy path or, the first time
+ * the root uses that region lately, the usual path counted as such
+ * (coh_mem_counts, coh_mem_first: no silent fallback), smaller ones the
+ * usual path, every one-copy call seen by root and reader alike, a buffer
+ * broadcast again to take the one-copy path, more buffers cycled than
+ * the readers keep mapped never to, and cohort_describe to say so;
+ * `heap_bcast plain` (no preload) expects the old path for every size.
+ * The data is checked in both. Exit 0 ok, 1 not. */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -115,26 +119,34 @@ int main(int argc, char **argv)
                 bad = 1;
             }
         }
-        for (size_t i = 0; i < bytes; i++)
-            block[i] = me == 0 ? pat(i, 0, k) : 0xee;
-        if (cohort_broadcast(g, block, bytes, COHORT_UINT8, 0) != COHORT_OK)
-            return 1;
-        size_t wrong = 0;
-        for (size_t i = 0; i < bytes; i++)
-            wrong += block[i] != pat(i, 0, k);
-        if (wrong) {
-            fprintf(stderr, "heap_bcast: rank %d: %zu wrong bytes in released-region round %d\n",
-                    me, wrong, rep);
-            bad = 1;
+        /* twice each: a region takes the one-copy path from its second
+         * broadcast (the first sighting goes the usual way), so the first
+         * block's region is mapped by the reader when the second arrives */
+        for (int twice = 0; twice < 2; twice++, k++) {
+            for (size_t i = 0; i < bytes; i++)
+                block[i] = me == 0 ? pat(i, 0, k) : 0xee;
+            if (cohort_broadcast(g, block, bytes, COHORT_UINT8, 0) != COHORT_OK)
+                return 1;
+            size_t wrong = 0;
+            for (size_t i = 0; i < bytes; i++)
+                wrong += block[i] != pat(i, 0, k);
+            if (wrong) {
+                fprintf(stderr,
+                        "heap_bcast: rank %d: %zu wrong bytes in released-region round %d.%d\n",
+                        me, wrong, rep, twice);
+                bad = 1;
+            }
+            if (heap)
+                *(me == 0 ? &want_root : &want_read) += 1;
         }
-        if (heap)
-            *(me == 0 ? &want_root : &want_read) += 1;
         free(block);
     }
     /* more buffers than a reader keeps mapped per root (128): cycled twice,
      * the mappings evicted and made again, the data right every time */
     enum { NB = 136 };
     unsigned char *many[NB];
+    uint64_t r0, rd0, sp0, r1, rd1, sp1;
+    coh_mem_counts(&r0, &rd0, &sp0);
     for (int b = 0; b < NB; b++)
         if (!(many[b] = malloc((size_t)1 << 20)))
             return 1;
@@ -155,6 +167,39 @@ int main(int argc, char **argv)
         }
         if (bytes >= min)
             *(me == 0 ? &want_root : &want_read) += 1;
+    }
+    coh_mem_counts(&r1, &rd1, &sp1);
+    if (heap && n > 1 && me == 0 && r1 - r0 > NB / 4) {
+        fprintf(stderr, "heap_bcast: rank 0: %llu of %d broadcasts cycling %d buffers took the "
+                        "one-copy path (each would map anew)\n",
+                (unsigned long long)(r1 - r0), 2 * NB, NB);
+        bad = 1;
+    }
+    /* one buffer broadcast again and again: the one-copy path from the
+     * second time at the latest */
+    coh_mem_counts(&r0, &rd0, &sp0);
+    for (int rep = 0; rep < 5 && n > 1; rep++, k++) {
+        unsigned char *buf = many[7];
+        for (size_t i = 0; i < 4096; i++)
+            buf[i] = me == 0 ? pat(i, 0, k) : 0xee;
+        if (cohort_broadcast(g, buf, (size_t)1 << 20, COHORT_UINT8, 0) != COHORT_OK)
+            return 1;
+        for (size_t i = 0; i < 4096; i++)
+            if (buf[i] != pat(i, 0, k)) {
+                fprintf(stderr, "heap_bcast: rank %d: repeated buffer wrong at %zu\n", me, i);
+                bad = 1;
+                break;
+            }
+        if (((size_t)1 << 20) >= min)
+            *(me == 0 ? &want_root : &want_read) += 1;
+    }
+    coh_mem_counts(&r1, &rd1, &sp1);
+    if (heap && n > 1 && ((size_t)1 << 20) >= min &&
+        (me == 0 ? r1 - r0 : rd1 + sp1 - rd0 - sp0) < 4) {
+        fprintf(stderr, "heap_bcast: rank %d: a buffer broadcast 5 times took the one-copy path "
+                        "%llu times\n", me,
+                (unsigned long long)(me == 0 ? r1 - r0 : rd1 + sp1 - rd0 - sp0));
+        bad = 1;
     }
     for (int b = 0; b < NB; b++)
         free(many[b]);
@@ -185,14 +230,23 @@ int main(int argc, char **argv)
     }
     for (int b = 0; b < NH; b++)
         free(huge[b]);
-    uint64_t rooted, read, split;
+    uint64_t rooted, read, split, firsts = coh_mem_first(1);
     coh_mem_counts(&rooted, &read, &split);
-    if (rooted != want_root || read + split != want_read) {
+    /* as root: every heap call one copy or a counted first sighting; as
+     * reader: exactly the other ranks' one-copy calls (n = 2) */
+    uint64_t mine[2] = {rooted, read + split}, all[4] = {0};
+    if (cohort_all_gather(g, mine, all, 2, COHORT_UINT64) != COHORT_OK)
+        return 1;
+    uint64_t peer_rooted = n == 2 ? all[2 * (1 - me)] : 0;
+    if (rooted + firsts != want_root || (n == 2 && read + split != peer_rooted) ||
+        read + split > want_read || (heap && n > 1 && (me == 0 ? rooted : read + split) == 0)) {
         fprintf(stderr,
-                "heap_bcast: rank %d: one-copy broadcasts as root %llu (expected %llu), as "
-                "reader %llu + %llu split (expected %llu)\n",
-                me, (unsigned long long)rooted, (unsigned long long)want_root,
-                (unsigned long long)read, (unsigned long long)split,
+                "heap_bcast: rank %d: one-copy broadcasts as root %llu + %llu first sightings "
+                "(expected %llu in all), as reader %llu + %llu split (the peer's one-copy calls "
+                "as root: %llu; heap calls as reader %llu)\n",
+                me, (unsigned long long)rooted, (unsigned long long)firsts,
+                (unsigned long long)want_root, (unsigned long long)read,
+                (unsigned long long)split, (unsigned long long)peer_rooted,
                 (unsigned long long)want_read);
         bad = 1;
     }
@@ -210,9 +264,9 @@ int main(int argc, char **argv)
         bad = 1;
     cohort_finalize(g);
     if (!bad)
-        printf("heap_bcast %s: rank %d ok: one copy as root %llu, as reader %llu (%llu split); "
-               "%d blocks at a freed one's address\n",
-               argv[1], me, (unsigned long long)rooted, (unsigned long long)read,
-               (unsigned long long)split, reused);
+        printf("heap_bcast %s: rank %d ok: one copy as root %llu (%llu first sightings), as "
+               "reader %llu (%llu split); %d blocks at a freed one's address\n",
+               argv[1], me, (unsigned long long)rooted, (unsigned long long)firsts,
+               (unsigned long long)read, (unsigned long long)split, reused);
     return bad;
 }

@@ -1146,7 +1146,7 @@ static int mem_offer(shm_op *o, void *buf, size_t bytes, unsigned char *mb, uint
     coh_shm *s = o->s;
     shm_mem_desc d;
     if (!s->mem_ok || s->mem_mode == 3 || !p || !bytes || s->S < SHM_LINE + sizeof d ||
-        !coh_mem_find(s->g, buf, bytes, &d))
+        !coh_mem_find(s->g, buf, bytes, &d) || !coh_mem_recent(s, &d, 0))
         return 0;
     memcpy(DATA(mb) + SHM_LINE, &d, sizeof d);
     mem_mark(s, p);
@@ -1729,7 +1729,8 @@ static COH_INLINE cohort_status bcast_any(coh_shm *s, const coh_call *c, void *b
     int me = s->me, am_root = me == root;
     /* a root buffer from cohort_mem_alloc: one memcpy per reader (bcast_mem_root) */
     shm_mem_desc md;
-    if (am_root && s->mem_ok && bytes && s->phase + 1 != 0 && coh_mem_find(s->g, buf, bytes, &md))
+    if (am_root && s->mem_ok && bytes && s->phase + 1 != 0 && coh_mem_find(s->g, buf, bytes, &md) &&
+        coh_mem_recent(s, &md, 1))
         return bcast_mem_root(&o, buf, &md, bytes);
     if (shm_cma_use(s, COH_COLL_BROADCAST, bytes))
         return bcast_single(&o, buf, bytes, root);

@@ -208,8 +208,25 @@ static int heap_find(const void *buf, size_t bytes, shm_mem_desc *d)
     if (!heap_lookup || !heap_lookup(buf, bytes, &r))
         return 0;
     *d = (shm_mem_desc){.id = r.id, .ino = r.ino, .size = r.size, .off = r.off, .bytes = bytes,
-                        .fd = r.fd};
+                        .fd = r.fd, .heap = 1};
     return 1;
+}
+
+static _Atomic uint64_t mem_first[2];
+
+uint64_t coh_mem_first(int root) { return atomic_load(&mem_first[root != 0]); }
+
+int coh_mem_recent(coh_shm *s, const shm_mem_desc *d, int root)
+{
+    if (!d->heap)
+        return 1;
+    uint64_t *ids = s->mem_recent[root != 0];
+    for (int i = 0; i < SHM_MEM_RECENT; i++)
+        if (ids[i] == d->id)
+            return 1;
+    ids[s->mem_recent_next[root != 0]++ % SHM_MEM_RECENT] = d->id;
+    atomic_fetch_add_explicit(&mem_first[root != 0], 1, memory_order_relaxed);
+    return 0;
 }
 
 int coh_mem_find(const cohort_group *g, const void *buf, size_t bytes, shm_mem_desc *d)

@@ -31,7 +31,7 @@ typedef struct shm_mem_desc {
     uint64_t off;  /* the buffer's offset in the region */
     uint64_t bytes;
     int32_t fd;    /* the owner's descriptor number */
-    uint32_t pad;
+    uint32_t heap; /* 1: a region of the preloaded shared heap (not cohort_mem_alloc) */
 } shm_mem_desc;
 
 /* 1 and *d filled when [buf, buf + bytes) lies inside one region g
@@ -51,6 +51,20 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
 /* 1 when libcohort-heap.so is preloaded and on: its threshold, live
  * regions and cap. */
 int coh_mem_heap(uint64_t *min_bytes, uint64_t *regions, uint64_t *cap);
+
+/* Whether a call takes the one-copy path from (root) or offers (!root)
+ * region d. A cohort_mem_alloc region: always. A shared-heap region: when
+ * this rank considered it in one of its last SHM_MEM_RECENT such calls (in
+ * that role), so the peers likely still hold its mapping; otherwise it is
+ * recorded, counted (coh_mem_first) and this call takes the usual path. A
+ * program that cycles through more buffers than the peers keep mapped then
+ * never maps on every call (slower than the kernel's copy: docs/shm.md
+ * "The shared heap", "Many buffers"); one that reuses a buffer pays the
+ * usual path once. */
+int coh_mem_recent(coh_shm *s, const shm_mem_desc *d, int root);
+/* Calls that took the usual path (root) or offered nothing (!root) for a
+ * first sighting (coh_mem_recent), in this process. */
+uint64_t coh_mem_first(int root);
 
 /* For cohort_describe: 1 and buf filled when the shared heap is loaded
  * (what a broadcast of `bytes` whose root buffer lies in it takes on s). */

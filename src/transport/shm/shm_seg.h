@@ -106,6 +106,11 @@
 #ifndef COH_SHM_INT_H
 #define COH_SHM_INT_H
 
+/* shared-heap regions a rank remembers per role (coh_mem_recent): below
+ * the readers' SHM_MEM_CACHE (128) mappings per root, which also hold the
+ * root's own write mappings of readers' regions */
+#define SHM_MEM_RECENT 96
+
 #include <sched.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -430,6 +435,10 @@ struct coh_shm {
      * regions (shm_mem.c) */
     int mem_ok, mem_mode;
     void *mem;
+    /* shared-heap regions this rank used lately, as root [1] and offering
+     * as a reader [0] (coh_mem_recent), oldest overwritten first */
+    uint64_t mem_recent[2][SHM_MEM_RECENT];
+    unsigned mem_recent_next[2];
     /* the small-broadcast ring (src/coll/shm), geometry from the segment
      * header; ring_k == 0: off */
     unsigned char *ring;
