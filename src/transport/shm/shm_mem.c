@@ -188,8 +188,9 @@ int coh_mem_heap_describe(const coh_shm *s, size_t bytes, char *buf, size_t len)
         return 0;
     if (s->mem_ok)
         snprintf(buf, len,
-                 "one copy where the root's buffer lies in the shared heap (libcohort-heap.so: "
-                 "blocks allocated with >= %llu B%s, %llu of at most %llu regions live), else ",
+                 "one copy where the root's buffer lies in the shared heap, from a region's "
+                 "second broadcast (libcohort-heap.so: blocks allocated with >= %llu B%s, %llu "
+                 "of at most %llu regions live), else ",
                  (unsigned long long)min, bytes >= min ? "" : ", not a buffer of this size alone",
                  (unsigned long long)n, (unsigned long long)cap);
     else
