@@ -45,6 +45,8 @@
 # Configurations:
 #   memcpy    one memcpy of 1 MiB (memcpy_floor.c), once per round: the floor of a single copy
 #   shm2      2 ranks, shared memory: cohort, Open MPI (vader), MPICH (ch4:ucx, UCX's shm), Gloo (TCP)
+#   shm2heap  2 ranks, shared memory, cohort-perf under libcohort-heap.so (cohortrun --heap): the
+#             program's own buffers shared; cohort only, against memcpy (shm2heaposu: OSU style)
 #   over4/8   4 and 8 ranks on the 2 cores (oversubscribed): cohort, Open MPI (--oversubscribe),
 #             MPICH (the shm target at 4 and 8 ranks is against the best of the two MPIs)
 #   over16    16 ranks on the 2 cores: cohort, Open MPI
@@ -172,6 +174,10 @@ done
 $PY -c 'import torch.distributed' 2>/dev/null || die "$PY cannot import torch.distributed (python3-torch)"
 
 mkdir -p "$OUT/raw" "$OUT/plots" || die "cannot create $OUT"
+HEAP_LIB=${COHORT_HEAP_LIB:-$(dirname "$PERF")/../../libcohort-heap.so}
+if [[ " ${CONFIGS:-} " == *" shm2heap"* ]] && [ ! -f "$HEAP_LIB" ]; then
+    die "no libcohort-heap.so at $HEAP_LIB (set COHORT_HEAP_LIB) for shm2heap/shm2heaposu"
+fi
 PEERS=$(mktemp -d /tmp/cohort-compare.XXXXXX)
 NS_A="" NS_B="" STOPPED="" CURRENT=""
 # Every launch runs in the background under timeout(1) (launch, reap below):
@@ -333,7 +339,7 @@ netns_bind() { # CFG I N
 cohort() { # cfg rep lib nranks [cohort-perf args...]
     local cfg=$1 rep=$2 lib=$3 n=$4; shift 4
     local base="$OUT/raw/$cfg/$lib.$rep"
-    runlog "$base.txt" "$PERF" --np "$n" --coll $COHORT_OPS --sizes "$SIZES" --time "$T" \
+    runlog "$base.txt" ${PERF_PRELOAD:+env LD_PRELOAD="$PERF_PRELOAD"} "$PERF" --np "$n" --coll $COHORT_OPS --sizes "$SIZES" --time "$T" \
         --in-place no --memory --sched --deadline "$LAUNCH_TIMEOUT" --json-out "$base.json" \
         $(osu_flag "$cfg" --osu) $(bind_flag "$cfg") -l "$cfg $lib" "$@"
 }
@@ -518,6 +524,14 @@ for rep in $(seq 1 "$REPS"); do
     if has memcpy; then
         runlog "$OUT/raw/memcpy/memcpy.$rep.txt" "$PEERS/bin/memcpy_floor" 1048576 2000
     fi
+    # the same program with its buffers from the shared heap (cohortrun --heap):
+    # cohort alone, the target being one memcpy (issue #14's 1.3x)
+    for cfg in shm2heap shm2heaposu; do
+        if has $cfg; then
+            log " $cfg"
+            PERF_PRELOAD=$HEAP_LIB cohort_next $cfg cohort 2
+        fi
+    done
     if has shm2osu; then
         log " shm2osu"
         cohort_next shm2osu cohort 2; ompi shm2osu $rep ompi 2

@@ -45,6 +45,9 @@ CONFIGS = [
     ("shm2", "2 ranks, shared memory (1 rank per core)", ["ompi", "mpich", "gloo"]),
     ("shm2osu", "2 ranks, shared memory, OSU style (barrier between iterations)",
      ["ompi", "mpich"]),
+    ("shm2heap", "2 ranks, shared memory, the program's buffers from libcohort-heap.so "
+                 "(cohortrun --heap; cohort only: the target is one memcpy)", []),
+    ("shm2heaposu", "2 ranks, shared memory, libcohort-heap.so, OSU style", []),
     ("over4", "4 ranks on 2 cores (oversubscribed), shared memory", ["ompi", "mpich"]),
     ("over4osu", "4 ranks on 2 cores, shared memory, OSU style", ["ompi", "mpich"]),
     ("over8", "8 ranks on 2 cores (oversubscribed), shared memory", ["ompi", "mpich"]),
