@@ -22,6 +22,44 @@ double crun_now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* The child's environment: this process's with env's NAME=VALUE set and
+ * NAME= removed, built before fork - the child only calls async-signal-safe
+ * functions (dup2, execve): a test that runs a store server thread (e.g.
+ * test_multinode) must not have a child allocate after fork (an allocator
+ * lock held by that thread at fork time would never be released). */
+static char **child_env(const char *const *env)
+{
+    size_t n = 0, m = 0;
+    while (environ[n])
+        n++;
+    while (env && env[m])
+        m++;
+    char **out = calloc(n + m + 1, sizeof *out);
+    if (!out) {
+        perror("calloc");
+        exit(1);
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *eq = strchr(environ[i], '=');
+        size_t nl = eq ? (size_t)(eq - environ[i]) : strlen(environ[i]);
+        int overridden = 0;
+        for (size_t j = 0; j < m && !overridden; j++) {
+            const char *e = strchr(env[j], '=');
+            overridden = e && (size_t)(e - env[j]) == nl && strncmp(env[j], environ[i], nl) == 0;
+        }
+        if (!overridden)
+            out[k++] = environ[i];
+    }
+    for (size_t j = 0; j < m; j++) {
+        const char *e = strchr(env[j], '=');
+        if (e && e[1])
+            out[k++] = (char *)env[j];
+    }
+    out[k] = NULL;
+    return out;
+}
+
 void crun_start(crun_proc *p, char *const argv[], const char *const *env)
 {
     memset(p, 0, sizeof *p);
@@ -30,6 +68,7 @@ void crun_start(crun_proc *p, char *const argv[], const char *const *env)
         perror("pipe2");
         exit(1);
     }
+    char **envp = child_env(env);
     fflush(NULL);
     p->t_start = crun_now_ms();
     p->pid = fork();
@@ -40,21 +79,13 @@ void crun_start(crun_proc *p, char *const argv[], const char *const *env)
     if (p->pid == 0) {
         dup2(po[1], 1);
         dup2(pe[1], 2);
-        for (int i = 0; env && env[i]; i++) {
-            const char *eq = strchr(env[i], '=');
-            if (!eq)
-                continue;
-            char name[256];
-            snprintf(name, sizeof name, "%.*s", (int)(eq - env[i]), env[i]);
-            if (eq[1])
-                setenv(name, eq + 1, 1);
-            else
-                unsetenv(name);
-        }
-        execv(argv[0], argv);
-        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        execve(argv[0], argv, envp);
+        static const char msg[] = "crun_start: exec failed\n";
+        ssize_t w = write(2, msg, sizeof msg - 1);
+        (void)w;
         _exit(127);
     }
+    free(envp);
     close(po[1]);
     close(pe[1]);
     p->out = po[0];
