@@ -166,6 +166,15 @@ log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 
 # ---- setup ----------------------------------------------------------------
 
+# One command from a fresh clone: the peers and tools (only what is missing),
+# then cohort-perf and libcohort-heap.so in build/ unless COHORT_PERF names one.
+"$ROOT/scripts/deps.sh" bench || die "scripts/deps.sh bench failed"
+if [ -z "${COHORT_PERF:-}" ] && [ ! -x "$PERF" ]; then
+    log "building cohort-perf in $ROOT/build"
+    cmake -S "$ROOT" -B "$ROOT/build" -DCOHORT_FUZZ=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+        cmake --build "$ROOT/build" -j"$(nproc)" --target cohort-perf cohort-heap >/dev/null ||
+        die "building cohort-perf failed"
+fi
 [ -x "$PERF" ] || die "no cohort-perf at $PERF: build first (cmake -S . -B build && make -C build cohort-perf) or set COHORT_PERF"
 [ -d "$PEERS_SRC" ] || die "no peer harness at $PEERS_SRC (set PEERS_SRC)"
 for t in mpicc.openmpi mpirun.openmpi mpicc.mpich mpirun.mpich gnuplot; do
