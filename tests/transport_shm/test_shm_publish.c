@@ -51,13 +51,14 @@ typedef struct {
     int pin;      /* pinned to 2 cpus */
     int light;    /* COHORT_SHM_PUBLISH=membarrier (1) or fence (0) */
     int iters;
+    int pp;       /* send/recv exchanges an iteration */
 } stress_cfg;
 
 static const stress_cfg cfgs[] = {
-    {2, 0, 0, 40000},
-    {2, 0, 1, 40000},
-    {4, 1, 0, 10000},
-    {4, 1, 1, 10000},
+    {2, 0, 0, 40000, 1},
+    {2, 0, 1, 40000, 1},
+    {4, 1, 0, 10000, 4},
+    {4, 1, 1, 10000, 4},
 };
 
 static int stress_rank(int rank, void *arg)
@@ -85,15 +86,18 @@ static int stress_rank(int rank, void *arg)
         uint64_t b = rank == root ? (uint64_t)i * 31 + (uint64_t)root : 0;
         RANK_PASS(cohort_broadcast(g, &b, 1, COHORT_UINT64, root), g);
         RANK_CHECK(b == (uint64_t)i * 31 + (uint64_t)root, "broadcast %d from %d", i, root);
-        uint64_t m = (uint64_t)i << 8 | (uint64_t)rank, got = 0;
-        if (rank % 2 == 0) {
-            RANK_PASS(cohort_send(g, &m, 1, COHORT_UINT64, peer, i & 7), g);
-            RANK_PASS(cohort_recv(g, &got, 1, COHORT_UINT64, peer, i & 7), g);
-        } else {
-            RANK_PASS(cohort_recv(g, &got, 1, COHORT_UINT64, peer, i & 7), g);
-            RANK_PASS(cohort_send(g, &m, 1, COHORT_UINT64, peer, i & 7), g);
+        for (int k = 0; k < c->pp; k++) {
+            uint64_t m = (uint64_t)i << 16 | (uint64_t)k << 8 | (uint64_t)rank, got = 0;
+            if (rank % 2 == 0) {
+                RANK_PASS(cohort_send(g, &m, 1, COHORT_UINT64, peer, k), g);
+                RANK_PASS(cohort_recv(g, &got, 1, COHORT_UINT64, peer, k), g);
+            } else {
+                RANK_PASS(cohort_recv(g, &got, 1, COHORT_UINT64, peer, k), g);
+                RANK_PASS(cohort_send(g, &m, 1, COHORT_UINT64, peer, k), g);
+            }
+            RANK_CHECK(got == ((uint64_t)i << 16 | (uint64_t)k << 8 | (uint64_t)peer),
+                       "message %d/%d from %d", i, k, peer);
         }
-        RANK_CHECK(got == ((uint64_t)i << 8 | (uint64_t)peer), "message %d from %d", i, peer);
         if ((i & 255) == 0) {
             double ms = (coh_now_ns() - t0) / 1e6;
             RANK_CHECK(ms < limit_ms, "%d of %d iterations took %.0f ms", i, c->iters, ms);
