@@ -1170,8 +1170,16 @@ io_err:
 
 enum { PUB_AUTO, PUB_FENCE, PUB_MEMBARRIER };
 
-/* OVERSUB_RULE: whether auto takes the light publish when ranks outnumber
- * cpus. MEASURING */
+/* OVERSUB_RULE: auto keeps the fence when ranks outnumber cpus. There
+ * sleeps are frequent (a reader's turn often ends in one) and each
+ * sleeper's membarrier interrupts the cpus where the ranks run - the one it
+ * waits for among them. Measured LOADED (2 cores, 4 ranks, same binary,
+ * paired A/B of the two modes; docs/shm.md "Publishing"): no cell's p50
+ * difference outside its per-pair spread, back to back or OSU style; in
+ * the OSU runs the p99 of all_reduce and scatter worse in 5 of 6 cells
+ * (broadcast's flipped between two runs); with every wait asleep (the wake
+ * stress) 10 % slower. No gain shown and a tail that may lose: fence.
+ * COHORT_SHM_PUBLISH=membarrier takes the light publish there. */
 #define SHM_PUB_LIGHT_OVERSUB 0
 
 /* COHORT_SHM_PUBLISH=auto|fence|membarrier; anything else fails the
