@@ -22,8 +22,8 @@
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <poll.h>
-#include <stdio.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
