@@ -339,7 +339,7 @@ _Static_assert(sizeof(shm_chan) == 128, "two lines per channel head");
 #define SHM_CHAN_MAGIC 0xc5u
 #define SHM_CHAN_INLINE 24u
 typedef struct shm_chan_head {
-    _Atomic uint32_t stamp; /* t + 1 of the chunk held: stored last (seq_cst) */
+    _Atomic uint32_t stamp; /* t + 1 of the chunk held: stored last (shm_pub_stamp) */
     uint8_t magic;          /* SHM_CHAN_MAGIC */
     uint8_t kind;           /* COH_MSG_P2P */
     uint8_t mode;           /* SHM_CHAN_COPY, SHM_CHAN_CMA */
