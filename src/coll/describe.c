@@ -70,6 +70,11 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
                  g->shm ? coh_shm_copy_path(g->shm, coll, bytes)
                         : g->size > 1 ? "tcp sockets" : "-",
                  g->shm ? "; " : "", g->shm ? coh_shm_copy_info(g->shm) : "");
+        if (g->shm) {
+            size_t n = strlen(buf);
+            if (n < len)
+                snprintf(buf + n, len - n, "; publish: %s", coh_shm_publish_info(g->shm));
+        }
         return COHORT_OK;
     }
     cohort_status st = COHORT_OK;
@@ -78,7 +83,7 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
      * whole story (what was probed and measured at attach, and why). */
     size_t es = cohort_dtype_size(dt);
     size_t bytes = count > SIZE_MAX / (es ? es : 1) ? SIZE_MAX : count * es;
-    char copy[512];
+    char copy[768];
     size_t slots = 0, max = 0;
     if (g->shm && coll == COH_COLL_BROADCAST && coh_shm_ring_takes(g->shm, bytes, &slots, &max))
         snprintf(copy, sizeof copy,
@@ -97,9 +102,11 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
         snprintf(copy, sizeof copy, "%s", g->size > 1 ? "tcp sockets" : "-");
     char mach[160];
     machine_text(g, mach, sizeof mach);
-    snprintf(buf, len, "algorithm %s; transport %s (%d ranks, %d on this host, %d hosts%s); copy: %s",
+    snprintf(buf, len,
+             "algorithm %s; transport %s (%d ranks, %d on this host, %d hosts%s); copy: %s%s%s",
              g->size == 1 ? "none (one rank)" : a ? a->name : "none (selection failed)",
              g->shm ? (g->local_size == g->size ? "shm" : "shm + tcp") : g->size > 1 ? "tcp" : "-",
-             g->size, g->local_size, g->n_hosts, mach, copy);
+             g->size, g->local_size, g->n_hosts, mach, copy, g->shm ? "; publish: " : "",
+             g->shm ? coh_shm_publish_info(g->shm) : "");
     return a || g->size == 1 ? COHORT_OK : st;
 }

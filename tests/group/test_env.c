@@ -65,6 +65,8 @@ START_TEST(bad_values_named)
          "COHORT_ALGO_ALL_REDUCE=bogus is not an algorithm for all_reduce; choices: "},
         {"COHORT_ALGO_BARRIER", "ring", "COHORT_ALGO_BARRIER=ring is not an algorithm for barrier"},
         {"COHORT_SHM_SPIN_US", "-5", "COHORT_SHM_SPIN_US='-5'"},
+        {"COHORT_SHM_PUBLISH", "fast", "COHORT_SHM_PUBLISH='fast': expected auto, fence or membarrier"},
+        {"COHORT_SHM_PUBLISH", "Fence", "COHORT_SHM_PUBLISH='Fence': expected auto, fence or membarrier"},
         {"COHORT_XYZZY_FROBNICATE", "1", "COHORT_XYZZY_FROBNICATE is not a cohort variable"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -91,6 +93,7 @@ START_TEST(strict_env_accepts_valid)
                            {"COHORT_TRACE_SIZE", "16"},     {"COHORT_DEBUG", "sync,buffers"},
                            {"COHORT_ALGO_ALL_REDUCE", "ring"}, {"COHORT_ALGO_BROADCAST", "auto"},
                            {"COHORT_TIMEOUT", "0.25"},      {"COHORT_TRACE_SIGNAL", "0"},
+                           {"COHORT_SHM_PUBLISH", "fence"}, {"COHORT_SHM_PUBLISH", "membarrier"},
                            {"COHORT_TIMEOUT", ""}};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
         cht_clear_launch_env();

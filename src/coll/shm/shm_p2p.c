@@ -280,7 +280,7 @@ static cohort_status drain(void *arg_)
             }
             m->have += (size_t)d.bytes;
             m->chunks++;
-            shm_word_publish(&ch->ack, &ch->ack_waiters, ++t);
+            shm_word_publish(s, &ch->ack, &ch->ack_waiters, ++t);
             shm_bell_ring(s, q);
             s->p2p_in[q] = t;
         }
@@ -354,9 +354,10 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
         off += cma ? 0 : len;
         memcpy(slot + sizeof hd.stamp, (unsigned char *)&hd + sizeof hd.stamp,
                sizeof hd - sizeof hd.stamp);
-        /* seq_cst: pairs with a sleeping receiver's count-then-recheck on
-         * its bell (shm_bell_ring reads the count) */
-        atomic_store_explicit(shm_chan_stamp(slot), t + 1, memory_order_seq_cst);
+        /* pairs with a sleeping receiver's count-then-recheck on its bell
+         * (shm_bell_ring reads the count): seq_cst, or release in the
+         * light mode (shm_pub_store) */
+        shm_pub_stamp(s, shm_chan_stamp(slot), t + 1);
         shm_bell_ring(s, q);
     }
     s->p2p_out[q] = t;
@@ -435,7 +436,7 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
             off += (size_t)d.bytes;
         }
         s->p2p_in[q] = t + 1;
-        shm_word_publish(&ch->ack, &ch->ack_waiters, t + 1);
+        shm_word_publish(s, &ch->ack, &ch->ack_waiters, t + 1);
         shm_bell_ring(s, q);
         if (off >= bytes)
             break;

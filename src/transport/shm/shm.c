@@ -1166,12 +1166,116 @@ io_err:
                                   : "");
 }
 
+/* ---- the publish mode (shm_seg.h shm_pub_store, docs/shm.md "Publishing") ---- */
+
+enum { PUB_AUTO, PUB_FENCE, PUB_MEMBARRIER };
+
+/* OVERSUB_RULE: auto keeps the fence when ranks outnumber cpus. There
+ * sleeps are frequent (a reader's turn often ends in one) and each
+ * sleeper's membarrier interrupts the cpus where the ranks run - the one it
+ * waits for among them. Measured LOADED (2 cores, 4 ranks, same binary,
+ * paired A/B of the two modes; docs/shm.md "Publishing"): no cell's p50
+ * difference outside its per-pair spread, back to back or OSU style; in
+ * the OSU runs the p99 of all_reduce and scatter worse in 5 of 6 cells
+ * (broadcast's flipped between two runs); with every wait asleep (the wake
+ * stress) 10 % slower. No gain shown and a tail that may lose: fence.
+ * COHORT_SHM_PUBLISH=membarrier takes the light publish there. */
+#define SHM_PUB_LIGHT_OVERSUB 0
+
+/* COHORT_SHM_PUBLISH=auto|fence|membarrier; anything else fails the
+ * attach naming the variable (cohort_init's table rejects it first). */
+static cohort_status publish_env(cohort_group *g, int *mode)
+{
+    const char *v = coh_env_str("COHORT_SHM_PUBLISH");
+    *mode = PUB_AUTO;
+    if (!v || !strcmp(v, "auto"))
+        return COHORT_OK;
+    if (!strcmp(v, "fence")) {
+        *mode = PUB_FENCE;
+        return COHORT_OK;
+    }
+    if (!strcmp(v, "membarrier")) {
+        *mode = PUB_MEMBARRIER;
+        return COHORT_OK;
+    }
+    return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                           "COHORT_SHM_PUBLISH='%s': expected auto, fence or membarrier", v);
+}
+
+/* Before the attach barrier: register for the sleepers' membarrier (unless
+ * told not to) and record what this rank can do, for every rank to read. */
+static void publish_offer(coh_shm *s, int mode)
+{
+    uint32_t cap = SHM_PUB_CAP_FENCE;
+    s->publish_info[0] = 0;
+    if (mode != PUB_FENCE && s->n > 1)
+        cap = shm_membar_register(s->publish_info, sizeof s->publish_info)
+                  ? (mode == PUB_MEMBARRIER ? SHM_PUB_CAP_FORCE : SHM_PUB_CAP_AUTO)
+                  : SHM_PUB_CAP_NOMEMBAR;
+    if (cap == SHM_PUB_CAP_NOMEMBAR)
+        coh_info("shm: %s; publishing with seq_cst fences", s->publish_info);
+    atomic_store_explicit(&shm_ctl_of(s, s->me)->publish_cap, cap, memory_order_relaxed);
+}
+
+/* After the attach barrier (every rank's publish_cap is visible: it was
+ * stored before the rank published phase 1): the group's mode, the same on
+ * every local rank because it is a function of the segment alone - a rank
+ * that sleeps without the membarrier while a peer publishes without the
+ * fence could miss a wake-up. Light only if every rank registered and
+ * none forced the fence; and when ranks outnumber cpus only if one asked
+ * for it (COHORT_SHM_PUBLISH=membarrier): OVERSUB_RULE below. */
+static void publish_decide(coh_shm *s)
+{
+    int fence_q = -1, force = 0;
+    uint32_t why = 0;
+    for (int q = 0; q < s->n; q++) {
+        uint32_t c = atomic_load_explicit(&shm_ctl_of(s, q)->publish_cap, memory_order_relaxed);
+        if (c == SHM_PUB_CAP_FORCE)
+            force = 1;
+        if (c < SHM_PUB_CAP_AUTO && fence_q < 0) {
+            fence_q = q;
+            why = c;
+        }
+    }
+    s->light = 0;
+    if (s->n == 1) {
+        snprintf(s->publish_info, sizeof s->publish_info, "fence (one local rank: no sleepers)");
+        return;
+    }
+    if (fence_q >= 0) {
+        snprintf(s->publish_info, sizeof s->publish_info,
+                 "fence (seq_cst store and load at every publish: local rank %d (rank %d) %s)",
+                 fence_q, s->g->local_ranks[fence_q],
+                 why == SHM_PUB_CAP_FENCE    ? "has COHORT_SHM_PUBLISH=fence"
+                 : why == SHM_PUB_CAP_NOMEMBAR ? "cannot use membarrier (GLOBAL_EXPEDITED)"
+                                               : "did not say");
+        return;
+    }
+    if (s->oversub && !force && !SHM_PUB_LIGHT_OVERSUB) {
+        snprintf(s->publish_info, sizeof s->publish_info,
+                 "fence (seq_cst store and load at every publish: ranks outnumber cpus, where "
+                 "sleeps are frequent; COHORT_SHM_PUBLISH=membarrier takes the light publish)");
+        return;
+    }
+    s->light = 1;
+    snprintf(s->publish_info, sizeof s->publish_info,
+             "membarrier (plain store and load at every publish; a sleeper runs "
+             "membarrier(GLOBAL_EXPEDITED) before it sleeps; %s)",
+             force ? "COHORT_SHM_PUBLISH=membarrier" : "auto: every local rank registered");
+}
+
+const char *coh_shm_publish_info(const coh_shm *s)
+{
+    return s ? s->publish_info : "no segment";
+}
+
 /* ---- attach: identity, first touch, barrier, liveness handles ---- */
 
-static cohort_status attach(coh_shm *s)
+static cohort_status attach(coh_shm *s, int pub_mode)
 {
     cohort_group *g = s->g;
     shm_ctl *me = shm_ctl_of(s, s->me);
+    publish_offer(s, pub_mode);
     atomic_store(&me->pid, (int32_t)getpid());
     atomic_store(&me->group_rank, g->rank);
     atomic_store(&me->attached, 1);
@@ -1190,6 +1294,10 @@ static cohort_status attach(coh_shm *s)
     cohort_status st = shm_wait_all(&o, s->phase);
     if (st != COHORT_OK)
         return st;
+    /* Every wait for phase >= 2 and every publish of it come after this,
+     * on every rank: phase 1 paired in fence mode, the rest in the mode
+     * decided here. */
+    publish_decide(s);
     s->pidfd = coh_malloc((size_t)s->n * sizeof(int));
     if (!s->pidfd)
         return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
@@ -1237,6 +1345,9 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         st = read_p2p_env(g, &p2p_bytes);
     if (st == COHORT_OK)
         st = read_stash_env(g, &stash_cap);
+    int pub_mode = PUB_AUTO;
+    if (st == COHORT_OK)
+        st = publish_env(g, &pub_mode);
     if (st != COHORT_OK)
         return st;
     coh_shm *s = coh_calloc(1, sizeof *s);
@@ -1268,7 +1379,7 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         s->nt_bytes = (size_t)ntv;
     st = s->me == 0 ? lead_create(s, S, small, &rc, p2p_bytes) : member_attach(s);
     if (st == COHORT_OK)
-        st = attach(s);
+        st = attach(s, pub_mode);
     if (st != COHORT_OK) {
         /* Ranks that already attached learn it from the segment at once
          * instead of waiting out the attach barrier. */
@@ -1308,9 +1419,10 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
                                   memory_order_relaxed);
     }
     coh_debug("shm: group %u local %d/%d attached, segment %zu bytes, slot %zu, small %zu, %s; "
-              "%s",
+              "%s; publish: %s",
               g->id, s->me, s->n, s->size, s->S, s->small_bytes,
-              s->oversub ? "oversubscribed (yield early)" : "spin then yield", s->copy_info);
+              s->oversub ? "oversubscribed (yield early)" : "spin then yield", s->copy_info,
+              s->publish_info);
     *out = s;
     coh_transport_attach(g, &coh_shm_transport, s);
     return COHORT_OK;

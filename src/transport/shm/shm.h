@@ -38,6 +38,9 @@ void coh_shm_abort(coh_shm *s, cohort_status st, const char *reason);
  * (process_vm_readv) from 65536 B ..." or "two copies through the segment
  * (single copy unavailable: ...)"); for cohort-perf and logs. */
 const char *coh_shm_copy_info(const coh_shm *s);
+/* The group's publish mode on the segment and why (membarrier or fence;
+ * docs/shm.md "Publishing"). */
+const char *coh_shm_publish_info(const coh_shm *s);
 /* The copy path one call takes: "single copy (cma)", "two copies
  * (segment)", or why neither (coll is a COH_COLL_*; bytes per rank block,
  * the whole message for broadcast). */

@@ -122,7 +122,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 15u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 16u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -132,7 +132,8 @@
                         * 13: the abort word's failed call (abort_seq);
                         * 14: mem_p, one-copy broadcasts from cohort_mem_alloc;
                         * 15: small scatter, gather and reduce on the ring (a
-                        * gather/reduce root's done word, SHM_RING_DONE_IN) */
+                        * gather/reduce root's done word, SHM_RING_DONE_IN);
+                        * 16: the publish mode (shm_ctl publish_cap) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -162,6 +163,19 @@
 #define SHM_MAX_P2P_STASH_BYTES (1l << 40)
 
 enum { SHM_F_NO_PIDFD = 1u }; /* pids are not comparable across local ranks */
+
+/* A rank's publish capability (shm_ctl publish_cap): FENCE and NOMEMBAR
+ * it will not or cannot take the light publish (COHORT_SHM_PUBLISH=fence;
+ * membarrier unavailable: an old kernel, a seccomp filter); AUTO it
+ * registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED and leaves the choice to
+ * the rule; FORCE registered and COHORT_SHM_PUBLISH=membarrier. 0: not
+ * written (a rank that failed before it). */
+enum {
+    SHM_PUB_CAP_FENCE = 1u,   /* COHORT_SHM_PUBLISH=fence */
+    SHM_PUB_CAP_NOMEMBAR = 2u, /* membarrier unavailable */
+    SHM_PUB_CAP_AUTO = 3u,
+    SHM_PUB_CAP_FORCE = 4u
+};
 
 typedef struct shm_seg_hdr {
     uint32_t magic, version;
@@ -244,6 +258,10 @@ typedef struct shm_ctl {
      * buffer (shm_mem.h): readers that see their call's first phase here
      * copy from the owner's region instead of the path they prepared */
     _Atomic uint32_t mem_p;
+    /* written once before the attach barrier: how this rank may publish
+     * (SHM_PUB_CAP_*); the group's publish mode is decided from every
+     * rank's after the barrier (shm.c publish_decide) */
+    _Atomic uint32_t publish_cap;
 } shm_ctl;
 _Static_assert(sizeof(shm_ctl) <= SHM_CTL_BYTES, "control block fits");
 _Static_assert(offsetof(shm_ctl, st_ver) == 2 * SHM_LINE, "identity and probe fit line 1");
@@ -321,7 +339,7 @@ _Static_assert(sizeof(shm_chan) == 128, "two lines per channel head");
 #define SHM_CHAN_MAGIC 0xc5u
 #define SHM_CHAN_INLINE 24u
 typedef struct shm_chan_head {
-    _Atomic uint32_t stamp; /* t + 1 of the chunk held: stored last (seq_cst) */
+    _Atomic uint32_t stamp; /* t + 1 of the chunk held: stored last (shm_pub_stamp) */
     uint8_t magic;          /* SHM_CHAN_MAGIC */
     uint8_t kind;           /* COH_MSG_P2P */
     uint8_t mode;           /* SHM_CHAN_COPY, SHM_CHAN_CMA */
@@ -414,6 +432,15 @@ struct coh_shm {
                                  * (the same on every local rank; src/coll/shm) */
     int ar_inl;                 /* all_reduce <= SHM_RING_INLINE bytes exchanges ring
                                  * records (COHORT_SHM_AR_INLINE, default 1; src/coll/shm) */
+    int light;                  /* the light publish: a plain store and load, the sleeper
+                                 * pays with a membarrier (the same on every local rank,
+                                 * decided after the attach barrier; "Publishing") */
+    char publish_info[200];     /* the publish mode and why (cohort_describe) */
+    unsigned membar_failed;     /* sleeper membarriers that failed (warned once) */
+    uint64_t sleeps;            /* futex sleeps begun (tests) */
+    uint64_t late_wakes;        /* sleeps that lasted their whole slice although what they
+                                 * waited for had come: a lost wake-up, or one that raced
+                                 * the slice's end (tests: test_shm_publish) */
     uint32_t st_file_site;      /* site whose file name is published */
     char (*peer_file)[72];      /* [n]: storage for coh_shm_peer_state's cur->file */
     const void **srcs;          /* [n]: reduction sources scratch */
@@ -628,9 +655,15 @@ void shm_bell_ring(coh_shm *s, int q);
  * all_reduce p50 x2.1). */
 cohort_status shm_wait_rec(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
                            cohort_status (*poll_fn)(void *arg), void *arg);
-/* Publishes value into a futex word owned by this rank (seq_cst, then a
- * wake only if someone sleeps: the same pairing as shm_publish). */
-void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, uint32_t value);
+/* Publishes value into a futex word owned by this rank, then a wake only
+ * if someone sleeps: the same pairing as shm_publish (shm_pub_store). */
+void shm_word_publish(coh_shm *s, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
+                      uint32_t value);
+/* The asymmetric barrier's two halves (shm_wait.c): registration at attach
+ * (1 registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0 not: *why says
+ * so), and the sleeper's barrier (0 done, -1 failed: errno). */
+int shm_membar_register(char *why, size_t len);
+int shm_membar_sleeper(void);
 /* cohort_finalize: waits until *flag is non-zero or *word reached target
  * (both owned by local rank q), q exited or the deadline passed; the abort
  * word ends it (its status). Returns COHORT_OK (either condition),
@@ -689,9 +722,57 @@ static inline cohort_status shm_wait_all(shm_op *o, uint32_t target)
 /* Rule W: before writing my buffer for the next phase. */
 static inline cohort_status shm_claim(shm_op *o) { return shm_wait_all(o, o->s->phase); }
 
-/* Publishes the next phase. The seq_cst store/load pair with the sleeper's
- * seq_cst increment-then-recheck means that either the sleeper sees the new
- * phase or the writer sees the sleeper: no lost wake-up. */
+/* The publisher's half of the futex pairing: value into word (a futex word
+ * owned by this rank), then whether anyone counted itself asleep on it.
+ * Either the sleeper's re-check sees the value or the publisher sees the
+ * sleeper - no lost wake-up:
+ *  - fence (s->light 0): a seq_cst store and load against the sleeper's
+ *    seq_cst count-then-recheck (Dekker). On x86 the store is an xchg that
+ *    drains the store buffer at every publish, on every rank;
+ *  - light (1): a release store, a compiler barrier and a relaxed load;
+ *    the rare sleeper, after counting itself, runs
+ *    membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) (shm_membar_sleeper) before
+ *    its re-check: that puts a full barrier in every registered rank that
+ *    is running, so the publisher's store and load are ordered as if it had
+ *    fenced between them (the compiler barrier keeps them in program
+ *    order) - an asymmetric barrier, as liburcu's and folly's. Safe only
+ *    if every rank that may sleep on the word does it: the mode is the
+ *    group's, decided once at attach (docs/shm.md "Publishing").
+ * Returns whether a sleeper was seen (the caller wakes it). */
+static inline int shm_pub_store(const coh_shm *s, _Atomic uint32_t *word,
+                                _Atomic uint32_t *waiters, uint32_t value)
+{
+    if (s->light) {
+        atomic_store_explicit(word, value, memory_order_release);
+        atomic_signal_fence(memory_order_seq_cst);
+        return atomic_load_explicit(waiters, memory_order_relaxed) != 0;
+    }
+    atomic_store_explicit(word, value, memory_order_seq_cst);
+    return atomic_load_explicit(waiters, memory_order_seq_cst) != 0;
+}
+
+/* The same pairing for a publish that already stored its word (a chunk's
+ * stamp; shm_bell_ring): the store is release in light mode, seq_cst in
+ * fence mode (shm_pub_stamp), and this reads the sleepers' count. */
+static inline void shm_pub_stamp(const coh_shm *s, _Atomic uint32_t *word, uint32_t value)
+{
+    if (s->light)
+        atomic_store_explicit(word, value, memory_order_release);
+    else
+        atomic_store_explicit(word, value, memory_order_seq_cst);
+}
+
+static inline int shm_pub_sleepers(const coh_shm *s, _Atomic uint32_t *waiters)
+{
+    if (s->light) {
+        atomic_signal_fence(memory_order_seq_cst);
+        return atomic_load_explicit(waiters, memory_order_relaxed) != 0;
+    }
+    return atomic_load_explicit(waiters, memory_order_seq_cst) != 0;
+}
+
+/* Publishes the next phase (shm_pub_store's pairing with the sleepers of
+ * my arrive word). */
 static inline void shm_publish(coh_shm *s)
 {
     shm_ctl *me = shm_ctl_of(s, s->me);
@@ -699,8 +780,7 @@ static inline void shm_publish(coh_shm *s)
     /* Same cache line as arrive, so free: lets a waiter that shares our
      * CPU yield at once instead of spinning (sched_getcpu reads rseq). */
     atomic_store_explicit(&me->cpu, sched_getcpu(), memory_order_relaxed);
-    atomic_store_explicit(&me->arrive, p, memory_order_seq_cst);
-    if (atomic_load_explicit(&me->waiters, memory_order_seq_cst))
+    if (shm_pub_store(s, &me->arrive, &me->waiters, p))
         shm_futex_wake(&me->arrive);
 }
 

@@ -20,8 +20,10 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <poll.h>
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -48,10 +50,12 @@ void shm_futex_wake(_Atomic uint32_t *word)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-static void futex_wait(_Atomic uint32_t *word, uint32_t val, int ms)
+/* Returns 1 if the sleep lasted its whole timeout. */
+static int futex_wait(_Atomic uint32_t *word, uint32_t val, int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0);
+    return syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, val, &ts, NULL, 0) < 0 &&
+           errno == ETIMEDOUT;
 }
 
 int shm_oversubscribed(const cohort_group *g, int n)
@@ -183,11 +187,44 @@ cohort_status shm_wait_slow(shm_op *o, int q, uint32_t target)
     return shm_wait_word(o, q, &pc->arrive, &pc->waiters, &pc->cpu, target);
 }
 
-void shm_word_publish(_Atomic uint32_t *word, _Atomic uint32_t *waiters, uint32_t value)
+void shm_word_publish(coh_shm *s, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
+                      uint32_t value)
 {
-    atomic_store_explicit(word, value, memory_order_seq_cst);
-    if (atomic_load_explicit(waiters, memory_order_seq_cst))
+    if (shm_pub_store(s, word, waiters, value))
         shm_futex_wake(word);
+}
+
+/* ---- the asymmetric barrier (shm_pub_store's light mode) ----
+ *
+ * MEMBARRIER_CMD_GLOBAL_EXPEDITED: an IPI to every cpu that runs a thread
+ * of a process registered for it, which executes a full barrier there (a
+ * process that is not running gets one at its next context switch); the
+ * call returns after all of them. The publishers are the group's ranks,
+ * each registered at attach; the sleeper calls it once per sleep. */
+static long membarrier_call(int cmd) { return syscall(SYS_membarrier, cmd, 0u, 0); }
+
+int shm_membar_register(char *why, size_t len)
+{
+    long q = membarrier_call(MEMBARRIER_CMD_QUERY);
+    if (q < 0) {
+        snprintf(why, len, "membarrier unavailable (%s)", strerror(errno));
+        return 0;
+    }
+    long need = MEMBARRIER_CMD_GLOBAL_EXPEDITED | MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED;
+    if ((q & need) != need) {
+        snprintf(why, len, "the kernel lacks MEMBARRIER_CMD_GLOBAL_EXPEDITED");
+        return 0;
+    }
+    if (membarrier_call(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) != 0) {
+        snprintf(why, len, "membarrier registration failed (%s)", strerror(errno));
+        return 0;
+    }
+    return 1;
+}
+
+int shm_membar_sleeper(void)
+{
+    return membarrier_call(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0 ? 0 : -1;
 }
 
 cohort_status shm_wait_flag(coh_shm *s, int q, _Atomic uint32_t *flag, _Atomic uint32_t *word,
@@ -291,19 +328,33 @@ yield:
     }
 
     /* Stage 3: sleep on the bell word, one slice at a time. The seq_cst
-     * increment before the re-check pairs with shm_publish (and with
-     * shm_bell_ring). With poll_fn: after counting ourselves, take what
-     * came, then sleep only if nothing we wait for is there (a later
-     * publish rings the bell). */
+     * increment before the re-check pairs with the publisher's store and
+     * load (shm_pub_store, shm_bell_ring); in light mode the membarrier
+     * between them is the publisher's fence, run here on its behalf. With
+     * poll_fn: after counting ourselves, take what came, then sleep only
+     * if nothing we wait for is there (a later publish rings the bell). */
     for (;;) {
         atomic_fetch_add_explicit(bell_waiters, 1, memory_order_seq_cst);
+        int ms = COH_WAIT_SLICE_MS;
+        if (s->light && shm_membar_sleeper() != 0) {
+            /* Registered at attach, so not expected; without the barrier a
+             * publish may not see us: sleep briefly, never a whole slice. */
+            if (!s->membar_failed++)
+                coh_warn("shm: membarrier failed while waiting (%s); sleeping 1 ms at a time",
+                         strerror(errno));
+            ms = 1;
+        }
         uint32_t v = atomic_load_explicit(bell, memory_order_seq_cst);
         st = poll_fn ? poll_fn(arg) : COHORT_OK;
         if (st == COHORT_OK &&
             !shm_reached(bell == word ? v : atomic_load_explicit(word, memory_order_seq_cst),
                          target) &&
-            !urgent(s))
-            futex_wait(bell, v, COH_WAIT_SLICE_MS);
+            !urgent(s)) {
+            s->sleeps++;
+            if (futex_wait(bell, v, ms) && ms == COH_WAIT_SLICE_MS &&
+                shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
+                s->late_wakes++; /* what we waited for came, its wake did not */
+        }
         atomic_fetch_sub_explicit(bell_waiters, 1, memory_order_seq_cst);
         if (st != COHORT_OK)
             return st;
@@ -340,9 +391,10 @@ cohort_status shm_wait_rec(shm_op *o, int q, _Atomic uint32_t *word, uint32_t ta
 void shm_bell_ring(coh_shm *s, int q)
 {
     shm_chan *b = shm_chan_of(s, q, q);
-    /* seq_cst after the publish: either the sleeper's re-check sees what
-     * was published, or we see it counted itself (as shm_publish) */
-    if (atomic_load_explicit(&b->pub_waiters, memory_order_seq_cst)) {
+    /* after the publish (shm_pub_stamp or shm_word_publish): either the
+     * sleeper's re-check sees what was published, or we see it counted
+     * itself (shm_pub_store's pairing) */
+    if (shm_pub_sleepers(s, &b->pub_waiters)) {
         atomic_fetch_add_explicit(&b->pub, 1u, memory_order_seq_cst);
         shm_futex_wake(&b->pub);
     }
