@@ -1956,6 +1956,12 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
         st = ring_one(&o, sb, rb, total, (size_t)me * bpr, bpr, root);
         if (st == COHORT_OK && am_root && bpr && rb != sb + (size_t)me * bpr)
             memmove(rb, sb + (size_t)me * bpr, bpr);
+        if (st == COHORT_OK && s->bar_scatter) {
+            /* the root publishes and returns as a broadcast's does: it
+             * leads an oversubscribed barrier right after (below) */
+            s->bar_lead = root;
+            s->bar_ph = s->phase + 1;
+        }
         return st;
     }
     o.nt = !am_root && bpr >= s->nt_bytes;

@@ -412,6 +412,7 @@ struct coh_shm {
     int bar_lead;               /* the last broadcast's root and phase + 1 (0: none): an */
     uint32_t bar_ph;            /* oversubscribed barrier right after it has that leader
                                  * (the same on every local rank; src/coll/shm) */
+    int bar_scatter;            /* a ring scatter's root leads it too (COHORT_SHM_BAR_SCATTER) */
     int ar_inl;                 /* all_reduce <= SHM_RING_INLINE bytes exchanges ring
                                  * records (COHORT_SHM_AR_INLINE, default 1; src/coll/shm) */
     uint32_t st_file_site;      /* site whose file name is published */
