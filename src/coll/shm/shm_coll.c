@@ -2153,8 +2153,8 @@ cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
     put_hdr(&o, shm_buf(s, s->me, p), 0, 0);
     if (s->oversub && s->bar_ph == p) {
         /* Ranks outnumber the cpus and the barrier follows a broadcast
-         * (the OSU loop: broadcast, barrier, broadcast ...): the leader,
-         * that broadcast's root, publishes only once every other rank
+         * or a ring scatter (the OSU loop: broadcast, barrier, broadcast
+         * ...): the leader, that call's root, publishes only once every other rank
          * arrived, and the others wait for the leader alone, so the leader
          * leaves first and its next broadcast is written before its
          * readers look for it. With the flat barrier below the last rank
