@@ -1956,6 +1956,12 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
         st = ring_one(&o, sb, rb, total, (size_t)me * bpr, bpr, root);
         if (st == COHORT_OK && am_root && bpr && rb != sb + (size_t)me * bpr)
             memmove(rb, sb + (size_t)me * bpr, bpr);
+        if (st == COHORT_OK && s->bar_scatter) {
+            /* the root publishes and returns as a broadcast's does: it
+             * leads an oversubscribed barrier right after (below) */
+            s->bar_lead = root;
+            s->bar_ph = s->phase + 1;
+        }
         return st;
     }
     o.nt = !am_root && bpr >= s->nt_bytes;
@@ -2147,8 +2153,8 @@ cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
     put_hdr(&o, shm_buf(s, s->me, p), 0, 0);
     if (s->oversub && s->bar_ph == p) {
         /* Ranks outnumber the cpus and the barrier follows a broadcast
-         * (the OSU loop: broadcast, barrier, broadcast ...): the leader,
-         * that broadcast's root, publishes only once every other rank
+         * or a ring scatter (the OSU loop: broadcast, barrier, broadcast
+         * ...): the leader, that call's root, publishes only once every other rank
          * arrived, and the others wait for the leader alone, so the leader
          * leaves first and its next broadcast is written before its
          * readers look for it. With the flat barrier below the last rank

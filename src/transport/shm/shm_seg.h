@@ -427,9 +427,10 @@ struct coh_shm {
     uint64_t spin_ns, yield_ns; /* waiting strategy: max spin, spin + yield */
     uint64_t spin_cur;          /* adaptive spin budget, <= spin_ns */
     int ring_drain;             /* a ring root that must wait waits for p - 1 */
-    int bar_lead;               /* the last broadcast's root and phase + 1 (0: none): an */
+    int bar_lead;               /* the last broadcast's (or ring scatter's) root and phase + 1 (0: none): an */
     uint32_t bar_ph;            /* oversubscribed barrier right after it has that leader
                                  * (the same on every local rank; src/coll/shm) */
+    int bar_scatter;            /* a ring scatter's root leads it too (COHORT_SHM_BAR_SCATTER) */
     int ar_inl;                 /* all_reduce <= SHM_RING_INLINE bytes exchanges ring
                                  * records (COHORT_SHM_AR_INLINE, default 1; src/coll/shm) */
     int light;                  /* the light publish: a plain store and load, the sleeper

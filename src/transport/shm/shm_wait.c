@@ -84,6 +84,9 @@ void shm_wait_defaults(coh_shm *s)
     s->ring_drain = 0;
     if (coh_env_int("COHORT_SHM_RING_DRAIN", &v) == 1 && (v == 0 || v == 1))
         s->ring_drain = (int)v;
+    s->bar_scatter = 1;
+    if (coh_env_int("COHORT_SHM_BAR_SCATTER", &v) == 1 && (v == 0 || v == 1))
+        s->bar_scatter = (int)v;
     s->spin_cur = s->spin_ns;
     /* the small all_reduce's one-line exchange (shm_coll.c ar_small);
      * per rank: a rank without it still interoperates (it writes its
