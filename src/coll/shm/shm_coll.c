@@ -1524,7 +1524,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
                 coh_small_copy(dst, shm_ring_rec_of(s, root, p)->inl + off, len);
             if (s->check)
                 atomic_store_explicit(shm_ring_done(s, me, p), p, memory_order_relaxed);
-            shm_publish(s); /* done reading slot p % K */
+            shm_publish_ring(s); /* done reading slot p % K */
             return COHORT_OK;
         }
     }
@@ -1545,7 +1545,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
         s->ring_pend[(s->ring_pend_head + s->ring_npend) & mask] = p;
         s->ring_npend++;
         s->ring_close = ring_close;
-        shm_publish(s);
+        shm_publish_ring(s);
         return COHORT_OK;
     }
     coh_hdr_from_call(&o->mine, s->g, o->c, COH_MSG_COLL, 0, bytes);
@@ -1587,7 +1587,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
         coh_small_copy(dst, shm_ring_rec_of(s, root, p)->inl + off, len);
     if (s->check) /* my check of the root's record passed (ring_check) */
         atomic_store_explicit(shm_ring_done(s, me, p), p, memory_order_relaxed);
-    shm_publish(s); /* done reading slot p % K */
+    shm_publish_ring(s); /* done reading slot p % K */
     return COHORT_OK;
 }
 
@@ -1635,7 +1635,7 @@ static int ring_in(shm_op *o, const void *send, size_t bytes, int root, cohort_s
         s->ring_pend[(s->ring_pend_head + s->ring_npend) & mask] = p;
         s->ring_npend++;
         s->ring_close = ring_close;
-        shm_publish(s);
+        shm_publish_ring(s);
         return 0;
     }
     /* the root's record first: a rank waiting for this one (it believes
@@ -1690,7 +1690,7 @@ static inline void ring_in_end(coh_shm *s)
     if (s->check)
         atomic_store_explicit(shm_ring_done(s, s->me, p), SHM_RING_DONE_IN(p),
                               memory_order_relaxed);
-    shm_publish(s);
+    shm_publish_ring(s);
 }
 
 /* Every rank decides from the call's own fields and the agreed geometry,

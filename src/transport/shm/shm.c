@@ -1259,7 +1259,7 @@ static void publish_decide(coh_shm *s)
     }
     s->light = 1;
     snprintf(s->publish_info, sizeof s->publish_info,
-             "membarrier (plain store and load at every publish; a sleeper runs "
+             "membarrier (plain store and load at a ring call's and a channel's publish; a sleeper runs "
              "membarrier(GLOBAL_EXPEDITED) before it sleeps; %s)",
              force ? "COHORT_SHM_PUBLISH=membarrier" : "auto: every local rank registered");
 }
