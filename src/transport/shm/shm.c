@@ -1170,7 +1170,7 @@ io_err:
 
 enum { PUB_AUTO, PUB_FENCE, PUB_MEMBARRIER };
 
-/* OVERSUB_RULE: auto keeps the fence when ranks outnumber cpus. There
+/* Why auto keeps the fence when ranks outnumber cpus (publish_decide). There
  * sleeps are frequent (a reader's turn often ends in one) and each
  * sleeper's membarrier interrupts the cpus where the ranks run - the one it
  * waits for among them. Measured LOADED (2 cores, 4 ranks, same binary,
@@ -1180,7 +1180,6 @@ enum { PUB_AUTO, PUB_FENCE, PUB_MEMBARRIER };
  * (broadcast's flipped between two runs); with every wait asleep (the wake
  * stress) 10 % slower. No gain shown and a tail that may lose: fence.
  * COHORT_SHM_PUBLISH=membarrier takes the light publish there. */
-#define SHM_PUB_LIGHT_OVERSUB 0
 
 /* COHORT_SHM_PUBLISH=auto|fence|membarrier; anything else fails the
  * attach naming the variable (cohort_init's table rejects it first). */
@@ -1223,7 +1222,7 @@ static void publish_offer(coh_shm *s, int mode)
  * that sleeps without the membarrier while a peer publishes without the
  * fence could miss a wake-up. Light only if every rank registered and
  * none forced the fence; and when ranks outnumber cpus only if one asked
- * for it (COHORT_SHM_PUBLISH=membarrier): OVERSUB_RULE below. */
+ * for it (COHORT_SHM_PUBLISH=membarrier): see above. */
 static void publish_decide(coh_shm *s)
 {
     int fence_q = -1, force = 0;
@@ -1251,7 +1250,7 @@ static void publish_decide(coh_shm *s)
                                                : "did not say");
         return;
     }
-    if (s->oversub && !force && !SHM_PUB_LIGHT_OVERSUB) {
+    if (s->oversub && !force) {
         snprintf(s->publish_info, sizeof s->publish_info,
                  "fence (seq_cst store and load at every publish: ranks outnumber cpus, where "
                  "sleeps are frequent; COHORT_SHM_PUBLISH=membarrier takes the light publish)");
