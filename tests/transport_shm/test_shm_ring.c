@@ -38,6 +38,13 @@ static void depths(int n)
     KT = over ? 1024 : 128;
 }
 
+/* Which done words a ring call of `bytes` uses (shm_ring_done): the spread
+ * ones for the shallow ring, as the library decides. */
+static int tspread(const coh_shm *s, size_t bytes)
+{
+    return shm_ring_spread(s->tiny_k && bytes <= s->tiny_bytes ? s->tiny_k : s->ring_k);
+}
+
 static void ms_sleep(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
@@ -747,7 +754,9 @@ static int lines_rank(int rank, void *arg)
     /* done words start where no phase of their index is (a zeroed word 0
      * would pass the root's check of phase 0 after the counter wraps) */
     for (uint32_t i = 0; i < (uint32_t)s->ring_nrec; i++)
-        RANK_CHECK(atomic_load(shm_ring_done(s, s->me, i)) != i, "done word %u holds %u", i, i);
+        for (int spread = 0; spread < 2; spread++)
+            RANK_CHECK(atomic_load(shm_ring_done(s, s->me, i, spread)) != i,
+                       "done word %u (spread %d) holds %u", i, spread, i);
     RANK_PASS(ar(g), g);
 
     /* wait_all caches the least phase it saw, not its target: a root that
@@ -835,14 +844,15 @@ static int lines_rank(int rank, void *arg)
         RANK_CHECK(buf[0] == 42, "byte %u", buf[0]);
         RANK_CHECK(s->phase == x, "case %d: phase %u after the call, want %u", t, s->phase, x);
         if (rank == 1) {
-            RANK_CHECK(atomic_load(shm_ring_done(s, 1, x)) == x, "no done word for phase %u", x);
+            RANK_CHECK(atomic_load(shm_ring_done(s, 1, x, tspread(s, 1))) == x,
+                       "no done word for phase %u", x);
             int rec = atomic_load(&shm_ring_rec_of(s, 1, x)->phase) == x;
             RANK_CHECK(t == 0 || rec == (t != 3), "case %d: the reader's record of phase %u %s", t,
                        x, rec ? "written" : "missing");
             if (t == 0 || t == 2)
                 atomic_fetch_xor(&shm_ring_rec_of(s, 1, x)->seq, 1);
             if (t == 1 || t == 2)
-                atomic_store(shm_ring_done(s, 1, x), x + 1);
+                atomic_store(shm_ring_done(s, 1, x, tspread(s, 1)), x + 1);
             atomic_store(&th_sh()->flag[4 + t], 1);
         } else {
             th_wait_flag(4 + t, 5000);
@@ -923,8 +933,9 @@ static int fast_rank(int rank, void *arg)
         if (lost) {
             if (rank == 1) {
                 RANK_PASS(st, g);
-                RANK_CHECK(atomic_load(shm_ring_done(s, 1, x)) == x, "%zu B: no done word", bytes);
-                atomic_store(shm_ring_done(s, 1, x), x + 1);
+                RANK_CHECK(atomic_load(shm_ring_done(s, 1, x, tspread(s, bytes))) == x,
+                           "%zu B: no done word", bytes);
+                atomic_store(shm_ring_done(s, 1, x, tspread(s, bytes)), x + 1);
                 atomic_store(&th_sh()->flag[12], 1);
                 st = ar(g);
                 errmsg(g, msg);
@@ -943,7 +954,8 @@ static int fast_rank(int rank, void *arg)
                                buf[j], pat(t, 5, j));
                 RANK_CHECK(atomic_load(&shm_ring_rec_of(s, 1, x)->phase) != x,
                            "%zu B: the reader wrote a record of phase %u", bytes, x);
-                RANK_CHECK(atomic_load(shm_ring_done(s, 1, x)) == x, "%zu B: no done word", bytes);
+                RANK_CHECK(atomic_load(shm_ring_done(s, 1, x, tspread(s, bytes))) == x,
+                           "%zu B: no done word", bytes);
             }
             continue;
         }

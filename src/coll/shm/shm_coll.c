@@ -712,7 +712,7 @@ static cohort_status a2a_single(shm_op *o, const unsigned char *sb, unsigned cha
 static COH_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const coh_call *c,
                                uint64_t key, const void *data, size_t bytes);
 static int ring_in(shm_op *o, const void *send, size_t bytes, int root, cohort_status *st);
-static inline void ring_in_end(coh_shm *s);
+static inline void ring_in_end(coh_shm *s, size_t bytes);
 static int reduce_ring(const coh_shm *s, const coh_call *c, size_t count);
 static int ring_full_bad(const coh_shm *s, const coh_call *c, int q, uint32_t p,
                          const coh_hdr *mine);
@@ -980,7 +980,7 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
         if (count)
             coh_reduce_multi_div(recv, s->srcs, n, count, (cohort_dtype)c->dtype,
                                  (cohort_op)c->redop, avg_div(s, c));
-        ring_in_end(s);
+        ring_in_end(s, bytes);
         return COHORT_OK;
     }
     if (bytes <= s->small_bytes) {
@@ -1382,11 +1382,12 @@ static inline cohort_status ring_check(shm_op *o, uint32_t x)
     if (!s->check)
         return COHORT_OK;
     int lead = s->ring_lead[x & (uint32_t)(s->ring_nrec - 1)];
+    int spread = s->ring_spread[x & (uint32_t)(s->ring_nrec - 1)];
     if (lead >= 0) {
         /* a leaf of a gather or reduce: its root's done word says that
          * the root compared every leaf's record with its own call (this
          * one's included); else the root's record decides */
-        if (atomic_load_explicit(shm_ring_done(s, lead, x), memory_order_relaxed) ==
+        if (atomic_load_explicit(shm_ring_done(s, lead, x, spread), memory_order_relaxed) ==
             SHM_RING_DONE_IN(x))
             return COHORT_OK;
         return ring_check_rec(o, c, lead, x);
@@ -1399,7 +1400,7 @@ static inline cohort_status ring_check(shm_op *o, uint32_t x)
          * read this root's record and agree with it. Else the records
          * decide, as before the done words. */
         if (q == s->me ||
-            atomic_load_explicit(shm_ring_done(s, q, x), memory_order_relaxed) == x)
+            atomic_load_explicit(shm_ring_done(s, q, x, spread), memory_order_relaxed) == x)
             continue;
         if ((st = ring_check_rec(o, c, q, x)) != COHORT_OK)
             return st;
@@ -1441,18 +1442,20 @@ static inline cohort_status ring_settle_call(shm_op *o, uint32_t limit)
         (s->ring_npend > 1 && shm_reached(limit, s->ring_pend[(head + 1) & mask])))
         return ring_settle(o, limit);
     if (s->check) {
-        int lead = s->ring_lead[x & mask];
+        int lead = s->ring_lead[x & mask], spread = s->ring_spread[x & mask];
         if (lead >= 0) { /* a leaf: the root's word (ring_check) */
-            if (atomic_load_explicit(shm_ring_done(s, lead, x), memory_order_relaxed) !=
+            if (atomic_load_explicit(shm_ring_done(s, lead, x, spread), memory_order_relaxed) !=
                 SHM_RING_DONE_IN(x))
                 return ring_settle(o, limit);
         } else if (s->n == 2) { /* the one reader, without the loop */
-            if (atomic_load_explicit(shm_ring_done(s, 1 - s->me, x), memory_order_relaxed) != x)
+            if (atomic_load_explicit(shm_ring_done(s, 1 - s->me, x, spread),
+                                     memory_order_relaxed) != x)
                 return ring_settle(o, limit);
         } else {
             for (int q = 0; q < s->n; q++)
                 if (q != s->me &&
-                    atomic_load_explicit(shm_ring_done(s, q, x), memory_order_relaxed) != x)
+                    atomic_load_explicit(shm_ring_done(s, q, x, spread), memory_order_relaxed) !=
+                        x)
                     return ring_settle(o, limit);
         }
     }
@@ -1523,7 +1526,8 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
             else
                 coh_small_copy(dst, shm_ring_rec_of(s, root, p)->inl + off, len);
             if (s->check)
-                atomic_store_explicit(shm_ring_done(s, me, p), p, memory_order_relaxed);
+                atomic_store_explicit(shm_ring_done(s, me, p, shm_ring_spread(k)), p,
+                                      memory_order_relaxed);
             shm_publish_ring(s); /* done reading slot p % K */
             return COHORT_OK;
         }
@@ -1542,6 +1546,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
         ring_put(s, p, &h, o->c, key, src, bytes);
         s->ring_calls[p & mask] = *o->c;
         s->ring_lead[p & mask] = -1;
+        s->ring_spread[p & mask] = (unsigned char)shm_ring_spread(k);
         s->ring_pend[(s->ring_pend_head + s->ring_npend) & mask] = p;
         s->ring_npend++;
         s->ring_close = ring_close;
@@ -1586,7 +1591,8 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
     else
         coh_small_copy(dst, shm_ring_rec_of(s, root, p)->inl + off, len);
     if (s->check) /* my check of the root's record passed (ring_check) */
-        atomic_store_explicit(shm_ring_done(s, me, p), p, memory_order_relaxed);
+        atomic_store_explicit(shm_ring_done(s, me, p, shm_ring_spread(k)), p,
+                              memory_order_relaxed);
     shm_publish_ring(s); /* done reading slot p % K */
     return COHORT_OK;
 }
@@ -1632,6 +1638,7 @@ static int ring_in(shm_op *o, const void *send, size_t bytes, int root, cohort_s
         ring_put(s, p, &o->mine, c, key, send, bytes);
         s->ring_calls[p & mask] = *c;
         s->ring_lead[p & mask] = root;
+        s->ring_spread[p & mask] = (unsigned char)shm_ring_spread(k);
         s->ring_pend[(s->ring_pend_head + s->ring_npend) & mask] = p;
         s->ring_npend++;
         s->ring_close = ring_close;
@@ -1683,13 +1690,20 @@ static int ring_in(shm_op *o, const void *send, size_t bytes, int root, cohort_s
     return 1;
 }
 
+/* The depth of the ring a call of `bytes` a rank takes decides where its
+ * done words are (shm_ring_done). */
+static inline int ring_spread_of(const coh_shm *s, size_t bytes)
+{
+    return shm_ring_spread(s->tiny_k && bytes <= s->tiny_bytes ? s->tiny_k : s->ring_k);
+}
+
 /* The root of ring_in is done reading phase p's records and slots. */
-static inline void ring_in_end(coh_shm *s)
+static inline void ring_in_end(coh_shm *s, size_t bytes)
 {
     uint32_t p = s->phase + 1;
     if (s->check)
-        atomic_store_explicit(shm_ring_done(s, s->me, p), SHM_RING_DONE_IN(p),
-                              memory_order_relaxed);
+        atomic_store_explicit(shm_ring_done(s, s->me, p, ring_spread_of(s, bytes)),
+                              SHM_RING_DONE_IN(p), memory_order_relaxed);
     shm_publish_ring(s);
 }
 
@@ -1874,7 +1888,7 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
         for (int q = 0; q < n; q++)
             if (q != me)
                 CPY(rb + (size_t)q * bpr, s->srcs[q], bpr);
-        ring_in_end(s);
+        ring_in_end(s, bpr);
         return COHORT_OK;
     }
     if (shm_cma_use(s, COH_COLL_GATHER, bpr))

@@ -132,7 +132,8 @@ static size_t ring_tiny_off(const shm_ringcfg *r)
 }
 
 /* Then (since layout version 10) nrec done words: a reader stores phase x
- * into word x % nrec once its check of phase x passed (shm_ring_done). */
+ * into word x % nrec once its check of phase x passed; and (since 17) as
+ * many spread one to a cache line, for the shallow ring (shm_ring_done). */
 static size_t ring_done_off(const shm_ringcfg *r)
 {
     return round_up(ring_tiny_off(r) + r->tiny_k * ring_slot_stride(r->tiny_bytes), SHM_LINE);
@@ -147,7 +148,8 @@ static void geometry(int n, size_t S, const shm_ringcfg *r, size_t p2p_bytes, sh
     /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux; then the ring */
     o->ring_off = o->slot_off + (size_t)n * (o->rank_stride + COH_SHM_AUX_BYTES);
     o->ring_stride =
-        r->k ? round_up(ring_done_off(r) + ring_nrec(r) * sizeof(uint32_t), 4096) : 0;
+        r->k ? round_up(ring_done_off(r) + ring_nrec(r) * (sizeof(uint32_t) + SHM_LINE), 4096)
+             : 0;
     /* then the send/recv channels, n x n (the diagonal carries no messages:
      * its head is the rank's bell, shm_bell_ring) */
     o->p2p_off = o->ring_off + (size_t)n * o->ring_stride;
@@ -330,6 +332,7 @@ static void cleanup(coh_shm *s)
     coh_free(s->ring_pend);
     coh_free(s->ring_calls);
     coh_free(s->ring_lead);
+    coh_free(s->ring_spread);
     coh_free(s->p2p_out);
     coh_free(s->p2p_in);
     coh_free(s->p2p_acked);
@@ -1404,7 +1407,8 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         s->ring_pend = coh_calloc(s->ring_nrec, sizeof *s->ring_pend);
         s->ring_calls = coh_calloc(s->ring_nrec, sizeof *s->ring_calls);
         s->ring_lead = coh_calloc(s->ring_nrec, sizeof *s->ring_lead);
-        if (!s->ring_pend || !s->ring_calls || !s->ring_lead) {
+        s->ring_spread = coh_calloc(s->ring_nrec, sizeof *s->ring_spread);
+        if (!s->ring_pend || !s->ring_calls || !s->ring_lead || !s->ring_spread) {
             coh_shm_abort(s, COHORT_ERR_NOMEM, "shm: out of memory");
             cleanup(s);
             return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
@@ -1414,8 +1418,9 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
          * check of phase 0 after the counter wraps. Before I publish any
          * phase, so before any root reads them. */
         for (size_t i = 0; i < s->ring_nrec; i++)
-            atomic_store_explicit(shm_ring_done(s, s->me, (uint32_t)i), (uint32_t)i + 1,
-                                  memory_order_relaxed);
+            for (int spread = 0; spread < 2; spread++)
+                atomic_store_explicit(shm_ring_done(s, s->me, (uint32_t)i, spread),
+                                      (uint32_t)i + 1, memory_order_relaxed);
     }
     coh_debug("shm: group %u local %d/%d attached, segment %zu bytes, slot %zu, small %zu, %s; "
               "%s; publish: %s",

@@ -122,7 +122,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 16u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 17u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -133,7 +133,8 @@
                         * 14: mem_p, one-copy broadcasts from cohort_mem_alloc;
                         * 15: small scatter, gather and reduce on the ring (a
                         * gather/reduce root's done word, SHM_RING_DONE_IN);
-                        * 16: the publish mode (shm_ctl publish_cap) */
+                        * 16: the publish mode (shm_ctl publish_cap);
+                        * 17: the spread done words (shm_ring_done) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -474,7 +475,8 @@ struct coh_shm {
     /* the tiny ring: tiny_k slots of tiny_bytes (< ring_bytes) after the
      * ring's slots, for the smallest broadcasts; shares the records */
     size_t tiny_k, tiny_bytes, tiny_slot_stride, tiny_off;
-    /* the done words: ring_nrec u32 after the tiny slots (shm_ring_done) */
+    /* the done words after the tiny slots: ring_nrec u32 packed, then
+     * ring_nrec spread one to a cache line (shm_ring_done) */
     size_t ring_done_off;
     /* phases this rank rooted whose readers are not checked yet (FIFO,
      * capacity ring_nrec) and the calls they belonged to (by phase % nrec) */
@@ -486,6 +488,8 @@ struct coh_shm {
      * root's local index for a phase where this rank was a leaf of a
      * gather or reduce (the root's done word or record is checked) */
     int *ring_lead;
+    /* by phase % nrec: the phase's done words are the spread ones */
+    unsigned char *ring_spread;
     /* closing check (set by src/coll/shm once a ring call was rooted) */
     cohort_status (*ring_close)(coh_shm *s, int wait_ms);
     /* send/recv channels (geometry from the header; p2p_bytes 0: off) */
@@ -592,13 +596,25 @@ static inline unsigned char *shm_ring_slot(const coh_shm *s, int q, uint32_t p, 
 /* Local rank q's done word of ring phase p: q stores p there (relaxed,
  * before publishing p) once it read phase p as a reader and its check of
  * the root's record passed - so the root's lazy check reads one word per
- * reader and phase, 16 phases to a cache line, instead of each reader's
- * record line (one cache-line transfer per reader and call; the records
- * stay the fallback when the word holds another phase). */
-static inline _Atomic uint32_t *shm_ring_done(const coh_shm *s, int q, uint32_t p)
+ * reader and phase instead of each reader's record line (the records stay
+ * the fallback when the word holds another phase).
+ *
+ * Two arrays, by the depth of the ring the phase used (shm_ring_spread):
+ * packed, 16 phases to a cache line, for a deep ring (the tiny one, K =
+ * 128): the root checks phase p - K, a line the readers left K phases ago,
+ * one line transfer per 16 calls. Spread, one phase to a line, for a
+ * shallow one (the slot ring, K = 8): packed, p - K would share the line
+ * the readers are writing now, and the line would cross between the cores
+ * twice a call (session 15: broadcast 4 KiB 1.01 -> 0.68 us spread, 2
+ * ranks, contract on; docs/performance.md). */
+#define SHM_DONE_PER_LINE (SHM_LINE / sizeof(uint32_t))
+static inline int shm_ring_spread(size_t k) { return k < 2 * SHM_DONE_PER_LINE; }
+static inline _Atomic uint32_t *shm_ring_done(const coh_shm *s, int q, uint32_t p, int spread)
 {
-    return (_Atomic uint32_t *)(s->ring + (size_t)q * s->ring_stride + s->ring_done_off) +
-           (p & (uint32_t)(s->ring_nrec - 1));
+    _Atomic uint32_t *w =
+        (_Atomic uint32_t *)(s->ring + (size_t)q * s->ring_stride + s->ring_done_off);
+    size_t i = p & (uint32_t)(s->ring_nrec - 1);
+    return spread ? w + s->ring_nrec + i * SHM_DONE_PER_LINE : w + i;
 }
 
 /* Reads local rank q's record of phase p; 0 when it holds another phase
