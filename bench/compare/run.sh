@@ -233,6 +233,10 @@ mpicc.mpich -O2 -Wall -o "$PEERS/bin/mpi_coll_ext.mpich" "$HERE/mpi_coll_ext.c" 
 mpicc.openmpi -O2 -Wall -o "$PEERS/bin/mpi_mem.openmpi" "$HERE/mpi_mem.c" || die "build mpi_mem"
 cc -O2 -Wall -o "$PEERS/bin/memcpy_floor" "$HERE/memcpy_floor.c" || die "build memcpy_floor"
 cc -O2 -Wall -pthread -o "$PEERS/bin/c2c" "$HERE/c2c.c" || die "build c2c"
+# The machine's floors for small calls between two cores (docs/performance.md,
+# "Issue #14: session 15"): a stream of small records, and a two-copy slot ring.
+cc -O2 -Wall -pthread -o "$PEERS/bin/ring_stride" "$HERE/ring_stride.c" || die "build ring_stride"
+cc -O2 -Wall -pthread -o "$PEERS/bin/slot_floor" "$HERE/slot_floor.c" || die "build slot_floor"
 # How far apart the first two cpus are right now (a cache line's round trip,
 # ns): on a VM it changes with the host's placement of the vCPUs, and so does
 # every hand-off between two ranks; recorded before and after each launch.
@@ -264,6 +268,12 @@ PTRACE_SCOPE=$(ptrace_scope)
     echo "# SIZES=$SIZES"
     echo "# OPS=${OPS:-default}: cohort $COHORT_OPS; mpi_coll_bench ${MPI_OPS:--}; mpi_coll_ext ${EXT_OPS:--}; gloo ${GLOO_OPS:--}$([ "${GLOO:-1}" = 1 ] || echo " (GLOO=0: not in shm2)")"
     echo "# command: $0 $*"
+    if [ "${QUICK:-0}" = 0 ]; then # the floors of this machine now (two cores, nothing else)
+        echo "# floor: $("$PEERS/bin/slot_floor" 4096 8 2>&1)"
+        "$PEERS/bin/ring_stride" 0 1 300000 2>&1 |
+            grep -E '^c2c round trip p50 [0-9]+ ns \(|stride +(16|128) B.*(none|producer)' |
+            sed 's/^/# floor: ring_stride: /'
+    fi
 } > "$OUT/run_info.txt"
 cat "$OUT/run_info.txt" >&2
 

@@ -1536,9 +1536,17 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
     if (me == root) {
         /* the root's slot before its record: a reader that finds the
          * record of phase p (release) finds the payload too, without the
-         * root's arrive */
-        if (bytes > SHM_RING_INLINE)
-            CPY(shm_ring_slot(s, me, p, tiny), src, bytes);
+         * root's arrive. A scatter's root (len < bytes) leaves its own
+         * block out: no reader copies it (2 ranks: half the root's copy). */
+        if (bytes > SHM_RING_INLINE) {
+            unsigned char *slot = shm_ring_slot(s, me, p, tiny);
+            if (len < bytes) {
+                CPY(slot, src, off);
+                CPY(slot + off + len, (const unsigned char *)src + off + len, bytes - off - len);
+            } else {
+                CPY(slot, src, bytes);
+            }
+        }
         /* its header straight into the record (read by nothing else here:
          * the root's checks compare records) */
         coh_hdr h;
