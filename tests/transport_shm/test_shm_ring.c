@@ -757,6 +757,21 @@ static int lines_rank(int rank, void *arg)
         for (int spread = 0; spread < 2; spread++)
             RANK_CHECK(atomic_load(shm_ring_done(s, s->me, i, spread)) != i,
                        "done word %u (spread %d) holds %u", i, spread, i);
+    /* The slot ring's done words (K < 32) lie one to a cache line, so that
+     * the root's check of p - K never reads the line its readers are
+     * writing; the tiny ring's (KT >= 32) 16 to a line (docs/shm.md, "Done
+     * words"; a layout regression costs a 4 KiB broadcast x1.5) */
+    RANK_CHECK(shm_ring_spread((size_t)K) == (K < 32) && shm_ring_spread((size_t)KT) == (KT < 32),
+               "spread decided wrongly for K %d / KT %d", K, KT);
+    for (uint32_t i = 1; i < 32; i++) {
+        uintptr_t a = (uintptr_t)shm_ring_done(s, s->me, i - 1, 1) / 64,
+                  b = (uintptr_t)shm_ring_done(s, s->me, i, 1) / 64;
+        RANK_CHECK(a != b, "spread done words %u and %u share a line", i - 1, i);
+        a = (uintptr_t)shm_ring_done(s, s->me, i - 1, 0) / 64;
+        b = (uintptr_t)shm_ring_done(s, s->me, i, 0) / 64;
+        RANK_CHECK((a == b) == (i % 16 != 0), "packed done words %u and %u: lines %s", i - 1, i,
+                   a == b ? "shared" : "apart");
+    }
     RANK_PASS(ar(g), g);
 
     /* wait_all caches the least phase it saw, not its target: a root that
