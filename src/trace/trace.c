@@ -27,11 +27,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reduce/reduce.h"
 #include "trace/trace.h"
 #include "util/tclock.h"
 
 #define TRACE_DEFAULT_SIZE 2048
 #define TRACE_MAX_SIZE (1 << 20)
+/* blocking calls of at most this many bytes take their issue time lazily */
+#define TRACE_LAZY_BYTES 256
 
 typedef struct trace_slot {
     _Atomic uint64_t idx; /* ring index + 1, 0 while being (re)written */
@@ -47,6 +50,9 @@ struct coh_trace {
     int cap;
     uint64_t mask;              /* cap - 1 when cap is a power of two, else 0 */
     _Atomic uint64_t next;      /* next ring index to hand out */
+    /* ring index + 1 of the blocking call whose issue time is pending
+     * (coh_trace_issue_started), 0 none; the issuing thread's only */
+    _Atomic uint64_t pend;
     _Atomic unsigned sig_seen;  /* last SIGUSR1 count acted on (coh_trace_signal_take) */
     trace_slot *slots;
 };
@@ -144,14 +150,38 @@ static COH_INLINE uint64_t issue_as(coh_trace *t, const coh_call *c, int started
     atomic_store_explicit(&s->tag, c->tag, RLX);
     atomic_store_explicit(&s->line, c->line, RLX);
     atomic_store_explicit(&s->file, c->file, RLX);
-    uint64_t now = coh_trace_us_inline();
+    /* A small blocking call's issue time is taken at its first wait or its
+     * end (coh_trace_arrive, coh_trace_end), not here: a clock read before
+     * the root of a small call publishes sat on its reader's critical path
+     * (2 ranks, 8 B: x0.76 without it). Larger calls keep the read: without
+     * it a 4 KiB gather ran x1.5 slower, its leaf running ahead of the root
+     * (cause not found; docs/performance.md, "Issue #14: session 15"). 0 =
+     * pending. */
+    int pending = started && (size_t)c->count * coh_dtype_size(c->dtype) <= TRACE_LAZY_BYTES;
+    uint64_t now = pending ? 0 : coh_trace_us_inline();
     atomic_store_explicit(&s->t_issue, now, RLX);
     atomic_store_explicit(&s->t_start, started ? now : 0, RLX);
     atomic_store_explicit(&s->t_end, 0, RLX);
     atomic_store_explicit(&s->status, COHORT_OK, RLX);
     atomic_store_explicit(&s->state, started ? COH_ST_STARTED : COH_ST_ISSUED, RLX);
     atomic_store_explicit(&s->idx, i + 1, memory_order_release);
+    atomic_store_explicit(&t->pend, pending ? i + 1 : 0, RLX);
     return i;
+}
+
+void coh_trace_arrive(coh_trace *t)
+{
+    uint64_t p = t ? atomic_load_explicit(&t->pend, RLX) : 0;
+    if (!p)
+        return;
+    atomic_store_explicit(&t->pend, 0, RLX);
+    trace_slot *s = slot_of(t, p - 1);
+    if (atomic_load_explicit(&s->idx, memory_order_acquire) != p ||
+        atomic_load_explicit(&s->t_start, RLX))
+        return;
+    uint64_t now = coh_trace_us();
+    atomic_store_explicit(&s->t_issue, now, RLX);
+    atomic_store_explicit(&s->t_start, now, RLX);
 }
 
 uint64_t coh_trace_issue(coh_trace *t, const coh_call *c) { return issue_as(t, c, 0); }
@@ -197,10 +227,15 @@ void coh_trace_end(coh_trace *t, uint64_t idx, cohort_status st)
      * reads earlier than the start (a clock step, or coh_trace_us renewing
      * its anchor in between, a fraction of a microsecond). */
     uint64_t start = atomic_load_explicit(&s->t_start, RLX);
-    if (!start)
+    if (!start) { /* never waited (or failed in the queue): issued, started and ended now */
+        if (!atomic_load_explicit(&s->t_issue, RLX))
+            atomic_store_explicit(&s->t_issue, now, RLX);
         atomic_store_explicit(&s->t_start, now, RLX);
-    else if (now < start)
+    } else if (now < start) {
         now = start;
+    }
+    if (atomic_load_explicit(&t->pend, RLX) == idx + 1)
+        atomic_store_explicit(&t->pend, 0, RLX);
     atomic_store_explicit(&s->t_end, now, RLX);
     atomic_store_explicit(&s->status, (int)st, RLX);
     atomic_store_explicit(&s->state, st == COHORT_OK ? COH_ST_COMPLETED : COH_ST_FAILED,
@@ -229,6 +264,12 @@ static int read_slot(const coh_trace *t, uint64_t i, coh_trace_entry *e)
     e->t_start_us = atomic_load_explicit(&s->t_start, RLX);
     e->t_end_us = atomic_load_explicit(&s->t_end, RLX);
     e->status = atomic_load_explicit(&s->status, RLX);
+    if (!e->t_issue_us && e->state == COH_ST_STARTED) {
+        /* a blocking call that has not waited yet: in flight, issued at
+         * most now (its issue time is pending, coh_trace_arrive) */
+        e->t_issue_us = coh_trace_us();
+        e->t_start_us = e->t_issue_us;
+    }
     /* Seqlock-style validation: the slot was not rewritten while we copied. */
     atomic_thread_fence(memory_order_acquire);
     return atomic_load_explicit(&s->idx, RLX) == i + 1;

@@ -35,9 +35,17 @@ void coh_trace_destroy(coh_trace *t); /* NULL ok */
  * group's issuing thread). Every function accepts t == NULL (no-op). */
 uint64_t coh_trace_issue(coh_trace *t, const coh_call *c);
 /* Issued and started at once (a blocking call run on the issuing thread):
- * STARTED, t_start = t_issue; the same as coh_trace_issue followed by
- * coh_trace_start_now_issued, without looking the slot up again. */
+ * STARTED, with no clock read - t_issue = t_start are taken at the call's
+ * first wait that does not finish at once (coh_trace_arrive, from the
+ * transports' waits) or at its end (coh_trace_end): at the recorder's
+ * microsecond resolution the same for a call that never waits, and for
+ * one that waits, the moment it waited from, which is what the late-
+ * arrival analysis compares. A reader sees a call that has not waited yet
+ * as issued now. */
 uint64_t coh_trace_issue_started(coh_trace *t, const coh_call *c);
+/* The blocking call issued last starts to wait: fills its pending issue
+ * time (nothing if none is pending). The issuing thread only. */
+void coh_trace_arrive(coh_trace *t);
 /* STARTED, t_start = now. */
 void coh_trace_start(coh_trace *t, uint64_t idx);
 /* STARTED right after issue on the same thread: t_start = t_issue (saves a

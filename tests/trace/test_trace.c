@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -308,6 +309,7 @@ START_TEST(null_trace)
     ck_assert_uint_eq(coh_trace_issue(NULL, &c), 0);
     coh_trace_start(NULL, 0);
     coh_trace_end(NULL, 0, COHORT_OK);
+    coh_trace_arrive(NULL);
     coh_trace_entry e;
     ck_assert_int_eq(coh_trace_last(NULL, &e, 1), 0);
     ck_assert_int_eq(coh_trace_read(NULL, 0, &e), 0);
@@ -647,6 +649,131 @@ START_TEST(group_fail_dumps)
 }
 END_TEST
 
+/* ---- a blocking call's issue time: at its first wait or its end ----
+ *
+ * coh_trace_issue_started reads no clock (before a small call's root
+ * publishes, the read sat on its reader's critical path); the issue time is
+ * taken at the call's first wait (coh_trace_arrive) or at its end. */
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+START_TEST(issue_time_at_first_wait)
+{
+    coh_trace *t;
+    ck_assert_int_eq(coh_trace_create(&t, 8), COHORT_OK);
+    coh_call c = mk(1, COH_COLL_BROADCAST, 1, "w.c", 7);
+    uint64_t before = coh_trace_us();
+    uint64_t i = coh_trace_issue_started(t, &c);
+    coh_trace_entry e;
+    /* in flight, not waited yet: a reader sees it issued at most now */
+    ck_assert_int_eq(coh_trace_read(t, i, &e), 1);
+    ck_assert_int_eq(e.state, COH_ST_STARTED);
+    ck_assert(e.t_issue_us >= before && e.t_issue_us == e.t_start_us && e.t_end_us == 0);
+    sleep_ms(30);
+    uint64_t at_wait = coh_trace_us();
+    coh_trace_arrive(t);
+    ck_assert_int_eq(coh_trace_read(t, i, &e), 1);
+    ck_assert(e.t_issue_us >= at_wait && e.t_issue_us <= at_wait + 5000);
+    uint64_t issued = e.t_issue_us;
+    coh_trace_arrive(t); /* once: a later wait of the same call changes nothing */
+    sleep_ms(30);
+    coh_trace_arrive(t);
+    coh_trace_end(t, i, COHORT_OK);
+    ck_assert_int_eq(coh_trace_read(t, i, &e), 1);
+    ck_assert_int_eq(e.state, COH_ST_COMPLETED);
+    ck_assert_uint_eq(e.t_issue_us, issued);
+    ck_assert_uint_eq(e.t_start_us, issued);
+    ck_assert(e.t_end_us >= issued + 20000); /* the wait is in its duration */
+    coh_trace_destroy(t);
+}
+END_TEST
+
+START_TEST(issue_time_at_end_without_wait)
+{
+    coh_trace *t;
+    ck_assert_int_eq(coh_trace_create(&t, 8), COHORT_OK);
+    coh_call c = mk(1, COH_COLL_ALL_REDUCE, 1, "w.c", 8);
+    uint64_t i = coh_trace_issue_started(t, &c);
+    sleep_ms(20);
+    uint64_t at_end = coh_trace_us();
+    coh_trace_end(t, i, COHORT_OK);
+    coh_trace_entry e;
+    ck_assert_int_eq(coh_trace_read(t, i, &e), 1);
+    ck_assert(e.t_issue_us >= at_end && e.t_issue_us == e.t_start_us &&
+              e.t_start_us == e.t_end_us);
+    /* nothing pending any more: a wait of a later non-blocking call's
+     * worker does not touch it */
+    coh_trace_arrive(t);
+    ck_assert_int_eq(coh_trace_read(t, i, &e), 1);
+    ck_assert_uint_eq(e.t_issue_us, e.t_end_us);
+    /* a blocking call of more than 256 B reads the clock at issue, as before */
+    coh_call big = mk(2, COH_COLL_ALL_REDUCE, 1024, "w.c", 9);
+    uint64_t b0 = coh_trace_us();
+    uint64_t k = coh_trace_issue_started(t, &big);
+    sleep_ms(20);
+    coh_trace_arrive(t); /* nothing pending: changes nothing */
+    coh_trace_end(t, k, COHORT_OK);
+    ck_assert_int_eq(coh_trace_read(t, k, &e), 1);
+    ck_assert(e.t_issue_us >= b0 && e.t_issue_us < b0 + 15000 && e.t_issue_us == e.t_start_us &&
+              e.t_end_us >= e.t_issue_us + 15000);
+    /* an async call (issue, then start) keeps its clock reads */
+    uint64_t before = coh_trace_us();
+    uint64_t j = coh_trace_issue(t, &c);
+    coh_trace_arrive(t);
+    ck_assert_int_eq(coh_trace_read(t, j, &e), 1);
+    ck_assert_int_eq(e.state, COH_ST_ISSUED);
+    ck_assert(e.t_issue_us >= before && e.t_start_us == 0);
+    coh_trace_destroy(t);
+}
+END_TEST
+
+/* Real ranks, each transport: rank 1 calls 150 ms late. The recorder of
+ * rank 0, which waited, holds its arrival (the first wait) as the issue
+ * time, so the call lasted >= 100 ms there; rank 1's, which did not wait,
+ * lasted < 100 ms - what the late-arrival analysis compares (docs/trace.md). */
+static int late_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g = NULL;
+    RANK_PASS(cohort_init(&g), NULL);
+    for (int k = 0; k < 3; k++) {
+        int32_t x = rank, y = 0;
+        RANK_PASS(cohort_barrier(g), g);
+        if (rank == 1)
+            sleep_ms(150);
+        uint64_t before = coh_trace_recorded(g->trace);
+        RANK_PASS(k == 2 ? cohort_broadcast(g, &x, 1, COHORT_INT32, 1) /* the late root */
+                         : cohort_all_reduce(g, &x, &y, 1, COHORT_INT32, COHORT_SUM),
+                  g);
+        coh_trace_entry e;
+        RANK_CHECK(coh_trace_read(g->trace, before, &e) == 1, "call %d not recorded", k);
+        RANK_CHECK(e.state == COH_ST_COMPLETED && e.t_issue_us && e.t_issue_us == e.t_start_us &&
+                       e.t_end_us >= e.t_start_us,
+                   "call %d: state %d, times %llu %llu %llu", k, e.state,
+                   (unsigned long long)e.t_issue_us, (unsigned long long)e.t_start_us,
+                   (unsigned long long)e.t_end_us);
+        uint64_t d = e.t_end_us - e.t_issue_us;
+        RANK_CHECK(rank == 0 ? d >= 100000 : d < 100000,
+                   "call %d on rank %d lasted %llu us in the recorder", k, rank,
+                   (unsigned long long)d);
+    }
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(late_arrival_recorded)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 60000, .transport = cht_transports[_i]};
+    cht_result r;
+    cht_run_ranks(&o, late_rank, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 /* ---- SIGUSR1 ---- */
 
 static atomic_int prev_called;
@@ -733,6 +860,9 @@ static Suite *suite(void)
     tcase_add_test(t, end_without_start);
     tcase_add_test(t, progress);
     tcase_add_test(t, null_trace);
+    tcase_add_test(t, issue_time_at_first_wait);
+    tcase_add_test(t, issue_time_at_end_without_wait);
+    cht_add_per_transport(t, late_arrival_recorded);
     suite_add_tcase(s, t);
 
     t = tcase_create("concurrent");

@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "trace/trace.h"
 #include "transport/shm/shm_seg.h"
 
 #define SLICE_NS ((uint64_t)COH_WAIT_SLICE_MS * 1000000ull)
@@ -266,6 +267,7 @@ static cohort_status wait_loop(shm_op *o, int q, _Atomic uint32_t *word, _Atomic
     coh_shm *s = o->s;
     cohort_status st;
     uint64_t t0 = coh_now_ns(), now = t0, next_check = t0 + SLICE_NS;
+    coh_trace_arrive(o->g->trace); /* the call's issue time, if pending */
     if (!o->w_init) {
         coh_wait_init_at(&o->w, o->g, o->c, t0); /* one clock read, not two */
         o->w_init = 1;

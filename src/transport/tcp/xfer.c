@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "contract/contract.h"
+#include "trace/trace.h"
 #include "transport/tcp/net.h"
 
 enum { OP_PENDING = 0, OP_ACTIVE = 1, OP_DONE = 2 };
@@ -617,6 +618,7 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
     w->waiting_for = n->scratch;
     w->n_waiting_for = nw;
 
+    coh_trace_arrive(n->g->trace); /* the call's issue time, if pending */
     int r = poll(p, (nfds_t)(nconn + nh), timeout);
     if (r < 0 && errno != EINTR)
         return coh_tp_fail_set(n->g, COHORT_ERR_SYSTEM, "tcp: poll: %s (errno %d)",
