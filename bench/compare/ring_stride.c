@@ -28,6 +28,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "timing.h"
+
 #define RING_BYTES 8192u /* like a fastbox: 8 KiB of records */
 #define WINDOW 64u       /* records the producer may run ahead */
 #define RUNS 7
@@ -55,23 +57,7 @@ static _Alignas(64) _Atomic uint64_t own_b;
 static uint32_t msgs;
 static int cpu_a, cpu_b;
 
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
 
-static void pin(int cpu)
-{
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    if (pthread_setaffinity_np(pthread_self(), sizeof s, &s) != 0) {
-        perror("pthread_setaffinity_np");
-        exit(1);
-    }
-}
 
 static inline _Atomic uint32_t *tag_of(uint32_t i)
 {
@@ -81,7 +67,7 @@ static inline _Atomic uint32_t *tag_of(uint32_t i)
 static void *consumer(void *arg)
 {
     (void)arg;
-    pin(cpu_b);
+    pin_thread(cpu_b);
     while (!atomic_load(&go))
         ;
     uint64_t sum = 0;
@@ -108,9 +94,9 @@ static double one_run(void)
     atomic_store(&go, 0);
     pthread_t th;
     pthread_create(&th, NULL, consumer, NULL);
-    pin(cpu_a);
+    pin_thread(cpu_a);
     uint32_t room = WINDOW;
-    double t0 = now_ns();
+    double t0 = (now_us() * 1000);
     atomic_store(&go, 1);
     for (uint32_t i = 0; i < msgs; i++) {
         while (i >= room) {
@@ -129,7 +115,7 @@ static double one_run(void)
         atomic_store_explicit(t, i + 1, memory_order_release);
     }
     pthread_join(th, NULL);
-    return (now_ns() - t0) / msgs;
+    return ((now_us() * 1000) - t0) / msgs;
 }
 
 /* one cache line's round trip between the two cpus (as c2c.c) */
@@ -137,7 +123,7 @@ static _Alignas(64) _Atomic long ping, pong;
 static void *ponger(void *arg)
 {
     long n = (long)(intptr_t)arg;
-    pin(cpu_b);
+    pin_thread(cpu_b);
     for (long i = 1; i <= n; i++) {
         while (atomic_load_explicit(&ping, memory_order_acquire) != i)
             ;
@@ -153,23 +139,18 @@ static double c2c(void)
     atomic_store(&pong, 0);
     pthread_t th;
     pthread_create(&th, NULL, ponger, (void *)(intptr_t)n);
-    pin(cpu_a);
-    double t0 = now_ns();
+    pin_thread(cpu_a);
+    double t0 = (now_us() * 1000);
     for (long i = 1; i <= n; i++) {
         atomic_store_explicit(&ping, i, memory_order_release);
         while (atomic_load_explicit(&pong, memory_order_acquire) != i)
             ;
     }
-    double t = (now_ns() - t0) / (double)n;
+    double t = ((now_us() * 1000) - t0) / (double)n;
     pthread_join(th, NULL);
     return t;
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv)
 {
@@ -182,7 +163,7 @@ int main(int argc, char **argv)
     double rt[RUNS];
     for (int r = 0; r < RUNS; r++)
         rt[r] = c2c();
-    qsort(rt, RUNS, sizeof rt[0], cmp);
+    qsort(rt, RUNS, sizeof rt[0], cmp_double);
     printf("c2c round trip p50 %.0f ns (one transfer ~%.0f ns)\n", rt[RUNS / 2], rt[RUNS / 2] / 2);
     for (size_t k = 0; k < 3 * sizeof strides / sizeof strides[0]; k++) {
         stride = strides[k % 4];
@@ -190,7 +171,7 @@ int main(int argc, char **argv)
         double t[RUNS];
         for (int r = 0; r < RUNS; r++)
             t[r] = one_run();
-        qsort(t, RUNS, sizeof t[0], cmp);
+        qsort(t, RUNS, sizeof t[0], cmp_double);
         printf("stride %3u B (%u a line), locked op %-13s: p50 %.1f ns/msg  min %.1f  max %.1f\n",
                stride, 64u / stride ? 64u / stride : 1u,
                locked == 0 ? "none" : locked == 1 ? "producer" : "both sides", t[RUNS / 2], t[0],
@@ -198,7 +179,7 @@ int main(int argc, char **argv)
     }
     for (int r = 0; r < RUNS; r++)
         rt[r] = c2c();
-    qsort(rt, RUNS, sizeof rt[0], cmp);
+    qsort(rt, RUNS, sizeof rt[0], cmp_double);
     printf("c2c round trip p50 %.0f ns after\n", rt[RUNS / 2]);
     return 0;
 }

@@ -22,6 +22,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "timing.h"
+
 #define MSGS 200000u
 #define RUNS 5
 #define STRIDE_MAX (1u << 20)
@@ -32,28 +34,12 @@ static unsigned char *slots, *src, *dst;
 static _Alignas(64) _Atomic uint32_t tags[256 * 16]; /* one line a slot */
 static _Alignas(64) _Atomic uint32_t consumed;
 
-static double now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
-}
 
-static void pin(int cpu)
-{
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    CPU_SET(cpu, &s);
-    if (pthread_setaffinity_np(pthread_self(), sizeof s, &s) != 0) {
-        perror("pthread_setaffinity_np");
-        exit(1);
-    }
-}
 
 static void *consumer(void *arg)
 {
     (void)arg;
-    pin(cpu_b);
+    pin_thread(cpu_b);
     for (uint32_t i = 0; i < MSGS; i++) {
         _Atomic uint32_t *t = &tags[(i % nslots) * 16];
         while (atomic_load_explicit(t, memory_order_acquire) != i + 1)
@@ -71,9 +57,9 @@ static double one_run(void)
     atomic_store(&consumed, 0);
     pthread_t th;
     pthread_create(&th, NULL, consumer, NULL);
-    pin(cpu_a);
+    pin_thread(cpu_a);
     uint32_t room = (uint32_t)nslots;
-    double t0 = now_ns();
+    double t0 = (now_us() * 1000);
     for (uint32_t i = 0; i < MSGS; i++) {
         while (i >= room) {
             room = atomic_load_explicit(&consumed, memory_order_acquire) + (uint32_t)nslots;
@@ -84,14 +70,9 @@ static double one_run(void)
         atomic_store_explicit(&tags[(i % nslots) * 16], i + 1, memory_order_release);
     }
     pthread_join(th, NULL);
-    return (now_ns() - t0) / MSGS / 1000;
+    return ((now_us() * 1000) - t0) / MSGS / 1000;
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv)
 {
@@ -116,7 +97,7 @@ int main(int argc, char **argv)
     double t[RUNS];
     for (int r = 0; r < RUNS; r++)
         t[r] = one_run();
-    qsort(t, RUNS, sizeof t[0], cmp);
+    qsort(t, RUNS, sizeof t[0], cmp_double);
     printf("slot_floor %zu B, %zu slots, cpus %d %d: p50 %.3f us/msg (min %.3f, max %.3f)\n", size,
            nslots, cpu_a, cpu_b, t[RUNS / 2], t[0], t[RUNS - 1]);
     return 0;
