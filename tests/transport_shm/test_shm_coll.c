@@ -794,20 +794,28 @@ START_TEST(size_rule)
 END_TEST
 
 /* auto with 2 ranks bound to cpus of their own, or both unbound on a
- * machine whose ranks have a cpu each (2 ranks, >= 2 cpus here):
- * broadcast takes single copy from COHORT_SHM_SINGLE_COPY_BYTES (default
- * 64 KiB) although the probe (its times replaced: the kernel's copy 2x
- * memcpy) keeps two copies; other ops keep two copies. Both ranks bound to
- * one cpu: two copies everywhere. */
-enum { B_APART, B_ONE_CPU, B_UNBOUND };
+ * machine whose ranks have a cpu each (2 ranks, >= 2 cpus here): broadcast,
+ * all_gather, gather, scatter and all_to_all take single copy, each from
+ * its own size (shm_cma.c apart_from: broadcast 16 KiB, all_gather and
+ * all_to_all 8 KiB a block, gather and scatter 16 KiB a block), although
+ * the probe (its times replaced: the kernel's copy 2x memcpy) keeps two
+ * copies; send/recv keep two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
+ * (B_USER) every one of the five from that size. Both ranks bound to one
+ * cpu: two copies everywhere. The data of every op, at and around its
+ * size, in and out of place, through whichever path was chosen. */
+enum { B_APART, B_ONE_CPU, B_UNBOUND, B_USER };
+#define B_USER_MIN 12288
 static int bound_cpus[2];
 static int bound_main(int rank, void *arg)
 {
     int mode = *(const int *)arg, apart = mode != B_ONE_CPU;
     nranks = 2;
     me = rank;
-    where = mode == B_APART ? "bound apart" : mode == B_ONE_CPU ? "bound to one cpu" : "unbound";
-    if (mode != B_UNBOUND) {
+    where = mode == B_APART     ? "bound apart"
+            : mode == B_ONE_CPU ? "bound to one cpu"
+            : mode == B_USER    ? "unbound, COHORT_SHM_SINGLE_COPY_BYTES"
+                                : "unbound";
+    if (mode == B_APART || mode == B_ONE_CPU) {
         cpu_set_t one;
         CPU_ZERO(&one);
         CPU_SET(bound_cpus[apart ? rank : 0], &one);
@@ -818,20 +826,51 @@ static int bound_main(int rank, void *arg)
     if (!G)
         return 1;
     coh_shm *s = G->shm;
-    const size_t min = 65536;
+    static const struct {
+        int coll;
+        size_t from;
+    } ops[] = {{COH_COLL_BROADCAST, 16384}, {COH_COLL_ALL_GATHER, 8192}, {COH_COLL_GATHER, 16384},
+               {COH_COLL_SCATTER, 16384},   {COH_COLL_ALL_TO_ALL, 8192}};
     CHECK(s->cma == apart, "single copy %d (%s)", s->cma, s->copy_info);
-    CHECK(shm_cma_use(s, COH_COLL_BROADCAST, min) == apart, "broadcast at %zu B", min);
-    CHECK(!shm_cma_use(s, COH_COLL_BROADCAST, min - 1), "broadcast at %zu B", min - 1);
-    CHECK(!shm_cma_use(s, COH_COLL_ALL_GATHER, min) && !shm_cma_use(s, COH_COLL_SEND, min),
-          "other ops: two copies (%s)", s->copy_info);
+    for (size_t k = 0; k < COH_ARRAY_LEN(ops); k++) {
+        size_t from = mode == B_USER ? B_USER_MIN : ops[k].from;
+        CHECK(shm_cma_use(s, ops[k].coll, from) == apart, "%s at %zu B (%s)",
+              coh_coll_name(ops[k].coll), from, s->copy_info);
+        CHECK(shm_cma_use(s, ops[k].coll, 1u << 24) == apart, "%s at 16 MiB",
+              coh_coll_name(ops[k].coll));
+        CHECK(!shm_cma_use(s, ops[k].coll, from - 1), "%s at %zu B", coh_coll_name(ops[k].coll),
+              from - 1);
+    }
+    CHECK(!shm_cma_use(s, COH_COLL_SEND, 1u << 20) && !shm_cma_use(s, COH_COLL_ALL_REDUCE, 1u << 20),
+          "send/recv and all_reduce: two copies (%s)", s->copy_info);
     CHECK(mode != B_APART || strstr(s->copy_info, "bound to cpus") != NULL, "named: %s",
           s->copy_info);
     CHECK(mode != B_UNBOUND || strstr(s->copy_info, "have a cpu each") != NULL, "named: %s",
           s->copy_info);
-    /* the data, both roots, through whichever path was chosen */
+    CHECK(mode != B_USER || strstr(s->copy_info, "COHORT_SHM_SINGLE_COPY_BYTES") != NULL,
+          "named: %s", s->copy_info);
+    /* the data, every root, through whichever path was chosen: just below,
+     * at and above each op's size (uint8: count = bytes) */
     for (int root = 0; root < 2; root++) {
-        t_broadcast(COHORT_UINT8, min, root);
-        t_broadcast(COHORT_UINT8, 3 * min + 5, root);
+        t_broadcast(COHORT_UINT8, 16383, root);
+        t_broadcast(COHORT_UINT8, 16384, root);
+        t_broadcast(COHORT_UINT8, 3 * 65536 + 5, root);
+        for (int ip = 0; ip < 2; ip++) {
+            t_gather(COHORT_UINT8, 16384, ip, root);
+            t_gather(COHORT_UINT8, 40000 + 3, ip, root);
+            t_scatter(COHORT_UINT8, 16383, ip, root);
+            t_scatter(COHORT_UINT8, 16384, ip, root);
+            t_scatter(COHORT_UINT8, 40000 + 3, ip, root);
+        }
+    }
+    for (int ip = 0; ip < 3; ip++) {
+        t_all_gather(COHORT_UINT8, 8191, ip);
+        t_all_gather(COHORT_UINT8, 8192, ip);
+        t_all_gather(COHORT_UINT8, 70000 + 1, ip);
+    }
+    for (int ip = 0; ip < 2; ip++) {
+        t_all_to_all(COHORT_UINT8, 8192, ip);
+        t_all_to_all(COHORT_UINT8, 70000 + 1, ip);
     }
     th_group_free(G);
     th_done(2);
@@ -850,10 +889,13 @@ START_TEST(bound)
         fprintf(stderr, "bound: one cpu available, nothing to test\n");
         return;
     }
-    static const int modes[3] = {B_APART, B_ONE_CPU, B_UNBOUND};
+    static const int modes[4] = {B_APART, B_ONE_CPU, B_UNBOUND, B_USER};
     ck_assert_ptr_nonnull(th_shared_init());
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 60000,
-                  .extra_env = "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"};
+                  .extra_env = modes[_i] == B_USER
+                                   ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
+                                     "2000,1000;COHORT_SHM_SINGLE_COPY_BYTES=12288"
+                                   : "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"};
     cht_result r;
     cht_run_ranks(&o, bound_main, (void *)&modes[_i], &r);
     cht_assert_all_ok(&r);
@@ -949,7 +991,7 @@ static Suite *make_suite(void)
     tcase_add_test(tu, env_limits);
     suite_add_tcase(s, tu);
     TCase *tb = tcase_create("bound");
-    tcase_add_loop_test(tb, bound, 0, 3);
+    tcase_add_loop_test(tb, bound, 0, 4);
     tcase_set_timeout(tb, 90);
     suite_add_tcase(s, tb);
     TCase *tw = tcase_create("crowd");

@@ -16,6 +16,34 @@
 #include "util/util.h"
 
 #define CMA_DEFAULT_MIN ((size_t)64 << 10)
+/* Published with cma_min when COHORT_SHM_SINGLE_COPY_BYTES was set: the
+ * user's size then rules every op, the apart rule's own sizes do not. */
+#define CMA_MIN_SET ((uint64_t)1 << 63)
+
+/* The apart rule's smallest call per op (bytes as shm_cma_use counts them:
+ * a broadcast's message, all_gather's/gather's/scatter's block per rank,
+ * all_to_all's block per pair). 2 ranks with a cpu each, quiet, Intel host
+ * (session 16, bench/compare/single_copy_ops_ab.sh, 3 + 3 rounds; ratio =
+ * single / two copies of the mean): broadcast 8/16/32 KiB x1.15/x0.73/x0.42;
+ * all_gather and all_to_all 4 KiB a block x0.90/x1.01, 8 KiB x0.60-0.72;
+ * gather and scatter 8 KiB a block x1.12-1.25, 16 KiB x0.68-0.85; from
+ * there up to 16 MiB x0.24-0.83 for every op (docs/shm.md, "Single copy";
+ * docs/performance.md, "Issue #14: session 16"). send/recv not measured:
+ * not taken. */
+static size_t apart_from(int coll)
+{
+    switch (coll) {
+    case COH_COLL_ALL_GATHER:
+    case COH_COLL_ALL_TO_ALL:
+        return (size_t)8 << 10;
+    case COH_COLL_BROADCAST:
+    case COH_COLL_GATHER:
+    case COH_COLL_SCATTER:
+        return (size_t)16 << 10;
+    default:
+        return SIZE_MAX;
+    }
+}
 
 enum { M_OFF, M_AUTO, M_ON, M_PROBE_FAIL };
 static int mode(void)
@@ -57,9 +85,9 @@ void shm_cma_publish(coh_shm *s)
     randombytes_buf(&s->probe_word, sizeof s->probe_word);
     s->probe_word |= 1; /* never 0: a zero-filled read cannot pass */
     long v = 0;
-    size_t min = CMA_DEFAULT_MIN;
+    uint64_t min = CMA_DEFAULT_MIN;
     if (coh_env_int("COHORT_SHM_SINGLE_COPY_BYTES", &v) == 1 && v >= 1)
-        min = (size_t)v;
+        min = ((uint64_t)v & ~CMA_MIN_SET) | CMA_MIN_SET;
     /* The speed probe's buffer, which a peer reads; touched now so the
      * copies time no page faults (the copies' destination is my slot,
      * touched at attach). mmap, not malloc: a failure only skips the
@@ -81,7 +109,7 @@ void shm_cma_publish(coh_shm *s)
     s->cma_end = SIZE_MAX;
     atomic_store(&me->probe_addr, (uint64_t)(uintptr_t)&s->probe_word);
     atomic_store(&me->probe_val, s->probe_word);
-    atomic_store(&me->cma_min, (uint64_t)min);
+    atomic_store(&me->cma_min, min);
     atomic_store(&me->probe_buf, pb);
     atomic_store(&me->cma_ns, 0);
     atomic_store(&me->cpy_ns, 0);
@@ -337,13 +365,15 @@ cohort_status shm_cma_agree(shm_op *o)
     unsigned ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER |
                    1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL |
                    1u << COH_COLL_SEND;
-    size_t lead_min = (size_t)atomic_load(&shm_ctl_of(s, 0)->cma_min);
+    uint64_t lead_w = atomic_load(&shm_ctl_of(s, 0)->cma_min);
+    int lead_set = (lead_w & CMA_MIN_SET) != 0;
+    size_t lead_min = (size_t)(lead_w & ~CMA_MIN_SET);
     s->cma_min = all_want ? lead_min : COH_MAX(lead_min, lo);
     s->cma_end = all_want ? SIZE_MAX : hi;
     int wins = !all_want && s->cma_min < s->cma_end;
     /* 2 ranks, each bound to a cpu of its own (cohortrun/cohort-perf
-     * --bind auto|core, mpirun's default): broadcast takes single copy
-     * where the probe keeps two. The probe compares the kernel's copy with
+     * --bind auto|core, mpirun's default): broadcast (and since session 16
+     * the other ops, below) takes single copy where the probe keeps two. The probe compares the kernel's copy with
      * a cached memcpy on one core; the broadcast splits its copy over both
      * cores, while two copies move every line of the slot between the
      * cores each call (3-4x memcpy when the host has the vCPUs far apart).
@@ -366,8 +396,16 @@ cohort_status shm_cma_agree(shm_op *o)
     char where[48] = "";
     if (bound_apart)
         snprintf(where, sizeof where, "are bound to cpus %u and %u", cpu[0] - 1, cpu[1] - 1);
+    /* Session 16, quiet, on an Intel host of the same kind (the kernel's
+     * copy 2-2.8x a memcpy at the probe): the other ops win apart too -
+     * all_gather 32 KiB-16 MiB x0.44-0.83 of two copies' mean, gather and
+     * scatter x0.24-0.85, all_to_all x0.34-0.73 - each from its own size
+     * (apart_from) unless COHORT_SHM_SINGLE_COPY_BYTES says otherwise.
+     * send/recv keep the probe's rule (not measured). */
     if (apart)
-        s->cma_min = lead_min, s->cma_end = SIZE_MAX, ops = 1u << COH_COLL_BROADCAST;
+        s->cma_min = lead_min, s->cma_end = SIZE_MAX,
+        ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER | 1u << COH_COLL_GATHER |
+              1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL;
     /* More than 2 ranks per cpu (every rank's V_CROWD; 3 or more ranks):
      * all_to_all takes single copy where the probe keeps two. Each phase of
      * the two-copy all_to_all has every rank fill its whole slot (n-1
@@ -391,6 +429,8 @@ cohort_status shm_cma_agree(shm_op *o)
     s->cma_ops = s->cma ? ops : 0;
     if (!s->cma)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX;
+    for (int k = 0; k < COH_COLL_KIND_COUNT; k++)
+        s->cma_from[k] = apart && !lead_set ? apart_from(k) : s->cma_min;
     char speed[192] = "";
     if (all_can && measured)
         snprintf(speed, sizeof speed,
@@ -407,11 +447,23 @@ cohort_status shm_cma_agree(shm_op *o)
         snprintf(range, sizeof range, ">= %zu B and < %zu B", s->cma_min, s->cma_end);
     if (s->n == 1)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
+    else if (apart && !lead_set)
+        snprintf(s->copy_info, sizeof s->copy_info,
+                 "broadcast >= %zu B, all_gather >= %zu B per rank, gather and scatter >= %zu B "
+                 "per rank, all_to_all >= %zu B per pair: single copy (process_vm_readv/writev; "
+                 "auto: the kernel's copy loses to memcpy at attach's measurement but the 2 ranks "
+                 "%s, where one copy by the kernel beats two copies that cross the cores); else "
+                 "two copies through the segment%s",
+                 apart_from(COH_COLL_BROADCAST), apart_from(COH_COLL_ALL_GATHER),
+                 apart_from(COH_COLL_GATHER), apart_from(COH_COLL_ALL_TO_ALL),
+                 bound_apart ? where : "have a cpu each (unbound)", speed);
     else if (apart)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "broadcast %s per rank: single copy (process_vm_readv/writev; auto: the kernel's "
-                 "copy loses to memcpy at attach's measurement but the 2 ranks %s, where the "
-                 "broadcast's copy split over both wins); else two copies through the segment%s",
+                 "broadcast, all_gather, gather, scatter, all_to_all %s per rank "
+                 "(COHORT_SHM_SINGLE_COPY_BYTES): single copy (process_vm_readv/writev; auto: the "
+                 "kernel's copy loses to memcpy at attach's measurement but the 2 ranks %s, where "
+                 "one copy by the kernel beats two copies that cross the cores); else two copies "
+                 "through the segment%s",
                  range, bound_apart ? where : "have a cpu each (unbound)", speed);
     else if (crowd)
         snprintf(s->copy_info, sizeof s->copy_info,

@@ -11,13 +11,16 @@
  * default), the kernel's copy measured at attach (at 64 KiB and 256 KiB)
  * is fast enough to win at the call's size (on the development VM it is
  * ~3.5-5x slower than memcpy at both, so auto keeps two copies there;
- * docs/shm.md), or, for broadcast only, the 2 local ranks run apart: each
- * bound to a cpu of its own, or both unbound on a machine whose ranks have
- * a cpu each (the copy split over both cores then wins). =off skips the
+ * docs/shm.md), or the 2 local ranks run apart: each bound to a cpu of its
+ * own, or both unbound on a machine whose ranks have a cpu each (then the
+ * kernel's copy, split over both cores or done by each rank at once, beats
+ * two copies that move every line between the cores: broadcast, all_gather,
+ * gather, scatter and all_to_all, each from its own size). =off skips the
  * probe; =probe-fail
  * makes the probe read an unmapped address (tests of the fallback);
  * COHORT_SHM_SINGLE_COPY_BYTES
- * (default 65536, the lead's value rules) is the smallest call that uses it.
+ * (default 65536, the lead's value rules; the apart rule's own sizes when
+ * unset) is the smallest call that uses it.
  * The copy path chosen, and why, is in s->copy_info.
  */
 #ifndef COH_SHM_CMA_H
@@ -57,10 +60,11 @@ cohort_status shm_cma_write(shm_op *o, int q, uint64_t addr, const void *src, si
 
 /* Whether a call of `coll` moving `bytes` per rank block takes the single
  * copy: the same answer on every local rank once the contract check passed
- * (cma, cma_ops, cma_min and cma_end are agreed at attach). */
+ * (cma, cma_ops, cma_from and cma_end are agreed at attach). */
 static inline int shm_cma_use(const coh_shm *s, int coll, size_t bytes)
 {
-    return s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->cma_min && bytes < s->cma_end;
+    return s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->cma_from[coll] &&
+           bytes < s->cma_end;
 }
 
 /* A peer's buffer as published in its slot for a single-copy call. */

@@ -453,6 +453,8 @@ struct coh_shm {
     void *probe_buf;            /* my speed-probe buffer, freed after the agreement */
     uint64_t probe_ns;          /* what the speed probe cost this rank (reported) */
     size_t cma_min;             /* calls moving at least this many bytes use it */
+    size_t cma_from[COH_COLL_KIND_COUNT]; /* per op: cma_min, or the 2-rank "apart"
+                                 * thresholds (shm_cma.c; agreed at attach) */
     size_t cma_end;             /* ... and fewer than this many (SIZE_MAX: no bound);
                                  * auto's per-size rule, agreed at attach */
     uint64_t probe_word;        /* read by peers' probes (its address is published) */
