@@ -797,7 +797,8 @@ END_TEST
  * machine whose ranks have a cpu each (2 ranks, >= 2 cpus here): broadcast,
  * all_gather, gather, scatter and all_to_all take single copy, each from
  * its own size (shm_cma.c apart_from: broadcast 16 KiB, all_gather and
- * all_to_all 8 KiB a block, gather and scatter 16 KiB a block), although
+ * all_to_all 8 KiB a block, gather and scatter 16 KiB a block, reduce
+ * [24 KiB, 768 KiB)), although
  * the probe (its times replaced: the kernel's copy 2x memcpy) keeps two
  * copies; send/recv keep two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
  * (B_USER) every one of the five from that size. Both ranks bound to one
@@ -829,15 +830,21 @@ static int bound_main(int rank, void *arg)
     static const struct {
         int coll;
         size_t from;
-    } ops[] = {{COH_COLL_BROADCAST, 16384}, {COH_COLL_ALL_GATHER, 8192}, {COH_COLL_GATHER, 16384},
-               {COH_COLL_SCATTER, 16384},   {COH_COLL_ALL_TO_ALL, 8192}};
+        size_t to; /* first size not taken (0: none) */
+    } ops[] = {{COH_COLL_BROADCAST, 16384, 0}, {COH_COLL_ALL_GATHER, 8192, 0},
+               {COH_COLL_GATHER, 16384, 0},    {COH_COLL_SCATTER, 16384, 0},
+               {COH_COLL_ALL_TO_ALL, 8192, 0}, {COH_COLL_REDUCE, 24576, 786432}};
     CHECK(s->cma == apart, "single copy %d (%s)", s->cma, s->copy_info);
     for (size_t k = 0; k < COH_ARRAY_LEN(ops); k++) {
         size_t from = mode == B_USER ? B_USER_MIN : ops[k].from;
         CHECK(shm_cma_use(s, ops[k].coll, from) == apart, "%s at %zu B (%s)",
               coh_coll_name(ops[k].coll), from, s->copy_info);
-        CHECK(shm_cma_use(s, ops[k].coll, 1u << 24) == apart, "%s at 16 MiB",
+        size_t to = mode == B_USER ? 0 : ops[k].to;
+        CHECK(shm_cma_use(s, ops[k].coll, 1u << 24) == (apart && !to), "%s at 16 MiB",
               coh_coll_name(ops[k].coll));
+        CHECK(!to || (shm_cma_use(s, ops[k].coll, to - 1) == apart &&
+                      !shm_cma_use(s, ops[k].coll, to)),
+              "%s at %zu B", coh_coll_name(ops[k].coll), to);
         CHECK(!shm_cma_use(s, ops[k].coll, from - 1), "%s at %zu B", coh_coll_name(ops[k].coll),
               from - 1);
     }
@@ -856,6 +863,10 @@ static int bound_main(int rank, void *arg)
         t_broadcast(COHORT_UINT8, 16384, root);
         t_broadcast(COHORT_UINT8, 3 * 65536 + 5, root);
         for (int ip = 0; ip < 2; ip++) {
+            t_reduce(COHORT_FLOAT32, COHORT_SUM, 24576 / 4 - 1, ip, root);
+            t_reduce(COHORT_FLOAT32, COHORT_SUM, 24576 / 4, ip, root);
+            t_reduce(COHORT_INT32, COHORT_MAX, 100000 + 3, ip, root); /* pieces, a tail */
+            t_reduce(COHORT_FLOAT32, COHORT_AVG, 40000, ip, root);
             t_gather(COHORT_UINT8, 16384, ip, root);
             t_gather(COHORT_UINT8, 40000 + 3, ip, root);
             t_scatter(COHORT_UINT8, 16383, ip, root);

@@ -640,6 +640,55 @@ static cohort_status ga_single(shm_op *o, const unsigned char *send, unsigned ch
     return sc_sync(o);
 }
 
+/* reduce: the root reads each leaf's input straight from the leaf's send
+ * buffer, a piece at a time (RED_SC_PIECE, cache-sized), into a scratch of
+ * its own (s->red_scratch: one piece per leaf, kept for the group's life)
+ * and reduces the piece into recv as it lands; the leaves only wait in the
+ * close phase, so their send stays put until the root is done. One copy
+ * and one reduction per byte, against three copies through the segment
+ * (docs/shm.md "Single copy"). */
+#define RED_SC_PIECE ((size_t)32 << 10)
+static cohort_status red_single(shm_op *o, const unsigned char *send, unsigned char *recv,
+                                size_t count, int root)
+{
+    coh_shm *s = o->s;
+    const coh_call *c = o->c;
+    size_t es = dt_size[c->dtype], bytes = count * es;
+    int n = s->n, me = s->me;
+    sc_desc d = {.src = (uint64_t)(uintptr_t)send, .bytes = bytes};
+    uint32_t p;
+    int staged;
+    cohort_status st = sc_open(o, &d, &p, &staged);
+    if (st != COHORT_OK || me != root)
+        return st != COHORT_OK ? st : sc_sync(o);
+    size_t piece = RED_SC_PIECE / es * es;
+    if (!s->red_scratch) {
+        s->red_scratch = coh_malloc(piece * (size_t)(n - 1));
+        if (!s->red_scratch)
+            return coh_group_fail(o->g, COHORT_ERR_NOMEM,
+                                  "shm reduce #%llu: out of memory for the single copy's "
+                                  "scratch (%zu bytes)",
+                                  (unsigned long long)c->seq, piece * (size_t)(n - 1));
+    }
+    for (size_t off = 0; off < bytes; off += piece) {
+        size_t len = COH_MIN(piece, bytes - off);
+        int k = 0;
+        s->srcs[k++] = send + off;
+        for (int q = 0; q < n; q++) {
+            if (q == me)
+                continue;
+            unsigned char *buf = s->red_scratch + (size_t)(k - 1) * piece;
+            sc_desc pd = sc_peer(o, q, p);
+            if ((st = cs_cma_read(o, q, buf, pd.src + off, len)) != COHORT_OK)
+                return st;
+            s->srcs[k++] = buf;
+        }
+        coh_reduce_multi_div(recv + off, s->srcs, n, len / es, (cohort_dtype)c->dtype,
+                             (cohort_op)c->redop, avg_div(s, c));
+    }
+    return sc_sync(o);
+}
+
 /* scatter: the root writes the first share of every block into its
  * reader's recv while each reader reads the rest from the root's send.
  * The root's own block moves last, once nobody reads send any more (recv
@@ -973,6 +1022,8 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
             copy_fast(recv, send, bytes);
         return COHORT_OK;
     }
+    if (shm_cma_use(s, COH_COLL_REDUCE, bytes))
+        return red_single(&o, send, recv, count, root);
     if (ring) { /* the leaves return once their input is published (ring_in) */
         int r = ring_in(&o, send, bytes, root, &st);
         if (r <= 0)
@@ -1726,7 +1777,8 @@ static int reduce_ring(const coh_shm *s, const coh_call *c, size_t count)
 {
     size_t bytes;
     return s && c && s->ring_k && s->n > 1 && c->dtype < COHORT_DTYPE_COUNT &&
-           mul_ok(count, dt_size[c->dtype], &bytes) && bytes <= s->ring_bytes;
+           mul_ok(count, dt_size[c->dtype], &bytes) && bytes <= s->ring_bytes &&
+           !shm_cma_use(s, COH_COLL_REDUCE, bytes);
 }
 
 /* inline into its one caller, coh_shm_broadcast: a frame less per small broadcast */

@@ -328,6 +328,7 @@ static void cleanup(coh_shm *s)
     }
     shm_cma_release(s);
     coh_free(s->srcs);
+    coh_free(s->red_scratch);
     coh_free(s->peer_file);
     coh_free(s->ring_pend);
     coh_free(s->ring_calls);

@@ -40,9 +40,21 @@ static size_t apart_from(int coll)
     case COH_COLL_GATHER:
     case COH_COLL_SCATTER:
         return (size_t)16 << 10;
+    case COH_COLL_REDUCE:
+        return (size_t)24 << 10;
     default:
         return SIZE_MAX;
     }
+}
+
+/* ... and the first size it no longer takes: reduce's single copy is the
+ * root's alone (red_single: its kernel copy, then its reduction, while the
+ * leaf waits), which loses to the two-copy reduce that splits the work over
+ * both cores from 768 KiB (x1.0-1.2 at 768 KiB-16 MiB; 24-32 KiB x0.48-0.56,
+ * 128-512 KiB x0.85-0.92; session 16). */
+static size_t apart_to(int coll)
+{
+    return coll == COH_COLL_REDUCE ? (size_t)768 << 10 : SIZE_MAX;
 }
 
 enum { M_OFF, M_AUTO, M_ON, M_PROBE_FAIL };
@@ -364,7 +376,7 @@ cohort_status shm_cma_agree(shm_op *o)
         shm_cma_size_rule(sum_cma_s, sum_cpy_s, sum_cma, sum_cpy, len_s, len, &lo, &hi);
     unsigned ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER |
                    1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL |
-                   1u << COH_COLL_SEND;
+                   1u << COH_COLL_REDUCE | 1u << COH_COLL_SEND;
     uint64_t lead_w = atomic_load(&shm_ctl_of(s, 0)->cma_min);
     int lead_set = (lead_w & CMA_MIN_SET) != 0;
     size_t lead_min = (size_t)(lead_w & ~CMA_MIN_SET);
@@ -405,7 +417,7 @@ cohort_status shm_cma_agree(shm_op *o)
     if (apart)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX,
         ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER | 1u << COH_COLL_GATHER |
-              1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL;
+              1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL | 1u << COH_COLL_REDUCE;
     /* More than 2 ranks per cpu (every rank's V_CROWD; 3 or more ranks):
      * all_to_all takes single copy where the probe keeps two. Each phase of
      * the two-copy all_to_all has every rank fill its whole slot (n-1
@@ -429,8 +441,10 @@ cohort_status shm_cma_agree(shm_op *o)
     s->cma_ops = s->cma ? ops : 0;
     if (!s->cma)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX;
-    for (int k = 0; k < COH_COLL_KIND_COUNT; k++)
+    for (int k = 0; k < COH_COLL_KIND_COUNT; k++) {
         s->cma_from[k] = apart && !lead_set ? apart_from(k) : s->cma_min;
+        s->cma_to[k] = apart && !lead_set ? apart_to(k) : s->cma_end;
+    }
     char speed[192] = "";
     if (all_can && measured)
         snprintf(speed, sizeof speed,
@@ -450,16 +464,18 @@ cohort_status shm_cma_agree(shm_op *o)
     else if (apart && !lead_set)
         snprintf(s->copy_info, sizeof s->copy_info,
                  "broadcast >= %zu B, all_gather >= %zu B per rank, gather and scatter >= %zu B "
-                 "per rank, all_to_all >= %zu B per pair: single copy (process_vm_readv/writev; "
+                 "per rank, all_to_all >= %zu B per pair, reduce >= %zu B and < %zu B: single copy "
+                 "(process_vm_readv/writev; "
                  "auto: the kernel's copy loses to memcpy at attach's measurement but the 2 ranks "
                  "%s, where one copy by the kernel beats two copies that cross the cores); else "
                  "two copies through the segment%s",
                  apart_from(COH_COLL_BROADCAST), apart_from(COH_COLL_ALL_GATHER),
                  apart_from(COH_COLL_GATHER), apart_from(COH_COLL_ALL_TO_ALL),
+                 apart_from(COH_COLL_REDUCE), apart_to(COH_COLL_REDUCE),
                  bound_apart ? where : "have a cpu each (unbound)", speed);
     else if (apart)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "broadcast, all_gather, gather, scatter, all_to_all %s per rank "
+                 "broadcast, all_gather, gather, scatter, all_to_all, reduce %s per rank "
                  "(COHORT_SHM_SINGLE_COPY_BYTES): single copy (process_vm_readv/writev; auto: the "
                  "kernel's copy loses to memcpy at attach's measurement but the 2 ranks %s, where "
                  "one copy by the kernel beats two copies that cross the cores); else two copies "
@@ -474,7 +490,7 @@ cohort_status shm_cma_agree(shm_op *o)
                  range, speed);
     else if (s->cma)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "broadcast, all_gather, gather, scatter, all_to_all, send/recv %s per rank: single "
+                 "broadcast, all_gather, gather, scatter, all_to_all, reduce, send/recv %s per rank: single "
                  "copy (process_vm_readv/writev, %s); else two copies through the segment%s",
                  range,
                  all_want ? "COHORT_SHM_SINGLE_COPY=on" : "auto: the kernel's copy wins there",

@@ -60,11 +60,11 @@ cohort_status shm_cma_write(shm_op *o, int q, uint64_t addr, const void *src, si
 
 /* Whether a call of `coll` moving `bytes` per rank block takes the single
  * copy: the same answer on every local rank once the contract check passed
- * (cma, cma_ops, cma_from and cma_end are agreed at attach). */
+ * (cma, cma_ops, cma_from and cma_to are agreed at attach). */
 static inline int shm_cma_use(const coh_shm *s, int coll, size_t bytes)
 {
     return s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->cma_from[coll] &&
-           bytes < s->cma_end;
+           bytes < s->cma_to[coll];
 }
 
 /* A peer's buffer as published in its slot for a single-copy call. */

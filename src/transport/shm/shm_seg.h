@@ -446,6 +446,7 @@ struct coh_shm {
     uint32_t st_file_site;      /* site whose file name is published */
     char (*peer_file)[72];      /* [n]: storage for coh_shm_peer_state's cur->file */
     const void **srcs;          /* [n]: reduction sources scratch */
+    unsigned char *red_scratch; /* reduce's single copy: a piece per leaf (shm_coll.c) */
     int cma;                    /* single copy: every local rank can read every other's
                                  * memory (process_vm_readv, probed at attach) and
                                  * cma_ops is not empty */
@@ -453,8 +454,10 @@ struct coh_shm {
     void *probe_buf;            /* my speed-probe buffer, freed after the agreement */
     uint64_t probe_ns;          /* what the speed probe cost this rank (reported) */
     size_t cma_min;             /* calls moving at least this many bytes use it */
-    size_t cma_from[COH_COLL_KIND_COUNT]; /* per op: cma_min, or the 2-rank "apart"
-                                 * thresholds (shm_cma.c; agreed at attach) */
+    /* per op, the sizes [from, to) that take it: cma_min and cma_end, or the
+     * 2-rank "apart" sizes (shm_cma.c; agreed at attach) */
+    size_t cma_from[COH_COLL_KIND_COUNT];
+    size_t cma_to[COH_COLL_KIND_COUNT];
     size_t cma_end;             /* ... and fewer than this many (SIZE_MAX: no bound);
                                  * auto's per-size rule, agreed at attach */
     uint64_t probe_word;        /* read by peers' probes (its address is published) */
