@@ -863,10 +863,12 @@ static int bound_main(int rank, void *arg)
         t_broadcast(COHORT_UINT8, 16384, root);
         t_broadcast(COHORT_UINT8, 3 * 65536 + 5, root);
         for (int ip = 0; ip < 2; ip++) {
+            mis_unit = 4; /* reductions need element alignment */
             t_reduce(COHORT_FLOAT32, COHORT_SUM, 24576 / 4 - 1, ip, root);
             t_reduce(COHORT_FLOAT32, COHORT_SUM, 24576 / 4, ip, root);
             t_reduce(COHORT_INT32, COHORT_MAX, 100000 + 3, ip, root); /* pieces, a tail */
             t_reduce(COHORT_FLOAT32, COHORT_AVG, 40000, ip, root);
+            mis_unit = 1;
             t_gather(COHORT_UINT8, 16384, ip, root);
             t_gather(COHORT_UINT8, 40000 + 3, ip, root);
             t_scatter(COHORT_UINT8, 16383, ip, root);

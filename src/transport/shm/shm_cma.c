@@ -385,10 +385,11 @@ cohort_status shm_cma_agree(shm_op *o)
     int wins = !all_want && s->cma_min < s->cma_end;
     /* 2 ranks, each bound to a cpu of its own (cohortrun/cohort-perf
      * --bind auto|core, mpirun's default): broadcast (and since session 16
-     * the other ops, below) takes single copy where the probe keeps two. The probe compares the kernel's copy with
-     * a cached memcpy on one core; the broadcast splits its copy over both
-     * cores, while two copies move every line of the slot between the
-     * cores each call (3-4x memcpy when the host has the vCPUs far apart).
+     * the other ops, below) takes single copy where the probe keeps two.
+     * The probe compares the kernel's copy with a cached memcpy on one
+     * core; the broadcast splits its copy over both cores, while two copies
+     * move every line of the slot between the cores each call (3-4x memcpy
+     * when the host has the vCPUs far apart).
      * Bound apart, single copy measured x0.22-0.41 of two copies' p50 at
      * 64 KiB-1 MiB (its mean lower in every cell, p99 in 10 of 12).
      * Unbound ranks get it too when the machine's ranks have a cpu each
@@ -490,8 +491,9 @@ cohort_status shm_cma_agree(shm_op *o)
                  range, speed);
     else if (s->cma)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "broadcast, all_gather, gather, scatter, all_to_all, reduce, send/recv %s per rank: single "
-                 "copy (process_vm_readv/writev, %s); else two copies through the segment%s",
+                 "broadcast, all_gather, gather, scatter, all_to_all, reduce, send/recv %s per "
+                 "rank: single copy (process_vm_readv/writev, %s); else two copies through the "
+                 "segment%s",
                  range,
                  all_want ? "COHORT_SHM_SINGLE_COPY=on" : "auto: the kernel's copy wins there",
                  speed);
