@@ -278,9 +278,16 @@ cohort_status coh_err_sys(coh_err *e, cohort_status st, const char *syscall, int
 /* ---- allocation ---- */
 
 static atomic_long alloc_countdown = -2; /* -2: env not read yet, -1: off */
+static _Thread_local long alloc_countdown_here = -1; /* this thread's, -1: off */
 
 static int alloc_should_fail(void)
 {
+    long h = alloc_countdown_here;
+    if (h >= 0) {
+        alloc_countdown_here = h - 1;
+        if (h == 0)
+            return 1;
+    }
     long c = atomic_load_explicit(&alloc_countdown, memory_order_relaxed);
     if (c == -1)
         return 0;
@@ -305,6 +312,7 @@ static int alloc_should_fail(void)
 }
 
 void coh_alloc_fail_after(long n) { atomic_store(&alloc_countdown, n < 0 ? -1 : n); }
+void coh_alloc_fail_after_here(long n) { alloc_countdown_here = n < 0 ? -1 : n; }
 
 void *coh_malloc(size_t n) { return alloc_should_fail() ? NULL : malloc(n ? n : 1); }
 void *coh_calloc(size_t n, size_t sz) { return alloc_should_fail() ? NULL : calloc(n ? n : 1, sz ? sz : 1); }

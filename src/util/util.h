@@ -73,6 +73,9 @@ void coh_free(void *p);
 /* Test hook: the n-th allocation from now fails (n < 0: never). Also set by
  * COHORT_FAULT_ALLOC=n in the environment (read once). */
 void coh_alloc_fail_after(long n);
+/* The same, counting only this thread's allocations (a test that means one
+ * allocation of the call it makes, not of the group's other threads). */
+void coh_alloc_fail_after_here(long n);
 
 /* ---- env ---- */
 /* Parses an integer env var; returns 0 if unset (keeps *out), 1 if set and

@@ -246,12 +246,14 @@ static void untouched(const unsigned char *p, size_t len, const char *name)
 
 static uint64_t salt_ctr;
 
+/* inplace: 0 separate, 1 send == recv, 2 send == recv on rank 0 only */
 static void t_all_reduce(int dt, int op, size_t count, int inplace)
 {
     size_t es = th_dtype_size(dt);
     uint64_t salt = ++salt_ctr;
     gbuf bs, br;
     unsigned char *send = galloc(&bs, count * es);
+    inplace = inplace == 1 || (inplace == 2 && me == 0);
     unsigned char *recv = inplace ? send : galloc(&br, count * es);
     for (size_t i = 0; i < count; i++)
         store_val(send, i, dt, val(dt, op, me, i, salt));
@@ -262,6 +264,18 @@ static void t_all_reduce(int dt, int op, size_t count, int inplace)
     gcheck(&bs, "send");
     if (!inplace)
         gcheck(&br, "recv");
+}
+
+/* t_all_reduce, and whether it took the single copy (three phases: open,
+ * middle, close; the two-copy path takes two per piece, after the open
+ * phase where it fell back) */
+static void t_ar_path(int dt, int op, size_t count, int inplace, int single)
+{
+    uint32_t ph = G->shm->phase;
+    t_all_reduce(dt, op, count, inplace);
+    CHECK((G->shm->phase - ph == 3) == (single != 0),
+          "all_reduce %s of %zu B in place %d: %u phases, single copy expected %d",
+          th_dtype_name(dt), count * th_dtype_size(dt), inplace, G->shm->phase - ph, single);
 }
 
 static void t_reduce(int dt, int op, size_t count, int inplace, int root)
@@ -798,7 +812,7 @@ END_TEST
  * all_gather, gather, scatter and all_to_all take single copy, each from
  * its own size (shm_cma.c apart_from: broadcast 16 KiB, all_gather and
  * all_to_all 8 KiB a block, gather and scatter 16 KiB a block, reduce
- * [24 KiB, 768 KiB)), although
+ * from 16 KiB, all_reduce from 2 MiB), although
  * the probe (its times replaced: the kernel's copy 2x memcpy) keeps two
  * copies; send/recv keep two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
  * (B_USER) every one of the five from that size. Both ranks bound to one
@@ -833,7 +847,8 @@ static int bound_main(int rank, void *arg)
         size_t to; /* first size not taken (0: none) */
     } ops[] = {{COH_COLL_BROADCAST, 16384, 0}, {COH_COLL_ALL_GATHER, 8192, 0},
                {COH_COLL_GATHER, 16384, 0},    {COH_COLL_SCATTER, 16384, 0},
-               {COH_COLL_ALL_TO_ALL, 8192, 0}, {COH_COLL_REDUCE, 24576, 786432}};
+               {COH_COLL_ALL_TO_ALL, 8192, 0}, {COH_COLL_REDUCE, 16384, 0},
+               {COH_COLL_ALL_REDUCE, 2u << 20, 0}};
     CHECK(s->cma == apart, "single copy %d (%s)", s->cma, s->copy_info);
     for (size_t k = 0; k < COH_ARRAY_LEN(ops); k++) {
         size_t from = mode == B_USER ? B_USER_MIN : ops[k].from;
@@ -848,8 +863,9 @@ static int bound_main(int rank, void *arg)
         CHECK(!shm_cma_use(s, ops[k].coll, from - 1), "%s at %zu B", coh_coll_name(ops[k].coll),
               from - 1);
     }
-    CHECK(!shm_cma_use(s, COH_COLL_SEND, 1u << 20) && !shm_cma_use(s, COH_COLL_ALL_REDUCE, 1u << 20),
-          "send/recv and all_reduce: two copies (%s)", s->copy_info);
+    CHECK(!shm_cma_use(s, COH_COLL_SEND, 1u << 20), "send/recv: two copies (%s)", s->copy_info);
+    CHECK(!apart || s->ar_oop_to == (mode == B_USER ? SIZE_MAX : (size_t)32 << 20),
+          "all_reduce out of place ends at %zu B", s->ar_oop_to);
     CHECK(mode != B_APART || strstr(s->copy_info, "bound to cpus") != NULL, "named: %s",
           s->copy_info);
     CHECK(mode != B_UNBOUND || strstr(s->copy_info, "have a cpu each") != NULL, "named: %s",
@@ -864,10 +880,17 @@ static int bound_main(int rank, void *arg)
         t_broadcast(COHORT_UINT8, 3 * 65536 + 5, root);
         for (int ip = 0; ip < 2; ip++) {
             mis_unit = 4; /* reductions need element alignment */
-            t_reduce(COHORT_FLOAT32, COHORT_SUM, 24576 / 4 - 1, ip, root);
-            t_reduce(COHORT_FLOAT32, COHORT_SUM, 24576 / 4, ip, root);
+            t_reduce(COHORT_FLOAT32, COHORT_SUM, 16384 / 4 - 1, ip, root);
+            t_reduce(COHORT_FLOAT32, COHORT_SUM, 16384 / 4, ip, root);
             t_reduce(COHORT_INT32, COHORT_MAX, 100000 + 3, ip, root); /* pieces, a tail */
             t_reduce(COHORT_FLOAT32, COHORT_AVG, 40000, ip, root);
+            /* the leaf's part: 10/16 and 9/16 splits, several pieces each */
+            t_reduce(COHORT_FLOAT32, COHORT_SUM, (1u << 20) / 4 + 1027, ip, root);
+            t_reduce(COHORT_INT32, COHORT_SUM, (3u << 20) / 4 + 5, ip, root);
+            mis_unit = 2; /* float16 AVG: divided in the fold (the n-rank kernel) */
+            t_reduce(COHORT_FLOAT16, COHORT_AVG, 50001, ip, root);
+            mis_unit = 1;
+            t_reduce(COHORT_UINT8, COHORT_SUM, 70001, ip, root);
             mis_unit = 1;
             t_gather(COHORT_UINT8, 16384, ip, root);
             t_gather(COHORT_UINT8, 40000 + 3, ip, root);
@@ -884,6 +907,25 @@ static int bound_main(int rank, void *arg)
     for (int ip = 0; ip < 2; ip++) {
         t_all_to_all(COHORT_UINT8, 8192, ip);
         t_all_to_all(COHORT_UINT8, 70000 + 1, ip);
+    }
+    /* all_reduce: in and out of place and mixed (rank 0 in place), below
+     * and at 2 MiB, slices of pieces with a tail, 1-byte elements, AVG
+     * (float16's in the fold, the n-rank kernel); the path by the phases it
+     * took (single copy: open, middle, close). From 32 MiB out of place
+     * the apart rule falls back to two copies after the open phase unless
+     * a rank is in place; the user's size rules every size. */
+    for (int ip = 0; ip < 3; ip++) {
+        int single_at = apart, single_oop32 = apart && (ip || mode == B_USER);
+        mis_unit = 4;
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (2u << 20) / 4 - 1, ip, mode == B_USER);
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (2u << 20) / 4, ip, single_at);
+        t_ar_path(COHORT_INT32, COHORT_MAX, (2u << 20) / 4 + 100003, ip, single_at);
+        t_ar_path(COHORT_FLOAT32, COHORT_AVG, 600000, ip, single_at);
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (32u << 20) / 4, ip, single_oop32);
+        mis_unit = 2;
+        t_ar_path(COHORT_FLOAT16, COHORT_AVG, (1u << 20) + 5, ip, single_at);
+        mis_unit = 1;
+        t_ar_path(COHORT_UINT8, COHORT_SUM, (2u << 20) + 1, ip, single_at);
     }
     th_group_free(G);
     th_done(2);

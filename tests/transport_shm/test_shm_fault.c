@@ -115,7 +115,10 @@ static int kill_rank(int rank, void *arg)
         } else if (kill_large_mode == 8) {
             coh_call c = th_call(g, COH_COLL_ALL_TO_ALL, COHORT_UINT8, -1, -1, B);
             st = coh_shm_all_to_all(g->shm, &c, a, b, B);
-        } else {
+        } else if (kill_large_mode == 10) {
+            coh_call c = th_call(g, COH_COLL_REDUCE, COHORT_FLOAT32, COHORT_SUM, 0, n);
+            st = coh_shm_reduce(g->shm, &c, a, b, n, 0);
+        } else { /* mode 1: two copies; 9: single copy (=on) */
             coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, n);
             st = coh_shm_all_reduce(g->shm, &c, a, b, n);
         }
@@ -156,8 +159,9 @@ END_TEST
 /* A peer dies in the middle of single-copy calls (read and written with
  * process_vm_readv/writev): broadcasts of 4 MiB (the victim a reader, or
  * the root), all_gather, gather (the victim a writer, or the root),
- * scatter (the victim the root) and all_to_all of 1 MiB per rank: every
- * survivor fails with COHORT_ERR_PEER_LOST naming it, in bounded time. */
+ * scatter (the victim the root) and all_to_all of 1 MiB per rank,
+ * all_reduce and reduce (the victim a leaf) of 4 MiB: every survivor fails
+ * with COHORT_ERR_PEER_LOST naming it, in bounded time. */
 START_TEST(sigkill_single_copy)
 {
     kill_large_mode = 2 + _i;
@@ -206,6 +210,58 @@ START_TEST(single_copy_bad_buffer)
                   .extra_env = "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=4096"};
     int want[2] = {0, 0};
     run_expect(&o, badbuf_rank, NULL, want);
+}
+END_TEST
+
+/* The single-copy reductions' scratch (allocated at the first such call)
+ * cannot be allocated on one rank: that rank fails the group with
+ * COHORT_ERR_NOMEM naming the scratch, the other returns at once with the
+ * group's failure (no hang), for all_reduce (every rank reduces a slice:
+ * rank 1 fails) and reduce (the root's scratch: root 1). */
+static int scratch_oom_mode;
+static int scratch_oom_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    cohort_group *g = th_group(rank, 2, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_CHECK(g->shm->cma, "single copy not in use: %s", g->shm->copy_info);
+    size_t n = (1u << 20) / 4;
+    float *a = calloc(n, 4), *b = calloc(n, 4);
+    RANK_CHECK(a && b, "calloc");
+    coh_call c = th_call(g, scratch_oom_mode ? COH_COLL_REDUCE : COH_COLL_ALL_REDUCE,
+                         COHORT_FLOAT32, COHORT_SUM, scratch_oom_mode ? 1 : -1, n);
+    if (rank == 1)
+        coh_alloc_fail_after_here(0);
+    uint64_t t0 = coh_now_ns();
+    st = scratch_oom_mode ? coh_shm_reduce(g->shm, &c, a, b, n, 1)
+                          : coh_shm_all_reduce(g->shm, &c, a, b, n);
+    coh_alloc_fail_after_here(-1);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    fprintf(stderr, "rank %d: %s after %.1f ms: %s\n", rank, cohort_status_name(st), ms,
+            th_errmsg(g));
+    atomic_store(&th_sh()->flag[rank], 1);
+    th_wait_flag(1 - rank, 10000);
+    RANK_CHECK(rank == 1 ? st == COHORT_ERR_NOMEM
+                         : st == COHORT_ERR_NOMEM || st == COHORT_ERR_ABORTED,
+               "got %s: %s", cohort_status_name(st), th_errmsg(g));
+    RANK_CHECK(strstr(th_errmsg(g), "scratch"), "message does not name the scratch: %s",
+               th_errmsg(g));
+    RANK_CHECK(ms < 5000, "took %.1f ms", ms);
+    free(a);
+    free(b);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(single_copy_scratch_oom)
+{
+    scratch_oom_mode = _i;
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 20000,
+                  .extra_env = "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=4096"};
+    int want[2] = {0, 0};
+    run_expect(&o, scratch_oom_rank, NULL, want);
 }
 END_TEST
 
@@ -1010,7 +1066,8 @@ static Suite *make_suite(void)
     TCase *tc = tcase_create("fault");
     tcase_add_test(tc, sigkill_small);
     tcase_add_test(tc, sigkill_large);
-    tcase_add_loop_test(tc, sigkill_single_copy, 0, 7);
+    tcase_add_loop_test(tc, sigkill_single_copy, 0, 9);
+    tcase_add_loop_test(tc, single_copy_scratch_oom, 0, 2);
     tcase_add_test(tc, single_copy_bad_buffer);
     tcase_add_test(tc, sigstop_timeout);
     tcase_add_loop_test(tc, no_leaks, 0, 3);

@@ -520,11 +520,14 @@ static void mem_mark(coh_shm *s, uint32_t p);
 typedef struct sc_desc {
     uint64_t src, dst; /* addresses in the owner's memory (0: none) */
     uint64_t bytes;    /* per rank block: every rank must say the same */
-    uint64_t flags;    /* SC_STAGED: the owner needs the ready phase */
+    uint64_t flags;    /* SC_* */
 } sc_desc;
-enum { SC_STAGED = 1 };
+enum {
+    SC_STAGED = 1, /* the owner needs the ready phase */
+    SC_INPLACE = 2 /* the owner's send is its recv (all_reduce) */
+};
 
-static cohort_status sc_open(shm_op *o, const sc_desc *d, uint32_t *pp, int *staged)
+static cohort_status sc_open(shm_op *o, const sc_desc *d, uint32_t *pp, int *flags)
 {
     coh_shm *s = o->s;
     cohort_status st = cs_claim(o);
@@ -538,7 +541,7 @@ static cohort_status sc_open(shm_op *o, const sc_desc *d, uint32_t *pp, int *sta
     if ((st = cs_wait_all(o, p)) != COHORT_OK ||
         (st = check_all(o, p, 0, sizeof *d, -1, 0)) != COHORT_OK)
         return st;
-    *staged = (d->flags & SC_STAGED) != 0;
+    *flags = (int)d->flags;
     for (int q = 0; q < s->n; q++) {
         if (q == s->me)
             continue;
@@ -551,7 +554,7 @@ static cohort_status sc_open(shm_op *o, const sc_desc *d, uint32_t *pp, int *sta
                                   coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
                                   o->g->local_ranks[q], (unsigned long long)pd.bytes,
                                   (unsigned long long)d->bytes);
-        *staged |= (pd.flags & SC_STAGED) != 0;
+        *flags |= (int)pd.flags;
     }
     *pp = p;
     return COHORT_OK;
@@ -588,13 +591,13 @@ static cohort_status ag_single(shm_op *o, const unsigned char *src, unsigned cha
     sc_desc d = {.src = (uint64_t)(uintptr_t)(ovl ? own : src), .bytes = bpr,
                  .flags = ovl ? SC_STAGED : 0};
     uint32_t p;
-    int staged;
-    cohort_status st = sc_open(o, &d, &p, &staged);
+    int fl;
+    cohort_status st = sc_open(o, &d, &p, &fl);
     if (st != COHORT_OK)
         return st;
     if (src != own)
         memmove(own, src, bpr);
-    if (staged && (st = sc_sync(o)) != COHORT_OK)
+    if ((fl & SC_STAGED) && (st = sc_sync(o)) != COHORT_OK)
         return st;
     for (int k = 1; k < n; k++) {
         int q = (me + k) % n; /* not every rank on the same peer first */
@@ -615,14 +618,14 @@ static cohort_status ga_single(shm_op *o, const unsigned char *send, unsigned ch
     sc_desc d = {.src = (uint64_t)(uintptr_t)send, .dst = (uint64_t)(uintptr_t)rb, .bytes = bpr,
                  .flags = ovl ? SC_STAGED : 0};
     uint32_t p;
-    int staged;
-    cohort_status st = sc_open(o, &d, &p, &staged);
+    int fl;
+    cohort_status st = sc_open(o, &d, &p, &fl);
     if (st != COHORT_OK)
         return st;
     size_t share = sc_share(bpr, n);
     if (am_root && send != rb + (size_t)me * bpr)
         memmove(rb + (size_t)me * bpr, send, bpr);
-    if (staged && (st = sc_sync(o)) != COHORT_OK)
+    if ((fl & SC_STAGED) && (st = sc_sync(o)) != COHORT_OK)
         return st;
     if (am_root) {
         for (int k = 1; k < n && share; k++) {
@@ -640,14 +643,107 @@ static cohort_status ga_single(shm_op *o, const unsigned char *send, unsigned ch
     return sc_sync(o);
 }
 
-/* reduce: the root reads each leaf's input straight from the leaf's send
- * buffer, a piece at a time (RED_SC_PIECE, cache-sized), into a scratch of
- * its own (s->red_scratch: one piece per leaf, kept for the group's life)
- * and reduces the piece into recv as it lands; the leaves only wait in the
- * close phase, so their send stays put until the root is done. One copy
- * and one reduction per byte, against three copies through the segment
- * (docs/shm.md "Single copy"). */
-#define RED_SC_PIECE ((size_t)32 << 10)
+/* The single-copy reductions' piece: a system call per piece and peer, and
+ * the pieces stay in the cache (session 17, 2 ranks: 32 KiB ran all_reduce
+ * x1.05-1.10 and reduce x1.1-1.3 slower than 128 KiB from 256 KiB up). */
+#define SC_PIECE ((size_t)128 << 10)
+
+/* The single-copy reductions' scratch: a piece per peer and one for a
+ * result, allocated on first use and kept for the group's life (freed in
+ * the segment's cleanup). */
+static cohort_status sc_scratch(shm_op *o)
+{
+    coh_shm *s = o->s;
+    if (s->red_scratch)
+        return COHORT_OK;
+    size_t len = SC_PIECE * (size_t)s->n;
+    s->red_scratch = coh_malloc(len);
+    if (!s->red_scratch)
+        return coh_group_fail(o->g, COHORT_ERR_NOMEM,
+                              "shm %s #%llu: out of memory for the single copy's scratch (%zu "
+                              "bytes)",
+                              coh_coll_name(o->c->coll), (unsigned long long)o->c->seq, len);
+    return COHORT_OK;
+}
+
+/* Reduces elements [lo, hi) of every rank's send (descriptors of phase p)
+ * a piece of pe elements at a time: each peer's part is read by the kernel
+ * into the scratch, so the reduction reads it from cache; the operands go
+ * to the kernel in rank order, so the result does not depend on which rank
+ * computes it. The result goes to out + lo (my recv), or with to >= 0 into
+ * local rank to's recv (its descriptor's dst) by the kernel. */
+static cohort_status sc_fold(shm_op *o, uint32_t p, const unsigned char *send, size_t lo,
+                             size_t hi, size_t pe, unsigned char *out, int to)
+{
+    coh_shm *s = o->s;
+    const coh_call *c = o->c;
+    size_t es = dt_size[c->dtype];
+    int n = s->n, me = s->me;
+    cohort_status st;
+    coh_reduce3_fn k3 = n == 2 && !coh_avg_wide(c->dtype, c->redop)
+                            ? coh_reduce3_kernel((cohort_dtype)c->dtype, (cohort_op)c->redop)
+                            : NULL;
+    unsigned char *tmp = s->red_scratch + (size_t)(n - 1) * SC_PIECE;
+    for (size_t off = lo; off < hi; off += pe) {
+        size_t len = COH_MIN(pe, hi - off);
+        int k = 0;
+        for (int q = 0; q < n; q++) {
+            if (q == me) {
+                s->srcs[q] = send + off * es;
+                continue;
+            }
+            unsigned char *buf = s->red_scratch + (size_t)k++ * SC_PIECE;
+            sc_desc pd = sc_peer(o, q, p);
+            if ((st = cs_cma_read(o, q, buf, pd.src + off * es, len * es)) != COHORT_OK)
+                return st;
+            s->srcs[q] = buf;
+        }
+        unsigned char *dst = to >= 0 ? tmp : out + off * es;
+        if (k3) /* not a wide AVG: AVG is a SUM here, coh_coll_run divides (avg_div is 0) */
+            k3(dst, s->srcs[0], s->srcs[1], len);
+        else
+            coh_reduce_multi_div(dst, s->srcs, n, len, (cohort_dtype)c->dtype,
+                                 (cohort_op)c->redop, avg_div(s, c));
+        if (to >= 0) {
+            sc_desc td = sc_peer(o, to, p);
+            if ((st = cs_cma_write(o, to, td.dst + off * es, tmp, len * es)) != COHORT_OK)
+                return st;
+        }
+    }
+    return COHORT_OK;
+}
+
+/* reduce: the vector is split on 4 KiB boundaries; the root reduces the
+ * first part (red_share sixteenths) into its recv, and each leaf reduces
+ * an even share of the rest and writes it into the root's recv by the
+ * kernel (sc_fold: every rank reads the others' inputs of its part
+ * straight from their send buffers). The close phase keeps every buffer in
+ * place until no rank reads or writes it. Per byte one kernel copy per
+ * peer and one reduction (plus a kernel write for the leaves' parts),
+ * against three copies through the segment; the root's part is larger as
+ * it does not write (docs/shm.md "Reduce by single copy"). In place (the
+ * root's send is its recv) is safe: each part of the root's buffer is
+ * read and written by one rank only. */
+static unsigned red_share(size_t bytes)
+{
+    /* Session 17, 2 ranks apart, p50 against the root alone: below 64 KiB
+     * the leaf's part costs more than it saves (16 KiB 1.9 -> 2.6 us at
+     * 10/16); 10/16 won at 64-256 KiB (256 KiB 21.6 -> 12.2 us), 9/16
+     * from 1 MiB (1 MiB 57 -> 53 us, 4 MiB 350 -> 314 against 10/16). */
+    return bytes < ((size_t)64 << 10) ? 16 : bytes < ((size_t)1 << 20) ? 10 : 9;
+}
+
+static size_t red_cut(size_t count, int n, int j, size_t al, unsigned root_share)
+{
+    if (j == 0)
+        return 0;
+    if (j >= n)
+        return count;
+    size_t r = count / 16 * root_share + count % 16 * root_share / 16;
+    r = r / al * al;
+    return r + slice_lo(count - r, n - 1, j - 1, al);
+}
+
 static cohort_status red_single(shm_op *o, const unsigned char *send, unsigned char *recv,
                                 size_t count, int root)
 {
@@ -655,45 +751,76 @@ static cohort_status red_single(shm_op *o, const unsigned char *send, unsigned c
     const coh_call *c = o->c;
     size_t es = dt_size[c->dtype], bytes = count * es;
     int n = s->n, me = s->me;
-    sc_desc d = {.src = (uint64_t)(uintptr_t)send, .bytes = bytes};
+    sc_desc d = {.src = (uint64_t)(uintptr_t)send,
+                 .dst = (uint64_t)(uintptr_t)(me == root ? recv : NULL), .bytes = bytes};
     uint32_t p;
-    int staged;
-    cohort_status st = sc_open(o, &d, &p, &staged);
-    if (st != COHORT_OK || me != root)
-        return st != COHORT_OK ? st : sc_sync(o);
-    size_t piece = RED_SC_PIECE / es * es;
-    if (!s->red_scratch) {
-        s->red_scratch = coh_malloc(piece * (size_t)(n - 1));
-        if (!s->red_scratch)
-            return coh_group_fail(o->g, COHORT_ERR_NOMEM,
-                                  "shm reduce #%llu: out of memory for the single copy's "
-                                  "scratch (%zu bytes)",
-                                  (unsigned long long)c->seq, piece * (size_t)(n - 1));
+    int fl;
+    cohort_status st = sc_open(o, &d, &p, &fl);
+    if (st != COHORT_OK || (st = sc_scratch(o)) != COHORT_OK)
+        return st;
+    /* my part: the root's is part 0, the leaves' follow in rank order */
+    int j = me == root ? 0 : 1 + (me < root ? me : me - 1);
+    size_t al = 4096 / es;
+    unsigned share = red_share(bytes);
+    size_t lo = red_cut(count, n, j, al, share), hi = red_cut(count, n, j + 1, al, share);
+    if ((st = sc_fold(o, p, send, lo, hi, SC_PIECE / es, recv, me == root ? -1 : root)) !=
+        COHORT_OK)
+        return st;
+    return sc_sync(o);
+}
+
+/* all_reduce: each rank reduces its slice of the vector (1/n, split on
+ * 4 KiB boundaries) into its own recv, reading the peers' parts of the
+ * slice straight from their send buffers a piece at a time (SC_PIECE,
+ * into the scratch, so the reduction reads them from cache); after the
+ * middle phase every rank reads every peer's reduced slice straight from
+ * the peer's recv. Per byte: two kernel copies and one reduction, against
+ * copy in, reduction, copy out of every slice through the segment
+ * (ar_large). In place is safe: before the middle phase a rank writes only
+ * its own slice of recv, which no peer reads until then; after it, it
+ * overwrites the other slices, which no peer reads any more. The operands
+ * go to the kernel in rank order, so a slice's result does not depend on
+ * which rank computes it. *fallback: every rank returns 1, having
+ * published the open phase only, where the descriptors say the two-copy
+ * path wins (ar_single_wins). */
+static int ar_single_wins(const coh_shm *s, size_t bytes, int inplace)
+{
+    return inplace || bytes < s->ar_oop_to;
+}
+
+static cohort_status ar_single(shm_op *o, const unsigned char *send, unsigned char *recv,
+                               size_t count, int *fallback)
+{
+    coh_shm *s = o->s;
+    const coh_call *c = o->c;
+    size_t es = dt_size[c->dtype], bytes = count * es;
+    int n = s->n, me = s->me;
+    sc_desc d = {.src = (uint64_t)(uintptr_t)send, .dst = (uint64_t)(uintptr_t)recv,
+                 .bytes = bytes, .flags = send == recv ? SC_INPLACE : 0};
+    uint32_t p;
+    int flags;
+    cohort_status st = sc_open(o, &d, &p, &flags);
+    if (st != COHORT_OK)
+        return st;
+    if (!ar_single_wins(s, bytes, (flags & SC_INPLACE) != 0)) {
+        *fallback = 1;
+        return COHORT_OK;
     }
-    coh_reduce3_fn k3 = n == 2 && !coh_avg_wide(c->dtype, c->redop)
-                            ? coh_reduce3_kernel((cohort_dtype)c->dtype, (cohort_op)c->redop)
-                            : NULL;
-    for (size_t off = 0; off < bytes; off += piece) {
-        size_t len = COH_MIN(piece, bytes - off);
-        int k = 0;
-        s->srcs[k++] = send + off;
-        for (int q = 0; q < n; q++) {
-            if (q == me)
-                continue;
-            unsigned char *buf = s->red_scratch + (size_t)(k - 1) * piece;
-            sc_desc pd = sc_peer(o, q, p);
-            if ((st = cs_cma_read(o, q, buf, pd.src + off, len)) != COHORT_OK)
-                return st;
-            s->srcs[k++] = buf;
-        }
-        if (k3) { /* 2 ranks: one pass, out = mine op the leaf's (multi stages each block
-                   * through an accumulator: x0.85-0.92 at 32-512 KiB). Not a wide AVG, so
-                   * AVG is a SUM here and coh_coll_run divides (avg_div is 0). */
-            k3(recv + off, send + off, s->red_scratch, len / es);
-        } else {
-            coh_reduce_multi_div(recv + off, s->srcs, n, len / es, (cohort_dtype)c->dtype,
-                                 (cohort_op)c->redop, avg_div(s, c));
-        }
+    if ((st = sc_scratch(o)) != COHORT_OK)
+        return st;
+    size_t al = 4096 / es;
+    size_t lo = slice_lo(count, n, me, al), hi = slice_lo(count, n, me + 1, al);
+    if ((st = sc_fold(o, p, send, lo, hi, SC_PIECE / es, recv, -1)) != COHORT_OK)
+        return st;
+    if ((st = sc_sync(o)) != COHORT_OK)
+        return st;
+    for (int k = 1; k < n; k++) {
+        int q = (me + k) % n;
+        size_t qlo = slice_lo(count, n, q, al), qhi = slice_lo(count, n, q + 1, al);
+        sc_desc pd = sc_peer(o, q, p);
+        if (qhi > qlo && (st = cs_cma_read(o, q, recv + qlo * es, pd.dst + qlo * es,
+                                           (qhi - qlo) * es)) != COHORT_OK)
+            return st;
     }
     return sc_sync(o);
 }
@@ -709,8 +836,8 @@ static cohort_status sc_single(shm_op *o, const unsigned char *sb, unsigned char
     int n = s->n, me = s->me, am_root = me == root;
     sc_desc d = {.src = (uint64_t)(uintptr_t)sb, .dst = (uint64_t)(uintptr_t)rb, .bytes = bpr};
     uint32_t p;
-    int staged;
-    cohort_status st = sc_open(o, &d, &p, &staged);
+    int fl;
+    cohort_status st = sc_open(o, &d, &p, &fl);
     if (st != COHORT_OK)
         return st;
     size_t share = sc_share(bpr, n);
@@ -746,11 +873,11 @@ static cohort_status a2a_single(shm_op *o, const unsigned char *sb, unsigned cha
     sc_desc d = {.src = (uint64_t)(uintptr_t)sb, .bytes = bpp,
                  .flags = sb == rb ? SC_STAGED : 0};
     uint32_t p;
-    int staged;
-    cohort_status st = sc_open(o, &d, &p, &staged);
+    int fl;
+    cohort_status st = sc_open(o, &d, &p, &fl);
     if (st != COHORT_OK)
         return st;
-    if (staged) {
+    if (fl & SC_STAGED) {
         *fallback = 1;
         return COHORT_OK;
     }
@@ -1002,6 +1129,12 @@ cohort_status coh_shm_all_reduce(coh_shm *s, const coh_call *c, const void *send
     }
     if (bytes <= s->small_bytes)
         return ar_small(&o, send, recv, count);
+    if (shm_cma_use(s, COH_COLL_ALL_REDUCE, bytes)) {
+        int fallback = 0;
+        st = ar_single(&o, send, recv, count, &fallback);
+        if (st != COHORT_OK || !fallback)
+            return st;
+    }
     o.nt = bytes >= s->nt_bytes;
     return op_end(&o, ar_large(&o, send, recv, count));
 }

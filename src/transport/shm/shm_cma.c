@@ -28,8 +28,13 @@
  * all_gather and all_to_all 4 KiB a block x0.90/x1.01, 8 KiB x0.60-0.72;
  * gather and scatter 8 KiB a block x1.12-1.25, 16 KiB x0.68-0.85; from
  * there up to 16 MiB x0.24-0.83 for every op (docs/shm.md, "Single copy";
- * docs/performance.md, "Issue #14: session 16"). send/recv not measured:
- * not taken. */
+ * docs/performance.md, "Issue #14: session 16"). reduce: 24-32 KiB
+ * x0.48-0.56 (session 16); session 17, 4 rounds, p50: 16 KiB x0.89 back to
+ * back and x0.48 OSU style (the two-copy ring lets the leaf return early,
+ * which pays only back to back), 12 KiB x1.1-1.3 back to back; with the
+ * leaf reducing a part too, every size above (x0.44-0.64 at 64 KiB-16 MiB);
+ * all_reduce from 2 MiB (AR_OOP_TO below). send/recv not measured: not
+ * taken. */
 static size_t apart_from(int coll)
 {
     switch (coll) {
@@ -39,23 +44,24 @@ static size_t apart_from(int coll)
     case COH_COLL_BROADCAST:
     case COH_COLL_GATHER:
     case COH_COLL_SCATTER:
-        return (size_t)16 << 10;
     case COH_COLL_REDUCE:
-        return (size_t)24 << 10;
+        return (size_t)16 << 10;
+    case COH_COLL_ALL_REDUCE:
+        return (size_t)2 << 20;
     default:
         return SIZE_MAX;
     }
 }
 
-/* ... and the first size it no longer takes: reduce's single copy is the
- * root's alone (red_single: its kernel copy, then its reduction, while the
- * leaf waits), which loses to the two-copy reduce that splits the work over
- * both cores from 768 KiB (x1.0-1.2 at 768 KiB-16 MiB; 24-32 KiB x0.48-0.56,
- * 128-512 KiB x0.85-0.92; session 16). */
-static size_t apart_to(int coll)
-{
-    return coll == COH_COLL_REDUCE ? (size_t)768 << 10 : SIZE_MAX;
-}
+/* all_reduce apart, out of place, from this size: two copies again (the
+ * descriptors say whether any rank is in place; shm_coll.c ar_single).
+ * Session 17, quiet, 3 rounds, p50 single / two copies: out of place
+ * 2-16 MiB x0.68-0.74, 32 MiB x0.97-1.03, 64 MiB x1.21-1.26 (the peer's
+ * reduced half is read from memory once more); in place 2 MiB x0.93, 4 MiB
+ * x0.72, 8-32 MiB x0.39-0.44, 64 MiB x0.70; below 2 MiB in place
+ * x1.15-1.30 (the second half's lines are shared with the peer that just
+ * read them), out of place 256 KiB-1 MiB x0.75-0.80, 128 KiB x1.4. */
+#define AR_OOP_TO ((size_t)32 << 20)
 
 enum { M_OFF, M_AUTO, M_ON, M_PROBE_FAIL };
 static int mode(void)
@@ -377,6 +383,10 @@ cohort_status shm_cma_agree(shm_op *o)
     unsigned ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER |
                    1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL |
                    1u << COH_COLL_REDUCE | 1u << COH_COLL_SEND;
+    /* all_reduce by single copy (ar_single) was measured only apart (below);
+     * =on takes it too, the probe's win does not. */
+    if (all_want)
+        ops |= 1u << COH_COLL_ALL_REDUCE;
     uint64_t lead_w = atomic_load(&shm_ctl_of(s, 0)->cma_min);
     int lead_set = (lead_w & CMA_MIN_SET) != 0;
     size_t lead_min = (size_t)(lead_w & ~CMA_MIN_SET);
@@ -418,7 +428,8 @@ cohort_status shm_cma_agree(shm_op *o)
     if (apart)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX,
         ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER | 1u << COH_COLL_GATHER |
-              1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL | 1u << COH_COLL_REDUCE;
+              1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL | 1u << COH_COLL_REDUCE |
+              1u << COH_COLL_ALL_REDUCE;
     /* More than 2 ranks per cpu (every rank's V_CROWD; 3 or more ranks):
      * all_to_all takes single copy where the probe keeps two. Each phase of
      * the two-copy all_to_all has every rank fill its whole slot (n-1
@@ -444,8 +455,9 @@ cohort_status shm_cma_agree(shm_op *o)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX;
     for (int k = 0; k < COH_COLL_KIND_COUNT; k++) {
         s->cma_from[k] = apart && !lead_set ? apart_from(k) : s->cma_min;
-        s->cma_to[k] = apart && !lead_set ? apart_to(k) : s->cma_end;
+        s->cma_to[k] = apart && !lead_set ? SIZE_MAX : s->cma_end;
     }
+    s->ar_oop_to = apart && !lead_set ? AR_OOP_TO : SIZE_MAX;
     char speed[192] = "";
     if (all_can && measured)
         snprintf(speed, sizeof speed,
@@ -465,19 +477,20 @@ cohort_status shm_cma_agree(shm_op *o)
     else if (apart && !lead_set)
         snprintf(s->copy_info, sizeof s->copy_info,
                  "broadcast >= %zu B, all_gather >= %zu B per rank, gather and scatter >= %zu B "
-                 "per rank, all_to_all >= %zu B per pair, reduce >= %zu B and < %zu B: single copy "
+                 "per rank, all_to_all >= %zu B per pair, reduce >= %zu B, all_reduce >= %zu B "
+                 "(< %zu B unless in place): single copy "
                  "(process_vm_readv/writev; "
                  "auto: the kernel's copy loses to memcpy at attach's measurement but the 2 ranks "
                  "%s, where one copy by the kernel beats two copies that cross the cores); else "
                  "two copies through the segment%s",
                  apart_from(COH_COLL_BROADCAST), apart_from(COH_COLL_ALL_GATHER),
                  apart_from(COH_COLL_GATHER), apart_from(COH_COLL_ALL_TO_ALL),
-                 apart_from(COH_COLL_REDUCE), apart_to(COH_COLL_REDUCE),
+                 apart_from(COH_COLL_REDUCE), apart_from(COH_COLL_ALL_REDUCE), AR_OOP_TO,
                  bound_apart ? where : "have a cpu each (unbound)", speed);
     else if (apart)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "broadcast, all_gather, gather, scatter, all_to_all, reduce %s per rank "
-                 "(COHORT_SHM_SINGLE_COPY_BYTES): single copy (process_vm_readv/writev; auto: the "
+                 "broadcast, all_gather, gather, scatter, all_to_all, reduce, all_reduce %s per "
+                 "rank (COHORT_SHM_SINGLE_COPY_BYTES): single copy (process_vm_readv/writev; auto: the "
                  "kernel's copy loses to memcpy at attach's measurement but the 2 ranks %s, where "
                  "one copy by the kernel beats two copies that cross the cores); else two copies "
                  "through the segment%s",
@@ -491,10 +504,10 @@ cohort_status shm_cma_agree(shm_op *o)
                  range, speed);
     else if (s->cma)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "broadcast, all_gather, gather, scatter, all_to_all, reduce, send/recv %s per "
-                 "rank: single copy (process_vm_readv/writev, %s); else two copies through the "
-                 "segment%s",
-                 range,
+                 "broadcast, all_gather, gather, scatter, all_to_all, reduce, send/recv%s %s "
+                 "per rank: single copy (process_vm_readv/writev, %s); else two copies through "
+                 "the segment%s",
+                 all_want ? ", all_reduce" : "", range,
                  all_want ? "COHORT_SHM_SINGLE_COPY=on" : "auto: the kernel's copy wins there",
                  speed);
     else if (all_can)
@@ -523,6 +536,8 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
         return bytes <= s->p2p_bytes ? "two copies (send/recv channel, eager)"
                                      : "two copies (send/recv channel, pipelined)";
     }
+    if (coll == COH_COLL_ALL_REDUCE && shm_cma_use(s, coll, bytes) && bytes >= s->ar_oop_to)
+        return "single copy (cma) if any rank is in place, else two copies (segment)";
     if (shm_cma_use(s, coll, bytes))
         return "single copy (cma)";
     return "two copies (segment)";

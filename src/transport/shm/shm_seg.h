@@ -458,10 +458,11 @@ struct coh_shm {
      * 2-rank "apart" sizes (shm_cma.c; agreed at attach) */
     size_t cma_from[COH_COLL_KIND_COUNT];
     size_t cma_to[COH_COLL_KIND_COUNT];
+    size_t ar_oop_to; /* all_reduce with no rank in place: two copies from here */
     size_t cma_end;             /* ... and fewer than this many (SIZE_MAX: no bound);
                                  * auto's per-size rule, agreed at attach */
     uint64_t probe_word;        /* read by peers' probes (its address is published) */
-    char copy_info[512];        /* the copy path and why, for cohort-perf and logs */
+    char copy_info[768];        /* the copy path and why, for cohort-perf and logs */
     /* one-copy broadcasts from cohort_mem_alloc buffers (shm_mem.h):
      * mem_ok: every local rank may take another's descriptors (the attach
      * probe's ptrace verdict) and COHORT_SHM_MEM is not off here; mem_mode:
