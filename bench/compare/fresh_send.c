@@ -6,8 +6,9 @@
  * single-copy rule for 2 ranks apart: docs/shm.md "Single copy").
  * Build: cc -O2 -Iinclude bench/compare/fresh_send.c -Lbuild -lcohort
  * Run:   COHORT_SHM_SINGLE_COPY=off|auto cohortrun -n 2 ./a.out OP BYTES N
- *        (OP: bcast|all_gather|gather|scatter|all_to_all; BYTES: the whole
- *        buffer, nccl-tests' convention) */
+ *        (OP: bcast|all_gather|gather|scatter|all_to_all|send; BYTES: the whole
+ *        buffer, nccl-tests' convention; send: rank 0 sends BYTES to rank 1,
+ *        one way, the time the slower of the two took) */
 #define _GNU_SOURCE
 #include <cohort.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@ int main(int argc,char**argv){
     else if(!strcmp(op,"all_gather")) st=cohort_all_gather(g,sb,rb,per,COHORT_UINT8);
     else if(!strcmp(op,"gather")) st=cohort_gather(g,sb,rb,per,COHORT_UINT8,0);
     else if(!strcmp(op,"scatter")) st=cohort_scatter(g,sb,rb,per,COHORT_UINT8,0);
+    else if(!strcmp(op,"send")) st=r==0?cohort_send(g,sb,B,COHORT_UINT8,1,0):r==1?cohort_recv(g,rb,B,COHORT_UINT8,0,0):COHORT_OK;
     else st=cohort_all_to_all(g,sb,rb,per,COHORT_UINT8);
     double t=now()-t0; if(st){fprintf(stderr,"err %d\n",st);return 2;}
     if(i>=0) tot+=t;
