@@ -401,6 +401,16 @@ void coh_wait_restart(coh_wait *w, uint64_t now);
  * then publish / compare fingerprints out of band (see contract). */
 int coh_wait_slow(const coh_wait *w);
 
+/* Where a call's input starts: in place (send == recv) an all_gather's or a
+ * gather's input is this rank's block of recv (COHORT_DEBUG=buffers hashes
+ * it there; the algorithms read it there, algos.c own_block). */
+static inline const void *coh_call_input(const cohort_group *g, const coh_call *c, size_t esz)
+{
+    if (c->send == c->recv && (c->coll == COH_COLL_ALL_GATHER || c->coll == COH_COLL_GATHER))
+        return (const char *)c->recv + (size_t)g->rank * c->count * esz;
+    return c->send;
+}
+
 /* The call's peer `peer` is known dead (EOF, pidfd, lease): fails g with
  * COHORT_ERR_PEER_LOST naming rank and host. */
 cohort_status coh_group_peer_lost(cohort_group *g, int peer, const char *how);

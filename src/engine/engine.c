@@ -77,10 +77,11 @@ static cohort_status check_buffers(cohort_group *g, coh_call *c, const char *whe
     else if (c->coll == COH_COLL_BROADCAST && g->rank != c->root)
         return COHORT_OK;
     /* In place, the output legitimately changes the buffer once the call
-     * runs: only the issue->start window can be checked. */
+     * runs: only the issue->start window can be checked (an all_gather's
+     * and a gather's own block stays, but the forms are treated alike). */
     if (c->send == c->recv && strcmp(when, "start"))
         return COHORT_OK;
-    if (coh_hash64(c->send, n, 0) == c->in_sum)
+    if (coh_hash64(coh_call_input(g, c, esz), n, 0) == c->in_sum)
         return COHORT_OK;
     /* A group failure, not a local one: the peers of a call that will not
      * run (or ran on torn data) must not wait for it. */

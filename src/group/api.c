@@ -182,10 +182,13 @@ static cohort_status check_args(cohort_group *g, const coh_call *c)
 }
 
 /* The in-place forms whose input gets a private copy (coh_call.scratch):
- * one test of the kind per call, before the buffers are compared. */
+ * one test of the kind per call, before the buffers are compared. Not
+ * all_gather and gather: in place their input is this rank's block of
+ * recv, which the call never writes, and every algorithm reads it there
+ * (own_block, algos.c; the copy made an in-place all_gather 2-2.8x slower
+ * than out of place on the segment, session 17). */
 #define INPLACE_COPIED                                                                             \
-    (1u << COH_COLL_ALL_GATHER | 1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER |                  \
-     1u << COH_COLL_REDUCE_SCATTER | 1u << COH_COLL_ALL_TO_ALL)
+    (1u << COH_COLL_SCATTER | 1u << COH_COLL_REDUCE_SCATTER | 1u << COH_COLL_ALL_TO_ALL)
 _Static_assert(COH_COLL_KIND_COUNT <= 32, "INPLACE_COPIED is a 32-bit mask of kinds");
 
 typedef __typeof__(((cohort_group *)0)->site_memo[0]) site_memo_t;
@@ -243,9 +246,6 @@ static COH_COLD cohort_status inplace_copy(cohort_group *g, coh_call *c)
 {
     size_t in = input_bytes(g, c, coh_dtype_size(c->dtype));
     const char *src = c->send;
-    /* all_gather / gather in place: my part already sits at my slot. */
-    if (c->coll == COH_COLL_ALL_GATHER || c->coll == COH_COLL_GATHER)
-        src += (size_t)g->rank * c->count * coh_dtype_size(c->dtype);
     c->scratch = coh_malloc(in ? in : 1);
     if (!c->scratch)
         return invalid(g, c, "out of memory for the in-place copy (%zu bytes)", in);
@@ -292,7 +292,8 @@ static cohort_status issue_owned(cohort_group *g, coh_call *c, cohort_work **wor
             return st;
     }
     if (g->debug_buffers && c->send)
-        c->in_sum = coh_hash64(c->send, input_bytes(g, c, coh_dtype_size(c->dtype)), 0);
+        c->in_sum = coh_hash64(coh_call_input(g, c, coh_dtype_size(c->dtype)),
+                               input_bytes(g, c, coh_dtype_size(c->dtype)), 0);
     return coh_engine_submit(g, c, work);
 }
 
