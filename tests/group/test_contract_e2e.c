@@ -627,6 +627,18 @@ static int rank_buffers(int rank, void *arg)
     RANK_PASS(cohort_all_reduce_async(ctl, in, out, 1 << 16, COHORT_FLOAT32, COHORT_SUM, &w2), ctl);
     RANK_PASS(cohort_work_wait(w2, -1), ctl);
     cohort_work_free(w2);
+    /* ... and an in-place all_gather, whose input is its own block of recv
+     * (hashed there, not at recv's start, which the call overwrites) */
+    static float ag[2 * 1024];
+    for (int i = 0; i < 1024; i++)
+        ag[rank * 1024 + i] = (float)(rank * 1000 + i);
+    RANK_PASS(cohort_all_gather_async(ctl, ag, ag, 1024, COHORT_FLOAT32, &w2), ctl);
+    RANK_PASS(cohort_work_wait(w2, -1), ctl);
+    cohort_work_free(w2);
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 1024; i++)
+            RANK_CHECK(ag[k * 1024 + i] == (float)(k * 1000 + i), "block %d [%d] = %g", k, i,
+                       (double)ag[k * 1024 + i]);
     cohort_finalize(ctl);
     cohort_finalize(g);
     return 0;
