@@ -175,7 +175,12 @@ END_TEST
 /* The root's buffer is not readable for its whole length (its tail is
  * PROT_NONE): the single copy fails with EFAULT on whichever rank touches
  * it, and every rank returns COHORT_ERR_INVALID naming the failed copy -
- * no hang, no success with half the data. */
+ * no hang, no success with half the data. Mode 0: a broadcast's buffer;
+ * mode 1: a reduce's recv on the root, whose tail is the leaf's part (the
+ * leaf's process_vm_writev meets it; the root's own part is mapped);
+ * mode 2: an all_reduce's send on rank 0, whose second half (rank 1's
+ * slice, read by rank 1's process_vm_readv) is not mapped. */
+static int badbuf_mode;
 static int badbuf_rank(int rank, void *arg)
 {
     (void)arg;
@@ -183,15 +188,34 @@ static int badbuf_rank(int rank, void *arg)
     cohort_group *g = th_group(rank, 2, 30000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
     RANK_CHECK(g->shm->cma, "single copy not in use: %s", g->shm->copy_info);
-    size_t pg = 4096, bytes = 3 * pg;
+    size_t pg = 4096, bytes = badbuf_mode ? 16 * pg : 3 * pg;
     unsigned char *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                               -1, 0);
     RANK_CHECK(buf != MAP_FAILED, "mmap");
-    memset(buf, 0x5a, pg);
-    if (rank == 0)
-        RANK_CHECK(mprotect(buf + pg, 2 * pg, PROT_NONE) == 0, "mprotect");
-    coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, bytes);
-    st = coh_shm_broadcast(g->shm, &c, buf, bytes, 0);
+    memset(buf, 0x5a, badbuf_mode ? bytes : pg);
+    if (badbuf_mode == 2) {
+        float *out = calloc(bytes / 4, 4);
+        RANK_CHECK(out, "calloc");
+        if (rank == 0)
+            RANK_CHECK(mprotect(buf + 8 * pg, 8 * pg, PROT_NONE) == 0, "mprotect");
+        coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, bytes / 4);
+        st = coh_shm_all_reduce(g->shm, &c, buf, out, bytes / 4);
+        free(out);
+    } else if (badbuf_mode) {
+        /* 64 KiB: the root reduces 10/16 (40 KiB), the leaf writes the rest */
+        float *in = calloc(bytes / 4, 4);
+        RANK_CHECK(in, "calloc");
+        if (rank == 0)
+            RANK_CHECK(mprotect(buf + 10 * pg, 6 * pg, PROT_NONE) == 0, "mprotect");
+        coh_call c = th_call(g, COH_COLL_REDUCE, COHORT_FLOAT32, COHORT_SUM, 0, bytes / 4);
+        st = coh_shm_reduce(g->shm, &c, in, buf, bytes / 4, 0);
+        free(in);
+    } else {
+        if (rank == 0)
+            RANK_CHECK(mprotect(buf + pg, 2 * pg, PROT_NONE) == 0, "mprotect");
+        coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, bytes);
+        st = coh_shm_broadcast(g->shm, &c, buf, bytes, 0);
+    }
     fprintf(stderr, "rank %d: %s: %s\n", rank, cohort_status_name(st), th_errmsg(g));
     /* both returned before either exits (an exit would be a lost peer) */
     atomic_store(&th_sh()->flag[rank], 1);
@@ -206,6 +230,7 @@ static int badbuf_rank(int rank, void *arg)
 
 START_TEST(single_copy_bad_buffer)
 {
+    badbuf_mode = _i;
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 20000,
                   .extra_env = "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=4096"};
     int want[2] = {0, 0};
@@ -1068,7 +1093,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, sigkill_large);
     tcase_add_loop_test(tc, sigkill_single_copy, 0, 9);
     tcase_add_loop_test(tc, single_copy_scratch_oom, 0, 2);
-    tcase_add_test(tc, single_copy_bad_buffer);
+    tcase_add_loop_test(tc, single_copy_bad_buffer, 0, 3);
     tcase_add_test(tc, sigstop_timeout);
     tcase_add_loop_test(tc, no_leaks, 0, 3);
     tcase_add_loop_test(tc, impostor_refused, 0, 2);
