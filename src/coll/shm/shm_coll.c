@@ -161,11 +161,32 @@ static void copy_big(void *dst, const void *src, size_t n, int nt)
 }
 
 
+/* 4-8 KiB on Intel: glibc's memcpy (`rep movsb` there) moves lines the
+ * other core just wrote faster than the vector loops - 2 ranks apart,
+ * session 17, p50: gather and scatter of 8 KiB a rank 1.33-1.40 -> 0.88-0.93
+ * us, broadcast 8 KiB 1.24 -> 0.90, all_gather 4 KiB a rank 1.75 -> 1.24;
+ * 2 KiB and 16 KiB copies were even or slower with it. Not on AMD: the
+ * `rep movsb` cliff above (this Intel host copies 150-240 GB/s cached at
+ * every offset, bench: results/2026-12-04-s17-memcpy). */
+#define COPY_REP_MIN 4096
+#define COPY_REP_MAX 8192
+static int rep_ok(void)
+{
+#if defined(__x86_64__)
+    static int intel = -1; /* benign race: every thread computes the same */
+    if (intel < 0)
+        intel = __builtin_cpu_is("intel") ? 1 : 0;
+    return intel;
+#else
+    return 0;
+#endif
+}
+
 static inline void copy_fast(void *dst, const void *src, size_t n)
 {
     if (n <= SHM_RING_INLINE) /* an 8 B all_reduce's input: no libc call */
         coh_small_copy(dst, src, n);
-    else if (n < COPY_VEC_MIN)
+    else if (n < COPY_VEC_MIN || (n >= COPY_REP_MIN && n <= COPY_REP_MAX && rep_ok()))
         memcpy(dst, src, n);
     else
         copy_big(dst, src, n, 0);
