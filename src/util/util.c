@@ -1,5 +1,6 @@
-/* util.c - logging, clocks, error detail, allocation hooks, env parsing. */
+/* util.c - logging, clocks, error detail, allocation hooks, env parsing, small copies. */
 #include "util.h"
+#include "util/bytes.h"
 #include "util/tclock.h"
 
 #include <errno.h>
@@ -10,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -404,4 +408,25 @@ cohort_status coh_random(void *buf, size_t n)
         n -= (size_t)r;
     }
     return COHORT_OK;
+}
+
+/* ---- coh_copy_narrow (util/bytes.h) ---- */
+void coh_copy_narrow(void *dst, const void *src, size_t n)
+{
+    unsigned char *d = dst;
+    const unsigned char *s = src;
+#if defined(__x86_64__)
+    if (n >= 32 && n <= 64) { /* every load before any store: overlap is safe too */
+        __m128i a = _mm_loadu_si128((const __m128i *)s);
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(s + n - 32));
+        __m128i e = _mm_loadu_si128((const __m128i *)(s + n - 16));
+        _mm_storeu_si128((__m128i *)d, a);
+        _mm_storeu_si128((__m128i *)(d + 16), b);
+        _mm_storeu_si128((__m128i *)(d + n - 32), c);
+        _mm_storeu_si128((__m128i *)(d + n - 16), e);
+        return;
+    }
+#endif
+    memmove(d, s, n);
 }

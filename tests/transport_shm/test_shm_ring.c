@@ -211,7 +211,7 @@ static cohort_status ga(cohort_group *g, const unsigned char *send, int root, si
 /* rank r's element j of call i (small: sums of 8 fit every type) */
 static int rv(int r, int i, size_t j) { return (int)((r * 7 + i * 3 + (int)j) % 5); }
 
-static const size_t rsizes[] = {0, 1, 8, 24, 33, 100, 1000, 2000, 5000};
+static const size_t rsizes[] = {0, 1, 8, 24, 33, 48, 64, 100, 1000, 2000, 5000};
 
 static int rooted_rank(int rank, void *arg)
 {
