@@ -198,7 +198,6 @@ static inline void copy_fast(void *dst, const void *src, size_t n)
         copy_big(dst, src, n, 0);
 }
 
-/* Copy into recv: streaming when the call is large (o->nt). */
 /* A gather or reduce leaf's payload into its ring slot and the root's copy
  * out of it: 33-64 bytes by 16-byte moves (coh_copy_narrow, out of line),
  * the rest as CPY (docs/shm.md "Ring copies of 33-64 B"). Not in
@@ -212,6 +211,7 @@ static COH_INLINE void ring_copy(void *dst, const void *src, size_t n)
         CPY(dst, src, n);
 }
 
+/* Copy into recv: streaming when the call is large (o->nt). */
 #define OUT(o, d, s, n)                                                                            \
     do {                                                                                           \
         size_t m_ = (n);                                                                           \
