@@ -22,8 +22,12 @@
 #                  CPU); with bind, the two modes an unbound launch can be in
 #       bc_NAME    COHORT_ALGO_BROADCAST=NAME (e.g. bc_tree, bc_tree_rdv, bc_flat); the
 #                  other collectives keep their selection
+#       cc_NAME    COHORT_TCP_CONGESTION=NAME (cc_system: the system's algorithm on
+#                  every connection, as before 2026-12-04; cc_reno, cc_cubic, cc_bbr)
 #       ompi       Open MPI, pml ob1, btl tcp,self (run.sh's flags and binding)
 #   OPS=all_gather,all_reduce,broadcast SIZES=8,1048576,4194304 T=0.1
+#   OSU=1   OSU style: a barrier between iterations, the op alone timed (cohort-perf
+#           --osu, mpi_coll_bench -o)
 #
 # Prints per configuration, op and size: each variant's median over launches of
 # the launch's mean time (nccl-tests' time column, run.sh's measure), with the
@@ -38,6 +42,9 @@ VARIANTS=${VARIANTS:-"default spin200 slice128k bind ompi"}
 OPS=${OPS:-all_gather,all_reduce,broadcast}
 SIZES=${SIZES:-8,1048576,4194304}
 T=${T:-0.1}
+OSU=${OSU:-}
+OSU_MPI=() OSU_COH=() MODE=back-to-back
+[ -n "$OSU" ] && OSU_MPI=(-o) OSU_COH=(--osu) MODE=osu
 MOPS=$(echo "$OPS" | sed 's/all_reduce/allreduce/; s/all_gather/allgather/; s/broadcast/bcast/; s/reduce_scatter/reduce_scatter/')
 
 NS_A=cohtkA$$ NS_B=cohtkB$$ IP_A=10.233.0.1 IP_B=10.233.0.2
@@ -70,7 +77,7 @@ if [ -z "$SUMMARIZE_ONLY" ]; then
     mpicc.openmpi -O2 -o "$TMP/mpi_coll_bench" /work/shared/peers/coll/mpi_coll_bench.c 2>/dev/null ||
         mpicc.openmpi -O2 -o "$TMP/mpi_coll_bench" "${PEERS_SRC:-/work/shared/peers/coll}/mpi_coll_bench.c" || exit 2
     printf 'rank 0=%s slot=0\nrank 1=%s slot=1\n' $IP_A $IP_B > "$TMP/rankfile"
-    ab_info "# configs: $CONFIGS  variants: $VARIANTS  ops: $OPS  sizes: $SIZES  T=$T  rounds: $ROUNDS" \
+    ab_info "# configs: $CONFIGS  variants: $VARIANTS  ops: $OPS  sizes: $SIZES  T=$T  rounds: $ROUNDS  mode: $MODE" \
         "# open mpi: $(mpirun.openmpi --version 2>&1 | head -1)  pml ob1, btl tcp,self; 2 ranks bound one per core" \
         "# net.ipv4.tcp_congestion_control=$(sysctl -n net.ipv4.tcp_congestion_control) tcp_rmem=$(sysctl -n net.ipv4.tcp_rmem | tr '\t' ' ') tcp_wmem=$(sysctl -n net.ipv4.tcp_wmem | tr '\t' ' ')"
 fi
@@ -86,6 +93,7 @@ variant() {
         bind) ts0=(taskset -c 0) ts1=(taskset -c 1) ;;
         colo) ts0=(taskset -c 1) ts1=(taskset -c 1) ;;
         bc_*) env=(COHORT_ALGO_BROADCAST=${v#bc_}) ;;
+        cc_*) env=(COHORT_TCP_CONGESTION=${v#cc_}) ;;
         default | ompi) ;;
         *) echo "unknown variant $v" >&2; return 1 ;;
     esac
@@ -96,14 +104,14 @@ variant() {
                 timeout 300 ip netns exec $NS_A mpirun.openmpi --host $IP_A:1,$IP_B:1 -n 2 \
                     --rankfile "$TMP/rankfile" --mca plm_rsh_agent "$TMP/ns_rsh" \
                     --mca oob_tcp_if_include coh0 --mca pml ob1 --mca btl tcp,self \
-                    --mca btl_tcp_if_include coh0 "$TMP/mpi_coll_bench" -c "$MOPS" -s "$SIZES" -t "$T" -l ompi
+                    --mca btl_tcp_if_include coh0 "$TMP/mpi_coll_bench" "${OSU_MPI[@]}" -c "$MOPS" -s "$SIZES" -t "$T" -l ompi
             else
                 timeout 300 mpirun.openmpi -n 2 --bind-to core --mca pml ob1 --mca btl tcp,self \
-                    --mca btl_tcp_if_include lo "$TMP/mpi_coll_bench" -c "$MOPS" -s "$SIZES" -t "$T" -l ompi
+                    --mca btl_tcp_if_include lo "$TMP/mpi_coll_bench" "${OSU_MPI[@]}" -c "$MOPS" -s "$SIZES" -t "$T" -l ompi
             fi
             continue
         fi
-        local args=(--transport tcp --coll "$OPS" --sizes "$SIZES" --time "$T" --in-place no --percentiles -l "$v")
+        local args=(--transport tcp --coll "$OPS" --sizes "$SIZES" --time "$T" --in-place no --percentiles "${OSU_COH[@]}" -l "$v")
         if [ "$cfg" = netns2 ]; then
             local port=$((20000 + RANDOM % 20000)) tok
             tok=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')

@@ -10,6 +10,20 @@
 #include "coll/coll.h"
 #include "transport/shm/shm.h"
 #include "transport/shm/shm_mem.h"
+#include "transport/tcp/tcp.h"
+
+/* "tcp sockets (congestion control reno on 1 (...))": what decides a tcp
+ * transfer's pacing, from the sockets themselves. */
+static const char *tcp_text(const cohort_group *g, char *out, size_t len)
+{
+    if (g->size < 2)
+        return "-";
+    char cc[200] = "";
+    if (g->net)
+        coh_net_cc_info(g->net, cc, sizeof cc);
+    snprintf(out, len, "tcp sockets%s%s%s", cc[0] ? " (" : "", cc, cc[0] ? ")" : "");
+    return out;
+}
 
 /* "; this machine: 4 ranks on 2 cpus (their cpu sets): ranks outnumber
  * cpus": what the rules that compare ranks with cpus read (g->oversub,
@@ -60,15 +74,14 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
          * pair's channel in the segment, or tcp) and to other hosts (tcp) */
         size_t es = cohort_dtype_size(dt);
         size_t bytes = count > SIZE_MAX / (es ? es : 1) ? SIZE_MAX : count * es;
-        char mach[160];
+        char mach[160], tcp[256];
         machine_text(g, mach, sizeof mach);
         snprintf(buf, len,
                  "algorithm p2p; transport %s (%d ranks, %d on this host, %d hosts%s); copy: %s%s%s",
                  g->shm ? (g->local_size == g->size ? "shm" : "shm + tcp")
                         : g->size > 1 ? "tcp" : "-",
                  g->size, g->local_size, g->n_hosts, mach,
-                 g->shm ? coh_shm_copy_path(g->shm, coll, bytes)
-                        : g->size > 1 ? "tcp sockets" : "-",
+                 g->shm ? coh_shm_copy_path(g->shm, coll, bytes) : tcp_text(g, tcp, sizeof tcp),
                  g->shm ? "; " : "", g->shm ? coh_shm_copy_info(g->shm) : "");
         if (g->shm) {
             size_t n = strlen(buf);
@@ -97,9 +110,16 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
             coh_mem_heap_describe(g->shm, bytes, heap, sizeof heap);
         snprintf(copy, sizeof copy, "%s%s; %s", heap, coh_shm_copy_path(g->shm, coll, bytes),
                  coh_shm_copy_info(g->shm));
+        if (g->net && g->n_hosts > 1) { /* the hosts' legs */
+            char tcp[256];
+            size_t o = strlen(copy);
+            snprintf(copy + o, sizeof copy - o, "; between hosts: %s", tcp_text(g, tcp, sizeof tcp));
+        }
     }
-    else
-        snprintf(copy, sizeof copy, "%s", g->size > 1 ? "tcp sockets" : "-");
+    else {
+        char tcp[256];
+        snprintf(copy, sizeof copy, "%s", tcp_text(g, tcp, sizeof tcp));
+    }
     char mach[160];
     machine_text(g, mach, sizeof mach);
     snprintf(buf, len,

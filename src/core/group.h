@@ -158,6 +158,8 @@ typedef struct coh_transport_ref {
 typedef struct coh_peer {
     int host;           /* index into hosts */
     int local_index;    /* index among ranks of its host, in group-rank order */
+    int other_machine;  /* on another machine (kernel): hostname/boot id differ, not
+                         * only the network namespace; 0 for groups built by hand */
     int32_t pid;
     char addr[80];      /* tcp listen address "ip:port" */
 } coh_peer;

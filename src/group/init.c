@@ -555,8 +555,11 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     const char *mine = ids[g->rank], *cut = strstr(mine, "/netns:");
     size_t mlen = cut ? (size_t)(cut - mine) : strlen(mine);
     g->machine_size = 0;
-    for (int r = 0; r < n; r++)
-        g->machine_size += !strncmp(ids[r], mine, mlen) && (ids[r][mlen] == 0 || ids[r][mlen] == '/');
+    for (int r = 0; r < n; r++) {
+        int same = !strncmp(ids[r], mine, mlen) && (ids[r][mlen] == 0 || ids[r][mlen] == '/');
+        g->peers[r].other_machine = !same;
+        g->machine_size += same;
+    }
     /* Every rank's cpu set, or (some record without one: an older
      * library) none, so that every rank counts alike. */
     const char *const *cs = all_sets ? (const char *const *)sets : NULL;

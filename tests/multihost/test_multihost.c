@@ -1,9 +1,11 @@
 /* test_multihost.c - cohort across "hosts" made of network namespaces and
  * veth pairs (3 hosts x 2 ranks): shm inside a host, tcp between hosts,
  * hierarchical algorithms; the collectives matrix in a reduced form; a host's
- * link taken down mid-job and brought back. The namespaces are created and
- * removed by the test (also when it fails). */
+ * link taken down mid-job and brought back; the congestion control of
+ * connections within a machine and to another one. The namespaces are
+ * created and removed by the test (also when it fails). */
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +199,56 @@ START_TEST(partition_then_restart)
 }
 END_TEST
 
+/* ---- congestion control: reno within a machine, the system's to others ---- */
+
+/* Host 2's ranks take another hostname in a UTS namespace of their own: to
+ * the others they are another machine (the host id is hostname/boot id/
+ * netns). With COHORT_TRANSPORT=tcp every pair has a connection; auto gives
+ * reno to the ranks of one machine (namespaces joined by veth included) and
+ * leaves the system's algorithm to the other machine's, and cohort_describe
+ * reports what each socket runs. */
+static int rank_cc(int rank, void *arg)
+{
+    const char *sys = arg;
+    if (rank / PER_HOST == 2)
+        RANK_CHECK(unshare(CLONE_NEWUTS) == 0 && sethostname("cohmh-other", 11) == 0,
+                   "another hostname");
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    char d[1024], want[128];
+    RANK_PASS(cohort_describe(g, "all_reduce", 1 << 20, COHORT_FLOAT32, d, sizeof d), g);
+    int same = rank / PER_HOST == 2 ? PER_HOST - 1 : N - PER_HOST - 1, other = N - 1 - same;
+    if (!strcmp(sys, "reno"))
+        snprintf(want, sizeof want, "congestion control reno on %d (", N - 1);
+    else if (rank / PER_HOST == 2) /* peers by rank: the other machine's first */
+        snprintf(want, sizeof want, "congestion control %s on %d, reno on %d (", sys, other, same);
+    else
+        snprintf(want, sizeof want, "congestion control reno on %d, %s on %d (", same, sys, other);
+    RANK_CHECK(strstr(d, want), "expected \"%s\" in: %s", want, d);
+    float x = 1, y = 0;
+    RANK_PASS(cohort_all_reduce(g, &x, &y, 1, COHORT_FLOAT32, COHORT_SUM), g);
+    RANK_CHECK(y == N, "sum %g", y);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(congestion_by_machine)
+{
+    static char sys[64] = "";
+    FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+    ck_assert(f && fgets(sys, sizeof sys, f));
+    fclose(f);
+    sys[strcspn(sys, "\n")] = 0;
+    setup();
+    cht_opts o = {.nranks = N, .deadline_ms = 60000, .netns = rank_ns,
+                  .master_addr = cht_netns_ip(NET, 0), .extra_env = "COHORT_TRANSPORT=tcp"};
+    cht_result r;
+    cht_run_ranks(&o, rank_cc, sys, &r);
+    teardown();
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     if (geteuid() != 0) {
@@ -208,6 +260,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(tc, 200);
     tcase_add_loop_test(tc, matrix_across_hosts, 0, (int)(sizeof matrix_env / sizeof matrix_env[0]));
     tcase_add_test(tc, partition_then_restart);
+    tcase_add_test(tc, congestion_by_machine);
     suite_add_tcase(s, tc);
     return s;
 }

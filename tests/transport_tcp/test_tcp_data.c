@@ -1,7 +1,8 @@
 /*
  * test_tcp_data.c - tcp transport data path: sizes, concurrency (no
  * deadlock on full socket buffers), unexpected messages, p2p tag matching,
- * unexpected-message budget, clean close.
+ * unexpected-message budget, clean close, the congestion control each
+ * connection gets (COHORT_TCP_CONGESTION).
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -10,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "fixture.h"
@@ -935,6 +938,190 @@ START_TEST(listen_out_of_memory)
 }
 END_TEST
 
+/* ---- congestion control (COHORT_TCP_CONGESTION): what each socket runs ---- */
+
+/* The first word of a /proc/sys/net/ipv4 file ("" when unreadable). */
+static void sys_cc(const char *file, char *out, size_t len)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/proc/sys/net/ipv4/%s", file);
+    out[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (f && fgets(out, (int)len, f))
+        out[strcspn(out, "\n")] = 0;
+    if (f)
+        fclose(f);
+}
+
+typedef struct cc_case {
+    const char *env;  /* the ranks' environment */
+    const char *want; /* the algorithm every connection runs; NULL: the system's */
+    int own_ip;       /* publish a non-loopback address of this host (MASTER_ADDR) */
+} cc_case;
+
+static const cc_case cc_cases[] = {
+    {NULL, "reno", 0},                           /* auto, loopback */
+    {"COHORT_TCP_CONGESTION=auto", "reno", 1},   /* auto, this host's own address */
+    {"COHORT_TCP_CONGESTION=system", NULL, 0},   /* never set */
+    {"COHORT_TCP_CONGESTION=reno", "reno", 1},   /* named */
+};
+
+static int cc_body(tf_rank *r)
+{
+    const char *want = r->arg;
+    if (tf_connect(r))
+        return 1;
+    int peer = 1 - r->rank;
+    char got[32] = "";
+    socklen_t l = sizeof got - 1;
+    TF_CHECK(r, getsockopt(r->net->c[peer].fd, IPPROTO_TCP, TCP_CONGESTION, got, &l) == 0,
+             "getsockopt TCP_CONGESTION");
+    got[l < sizeof got ? l : sizeof got - 1] = 0;
+    TF_CHECK(r, !strcmp(got, want), "connection runs %s, expected %s", got, want);
+    char info[256];
+    coh_net_cc_info(r->net, info, sizeof info);
+    char expect[64];
+    snprintf(expect, sizeof expect, "congestion control %s on 1 ", want);
+    TF_CHECK(r, !strncmp(info, expect, strlen(expect)), "cc info: %s", info);
+    /* data still flows both ways, past the socket buffers */
+    size_t len = 3u << 20;
+    unsigned char *b = malloc(len);
+    TF_CHECK(r, b, "malloc");
+    for (int k = 0; k < 2; k++) {
+        coh_call c = tf_call((uint64_t)k + 1, COH_COLL_BROADCAST, COHORT_UINT8, -1, k, 0, len);
+        if (r->rank == k) {
+            tf_fill(b, len, (uint64_t)k + 40);
+            TF_OK(r, tf_send(r, &c, COLL, peer, b, len, 0));
+        } else {
+            TF_OK(r, tf_recv(r, &c, COLL, peer, b, len, 0));
+            TF_CHECK(r, tf_check(b, len, (uint64_t)k + 40) < 0, "data differs");
+        }
+    }
+    free(b);
+    return 0;
+}
+
+START_TEST(congestion_control)
+{
+    const cc_case *cc = &cc_cases[_i];
+    char sys[64], env[256] = "", ip[64] = "";
+    sys_cc("tcp_congestion_control", sys, sizeof sys);
+    ck_assert_msg(sys[0], "no /proc/sys/net/ipv4/tcp_congestion_control");
+    if (cc->own_ip) {
+        struct ifaddrs *ifs, *i;
+        ck_assert(getifaddrs(&ifs) == 0);
+        for (i = ifs; i && !ip[0]; i = i->ifa_next)
+            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+                struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+                if ((ntohl(a.s_addr) >> 24) != 127)
+                    inet_ntop(AF_INET, &a, ip, sizeof ip);
+            }
+        freeifaddrs(ifs);
+        if (!ip[0]) {
+            fprintf(stderr, "congestion_control: no non-loopback IPv4 address, case %d skipped\n",
+                    _i);
+            return;
+        }
+    }
+    snprintf(env, sizeof env, "%s%s%s%s", cc->env ? cc->env : "", cc->env && ip[0] ? ";" : "",
+             ip[0] ? "MASTER_ADDR=" : "", ip);
+    tf_opts o = {.nranks = 2, .env = env[0] ? env : NULL};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, cc_body, (void *)(cc->want ? cc->want : sys), &res);
+    fprintf(stderr, "congestion_control (%s): %s <-> %s, system's %s\n", env, sh->addr[0],
+            sh->addr[1], sys);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
+/* listen in this process with COHORT_TCP_CONGESTION=value: the status, the
+ * message in msg */
+static cohort_status cc_listen(const char *value, char *msg, size_t len)
+{
+    static cohort_group g;
+    memset(&g, 0, sizeof g);
+    g.rank = 0;
+    g.size = 2;
+    g.generation = 1;
+    g.timeout_ms = 1000;
+    snprintf(g.job_id, sizeof g.job_id, "cc");
+    g.token = "t";
+    pthread_mutex_init(&g.err_mu, NULL);
+    setenv("COHORT_TCP_CONGESTION", value, 1);
+    coh_net *n = NULL;
+    char addr[80];
+    cohort_status st = coh_net_listen(&g, &n, addr, sizeof addr);
+    unsetenv("COHORT_TCP_CONGESTION");
+    snprintf(msg, len, "%s", st == COHORT_OK ? "" : coh_tls_err()->msg);
+    coh_net_destroy(n);
+    return st;
+}
+
+/* A name the kernel lacks, a malformed one, one too long: INVALID at start,
+ * naming the variable; never a silent fallback to the system's. */
+START_TEST(congestion_control_invalid)
+{
+    static const char *bad[] = {"nosuchcc", "Reno", "reno;bbr", "", "0123456789abcdefg"};
+    for (size_t k = 0; k < COH_ARRAY_LEN(bad); k++) {
+        char msg[512];
+        cohort_status st = cc_listen(bad[k], msg, sizeof msg);
+        if (!bad[k][0]) { /* empty: auto, as unset */
+            ck_assert_msg(st == COHORT_OK, "empty: %s", msg);
+            continue;
+        }
+        ck_assert_msg(st == COHORT_ERR_INVALID, "%s: %s", bad[k], cohort_status_name(st));
+        ck_assert_msg(strstr(msg, "COHORT_TCP_CONGESTION=") && strstr(msg, bad[k]), "%s: %s",
+                      bad[k], msg);
+    }
+    char msg[512];
+    ck_assert(cc_listen("nosuchcc", msg, sizeof msg) == COHORT_ERR_INVALID);
+    ck_assert_msg(strstr(msg, "available:"), "%s", msg);
+}
+END_TEST
+
+/* An algorithm the kernel has but does not allow an unprivileged process
+ * (the allowed list is the system's default plus reno unless root widened
+ * it): INVALID naming the variable, in a child that gave up root. */
+START_TEST(congestion_control_not_allowed)
+{
+    char avail[256], allowed[256], pick[32] = "";
+    sys_cc("tcp_available_congestion_control", avail, sizeof avail);
+    sys_cc("tcp_allowed_congestion_control", allowed, sizeof allowed);
+    for (char *save = NULL, *w = strtok_r(avail, " ", &save); w && !pick[0];
+         w = strtok_r(NULL, " ", &save)) {
+        char pad[300];
+        snprintf(pad, sizeof pad, " %s ", allowed);
+        char needle[40];
+        snprintf(needle, sizeof needle, " %s ", w);
+        if (!strstr(pad, needle))
+            snprintf(pick, sizeof pick, "%s", w);
+    }
+    if (!pick[0] || geteuid() != 0) {
+        fprintf(stderr, "congestion_control_not_allowed: %s, skipped\n",
+                geteuid() ? "not root (cannot drop to an unprivileged uid)"
+                          : "every available algorithm is allowed here");
+        return;
+    }
+    pid_t p = fork();
+    ck_assert(p >= 0);
+    if (p == 0) {
+        if (setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
+            _exit(10);
+        char msg[512];
+        cohort_status st = cc_listen(pick, msg, sizeof msg);
+        if (st != COHORT_ERR_INVALID || !strstr(msg, "not allowed")) {
+            fprintf(stderr, "%s as nobody: %s: %s\n", pick, cohort_status_name(st), msg);
+            _exit(11);
+        }
+        _exit(0);
+    }
+    int ws = 0;
+    ck_assert(waitpid(p, &ws, 0) == p);
+    ck_assert_msg(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "child: %d", ws);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("transport_tcp_data");
@@ -957,6 +1144,9 @@ static Suite *suite(void)
     tcase_add_test(t, empty_message_flood_bounded);
     tcase_add_test(t, clean_close_then_lost);
     tcase_add_loop_test(t, published_address, 0, 2);
+    tcase_add_loop_test(t, congestion_control, 0, (int)COH_ARRAY_LEN(cc_cases));
+    tcase_add_test(t, congestion_control_invalid);
+    tcase_add_test(t, congestion_control_not_allowed);
     suite_add_tcase(s, t);
     return s;
 }

@@ -195,6 +195,55 @@ void tcp_sockopts(coh_net *n, int fd)
     }
 }
 
+/* Between two sockets of one kernel - loopback, or network namespaces
+ * joined by veth - there is no network to share, and a congestion
+ * controller only paces the sender: BBR, the default on some hosts,
+ * measures a ~2 us minimum RTT there, keeps a few segments in flight and
+ * makes a rank that sends 1 MiB at once wait on every ACK (streaks of
+ * 400 us calls against 120; docs/wire-protocol.md "Connections"). Reno is
+ * allowed to every process. Set once the peer is known (the handshake
+ * names it); it paces this side's sends only, so both ends set it. A
+ * refusal costs speed, never correctness: counted for the report. */
+static void cc_apply(coh_net *n, int fd, int peer)
+{
+    int local = !n->g->peers || !n->g->peers[peer].other_machine;
+    if (n->cc_mode == TCP_CC_NAMED || (n->cc_mode == TCP_CC_AUTO && local))
+        if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, n->cc, (socklen_t)strlen(n->cc)) < 0)
+            n->cc_fail++;
+}
+
+void coh_net_cc_info(const coh_net *n, char *out, size_t len)
+{
+    char name[4][TCP_CC_NAME];
+    int count[4] = {0}, kinds = 0;
+    for (int i = 0; i < n->size; i++) {
+        char got[TCP_CC_NAME] = "";
+        socklen_t l = sizeof got - 1;
+        if (i == n->rank || n->c[i].fd < 0 ||
+            getsockopt(n->c[i].fd, IPPROTO_TCP, TCP_CONGESTION, got, &l) < 0)
+            continue;
+        got[COH_MIN((size_t)l, sizeof got - 1)] = 0;
+        int k = 0;
+        while (k < kinds && strcmp(name[k], got))
+            k++;
+        if (k == kinds && kinds < 4)
+            memcpy(name[kinds++], got, sizeof got);
+        if (k < kinds)
+            count[k]++;
+    }
+    size_t o = (size_t)snprintf(out, len, "congestion control");
+    for (int k = 0; k < kinds && o < len; k++)
+        o += (size_t)snprintf(out + o, len - o, "%s %s on %d", k ? "," : "",
+                              name[k], count[k]);
+    if (o < len)
+        snprintf(out + o, len - o, "%s (%s; the system's %s)%s",
+                 kinds ? "" : " -", n->cc_mode == TCP_CC_AUTO     ? "auto: reno on this machine"
+                                    : n->cc_mode == TCP_CC_SYSTEM ? "COHORT_TCP_CONGESTION=system"
+                                                                  : "COHORT_TCP_CONGESTION",
+                 n->cc_system[0] ? n->cc_system : "unknown",
+                 n->cc_fail ? "; refused on some connections" : "");
+}
+
 /* ---- listen ---- */
 
 /* Tunables, read once per net; a malformed value is an error naming the
@@ -234,7 +283,60 @@ static cohort_status read_env(coh_net *n)
                            "off)",
                            coh_env_str("COHORT_TCP_DUPLEX_SLICE"));
     n->duplex_slice = (size_t)v;
+    const char *cc = coh_env_str("COHORT_TCP_CONGESTION");
+    n->cc_mode = !cc || !*cc || !strcmp(cc, "auto") ? TCP_CC_AUTO
+                 : !strcmp(cc, "system")             ? TCP_CC_SYSTEM
+                                                     : TCP_CC_NAMED;
+    if (n->cc_mode == TCP_CC_NAMED) {
+        size_t l = strlen(cc), ok = l < sizeof n->cc;
+        for (size_t i = 0; ok && i < l; i++)
+            ok = (cc[i] >= 'a' && cc[i] <= 'z') || (cc[i] >= '0' && cc[i] <= '9') || cc[i] == '_';
+        if (!ok)
+            return coh_err_set(NULL, COHORT_ERR_INVALID,
+                               "COHORT_TCP_CONGESTION=%s: expected auto, system or the name of a "
+                               "TCP congestion control algorithm (reno, cubic, bbr, ...)",
+                               cc);
+        memcpy(n->cc, cc, l + 1);
+    }
+    else
+        snprintf(n->cc, sizeof n->cc, "%s", TCP_CC_LOCAL);
     return COHORT_OK;
+}
+
+/* The system's algorithm, then a named one proven on the listener, so that
+ * a name the kernel does not have, or does not allow this process, is an
+ * error at start naming the variable, not a silent default later. */
+static cohort_status cc_setup(coh_net *n)
+{
+    socklen_t l = sizeof n->cc_system - 1;
+    if (getsockopt(n->lfd, IPPROTO_TCP, TCP_CONGESTION, n->cc_system, &l) < 0)
+        n->cc_system[0] = 0;
+    else
+        n->cc_system[COH_MIN((size_t)l, sizeof n->cc_system - 1)] = 0;
+    if (n->cc_mode != TCP_CC_NAMED ||
+        setsockopt(n->lfd, IPPROTO_TCP, TCP_CONGESTION, n->cc, (socklen_t)strlen(n->cc)) == 0)
+        return COHORT_OK;
+    int e = errno;
+    char list[200] = "?";
+    FILE *f = fopen(e == EPERM ? "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+                               : "/proc/sys/net/ipv4/tcp_available_congestion_control",
+                    "re");
+    if (f && fgets(list, sizeof list, f))
+        list[strcspn(list, "\n")] = 0;
+    if (f)
+        fclose(f);
+    if (e == EPERM)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "COHORT_TCP_CONGESTION=%s: not allowed to this process (allowed: %s; "
+                           "root widens /proc/sys/net/ipv4/tcp_allowed_congestion_control)",
+                           n->cc, list);
+    if (e == ENOENT)
+        return coh_err_set(NULL, COHORT_ERR_INVALID,
+                           "COHORT_TCP_CONGESTION=%s: no such congestion control in this kernel "
+                           "(available: %s)",
+                           n->cc, list);
+    return coh_err_sys(NULL, COHORT_ERR_INVALID, "setsockopt TCP_CONGESTION", e,
+                       "COHORT_TCP_CONGESTION=%s", n->cc);
 }
 
 cohort_status coh_net_listen(cohort_group *g, coh_net **out, char *addr, size_t addrlen)
@@ -306,6 +408,9 @@ cohort_status coh_net_listen(cohort_group *g, coh_net **out, char *addr, size_t 
         st = coh_err_sys(NULL, COHORT_ERR_SYSTEM, "socket", errno, "tcp listen");
         goto fail;
     }
+    st = cc_setup(n);
+    if (st != COHORT_OK)
+        goto fail;
     /* Accepted sockets inherit the buffer sizes; they must be set before
      * listen() so the window scale is negotiated for them. */
     if (n->bufsize > 0) {
@@ -464,6 +569,7 @@ static cohort_status establish(coh_net *n, tcp_hs *h)
             return coh_tp_fail_set(n->g, COHORT_ERR_NOMEM,
                                    "tcp: out of memory for the connection to rank %d", h->peer);
     }
+    cc_apply(n, h->fd, h->peer);
     pthread_mutex_lock(&c->wmu);
     c->fd = h->fd;
     c->open = 1;

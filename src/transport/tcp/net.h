@@ -102,6 +102,14 @@ typedef struct tcp_hs {
 #define TCP_SPIN_US_OVERSUB 20
 #define TCP_HS_MAX_IN 64    /* concurrent unauthenticated connections (then the oldest of
                                the busiest source is evicted) */
+/* COHORT_TCP_CONGESTION (docs/wire-protocol.md "Connections"): unset or auto
+ * sets TCP_CC_LOCAL on connections to ranks of this machine (any network
+ * namespace) and leaves the system's choice to other machines; system never
+ * sets one; a name sets it everywhere. */
+enum { TCP_CC_AUTO, TCP_CC_SYSTEM, TCP_CC_NAMED };
+#define TCP_CC_NAME 16 /* the kernel's TCP_CA_NAME_MAX */
+#define TCP_CC_LOCAL "reno"
+
 #define TCP_HS_AUTH_MS 2000 /* an incoming handshake's whole budget, from accept */
 
 struct coh_net {
@@ -116,6 +124,10 @@ struct coh_net {
     int nhs, hs_cap;
     int connected;          /* coh_net_connect succeeded */
     int bufsize;            /* SO_SNDBUF/SO_RCVBUF (0: kernel autotuning) */
+    int cc_mode;            /* COHORT_TCP_CONGESTION: TCP_CC_AUTO, _SYSTEM or _NAMED */
+    char cc[TCP_CC_NAME];   /* _NAMED: the user's algorithm; _AUTO: TCP_CC_LOCAL */
+    char cc_system[TCP_CC_NAME]; /* the system's default (what other sockets get) */
+    int cc_fail;            /* setsockopt(TCP_CONGESTION) refused on a connection */
     int hs_timeout_ms;      /* per unauthenticated connection (capped at TCP_HS_AUTH_MS) */
     long n_evicted;         /* unauthenticated connections evicted for newer ones */
     long n_auth_timeout;    /* ... closed at their deadline */

@@ -60,6 +60,9 @@ void coh_net_get_tx_stats(const coh_net *n, coh_net_tx_stats *out);
 unsigned coh_tcp_spin_default_us(int local_ranks, long cpus);
 /* The spin in force (ns), for tests. */
 uint64_t coh_net_spin_ns(const coh_net *n);
+/* "congestion control reno on 1 (auto: reno to this host; the system's
+ * bbr)": what each connection runs, asked of its socket (cohort_describe). */
+void coh_net_cc_info(const coh_net *n, char *out, size_t len);
 
 /* Its ops table: abort = coh_net_send_abort (not for a peer's abort),
  * wake = coh_net_wake, close_check, destroy. */
