@@ -256,6 +256,9 @@ PTRACE_SCOPE=$(ptrace_scope)
     echo "# cpu: $(lscpu | sed -n 's/^Model name: *//p') x $(nproc)  mem: $(free -g | awk '/Mem:/{print $2}') GiB"
     echo "# cohort: $(git -C "$ROOT" describe --always --dirty 2>/dev/null)  perf: $PERF"
     echo "# uid: $(id -u)  kernel.yama.ptrace_scope: $PTRACE_SCOPE"
+    # TCP: the system's congestion control is what Open MPI's and Gloo's sockets run;
+    # cohort's own choice per connection is in its "copy: tcp sockets (...)" lines
+    echo "# tcp: net.ipv4.tcp_congestion_control=$(sysctl -n net.ipv4.tcp_congestion_control 2>/dev/null)  allowed: $(sysctl -n net.ipv4.tcp_allowed_congestion_control 2>/dev/null)  tcp_rmem: $(sysctl -n net.ipv4.tcp_rmem 2>/dev/null | tr '\t' ' ')  tcp_wmem: $(sysctl -n net.ipv4.tcp_wmem 2>/dev/null | tr '\t' ' ')  COHORT_TCP_CONGESTION=${COHORT_TCP_CONGESTION:-unset}"
     echo "# open mpi: $(mpirun.openmpi --version 2>&1 | head -1)"
     echo "# open mpi: $(ompi_info --param btl vader --level 9 2>/dev/null | grep -o 'btl_vader_single_copy_mechanism" (current value: "[a-z]*", data source: [a-z]*' | tr -d '"')"
     echo "# open mpi: system MCA params: $(grep -v '^#' /etc/openmpi/openmpi-mca-params.conf 2>/dev/null | grep -v '^$' | paste -sd' ')"

@@ -60,11 +60,4 @@ static inline void coh_small_copy(void *dst, const void *src, size_t n)
     }
 }
 
-/* 33-64 bytes by 16-byte moves, out of line (util.c): for a line another
- * core has just written, two 32-byte loads of it cost ~0.1 us more than
- * four 16-byte ones on an Intel host (2 ranks, session 18: reduce and
- * gather of 64 B 0.17-0.23 -> 0.09 us). Out of line so that using it does
- * not change how the shm collectives around it are compiled. */
-void coh_copy_narrow(void *dst, const void *src, size_t n);
-
 #endif

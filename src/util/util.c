@@ -11,9 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#if defined(__x86_64__)
-#include <emmintrin.h>
-#endif
 #include <time.h>
 #include <unistd.h>
 
@@ -408,25 +405,4 @@ cohort_status coh_random(void *buf, size_t n)
         n -= (size_t)r;
     }
     return COHORT_OK;
-}
-
-/* ---- coh_copy_narrow (util/bytes.h) ---- */
-void coh_copy_narrow(void *dst, const void *src, size_t n)
-{
-    unsigned char *d = dst;
-    const unsigned char *s = src;
-#if defined(__x86_64__)
-    if (n >= 32 && n <= 64) { /* every load before any store: overlap is safe too */
-        __m128i a = _mm_loadu_si128((const __m128i *)s);
-        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(s + n - 32));
-        __m128i e = _mm_loadu_si128((const __m128i *)(s + n - 16));
-        _mm_storeu_si128((__m128i *)d, a);
-        _mm_storeu_si128((__m128i *)(d + 16), b);
-        _mm_storeu_si128((__m128i *)(d + n - 32), c);
-        _mm_storeu_si128((__m128i *)(d + n - 16), e);
-        return;
-    }
-#endif
-    memmove(d, s, n);
 }

@@ -42,6 +42,7 @@
 
 #include "util/bytes.h"
 #include "coll/fail/fail.h"
+#include "coll/shm/ring_copy.h"
 #include "coll/shm/shm_coll.h"
 #include "reduce/reduce.h"
 #include "transport/shm/shm_cma.h"
