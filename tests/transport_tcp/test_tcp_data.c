@@ -859,6 +859,36 @@ static int addr_body(tf_rank *r)
     return 0;
 }
 
+/* A rank-0 group built by hand for a listen in this process (no fork). */
+static cohort_group *bare_group(const char *job, int size)
+{
+    static cohort_group g;
+    memset(&g, 0, sizeof g);
+    g.rank = 0;
+    g.size = size;
+    g.generation = 1;
+    g.timeout_ms = 1000;
+    snprintf(g.job_id, sizeof g.job_id, "%s", job);
+    g.token = "t";
+    pthread_mutex_init(&g.err_mu, NULL);
+    return &g;
+}
+
+/* The first non-loopback IPv4 address of this host into out ("" if none). */
+static void own_ipv4(char *out, size_t len)
+{
+    struct ifaddrs *ifs, *i;
+    out[0] = 0;
+    ck_assert(getifaddrs(&ifs) == 0);
+    for (i = ifs; i && !out[0]; i = i->ifa_next)
+        if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+            struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+            if ((ntohl(a.s_addr) >> 24) != 127)
+                inet_ntop(AF_INET, &a, out, (socklen_t)len);
+        }
+    freeifaddrs(ifs);
+}
+
 START_TEST(published_address)
 {
     char env[128], want[64] = "";
@@ -880,17 +910,7 @@ START_TEST(published_address)
     } else {
         /* MASTER_ADDR is a non-loopback address of this host: the published
          * address is the interface that routes to it, not 127.0.0.1. */
-        struct ifaddrs *ifs, *i;
-        ck_assert(getifaddrs(&ifs) == 0);
-        for (i = ifs; i; i = i->ifa_next)
-            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
-                struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-                if ((ntohl(a.s_addr) >> 24) != 127) {
-                    inet_ntop(AF_INET, &a, want, sizeof want);
-                    break;
-                }
-            }
-        freeifaddrs(ifs);
+        own_ipv4(want, sizeof want);
         if (!want[0]) {
             fprintf(stderr, "published_address: no non-loopback IPv4 address, case skipped\n");
             return;
@@ -911,21 +931,13 @@ END_TEST
 
 START_TEST(listen_out_of_memory)
 {
-    static cohort_group g;
-    memset(&g, 0, sizeof g);
-    g.rank = 0;
-    g.size = 3;
-    g.generation = 1;
-    g.timeout_ms = 1000;
-    snprintf(g.job_id, sizeof g.job_id, "oom");
-    g.token = "t";
-    pthread_mutex_init(&g.err_mu, NULL);
+    cohort_group *g = bare_group("oom", 3);
     int ok = 0, nomem = 0;
     for (long k = 0; k < 40; k++) {
         coh_net *n = NULL;
         char addr[80];
         coh_alloc_fail_after(k);
-        cohort_status st = coh_net_listen(&g, &n, addr, sizeof addr);
+        cohort_status st = coh_net_listen(g, &n, addr, sizeof addr);
         coh_alloc_fail_after(-1);
         ck_assert_msg(st == COHORT_OK || st == COHORT_ERR_NOMEM, "k=%ld: %s", k,
                       cohort_status_name(st));
@@ -1008,15 +1020,7 @@ START_TEST(congestion_control)
     sys_cc("tcp_congestion_control", sys, sizeof sys);
     ck_assert_msg(sys[0], "no /proc/sys/net/ipv4/tcp_congestion_control");
     if (cc->own_ip) {
-        struct ifaddrs *ifs, *i;
-        ck_assert(getifaddrs(&ifs) == 0);
-        for (i = ifs; i && !ip[0]; i = i->ifa_next)
-            if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
-                struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
-                if ((ntohl(a.s_addr) >> 24) != 127)
-                    inet_ntop(AF_INET, &a, ip, sizeof ip);
-            }
-        freeifaddrs(ifs);
+        own_ipv4(ip, sizeof ip);
         if (!ip[0]) {
             fprintf(stderr, "congestion_control: no non-loopback IPv4 address, case %d skipped\n",
                     _i);
@@ -1039,19 +1043,11 @@ END_TEST
  * message in msg */
 static cohort_status cc_listen(const char *value, char *msg, size_t len)
 {
-    static cohort_group g;
-    memset(&g, 0, sizeof g);
-    g.rank = 0;
-    g.size = 2;
-    g.generation = 1;
-    g.timeout_ms = 1000;
-    snprintf(g.job_id, sizeof g.job_id, "cc");
-    g.token = "t";
-    pthread_mutex_init(&g.err_mu, NULL);
+    cohort_group *g = bare_group("cc", 2);
     setenv("COHORT_TCP_CONGESTION", value, 1);
     coh_net *n = NULL;
     char addr[80];
-    cohort_status st = coh_net_listen(&g, &n, addr, sizeof addr);
+    cohort_status st = coh_net_listen(g, &n, addr, sizeof addr);
     unsetenv("COHORT_TCP_CONGESTION");
     snprintf(msg, len, "%s", st == COHORT_OK ? "" : coh_tls_err()->msg);
     coh_net_destroy(n);

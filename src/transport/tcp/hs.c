@@ -288,7 +288,8 @@ static cohort_status read_env(coh_net *n)
                  : !strcmp(cc, "system")             ? TCP_CC_SYSTEM
                                                      : TCP_CC_NAMED;
     if (n->cc_mode == TCP_CC_NAMED) {
-        size_t l = strlen(cc), ok = l < sizeof n->cc;
+        size_t l = strlen(cc);
+        int ok = l < sizeof n->cc;
         for (size_t i = 0; ok && i < l; i++)
             ok = (cc[i] >= 'a' && cc[i] <= 'z') || (cc[i] >= '0' && cc[i] <= '9') || cc[i] == '_';
         if (!ok)
