@@ -8,7 +8,8 @@
 # (B p50 - A p50) and of B/A, with the per-pair spread, and the medians of
 # p99. Environment: N (8 pairs), OUT (a temp dir), TRANSPORTS ("shm tcp"),
 # OPS (all_reduce,broadcast), SIZES (8,1048576), TIME (0.3 s per size),
-# PERF_ARGS (more cohort-perf options, e.g. --osu).
+# NP (2 ranks; 4 or 8 on 2 cores: ranks outnumbering cpus), PERF_ARGS (more
+# cohort-perf options, e.g. --osu, --mem shared).
 set -euo pipefail
 A=${1:?A cohort-perf} B=${2:?B cohort-perf}
 N=${N:-8}
@@ -20,7 +21,7 @@ for i in $(seq 1 "$N"); do
   for t in ${TRANSPORTS:-shm tcp}; do
     for v in $order; do
       bin=$A; [ "$v" = B ] && bin=$B
-      "$bin" --np 2 --transport "$t" --coll "${OPS:-all_reduce,broadcast}" --sizes "${SIZES:-8,1048576}" \
+      "$bin" --np "${NP:-2}" --transport "$t" --coll "${OPS:-all_reduce,broadcast}" --sizes "${SIZES:-8,1048576}" \
         --time "${TIME:-0.3}" --in-place no ${PERF_ARGS:-} --json > "$OUT/$t.$v.$i.json" 2>/dev/null ||
         { echo "launch $t $v $i failed" >&2; rm -f "$OUT/$t.$v.$i.json"; }
     done

@@ -97,8 +97,16 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
     size_t es = cohort_dtype_size(dt);
     size_t bytes = count > SIZE_MAX / (es ? es : 1) ? SIZE_MAX : count * es;
     char copy[1024];
-    size_t slots = 0, max = 0;
-    if (g->shm && coll == COH_COLL_BROADCAST && coh_shm_ring_takes(g->shm, bytes, &slots, &max))
+    size_t slots = 0, max = 0, pieces = 0;
+    if (g->shm && coll == COH_COLL_BROADCAST &&
+        coh_shm_ring_takes(g->shm, bytes, &slots, &max, &pieces) && pieces > 1)
+        snprintf(copy, sizeof copy,
+                 "slot ring in %zu pieces (%zu slots of %zu B per root; ranks outnumber cpus: "
+                 "no rank waits for all at the start, the root returns once its last piece is "
+                 "written, at most two calls ahead; from a cohort_mem_alloc root buffer the "
+                 "readers copy it in place and the call ends in a barrier); %s",
+                 pieces, slots, max, coh_shm_copy_info(g->shm));
+    else if (pieces == 1)
         snprintf(copy, sizeof copy,
                  "slot ring (%zu slots of %zu B per root; the root returns once its slot is "
                  "written); %s",

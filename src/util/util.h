@@ -100,6 +100,14 @@ cohort_status coh_random(void *buf, size_t n);
 #define COH_COLD
 #endif
 
+/* Out of line but not cold: a large call's path kept out of the function
+ * that dispatches small calls, so that one stays a test and a jump. */
+#if defined(__GNUC__)
+#define COH_NOINLINE __attribute__((noinline))
+#else
+#define COH_NOINLINE
+#endif
+
 /* A small step of those paths forced inline (gcc left some out of line:
  * ~10-20 instructions of frame each, callgrind). Not under TSan: gcc
  * rejects a fence forced inline there (-Werror=tsan). */

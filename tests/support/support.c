@@ -45,6 +45,19 @@ int cht_run_suite(Suite *s)
     return failed ? 1 : 0;
 }
 
+int cht_pin_one_cpu(void)
+{
+    cpu_set_t s;
+    if (sched_getaffinity(0, sizeof s, &s) != 0)
+        return -1;
+    int c = 0;
+    while (c < CPU_SETSIZE && !CPU_ISSET(c, &s))
+        c++;
+    CPU_ZERO(&s);
+    CPU_SET(c, &s);
+    return sched_setaffinity(0, sizeof s, &s);
+}
+
 double cht_time_scale(void)
 {
     const char *e = getenv("CK_TIMEOUT_MULTIPLIER");

@@ -118,6 +118,10 @@ void cht_assert_all_ok(const cht_result *r);
  * promise P by P x this, never more. */
 double cht_time_scale(void);
 int cht_free_port(void);
+/* Pins the calling process to the first cpu it may use, so that the ranks
+ * of a run outnumber the cpus on any machine (call before the group is
+ * made: the rendezvous reads the cpu set). 0, or -1 with errno. */
+int cht_pin_one_cpu(void);
 
 /* Starts an embedded store server in the test process on 127.0.0.1:0 for
  * one job; writes "127.0.0.1:<port>". */

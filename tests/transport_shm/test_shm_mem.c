@@ -8,7 +8,12 @@
  * fallback) and the fallbacks (root buffer
  * not registered, COHORT_SHM_MEM=off, single copy probe failed); a reader
  * that cannot map the region (every rank fails, nobody hangs); a reader
- * that dies; the API's argument errors. */
+ * that dies; the API's argument errors. Ranks outnumbering cpus (every
+ * rank pinned to one cpu): from 16 KiB to a quarter of the ring a
+ * broadcast goes in ring pieces, and from a region the readers copy it in
+ * place (the split too); every root scribbles its buffer as soon as its call returns,
+ * so a root that returned before its readers were done shows as wrong
+ * data. */
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -36,7 +41,10 @@ static const size_t offs[] = {0, 3, 4096 + 5};
 typedef struct mem_case {
     int nranks;
     int expect;  /* 1: calls above ring_max from a region take the one-copy path;
-                  * 2: the same without the split (COHORT_SHM_MEM=nosplit) */
+                  * 2: the same without the split (COHORT_SHM_MEM=nosplit);
+                  * 3: every rank on one cpu: ring pieces (with the split)
+                  * above ring_max up to a quarter of the ring (1 MiB), the
+                  * one-copy path above: the same counters */
     int ring_max; /* COHORT_SHM_RING_BYTES pinned below (0: ring off) */
     const char *env;
 } mem_case;
@@ -63,14 +71,24 @@ static const mem_case cases[] = {
     /* the readers never offer their regions: one copy, no split */
     {2, 2, 0, "COHORT_SHM_RING_BYTES=0;COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_MEM=nosplit"},
     {2, 0, 0, "COHORT_SHM_RING_BYTES=0;COHORT_SHM_SINGLE_COPY=probe-fail"},
+    /* ranks outnumbering cpus: ring pieces, then the one-copy path */
+    {3, 3, 16384, "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=1099511627776"},
+    {2, 3, 16384, "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=1099511627776"},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
 static int rank_matrix(int rank, void *arg)
 {
     const mem_case *m = arg;
+    if (m->expect == 3) /* every rank on the first cpu it may use */
+        RANK_CHECK(cht_pin_one_cpu() == 0, "sched_setaffinity");
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
+    if (m->expect == 3) {
+        char d[2048];
+        RANK_PASS(cohort_describe(g, "broadcast", 65536, COHORT_UINT8, d, sizeof d), g);
+        RANK_CHECK(strstr(d, "slot ring in 4 pieces"), "not in ring pieces: %s", d);
+    }
     int n = cohort_size(g), me = cohort_rank(g);
     unsigned char *reg = NULL, *plain = malloc(REGION);
     RANK_PASS(cohort_mem_alloc(g, REGION, (void **)&reg), g);
@@ -98,12 +116,15 @@ static int rank_matrix(int rank, void *arg)
                 uint64_t c0[3], c1[3];
                 coh_mem_counts(&c0[0], &c0[1], &c0[2]);
                 RANK_PASS(cohort_broadcast(g, b, bytes, COHORT_UINT8, root), g);
+                if (am_root) /* the call returned: the buffer is the program's again */
+                    memset(b, 0x77, bytes);
                 coh_mem_counts(&c1[0], &c1[1], &c1[2]);
                 int on = m->expect && kind < 2 && bytes > (size_t)m->ring_max;
-                int want = !on                           ? -1
-                           : am_root                     ? COH_MEM_ROOTED
-                           : kind == 1 && m->expect == 1 ? COH_MEM_SPLIT
-                                                         : COH_MEM_READ;
+                int split = m->expect == 1 || m->expect == 3;
+                int want = !on                  ? -1
+                           : am_root            ? COH_MEM_ROOTED
+                           : kind == 1 && split ? COH_MEM_SPLIT
+                                                : COH_MEM_READ;
                 for (int c = 0; c < 3; c++)
                     RANK_CHECK(c1[c] - c0[c] == (uint64_t)(c == want),
                                "rank %d, root %d, %zu B at +%zu, kind %d: counter %d (0 rooted, "
@@ -172,13 +193,22 @@ END_TEST
  * error that says why, nobody hangs. _i 0: the readers' buffers are plain
  * memory, so only they map (the root's region) and fail; 1: theirs are
  * regions too, so the root also maps (theirs, for the split) and whichever
- * fails first decides the message. */
+ * fails first decides the message (4 MiB: above ring pieces, should the
+ * 3 ranks outnumber the cpus); 2: every rank on one cpu, 1 MiB in ring
+ * pieces - the readers fail, the root waiting for them ends too. */
 static int rank_map_fail(int rank, void *arg)
 {
-    int split = *(const int *)arg;
+    int split = *(const int *)arg == 1, pieces = *(const int *)arg == 2;
+    if (pieces)
+        RANK_CHECK(cht_pin_one_cpu() == 0, "sched_setaffinity");
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
-    size_t bytes = 1 << 20;
+    size_t bytes = pieces ? (size_t)1 << 20 : (size_t)4 << 20;
+    if (pieces) {
+        char d[2048];
+        RANK_PASS(cohort_describe(g, "broadcast", bytes, COHORT_UINT8, d, sizeof d), g);
+        RANK_CHECK(strstr(d, "slot ring in 64 pieces"), "not in ring pieces: %s", d);
+    }
     unsigned char *b, *plain = malloc(bytes);
     RANK_CHECK(plain, "malloc");
     RANK_PASS(cohort_mem_alloc(g, bytes, (void **)&b), g);
@@ -198,8 +228,13 @@ static int rank_map_fail(int rank, void *arg)
 START_TEST(map_fail)
 {
     int split = _i;
+    /* in ring pieces: never the single copy (which would take 1 MiB) */
     cht_opts o = {.nranks = 3, .deadline_ms = 60000,
-                  .extra_env = "COHORT_TIMEOUT=20;COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_MEM=map-fail"};
+                  .extra_env = _i == 2 ? "COHORT_TIMEOUT=20;COHORT_SHM_SINGLE_COPY=on;"
+                                         "COHORT_SHM_SINGLE_COPY_BYTES=1099511627776;"
+                                         "COHORT_SHM_MEM=map-fail"
+                                       : "COHORT_TIMEOUT=20;COHORT_SHM_SINGLE_COPY=on;"
+                                         "COHORT_SHM_MEM=map-fail"};
     cht_result r;
     cht_run_ranks(&o, rank_map_fail, &split, &r);
     cht_assert_all_ok(&r);
@@ -328,7 +363,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_loop_test(tc, matrix, 0, NCASES);
     tcase_add_test(tc, mismatch);
-    tcase_add_loop_test(tc, map_fail, 0, 2);
+    tcase_add_loop_test(tc, map_fail, 0, 3);
     tcase_add_test(tc, reader_dies);
     tcase_add_test(tc, no_fds);
     tcase_add_test(tc, api_args);

@@ -12,6 +12,10 @@
  * of the root's send buffer (a reader copies its block); a small gather
  * or reduce runs the other way (the leaves publish and return, the root
  * checks and reads every leaf's record) - the same checks, the same cases.
+ * Broadcasts in ring pieces (ranks outnumbering cpus, 16 KiB < bytes <=
+ * a quarter of the ring; session 20): every rank pinned to one cpu, the
+ * data at every piece boundary, a root that runs two calls ahead and no
+ * more, the broadcast mismatch cases and dead ranks.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -23,12 +27,18 @@
 
 #include "harness.h"
 #include "support/support.h"
+#include "transport/shm/shm_cma.h"
 #include "transport/shm/shm_seg.h"
 
 /* The ring depths the lead chooses (checked below): 8 and 128 (the tiny
  * ring, broadcasts <= 256 B), 256 and 1024 when the ranks outnumber the
  * cpus this process may use (docs/shm.md). Set per rank by depths(n). */
 static int K = 8, KT = 128;
+
+/* Every rank of the run on one cpu: ranks outnumber cpus whatever the
+ * machine (broadcasts in ring pieces). Before th_group, which reads the
+ * cpu set as the rendezvous would. */
+static void pin_one_cpu(void) { RANK_CHECK(cht_pin_one_cpu() == 0, "sched_setaffinity"); }
 
 static void depths(int n)
 {
@@ -518,10 +528,14 @@ static const rcase rcases[R_N] = {
 };
 
 static int odd;
-static int big; /* the case runs on the ring (1000 B), not the tiny ring (10 B) */
+/* the case runs on the ring (1: 1000 B), not the tiny ring (0: 10 B), or
+ * (2: 40000 B, ranks pinned to one cpu) in ring pieces */
+static int big;
 
-/* The case's byte count: 10 (tiny ring) or 1000 (ring) plus d. */
-static size_t cnt(size_t d) { return (big ? 1000 : 10) + d; }
+/* The case's byte count: 10 (tiny ring), 1000 (ring) or 40000 (3 ring
+ * pieces) plus d; fcnt: floats of the same path. */
+static size_t cnt(size_t d) { return (big == 2 ? 40000 : big ? 1000 : 10) + d; }
+static size_t fcnt(void) { return big == 2 ? 10000 : big ? 250 : 1; }
 
 static cohort_status bc(cohort_group *g, unsigned char *buf, int dt, int root, size_t count)
 {
@@ -580,13 +594,13 @@ static cohort_status run_case(cohort_group *g, int k, unsigned char *buf)
         STEP(bc(g, buf, COHORT_UINT8, (r + 1) % 3, cnt(0)));
         break;
     case R_READER_AR:
-        STEP(odd ? ar(g) : bc(g, buf, COHORT_FLOAT32, 0, big ? 250 : 1));
+        STEP(odd ? ar(g) : bc(g, buf, COHORT_FLOAT32, 0, fcnt()));
         break;
     case R_ROOT_AR:
-        STEP(r == 0 ? ar(g) : bc(g, buf, COHORT_FLOAT32, 0, big ? 250 : 1));
+        STEP(r == 0 ? ar(g) : bc(g, buf, COHORT_FLOAT32, 0, fcnt()));
         break;
     case R_OTHERS_AR:
-        STEP(odd ? bc(g, buf, COHORT_FLOAT32, 0, big ? 250 : 1) : ar(g));
+        STEP(odd ? bc(g, buf, COHORT_FLOAT32, 0, fcnt()) : ar(g));
         break;
     case R_EXTRA:
         if (odd)
@@ -601,7 +615,9 @@ static cohort_status run_case(cohort_group *g, int k, unsigned char *buf)
     case R_COUNT_AHEAD:
         if (r != 0)
             ms_sleep(300); /* the root runs ahead: all but one slot in use */
-        for (int i = 0; i < (big ? K : KT) - 1; i++)
+        /* in pieces the root runs two calls ahead at most: it waits, the
+         * readers come, the last call mismatches as before */
+        for (int i = 0; i < (big == 2 ? K / 4 : big ? K : KT) - 1; i++)
             STEP(bc(g, buf, COHORT_UINT8, 0, cnt(0)));
         STEP(bc(g, buf, COHORT_UINT8, 0, cnt(odd)));
         break;
@@ -680,14 +696,18 @@ static int mismatch_rank(int rank, void *arg)
     int k = *(int *)arg % R_N;
     big = *(int *)arg / R_N;
     odd = rank == 1;
+    if (big == 2)
+        pin_one_cpu();
     depths(3);
     cohort_status st;
     cohort_group *g = th_group(rank, 3, 20000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
     RANK_CHECK(g->shm->ring_k == (size_t)K && g->shm->tiny_k == (size_t)KT, "ring %zu/%zu",
                g->shm->ring_k, g->shm->tiny_k);
+    RANK_CHECK(big != 2 || shm_ring_pieces(g->shm, cnt(0)) == 3, "%zu B not in 3 ring pieces",
+               cnt(0));
     RANK_PASS(ar(g), g); /* warm up */
-    static unsigned char buf[20000];
+    static unsigned char buf[40064];
     memset(buf, 0x5A, sizeof buf);
     uint64_t t0 = coh_now_ns();
     st = run_case(g, k, buf);
@@ -713,7 +733,8 @@ static int mismatch_rank(int rank, void *arg)
                rcases[k].name, rcases[k].field, msg);
     RANK_CHECK(ar(g) == COHORT_ERR_ABORTED, "call after the mismatch not aborted");
     if (rank == 0)
-        fprintf(stderr, "[%s %s] %s\n", big ? "ring" : "tiny ring", rcases[k].name, msg);
+        fprintf(stderr, "[%s %s] %s\n", big == 2 ? "ring pieces" : big ? "ring" : "tiny ring",
+                rcases[k].name, msg);
     th_group_free(g);
     th_done(3);
     return 0;
@@ -722,6 +743,112 @@ static int mismatch_rank(int rank, void *arg)
 START_TEST(mismatch)
 {
     int k = _i;
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 30000};
+    cht_result r;
+    cht_run_ranks(&o, mismatch_rank, &k, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+/* ---- broadcasts in ring pieces (ranks outnumbering cpus) ---- */
+
+#define QUARTER_RING ((size_t)64 * 16384) /* K / 4 slots of 16 KiB: the largest */
+static const size_t psizes[] = {16385, 3 * 16384 + 100, 65536, 200000, QUARTER_RING,
+                                QUARTER_RING + 1, 100, 16384};
+
+static int pieces_rank(int rank, void *arg)
+{
+    int n = *(int *)arg;
+    pin_one_cpu();
+    depths(n);
+    cohort_status st;
+    cohort_group *g = th_group(rank, n, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    coh_shm *s = g->shm;
+    RANK_CHECK(s->oversub && s->ring_k == 256 && s->ring_bytes == 16384, "oversub %d, ring %zu x %zu",
+               s->oversub, s->ring_k, s->ring_bytes);
+    /* the rule: above the slot, up to a quarter of the ring; not at or
+     * below the slot (the ring, one phase), not above (two copies) */
+    static const size_t want[] = {2, 4, 4, 13, 64, 0, 0, 0};
+    for (size_t i = 0; i < COH_ARRAY_LEN(psizes); i++)
+        RANK_CHECK(shm_ring_pieces(s, psizes[i]) == want[i], "%zu B: %zu pieces, want %zu",
+                   psizes[i], shm_ring_pieces(s, psizes[i]), want[i]);
+    char d[2048];
+    RANK_PASS(cohort_describe(g, "broadcast", 65536, COHORT_UINT8, d, sizeof d), g);
+    RANK_CHECK(strstr(d, "slot ring in 4 pieces"), "describe: %s", d);
+    static unsigned char buf[QUARTER_RING + 1];
+    for (int i = 0; i < 6 * n; i++) {
+        /* streaks of one root (it runs ahead), every size, then rotation */
+        int root = (i / 3) % n;
+        size_t bytes = psizes[i % COH_ARRAY_LEN(psizes)];
+        for (size_t j = 0; j < bytes; j++)
+            buf[j] = rank == root ? pat(i, root, j) : 0xEE;
+        coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, root, bytes);
+        RANK_PASS(coh_shm_broadcast(s, &c, buf, bytes, root), g);
+        for (size_t j = 0; j < bytes; j++)
+            RANK_CHECK(buf[j] == pat(i, root, j), "call %d root %d (%zu B): byte %zu is %u, want %u",
+                       i, root, bytes, j, buf[j], pat(i, root, j));
+        if (i % 5 == 4)
+            RANK_PASS(ar(g), g); /* a non-ring call drains and checks */
+    }
+    /* The root runs two calls ahead, not more: calls 0 and 1 (64 KiB, 4
+     * pieces each) return while the readers hold off (flag 5 releases
+     * them, flag 6 says one gave up holding off); call 2 waits until every
+     * reader is done with call 0. The readers count themselves in flag 7
+     * before their first call (after a further 200 ms, so a root that does
+     * not wait returns from call 2 before it), so a root that waited sees
+     * all n - 1 when call 2 returns - whatever the machine's speed. */
+    RANK_PASS(ar(g), g);
+    if (rank != 0) {
+        if (!flag_within(5, 1, hold_ms()))
+            atomic_store(&th_sh()->flag[6], 1);
+        ms_sleep(200);
+        atomic_fetch_add(&th_sh()->flag[7], 1);
+    }
+    for (int i = 0; i < 3; i++) {
+        for (size_t j = 0; j < 65536; j++)
+            buf[j] = rank == 0 ? pat(i, 11, j) : 0;
+        coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 65536);
+        RANK_PASS(coh_shm_broadcast(s, &c, buf, 65536, 0), g);
+        for (size_t j = 0; j < 65536; j++)
+            RANK_CHECK(buf[j] == pat(i, 11, j), "burst call %d byte %zu", i, j);
+        if (rank == 0 && i == 1) {
+            RANK_CHECK(!atomic_load(&th_sh()->flag[6]),
+                       "the root waited for held-off readers: 2 calls in pieces returned only "
+                       "after they gave up holding off (%d ms)", hold_ms());
+            atomic_store(&th_sh()->flag[5], 1);
+        }
+        if (rank == 0 && i == 2) {
+            int in = atomic_load(&th_sh()->flag[7]);
+            RANK_CHECK(in == n - 1, "the root ran a third call in pieces ahead (call 2 returned "
+                                    "with %d of %d readers started)", in, n - 1);
+        }
+    }
+    RANK_PASS(coh_shm_transport.close_check(s, 5000), g);
+    th_group_free(g);
+    th_done(n);
+    return 0;
+}
+
+START_TEST(pieces)
+{
+    static int ns[] = {2, 3, 4};
+    int n = ns[_i];
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n, .deadline_ms = 120000};
+    cht_result r;
+    cht_run_ranks(&o, pieces_rank, &n, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+START_TEST(pieces_mismatch)
+{
+    /* the broadcast cases (those before R_OTHERS_AR and it) in ring pieces */
+    static const int ks[] = {R_COUNT, R_DTYPE, R_ROOT, R_NOBODY_ROOT, R_READER_AR, R_ROOT_AR,
+                             R_EXTRA, R_SKIPPED, R_COUNT_AHEAD, R_ROOT_CLOSE, R_OTHERS_AR};
+    int k = 2 * R_N + ks[_i];
     ck_assert_ptr_nonnull(th_shared_init());
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 30000};
     cht_result r;
@@ -1006,14 +1133,18 @@ END_TEST
 static int kill_rank(int rank, void *arg)
 {
     int victim = *(int *)arg % 2;  /* 0: the root, 1: a reader */
-    size_t bytes = *(int *)arg / 2 ? 1000 : 64; /* the ring or the tiny ring */
+    int path = *(int *)arg / 2;    /* 0: the tiny ring, 1: the ring, 2: ring pieces */
+    size_t bytes = path == 2 ? 40000 : path ? 1000 : 64;
+    if (path == 2)
+        pin_one_cpu();
     depths(3);
-    int kk = *(int *)arg / 2 ? K : KT;
+    int kk = path ? K : KT;
     cohort_status st;
     cohort_group *g = th_group(rank, 3, 20000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_CHECK(path != 2 || shm_ring_pieces(g->shm, bytes) == 3, "not in ring pieces");
     RANK_PASS(ar(g), g);
-    unsigned char buf[1000];
+    static unsigned char buf[40000];
     if (rank == victim) {
         /* the others are waiting (readers) or running ahead (the root,
          * with all its slots outstanding once it waits for this reader) */
@@ -1051,7 +1182,9 @@ static Suite *make_suite(void)
     TCase *tc = tcase_create("ring");
     tcase_add_loop_test(tc, back_to_back, 0, 4);
     tcase_add_loop_test(tc, mismatch, 0, 2 * R_N);
-    tcase_add_loop_test(tc, sigkill, 0, 4);
+    tcase_add_loop_test(tc, sigkill, 0, 6);
+    tcase_add_loop_test(tc, pieces, 0, 3);
+    tcase_add_loop_test(tc, pieces_mismatch, 0, 11);
     tcase_add_test(tc, lines);
     tcase_add_loop_test(tc, fast_reader, 0, 4);
     tcase_add_loop_test(tc, rooted_back_to_back, 0, 4);

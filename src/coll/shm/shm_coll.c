@@ -2388,7 +2388,8 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
     return op_end(&o, COHORT_OK);
 }
 
-cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root)
+cohort_status coh_shm_broadcast_plain(coh_shm *s, const coh_call *c, void *buf, size_t bytes,
+                                      int root)
 {
     cohort_status st = bcast_any(s, c, buf, bytes, root);
     if (st == COHORT_OK && s) {

@@ -47,7 +47,15 @@ cohort_status coh_shm_all_reduce(coh_shm *s, const coh_call *c, const void *send
                                  size_t count);
 cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, void *recv,
                              size_t count, int root);
+/* coh_shm_broadcast (bcast_pieces.c): with ranks outnumbering cpus and a
+ * message above the ring's slot, up to half the ring, a sequence of
+ * coh_shm_broadcast_plain calls of at most the slot (shm_ring_pieces;
+ * docs/shm.md "Broadcast in ring pieces"); else coh_shm_broadcast_plain:
+ * the ring, the single copy, a cohort_mem_alloc root buffer or two copies
+ * (shm_coll.c). */
 cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root);
+cohort_status coh_shm_broadcast_plain(coh_shm *s, const coh_call *c, void *buf, size_t bytes,
+                                      int root);
 cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send, void *recv,
                                  size_t bytes_per_rank);
 cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, void *recv,

@@ -1688,13 +1688,22 @@ int coh_shm_peer_state(coh_shm *s, int li, coh_call *cur, uint64_t *last_done, i
 
 const char *coh_shm_copy_info(const coh_shm *s) { return s ? s->copy_info : "no segment"; }
 
-int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *max)
+int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *max,
+                       size_t *pieces)
 {
+    size_t np = shm_ring_pieces(s, bytes);
+    if (np) {
+        *slots = s->ring_k;
+        *max = s->ring_bytes;
+        *pieces = np;
+        return 1;
+    }
     if (!s || !s->ring_k || s->n < 2 || bytes > s->ring_bytes ||
         shm_cma_use(s, COH_COLL_BROADCAST, bytes))
         return 0;
     int tiny = s->tiny_k && bytes <= s->tiny_bytes;
     *slots = tiny ? s->tiny_k : s->ring_k;
     *max = tiny ? s->tiny_bytes : s->ring_bytes;
+    *pieces = 1;
     return 1;
 }

@@ -46,8 +46,10 @@ const char *coh_shm_publish_info(const coh_shm *s);
  * the whole message for broadcast). */
 const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes);
 /* 1 when a broadcast of `bytes` goes through the small-broadcast ring (then
- * *slots and *max say its geometry), for cohort_describe. */
-int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *max);
+ * *slots and *max say its geometry, and *pieces how many ring phases it
+ * takes: 1, or more for a broadcast in ring pieces), for cohort_describe. */
+int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *max,
+                       size_t *pieces);
 
 /* Per local rank, COH_SHM_AUX_BYTES of zero-initialised shared memory after
  * the slots, owned by src/check (the external-collective checker keeps its

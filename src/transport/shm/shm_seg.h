@@ -512,6 +512,11 @@ struct coh_shm {
      * narrow (coh_copy_narrow); aligned for every dtype (16: what calloc of
      * this struct guarantees - UBSan caught it at 4 for int64/double) */
     _Alignas(16) unsigned char near64[64];
+    /* the phases the last two broadcasts in ring pieces ended at, the
+     * older at [pieces_n & 1] (bcast_pieces.c: a root waits for it). Last:
+     * shm_coll.c's offsets stay. */
+    uint32_t pieces_end[2];
+    unsigned pieces_n;
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */

@@ -1,0 +1,173 @@
+/*
+ * bcast_pieces.c - coh_shm_broadcast: a broadcast in ring pieces
+ * (shm_ring_pieces; docs/shm.md "Broadcast in ring pieces") when the ranks
+ * outnumber the cpus and the message is above the ring's slot and at most
+ * half the ring, else shm_coll.c's coh_shm_broadcast_plain. The pieces are
+ * whole ring calls of shm_coll.c - an announcement, then one ring
+ * broadcast per piece - and live in a translation unit of their own, the
+ * choice too: shm_coll.c compiles byte for byte as before. Any code added
+ * there changes how GCC inlines the whole file; built inside it this path
+ * moved 2-rank calls of 1-4 KiB it does not take by x1.1-2.1, and a test
+ * at the top of its broadcast reallocated that function's registers
+ * throughout (docs/performance.md).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll/fail/fail.h"
+#include "coll/shm/shm_coll.h"
+#include "transport/shm/shm_cma.h"
+#include "transport/shm/shm_mem.h"
+#include "transport/shm/shm_seg.h"
+#include "util/util.h"
+
+/* The first ring call of every broadcast in pieces: what follows. Read by
+ * the readers into their own copy (never into the user's buffer). */
+#define PIECES_MAGIC 0x50434543u /* "CECP" */
+enum { PIECES_DATA = 0, PIECES_MEM = 1 };
+typedef struct pieces_ann {
+    uint32_t magic, mode; /* PIECES_DATA: the pieces follow; PIECES_MEM: d */
+    uint64_t bytes;       /* the message's (the contract agreed on count and dtype) */
+    shm_mem_desc d;       /* the root's cohort_mem_alloc buffer */
+} pieces_ann;
+_Static_assert(sizeof(pieces_ann) <= SHM_DEFAULT_TINY_BYTES, "the announcement is a tiny call");
+
+/* The share of a message the root writes into a reader's own region (its
+ * offer), at the message's end: whole pages, as the one-copy path splits. */
+static size_t mem_tail(const coh_shm *s, size_t bytes) { return bytes / (size_t)s->n & ~(size_t)4095; }
+
+/* 0 when d describes `bytes` inside its region; else the failure. */
+static cohort_status mem_desc_ok(coh_shm *s, const coh_call *c, int q, const shm_mem_desc *d,
+                                 size_t bytes)
+{
+    if (d->bytes == bytes && d->off <= d->size && d->bytes <= d->size - d->off)
+        return COHORT_OK;
+    return coh_group_fail(s->g, COHORT_ERR_PROTOCOL,
+                          "shm broadcast #%llu: rank %d announced %llu bytes at %llu in a "
+                          "%llu-byte region, this rank %zu bytes",
+                          (unsigned long long)c->seq, s->g->local_ranks[q],
+                          (unsigned long long)d->bytes, (unsigned long long)d->off,
+                          (unsigned long long)d->size, bytes);
+}
+
+/* From the root's cohort_mem_alloc buffer rd (announced): each reader
+ * offers its own buffer if it is a region too (a ring gather of the
+ * offers to the root), copies the message from the root's buffer in
+ * place - but the tail of an offered one, which the root writes - and a
+ * barrier ends it: the root returns once no reader reads its buffer, a
+ * reader once its tail is written. */
+static cohort_status pieces_mem(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root,
+                                const shm_mem_desc *rd)
+{
+    cohort_status st;
+    int n = s->n, me = s->me;
+    size_t tail = mem_tail(s, bytes);
+    shm_mem_desc mine;
+    memset(&mine, 0, sizeof mine);
+    shm_mem_desc *offers = NULL;
+    if (me == root) {
+        if (!(offers = calloc((size_t)n, sizeof *offers)))
+            return coh_group_fail(s->g, COHORT_ERR_NOMEM,
+                                  "shm broadcast #%llu: no memory for %d offers",
+                                  (unsigned long long)c->seq, n);
+    } else if (tail && s->mem_mode != 3 && coh_mem_find(s->g, buf, bytes, &mine) &&
+               coh_mem_recent(s, &mine, 0)) {
+        /* offered: mine.bytes != 0 */
+    } else {
+        memset(&mine, 0, sizeof mine);
+    }
+    st = coh_shm_gather(s, c, &mine, offers, sizeof mine, root);
+    if (st == COHORT_OK && me != root) {
+        unsigned char *base;
+        if ((st = mem_desc_ok(s, c, root, rd, bytes)) == COHORT_OK &&
+            (st = coh_mem_map(s, root, rd, c, 0, &base)) != COHORT_OK)
+            st = coh_coll_transport_failed(s->g, st); /* with what the map recorded */
+        if (st == COHORT_OK)
+            coh_shm_copy(buf, base + rd->off, mine.bytes ? bytes - tail : bytes, 0);
+    }
+    int split = 0;
+    for (int q = 0; st == COHORT_OK && me == root && q < n; q++) {
+        unsigned char *base;
+        if (q == me || !offers[q].bytes)
+            continue;
+        if ((st = mem_desc_ok(s, c, q, &offers[q], bytes)) == COHORT_OK &&
+            (st = coh_mem_map(s, q, &offers[q], c, 1, &base)) != COHORT_OK)
+            st = coh_coll_transport_failed(s->g, st);
+        if (st == COHORT_OK) {
+            coh_shm_copy(base + offers[q].off + bytes - tail,
+                         (const unsigned char *)buf + bytes - tail, tail, 0);
+            split = 1;
+        }
+    }
+    free(offers);
+    (void)split;
+    if (st == COHORT_OK)
+        st = coh_shm_barrier(s, c);
+    if (st == COHORT_OK)
+        coh_mem_count(me == root ? COH_MEM_ROOTED : mine.bytes ? COH_MEM_SPLIT : COH_MEM_READ);
+    return st;
+}
+
+static COH_NOINLINE cohort_status bcast_pieces(coh_shm *s, const coh_call *c, void *buf,
+                                               size_t bytes, int root)
+{
+    pieces_ann a;
+    memset(&a, 0, sizeof a);
+    cohort_status st;
+    /* A root runs at most two calls in pieces ahead: it starts call N once
+     * every rank is done with call N - 2. Ahead by the whole ring (the
+     * small ring's rule) it ran until the ring was full, then waited while
+     * its readers, descheduled all along, drained it (4 ranks on 2 cpus, 64
+     * KiB back to back: p50 5.4 us, p99 308); one call ahead, every call
+     * waited (p50 15.8, p99 38); two: mean 14.8, p99 34 (docs/shm.md).
+     * Farther back than K phases the phase is reached (ring calls bound a
+     * reader's lag to K), and the test stays right across a wrap. */
+    uint32_t *end = &s->pieces_end[s->pieces_n & 1];
+    if (s->me == root && (uint32_t)(s->phase - *end) < s->ring_k) {
+        shm_op o;
+        memset(&o, 0, sizeof o);
+        o.s = s;
+        o.g = s->g;
+        o.c = c;
+        o.waiting_for = -1;
+        if ((st = shm_wait_all(&o, *end)) != COHORT_OK)
+            return coh_coll_transport_failed(s->g, st);
+    }
+    if (s->me == root) {
+        a.magic = PIECES_MAGIC;
+        a.bytes = bytes;
+        /* a root buffer the one-copy path would take: read in place */
+        if (s->mem_ok && coh_mem_find(s->g, buf, bytes, &a.d) && coh_mem_recent(s, &a.d, 1))
+            a.mode = PIECES_MEM;
+    }
+    st = coh_shm_broadcast_plain(s, c, &a, sizeof a, root);
+    if (st != COHORT_OK)
+        return st;
+    if (a.magic != PIECES_MAGIC || a.mode > PIECES_MEM || a.bytes != bytes)
+        return coh_group_fail(s->g, COHORT_ERR_PROTOCOL,
+                              "shm broadcast #%llu in ring pieces: rank %d announced %s "
+                              "(mode %u, %llu bytes), this rank %zu bytes",
+                              (unsigned long long)c->seq, s->g->local_ranks[root],
+                              a.magic == PIECES_MAGIC ? "another call" : "garbage", a.mode,
+                              (unsigned long long)a.bytes, bytes);
+    if (a.mode == PIECES_DATA) {
+        /* piece j: one ring broadcast of ring_bytes with the call's
+         * fingerprint (the last may fall to the tiny ring) */
+        unsigned char *b = buf;
+        for (size_t off = 0; off < bytes && st == COHORT_OK; off += s->ring_bytes)
+            st = coh_shm_broadcast_plain(s, c, b + off, COH_MIN(s->ring_bytes, bytes - off),
+                                         root);
+    } else {
+        st = pieces_mem(s, c, buf, bytes, root, &a.d);
+    }
+    *end = s->phase;
+    s->pieces_n++;
+    return st;
+}
+
+cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root)
+{
+    if (shm_ring_pieces(s, bytes))
+        return bcast_pieces(s, c, buf, bytes, root);
+    return coh_shm_broadcast_plain(s, c, buf, bytes, root);
+}
