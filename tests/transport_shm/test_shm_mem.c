@@ -9,9 +9,9 @@
  * not registered, COHORT_SHM_MEM=off, single copy probe failed); a reader
  * that cannot map the region (every rank fails, nobody hangs); a reader
  * that dies; the API's argument errors. Ranks outnumbering cpus (every
- * rank pinned to one cpu): from 16 KiB to a quarter of the ring a
- * broadcast goes in ring pieces, and from a region the readers copy it in
- * place (the split too); every root scribbles its buffer as soon as its call returns,
+ * rank pinned to one cpu): from 16 KiB to 128 KiB a broadcast goes in
+ * ring pieces, from a region the readers copy it in place (no split);
+ * every root scribbles its buffer as soon as its call returns,
  * so a root that returned before its readers were done shows as wrong
  * data. */
 #include <signal.h>
@@ -37,14 +37,15 @@ static const size_t sizes[] = {1, 7, 4096, 4097, 65536, 65537, (size_t)1 << 20, 
 static const size_t offs[] = {0, 3, 4096 + 5};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 #define NOFFS (sizeof offs / sizeof offs[0])
+#define PIECES_MAX ((size_t)8 * 16384) /* 8 ring slots of 16 KiB */
 
 typedef struct mem_case {
     int nranks;
     int expect;  /* 1: calls above ring_max from a region take the one-copy path;
                   * 2: the same without the split (COHORT_SHM_MEM=nosplit);
-                  * 3: every rank on one cpu: ring pieces (with the split)
-                  * above ring_max up to a quarter of the ring (1 MiB), the
-                  * one-copy path above: the same counters */
+                  * 3: every rank on one cpu: up to PIECES_MAX the ring
+                  * pieces' announcement carries the root's region, which
+                  * every reader copies whole (no split); above, as 1 */
     int ring_max; /* COHORT_SHM_RING_BYTES pinned below (0: ring off) */
     const char *env;
 } mem_case;
@@ -120,7 +121,7 @@ static int rank_matrix(int rank, void *arg)
                     memset(b, 0x77, bytes);
                 coh_mem_counts(&c1[0], &c1[1], &c1[2]);
                 int on = m->expect && kind < 2 && bytes > (size_t)m->ring_max;
-                int split = m->expect == 1 || m->expect == 3;
+                int split = m->expect == 1 || (m->expect == 3 && bytes > PIECES_MAX);
                 int want = !on                  ? -1
                            : am_root            ? COH_MEM_ROOTED
                            : kind == 1 && split ? COH_MEM_SPLIT
@@ -193,9 +194,10 @@ END_TEST
  * error that says why, nobody hangs. _i 0: the readers' buffers are plain
  * memory, so only they map (the root's region) and fail; 1: theirs are
  * regions too, so the root also maps (theirs, for the split) and whichever
- * fails first decides the message (4 MiB: above ring pieces, should the
- * 3 ranks outnumber the cpus); 2: every rank on one cpu, 1 MiB in ring
- * pieces - the readers fail, the root waiting for them ends too. */
+ * fails first decides the message (1 MiB: above ring pieces, should the
+ * 3 ranks outnumber the cpus); 2: every rank on one cpu, 128 KiB in ring
+ * pieces - the readers fail to map the announced region, the root waiting
+ * for them ends too. */
 static int rank_map_fail(int rank, void *arg)
 {
     int split = *(const int *)arg == 1, pieces = *(const int *)arg == 2;
@@ -203,11 +205,11 @@ static int rank_map_fail(int rank, void *arg)
         RANK_CHECK(cht_pin_one_cpu() == 0, "sched_setaffinity");
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
-    size_t bytes = pieces ? (size_t)1 << 20 : (size_t)4 << 20;
+    size_t bytes = pieces ? (size_t)128 << 10 : (size_t)1 << 20;
     if (pieces) {
         char d[2048];
         RANK_PASS(cohort_describe(g, "broadcast", bytes, COHORT_UINT8, d, sizeof d), g);
-        RANK_CHECK(strstr(d, "slot ring in 64 pieces"), "not in ring pieces: %s", d);
+        RANK_CHECK(strstr(d, "slot ring in 8 pieces"), "not in ring pieces: %s", d);
     }
     unsigned char *b, *plain = malloc(bytes);
     RANK_CHECK(plain, "malloc");

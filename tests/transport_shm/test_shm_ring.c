@@ -13,7 +13,7 @@
  * or reduce runs the other way (the leaves publish and return, the root
  * checks and reads every leaf's record) - the same checks, the same cases.
  * Broadcasts in ring pieces (ranks outnumbering cpus, 16 KiB < bytes <=
- * a quarter of the ring; session 20): every rank pinned to one cpu, the
+ * 128 KiB; session 20): every rank pinned to one cpu, the
  * data at every piece boundary, a root that runs two calls ahead and no
  * more, the broadcast mismatch cases and dead ranks.
  */
@@ -753,9 +753,9 @@ END_TEST
 
 /* ---- broadcasts in ring pieces (ranks outnumbering cpus) ---- */
 
-#define QUARTER_RING ((size_t)64 * 16384) /* K / 4 slots of 16 KiB: the largest */
-static const size_t psizes[] = {16385, 3 * 16384 + 100, 65536, 200000, QUARTER_RING,
-                                QUARTER_RING + 1, 100, 16384};
+#define PIECES_TOP ((size_t)8 * 16384) /* 8 slots of 16 KiB: the largest */
+static const size_t psizes[] = {16385, 3 * 16384 + 100, 65536, 100000, PIECES_TOP,
+                                PIECES_TOP + 1, 100, 16384};
 
 static int pieces_rank(int rank, void *arg)
 {
@@ -768,16 +768,16 @@ static int pieces_rank(int rank, void *arg)
     coh_shm *s = g->shm;
     RANK_CHECK(s->oversub && s->ring_k == 256 && s->ring_bytes == 16384, "oversub %d, ring %zu x %zu",
                s->oversub, s->ring_k, s->ring_bytes);
-    /* the rule: above the slot, up to a quarter of the ring; not at or
-     * below the slot (the ring, one phase), not above (two copies) */
-    static const size_t want[] = {2, 4, 4, 13, 64, 0, 0, 0};
+    /* the rule: above the slot, up to 8 pieces; not at or below the slot
+     * (the ring, one phase), not above (two copies) */
+    static const size_t want[] = {2, 4, 4, 7, 8, 0, 0, 0};
     for (size_t i = 0; i < COH_ARRAY_LEN(psizes); i++)
         RANK_CHECK(shm_ring_pieces(s, psizes[i]) == want[i], "%zu B: %zu pieces, want %zu",
                    psizes[i], shm_ring_pieces(s, psizes[i]), want[i]);
     char d[2048];
     RANK_PASS(cohort_describe(g, "broadcast", 65536, COHORT_UINT8, d, sizeof d), g);
     RANK_CHECK(strstr(d, "slot ring in 4 pieces"), "describe: %s", d);
-    static unsigned char buf[QUARTER_RING + 1];
+    static unsigned char buf[PIECES_TOP + 1];
     for (int i = 0; i < 6 * n; i++) {
         /* streaks of one root (it runs ahead), every size, then rotation */
         int root = (i / 3) % n;

@@ -2,7 +2,7 @@
  * bcast_pieces.c - coh_shm_broadcast: a broadcast in ring pieces
  * (shm_ring_pieces; docs/shm.md "Broadcast in ring pieces") when the ranks
  * outnumber the cpus and the message is above the ring's slot and at most
- * half the ring, else shm_coll.c's coh_shm_broadcast_plain. The pieces are
+ * 8 pieces, else shm_coll.c's coh_shm_broadcast_plain. The pieces are
  * whole ring calls of shm_coll.c - an announcement, then one ring
  * broadcast per piece - and live in a translation unit of their own, the
  * choice too: shm_coll.c compiles byte for byte as before. Any code added
@@ -11,7 +11,6 @@
  * at the top of its broadcast reallocated that function's registers
  * throughout (docs/performance.md).
  */
-#include <stdlib.h>
 #include <string.h>
 
 #include "coll/fail/fail.h"
@@ -26,85 +25,38 @@
 #define PIECES_MAGIC 0x50434543u /* "CECP" */
 enum { PIECES_DATA = 0, PIECES_MEM = 1 };
 typedef struct pieces_ann {
-    uint32_t magic, mode; /* PIECES_DATA: the pieces follow; PIECES_MEM: d */
+    uint32_t magic, mode; /* PIECES_DATA: the pieces follow; PIECES_MEM: read d */
     uint64_t bytes;       /* the message's (the contract agreed on count and dtype) */
-    shm_mem_desc d;       /* the root's cohort_mem_alloc buffer */
+    shm_mem_desc d;       /* the root's region (cohort_mem_alloc, the shared heap) */
 } pieces_ann;
 _Static_assert(sizeof(pieces_ann) <= SHM_DEFAULT_TINY_BYTES, "the announcement is a tiny call");
 
-/* The share of a message the root writes into a reader's own region (its
- * offer), at the message's end: whole pages, as the one-copy path splits. */
-static size_t mem_tail(const coh_shm *s, size_t bytes) { return bytes / (size_t)s->n & ~(size_t)4095; }
-
-/* 0 when d describes `bytes` inside its region; else the failure. */
-static cohort_status mem_desc_ok(coh_shm *s, const coh_call *c, int q, const shm_mem_desc *d,
-                                 size_t bytes)
-{
-    if (d->bytes == bytes && d->off <= d->size && d->bytes <= d->size - d->off)
-        return COHORT_OK;
-    return coh_group_fail(s->g, COHORT_ERR_PROTOCOL,
-                          "shm broadcast #%llu: rank %d announced %llu bytes at %llu in a "
-                          "%llu-byte region, this rank %zu bytes",
-                          (unsigned long long)c->seq, s->g->local_ranks[q],
-                          (unsigned long long)d->bytes, (unsigned long long)d->off,
-                          (unsigned long long)d->size, bytes);
-}
-
-/* From the root's cohort_mem_alloc buffer rd (announced): each reader
- * offers its own buffer if it is a region too (a ring gather of the
- * offers to the root), copies the message from the root's buffer in
- * place - but the tail of an offered one, which the root writes - and a
- * barrier ends it: the root returns once no reader reads its buffer, a
- * reader once its tail is written. */
+/* From the root's region d (announced): every reader copies the message
+ * from it in place, then a ring gather of nothing to the root, whose
+ * leaves publish once they are done and return at once: the root must not
+ * return while a reader still reads its buffer. No split (readers offering
+ * their own regions for the root to write a share): at <= 8 pieces it did
+ * not pay (docs/shm.md). */
 static cohort_status pieces_mem(coh_shm *s, const coh_call *c, void *buf, size_t bytes, int root,
-                                const shm_mem_desc *rd)
+                                const shm_mem_desc *d)
 {
     cohort_status st;
-    int n = s->n, me = s->me;
-    size_t tail = mem_tail(s, bytes);
-    shm_mem_desc mine;
-    memset(&mine, 0, sizeof mine);
-    shm_mem_desc *offers = NULL;
-    if (me == root) {
-        if (!(offers = calloc((size_t)n, sizeof *offers)))
-            return coh_group_fail(s->g, COHORT_ERR_NOMEM,
-                                  "shm broadcast #%llu: no memory for %d offers",
-                                  (unsigned long long)c->seq, n);
-    } else if (tail && s->mem_mode != 3 && coh_mem_find(s->g, buf, bytes, &mine) &&
-               coh_mem_recent(s, &mine, 0)) {
-        /* offered: mine.bytes != 0 */
-    } else {
-        memset(&mine, 0, sizeof mine);
-    }
-    st = coh_shm_gather(s, c, &mine, offers, sizeof mine, root);
-    if (st == COHORT_OK && me != root) {
+    if (s->me != root) {
         unsigned char *base;
-        if ((st = mem_desc_ok(s, c, root, rd, bytes)) == COHORT_OK &&
-            (st = coh_mem_map(s, root, rd, c, 0, &base)) != COHORT_OK)
-            st = coh_coll_transport_failed(s->g, st); /* with what the map recorded */
-        if (st == COHORT_OK)
-            coh_shm_copy(buf, base + rd->off, mine.bytes ? bytes - tail : bytes, 0);
+        if (d->bytes != bytes || d->off > d->size || d->bytes > d->size - d->off)
+            return coh_group_fail(s->g, COHORT_ERR_PROTOCOL,
+                                  "shm broadcast #%llu: rank %d announced %llu bytes at %llu in "
+                                  "a %llu-byte region, this rank %zu bytes",
+                                  (unsigned long long)c->seq, s->g->local_ranks[root],
+                                  (unsigned long long)d->bytes, (unsigned long long)d->off,
+                                  (unsigned long long)d->size, bytes);
+        if ((st = coh_mem_map(s, root, d, c, 0, &base)) != COHORT_OK)
+            return coh_coll_transport_failed(s->g, st); /* with what the map recorded */
+        coh_shm_copy(buf, base + d->off, bytes, 0);
     }
-    int split = 0;
-    for (int q = 0; st == COHORT_OK && me == root && q < n; q++) {
-        unsigned char *base;
-        if (q == me || !offers[q].bytes)
-            continue;
-        if ((st = mem_desc_ok(s, c, q, &offers[q], bytes)) == COHORT_OK &&
-            (st = coh_mem_map(s, q, &offers[q], c, 1, &base)) != COHORT_OK)
-            st = coh_coll_transport_failed(s->g, st);
-        if (st == COHORT_OK) {
-            coh_shm_copy(base + offers[q].off + bytes - tail,
-                         (const unsigned char *)buf + bytes - tail, tail, 0);
-            split = 1;
-        }
-    }
-    free(offers);
-    (void)split;
+    st = coh_shm_gather(s, c, NULL, NULL, 0, root);
     if (st == COHORT_OK)
-        st = coh_shm_barrier(s, c);
-    if (st == COHORT_OK)
-        coh_mem_count(me == root ? COH_MEM_ROOTED : mine.bytes ? COH_MEM_SPLIT : COH_MEM_READ);
+        coh_mem_count(s->me == root ? COH_MEM_ROOTED : COH_MEM_READ);
     return st;
 }
 

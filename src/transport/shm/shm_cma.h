@@ -68,19 +68,23 @@ static inline int shm_cma_use(const coh_shm *s, int coll, size_t bytes)
 }
 
 /* A broadcast above the ring's slot with ranks outnumbering cpus goes
- * through the ring in slot-sized pieces, one ring phase each, while it fits
- * in a quarter of the ring - two calls in flight and the one being written
- * then fit in it (docs/shm.md "Broadcast in ring pieces"): the root
- * returns once its last piece is written, and no rank waits for all the
+ * through the ring in slot-sized pieces, one ring phase each, up to
+ * SHM_PIECES_MAX pieces (128 KiB at the default slot) and a quarter of the
+ * ring - two calls in flight and the one being written then fit in it
+ * (docs/shm.md "Broadcast in ring pieces"): no rank waits for all the
  * others at the start, so a call does not need every rank on a cpu at
- * once. Returns the number of pieces, 0 when the call goes another way.
- * The same answer on every local rank: oversub, ring_k, ring_bytes and the
- * single-copy rule are agreed. Here beside shm_cma_use, which it asks. */
+ * once. Above 8 pieces two copies win back to back (4 and 8 ranks on 2
+ * cpus, 256 KiB-1 MiB: x1.25-1.6 in pieces). Returns the number of pieces,
+ * 0 when the call goes another way. The same answer on every local rank:
+ * oversub, ring_k, ring_bytes and the single-copy rule are agreed. Here
+ * beside shm_cma_use, which it asks. */
+#define SHM_PIECES_MAX 8u
 static inline size_t shm_ring_pieces(const coh_shm *s, size_t bytes)
 {
     /* the size first: one compare on a small broadcast's path */
     if (!s || bytes <= s->ring_bytes || !s->oversub || !s->ring_k || s->n < 2 ||
-        bytes > s->ring_k / 4 * s->ring_bytes || shm_cma_use(s, COH_COLL_BROADCAST, bytes))
+        bytes > COH_MIN(s->ring_k / 4, SHM_PIECES_MAX) * s->ring_bytes ||
+        shm_cma_use(s, COH_COLL_BROADCAST, bytes))
         return 0;
     return (bytes + s->ring_bytes - 1) / s->ring_bytes;
 }
