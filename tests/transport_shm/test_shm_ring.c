@@ -27,6 +27,7 @@
 
 #include "harness.h"
 #include "support/support.h"
+#include "coll/shm/bcast_pieces.h"
 #include "transport/shm/shm_cma.h"
 #include "transport/shm/shm_seg.h"
 
@@ -59,6 +60,18 @@ static void ms_sleep(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
+}
+
+/* Runs fn in n rank processes (rank 0 hosts the store: no thread before
+ * the fork, what TSan needs) and expects every rank to pass. */
+static void run_all_ok(int n, int deadline_ms, const char *env, int (*fn)(int, void *), void *arg)
+{
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n, .deadline_ms = deadline_ms,
+                  .extra_env = env};
+    cht_result r;
+    cht_run_ranks(&o, fn, arg, &r);
+    cht_assert_all_ok(&r);
 }
 
 /* How long held-off readers wait for the root before giving up: far
@@ -204,17 +217,66 @@ START_TEST(back_to_back)
      * it, the bytes are checked */
     static int ns[] = {2, 4, 8, 4};
     int n = ns[_i];
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n, .deadline_ms = 120000,
-                  .extra_env = _i == 3 ? "COHORT_SHM_RING_DRAIN=1" : NULL};
-    cht_result r;
-    cht_run_ranks(&o, correct_rank, &n, &r);
-    cht_assert_all_ok(&r);
+    run_all_ok(n, 120000, _i == 3 ? "COHORT_SHM_RING_DRAIN=1" : NULL, correct_rank, &n);
 }
 END_TEST
 
 static cohort_status ar(cohort_group *g);
 static cohort_status ga(cohort_group *g, const unsigned char *send, int root, size_t count);
+
+/* A root that sends a forged announcement (a broken or hostile peer: the
+ * readers read it from its memory): garbage, another size, an unknown
+ * mode, a region that does not hold the message. Every reader fails with
+ * COHORT_ERR_PROTOCOL naming what it got, its buffer untouched, in
+ * bounded time; the root's next call learns it. */
+static int forged_rank(int rank, void *arg)
+{
+    int k = *(int *)arg;
+    RANK_CHECK(cht_pin_one_cpu() == 0, "sched_setaffinity");
+    cohort_status st;
+    cohort_group *g = th_group(rank, 3, 20000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_PASS(ar(g), g);
+    static unsigned char buf[65536];
+    memset(buf, 0xEE, sizeof buf);
+    coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, sizeof buf);
+    uint64_t t0 = coh_now_ns();
+    if (rank == 0) {
+        pieces_ann a;
+        memset(&a, 0, sizeof a);
+        a.magic = k == 0 ? 0xdeadbeefu : PIECES_MAGIC;
+        a.mode = k == 2 ? 7 : k == 3 ? PIECES_MEM : PIECES_DATA;
+        a.bytes = k == 1 ? sizeof buf - 1 : sizeof buf;
+        a.d.bytes = 1; /* k 3: a region that does not hold the message */
+        RANK_PASS(coh_shm_broadcast_plain(g->shm, &c, &a, sizeof a, 0), g);
+        st = ar(g);
+        RANK_CHECK(st == COHORT_ERR_ABORTED || st == COHORT_ERR_PROTOCOL,
+                   "the forging root's next call: %s", cohort_status_name(st));
+    } else {
+        st = coh_shm_broadcast(g->shm, &c, buf, sizeof buf, 0);
+        static const char *want[] = {"announced garbage", "announced another call",
+                                     "announced another call", "announced 1 bytes"};
+        RANK_CHECK(st == COHORT_ERR_PROTOCOL || st == COHORT_ERR_ABORTED, "case %d: got %s (%s)", k,
+                   cohort_status_name(st), th_errmsg(g));
+        RANK_CHECK(strstr(th_errmsg(g), want[k]), "case %d: %s", k, th_errmsg(g));
+        for (size_t j = 0; j < sizeof buf; j++)
+            RANK_CHECK(buf[j] == 0xEE, "case %d: byte %zu written", k, j);
+    }
+    double ms = (coh_now_ns() - t0) / 1e6;
+    RANK_CHECK(ms < 3000 * cht_time_scale(), "case %d: took %.0f ms", k, ms);
+    RANK_CHECK(coh_group_poisoned(g) == COHORT_ERR_PROTOCOL, "group failed with %d",
+               coh_group_poisoned(g));
+    th_group_free(g);
+    th_done(3);
+    return 0;
+}
+
+START_TEST(pieces_forged)
+{
+    int k = _i;
+    run_all_ok(3, 30000, NULL, forged_rank, &k);
+}
+END_TEST
 
 /* ---- the rooted ops back to back ---- */
 
@@ -368,11 +430,7 @@ START_TEST(rooted_back_to_back)
 {
     static int ns[] = {2, 3, 4, 8};
     int n = ns[_i];
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n, .deadline_ms = 120000};
-    cht_result r;
-    cht_run_ranks(&o, rooted_rank, &n, &r);
-    cht_assert_all_ok(&r);
+    run_all_ok(n, 120000, NULL, rooted_rank, &n);
 }
 END_TEST
 
@@ -755,11 +813,7 @@ static int mismatch_rank(int rank, void *arg)
 START_TEST(mismatch)
 {
     int k = _i;
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 30000};
-    cht_result r;
-    cht_run_ranks(&o, mismatch_rank, &k, &r);
-    cht_assert_all_ok(&r);
+    run_all_ok(3, 30000, NULL, mismatch_rank, &k);
 }
 END_TEST
 
@@ -847,11 +901,7 @@ START_TEST(pieces)
 {
     static int ns[] = {2, 3, 4};
     int n = ns[_i];
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n, .deadline_ms = 120000};
-    cht_result r;
-    cht_run_ranks(&o, pieces_rank, &n, &r);
-    cht_assert_all_ok(&r);
+    run_all_ok(n, 120000, NULL, pieces_rank, &n);
 }
 END_TEST
 
@@ -861,11 +911,7 @@ START_TEST(pieces_mismatch)
     static const int ks[] = {R_COUNT, R_DTYPE, R_ROOT, R_NOBODY_ROOT, R_READER_AR, R_ROOT_AR,
                              R_EXTRA, R_SKIPPED, R_COUNT_AHEAD, R_ROOT_CLOSE, R_OTHERS_AR};
     int k = 2 * R_N + ks[_i];
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 30000};
-    cht_result r;
-    cht_run_ranks(&o, mismatch_rank, &k, &r);
-    cht_assert_all_ok(&r);
+    run_all_ok(3, 30000, NULL, mismatch_rank, &k);
 }
 END_TEST
 
@@ -1031,12 +1077,8 @@ static int lines_rank(int rank, void *arg)
 
 START_TEST(lines)
 {
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 30000};
-    cht_result r;
     int n = 2;
-    cht_run_ranks(&o, lines_rank, &n, &r);
-    cht_assert_all_ok(&r);
+    run_all_ok(2, 30000, NULL, lines_rank, &n);
 }
 END_TEST
 
@@ -1132,11 +1174,7 @@ static int fast_rank(int rank, void *arg)
 START_TEST(fast_reader)
 {
     int big_ = _i;
-    ck_assert_ptr_nonnull(th_shared_init());
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 30000};
-    cht_result r;
-    cht_run_ranks(&o, fast_rank, &big_, &r);
-    cht_assert_all_ok(&r);
+    run_all_ok(2, 30000, NULL, fast_rank, &big_);
 }
 END_TEST
 
@@ -1197,6 +1235,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, sigkill, 0, 6);
     tcase_add_loop_test(tc, pieces, 0, 3);
     tcase_add_loop_test(tc, pieces_mismatch, 0, 11);
+    tcase_add_loop_test(tc, pieces_forged, 0, 4);
     tcase_add_test(tc, lines);
     tcase_add_loop_test(tc, fast_reader, 0, 4);
     tcase_add_loop_test(tc, rooted_back_to_back, 0, 4);

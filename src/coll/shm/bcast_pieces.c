@@ -14,22 +14,13 @@
 #include <string.h>
 
 #include "coll/fail/fail.h"
+#include "coll/shm/bcast_pieces.h"
 #include "coll/shm/shm_coll.h"
 #include "transport/shm/shm_cma.h"
 #include "transport/shm/shm_mem.h"
 #include "transport/shm/shm_seg.h"
 #include "util/util.h"
 
-/* The first ring call of every broadcast in pieces: what follows. Read by
- * the readers into their own copy (never into the user's buffer). */
-#define PIECES_MAGIC 0x50434543u /* "CECP" */
-enum { PIECES_DATA = 0, PIECES_MEM = 1 };
-typedef struct pieces_ann {
-    uint32_t magic, mode; /* PIECES_DATA: the pieces follow; PIECES_MEM: read d */
-    uint64_t bytes;       /* the message's (the contract agreed on count and dtype) */
-    shm_mem_desc d;       /* the root's region (cohort_mem_alloc, the shared heap) */
-} pieces_ann;
-_Static_assert(sizeof(pieces_ann) <= SHM_DEFAULT_TINY_BYTES, "the announcement is a tiny call");
 
 /* From the root's region d (announced): every reader copies the message
  * from it in place, then a ring gather of nothing to the root, whose
@@ -77,11 +68,7 @@ static COH_NOINLINE cohort_status bcast_pieces(coh_shm *s, const coh_call *c, vo
     uint32_t *end = &s->pieces_end[s->pieces_n & 1];
     if (s->me == root && (uint32_t)(s->phase - *end) < s->ring_k) {
         shm_op o;
-        memset(&o, 0, sizeof o);
-        o.s = s;
-        o.g = s->g;
-        o.c = c;
-        o.waiting_for = -1;
+        shm_op_bare(&o, s, c);
         if ((st = shm_wait_all(&o, *end)) != COHORT_OK)
             return coh_coll_transport_failed(s->g, st);
     }

@@ -1570,17 +1570,6 @@ static cohort_status ring_vs_call(shm_op *o, const coh_call *c, int q, uint32_t 
  * read. Not memset: shm_op is ~1.4 KB, mostly the wait's report buffer
  * that the wait itself sets up (w_init); zeroing it cost ~170
  * instructions (callgrind) each time. */
-static void op_bare(shm_op *o, coh_shm *s, const coh_call *c)
-{
-    o->s = s;
-    o->g = s->g;
-    o->c = c;
-    o->w_init = 0;
-    o->nt = 0;
-    o->ring_wait = 0;
-    o->ring_bad = 0;
-    o->waiting_for = -1;
-}
 
 /* The lazy check's rare parts, out of line so that the common one (the
  * phase long done, every done word set) inlines into ring_settle: ~45
@@ -1590,7 +1579,7 @@ static void op_bare(shm_op *o, coh_shm *s, const coh_call *c)
 static COH_COLD cohort_status ring_check_wait(coh_shm *s, const coh_call *c, uint32_t x)
 {
     shm_op w;
-    op_bare(&w, s, c);
+    shm_op_bare(&w, s, c);
     return cs_wait_all(&w, x);
 }
 
@@ -1713,7 +1702,7 @@ static cohort_status ring_close(coh_shm *s, int wait_ms)
     if (!s->ring_npend)
         return COHORT_OK;
     shm_op o;
-    op_bare(&o, s, NULL);
+    shm_op_bare(&o, s, NULL);
     return ring_settle(&o, s->phase);
 }
 

@@ -557,6 +557,21 @@ typedef struct shm_op {
     coh_hdr ring_got;
 } shm_op;
 
+/* An op for a wait outside a call's own path (the ring's lazy check, the
+ * closing check, a broadcast in pieces): what stall reports read, nothing
+ * of the contract. */
+static inline void shm_op_bare(shm_op *o, coh_shm *s, const coh_call *c)
+{
+    o->s = s;
+    o->g = s->g;
+    o->c = c;
+    o->w_init = 0;
+    o->nt = 0;
+    o->ring_wait = 0;
+    o->ring_bad = 0;
+    o->waiting_for = -1;
+}
+
 static inline shm_chan *shm_chan_of(const coh_shm *s, int from, int to)
 {
     return (shm_chan *)(s->p2p + ((size_t)from * (size_t)s->n + (size_t)to) * s->p2p_stride);
