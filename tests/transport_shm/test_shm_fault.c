@@ -18,6 +18,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <sys/mman.h>
@@ -37,6 +38,7 @@
 #include "harness.h"
 
 #include "support/support.h"
+#include "transport/shm/shm_cma.h"
 #include "transport/shm/shm_seg.h"
 
 /* A 2-rank group that got through works: an all_reduce of rank + 1 is 3. */
@@ -235,6 +237,74 @@ START_TEST(single_copy_bad_buffer)
                   .extra_env = "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_SINGLE_COPY_BYTES=4096"};
     int want[2] = {0, 0};
     run_expect(&o, badbuf_rank, NULL, want);
+}
+END_TEST
+
+/* A peer fails the group and then exits (mode 0) or frees the buffer this
+ * rank is about to copy (mode 1) - what any rank does once its call has
+ * returned an error. The copy that then fails must report the peer's
+ * cause, not blame the peer's exit or the unmapped buffer: every rank names
+ * the first failure (a clean-clone CI run saw rank 0 blame rank 1's exit
+ * after rank 1 had reported rank 2's death). */
+static int failed_peer_mode;
+static int failed_peer_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    cohort_group *g = th_group(rank, 2, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_CHECK(g->shm->cma, "single copy not in use: %s", g->shm->copy_info);
+    size_t bytes = 4 * 4096;
+    if (rank == 1) {
+        unsigned char *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        RANK_CHECK(buf != MAP_FAILED, "mmap");
+        memset(buf, 0x5a, bytes);
+        atomic_store(&th_sh()->val[0], (int64_t)(uintptr_t)buf);
+        atomic_store(&th_sh()->flag[2], 1);
+        th_wait_flag(3, 10000);
+        coh_group_fail(g, COHORT_ERR_TIMEOUT, "injected failure of rank 1 (test)");
+        if (failed_peer_mode == 1) {
+            munmap(buf, bytes);
+            atomic_store(&th_sh()->flag[4], 1);
+            th_wait_flag(5, 10000); /* alive until rank 0 has copied */
+        }
+        th_group_free(g);
+        th_done(2);
+        return 0;
+    }
+    th_wait_flag(2, 10000);
+    uint64_t addr = (uint64_t)atomic_load(&th_sh()->val[0]);
+    atomic_store(&th_sh()->flag[3], 1);
+    if (failed_peer_mode == 0) {
+        RANK_CHECK(g->shm->pidfd && g->shm->pidfd[1] >= 0, "no pidfd for rank 1");
+        struct pollfd pf = {.fd = g->shm->pidfd[1], .events = POLLIN};
+        RANK_CHECK(poll(&pf, 1, 10000) == 1, "rank 1 did not exit");
+    } else {
+        th_wait_flag(4, 10000);
+    }
+    unsigned char dst[4 * 4096];
+    coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 1, bytes);
+    shm_op o;
+    shm_op_bare(&o, g->shm, &c);
+    st = shm_cma_read(&o, 1, dst, addr, bytes);
+    atomic_store(&th_sh()->flag[5], 1);
+    fprintf(stderr, "rank 0: %s: %s\n", cohort_status_name(st), th_errmsg(g));
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT, "got %s: %s", cohort_status_name(st), th_errmsg(g));
+    RANK_CHECK(strstr(th_errmsg(g), "injected failure of rank 1"), "not the peer's cause: %s",
+               th_errmsg(g));
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(single_copy_failed_peer)
+{
+    failed_peer_mode = _i;
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 20000,
+                  .extra_env = "COHORT_SHM_SINGLE_COPY=on"};
+    int want[2] = {0, 0};
+    run_expect(&o, failed_peer_rank, NULL, want);
 }
 END_TEST
 
@@ -1094,6 +1164,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, sigkill_single_copy, 0, 9);
     tcase_add_loop_test(tc, single_copy_scratch_oom, 0, 2);
     tcase_add_loop_test(tc, single_copy_bad_buffer, 0, 3);
+    tcase_add_loop_test(tc, single_copy_failed_peer, 0, 2);
     tcase_add_test(tc, sigstop_timeout);
     tcase_add_loop_test(tc, no_leaks, 0, 3);
     tcase_add_loop_test(tc, impostor_refused, 0, 2);

@@ -560,8 +560,11 @@ static cohort_status cma_xfer(shm_op *o, int q, void *local, uint64_t addr, size
     shm_ctl *c = shm_ctl_of(s, q);
     pid_t pid = (pid_t)atomic_load_explicit(&c->pid, memory_order_relaxed);
     const char *what = wr ? "write" : "read";
+    cohort_status ab;
     if (wr && peer_exited(s, q)) /* never write into whoever has its pid now */
-        return coh_tp_fail_set(o->g, COHORT_ERR_PEER_LOST,
+        return (ab = shm_check_abort(s)) != COHORT_OK
+                   ? ab
+                   : coh_tp_fail_set(o->g, COHORT_ERR_PEER_LOST,
                                "shm %s #%llu: rank %d (pid %d) exited before this rank wrote "
                                "into its buffer (single copy)",
                                coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
@@ -580,6 +583,11 @@ static cohort_status cma_xfer(shm_op *o, int q, void *local, uint64_t addr, size
         int e = k < 0 ? errno : EFAULT;
         if (e == EINTR)
             continue;
+        /* A peer that failed the group wrote the segment's abort word before
+         * it returned, unmapped its buffer or exited: the copy failed because
+         * of that failure, which is the cause every rank must report. */
+        if ((ab = shm_check_abort(s)) != COHORT_OK)
+            return ab;
         if (e == ESRCH || peer_exited(s, q))
             return coh_tp_fail_set(o->g, COHORT_ERR_PEER_LOST,
                                    "shm %s #%llu: rank %d (pid %d) exited during a single-copy %s "
@@ -598,7 +606,9 @@ static cohort_status cma_xfer(shm_op *o, int q, void *local, uint64_t addr, size
     /* A read named the peer for its whole length only if the peer is
      * still alive now (a dead peer's pid could have been reused). */
     if (!wr && peer_exited(s, q))
-        return coh_tp_fail_set(o->g, COHORT_ERR_PEER_LOST,
+        return (ab = shm_check_abort(s)) != COHORT_OK
+                   ? ab
+                   : coh_tp_fail_set(o->g, COHORT_ERR_PEER_LOST,
                                "shm %s #%llu: rank %d (pid %d) exited during a single-copy read",
                                coh_coll_name(o->c->coll), (unsigned long long)o->c->seq,
                                s->g->local_ranks[q], (int)pid);

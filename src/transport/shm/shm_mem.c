@@ -345,6 +345,9 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
         } else if ((uint64_t)sb.st_ino != d->ino || (uint64_t)sb.st_size != d->size ||
                    seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) {
             close(fd);
+            cohort_status ab = shm_check_abort(s); /* a failed root freed it */
+            if (ab != COHORT_OK)
+                return ab;
             return coh_tp_fail_set(s->g, COHORT_ERR_PROTOCOL,
                            "shm broadcast #%llu: rank %d's descriptor %d is not its sealed "
                            "%llu-byte cohort_mem_alloc region",
@@ -358,6 +361,11 @@ cohort_status coh_mem_map(coh_shm *s, int q, const shm_mem_desc *d, const coh_ca
         }
         close(fd);
     }
+    /* A root that failed the group (abort word written first) and then
+     * exited or freed its region: its cause is the one to report. */
+    cohort_status ab;
+    if (p == MAP_FAILED && (ab = shm_check_abort(s)) != COHORT_OK)
+        return ab;
     if (p == MAP_FAILED)
         return coh_tp_fail_set(s->g, e == EMFILE || e == ENFILE || e == ENOMEM ? COHORT_ERR_NOMEM : COHORT_ERR_SYSTEM,
                        "shm broadcast #%llu: this rank cannot map %s rank %d's cohort_mem_alloc "

@@ -159,6 +159,10 @@ static cohort_status slow_check(shm_op *o, int q, _Atomic uint32_t *word, uint32
         uint32_t v = atomic_load_explicit(word, memory_order_acquire);
         if (shm_reached(v, target))
             return COHORT_OK;
+        /* A peer that failed the group wrote the abort word before it
+         * exited: its cause, not its exit, is what went wrong. */
+        if ((st = shm_check_abort(s)) != COHORT_OK)
+            return st;
         return coh_tp_peer_lost(o->g, o->waiting_for,
                                 "process exited (shared-memory peer, seen through its pidfd)");
     }
