@@ -34,6 +34,13 @@ void coh_shm_wake(coh_shm *s);
 /* Marks the segment aborted so every local rank's waits end at once. */
 void coh_shm_abort(coh_shm *s, cohort_status st, const char *reason);
 
+/* One whole handshake message of `len` bytes from the rendezvous socket fd
+ * (and a passed descriptor into *got_fd, if given): 0, or -errno (-EPROTO
+ * for another size, -ECONNRESET when the peer closed and nothing is
+ * queued, -ETIMEDOUT past deadline_ns). A message queued before the peer's
+ * reset is still returned. Used by the attach; public for test_shm_fault. */
+int coh_shm_hs_recv(int fd, void *buf, size_t len, int *got_fd, uint64_t deadline_ns);
+
 /* The copy path large calls take on this segment and why ("single copy
  * (process_vm_readv) from 65536 B ..." or "two copies through the segment
  * (single copy unavailable: ...)"); for cohort-perf and logs. */
