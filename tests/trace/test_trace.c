@@ -128,15 +128,24 @@ END_TEST
 /* The recorder's stamps (coh_trace_us: extrapolated from the TSC where the
  * kernel's clocksource is the TSC) stay within a few microseconds of
  * CLOCK_REALTIME read just before and after, across anchor renewals and
- * rate windows (300 ms: many of both; the first ~50 ms have no rate yet). */
+ * rate windows (300 ms: many of both; the first ~50 ms have no rate yet).
+ *
+ * Except right after a step of the system clock (settimeofday, a VM's or
+ * an NTP client's correction): the stamps follow it at the next anchor,
+ * at most FC_ANCHOR cycles later (docs/trace.md). A loaded run saw one read
+ * 500 us off; so the test watches CLOCK_REALTIME - CLOCK_MONOTONIC, which
+ * only a step moves, on every read that no preemption split (< 5 us), and
+ * leaves out the reads from the last such read before a step to 2 x
+ * FC_ANCHOR cycles after it is seen - a wrong extrapolation (a rate 1 %
+ * off, an anchor not renewed) leaves that difference alone and still
+ * fails. More than a quarter of the reads left out fails too. */
 START_TEST(trace_clock_tracks_realtime)
 {
-    uint64_t end = coh_now_ns() + 300000000ull, worst = 0, n = 0;
-    /* the worst read's context, for a failure seen once in a loaded run
-     * (500 us off): the clock's state just before the read, and
-     * CLOCK_REALTIME against CLOCK_MONOTONIC around it (a step of the
-     * system clock moves that offset; a wrong extrapolation does not) */
-    char ctx[256] = "";
+    uint64_t end = coh_now_ns() + 300000000ull, worst = 0, n = 0, pend = 0, left_out = 0;
+    uint64_t steps = 0, quiet_until = 0, npend = 0;
+    int64_t off_prev = 0;
+    int have_off = 0;
+    char ctx[320] = "", pctx[320] = "";
     while (coh_now_ns() < end) {
         for (int i = 0; i < 1000; i++, n++) {
             uint64_t m0 = coh_now_ns();
@@ -145,15 +154,16 @@ START_TEST(trace_clock_tracks_realtime)
                      mult = atomic_load(&coh_fc.mult);
             uint64_t before = coh_wall_us(), t = coh_trace_us(), after = coh_wall_us();
             uint64_t m1 = coh_now_ns();
-            uint64_t off = t < before ? before - t : t > after ? t - after : 0;
-            if (off > worst) {
-                worst = off;
 #if defined(__x86_64__)
-                uint64_t tsc = __builtin_ia32_rdtsc();
+            uint64_t tsc = __builtin_ia32_rdtsc();
 #else
-                uint64_t tsc = 0;
+            uint64_t tsc = 0;
 #endif
-                snprintf(ctx, sizeof ctx,
+            uint64_t off = t < before ? before - t : t > after ? t - after : 0;
+            npend++;
+            if (off > pend) {
+                pend = off;
+                snprintf(pctx, sizeof pctx,
                          "read %llu: before %llu t %llu after %llu us; monotonic span %llu ns; "
                          "state seq %u tsc0 %llu ns0 %llu mult %llu, tsc after %llu (+%llu)",
                          (unsigned long long)n, (unsigned long long)before,
@@ -162,10 +172,41 @@ START_TEST(trace_clock_tracks_realtime)
                          (unsigned long long)n0, (unsigned long long)mult,
                          (unsigned long long)tsc, (unsigned long long)(tsc - t0));
             }
+            if (m1 - m0 >= 5000)
+                continue; /* split by a preemption: its offset says nothing */
+            int64_t o = (int64_t)(before * 1000) - (int64_t)m0;
+            int step = have_off && (o - off_prev > 20000 || off_prev - o > 20000);
+            off_prev = o;
+            have_off = 1;
+            if (step) {
+                steps++;
+                quiet_until = tsc + 2 * FC_ANCHOR;
+            }
+            if (step || tsc < quiet_until) {
+                left_out += npend; /* the reads since the last clean one */
+            } else if (pend > worst) {
+                worst = pend;
+                memcpy(ctx, pctx, sizeof ctx);
+            }
+            pend = 0;
+            npend = 0;
         }
     }
-    ck_assert_msg(worst <= 3, "coh_trace_us was %llu us outside CLOCK_REALTIME (%llu reads); %s",
-                  (unsigned long long)worst, (unsigned long long)n, ctx);
+    if (pend > worst) { /* the reads after the last clean one count */
+        worst = pend;
+        memcpy(ctx, pctx, sizeof ctx);
+    }
+    ck_assert_msg(left_out <= n / 4, "CLOCK_REALTIME stepped %llu times; %llu of %llu reads left out",
+                  (unsigned long long)steps, (unsigned long long)left_out, (unsigned long long)n);
+    ck_assert_msg(worst <= 3,
+                  "coh_trace_us was %llu us outside CLOCK_REALTIME (%llu reads; %llu clock "
+                  "steps, %llu reads around them left out); %s",
+                  (unsigned long long)worst, (unsigned long long)n, (unsigned long long)steps,
+                  (unsigned long long)left_out, ctx);
+    if (steps)
+        fprintf(stderr, "trace_clock_tracks_realtime: CLOCK_REALTIME stepped %llu times; %llu "
+                        "reads around them left out\n",
+                (unsigned long long)steps, (unsigned long long)left_out);
 }
 END_TEST
 
