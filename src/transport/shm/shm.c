@@ -1030,6 +1030,7 @@ static cohort_status member_attach(coh_shm *s)
                 .check_contract = (uint32_t)s->check};
     hs_m3 m3;
     int fd = -1, c = -1, e = 0, closed = 0;
+    const char *stage = "";
     for (;;) {
         if (c >= 0)
             close(c);
@@ -1070,6 +1071,7 @@ static cohort_status member_attach(coh_shm *s)
                                        : "",
                                    e == ECONNREFUSED ? why : "");
         }
+        stage = "waiting for its greeting (M1)";
         if ((e = coh_shm_hs_recv(c, &m1, sizeof m1, NULL, dl)) < 0)
             goto retry;
         if (m1.magic != HS_MAGIC || m1.version != SHM_VERSION) {
@@ -1084,15 +1086,22 @@ static cohort_status member_attach(coh_shm *s)
             return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: getrandom failed");
         }
         m2_mac(m2.mac, g, &m2, m1.snonce);
+        stage = "sending this rank's proof (M2)";
         if ((e = send_msg(c, &m2, sizeof m2, -1, dl)) < 0)
             goto retry;
+        stage = "waiting for the segment (M3)";
         if ((e = coh_shm_hs_recv(c, &m3, sizeof m3, &fd, dl)) < 0)
             goto retry;
         break;
     retry:
         if ((e != -ECONNRESET && e != -EPIPE) || coh_ms_left(dl) == 0)
             goto io_err;
-        closed++;
+        /* Once per attach: a lead under a flood evicts handshakes, but a
+         * member retried after the lead had counted it would fail later
+         * with "connection refused" - this line tells the two apart. */
+        if (!closed++)
+            coh_warn("shm: rank %d closed this rank's handshake (%s, %s); connecting again",
+                     g->local_ranks[0], stage, strerror(-e));
     }
     close(c);
     uint8_t mac[32];
