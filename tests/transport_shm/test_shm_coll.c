@@ -27,6 +27,7 @@
 #include "harness.h"
 #include "reduce/reduce.h"
 #include "support/support.h"
+#include "coll/shm/shm_coll.h"
 #include "transport/shm/shm_cma.h"
 #include "transport/shm/shm_seg.h"
 
@@ -382,6 +383,34 @@ static void t_scatter(int dt, size_t count, int inplace, int root)
     gcheck(&bs, "send");
     if (!ip)
         gcheck(&br, "recv");
+}
+
+/* send/recv of B bytes through the pair's channel (the header as coh_p2p
+ * builds it), rank 0 to rank 1, then back. */
+static void t_sendrecv(size_t B)
+{
+    for (int from = 0; from < 2; from++) {
+        int to = 1 - from;
+        uint64_t salt = ++salt_ctr;
+        gbuf b;
+        unsigned char *p = galloc(&b, B);
+        coh_call c = th_call(G, me == from ? COH_COLL_SEND : COH_COLL_RECV, COHORT_UINT8, -1,
+                             1 - me, B);
+        coh_hdr h;
+        coh_hdr_from_call(&h, G, &c, COH_MSG_P2P, 0, B);
+        h.coll = COH_COLL_SEND;
+        h.root = to;
+        if (me == from) {
+            for (size_t i = 0; i < B; i++)
+                p[i] = byte_of(from, to, i, salt);
+            OK(coh_shm_send(G->shm, &c, to, &h, p, B));
+        } else {
+            OK(coh_shm_recv(G->shm, &c, from, &h, p, B));
+            for (size_t i = 0; i < B; i++)
+                CHECK(p[i] == byte_of(from, to, i, salt), "send/recv %zu B: byte %zu", B, i);
+        }
+        gcheck(&b, "send/recv");
+    }
 }
 
 /* inplace: 0 separate, 1 recv == send, 2 recv = send + me*blk */
@@ -812,9 +841,9 @@ END_TEST
  * all_gather, gather, scatter and all_to_all take single copy, each from
  * its own size (shm_cma.c apart_from: broadcast 16 KiB, all_gather and
  * all_to_all 8 KiB a block, gather and scatter 16 KiB a block, reduce
- * from 16 KiB, all_reduce from 2 MiB), although
- * the probe (its times replaced: the kernel's copy 2x memcpy) keeps two
- * copies; send/recv keep two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
+ * from 16 KiB, all_reduce from 2 MiB, send/recv from 16 KiB, split
+ * between the pair), although the probe (its times replaced: the kernel's
+ * copy 2x memcpy) keeps two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
  * (B_USER) every one of the five from that size. Both ranks bound to one
  * cpu: two copies everywhere. The data of every op, at and around its
  * size, in and out of place, through whichever path was chosen. */
@@ -848,7 +877,7 @@ static int bound_main(int rank, void *arg)
     } ops[] = {{COH_COLL_BROADCAST, 16384, 0}, {COH_COLL_ALL_GATHER, 8192, 0},
                {COH_COLL_GATHER, 16384, 0},    {COH_COLL_SCATTER, 16384, 0},
                {COH_COLL_ALL_TO_ALL, 8192, 0}, {COH_COLL_REDUCE, 16384, 0},
-               {COH_COLL_ALL_REDUCE, 2u << 20, 0}};
+               {COH_COLL_ALL_REDUCE, 2u << 20, 0}, {COH_COLL_SEND, 16384, 0}};
     CHECK(s->cma == apart, "single copy %d (%s)", s->cma, s->copy_info);
     for (size_t k = 0; k < COH_ARRAY_LEN(ops); k++) {
         size_t from = mode == B_USER ? B_USER_MIN : ops[k].from;
@@ -863,7 +892,6 @@ static int bound_main(int rank, void *arg)
         CHECK(!shm_cma_use(s, ops[k].coll, from - 1), "%s at %zu B", coh_coll_name(ops[k].coll),
               from - 1);
     }
-    CHECK(!shm_cma_use(s, COH_COLL_SEND, 1u << 20), "send/recv: two copies (%s)", s->copy_info);
     CHECK(!apart || s->ar_oop_to == (mode == B_USER ? SIZE_MAX : (size_t)32 << 20),
           "all_reduce out of place ends at %zu B", s->ar_oop_to);
     CHECK(mode != B_APART || strstr(s->copy_info, "bound to cpus") != NULL, "named: %s",
@@ -908,6 +936,9 @@ static int bound_main(int rank, void *arg)
         t_all_to_all(COHORT_UINT8, 8192, ip);
         t_all_to_all(COHORT_UINT8, 70000 + 1, ip);
     }
+    t_sendrecv(16383);
+    t_sendrecv(16384);
+    t_sendrecv(3 * 65536 + 5);
     /* all_reduce: in and out of place and mixed (rank 0 in place), below
      * and at 2 MiB, slices of pieces with a tail, 1-byte elements, AVG
      * (float16's in the fold, the n-rank kernel); the path by the phases it

@@ -58,7 +58,7 @@ static int rank_matrix(int rank, void *arg)
     int to = (me + 1) % n, from = (me + n - 1) % n;
     char d[1024];
     RANK_PASS(cohort_describe(g, "send", 65536, COHORT_UINT8, d, sizeof d), g);
-    RANK_CHECK(strstr(d, m->single ? "single copy (cma; send/recv channel)"
+    RANK_CHECK(strstr(d, m->single ? "single copy (cma; send/recv channel, split"
                                    : "two copies (send/recv channel"),
                "rank %d: path %s", me, d);
     RANK_PASS(cohort_describe(g, "send", 16, COHORT_UINT8, d, sizeof d), g);

@@ -11,7 +11,9 @@
  *     while the receiver waits for someone else, and all arrive intact;
  *   - with the cap at 0, two ranks that send to each other first (eager,
  *     pipelined, single copy) still never deadlock;
- *   - a malformed COHORT_SHM_P2P_STASH_BYTES fails cohort_init naming it.
+ *   - a malformed COHORT_SHM_P2P_STASH_BYTES fails cohort_init naming it;
+ *   - a receiver that forges where a split single copy's tail goes (its
+ *     size, its address): the sender refuses or fails the write, named.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -379,6 +381,88 @@ static int rank_bad_env(int rank, void *arg)
     return 0;
 }
 
+/* ---- the split single copy: the receiver says where the tail goes ----
+ *
+ * The sender of a single-copy message writes its tail where the receiver's
+ * req says (shm_seg.h, "Channels"); a hostile or corrupted receiver could
+ * name any size or address. The sender writes only the tail both sides
+ * compute, and only into the receiver's own memory (process_vm_writev into
+ * its pid): a wrong size is a protocol error, an unmapped address a failed
+ * write - each named, on every rank, nothing written. The honest case
+ * checks the split is really taken (the channel's words afterwards). */
+#define SPLIT_BYTES ((size_t)256 << 10)
+enum { T_HONEST, T_SIZE, T_ADDR, T_NCASES };
+
+static int rank_split(int rank, void *arg)
+{
+    int kind = *(const int *)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    unsigned char *buf = malloc(SPLIT_BYTES);
+    RANK_CHECK(buf, "malloc");
+    for (size_t i = 0; i < SPLIT_BYTES; i++)
+        buf[i] = rank == 0 ? (unsigned char)(i * 7u + 1u) : 0xEE;
+    RANK_PASS(cohort_barrier(g), g);
+    coh_shm *s = g->shm;
+    int q = coh_shm_p2p_peer(s, 1 - rank);
+    RANK_CHECK(q >= 0, "rank %d: the peer is not on a channel", rank);
+    cohort_status st;
+    if (rank == 0) {
+        st = cohort_send(g, buf, SPLIT_BYTES, COHORT_UINT8, 1, 0);
+        const char *e = cohort_last_error(g);
+        if (kind == T_HONEST) {
+            RANK_CHECK(st == COHORT_OK, "honest: %s: %s", cohort_status_name(st), e);
+        } else {
+            cohort_status want = kind == T_SIZE ? COHORT_ERR_PROTOCOL : COHORT_ERR_INVALID;
+            const char *words = kind == T_SIZE ? "asked for a 262144-byte tail of a 262144-byte"
+                                               : "single-copy write of 131072 bytes at 0x1000";
+            RANK_CHECK(st == want, "case %d: %s: %s", kind, cohort_status_name(st), e);
+            RANK_CHECK(strstr(e, words), "case %d: the error does not say \"%s\": %s", kind,
+                       words, e);
+        }
+    } else {
+        shm_chan *ch = shm_chan_of(s, q, s->me);
+        uint32_t t = s->p2p_in[q];
+        if (kind == T_HONEST) {
+            RANK_PASS(cohort_recv(g, buf, SPLIT_BYTES, COHORT_UINT8, 0, 0), g);
+            for (size_t i = 0; i < SPLIT_BYTES; i++)
+                RANK_CHECK(buf[i] == (unsigned char)(i * 7u + 1u), "byte %zu is %u", i, buf[i]);
+            RANK_CHECK(atomic_load(&ch->req) == t + 1 && atomic_load(&ch->tail_done) == t + 1 &&
+                           atomic_load(&ch->tail_bytes) == SPLIT_BYTES / 2,
+                       "no split: req %u tail_done %u tail %llu (chunk %u)", atomic_load(&ch->req),
+                       atomic_load(&ch->tail_done),
+                       (unsigned long long)atomic_load(&ch->tail_bytes), t);
+        } else {
+            /* the single copy's head, then a forged answer */
+            double t0 = now_ms();
+            while (atomic_load(shm_chan_stamp(shm_chan_slot(s, ch, t))) != t + 1)
+                RANK_CHECK(now_ms() - t0 < 20000, "rank 0's message never came");
+            atomic_store(&ch->tail_bytes, kind == T_SIZE ? SPLIT_BYTES : SPLIT_BYTES / 2);
+            atomic_store(&ch->tail_addr, kind == T_SIZE ? (uint64_t)(uintptr_t)buf : 0x1000u);
+            atomic_store(&ch->req, t + 1);
+            shm_bell_ring(s, q);
+            st = cohort_barrier(g); /* the sender's failure reaches here */
+            RANK_CHECK(st != COHORT_OK, "rank 1: the barrier after the forged answer passed");
+            for (size_t i = 0; i < SPLIT_BYTES; i++)
+                RANK_CHECK(buf[i] == 0xEE, "case %d: byte %zu written (%u)", kind, i, buf[i]);
+        }
+    }
+    free(buf);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(split_tail_forged)
+{
+    int kind = _i;
+    cht_opts o = {.nranks = 2, .deadline_ms = 30000,
+                  .extra_env = "COHORT_TIMEOUT=10;COHORT_SHM_SINGLE_COPY=on"};
+    cht_result r;
+    cht_run_ranks(&o, rank_split, &kind, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 START_TEST(stash_env_invalid)
 {
     cht_opts o = {.nranks = 2, .deadline_ms = 30000,
@@ -399,6 +483,7 @@ static Suite *suite(void)
     tcase_add_test(tc, stash_cap_timeout_names_cap);
     tcase_add_loop_test(tc, cap_zero_no_deadlock, 0, 2);
     tcase_add_test(tc, stash_env_invalid);
+    tcase_add_loop_test(tc, split_tail_forged, 0, T_NCASES);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -17,8 +17,11 @@
  * free: eager); larger ones are pipelined through the channel's slots;
  * from COHORT_SHM_SINGLE_COPY_BYTES, where the segment agreed on single
  * copy (the same decision as for the collectives), the sender publishes
- * only its buffer's address and the receiver reads it with
- * process_vm_readv - the sender returns once the receiver has read it.
+ * only its buffer's address; the receiver answers with where the
+ * message's tail goes in its own buffer and reads the rest with
+ * process_vm_readv while the sender writes the tail with
+ * process_vm_writev (the split, p2p_tail) - the sender returns once the
+ * receiver has read its part.
  *
  * Progress: a rank waiting in send or recv keeps taking every other peer's
  * chunks into a private stash (like tcp's stash of early messages), so two
@@ -80,6 +83,26 @@ int coh_shm_p2p_peer(const coh_shm *s, int peer)
         return -1;
     int q = g->peers[peer].local_index;
     return q >= 0 && q < s->n && q != s->me && g->local_ranks[q] == peer ? q : -1;
+}
+
+/* The split single copy: the bytes at the end of a bytes-long message the
+ * sender writes into the receiver's buffer while the receiver reads the
+ * rest - half, in whole pages. Not when the ranks outnumber the cpus (one
+ * cpu would run both halves, plus the hand-off). Both sides compute it
+ * (oversub is agreed), so the sender checks what the receiver asked. */
+static size_t p2p_tail(const coh_shm *s, size_t bytes)
+{
+    return s->oversub ? 0 : bytes / 2 & ~(size_t)4095;
+}
+
+/* Tells the sender of the single copy t on ch where its tail goes (tail
+ * bytes at addr; 0: the receiver reads it whole). */
+static void p2p_req(coh_shm *s, shm_chan *ch, int q, uint32_t t, uint64_t addr, size_t tail)
+{
+    atomic_store_explicit(&ch->tail_addr, addr, memory_order_relaxed);
+    atomic_store_explicit(&ch->tail_bytes, (uint64_t)tail, memory_order_relaxed);
+    shm_word_publish(s, &ch->req, &ch->ack_waiters, t + 1);
+    shm_bell_ring(s, q);
 }
 
 /* ---- the stash: chunks taken from the other channels while waiting ---- */
@@ -181,9 +204,12 @@ static shm_chunk_ctx chunk_ctx(const coh_shm *s, int q, uint32_t step, uint64_t 
                        .len = len,
                        .have = have,
                        .slot_bytes = s->p2p_bytes,
-                       .cma_min = s->cma && (s->cma_ops >> COH_COLL_SEND & 1u) ? s->cma_min
-                                                                               : UINT64_MAX,
-                       .cma_end = s->cma_end == SIZE_MAX ? UINT64_MAX : s->cma_end};
+                       .cma_min = s->cma && (s->cma_ops >> COH_COLL_SEND & 1u)
+                                      ? s->cma_from[COH_COLL_SEND]
+                                      : UINT64_MAX,
+                       .cma_end = s->cma_to[COH_COLL_SEND] == SIZE_MAX
+                                      ? UINT64_MAX
+                                      : s->cma_to[COH_COLL_SEND]};
     return x;
 }
 
@@ -271,6 +297,7 @@ static cohort_status drain(void *arg_)
             if (d.mode == SHM_CHAN_CMA) {
                 shm_op r = *o;
                 r.w_init = 0;
+                p2p_req(s, ch, q, t, 0, 0); /* read whole: its sender waits */
                 cohort_status st = up(s->g, shm_cma_read(&r, q, m->data, d.addr, (size_t)d.bytes));
                 if (st != COHORT_OK)
                     return st;
@@ -363,6 +390,27 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
     s->p2p_out[q] = t;
     if (!cma)
         return COHORT_OK;
+    /* The receiver's answer: where the tail goes, or nothing (it reads the
+     * whole message). It may ask only for the split both sides compute. */
+    st = wait_word(&o, q, &ch->req, t, -1, q);
+    if (st != COHORT_OK)
+        return st;
+    uint64_t tail = atomic_load_explicit(&ch->tail_bytes, memory_order_relaxed);
+    if (tail) {
+        if (tail != p2p_tail(s, bytes))
+            return coh_group_fail(s->g, COHORT_ERR_PROTOCOL,
+                                  "shm send #%llu: rank %d asked for a %llu-byte tail of a "
+                                  "%zu-byte single copy, not %zu (a corrupted segment?)",
+                                  (unsigned long long)c->seq, s->g->local_ranks[q],
+                                  (unsigned long long)tail, bytes, p2p_tail(s, bytes));
+        st = up(s->g, shm_cma_write(&o, q, atomic_load_explicit(&ch->tail_addr,
+                                                                 memory_order_relaxed),
+                                    buf + bytes - (size_t)tail, (size_t)tail));
+        if (st != COHORT_OK)
+            return st;
+        shm_word_publish(s, &ch->tail_done, &ch->pub_waiters, t);
+        shm_bell_ring(s, q);
+    }
     /* The receiver reads my buffer: it is the caller's again only after
      * the receiver's ack. */
     st = wait_word(&o, q, &ch->ack, t, -1, q);
@@ -422,7 +470,12 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
             return up(s->g, coh_tp_mismatch(s->g, c, s->g->local_ranks[q], &exp, &got));
         }
         if (d.mode == SHM_CHAN_CMA) {
-            st = up(s->g, shm_cma_read(&o, q, buf, d.addr, bytes));
+            /* the split: the sender writes the tail while I read the rest */
+            size_t tail = p2p_tail(s, bytes);
+            p2p_req(s, ch, q, t, tail ? (uint64_t)(uintptr_t)(buf + bytes - tail) : 0, tail);
+            st = up(s->g, shm_cma_read(&o, q, buf, d.addr, bytes - tail));
+            if (st == COHORT_OK && tail)
+                st = wait_word(&o, q, &ch->tail_done, t + 1, q, -1);
             /* An abort while reading: the sender may have returned and
              * reused its buffer; what was read is not reported as data. */
             if (st == COHORT_OK)

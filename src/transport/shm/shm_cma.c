@@ -33,8 +33,11 @@
  * back and x0.48 OSU style (the two-copy ring lets the leaf return early,
  * which pays only back to back), 12 KiB x1.1-1.3 back to back; with the
  * leaf reducing a part too, every size above (x0.44-0.64 at 64 KiB-16 MiB);
- * all_reduce from 2 MiB (AR_OOP_TO below). send/recv not measured: not
- * taken. */
+ * all_reduce from 2 MiB (AR_OOP_TO below). send/recv, split between the
+ * two ranks (shm_p2p.c), session 22, 3 rounds, p50 one way: 16 KiB-1 MiB
+ * x0.35-0.51 of two copies with the send buffer never rewritten, x0.77-0.89
+ * in place, x0.55-0.78 rewritten before each send (fresh_send.c); 4-16 MiB
+ * x0.44-0.64 in all three; 8 KiB x0.94 / x1.3 in place. */
 static size_t apart_from(int coll)
 {
     switch (coll) {
@@ -42,6 +45,7 @@ static size_t apart_from(int coll)
     case COH_COLL_ALL_TO_ALL:
         return (size_t)8 << 10;
     case COH_COLL_BROADCAST:
+    case COH_COLL_SEND:
     case COH_COLL_GATHER:
     case COH_COLL_SCATTER:
     case COH_COLL_REDUCE:
@@ -423,13 +427,13 @@ cohort_status shm_cma_agree(shm_op *o)
      * copy 2-2.8x a memcpy at the probe): the other ops win apart too -
      * all_gather 32 KiB-16 MiB x0.44-0.83 of two copies' mean, gather and
      * scatter x0.24-0.85, all_to_all x0.34-0.73 - each from its own size
-     * (apart_from) unless COHORT_SHM_SINGLE_COPY_BYTES says otherwise.
-     * send/recv keep the probe's rule (not measured). */
+     * (apart_from) unless COHORT_SHM_SINGLE_COPY_BYTES says otherwise;
+     * send/recv since its copy is split too (session 22). */
     if (apart)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX,
         ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER | 1u << COH_COLL_GATHER |
               1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL | 1u << COH_COLL_REDUCE |
-              1u << COH_COLL_ALL_REDUCE;
+              1u << COH_COLL_ALL_REDUCE | 1u << COH_COLL_SEND;
     /* More than 2 ranks per cpu (every rank's V_CROWD; 3 or more ranks):
      * all_to_all takes single copy where the probe keeps two. Each phase of
      * the two-copy all_to_all has every rank fill its whole slot (n-1
@@ -478,7 +482,7 @@ cohort_status shm_cma_agree(shm_op *o)
         snprintf(s->copy_info, sizeof s->copy_info,
                  "broadcast >= %zu B, all_gather >= %zu B per rank, gather and scatter >= %zu B "
                  "per rank, all_to_all >= %zu B per pair, reduce >= %zu B, all_reduce >= %zu B "
-                 "(< %zu B unless in place): single copy "
+                 "(< %zu B unless in place), send/recv >= %zu B: single copy "
                  "(process_vm_readv/writev; "
                  "auto: the kernel's copy loses to memcpy at attach's measurement but the 2 ranks "
                  "%s, where one copy by the kernel beats two copies that cross the cores); else "
@@ -486,10 +490,11 @@ cohort_status shm_cma_agree(shm_op *o)
                  apart_from(COH_COLL_BROADCAST), apart_from(COH_COLL_ALL_GATHER),
                  apart_from(COH_COLL_GATHER), apart_from(COH_COLL_ALL_TO_ALL),
                  apart_from(COH_COLL_REDUCE), apart_from(COH_COLL_ALL_REDUCE), AR_OOP_TO,
-                 bound_apart ? where : "have a cpu each (unbound)", speed);
+                 apart_from(COH_COLL_SEND), bound_apart ? where : "have a cpu each (unbound)", speed);
     else if (apart)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "broadcast, all_gather, gather, scatter, all_to_all, reduce, all_reduce %s per "
+                 "broadcast, all_gather, gather, scatter, all_to_all, reduce, all_reduce, "
+                 "send/recv %s per "
                  "rank (COHORT_SHM_SINGLE_COPY_BYTES): single copy (process_vm_readv/writev; auto: the "
                  "kernel's copy loses to memcpy at attach's measurement but the 2 ranks %s, where "
                  "one copy by the kernel beats two copies that cross the cores); else two copies "
@@ -532,7 +537,9 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
         if (!s->p2p_bytes)
             return "tcp socket (COHORT_SHM_P2P_BYTES=0: send/recv do not use the segment)";
         if (shm_cma_use(s, COH_COLL_SEND, bytes))
-            return "single copy (cma; send/recv channel)";
+            return s->oversub ? "single copy (cma; send/recv channel: the receiver reads it)"
+                              : "single copy (cma; send/recv channel, split: the receiver "
+                                "reads the first part, the sender writes the rest)";
         return bytes <= s->p2p_bytes ? "two copies (send/recv channel, eager)"
                                      : "two copies (send/recv channel, pipelined)";
     }

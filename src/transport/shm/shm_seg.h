@@ -122,7 +122,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 17u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 18u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -134,7 +134,9 @@
                         * 15: small scatter, gather and reduce on the ring (a
                         * gather/reduce root's done word, SHM_RING_DONE_IN);
                         * 16: the publish mode (shm_ctl publish_cap);
-                        * 17: the spread done words (shm_ring_done) */
+                        * 17: the spread done words (shm_ring_done);
+                        * 18: send/recv's split single copy (shm_chan req,
+                        * tail_*) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -308,8 +310,14 @@ _Static_assert(offsetof(shm_ring_rec, inl) + SHM_RING_INLINE == SHM_LINE, "line 
  * no free head (slot), so small messages pay for the credit - a transfer
  * of the ack line - once per HEADS messages at most. A single-copy message
  * is one chunk whose head holds the sender's buffer address instead of
- * data: the receiver reads it with process_vm_readv and then acks, and the
- * sender returns only after that ack.
+ * data. The receiver stores where the message's tail goes in its buffer
+ * (tail_addr, tail_bytes: shm_p2p.c's p2p_tail, or 0 to read it whole, as a rank
+ * stashing it does) and publishes req = t + 1; it reads the head part with
+ * process_vm_readv while the sender, which waits for req, writes the tail
+ * with process_vm_writev and publishes tail_done = t + 1 (two cores copy
+ * at once, as the single-copy broadcast splits its copy). The receiver
+ * acks once it read its part and saw tail_done; the sender returns only
+ * after that ack.
  *
  * What a small message moves between the two cores (docs/performance.md,
  * "send/recv at 8 B"): its head line, written by the sender and read by the
@@ -321,10 +329,16 @@ typedef struct shm_chan {
     _Atomic uint32_t pub_waiters;
     _Atomic int32_t pub_cpu;         /* unused since v11 (kept: the layout of the bell) */
     _Atomic uint32_t closed;         /* the sender is in cohort_finalize */
+    _Atomic uint32_t tail_done;      /* sender: t + 1 of the split single copy whose tail
+                                      * it wrote into the receiver's buffer */
     _Alignas(64) _Atomic uint32_t ack; /* receiver: chunks consumed */
     _Atomic uint32_t ack_waiters;
     _Atomic int32_t ack_cpu;         /* unused: the ack's waiter sleeps on its bell and
                                       * takes no CPU hint (kept: the layout) */
+    _Atomic uint32_t req;            /* receiver: t + 1 of the single copy it started
+                                      * reading, tail_* stored before it */
+    _Atomic uint64_t tail_addr;      /* where the sender writes the tail (receiver's memory) */
+    _Atomic uint64_t tail_bytes;     /* the tail's bytes: 0 (read whole) or p2p_tail() */
 } shm_chan;
 _Static_assert(sizeof(shm_chan) == 128, "two lines per channel head");
 
