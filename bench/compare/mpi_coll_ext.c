@@ -5,16 +5,18 @@
  * collective Open MPI has (issue #14's shared-memory target).
  *
  * Collectives: alltoall (MPI_Alltoall), gather (MPI_Gather), scatter
- * (MPI_Scatter), reduce (MPI_Reduce, float32 MPI_SUM); root 0, float32.
+ * (MPI_Scatter), reduce (MPI_Reduce, float32 MPI_SUM); root 0, float32; and
+ * sendrecv, cohort-perf's: a ping-pong (MPI_Send, MPI_Recv) between ranks 2k
+ * and 2k+1, an odd rank out idle, its time one way (half the round trip).
  *
  * Same as mpi_coll_bench (and cohort-perf, nccl-tests):
  *   size: "bytes" is the full buffer - alltoall: the send (= receive) buffer of
  *     every rank, n blocks of bytes/n; gather: the root's receive buffer (each
  *     rank sends bytes/n); scatter: the root's send buffer (each rank receives
- *     bytes/n); reduce: the buffer. Per-rank blocks round down to whole floats,
+ *     bytes/n); reduce, sendrecv: the buffer. Per-rank blocks round down to whole floats,
  *     at least one; the row's bytes are what was moved (per * n * 4).
  *   algbw = bytes / time; busbw = algbw * factor: alltoall, gather, scatter
- *     (n-1)/n, reduce 1 (cohort-perf's perf_busfactor).
+ *     (n-1)/n, reduce and sendrecv 1 (cohort-perf's perf_busfactor).
  *   time: the max over ranks of the per-rank mean time per op (lat_us), and the
  *     min over ranks (min_rank_us); ops back to back, or with -o OSU style (a
  *     barrier between ops, only the op timed).
@@ -26,7 +28,7 @@
  * Every buffer is written (non-zero values) before anything is timed: no
  * page is first touched inside a timed call (no zero-page effects).
  *
- * Usage: mpirun -n N ./mpi_coll_ext [-c alltoall,gather,scatter,reduce]
+ * Usage: mpirun -n N ./mpi_coll_ext [-c alltoall,gather,scatter,reduce,sendrecv]
  *          [-b minbytes] [-e maxbytes] [-f factor] [-s size,size,...] [-t seconds]
  *          [-w warmup] [-o] [-r repeats] [-l label]
  * (-c also takes cohort's name all_to_all.)
@@ -37,8 +39,8 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { X_ALLTOALL, X_GATHER, X_SCATTER, X_REDUCE, X_N };
-static const char *const xname[X_N] = {"alltoall", "gather", "scatter", "reduce"};
+enum { X_ALLTOALL, X_GATHER, X_SCATTER, X_REDUCE, X_SENDRECV, X_N };
+static const char *const xname[X_N] = {"alltoall", "gather", "scatter", "reduce", "sendrecv"};
 
 static int me, np;
 static double budget_s = 0.3;
@@ -48,7 +50,7 @@ static float *src, *dst;
 
 static double bus_factor(int c, int n)
 {
-    return c == X_REDUCE ? 1.0 : (double)(n - 1) / n;
+    return c == X_REDUCE || c == X_SENDRECV ? 1.0 : (double)(n - 1) / n;
 }
 
 /* Elements per rank block for the per-rank ops, the whole count for reduce. */
@@ -57,7 +59,7 @@ static size_t block_of(int c, size_t bytes)
     size_t elems = bytes / sizeof(float);
     if (elems < 1)
         elems = 1;
-    if (c == X_REDUCE)
+    if (c == X_REDUCE || c == X_SENDRECV)
         return elems;
     size_t per = elems / (size_t)np;
     return per < 1 ? 1 : per;
@@ -66,7 +68,7 @@ static size_t block_of(int c, size_t bytes)
 /* Bytes the row reports: the full buffer of the count actually moved. */
 static size_t full_bytes(int c, size_t blk)
 {
-    return (c == X_REDUCE ? blk : blk * (size_t)np) * sizeof(float);
+    return (c == X_REDUCE || c == X_SENDRECV ? blk : blk * (size_t)np) * sizeof(float);
 }
 
 static void call(int c, size_t blk)
@@ -85,6 +87,19 @@ static void call(int c, size_t blk)
     case X_REDUCE:
         MPI_Reduce(src, dst, k, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
         break;
+    case X_SENDRECV: {
+        int partner = me % 2 == 0 ? me + 1 : me - 1;
+        if (partner >= np)
+            break;
+        if (me % 2 == 0) {
+            MPI_Send(src, k, MPI_FLOAT, partner, 0, MPI_COMM_WORLD);
+            MPI_Recv(dst, k, MPI_FLOAT, partner, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(dst, k, MPI_FLOAT, partner, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+            MPI_Send(src, k, MPI_FLOAT, partner, 0, MPI_COMM_WORLD);
+        }
+        break;
+    }
     }
 }
 
@@ -120,10 +135,11 @@ static int check_once(int c, size_t blk)
     case X_ALLTOALL: sendn = recvn = blk * n; break;
     case X_GATHER: sendn = blk; recvn = me == 0 ? blk * n : 0; break;
     case X_SCATTER: sendn = me == 0 ? blk * n : 0; recvn = blk; break;
+    case X_SENDRECV: sendn = blk; recvn = (me ^ 1) < np ? blk : 0; break;
     default: sendn = blk; recvn = me == 0 ? blk : 0; break;
     }
     for (size_t i = 0; i < sendn; i++) {
-        size_t j = c == X_GATHER || c == X_REDUCE ? 0 : i / blk;
+        size_t j = c == X_GATHER || c == X_REDUCE || c == X_SENDRECV ? 0 : i / blk;
         src[i] = (float)(1 + (size_t)me * n + j);
     }
     for (size_t i = 0; i < recvn; i++)
@@ -138,6 +154,7 @@ static int check_once(int c, size_t blk)
         case X_ALLTOALL: want = (float)(1 + j * n + (size_t)me); break;
         case X_GATHER: want = (float)(1 + j * n); break;
         case X_SCATTER: want = (float)(1 + (size_t)me); break; /* root 0, block me */
+        case X_SENDRECV: want = (float)(1 + (size_t)(me ^ 1) * n); break; /* the partner's */
         default: want = (float)(n + n * n * (n - 1) / 2); break; /* sum of 1 + r*n */
         }
         if (dst[i] != want)
@@ -161,7 +178,9 @@ static int parse_ops(const char *arg, int *use)
                 use[i] = hit = 1;
         if (!hit) {
             if (me == 0)
-                fprintf(stderr, "mpi_coll_ext: unknown collective %s (alltoall gather scatter reduce)\n",
+                fprintf(stderr,
+                        "mpi_coll_ext: unknown collective %s (alltoall gather scatter reduce "
+                        "sendrecv)\n",
                         tok);
             ok = 0;
         }
@@ -176,7 +195,7 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
     MPI_Comm_size(MPI_COMM_WORLD, &np);
 
-    int use[X_N] = {1, 1, 1, 1};
+    int use[X_N] = {1, 1, 1, 1, 1};
     size_t lo = 8, hi = (size_t)64 << 20, mul = 4, sizes[64];
     int nsz = 0, reps = 1, opt;
     const char *label = "";
@@ -271,7 +290,8 @@ int main(int argc, char **argv)
             if (iters > 200000)
                 iters = 200000;
             for (int r = 0; r < reps; r++) {
-                double t = run_batch(c, blk, iters), tmax, tmin;
+                /* a ping-pong's op is a round trip: one way is half */
+                double t = run_batch(c, blk, iters) * (c == X_SENDRECV ? 0.5 : 1.0), tmax, tmin;
                 MPI_Reduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
                 MPI_Reduce(&t, &tmin, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
                 if (me == 0) {

@@ -1,8 +1,16 @@
 /* mpi_pingpong.c - the MPI peer of cohort-perf's sendrecv: ranks 0 and 1
  * ping-pong MPI_Send/MPI_Recv; per size, the one-way time (round trip / 2)
  * of each iteration; prints "bytes p50 p99 max mean" in microseconds.
- * Built by bench/compare/p2p_ab.sh with mpicc.openmpi (MPI=1).
- * Usage: mpi_pingpong SIZES(comma list) SECONDS_PER_SIZE */
+ * Built by bench/compare/p2p_ab.sh with mpicc.openmpi (MPI=1) and
+ * mpicc.mpich (MPICH=1).
+ * Usage: mpi_pingpong SIZES(comma list) SECONDS_PER_SIZE [oop|ip]
+ *   oop: separate send and receive buffers, the send buffer never rewritten
+ *        (cohort-perf's out-of-place sendrecv);
+ *   ip:  one buffer, each message the one just received (cohort-perf's
+ *        in-place sendrecv) - the default, and the only form before
+ *        2026-12-04 (session 22), when p2p_ab.sh compared it with
+ *        cohort-perf's out-of-place rows: from 16 KiB that flattered cohort,
+ *        since a single copy reads lines the other core just wrote. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,14 +19,14 @@
 #include "timing.h"
 
 /* one round trip: rank 0 sends first, rank 1 answers */
-static void round_trip(int rank, char *buf, int b)
+static void round_trip(int rank, char *sbuf, char *rbuf, int b)
 {
     if (rank == 0) {
-        MPI_Send(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
-        MPI_Recv(buf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(sbuf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
+        MPI_Recv(rbuf, b, MPI_BYTE, 1, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     } else {
-        MPI_Recv(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Send(buf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+        MPI_Recv(rbuf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Send(sbuf, b, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
     }
 }
 
@@ -35,19 +43,24 @@ int main(int argc, char **argv)
         if ((size_t)atol(p) > maxb)
             maxb = (size_t)atol(p);
     free(dup);
-    char *buf = calloc(1, maxb ? maxb : 1);
+    int oop = argc > 3 && !strcmp(argv[3], "oop");
+    char *buf = malloc(maxb ? maxb : 1), *rbuf = oop ? malloc(maxb ? maxb : 1) : buf;
+    memset(buf, 1, maxb ? maxb : 1); /* every page touched before timing */
+    memset(rbuf, 2, maxb ? maxb : 1);
+    if (rank == 0)
+        printf("# mpi_pingpong %s\n", oop ? "oop: separate buffers" : "ip: one buffer");
     enum { MAXIT = 200000 };
     double *t = malloc(sizeof(double) * MAXIT);
     dup = strdup(list);
     for (char *p = strtok(dup, ","); p; p = strtok(NULL, ",")) {
         int b = atoi(p);
         for (int w = 0; w < 5; w++) /* warm-up */
-            round_trip(rank, buf, b);
+            round_trip(rank, buf, rbuf, b);
         int n = 0, go = 1;
         double t0 = MPI_Wtime();
         while (go) {
             double a = MPI_Wtime();
-            round_trip(rank, buf, b);
+            round_trip(rank, buf, rbuf, b);
             t[n++] = (MPI_Wtime() - a) / 2;
             /* rank 0 decides every 64 iterations whether to stop, so both
              * ranks run the same count (the broadcast is not timed) */
@@ -68,6 +81,8 @@ int main(int argc, char **argv)
         }
     }
     free(dup);
+    if (rbuf != buf)
+        free(rbuf);
     free(buf);
     free(t);
     MPI_Finalize();

@@ -19,7 +19,8 @@
 #   OPS=broadcast    only these collectives (cohort's names, comma-separated). Default: the
 #                    five the shared peer harness has (all_reduce broadcast all_gather
 #                    reduce_scatter barrier). all_to_all, gather, scatter, reduce (root 0)
-#                    only when named: OPS=ext for the four, OPS=all for all nine. The MPIs
+#                    and sendrecv (ping-pong of ranks 2k, 2k+1, one way) only when named:
+#                    OPS=ext for the five, OPS=all for all ten. The MPIs
 #                    run them through bench/compare/mpi_coll_ext.c (same timing, same
 #                    rows, a second mpirun in the same slot: <lib>.<launch>.ext.txt);
 #                    Gloo has none of them
@@ -131,8 +132,8 @@ GLOO_OPS=all_reduce,broadcast,all_gather,barrier
 # OPS=broadcast,all_reduce: only these (cohort's names; the peers' follow).
 # all_to_all, gather, scatter, reduce (root 0) are not in the default: the MPIs run
 # them through bench/compare/mpi_coll_ext.c (the shared harness has only the five
-# above), Gloo not at all. OPS=all: all nine; OPS=ext: the four.
-EXT_ALL=all_to_all,gather,scatter,reduce
+# above), Gloo not at all; sendrecv likewise. OPS=all: all ten; OPS=ext: the five.
+EXT_ALL=all_to_all,gather,scatter,reduce,sendrecv
 case "${OPS:-}" in
 all) OPS=$COHORT_OPS,$EXT_ALL ;;
 ext) OPS=$EXT_ALL ;;
@@ -147,7 +148,7 @@ if [ -n "${OPS:-}" ]; then
     ops_in() { echo "$OPS" | tr , '\n' | grep -xE "$1" | paste -sd, -; }
     MPI_OPS=$(ops_in 'all_reduce|broadcast|all_gather|reduce_scatter|barrier' |
               sed 's/all_reduce/allreduce/g; s/broadcast/bcast/g; s/all_gather/allgather/g')
-    EXT_OPS=$(ops_in 'all_to_all|gather|scatter|reduce' | sed 's/all_to_all/alltoall/g')
+    EXT_OPS=$(ops_in 'all_to_all|gather|scatter|reduce|sendrecv' | sed 's/all_to_all/alltoall/g')
     GLOO_OPS=$(ops_in 'all_reduce|broadcast|all_gather|barrier')
     [ -n "$GLOO_OPS" ] || GLOO=0
 fi

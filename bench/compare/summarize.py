@@ -37,7 +37,7 @@ NORM = {"allreduce": "all_reduce", "bcast": "broadcast", "allgather": "all_gathe
 # The first five are in every run; the rest when run.sh's OPS names them (the MPIs'
 # rows then come from bench/compare/mpi_coll_ext.c, in <lib>.<launch>.ext.txt).
 OPS = ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier",
-       "reduce", "gather", "scatter", "all_to_all"]
+       "reduce", "gather", "scatter", "all_to_all", "sendrecv"]
 LIBNAME = {"cohort": "cohort", "ompi": "Open MPI", "mpich": "MPICH", "gloo": "Gloo",
            "ompi_tcp2": "Open MPI TCP-lo (from tcp2)", "on": "cohort contract on",
            "off": "cohort contract off"}
