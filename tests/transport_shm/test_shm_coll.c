@@ -386,16 +386,21 @@ static void t_scatter(int dt, size_t count, int inplace, int root)
 }
 
 /* send/recv of B bytes through the pair's channel (the header as coh_p2p
- * builds it), rank 0 to rank 1, then back. */
+ * builds it) between ranks 2k and 2k+1, the even one first, then back; an
+ * odd rank out takes part only in the call count (th_call: every rank's
+ * seq stays the same for the collectives after). */
 static void t_sendrecv(size_t B)
 {
-    for (int from = 0; from < 2; from++) {
-        int to = 1 - from;
+    int partner = me ^ 1;
+    for (int dir = 0; dir < 2; dir++) {
+        int from = dir ? me | 1 : me & ~1, to = from ^ 1;
         uint64_t salt = ++salt_ctr;
+        coh_call c = th_call(G, me == from ? COH_COLL_SEND : COH_COLL_RECV, COHORT_UINT8, -1,
+                             partner, B);
+        if (partner >= nranks)
+            continue;
         gbuf b;
         unsigned char *p = galloc(&b, B);
-        coh_call c = th_call(G, me == from ? COH_COLL_SEND : COH_COLL_RECV, COHORT_UINT8, -1,
-                             1 - me, B);
         coh_hdr h;
         coh_hdr_from_call(&h, G, &c, COH_MSG_P2P, 0, B);
         h.coll = COH_COLL_SEND;
@@ -508,11 +513,23 @@ static int rank_main(int rank, void *arg)
                     strstr(cf->env, "PROBE_NS=1000,1000") != NULL ||
                     strstr(cf->env, "PROBE_NS=3000,1000,4000,4000") != NULL) &&
                    n > 1;
+        /* auto with 3 or more ranks outnumbering the cpus (3 on a 2-cpu
+         * machine): send/recv by single copy although the probe keeps two
+         * copies, the other ops two copies (the "crowd" case) */
+        int busy = !want && n > 2 && strstr(cf->env, "COHORT_SHM_SINGLE_COPY=auto") &&
+                   n > coh_group_cpus(G);
+        CHECK(s->oversub == (n > coh_group_cpus(G)), "oversub %d", s->oversub);
         if (strstr(cf->env, "PROBE_NS="))
-            CHECK(strstr(s->copy_info, want ? "auto: the kernel's copy wins"
-                                            : "loses to two copies") != NULL,
+            CHECK(strstr(s->copy_info, want   ? "auto: the kernel's copy wins"
+                                       : busy ? "the ranks outnumber the cpus"
+                                              : "loses to two copies") != NULL,
                   "auto's decision is named: %s", s->copy_info);
-        CHECK(s->cma == want, "single copy %d, expected %d (%s)", s->cma, want, s->copy_info);
+        CHECK(s->cma == (want || busy), "single copy %d, expected %d (%s)", s->cma, want || busy,
+              s->copy_info);
+        CHECK(!busy || (shm_cma_use(s, COH_COLL_SEND, 65536) &&
+                        !shm_cma_use(s, COH_COLL_BROADCAST, 65536) &&
+                        !shm_cma_use(s, COH_COLL_ALL_TO_ALL, 65536)),
+              "ranks outnumbering the cpus: send/recv only (%s)", s->copy_info);
         if (strstr(cf->env, "probe-fail"))
             CHECK(strstr(s->copy_info, "process_vm_readv: Bad address") != NULL,
                   "the probe's failure is named: %s", s->copy_info);
@@ -992,12 +1009,14 @@ END_TEST
  * this holds on any machine): all_to_all takes single copy from
  * COHORT_SHM_SINGLE_COPY_BYTES (default 64 KiB per rank block) although
  * the probe (its times replaced: the kernel's copy 2x memcpy) keeps two
- * copies; every other op keeps two copies, and the data are right at 8
- * ranks through it (blocks at, above and below the threshold, in place:
- * two copies after the open phase). 3 ranks with a cpu each (the
- * affinity left as it is, >= 2 cpus): not crowded, two copies. */
+ * copies, and send/recv (the ranks outnumber the cpus: read whole); every
+ * other op keeps two copies, and the data are right at 8 ranks through it
+ * (blocks at, above and below the threshold, in place: two copies after
+ * the open phase; send/recv between the pairs). 3 ranks with the affinity
+ * left as it is (>= 2 cpus): not crowded, so all_to_all keeps two copies;
+ * send/recv take the single copy where 3 ranks outnumber the cpus. */
 enum { C_PINNED5, C_PINNED8, C_FREE3 };
-static int crowd_cpu;
+static int crowd_cpu, crowd_cpus;
 static int crowd_main(int rank, void *arg)
 {
     int mode = *(const int *)arg, crowded = mode != C_FREE3;
@@ -1016,7 +1035,12 @@ static int crowd_main(int rank, void *arg)
         return 1;
     coh_shm *s = G->shm;
     const size_t min = 65536;
-    CHECK(s->cma == crowded, "single copy %d (%s)", s->cma, s->copy_info);
+    int busy = crowded || nranks > crowd_cpus; /* the ranks outnumber the cpus */
+    CHECK(s->cma == busy, "single copy %d (%s)", s->cma, s->copy_info);
+    CHECK(shm_cma_use(s, COH_COLL_SEND, min) == busy && !shm_cma_use(s, COH_COLL_SEND, min - 1),
+          "send/recv at %zu B (%s)", min, s->copy_info);
+    CHECK(!busy || strstr(coh_shm_copy_path(s, COH_COLL_SEND, min), "the receiver reads it"),
+          "send/recv path: %s", coh_shm_copy_path(s, COH_COLL_SEND, min));
     CHECK(shm_cma_use(s, COH_COLL_ALL_TO_ALL, min) == crowded, "all_to_all at %zu B", min);
     CHECK(!shm_cma_use(s, COH_COLL_ALL_TO_ALL, min - 1), "all_to_all at %zu B", min - 1);
     CHECK(strcmp(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, min),
@@ -1025,7 +1049,7 @@ static int crowd_main(int rank, void *arg)
     CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, min - 1), "two copies (segment)"),
           "path at %zu B", min - 1);
     static const int others[] = {COH_COLL_BROADCAST, COH_COLL_ALL_GATHER, COH_COLL_GATHER,
-                                 COH_COLL_SCATTER, COH_COLL_SEND};
+                                 COH_COLL_SCATTER};
     for (size_t k = 0; k < COH_ARRAY_LEN(others); k++)
         CHECK(!shm_cma_use(s, others[k], 4 * min), "op %d: two copies (%s)", others[k],
               s->copy_info);
@@ -1038,6 +1062,9 @@ static int crowd_main(int rank, void *arg)
         t_all_to_all(COHORT_UINT8, min + 1, 1);
         t_all_to_all(COHORT_UINT8, 3 * min, 0);
     }
+    t_sendrecv(min - 1);
+    t_sendrecv(min);
+    t_sendrecv(3 * min + 5);
     th_group_free(G);
     th_done(nranks);
     return 0;
@@ -1054,6 +1081,7 @@ START_TEST(crowd)
                 crowd_cpu = c;
             k++;
         }
+    crowd_cpus = k;
     static const int modes[3] = {C_PINNED5, C_PINNED8, C_FREE3};
     if (modes[_i] == C_FREE3 && k < 2) {
         fprintf(stderr, "crowd: one cpu available, 3 ranks would be crowded\n");

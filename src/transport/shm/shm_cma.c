@@ -447,9 +447,25 @@ cohort_status shm_cma_agree(shm_op *o)
      * there (docs/performance.md "all_to_all at 8 ranks on 2 cores
      * (session 11)"). The other ops were not measured: not changed. */
     int crowd = !all_want && !wins && !apart && all_can && all_crowd;
-    if (crowd)
-        s->cma_min = lead_min, s->cma_end = SIZE_MAX, ops = 1u << COH_COLL_ALL_TO_ALL;
-    s->cma = all_can && (all_want || wins || apart || crowd);
+    /* More local ranks than cpus (oversub, the same on every rank), 3 or
+     * more: send/recv take the single copy too, the receiver reading the
+     * message whole (p2p_tail: no split). The two-copy channel hands each
+     * slot over between sender and receiver, and ranks that share cpus
+     * wait for the scheduler at every hand-off (launches fall in two modes:
+     * 4 ranks on 2 cpus 64 KiB 3.6 or 7.8-8.0 us, 256 KiB 12.6 or 28.6);
+     * the receiver's one read needs no other rank running. Session 22,
+     * cohort-perf sendrecv, =on against auto, p50: 4 ranks on 2 cpus
+     * 256 KiB-4 MiB 11-12 / 92 / 377-382 us against 13-29 / 88-155 /
+     * 379-666 back to back, OSU style 64 KiB 5.7-6.6 against 8.4-8.9, 256
+     * KiB 12.6-15.5 against 28-29; 8 ranks 256 KiB-4 MiB x0.53-0.75 back to
+     * back, OSU x0.59-0.96; 64 KiB mixed (8 ranks OSU 12.4 against
+     * 10.4-12.2, back to back 9.6-13.0 against 11.8-18.7). Not measured
+     * with 2 ranks on one cpu: not taken there. */
+    int busy = !all_want && !wins && !apart && all_can && s->oversub && s->n > 2;
+    if (crowd || busy)
+        s->cma_min = lead_min, s->cma_end = SIZE_MAX,
+        ops = (crowd ? 1u << COH_COLL_ALL_TO_ALL : 0u) | (busy ? 1u << COH_COLL_SEND : 0u);
+    s->cma = all_can && (all_want || wins || apart || crowd || busy);
     /* pidfd_getfd, which the one-copy broadcast's readers use, passes the
      * same ptrace check as the probe's process_vm_readv */
     s->mem_mode = mem_mode();
@@ -500,13 +516,21 @@ cohort_status shm_cma_agree(shm_op *o)
                  "one copy by the kernel beats two copies that cross the cores); else two copies "
                  "through the segment%s",
                  range, bound_apart ? where : "have a cpu each (unbound)", speed);
-    else if (crowd)
+    else if (crowd || busy)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "all_to_all %s per rank: single copy (process_vm_readv; auto: the kernel's copy "
-                 "loses to memcpy at attach's measurement but the ranks outnumber twice the cpus, "
-                 "where all_to_all's two copies outgrow the cache); else two copies through the "
+                 "%s%s%s %s per rank: single copy (process_vm_readv; auto: the kernel's copy loses "
+                 "to memcpy at attach's measurement but %s%s%s); else two copies through the "
                  "segment%s",
-                 range, speed);
+                 crowd ? "all_to_all" : "", crowd && busy ? " and " : "",
+                 busy ? "send/recv (read whole by the receiver)" : "", range,
+                 crowd ? "the ranks outnumber twice the cpus, where all_to_all's two copies "
+                         "outgrow the cache"
+                       : "",
+                 crowd && busy ? "; " : "",
+                 busy ? "the ranks outnumber the cpus, where each hand-off of a two-copy "
+                        "send waits for the scheduler"
+                      : "",
+                 speed);
     else if (s->cma)
         snprintf(s->copy_info, sizeof s->copy_info,
                  "broadcast, all_gather, gather, scatter, all_to_all, reduce, send/recv%s %s "
