@@ -455,7 +455,7 @@ cohort_status shm_cma_agree(shm_op *o)
      * 4 ranks on 2 cpus 64 KiB 3.6 or 7.8-8.0 us, 256 KiB 12.6 or 28.6);
      * the receiver's one read needs no other rank running. Session 22,
      * cohort-perf sendrecv, =on against auto, p50: 4 ranks on 2 cpus
-     * 256 KiB-4 MiB 11-12 / 92 / 377-382 us against 13-29 / 88-155 /
+     * 256 KiB-4 MiB 11-12 / 92 / 377-577 us against 13-29 / 88-155 /
      * 379-666 back to back, OSU style 64 KiB 5.7-6.6 against 8.4-8.9, 256
      * KiB 12.6-15.5 against 28-29; 8 ranks 256 KiB-4 MiB x0.53-0.75 back to
      * back, OSU x0.59-0.96; 64 KiB mixed (8 ranks OSU 12.4 against
