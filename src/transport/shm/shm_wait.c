@@ -291,6 +291,13 @@ static cohort_status wait_loop(shm_op *o, int q, _Atomic uint32_t *word, _Atomic
      * and not at all when the peer last ran on this very CPU: it cannot
      * publish before we let it run. */
     unsigned mask = s->oversub ? 7u : 63u;
+    /* A channel wait (send/recv: no cpu hint - what it waits for may come
+     * from any peer) with a zero budget, the oversubscribed default, does
+     * not spin at all: its 8 iterations before the first yield cost 4
+     * ranks on 2 cpus 0.1 us per message at 8 B-16 KiB in every placement
+     * (docs/shm.md "Waiting"). The collectives keep them (cpu hint). */
+    if (!cpu && s->spin_ns == 0)
+        goto yield;
     if (cpu) {
         int here = sched_getcpu();
         if (here >= 0 && here == atomic_load_explicit(cpu, memory_order_relaxed))
