@@ -9,8 +9,14 @@
  * as receiver); a SIGSTOPped peer (timeout with a stall report); an abort
  * from another thread while a recv waits; the channel's counters (slot
  * stamps, ack, the sender's cached credit) across 2^32 with many small
- * messages outstanding and a receiver slower than its sender. */
+ * messages outstanding and a receiver slower than its sender; ranks
+ * outnumbering cpus: a small recv's spin for a sender running on another
+ * cpu (the hints it reads, the running flag of a rank that waits, a
+ * stopped "running" sender: still a timeout, the cpu mostly left). */
+#define _GNU_SOURCE 1
 #include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -516,6 +522,147 @@ START_TEST(counters_wrap)
 }
 END_TEST
 
+/* ---- ranks outnumbering cpus: a small recv's spin for a running sender ----
+ *
+ * 3 ranks on 2 cpus (rank r pinned to the (r % 2)-th cpu it may use; on a
+ * machine with one, all share it): ranks 0 and 1 are a pair split over the
+ * cpus, so rank 0's recv of <= SHM_P2P_SPIN_BYTES spins while rank 1 runs
+ * (shm_wait.c). First the exchange itself, checked byte for byte, and the
+ * hints it keeps: rank 1's cpu (from its sends) and running flag (1 outside
+ * a wait). Then rank 1 stops itself from user code - its flag still says it
+ * runs, its cpu is another - and rank 0's recv from it must still time out
+ * at COHORT_TIMEOUT, having used the cpu for a small part of that wait:
+ * the spin is bounded (2 us a wait), then it yields and sleeps. Before
+ * that, rank 1 waits in a recv and rank 0 reads its flag: 0 (it yields,
+ * then sleeps - or every small recv would spin for a rank that waits). With
+ * COHORT_SHM_SPIN_US set (the second run) the user's budget governs and
+ * there is no such spin (p2p_spin_ns 0). */
+#define SPIN_MSGS 2000
+
+static int pin_nth_cpu(int nth, int *cpu_out)
+{
+    cpu_set_t cs;
+    if (sched_getaffinity(0, sizeof cs, &cs) != 0)
+        return -1;
+    int have = CPU_COUNT(&cs), want = nth % (have < 2 ? 1 : 2), k = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &cs) || k++ != want)
+            continue;
+        CPU_ZERO(&cs);
+        CPU_SET(c, &cs);
+        *cpu_out = c;
+        return sched_setaffinity(0, sizeof cs, &cs);
+    }
+    return -1;
+}
+
+static int rank_spin(int rank, void *arg)
+{
+    int user_spin = *(const int *)arg;
+    int cpu = -1;
+    RANK_CHECK(pin_nth_cpu(rank, &cpu) == 0, "rank %d: pinning failed", rank);
+    if (rank == 2)
+        setenv("COHORT_TIMEOUT", "20", 1); /* its wait ends with rank 0's failure */
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    coh_shm *s = g->shm;
+    RANK_CHECK(s && s->oversub, "rank %d: 3 ranks on <= 2 cpus are not oversubscribed", rank);
+    /* at most two ranks to a cpu: on a machine with one, no spin */
+    int spins = !user_spin && s->n <= 2 * coh_group_cpus(g);
+    RANK_CHECK(s->p2p_spin_ns == (spins ? SHM_P2P_SPIN_NS : 0u), "rank %d: p2p_spin_ns %llu",
+               rank, (unsigned long long)s->p2p_spin_ns);
+    if (rank == 2) {
+        /* out of the pair's way: in the barrier after the exchange, then in
+         * one that rank 0's timeout ends */
+        RANK_PASS(cohort_barrier(g), g);
+        cohort_status st = cohort_barrier(g);
+        RANK_CHECK(st != COHORT_OK, "rank 2's barrier succeeded without ranks 0 and 1");
+        return 0;
+    }
+    int q = coh_shm_p2p_peer(s, 1 - rank);
+    RANK_CHECK(q >= 0, "rank %d: the peer is not on a channel", rank);
+    uint32_t buf[SHM_P2P_SPIN_BYTES / 4 + 1];
+    for (int i = 0; i < SPIN_MSGS; i++) {
+        size_t n = (size_t)(i % 3 == 2 ? SHM_P2P_SPIN_BYTES / 4 + 1 : i % 3 ? 2 : SHM_P2P_SPIN_BYTES / 4);
+        if (rank == 1) {
+            memset(buf, 0xEE, sizeof buf);
+            RANK_PASS(cohort_recv(g, buf, n, COHORT_UINT32, 0, i), g);
+            for (size_t j = 0; j < n; j++)
+                RANK_CHECK(buf[j] == (uint32_t)(i * 977 + (int)j), "message %d word %zu", i, j);
+            for (size_t j = 0; j < n; j++)
+                buf[j] = ~buf[j];
+            RANK_PASS(cohort_send(g, buf, n, COHORT_UINT32, 0, i), g);
+        } else {
+            for (size_t j = 0; j < n; j++)
+                buf[j] = (uint32_t)(i * 977 + (int)j);
+            RANK_PASS(cohort_send(g, buf, n, COHORT_UINT32, 1, i), g);
+            memset(buf, 0xEE, sizeof buf);
+            RANK_PASS(cohort_recv(g, buf, n, COHORT_UINT32, 1, i), g);
+            for (size_t j = 0; j < n; j++)
+                RANK_CHECK(buf[j] == ~(uint32_t)(i * 977 + (int)j), "reply %d word %zu", i, j);
+        }
+    }
+    /* a rank waiting in a recv says it does not run (it yields, then
+     * sleeps): rank 0 reads rank 1's flag while rank 1 waits for it */
+    if (spins && rank == 1) {
+        RANK_PASS(cohort_recv(g, buf, 2, COHORT_UINT32, 0, SPIN_MSGS + 1), g);
+    } else if (spins) {
+        usleep(20 * 1000);
+        _Atomic int32_t *r1 = &shm_ctl_of(s, q)->running;
+        int zeros = 0;
+        for (int k = 0; k < 1000; k++) {
+            zeros += atomic_load(r1) == 0;
+            usleep(10);
+        }
+        RANK_CHECK(zeros >= 900, "rank 1 waiting in a recv read as running %d times in 1000",
+                   1000 - zeros);
+        RANK_PASS(cohort_send(g, buf, 2, COHORT_UINT32, 1, SPIN_MSGS + 1), g);
+    }
+    if (rank == 1) {
+        /* the hints rank 0 reads: where I sent from; running, out of a wait */
+        shm_ctl *me = shm_ctl_of(s, s->me);
+        RANK_CHECK(!spins || atomic_load(&me->cpu) == cpu, "rank 1's cpu hint %d, on cpu %d",
+                   (int)atomic_load(&me->cpu), cpu);
+        RANK_CHECK(!spins || atomic_load(&me->running) == 1,
+                   "rank 1's running flag is %d outside a wait", (int)atomic_load(&me->running));
+        RANK_PASS(cohort_barrier(g), g);
+        raise(SIGSTOP); /* "running", from user code; resumed once rank 0 exited */
+        return 0;
+    }
+    RANK_PASS(cohort_barrier(g), g);
+    usleep(100 * 1000); /* rank 1 has stopped */
+    struct rusage ru0, ru1;
+    getrusage(RUSAGE_SELF, &ru0);
+    double t0 = now_ms();
+    cohort_status st = cohort_recv(g, buf, 2, COHORT_UINT32, 1, SPIN_MSGS);
+    double dt = now_ms() - t0;
+    getrusage(RUSAGE_SELF, &ru1);
+    double cpu_ms = (ru1.ru_utime.tv_sec - ru0.ru_utime.tv_sec) * 1e3 +
+                    (ru1.ru_utime.tv_usec - ru0.ru_utime.tv_usec) / 1e3 +
+                    (ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e3 +
+                    (ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e3;
+    const char *e = cohort_last_error(g);
+    RANK_CHECK(st == COHORT_ERR_TIMEOUT, "%s: %s", cohort_status_name(st), e);
+    RANK_CHECK(dt > 1400 && dt < 6000 * cht_time_scale(), "timed out after %.0f ms", dt);
+    /* the yield stage (2 ms) and the sleeps' checks; a spin for the whole
+     * wait would use all of it */
+    RANK_CHECK(cpu_ms < 0.25 * dt, "the wait used %.0f ms of cpu in %.0f ms", cpu_ms, dt);
+    return 0;
+}
+
+START_TEST(oversub_small_recv_spin)
+{
+    int user_spin = _i;
+    cht_opts o = {.nranks = 3, .deadline_ms = 30000, .resume_stopped = 1,
+                  .extra_env = user_spin ? "COHORT_TIMEOUT=1.5;COHORT_SHM_SPIN_US=0"
+                                         : "COHORT_TIMEOUT=1.5"};
+    cht_result r;
+    cht_run_ranks(&o, rank_spin, &user_spin, &r);
+    ck_assert_msg(r.status[0] == 0 && !r.hung[0], "rank 0 exited %d", r.status[0]);
+    ck_assert_msg(r.status[2] == 0 && !r.hung[2], "rank 2 exited %d", r.status[2]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("shm_p2p");
@@ -529,6 +676,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, sigstop_times_out, 0, 2);
     tcase_add_test(tc, abort_from_thread);
     tcase_add_loop_test(tc, counters_wrap, 0, 2);
+    tcase_add_loop_test(tc, oversub_small_recv_spin, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -44,6 +44,7 @@
  * the cap, MPI's "unsafe" programs) waits until COHORT_TIMEOUT (a warning
  * in the log, once, names the cap); raise it for such programs.
  */
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #if defined(__x86_64__)
@@ -316,12 +317,12 @@ static cohort_status drain(void *arg_)
 }
 
 static inline cohort_status wait_word(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
-                                      int skip, int owner)
+                                      int skip, int owner, int spin)
 {
     if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
         return COHORT_OK;
     drain_arg a = {o, skip, owner};
-    return up(o->g, shm_wait_multi(o, q, word, target, drain, &a));
+    return up(o->g, shm_wait_multi(o, q, word, target, drain, &a, spin));
 }
 
 cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *h,
@@ -344,7 +345,7 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
          * value read says it may be taken: once per HEADS small messages */
         uint32_t need = t + 1 - (cma || bytes <= SHM_CHAN_INLINE ? SHM_P2P_HEADS : SHM_P2P_SLOTS);
         if (!shm_reached(s->p2p_acked[q], need)) {
-            st = wait_word(&o, q, &ch->ack, need, -1, q);
+            st = wait_word(&o, q, &ch->ack, need, -1, q, 0);
             if (st != COHORT_OK)
                 return st;
             s->p2p_acked[q] = atomic_load_explicit(&ch->ack, memory_order_acquire);
@@ -384,6 +385,9 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
         /* pairs with a sleeping receiver's count-then-recheck on its bell
          * (shm_bell_ring reads the count): seq_cst, or release in the
          * light mode (shm_pub_store) */
+        /* the receiver's hint (shm_wait.c): where I run */
+        if (s->p2p_spin_ns)
+            atomic_store_explicit(&shm_ctl_of(s, s->me)->cpu, sched_getcpu(), memory_order_relaxed);
         shm_pub_stamp(s, shm_chan_stamp(slot), t + 1);
         shm_bell_ring(s, q);
     }
@@ -392,7 +396,7 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
         return COHORT_OK;
     /* The receiver's answer: where the tail goes, or nothing (it reads the
      * whole message). It may ask only for the split both sides compute. */
-    st = wait_word(&o, q, &ch->req, t, -1, q);
+    st = wait_word(&o, q, &ch->req, t, -1, q, 0);
     if (st != COHORT_OK)
         return st;
     uint64_t tail = atomic_load_explicit(&ch->tail_bytes, memory_order_relaxed);
@@ -413,7 +417,7 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
     }
     /* The receiver reads my buffer: it is the caller's again only after
      * the receiver's ack. */
-    st = wait_word(&o, q, &ch->ack, t, -1, q);
+    st = wait_word(&o, q, &ch->ack, t, -1, q, 0);
     if (st == COHORT_OK)
         s->p2p_acked[q] = t;
     return st;
@@ -449,7 +453,7 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
     for (;; k++) {
         uint32_t t = s->p2p_in[q];
         unsigned char *slot = shm_chan_slot(s, ch, t);
-        st = wait_word(&o, q, shm_chan_stamp(slot), t + 1, q, -1);
+        st = wait_word(&o, q, shm_chan_stamp(slot), t + 1, q, -1, bytes <= SHM_P2P_SPIN_BYTES);
         if (st != COHORT_OK)
             return st;
         coh_hdr got;
@@ -475,7 +479,7 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
             p2p_req(s, ch, q, t, tail ? (uint64_t)(uintptr_t)(buf + bytes - tail) : 0, tail);
             st = up(s->g, shm_cma_read(&o, q, buf, d.addr, bytes - tail));
             if (st == COHORT_OK && tail)
-                st = wait_word(&o, q, &ch->tail_done, t + 1, q, -1);
+                st = wait_word(&o, q, &ch->tail_done, t + 1, q, -1, 0);
             /* An abort while reading: the sender may have returned and
              * reused its buffer; what was read is not reported as data. */
             if (st == COHORT_OK)

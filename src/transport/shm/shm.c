@@ -1301,6 +1301,7 @@ static cohort_status attach(coh_shm *s, int pub_mode)
     shm_ctl *me = shm_ctl_of(s, s->me);
     publish_offer(s, pub_mode);
     atomic_store(&me->pid, (int32_t)getpid());
+    atomic_store(&me->running, 1);
     atomic_store(&me->group_rank, g->rank);
     atomic_store(&me->attached, 1);
     /* First touch of my own buffers from this process (page placement,

@@ -122,7 +122,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 18u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 19u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -136,7 +136,8 @@
                         * 16: the publish mode (shm_ctl publish_cap);
                         * 17: the spread done words (shm_ring_done);
                         * 18: send/recv's split single copy (shm_chan req,
-                        * tail_*) */
+                        * tail_*); 19: the running flag (shm_ctl running)
+                        * and send/recv's cpu hint */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -162,6 +163,10 @@
 #define SHM_MAX_P2P_BYTES (1024u * 1024u)
 #define SHM_P2P_SLOTS 4u  /* data slots per channel */
 #define SHM_P2P_HEADS 16u /* chunk heads per channel (a power of two, >= SLOTS) */
+/* Ranks outnumbering cpus: a recv of at most this many bytes spins up to
+ * SHM_P2P_SPIN_NS while its sender runs on another cpu (shm_wait.c) */
+#define SHM_P2P_SPIN_BYTES 256u
+#define SHM_P2P_SPIN_NS 2000u
 #define SHM_DEFAULT_P2P_STASH_BYTES (1l << 30)
 #define SHM_MAX_P2P_STASH_BYTES (1l << 40)
 
@@ -228,6 +233,10 @@ typedef struct shm_ctl {
     _Alignas(64) _Atomic uint32_t arrive;
     _Atomic uint32_t waiters;
     _Atomic int32_t cpu; /* CPU the owner last published from (a hint) */
+    /* 0 while the owner yields or sleeps in a wait, when ranks outnumber
+     * cpus (else not kept): a small recv spins only for a sender that runs
+     * (shm_wait.c); the hole before fp, so line 0 is unchanged */
+    _Atomic int32_t running;
     shm_fp fp[2];
     /* line 1: identity, written once at attach; the single-copy probe
      * (shm_cma.c): the address and value of a word in the owner's private
@@ -268,6 +277,7 @@ typedef struct shm_ctl {
 } shm_ctl;
 _Static_assert(sizeof(shm_ctl) <= SHM_CTL_BYTES, "control block fits");
 _Static_assert(offsetof(shm_ctl, st_ver) == 2 * SHM_LINE, "identity and probe fit line 1");
+_Static_assert(offsetof(shm_ctl, fp) == 16, "running fills the hole before fp");
 _Static_assert(offsetof(shm_ctl, fp) + sizeof(shm_fp[2]) <= SHM_LINE,
                "the fingerprints share the arrive word's cache line");
 
@@ -441,6 +451,7 @@ struct coh_shm {
     int oversub;                /* ranks outnumber usable CPUs */
     uint64_t spin_ns, yield_ns; /* waiting strategy: max spin, spin + yield */
     uint64_t spin_cur;          /* adaptive spin budget, <= spin_ns */
+    uint64_t p2p_spin_ns;       /* a small recv's spin for a running sender (0: none) */
     int ring_drain;             /* a ring root that must wait waits for p - 1 */
     int bar_lead;               /* the last broadcast's (or ring scatter's) root and phase + 1 (0: none): an */
     uint32_t bar_ph;            /* oversubscribed barrier right after it has that leader
@@ -702,9 +713,11 @@ cohort_status shm_wait_word(shm_op *o, int q, _Atomic uint32_t *word, _Atomic ui
 /* The channels' wait (send/recv): until *word (owned by local rank q)
  * reaches target, calling poll_fn(arg) while waiting (it takes incoming
  * chunks; a non-OK status ends the wait); sleeps on this rank's bell.
+ * spin_for_q (only with p2p_spin_ns): spin up to p2p_spin_ns while q runs
+ * on another cpu (its running flag and cpu hint), else yield at once.
  * shm_bell_ring(s, q) after publishing anything local rank q may wait for. */
 cohort_status shm_wait_multi(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
-                             cohort_status (*poll_fn)(void *arg), void *arg);
+                             cohort_status (*poll_fn)(void *arg), void *arg, int spin_for_q);
 void shm_bell_ring(coh_shm *s, int q);
 /* Waits until *word (a line owned by local rank q that q stores before it
  * publishes its phase) reaches target, sleeping on q's arrive (q's publish

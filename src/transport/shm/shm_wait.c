@@ -89,6 +89,15 @@ void shm_wait_defaults(coh_shm *s)
     if (coh_env_int("COHORT_SHM_BAR_SCATTER", &v) == 1 && (v == 0 || v == 1))
         s->bar_scatter = (int)v;
     s->spin_cur = s->spin_ns;
+    /* A small recv's spin for a sender running on another cpu (wait_loop),
+     * with at most two ranks to a cpu: with more, the ranks left waiting
+     * behind a spinning pair made the tail (8 ranks on 2 cpus, 8 B: p50
+     * 3.6 -> 1.5 us, p99 8.5 -> 28; docs/shm.md "Waiting"). A
+     * COHORT_SHM_SPIN_US of the user's governs every wait instead. */
+    long cpus = coh_group_cpus(s->g);
+    s->p2p_spin_ns = s->oversub && s->n <= 2 * cpus && coh_env_int("COHORT_SHM_SPIN_US", &v) != 1
+                         ? SHM_P2P_SPIN_NS
+                         : 0;
     /* the small all_reduce's one-line exchange (shm_coll.c ar_small);
      * per rank: a rank without it still interoperates (it writes its
      * buffer and control-line fingerprint as before) */
@@ -266,7 +275,8 @@ cohort_status shm_wait_flag(coh_shm *s, int q, _Atomic uint32_t *flag, _Atomic u
  * rank's bell (bell, bell_waiters; no cpu hint). */
 static cohort_status wait_loop(shm_op *o, int q, _Atomic uint32_t *word, _Atomic uint32_t *bell,
                                _Atomic uint32_t *bell_waiters, _Atomic int32_t *cpu,
-                               uint32_t target, cohort_status (*poll_fn)(void *arg), void *arg)
+                               uint32_t target, cohort_status (*poll_fn)(void *arg), void *arg,
+                               int spin_for_q)
 {
     coh_shm *s = o->s;
     cohort_status st;
@@ -291,13 +301,31 @@ static cohort_status wait_loop(shm_op *o, int q, _Atomic uint32_t *word, _Atomic
      * and not at all when the peer last ran on this very CPU: it cannot
      * publish before we let it run. */
     unsigned mask = s->oversub ? 7u : 63u;
-    /* A channel wait (send/recv: no cpu hint - what it waits for may come
-     * from any peer) with a zero budget, the oversubscribed default, does
-     * not spin at all: its 8 iterations before the first yield cost 4
-     * ranks on 2 cpus 0.1 us per message at 8 B-16 KiB in every placement
-     * (docs/shm.md "Waiting"). The collectives keep them (cpu hint). */
-    if (!cpu && s->spin_ns == 0)
+    uint64_t budget = s->spin_cur;
+    _Atomic int32_t *q_runs = NULL;
+    /* Ranks outnumbering cpus, the rest of the time in this stage with
+     * every wait yielding at once: a small recv (spin_for_q) spins for a
+     * sender that runs on another cpu - it is about to publish, and then
+     * the pair exchanges without a context switch while it lasts; a
+     * sender that yields or sleeps, or shares our cpu, gets the cpu
+     * instead. Measured (docs/shm.md "Waiting"): 4 ranks on 2 cpus, 8 B
+     * 1.06 -> 0.63 us with each pair split over the cpus, unchanged with
+     * each pair on one; the spin loses from 1 KiB (1.39 -> 1.62 us).
+     * Another channel wait (no cpu hint: what it waits for may come from
+     * any peer) with a zero budget, the oversubscribed default, does not
+     * spin at all: its 8 iterations before the first yield cost 0.1 us a
+     * message at 8 B-16 KiB in every placement. The collectives keep them
+     * (cpu hint). */
+    if (!cpu && spin_for_q) {
+        shm_ctl *pc = shm_ctl_of(s, q);
+        if (!atomic_load_explicit(&pc->running, memory_order_relaxed))
+            goto yield;
+        cpu = &pc->cpu;
+        q_runs = &pc->running;
+        budget = s->p2p_spin_ns;
+    } else if (!cpu && s->spin_ns == 0) {
         goto yield;
+    }
     if (cpu) {
         int here = sched_getcpu();
         if (here >= 0 && here == atomic_load_explicit(cpu, memory_order_relaxed))
@@ -305,7 +333,8 @@ static cohort_status wait_loop(shm_op *o, int q, _Atomic uint32_t *word, _Atomic
     }
     for (unsigned i = 1;; i++) {
         if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target)) {
-            spin_won(s);
+            if (!q_runs)
+                spin_won(s);
             return COHORT_OK;
         }
         if ((i & mask) == 0) {
@@ -314,7 +343,10 @@ static cohort_status wait_loop(shm_op *o, int q, _Atomic uint32_t *word, _Atomic
             if (urgent(s) && (st = slow_check(o, q, word, target)) != COHORT_OK)
                 return st;
             now = coh_now_ns();
-            if (now - t0 >= s->spin_cur) {
+            if (q_runs) {
+                if (now - t0 >= budget || !atomic_load_explicit(q_runs, memory_order_relaxed))
+                    break;
+            } else if (now - t0 >= budget) {
                 spin_lost(s);
                 break;
             }
@@ -328,9 +360,15 @@ static cohort_status wait_loop(shm_op *o, int q, _Atomic uint32_t *word, _Atomic
     }
 
     /* Stage 2: yield the CPU to whoever is runnable (maybe the peer). */
-yield:
+yield:;
+    /* my running flag, for the peers' small recvs (kept only then) */
+    _Atomic int32_t *runs = s->p2p_spin_ns ? &shm_ctl_of(s, s->me)->running : NULL;
     while (now - t0 < s->yield_ns) {
+        if (runs)
+            atomic_store_explicit(runs, 0, memory_order_relaxed);
         sched_yield();
+        if (runs)
+            atomic_store_explicit(runs, 1, memory_order_relaxed);
         if (shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
             return COHORT_OK;
         if (poll_fn && (st = poll_fn(arg)) != COHORT_OK)
@@ -367,7 +405,12 @@ yield:
                          target) &&
             !urgent(s)) {
             s->sleeps++;
-            if (futex_wait(bell, v, ms) && ms == COH_WAIT_SLICE_MS &&
+            if (runs)
+                atomic_store_explicit(runs, 0, memory_order_relaxed);
+            int full = futex_wait(bell, v, ms);
+            if (runs)
+                atomic_store_explicit(runs, 1, memory_order_relaxed);
+            if (full && ms == COH_WAIT_SLICE_MS &&
                 shm_reached(atomic_load_explicit(word, memory_order_acquire), target))
                 s->late_wakes++; /* what we waited for came, its wake did not */
         }
@@ -386,14 +429,14 @@ yield:
 cohort_status shm_wait_word(shm_op *o, int q, _Atomic uint32_t *word, _Atomic uint32_t *waiters,
                             _Atomic int32_t *cpu, uint32_t target)
 {
-    return wait_loop(o, q, word, word, waiters, cpu, target, NULL, NULL);
+    return wait_loop(o, q, word, word, waiters, cpu, target, NULL, NULL, 0);
 }
 
 cohort_status shm_wait_rec(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
                            cohort_status (*poll_fn)(void *arg), void *arg)
 {
     shm_ctl *pc = shm_ctl_of(o->s, q);
-    return wait_loop(o, q, word, &pc->arrive, &pc->waiters, &pc->cpu, target, poll_fn, arg);
+    return wait_loop(o, q, word, &pc->arrive, &pc->waiters, &pc->cpu, target, poll_fn, arg, 0);
 }
 
 /* ---- the send/recv channels' wait: one bell per rank ----
@@ -417,8 +460,9 @@ void shm_bell_ring(coh_shm *s, int q)
 }
 
 cohort_status shm_wait_multi(shm_op *o, int q, _Atomic uint32_t *word, uint32_t target,
-                             cohort_status (*poll_fn)(void *arg), void *arg)
+                             cohort_status (*poll_fn)(void *arg), void *arg, int spin_for_q)
 {
     shm_chan *b = shm_chan_of(o->s, o->s->me, o->s->me);
-    return wait_loop(o, q, word, &b->pub, &b->pub_waiters, NULL, target, poll_fn, arg);
+    return wait_loop(o, q, word, &b->pub, &b->pub_waiters, NULL, target, poll_fn, arg,
+                     spin_for_q && o->s->p2p_spin_ns);
 }
