@@ -543,6 +543,20 @@ static int serve_member(coh_shm *s, int c, int memfd, const int *have, const uin
         snprintf(why, whylen, "sending the segment: %s", strerror(-e));
         return 0;
     }
+    /* Closed by us only once the member closed its end, which it does
+     * right after reading M3: a close of ours first reached a member as a
+     * reset without M3 (twice in CI runs on 2 cpus, 2026-12-05), and its
+     * retry was refused - "attached twice", or the rendezvous over - while
+     * the others waited at the attach barrier until the timeout. Bounded by
+     * the handshake's deadline; the member is counted either way. */
+    for (;;) {
+        char b;
+        if (wait_fd(c, POLLIN, dl) < 0)
+            break;
+        ssize_t r = recv(c, &b, 1, MSG_DONTWAIT);
+        if (r >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+            break;
+    }
     /* pids are only comparable if the member lives in our pid namespace. */
     if (!have_cred || cred.pid != m2.pid)
         atomic_fetch_or(&s->hdr->flags, SHM_F_NO_PIDFD);
