@@ -338,6 +338,9 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
     uint32_t nchunks = cma || bytes == 0 ? 1u : (uint32_t)((bytes + chunk - 1) / chunk);
     size_t off = 0;
     cohort_status st;
+    /* the receiver's hint (shm_wait.c): where I run, once a message */
+    if (s->p2p_spin_ns)
+        atomic_store_explicit(&shm_ctl_of(s, s->me)->cpu, sched_getcpu(), memory_order_relaxed);
     for (uint32_t k = 0; k < nchunks; k++, t++) {
         /* head t % HEADS (and data slot t % SLOTS, if the chunk has data
          * there) is free once its previous chunk was consumed; the ack line
@@ -385,9 +388,6 @@ cohort_status coh_shm_send(coh_shm *s, const coh_call *c, int q, const coh_hdr *
         /* pairs with a sleeping receiver's count-then-recheck on its bell
          * (shm_bell_ring reads the count): seq_cst, or release in the
          * light mode (shm_pub_store) */
-        /* the receiver's hint (shm_wait.c): where I run */
-        if (s->p2p_spin_ns)
-            atomic_store_explicit(&shm_ctl_of(s, s->me)->cpu, sched_getcpu(), memory_order_relaxed);
         shm_pub_stamp(s, shm_chan_stamp(slot), t + 1);
         shm_bell_ring(s, q);
     }

@@ -8,7 +8,8 @@ for r in $(seq $R); do for c in $CASES; do np=${c%%:*}; pl=${c#*:}
   if [ $pl = none ]; then pre=""; else pre=/tmp/s23/pin.sh; fi
   for b in $BUILDS; do
     e=""
-    case $b in base) B=/tmp/base23;; new) B=build-o3;; xp) B=/tmp/xpbuild; e="XP_RUN=2000";; esac
+    case $b in base) B=${BASE:-/tmp/base23};; new) B=build-o3;; xp) B=/tmp/xpbuild; e="XP_RUN=2000";;
+      xpA) B=/tmp/xpbuild2; e="XP_RUN=2000 XP_MAX=256";; xpB) B=/tmp/xpbuild2; e="XP_RUN=2000";; esac
     echo -n "r$r np$np $pl $b "
     if [ $b = ompi ]; then
       PLACE=$pl mpirun.openmpi -x PLACE --oversubscribe --bind-to none -n $np $pre /tmp/s23/ext.ompi -c sendrecv -s $SIZES -t 0.05 -l x ompi 2>&1 | awk '$1=="sendrecv"{printf "%s %s  ",$2,$4}'
