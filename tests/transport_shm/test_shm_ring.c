@@ -15,7 +15,10 @@
  * Broadcasts in ring pieces (ranks outnumbering cpus, 16 KiB < bytes <=
  * 128 KiB; session 20): every rank pinned to one cpu, the
  * data at every piece boundary, a root that runs two calls ahead and no
- * more, the broadcast mismatch cases and dead ranks.
+ * more, the broadcast mismatch cases and dead ranks. The ring's footprint
+ * split (session 24): with 256 slots of 16 KiB, calls above 8 KiB cycle
+ * through 64 slots and the others through 128 of their own, each running
+ * ahead by its own slots and no more, neither reusing the other's.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -817,6 +820,142 @@ START_TEST(mismatch)
 }
 END_TEST
 
+/* ---- the ring's footprint split (shm_seg.h; ranks outnumbering cpus) ---- */
+
+/* The root runs `ahead` broadcasts of `bytes` while the readers hold off
+ * (flags fb and fb + 1, as the tiny-ring wrap above), and call `ahead`
+ * waits until every reader started (they count themselves in fb + 2 after
+ * a further 200 ms, so a root that does not wait returns before). */
+static int runahead(cohort_group *g, int rank, int n, size_t bytes, int ahead, int fb)
+{
+    static unsigned char buf[16384];
+    _Atomic int *f = th_sh()->flag;
+    RANK_PASS(ar(g), g);
+    if (rank != 0) {
+        if (!flag_within(fb, 1, hold_ms()))
+            atomic_store(&f[fb + 1], 1);
+        ms_sleep(200);
+        atomic_fetch_add(&f[fb + 2], 1);
+    }
+    for (int i = 0; i <= ahead; i++) {
+        for (size_t j = 0; j < bytes; j++)
+            buf[j] = rank == 0 ? pat(i, 13, j) : 0;
+        coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, bytes);
+        RANK_PASS(coh_shm_broadcast(g->shm, &c, buf, bytes, 0), g);
+        for (size_t j = 0; j < bytes; j++)
+            RANK_CHECK(buf[j] == pat(i, 13, j), "%zu B call %d: byte %zu is %u, want %u", bytes,
+                       i, j, buf[j], pat(i, 13, j));
+        if (rank == 0 && i == ahead - 1) {
+            RANK_CHECK(!atomic_load(&f[fb + 1]),
+                       "the root waited for held-off readers: %d calls of %zu B returned only "
+                       "after they gave up holding off (%d ms)", ahead, bytes, hold_ms());
+            atomic_store(&f[fb], 1);
+        }
+        if (rank == 0 && i == ahead)
+            RANK_CHECK(atomic_load(&f[fb + 2]) == n - 1,
+                       "call %d of %zu B returned with %d of %d readers started: the root ran "
+                       "more than %d slots ahead", ahead, bytes, atomic_load(&f[fb + 2]), n - 1,
+                       ahead);
+    }
+    return 0;
+}
+
+static int footprint_rank(int rank, void *arg)
+{
+    int n = *(int *)arg;
+    pin_one_cpu();
+    cohort_status st;
+    cohort_group *g = th_group(rank, n, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    coh_shm *s = g->shm;
+    /* 256 slots of 16 KiB = 4 MiB: the small calls (<= 1 MiB / 128 = 8
+     * KiB) cycle through the upper 128, the larger through the first 64 */
+    RANK_CHECK(s->oversub && s->ring_k == 256 && s->ring_bytes == 16384 && s->ring_big_k == 64 &&
+                   s->ring_big_from == 8192,
+               "oversub %d, ring %zu x %zu, big %zu from %zu B", s->oversub, s->ring_k,
+               s->ring_bytes, s->ring_big_k, s->ring_big_from);
+    static const struct {
+        size_t bytes;
+        uint32_t cyc, base;
+        int tiny;
+    } cls[] = {{256, 1024, 0, 1}, {257, 128, 128, 0}, {8192, 128, 128, 0}, {8193, 64, 0, 0},
+               {16384, 64, 0, 0}};
+    for (size_t i = 0; i < COH_ARRAY_LEN(cls); i++) {
+        shm_ring_cls c = shm_ring_class(s, cls[i].bytes);
+        RANK_CHECK(c.cyc == cls[i].cyc && c.base == cls[i].base && c.tiny == cls[i].tiny &&
+                       c.k == (cls[i].tiny ? 1024u : 256u),
+                   "%zu B: class k %u cyc %u base %u tiny %d", cls[i].bytes, c.k, c.cyc, c.base,
+                   c.tiny);
+    }
+    /* the two halves are disjoint and inside the ring's slots */
+    shm_ring_cls sm = shm_ring_class(s, 4096), bg = shm_ring_class(s, 16384);
+    unsigned char *lo = shm_ring_slot(s, 0, 0, &bg), *hi = shm_ring_slot(s, 0, 63, &bg);
+    for (uint32_t p = 0; p < 256; p++) {
+        unsigned char *a = shm_ring_slot(s, 0, p, &sm);
+        RANK_CHECK(a > hi && a + s->ring_bytes <= s->ring + s->ring_stride &&
+                       shm_ring_slot(s, 0, p, &bg) >= lo && shm_ring_slot(s, 0, p, &bg) <= hi,
+                   "phase %u: a small call's slot inside the big calls' slots", p);
+    }
+    char d[2048];
+    RANK_PASS(cohort_describe(g, "broadcast", 16384, COHORT_UINT8, d, sizeof d), g);
+    RANK_CHECK(strstr(d, "slot ring (64 slots of 16384 B per root"), "describe: %s", d);
+    RANK_PASS(cohort_describe(g, "broadcast", 4096, COHORT_UINT8, d, sizeof d), g);
+    RANK_CHECK(strstr(d, "slot ring (128 slots of 16384 B per root"), "describe: %s", d);
+    /* each class runs ahead by its own slots and no more */
+    if (runahead(g, rank, n, 16384, 64, 0) || runahead(g, rank, n, 4096, 128, 3))
+        return 1;
+    /* A big call, then small ones while the readers hold off: the small
+     * calls never reuse the big call's slot (a single cycle of K for the
+     * small calls with the big ones' in its first quarter would, at the
+     * 193rd), so the readers, who start late, still read every call's
+     * bytes. The root may wait on the way (its small half is 128 deep).
+     * The big call's phase is 192-255 mod 256: such a single cycle would
+     * reuse its slot 64 phases later. */
+    static unsigned char buf[16384];
+    RANK_PASS(ar(g), g);
+    while (((s->phase + 1) & 255) < 192)
+        RANK_PASS(ar(g), g);
+    if (rank != 0)
+        ms_sleep(300);
+    for (int i = 0; i < 260; i++) {
+        size_t bytes = i == 0 ? 16384 : i % 7 == 3 ? 100 : 1024 + (size_t)i * 24;
+        for (size_t j = 0; j < bytes; j++)
+            buf[j] = rank == 0 ? pat(i, 17, j) : 0xEE;
+        coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, bytes);
+        RANK_PASS(coh_shm_broadcast(s, &c, buf, bytes, 0), g);
+        for (size_t j = 0; j < bytes; j++)
+            RANK_CHECK(buf[j] == pat(i, 17, j), "mixed call %d (%zu B): byte %zu is %u, want %u",
+                       i, bytes, j, buf[j], pat(i, 17, j));
+    }
+    /* the rooted ops: every rank writes (a gather's leaves), both classes
+     * interleaved, roots in turn */
+    static unsigned char send[16384];
+    for (int i = 0; i < 300; i++) {
+        int root = (i / 50) % n;
+        size_t bytes = i % 3 == 0 ? 12000 : i % 3 == 1 ? 3000 : 16384 / 2;
+        for (size_t j = 0; j < bytes; j++)
+            send[j] = pat(i, rank, j);
+        RANK_PASS(ga(g, send, root, bytes), g);
+        if (rank == root)
+            for (int q = 0; q < n; q++)
+                for (size_t j = 0; j < bytes; j++)
+                    RANK_CHECK(rbuf[(size_t)q * bytes + j] == pat(i, q, j),
+                               "gather %d (%zu B): rank %d's byte %zu is %u, want %u", i, bytes,
+                               q, j, rbuf[(size_t)q * bytes + j], pat(i, q, j));
+    }
+    RANK_PASS(coh_shm_transport.close_check(s, 5000), g);
+    th_group_free(g);
+    th_done(n);
+    return 0;
+}
+
+START_TEST(footprint)
+{
+    int n = 3;
+    run_all_ok(n, 120000, NULL, footprint_rank, &n);
+}
+END_TEST
+
 /* ---- broadcasts in ring pieces (ranks outnumbering cpus) ---- */
 
 #define PIECES_TOP ((size_t)8 * 16384) /* 8 slots of 16 KiB: the largest */
@@ -1259,6 +1398,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, mismatch, 0, 2 * R_N);
     tcase_add_loop_test(tc, sigkill, 0, 6);
     tcase_add_loop_test(tc, pieces, 0, 4);
+    tcase_add_test(tc, footprint);
     tcase_add_loop_test(tc, pieces_mismatch, 0, 11);
     tcase_add_loop_test(tc, pieces_forged, 0, 4);
     tcase_add_test(tc, lines);

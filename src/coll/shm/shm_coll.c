@@ -1716,11 +1716,12 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
     coh_shm *s = o->s;
     cohort_status st;
     int me = s->me;
-    /* the tiny ring for the smallest messages (same records, deeper) */
-    int tiny = s->tiny_k && bytes <= s->tiny_bytes;
-    uint32_t p = s->phase + 1, k = (uint32_t)(tiny ? s->tiny_k : s->ring_k),
-             mask = (uint32_t)(s->ring_nrec - 1);
-    /* the root's slot p % K: free once every rank is done with p - K.
+    /* the tiny ring for the smallest messages (same records, deeper), the
+     * halves of a large ring by size (shm_seg.h, shm_ring_class) */
+    shm_ring_cls rc = shm_ring_class(s, bytes);
+    uint32_t p = s->phase + 1, k = rc.k, mask = (uint32_t)(s->ring_nrec - 1);
+    /* the root's slot p % K: free once every rank is done with p - K
+     * (K: the slots its class cycles through, rc.cyc).
      * With ring_drain, a root that must wait at all waits until every
      * reader is done with everything it published (p - 1): then its next
      * K calls do not wait, and the readers that catch up with it wait at
@@ -1728,7 +1729,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
      * ring"). Never a later phase than a synchronising broadcast waits
      * for (p), so it cannot wait for what the program does not do. */
     if (me == root) {
-        uint32_t need = p - k;
+        uint32_t need = p - rc.cyc;
         if (s->ring_drain && !shm_reached(s->min_seen, need))
             need = p - 1;
         if ((st = cs_wait_all(o, need)) != COHORT_OK)
@@ -1736,7 +1737,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
     }
     /* phases I rooted up to p - K are checked before any record of them
      * can be overwritten (and before my slot is) */
-    if (s->ring_npend && (st = ring_settle_call(o, p - k)) != COHORT_OK) /* a reader has none */
+    if (s->ring_npend && (st = ring_settle_call(o, p - rc.cyc)) != COHORT_OK) /* a reader has none */
         return st;
     /* The reader of a 2-rank group whose root's record of p is here with
      * this call's fingerprint: it copies out, stores its done word and
@@ -1749,7 +1750,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
         uint64_t f[3];
         if (shm_ring_fp(s, root, p, f) && (!s->check || ring_fp_eq(f, o->c, o->fp_key))) {
             if (bytes > SHM_RING_INLINE)
-                CPY(dst, shm_ring_slot(s, root, p, tiny) + off, len);
+                CPY(dst, shm_ring_slot(s, root, p, &rc) + off, len);
             else
                 coh_small_copy(dst, shm_ring_rec_of(s, root, p)->inl + off, len);
             if (s->check)
@@ -1766,7 +1767,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
          * root's arrive. A scatter's root (len < bytes) leaves its own
          * block out: no reader copies it (2 ranks: half the root's copy). */
         if (bytes > SHM_RING_INLINE) {
-            unsigned char *slot = shm_ring_slot(s, me, p, tiny);
+            unsigned char *slot = shm_ring_slot(s, me, p, &rc);
             if (len < bytes) {
                 CPY(slot, src, off);
                 CPY(slot + off + len, (const unsigned char *)src + off + len, bytes - off - len);
@@ -1822,7 +1823,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
         return ring_full_check(o, o->c, root, p, &o->mine);
     }
     if (bytes > SHM_RING_INLINE)
-        CPY(dst, shm_ring_slot(s, root, p, tiny) + off, len);
+        CPY(dst, shm_ring_slot(s, root, p, &rc) + off, len);
     else
         coh_small_copy(dst, shm_ring_rec_of(s, root, p)->inl + off, len);
     if (s->check) /* my check of the root's record passed (ring_check) */
@@ -1852,24 +1853,23 @@ static int ring_in(shm_op *o, const void *send, size_t bytes, int root, cohort_s
     coh_shm *s = o->s;
     const coh_call *c = o->c;
     int me = s->me;
-    int tiny = s->tiny_k && bytes <= s->tiny_bytes;
-    uint32_t p = s->phase + 1, k = (uint32_t)(tiny ? s->tiny_k : s->ring_k),
-             mask = (uint32_t)(s->ring_nrec - 1);
+    shm_ring_cls rc = shm_ring_class(s, bytes);
+    uint32_t p = s->phase + 1, k = rc.k, mask = (uint32_t)(s->ring_nrec - 1);
     if (me != root) {
         /* my slot p % K, as a broadcast root's (ring_drain alike) */
-        uint32_t need = p - k;
+        uint32_t need = p - rc.cyc;
         if (s->ring_drain && !shm_reached(s->min_seen, need))
             need = p - 1;
         if ((*st = cs_wait_all(o, need)) != COHORT_OK)
             return -1;
     }
-    if (s->ring_npend && (*st = ring_settle_call(o, p - k)) != COHORT_OK)
+    if (s->ring_npend && (*st = ring_settle_call(o, p - rc.cyc)) != COHORT_OK)
         return -1;
     uint64_t key = s->check ? o->fp_key : fp_key(c);
     coh_hdr_from_call(&o->mine, s->g, c, COH_MSG_COLL, 0, bytes);
     if (me != root) {
         if (bytes > SHM_RING_INLINE)
-            ring_copy(shm_ring_slot(s, me, p, tiny), send, bytes);
+            ring_copy(shm_ring_slot(s, me, p, &rc), send, bytes);
         ring_put(s, p, &o->mine, c, key, send, bytes);
         s->ring_calls[p & mask] = *c;
         s->ring_lead[p & mask] = root;
@@ -1919,7 +1919,7 @@ static int ring_in(shm_op *o, const void *send, size_t bytes, int root, cohort_s
             *st = ring_full_check(o, c, q, p, &o->mine);
             return -1;
         }
-        s->srcs[q] = bytes > SHM_RING_INLINE ? (const void *)shm_ring_slot(s, q, p, tiny)
+        s->srcs[q] = bytes > SHM_RING_INLINE ? (const void *)shm_ring_slot(s, q, p, &rc)
                                              : (const void *)r->inl;
     }
     return 1;

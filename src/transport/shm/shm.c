@@ -295,6 +295,16 @@ static void set_geometry(coh_shm *s)
     s->ring_nrec = ring_nrec(&rc);
     s->ring_bytes = rc.bytes;
     s->ring_slot_stride = ring_slot_stride(s->ring_bytes);
+    /* the footprint split (shm_seg.h): each class's slots within
+     * SHM_RING_LEAD_BYTES, the big calls' at least 2 */
+    s->ring_big_k = s->ring_big_from = 0;
+    if (rc.k >= 4 && rc.k * rc.bytes > SHM_RING_LEAD_BYTES) {
+        size_t kb = 2;
+        while (kb * 2 <= rc.k / 2 && kb * 2 * rc.bytes <= SHM_RING_LEAD_BYTES)
+            kb *= 2;
+        s->ring_big_k = kb;
+        s->ring_big_from = SHM_RING_LEAD_BYTES / (rc.k / 2);
+    }
     s->tiny_k = rc.tiny_k;
     s->tiny_bytes = rc.tiny_bytes;
     s->tiny_slot_stride = ring_slot_stride(rc.tiny_bytes);
@@ -1728,8 +1738,9 @@ int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *ma
                        size_t *pieces)
 {
     size_t np = shm_ring_pieces(s, bytes);
+    /* slots: those the call's class cycles through (shm_ring_class) */
     if (np) {
-        *slots = s->ring_k;
+        *slots = shm_ring_class(s, s->ring_bytes).cyc;
         *max = s->ring_bytes;
         *pieces = np;
         return 1;
@@ -1737,9 +1748,9 @@ int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *ma
     if (!s || !s->ring_k || s->n < 2 || bytes > s->ring_bytes ||
         shm_cma_use(s, COH_COLL_BROADCAST, bytes))
         return 0;
-    int tiny = s->tiny_k && bytes <= s->tiny_bytes;
-    *slots = tiny ? s->tiny_k : s->ring_k;
-    *max = tiny ? s->tiny_bytes : s->ring_bytes;
+    shm_ring_cls rc = shm_ring_class(s, bytes);
+    *slots = rc.cyc;
+    *max = rc.tiny ? s->tiny_bytes : s->ring_bytes;
     *pieces = 1;
     return 1;
 }

@@ -97,6 +97,19 @@
  * Its slots and the ring's are disjoint, and each array's reuse rule covers
  * the calls that used it.
  *
+ * The ring's footprint (ring_big_k): when K slots of ring_bytes exceed
+ * SHM_RING_LEAD_BYTES (ranks outnumbering cpus: 256 x 16 KiB = 4 MiB), a
+ * writer cycling through all of them writes and its readers read slots
+ * long evicted from cache. Then the slots split in two halves: calls of
+ * at most ring_big_from bytes cycle through the upper K/2 (slot K/2 + p %
+ * K/2, waiting for p - K/2), larger ones through the first ring_big_k <=
+ * K/2 (slot p % ring_big_k, waiting for p - ring_big_k), so that either
+ * class touches at most SHM_RING_LEAD_BYTES of slots. The halves are
+ * disjoint and each one's reuse rule covers the calls that used it, as
+ * the tiny ring's. Every rank takes the class from the call's bytes and
+ * the agreed geometry, so a reader finds its root's slot; one whose bytes
+ * differ fails the fingerprint before it reads a slot.
+ *
  * A small all_reduce (<= SHM_RING_INLINE bytes, src/coll/shm ar_small)
  * writes a record of its phase too - its fingerprint and input - and its
  * peers read that line instead of its arrive and buffer; it is a non-ring
@@ -122,7 +135,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 19u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 20u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -137,7 +150,8 @@
                         * 17: the spread done words (shm_ring_done);
                         * 18: send/recv's split single copy (shm_chan req,
                         * tail_*); 19: the running flag (shm_ctl running)
-                        * and send/recv's cpu hint */
+                        * and send/recv's cpu hint; 20: the ring's footprint
+                        * split (shm_ring_class) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -155,6 +169,11 @@
 #define SHM_MAX_RING_BYTES (1024u * 1024u)
 /* The tiny ring: broadcasts <= 256 B get 128 slots of their own, so that
  * fewer than 1 % of back-to-back calls wait for a slot (docs/shm.md). */
+/* At most this many bytes of ring slots per class of call (the footprint
+ * above): half this kind of host's 2 MiB L2. 16 ranks on 2 cpus, broadcast
+ * 16 KiB: 76-280 us a call in some launches over all 256 slots (4 MiB),
+ * 3.8-5.6 us in every launch over 32 (docs/shm.md "The ring's footprint") */
+#define SHM_RING_LEAD_BYTES (1024u * 1024u)
 #define SHM_DEFAULT_TINY_SLOTS 128u
 #define SHM_MAX_TINY_SLOTS 1024u
 #define SHM_DEFAULT_TINY_BYTES 256u
@@ -503,6 +522,9 @@ struct coh_shm {
      * header; ring_k == 0: off */
     unsigned char *ring;
     size_t ring_k, ring_nrec, ring_bytes, ring_slot_stride, ring_stride;
+    /* the footprint split (0: none): calls above ring_big_from bytes take
+     * slots [0, ring_big_k), the others [K/2, K) */
+    size_t ring_big_k, ring_big_from;
     /* the tiny ring: tiny_k slots of tiny_bytes (< ring_bytes) after the
      * ring's slots, for the smallest broadcasts; shares the records */
     size_t tiny_k, tiny_bytes, tiny_slot_stride, tiny_off;
@@ -633,13 +655,38 @@ static inline shm_ring_rec *shm_ring_rec_of(const coh_shm *s, int q, uint32_t p)
                             (size_t)(p & (uint32_t)(s->ring_nrec - 1)) * sizeof(shm_ring_rec));
 }
 
-static inline unsigned char *shm_ring_slot(const coh_shm *s, int q, uint32_t p, int tiny)
+/* Which slots a ring call of `bytes` takes (the header comment: the tiny
+ * ring, and the footprint split): k is its ring's depth (where its done
+ * words are, shm_ring_spread), cyc the slots it cycles through from base
+ * (a writer waits for every rank's arrive >= p - cyc). */
+typedef struct shm_ring_cls {
+    uint32_t k, cyc, base;
+    int tiny;
+} shm_ring_cls;
+
+static inline shm_ring_cls shm_ring_class(const coh_shm *s, size_t bytes)
+{
+    shm_ring_cls c;
+    c.tiny = s->tiny_k && bytes <= s->tiny_bytes;
+    c.k = c.cyc = (uint32_t)(c.tiny ? s->tiny_k : s->ring_k);
+    c.base = 0;
+    if (!c.tiny && s->ring_big_k) {
+        if (bytes > s->ring_big_from)
+            c.cyc = (uint32_t)s->ring_big_k;
+        else
+            c.cyc = c.base = c.k / 2;
+    }
+    return c;
+}
+
+static inline unsigned char *shm_ring_slot(const coh_shm *s, int q, uint32_t p,
+                                           const shm_ring_cls *c)
 {
     unsigned char *r = s->ring + (size_t)q * s->ring_stride;
-    if (tiny)
-        return r + s->tiny_off + (size_t)(p & (uint32_t)(s->tiny_k - 1)) * s->tiny_slot_stride;
-    return r + s->ring_nrec * sizeof(shm_ring_rec) +
-           (size_t)(p & (uint32_t)(s->ring_k - 1)) * s->ring_slot_stride;
+    size_t i = c->base + (size_t)(p & (c->cyc - 1));
+    if (c->tiny)
+        return r + s->tiny_off + i * s->tiny_slot_stride;
+    return r + s->ring_nrec * sizeof(shm_ring_rec) + i * s->ring_slot_stride;
 }
 
 /* What the root of a gather or reduce on the ring stores in its done word
