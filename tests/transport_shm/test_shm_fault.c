@@ -14,7 +14,9 @@
  *     again and attaches once it names the lead, or fails in bounded time;
  *   - a stray close of the lead's socket: both ranks fail at once, saying so;
  *   - silent local connections to the rendezvous socket (same uid or not)
- *     neither delay the real member nor make the lead's error misleading.
+ *     neither delay the real member nor make the lead's error misleading;
+ *   - members that keep their handshake open after attaching delay nobody
+ *     else's, and the lead's wait for them is bounded.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -904,6 +906,64 @@ START_TEST(silent_connections)
 }
 END_TEST
 
+/* ---- a member that keeps its handshake open after M3 ----
+ * The lead closes a served handshake only once the member closed its end
+ * (docs/shm.md "Who closes first"); members 1-4 keep theirs open 3 s
+ * after reading M3 (COHORT_SHM_HS_LINGER_MS: stopped or descheduled
+ * there). The lead serves every member without waiting for any of them
+ * (their M3s within 400 ms of each other; waiting in place, 500 ms each, put
+ * 1-2 s between the first and the last), gives each at most its 500 ms
+ * after the last was served, says so, and the group works. */
+#define LINGER_N 6
+
+static int linger_rank(int rank, void *arg)
+{
+    (void)arg;
+    if (rank >= 1 && rank <= 4)
+        setenv("COHORT_SHM_HS_LINGER_MS", "3000", 1);
+    cohort_status st;
+    cohort_group *g = th_group(rank, LINGER_N, 20000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    if (rank > 0)
+        atomic_store(&th_sh()->flag[8 + rank], (int)((g->shm->hs_m3_ns / 1000000) & 0x3fffffff));
+    int a = rank + 1, b = 0;
+    coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_SUM, -1, 1);
+    RANK_PASS(coh_shm_all_reduce(g->shm, &c, &a, &b, 1), g);
+    RANK_CHECK(b == LINGER_N * (LINGER_N + 1) / 2, "sum %d", b);
+    if (rank == 0) {
+        int lo = 0, hi = 0;
+        for (int q = 1; q < LINGER_N; q++) {
+            int d = (atomic_load(&th_sh()->flag[8 + q]) - atomic_load(&th_sh()->flag[9])) &
+                    0x3fffffff;
+            d = d >= 0x20000000 ? d - 0x40000000 : d; /* signed ms from rank 1's */
+            lo = d < lo ? d : lo;
+            hi = d > hi ? d : hi;
+        }
+        coh_shm *s = g->shm;
+        fprintf(stderr, "members' M3 within %d ms; the lead waited %.0f ms for closes after the "
+                        "last, %d kept theirs open\n",
+                hi - lo, s->hs_linger_ns / 1e6, s->hs_lingered);
+        RANK_CHECK(hi - lo < 400, "the members' M3s spread over %d ms: the lead waited for "
+                                   "lingering handshakes before serving the next",
+                   hi - lo);
+        RANK_CHECK(s->hs_lingered == 4, "%d members counted as lingering, want 4",
+                   s->hs_lingered);
+        RANK_CHECK(s->hs_linger_ns < 1000000000ull, "the lead waited %.0f ms for the closes",
+                   s->hs_linger_ns / 1e6);
+    }
+    th_group_free(g);
+    th_done(LINGER_N);
+    return 0;
+}
+
+START_TEST(lingering_member)
+{
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = LINGER_N, .deadline_ms = 60000};
+    int want[LINGER_N] = {0};
+    run_expect(&o, linger_rank, NULL, want);
+}
+END_TEST
+
 /* ---- allocation failures ---- */
 
 START_TEST(oom_walk)
@@ -1210,6 +1270,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, no_leaks, 0, 3);
     tcase_add_loop_test(tc, impostor_refused, 0, 2);
     tcase_add_loop_test(tc, silent_connections, 0, 4);
+    tcase_add_test(tc, lingering_member);
     tcase_add_test(tc, oom_walk);
     tcase_add_test(tc, no_lead_timeout);
     tcase_add_loop_test(tc, stale_address, 0, 2);

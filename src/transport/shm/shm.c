@@ -553,20 +553,8 @@ static int serve_member(coh_shm *s, int c, int memfd, const int *have, const uin
         snprintf(why, whylen, "sending the segment: %s", strerror(-e));
         return 0;
     }
-    /* Closed by us only once the member closed its end, which it does
-     * right after reading M3: a close of ours first reached a member as a
-     * reset without M3 (twice in CI runs on 2 cpus, 2026-12-05), and its
-     * retry was refused - "attached twice", or the rendezvous over - while
-     * the others waited at the attach barrier until the timeout. Bounded by
-     * the handshake's deadline; the member is counted either way. */
-    for (;;) {
-        char b;
-        if (wait_fd(c, POLLIN, dl) < 0)
-            break;
-        ssize_t r = recv(c, &b, 1, MSG_DONTWAIT);
-        if (r >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
-            break;
-    }
+    /* The caller closes c only once the member closed its end (lead_create,
+     * "served"). */
     /* pids are only comparable if the member lives in our pid namespace. */
     if (!have_cred || cred.pid != m2.pid)
         atomic_fetch_or(&s->hdr->flags, SHM_F_NO_PIDFD);
@@ -589,8 +577,18 @@ static int serve_member(coh_shm *s, int c, int memfd, const int *have, const uin
 #define HS_STR(x) HS_STR_(x)
 #define HS_PENDING_MAX 64
 
+/* A connection to the rendezvous socket: pending until it authenticated
+ * (or failed), then `served` - counted, M3 sent - until the member closed
+ * its end, which it does right after reading M3. A close of ours first
+ * reached a member as a reset without M3 (twice in CI runs on 2 cpus,
+ * 2026-12-05), and its retry was refused - "attached twice", or the
+ * rendezvous over - while the others waited at the attach barrier until
+ * the timeout. Waiting for it in the loop rather than in place, a member
+ * that keeps its end open (stopped or descheduled right after M3) delays
+ * nobody else's handshake; its deadline (HS_AUTH_MS) bounds the wait. */
 typedef struct hs_pending {
     int fd;
+    int served;
     pid_t pid;
     uid_t uid;
     uint64_t dl;
@@ -637,6 +635,15 @@ static void tally_fmt(const hs_tally *t, char *out, size_t len)
             break;
         pos += (size_t)w;
     }
+}
+
+/* A served member's end: closed (EOF), reset, or - a protocol breach -
+ * sending more; 0 while it is only open. */
+static int served_closed(int fd)
+{
+    char b;
+    ssize_t r = recv(fd, &b, 1, MSG_DONTWAIT);
+    return r >= 0 || (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
 static void pending_drop(hs_pending *p, int *np, int i)
@@ -785,7 +792,7 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
     hs_tally tally[T_NCAUSE];
     memset(tally, 0, sizeof tally);
     int logged[T_NCAUSE] = {0};
-    int got = 0, np = 0;
+    int got = 0, np = 0, hs_lingered = 0;
     char why[300] = "";
     uid_t my_uid = geteuid();
     while (got < n - 1) {
@@ -831,6 +838,11 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
         for (int i = np - 1; i >= 0 && r > 0; i--) {
             if (!pfd[i + 1].revents)
                 continue;
+            if (pend[i].served) {
+                if (served_closed(pend[i].fd))
+                    pending_drop(pend, &np, i);
+                continue;
+            }
             hs_m2 m2;
             int e = coh_shm_hs_recv(pend[i].fd, &m2, sizeof m2, NULL, 0);
             if (e == -ETIMEDOUT)
@@ -845,6 +857,9 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
                                     sizeof why, COH_MIN(deadline, now + HS_AUTH_MS * 1000000ull))) {
                 have[li] = 1;
                 got++;
+                pend[i].served = 1;
+                pend[i].dl = COH_MIN(deadline, now + HS_AUTH_MS * 1000000ull);
+                continue;
             } else {
                 tally_add(&tally[T_REFUSED], pend[i].pid, pend[i].uid);
                 if (!logged[T_REFUSED]++)
@@ -855,7 +870,10 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
             pending_drop(pend, &np, i);
         }
         for (int i = np - 1; i >= 0; i--)
-            if (now >= pend[i].dl) {
+            if (now >= pend[i].dl && pend[i].served) {
+                hs_lingered++;
+                pending_drop(pend, &np, i);
+            } else if (now >= pend[i].dl) {
                 tally_add(&tally[T_SILENT], pend[i].pid, pend[i].uid);
                 if (!logged[T_SILENT]++)
                     coh_warn("shm: group %u: a connection from pid %d uid %u did not "
@@ -888,7 +906,8 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
                     break;
                 if ((errno == EMFILE || errno == ENFILE) && np > 0) {
                     /* out of descriptors: the oldest pending one goes first */
-                    tally_add(&tally[T_SILENT], pend[0].pid, pend[0].uid);
+                    if (!pend[0].served)
+                        tally_add(&tally[T_SILENT], pend[0].pid, pend[0].uid);
                     pending_drop(pend, &np, 0);
                     continue;
                 }
@@ -909,10 +928,12 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
                 continue;
             }
             if (np == HS_PENDING_MAX) {
-                tally_add(&tally[T_SILENT], pend[0].pid, pend[0].uid);
+                if (!pend[0].served)
+                    tally_add(&tally[T_SILENT], pend[0].pid, pend[0].uid);
                 pending_drop(pend, &np, 0);
             }
             hs_pending *p = &pend[np];
+            p->served = 0;
             hs_m1 m1 = {.magic = HS_MAGIC, .version = SHM_VERSION};
             if (coh_auth_nonce(m1.snonce) != COHORT_OK ||
                 send_msg(c, &m1, sizeof m1, -1, 0) < 0) {
@@ -930,6 +951,45 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
         if (st != COHORT_OK)
             break;
     }
+    /* The last members served: their closes, each within its deadline (a
+     * failed rendezvous closes at once - its members fail anyway). */
+    uint64_t linger0 = coh_now_ns();
+    while (st == COHORT_OK) {
+        int nfd = 0, left = 0;
+        uint64_t now = coh_now_ns(), wake = UINT64_MAX;
+        for (int i = np - 1; i >= 0; i--) {
+            if (!pend[i].served)
+                continue;
+            if (now >= pend[i].dl) {
+                hs_lingered++;
+                pending_drop(pend, &np, i);
+                continue;
+            }
+            left++;
+        }
+        if (!left)
+            break;
+        for (int i = 0; i < np; i++)
+            if (pend[i].served) {
+                pfd[nfd++] = (struct pollfd){.fd = pend[i].fd, .events = POLLIN};
+                wake = COH_MIN(wake, pend[i].dl);
+            }
+        int ms = (int)((wake - now + 999999) / 1000000);
+        if (poll(pfd, (nfds_t)nfd, ms) < 0 && errno != EINTR)
+            break;
+        for (int i = np - 1, j = nfd - 1; i >= 0; i--) {
+            if (!pend[i].served)
+                continue;
+            if (pfd[j--].revents && served_closed(pend[i].fd))
+                pending_drop(pend, &np, i);
+        }
+    }
+    s->hs_linger_ns = coh_now_ns() - linger0;
+    s->hs_lingered = hs_lingered;
+    if (hs_lingered)
+        coh_warn("shm: group %u segment rendezvous: %d member(s) kept the handshake open past "
+                 "%d ms after attaching; closed",
+                 g->id, hs_lingered, HS_AUTH_MS);
     for (int i = np - 1; i >= 0; i--)
         pending_drop(pend, &np, i);
     if (tally[T_STRANGER].n + tally[T_SILENT].n + tally[T_REFUSED].n) {
@@ -1126,6 +1186,13 @@ static cohort_status member_attach(coh_shm *s)
         if (!closed++)
             coh_warn("shm: rank %d closed this rank's handshake (%s, %s); connecting again",
                      g->local_ranks[0], stage, strerror(-e));
+    }
+    s->hs_m3_ns = coh_now_ns();
+    /* tests: a member stopped or descheduled between M3 and its close */
+    long linger;
+    if (coh_env_int("COHORT_SHM_HS_LINGER_MS", &linger) == 1 && linger > 0 && linger <= 60000) {
+        struct timespec ts = {linger / 1000, (linger % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
     }
     close(c);
     uint8_t mac[32];

@@ -483,6 +483,10 @@ struct coh_shm {
                                  * decided after the attach barrier; "Publishing") */
     char publish_info[200];     /* the publish mode and why (cohort_describe) */
     unsigned membar_failed;     /* sleeper membarriers that failed (warned once) */
+    uint64_t hs_linger_ns;      /* the lead: time spent after the last member was served
+                                 * waiting for the handshakes' closes (tests) */
+    int hs_lingered;            /* the lead: members that kept it open past HS_AUTH_MS */
+    uint64_t hs_m3_ns;          /* a member: when it read M3 (CLOCK_MONOTONIC; tests) */
     uint64_t sleeps;            /* futex sleeps begun (tests) */
     uint64_t late_wakes;        /* sleeps that lasted their whole slice although what they
                                  * waited for had come: a lost wake-up, or one that raced
