@@ -1207,6 +1207,7 @@ static const struct {
     {"COHORT_SHM_RING_SLOTS", "8x", "[0, 256]"},
     {"COHORT_SHM_RING_BYTES", "-1", "[0, 1048576]"},
     {"COHORT_SHM_RING_BYTES", "1048577", "[0, 1048576]"},
+    {"COHORT_SHM_RING_SPLIT", "yes", "want auto, on or off"},
 };
 
 START_TEST(bad_env)
@@ -1216,7 +1217,9 @@ START_TEST(bad_env)
     cohort_group *g = th_group_bare(0, 1, 1000);
     cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
     char want[128];
-    snprintf(want, sizeof want, "%s=%s: want an integer in %s", name, value, bad_envs[_i].range);
+    const char *r = bad_envs[_i].range;
+    snprintf(want, sizeof want, r[0] == '[' ? "%s=%s: want an integer in %s" : "%s=%s: %s", name,
+             value, r);
     ck_assert_msg(st == COHORT_ERR_INVALID, "%s=%s: %s", name, value, cohort_status_name(st));
     ck_assert_msg(strstr(th_errmsg(g), want), "%s (want \"%s\")", th_errmsg(g), want);
     th_group_free(g);

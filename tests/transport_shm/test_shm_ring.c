@@ -16,9 +16,10 @@
  * 128 KiB; session 20): every rank pinned to one cpu, the
  * data at every piece boundary, a root that runs two calls ahead and no
  * more, the broadcast mismatch cases and dead ranks. The ring's footprint
- * split (session 24): with 256 slots of 16 KiB, calls above 8 KiB cycle
- * through 64 slots and the others through 128 of their own, each running
- * ahead by its own slots and no more, neither reusing the other's.
+ * split (session 24; COHORT_SHM_RING_SPLIT=on, or 8 ranks a cpu): with
+ * 256 slots of 16 KiB, calls above 8 KiB cycle through 64 slots and the
+ * others through 128 of their own, each running ahead by its own slots and
+ * no more, neither reusing the other's; fewer ranks a cpu: no split.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -612,7 +613,7 @@ static cohort_status ar(cohort_group *g)
 }
 
 /* the rooted ops, uint8 (count = bytes per rank) or as given */
-static unsigned char rbuf[3 * 20000 + 64];
+static unsigned char rbuf[8 * 16384 + 64]; /* 3 x 20000 B, or 8 ranks x 16 KiB (footprint) */
 static cohort_status ga(cohort_group *g, const unsigned char *send, int root, size_t count)
 {
     coh_call c = th_call(g, COH_COLL_GATHER, COHORT_UINT8, -1, root, count);
@@ -860,6 +861,10 @@ static int runahead(cohort_group *g, int rank, int n, size_t bytes, int ahead, i
     return 0;
 }
 
+/* 0: 3 ranks on one cpu with COHORT_SHM_RING_SPLIT=on; 1: 8 ranks on one
+ * cpu (auto splits from 8 ranks a cpu); 2: 3 ranks, auto (no split) */
+static int fp_mode;
+
 static int footprint_rank(int rank, void *arg)
 {
     int n = *(int *)arg;
@@ -868,6 +873,21 @@ static int footprint_rank(int rank, void *arg)
     cohort_group *g = th_group(rank, n, 30000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
     coh_shm *s = g->shm;
+    char d[2048];
+    if (fp_mode == 2) { /* no split: every call cycles through all 256 */
+        RANK_CHECK(s->oversub && s->ring_k == 256 && s->ring_big_k == 0,
+                   "oversub %d, ring %zu, big %zu", s->oversub, s->ring_k, s->ring_big_k);
+        shm_ring_cls c = shm_ring_class(s, 16384);
+        RANK_CHECK(c.cyc == 256 && c.base == 0, "16 KiB: cyc %u base %u", c.cyc, c.base);
+        RANK_PASS(cohort_describe(g, "broadcast", 16384, COHORT_UINT8, d, sizeof d), g);
+        RANK_CHECK(strstr(d, "slot ring (256 slots of 16384 B per root"), "describe: %s", d);
+        if (runahead(g, rank, n, 16384, 256, 0))
+            return 1;
+        RANK_PASS(coh_shm_transport.close_check(s, 5000), g);
+        th_group_free(g);
+        th_done(n);
+        return 0;
+    }
     /* 256 slots of 16 KiB = 4 MiB: the small calls (<= 1 MiB / 128 = 8
      * KiB) cycle through the upper 128, the larger through the first 64 */
     RANK_CHECK(s->oversub && s->ring_k == 256 && s->ring_bytes == 16384 && s->ring_big_k == 64 &&
@@ -896,7 +916,6 @@ static int footprint_rank(int rank, void *arg)
                        shm_ring_slot(s, 0, p, &bg) >= lo && shm_ring_slot(s, 0, p, &bg) <= hi,
                    "phase %u: a small call's slot inside the big calls' slots", p);
     }
-    char d[2048];
     RANK_PASS(cohort_describe(g, "broadcast", 16384, COHORT_UINT8, d, sizeof d), g);
     RANK_CHECK(strstr(d, "slot ring (64 slots of 16384 B per root"), "describe: %s", d);
     RANK_PASS(cohort_describe(g, "broadcast", 4096, COHORT_UINT8, d, sizeof d), g);
@@ -951,8 +970,9 @@ static int footprint_rank(int rank, void *arg)
 
 START_TEST(footprint)
 {
-    int n = 3;
-    run_all_ok(n, 120000, NULL, footprint_rank, &n);
+    fp_mode = _i;
+    int n = _i == 1 ? 8 : 3;
+    run_all_ok(n, 120000, _i == 0 ? "COHORT_SHM_RING_SPLIT=on" : NULL, footprint_rank, &n);
 }
 END_TEST
 
@@ -1398,7 +1418,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, mismatch, 0, 2 * R_N);
     tcase_add_loop_test(tc, sigkill, 0, 6);
     tcase_add_loop_test(tc, pieces, 0, 4);
-    tcase_add_test(tc, footprint);
+    tcase_add_loop_test(tc, footprint, 0, 3);
     tcase_add_loop_test(tc, pieces_mismatch, 0, 11);
     tcase_add_loop_test(tc, pieces_forged, 0, 4);
     tcase_add_test(tc, lines);

@@ -116,6 +116,7 @@ typedef struct shm_geo {
 
 typedef struct shm_ringcfg {
     size_t k, bytes, tiny_k, tiny_bytes; /* k 0: no ring; tiny_k 0: no tiny ring */
+    int split; /* the footprint split (shm_seg.h), when K slots exceed it */
 } shm_ringcfg;
 
 static size_t ring_slot_stride(size_t ring_bytes) { return round_up(ring_bytes, SHM_LINE); }
@@ -165,7 +166,7 @@ size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
 {
     shm_geo o;
     shm_ringcfg r = {SHM_DEFAULT_RING_SLOTS, SHM_DEFAULT_RING_BYTES, SHM_DEFAULT_TINY_SLOTS,
-                     SHM_DEFAULT_TINY_BYTES};
+                     SHM_DEFAULT_TINY_BYTES, 0};
     geometry(local_size, slot_bytes, &r, SHM_DEFAULT_P2P_BYTES, &o);
     return o.total;
 }
@@ -220,7 +221,24 @@ static cohort_status read_ring_env(cohort_group *g, shm_ringcfg *out)
         st = env_range(g, "COHORT_SHM_TINY_BYTES", &tb, 0, SHM_MAX_TINY_BYTES);
     if (st != COHORT_OK)
         return st;
+    /* The footprint split (shm_seg.h): it ends a slow mode of 16 ranks on
+     * 2 cpus (8 of 19 launches 10-420 us a 16 KiB broadcast, the others
+     * 4-5 us) but makes more calls wait a scheduler round - 8 ranks on 2
+     * cpus, which never showed the slow mode, p99 1 KiB 0.6 -> 55 us and
+     * 16 KiB 1.4 -> 150 us - so by default only from 8 ranks a cpu
+     * (docs/shm.md "The ring's footprint"). */
+    const char *sp = coh_env_str("COHORT_SHM_RING_SPLIT");
+    long cpus = coh_group_cpus(g);
+    int split = cpus > 0 && g->local_size >= 8 * cpus;
+    if (sp && *sp && strcmp(sp, "auto")) {
+        if (!strcmp(sp, "on") || !strcmp(sp, "off"))
+            split = !strcmp(sp, "on");
+        else
+            return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                                   "COHORT_SHM_RING_SPLIT=%s: want auto, on or off", sp);
+    }
     memset(out, 0, sizeof *out);
+    out->split = split;
     out->k = b > 0 ? pow2_floor(v) : 0;
     out->bytes = out->k ? (size_t)b : 0;
     tb = COH_MIN(tb, (long)out->bytes);
@@ -290,7 +308,7 @@ static void set_geometry(coh_shm *s)
     s->slots = s->base + h->slot_off;
     s->aux = s->slots + (size_t)s->n * s->rank_stride;
     shm_ringcfg rc = {(size_t)h->ring_k, (size_t)h->ring_bytes, (size_t)h->tiny_k,
-                      (size_t)h->tiny_bytes};
+                      (size_t)h->tiny_bytes, (int)h->ring_split};
     s->ring_k = rc.k;
     s->ring_nrec = ring_nrec(&rc);
     s->ring_bytes = rc.bytes;
@@ -298,7 +316,7 @@ static void set_geometry(coh_shm *s)
     /* the footprint split (shm_seg.h): each class's slots within
      * SHM_RING_LEAD_BYTES, the big calls' at least 2 */
     s->ring_big_k = s->ring_big_from = 0;
-    if (rc.k >= 4 && rc.k * rc.bytes > SHM_RING_LEAD_BYTES) {
+    if (rc.split && rc.k >= 4 && rc.k * rc.bytes > SHM_RING_LEAD_BYTES) {
         size_t kb = 2;
         while (kb * 2 <= rc.k / 2 && kb * 2 * rc.bytes <= SHM_RING_LEAD_BYTES)
             kb *= 2;
@@ -718,6 +736,7 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
     h->ring_bytes = rc->bytes;
     h->tiny_k = rc->tiny_k;
     h->tiny_bytes = rc->tiny_bytes;
+    h->ring_split = (uint64_t)rc->split;
     h->ring_off = geo.ring_off;
     h->ring_stride = geo.ring_stride;
     h->p2p_bytes = geo.p2p_stride ? p2p_bytes : 0;
@@ -1246,11 +1265,12 @@ static cohort_status member_attach(coh_shm *s)
                   (h->ring_k == 0) == (h->ring_bytes == 0) &&
                   h->tiny_k <= SHM_MAX_TINY_SLOTS && (h->tiny_k & (h->tiny_k - 1)) == 0 &&
                   h->tiny_k != 1 && h->tiny_bytes <= h->ring_bytes &&
-                  (h->tiny_k == 0) == (h->tiny_bytes == 0) && (h->ring_k || !h->tiny_k);
-    shm_ringcfg rc = {0, 0, 0, 0};
+                  (h->tiny_k == 0) == (h->tiny_bytes == 0) && (h->ring_k || !h->tiny_k) &&
+                  h->ring_split <= 1;
+    shm_ringcfg rc = {0, 0, 0, 0, 0};
     if (ring_ok)
         rc = (shm_ringcfg){(size_t)h->ring_k, (size_t)h->ring_bytes, (size_t)h->tiny_k,
-                           (size_t)h->tiny_bytes};
+                           (size_t)h->tiny_bytes, (int)h->ring_split};
     int p2p_ok = h->p2p_bytes <= SHM_MAX_P2P_BYTES && h->p2p_bytes % SHM_LINE == 0;
     geometry(s->n, (size_t)h->slot_bytes, &rc, p2p_ok ? (size_t)h->p2p_bytes : 0, &geo);
     if (s->size < sizeof(shm_seg_hdr) || h->magic != SHM_MAGIC || h->version != SHM_VERSION ||
@@ -1453,7 +1473,7 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     if (sodium_init() < 0)
         return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: libsodium initialisation failed");
     size_t S = 0, small = 0, p2p_bytes = 0, stash_cap = 0;
-    shm_ringcfg rc = {0, 0, 0, 0};
+    shm_ringcfg rc = {0, 0, 0, 0, 0};
     cohort_status st = read_env(g, &S, &small);
     if (st == COHORT_OK)
         st = read_ring_env(g, &rc);

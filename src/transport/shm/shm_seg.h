@@ -173,7 +173,9 @@
  * above): half this kind of host's 2 MiB L2. 16 ranks on 2 cpus, broadcast
  * 16 KiB: 76-280 us a call in some launches over all 256 slots (4 MiB),
  * 3.8-5.6 us in every launch over 32 (docs/shm.md "The ring's footprint") */
+#ifndef SHM_RING_LEAD_BYTES /* (a build option only for A/B runs) */
 #define SHM_RING_LEAD_BYTES (1024u * 1024u)
+#endif
 #define SHM_DEFAULT_TINY_SLOTS 128u
 #define SHM_MAX_TINY_SLOTS 1024u
 #define SHM_DEFAULT_TINY_BYTES 256u
@@ -216,6 +218,7 @@ typedef struct shm_seg_hdr {
     uint64_t ctl_off, slot_off, rank_stride, buf_stride;
     uint64_t ring_k, ring_bytes, ring_off, ring_stride; /* ring_k 0: no ring */
     uint64_t tiny_k, tiny_bytes; /* the tiny ring; tiny_k 0: none */
+    uint64_t ring_split;         /* 1: the footprint split when K slots exceed it */
     uint64_t p2p_bytes, p2p_off, p2p_stride; /* p2p_bytes 0: send/recv over tcp */
     _Atomic uint32_t flags;
     /* abort: claim (CAS 0 -> 1) elects the one writer of reason/status;
