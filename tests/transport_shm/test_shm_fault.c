@@ -943,12 +943,16 @@ static int linger_rank(int rank, void *arg)
         fprintf(stderr, "members' M3 within %d ms; the lead waited %.0f ms for closes after the "
                         "last, %d kept theirs open\n",
                 hi - lo, s->hs_linger_ns / 1e6, s->hs_lingered);
-        RANK_CHECK(hi - lo < 400, "the members' M3s spread over %d ms: the lead waited for "
-                                   "lingering handshakes before serving the next",
+        /* promptness bounds, scaled (docs/testing.md) */
+        double scale = cht_time_scale();
+        RANK_CHECK(hi - lo < 400 * scale, "the members' M3s spread over %d ms: the lead waited for "
+                                          "lingering handshakes before serving the next",
                    hi - lo);
-        RANK_CHECK(s->hs_lingered == 4, "%d members counted as lingering, want 4",
-                   s->hs_lingered);
-        RANK_CHECK(s->hs_linger_ns < 1000000000ull, "the lead waited %.0f ms for the closes",
+        /* 4, or 5 if rank 5 itself was descheduled 500 ms between M3 and
+         * its close (a loaded machine: what the bound is for) */
+        RANK_CHECK(s->hs_lingered == 4 || s->hs_lingered == 5,
+                   "%d members counted as lingering, want 4", s->hs_lingered);
+        RANK_CHECK(s->hs_linger_ns < 1e9 * scale, "the lead waited %.0f ms for the closes",
                    s->hs_linger_ns / 1e6);
     }
     th_group_free(g);
