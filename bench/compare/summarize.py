@@ -166,6 +166,62 @@ def load_all():
     return data
 
 
+# ---- host state --------------------------------------------------------------
+# run.sh puts the core-to-core round trip (c2c.c, the median in ns) before and
+# after every launch ("# c2c before: c2c 0 1 P50 ..."). On a shared VM it moves
+# between states that scale every hand-off between ranks (hoststate.py: fast
+# < 90, mid 90-300, slow >= 300 ns) and can change from one launch to the next,
+# so two libraries' medians over launches may come from different states.
+C2C = re.compile(r"^# c2c (before|after): c2c \S+ \S+ ([0-9]+) ")
+
+
+def launch_state(path):
+    """fast/mid/slow when the probes before and after the launch agree, "mixed"
+    when they do not, None without both probes."""
+    import hoststate
+    got = {}
+    try:
+        with open(path) as f:
+            for line in f:
+                m = C2C.match(line)
+                if m:
+                    got[m.group(1)] = float(m.group(2))
+    except OSError:
+        return None
+    if len(got) < 2:
+        return None
+    b, a = hoststate.cls(got["before"]), hoststate.cls(got["after"])
+    return b if b == a else "mixed"
+
+
+def load_states():
+    """states[cfg][lib] = [(state, {(op, size): lat})], a launch each (its
+    .ext.txt rows with it, the state from the launch's own probes)."""
+    out = {}
+    for cfgdir in sorted(glob.glob(os.path.join(RAW, "*"))):
+        cfg = os.path.basename(cfgdir)
+        launches = {}
+        for path in sorted(glob.glob(os.path.join(cfgdir, "*"))):
+            m = re.match(r"^([a-z_]+)\.([0-9]+)(\.ext)?\.(json|txt)$", os.path.basename(path))
+            if not m:
+                continue
+            lib, n, ext, kind = m.groups()
+            if kind == "txt" and not ext and os.path.exists(path[:-4] + ".json"):
+                continue
+            d = load_cohort_json(path) if kind == "json" else load_peer_txt(path)
+            if not d:
+                continue
+            probe = path[:-5] + ".txt" if kind == "json" else path
+            rec = launches.setdefault((lib, n), [launch_state(probe), {}])
+            if rec[0] is None:
+                rec[0] = launch_state(probe)
+            for k, recs in d.items():
+                rec[1][k] = recs[0]["lat"]
+        for (lib, _), (state, lats) in sorted(launches.items()):
+            out.setdefault(cfg, {}).setdefault(lib, []).append((state, lats))
+    return out
+
+
 def summary(recs):
     """median, min, max of lat; medians of the rest."""
     if not recs:

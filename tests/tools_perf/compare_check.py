@@ -14,6 +14,8 @@ cohort-perf launches plus peer and memcpy lines written here, then checks that:
     writes rows the reader takes, at the sizes cohort-perf reports for the same --sizes,
     with each op's bus-bandwidth factor and a passing check (skipped, said so, without
     them);
+  - launches carrying host-state probes get per-state ratios beside a miss, counted in
+    the header, the mixed launch (probes disagree) in no state, the verdict pooled;
   - run.sh, sent SIGTERM during a launch, stops it (no rank left), marks the partial
     results and exits 143 (skipped, said so, where run.sh's peers are not installed).
 Usage: compare_check.py COHORT_PERF SOURCE_DIR
@@ -149,6 +151,51 @@ with tempfile.TemporaryDirectory() as d:
     rat = open(os.path.join(d, "ratios.csv")).read() if r.returncode == 0 else ""
     expect("shm2,gather,8,ompi," in rat and "shm2,all_to_all,1048576,ompi," in rat,
            "ratios.csv has the gather and all_to_all ratios")
+
+
+# Host state (the launches' core-to-core probes, run.sh's "# c2c before/after" lines):
+# a cell whose pooled medians come from launches in different states gets the ratio
+# within each state both sides have launches in; the verdict stays the pooled one.
+def probe(f, before, after):
+    f.write(f"# c2c before: c2c 0 1 {before} {before} {before} 100\n")
+    f.write(f"# c2c after: c2c 0 1 {after} {after} {after} 100\n")
+
+
+with tempfile.TemporaryDirectory() as d:
+    raw = os.path.join(d, "raw", "shm2")
+    os.makedirs(raw)
+    # (state probes, broadcast 8 B us, all_reduce 8 B us) per launch. broadcast: 0.95x
+    # in each state, 1.90x pooled (cohort mostly slow, Open MPI mostly mid); all_reduce:
+    # 1.5x in the slow state, a miss either way. The mixed launch is in no state.
+    cohort = [((400, 410), 2.0, 3.0)] * 3 + [((100, 110), 1.0, 1.5), ((50, 400), 9.0, 9.0)]
+    ompi = [((420, 400), 2.1, 2.0)] + [((95, 100), 1.05, 1.0)] * 3
+    for k, ((b, a), bc, ar) in enumerate(cohort, 1):
+        with open(os.path.join(raw, f"cohort.{k}.txt"), "w") as f:
+            probe(f, b, a)
+        with open(os.path.join(raw, f"cohort.{k}.json"), "w") as f:
+            f.write('{"results": [' + ", ".join(
+                f'{{"op": "{op}", "in_place": false, "size": 8, "avg_us": {v}, '
+                f'"busbw_GBs": 0.1, "p50_us": {v}, "p99_us": {v}, "max_us": {v}, "check": "ok"}}'
+                for op, v in (("broadcast", bc), ("all_reduce", ar))) + "]}")
+    for k, ((b, a), bc, ar) in enumerate(ompi, 1):
+        with open(os.path.join(raw, f"ompi.{k}.txt"), "w") as f:
+            probe(f, b, a)
+            f.write("coll bytes ranks lat_us min_rank_us algbw_GBs busbw_GBs rep check\n")
+            f.write(f"bcast 8 2 {bc} {bc} 0.1 0.1 0 ok\nallreduce 8 2 {ar} {ar} 0.1 0.1 0 ok\n")
+    r = subprocess.run([sys.executable, check, d, "--min-launches", "4"], capture_output=True,
+                       text=True, timeout=120)
+    print(r.stdout)
+    expect(r.returncode == 1, f"host states: exit {r.returncode}, want 1 (the verdict is pooled)")
+    expect("#   shm2: cohort 0/1/3/1, ompi 0/3/1/0" in r.stdout,
+           "the header counts each library's launches per state (fast/mid/slow/mixed)")
+    bc = [l for l in r.stdout.splitlines() if "2 ranks broadcast 8 B: 1.90x" in l]
+    expect(len(bc) == 1 and "by host state: mid 0.95x (1 v 3), slow 0.95x (3 v 1) "
+           "[within the limit in each]" in bc[0], f"broadcast's per-state ratios: {bc}")
+    ar = [l for l in r.stdout.splitlines() if "2 ranks all_reduce 8 B: " in l]
+    expect(len(ar) == 1 and "slow 1.50x (3 v 1)" in ar[0] and "within the limit" not in ar[0],
+           f"all_reduce, slower in the slow state, is not tagged: {ar}")
+    expect("1 of these 2 are within the limit in each host state" in r.stdout,
+           "the target says how many misses are within the limit state by state")
 
 
 # bench/compare/mpi_coll_ext.c against the real MPIs: builds with -Werror, its rows
