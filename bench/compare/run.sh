@@ -444,7 +444,8 @@ cohort_netns() {
     wait_quiet
     { echo "# cmd: ip netns exec A|B $PERF ${args[*]} (ranks 0..$((n / 2 - 1)) in $NS_A $NS_IP_A, the rest in $NS_B $NS_IP_B)"
       echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"
-      echo "# kernel: $(uname -r)  ptrace_scope: $PTRACE_SCOPE"; } > "$base.txt"
+      echo "# kernel: $(uname -r)  ptrace_scope: $PTRACE_SCOPE"
+      echo "# c2c before: $(c2c_now)"; } > "$base.txt"
     CURRENT=$base.txt
     local pids=() i
     for i in $(seq 1 $((n - 1))); do
@@ -467,6 +468,7 @@ cohort_netns() {
         rm -f "$base.rank$((i + 1)).txt"
     done
     echo "# after: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$base.txt"
+    echo "# c2c after: $(c2c_now)" >> "$base.txt"
     CURRENT=""
     if [ $rc -ne 0 ]; then echo "# exit codes $rcs" >> "$base.txt"; log "   !! $cfg/cohort.$rep exited $rcs"; fi
     return 0
@@ -505,7 +507,8 @@ gloo_netns() { # CFG REP N
     local args=(--worker -n "$n" -c $GLOO_OPS -s "$SIZES" -t "$T" -l "$cfg gloo")
     wait_quiet
     { echo "# cmd: ip netns exec A|B $PY gloo_bench.py ${args[*]} (ranks half and half)"
-      echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"; } > "$base.txt"
+      echo "# date: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)  busy before: ${LAST_BUSY}%"
+      echo "# c2c before: $(c2c_now)"; } > "$base.txt"
     CURRENT=$base.txt
     local pids=() i
     for i in $(seq 1 $((n - 1))); do
@@ -519,6 +522,7 @@ gloo_netns() { # CFG REP N
     for i in "${!pids[@]}"; do reap "${pids[$i]}"; done
     CURRENT=""
     echo "# after: $(date -Is)  load: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$base.txt"
+    echo "# c2c after: $(c2c_now)" >> "$base.txt"
     return 0
 }
 
