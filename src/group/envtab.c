@@ -109,6 +109,7 @@ static const coh_envvar table[] = {
     {"COHORT_SUITE_LOG", COH_ENV_STRING, COH_ENV_TOOLS, NULL, 0, 0},
     /* the launchers' rank binding (cohortrun, cohort-perf --np) */
     {"COHORT_BIND", COH_ENV_CHOICE, COH_ENV_TOOLS, "auto|core|none", 0, 0},
+    {"COHORT_PERF_CLOCK", COH_ENV_CHOICE, COH_ENV_TOOLS, "auto|clock_gettime", 0, 0},
     /* python/setup.py (building the binding) */
     {"COHORT_CMAKE_ARGS", COH_ENV_STRING, COH_ENV_TOOLS, NULL, 0, 0},
     {"COHORT_BUILD_JOBS", COH_ENV_INT, COH_ENV_TOOLS, NULL, 1, 4096},
