@@ -167,15 +167,15 @@
 #define SHM_MAX_RING_SLOTS 256u
 #define SHM_DEFAULT_RING_BYTES (16u * 1024u)
 #define SHM_MAX_RING_BYTES (1024u * 1024u)
-/* The tiny ring: broadcasts <= 256 B get 128 slots of their own, so that
- * fewer than 1 % of back-to-back calls wait for a slot (docs/shm.md). */
 /* At most this many bytes of ring slots per class of call (the footprint
- * above): half this kind of host's 2 MiB L2. 16 ranks on 2 cpus, broadcast
+ * above): half the Intel host's 2 MiB L2 (AMD's: 512 KiB). 16 ranks on 2 cpus, broadcast
  * 16 KiB: 76-280 us a call in some launches over all 256 slots (4 MiB),
  * 3.8-5.6 us in every launch over 32 (docs/shm.md "The ring's footprint") */
 #ifndef SHM_RING_LEAD_BYTES /* (a build option only for A/B runs) */
 #define SHM_RING_LEAD_BYTES (1024u * 1024u)
 #endif
+/* The tiny ring: broadcasts <= 256 B get 128 slots of their own, so that
+ * fewer than 1 % of back-to-back calls wait for a slot (docs/shm.md). */
 #define SHM_DEFAULT_TINY_SLOTS 128u
 #define SHM_MAX_TINY_SLOTS 1024u
 #define SHM_DEFAULT_TINY_BYTES 256u
