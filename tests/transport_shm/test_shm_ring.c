@@ -20,6 +20,9 @@
  * 256 slots of 16 KiB, calls above 8 KiB cycle through 64 slots and the
  * others through 128 of their own, each running ahead by its own slots and
  * no more, neither reusing the other's; fewer ranks a cpu: no split.
+ * Compact records (session 26): a 2-rank reader of <= 8 B reads the root's
+ * 32-byte record - data, the path taken, and every mismatch with either
+ * side on it or off it.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -1362,6 +1365,148 @@ START_TEST(fast_reader)
 }
 END_TEST
 
+/* ---- compact records: 2 ranks, broadcasts of <= 8 B (shm_ring_crec) ---- */
+
+enum { C_DATA, C_COUNT, C_READER_BIG, C_ROOT_BIG, C_DTYPE, C_EXTRA, C_AHEAD, C_TAG, C_NOCHECK,
+       C_N };
+static const char *const cnames[] = {"data",       "count 8 vs 4",      "count 8 vs 12 (reader)",
+                                     "count 12 (root) vs 8", "uint8 vs int8", "extra call",
+                                     "count, root ahead",    "tag",           "check off"};
+static const char *const cfields[] = {NULL,            "count differs", "count differs",
+                                      "count differs", "dtype differs", "op differs",
+                                      "count differs", "tag differs",   NULL};
+
+/* The reader's side of a 2-rank broadcast of <= 8 B reads the root's
+ * compact record: data across wraps of the record array with both roots,
+ * readers early and late; a payload changed in the root's compact records
+ * shows in what the reader gets (the path is taken, not only written);
+ * every mismatch where both sides are <= 8 B ends in the report on both
+ * ranks. */
+static int compact_rank(int rank, void *arg)
+{
+    int v = *(int *)arg;
+    depths(2);
+    cohort_status st;
+    cohort_group *g = th_group(rank, 2, 20000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    if (v == C_NOCHECK)
+        g->shm->check = 0; /* as a group created with the check off */
+    coh_shm *s = g->shm;
+    RANK_PASS(ar(g), g);
+    unsigned char buf[16];
+    if (v == C_DATA || v == C_NOCHECK) {
+        int calls = 3 * (int)s->ring_nrec + 7;
+        for (int i = 0; i < calls; i++) {
+            int root = (i / 100) % 2;
+            size_t bytes = (size_t)(i % 10); /* 9 B: the full record, 0: no payload */
+            for (size_t j = 0; j < bytes; j++)
+                buf[j] = rank == root ? pat(i, root, j) : 0xEE;
+            if (rank != root && i % 100 == 50)
+                ms_sleep(2); /* the root runs ahead */
+            RANK_PASS(bc(g, buf, COHORT_UINT8, root, bytes), g);
+            for (size_t j = 0; j < bytes; j++)
+                RANK_CHECK(buf[j] == pat(i, root, j), "call %d root %d (%zu B): byte %zu is %u",
+                           i, root, bytes, j, buf[j]);
+            if (rank == root && bytes && bytes <= SHM_RING_CINL) {
+                shm_ring_crec *r = shm_ring_crec_of(s, root, s->phase);
+                RANK_CHECK(atomic_load(&r->phase) == s->phase && !memcmp(r->inl, buf, bytes),
+                           "call %d: no compact record of phase %u", i, s->phase);
+            }
+        }
+        /* the root runs 8 calls ahead, then the reader changes the payload
+         * in the root's compact records of those phases before it reads */
+        RANK_PASS(ar(g), g);
+        uint32_t p0 = s->phase;
+        for (int i = 0; i < 8; i++) {
+            if (rank == 1 && i == 0) {
+                th_wait_flag(0, hold_ms());
+                for (uint32_t p = p0 + 1; p <= p0 + 8; p++) {
+                    shm_ring_crec *r = shm_ring_crec_of(s, 0, p);
+                    RANK_CHECK(atomic_load(&r->phase) == p, "root's compact record %u missing", p);
+                    memset(r->inl, 0xC5, SHM_RING_CINL);
+                }
+            }
+            memset(buf, rank == 0 ? 0x11 : 0, 8);
+            RANK_PASS(bc(g, buf, COHORT_UINT8, 0, 8), g);
+            for (int j = 0; j < 8; j++)
+                RANK_CHECK(buf[j] == (rank == 0 ? 0x11 : 0xC5),
+                           "call %d byte %d is %#x: the reader did not read the compact record",
+                           i, j, buf[j]);
+        }
+        if (rank == 0)
+            atomic_store(&th_sh()->flag[0], 1);
+        RANK_PASS(ar(g), g);
+        RANK_PASS(coh_shm_transport.close_check(g->shm, 5000), g);
+        th_group_free(g);
+        th_done(2);
+        return 0;
+    }
+    int odd = rank == 1;
+    uint64_t t0 = coh_now_ns();
+    st = COHORT_OK;
+    memset(buf, 0x5A, sizeof buf);
+    coh_call c;
+    switch (v) {
+    case C_COUNT: /* both compact */
+        st = bc(g, buf, COHORT_UINT8, 0, odd ? 4 : 8);
+        break;
+    case C_READER_BIG: /* the reader takes the full record */
+        st = bc(g, buf, COHORT_UINT8, 0, odd ? 12 : 8);
+        break;
+    case C_ROOT_BIG: /* the reader polls a compact record that never comes */
+        st = bc(g, buf, COHORT_UINT8, 0, odd ? 8 : 12);
+        break;
+    case C_DTYPE:
+        st = bc(g, buf, odd ? COHORT_INT8 : COHORT_UINT8, 0, 8);
+        break;
+    case C_EXTRA: /* its first call matches the root's, its second meets all_reduce */
+        if (odd)
+            st = bc(g, buf, COHORT_UINT8, 0, 8);
+        if (st == COHORT_OK)
+            st = bc(g, buf, COHORT_UINT8, 0, 8);
+        break;
+    case C_AHEAD:
+        if (odd)
+            ms_sleep(300);
+        for (int i = 0; i < 2 * KT - 1 && st == COHORT_OK; i++)
+            st = bc(g, buf, COHORT_UINT8, 0, 8);
+        if (st == COHORT_OK)
+            st = bc(g, buf, COHORT_UINT8, 0, odd ? 6 : 8);
+        break;
+    case C_TAG: /* a tag that fits the key on one side, saturates on the other */
+        c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 8);
+        c.tag = odd ? 1000 : 3;
+        st = coh_shm_broadcast(g->shm, &c, buf, 8, 0);
+        break;
+    }
+    if (st == COHORT_OK)
+        st = ar(g);
+    if (st == COHORT_OK)
+        st = coh_shm_transport.close_check(g->shm, 5000);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    char msg[COH_ERRLEN];
+    errmsg(g, msg);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED, "%s: got %s (%s)",
+               cnames[v], cohort_status_name(st), msg);
+    RANK_CHECK(coh_group_poisoned(g) == COHORT_ERR_CONTRACT, "%s: group failed with %d",
+               cnames[v], coh_group_poisoned(g));
+    RANK_CHECK(ms < 3000 + (v == C_AHEAD ? 300 : 0), "%s: took %.0f ms to fail", cnames[v], ms);
+    RANK_CHECK(strstr(msg, cfields[v]), "%s: message does not name the %s: %s", cnames[v],
+               cfields[v], msg);
+    if (rank == 0)
+        fprintf(stderr, "[compact %s] %s\n", cnames[v], msg);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(compact)
+{
+    int v = _i;
+    run_all_ok(2, 30000, NULL, compact_rank, &v);
+}
+END_TEST
+
 /* ---- dead root, dead reader ---- */
 
 static int kill_rank(int rank, void *arg)
@@ -1423,6 +1568,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, pieces_forged, 0, 4);
     tcase_add_test(tc, lines);
     tcase_add_loop_test(tc, fast_reader, 0, 4);
+    tcase_add_loop_test(tc, compact, 0, C_N);
     tcase_add_loop_test(tc, rooted_back_to_back, 0, 4);
     tcase_add_loop_test(tc, rooted_sigkill, 0, 2);
     tcase_add_test(tc, rooted_sigstop);

@@ -41,6 +41,7 @@
 #endif
 
 #include "util/bytes.h"
+#include "util/futex.h"
 #include "coll/fail/fail.h"
 #include "coll/shm/ring_copy.h"
 #include "coll/shm/shm_coll.h"
@@ -1506,6 +1507,63 @@ static COH_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const 
     atomic_store_explicit(&r->phase, p, memory_order_release);
 }
 
+/* A reader that comes before the root's compact record polls it this many
+ * times (a few us) before the usual wait takes over: in lockstep (a
+ * barrier between calls) the root's record follows within ~1 us. */
+#define CREC_SPINS 256
+
+/* <= SHM_RING_CINL bytes in fixed-size moves (coh_small_copy's, bounded
+ * for the compiler: it sees the 8-byte field) */
+static COH_INLINE void crec_copy(unsigned char *d, const unsigned char *s, size_t n)
+{
+    if (n == 8) {
+        memcpy(d, s, 8);
+    } else if (n >= 4) {
+        memcpy(d, s, 4);
+        memcpy(d + n - 4, s + n - 4, 4);
+    } else {
+        for (size_t i = 0; i < n; i++)
+            d[i] = s[i];
+    }
+}
+
+/* My compact record of phase p (a 2-rank broadcast of <= SHM_RING_CINL
+ * bytes, shm_ring_crec): after the full record, so a reader that finds it
+ * finds that too. */
+static COH_INLINE void crec_put(coh_shm *s, uint32_t p, const coh_call *c, uint64_t key,
+                               const void *data, size_t bytes)
+{
+    shm_ring_crec *r = shm_ring_crec_of(s, s->me, p);
+    atomic_store_explicit(&r->phase, p - 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&r->count, (uint32_t)c->count, memory_order_relaxed);
+    atomic_store_explicit(&r->seq, c->seq, memory_order_relaxed);
+    atomic_store_explicit(&r->key, key, memory_order_relaxed);
+    crec_copy(r->inl, data, bytes);
+    atomic_store_explicit(&r->phase, p, memory_order_release);
+}
+
+/* The reader's side: 1 when the root's compact record of p is here (after
+ * a short spin: a reader that came first) with call c's fingerprint, or
+ * with any when the check is off. Anything else - the root late, in
+ * another call, or a different fingerprint - takes the usual path, which
+ * waits, compares the full records and reports. */
+static COH_INLINE int crec_take(const coh_shm *s, int root, uint32_t p, const coh_call *c,
+                               uint64_t key)
+{
+    shm_ring_crec *r = shm_ring_crec_of(s, root, p);
+    for (int i = 0; atomic_load_explicit(&r->phase, memory_order_acquire) != p; i++) {
+        if (i == CREC_SPINS || s->oversub)
+            return 0;
+        coh_cpu_relax();
+    }
+    return !s->check ||
+           (atomic_load_explicit(&r->seq, memory_order_relaxed) == c->seq &&
+            atomic_load_explicit(&r->count, memory_order_relaxed) == c->count &&
+            atomic_load_explicit(&r->key, memory_order_relaxed) == key &&
+            (key >> 24 & 0xff) != FP_TAG_SAT);
+}
+
 /* Does local rank q's record of phase p carry call c's fingerprint? (the
  * fast path: line 0 only; a saturated tag always takes the full header) */
 static inline int ring_fp_eq(const uint64_t f[3], const coh_call *c, uint64_t key)
@@ -1739,6 +1797,17 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
      * can be overwritten (and before my slot is) */
     if (s->ring_npend && (st = ring_settle_call(o, p - rc.cyc)) != COHORT_OK) /* a reader has none */
         return st;
+    /* A 2-rank broadcast of <= 8 B: the reader takes the root's compact
+     * record (shm_ring_crec) as the path below takes its full one. */
+    int compact = s->n == 2 && bytes <= SHM_RING_CINL && len == bytes;
+    if (me != root && compact && crec_take(s, root, p, o->c, o->fp_key)) {
+        crec_copy(dst, shm_ring_crec_of(s, root, p)->inl, len);
+        if (s->check)
+            atomic_store_explicit(shm_ring_done(s, me, p, shm_ring_spread(k)), p,
+                                  memory_order_relaxed);
+        shm_publish_ring(s); /* done reading phase p */
+        return COHORT_OK;
+    }
     /* The reader of a 2-rank group whose root's record of p is here with
      * this call's fingerprint: it copies out, stores its done word and
      * publishes, and writes no record of its own. Only the root reads a
@@ -1780,6 +1849,8 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
         coh_hdr h;
         coh_hdr_from_call(&h, s->g, o->c, COH_MSG_COLL, 0, bytes);
         ring_put(s, p, &h, o->c, key, src, bytes);
+        if (compact)
+            crec_put(s, p, o->c, key, src, bytes);
         s->ring_calls[p & mask] = *o->c;
         s->ring_lead[p & mask] = -1;
         s->ring_spread[p & mask] = (unsigned char)shm_ring_spread(k);

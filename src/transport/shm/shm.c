@@ -140,6 +140,12 @@ static size_t ring_done_off(const shm_ringcfg *r)
     return round_up(ring_tiny_off(r) + r->tiny_k * ring_slot_stride(r->tiny_bytes), SHM_LINE);
 }
 
+/* Then (since 21) nrec compact records, two to a line (shm_ring_crec). */
+static size_t ring_crec_off(const shm_ringcfg *r)
+{
+    return round_up(ring_done_off(r) + ring_nrec(r) * (sizeof(uint32_t) + SHM_LINE), SHM_LINE);
+}
+
 static void geometry(int n, size_t S, const shm_ringcfg *r, size_t p2p_bytes, shm_geo *o)
 {
     o->buf_stride = round_up(SHM_LINE + S, SHM_LINE);
@@ -149,7 +155,7 @@ static void geometry(int n, size_t S, const shm_ringcfg *r, size_t p2p_bytes, sh
     /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux; then the ring */
     o->ring_off = o->slot_off + (size_t)n * (o->rank_stride + COH_SHM_AUX_BYTES);
     o->ring_stride =
-        r->k ? round_up(ring_done_off(r) + ring_nrec(r) * (sizeof(uint32_t) + SHM_LINE), 4096)
+        r->k ? round_up(ring_crec_off(r) + ring_nrec(r) * sizeof(shm_ring_crec), 4096)
              : 0;
     /* then the send/recv channels, n x n (the diagonal carries no messages:
      * its head is the rank's bell, shm_bell_ring) */
@@ -328,6 +334,7 @@ static void set_geometry(coh_shm *s)
     s->tiny_slot_stride = ring_slot_stride(rc.tiny_bytes);
     s->tiny_off = ring_tiny_off(&rc);
     s->ring_done_off = ring_done_off(&rc);
+    s->ring_crec_off = ring_crec_off(&rc);
     s->ring_stride = (size_t)h->ring_stride;
     s->ring = s->base + h->ring_off;
     s->p2p_bytes = (size_t)h->p2p_bytes;
@@ -1555,6 +1562,10 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
             for (int spread = 0; spread < 2; spread++)
                 atomic_store_explicit(shm_ring_done(s, s->me, (uint32_t)i, spread),
                                       (uint32_t)i + 1, memory_order_relaxed);
+        /* my compact records alike: a zeroed tag would read as phase 0 */
+        for (size_t i = 0; i < s->ring_nrec; i++)
+            atomic_store_explicit(&shm_ring_crec_of(s, s->me, (uint32_t)i)->phase,
+                                  (uint32_t)i + 1, memory_order_relaxed);
     }
     coh_debug("shm: group %u local %d/%d attached, segment %zu bytes, slot %zu, small %zu, %s; "
               "%s; publish: %s",

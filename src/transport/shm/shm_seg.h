@@ -135,7 +135,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 20u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 21u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -151,7 +151,7 @@
                         * 18: send/recv's split single copy (shm_chan req,
                         * tail_*); 19: the running flag (shm_ctl running)
                         * and send/recv's cpu hint; 20: the ring's footprint
-                        * split (shm_ring_class) */
+                        * split (shm_ring_class); 21: compact records */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -322,6 +322,24 @@ typedef struct shm_ring_rec {
 } shm_ring_rec;
 _Static_assert(sizeof(shm_ring_rec) == 128, "two lines per record");
 _Static_assert(offsetof(shm_ring_rec, inl) + SHM_RING_INLINE == SHM_LINE, "line 0 is full");
+
+/* A compact record (layout 21): a 2-rank broadcast of at most
+ * SHM_RING_CINL bytes is also announced in 32 bytes, two to a line, after
+ * its full record (shm_ring_crec_of). The reader checks and copies from
+ * it, so a root running ahead moves one line per two such calls instead
+ * of one per call, and the lines it reuses need half the ownership
+ * requests (on the AMD host these stalled the root's store queue: its
+ * per-call time sat on the first store after them). The fields are line
+ * 0's fingerprint, exact: count fits 32 bits at these sizes. Tag as in
+ * shm_ring_rec (cleared before, set after the words, release). */
+#define SHM_RING_CINL 8u
+typedef struct shm_ring_crec {
+    _Atomic uint32_t phase;
+    _Atomic uint32_t count;
+    _Atomic uint64_t seq, key;
+    unsigned char inl[SHM_RING_CINL];
+} shm_ring_crec;
+_Static_assert(sizeof(shm_ring_crec) * 2 == SHM_LINE, "two compact records per line");
 
 /* Channels (send/recv between local ranks; src/coll/shm/shm_p2p.c). One
  * single-producer single-consumer channel per ordered pair (from, to):
@@ -538,6 +556,8 @@ struct coh_shm {
     /* the done words after the tiny slots: ring_nrec u32 packed, then
      * ring_nrec spread one to a cache line (shm_ring_done) */
     size_t ring_done_off;
+    /* then ring_nrec compact records (shm_ring_crec), layout 21 */
+    size_t ring_crec_off;
     /* phases this rank rooted whose readers are not checked yet (FIFO,
      * capacity ring_nrec) and the calls they belonged to (by phase % nrec) */
     uint32_t *ring_pend;
@@ -724,6 +744,13 @@ static inline _Atomic uint32_t *shm_ring_done(const coh_shm *s, int q, uint32_t 
         (_Atomic uint32_t *)(s->ring + (size_t)q * s->ring_stride + s->ring_done_off);
     size_t i = p & (uint32_t)(s->ring_nrec - 1);
     return spread ? w + s->ring_nrec + i * SHM_DONE_PER_LINE : w + i;
+}
+
+/* Local rank q's compact record of phase p (shm_ring_crec). */
+static inline shm_ring_crec *shm_ring_crec_of(const coh_shm *s, int q, uint32_t p)
+{
+    return (shm_ring_crec *)(s->ring + (size_t)q * s->ring_stride + s->ring_crec_off +
+                             (size_t)(p & (uint32_t)(s->ring_nrec - 1)) * sizeof(shm_ring_crec));
 }
 
 /* Reads local rank q's record of phase p; 0 when it holds another phase
