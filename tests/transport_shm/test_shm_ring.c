@@ -20,7 +20,7 @@
  * 256 slots of 16 KiB, calls above 8 KiB cycle through 64 slots and the
  * others through 128 of their own, each running ahead by its own slots and
  * no more, neither reusing the other's; fewer ranks a cpu: no split.
- * Compact records (session 26): a 2-rank reader of <= 8 B reads the root's
+ * Compact records (session 26): a 2-rank reader of <= 16 B reads the root's
  * 32-byte record - data, the path taken, and every mismatch with either
  * side on it or off it.
  */
@@ -1365,18 +1365,20 @@ START_TEST(fast_reader)
 }
 END_TEST
 
-/* ---- compact records: 2 ranks, broadcasts of <= 8 B (shm_ring_crec) ---- */
+/* ---- compact records: 2 ranks, broadcasts of <= 16 B (shm_ring_crec) ---- */
 
 enum { C_DATA, C_COUNT, C_READER_BIG, C_ROOT_BIG, C_DTYPE, C_EXTRA, C_AHEAD, C_TAG, C_NOCHECK,
-       C_N };
-static const char *const cnames[] = {"data",       "count 8 vs 4",      "count 8 vs 12 (reader)",
-                                     "count 12 (root) vs 8", "uint8 vs int8", "extra call",
-                                     "count, root ahead",    "tag",           "check off"};
+       C_TWO_ROOTS, C_NOBODY_ROOT, C_N };
+static const char *const cnames[] = {"data",       "count 16 vs 8",     "count 16 vs 20 (reader)",
+                                     "count 20 (root) vs 16", "uint8 vs int8", "extra call",
+                                     "count, root ahead",     "tag",           "check off",
+                                     "two roots",             "nobody is root"};
 static const char *const cfields[] = {NULL,            "count differs", "count differs",
                                       "count differs", "dtype differs", "op differs",
-                                      "count differs", "tag differs",   NULL};
+                                      "count differs", "tag differs",   NULL,
+                                      "root differs",  "root differs"};
 
-/* The reader's side of a 2-rank broadcast of <= 8 B reads the root's
+/* The reader's side of a 2-rank broadcast of <= 16 B reads the root's
  * compact record: data across wraps of the record array with both roots,
  * readers early and late; a payload changed in the root's compact records
  * shows in what the reader gets (the path is taken, not only written);
@@ -1393,12 +1395,13 @@ static int compact_rank(int rank, void *arg)
         g->shm->check = 0; /* as a group created with the check off */
     coh_shm *s = g->shm;
     RANK_PASS(ar(g), g);
-    unsigned char buf[16];
+    enum { CB = SHM_RING_CINL };
+    unsigned char buf[CB + 8];
     if (v == C_DATA || v == C_NOCHECK) {
         int calls = 3 * (int)s->ring_nrec + 7;
         for (int i = 0; i < calls; i++) {
             int root = (i / 100) % 2;
-            size_t bytes = (size_t)(i % 10); /* 9 B: the full record, 0: no payload */
+            size_t bytes = (size_t)(i % (CB + 2)); /* CB + 1: the full record, 0: none */
             for (size_t j = 0; j < bytes; j++)
                 buf[j] = rank == root ? pat(i, root, j) : 0xEE;
             if (rank != root && i % 100 == 50)
@@ -1426,9 +1429,9 @@ static int compact_rank(int rank, void *arg)
                     memset(r->inl, 0xC5, SHM_RING_CINL);
                 }
             }
-            memset(buf, rank == 0 ? 0x11 : 0, 8);
-            RANK_PASS(bc(g, buf, COHORT_UINT8, 0, 8), g);
-            for (int j = 0; j < 8; j++)
+            memset(buf, rank == 0 ? 0x11 : 0, CB);
+            RANK_PASS(bc(g, buf, COHORT_UINT8, 0, CB), g);
+            for (int j = 0; j < CB; j++)
                 RANK_CHECK(buf[j] == (rank == 0 ? 0x11 : 0xC5),
                            "call %d byte %d is %#x: the reader did not read the compact record",
                            i, j, buf[j]);
@@ -1448,35 +1451,41 @@ static int compact_rank(int rank, void *arg)
     coh_call c;
     switch (v) {
     case C_COUNT: /* both compact */
-        st = bc(g, buf, COHORT_UINT8, 0, odd ? 4 : 8);
+        st = bc(g, buf, COHORT_UINT8, 0, odd ? CB / 2 : CB);
         break;
     case C_READER_BIG: /* the reader takes the full record */
-        st = bc(g, buf, COHORT_UINT8, 0, odd ? 12 : 8);
+        st = bc(g, buf, COHORT_UINT8, 0, odd ? CB + 4 : CB);
         break;
     case C_ROOT_BIG: /* the reader polls a compact record that never comes */
-        st = bc(g, buf, COHORT_UINT8, 0, odd ? 8 : 12);
+        st = bc(g, buf, COHORT_UINT8, 0, odd ? CB : CB + 4);
         break;
     case C_DTYPE:
-        st = bc(g, buf, odd ? COHORT_INT8 : COHORT_UINT8, 0, 8);
+        st = bc(g, buf, odd ? COHORT_INT8 : COHORT_UINT8, 0, CB);
         break;
     case C_EXTRA: /* its first call matches the root's, its second meets all_reduce */
         if (odd)
-            st = bc(g, buf, COHORT_UINT8, 0, 8);
+            st = bc(g, buf, COHORT_UINT8, 0, CB);
         if (st == COHORT_OK)
-            st = bc(g, buf, COHORT_UINT8, 0, 8);
+            st = bc(g, buf, COHORT_UINT8, 0, CB);
         break;
     case C_AHEAD:
         if (odd)
             ms_sleep(300);
         for (int i = 0; i < 2 * KT - 1 && st == COHORT_OK; i++)
-            st = bc(g, buf, COHORT_UINT8, 0, 8);
+            st = bc(g, buf, COHORT_UINT8, 0, CB);
         if (st == COHORT_OK)
-            st = bc(g, buf, COHORT_UINT8, 0, odd ? 6 : 8);
+            st = bc(g, buf, COHORT_UINT8, 0, odd ? CB - 2 : CB);
+        break;
+    case C_TWO_ROOTS:
+        st = bc(g, buf, COHORT_UINT8, rank, CB);
+        break;
+    case C_NOBODY_ROOT: /* each reads the other's compact record: neither writes one */
+        st = bc(g, buf, COHORT_UINT8, 1 - rank, CB);
         break;
     case C_TAG: /* a tag that fits the key on one side, saturates on the other */
-        c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 8);
+        c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, CB);
         c.tag = odd ? 1000 : 3;
-        st = coh_shm_broadcast(g->shm, &c, buf, 8, 0);
+        st = coh_shm_broadcast(g->shm, &c, buf, CB, 0);
         break;
     }
     if (st == COHORT_OK)

@@ -1512,12 +1512,13 @@ static COH_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const 
  * barrier between calls) the root's record follows within ~1 us. */
 #define CREC_SPINS 256
 
-/* <= SHM_RING_CINL bytes in fixed-size moves (coh_small_copy's, bounded
- * for the compiler: it sees the 8-byte field) */
+/* <= SHM_RING_CINL bytes in fixed-size moves that overlap, as
+ * coh_small_copy's (bounded here for the compiler: it sees the field) */
 static COH_INLINE void crec_copy(unsigned char *d, const unsigned char *s, size_t n)
 {
-    if (n == 8) {
+    if (n >= 8) {
         memcpy(d, s, 8);
+        memcpy(d + n - 8, s + n - 8, 8);
     } else if (n >= 4) {
         memcpy(d, s, 4);
         memcpy(d + n - 4, s + n - 4, 4);
@@ -1537,8 +1538,8 @@ static COH_INLINE void crec_put(coh_shm *s, uint32_t p, const coh_call *c, uint6
     atomic_store_explicit(&r->phase, p - 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&r->count, (uint32_t)c->count, memory_order_relaxed);
-    atomic_store_explicit(&r->seq, c->seq, memory_order_relaxed);
-    atomic_store_explicit(&r->key, key, memory_order_relaxed);
+    atomic_store_explicit(&r->seq, (uint32_t)c->seq, memory_order_relaxed);
+    atomic_store_explicit(&r->key, (uint32_t)key, memory_order_relaxed);
     crec_copy(r->inl, data, bytes);
     atomic_store_explicit(&r->phase, p, memory_order_release);
 }
@@ -1558,9 +1559,9 @@ static COH_INLINE int crec_take(const coh_shm *s, int root, uint32_t p, const co
         coh_cpu_relax();
     }
     return !s->check ||
-           (atomic_load_explicit(&r->seq, memory_order_relaxed) == c->seq &&
+           (atomic_load_explicit(&r->seq, memory_order_relaxed) == (uint32_t)c->seq &&
             atomic_load_explicit(&r->count, memory_order_relaxed) == c->count &&
-            atomic_load_explicit(&r->key, memory_order_relaxed) == key &&
+            atomic_load_explicit(&r->key, memory_order_relaxed) == (uint32_t)key &&
             (key >> 24 & 0xff) != FP_TAG_SAT);
 }
 
@@ -1797,7 +1798,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
      * can be overwritten (and before my slot is) */
     if (s->ring_npend && (st = ring_settle_call(o, p - rc.cyc)) != COHORT_OK) /* a reader has none */
         return st;
-    /* A 2-rank broadcast of <= 8 B: the reader takes the root's compact
+    /* A 2-rank broadcast of <= 16 B: the reader takes the root's compact
      * record (shm_ring_crec) as the path below takes its full one. */
     int compact = s->n == 2 && bytes <= SHM_RING_CINL && len == bytes;
     if (me != root && compact && crec_take(s, root, p, o->c, o->fp_key)) {

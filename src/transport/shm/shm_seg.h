@@ -329,14 +329,18 @@ _Static_assert(offsetof(shm_ring_rec, inl) + SHM_RING_INLINE == SHM_LINE, "line 
  * it, so a root running ahead moves one line per two such calls instead
  * of one per call, and the lines it reuses need half the ownership
  * requests (on the AMD host these stalled the root's store queue: its
- * per-call time sat on the first store after them). The fields are line
- * 0's fingerprint, exact: count fits 32 bits at these sizes. Tag as in
+ * per-call time sat on the first store after them). The fingerprint is
+ * line 0's, exact for every mismatch a program can make: count fits 32
+ * bits at these sizes; seq is kept mod 2^32 (two ranks a multiple of 2^32
+ * collectives apart cannot meet in one phase: each call needs both); the
+ * key's low half (op, dtype, reduce op, tag) is kept and its root is the
+ * record's owner (a rank writes one only as the broadcast's root, and a
+ * reader reads the one of the rank it takes for root). Tag as in
  * shm_ring_rec (cleared before, set after the words, release). */
-#define SHM_RING_CINL 8u
+#define SHM_RING_CINL 16u
 typedef struct shm_ring_crec {
     _Atomic uint32_t phase;
-    _Atomic uint32_t count;
-    _Atomic uint64_t seq, key;
+    _Atomic uint32_t count, seq, key;
     unsigned char inl[SHM_RING_CINL];
 } shm_ring_crec;
 _Static_assert(sizeof(shm_ring_crec) * 2 == SHM_LINE, "two compact records per line");
