@@ -712,10 +712,10 @@ static cohort_status sc_scratch(shm_op *o)
  * a piece of pe elements at a time: each peer's part is read by the kernel
  * into the scratch, so the reduction reads it from cache; the operands go
  * to the kernel in rank order, so the result does not depend on which rank
- * computes it. The result goes to out + lo (my recv), or with to >= 0 into
- * local rank to's recv (its descriptor's dst) by the kernel. */
+ * computes it. The result goes to out + (lo - out_lo) (my recv), or with
+ * to >= 0 into local rank to's recv (its descriptor's dst) by the kernel. */
 static cohort_status sc_fold(shm_op *o, uint32_t p, const unsigned char *send, size_t lo,
-                             size_t hi, size_t pe, unsigned char *out, int to)
+                             size_t hi, size_t pe, unsigned char *out, size_t out_lo, int to)
 {
     coh_shm *s = o->s;
     const coh_call *c = o->c;
@@ -740,7 +740,7 @@ static cohort_status sc_fold(shm_op *o, uint32_t p, const unsigned char *send, s
                 return st;
             s->srcs[q] = buf;
         }
-        unsigned char *dst = to >= 0 ? tmp : out + off * es;
+        unsigned char *dst = to >= 0 ? tmp : out + (off - out_lo) * es;
         if (k3) /* not a wide AVG: AVG is a SUM here, coh_coll_run divides (avg_div is 0) */
             k3(dst, s->srcs[0], s->srcs[1], len);
         else
@@ -805,7 +805,7 @@ static cohort_status red_single(shm_op *o, const unsigned char *send, unsigned c
     size_t al = 4096 / es;
     unsigned share = red_share(bytes);
     size_t lo = red_cut(count, n, j, al, share), hi = red_cut(count, n, j + 1, al, share);
-    if ((st = sc_fold(o, p, send, lo, hi, SC_PIECE / es, recv, me == root ? -1 : root)) !=
+    if ((st = sc_fold(o, p, send, lo, hi, SC_PIECE / es, recv, 0, me == root ? -1 : root)) !=
         COHORT_OK)
         return st;
     return sc_sync(o);
@@ -852,7 +852,7 @@ static cohort_status ar_single(shm_op *o, const unsigned char *send, unsigned ch
         return st;
     size_t al = 4096 / es;
     size_t lo = slice_lo(count, n, me, al), hi = slice_lo(count, n, me + 1, al);
-    if ((st = sc_fold(o, p, send, lo, hi, SC_PIECE / es, recv, -1)) != COHORT_OK)
+    if ((st = sc_fold(o, p, send, lo, hi, SC_PIECE / es, recv, 0, -1)) != COHORT_OK)
         return st;
     if ((st = sc_sync(o)) != COHORT_OK)
         return st;
@@ -865,6 +865,33 @@ static cohort_status ar_single(shm_op *o, const unsigned char *send, unsigned ch
             return st;
     }
     return sc_sync(o);
+}
+
+/* reduce_scatter: each rank reduces its own block into its recv, reading
+ * the peers' parts of that block straight from their send buffers
+ * (sc_fold) - all_reduce's first half (ar_single). Per byte one kernel
+ * copy per peer and one reduction, against a copy into the segment and
+ * the reduction's reads across the cores. In place (recv == send, the
+ * result at its start) a rank other than 0 would write over block 0 while
+ * rank 0 reads it: it reduces into its own block instead (read by nobody
+ * else; the kernels allow out to alias a source) and moves the result to
+ * the start after the close phase, when no peer reads its buffer. */
+static cohort_status rs_single(shm_op *o, const unsigned char *sb, unsigned char *rb, size_t cpr)
+{
+    coh_shm *s = o->s;
+    size_t es = dt_size[o->c->dtype], blk = cpr * es, lo = (size_t)s->me * cpr;
+    unsigned char *out = rb == sb && lo ? rb + lo * es : rb; /* rb == sb: the caller's recv */
+    sc_desc d = {.src = (uint64_t)(uintptr_t)sb, .dst = (uint64_t)(uintptr_t)rb, .bytes = blk};
+    uint32_t p;
+    int flags;
+    cohort_status st = sc_open(o, &d, &p, &flags);
+    if (st != COHORT_OK || (st = sc_scratch(o)) != COHORT_OK ||
+        (st = sc_fold(o, p, sb, lo, lo + cpr, SC_PIECE / es, out, lo, -1)) != COHORT_OK ||
+        (st = sc_sync(o)) != COHORT_OK)
+        return st;
+    if (out != rb)
+        memmove(rb, out, blk);
+    return COHORT_OK;
 }
 
 /* scatter: the root writes the first share of every block into its
@@ -2357,6 +2384,8 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
             memmove(rb, sb, blk);
         return COHORT_OK;
     }
+    if (shm_cma_use(s, COH_COLL_REDUCE_SCATTER, total))
+        return rs_single(&o, sb, rb, cpr);
     size_t Pe = block_piece(s, es) / es, off = 0;
     uint32_t step = 0;
     do {

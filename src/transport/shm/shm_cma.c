@@ -38,6 +38,12 @@
  * x0.35-0.51 of two copies with the send buffer never rewritten, x0.77-0.89
  * in place, x0.55-0.78 rewritten before each send (fresh_send.c); 4-16 MiB
  * x0.44-0.64 in all three; 8 KiB x0.94 / x1.3 in place. */
+/* reduce_scatter apart, from this many bytes in all (the blocks of every
+ * rank). Session 26, AMD host in its slow state, 4 rounds, mean single /
+ * two copies: 8 KiB x1.2, 16 KiB x0.9-1.1, 32 KiB x0.69-0.80, 64 KiB
+ * x0.43-0.60, 256 KiB-64 MiB x0.55-0.66 (docs/shm.md "Reduce_scatter by
+ * single copy"). */
+#define RS_FROM ((size_t)32 << 10)
 static size_t apart_from(int coll)
 {
     switch (coll) {
@@ -52,6 +58,8 @@ static size_t apart_from(int coll)
         return (size_t)16 << 10;
     case COH_COLL_ALL_REDUCE:
         return (size_t)2 << 20;
+    case COH_COLL_REDUCE_SCATTER:
+        return RS_FROM;
     default:
         return SIZE_MAX;
     }
@@ -387,10 +395,11 @@ cohort_status shm_cma_agree(shm_op *o)
     unsigned ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER |
                    1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL |
                    1u << COH_COLL_REDUCE | 1u << COH_COLL_SEND;
-    /* all_reduce by single copy (ar_single) was measured only apart (below);
-     * =on takes it too, the probe's win does not. */
+    /* all_reduce and reduce_scatter by single copy (ar_single, rs_single)
+     * were measured only apart (below); =on takes them too, the probe's win
+     * does not. */
     if (all_want)
-        ops |= 1u << COH_COLL_ALL_REDUCE;
+        ops |= 1u << COH_COLL_ALL_REDUCE | 1u << COH_COLL_REDUCE_SCATTER;
     uint64_t lead_w = atomic_load(&shm_ctl_of(s, 0)->cma_min);
     int lead_set = (lead_w & CMA_MIN_SET) != 0;
     size_t lead_min = (size_t)(lead_w & ~CMA_MIN_SET);
@@ -433,7 +442,7 @@ cohort_status shm_cma_agree(shm_op *o)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX,
         ops = 1u << COH_COLL_BROADCAST | 1u << COH_COLL_ALL_GATHER | 1u << COH_COLL_GATHER |
               1u << COH_COLL_SCATTER | 1u << COH_COLL_ALL_TO_ALL | 1u << COH_COLL_REDUCE |
-              1u << COH_COLL_ALL_REDUCE | 1u << COH_COLL_SEND;
+              1u << COH_COLL_ALL_REDUCE | 1u << COH_COLL_REDUCE_SCATTER | 1u << COH_COLL_SEND;
     /* More than 2 ranks per cpu (every rank's V_CROWD; 3 or more ranks):
      * all_to_all takes single copy where the probe keeps two. Each phase of
      * the two-copy all_to_all has every rank fill its whole slot (n-1
@@ -498,7 +507,8 @@ cohort_status shm_cma_agree(shm_op *o)
         snprintf(s->copy_info, sizeof s->copy_info,
                  "broadcast >= %zu B, all_gather >= %zu B per rank, gather and scatter >= %zu B "
                  "per rank, all_to_all >= %zu B per pair, reduce >= %zu B, all_reduce >= %zu B "
-                 "(< %zu B unless in place), send/recv >= %zu B: single copy "
+                 "(< %zu B unless in place), reduce_scatter >= %zu B, send/recv >= %zu B: single "
+                 "copy "
                  "(process_vm_readv/writev; "
                  "auto: the kernel's copy loses to memcpy at attach's measurement but the 2 ranks "
                  "%s, where one copy by the kernel beats two copies that cross the cores); else "
@@ -506,11 +516,11 @@ cohort_status shm_cma_agree(shm_op *o)
                  apart_from(COH_COLL_BROADCAST), apart_from(COH_COLL_ALL_GATHER),
                  apart_from(COH_COLL_GATHER), apart_from(COH_COLL_ALL_TO_ALL),
                  apart_from(COH_COLL_REDUCE), apart_from(COH_COLL_ALL_REDUCE), AR_OOP_TO,
-                 apart_from(COH_COLL_SEND), bound_apart ? where : "have a cpu each (unbound)", speed);
+                 apart_from(COH_COLL_REDUCE_SCATTER), apart_from(COH_COLL_SEND), bound_apart ? where : "have a cpu each (unbound)", speed);
     else if (apart)
         snprintf(s->copy_info, sizeof s->copy_info,
                  "broadcast, all_gather, gather, scatter, all_to_all, reduce, all_reduce, "
-                 "send/recv %s per "
+                 "reduce_scatter, send/recv %s per "
                  "rank (COHORT_SHM_SINGLE_COPY_BYTES): single copy (process_vm_readv/writev; auto: the "
                  "kernel's copy loses to memcpy at attach's measurement but the 2 ranks %s, where "
                  "one copy by the kernel beats two copies that cross the cores); else two copies "
