@@ -896,7 +896,7 @@ static int bound_main(int rank, void *arg)
                {COH_COLL_GATHER, 16384, 0},    {COH_COLL_SCATTER, 16384, 0},
                {COH_COLL_ALL_TO_ALL, 8192, 0}, {COH_COLL_REDUCE, 16384, 0},
                {COH_COLL_ALL_REDUCE, 2u << 20, 0}, {COH_COLL_SEND, 16384, 0},
-               {COH_COLL_REDUCE_SCATTER, 32768, 0}};
+               {COH_COLL_REDUCE_SCATTER, 256u << 10, 0}};
     CHECK(s->cma == apart, "single copy %d (%s)", s->cma, s->copy_info);
     for (size_t k = 0; k < COH_ARRAY_LEN(ops); k++) {
         size_t from = mode == B_USER ? B_USER_MIN : ops[k].from;
@@ -959,16 +959,16 @@ static int bound_main(int rank, void *arg)
     t_sendrecv(16384);
     t_sendrecv(3 * 65536 + 5);
     /* reduce_scatter (its size counts every rank's block): just below and
-     * at 32 KiB - there the single copy's two phases, open and close -
+     * at 256 KiB - there the single copy's two phases, open and close -
      * then pieces with a tail, AVG, float16 (the n-rank kernel), 1-byte
      * elements; out of place, in place at the start (rank 1 reduces into
      * its own block and moves it) and in its own block */
     for (int ip = 0; ip < 3; ip++) {
         mis_unit = 4;
-        t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, 32768 / 8 - 1, ip);
+        t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (256u << 10) / 8 - 1, ip);
         uint32_t ph = s->phase;
-        t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, 32768 / 8, ip);
-        CHECK(!apart || s->phase - ph == 2, "reduce_scatter of 32 KiB in place %d: %u phases", ip,
+        t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (256u << 10) / 8, ip);
+        CHECK(!apart || s->phase - ph == 2, "reduce_scatter of 256 KiB in place %d: %u phases", ip,
               s->phase - ph);
         t_reduce_scatter(COHORT_INT32, COHORT_MAX, 300001, ip);
         t_reduce_scatter(COHORT_FLOAT32, COHORT_AVG, 40000, ip);

@@ -122,6 +122,9 @@ static int kill_rank(int rank, void *arg)
         } else if (kill_large_mode == 10) {
             coh_call c = th_call(g, COH_COLL_REDUCE, COHORT_FLOAT32, COHORT_SUM, 0, n);
             st = coh_shm_reduce(g->shm, &c, a, b, n, 0);
+        } else if (kill_large_mode == 11) { /* 3 blocks of a third of 4 MiB */
+            coh_call c = th_call(g, COH_COLL_REDUCE_SCATTER, COHORT_FLOAT32, COHORT_SUM, -1, n / 3);
+            st = coh_shm_reduce_scatter(g->shm, &c, a, b, n / 3);
         } else { /* mode 1: two copies; 9: single copy (=on) */
             coh_call c = th_call(g, COH_COLL_ALL_REDUCE, COHORT_FLOAT32, COHORT_SUM, -1, n);
             st = coh_shm_all_reduce(g->shm, &c, a, b, n);
@@ -164,7 +167,8 @@ END_TEST
  * process_vm_readv/writev): broadcasts of 4 MiB (the victim a reader, or
  * the root), all_gather, gather (the victim a writer, or the root),
  * scatter (the victim the root) and all_to_all of 1 MiB per rank,
- * all_reduce and reduce (the victim a leaf) of 4 MiB: every survivor fails
+ * all_reduce, reduce (the victim a leaf) and reduce_scatter of 4 MiB:
+ * every survivor fails
  * with COHORT_ERR_PEER_LOST naming it, in bounded time. */
 START_TEST(sigkill_single_copy)
 {
@@ -1268,7 +1272,7 @@ static Suite *make_suite(void)
     TCase *tc = tcase_create("fault");
     tcase_add_test(tc, sigkill_small);
     tcase_add_test(tc, sigkill_large);
-    tcase_add_loop_test(tc, sigkill_single_copy, 0, 9);
+    tcase_add_loop_test(tc, sigkill_single_copy, 0, 10);
     tcase_add_loop_test(tc, single_copy_scratch_oom, 0, 2);
     tcase_add_loop_test(tc, single_copy_bad_buffer, 0, 3);
     tcase_add_loop_test(tc, single_copy_failed_peer, 0, 2);

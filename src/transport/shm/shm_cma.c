@@ -39,11 +39,13 @@
  * in place, x0.55-0.78 rewritten before each send (fresh_send.c); 4-16 MiB
  * x0.44-0.64 in all three; 8 KiB x0.94 / x1.3 in place. */
 /* reduce_scatter apart, from this many bytes in all (the blocks of every
- * rank). Session 26, AMD host in its slow state, 4 rounds, mean single /
- * two copies: 8 KiB x1.2, 16 KiB x0.9-1.1, 32 KiB x0.69-0.80, 64 KiB
- * x0.43-0.60, 256 KiB-64 MiB x0.55-0.66 (docs/shm.md "Reduce_scatter by
- * single copy"). */
-#define RS_FROM ((size_t)32 << 10)
+ * rank). Session 26, AMD host in its slow state, 3-4 rounds, mean single /
+ * two copies: out of place 16 KiB x0.9-1.1, 32 KiB x0.69-0.80, 64 KiB-64
+ * MiB x0.43-0.66; in place (recv == send: the peer's block was just
+ * rewritten, its lines modified in the other core) 64 KiB x1.2-1.4, 128
+ * KiB x0.95-1.4, 256 KiB x0.92-1.08, 512 KiB-2 MiB x0.87-0.99, 4-16 MiB
+ * x0.78-0.95 (docs/shm.md "Reduce_scatter by single copy"). */
+#define RS_FROM ((size_t)256 << 10)
 static size_t apart_from(int coll)
 {
     switch (coll) {
