@@ -1539,22 +1539,6 @@ static COH_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const 
  * barrier between calls) the root's record follows within ~1 us. */
 #define CREC_SPINS 256
 
-/* <= SHM_RING_CINL bytes in fixed-size moves that overlap, as
- * coh_small_copy's (bounded here for the compiler: it sees the field) */
-static COH_INLINE void crec_copy(unsigned char *d, const unsigned char *s, size_t n)
-{
-    if (n >= 8) {
-        memcpy(d, s, 8);
-        memcpy(d + n - 8, s + n - 8, 8);
-    } else if (n >= 4) {
-        memcpy(d, s, 4);
-        memcpy(d + n - 4, s + n - 4, 4);
-    } else {
-        for (size_t i = 0; i < n; i++)
-            d[i] = s[i];
-    }
-}
-
 /* My compact record of phase p (a 2-rank broadcast of <= SHM_RING_CINL
  * bytes, shm_ring_crec): after the full record, so a reader that finds it
  * finds that too. */
@@ -1567,7 +1551,7 @@ static COH_INLINE void crec_put(coh_shm *s, uint32_t p, const coh_call *c, uint6
     atomic_store_explicit(&r->count, (uint32_t)c->count, memory_order_relaxed);
     atomic_store_explicit(&r->seq, (uint32_t)c->seq, memory_order_relaxed);
     atomic_store_explicit(&r->key, (uint32_t)key, memory_order_relaxed);
-    crec_copy(r->inl, data, bytes);
+    coh_small_copy(r->inl, data, bytes);
     atomic_store_explicit(&r->phase, p, memory_order_release);
 }
 
@@ -1829,7 +1813,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
      * record (shm_ring_crec) as the path below takes its full one. */
     int compact = s->n == 2 && bytes <= SHM_RING_CINL && len == bytes;
     if (me != root && compact && crec_take(s, root, p, o->c, o->fp_key)) {
-        crec_copy(dst, shm_ring_crec_of(s, root, p)->inl, len);
+        coh_small_copy(dst, shm_ring_crec_of(s, root, p)->inl, len);
         if (s->check)
             atomic_store_explicit(shm_ring_done(s, me, p, shm_ring_spread(k)), p,
                                   memory_order_relaxed);
