@@ -138,6 +138,75 @@ START_TEST(matrix_across_hosts)
 }
 END_TEST
 
+/* ---- a root that differs only on a host without the root ----
+ *
+ * Rank 1 names rank 5 the root, every other rank rank 4 (both on host 2).
+ * On host 0 the broadcast's local phase runs from the leader (local root
+ * 0) whatever root the call names, so the only place rank 1's call meets
+ * another's is the leader's ring record there - a record that leaves the
+ * root out (the 2-rank compact record once did: its owner is the root on
+ * a one-host group) would let rank 1 take rank 4's data without a word.
+ * Every rank must fail the call (or the next, a rank that finished it
+ * before rank 1 compared) with the report naming the root. _i: the op and
+ * its size - the compact record's sizes (<= 16 B) and above it. */
+typedef struct rootcase {
+    const char *name;
+    int op; /* 0 broadcast, 1 scatter, 2 gather, 3 reduce */
+    size_t count;
+} rootcase;
+static const rootcase rootcases[] = {
+    {"broadcast", 0, 2}, {"broadcast", 0, 16},  {"scatter", 1, 1},
+    {"gather", 2, 2},     {"reduce", 3, 4},      {"reduce", 3, 64},
+};
+
+static int rank_root_differs(int rank, void *arg)
+{
+    const rootcase *rc = arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    int32_t warm = 1, sum = 0;
+    RANK_PASS(cohort_all_reduce(g, &warm, &sum, 1, COHORT_INT32, COHORT_SUM), g);
+    int32_t in[64 * N], out[64 * N];
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
+        in[i] = val(rank, i);
+    memset(out, 0, sizeof out);
+    int root = rank == 1 ? 5 : 4;
+    cohort_status st = COHORT_OK;
+    switch (rc->op) {
+    case 0: st = cohort_broadcast(g, in, rc->count, COHORT_INT32, root); break;
+    case 1: st = cohort_scatter(g, in, out, rc->count, COHORT_INT32, root); break;
+    case 2: st = cohort_gather(g, in, out, rc->count, COHORT_INT32, root); break;
+    default: st = cohort_reduce(g, in, out, rc->count, COHORT_INT32, COHORT_SUM, root); break;
+    }
+    char m[1024];
+    snprintf(m, sizeof m, "%s", cohort_last_error(g));
+    fprintf(stderr, "rank %d: %s %zu: %s: %s\n", rank, rc->name, rc->count,
+            cohort_status_name(st), m);
+    if (st == COHORT_OK) { /* done before rank 1 compared: the next call is told */
+        st = cohort_barrier(g);
+        snprintf(m, sizeof m, "%s", cohort_last_error(g));
+        fprintf(stderr, "rank %d: then barrier: %s: %s\n", rank, cohort_status_name(st), m);
+    }
+    RANK_CHECK(st == COHORT_ERR_CONTRACT, "%s: got %s: %s", rc->name, cohort_status_name(st), m);
+    char want[64];
+    snprintf(want, sizeof want, "%s #2", rc->name);
+    RANK_CHECK(strstr(m, want) && strstr(m, "root differs"), "report: %s", m);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(root_differs_on_a_leafs_host)
+{
+    setup();
+    cht_opts o = {.nranks = N, .deadline_ms = 60000, .netns = rank_ns,
+                  .master_addr = cht_netns_ip(NET, 0), .extra_env = "COHORT_TIMEOUT=10"};
+    cht_result r;
+    cht_run_ranks(&o, rank_root_differs, (void *)&rootcases[_i], &r);
+    teardown();
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 /* ---- a partition: host 2's link goes down mid-job ---- */
 
 static int rank_partition(int rank, void *arg)
@@ -259,6 +328,8 @@ static Suite *make_suite(void)
     TCase *tc = tcase_create("netns");
     tcase_set_timeout(tc, 200);
     tcase_add_loop_test(tc, matrix_across_hosts, 0, (int)(sizeof matrix_env / sizeof matrix_env[0]));
+    tcase_add_loop_test(tc, root_differs_on_a_leafs_host, 0,
+                        (int)(sizeof rootcases / sizeof rootcases[0]));
     tcase_add_test(tc, partition_then_restart);
     tcase_add_test(tc, congestion_by_machine);
     suite_add_tcase(s, tc);

@@ -290,7 +290,7 @@ END_TEST
 /* rank r's element j of call i (small: sums of 8 fit every type) */
 static int rv(int r, int i, size_t j) { return (int)((r * 7 + i * 3 + (int)j) % 5); }
 
-static const size_t rsizes[] = {0, 1, 8, 24, 33, 48, 64, 100, 1000, 2000, 5000};
+static const size_t rsizes[] = {0, 1, 8, 16, 17, 24, 33, 48, 64, 100, 1000, 2000, 5000};
 
 static int rooted_rank(int rank, void *arg)
 {
@@ -1516,6 +1516,193 @@ START_TEST(compact)
 }
 END_TEST
 
+/* ---- compact records of scatter, gather and reduce; the root in them ----
+ *
+ * A 2-rank scatter (from its root), gather or reduce (from the leaf) of
+ * <= 16 B also writes the compact record, and its root is in the count
+ * word: a hierarchical call's local phase runs from the host's leader
+ * whatever root each rank names, so a test names another root in the
+ * call (croot) than the one the local phase runs from (lr), as
+ * coll/hier.c does on a host without the root. */
+
+enum { CO_DATA, CO_NOCHECK, CO_ROOT_BIG, CO_G_COUNT, CO_R_COUNT_BIG, CO_R_REDOP, CO_S_DTYPE,
+       CO_B_ROOT, CO_S_ROOT, CO_G_ROOT, CO_R_ROOT, CO_ROOT_BIG_ONE, CO_N };
+static const char *const conames[] = {
+    "data",          "check off",          "root >= 2^24: full records", "gather count 8 vs 4",
+    "reduce count 4 (root) vs 20", "reduce sum vs max", "scatter uint8 vs int8",
+    "broadcast root 4 vs 5", "scatter root 4 vs 5", "gather root 4 vs 5", "reduce root 4 vs 5",
+    "root 4 vs 2^24"};
+static const char *const cofields[] = {NULL,            NULL,            NULL,
+                                       "count differs", "count differs", "reduce op differs",
+                                       "type differs",  "root differs",  "root differs",
+                                       "root differs",  "root differs",  "root differs"};
+
+/* One call of op (0 broadcast, 1 scatter, 2 gather, 3 reduce MAX unless
+ * redop says otherwise) on 2 ranks: count elements of dt (a rank's block;
+ * a broadcast's whole), the local phase from local rank lr, the call
+ * naming group rank croot. */
+static cohort_status co_call(cohort_group *g, int op, int dt, int redop, unsigned char *sb,
+                             unsigned char *rb, size_t count, int lr, int croot)
+{
+    static const int colls[] = {COH_COLL_BROADCAST, COH_COLL_SCATTER, COH_COLL_GATHER,
+                                COH_COLL_REDUCE};
+    coh_call c = th_call(g, colls[op], dt, op == 3 ? redop : -1, croot, count);
+    size_t b = count * th_dtype_size(dt);
+    switch (op) {
+    case 0: return coh_shm_broadcast(g->shm, &c, sb, b, lr);
+    case 1: return coh_shm_scatter(g->shm, &c, sb, rb, b, lr);
+    case 2: return coh_shm_gather(g->shm, &c, sb, rb, b, lr);
+    default: return coh_shm_reduce(g->shm, &c, sb, rb, count, lr);
+    }
+}
+
+/* Did the rank that writes op's compact record (a scatter's root, a
+ * gather's or reduce's leaf) write one for the phase just done? */
+static int co_wrote(const coh_shm *s, int op, int lr)
+{
+    int w = op == 1 ? lr : 1 - lr;
+    const shm_ring_crec *r = shm_ring_crec_of(s, w, s->phase);
+    return atomic_load(&r->phase) == s->phase;
+}
+
+static int compact_ops_rank(int rank, void *arg)
+{
+    int v = *(int *)arg;
+    depths(2);
+    cohort_status st;
+    cohort_group *g = th_group(rank, 2, 20000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    if (v == CO_NOCHECK)
+        g->shm->check = 0; /* as a group created with the check off */
+    coh_shm *s = g->shm;
+    RANK_PASS(ar(g), g);
+    unsigned char sb[64], rb[64];
+    if (v == CO_DATA || v == CO_NOCHECK || v == CO_ROOT_BIG) {
+        int calls = 3 * (int)s->ring_nrec + 7;
+        for (int i = 0; i < calls; i++) {
+            int op = 1 + i % 3, lr = (i / 100) % 2, me_root = rank == lr;
+            size_t bpr = (size_t)(i / 3 % 18); /* 0-17 B: compact to 8 (scatter) or 16 B */
+            int croot = v == CO_ROOT_BIG ? 1 << 24 : lr;
+            memset(rb, 0xEE, sizeof rb);
+            memset(sb, 0xEE, sizeof sb);
+            for (size_t j = 0; j < (op == 1 ? 2 * bpr : bpr); j++)
+                sb[j] = op == 1 ? pat(i, (int)(j / (bpr ? bpr : 1)), j % (bpr ? bpr : 1))
+                                : pat(i, rank, j);
+            int writer = op == 1 ? me_root : !me_root;
+            if (!writer && i % 100 == 50)
+                ms_sleep(2); /* the writer runs ahead */
+            RANK_PASS(co_call(g, op, COHORT_UINT8, COHORT_MAX, sb, rb, bpr, lr, croot), g);
+            if (op == 1) {
+                for (size_t j = 0; j < bpr; j++)
+                    RANK_CHECK(rb[j] == pat(i, rank, j), "scatter %d root %d (%zu B): byte %zu is %u",
+                               i, lr, bpr, j, rb[j]);
+            } else if (me_root) {
+                for (size_t j = 0; j < bpr; j++) {
+                    unsigned char a = pat(i, 0, j), b = pat(i, 1, j);
+                    if (op == 2)
+                        RANK_CHECK(rb[j] == a && rb[bpr + j] == b,
+                                   "gather %d root %d (%zu B): byte %zu is %u/%u", i, lr, bpr, j,
+                                   rb[j], rb[bpr + j]);
+                    else
+                        RANK_CHECK(rb[j] == (a > b ? a : b),
+                                   "reduce %d root %d (%zu B): byte %zu is %u", i, lr, bpr, j,
+                                   rb[j]);
+                }
+            }
+            size_t total = op == 1 ? 2 * bpr : bpr;
+            if (writer && total && total <= SHM_RING_CINL)
+                RANK_CHECK(co_wrote(s, op, lr) == (v != CO_ROOT_BIG),
+                           "call %d (op %d, %zu B): compact record %s", i, op, total,
+                           v == CO_ROOT_BIG ? "written with a root >= 2^24" : "missing");
+        }
+        /* the writer (rank 0) runs 8 calls ahead; the reader changes the
+         * payloads in its compact records before it reads: what it gets
+         * shows the path taken */
+        for (int op = 1; op <= 3 && v != CO_ROOT_BIG; op++) {
+            RANK_PASS(ar(g), g);
+            uint32_t p0 = s->phase;
+            int lr = op == 1 ? 0 : 1; /* the writer is rank 0 */
+            for (int i = 0; i < 8; i++) {
+                if (rank == 1 && i == 0) {
+                    th_wait_flag(op, hold_ms());
+                    for (uint32_t p = p0 + 1; p <= p0 + 8; p++) {
+                        shm_ring_crec *r = shm_ring_crec_of(s, 0, p);
+                        RANK_CHECK(atomic_load(&r->phase) == p, "op %d: compact record %u missing",
+                                   op, p);
+                        memset(r->inl + (op == 1 ? 4 : 0), 0xC5, 4);
+                    }
+                }
+                memset(sb, 0x11, sizeof sb);
+                memset(rb, 0, sizeof rb);
+                RANK_PASS(co_call(g, op, COHORT_UINT8, COHORT_MAX, sb, rb, 4, lr, lr), g);
+                unsigned char want = op == 1 ? (rank == 1 ? 0xC5 : 0x11) : 0xC5;
+                unsigned char *got = op == 2 ? rb : rb; /* gather: rank 0's block first */
+                if (rank == 1 || op == 1)
+                    for (int j = 0; j < 4; j++)
+                        RANK_CHECK(got[j] == want,
+                                   "op %d call %d byte %d is %#x: the compact record was not read",
+                                   op, i, j, got[j]);
+            }
+            if (rank == 0)
+                atomic_store(&th_sh()->flag[op], 1);
+        }
+        RANK_PASS(ar(g), g);
+        RANK_PASS(coh_shm_transport.close_check(g->shm, 5000), g);
+        th_group_free(g);
+        th_done(2);
+        return 0;
+    }
+    int odd = rank == 1;
+    uint64_t t0 = coh_now_ns();
+    memset(sb, 0x5A, sizeof sb);
+    switch (v) {
+    case CO_G_COUNT: /* both compact */
+        st = co_call(g, 2, COHORT_UINT8, -1, sb, rb, odd ? 4 : 8, 0, 0);
+        break;
+    case CO_R_COUNT_BIG: /* the root polls a compact record that never comes */
+        st = co_call(g, 3, COHORT_UINT8, COHORT_SUM, sb, rb, odd ? 20 : 4, 0, 0);
+        break;
+    case CO_R_REDOP:
+        st = co_call(g, 3, COHORT_UINT8, odd ? COHORT_MAX : COHORT_SUM, sb, rb, 4, 0, 0);
+        break;
+    case CO_S_DTYPE:
+        st = co_call(g, 1, odd ? COHORT_INT8 : COHORT_UINT8, -1, sb, rb, 4, 0, 0);
+        break;
+    case CO_B_ROOT: case CO_S_ROOT: case CO_G_ROOT: case CO_R_ROOT:
+        st = co_call(g, v - CO_B_ROOT, COHORT_UINT8, COHORT_SUM, sb, rb, 4, 0, odd ? 5 : 4);
+        break;
+    case CO_ROOT_BIG_ONE:
+        st = co_call(g, 2, COHORT_UINT8, -1, sb, rb, 4, 0, odd ? 1 << 24 : 4);
+        break;
+    }
+    if (st == COHORT_OK)
+        st = ar(g);
+    if (st == COHORT_OK)
+        st = coh_shm_transport.close_check(g->shm, 5000);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    char msg[COH_ERRLEN];
+    errmsg(g, msg);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED, "%s: got %s (%s)",
+               conames[v], cohort_status_name(st), msg);
+    RANK_CHECK(coh_group_poisoned(g) == COHORT_ERR_CONTRACT, "%s: group failed with %d",
+               conames[v], coh_group_poisoned(g));
+    RANK_CHECK(ms < 3000, "%s: took %.0f ms to fail", conames[v], ms);
+    RANK_CHECK(strstr(msg, cofields[v]), "%s: message does not name the %s: %s", conames[v],
+               cofields[v], msg);
+    if (rank == 0)
+        fprintf(stderr, "[compact_ops %s] %s\n", conames[v], msg);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(compact_ops)
+{
+    int v = _i;
+    run_all_ok(2, 30000, NULL, compact_ops_rank, &v);
+}
+END_TEST
+
 /* ---- dead root, dead reader ---- */
 
 static int kill_rank(int rank, void *arg)
@@ -1578,6 +1765,7 @@ static Suite *make_suite(void)
     tcase_add_test(tc, lines);
     tcase_add_loop_test(tc, fast_reader, 0, 4);
     tcase_add_loop_test(tc, compact, 0, C_N);
+    tcase_add_loop_test(tc, compact_ops, 0, CO_N);
     tcase_add_loop_test(tc, rooted_back_to_back, 0, 4);
     tcase_add_loop_test(tc, rooted_sigkill, 0, 2);
     tcase_add_test(tc, rooted_sigstop);

@@ -1539,31 +1539,47 @@ static COH_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const 
  * barrier between calls) the root's record follows within ~1 us. */
 #define CREC_SPINS 256
 
-/* My compact record of phase p (a 2-rank broadcast of <= SHM_RING_CINL
- * bytes, shm_ring_crec): after the full record, so a reader that finds it
- * finds that too. */
+/* The compact record's count word (shm_ring_crec): the count and the
+ * root (+ 1: none is 0) side by side, exact while the count is below 2^8
+ * (at most 16 elements here) and the root below 2^24 - a call outside
+ * takes the full record (0). The root is the call's group rank, not the
+ * record's owner: in a hierarchical call a host without the root runs
+ * its local phase from its leader whatever root each rank names. */
+static COH_INLINE int crec_word(const coh_call *c, uint32_t *w)
+{
+    uint32_t r = (uint32_t)c->root + 1u;
+    if (c->count >= 256 || r >= 1u << 24)
+        return 0;
+    *w = (uint32_t)c->count | r << 8;
+    return 1;
+}
+
+/* My compact record of phase p (a 2-rank ring call of <= SHM_RING_CINL
+ * bytes, shm_ring_crec; w from crec_word): after the full record, so a
+ * reader that finds it finds that too. */
 static COH_INLINE void crec_put(coh_shm *s, uint32_t p, const coh_call *c, uint64_t key,
-                               const void *data, size_t bytes)
+                               uint32_t w, const void *data, size_t bytes)
 {
     shm_ring_crec *r = shm_ring_crec_of(s, s->me, p);
     atomic_store_explicit(&r->phase, p - 1, memory_order_relaxed);
     atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&r->count, (uint32_t)c->count, memory_order_relaxed);
+    atomic_store_explicit(&r->count, w, memory_order_relaxed);
     atomic_store_explicit(&r->seq, (uint32_t)c->seq, memory_order_relaxed);
     atomic_store_explicit(&r->key, (uint32_t)key, memory_order_relaxed);
     coh_small_copy(r->inl, data, bytes);
     atomic_store_explicit(&r->phase, p, memory_order_release);
 }
 
-/* The reader's side: 1 when the root's compact record of p is here (after
- * a short spin: a reader that came first) with call c's fingerprint, or
- * with any when the check is off. Anything else - the root late, in
- * another call, or a different fingerprint - takes the usual path, which
- * waits, compares the full records and reports. */
-static COH_INLINE int crec_take(const coh_shm *s, int root, uint32_t p, const coh_call *c,
-                               uint64_t key)
+/* The reader's side: 1 when the writer q's compact record of p is here
+ * (after a short spin: a reader that came first) with call c's
+ * fingerprint (w: c's crec_word), or with any when the check is off.
+ * Anything else - the writer late, in another call, or a different
+ * fingerprint - takes the usual path, which waits, compares the full
+ * records and reports. */
+static COH_INLINE int crec_take(const coh_shm *s, int q, uint32_t p, const coh_call *c,
+                               uint64_t key, uint32_t w)
 {
-    shm_ring_crec *r = shm_ring_crec_of(s, root, p);
+    shm_ring_crec *r = shm_ring_crec_of(s, q, p);
     for (int i = 0; atomic_load_explicit(&r->phase, memory_order_acquire) != p; i++) {
         if (i == CREC_SPINS || s->oversub)
             return 0;
@@ -1571,7 +1587,7 @@ static COH_INLINE int crec_take(const coh_shm *s, int root, uint32_t p, const co
     }
     return !s->check ||
            (atomic_load_explicit(&r->seq, memory_order_relaxed) == (uint32_t)c->seq &&
-            atomic_load_explicit(&r->count, memory_order_relaxed) == c->count &&
+            atomic_load_explicit(&r->count, memory_order_relaxed) == w &&
             atomic_load_explicit(&r->key, memory_order_relaxed) == (uint32_t)key &&
             (key >> 24 & 0xff) != FP_TAG_SAT);
 }
@@ -1809,11 +1825,13 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
      * can be overwritten (and before my slot is) */
     if (s->ring_npend && (st = ring_settle_call(o, p - rc.cyc)) != COHORT_OK) /* a reader has none */
         return st;
-    /* A 2-rank broadcast of <= 16 B: the reader takes the root's compact
-     * record (shm_ring_crec) as the path below takes its full one. */
-    int compact = s->n == 2 && bytes <= SHM_RING_CINL && len == bytes;
-    if (me != root && compact && crec_take(s, root, p, o->c, o->fp_key)) {
-        coh_small_copy(dst, shm_ring_crec_of(s, root, p)->inl, len);
+    /* A 2-rank broadcast or scatter of <= 16 B: the reader takes the
+     * root's compact record (shm_ring_crec) as the path below takes its
+     * full one. */
+    uint32_t cw = 0;
+    int compact = s->n == 2 && bytes <= SHM_RING_CINL && crec_word(o->c, &cw);
+    if (me != root && compact && crec_take(s, root, p, o->c, o->fp_key, cw)) {
+        coh_small_copy(dst, shm_ring_crec_of(s, root, p)->inl + off, len);
         if (s->check)
             atomic_store_explicit(shm_ring_done(s, me, p, shm_ring_spread(k)), p,
                                   memory_order_relaxed);
@@ -1862,7 +1880,7 @@ static COH_INLINE cohort_status ring_one(shm_op *o, const void *src, void *dst, 
         coh_hdr_from_call(&h, s->g, o->c, COH_MSG_COLL, 0, bytes);
         ring_put(s, p, &h, o->c, key, src, bytes);
         if (compact)
-            crec_put(s, p, o->c, key, src, bytes);
+            crec_put(s, p, o->c, key, cw, src, bytes);
         s->ring_calls[p & mask] = *o->c;
         s->ring_lead[p & mask] = -1;
         s->ring_spread[p & mask] = (unsigned char)shm_ring_spread(k);
@@ -1949,11 +1967,25 @@ static int ring_in(shm_op *o, const void *send, size_t bytes, int root, cohort_s
     if (s->ring_npend && (*st = ring_settle_call(o, p - rc.cyc)) != COHORT_OK)
         return -1;
     uint64_t key = s->check ? o->fp_key : fp_key(c);
+    /* 2 ranks, <= 16 B: the leaf also writes a compact record, and the
+     * root that finds it with its own call's fingerprint takes the data
+     * from it and writes no record of its own - as a broadcast's reader
+     * (ring_one): the leaf's lazy check reads the root's done word, and
+     * nobody waits for the root's record when the two calls agree. */
+    uint32_t cw = 0;
+    int compact = s->n == 2 && bytes <= SHM_RING_CINL && crec_word(c, &cw);
+    if (me == root && compact && crec_take(s, 1 - me, p, c, o->fp_key, cw)) {
+        s->srcs[me] = send;
+        s->srcs[1 - me] = shm_ring_crec_of(s, 1 - me, p)->inl;
+        return 1;
+    }
     coh_hdr_from_call(&o->mine, s->g, c, COH_MSG_COLL, 0, bytes);
     if (me != root) {
         if (bytes > SHM_RING_INLINE)
             ring_copy(shm_ring_slot(s, me, p, &rc), send, bytes);
         ring_put(s, p, &o->mine, c, key, send, bytes);
+        if (compact)
+            crec_put(s, p, c, key, cw, send, bytes);
         s->ring_calls[p & mask] = *c;
         s->ring_lead[p & mask] = root;
         s->ring_spread[p & mask] = (unsigned char)shm_ring_spread(k);

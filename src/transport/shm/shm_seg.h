@@ -135,7 +135,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 21u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 22u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -151,7 +151,9 @@
                         * 18: send/recv's split single copy (shm_chan req,
                         * tail_*); 19: the running flag (shm_ctl running)
                         * and send/recv's cpu hint; 20: the ring's footprint
-                        * split (shm_ring_class); 21: compact records */
+                        * split (shm_ring_class); 21: compact records;
+                        * 22: their count word holds the root, and
+                        * scatter, gather and reduce write them too */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -323,20 +325,24 @@ typedef struct shm_ring_rec {
 _Static_assert(sizeof(shm_ring_rec) == 128, "two lines per record");
 _Static_assert(offsetof(shm_ring_rec, inl) + SHM_RING_INLINE == SHM_LINE, "line 0 is full");
 
-/* A compact record (layout 21): a 2-rank broadcast of at most
- * SHM_RING_CINL bytes is also announced in 32 bytes, two to a line, after
- * its full record (shm_ring_crec_of). The reader checks and copies from
- * it, so a root running ahead moves one line per two such calls instead
- * of one per call, and the lines it reuses need half the ownership
- * requests (on the AMD host these stalled the root's store queue: its
- * per-call time sat on the first store after them). The fingerprint is
- * line 0's, exact for every mismatch a program can make: count fits 32
- * bits at these sizes; seq is kept mod 2^32 (two ranks a multiple of 2^32
- * collectives apart cannot meet in one phase: each call needs both); the
- * key's low half (op, dtype, reduce op, tag) is kept and its root is the
- * record's owner (a rank writes one only as the broadcast's root, and a
- * reader reads the one of the rank it takes for root). Tag as in
- * shm_ring_rec (cleared before, set after the words, release). */
+/* A compact record (layout 21; 22: the root in the count word): a 2-rank
+ * ring call of at most SHM_RING_CINL bytes - a broadcast or scatter from
+ * its root, a gather or reduce from the leaf - is also announced in 32
+ * bytes, two to a line, after its full record (shm_ring_crec_of). The
+ * reader checks and copies from it, so a writer running ahead moves one
+ * line per two such calls instead of one per call, and the lines it
+ * reuses need half the ownership requests (on the AMD host these stalled
+ * the root's store queue: its per-call time sat on the first store after
+ * them). The fingerprint is line 0's, exact for every mismatch a program
+ * can make: the count (< 2^8 at these sizes) and the root + 1 (< 2^24,
+ * else no compact record) share the count word; seq is kept mod 2^32 (two
+ * ranks a multiple of 2^32 collectives apart cannot meet in one phase:
+ * each call needs both); the key's low half (op, dtype, reduce op, tag).
+ * The root must be in it although a 2-rank group has one reader: in a
+ * hierarchical call the host without the root runs its local phase from
+ * its leader, whatever root each rank names (layout 21 left it out, and
+ * a rank there naming another root took the data without a word). Tag as
+ * in shm_ring_rec (cleared before, set after the words, release). */
 #define SHM_RING_CINL 16u
 typedef struct shm_ring_crec {
     _Atomic uint32_t phase;
