@@ -568,6 +568,13 @@ def targets(data, contract):
 
 # ---- plots -------------------------------------------------------------------
 
+def gq(s):
+    """s as a gnuplot single-quoted string: a quote inside is doubled (a title
+    such as shm2heap's "the program's buffers" ended the string and gnuplot
+    stopped there, leaving every later plot unmade)."""
+    return "'" + str(s).replace("'", "''") + "'"
+
+
 def plots(data):
     pdir = os.path.join(OUT, "plots")
     os.makedirs(pdir, exist_ok=True)
@@ -604,10 +611,10 @@ def plots(data):
                 continue
             n += 1
             for what, col, ylabel in (("busbw", 3, "bus bandwidth (GB/s)"), ("lat", 2, "time per op (us)")):
-                gp.append(f"set output '{cfg}_{op}_{what}.png'")
-                gp.append(f"set title '{op}, {title[:90]}'")
-                gp.append(f"set ylabel '{ylabel}'")
-                gp.append("plot " + ", ".join(f"'{fn}' using 1:{col} with linespoints title '{name}'"
+                gp.append(f"set output {gq(f'{cfg}_{op}_{what}.png')}")
+                gp.append(f"set title {gq(f'{op}, {title[:90]}')}")
+                gp.append(f"set ylabel {gq(ylabel)}")
+                gp.append("plot " + ", ".join(f"{gq(fn)} using 1:{col} with linespoints title {gq(name)}"
                                              for fn, name in lines))
     with open(os.path.join(pdir, "plots.gp"), "w") as f:
         f.write("\n".join(gp) + "\n")

@@ -152,6 +152,29 @@ with tempfile.TemporaryDirectory() as d:
     expect("shm2,gather,8,ompi," in rat and "shm2,all_to_all,1048576,ompi," in rat,
            "ratios.csv has the gather and all_to_all ratios")
 
+    # A configuration whose title has a quote (shm2heap: "the program's buffers"):
+    # plots.gp must still be one valid gnuplot script - an unescaped quote ended
+    # the title's string and gnuplot stopped there, every later plot unmade.
+    os.makedirs(os.path.join(d, "raw", "shm2heap"))
+    for k in (1, 2):
+        shutil.copy(os.path.join(raw, f"cohort.{k}.json"),
+                    os.path.join(d, "raw", "shm2heap", f"cohort.{k}.json"))
+    r = subprocess.run([sys.executable, summ, d], capture_output=True, text=True, timeout=120)
+    expect(r.returncode == 0, f"summarize.py with shm2heap: exit {r.returncode}: {r.stderr[-500:]}")
+    gp = open(os.path.join(d, "plots", "plots.gp")).read() if r.returncode == 0 else ""
+    titles = [l for l in gp.splitlines() if l.startswith("set title ") and "program''s" in l]
+    expect(titles, f"the shm2heap title's quote is doubled in plots.gp: {gp[:300]!r}")
+    for l in gp.splitlines():
+        # outside strings, a line has balanced quotes: '' inside a string is one quote
+        expect(l.replace("''", "").count("'") % 2 == 0, f"plots.gp line with an open string: {l}")
+    if shutil.which("gnuplot"):
+        r = subprocess.run(["gnuplot", "plots.gp"], cwd=os.path.join(d, "plots"),
+                           capture_output=True, text=True, timeout=120)
+        expect(r.returncode == 0, f"gnuplot plots.gp: exit {r.returncode}: {r.stderr[-300:]}")
+        expect(os.path.exists(os.path.join(d, "plots", "shm2_broadcast_lat.png")) and
+               os.path.exists(os.path.join(d, "plots", "shm2heap_broadcast_lat.png")),
+               "gnuplot made the plots before and after the quoted title")
+
 
 # Host state (the launches' core-to-core probes, run.sh's "# c2c before/after" lines):
 # a cell whose pooled medians come from launches in different states gets the ratio
