@@ -546,13 +546,36 @@ START_TEST(test_under_cohortrun)
 }
 END_TEST
 
+/* --prewarm: the 8-byte all_reduces before the first row last at least as
+ * long as asked (the slowest rank's time decides), the header says how
+ * long, and 0 turns them off. */
+START_TEST(test_prewarm)
+{
+    const char *pw = _i ? "0.6" : "0";
+    char *argv[] = {(char *)cht_tool("cohort-perf"), "--np", "2", "--coll", "broadcast", "--sizes",
+                    "8", "-n", "3", "-w", "1", "--deadline", "40", "--prewarm", (char *)pw, NULL};
+    run_out r;
+    double t0 = cht_now_ms();
+    run_tool(argv, &r);
+    double ms = cht_now_ms() - t0;
+    ck_assert_msg(r.status == 0, "--prewarm %s: exit %d\n%s\n%s", pw, r.status, T(r.out), T(r.err));
+    char want[32];
+    snprintf(want, sizeof want, "prewarm %s s", pw);
+    ck_assert_msg(strstr(r.out, want), "no \"%s\" in the header:\n%s", want, T(r.out));
+    if (_i)
+        ck_assert_msg(ms >= 600, "--prewarm 0.6: the run took %.0f ms", ms);
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(test_bad_args)
 {
     static const char *const bad[][3] = {
         {"--coll", "allreduse", NULL}, {"-d", "float128", NULL},  {"-o", "avg", "-dint32"},
         {"-f", "1", NULL},             {"--sizes", "12Q", NULL}, {"--transport", "ib", NULL},
         {"-g", "2", NULL},             {"-t", "4", NULL},        {"-a", "4", NULL},
-        {"--bogus", NULL},             {"--minbyte=8", "-i", "1"}, {"-G", "1", NULL}};
+        {"--bogus", NULL},             {"--minbyte=8", "-i", "1"}, {"-G", "1", NULL},
+        {"--prewarm", "-1", NULL},     {"--prewarm", "61", NULL}, {"--prewarm", "0.2s", NULL}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *argv[8] = {(char *)cht_tool("cohort-perf"), "--np", "1"};
         int k = 3;
@@ -803,6 +826,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_env_ranks);
     tcase_add_test(tc, test_under_cohortrun);
     tcase_add_test(tc, test_bad_args);
+    tcase_add_loop_test(tc, test_prewarm, 0, 2);
     tcase_add_test(tc, test_binding);
     tcase_add_test(tc, test_oversubscribed_rings);
     tcase_add_test(tc, test_taskset);

@@ -102,6 +102,9 @@ static void usage(FILE *f)
           "                          else none\n"
           "      --sched             after each row: every rank's CPU, migrations and context\n"
           "                          switches per call in the timed phase\n"
+          "      --prewarm S         8-byte all_reduces for S seconds before the first row\n"
+          "                          (default 0.2; 0: none): a fresh pair of processes' first\n"
+          "                          tens of ms of cross-core traffic run slower on these VMs\n"
           "      --deadline S        with --np: kill the ranks after S seconds\n"
           "  -l, --label LABEL       free text carried into the output\n"
           "  -h, --help, -V, --version\n"
@@ -921,6 +924,30 @@ static void sweep_op(perf_state *s, enum perf_op op)
     }
 }
 
+/* --prewarm: 8-byte all_reduces until the slowest rank has spent S seconds
+ * in them (batches of 256, each followed by a max all_reduce, so every rank
+ * stops after the same batch). On these VMs a fresh pair of processes'
+ * first tens of ms of cross-core traffic run slower - a bare two-process
+ * ping-pong's first 100,000 round trips 10-48 % slower than the rest in 10
+ * of 11 runs (docs/performance.md, cohort-perf's `--prewarm`) - and the
+ * first row would time that instead of the library; MPI's start-up
+ * traffic pays it before a peer harness's first row. */
+static void prewarm(perf_state *s)
+{
+    double lim = s->o->prewarm_s, t0 = now_s(), most = 0;
+    float a[2] = {1, 2}, b[2];
+    cohort_status st;
+    while (lim > 0 && most < lim) {
+        for (int i = 0; i < 256; i++)
+            if ((st = cohort_all_reduce(s->g, a, b, 2, COHORT_FLOAT32, COHORT_SUM)) != COHORT_OK)
+                die(s, st, "prewarm", OP_ALL_REDUCE, sizeof a);
+        double spent = now_s() - t0;
+        if ((st = cohort_all_reduce(s->g, &spent, &most, 1, COHORT_FLOAT64, COHORT_MAX)) !=
+            COHORT_OK)
+            die(s, st, "prewarm max all_reduce", OP_ALL_REDUCE, 8);
+    }
+}
+
 static int rank_main(const perf_opts *co)
 {
     perf_state *s = calloc(1, sizeof *s);
@@ -1017,6 +1044,7 @@ static int rank_main(const perf_opts *co)
 
     if (s->rank == 0 && !o->json)
         perf_print_header(stdout, o, s->n, where);
+    prewarm(s);
     /* -N: the whole sweep again, as nccl-tests' run cycles. */
     for (long cycle = 0; cycle < o->cycles; cycle++)
         for (int op = 0; op < OP_COUNT; op++) {
@@ -1110,6 +1138,7 @@ enum {
     OPT_MEM,
     OPT_BIND,
     OPT_SCHED,
+    OPT_PREWARM,
     OPT_DEADLINE,
     OPT_DEBUG_CORRUPT,
     OPT_DEBUG_SKEW,
@@ -1159,6 +1188,7 @@ int main(int argc, char **argv)
     o.warmup = 5;
     o.max_iters = 1000000;
     o.target_s = 0.2;
+    o.prewarm_s = 0.2;
     o.bind = -2; /* not given: COHORT_BIND, after the options */
 
     static const struct option lo[] = {
@@ -1207,6 +1237,7 @@ int main(int argc, char **argv)
         {"mem", required_argument, 0, OPT_MEM},
         {"bind", required_argument, 0, OPT_BIND},
         {"sched", no_argument, 0, OPT_SCHED},
+        {"prewarm", required_argument, 0, OPT_PREWARM},
         {"deadline", required_argument, 0, OPT_DEADLINE},
         {"label", required_argument, 0, 'l'},
         {"debug-corrupt", no_argument, 0, OPT_DEBUG_CORRUPT}, /* hidden: tests -c */
@@ -1387,6 +1418,13 @@ int main(int argc, char **argv)
                 return bad_value("--bind", optarg, "none, auto or core");
             o.bind_from = "--bind";
             break;
+        case OPT_PREWARM: {
+            char *end;
+            o.prewarm_s = strtod(optarg, &end);
+            if (end == optarg || *end || !(o.prewarm_s >= 0 && o.prewarm_s <= 60))
+                return bad_value("--prewarm", optarg, "seconds between 0 and 60");
+            break;
+        }
         case OPT_SCHED:
             o.sched = 1;
             break;

@@ -65,6 +65,7 @@ typedef struct perf_opts {
     int bind;                /* --bind / COHORT_BIND: CLI_BIND_AUTO|CORE|NONE (tools/common/bind.h) */
     const char *bind_from;   /* where bind came from: "--bind", "COHORT_BIND", "default" */
     int sched;               /* --sched: per row, each rank's CPU, migrations, context switches */
+    double prewarm_s;        /* --prewarm: seconds of 8-byte all_reduces before the first row */
     double deadline_s;       /* --deadline: launcher kills ranks after this */
     int debug_corrupt;       /* hidden: corrupt one received element before checking */
     int debug_skew_ms;       /* hidden: rank r sleeps this long in iterations i % n == r */

@@ -275,7 +275,7 @@ void perf_print_header(FILE *f, const perf_opts *o, int n, const perf_where *w)
     else
         fprintf(f, "# cohort: iters calibrated to %.3g s per size and variant (-n N fixes them)",
                 o->target_s);
-    fprintf(f, "  datatypes %s  reduce ops %s\n", dts, ops);
+    fprintf(f, "  datatypes %s  reduce ops %s  prewarm %.3g s\n", dts, ops, o->prewarm_s);
     static const char *const avg_name[] = {"rank 0's", "the mean over ranks of each rank's",
                                            "the min over ranks of each rank's",
                                            "the max over ranks of each rank's"};
