@@ -1378,6 +1378,33 @@ static const char *const cfields[] = {NULL,            "count differs", "count d
                                       "count differs", "tag differs",   NULL,
                                       "root differs",  "root differs"};
 
+/* The end of a compact-record mismatch case: the call (or the all_reduce
+ * and close check after it) ends in COHORT_ERR_CONTRACT, or ABORTED when
+ * the peer told this rank first, within limit_ms of t0, the group poisoned
+ * with CONTRACT and the report naming the field; then the group is freed. */
+static int compact_verdict(int rank, cohort_group *g, cohort_status st, uint64_t t0,
+                           double limit_ms, const char *tag, const char *name, const char *field)
+{
+    if (st == COHORT_OK)
+        st = ar(g);
+    if (st == COHORT_OK)
+        st = coh_shm_transport.close_check(g->shm, 5000);
+    double ms = (coh_now_ns() - t0) / 1e6;
+    char msg[COH_ERRLEN];
+    errmsg(g, msg);
+    RANK_CHECK(st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED, "%s: got %s (%s)", name,
+               cohort_status_name(st), msg);
+    RANK_CHECK(coh_group_poisoned(g) == COHORT_ERR_CONTRACT, "%s: group failed with %d", name,
+               coh_group_poisoned(g));
+    RANK_CHECK(ms < limit_ms, "%s: took %.0f ms to fail", name, ms);
+    RANK_CHECK(strstr(msg, field), "%s: message does not name the %s: %s", name, field, msg);
+    if (rank == 0)
+        fprintf(stderr, "[%s %s] %s\n", tag, name, msg);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
 /* The reader's side of a 2-rank broadcast of <= 16 B reads the root's
  * compact record: data across wraps of the record array with both roots,
  * readers early and late; a payload changed in the root's compact records
@@ -1488,25 +1515,8 @@ static int compact_rank(int rank, void *arg)
         st = coh_shm_broadcast(g->shm, &c, buf, CB, 0);
         break;
     }
-    if (st == COHORT_OK)
-        st = ar(g);
-    if (st == COHORT_OK)
-        st = coh_shm_transport.close_check(g->shm, 5000);
-    double ms = (coh_now_ns() - t0) / 1e6;
-    char msg[COH_ERRLEN];
-    errmsg(g, msg);
-    RANK_CHECK(st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED, "%s: got %s (%s)",
-               cnames[v], cohort_status_name(st), msg);
-    RANK_CHECK(coh_group_poisoned(g) == COHORT_ERR_CONTRACT, "%s: group failed with %d",
-               cnames[v], coh_group_poisoned(g));
-    RANK_CHECK(ms < 3000 + (v == C_AHEAD ? 300 : 0), "%s: took %.0f ms to fail", cnames[v], ms);
-    RANK_CHECK(strstr(msg, cfields[v]), "%s: message does not name the %s: %s", cnames[v],
-               cfields[v], msg);
-    if (rank == 0)
-        fprintf(stderr, "[compact %s] %s\n", cnames[v], msg);
-    th_group_free(g);
-    th_done(2);
-    return 0;
+    return compact_verdict(rank, g, st, t0, 3000 + (v == C_AHEAD ? 300 : 0), "compact", cnames[v],
+                           cfields[v]);
 }
 
 START_TEST(compact)
@@ -1675,25 +1685,7 @@ static int compact_ops_rank(int rank, void *arg)
         st = co_call(g, 2, COHORT_UINT8, -1, sb, rb, 4, 0, odd ? 1 << 24 : 4);
         break;
     }
-    if (st == COHORT_OK)
-        st = ar(g);
-    if (st == COHORT_OK)
-        st = coh_shm_transport.close_check(g->shm, 5000);
-    double ms = (coh_now_ns() - t0) / 1e6;
-    char msg[COH_ERRLEN];
-    errmsg(g, msg);
-    RANK_CHECK(st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED, "%s: got %s (%s)",
-               conames[v], cohort_status_name(st), msg);
-    RANK_CHECK(coh_group_poisoned(g) == COHORT_ERR_CONTRACT, "%s: group failed with %d",
-               conames[v], coh_group_poisoned(g));
-    RANK_CHECK(ms < 3000, "%s: took %.0f ms to fail", conames[v], ms);
-    RANK_CHECK(strstr(msg, cofields[v]), "%s: message does not name the %s: %s", conames[v],
-               cofields[v], msg);
-    if (rank == 0)
-        fprintf(stderr, "[compact_ops %s] %s\n", conames[v], msg);
-    th_group_free(g);
-    th_done(2);
-    return 0;
+    return compact_verdict(rank, g, st, t0, 3000, "compact_ops", conames[v], cofields[v]);
 }
 
 START_TEST(compact_ops)

@@ -57,7 +57,7 @@ _cohort_complete()
             COMPREPLY=($(compgen -W "yes no" -- "$cur")); return ;;
         -a|--average)
             COMPREPLY=($(compgen -W "0 1 2 3" -- "$cur")); return ;;
-        -np|--nnodes|--node-rank|--node_rank|--max-restarts|--max_restarts|--grace-ms|--master|--master-addr|--master_addr|--master-port|--master_port|--rdzv-endpoint|--rdzv_endpoint|--rdzv-id|--rdzv_id|--store|--job-id|--job_id|--join-timeout-ms|--listen|--max-key|--max-value|--max-clients|--max-memory|--frame-timeout|--auth-timeout|--max-unauth|--addr|--job|--prefix|--interval|--count|--timeout|--connect-timeout|--max-job-memory|--max-conn-memory|--torch-listen|--torch-job|-b|--minbytes|-e|--maxbytes|-f|--stepfactor|-i|--stepbytes|-r|--root|-n|--iters|-w|--warmup_iters|-m|--agg_iters|-c|--check|-T|--time|--timeout|-t|--nthreads|-g|--ngpus|--np|--sizes|--max-iters|--algo|--deadline|-l|--label|--until|--fault-every)
+        -np|--nnodes|--node-rank|--node_rank|--max-restarts|--max_restarts|--grace-ms|--master|--master-addr|--master_addr|--master-port|--master_port|--rdzv-endpoint|--rdzv_endpoint|--rdzv-id|--rdzv_id|--store|--job-id|--job_id|--join-timeout-ms|--listen|--max-key|--max-value|--max-clients|--max-memory|--frame-timeout|--auth-timeout|--max-unauth|--addr|--job|--prefix|--interval|--count|--timeout|--connect-timeout|--max-job-memory|--max-conn-memory|--torch-listen|--torch-job|-b|--minbytes|-e|--maxbytes|-f|--stepfactor|-i|--stepbytes|-r|--root|-n|--iters|-w|--warmup_iters|-m|--agg_iters|-c|--check|-T|--time|--timeout|-t|--nthreads|-g|--ngpus|--np|--sizes|--max-iters|--algo|--deadline|--prewarm|-l|--label|--until|--fault-every)
             return ;;
     esac
 
