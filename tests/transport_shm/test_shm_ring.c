@@ -1378,6 +1378,20 @@ static const char *const cfields[] = {NULL,            "count differs", "count d
                                       "count differs", "tag differs",   NULL,
                                       "root differs",  "root differs"};
 
+/* A 2-rank group for the compact-record cases, the check off when asked
+ * (as a group created with it off), after one all_reduce. */
+static cohort_group *compact_group(int rank, int nocheck)
+{
+    depths(2);
+    cohort_status st;
+    cohort_group *g = th_group(rank, 2, 20000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    if (nocheck)
+        g->shm->check = 0;
+    RANK_PASS(ar(g), g);
+    return g;
+}
+
 /* The end of a compact-record mismatch case: the call (or the all_reduce
  * and close check after it) ends in COHORT_ERR_CONTRACT, or ABORTED when
  * the peer told this rank first, within limit_ms of t0, the group poisoned
@@ -1414,14 +1428,9 @@ static int compact_verdict(int rank, cohort_group *g, cohort_status st, uint64_t
 static int compact_rank(int rank, void *arg)
 {
     int v = *(int *)arg;
-    depths(2);
-    cohort_status st;
-    cohort_group *g = th_group(rank, 2, 20000, &st);
-    RANK_CHECK(g, "create: %s", cohort_status_name(st));
-    if (v == C_NOCHECK)
-        g->shm->check = 0; /* as a group created with the check off */
+    cohort_group *g = compact_group(rank, v == C_NOCHECK);
     coh_shm *s = g->shm;
-    RANK_PASS(ar(g), g);
+    cohort_status st = COHORT_OK;
     enum { CB = SHM_RING_CINL };
     unsigned char buf[CB + 8];
     if (v == C_DATA || v == C_NOCHECK) {
@@ -1578,14 +1587,9 @@ static int co_wrote(const coh_shm *s, int op, int lr)
 static int compact_ops_rank(int rank, void *arg)
 {
     int v = *(int *)arg;
-    depths(2);
-    cohort_status st;
-    cohort_group *g = th_group(rank, 2, 20000, &st);
-    RANK_CHECK(g, "create: %s", cohort_status_name(st));
-    if (v == CO_NOCHECK)
-        g->shm->check = 0; /* as a group created with the check off */
+    cohort_group *g = compact_group(rank, v == CO_NOCHECK);
     coh_shm *s = g->shm;
-    RANK_PASS(ar(g), g);
+    cohort_status st = COHORT_OK;
     unsigned char sb[64], rb[64];
     if (v == CO_DATA || v == CO_NOCHECK || v == CO_ROOT_BIG) {
         int calls = 3 * (int)s->ring_nrec + 7;
