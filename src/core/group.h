@@ -89,12 +89,6 @@ typedef struct coh_call {
     void *recv;
     /* debug=buffers: checksum of the input when issued */
     uint64_t in_sum;
-    /* In-place forms of all_gather, gather, scatter, reduce_scatter and
-     * all_to_all are normalised by the API: the input is copied here and
-     * `send` points at it, so algorithms never see aliased buffers except
-     * all_reduce/reduce (elementwise, send == recv) and broadcast. Freed by
-     * the engine when the call finishes. */
-    void *scratch;
 } coh_call;
 
 struct coh_net;      /* src/transport/tcp/tcp.h */
@@ -214,8 +208,8 @@ struct cohort_group {
      * is set when the full path's selection for that kind chose the shm
      * transport's row on a group where nothing else can change the path
      * (COHORT_ALGO_* fixed at creation, no COHORT_DEBUG=sync|buffers):
-     * then a blocking call of that kind with count > 0, no private
-     * in-place copy, no AVG and no async work pending goes from the
+     * then a blocking call of that kind with count > 0, no AVG and no
+     * async work pending goes from the
      * engine straight to the transport, skipping coh_coll_run, the
      * selection memo and the algorithm trampoline. Decided once per
      * kind (lane_seen), by the first call that reaches the selection;

@@ -66,7 +66,7 @@ cohort_status coh_engine_create(cohort_group *g, coh_engine **out)
 /* debug=buffers: the input must not change while the call is in flight. */
 static cohort_status check_buffers(cohort_group *g, coh_call *c, const char *when)
 {
-    if (!g->debug_buffers || !c->send || c->send == c->scratch || !c->count)
+    if (!g->debug_buffers || !c->send || !c->count)
         return COHORT_OK;
     size_t esz = cohort_dtype_size((cohort_dtype)c->dtype);
     size_t n = c->count * esz;
@@ -93,8 +93,8 @@ static cohort_status check_buffers(cohort_group *g, coh_call *c, const char *whe
 }
 
 /* The tail of a call that failed (out of line: the common call returns
- * OK): the contract report, the recorder's end, the group's last error,
- * the scratch copy - in run_call's order. */
+ * OK): the contract report, the recorder's end, the group's last error -
+ * in run_call's order. */
 static COH_COLD cohort_status call_failed(cohort_group *g, coh_call *c,
                                                                   uint64_t tidx, cohort_status st)
 {
@@ -114,10 +114,6 @@ static COH_COLD cohort_status call_failed(cohort_group *g, coh_call *c,
     g->last.status = st;
     pthread_mutex_unlock(&g->err_mu);
     atomic_store(&g->err_reported, 1);
-    if (c->scratch) {
-        coh_free(c->scratch);
-        c->scratch = NULL;
-    }
     return st;
 }
 
@@ -141,10 +137,6 @@ static COH_INLINE cohort_status run_call(cohort_group *g, coh_call *c, uint64_t 
     if (__builtin_expect(st != COHORT_OK, 0))
         return call_failed(g, c, tidx, st);
     coh_trace_end(g->trace, tidx, st);
-    if (c->scratch) {
-        coh_free(c->scratch);
-        c->scratch = NULL;
-    }
     return st;
 }
 
@@ -263,7 +255,6 @@ static __attribute__((noinline)) cohort_status submit_queued(cohort_group *g, co
     }
     cohort_work *w = coh_calloc(1, sizeof *w);
     if (!w) {
-        coh_free(c->scratch);
         return coh_err_set(&g->last, COHORT_ERR_NOMEM, "%s: out of memory for the work handle",
                            coh_coll_name(c->coll));
     }
@@ -272,7 +263,6 @@ static __attribute__((noinline)) cohort_status submit_queued(cohort_group *g, co
     w->tidx = tidx;
     cohort_status st = enqueue(e, w);
     if (st != COHORT_OK) {
-        coh_free(w->call.scratch);
         coh_free(w);
         return st;
     }
@@ -283,16 +273,16 @@ static __attribute__((noinline)) cohort_status submit_queued(cohort_group *g, co
 /* The direct lane (group.h, lane_mask): a blocking call with no async
  * work pending, on a group whose lane is open for its kind (read after
  * `pending` is seen 0: the worker, which may have decided it, is then
- * idle), with count > 0, no private in-place copy (scratch) and no AVG.
+ * idle), with count > 0 and no AVG.
  * It runs as run_call would run it - recorded STARTED at issue, the same
  * failure tail, the recorder's end - with coh_coll_lane in place of
  * coh_coll_run: the lane's conditions leave out everything else run_call
  * and coh_coll_run do (debug=sync|buffers, the zero-count sync, the AVG
- * division, the scratch copy); a failed group is refused by issue just
+ * division); a failed group is refused by issue just
  * before, and again by the transport's entry check. */
 static COH_INLINE int lane_open(const cohort_group *g, const coh_call *c)
 {
-    return (g->lane_mask >> c->coll & 1) && c->count && !c->scratch && c->redop != COHORT_AVG &&
+    return (g->lane_mask >> c->coll & 1) && c->count && c->redop != COHORT_AVG &&
            g->lane_shm == (const void *)g->shm;
 }
 
