@@ -195,6 +195,13 @@ coh_reduce3_fn coh_reduce3_kernel(cohort_dtype dt, cohort_op op)
 
 #define SMALL_BYTES 32 /* coh_small_copy (util/bytes.h) takes up to 32 */
 
+/* AVG's division: x / 2^k and x * 2^-k are the same correctly rounded
+ * value (2^-k is exact), so a power-of-two rank count multiplies - a
+ * vector division costs several times the pass itself (session 28: 4.3
+ * us per 64 KiB of float32, docs/performance.md). Other counts divide:
+ * x * (1/n) may differ from x / n in the last bit. */
+static inline int pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
 void coh_reduce_multi(void *out, const void *const *srcs, int nsrc, size_t n, cohort_dtype dt,
                       cohort_op op)
 {
@@ -225,7 +232,10 @@ void coh_reduce_multi_div(void *out, const void *const *srcs, int nsrc, size_t n
             ks->load(acc, (const uint16_t *)srcs[0] + off, m, bf);
             for (int s = 1; s < nsrc; s++)
                 acc_fn(acc, (const uint16_t *)srcs[s] + off, m);
-            if (div > 1) /* the mean in float32, then the one rounding */
+            if (div > 1 && pow2(div)) /* the mean in float32, then the one rounding */
+                for (size_t i = 0; i < m; i++)
+                    acc[i] = acc[i] * (1.0f / (float)div);
+            else if (div > 1)
                 for (size_t i = 0; i < m; i++)
                     acc[i] = acc[i] / (float)div;
             ks->store((uint16_t *)out + off, acc, m, bf);
@@ -273,14 +283,26 @@ void coh_reduce_finish(void *buf, size_t n, cohort_dtype dt, cohort_op op, int n
     switch (dt) {
     case COHORT_FLOAT32: {
         float *restrict p = buf, d = (float)nranks;
-        for (size_t i = 0; i < n; i++)
-            p[i] = p[i] / d;
+        if (pow2(nranks)) {
+            float r = 1.0f / d;
+            for (size_t i = 0; i < n; i++)
+                p[i] = p[i] * r;
+        } else {
+            for (size_t i = 0; i < n; i++)
+                p[i] = p[i] / d;
+        }
         break;
     }
     case COHORT_FLOAT64: {
         double *restrict p = buf, d = (double)nranks;
-        for (size_t i = 0; i < n; i++)
-            p[i] = p[i] / d;
+        if (pow2(nranks)) {
+            double r = 1.0 / d;
+            for (size_t i = 0; i < n; i++)
+                p[i] = p[i] * r;
+        } else {
+            for (size_t i = 0; i < n; i++)
+                p[i] = p[i] / d;
+        }
         break;
     }
     case COHORT_FLOAT16: {

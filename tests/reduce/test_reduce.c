@@ -653,6 +653,73 @@ START_TEST(test_finish)
 }
 END_TEST
 
+/* AVG's division multiplies by 2^-k for a power-of-two rank count (a
+ * vector division is several times slower): the result must be the
+ * division's, bit for bit - normals, subnormals, results that underflow,
+ * zeros, infinities, NaN - at every length (the vector loop and its
+ * tail), and other counts still divide. float16/bfloat16 through the fold
+ * (coh_reduce_multi_div) likewise. */
+static uint64_t dbits(double x)
+{
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    return u;
+}
+START_TEST(test_finish_matches_division)
+{
+    enum { N = 67 };
+    static const int ranks[] = {2, 3, 4, 6, 8, 16, 64, 1024, 4096, 65536};
+    uint32_t seed = 12345;
+    for (size_t r = 0; r < sizeof ranks / sizeof ranks[0]; r++) {
+        int nr = ranks[r];
+        for (int round = 0; round < 200; round++) {
+            float f[N], fw[N];
+            double d[N], dw[N];
+            for (int i = 0; i < N; i++) {
+                seed = seed * 1664525u + 1013904223u;
+                uint32_t u = seed;
+                if (i % 11 == 0)
+                    u &= 0x807fffffu; /* subnormal or zero */
+                else if (i % 13 == 0)
+                    u = (u & 0x80000000u) | 0x00800000u | (u & 0x3fffu); /* smallest normals */
+                memcpy(&f[i], &u, 4);
+                uint64_t v = (uint64_t)seed << 32 | (seed * 2654435761u);
+                if (i % 11 == 0)
+                    v &= 0x800fffffffffffffull;
+                memcpy(&d[i], &v, 8);
+            }
+            f[1] = INFINITY, f[2] = -0.0f, f[3] = NAN, f[4] = FLT_MAX;
+            d[1] = -INFINITY, d[2] = 0.0, d[4] = DBL_MIN;
+            for (int i = 0; i < N; i++)
+                fw[i] = f[i] / (float)nr, dw[i] = d[i] / (double)nr;
+            int len = 1 + round % N;
+            coh_reduce_finish(f, (size_t)len, COHORT_FLOAT32, COHORT_AVG, nr);
+            coh_reduce_finish(d, (size_t)len, COHORT_FLOAT64, COHORT_AVG, nr);
+            for (int i = 0; i < len; i++) {
+                ck_assert_msg(fbits(f[i]) == fbits(fw[i]) || (isnan(f[i]) && isnan(fw[i])),
+                              "float32 / %d at %d: %a against %a", nr, i, f[i], fw[i]);
+                ck_assert_msg(dbits(d[i]) == dbits(dw[i]) || (isnan(d[i]) && isnan(dw[i])),
+                              "float64 / %d at %d: %a against %a", nr, i, d[i], dw[i]);
+            }
+        }
+        /* the half types' fold: every float16 and bfloat16 x with -0 */
+        for (uint32_t x = 0; x < 0x10000; x++) {
+            uint16_t a = (uint16_t)x, z = 0x8000, out; /* -0: x + -0 is x, signs too */
+            const void *xs[] = {&a, &z};
+            coh_reduce_multi_div(&out, xs, 2, 1, COHORT_FLOAT16, COHORT_AVG, nr);
+            uint16_t want = coh_f32_to_f16(coh_f16_to_f32(a) / (float)nr);
+            ck_assert_msg(out == want || (isnan(coh_f16_to_f32(out)) && isnan(coh_f16_to_f32(want))),
+                          "float16 %#x / %d: %#x against %#x", x, nr, out, want);
+            coh_reduce_multi_div(&out, xs, 2, 1, COHORT_BFLOAT16, COHORT_AVG, nr);
+            want = coh_f32_to_bf16(coh_bf16_to_f32(a) / (float)nr);
+            ck_assert_msg(out == want ||
+                              (isnan(coh_bf16_to_f32(out)) && isnan(coh_bf16_to_f32(want))),
+                          "bfloat16 %#x / %d: %#x against %#x", x, nr, out, want);
+        }
+    }
+}
+END_TEST
+
 /* The mean of halves in one rounding (issue 13): 60000 + 60000 + 60000 in
  * float16 overflows as a rounded sum (inf / 3 = inf) but not in float32;
  * and a mean whose rounded sum would round a second time stays within half
@@ -708,6 +775,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_multi);
     tcase_add_test(tc, test_multi_rounds_once);
     tcase_add_test(tc, test_finish);
+    tcase_add_test(tc, test_finish_matches_division);
     suite_add_tcase(s, tc);
     return s;
 }
