@@ -168,9 +168,10 @@ cohort_status coh_xf_run(cohort_group *g, const coh_call *c, coh_xfer *ops, int 
 static inline const coh_call *coh_shm_sum_call(cohort_group *g, const coh_call *c, coh_call *tmp,
                                                cohort_status *st)
 {
-    /* The segment reduces AVG as SUM and leaves the division to
-     * coh_coll_run (once, by the group size: coll/shm/shm_coll.h), so
-     * the call goes through unchanged - its contract, AVG included, is what
+    /* The segment divides an AVG itself only when it holds the whole
+     * group, else reduces it as SUM and leaves the division to
+     * coh_coll_run (once, by the group size: coll/shm/shm_coll.h), so the
+     * call goes through unchanged - its contract, AVG included, is what
      * the local ranks compare. Inline: a call per small all_reduce. */
     (void)g, (void)tmp;
     *st = COHORT_OK;

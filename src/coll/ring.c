@@ -196,9 +196,9 @@ static cohort_status direct_rs(cohort_group *g, const coh_call *c, const coh_vie
     size_t ce = coh_chunk_elems(coh_coll_chunk(g), es, maxlen, 2 * n);
     size_t P = coh_npieces(maxlen, ce);
     size_t mylen = b_len(bl, me), myoff = b_off(bl, me);
-    /* over the whole group a half-type AVG is divided in the fold, as the
-     * shm transport does (the algorithm is marked avg_in_fold) */
-    int avg_div = coh_avg_wide(c->dtype, c->redop) && n == g->size ? n : 0;
+    /* over the whole group an AVG is divided in the fold, as the shm
+     * transport does (the algorithm is marked avg_in_fold) */
+    int avg_div = coh_avg_folds(c->dtype, c->redop) && n == g->size ? n : 0;
     size_t slot = COH_MIN(ce, maxlen) * es;
     size_t tmp_bytes = (size_t)(n - 1) * slot;
     char *tmp = NULL;

@@ -375,7 +375,7 @@ static inline cohort_status run_selected(cohort_group *g, coh_call *c)
     } else if (c->coll == COH_COLL_BARRIER) {
         g->bcf_seq = c->seq + 1; /* algos.c, coh_bc_after_barrier_flat */
     }
-    if (c->redop == COHORT_AVG && !(a->avg_in_fold && coh_avg_wide(c->dtype, c->redop))) {
+    if (c->redop == COHORT_AVG && !(a->avg_in_fold && coh_avg_folds(c->dtype, c->redop))) {
         if (c->coll == COH_COLL_ALL_REDUCE || (c->coll == COH_COLL_REDUCE && g->rank == c->root))
             coh_reduce_finish(c->recv, c->count, (cohort_dtype)c->dtype, COHORT_AVG, g->size);
         else if (c->coll == COH_COLL_REDUCE_SCATTER)

@@ -269,9 +269,9 @@ void coh_reduce_multi_div(void *out, const void *const *srcs, int nsrc, size_t n
         memcpy(acc, (const char *)srcs[0] + off * es, m * es);
         for (int s = 1; s < nsrc; s++)
             k2(acc, (const char *)srcs[s] + off * es, m);
+        coh_reduce_finish(acc, m, dt, op, div); /* in cache: no second pass over out */
         memcpy((char *)out + off * es, acc, m * es);
     }
-    coh_reduce_finish(out, n, dt, op, div);
 }
 
 /* ---- AVG finishing ------------------------------------------------------- */

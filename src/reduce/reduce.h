@@ -47,10 +47,22 @@ static inline int coh_avg_wide(int dt, int op)
     return op == COHORT_AVG && (dt == COHORT_FLOAT16 || dt == COHORT_BFLOAT16);
 }
 
+/* 1 for every AVG a fold that sees every rank's contribution divides
+ * itself (AVG is defined for the float types only): float16/bfloat16 as
+ * above, float32/float64 the folded sum piece by piece while it is in
+ * cache - the same values as the sum divided afterwards, without a second
+ * pass over the result (session 28: +2 ms on a 16 MiB all_reduce). */
+static inline int coh_avg_folds(int dt, int op)
+{
+    return op == COHORT_AVG && (dt == COHORT_FLOAT16 || dt == COHORT_BFLOAT16 ||
+                                dt == COHORT_FLOAT32 || dt == COHORT_FLOAT64);
+}
+
 /* coh_reduce_multi, and for AVG with div > 0 the division by div as well:
  * float16/bfloat16 divide the float32 accumulator and round once (the
  * mean of the halves within half an ulp); other types divide the folded
- * result as coh_reduce_finish does. div == 0: exactly coh_reduce_multi. */
+ * result as coh_reduce_finish does, block by block while it is in cache.
+ * div == 0: exactly coh_reduce_multi. */
 void coh_reduce_multi_div(void *out, const void *const *srcs, int nsrc, size_t n, cohort_dtype dt,
                           cohort_op op, int div);
 

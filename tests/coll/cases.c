@@ -416,6 +416,8 @@ int cc_matrix(int coll, int n, int full, size_t chunk_bytes, cc_case *out, int m
 {
     static const int red_def[][2] = {{COHORT_FLOAT32, COHORT_SUM},
                                      {COHORT_BFLOAT16, COHORT_AVG},
+                                     /* divided in the fold by shm and direct */
+                                     {COHORT_FLOAT32, COHORT_AVG},
                                      {COHORT_INT64, COHORT_MAX},
                                      {COHORT_UINT8, COHORT_BXOR}};
     static const int mov_def[] = {COHORT_INT8, COHORT_FLOAT16, COHORT_FLOAT64};

@@ -272,11 +272,11 @@ static cohort_status done(sim_host *h) { return hbar(h) ? COHORT_OK : COHORT_ERR
 
 static size_t esz(const coh_call *c) { return cohort_dtype_size((cohort_dtype)c->dtype); }
 
-/* As the real segment (shm_coll.c avg_div): a float16/bfloat16 AVG over
- * the whole world is divided inside the fold. */
+/* As the real segment (shm_coll.c avg_div): an AVG over the whole world
+ * is divided inside the fold (coh_avg_folds). */
 static int avg_div(const sim_host *h, const coh_call *c)
 {
-    return coh_avg_wide(c->dtype, c->redop) && h->nlocal == h->w->n ? h->nlocal : 0;
+    return coh_avg_folds(c->dtype, c->redop) && h->nlocal == h->w->n ? h->nlocal : 0;
 }
 
 static cohort_status f_all_reduce(coh_shm *s, const coh_call *c, const void *send, void *recv,

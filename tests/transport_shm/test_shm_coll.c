@@ -13,9 +13,9 @@
  *
  * Float tolerance: none. Inputs are small integers, so every result is
  * exact in every float type regardless of the order of operations and is
- * compared bit-exactly. AVG is reduced as SUM by the segment (the caller
- * divides once by the whole group's size, see shm.h), so it is checked as
- * the exact sum.
+ * compared bit-exactly. AVG over the whole group (every harness group) is
+ * divided by the segment's fold (shm_coll.h): the exact sum divided once in
+ * the type - float16/bfloat16 in float32 before their one rounding.
  */
 #include <math.h>
 #include <sched.h>
@@ -159,12 +159,16 @@ static void check_reduced(const void *got, size_t i, int dt, int op, size_t src_
             default: acc = v > acc ? v : acc; break;
             }
         }
-        /* float16/bfloat16 AVG over the whole group (every harness
-         * group): the segment divides the float32 sum before its one
-         * rounding (coh_avg_wide); other AVGs come back as the SUM */
+        /* AVG over the whole group (every harness group): the segment's
+         * fold divides the exact sum once - float16/bfloat16 the float32
+         * sum before their one rounding, float32 and float64 in the type */
         if (op == COHORT_AVG && (dt == COHORT_FLOAT16 || dt == COHORT_BFLOAT16)) {
             float m = (float)acc / (float)nranks;
             acc = dt == COHORT_FLOAT16 ? f16_dec(coh_f32_to_f16(m)) : bf16_dec(coh_f32_to_bf16(m));
+        } else if (op == COHORT_AVG && dt == COHORT_FLOAT32) {
+            acc = (double)((float)acc / (float)nranks);
+        } else if (op == COHORT_AVG) {
+            acc = acc / (double)nranks;
         }
         double g = load_f(got, i, dt);
         CHECK(g == acc, "elem %zu: got %.9g want %.9g", i, g, acc);

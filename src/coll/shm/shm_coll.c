@@ -28,8 +28,8 @@
  *     the root copies results out. all_gather, reduce_scatter, all_to_all:
  *     one phase per piece, everybody publishes and reads.
  *
- * AVG is reduced as SUM here (except float16/bfloat16 AVG over the whole
- * group: avg_div) and divided ONCE by the caller (coh_coll_run,
+ * AVG is reduced as SUM here (except over the whole group, where the fold
+ * divides: avg_div) and divided ONCE by the caller (coh_coll_run,
  * src/coll/select.c), which knows the whole group's size: hierarchical
  * algorithms reduce through this segment first and across hosts after, so
  * dividing by the local size here would be wrong.
@@ -55,13 +55,14 @@ static const uint8_t dt_size[COHORT_DTYPE_COUNT] = {1, 1, 4, 4, 8, 8, 2, 2, 4, 8
 /* Per-call steps of the small calls are COH_INLINE (util.h): a call's
  * frame and saved registers were ~20 instructions of each (callgrind). */
 
-/* A float16/bfloat16 AVG on a segment that holds the whole group is
- * divided inside the fold, in float32, before its one rounding (and
- * coh_coll_run does not divide again: the "shm" algorithm is marked
- * avg_in_fold). Otherwise AVG is reduced as SUM (see above). */
+/* An AVG on a segment that holds the whole group is divided inside the
+ * fold (coh_avg_folds: float16/bfloat16 in float32 before their one
+ * rounding, float32/float64 each piece as it is reduced) and coh_coll_run
+ * does not divide again: the "shm" algorithm is marked avg_in_fold.
+ * Otherwise AVG is reduced as SUM (see above). */
 static int avg_div(const coh_shm *s, const coh_call *c)
 {
-    return coh_avg_wide(c->dtype, c->redop) && s->n == s->g->size ? s->n : 0;
+    return coh_avg_folds(c->dtype, c->redop) && s->n == s->g->size ? s->n : 0;
 }
 #define DATA(b) ((b) + SHM_LINE)
 /* memcpy that evaluates its pointers only for a non-empty copy (NULL
@@ -725,6 +726,7 @@ static cohort_status sc_fold(shm_op *o, uint32_t p, const unsigned char *send, s
     coh_reduce3_fn k3 = n == 2 && !coh_avg_wide(c->dtype, c->redop)
                             ? coh_reduce3_kernel((cohort_dtype)c->dtype, (cohort_op)c->redop)
                             : NULL;
+    int div = avg_div(s, c);
     unsigned char *tmp = s->red_scratch + (size_t)(n - 1) * SC_PIECE;
     for (size_t off = lo; off < hi; off += pe) {
         size_t len = COH_MIN(pe, hi - off);
@@ -741,11 +743,13 @@ static cohort_status sc_fold(shm_op *o, uint32_t p, const unsigned char *send, s
             s->srcs[q] = buf;
         }
         unsigned char *dst = to >= 0 ? tmp : out + (off - out_lo) * es;
-        if (k3) /* not a wide AVG: AVG is a SUM here, coh_coll_run divides (avg_div is 0) */
+        if (k3) { /* not a wide AVG: a float32/float64 AVG sums, then divides the piece */
             k3(dst, s->srcs[0], s->srcs[1], len);
-        else
+            coh_reduce_finish(dst, len, (cohort_dtype)c->dtype, (cohort_op)c->redop, div);
+        } else {
             coh_reduce_multi_div(dst, s->srcs, n, len, (cohort_dtype)c->dtype,
-                                 (cohort_op)c->redop, avg_div(s, c));
+                                 (cohort_op)c->redop, div);
+        }
         if (to >= 0) {
             sc_desc td = sc_peer(o, to, p);
             if ((st = cs_cma_write(o, to, td.dst + off * es, tmp, len * es)) != COHORT_OK)

@@ -12,8 +12,9 @@
  * indices (0..local_size-1). They fail the group on error (coh_group_fail;
  * the segment's own failures through coh_coll_transport_failed).
  * AVG is computed as SUM: the caller divides by the group size once -
- * except a float16/bfloat16 AVG on a segment that holds the whole group,
- * which is divided in float32 before its one rounding (coh_avg_wide).
+ * except on a segment that holds the whole group, where the fold divides
+ * (coh_avg_folds: float16/bfloat16 in float32 before their one rounding,
+ * float32/float64 each piece as it is reduced).
  *
  * Buffers: send == recv is in place for all_reduce, reduce (root) and
  * all_to_all; all_gather and gather accept any overlap of send with recv;
