@@ -186,6 +186,34 @@ coh_reduce3_fn coh_reduce3_kernel(cohort_dtype dt, cohort_op op)
     return coh_op_valid(dt, op) ? kernels()->k[dt][op].k3 : NULL;
 }
 
+/* The mean of two in one pass: (a + b) rounded to the type, then * 0.5 -
+ * exact, so the same bits as the sum divided by 2 afterwards. */
+static void avg2_f32(void *out, const void *a, const void *b, size_t n)
+{
+    float *restrict o = out;
+    const float *restrict x = a, *restrict y = b;
+    for (size_t i = 0; i < n; i++)
+        o[i] = (x[i] + y[i]) * 0.5f;
+}
+static void avg2_f64(void *out, const void *a, const void *b, size_t n)
+{
+    double *restrict o = out;
+    const double *restrict x = a, *restrict y = b;
+    for (size_t i = 0; i < n; i++)
+        o[i] = (x[i] + y[i]) * 0.5;
+}
+
+coh_reduce3_fn coh_reduce3_div_kernel(cohort_dtype dt, cohort_op op, int div)
+{
+    if (op != COHORT_AVG || div == 0)
+        return coh_reduce3_kernel(dt, op);
+    if (div == 2 && dt == COHORT_FLOAT32)
+        return avg2_f32;
+    if (div == 2 && dt == COHORT_FLOAT64)
+        return avg2_f64;
+    return NULL;
+}
+
 /* ---- multi-source reduction ----------------------------------------------
  * Works block by block through a stack accumulator: the block is read from
  * every source before it is written, so out may alias any source. Half

@@ -33,6 +33,10 @@ coh_reduce_fn coh_reduce_kernel(cohort_dtype dt, cohort_op op);
 /* out[i] = a[i] op b[i] (out may alias a or b). */
 typedef void (*coh_reduce3_fn)(void *out, const void *a, const void *b, size_t n);
 coh_reduce3_fn coh_reduce3_kernel(cohort_dtype dt, cohort_op op);
+/* As coh_reduce3_kernel, for a fold that divides an AVG by div (0: none):
+ * a float32/float64 AVG over 2 ranks sums and halves in one pass; NULL
+ * where no two-source kernel divides (use coh_reduce_multi_div). */
+coh_reduce3_fn coh_reduce3_div_kernel(cohort_dtype dt, cohort_op op, int div);
 
 /* out[i] = srcs[0][i] op ... op srcs[nsrc-1][i]; out may alias a source.
  * fp16/bf16 accumulate in float32 and round once. */

@@ -702,6 +702,36 @@ START_TEST(test_finish_matches_division)
                               "float64 / %d at %d: %a against %a", nr, i, d[i], dw[i]);
             }
         }
+        /* the 2-rank fold's one-pass mean (coh_reduce3_div_kernel) */
+        if (nr == 2) {
+            float fa[N], fb[N], fo[N];
+            double da[N], db[N], dout[N];
+            for (int i = 0; i < N; i++) {
+                seed = seed * 1664525u + 1013904223u;
+                uint32_t u = seed & (i % 7 ? 0xffffffffu : 0x807fffffu);
+                memcpy(&fa[i], &u, 4);
+                fb[i] = i % 5 ? -fa[i] * 0.75f : FLT_MAX;
+                uint64_t v = (uint64_t)seed << 29 ^ seed;
+                memcpy(&da[i], &v, 8);
+                db[i] = i % 5 ? da[i] * 3.0 : -DBL_MAX;
+            }
+            fa[0] = NAN, fb[1] = INFINITY, da[2] = -INFINITY;
+            coh_reduce3_fn k3f = coh_reduce3_div_kernel(COHORT_FLOAT32, COHORT_AVG, 2);
+            coh_reduce3_fn k3d = coh_reduce3_div_kernel(COHORT_FLOAT64, COHORT_AVG, 2);
+            ck_assert(k3f && k3d && !coh_reduce3_div_kernel(COHORT_FLOAT32, COHORT_AVG, 3));
+            ck_assert(coh_reduce3_div_kernel(COHORT_FLOAT32, COHORT_SUM, 2) ==
+                      coh_reduce3_kernel(COHORT_FLOAT32, COHORT_SUM));
+            k3f(fo, fa, fb, N);
+            k3d(dout, da, db, N);
+            for (int i = 0; i < N; i++) {
+                float fw = (fa[i] + fb[i]) / 2.0f;
+                double dw = (da[i] + db[i]) / 2.0;
+                ck_assert_msg(fbits(fo[i]) == fbits(fw) || (isnan(fo[i]) && isnan(fw)),
+                              "float32 mean at %d: %a against %a", i, fo[i], fw);
+                ck_assert_msg(dbits(dout[i]) == dbits(dw) || (isnan(dout[i]) && isnan(dw)),
+                              "float64 mean at %d: %a against %a", i, dout[i], dw);
+            }
+        }
         /* the half types' fold: every float16 and bfloat16 x with -0 */
         for (uint32_t x = 0; x < 0x10000; x++) {
             uint16_t a = (uint16_t)x, z = 0x8000, out; /* -0: x + -0 is x, signs too */

@@ -994,6 +994,9 @@ static int bound_main(int rank, void *arg)
         t_ar_path(COHORT_FLOAT32, COHORT_SUM, (2u << 20) / 4, ip, single_at);
         t_ar_path(COHORT_INT32, COHORT_MAX, (2u << 20) / 4 + 100003, ip, single_at);
         t_ar_path(COHORT_FLOAT32, COHORT_AVG, 600000, ip, single_at);
+        mis_unit = 8; /* float64 AVG: summed and halved in one pass (avg2_f64) */
+        t_ar_path(COHORT_FLOAT64, COHORT_AVG, 300001, ip, single_at);
+        mis_unit = 4;
         t_ar_path(COHORT_FLOAT32, COHORT_SUM, (32u << 20) / 4, ip, single_oop32);
         mis_unit = 2;
         t_ar_path(COHORT_FLOAT16, COHORT_AVG, (1u << 20) + 5, ip, single_at);

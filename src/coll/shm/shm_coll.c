@@ -723,10 +723,10 @@ static cohort_status sc_fold(shm_op *o, uint32_t p, const unsigned char *send, s
     size_t es = dt_size[c->dtype];
     int n = s->n, me = s->me;
     cohort_status st;
-    coh_reduce3_fn k3 = n == 2 && !coh_avg_wide(c->dtype, c->redop)
-                            ? coh_reduce3_kernel((cohort_dtype)c->dtype, (cohort_op)c->redop)
-                            : NULL;
-    int div = avg_div(s, c);
+    coh_reduce3_fn k3 =
+        n == 2 && !coh_avg_wide(c->dtype, c->redop)
+            ? coh_reduce3_div_kernel((cohort_dtype)c->dtype, (cohort_op)c->redop, avg_div(s, c))
+            : NULL;
     unsigned char *tmp = s->red_scratch + (size_t)(n - 1) * SC_PIECE;
     for (size_t off = lo; off < hi; off += pe) {
         size_t len = COH_MIN(pe, hi - off);
@@ -743,13 +743,11 @@ static cohort_status sc_fold(shm_op *o, uint32_t p, const unsigned char *send, s
             s->srcs[q] = buf;
         }
         unsigned char *dst = to >= 0 ? tmp : out + (off - out_lo) * es;
-        if (k3) { /* not a wide AVG: a float32/float64 AVG sums, then divides the piece */
+        if (k3) /* not a wide AVG: a float32/float64 AVG sums and halves in one pass */
             k3(dst, s->srcs[0], s->srcs[1], len);
-            coh_reduce_finish(dst, len, (cohort_dtype)c->dtype, (cohort_op)c->redop, div);
-        } else {
+        else
             coh_reduce_multi_div(dst, s->srcs, n, len, (cohort_dtype)c->dtype,
-                                 (cohort_op)c->redop, div);
-        }
+                                 (cohort_op)c->redop, avg_div(s, c));
         if (to >= 0) {
             sc_desc td = sc_peer(o, to, p);
             if ((st = cs_cma_write(o, to, td.dst + off * es, tmp, len * es)) != COHORT_OK)
