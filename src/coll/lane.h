@@ -61,7 +61,7 @@ static COH_INLINE cohort_status coh_lane_sc_shm(cohort_group *g, coh_call *c)
 /* A call in the direct lane: what run_selected (select.c) does for it
  * with the shm row selected - the row's run, and after a broadcast the
  * barrier's leader - without the selection memo's compare. The lane's
- * conditions (count > 0, no AVG) leave nothing else of
+ * conditions (count > 0; an AVG is divided in the shm fold) leave nothing else of
  * run_selected to do. */
 static COH_INLINE cohort_status coh_coll_lane(cohort_group *g, coh_call *c)
 {

@@ -208,8 +208,8 @@ struct cohort_group {
      * is set when the full path's selection for that kind chose the shm
      * transport's row on a group where nothing else can change the path
      * (COHORT_ALGO_* fixed at creation, no COHORT_DEBUG=sync|buffers):
-     * then a blocking call of that kind with count > 0, no AVG and no
-     * async work pending goes from the
+     * then a blocking call of that kind with count > 0 and no async work
+     * pending goes from the
      * engine straight to the transport, skipping coh_coll_run, the
      * selection memo and the algorithm trampoline. Decided once per
      * kind (lane_seen), by the first call that reaches the selection;

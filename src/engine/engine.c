@@ -18,6 +18,7 @@
 #include "coll/lane.h"
 #include "contract/contract.h"
 #include "engine/engine.h"
+#include "reduce/reduce.h"
 #include "trace/trace.h"
 
 struct cohort_work {
@@ -273,16 +274,19 @@ static __attribute__((noinline)) cohort_status submit_queued(cohort_group *g, co
 /* The direct lane (group.h, lane_mask): a blocking call with no async
  * work pending, on a group whose lane is open for its kind (read after
  * `pending` is seen 0: the worker, which may have decided it, is then
- * idle), with count > 0 and no AVG.
+ * idle), with count > 0.
  * It runs as run_call would run it - recorded STARTED at issue, the same
  * failure tail, the recorder's end - with coh_coll_lane in place of
  * coh_coll_run: the lane's conditions leave out everything else run_call
- * and coh_coll_run do (debug=sync|buffers, the zero-count sync, the AVG
- * division); a failed group is refused by issue just
- * before, and again by the transport's entry check. */
+ * and coh_coll_run do (debug=sync|buffers, the zero-count sync); an AVG
+ * needs no division after it, as the lane's rows are shm over the whole
+ * group, whose fold divides (coh_avg_folds, avg_in_fold); a failed group
+ * is refused by issue just before, and again by the transport's entry
+ * check. */
 static COH_INLINE int lane_open(const cohort_group *g, const coh_call *c)
 {
-    return (g->lane_mask >> c->coll & 1) && c->count && c->redop != COHORT_AVG &&
+    return (g->lane_mask >> c->coll & 1) && c->count &&
+           (c->redop != COHORT_AVG || coh_avg_folds(c->dtype, c->redop)) &&
            g->lane_shm == (const void *)g->shm;
 }
 

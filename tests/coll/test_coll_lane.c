@@ -8,7 +8,8 @@
  * and a sum of the output - and the three runs must agree line by line:
  *   - good calls of every lane kind (broadcast, scatter, gather, reduce,
  *     all_reduce) at 2 and 16 floats, each root, and the kinds and cases
- *     the lane leaves to the full path (count 0, AVG, in place);
+ *     the lane leaves to the full path (count 0) or left to it before
+ *     session 28 (AVG, now divided in the shm fold; in place);
  *   - bad arguments (a root out of range, a NULL buffer): a local
  *     INVALID, the group still usable;
  *   - an async all_reduce in flight, then blocking calls (they queue
