@@ -188,20 +188,16 @@ coh_reduce3_fn coh_reduce3_kernel(cohort_dtype dt, cohort_op op)
 
 /* The mean of two in one pass: (a + b) rounded to the type, then * 0.5 -
  * exact, so the same bits as the sum divided by 2 afterwards. */
-static void avg2_f32(void *out, const void *a, const void *b, size_t n)
-{
-    float *restrict o = out;
-    const float *restrict x = a, *restrict y = b;
-    for (size_t i = 0; i < n; i++)
-        o[i] = (x[i] + y[i]) * 0.5f;
-}
-static void avg2_f64(void *out, const void *a, const void *b, size_t n)
-{
-    double *restrict o = out;
-    const double *restrict x = a, *restrict y = b;
-    for (size_t i = 0; i < n; i++)
-        o[i] = (x[i] + y[i]) * 0.5;
-}
+#define AVG2_FN(name, T)                                                                           \
+    static void name(void *out, const void *a, const void *b, size_t n)                           \
+    {                                                                                              \
+        T *restrict o = out;                                                                       \
+        const T *restrict x = a, *restrict y = b;                                                  \
+        for (size_t i = 0; i < n; i++)                                                             \
+            o[i] = (x[i] + y[i]) * (T)0.5;                                                         \
+    }
+AVG2_FN(avg2_f32, float)
+AVG2_FN(avg2_f64, double)
 
 coh_reduce3_fn coh_reduce3_div_kernel(cohort_dtype dt, cohort_op op, int div)
 {
@@ -229,6 +225,22 @@ coh_reduce3_fn coh_reduce3_div_kernel(cohort_dtype dt, cohort_op op, int div)
  * us per 64 KiB of float32, docs/performance.md). Other counts divide:
  * x * (1/n) may differ from x / n in the last bit. */
 static inline int pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+/* p[i] /= d for i < n (d > 1), as a multiplication where that is exact */
+#define DIV_FN(name, T)                                                                            \
+    static void name(T *restrict p, size_t n, int d)                                               \
+    {                                                                                              \
+        if (pow2(d)) {                                                                             \
+            T r = (T)1 / (T)d;                                                                     \
+            for (size_t i = 0; i < n; i++)                                                         \
+                p[i] = p[i] * r;                                                                   \
+        } else {                                                                                   \
+            for (size_t i = 0; i < n; i++)                                                         \
+                p[i] = p[i] / (T)d;                                                                \
+        }                                                                                          \
+    }
+DIV_FN(div_f32, float)
+DIV_FN(div_f64, double)
 
 void coh_reduce_multi(void *out, const void *const *srcs, int nsrc, size_t n, cohort_dtype dt,
                       cohort_op op)
@@ -260,12 +272,8 @@ void coh_reduce_multi_div(void *out, const void *const *srcs, int nsrc, size_t n
             ks->load(acc, (const uint16_t *)srcs[0] + off, m, bf);
             for (int s = 1; s < nsrc; s++)
                 acc_fn(acc, (const uint16_t *)srcs[s] + off, m);
-            if (div > 1 && pow2(div)) /* the mean in float32, then the one rounding */
-                for (size_t i = 0; i < m; i++)
-                    acc[i] = acc[i] * (1.0f / (float)div);
-            else if (div > 1)
-                for (size_t i = 0; i < m; i++)
-                    acc[i] = acc[i] / (float)div;
+            if (div > 1) /* the mean in float32, then the one rounding */
+                div_f32(acc, m, div);
             ks->store((uint16_t *)out + off, acc, m, bf);
         }
         return;
@@ -309,30 +317,12 @@ void coh_reduce_finish(void *buf, size_t n, cohort_dtype dt, cohort_op op, int n
     if (op != COHORT_AVG || nranks <= 1 || n == 0)
         return;
     switch (dt) {
-    case COHORT_FLOAT32: {
-        float *restrict p = buf, d = (float)nranks;
-        if (pow2(nranks)) {
-            float r = 1.0f / d;
-            for (size_t i = 0; i < n; i++)
-                p[i] = p[i] * r;
-        } else {
-            for (size_t i = 0; i < n; i++)
-                p[i] = p[i] / d;
-        }
+    case COHORT_FLOAT32:
+        div_f32(buf, n, nranks);
         break;
-    }
-    case COHORT_FLOAT64: {
-        double *restrict p = buf, d = (double)nranks;
-        if (pow2(nranks)) {
-            double r = 1.0 / d;
-            for (size_t i = 0; i < n; i++)
-                p[i] = p[i] * r;
-        } else {
-            for (size_t i = 0; i < n; i++)
-                p[i] = p[i] / d;
-        }
+    case COHORT_FLOAT64:
+        div_f64(buf, n, nranks);
         break;
-    }
     case COHORT_FLOAT16: {
         uint16_t *restrict p = buf;
         float d = (float)nranks;

@@ -1,7 +1,9 @@
 #!/bin/bash
-# A/B of the in-place copy's removal: base (43741a25, the API copies an
-# in-place scatter/reduce_scatter/all_to_all's input aside) against new,
-# alternating launches, both variants; prints side pair c2c op inplace size avg p50 p99
+# Session 28's A/B: base A (default 43741a25: the API copies an in-place
+# scatter/reduce_scatter/all_to_all's input aside, AVG divides in a second
+# pass) against new B, alternating launches, both variants; MODE adds
+# cohort-perf options ("-o avg" for ../2026-12-05-s28-avg). Prints
+# side pair c2c op inplace size avg p50 p99; sum.py summarises.
 A=${A:-/tmp/b28/b/tools/cohort-perf/cohort-perf}
 B=${B:-/work/main/build-o3/tools/cohort-perf/cohort-perf}
 for r in $(seq 1 ${PAIRS:-4}); do
