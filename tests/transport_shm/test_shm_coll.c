@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "group/envtab.h"
 #include "harness.h"
@@ -30,6 +31,7 @@
 #include "coll/shm/shm_coll.h"
 #include "transport/shm/shm_cma.h"
 #include "transport/shm/shm_seg.h"
+#include "util/util.h"
 
 #define GUARD 64
 #define GUARD_BYTE 0xA5
@@ -277,8 +279,11 @@ static void t_all_reduce(int dt, int op, size_t count, int inplace)
 static void t_ar_path(int dt, int op, size_t count, int inplace, int single)
 {
     uint32_t ph = G->shm->phase;
+    uint64_t k = G->shm->ar_singles;
     t_all_reduce(dt, op, count, inplace);
-    CHECK((G->shm->phase - ph == 3) == (single != 0),
+    /* single copy: open, middle, close; two copies after the open phase or
+     * without it: any number (2 a piece) */
+    CHECK(G->shm->ar_singles - k == (single != 0) && (!single || G->shm->phase - ph == 3),
           "all_reduce %s of %zu B in place %d: %u phases, single copy expected %d",
           th_dtype_name(dt), count * th_dtype_size(dt), inplace, G->shm->phase - ph, single);
 }
@@ -863,7 +868,9 @@ END_TEST
  * all_gather, gather, scatter and all_to_all take single copy, each from
  * its own size (shm_cma.c apart_from: broadcast 16 KiB, all_gather and
  * all_to_all 8 KiB a block, gather and scatter 16 KiB a block, reduce
- * from 16 KiB, all_reduce from 2 MiB, send/recv from 16 KiB, split
+ * from 16 KiB, all_reduce from 2 MiB and out of place from 256 KiB while
+ * the cpus are far apart (COHORT_SHM_XCORE: far bound apart, near
+ * unbound), send/recv from 16 KiB, split
  * between the pair), although the probe (its times replaced: the kernel's
  * copy 2x memcpy) keeps two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
  * (B_USER) every one of the five from that size. Both ranks bound to one
@@ -899,7 +906,7 @@ static int bound_main(int rank, void *arg)
     } ops[] = {{COH_COLL_BROADCAST, 16384, 0}, {COH_COLL_ALL_GATHER, 8192, 0},
                {COH_COLL_GATHER, 16384, 0},    {COH_COLL_SCATTER, 16384, 0},
                {COH_COLL_ALL_TO_ALL, 8192, 0}, {COH_COLL_REDUCE, 16384, 0},
-               {COH_COLL_ALL_REDUCE, 2u << 20, 0}, {COH_COLL_SEND, 16384, 0},
+               {COH_COLL_ALL_REDUCE, 256u << 10, 0}, {COH_COLL_SEND, 16384, 0},
                {COH_COLL_REDUCE_SCATTER, 256u << 10, 0}};
     CHECK(s->cma == apart, "single copy %d (%s)", s->cma, s->copy_info);
     for (size_t k = 0; k < COH_ARRAY_LEN(ops); k++) {
@@ -936,7 +943,10 @@ static int bound_main(int rank, void *arg)
             t_reduce(COHORT_INT32, COHORT_MAX, 100000 + 3, ip, root); /* pieces, a tail */
             t_reduce(COHORT_FLOAT32, COHORT_AVG, 40000, ip, root);
             /* the leaf's part: 10/16 and 9/16 splits, several pieces each */
+            uint64_t twos = s->xc_twos;
             t_reduce(COHORT_FLOAT32, COHORT_SUM, (1u << 20) / 4 + 1027, ip, root);
+            CHECK(s->xc_twos - twos == (mode == B_UNBOUND), "reduce near: %llu",
+                  (unsigned long long)(s->xc_twos - twos));
             t_reduce(COHORT_INT32, COHORT_SUM, (3u << 20) / 4 + 5, ip, root);
             mis_unit = 2; /* float16 AVG: divided in the fold (the n-rank kernel) */
             t_reduce(COHORT_FLOAT16, COHORT_AVG, 50001, ip, root);
@@ -957,7 +967,11 @@ static int bound_main(int rank, void *arg)
     }
     for (int ip = 0; ip < 2; ip++) {
         t_all_to_all(COHORT_UINT8, 8192, ip);
+        uint64_t twos = s->xc_twos;
         t_all_to_all(COHORT_UINT8, 70000 + 1, ip);
+        /* 64 KiB - 1 MiB a pair, out of place: two copies when near */
+        CHECK(s->xc_twos - twos == (mode == B_UNBOUND && !ip), "all_to_all near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
     }
     t_sendrecv(16383);
     t_sendrecv(16384);
@@ -971,9 +985,13 @@ static int bound_main(int rank, void *arg)
         mis_unit = 4;
         t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (256u << 10) / 8 - 1, ip);
         uint32_t ph = s->phase;
+        uint64_t twos = s->xc_twos;
         t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (256u << 10) / 8, ip);
-        CHECK(!apart || s->phase - ph == 2, "reduce_scatter of 256 KiB in place %d: %u phases", ip,
-              s->phase - ph);
+        /* near (B_UNBOUND): two copies after the open phase (xc_twos) */
+        CHECK(!apart || mode == B_UNBOUND || s->phase - ph == 2,
+              "reduce_scatter of 256 KiB in place %d: %u phases", ip, s->phase - ph);
+        CHECK(s->xc_twos - twos == (mode == B_UNBOUND), "reduce_scatter near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
         t_reduce_scatter(COHORT_INT32, COHORT_MAX, 300001, ip);
         t_reduce_scatter(COHORT_FLOAT32, COHORT_AVG, 40000, ip);
         mis_unit = 2;
@@ -987,10 +1005,24 @@ static int bound_main(int rank, void *arg)
      * took (single copy: open, middle, close). From 32 MiB out of place
      * the apart rule falls back to two copies after the open phase unless
      * a rank is in place; the user's size rules every size. */
+    CHECK(!apart || mode == B_USER || s->ar_far_to == (2u << 20), "all_reduce far band to %zu B",
+          s->ar_far_to);
+    CHECK(!apart || mode == B_USER ||
+              strstr(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 256u << 10),
+                     mode == B_APART ? "COHORT_SHM_XCORE=far" : "COHORT_SHM_XCORE=near"),
+          "all_reduce path at 256 KiB: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 256u << 10));
     for (int ip = 0; ip < 3; ip++) {
-        int single_at = apart, single_oop32 = apart && (ip || mode == B_USER);
+        /* near (B_UNBOUND): two copies at every size */
+        int single_at = apart && mode != B_UNBOUND,
+            single_oop32 = single_at && (ip || mode == B_USER);
+        /* 256 KiB - 2 MiB: the user's size, or out of place on both ranks
+         * while far (B_APART runs with COHORT_SHM_XCORE=far, B_UNBOUND near) */
+        int single_band = mode == B_USER || (mode == B_APART && ip == 0);
         mis_unit = 4;
-        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (2u << 20) / 4 - 1, ip, mode == B_USER);
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (256u << 10) / 4 - 1, ip, mode == B_USER);
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (256u << 10) / 4, ip, single_band);
+        t_ar_path(COHORT_FLOAT32, COHORT_AVG, (1u << 20) / 4 + 1027, ip, single_band);
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (2u << 20) / 4 - 1, ip, single_band);
         t_ar_path(COHORT_FLOAT32, COHORT_SUM, (2u << 20) / 4, ip, single_at);
         t_ar_path(COHORT_INT32, COHORT_MAX, (2u << 20) / 4 + 100003, ip, single_at);
         t_ar_path(COHORT_FLOAT32, COHORT_AVG, 600000, ip, single_at);
@@ -1026,9 +1058,115 @@ START_TEST(bound)
                   .extra_env = modes[_i] == B_USER
                                    ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
                                      "2000,1000;COHORT_SHM_SINGLE_COPY_BYTES=12288"
-                                   : "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"};
+                               : modes[_i] == B_APART
+                                   ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
+                                     "2000,1000;COHORT_SHM_XCORE=far"
+                                   : "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
+                                     "2000,1000;COHORT_SHM_XCORE=near"};
     cht_result r;
     cht_run_ranks(&o, bound_main, (void *)&modes[_i], &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+static void t_barrier(void)
+{
+    coh_call c = th_call(G, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+    OK(coh_shm_barrier(G->shm, &c));
+}
+
+/* 2 ranks apart, COHORT_SHM_XCORE=auto: an all_reduce in the band asks
+ * for a probe every 10 ms and takes the lead's verdict; both ranks run
+ * each probe, the lead measures a sane round trip, and the path follows
+ * the verdict the lead had when the call began. Then the adversary: a
+ * probe the peer never answers (it sleeps) ends within the limit with no
+ * measurement, on either side, and the next probe both ranks run (tokens
+ * of a new epoch: the stale ones in the lines cannot match) measures
+ * again. */
+static int xcore_main(int rank, void *arg)
+{
+    (void)arg;
+    nranks = 2;
+    me = rank;
+    where = "unbound, COHORT_SHM_XCORE=auto";
+    cohort_status st;
+    G = th_group(rank, 2, 30000, &st);
+    if (!G)
+        return 1;
+    coh_shm *s = G->shm;
+    CHECK(s->cma && s->xc_adapt == 1 && s->ar_far_to == (2u << 20), "adaptive: %s",
+          s->copy_info);
+    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 1u << 20), "measure far apart"),
+          "path: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 1u << 20));
+    mis_unit = 4;
+    /* a probe the peer is slow to reach may fail (a vCPU the host did not
+     * run for a millisecond): the path follows the verdict either way, and
+     * most probes measure */
+    uint64_t epoch = s->xc_epoch, probes = s->xc_probes;
+    for (int i = 0; i < 9; i++) {
+        /* the lead's verdict for this call (XC_FAR_NS; 0: none yet) */
+        int far = s->xc_ns >= 200, near = s->xc_ns && !far;
+        uint64_t twos = s->xc_twos;
+        if (me == 0)
+            t_ar_path(COHORT_FLOAT32, COHORT_SUM, (512u << 10) / 4 + 3, 0, far);
+        else
+            t_all_reduce(COHORT_FLOAT32, COHORT_SUM, (512u << 10) / 4 + 3, 0);
+        CHECK(me || s->xc_twos - twos == (uint64_t)near, "near verdict: %llu",
+              (unsigned long long)(s->xc_twos - twos));
+        CHECK(s->xc_ns < 1000000, "round trip %u ns", s->xc_ns);
+        if (i % 3 == 2)
+            usleep(11000); /* the next call is due a probe */
+    }
+    CHECK(s->xc_epoch - epoch == 3 && s->xc_probes - probes >= 2, "%llu probes run, %llu measured",
+          (unsigned long long)(s->xc_epoch - epoch), (unsigned long long)(s->xc_probes - probes));
+    t_all_reduce(COHORT_FLOAT32, COHORT_SUM, (512u << 10) / 4, 1); /* in place: two copies */
+    /* a rank alone in a probe (the lead first, then rank 1) gives up at the
+     * limit with no measurement; the peer that comes later sees it gave up
+     * and returns at once */
+    for (int who = 0; who < 2; who++) {
+        t_barrier();
+        if (me != who)
+            usleep(5000);
+        uint32_t ns = s->xc_ns;
+        uint64_t t0 = coh_now_ns();
+        int r = shm_xc_probe(s);
+        uint64_t took = coh_now_ns() - t0;
+        CHECK(r == (me == who ? -1 : 0), "probe alone: %d", r);
+        CHECK(me != who || took >= 900000, "a missed probe took %llu ns", (unsigned long long)took);
+        CHECK(me || s->xc_ns == ns, "a failed probe changed the verdict: %u -> %u ns", ns,
+              s->xc_ns);
+    }
+    /* the next probe, both there (new tokens: the old ones cannot match) */
+    for (int tries = 0;; tries++) {
+        t_barrier();
+        int r = shm_xc_probe(s);
+        int32_t ok = r == 1 && (me || s->xc_ns > 0), all = 0; /* agreed: both retry or neither */
+        coh_call c = th_call(G, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_MIN, -1, 1);
+        OK(coh_shm_all_reduce(s, &c, &ok, &all, 1));
+        if (all)
+            break;
+        CHECK(tries < 5, "probe after: %d, %u ns", r, s->xc_ns);
+    }
+    t_all_reduce(COHORT_FLOAT32, COHORT_AVG, (1u << 20) / 4, 0);
+    th_group_free(G);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(xcore)
+{
+    cpu_set_t set;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    if (CPU_COUNT(&set) < 2) {
+        fprintf(stderr, "xcore: one cpu available, 2 ranks are not apart\n");
+        return;
+    }
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 60000,
+                  .extra_env = "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
+                               "2000,1000;COHORT_SHM_XCORE=auto"};
+    cht_result r;
+    cht_run_ranks(&o, xcore_main, NULL, &r);
     cht_assert_all_ok(&r);
 }
 END_TEST
@@ -1134,6 +1272,7 @@ static Suite *make_suite(void)
     suite_add_tcase(s, tu);
     TCase *tb = tcase_create("bound");
     tcase_add_loop_test(tb, bound, 0, 4);
+    tcase_add_test(tb, xcore);
     tcase_set_timeout(tb, 90);
     suite_add_tcase(s, tb);
     TCase *tw = tcase_create("crowd");

@@ -568,7 +568,10 @@ typedef struct sc_desc {
 enum {
     SC_STAGED = 1, /* the owner needs the ready phase */
     SC_INPLACE = 2 /* the owner's send is its recv (all_reduce) */
+    /* 4, 8, 16: the lead's SHM_XC_FAR, SHM_XC_PROBE, SHM_XC_NEAR (shm_cma.h) */
 };
+_Static_assert(!((SC_STAGED | SC_INPLACE) & (SHM_XC_FAR | SHM_XC_PROBE | SHM_XC_NEAR)),
+               "flags apart");
 
 static cohort_status sc_open(shm_op *o, const sc_desc *d, uint32_t *pp, int *flags)
 {
@@ -599,6 +602,8 @@ static cohort_status sc_open(shm_op *o, const sc_desc *d, uint32_t *pp, int *fla
                                   (unsigned long long)d->bytes);
         *flags |= (int)pd.flags;
     }
+    if (*flags & SHM_XC_PROBE)
+        shm_xc_probe(s);
     *pp = p;
     return COHORT_OK;
 }
@@ -608,6 +613,19 @@ static sc_desc sc_peer(const shm_op *o, int q, uint32_t p)
     sc_desc d;
     memcpy(&d, DATA(shm_buf(o->s, q, p)), sizeof d);
     return d;
+}
+
+/* 2 ranks apart (xc_adapt): the lead's flags on a descriptor, and whether
+ * the OR'd flags send this call of coll back to two copies because the
+ * cpus measured near (shm_cma.c shm_xc_two_copies) - every rank returns
+ * after the open phase and continues on the two-copy path. */
+static uint64_t sc_xc(coh_shm *s) { return s->xc_adapt ? shm_xc_flags(s) : 0; }
+static int sc_near(const shm_op *o, int flags, size_t bytes)
+{
+    if (!(flags & SHM_XC_NEAR) || !shm_xc_two_copies(o->c->coll, bytes))
+        return 0;
+    o->s->xc_twos++;
+    return 1;
 }
 
 /* The ready and close phases: publish, wait for every rank. */
@@ -789,18 +807,25 @@ static size_t red_cut(size_t count, int n, int j, size_t al, unsigned root_share
 }
 
 static cohort_status red_single(shm_op *o, const unsigned char *send, unsigned char *recv,
-                                size_t count, int root)
+                                size_t count, int root, int *fallback)
 {
     coh_shm *s = o->s;
     const coh_call *c = o->c;
     size_t es = dt_size[c->dtype], bytes = count * es;
     int n = s->n, me = s->me;
     sc_desc d = {.src = (uint64_t)(uintptr_t)send,
-                 .dst = (uint64_t)(uintptr_t)(me == root ? recv : NULL), .bytes = bytes};
+                 .dst = (uint64_t)(uintptr_t)(me == root ? recv : NULL), .bytes = bytes,
+                 .flags = sc_xc(s)};
     uint32_t p;
     int fl;
     cohort_status st = sc_open(o, &d, &p, &fl);
-    if (st != COHORT_OK || (st = sc_scratch(o)) != COHORT_OK)
+    if (st != COHORT_OK)
+        return st;
+    if (sc_near(o, fl, bytes)) {
+        *fallback = 1;
+        return COHORT_OK;
+    }
+    if ((st = sc_scratch(o)) != COHORT_OK)
         return st;
     /* my part: the root's is part 0, the leaves' follow in rank order */
     int j = me == root ? 0 : 1 + (me < root ? me : me - 1);
@@ -827,9 +852,13 @@ static cohort_status red_single(shm_op *o, const unsigned char *send, unsigned c
  * which rank computes it. *fallback: every rank returns 1, having
  * published the open phase only, where the descriptors say the two-copy
  * path wins (ar_single_wins). */
-static int ar_single_wins(const coh_shm *s, size_t bytes, int inplace)
+static int ar_single_wins(const coh_shm *s, size_t bytes, int flags)
 {
-    return inplace || bytes < s->ar_oop_to;
+    if (flags & SHM_XC_NEAR) /* 2 ranks apart, measured near: two copies (shm_xc_flags) */
+        return 0;
+    if (bytes < s->ar_far_to) /* ... and out of place while measured far */
+        return !(flags & SC_INPLACE) && (flags & SHM_XC_FAR);
+    return (flags & SC_INPLACE) || bytes < s->ar_oop_to;
 }
 
 static cohort_status ar_single(shm_op *o, const unsigned char *send, unsigned char *recv,
@@ -840,16 +869,19 @@ static cohort_status ar_single(shm_op *o, const unsigned char *send, unsigned ch
     size_t es = dt_size[c->dtype], bytes = count * es;
     int n = s->n, me = s->me;
     sc_desc d = {.src = (uint64_t)(uintptr_t)send, .dst = (uint64_t)(uintptr_t)recv,
-                 .bytes = bytes, .flags = send == recv ? SC_INPLACE : 0};
+                 .bytes = bytes,
+                 .flags = (send == recv ? SC_INPLACE : 0) | sc_xc(s)};
     uint32_t p;
     int flags;
     cohort_status st = sc_open(o, &d, &p, &flags);
     if (st != COHORT_OK)
         return st;
-    if (!ar_single_wins(s, bytes, (flags & SC_INPLACE) != 0)) {
+    if (!ar_single_wins(s, bytes, flags)) {
+        s->xc_twos += (flags & SHM_XC_NEAR) != 0;
         *fallback = 1;
         return COHORT_OK;
     }
+    s->ar_singles++;
     if ((st = sc_scratch(o)) != COHORT_OK)
         return st;
     size_t al = 4096 / es;
@@ -878,16 +910,24 @@ static cohort_status ar_single(shm_op *o, const unsigned char *send, unsigned ch
  * rank 0 reads it: it reduces into its own block instead (read by nobody
  * else; the kernels allow out to alias a source) and moves the result to
  * the start after the close phase, when no peer reads its buffer. */
-static cohort_status rs_single(shm_op *o, const unsigned char *sb, unsigned char *rb, size_t cpr)
+static cohort_status rs_single(shm_op *o, const unsigned char *sb, unsigned char *rb, size_t cpr,
+                               int *fallback)
 {
     coh_shm *s = o->s;
     size_t es = dt_size[o->c->dtype], blk = cpr * es, lo = (size_t)s->me * cpr;
     unsigned char *out = rb == sb && lo ? rb + lo * es : rb; /* rb == sb: the caller's recv */
-    sc_desc d = {.src = (uint64_t)(uintptr_t)sb, .dst = (uint64_t)(uintptr_t)rb, .bytes = blk};
+    sc_desc d = {.src = (uint64_t)(uintptr_t)sb, .dst = (uint64_t)(uintptr_t)rb, .bytes = blk,
+                 .flags = sc_xc(s)};
     uint32_t p;
     int flags;
     cohort_status st = sc_open(o, &d, &p, &flags);
-    if (st != COHORT_OK || (st = sc_scratch(o)) != COHORT_OK ||
+    if (st != COHORT_OK)
+        return st;
+    if (sc_near(o, flags, blk * (size_t)s->n)) {
+        *fallback = 1;
+        return COHORT_OK;
+    }
+    if ((st = sc_scratch(o)) != COHORT_OK ||
         (st = sc_fold(o, p, sb, lo, lo + cpr, SC_PIECE / es, out, lo, -1)) != COHORT_OK ||
         (st = sc_sync(o)) != COHORT_OK)
         return st;
@@ -942,13 +982,13 @@ static cohort_status a2a_single(shm_op *o, const unsigned char *sb, unsigned cha
     coh_shm *s = o->s;
     int n = s->n, me = s->me;
     sc_desc d = {.src = (uint64_t)(uintptr_t)sb, .bytes = bpp,
-                 .flags = sb == rb ? SC_STAGED : 0};
+                 .flags = (sb == rb ? SC_STAGED : 0) | sc_xc(s)};
     uint32_t p;
     int fl;
     cohort_status st = sc_open(o, &d, &p, &fl);
     if (st != COHORT_OK)
         return st;
-    if (fl & SC_STAGED) {
+    if ((fl & SC_STAGED) || sc_near(o, fl, bpp)) {
         *fallback = 1;
         return COHORT_OK;
     }
@@ -1235,8 +1275,12 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
             copy_fast(recv, send, bytes);
         return COHORT_OK;
     }
-    if (shm_cma_use(s, COH_COLL_REDUCE, bytes))
-        return red_single(&o, send, recv, count, root);
+    if (shm_cma_use(s, COH_COLL_REDUCE, bytes)) {
+        int fallback = 0;
+        st = red_single(&o, send, recv, count, root, &fallback);
+        if (st != COHORT_OK || !fallback)
+            return st;
+    }
     if (ring) { /* the leaves return once their input is published (ring_in) */
         int r = ring_in(&o, send, bytes, root, &st);
         if (r <= 0)
@@ -2402,8 +2446,12 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
             memmove(rb, sb, blk);
         return COHORT_OK;
     }
-    if (shm_cma_use(s, COH_COLL_REDUCE_SCATTER, total))
-        return rs_single(&o, sb, rb, cpr);
+    if (shm_cma_use(s, COH_COLL_REDUCE_SCATTER, total)) {
+        int fallback = 0;
+        st = rs_single(&o, sb, rb, cpr, &fallback);
+        if (st != COHORT_OK || !fallback)
+            return st;
+    }
     size_t Pe = block_piece(s, es) / es, off = 0;
     uint32_t step = 0;
     do {

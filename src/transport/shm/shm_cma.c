@@ -13,6 +13,7 @@
 #include <sodium.h>
 
 #include "transport/shm/shm_cma.h"
+#include "util/futex.h"
 #include "util/util.h"
 
 #define CMA_DEFAULT_MIN ((size_t)64 << 10)
@@ -77,6 +78,29 @@ static size_t apart_from(int coll)
  * read them), out of place 256 KiB-1 MiB x0.75-0.80, 128 KiB x1.4. */
 #define AR_OOP_TO ((size_t)32 << 20)
 
+/* all_reduce apart, out of place, from this size up to the apart rule's
+ * own size (2 MiB): single copy while the cpus are far apart, two copies
+ * while near (shm_xc_flags). 2 ranks apart, p50, single / two copies: AMD
+ * host in its slow state (the cores' round trip 330-400 ns), 6 launches
+ * each (2026-12-05, bench/compare/results/2026-12-05-s29-xcore): 64 KiB
+ * x0.86, 256 KiB x0.75, 1 MiB x0.72; the same host near (49 ns): 64 KiB
+ * x3.1, 256 KiB x2.7, 1 MiB x2.5; an Intel host (session 17, far): 128 KiB
+ * x1.4, 256 KiB-1 MiB x0.75-0.80 - so from 256 KiB. */
+#define XC_AR_FROM ((size_t)256 << 10)
+/* A round trip of one line between the two cores at or above this is far:
+ * between the near states (49-140 ns, one core complex) and the far ones
+ * (330-620 ns) this host moves between (bench/compare/c2c.c). */
+#define XC_FAR_NS 200u
+/* The lead probes at most this often, and only in calls that ask (the
+ * adaptive sizes): 16 round trips, ~6 us far, ~1 us near. */
+#define XC_EVERY_NS ((uint64_t)10 * 1000 * 1000)
+#define XC_ROUNDS 8   /* round trips per batch; the estimate is the best batch's mean */
+#define XC_BATCHES 2
+/* A probe ends after this long whatever happened (a peer stopped or
+ * descheduled): no measurement, and the call goes on to its own phases,
+ * whose waits detect a lost peer. */
+#define XC_LIMIT_NS ((uint64_t)1000 * 1000)
+
 enum { M_OFF, M_AUTO, M_ON, M_PROBE_FAIL };
 static int mode(void)
 {
@@ -91,6 +115,21 @@ static int mode(void)
         return M_PROBE_FAIL;
     coh_warn("COHORT_SHM_SINGLE_COPY=%s: expected auto, on, off or probe-fail; using auto", v);
     return M_AUTO;
+}
+
+/* COHORT_SHM_XCORE: how 2 ranks apart learn how far their cpus are -
+ * 1 auto (probed during calls), 2 near, 3 far (fixed: tests, A/B) */
+static int xc_mode(void)
+{
+    const char *v = coh_env_str("COHORT_SHM_XCORE");
+    if (!v || !*v || !strcmp(v, "auto"))
+        return 1;
+    if (!strcmp(v, "near"))
+        return 2;
+    if (!strcmp(v, "far"))
+        return 3;
+    coh_warn("COHORT_SHM_XCORE=%s: expected auto, near or far; using auto", v);
+    return 1;
 }
 
 /* COHORT_SHM_MEM: 0 off, 1 on (default), 2 map-fail (tests: pidfd_getfd
@@ -489,6 +528,13 @@ cohort_status shm_cma_agree(shm_op *o)
         s->cma_to[k] = apart && !lead_set ? SIZE_MAX : s->cma_end;
     }
     s->ar_oop_to = apart && !lead_set ? AR_OOP_TO : SIZE_MAX;
+    /* the adaptive band below the apart rule's all_reduce size */
+    s->xc_adapt = apart && !lead_set ? xc_mode() : 0;
+    s->ar_far_to = 0;
+    if (s->xc_adapt) {
+        s->ar_far_to = s->cma_from[COH_COLL_ALL_REDUCE];
+        s->cma_from[COH_COLL_ALL_REDUCE] = XC_AR_FROM;
+    }
     char speed[192] = "";
     if (all_can && measured)
         snprintf(speed, sizeof speed,
@@ -509,7 +555,8 @@ cohort_status shm_cma_agree(shm_op *o)
         snprintf(s->copy_info, sizeof s->copy_info,
                  "broadcast >= %zu B, all_gather >= %zu B per rank, gather and scatter >= %zu B "
                  "per rank, all_to_all >= %zu B per pair, reduce >= %zu B, all_reduce >= %zu B "
-                 "(< %zu B unless in place), reduce_scatter >= %zu B, send/recv >= %zu B: single "
+                 "(< %zu B unless in place; out of place from %zu B while the cpus %s), "
+                 "reduce_scatter >= %zu B, send/recv >= %zu B: single "
                  "copy "
                  "(process_vm_readv/writev; "
                  "auto: the kernel's copy loses to memcpy at attach's measurement but the 2 ranks "
@@ -518,6 +565,10 @@ cohort_status shm_cma_agree(shm_op *o)
                  apart_from(COH_COLL_BROADCAST), apart_from(COH_COLL_ALL_GATHER),
                  apart_from(COH_COLL_GATHER), apart_from(COH_COLL_ALL_TO_ALL),
                  apart_from(COH_COLL_REDUCE), apart_from(COH_COLL_ALL_REDUCE), AR_OOP_TO,
+                 XC_AR_FROM,
+                 s->xc_adapt == 1   ? "measure far apart (probed during calls)"
+                 : s->xc_adapt == 3 ? "are far apart (COHORT_SHM_XCORE=far)"
+                                    : "are far apart: never (COHORT_SHM_XCORE=near)",
                  apart_from(COH_COLL_REDUCE_SCATTER), apart_from(COH_COLL_SEND), bound_apart ? where : "have a cpu each (unbound)", speed);
     else if (apart)
         snprintf(s->copy_info, sizeof s->copy_info,
@@ -579,11 +630,27 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
         return bytes <= s->p2p_bytes ? "two copies (send/recv channel, eager)"
                                      : "two copies (send/recv channel, pipelined)";
     }
-    if (coll == COH_COLL_ALL_REDUCE && shm_cma_use(s, coll, bytes) && bytes >= s->ar_oop_to)
-        return "single copy (cma) if any rank is in place, else two copies (segment)";
-    if (shm_cma_use(s, coll, bytes))
-        return "single copy (cma)";
-    return "two copies (segment)";
+    if (!shm_cma_use(s, coll, bytes))
+        return "two copies (segment)";
+    int ar = coll == COH_COLL_ALL_REDUCE, near = ar || shm_xc_two_copies(coll, bytes);
+    if (near && s->xc_adapt == 2)
+        return "two copies (segment; COHORT_SHM_XCORE=near)";
+    if (ar && bytes < s->ar_far_to)
+        return s->xc_adapt == 1
+                   ? "single copy (cma) out of place while the cpus measure far apart (probed "
+                     "during calls), else two copies (segment)"
+                   : "single copy (cma) out of place (COHORT_SHM_XCORE=far), else two copies "
+                     "(segment)";
+    if (ar && bytes >= s->ar_oop_to)
+        return s->xc_adapt == 1 ? "single copy (cma) if any rank is in place and the cpus do "
+                                  "not measure near (probed during calls), else two copies "
+                                  "(segment)"
+                                : "single copy (cma) if any rank is in place, else two copies "
+                                  "(segment)";
+    if (near && s->xc_adapt == 1)
+        return "single copy (cma) unless the cpus measure near (probed during calls): two "
+               "copies (segment)";
+    return "single copy (cma)";
 }
 
 /* The peer is gone (or never was the process we probed). */
@@ -666,4 +733,104 @@ cohort_status shm_cma_read(shm_op *o, int q, void *dst, uint64_t addr, size_t le
 cohort_status shm_cma_write(shm_op *o, int q, uint64_t addr, const void *src, size_t len)
 {
     return cma_xfer(o, q, (void *)(uintptr_t)src, addr, len, 1);
+}
+
+/* ---- how far apart the 2 ranks' cpus are, measured during calls ----
+ *
+ * On a VM the host moves the two vCPUs between one core complex and two
+ * from one second to the next, and the line round trip moves with it
+ * (49-140 ns near, 330-620 far on the development host); which copy path
+ * wins moves with it too, for all_reduce by x2.5-3 (XC_AR_FROM). So a call
+ * in the band asks: the lead (local rank 0) puts its verdict in its
+ * single-copy descriptor (SC_FAR: from its last probe) and, every
+ * XC_EVERY_NS, asks for a probe (SC_PROBE); the flags are OR'd across the
+ * descriptors, so both ranks see the same verdict and run the probe in the
+ * same call - a probe and a verdict are agreed like any descriptor. */
+
+/* Token i of the probe with this base: 0 the echoing rank is there, 1-16
+ * the round trips, XC_GONE the writer gave up (the other stops at once). */
+#define XC_GONE 0xffu
+
+/* Spins until *w holds tok: 1; the other side gave up: 0; the limit: -1. */
+static int xc_await(_Atomic uint64_t *w, uint64_t tok, uint64_t end)
+{
+    uint64_t gone = (tok & ~(uint64_t)XC_GONE) | XC_GONE;
+    for (unsigned i = 1;; i++) {
+        uint64_t v = atomic_load_explicit(w, memory_order_acquire);
+        if (v == tok)
+            return 1;
+        if (v == gone)
+            return 0;
+        coh_cpu_relax();
+        if (!(i & 63) && coh_now_ns() >= end)
+            return -1;
+    }
+}
+
+unsigned shm_xc_flags(coh_shm *s)
+{
+    if (s->me != 0)
+        return 0;
+    if (s->xc_adapt != 1)
+        return s->xc_adapt == 3 ? SHM_XC_FAR : SHM_XC_NEAR;
+    unsigned f = !s->xc_ns ? 0 : s->xc_ns >= XC_FAR_NS ? SHM_XC_FAR : SHM_XC_NEAR;
+    uint64_t now = coh_now_ns();
+    if (now >= s->xc_next) {
+        s->xc_next = now + XC_EVERY_NS;
+        f |= SHM_XC_PROBE;
+    }
+    return f;
+}
+
+/* Near, 2 ranks apart, the AMD host at a 90-100 ns round trip (one launch
+ * wholly near, `near.txt` in bench/compare/results/2026-12-05-s29-xcore),
+ * p50 two copies / single copy: reduce_scatter 256 KiB-4 MiB in all
+ * x0.49-0.80 (in place x0.38-0.53); all_to_all 128-512 KiB a pair
+ * x0.54-0.59, 2 MiB a pair x1.23 (single copy wins); reduce 256 KiB-4 MiB
+ * x0.62-0.83; all_reduce x0.35-0.96 (ar_single_wins). Near 64 KiB, and
+ * all_gather, gather, scatter: within x0.84-1.1, kept on single copy;
+ * broadcast 1-4 MiB x0.52-0.55 but its single copy has no fallback yet. */
+int shm_xc_two_copies(int coll, size_t bytes)
+{
+    switch (coll) {
+    case COH_COLL_REDUCE_SCATTER:
+        return 1; /* from RS_FROM, where its single copy starts */
+    case COH_COLL_ALL_TO_ALL:
+        return bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20);
+    case COH_COLL_REDUCE:
+        return bytes >= ((size_t)256 << 10);
+    default:
+        return 0;
+    }
+}
+
+int shm_xc_probe(coh_shm *s)
+{
+    shm_seg_hdr *h = s->hdr;
+    uint64_t base = ++s->xc_epoch << 8, end = coh_now_ns() + XC_LIMIT_NS;
+    _Atomic uint64_t *mine = s->me ? &h->xc_pong : &h->xc_ping;
+    int r = 1;
+    if (s->me != 0) { /* here; then echo every token */
+        atomic_store_explicit(mine, base, memory_order_release);
+        for (unsigned i = 1; r == 1 && i <= XC_ROUNDS * XC_BATCHES; i++)
+            if ((r = xc_await(&h->xc_ping, base | i, end)) == 1)
+                atomic_store_explicit(mine, base | i, memory_order_release);
+    } else { /* the peer's wake-up is not the round trip: start when it is here */
+        uint64_t best = UINT64_MAX;
+        r = xc_await(&h->xc_pong, base, end);
+        for (unsigned b = 0, i = 1; r == 1 && b < XC_BATCHES; b++) {
+            uint64_t t = coh_now_ns();
+            for (unsigned k = 0; r == 1 && k < XC_ROUNDS; k++, i++) {
+                atomic_store_explicit(mine, base | i, memory_order_release);
+                r = xc_await(&h->xc_pong, base | i, end);
+            }
+            best = COH_MIN(best, (coh_now_ns() - t) / XC_ROUNDS);
+        }
+        if (r == 1) /* a failed probe leaves the last verdict */
+            s->xc_ns = (uint32_t)COH_MAX(COH_MIN(best, UINT32_MAX), 1);
+    }
+    if (r == -1) /* the peer stops waiting for this probe at once */
+        atomic_store_explicit(mine, base | XC_GONE, memory_order_release);
+    s->xc_probes += r == 1;
+    return r;
 }

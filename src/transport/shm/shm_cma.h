@@ -58,6 +58,25 @@ cohort_status shm_cma_read(shm_op *o, int q, void *dst, uint64_t addr, size_t le
  * first that q is alive (its pidfd), so a recycled pid is not written to. */
 cohort_status shm_cma_write(shm_op *o, int q, uint64_t addr, const void *src, size_t len);
 
+/* The cross-core probe of 2 ranks apart (shm_cma.c). shm_xc_flags: the
+ * flags the lead adds to a single-copy descriptor of a call whose path
+ * depends on how far apart the cpus are (SHM_XC_FAR or SHM_XC_NEAR: the
+ * verdict of its last probe that measured, neither before the first;
+ * SHM_XC_PROBE: a probe is due); 0 on the other rank and without
+ * xc_adapt. shm_xc_probe: both ranks call it in the call whose OR'd
+ * descriptor flags hold SHM_XC_PROBE; bounded (XC_LIMIT_NS), never fails
+ * the call: the lead's xc_ns is the new round trip, unchanged when the
+ * probe failed. Returns 1 measured (lead) or echoed; 0 the peer gave up first;
+ * -1 the peer did not come in time (this rank gave up: the peer, if it
+ * comes, returns 0 at once). */
+enum { SHM_XC_FAR = 4u, SHM_XC_PROBE = 8u, SHM_XC_NEAR = 16u };
+unsigned shm_xc_flags(coh_shm *s);
+int shm_xc_probe(coh_shm *s);
+/* Whether a call of coll moving bytes (as shm_cma_use counts them) takes
+ * two copies when the cpus measured near; all_reduce has its own rule
+ * (shm_coll.c ar_single_wins). */
+int shm_xc_two_copies(int coll, size_t bytes);
+
 /* Whether a call of `coll` moving `bytes` per rank block takes the single
  * copy: the same answer on every local rank once the contract check passed
  * (cma, cma_ops, cma_from and cma_to are agreed at attach). */

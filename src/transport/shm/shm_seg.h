@@ -135,7 +135,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 22u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 23u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -153,7 +153,9 @@
                         * and send/recv's cpu hint; 20: the ring's footprint
                         * split (shm_ring_class); 21: compact records;
                         * 22: their count word holds the root, and
-                        * scatter, gather and reduce write them too */
+                        * scatter, gather and reduce write them too;
+                        * 23: the cross-core probe's lines (xc_ping,
+                        * xc_pong) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -233,6 +235,11 @@ typedef struct shm_seg_hdr {
      * a local rank that makes that call late gets its cause, not ABORTED */
     uint64_t abort_seq;
     char abort_reason[COH_ERRLEN];
+    /* the cross-core probe of 2 ranks apart (shm_cma.c shm_xc_probe): the
+     * lead (local rank 0) writes a token to xc_ping, the other rank echoes
+     * it to xc_pong; a line each, so a round trip is two line transfers */
+    _Alignas(64) _Atomic uint64_t xc_ping;
+    _Alignas(64) _Atomic uint64_t xc_pong;
 } shm_seg_hdr;
 _Static_assert(sizeof(shm_seg_hdr) <= SHM_SEG_HDR_BYTES, "segment header fits its page");
 
@@ -538,6 +545,17 @@ struct coh_shm {
     size_t cma_from[COH_COLL_KIND_COUNT];
     size_t cma_to[COH_COLL_KIND_COUNT];
     size_t ar_oop_to; /* all_reduce with no rank in place: two copies from here */
+    /* 2 ranks apart under auto (xc_adapt): out-of-place all_reduce calls
+     * below ar_far_to take single copy only while the lead's last
+     * cross-core probe found the cpus far apart (shm_cma.c shm_xc_flags) */
+    size_t ar_far_to;
+    int xc_adapt;     /* probe during calls (1), verdict fixed: near (2), far (3); 0 off */
+    uint32_t xc_ns;   /* lead: the last probe's round trip (ns; 0 none or failed) */
+    uint64_t xc_next; /* lead: when the next probe is due (CLOCK_MONOTONIC ns) */
+    uint64_t xc_epoch;  /* probes begun, the same count on both ranks: token base */
+    uint64_t xc_probes; /* probes this rank finished (tests) */
+    uint64_t ar_singles; /* all_reduce calls that took the single copy (tests) */
+    uint64_t xc_twos;    /* calls a near verdict sent to two copies (tests) */
     size_t cma_end;             /* ... and fewer than this many (SIZE_MAX: no bound);
                                  * auto's per-size rule, agreed at attach */
     uint64_t probe_word;        /* read by peers' probes (its address is published) */
