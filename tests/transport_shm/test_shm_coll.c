@@ -987,8 +987,9 @@ static int bound_main(int rank, void *arg)
         uint32_t ph = s->phase;
         uint64_t twos = s->xc_twos;
         t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (256u << 10) / 8, ip);
-        /* near (B_UNBOUND): two copies after the open phase (xc_twos) */
-        CHECK(!apart || mode == B_UNBOUND || s->phase - ph == 2,
+        /* near (B_UNBOUND): two copies after the open phase (xc_twos); in
+         * place too, unless the user's size rules */
+        CHECK(!apart || mode == B_UNBOUND || (ip && mode != B_USER) || s->phase - ph == 2,
               "reduce_scatter of 256 KiB in place %d: %u phases", ip, s->phase - ph);
         CHECK(s->xc_twos - twos == (mode == B_UNBOUND), "reduce_scatter near: %llu",
               (unsigned long long)(s->xc_twos - twos));
@@ -1100,8 +1101,8 @@ static int xcore_main(int rank, void *arg)
           "path: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 1u << 20));
     mis_unit = 4;
     /* a probe the peer is slow to reach may fail (a vCPU the host did not
-     * run for a millisecond): the path follows the verdict either way, and
-     * most probes measure */
+     * run for a millisecond): the path follows the verdict either way; the
+     * joint probes at the end retry until one measures */
     uint64_t epoch = s->xc_epoch, probes = s->xc_probes;
     for (int i = 0; i < 9; i++) {
         /* the lead's verdict for this call (XC_FAR_NS; 0: none yet) */
@@ -1117,8 +1118,15 @@ static int xcore_main(int rank, void *arg)
         if (i % 3 == 2)
             usleep(11000); /* the next call is due a probe */
     }
-    CHECK(s->xc_epoch - epoch == 3 && s->xc_probes - probes >= 2, "%llu probes run, %llu measured",
-          (unsigned long long)(s->xc_epoch - epoch), (unsigned long long)(s->xc_probes - probes));
+    /* every probe ran on both ranks (agreed), one at least every 10 ms;
+     * whether it measured depends on the host running both vCPUs (below) */
+    int64_t ep = (int64_t)(s->xc_epoch - epoch), lo = 0, hi = 0;
+    coh_call c1 = th_call(G, COH_COLL_ALL_REDUCE, COHORT_INT64, COHORT_MIN, -1, 1);
+    OK(coh_shm_all_reduce(s, &c1, &ep, &lo, 1));
+    coh_call c2 = th_call(G, COH_COLL_ALL_REDUCE, COHORT_INT64, COHORT_MAX, -1, 1);
+    OK(coh_shm_all_reduce(s, &c2, &ep, &hi, 1));
+    CHECK(lo == hi && ep >= 3, "probes run: %lld here, %lld-%lld (%llu measured)", (long long)ep,
+          (long long)lo, (long long)hi, (unsigned long long)(s->xc_probes - probes));
     t_all_reduce(COHORT_FLOAT32, COHORT_SUM, (512u << 10) / 4, 1); /* in place: two copies */
     /* a rank alone in a probe (the lead first, then rank 1) gives up at the
      * limit with no measurement; the peer that comes later sees it gave up
@@ -1126,7 +1134,7 @@ static int xcore_main(int rank, void *arg)
     for (int who = 0; who < 2; who++) {
         t_barrier();
         if (me != who)
-            usleep(5000);
+            usleep(20000);
         uint32_t ns = s->xc_ns;
         uint64_t t0 = coh_now_ns();
         int r = shm_xc_probe(s);
@@ -1145,7 +1153,7 @@ static int xcore_main(int rank, void *arg)
         OK(coh_shm_all_reduce(s, &c, &ok, &all, 1));
         if (all)
             break;
-        CHECK(tries < 5, "probe after: %d, %u ns", r, s->xc_ns);
+        CHECK(tries < 100, "probe after: %d, %u ns", r, s->xc_ns); /* a loaded host: retry */
     }
     t_all_reduce(COHORT_FLOAT32, COHORT_AVG, (1u << 20) / 4, 0);
     th_group_free(G);

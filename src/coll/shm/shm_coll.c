@@ -901,7 +901,9 @@ static cohort_status ar_single(shm_op *o, const unsigned char *send, unsigned ch
     return sc_sync(o);
 }
 
-/* reduce_scatter: each rank reduces its own block into its recv, reading
+/* reduce_scatter (*fallback as ar_single's: the verdict or a rank in
+ * place sends the call to two copies after the open phase): each rank
+ * reduces its own block into its recv, reading
  * the peers' parts of that block straight from their send buffers
  * (sc_fold) - all_reduce's first half (ar_single). Per byte one kernel
  * copy per peer and one reduction, against a copy into the segment and
@@ -917,13 +919,16 @@ static cohort_status rs_single(shm_op *o, const unsigned char *sb, unsigned char
     size_t es = dt_size[o->c->dtype], blk = cpr * es, lo = (size_t)s->me * cpr;
     unsigned char *out = rb == sb && lo ? rb + lo * es : rb; /* rb == sb: the caller's recv */
     sc_desc d = {.src = (uint64_t)(uintptr_t)sb, .dst = (uint64_t)(uintptr_t)rb, .bytes = blk,
-                 .flags = sc_xc(s)};
+                 .flags = (rb == sb || rb == sb + lo * es ? SC_INPLACE : 0) | sc_xc(s)};
     uint32_t p;
     int flags;
     cohort_status st = sc_open(o, &d, &p, &flags);
     if (st != COHORT_OK)
         return st;
-    if (sc_near(o, flags, blk * (size_t)s->n)) {
+    /* 2 ranks apart, any rank in place: two copies, in either state (the
+     * peer's block was just rewritten, its lines modified in the other
+     * core: x0.78-0.79 far, x0.38-0.53 near, shm_cma.c RS_FROM) */
+    if (sc_near(o, flags, blk * (size_t)s->n) || (s->xc_adapt && (flags & SC_INPLACE))) {
         *fallback = 1;
         return COHORT_OK;
     }

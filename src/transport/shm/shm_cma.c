@@ -45,7 +45,10 @@
  * MiB x0.43-0.66; in place (recv == send: the peer's block was just
  * rewritten, its lines modified in the other core) 64 KiB x1.2-1.4, 128
  * KiB x0.95-1.4, 256 KiB x0.92-1.08, 512 KiB-2 MiB x0.87-0.99, 4-16 MiB
- * x0.78-0.95 (docs/shm.md "Reduce_scatter by single copy"). */
+ * x0.78-0.95 (docs/shm.md "Reduce_scatter by single copy"). Session 29,
+ * after session 28 dropped the in-place copy aside, 6 launches each, p50
+ * single / two copies in place: far 256 KiB-4 MiB x1.23-1.29, near
+ * x1.9-2.6 - so in place takes two copies (shm_coll.c rs_single). */
 #define RS_FROM ((size_t)256 << 10)
 static size_t apart_from(int coll)
 {
