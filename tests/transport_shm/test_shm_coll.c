@@ -936,6 +936,10 @@ static int bound_main(int rank, void *arg)
         t_broadcast(COHORT_UINT8, 16383, root);
         t_broadcast(COHORT_UINT8, 16384, root);
         t_broadcast(COHORT_UINT8, 3 * 65536 + 5, root);
+        uint64_t twos = s->xc_twos;
+        t_broadcast(COHORT_UINT8, (1u << 20) + 4099, root); /* near: two copies from 1 MiB */
+        CHECK(s->xc_twos - twos == (mode == B_UNBOUND), "broadcast near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
         for (int ip = 0; ip < 2; ip++) {
             mis_unit = 4; /* reductions need element alignment */
             t_reduce(COHORT_FLOAT32, COHORT_SUM, 16384 / 4 - 1, ip, root);

@@ -1370,7 +1370,7 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
  * read or written by a peer (for an async call: not before the caller's
  * wait). A rank that fails (a peer died, a bad address) fails the group
  * instead of publishing, which ends the others' waits with that error. */
-static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
+static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root, int *fallback)
 {
     coh_shm *s = o->s;
     cohort_status st;
@@ -1380,7 +1380,7 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
     uint32_t p = s->phase + 1;
     unsigned char *mb = shm_buf(s, me, p);
     put_hdr(o, mb, 0, sizeof(shm_cma_desc));
-    shm_cma_desc d = {.addr = (uint64_t)(uintptr_t)buf, .bytes = bytes};
+    shm_cma_desc d = {.addr = (uint64_t)(uintptr_t)buf, .bytes = bytes, .flags = sc_xc(s)};
     memcpy(DATA(mb), &d, sizeof d);
     int offered = !am_root && mem_offer(o, buf, bytes, mb, p);
     shm_publish(s);
@@ -1390,6 +1390,19 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root)
         return bcast_mem_read(o, buf, bytes, root, p, offered);
     if ((st = check_all(o, p, 0, sizeof(shm_cma_desc), -1, 0)) != COHORT_OK)
         return st;
+    int fl = 0; /* the lead's verdict and probe, as sc_open's */
+    for (int q = 0; q < s->n; q++) {
+        memcpy(&d, DATA(shm_buf(s, q, p)), sizeof d);
+        fl |= (int)d.flags;
+    }
+    if (fl & SHM_XC_PROBE)
+        shm_xc_probe(s);
+    if (sc_near(o, fl, bytes)) { /* two copies after this phase, as sc_open's callers */
+        if (offered)
+            mem_mark(s, 0); /* the root did not take it */
+        *fallback = 1;
+        return COHORT_OK;
+    }
     /* The root's share: the last bytes / n, page-aligned in the message. */
     size_t tail = bytes / (size_t)s->n & ~(size_t)4095;
     size_t head = bytes - tail;
@@ -2148,8 +2161,12 @@ static COH_INLINE cohort_status bcast_any(coh_shm *s, const coh_call *c, void *b
     if (am_root && s->mem_ok && bytes && s->phase + 1 != 0 && coh_mem_find(s->g, buf, bytes, &md) &&
         coh_mem_recent(s, &md, 1))
         return bcast_mem_root(&o, buf, &md, bytes);
-    if (shm_cma_use(s, COH_COLL_BROADCAST, bytes))
-        return bcast_single(&o, buf, bytes, root);
+    if (shm_cma_use(s, COH_COLL_BROADCAST, bytes)) {
+        int fallback = 0;
+        st = bcast_single(&o, buf, bytes, root, &fallback);
+        if (st != COHORT_OK || !fallback)
+            return st;
+    }
     size_t S = bcast_piece(s->S, bytes);
     unsigned char *b = buf;
     o.nt = !am_root && bytes >= s->nt_bytes;

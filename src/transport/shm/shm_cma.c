@@ -790,9 +790,9 @@ unsigned shm_xc_flags(coh_shm *s)
  * p50 two copies / single copy: reduce_scatter 256 KiB-4 MiB in all
  * x0.49-0.80 (in place x0.38-0.53); all_to_all 128-512 KiB a pair
  * x0.54-0.59, 2 MiB a pair x1.23 (single copy wins); reduce 256 KiB-4 MiB
- * x0.62-0.83; all_reduce x0.35-0.96 (ar_single_wins). Near 64 KiB, and
- * all_gather, gather, scatter: within x0.84-1.1, kept on single copy;
- * broadcast 1-4 MiB x0.52-0.55 but its single copy has no fallback yet. */
+ * x0.62-0.83; all_reduce x0.35-0.96 (ar_single_wins); broadcast 1-4 MiB
+ * x0.52-0.55 (256 KiB x1.18: single copy wins). Near 64 KiB, and
+ * all_gather, gather, scatter: within x0.84-1.1, kept on single copy. */
 int shm_xc_two_copies(int coll, size_t bytes)
 {
     switch (coll) {
@@ -802,6 +802,8 @@ int shm_xc_two_copies(int coll, size_t bytes)
         return bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20);
     case COH_COLL_REDUCE:
         return bytes >= ((size_t)256 << 10);
+    case COH_COLL_BROADCAST:
+        return bytes >= ((size_t)1 << 20);
     default:
         return 0;
     }

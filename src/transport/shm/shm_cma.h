@@ -112,6 +112,7 @@ static inline size_t shm_ring_pieces(const coh_shm *s, size_t bytes)
 typedef struct shm_cma_desc {
     uint64_t addr;
     uint64_t bytes;
+    uint64_t flags; /* the lead's SHM_XC_* */
 } shm_cma_desc;
 
 #endif
