@@ -104,35 +104,37 @@ static size_t apart_from(int coll)
  * whose waits detect a lost peer. */
 #define XC_LIMIT_NS ((uint64_t)1000 * 1000)
 
+/* A choice variable's value as the index of its name in opts (n names,
+ * "|"-joined in the warning); unset or empty: dflt; anything else: a
+ * warning and dflt. */
+static int env_pick(const char *name, const char *const *opts, int n, int dflt)
+{
+    const char *v = coh_env_str(name);
+    if (!v || !*v)
+        return dflt;
+    for (int k = 0; k < n; k++)
+        if (!strcmp(v, opts[k]))
+            return k;
+    char list[96] = "";
+    for (int k = 0; k < n; k++)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? "|" : "", opts[k]);
+    coh_warn("%s=%s: expected %s; using %s", name, v, list, opts[dflt]);
+    return dflt;
+}
+
 enum { M_OFF, M_AUTO, M_ON, M_PROBE_FAIL };
 static int mode(void)
 {
-    const char *v = coh_env_str("COHORT_SHM_SINGLE_COPY");
-    if (!v || !*v || !strcmp(v, "auto"))
-        return M_AUTO;
-    if (!strcmp(v, "on"))
-        return M_ON;
-    if (!strcmp(v, "off"))
-        return M_OFF;
-    if (!strcmp(v, "probe-fail"))
-        return M_PROBE_FAIL;
-    coh_warn("COHORT_SHM_SINGLE_COPY=%s: expected auto, on, off or probe-fail; using auto", v);
-    return M_AUTO;
+    static const char *const o[] = {"off", "auto", "on", "probe-fail"};
+    return env_pick("COHORT_SHM_SINGLE_COPY", o, 4, M_AUTO);
 }
 
 /* COHORT_SHM_XCORE: how 2 ranks apart learn how far their cpus are -
  * 1 auto (probed during calls), 2 near, 3 far (fixed: tests, A/B) */
 static int xc_mode(void)
 {
-    const char *v = coh_env_str("COHORT_SHM_XCORE");
-    if (!v || !*v || !strcmp(v, "auto"))
-        return 1;
-    if (!strcmp(v, "near"))
-        return 2;
-    if (!strcmp(v, "far"))
-        return 3;
-    coh_warn("COHORT_SHM_XCORE=%s: expected auto, near or far; using auto", v);
-    return 1;
+    static const char *const o[] = {"auto", "near", "far"};
+    return 1 + env_pick("COHORT_SHM_XCORE", o, 3, 0);
 }
 
 /* COHORT_SHM_MEM: 0 off, 1 on (default), 2 map-fail (tests: pidfd_getfd
@@ -140,17 +142,8 @@ static int xc_mode(void)
  * offer its own region: A/B of the split) */
 static int mem_mode(void)
 {
-    const char *v = coh_env_str("COHORT_SHM_MEM");
-    if (!v || !*v || !strcmp(v, "on"))
-        return 1;
-    if (!strcmp(v, "off"))
-        return 0;
-    if (!strcmp(v, "map-fail"))
-        return 2;
-    if (!strcmp(v, "nosplit"))
-        return 3;
-    coh_warn("COHORT_SHM_MEM=%s: expected on, off, nosplit or map-fail; using on", v);
-    return 1;
+    static const char *const o[] = {"off", "on", "map-fail", "nosplit"};
+    return env_pick("COHORT_SHM_MEM", o, 4, 1);
 }
 
 void shm_cma_publish(coh_shm *s)
