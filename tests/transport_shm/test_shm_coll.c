@@ -1017,9 +1017,9 @@ static int bound_main(int rank, void *arg)
                      mode == B_APART ? "COHORT_SHM_XCORE=far" : "COHORT_SHM_XCORE=near"),
           "all_reduce path at 256 KiB: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 256u << 10));
     for (int ip = 0; ip < 3; ip++) {
-        /* near (B_UNBOUND): two copies at every size */
+        /* near (B_UNBOUND): two copies up to 4 MiB (XC_NEAR_TO) */
         int single_at = apart && mode != B_UNBOUND,
-            single_oop32 = single_at && (ip || mode == B_USER);
+            single_oop32 = apart && (ip || mode == B_USER);
         /* 256 KiB - 2 MiB: the user's size, or out of place on both ranks
          * while far (B_APART runs with COHORT_SHM_XCORE=far, B_UNBOUND near) */
         int single_band = mode == B_USER || (mode == B_APART && ip == 0);

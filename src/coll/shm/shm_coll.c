@@ -854,8 +854,8 @@ static cohort_status red_single(shm_op *o, const unsigned char *send, unsigned c
  * path wins (ar_single_wins). */
 static int ar_single_wins(const coh_shm *s, size_t bytes, int flags)
 {
-    if (flags & SHM_XC_NEAR) /* 2 ranks apart, measured near: two copies (shm_xc_flags) */
-        return 0;
+    if ((flags & SHM_XC_NEAR) && shm_xc_two_copies(COH_COLL_ALL_REDUCE, bytes))
+        return 0; /* 2 ranks apart, measured near: two copies (shm_xc_flags) */
     if (bytes < s->ar_far_to) /* ... and out of place while measured far */
         return !(flags & SC_INPLACE) && (flags & SHM_XC_FAR);
     return (flags & SC_INPLACE) || bytes < s->ar_oop_to;
@@ -877,7 +877,7 @@ static cohort_status ar_single(shm_op *o, const unsigned char *send, unsigned ch
     if (st != COHORT_OK)
         return st;
     if (!ar_single_wins(s, bytes, flags)) {
-        s->xc_twos += (flags & SHM_XC_NEAR) != 0;
+        s->xc_twos += (flags & SHM_XC_NEAR) && shm_xc_two_copies(COH_COLL_ALL_REDUCE, bytes);
         *fallback = 1;
         return COHORT_OK;
     }

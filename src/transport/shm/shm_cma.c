@@ -103,6 +103,9 @@ static size_t apart_from(int coll)
  * descheduled): no measurement, and the call goes on to its own phases,
  * whose waits detect a lost peer. */
 #define XC_LIMIT_NS ((uint64_t)1000 * 1000)
+/* Near sends calls of at most this many bytes to two copies (what was
+ * measured; shm_xc_two_copies) */
+#define XC_NEAR_TO ((size_t)4 << 20)
 
 /* A choice variable's value as the index of its name in opts (n names,
  * "|"-joined in the warning); unset or empty: dflt; anything else: a
@@ -785,12 +788,16 @@ unsigned shm_xc_flags(coh_shm *s)
  * x0.54-0.59, 2 MiB a pair x1.23 (single copy wins); reduce 256 KiB-4 MiB
  * x0.62-0.83; all_reduce x0.35-0.96 (ar_single_wins); broadcast 1-4 MiB
  * x0.52-0.55 (256 KiB x1.18: single copy wins). Near 64 KiB, and
- * all_gather, gather, scatter: within x0.84-1.1, kept on single copy. */
+ * all_gather, gather, scatter: within x0.84-1.1, kept on single copy.
+ * Measured up to 4 MiB: above it, single copy as far (XC_NEAR_TO). */
 int shm_xc_two_copies(int coll, size_t bytes)
 {
+    if (bytes > XC_NEAR_TO)
+        return 0;
     switch (coll) {
+    case COH_COLL_ALL_REDUCE:
     case COH_COLL_REDUCE_SCATTER:
-        return 1; /* from RS_FROM, where its single copy starts */
+        return 1; /* from where their single copy starts (XC_AR_FROM, RS_FROM) */
     case COH_COLL_ALL_TO_ALL:
         return bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20);
     case COH_COLL_REDUCE:
