@@ -97,6 +97,13 @@ static size_t apart_from(int coll)
 /* The lead probes at most this often, and only in calls that ask (the
  * adaptive sizes): 16 round trips, ~6 us far, ~1 us near. */
 #define XC_EVERY_NS ((uint64_t)10 * 1000 * 1000)
+/* After a failed probe the interval doubles, up to 2^7 x 10 ms (1.3 s): a
+ * peer that keeps missing them (its cpu shared, a loaded host) costs the
+ * lead at most 1 ms in 1.3 s. */
+#define XC_BACKOFF_MAX 7u
+/* Spin this long before each await also yields the cpu: a peer that shares
+ * it (unbound ranks on a loaded host) gets to answer. */
+#define XC_SPIN_NS ((uint64_t)20 * 1000)
 #define XC_ROUNDS 8   /* round trips per batch; the estimate is the best batch's mean */
 #define XC_BATCHES 2
 /* A probe ends after this long whatever happened (a peer stopped or
@@ -753,7 +760,7 @@ cohort_status shm_cma_write(shm_op *o, int q, uint64_t addr, const void *src, si
 /* Spins until *w holds tok: 1; the other side gave up: 0; the limit: -1. */
 static int xc_await(_Atomic uint64_t *w, uint64_t tok, uint64_t end)
 {
-    uint64_t gone = (tok & ~(uint64_t)XC_GONE) | XC_GONE;
+    uint64_t gone = (tok & ~(uint64_t)XC_GONE) | XC_GONE, yield_at = 0;
     for (unsigned i = 1;; i++) {
         uint64_t v = atomic_load_explicit(w, memory_order_acquire);
         if (v == tok)
@@ -761,8 +768,15 @@ static int xc_await(_Atomic uint64_t *w, uint64_t tok, uint64_t end)
         if (v == gone)
             return 0;
         coh_cpu_relax();
-        if (!(i & 63) && coh_now_ns() >= end)
-            return -1;
+        if (!(i & 63)) {
+            uint64_t now = coh_now_ns();
+            if (now >= end)
+                return -1;
+            if (!yield_at)
+                yield_at = now + XC_SPIN_NS;
+            else if (now >= yield_at)
+                sched_yield();
+        }
     }
 }
 
@@ -775,7 +789,7 @@ unsigned shm_xc_flags(coh_shm *s)
     unsigned f = !s->xc_ns ? 0 : s->xc_ns >= XC_FAR_NS ? SHM_XC_FAR : SHM_XC_NEAR;
     uint64_t now = coh_now_ns();
     if (now >= s->xc_next) {
-        s->xc_next = now + XC_EVERY_NS;
+        s->xc_next = now + (XC_EVERY_NS << COH_MIN(s->xc_fails, XC_BACKOFF_MAX));
         f |= SHM_XC_PROBE;
     }
     return f;
@@ -833,6 +847,7 @@ int shm_xc_probe(coh_shm *s)
         }
         if (r == 1) /* a failed probe leaves the last verdict */
             s->xc_ns = (uint32_t)COH_MAX(COH_MIN(best, UINT32_MAX), 1);
+        s->xc_fails = r == 1 ? 0 : s->xc_fails + 1;
     }
     if (r == -1) /* the peer stops waiting for this probe at once */
         atomic_store_explicit(mine, base | XC_GONE, memory_order_release);

@@ -552,6 +552,7 @@ struct coh_shm {
     int xc_adapt;     /* probe during calls (1), verdict fixed: near (2), far (3); 0 off */
     uint32_t xc_ns;   /* lead: the last probe's round trip (ns; 0 none or failed) */
     uint64_t xc_next; /* lead: when the next probe is due (CLOCK_MONOTONIC ns) */
+    uint32_t xc_fails; /* lead: probes failed in a row (each doubles the interval) */
     uint64_t xc_epoch;  /* probes begun, the same count on both ranks: token base */
     uint64_t xc_probes; /* probes this rank finished (tests) */
     uint64_t ar_singles; /* all_reduce calls that took the single copy (tests) */
