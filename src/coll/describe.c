@@ -116,8 +116,9 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
         char heap[256] = "";
         if (coll == COH_COLL_BROADCAST)
             coh_mem_heap_describe(g->shm, bytes, heap, sizeof heap);
-        snprintf(copy, sizeof copy, "%s%s; %s", heap, coh_shm_copy_path(g->shm, coll, bytes),
-                 coh_shm_copy_info(g->shm));
+        const char *xc = coh_shm_xc_verdict(g->shm);
+        snprintf(copy, sizeof copy, "%s%s%s%s; %s", heap, coh_shm_copy_path(g->shm, coll, bytes),
+                 xc ? "; the cpus now: " : "", xc ? xc : "", coh_shm_copy_info(g->shm));
         if (g->net && g->n_hosts > 1) { /* the hosts' legs */
             char tcp[256];
             size_t o = strlen(copy);

@@ -1103,6 +1103,10 @@ static int xcore_main(int rank, void *arg)
           s->copy_info);
     CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 1u << 20), "measure far apart"),
           "path: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 1u << 20));
+    /* what cohort_describe reports: the lead's verdict, nothing on rank 1 */
+    CHECK(me ? !coh_shm_xc_verdict(s)
+             : !strcmp(coh_shm_xc_verdict(s) ? coh_shm_xc_verdict(s) : "", "not yet measured"),
+          "verdict before a probe: %s", coh_shm_xc_verdict(s) ? coh_shm_xc_verdict(s) : "(none)");
     mis_unit = 4;
     /* a probe the peer is slow to reach may fail (a vCPU the host did not
      * run for a millisecond): the path follows the verdict either way; the
@@ -1163,6 +1167,8 @@ static int xcore_main(int rank, void *arg)
         CHECK(tries < 100, "probe after: %d, %u ns", r, s->xc_ns); /* a loaded host: retry */
     }
     CHECK(me || s->xc_fails == 0, "lead: %u failed probes after one measured", s->xc_fails);
+    CHECK(me || !strcmp(coh_shm_xc_verdict(s), s->xc_ns >= 200 ? "far" : "near"),
+          "verdict after %u ns: %s", s->xc_ns, coh_shm_xc_verdict(s));
     t_all_reduce(COHORT_FLOAT32, COHORT_AVG, (1u << 20) / 4, 0);
     th_group_free(G);
     th_done(2);

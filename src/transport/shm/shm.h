@@ -52,6 +52,11 @@ const char *coh_shm_publish_info(const coh_shm *s);
  * (segment)", or why neither (coll is a COH_COLL_*; bytes per rank block,
  * the whole message for broadcast). */
 const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes);
+/* 2 ranks apart under COHORT_SHM_XCORE=auto, on the lead: what its last
+ * probe that measured says ("near", "far"; "not yet measured"), the verdict
+ * the next call's copy path follows; NULL elsewhere (cohort_describe
+ * appends it, so cohort-perf records it whenever it changes). */
+const char *coh_shm_xc_verdict(const coh_shm *s);
 /* 1 when a broadcast of `bytes` goes through the small-broadcast ring (then
  * *slots and *max say its geometry, and *pieces how many ring phases it
  * takes: 1, or more for a broadcast in ring pieces), for cohort_describe. */

@@ -659,6 +659,13 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
     return "single copy (cma)";
 }
 
+const char *coh_shm_xc_verdict(const coh_shm *s)
+{
+    if (!s || s->xc_adapt != 1 || s->me != 0)
+        return NULL;
+    return !s->xc_ns ? "not yet measured" : s->xc_ns >= XC_FAR_NS ? "far" : "near";
+}
+
 /* The peer is gone (or never was the process we probed). */
 static int peer_exited(coh_shm *s, int q)
 {
