@@ -638,7 +638,7 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
     }
     if (!shm_cma_use(s, coll, bytes))
         return "two copies (segment)";
-    int ar = coll == COH_COLL_ALL_REDUCE, near = ar || shm_xc_two_copies(coll, bytes);
+    int ar = coll == COH_COLL_ALL_REDUCE, near = s->xc_adapt && shm_xc_two_copies(coll, bytes);
     if (near && s->xc_adapt == 2)
         return "two copies (segment; COHORT_SHM_XCORE=near)";
     if (ar && bytes < s->ar_far_to)
@@ -647,12 +647,8 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
                      "during calls), else two copies (segment)"
                    : "single copy (cma) out of place (COHORT_SHM_XCORE=far), else two copies "
                      "(segment)";
-    if (ar && bytes >= s->ar_oop_to)
-        return s->xc_adapt == 1 ? "single copy (cma) if any rank is in place and the cpus do "
-                                  "not measure near (probed during calls), else two copies "
-                                  "(segment)"
-                                : "single copy (cma) if any rank is in place, else two copies "
-                                  "(segment)";
+    if (ar && bytes >= s->ar_oop_to) /* above XC_NEAR_TO: no verdict */
+        return "single copy (cma) if any rank is in place, else two copies (segment)";
     if (near && s->xc_adapt == 1)
         return "single copy (cma) unless the cpus measure near (probed during calls): two "
                "copies (segment)";
@@ -754,11 +750,12 @@ cohort_status shm_cma_write(shm_op *o, int q, uint64_t addr, const void *src, si
  * from one second to the next, and the line round trip moves with it
  * (49-140 ns near, 330-620 far on the development host); which copy path
  * wins moves with it too, for all_reduce by x2.5-3 (XC_AR_FROM). So a call
- * in the band asks: the lead (local rank 0) puts its verdict in its
- * single-copy descriptor (SC_FAR: from its last probe) and, every
- * XC_EVERY_NS, asks for a probe (SC_PROBE); the flags are OR'd across the
- * descriptors, so both ranks see the same verdict and run the probe in the
- * same call - a probe and a verdict are agreed like any descriptor. */
+ * that depends on it asks: the lead (local rank 0) puts its verdict in its
+ * single-copy descriptor (SHM_XC_FAR or SHM_XC_NEAR: from its last probe
+ * that measured) and, every XC_EVERY_NS, asks for a probe (SHM_XC_PROBE);
+ * the flags are OR'd across the descriptors, so both ranks see the same
+ * verdict and run the probe in the same call - a probe and a verdict are
+ * agreed like any descriptor. */
 
 /* Token i of the probe with this base: 0 the echoing rank is there, 1-16
  * the round trips, XC_GONE the writer gave up (the other stops at once). */
