@@ -968,6 +968,10 @@ static int bound_main(int rank, void *arg)
         t_all_gather(COHORT_UINT8, 8191, ip);
         t_all_gather(COHORT_UINT8, 8192, ip);
         t_all_gather(COHORT_UINT8, 70000 + 1, ip);
+        uint64_t twos = s->xc_twos;
+        t_all_gather(COHORT_UINT8, (512u << 10) + 4099, ip); /* near, in place: two copies */
+        CHECK(s->xc_twos - twos == (mode == B_UNBOUND && ip), "all_gather near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
     }
     for (int ip = 0; ip < 2; ip++) {
         t_all_to_all(COHORT_UINT8, 8192, ip);

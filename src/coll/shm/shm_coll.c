@@ -642,20 +642,26 @@ static size_t sc_share(size_t bytes, int n) { return bytes / (size_t)n & ~(size_
 
 /* all_gather: every rank reads every peer's part from the peer's memory.
  * Where send overlaps recv (in place), a rank first moves its part to its
- * block of recv (the ready phase) and peers read it from there. */
+ * block of recv (the ready phase) and peers read it from there - unless
+ * the cpus measure near: then every rank returns with *fallback set after
+ * the open phase and the call takes two copies. */
 static cohort_status ag_single(shm_op *o, const unsigned char *src, unsigned char *rb, size_t bpr,
-                               int ovl)
+                               int ovl, int *fallback)
 {
     coh_shm *s = o->s;
     int n = s->n, me = s->me;
     unsigned char *own = rb + (size_t)me * bpr;
     sc_desc d = {.src = (uint64_t)(uintptr_t)(ovl ? own : src), .bytes = bpr,
-                 .flags = ovl ? SC_STAGED : 0};
+                 .flags = (ovl ? SC_STAGED : 0) | sc_xc(s)};
     uint32_t p;
     int fl;
     cohort_status st = sc_open(o, &d, &p, &fl);
     if (st != COHORT_OK)
         return st;
+    if ((fl & SC_STAGED) && sc_near(o, fl, bpr)) { /* in place, near: two copies */
+        *fallback = 1;
+        return COHORT_OK;
+    }
     if (src != own)
         memmove(own, src, bpr);
     if ((fl & SC_STAGED) && (st = sc_sync(o)) != COHORT_OK)
@@ -2238,8 +2244,12 @@ cohort_status coh_shm_all_gather(coh_shm *s, const coh_call *c, const void *send
             memmove(own, src, bpr);
         return COHORT_OK;
     }
-    if (shm_cma_use(s, COH_COLL_ALL_GATHER, bpr))
-        return ag_single(&o, src, rb, bpr, ovl);
+    if (shm_cma_use(s, COH_COLL_ALL_GATHER, bpr)) {
+        int fallback = 0;
+        st = ag_single(&o, src, rb, bpr, ovl, &fallback);
+        if (st != COHORT_OK || !fallback)
+            return st;
+    }
     size_t S = s->S, off = 0;
     uint32_t step = 0;
     do {

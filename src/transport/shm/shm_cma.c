@@ -640,7 +640,10 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
         return "two copies (segment)";
     int ar = coll == COH_COLL_ALL_REDUCE, near = s->xc_adapt && shm_xc_two_copies(coll, bytes);
     if (near && s->xc_adapt == 2)
-        return "two copies (segment; COHORT_SHM_XCORE=near)";
+        return coll == COH_COLL_ALL_GATHER
+                   ? "single copy (cma) unless a rank is in place: two copies (segment; "
+                     "COHORT_SHM_XCORE=near)"
+                   : "two copies (segment; COHORT_SHM_XCORE=near)";
     if (ar && bytes < s->ar_far_to)
         return s->xc_adapt == 1
                    ? "single copy (cma) out of place while the cpus measure far apart (probed "
@@ -650,8 +653,11 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
     if (ar && bytes >= s->ar_oop_to) /* above XC_NEAR_TO: no verdict */
         return "single copy (cma) if any rank is in place, else two copies (segment)";
     if (near && s->xc_adapt == 1)
-        return "single copy (cma) unless the cpus measure near (probed during calls): two "
-               "copies (segment)";
+        return coll == COH_COLL_ALL_GATHER
+                   ? "single copy (cma) unless a rank is in place and the cpus measure near "
+                     "(probed during calls): two copies (segment)"
+                   : "single copy (cma) unless the cpus measure near (probed during calls): two "
+                     "copies (segment)";
     return "single copy (cma)";
 }
 
@@ -805,8 +811,10 @@ unsigned shm_xc_flags(coh_shm *s)
  * x0.49-0.80 (in place x0.38-0.53); all_to_all 128-512 KiB a pair
  * x0.54-0.59, 2 MiB a pair x1.23 (single copy wins); reduce 256 KiB-4 MiB
  * x0.62-0.83; all_reduce x0.35-0.96 (ar_single_wins); broadcast 1-4 MiB
- * x0.52-0.55 (256 KiB x1.18: single copy wins). Near 64 KiB, and
- * all_gather, gather, scatter: within x0.84-1.1, kept on single copy.
+ * x0.52-0.55 (256 KiB x1.18: single copy wins); all_gather in place 1-4
+ * MiB in all x0.47-0.52 (3 launches; out of place x0.93-0.97, 16 MiB in
+ * place x0.99). Near 64 KiB, and gather and scatter (4 MiB x0.54-0.73 in 2-3
+ * launches, 1 MiB x0.77-0.87): kept on single copy for now.
  * Measured up to 4 MiB: above it, single copy as far (XC_NEAR_TO). */
 int shm_xc_two_copies(int coll, size_t bytes)
 {
@@ -822,6 +830,8 @@ int shm_xc_two_copies(int coll, size_t bytes)
         return bytes >= ((size_t)256 << 10);
     case COH_COLL_BROADCAST:
         return bytes >= ((size_t)1 << 20);
+    case COH_COLL_ALL_GATHER: /* a rank block; in place only (shm_coll.c ag_single) */
+        return bytes >= ((size_t)512 << 10) && bytes <= ((size_t)2 << 20);
     default:
         return 0;
     }
