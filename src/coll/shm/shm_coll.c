@@ -857,12 +857,10 @@ static cohort_status red_single(shm_op *o, const unsigned char *send, unsigned c
  * go to the kernel in rank order, so a slice's result does not depend on
  * which rank computes it. *fallback: every rank returns 1, having
  * published the open phase only, where the descriptors say the two-copy
- * path wins (ar_single_wins). */
+ * path wins (sc_near: measured near; ar_single_wins otherwise). */
 static int ar_single_wins(const coh_shm *s, size_t bytes, int flags)
 {
-    if ((flags & SHM_XC_NEAR) && shm_xc_two_copies(COH_COLL_ALL_REDUCE, bytes))
-        return 0; /* 2 ranks apart, measured near: two copies (shm_xc_flags) */
-    if (bytes < s->ar_far_to) /* ... and out of place while measured far */
+    if (bytes < s->ar_far_to) /* 2 ranks apart: out of place while measured far */
         return !(flags & SC_INPLACE) && (flags & SHM_XC_FAR);
     return (flags & SC_INPLACE) || bytes < s->ar_oop_to;
 }
@@ -882,8 +880,7 @@ static cohort_status ar_single(shm_op *o, const unsigned char *send, unsigned ch
     cohort_status st = sc_open(o, &d, &p, &flags);
     if (st != COHORT_OK)
         return st;
-    if (!ar_single_wins(s, bytes, flags)) {
-        s->xc_twos += (flags & SHM_XC_NEAR) && shm_xc_two_copies(COH_COLL_ALL_REDUCE, bytes);
+    if (sc_near(o, flags, bytes) || !ar_single_wins(s, bytes, flags)) {
         *fallback = 1;
         return COHORT_OK;
     }

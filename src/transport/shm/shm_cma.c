@@ -810,7 +810,7 @@ unsigned shm_xc_flags(coh_shm *s)
  * p50 two copies / single copy: reduce_scatter 256 KiB-4 MiB in all
  * x0.49-0.80 (in place x0.38-0.53); all_to_all 128-512 KiB a pair
  * x0.54-0.59, 2 MiB a pair x1.23 (single copy wins); reduce 256 KiB-4 MiB
- * x0.62-0.83; all_reduce x0.35-0.96 (ar_single_wins); broadcast 1-4 MiB
+ * x0.62-0.83; all_reduce x0.35-0.96; broadcast 1-4 MiB
  * x0.52-0.55 (256 KiB x1.18: single copy wins); all_gather in place 1-4
  * MiB in all x0.47-0.52 (3 launches; out of place x0.93-0.97, 16 MiB in
  * place x0.99). Near 64 KiB, and gather and scatter (4 MiB x0.54-0.73 in 2-3

@@ -73,8 +73,8 @@ enum { SHM_XC_FAR = 4u, SHM_XC_PROBE = 8u, SHM_XC_NEAR = 16u };
 unsigned shm_xc_flags(coh_shm *s);
 int shm_xc_probe(coh_shm *s);
 /* Whether a call of coll moving bytes (as shm_cma_use counts them) takes
- * two copies when the cpus measured near; all_reduce has its own rule
- * (shm_coll.c ar_single_wins). */
+ * two copies when the cpus measured near (all_gather: in place only,
+ * shm_coll.c ag_single). */
 int shm_xc_two_copies(int coll, size_t bytes);
 
 /* Whether a call of `coll` moving `bytes` per rank block takes the single

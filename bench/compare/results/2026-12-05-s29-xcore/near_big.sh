@@ -14,12 +14,7 @@ while [ $(date +%s) -lt $end ]; do
     c=$(/tmp/c2c 0 1 20 | awk '{print $4}')
     if [ $side = two ]; then E="COHORT_SHM_SINGLE_COPY=off"; else E="COHORT_SHM_XCORE=far"; fi
     env $E $P --np 2 --bind auto --coll $op --sizes $sz --time 0.1 --in-place yes \
-       --percentiles --json 2>/dev/null | python3 -c '
-import json,sys
-d=json.load(sys.stdin)
-for x in d["results"]:
-  print(sys.argv[1], sys.argv[2], sys.argv[3], x["op"], int(bool(x["in_place"])), x["size"],
-        "%.3f %.3f %.3f" % (x["avg_us"], x["p50_us"], x["p99_us"]))' $side $r $c >> /tmp/s29/near_big.txt
+       --percentiles --json 2>/dev/null | python3 "$(dirname "$0")/json_rows.py" $side $r $c >> /tmp/s29/near_big.txt
   done
  done
 done
