@@ -286,6 +286,59 @@ START_TEST(strays_refused_job_continues)
 }
 END_TEST
 
+/* ---- a stranger while every wait ends within the spin ----
+ * With COHORT_TCP_SPIN_US at its 1 s maximum, each wait of job_body's
+ * ping-pong ends inside the spin, so the data path never sleeps in poll().
+ * A stranger's connection must still get its challenge and, silent, be
+ * closed at the authentication deadline. (Before: nothing but poll()
+ * serviced the listener; the stranger waited unaccepted for as long as
+ * data flowed, and the flood above failed on a loaded CI machine where the
+ * peer always answered within the 200 us spin.) */
+static int spin_parent(tf_shared *sh, void *arg)
+{
+    long *ms = arg;
+    int rc = 0;
+    if (tf_flag_wait(sh, F_CONNECTED, 1, 30000) != 0)
+        rc = -1;
+    for (int r = 0; r < 2 && rc == 0; r++) {
+        uint64_t t0 = tf_now_ns();
+        int fd = dial(sh->addr[r]);
+        uint8_t body[COH_HS_MAX_FRAME];
+        uint32_t bl;
+        if (fd < 0)
+            rc = -2 - 10 * r;
+        else if (read_frame(fd, body, &bl) != COH_HS_CHALLENGE)
+            rc = -3 - 10 * r;
+        else if (refusal(fd) != COH_HS_TIMEOUT)
+            rc = -4 - 10 * r;
+        ms[r] = (long)((tf_now_ns() - t0) / 1000000);
+        if (fd >= 0)
+            close(fd);
+    }
+    tf_flag_set(sh, F_DONE, 1);
+    return rc;
+}
+
+START_TEST(stranger_served_while_data_spins)
+{
+    static long ms[2];
+    tf_opts o = {.nranks = 2, .timeout_ms = 20000, .env = "COHORT_TCP_SPIN_US=1000000",
+                 .parent = spin_parent};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, job_body, ms, &res);
+    ck_assert_msg(res.parent == 0,
+                  "stranger to rank %d: %s (%ld ms)", res.parent <= -12,
+                  (-res.parent) % 10 == 2   ? "could not connect"
+                  : (-res.parent) % 10 == 3 ? "no challenge (never accepted)"
+                                            : "no timeout refusal at the deadline",
+                  ms[res.parent <= -12]);
+    tf_assert_ok(sh, &res);
+    fprintf(stderr, "spin: strangers refused after %ld and %ld ms; the job ran %ld rounds\n",
+            ms[0], ms[1], sh->val[0]);
+    tf_done(sh);
+}
+END_TEST
+
 /* ---- a flood of silent connections while the ranks connect (issue 13) ----
  * The test process holds TCP_HS_MAX_IN + 8 connections to rank 1's data
  * port, never answering the challenge and reopening each one rank 1
@@ -598,6 +651,7 @@ static Suite *suite(void)
     tcase_add_test(t, documented_macs);
     tcase_add_test(t, strays_refused_job_continues);
     tcase_add_test(t, flood_does_not_lock_out_peers);
+    tcase_add_test(t, stranger_served_while_data_spins);
     tcase_add_loop_test(t, wrong_credentials, 0, (int)COH_ARRAY_LEN(cred_cases));
     tcase_add_loop_test(t, missing_rank_times_out, 0, 2);
     tcase_add_loop_test(t, fake_acceptor_refused, 0, 2);

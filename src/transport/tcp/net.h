@@ -111,6 +111,9 @@ enum { TCP_CC_AUTO, TCP_CC_SYSTEM, TCP_CC_NAMED };
 #define TCP_CC_LOCAL "reno"
 
 #define TCP_HS_AUTH_MS 2000 /* an incoming handshake's whole budget, from accept */
+/* How often a data path whose waits all end within the spin (and so never
+ * reach poll()) still accepts and times out incoming handshakes. */
+#define TCP_HS_TICK_MS 10
 
 struct coh_net {
     cohort_group *g;
@@ -143,6 +146,7 @@ struct coh_net {
     int left;               /* incomplete ops of the current batch */
     int acks;               /* some op of the current batch has ack_now */
     uint64_t spin_ns;       /* busy-poll before sleeping in poll() (coh_tcp_spin_default_us) */
+    uint64_t hs_tick_ns;    /* the data path services handshakes again from then */
     int spin_env;           /* COHORT_TCP_SPIN_US set: spin_ns is the user's */
     size_t tx_slice;        /* COHORT_TCP_SEND_SLICE: every send's slice (0: duplex rule) */
     size_t duplex_slice;    /* COHORT_TCP_DUPLEX_SLICE (0: duplex sends go out whole) */

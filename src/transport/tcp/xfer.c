@@ -658,6 +658,7 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
                 }
             }
         }
+        n->hs_tick_ns = coh_now_ns() + TCP_HS_TICK_MS * 1000000ull;
         cohort_status st = tcp_hs_service(n, p + nconn, nh);
         if (st != COHORT_OK)
             return st;
@@ -672,6 +673,7 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
         }
     } else {
         /* Timeouts of unauthenticated handshakes are checked every slice. */
+        n->hs_tick_ns = coh_now_ns() + TCP_HS_TICK_MS * 1000000ull;
         cohort_status st = tcp_hs_service(n, p + nconn, 0);
         if (st != COHORT_OK)
             return st;
@@ -681,6 +683,22 @@ static cohort_status block(coh_net *n, coh_wait *w, int *moved)
     if (coh_now_ns() + COH_WAIT_SLICE_MS * 1000000ull >= w->deadline_ns)
         wait_note(n, w);
     return coh_wait_check(w);
+}
+
+/* A rank whose every wait ends within its spin never reaches block() and
+ * so never polls the listener: strangers would sit unaccepted in the
+ * backlog and pending handshakes outlive their deadline for as long as
+ * data flows. Every TCP_HS_TICK_MS the data path services them without
+ * waiting. */
+static cohort_status hs_tick(coh_net *n)
+{
+    uint64_t now = coh_now_ns();
+    if (now < n->hs_tick_ns)
+        return COHORT_OK;
+    n->hs_tick_ns = now + TCP_HS_TICK_MS * 1000000ull;
+    int nh = tcp_hs_pollfds(n, n->pfd);
+    int r = nh > 0 ? poll(n->pfd, (nfds_t)nh, 0) : 0;
+    return tcp_hs_service(n, n->pfd, r > 0 ? nh : 0);
 }
 
 static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, int nops);
@@ -818,6 +836,9 @@ static cohort_status xfer_run(coh_net *n, const coh_call *call, coh_xfer *ops, i
             return st;
         if (n->left == 0)
             return COHORT_OK;
+        st = hs_tick(n);
+        if (st != COHORT_OK)
+            return st;
         if (moved) {
             spin_start = 0;
             progressed = 1;
