@@ -304,6 +304,13 @@ static int gs_tree_pref(const cohort_group *g, const coh_call *c)
 
 /* ---- message algorithms over all ranks ---- */
 
+/* The ring's AVG over the whole group: divided at each block's last fold
+ * (the table marks its rows avg_in_fold). */
+static int avg_div_of(const cohort_group *g, const coh_call *c)
+{
+    return coh_avg_folds(c->dtype, c->redop) ? g->size : 0;
+}
+
 /* all_reduce variants start from recv holding this rank's input */
 static void ar_prepare(coh_call *c)
 {
@@ -315,7 +322,7 @@ static cohort_status run_ar_ring(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     /* no prepare copy: the ring reads the input from send */
-    return coh_ring_all_reduce(g, c, &v, c->send, c->recv, c->count, 0);
+    return coh_ring_all_reduce(g, c, &v, c->send, c->recv, c->count, 0, avg_div_of(g, c));
 }
 static cohort_status run_ar_direct(cohort_group *g, coh_call *c)
 {
@@ -489,7 +496,8 @@ static cohort_status rs_run(cohort_group *g, coh_call *c, int direct)
     size_t count = c->count * (size_t)g->size;
     cohort_status st =
         direct ? coh_direct_reduce_scatter(g, c, &v, c->send, work, count, NULL, NULL, 0)
-               : coh_ring_reduce_scatter(g, c, &v, c->send, work, count, NULL, NULL, 0);
+               : coh_ring_reduce_scatter(g, c, &v, c->send, work, count, NULL, NULL, 0,
+                                         avg_div_of(g, c));
     if (st == COHORT_OK)
         memmove(c->recv, work + (size_t)g->rank * B, B);
     if (work != c->recv)
@@ -557,7 +565,8 @@ cohort_status coh_hier_reduce_scatter(cohort_group *g, coh_call *c);
 cohort_status coh_hier_barrier(cohort_group *g, coh_call *c);
 
 #define A(nm, coll, sup, pref, fn) {nm, coll, sup, pref, fn, 0}
-/* folds every rank's contribution at once: divides a half-type AVG itself */
+/* divides an AVG itself (coh_avg_folds): folds every rank's contribution
+ * at once (a half type in float32), or divides each block's whole sum */
 #define AF(nm, coll, sup, pref, fn) {nm, coll, sup, pref, fn, 1}
 const coh_algo coh_algo_table[] = {
     AF("shm", COH_COLL_ALL_REDUCE, shm_ok, always, coh_lane_ar_shm),
@@ -565,7 +574,7 @@ const coh_algo coh_algo_table[] = {
     AF("direct", COH_COLL_ALL_REDUCE, msg_ok, direct_pref, run_ar_direct),
     A("rd", COH_COLL_ALL_REDUCE, msg_ok, ar_rd_pref, run_ar_rd),
     A("rabenseifner", COH_COLL_ALL_REDUCE, msg_ok, ar_rab_pref, run_ar_rab),
-    A("ring", COH_COLL_ALL_REDUCE, msg_ok, always, run_ar_ring),
+    AF("ring", COH_COLL_ALL_REDUCE, msg_ok, always, run_ar_ring),
 
     A("shm", COH_COLL_BROADCAST, shm_ok, always, coh_lane_bc_shm),
     A("hier", COH_COLL_BROADCAST, hier_ok, always, coh_hier_broadcast),
@@ -597,7 +606,7 @@ const coh_algo coh_algo_table[] = {
     AF("shm", COH_COLL_REDUCE_SCATTER, shm_ok, always, run_rs_shm),
     A("hier", COH_COLL_REDUCE_SCATTER, hier_ok, always, coh_hier_reduce_scatter),
     AF("direct", COH_COLL_REDUCE_SCATTER, msg_ok, rs_direct_pref, run_rs_direct),
-    A("ring", COH_COLL_REDUCE_SCATTER, msg_ok, always, run_rs_ring),
+    AF("ring", COH_COLL_REDUCE_SCATTER, msg_ok, always, run_rs_ring),
 
     A("shm", COH_COLL_ALL_TO_ALL, shm_ok, always, run_a2a_shm),
     A("pairwise", COH_COLL_ALL_TO_ALL, msg_ok, always, run_a2a_pairwise),

@@ -26,9 +26,11 @@ typedef struct coh_algo {
     /* 1 if the table should pick it by default for this call. */
     int (*preferred)(const cohort_group *g, const coh_call *c);
     cohort_status (*run)(cohort_group *g, coh_call *c);
-    /* 1 if an AVG (coh_avg_folds) is divided inside its fold - float16/
-     * bfloat16 in float32 before the one rounding, float32/float64 piece
-     * by piece: coh_coll_run then does not divide the result again. */
+    /* 1 if an AVG (coh_avg_folds) is divided inside the algorithm while
+     * the pieces are in cache - a fold of every rank's contribution:
+     * float16/bfloat16 in float32 before the one rounding, float32/float64
+     * piece by piece; the ring: each block's whole sum, as coh_reduce_finish
+     * would - so coh_coll_run does not divide the result again. */
     int avg_in_fold;
 } coh_algo;
 

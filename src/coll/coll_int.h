@@ -191,9 +191,12 @@ void coh_coll_free(void *p, size_t bytes);
 
 /* All-reduce in place on buf (count elements). The ring reads this rank's
  * input from src (which may be buf) and writes every element of buf, so an
- * out-of-place call needs no copy first. */
+ * out-of-place call needs no copy first. avg_div > 1 (an AVG over the
+ * whole group: the group size) divides each block at its last fold;
+ * 0 leaves AVG summed. */
 cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v,
-                                  const void *src, void *buf, size_t count, uint32_t step_base);
+                                  const void *src, void *buf, size_t count, uint32_t step_base,
+                                  int avg_div);
 cohort_status coh_rd_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                 size_t count, uint32_t step_base);
 cohort_status coh_rab_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
@@ -205,7 +208,8 @@ cohort_status coh_rab_all_reduce(cohort_group *g, const coh_call *c, const coh_v
  * (only the blocks it reduces are written). */
 cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
                                       const void *src, void *buf, size_t count,
-                                      const size_t *boff, const size_t *blen, uint32_t step_base);
+                                      const size_t *boff, const size_t *blen, uint32_t step_base,
+                                      int avg_div);
 /* The same two with a direct reduce-scatter (ring.c): every member folds
  * the n contributions to its block once, in member order, with
  * coh_reduce_multi (float16/bfloat16: float32 accumulation, one rounding;

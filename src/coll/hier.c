@@ -81,7 +81,7 @@ static cohort_status leaders_all_reduce(cohort_group *g, const coh_call *c, cons
         return coh_rd_all_reduce(g, c, v, buf, count, 0);
     if (v->n >= 4 && bytes <= (512u << 10))
         return coh_rab_all_reduce(g, c, v, buf, count, 0);
-    return coh_ring_all_reduce(g, c, v, buf, buf, count, 0);
+    return coh_ring_all_reduce(g, c, v, buf, buf, count, 0, 0);
 }
 
 cohort_status coh_hier_all_reduce(cohort_group *g, coh_call *c)
@@ -260,7 +260,7 @@ cohort_status coh_hier_reduce_scatter(cohort_group *g, coh_call *c)
             memcpy(hm + host_major_index(g, hoff, c->count, r) * B, sum + (size_t)r * B, B);
         coh_view v;
         int *reps = make_reps(g, c, -1, &v);
-        st = reps ? coh_ring_reduce_scatter(g, c, &v, hm, hm, n_all, hoff, hlen, 0)
+        st = reps ? coh_ring_reduce_scatter(g, c, &v, hm, hm, n_all, hoff, hlen, 0, 0)
                   : COHORT_ERR_NOMEM;
         coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     }

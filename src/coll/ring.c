@@ -78,9 +78,12 @@ static void rs_norm(rs_cur *c, const blocks *bl, int n, int me, int k, int dir, 
  * rank reduces. Sends may run RS_AHEAD pieces ahead of the receives (one
  * stream per peer keeps them in order; an early piece waits in the
  * transport). */
+/* avg_div > 1: an AVG over the whole group; each block's last fold (its
+ * sum whole) divides its piece while it is in cache - coh_reduce_finish on
+ * the same values, so the bits the pass after the call would give. */
 static cohort_status ring_rs(cohort_group *g, const coh_call *c, const coh_view *v, char *buf,
                              const char *src, const blocks *bl, int k, uint32_t base,
-                             uint32_t *used)
+                             int avg_div, uint32_t *used)
 {
     int n = v->n, me = v->me;
     *used = 0;
@@ -138,6 +141,8 @@ static cohort_status ring_rs(cohort_group *g, const coh_call *c, const coh_view 
             red(buf + at, tmp, rn);
         else
             red3(buf + at, src + at, tmp, rn);
+        if (avg_div > 1 && rc.s == n - 2)
+            coh_reduce_finish(buf + at, rn, (cohort_dtype)c->dtype, COHORT_AVG, avg_div);
         received++;
         rc.t++;
         rs_norm(&rc, bl, n, me, k, 1, ce);
@@ -312,11 +317,12 @@ cohort_status coh_direct_reduce_scatter(cohort_group *g, const coh_call *c, cons
 }
 
 cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v,
-                                  const void *src, void *buf, size_t count, uint32_t step_base)
+                                  const void *src, void *buf, size_t count, uint32_t step_base,
+                                  int avg_div)
 {
     blocks bl = {NULL, NULL, count, v->n};
     uint32_t used;
-    cohort_status st = ring_rs(g, c, v, buf, src, &bl, 0, step_base, &used);
+    cohort_status st = ring_rs(g, c, v, buf, src, &bl, 0, step_base, avg_div, &used);
     if (st != COHORT_OK)
         return st;
     /* after the reduce-scatter member me owns block me+1 */
@@ -326,12 +332,13 @@ cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_
 
 cohort_status coh_ring_reduce_scatter(cohort_group *g, const coh_call *c, const coh_view *v,
                                       const void *src, void *buf, size_t count,
-                                      const size_t *boff, const size_t *blen, uint32_t step_base)
+                                      const size_t *boff, const size_t *blen, uint32_t step_base,
+                                      int avg_div)
 {
     blocks bl = {boff, blen, count, v->n};
     uint32_t used;
     /* start one block early so that member me ends with block me */
-    return ring_rs(g, c, v, buf, src, &bl, -1, step_base, &used);
+    return ring_rs(g, c, v, buf, src, &bl, -1, step_base, avg_div, &used);
 }
 
 cohort_status coh_ring_all_gather(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
