@@ -304,8 +304,8 @@ static int gs_tree_pref(const cohort_group *g, const coh_call *c)
 
 /* ---- message algorithms over all ranks ---- */
 
-/* The ring's AVG over the whole group: divided at each block's last fold
- * (the table marks its rows avg_in_fold). */
+/* An AVG over the whole group for ring, rd and rabenseifner: divided where
+ * the sum becomes whole (the table marks their rows avg_in_fold). */
 static int avg_div_of(const cohort_group *g, const coh_call *c)
 {
     return coh_avg_folds(c->dtype, c->redop) ? g->size : 0;
@@ -334,13 +334,13 @@ static cohort_status run_ar_rd(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     ar_prepare(c);
-    return coh_rd_all_reduce(g, c, &v, c->recv, c->count, 0);
+    return coh_rd_all_reduce(g, c, &v, c->recv, c->count, 0, avg_div_of(g, c));
 }
 static cohort_status run_ar_rab(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     ar_prepare(c);
-    return coh_rab_all_reduce(g, c, &v, c->recv, c->count, 0);
+    return coh_rab_all_reduce(g, c, &v, c->recv, c->count, 0, avg_div_of(g, c));
 }
 
 static cohort_status run_bc_tree(cohort_group *g, coh_call *c)
@@ -572,8 +572,8 @@ const coh_algo coh_algo_table[] = {
     AF("shm", COH_COLL_ALL_REDUCE, shm_ok, always, coh_lane_ar_shm),
     A("hier", COH_COLL_ALL_REDUCE, hier_ok, always, coh_hier_all_reduce),
     AF("direct", COH_COLL_ALL_REDUCE, msg_ok, direct_pref, run_ar_direct),
-    A("rd", COH_COLL_ALL_REDUCE, msg_ok, ar_rd_pref, run_ar_rd),
-    A("rabenseifner", COH_COLL_ALL_REDUCE, msg_ok, ar_rab_pref, run_ar_rab),
+    AF("rd", COH_COLL_ALL_REDUCE, msg_ok, ar_rd_pref, run_ar_rd),
+    AF("rabenseifner", COH_COLL_ALL_REDUCE, msg_ok, ar_rab_pref, run_ar_rab),
     AF("ring", COH_COLL_ALL_REDUCE, msg_ok, always, run_ar_ring),
 
     A("shm", COH_COLL_BROADCAST, shm_ok, always, coh_lane_bc_shm),

@@ -198,9 +198,9 @@ cohort_status coh_ring_all_reduce(cohort_group *g, const coh_call *c, const coh_
                                   const void *src, void *buf, size_t count, uint32_t step_base,
                                   int avg_div);
 cohort_status coh_rd_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
-                                size_t count, uint32_t step_base);
+                                size_t count, uint32_t step_base, int avg_div);
 cohort_status coh_rab_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
-                                 size_t count, uint32_t step_base);
+                                 size_t count, uint32_t step_base, int avg_div);
 
 /* Reduce-scatter of src into buf, split in v->n blocks (boff/blen
  * elements, or NULL: coh_blk_* of count): member i ends with block i

@@ -78,9 +78,9 @@ static cohort_status leaders_all_reduce(cohort_group *g, const coh_call *c, cons
 {
     size_t bytes = count * es_of(c);
     if (bytes <= (64u << 10) || count < (size_t)v->n)
-        return coh_rd_all_reduce(g, c, v, buf, count, 0);
+        return coh_rd_all_reduce(g, c, v, buf, count, 0, 0);
     if (v->n >= 4 && bytes <= (512u << 10))
-        return coh_rab_all_reduce(g, c, v, buf, count, 0);
+        return coh_rab_all_reduce(g, c, v, buf, count, 0, 0);
     return coh_ring_all_reduce(g, c, v, buf, buf, count, 0, 0);
 }
 

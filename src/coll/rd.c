@@ -10,6 +10,10 @@
  * (coh_fold_vrank), and the odd members hand the result back at the end.
  * Every combine is a commutative kernel, so the members of a pair compute
  * bitwise-identical results and every member ends with the same bits.
+ * avg_div > 1 (an AVG over the whole group: its size) divides the sum where
+ * it becomes whole - after the last doubling round, or each piece of a
+ * member's block after the last halving round - with coh_reduce_finish, the
+ * bits of the pass coh_coll_run would make after the call; 0: AVG summed.
  */
 #include <string.h>
 
@@ -52,7 +56,7 @@ static cohort_status fold_out(cohort_group *g, const coh_call *c, const coh_view
 }
 
 cohort_status coh_rd_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
-                                size_t count, uint32_t step_base)
+                                size_t count, uint32_t step_base, int avg_div)
 {
     int n = v->n;
     if (n == 1 || count == 0)
@@ -72,6 +76,8 @@ cohort_status coh_rd_all_reduce(cohort_group *g, const coh_call *c, const coh_vi
         st = coh_xf_run(g, c, ops, 2);
         if (st == COHORT_OK)
             red(buf, tmp, count);
+        if (st == COHORT_OK && avg_div > 1 && k == L - 1) /* the sum is whole, in cache */
+            coh_reduce_finish(buf, count, (cohort_dtype)c->dtype, COHORT_AVG, avg_div);
     }
     if (st == COHORT_OK)
         st = fold_out(g, c, v, buf, count, step_base + 1 + (uint32_t)L);
@@ -80,7 +86,7 @@ cohort_status coh_rd_all_reduce(cohort_group *g, const coh_call *c, const coh_vi
 }
 
 cohort_status coh_rab_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *buf_,
-                                 size_t count, uint32_t step_base)
+                                 size_t count, uint32_t step_base, int avg_div)
 {
     int n = v->n;
     if (n == 1 || count == 0)
@@ -130,6 +136,10 @@ cohort_status coh_rab_all_reduce(cohort_group *g, const coh_call *c, const coh_v
                 st = coh_xf_run(g, c, ops, nops);
                 if (st == COHORT_OK && rn)
                     red(buf + (ro + t * ce) * es, tmp, rn);
+                if (st == COHORT_OK && rn && avg_div > 1 && k == L - 1)
+                    /* this member's block: its sum is whole, the piece in cache */
+                    coh_reduce_finish(buf + (ro + t * ce) * es, rn, (cohort_dtype)c->dtype,
+                                      COHORT_AVG, avg_div);
             }
         }
         /* All-gather by recursive doubling: the windows grow back. */
