@@ -165,20 +165,34 @@ static int rank_root_differs(int rank, void *arg)
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
     int32_t warm = 1, sum = 0;
-    RANK_PASS(cohort_all_reduce(g, &warm, &sum, 1, COHORT_INT32, COHORT_SUM), g);
+    cohort_status st = cohort_all_reduce(g, &warm, &sum, 1, COHORT_INT32, COHORT_SUM);
+    char m[1024];
+    snprintf(m, sizeof m, "%s", cohort_last_error(g));
+    char want[64];
+    snprintf(want, sizeof want, "%s #2", rc->name);
+    if (st != COHORT_OK) {
+        /* Still inside #1 when the failure of #2 arrived (the ranks of
+         * another host had finished #1 and compared #2): an aborted group
+         * fails every call in flight, with the cause - the report of #2
+         * (docs/reliability.md). Seen 1 in ~10 runs on 2 cpus. */
+        fprintf(stderr, "rank %d: warm-up all_reduce #1: %s: %s\n", rank, cohort_status_name(st),
+                m);
+        RANK_CHECK(st == COHORT_ERR_CONTRACT && strstr(m, want) && strstr(m, "root differs"),
+                   "warm-up all_reduce: %s: %s", cohort_status_name(st), m);
+        cohort_finalize(g);
+        return 0;
+    }
     int32_t in[64 * N], out[64 * N];
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++)
         in[i] = val(rank, i);
     memset(out, 0, sizeof out);
     int root = rank == 1 ? 5 : 4;
-    cohort_status st = COHORT_OK;
     switch (rc->op) {
     case 0: st = cohort_broadcast(g, in, rc->count, COHORT_INT32, root); break;
     case 1: st = cohort_scatter(g, in, out, rc->count, COHORT_INT32, root); break;
     case 2: st = cohort_gather(g, in, out, rc->count, COHORT_INT32, root); break;
     default: st = cohort_reduce(g, in, out, rc->count, COHORT_INT32, COHORT_SUM, root); break;
     }
-    char m[1024];
     snprintf(m, sizeof m, "%s", cohort_last_error(g));
     fprintf(stderr, "rank %d: %s %zu: %s: %s\n", rank, rc->name, rc->count,
             cohort_status_name(st), m);
@@ -188,8 +202,6 @@ static int rank_root_differs(int rank, void *arg)
         fprintf(stderr, "rank %d: then barrier: %s: %s\n", rank, cohort_status_name(st), m);
     }
     RANK_CHECK(st == COHORT_ERR_CONTRACT, "%s: got %s: %s", rc->name, cohort_status_name(st), m);
-    char want[64];
-    snprintf(want, sizeof want, "%s #2", rc->name);
     RANK_CHECK(strstr(m, want) && strstr(m, "root differs"), "report: %s", m);
     cohort_finalize(g);
     return 0;
