@@ -570,7 +570,7 @@ cohort_status coh_hier_barrier(cohort_group *g, coh_call *c);
 #define AF(nm, coll, sup, pref, fn) {nm, coll, sup, pref, fn, 1}
 const coh_algo coh_algo_table[] = {
     AF("shm", COH_COLL_ALL_REDUCE, shm_ok, always, coh_lane_ar_shm),
-    A("hier", COH_COLL_ALL_REDUCE, hier_ok, always, coh_hier_all_reduce),
+    AF("hier", COH_COLL_ALL_REDUCE, hier_ok, always, coh_hier_all_reduce),
     AF("direct", COH_COLL_ALL_REDUCE, msg_ok, direct_pref, run_ar_direct),
     AF("rd", COH_COLL_ALL_REDUCE, msg_ok, ar_rd_pref, run_ar_rd),
     AF("rabenseifner", COH_COLL_ALL_REDUCE, msg_ok, ar_rab_pref, run_ar_rab),

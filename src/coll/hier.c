@@ -72,16 +72,23 @@ static size_t host_major_index(const cohort_group *g, const size_t *off, size_t 
     return off[g->peers[r].host] / unit + (size_t)g->peers[r].local_index;
 }
 
-/* all_reduce among representatives, algorithm chosen like a flat group's */
+/* all_reduce among representatives, algorithm chosen like a flat group's.
+ * avg_div > 1: each representative holds its host's sum, so the leaders'
+ * sum is the group's, divided where it becomes whole (rd.c, ring.c) before
+ * the hosts' broadcasts - no rank divides the whole vector after. */
 static cohort_status leaders_all_reduce(cohort_group *g, const coh_call *c, const coh_view *v,
-                                        void *buf, size_t count)
+                                        void *buf, size_t count, int avg_div)
 {
     size_t bytes = count * es_of(c);
+    if (v->n == 1) { /* one host: nothing to exchange, the sum is whole */
+        coh_reduce_finish(buf, count, (cohort_dtype)c->dtype, (cohort_op)c->redop, avg_div);
+        return COHORT_OK;
+    }
     if (bytes <= (64u << 10) || count < (size_t)v->n)
-        return coh_rd_all_reduce(g, c, v, buf, count, 0, 0);
+        return coh_rd_all_reduce(g, c, v, buf, count, 0, avg_div);
     if (v->n >= 4 && bytes <= (512u << 10))
-        return coh_rab_all_reduce(g, c, v, buf, count, 0, 0);
-    return coh_ring_all_reduce(g, c, v, buf, buf, count, 0, 0);
+        return coh_rab_all_reduce(g, c, v, buf, count, 0, avg_div);
+    return coh_ring_all_reduce(g, c, v, buf, buf, count, 0, avg_div);
 }
 
 cohort_status coh_hier_all_reduce(cohort_group *g, coh_call *c)
@@ -104,7 +111,8 @@ cohort_status coh_hier_all_reduce(cohort_group *g, coh_call *c)
         int *reps = make_reps(g, c, -1, &v);
         if (!reps)
             return COHORT_ERR_NOMEM;
-        st = leaders_all_reduce(g, c, &v, c->recv, c->count);
+        st = leaders_all_reduce(g, c, &v, c->recv, c->count,
+                                coh_avg_folds(c->dtype, c->redop) ? g->size : 0);
         coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     }
     if (st == COHORT_OK && g->local_size > 1)
