@@ -813,8 +813,9 @@ unsigned shm_xc_flags(coh_shm *s)
  * x0.62-0.83; all_reduce x0.35-0.96; broadcast 1-4 MiB
  * x0.52-0.55 (256 KiB x1.18: single copy wins); all_gather in place 1-4
  * MiB in all x0.47-0.52 (3 launches; out of place x0.93-0.97, 16 MiB in
- * place x0.99). Near 64 KiB, and gather and scatter (4 MiB x0.54-0.73 in 2-3
- * launches, 1 MiB x0.77-0.87): kept on single copy for now.
+ * place x0.99). Near 64 KiB, and gather and scatter: kept on single copy
+ * (no pair with both launches near yet: near_big.txt set near two copies
+ * against far single copy; results/2026-12-05-s30-gs-near found none).
  * Measured up to 4 MiB: above it, single copy as far (XC_NEAR_TO). */
 int shm_xc_two_copies(int coll, size_t bytes)
 {
