@@ -304,8 +304,9 @@ static int gs_tree_pref(const cohort_group *g, const coh_call *c)
 
 /* ---- message algorithms over all ranks ---- */
 
-/* An AVG over the whole group for ring, rd and rabenseifner: divided where
- * the sum becomes whole (the table marks their rows avg_in_fold). */
+/* An AVG over the whole group for ring, rd, rabenseifner and the tree
+ * reduce: divided where the sum becomes whole (the table marks their rows
+ * avg_in_fold). */
 static int avg_div_of(const cohort_group *g, const coh_call *c)
 {
     return coh_avg_folds(c->dtype, c->redop) ? g->size : 0;
@@ -402,14 +403,14 @@ static cohort_status run_red_tree(cohort_group *g, coh_call *c)
     if (g->rank == c->root) {
         if (c->send != c->recv)
             memmove(c->recv, c->send, bytes);
-        return coh_tree_reduce(g, c, &v, c->recv, c->count, c->root, 0);
+        return coh_tree_reduce(g, c, &v, c->recv, c->count, c->root, 0, avg_div_of(g, c));
     }
     /* the tree keeps partial sums in its accumulator: never in send */
     void *acc = coh_coll_alloc(g, c, bytes, "reduce accumulator");
     if (!acc)
         return COHORT_ERR_NOMEM;
     memcpy(acc, c->send, bytes);
-    cohort_status st = coh_tree_reduce(g, c, &v, acc, c->count, c->root, 0);
+    cohort_status st = coh_tree_reduce(g, c, &v, acc, c->count, c->root, 0, avg_div_of(g, c));
     coh_coll_free(acc, bytes);
     return st;
 }
@@ -586,9 +587,9 @@ const coh_algo coh_algo_table[] = {
     A("scatter_allgather", COH_COLL_BROADCAST, msg_ok, always, run_bc_sag),
 
     AF("shm", COH_COLL_REDUCE, shm_ok, always, coh_lane_red_shm),
-    A("hier", COH_COLL_REDUCE, hier_ok, always, coh_hier_reduce),
+    AF("hier", COH_COLL_REDUCE, hier_ok, always, coh_hier_reduce),
     AF("direct", COH_COLL_REDUCE, msg_ok, direct_pref, run_red_direct),
-    A("tree", COH_COLL_REDUCE, msg_ok, always, run_red_tree),
+    AF("tree", COH_COLL_REDUCE, msg_ok, always, run_red_tree),
 
     A("shm", COH_COLL_ALL_GATHER, shm_ok, always, run_ag_shm),
     A("hier", COH_COLL_ALL_GATHER, hier_ok, always, coh_hier_all_gather),
@@ -604,7 +605,7 @@ const coh_algo coh_algo_table[] = {
     A("linear", COH_COLL_SCATTER, msg_ok, always, run_sc_linear),
 
     AF("shm", COH_COLL_REDUCE_SCATTER, shm_ok, always, run_rs_shm),
-    A("hier", COH_COLL_REDUCE_SCATTER, hier_ok, always, coh_hier_reduce_scatter),
+    AF("hier", COH_COLL_REDUCE_SCATTER, hier_ok, always, coh_hier_reduce_scatter),
     AF("direct", COH_COLL_REDUCE_SCATTER, msg_ok, rs_direct_pref, run_rs_direct),
     AF("ring", COH_COLL_REDUCE_SCATTER, msg_ok, always, run_rs_ring),
 

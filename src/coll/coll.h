@@ -29,9 +29,10 @@ typedef struct coh_algo {
     /* 1 if an AVG (coh_avg_folds) is divided inside the algorithm while
      * the pieces are in cache - a fold of every rank's contribution:
      * float16/bfloat16 in float32 before the one rounding, float32/float64
-     * piece by piece; ring, rd, rabenseifner and the hier all_reduce: the
-     * sum where it becomes whole, as coh_reduce_finish would - so
-     * coh_coll_run does not divide the result again. */
+     * piece by piece; ring, rd, rabenseifner, the tree reduce and the hier
+     * all_reduce, reduce and reduce_scatter: the sum where it becomes
+     * whole, as coh_reduce_finish would - so coh_coll_run does not divide
+     * the result again. */
     int avg_in_fold;
 } coh_algo;
 

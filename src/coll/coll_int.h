@@ -259,9 +259,11 @@ cohort_status coh_sag_broadcast(cohort_group *g, const coh_call *c, const coh_vi
                                 size_t bytes, int root, uint32_t step_base);
 /* Binomial reduce of count elements to member root: acc is the input on
  * every member (it is overwritten: it holds partial results), and the
- * result on root. */
+ * result on root. avg_div > 1: an AVG whose sum over v is the group's; the
+ * root divides each piece by it once the piece's last child is folded in
+ * (coh_reduce_finish, the bits of the pass after the call); 0: summed. */
 cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *acc,
-                              size_t count, int root, uint32_t step_base);
+                              size_t count, int root, uint32_t step_base, int avg_div);
 /* Dissemination barrier (zero-byte messages carrying the contract). */
 cohort_status coh_dissemination(cohort_group *g, const coh_call *c, const coh_view *v,
                                 uint32_t step_base);

@@ -181,7 +181,8 @@ cohort_status coh_hier_reduce(cohort_group *g, coh_call *c)
     else if ((const char *)c->send != acc)
         memmove(acc, c->send, bytes);
     if (st == COHORT_OK && g->rank == rep)
-        st = coh_tree_reduce(g, c, &v, acc, c->count, root_host, 0);
+        st = coh_tree_reduce(g, c, &v, acc, c->count, root_host, 0,
+                             coh_avg_folds(c->dtype, c->redop) ? g->size : 0);
     coh_coll_free(scratch, bytes);
     coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     return st;
@@ -268,8 +269,15 @@ cohort_status coh_hier_reduce_scatter(cohort_group *g, coh_call *c)
             memcpy(hm + host_major_index(g, hoff, c->count, r) * B, sum + (size_t)r * B, B);
         coh_view v;
         int *reps = make_reps(g, c, -1, &v);
-        st = reps ? coh_ring_reduce_scatter(g, c, &v, hm, hm, n_all, hoff, hlen, 0, 0)
-                  : COHORT_ERR_NOMEM;
+        /* an AVG: the leaders' sum is the group's, divided at each
+         * block's last fold (ring.c) before the hosts' scatters */
+        int avg_div = coh_avg_folds(c->dtype, c->redop) ? g->size : 0;
+        if (!reps)
+            st = COHORT_ERR_NOMEM;
+        else if (v.n == 1) /* one host: the host's sum is whole */
+            coh_reduce_finish(hm, n_all, (cohort_dtype)c->dtype, (cohort_op)c->redop, avg_div);
+        else
+            st = coh_ring_reduce_scatter(g, c, &v, hm, hm, n_all, hoff, hlen, 0, avg_div);
         coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     }
     /* 3: the host's block, one count to each local rank */

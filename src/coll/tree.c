@@ -116,12 +116,16 @@ cohort_status coh_tree_broadcast_rdv(cohort_group *g, const coh_call *c, const c
 }
 
 cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view *v, void *acc_,
-                              size_t count, int root, uint32_t step_base)
+                              size_t count, int root, uint32_t step_base, int avg_div)
 {
     int n = v->n;
-    if (n == 1 || count == 0)
+    if (count == 0)
         return COHORT_OK;
     char *acc = acc_;
+    if (n == 1) { /* the member is root and its input the whole sum */
+        coh_reduce_finish(acc, count, (cohort_dtype)c->dtype, (cohort_op)c->redop, avg_div);
+        return COHORT_OK;
+    }
     size_t es = cohort_dtype_size((cohort_dtype)c->dtype);
     int vr = coh_mod(v->me - root, n), par = coh_tree_parent(vr, n);
     int ch[32], nch = coh_tree_children(vr, n, ch);
@@ -158,9 +162,14 @@ cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view
         }
         st = coh_xf_run(g, c, ops, nops);
         /* children in a fixed order: the result does not depend on timing */
-        if (st == COHORT_OK && m)
+        if (st == COHORT_OK && m) {
             for (int i = 0; i < nch; i++)
                 red(acc + j * ce * es, tmp + (size_t)i * pe * es, m);
+            /* the root's piece j is the group's sum now, and in cache */
+            if (par < 0)
+                coh_reduce_finish(acc + j * ce * es, m, (cohort_dtype)c->dtype,
+                                  (cohort_op)c->redop, avg_div);
+        }
     }
     coh_coll_free(tmp, tmp_bytes);
     return st;

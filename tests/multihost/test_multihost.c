@@ -111,6 +111,30 @@ static int rank_matrix(int rank, void *arg)
     double x = rank, y = 0;
     RANK_PASS(cohort_all_reduce(g, &x, &y, 1, COHORT_FLOAT64, COHORT_AVG), g);
     RANK_CHECK(fabs(y - (n - 1) / 2.0) < 1e-12, "avg %f", y);
+    /* float32 AVG reduce (to a rank of the middle host) and reduce_scatter:
+     * the hierarchical algorithms divide inside (the root's tree pieces, the
+     * leaders' ring blocks), coh_coll_run does not. Inputs rank + i % 7: the
+     * sums are exact, and so is the mean (2.5 + i % 7 for 6 ranks); 300001
+     * elements run the tree and the ring in several pieces. */
+    size_t fcounts[] = {3, 300001};
+    for (size_t ci = 0; ci < 2; ci++) {
+        size_t c = fcounts[ci];
+        float *fin = malloc(c * n * sizeof *fin), *fout = malloc(c * n * sizeof *fout);
+        RANK_CHECK(fin && fout, "oom");
+        for (size_t i = 0; i < c * n; i++)
+            fin[i] = (float)(rank + (int)(i % 7));
+        RANK_PASS(cohort_reduce(g, fin, fout, c, COHORT_FLOAT32, COHORT_AVG, PER_HOST), g);
+        if (rank == PER_HOST)
+            for (size_t i = 0; i < c; i++)
+                RANK_CHECK(fout[i] == (float)((n - 1) / 2.0 + (double)(i % 7)),
+                           "reduce avg c=%zu i=%zu: %g", c, i, (double)fout[i]);
+        RANK_PASS(cohort_reduce_scatter(g, fin, fout, c, COHORT_FLOAT32, COHORT_AVG), g);
+        for (size_t i = 0; i < c; i++)
+            RANK_CHECK(fout[i] == (float)((n - 1) / 2.0 + (double)((rank * c + i) % 7)),
+                       "reduce_scatter avg c=%zu i=%zu: %g", c, i, (double)fout[i]);
+        free(fin);
+        free(fout);
+    }
     int32_t tok = rank;
     int peer = (rank + PER_HOST) % n, from = (rank - PER_HOST + n) % n;
     RANK_PASS(cohort_send(g, &tok, 1, COHORT_INT32, peer, 3), g);
