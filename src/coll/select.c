@@ -1,7 +1,8 @@
 /*
  * select.c - choosing an algorithm (table walk, COHORT_ALGO_<OP> override)
  * and running a call: the size-1 and zero-count shortcuts, send/recv, and
- * the AVG division after the reduction.
+ * the AVG division after the reduction for an algorithm that does not
+ * divide itself (avg_in_fold).
  */
 #include <pthread.h>
 #include <stdarg.h>
@@ -375,6 +376,8 @@ static inline cohort_status run_selected(cohort_group *g, coh_call *c)
     } else if (c->coll == COH_COLL_BARRIER) {
         g->bcf_seq = c->seq + 1; /* algos.c, coh_bc_after_barrier_flat */
     }
+    /* every reducing row divides an AVG itself since session 31; a row
+     * added without avg_in_fold still gets the one division here */
     if (c->redop == COHORT_AVG && !(a->avg_in_fold && coh_avg_folds(c->dtype, c->redop))) {
         if (c->coll == COH_COLL_ALL_REDUCE || (c->coll == COH_COLL_REDUCE && g->rank == c->root))
             coh_reduce_finish(c->recv, c->count, (cohort_dtype)c->dtype, COHORT_AVG, g->size);
