@@ -220,6 +220,34 @@ with tempfile.TemporaryDirectory() as d:
     expect("1 of these 2 are within the limit in each host state" in r.stdout,
            "the target says how many misses are within the limit state by state")
 
+    # The contract configuration's on and off launches (not paired) get the same split:
+    # 8 B on 0.40 us in the slow state vs off 0.16 mostly mid - +240 ns pooled, +10 ns
+    # in each state; 64 KiB 1.5x pooled, 1.02x in each state.
+    raw = os.path.join(d, "raw", "contract")
+    os.makedirs(raw)
+    sides = {"on": [((400, 410), 0.40, 20.4)] * 3 + [((100, 100), 0.17, 6.12)],
+             "off": [((420, 400), 0.39, 20.0)] + [((95, 100), 0.16, 6.0)] * 3}
+    for lib, ls in sides.items():
+        for k, ((b, a), small, big) in enumerate(ls, 1):
+            with open(os.path.join(raw, f"{lib}.{k}.txt"), "w") as f:
+                probe(f, b, a)
+            with open(os.path.join(raw, f"{lib}.{k}.json"), "w") as f:
+                f.write('{"results": [' + ", ".join(
+                    f'{{"op": "all_reduce", "in_place": false, "size": {sz}, "avg_us": {v}, '
+                    f'"busbw_GBs": 0.1, "p50_us": {v}, "p99_us": {v}, "max_us": {v}, '
+                    f'"check": "ok"}}' for sz, v in ((8, small), (65536, big))) + "]}")
+    r = subprocess.run([sys.executable, check, d, "--min-launches", "4"], capture_output=True,
+                       text=True, timeout=120)
+    print(r.stdout)
+    ln = [l for l in r.stdout.splitlines() if "all_reduce 8 B: " in l and "on 0.40" in l]
+    expect(len(ln) == 1 and "by host state: mid 10.00 ns (1 v 3), slow 10.00 ns (3 v 1) "
+           "[within the limit in each]" in ln[0], f"contract 8 B per-state differences: {ln}")
+    ln = [l for l in r.stdout.splitlines() if "all_reduce 64 KiB: " in l and "on 20.4" in l]
+    expect(len(ln) == 1 and "mid 1.02x (1 v 3), slow 1.02x (3 v 1) [within the limit in each]"
+           in ln[0], f"contract 64 KiB per-state ratios: {ln}")
+    expect("the contract check, paired" in r.stdout,
+           "a contract miss points at the paired measurement's paragraph")
+
 
 # bench/compare/mpi_coll_ext.c against the real MPIs: builds with -Werror, its rows
 # parse, its sizes are cohort-perf's for the same --sizes (3 ranks: blocks round down),
