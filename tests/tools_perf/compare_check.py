@@ -184,6 +184,18 @@ def probe(f, before, after):
     f.write(f"# c2c after: c2c 0 1 {after} {after} {after} 100\n")
 
 
+def launch(base, probes, rows):
+    """A cohort-perf launch's two files: base.txt with the host-state probes,
+    base.json with rows [(op, size, us)] (every time field us)."""
+    with open(base + ".txt", "w") as f:
+        probe(f, *probes)
+    with open(base + ".json", "w") as f:
+        f.write('{"results": [' + ", ".join(
+            f'{{"op": "{op}", "in_place": false, "size": {sz}, "avg_us": {v}, '
+            f'"busbw_GBs": 0.1, "p50_us": {v}, "p99_us": {v}, "max_us": {v}, "check": "ok"}}'
+            for op, sz, v in rows) + "]}")
+
+
 with tempfile.TemporaryDirectory() as d:
     raw = os.path.join(d, "raw", "shm2")
     os.makedirs(raw)
@@ -192,14 +204,8 @@ with tempfile.TemporaryDirectory() as d:
     # 1.5x in the slow state, a miss either way. The mixed launch is in no state.
     cohort = [((400, 410), 2.0, 3.0)] * 3 + [((100, 110), 1.0, 1.5), ((50, 400), 9.0, 9.0)]
     ompi = [((420, 400), 2.1, 2.0)] + [((95, 100), 1.05, 1.0)] * 3
-    for k, ((b, a), bc, ar) in enumerate(cohort, 1):
-        with open(os.path.join(raw, f"cohort.{k}.txt"), "w") as f:
-            probe(f, b, a)
-        with open(os.path.join(raw, f"cohort.{k}.json"), "w") as f:
-            f.write('{"results": [' + ", ".join(
-                f'{{"op": "{op}", "in_place": false, "size": 8, "avg_us": {v}, '
-                f'"busbw_GBs": 0.1, "p50_us": {v}, "p99_us": {v}, "max_us": {v}, "check": "ok"}}'
-                for op, v in (("broadcast", bc), ("all_reduce", ar))) + "]}")
+    for k, (ba, bc, ar) in enumerate(cohort, 1):
+        launch(os.path.join(raw, f"cohort.{k}"), ba, (("broadcast", 8, bc), ("all_reduce", 8, ar)))
     for k, ((b, a), bc, ar) in enumerate(ompi, 1):
         with open(os.path.join(raw, f"ompi.{k}.txt"), "w") as f:
             probe(f, b, a)
@@ -228,14 +234,9 @@ with tempfile.TemporaryDirectory() as d:
     sides = {"on": [((400, 410), 0.40, 20.4)] * 3 + [((100, 100), 0.17, 6.12)],
              "off": [((420, 400), 0.39, 20.0)] + [((95, 100), 0.16, 6.0)] * 3}
     for lib, ls in sides.items():
-        for k, ((b, a), small, big) in enumerate(ls, 1):
-            with open(os.path.join(raw, f"{lib}.{k}.txt"), "w") as f:
-                probe(f, b, a)
-            with open(os.path.join(raw, f"{lib}.{k}.json"), "w") as f:
-                f.write('{"results": [' + ", ".join(
-                    f'{{"op": "all_reduce", "in_place": false, "size": {sz}, "avg_us": {v}, '
-                    f'"busbw_GBs": 0.1, "p50_us": {v}, "p99_us": {v}, "max_us": {v}, '
-                    f'"check": "ok"}}' for sz, v in ((8, small), (65536, big))) + "]}")
+        for k, (ba, small, big) in enumerate(ls, 1):
+            launch(os.path.join(raw, f"{lib}.{k}"), ba,
+                   (("all_reduce", 8, small), ("all_reduce", 65536, big)))
     r = subprocess.run([sys.executable, check, d, "--min-launches", "4"], capture_output=True,
                        text=True, timeout=120)
     print(r.stdout)
