@@ -304,14 +304,6 @@ static int gs_tree_pref(const cohort_group *g, const coh_call *c)
 
 /* ---- message algorithms over all ranks ---- */
 
-/* An AVG over the whole group for ring, rd, rabenseifner and the tree
- * reduce: divided where the sum becomes whole (the table marks their rows
- * avg_in_fold). */
-static int avg_div_of(const cohort_group *g, const coh_call *c)
-{
-    return coh_avg_folds(c->dtype, c->redop) ? g->size : 0;
-}
-
 /* all_reduce variants start from recv holding this rank's input */
 static void ar_prepare(coh_call *c)
 {
@@ -323,7 +315,7 @@ static cohort_status run_ar_ring(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     /* no prepare copy: the ring reads the input from send */
-    return coh_ring_all_reduce(g, c, &v, c->send, c->recv, c->count, 0, avg_div_of(g, c));
+    return coh_ring_all_reduce(g, c, &v, c->send, c->recv, c->count, 0, coh_avg_div(g, c));
 }
 static cohort_status run_ar_direct(cohort_group *g, coh_call *c)
 {
@@ -335,13 +327,13 @@ static cohort_status run_ar_rd(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     ar_prepare(c);
-    return coh_rd_all_reduce(g, c, &v, c->recv, c->count, 0, avg_div_of(g, c));
+    return coh_rd_all_reduce(g, c, &v, c->recv, c->count, 0, coh_avg_div(g, c));
 }
 static cohort_status run_ar_rab(cohort_group *g, coh_call *c)
 {
     coh_view v = whole(g);
     ar_prepare(c);
-    return coh_rab_all_reduce(g, c, &v, c->recv, c->count, 0, avg_div_of(g, c));
+    return coh_rab_all_reduce(g, c, &v, c->recv, c->count, 0, coh_avg_div(g, c));
 }
 
 static cohort_status run_bc_tree(cohort_group *g, coh_call *c)
@@ -403,14 +395,14 @@ static cohort_status run_red_tree(cohort_group *g, coh_call *c)
     if (g->rank == c->root) {
         if (c->send != c->recv)
             memmove(c->recv, c->send, bytes);
-        return coh_tree_reduce(g, c, &v, c->recv, c->count, c->root, 0, avg_div_of(g, c));
+        return coh_tree_reduce(g, c, &v, c->recv, c->count, c->root, 0, coh_avg_div(g, c));
     }
     /* the tree keeps partial sums in its accumulator: never in send */
     void *acc = coh_coll_alloc(g, c, bytes, "reduce accumulator");
     if (!acc)
         return COHORT_ERR_NOMEM;
     memcpy(acc, c->send, bytes);
-    cohort_status st = coh_tree_reduce(g, c, &v, acc, c->count, c->root, 0, avg_div_of(g, c));
+    cohort_status st = coh_tree_reduce(g, c, &v, acc, c->count, c->root, 0, coh_avg_div(g, c));
     coh_coll_free(acc, bytes);
     return st;
 }
@@ -498,7 +490,7 @@ static cohort_status rs_run(cohort_group *g, coh_call *c, int direct)
     cohort_status st =
         direct ? coh_direct_reduce_scatter(g, c, &v, c->send, work, count, NULL, NULL, 0)
                : coh_ring_reduce_scatter(g, c, &v, c->send, work, count, NULL, NULL, 0,
-                                         avg_div_of(g, c));
+                                         coh_avg_div(g, c));
     if (st == COHORT_OK)
         memmove(c->recv, work + (size_t)g->rank * B, B);
     if (work != c->recv)

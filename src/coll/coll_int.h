@@ -257,6 +257,17 @@ cohort_status coh_hostflat_broadcast(cohort_group *g, const coh_call *c, void *b
 /* Scatter + ring all-gather broadcast (large messages, n >= 4). */
 cohort_status coh_sag_broadcast(cohort_group *g, const coh_call *c, const coh_view *v, void *buf,
                                 size_t bytes, int root, uint32_t step_base);
+/* The divisor an algorithm reducing over the whole group (or over host
+ * representatives holding their hosts' sums) applies to an AVG where its sum
+ * becomes whole: the group size for a float AVG (coh_avg_folds), else 0 -
+ * nothing to divide. The views it is given have two members or more (a
+ * one-rank group never reaches an algorithm, a hier view has a member per
+ * host and hier runs on several hosts only). */
+static inline int coh_avg_div(const cohort_group *g, const coh_call *c)
+{
+    return coh_avg_folds(c->dtype, c->redop) ? g->size : 0;
+}
+
 /* Binomial reduce of count elements to member root: acc is the input on
  * every member (it is overwritten: it holds partial results), and the
  * result on root. avg_div > 1: an AVG whose sum over v is the group's; the

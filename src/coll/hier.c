@@ -80,10 +80,6 @@ static cohort_status leaders_all_reduce(cohort_group *g, const coh_call *c, cons
                                         void *buf, size_t count, int avg_div)
 {
     size_t bytes = count * es_of(c);
-    if (v->n == 1) { /* one host: nothing to exchange, the sum is whole */
-        coh_reduce_finish(buf, count, (cohort_dtype)c->dtype, (cohort_op)c->redop, avg_div);
-        return COHORT_OK;
-    }
     if (bytes <= (64u << 10) || count < (size_t)v->n)
         return coh_rd_all_reduce(g, c, v, buf, count, 0, avg_div);
     if (v->n >= 4 && bytes <= (512u << 10))
@@ -111,8 +107,7 @@ cohort_status coh_hier_all_reduce(cohort_group *g, coh_call *c)
         int *reps = make_reps(g, c, -1, &v);
         if (!reps)
             return COHORT_ERR_NOMEM;
-        st = leaders_all_reduce(g, c, &v, c->recv, c->count,
-                                coh_avg_folds(c->dtype, c->redop) ? g->size : 0);
+        st = leaders_all_reduce(g, c, &v, c->recv, c->count, coh_avg_div(g, c));
         coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     }
     if (st == COHORT_OK && g->local_size > 1)
@@ -181,8 +176,7 @@ cohort_status coh_hier_reduce(cohort_group *g, coh_call *c)
     else if ((const char *)c->send != acc)
         memmove(acc, c->send, bytes);
     if (st == COHORT_OK && g->rank == rep)
-        st = coh_tree_reduce(g, c, &v, acc, c->count, root_host, 0,
-                             coh_avg_folds(c->dtype, c->redop) ? g->size : 0);
+        st = coh_tree_reduce(g, c, &v, acc, c->count, root_host, 0, coh_avg_div(g, c));
     coh_coll_free(scratch, bytes);
     coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     return st;
@@ -271,13 +265,9 @@ cohort_status coh_hier_reduce_scatter(cohort_group *g, coh_call *c)
         int *reps = make_reps(g, c, -1, &v);
         /* an AVG: the leaders' sum is the group's, divided at each
          * block's last fold (ring.c) before the hosts' scatters */
-        int avg_div = coh_avg_folds(c->dtype, c->redop) ? g->size : 0;
-        if (!reps)
-            st = COHORT_ERR_NOMEM;
-        else if (v.n == 1) /* one host: the host's sum is whole */
-            coh_reduce_finish(hm, n_all, (cohort_dtype)c->dtype, (cohort_op)c->redop, avg_div);
-        else
-            st = coh_ring_reduce_scatter(g, c, &v, hm, hm, n_all, hoff, hlen, 0, avg_div);
+        st = reps ? coh_ring_reduce_scatter(g, c, &v, hm, hm, n_all, hoff, hlen, 0,
+                                            coh_avg_div(g, c))
+                  : COHORT_ERR_NOMEM;
         coh_coll_free(reps, sizeof(int) * (size_t)g->n_hosts);
     }
     /* 3: the host's block, one count to each local rank */

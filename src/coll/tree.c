@@ -119,13 +119,9 @@ cohort_status coh_tree_reduce(cohort_group *g, const coh_call *c, const coh_view
                               size_t count, int root, uint32_t step_base, int avg_div)
 {
     int n = v->n;
-    if (count == 0)
+    if (n == 1 || count == 0) /* one member: no AVG to divide (coh_avg_div) */
         return COHORT_OK;
     char *acc = acc_;
-    if (n == 1) { /* the member is root and its input the whole sum */
-        coh_reduce_finish(acc, count, (cohort_dtype)c->dtype, (cohort_op)c->redop, avg_div);
-        return COHORT_OK;
-    }
     size_t es = cohort_dtype_size((cohort_dtype)c->dtype);
     int vr = coh_mod(v->me - root, n), par = coh_tree_parent(vr, n);
     int ch[32], nch = coh_tree_children(vr, n, ch);
