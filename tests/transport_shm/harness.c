@@ -210,9 +210,5 @@ cohort_status th_private_ns(cohort_group *g, const char *prefix, const char *key
 
 coh_call th_call(cohort_group *g, int coll, int dtype, int redop, int root, uint64_t count)
 {
-    coh_call c = cht_call(++g->seq, coll, dtype, redop, root, 0, count, __FILE__, __LINE__);
-    /* what the engine does per call: publish the state for stall reports */
-    if (g->shm)
-        coh_shm_set_state(g->shm, &c, c.seq - 1);
-    return c;
+    return cht_call(++g->seq, coll, dtype, redop, root, 0, count, __FILE__, __LINE__);
 }

@@ -1236,7 +1236,10 @@ START_TEST(bad_env)
 END_TEST
 
 /* COHORT_SHM_RING_SLOTS rounds down to a power of two; 0 or 1 slot, or
- * COHORT_SHM_RING_BYTES=0, is no ring. */
+ * COHORT_SHM_RING_BYTES=0, is no ring. Unset (k DEEP), the default: 64
+ * slots where they fit the footprint budget (1 MiB) and half this core's
+ * L2, else 8 (docs/shm.md "The ring's depth"). */
+#define DEEP ((size_t)-1)
 static const struct {
     const char *slots, *bytes;
     size_t k, kbytes;
@@ -1244,8 +1247,16 @@ static const struct {
     {"0", NULL, 0, 0},   {"1", NULL, 0, 0},   {"2", NULL, 2, 16384},  {"3", NULL, 2, 16384},
     {"7", NULL, 4, 16384}, {"8", NULL, 8, 16384}, {"63", NULL, 32, 16384}, {"64", "1024", 64, 1024},
     {"256", "1024", 256, 1024},
-    {NULL, NULL, 8, 16384}, {"16", "0", 0, 0},
+    {NULL, NULL, DEEP, 16384}, {NULL, "1024", DEEP, 1024}, {NULL, "32768", 8, 32768},
+    {"16", "0", 0, 0},
 };
+
+static size_t deep_default(size_t bytes)
+{
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    size_t deep = 64 * bytes;
+    return deep <= (1u << 20) && l2 > 0 && 2 * deep <= (size_t)l2 ? 64 : 8;
+}
 
 START_TEST(ring_env)
 {
@@ -1256,9 +1267,10 @@ START_TEST(ring_env)
     cohort_group *g = th_group_bare(0, 1, 1000);
     cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
     ck_assert_msg(st == COHORT_OK, "%s: %s", cohort_status_name(st), th_errmsg(g));
-    ck_assert_msg(g->shm->ring_k == ring_envs[_i].k && g->shm->ring_bytes == ring_envs[_i].kbytes,
+    size_t k = ring_envs[_i].k == DEEP ? deep_default(ring_envs[_i].kbytes) : ring_envs[_i].k;
+    ck_assert_msg(g->shm->ring_k == k && g->shm->ring_bytes == ring_envs[_i].kbytes,
                   "slots %s bytes %s: ring %zu x %zu, want %zu x %zu", ring_envs[_i].slots,
-                  ring_envs[_i].bytes, g->shm->ring_k, g->shm->ring_bytes, ring_envs[_i].k,
+                  ring_envs[_i].bytes, g->shm->ring_k, g->shm->ring_bytes, k,
                   ring_envs[_i].kbytes);
     th_group_free(g);
     unsetenv("COHORT_SHM_RING_SLOTS");

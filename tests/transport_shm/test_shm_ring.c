@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "support/support.h"
@@ -39,8 +40,9 @@
 #include "transport/shm/shm_seg.h"
 
 /* The ring depths the lead chooses (checked below): 8 and 128 (the tiny
- * ring, broadcasts <= 256 B), 256 and 1024 when the ranks outnumber the
- * cpus this process may use (docs/shm.md). Set per rank by depths(n). */
+ * ring, broadcasts <= 256 B), K = 64 where a core's L2 holds twice its
+ * slots (64 x 16 KiB), 256 and 1024 when the ranks outnumber the cpus
+ * this process may use (docs/shm.md). Set per rank by depths(n). */
 static int K = 8, KT = 128;
 
 /* Every rank of the run on one cpu: ranks outnumber cpus whatever the
@@ -52,7 +54,8 @@ static void depths(int n)
 {
     cpu_set_t s;
     int over = sched_getaffinity(0, sizeof s, &s) == 0 && n > CPU_COUNT(&s);
-    K = over ? 256 : 8;
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    K = over ? 256 : l2 >= 2 * 64 * 16384 ? 64 : 8;
     KT = over ? 1024 : 128;
 }
 

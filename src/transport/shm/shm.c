@@ -1,7 +1,7 @@
 /*
  * shm.c - the host segment's life: creation by the lowest local rank,
  * authenticated hand-over of the memfd to the other local ranks, attach
- * barrier, liveness handles, abort, wake, and the published call state.
+ * barrier, liveness handles, abort, wake.
  *
  * Rendezvous (docs/shm.md has the message layouts):
  *   lead (local index 0): memfd_create + ftruncate + seals + mmap, listens
@@ -214,13 +214,20 @@ static cohort_status read_ring_env(cohort_group *g, shm_ringcfg *out)
      * round). The deepest rings there (docs/performance.md, "Ranks
      * outnumbering cores"); the memory is the lead's segment only, and
      * pages nobody broadcasts from are never touched. */
+    cohort_status st = env_range(g, "COHORT_SHM_RING_BYTES", &b, 0, SHM_MAX_RING_BYTES);
     if (shm_oversubscribed(g, g->local_size)) {
         v = SHM_MAX_RING_SLOTS;
         tv = SHM_MAX_TINY_SLOTS;
+    } else {
+        /* A rank a cpu: the deep ring where its slots fit the footprint
+         * budget and half this core's L2 (sysconf: 0 when unknown) */
+        size_t deep = (size_t)SHM_DEEP_RING_SLOTS * (size_t)(b > 0 ? b : 0);
+        long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        if (deep && deep <= SHM_RING_LEAD_BYTES && l2 > 0 && 2 * deep <= (size_t)l2)
+            v = SHM_DEEP_RING_SLOTS;
     }
-    cohort_status st = env_range(g, "COHORT_SHM_RING_SLOTS", &v, 0, SHM_MAX_RING_SLOTS);
     if (st == COHORT_OK)
-        st = env_range(g, "COHORT_SHM_RING_BYTES", &b, 0, SHM_MAX_RING_BYTES);
+        st = env_range(g, "COHORT_SHM_RING_SLOTS", &v, 0, SHM_MAX_RING_SLOTS);
     if (st == COHORT_OK)
         st = env_range(g, "COHORT_SHM_TINY_SLOTS", &tv, 0, SHM_MAX_TINY_SLOTS);
     if (st == COHORT_OK)
@@ -364,7 +371,6 @@ static void cleanup(coh_shm *s)
     shm_cma_release(s);
     coh_free(s->srcs);
     coh_free(s->red_scratch);
-    coh_free(s->peer_file);
     coh_free(s->ring_pend);
     coh_free(s->ring_calls);
     coh_free(s->ring_lead);
@@ -1503,8 +1509,7 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     s->me = g->local_rank;
     s->check = g->check_contract ? 1 : 0;
     s->srcs = coh_calloc((size_t)s->n, sizeof *s->srcs);
-    s->peer_file = coh_calloc((size_t)s->n, sizeof *s->peer_file);
-    if (!s->srcs || !s->peer_file) {
+    if (!s->srcs) {
         cleanup(s);
         return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
     }
@@ -1727,107 +1732,6 @@ void coh_shm_abort(coh_shm *s, cohort_status st, const char *reason)
         atomic_store_explicit(&h->abort_status, (uint32_t)st, memory_order_release);
     }
     coh_shm_wake(s);
-}
-
-/* ---- published state (seqlock: version odd while the owner writes) ---- */
-
-void coh_shm_set_state(coh_shm *s, const coh_call *cur, uint64_t last_done)
-{
-    if (!s)
-        return;
-    shm_ctl *c = shm_ctl_of(s, s->me);
-    uint32_t v = atomic_load_explicit(&c->st_ver, memory_order_relaxed);
-    atomic_store_explicit(&c->st_ver, v + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&c->st_last_done, last_done, memory_order_relaxed);
-    if (cur) {
-        uint64_t packed = (uint64_t)cur->coll | (uint64_t)cur->dtype << 8 |
-                          (uint64_t)(uint8_t)(cur->redop + 1) << 16 | (uint64_t)cur->site << 32;
-        atomic_store_explicit(&c->st_seq, cur->seq, memory_order_relaxed);
-        atomic_store_explicit(&c->st_count, cur->count, memory_order_relaxed);
-        atomic_store_explicit(&c->st_packed, packed, memory_order_relaxed);
-        atomic_store_explicit(&c->st_root, cur->root, memory_order_relaxed);
-        atomic_store_explicit(&c->st_tag, cur->tag, memory_order_relaxed);
-        atomic_store_explicit(&c->st_line, (uint32_t)cur->line, memory_order_relaxed);
-        /* The file name only changes with the call site: copy it then. */
-        if (cur->site != s->st_file_site || !s->st_file_site) {
-            char f[sizeof c->st_file];
-            memset(f, 0, sizeof f);
-            if (cur->file) {
-                size_t l = strlen(cur->file);
-                const char *p = l >= sizeof f ? cur->file + l - (sizeof f - 1) : cur->file;
-                memcpy(f, p, strnlen(p, sizeof f - 1));
-            }
-            for (size_t i = 0; i < COH_ARRAY_LEN(c->st_file); i++) {
-                uint64_t w;
-                memcpy(&w, f + 8 * i, 8);
-                atomic_store_explicit(&c->st_file[i], w, memory_order_relaxed);
-            }
-            s->st_file_site = cur->site;
-        }
-    } else {
-        atomic_store_explicit(&c->st_seq, 0, memory_order_relaxed);
-        atomic_store_explicit(&c->st_packed, 0, memory_order_relaxed);
-    }
-    atomic_store_explicit(&c->st_ver, v + 2, memory_order_release);
-}
-
-/* Seqlock reader: retries while the owner writes (odd version) or the
- * version moved during the read; gives up (returns 0) rather than block. */
-int coh_shm_peer_state(coh_shm *s, int li, coh_call *cur, uint64_t *last_done, int *alive)
-{
-    if (!s || li < 0 || li >= s->n)
-        return 0;
-    shm_ctl *c = shm_ctl_of(s, li);
-    if (!atomic_load(&c->attached))
-        return 0;
-    coh_call tmp;
-    uint64_t done = 0;
-    char file[sizeof c->st_file];
-    int ok = 0;
-    for (int tries = 0; tries < 1000 && !ok; tries++) {
-        uint32_t v1 = atomic_load_explicit(&c->st_ver, memory_order_acquire);
-        if (v1 & 1u)
-            continue;
-        memset(&tmp, 0, sizeof tmp);
-        done = atomic_load_explicit(&c->st_last_done, memory_order_relaxed);
-        tmp.seq = atomic_load_explicit(&c->st_seq, memory_order_relaxed);
-        tmp.count = atomic_load_explicit(&c->st_count, memory_order_relaxed);
-        uint64_t packed = atomic_load_explicit(&c->st_packed, memory_order_relaxed);
-        tmp.root = atomic_load_explicit(&c->st_root, memory_order_relaxed);
-        tmp.tag = atomic_load_explicit(&c->st_tag, memory_order_relaxed);
-        tmp.line = (int)atomic_load_explicit(&c->st_line, memory_order_relaxed);
-        for (size_t i = 0; i < COH_ARRAY_LEN(c->st_file); i++) {
-            uint64_t w = atomic_load_explicit(&c->st_file[i], memory_order_relaxed);
-            memcpy(file + 8 * i, &w, 8);
-        }
-        atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&c->st_ver, memory_order_relaxed) != v1)
-            continue;
-        tmp.coll = (uint8_t)(packed & 0xff);
-        tmp.dtype = (uint8_t)(packed >> 8 & 0xff);
-        tmp.redop = (int8_t)((int)(packed >> 16 & 0xff) - 1);
-        tmp.site = (uint32_t)(packed >> 32);
-        ok = 1;
-    }
-    if (!ok)
-        return 0;
-    file[sizeof file - 1] = 0;
-    memcpy(s->peer_file[li], file, sizeof s->peer_file[li]);
-    tmp.file = s->peer_file[li];
-    if (cur)
-        *cur = tmp;
-    if (last_done)
-        *last_done = done;
-    if (alive) {
-        *alive = 1;
-        if (li != s->me && s->pidfd && s->pidfd[li] >= 0) {
-            struct pollfd pf = {.fd = s->pidfd[li], .events = POLLIN};
-            if (poll(&pf, 1, 0) > 0)
-                *alive = 0;
-        }
-    }
-    return 1;
 }
 
 const char *coh_shm_copy_info(const coh_shm *s) { return s ? s->copy_info : "no segment"; }

@@ -70,11 +70,4 @@ int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *ma
 #define COH_SHM_AUX_BYTES (260u * 1024u)
 void *coh_shm_aux(coh_shm *s, int li);
 
-/* Publishes this rank's state for stall reports: current call (or NULL) and
- * last completed seq. Cheap (a few stores into the control line). */
-void coh_shm_set_state(coh_shm *s, const coh_call *cur, uint64_t last_done);
-
-/* Reads local peer li's published state; returns 0 if unavailable. */
-int coh_shm_peer_state(coh_shm *s, int li, coh_call *cur, uint64_t *last_done, int *alive);
-
 #endif

@@ -8,8 +8,8 @@
  *
  *   [seg header, 4 KiB]  magic, version, ids, geometry, abort word + reason
  *   [ctl, 256 B x n]     per local rank: line 0 = arrive (futex word) and
- *                        waiters; line 1 = identity (pid); lines 2-3 = the
- *                        published call state for stall reports (seqlock)
+ *                        waiters; line 1 = identity (pid); line 2 = the
+ *                        cohort_mem_alloc broadcast's phase, publish mode
  *   [slots, page-aligned stride x n]
  *                        per local rank two buffers, each a coh_hdr (the
  *                        sender's fingerprint) followed by S data bytes
@@ -135,7 +135,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 23u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 24u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -155,7 +155,8 @@
                         * 22: their count word holds the root, and
                         * scatter, gather and reduce write them too;
                         * 23: the cross-core probe's lines (xc_ping,
-                        * xc_pong) */
+                        * xc_pong); 24: the control block's published call
+                        * state removed (nothing read it) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -166,6 +167,12 @@
 #define SHM_MIN_SLOT_BYTES 64u
 #define SHM_MAX_SLOT_BYTES (256u * 1024u * 1024u)
 #define SHM_DEFAULT_RING_SLOTS 8u
+/* K where a core's L2 holds twice the deep ring's slots (64 x 16 KiB):
+ * 2 ranks back to back on the Intel host (2 MiB L2), 512 B-16 KiB
+ * broadcast, scatter, gather, reduce x0.5-0.85 against K = 8 - the root
+ * runs further ahead, so the two cores wait on each other less often
+ * (docs/shm.md "The ring's depth"); the AMD host (512 KiB) keeps 8 */
+#define SHM_DEEP_RING_SLOTS 64u
 /* 256: the deepest ring, taken when ranks outnumber cpus - fewer than 1 %
  * of a reader's calls may end its turn waiting (docs/shm.md) */
 #define SHM_MAX_RING_SLOTS 256u
@@ -288,26 +295,17 @@ typedef struct shm_ctl {
     _Atomic uint64_t probe_buf;
     _Atomic uint32_t cma_ns, cpy_ns;
     _Atomic uint32_t cma_ns_s, cpy_ns_s;
-    /* lines 2-3: published call state (seqlock on st_ver: odd = writing) */
-    _Alignas(64) _Atomic uint32_t st_ver;
-    _Atomic uint32_t st_line;
-    _Atomic uint64_t st_seq;
-    _Atomic uint64_t st_last_done;
-    _Atomic uint64_t st_count;
-    _Atomic uint64_t st_packed; /* coll | dtype<<8 | (redop+1)<<16 | site<<32 */
-    _Atomic int32_t st_root, st_tag;
-    _Atomic uint64_t st_file[9]; /* call-site file name, NUL padded (72 B) */
-    /* the phase of the owner's last broadcast rooted in a cohort_mem_alloc
+    /* line 2: the phase of the owner's last broadcast rooted in a cohort_mem_alloc
      * buffer (shm_mem.h): readers that see their call's first phase here
      * copy from the owner's region instead of the path they prepared */
-    _Atomic uint32_t mem_p;
+    _Alignas(64) _Atomic uint32_t mem_p;
     /* written once before the attach barrier: how this rank may publish
      * (SHM_PUB_CAP_*); the group's publish mode is decided from every
      * rank's after the barrier (shm.c publish_decide) */
     _Atomic uint32_t publish_cap;
 } shm_ctl;
 _Static_assert(sizeof(shm_ctl) <= SHM_CTL_BYTES, "control block fits");
-_Static_assert(offsetof(shm_ctl, st_ver) == 2 * SHM_LINE, "identity and probe fit line 1");
+_Static_assert(offsetof(shm_ctl, mem_p) == 2 * SHM_LINE, "identity and probe fit line 1");
 _Static_assert(offsetof(shm_ctl, fp) == 16, "running fills the hole before fp");
 _Static_assert(offsetof(shm_ctl, fp) + sizeof(shm_fp[2]) <= SHM_LINE,
                "the fingerprints share the arrive word's cache line");
@@ -529,8 +527,6 @@ struct coh_shm {
     uint64_t late_wakes;        /* sleeps that lasted their whole slice although what they
                                  * waited for had come: a lost wake-up, or one that raced
                                  * the slice's end (tests: test_shm_publish) */
-    uint32_t st_file_site;      /* site whose file name is published */
-    char (*peer_file)[72];      /* [n]: storage for coh_shm_peer_state's cur->file */
     const void **srcs;          /* [n]: reduction sources scratch */
     unsigned char *red_scratch; /* reduce's single copy: a piece per leaf (shm_coll.c) */
     int cma;                    /* single copy: every local rank can read every other's
