@@ -1251,13 +1251,6 @@ static const struct {
     {"16", "0", 0, 0},
 };
 
-static size_t deep_default(size_t bytes)
-{
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    size_t deep = 64 * bytes;
-    return deep <= (1u << 20) && l2 > 0 && 2 * deep <= (size_t)l2 ? 64 : 8;
-}
-
 START_TEST(ring_env)
 {
     if (ring_envs[_i].slots)
@@ -1267,7 +1260,7 @@ START_TEST(ring_env)
     cohort_group *g = th_group_bare(0, 1, 1000);
     cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
     ck_assert_msg(st == COHORT_OK, "%s: %s", cohort_status_name(st), th_errmsg(g));
-    size_t k = ring_envs[_i].k == DEEP ? deep_default(ring_envs[_i].kbytes) : ring_envs[_i].k;
+    size_t k = ring_envs[_i].k == DEEP ? th_ring_default_k(ring_envs[_i].kbytes) : ring_envs[_i].k;
     ck_assert_msg(g->shm->ring_k == k && g->shm->ring_bytes == ring_envs[_i].kbytes,
                   "slots %s bytes %s: ring %zu x %zu, want %zu x %zu", ring_envs[_i].slots,
                   ring_envs[_i].bytes, g->shm->ring_k, g->shm->ring_bytes, k,

@@ -31,7 +31,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "harness.h"
 #include "support/support.h"
@@ -54,8 +53,7 @@ static void depths(int n)
 {
     cpu_set_t s;
     int over = sched_getaffinity(0, sizeof s, &s) == 0 && n > CPU_COUNT(&s);
-    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    K = over ? 256 : l2 >= 2 * 64 * 16384 ? 64 : 8;
+    K = over ? 256 : (int)th_ring_default_k(16384);
     KT = over ? 1024 : 128;
 }
 
