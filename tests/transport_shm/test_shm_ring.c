@@ -54,6 +54,9 @@ static void depths(int n)
     cpu_set_t s;
     int over = sched_getaffinity(0, sizeof s, &s) == 0 && n > CPU_COUNT(&s);
     K = over ? 256 : (int)th_ring_default_k(16384);
+    const char *e = getenv("COHORT_SHM_RING_SLOTS"); /* back_to_back's shallow case */
+    if (e && !over)
+        K = atoi(e);
     KT = over ? 1024 : 128;
 }
 
@@ -220,12 +223,15 @@ static int correct_rank(int rank, void *arg)
 
 START_TEST(back_to_back)
 {
-    /* the last: 4 ranks whose roots drain the ring when they must wait
+    /* 3: 4 ranks whose roots drain the ring when they must wait
      * (COHORT_SHM_RING_DRAIN, docs/shm.md): long streaks of one root wrap
-     * it, the bytes are checked */
-    static int ns[] = {2, 4, 8, 4};
+     * it, the bytes are checked; 4: 2 ranks at K = 8, the depth hosts
+     * with a small L2 get (2 ranks alone take 64 where the L2 holds it) */
+    static int ns[] = {2, 4, 8, 4, 2};
+    static const char *env[] = {NULL, NULL, NULL, "COHORT_SHM_RING_DRAIN=1",
+                                "COHORT_SHM_RING_SLOTS=8"};
     int n = ns[_i];
-    run_all_ok(n, 120000, _i == 3 ? "COHORT_SHM_RING_DRAIN=1" : NULL, correct_rank, &n);
+    run_all_ok(n, 120000, env[_i], correct_rank, &n);
 }
 END_TEST
 
@@ -1752,7 +1758,7 @@ static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_ring");
     TCase *tc = tcase_create("ring");
-    tcase_add_loop_test(tc, back_to_back, 0, 4);
+    tcase_add_loop_test(tc, back_to_back, 0, 5);
     tcase_add_loop_test(tc, mismatch, 0, 2 * R_N);
     tcase_add_loop_test(tc, sigkill, 0, 6);
     tcase_add_loop_test(tc, pieces, 0, 4);
