@@ -208,11 +208,11 @@ cohort_status th_private_ns(cohort_group *g, const char *prefix, const char *key
     return st;
 }
 
-size_t th_ring_default_k(size_t ring_bytes)
+size_t th_ring_default_k(int n, size_t ring_bytes)
 {
     long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
     size_t deep = 64 * ring_bytes;
-    return deep <= (1u << 20) && l2 > 0 && 2 * deep <= (size_t)l2 ? 64 : 8;
+    return n == 2 && deep <= (1u << 20) && l2 > 0 && 2 * deep <= (size_t)l2 ? 64 : 8;
 }
 
 coh_call th_call(cohort_group *g, int coll, int dtype, int redop, int root, uint64_t count)

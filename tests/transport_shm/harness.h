@@ -54,11 +54,12 @@ cohort_status th_private_ns(cohort_group *g, const char *prefix, const char *key
  * test_shm_fault). The copy is valid until the next call. */
 const char *th_errmsg(cohort_group *g);
 
-/* The ring depth the lead picks when each rank has a cpu and
- * COHORT_SHM_RING_SLOTS is unset, for slots of ring_bytes: 64 where they
- * fit 1 MiB and half this core's L2, else 8 (docs/shm.md "The ring's
- * depth"). The tests' statement of the rule, checked against the library. */
-size_t th_ring_default_k(size_t ring_bytes);
+/* The ring depth the lead of n local ranks picks when each has a cpu and
+ * COHORT_SHM_RING_SLOTS is unset, for slots of ring_bytes: 64 for 2 ranks
+ * where the slots fit 1 MiB and half this core's L2, else 8 (docs/shm.md
+ * "The ring's depth"). The tests' statement of the rule, checked against
+ * the library. */
+size_t th_ring_default_k(int n, size_t ring_bytes);
 /* End of a rank function in CHT_STORE_RANK0 tests (see above). */
 void th_done(int nranks);
 

@@ -1236,9 +1236,9 @@ START_TEST(bad_env)
 END_TEST
 
 /* COHORT_SHM_RING_SLOTS rounds down to a power of two; 0 or 1 slot, or
- * COHORT_SHM_RING_BYTES=0, is no ring. Unset (k DEEP), the default: 64
- * slots where they fit the footprint budget (1 MiB) and half this core's
- * L2, else 8 (docs/shm.md "The ring's depth"). */
+ * COHORT_SHM_RING_BYTES=0, is no ring. Unset (k DEEP), the default for
+ * this one-rank group: 8 (64 is for 2 ranks, test_shm_ring back_to_back;
+ * docs/shm.md "The ring's depth"). */
 #define DEEP ((size_t)-1)
 static const struct {
     const char *slots, *bytes;
@@ -1260,7 +1260,7 @@ START_TEST(ring_env)
     cohort_group *g = th_group_bare(0, 1, 1000);
     cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
     ck_assert_msg(st == COHORT_OK, "%s: %s", cohort_status_name(st), th_errmsg(g));
-    size_t k = ring_envs[_i].k == DEEP ? th_ring_default_k(ring_envs[_i].kbytes) : ring_envs[_i].k;
+    size_t k = ring_envs[_i].k == DEEP ? th_ring_default_k(1, ring_envs[_i].kbytes) : ring_envs[_i].k;
     ck_assert_msg(g->shm->ring_k == k && g->shm->ring_bytes == ring_envs[_i].kbytes,
                   "slots %s bytes %s: ring %zu x %zu, want %zu x %zu", ring_envs[_i].slots,
                   ring_envs[_i].bytes, g->shm->ring_k, g->shm->ring_bytes, k,

@@ -43,6 +43,7 @@
  * slots (64 x 16 KiB), 256 and 1024 when the ranks outnumber the cpus
  * this process may use (docs/shm.md). Set per rank by depths(n). */
 static int K = 8, KT = 128;
+static size_t RB = 16384; /* the ring's bytes: COHORT_SHM_RING_BYTES or 16 KiB */
 
 /* Every rank of the run on one cpu: ranks outnumber cpus whatever the
  * machine (broadcasts in ring pieces). Before th_group, which reads the
@@ -53,7 +54,9 @@ static void depths(int n)
 {
     cpu_set_t s;
     int over = sched_getaffinity(0, sizeof s, &s) == 0 && n > CPU_COUNT(&s);
-    K = over ? 256 : (int)th_ring_default_k(16384);
+    const char *b = getenv("COHORT_SHM_RING_BYTES");
+    RB = b ? (size_t)atol(b) : 16384;
+    K = over ? 256 : (int)th_ring_default_k(n, RB);
     const char *e = getenv("COHORT_SHM_RING_SLOTS"); /* back_to_back's shallow case */
     if (e && !over)
         K = atoi(e);
@@ -123,7 +126,7 @@ static int correct_rank(int rank, void *arg)
     cohort_status st;
     cohort_group *g = th_group(rank, n, 30000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
-    RANK_CHECK(g->shm->ring_k == (size_t)K && g->shm->ring_bytes == 16384, "ring %zu x %zu",
+    RANK_CHECK(g->shm->ring_k == (size_t)K && g->shm->ring_bytes == RB, "ring %zu x %zu",
                g->shm->ring_k, g->shm->ring_bytes);
     RANK_CHECK(g->shm->tiny_k == (size_t)KT && g->shm->tiny_bytes == 256, "tiny ring %zu x %zu",
                g->shm->tiny_k, g->shm->tiny_bytes);
@@ -226,10 +229,12 @@ START_TEST(back_to_back)
     /* 3: 4 ranks whose roots drain the ring when they must wait
      * (COHORT_SHM_RING_DRAIN, docs/shm.md): long streaks of one root wrap
      * it, the bytes are checked; 4: 2 ranks at K = 8, the depth hosts
-     * with a small L2 get (2 ranks alone take 64 where the L2 holds it) */
-    static int ns[] = {2, 4, 8, 4, 2};
+     * with a small L2 get (2 ranks alone take 64 where the L2 holds it);
+     * 5: 2 ranks with 32 KiB slots, which the deep ring's budget keeps
+     * at 8 (th_ring_default_k) */
+    static int ns[] = {2, 4, 8, 4, 2, 2};
     static const char *env[] = {NULL, NULL, NULL, "COHORT_SHM_RING_DRAIN=1",
-                                "COHORT_SHM_RING_SLOTS=8"};
+                                "COHORT_SHM_RING_SLOTS=8", "COHORT_SHM_RING_BYTES=32768"};
     int n = ns[_i];
     run_all_ok(n, 120000, env[_i], correct_rank, &n);
 }
@@ -1758,7 +1763,7 @@ static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_ring");
     TCase *tc = tcase_create("ring");
-    tcase_add_loop_test(tc, back_to_back, 0, 5);
+    tcase_add_loop_test(tc, back_to_back, 0, 6);
     tcase_add_loop_test(tc, mismatch, 0, 2 * R_N);
     tcase_add_loop_test(tc, sigkill, 0, 6);
     tcase_add_loop_test(tc, pieces, 0, 4);

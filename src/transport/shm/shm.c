@@ -218,9 +218,11 @@ static cohort_status read_ring_env(cohort_group *g, shm_ringcfg *out)
     if (shm_oversubscribed(g, g->local_size)) {
         v = SHM_MAX_RING_SLOTS;
         tv = SHM_MAX_TINY_SLOTS;
-    } else {
-        /* A rank a cpu: the deep ring where its slots fit the footprint
-         * budget and half this core's L2 (sysconf: 0 when unknown) */
+    } else if (g->local_size == 2) {
+        /* 2 ranks, a cpu each: the deep ring where its slots fit the
+         * footprint budget and half this core's L2 (sysconf: 0 when
+         * unknown). More ranks keep 8: with roots in turn their slots add
+         * up (n x 1 MiB), and no host here had the cores to measure it. */
         size_t deep = (size_t)SHM_DEEP_RING_SLOTS * (size_t)(b > 0 ? b : 0);
         long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
         if (deep && deep <= SHM_RING_LEAD_BYTES && l2 > 0 && 2 * deep <= (size_t)l2)

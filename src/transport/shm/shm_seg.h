@@ -167,8 +167,8 @@
 #define SHM_MIN_SLOT_BYTES 64u
 #define SHM_MAX_SLOT_BYTES (256u * 1024u * 1024u)
 #define SHM_DEFAULT_RING_SLOTS 8u
-/* K where a core's L2 holds twice the deep ring's slots (64 x 16 KiB):
- * 2 ranks back to back on the Intel host (2 MiB L2), 512 B-16 KiB
+/* K for 2 local ranks where a core's L2 holds twice the deep ring's slots
+ * (64 x 16 KiB): back to back on the Intel host (2 MiB L2), 512 B-16 KiB
  * broadcast, scatter, gather, reduce x0.5-0.85 against K = 8 - the root
  * runs further ahead, so the two cores wait on each other less often
  * (docs/shm.md "The ring's depth"); the AMD host (512 KiB) keeps 8 */
