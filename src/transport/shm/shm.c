@@ -208,13 +208,13 @@ static cohort_status read_ring_env(cohort_group *g, shm_ringcfg *out)
 {
     long v = SHM_DEFAULT_RING_SLOTS, b = SHM_DEFAULT_RING_BYTES;
     long tv = SHM_DEFAULT_TINY_SLOTS, tb = SHM_DEFAULT_TINY_BYTES;
+    cohort_status st = env_range(g, "COHORT_SHM_RING_BYTES", &b, 0, SHM_MAX_RING_BYTES);
     /* Ranks outnumbering cpus run in turns, and every turn of a reader ends
      * waiting for its root's next turn: with K slots a turn holds at most K
      * calls, so at K = 8 one call in 8 waits a scheduler round (p99 = that
      * round). The deepest rings there (docs/performance.md, "Ranks
      * outnumbering cores"); the memory is the lead's segment only, and
      * pages nobody broadcasts from are never touched. */
-    cohort_status st = env_range(g, "COHORT_SHM_RING_BYTES", &b, 0, SHM_MAX_RING_BYTES);
     if (shm_oversubscribed(g, g->local_size)) {
         v = SHM_MAX_RING_SLOTS;
         tv = SHM_MAX_TINY_SLOTS;
