@@ -4,6 +4,7 @@
 # Gloo beside them: which algorithm a size and rank count should get.
 #   NP="2 4" ALGOS="tree scatter_allgather flat" N=5 bench/compare/bcast_algo_ab.sh
 #   COLL=reduce_scatter ALGOS="ring direct" GLOO=0 SIZES=16,1024,16384 bench/compare/bcast_algo_ab.sh
+#   OSU=1: a barrier between iterations (cohort-perf --osu); Gloo then stays out
 # Prints per rank count, size and algorithm: median over launches of the launch's
 # avg time, min-max over launches, median p99; and each algorithm's ratio to Gloo.
 P=${COHORT_PERF:-$(dirname "$0")/../../build/tools/cohort-perf/cohort-perf}
@@ -15,6 +16,9 @@ ALGOS=${ALGOS:-"tree scatter_allgather flat"}
 SIZES=${SIZES:-1048576,4194304,16777216,67108864}
 T=${T:-0.2}
 GLOO=${GLOO:-1}
+OSU=${OSU:-0}
+OSUF=()
+if [ "$OSU" = 1 ]; then OSUF=(--osu); GLOO=0; fi
 PEERS=${PEERS_SRC:-/work/shared/peers/coll}
 OUT=${OUT:-/tmp/bcast_algo_ab.$$}
 mkdir -p "$OUT"
@@ -25,7 +29,7 @@ for i in $(seq 1 "$N"); do
         list=("$@"); k=${#list[@]}
         for j in $(seq 0 $((k - 1))); do
             a=${list[$(((i + j) % k))]}
-            env "$VAR=$a" timeout 600 "$P" --np "$np" --transport tcp --coll "$COLL" \
+            env "$VAR=$a" timeout 600 "$P" --np "$np" --transport tcp --coll "$COLL" "${OSUF[@]}" \
                 --sizes "$SIZES" --time "$T" --in-place no --json-out "$OUT/$a.$np.$i.json" \
                 > "$OUT/$a.$np.$i.txt" 2>&1 || echo "!! $a np=$np round $i failed" >&2
         done
@@ -36,7 +40,7 @@ for i in $(seq 1 "$N"); do
         fi
     done
 done
-/usr/bin/python3 - "$OUT" "$COLL" <<'PY'
+/usr/bin/python3 - "$OUT" "$COLL" "$ALGOS" <<'PY'
 import glob, json, os, re, sys, statistics as S
 out = sys.argv[1]
 d = {}
@@ -50,12 +54,14 @@ for f in glob.glob(f"{out}/gloo.*.txt"):
         x = line.split()
         if len(x) >= 9 and x[0] == sys.argv[2] and x[1].isdigit():
             d.setdefault((np_, int(x[1]), "gloo"), []).append((float(x[3]), None))
-print(f"{'np':>3} {'size':>9} {'algo':18} {'n':>2} {'median us':>10} {'min-max us':>20} {'p99 us':>9} {'/gloo':>6}")
+print(f"{'np':>3} {'size':>9} {'algo':18} {'n':>2} {'median us':>10} {'min-max us':>20} {'p99 us':>9} {'/gloo':>6} {'/first':>6}")
 for k in sorted(d):
     v = d[k]; lat = [x[0] for x in v]; p99 = [x[1] for x in v if x[1] is not None]
     g = d.get((k[0], k[1], "gloo"))
     rg = f"{S.median(lat) / S.median([x[0] for x in g]):.2f}" if g and k[2] != "gloo" else ""
-    print(f"{k[0]:>3} {k[1]:>9} {k[2]:18} {len(v):>2} {S.median(lat):>10.0f} "
-          f"{min(lat):>9.0f}-{max(lat):<9.0f} {S.median(p99) if p99 else float('nan'):>9.0f} {rg:>6}")
+    f0 = S.median([x[0] for x in d.get((k[0], k[1], sys.argv[3].split()[0]), [(float("nan"), None)])])
+    print(f"{k[0]:>3} {k[1]:>9} {k[2]:18} {len(v):>2} {S.median(lat):>10.2f} "
+          f"{min(lat):>9.2f}-{max(lat):<9.2f} {S.median(p99) if p99 else float('nan'):>9.2f} {rg:>6} "
+          f"{S.median(lat) / f0:>6.2f}")
 PY
 echo "raw: $OUT"

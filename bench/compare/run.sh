@@ -6,7 +6,7 @@
 #   bench/compare/run.sh                 the full comparison (about an hour on 2 cores)
 #   QUICK=1 bench/compare/run.sh         smoke run: 1 launch, 3 sizes, short timing (a few minutes)
 #   PRESET=issue14 bench/compare/run.sh  every target of issue #14 at >= 5 launches per
-#                                        cell, sized for ~50 minutes on 2 cores (below)
+#                                        cell, every collective (OPS=all), ~70 minutes on 2 cores
 #   PRESET=issue14 QUICK=1 bench/compare/run.sh   the preset's configurations once, QUICK-sized
 #   CONFIGS="shm2 contract" bench/compare/run.sh     only some configurations
 #
@@ -20,7 +20,8 @@
 #                    five the shared peer harness has (all_reduce broadcast all_gather
 #                    reduce_scatter barrier). all_to_all, gather, scatter, reduce (root 0)
 #                    and sendrecv (ping-pong of ranks 2k, 2k+1, one way) only when named:
-#                    OPS=ext for the five, OPS=all for all ten. The MPIs
+#                    OPS=ext for the five, OPS=all for all ten (PRESET=issue14's
+#                    default). The MPIs
 #                    run them through bench/compare/mpi_coll_ext.c (same timing, same
 #                    rows, a second mpirun in the same slot: <lib>.<launch>.ext.txt);
 #                    Gloo has none of them
@@ -94,16 +95,20 @@ case "$PRESET" in
 issue14)
     # Every target of issue #14, >= 5 launches per cell (cohort gets one launch per
     # peer per round, so >= 5 either way), all sizes 8 B .. 64 MiB. T is the time
-    # per size: 0.03 s keeps 5 rounds near 50-55 minutes on 2 cores (docs/performance.md
-    # "Benchmarks" has the estimate); the medians are over launches, each launch's
+    # per size: 0.03 s keeps 5 rounds of every op near 70 minutes on 2 cores (docs/performance.md
+    # "Benchmarks" has the timing); the medians are over launches, each launch's
     # p50/p99 over its own iterations (>= 5 after warmup, at every size). over16osu
     # is left out: no target asks for 16 ranks OSU style. shm2heap/shm2heaposu (cohort
     # alone under libcohort-heap.so, ~5 s a launch) measure the 1 MiB broadcast
     # target for an unchanged program under the heap, which check reports beside the
     # one without it.
     # With QUICK=1: the same configurations at QUICK's launches, sizes and timing
-    # (a smoke run of the preset).
+    # (a smoke run of the preset). OPS=all: the shm and TCP targets name every
+    # collective Open MPI has, so reduce, gather, scatter, all_to_all and send/recv
+    # run too (the MPIs through mpi_coll_ext, Gloo its four); before session 33 the
+    # preset ran the five default ops and those cells only in separate OPS= runs.
     if [ "$QUICK" != 1 ]; then REPS=${REPS:-5}; T=${T:-0.03}; fi
+    OPS=${OPS:-all}
     CONFIGS=${CONFIGS:-"memcpy shm2 shm2osu shm2heap shm2heaposu over4 over4osu over8 over8osu over16 tcp2 tcp2osu tcp4 tcp4osu netns2 netns2osu netns4 netns4osu contract"}
     QUIET_WAIT=${QUIET_WAIT:-30}
     ;;

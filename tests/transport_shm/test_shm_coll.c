@@ -523,8 +523,9 @@ static int rank_main(int rank, void *arg)
                     strstr(cf->env, "PROBE_NS=3000,1000,4000,4000") != NULL) &&
                    n > 1;
         /* auto with 3 or more ranks outnumbering the cpus (3 on a 2-cpu
-         * machine): send/recv by single copy although the probe keeps two
-         * copies, the other ops two copies (the "crowd" case) */
+         * machine): send/recv, gather and scatter by single copy although
+         * the probe keeps two copies, the other ops two copies (the "crowd"
+         * case) */
         int busy = !want && n > 2 && strstr(cf->env, "COHORT_SHM_SINGLE_COPY=auto") &&
                    n > coh_group_cpus(G);
         CHECK(s->oversub == (n > coh_group_cpus(G)), "oversub %d", s->oversub);
@@ -536,9 +537,14 @@ static int rank_main(int rank, void *arg)
         CHECK(s->cma == (want || busy), "single copy %d, expected %d (%s)", s->cma, want || busy,
               s->copy_info);
         CHECK(!busy || (shm_cma_use(s, COH_COLL_SEND, 65536) &&
+                        shm_cma_use(s, COH_COLL_GATHER, 65536) &&
+                        shm_cma_use(s, COH_COLL_SCATTER, 65536) &&
                         !shm_cma_use(s, COH_COLL_BROADCAST, 65536) &&
+                        !shm_cma_use(s, COH_COLL_ALL_GATHER, 65536) &&
+                        !shm_cma_use(s, COH_COLL_REDUCE, 65536) &&
                         shm_cma_use(s, COH_COLL_ALL_TO_ALL, 65536) == (n > 2 * coh_group_cpus(G))),
-              "ranks outnumbering the cpus: send/recv, and all_to_all if more than twice (%s)",
+              "ranks outnumbering the cpus: send/recv, gather, scatter, and all_to_all if more "
+              "than twice (%s)",
               s->copy_info);
         if (strstr(cf->env, "probe-fail"))
             CHECK(strstr(s->copy_info, "process_vm_readv: Bad address") != NULL,
@@ -1201,12 +1207,14 @@ END_TEST
  * this holds on any machine): all_to_all takes single copy from
  * COHORT_SHM_SINGLE_COPY_BYTES (default 64 KiB per rank block) although
  * the probe (its times replaced: the kernel's copy 2x memcpy) keeps two
- * copies, and send/recv (the ranks outnumber the cpus: read whole); every
- * other op keeps two copies, and the data are right at 8 ranks through it
- * (blocks at, above and below the threshold, in place: two copies after
- * the open phase; send/recv between the pairs). 3 ranks with the affinity
+ * copies, and send/recv, gather and scatter (the ranks outnumber the cpus:
+ * a leaf reads its block whole); every other op keeps two copies, and the
+ * data are right at 8 ranks through it (blocks at, above and below the
+ * threshold, in place: two copies after the open phase; send/recv between
+ * the pairs; gather and scatter from each root). 3 ranks with the affinity
  * left as it is (>= 2 cpus): not crowded, so all_to_all keeps two copies;
- * send/recv take the single copy where 3 ranks outnumber the cpus. */
+ * send/recv, gather and scatter take the single copy where 3 ranks
+ * outnumber the cpus. */
 enum { C_PINNED5, C_PINNED8, C_FREE3 };
 static int crowd_cpu, crowd_cpus;
 static int crowd_main(int rank, void *arg)
@@ -1240,11 +1248,18 @@ static int crowd_main(int rank, void *arg)
           "path at %zu B: %s", min, coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, min));
     CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, min - 1), "two copies (segment)"),
           "path at %zu B", min - 1);
-    static const int others[] = {COH_COLL_BROADCAST, COH_COLL_ALL_GATHER, COH_COLL_GATHER,
-                                 COH_COLL_SCATTER};
+    static const int others[] = {COH_COLL_BROADCAST, COH_COLL_ALL_GATHER, COH_COLL_REDUCE};
     for (size_t k = 0; k < COH_ARRAY_LEN(others); k++)
         CHECK(!shm_cma_use(s, others[k], 4 * min), "op %d: two copies (%s)", others[k],
               s->copy_info);
+    static const int rooted[] = {COH_COLL_GATHER, COH_COLL_SCATTER};
+    for (size_t k = 0; k < COH_ARRAY_LEN(rooted); k++) {
+        CHECK(shm_cma_use(s, rooted[k], min) == busy && !shm_cma_use(s, rooted[k], min - 1),
+              "op %d at %zu B a block (%s)", rooted[k], min, s->copy_info);
+        CHECK(strcmp(coh_shm_copy_path(s, rooted[k], min),
+                     busy ? "single copy (cma)" : "two copies (segment)") == 0,
+              "op %d path: %s", rooted[k], coh_shm_copy_path(s, rooted[k], min));
+    }
     CHECK(!crowded || strstr(s->copy_info, "outnumber twice the cpus") != NULL, "named: %s",
           s->copy_info);
     if (mode != C_PINNED5) {
@@ -1257,6 +1272,20 @@ static int crowd_main(int rank, void *arg)
     t_sendrecv(min - 1);
     t_sendrecv(min);
     t_sendrecv(3 * min + 5);
+    /* gather and scatter at, below and above the size, each root, in place
+     * too: the single copy where the ranks outnumber the cpus */
+    int roots[] = {0, nranks - 1};
+    for (int ri = 0; ri < 2; ri++)
+        for (int ip = 0; ip < 3; ip++) { /* scatter's 2: recv == send at the root */
+            if (ip < 2) {
+                t_gather(COHORT_UINT8, min, ip, roots[ri]);
+                t_gather(COHORT_UINT8, min - 1, ip, roots[ri]);
+                t_gather(COHORT_FLOAT32, min / 4 + 1027, ip, roots[ri]);
+            }
+            t_scatter(COHORT_UINT8, min, ip, roots[ri]);
+            t_scatter(COHORT_UINT8, min - 1, ip, roots[ri]);
+            t_scatter(COHORT_FLOAT32, min / 4 + 1027, ip, roots[ri]);
+        }
     th_group_free(G);
     th_done(nranks);
     return 0;

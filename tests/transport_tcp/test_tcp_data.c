@@ -502,6 +502,66 @@ START_TEST(stash_out_of_order)
 }
 END_TEST
 
+/* A receiver that its sender runs far ahead of: rank 0 sends one message
+ * for each of RUN_K calls before rank 1 takes the first (all of them
+ * stashed at rank 1), then rank 1 runs the calls one by one. The check at
+ * each call's start for messages a finished call left behind looks at the
+ * stash's first entries only (a peer's calls arrive in order), not the
+ * whole stash each call: RUN_K calls, not RUN_K^2 / 2 looks. */
+#define RUN_K 2000
+static int runahead_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    unsigned char buf[64];
+    coh_call go = tf_call(1, COH_COLL_SEND, COHORT_UINT8, -1, -1, 3, 0);
+    if (r->rank == 0) {
+        for (int i = 1; i <= RUN_K; i++) {
+            coh_call c = tf_call((uint64_t)i, COH_COLL_REDUCE, COHORT_UINT8, COHORT_SUM, 1, 0,
+                                 sizeof buf);
+            tf_fill(buf, sizeof buf, (uint64_t)i);
+            TF_OK(r, tf_send(r, &c, COLL, 1, buf, sizeof buf, 0));
+        }
+        TF_OK(r, tf_send(r, &go, P2P, 2, NULL, 0, 0));
+    } else if (r->rank == 2) {
+        TF_OK(r, tf_recv(r, &go, P2P, 0, NULL, 0, 0));
+        usleep(300 * 1000); /* rank 1 sleeps in poll() with rank 0's data there */
+        TF_OK(r, tf_send(r, &go, P2P, 1, NULL, 0, 0));
+    } else {
+        /* rank 2's word comes after rank 0 sent everything (a p2p receive:
+         * it sets no call floor); waiting for it, rank 1 reads rank 0's
+         * messages, from a peer this batch expects nothing from, into its
+         * stash */
+        TF_OK(r, tf_recv(r, &go, P2P, 2, NULL, 0, 0));
+        coh_net_tx_stats a, b;
+        coh_net_get_tx_stats(r->net, &a);
+        for (int i = 1; i <= RUN_K; i++) {
+            coh_call c = tf_call((uint64_t)i, COH_COLL_REDUCE, COHORT_UINT8, COHORT_SUM, 1, 0,
+                                 sizeof buf);
+            memset(buf, 0, sizeof buf);
+            TF_OK(r, tf_recv(r, &c, COLL, 0, buf, sizeof buf, 0));
+            TF_CHECK(r, tf_check(buf, sizeof buf, (uint64_t)i) < 0, "call %d's message", i);
+        }
+        coh_net_get_tx_stats(r->net, &b);
+        TF_CHECK(r, b.stash_peak >= RUN_K / 2, "the sender ran ahead: %ld stashed at most",
+                 b.stash_peak);
+        TF_CHECK(r, b.stash_scans - a.stash_scans <= 2L * RUN_K,
+                 "%ld stashed messages looked at over %d calls", b.stash_scans - a.stash_scans,
+                 RUN_K);
+    }
+    return 0;
+}
+
+START_TEST(stash_runahead_linear)
+{
+    tf_opts o = {.nranks = 3};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, runahead_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
 /* ---- p2p: same tag FIFO, different tags overtake ---- */
 
 static int p2p_body(tf_rank *r)
@@ -1133,6 +1193,7 @@ static Suite *suite(void)
     tcase_add_test(t, spin_default_rule);
     tcase_add_loop_test(t, spin_default_applied, 0, (int)COH_ARRAY_LEN(spin_cases));
     tcase_add_test(t, stash_out_of_order);
+    tcase_add_test(t, stash_runahead_linear);
     tcase_add_test(t, p2p_tag_matching);
     tcase_add_test(t, unexpected_budget_parks);
     tcase_add_loop_test(t, park_ahead_parks, 0, 2);

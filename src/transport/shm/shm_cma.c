@@ -516,11 +516,21 @@ cohort_status shm_cma_agree(shm_op *o)
      * KiB 12.6-15.5 against 28-29; 8 ranks 256 KiB-4 MiB x0.53-0.75 back to
      * back, OSU x0.59-0.96; 64 KiB mixed (8 ranks OSU 12.4 against
      * 10.4-12.2, back to back 9.6-13.0 against 11.8-18.7). Not measured
-     * with 2 ranks on one cpu: not taken there. */
+     * with 2 ranks on one cpu: not taken there. Gather and scatter too
+     * (session 33): the two-copy root copies every block through its own
+     * cpu while the other ranks wait their turn for the two cpus; a leaf's
+     * one read of its block needs no other rank running. Intel host, quiet,
+     * 3 rounds, p50 of =on (from 64 KiB a block) against auto: 4 ranks on 2
+     * cpus 256 KiB-16 MiB x0.44-0.70 back to back, x0.43-0.69 OSU style; 8
+     * ranks 1-16 MiB x0.52-0.68 / x0.55-0.62; 64 KiB a block x0.96-1.05
+     * (results/2026-12-06-s33-intel-targets/ab/oversc). The 4-rank
+     * all_to_all won there too (x0.58-0.80) but lost on a loaded AMD host
+     * (session 11, above): not changed. */
     int busy = !all_want && !wins && !apart && all_can && s->oversub && s->n > 2;
     if (crowd || busy)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX,
-        ops = (crowd ? 1u << COH_COLL_ALL_TO_ALL : 0u) | (busy ? 1u << COH_COLL_SEND : 0u);
+        ops = (crowd ? 1u << COH_COLL_ALL_TO_ALL : 0u) |
+              (busy ? 1u << COH_COLL_SEND | 1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER : 0u);
     s->cma = all_can && (all_want || wins || apart || crowd || busy);
     /* pidfd_getfd, which the one-copy broadcast's readers use, passes the
      * same ptrace check as the probe's process_vm_readv */
@@ -591,13 +601,13 @@ cohort_status shm_cma_agree(shm_op *o)
                  "to memcpy at attach's measurement but %s%s%s); else two copies through the "
                  "segment%s",
                  crowd ? "all_to_all" : "", crowd && busy ? " and " : "",
-                 busy ? "send/recv (read whole by the receiver)" : "", range,
+                 busy ? "gather, scatter and send/recv (read whole by the receiver)" : "", range,
                  crowd ? "the ranks outnumber twice the cpus, where all_to_all's two copies "
                          "outgrow the cache"
                        : "",
                  crowd && busy ? "; " : "",
                  busy ? "the ranks outnumber the cpus, where each hand-off of a two-copy "
-                        "send waits for the scheduler"
+                        "send and a two-copy root's copies wait for the scheduler"
                       : "",
                  speed);
     else if (s->cma)

@@ -48,6 +48,8 @@ typedef struct coh_net_tx_stats {
     long acks_now;     /* completed receives with ack_now: acknowledgments flushed */
     long parks;        /* (receive side) messages left in the kernel at their header:
                           park_ahead, or over COHORT_MAX_UNEXPECTED */
+    long stash_scans;  /* stashed messages the stale check at a call's start looked at */
+    long stash_peak;   /* the most messages stashed at once */
 } coh_net_tx_stats;
 void coh_net_get_tx_stats(const coh_net *n, coh_net_tx_stats *out);
 
