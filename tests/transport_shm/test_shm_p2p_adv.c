@@ -264,6 +264,70 @@ START_TEST(stash_cap_backpressure)
 }
 END_TEST
 
+/* ---- many messages stashed: kept in order ---- */
+
+/* Rank 0 sends NMANY small messages and then one of several chunks while
+ * rank 1 waits in a recv from rank 2 (late): rank 1 takes them all into its
+ * stash - the large one chunk by chunk onto the last message - and then
+ * receives them in order. The stash appends at its last message (no walk
+ * per chunk: with 20,000 messages a walk each took 2e8 steps). */
+#define NMANY 20000
+#define MANY_BIG (5 * 4096 + 123)
+static int rank_many(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    unsigned char *buf = calloc(1, MANY_BIG);
+    RANK_CHECK(buf, "calloc");
+    RANK_PASS(cohort_barrier(g), g);
+    if (rank == 0) {
+        for (uint32_t k = 0; k < NMANY; k++)
+            RANK_PASS(cohort_send(g, &k, 1, COHORT_UINT32, 1, 7), g);
+        for (size_t i = 0; i < MANY_BIG; i++)
+            buf[i] = fpat(i, 5);
+        RANK_PASS(cohort_send(g, buf, MANY_BIG, COHORT_UINT8, 1, 7), g);
+        RANK_PASS(cohort_send(g, buf, 0, COHORT_UINT8, 2, 1), g); /* rank 2 may go */
+    } else if (rank == 1) {
+        RANK_PASS(cohort_recv(g, buf, 1, COHORT_UINT8, 2, 0), g);
+        for (uint32_t k = 0; k < NMANY; k++) {
+            uint32_t v = UINT32_MAX;
+            RANK_PASS(cohort_recv(g, &v, 1, COHORT_UINT32, 0, 7), g);
+            RANK_CHECK(v == k, "message %u came as %u", k, v);
+        }
+        memset(buf, 0, MANY_BIG);
+        RANK_PASS(cohort_recv(g, buf, MANY_BIG, COHORT_UINT8, 0, 7), g);
+        for (size_t i = 0; i < MANY_BIG; i++)
+            RANK_CHECK(buf[i] == fpat(i, 5), "the large message, byte %zu", i);
+        /* and the stash works on after it emptied */
+        RANK_PASS(cohort_recv(g, buf, 1, COHORT_UINT8, 0, 8), g);
+        RANK_CHECK(buf[0] == 42, "the message after: %u", buf[0]);
+    } else {
+        RANK_PASS(cohort_recv(g, buf, 0, COHORT_UINT8, 0, 1), g);
+        usleep(200 * 1000);
+        buf[0] = 9;
+        RANK_PASS(cohort_send(g, buf, 1, COHORT_UINT8, 1, 0), g);
+    }
+    if (rank == 0) {
+        buf[0] = 42;
+        RANK_PASS(cohort_send(g, buf, 1, COHORT_UINT8, 1, 8), g);
+    }
+    free(buf);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(stash_many_in_order)
+{
+    cht_opts o = {.nranks = 3,
+                  .deadline_ms = 120000,
+                  .extra_env = "COHORT_SHM_P2P_BYTES=4096;COHORT_SHM_SINGLE_COPY=off"};
+    cht_result r;
+    cht_run_ranks(&o, rank_many, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 /* ---- the cap makes a call time out: the error says so ---- */
 
 /* Rank 1 waits in a recv from rank 2, which never sends; rank 0 floods
@@ -487,6 +551,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, garbage_in_slot, 0, 2 * G_NCASES);
     tcase_add_loop_test(tc, stash_cap_backpressure, 0, 2);
     tcase_add_test(tc, stash_cap_timeout_names_cap);
+    tcase_add_test(tc, stash_many_in_order);
     tcase_add_loop_test(tc, cap_zero_no_deadlock, 0, 2);
     tcase_add_test(tc, stash_env_invalid);
     tcase_add_loop_test(tc, split_tail_forged, 0, T_NCASES);

@@ -242,13 +242,12 @@ static cohort_status drain(void *arg_)
         uint32_t t = s->p2p_in[q];
         unsigned char *slot;
         while (shm_chan_ready(slot = shm_chan_slot(s, ch, t), t)) {
-            shm_p2p_msg **pp = &s->p2p_stash[q], *m = NULL;
-            while (*pp && (*pp)->next)
-                pp = &(*pp)->next;
-            if (*pp && (*pp)->have < (*pp)->h.len)
-                m = *pp; /* the last message is still incomplete */
-            else if (*pp)
-                pp = &(*pp)->next;
+            /* the last message, kept apart: appending walks no list (a
+             * peer that sends ahead fills the stash with up to its cap of
+             * messages, a walk each would be quadratic in them) */
+            shm_p2p_msg *last = s->p2p_last[q], *m = NULL;
+            if (last && last->have < last->h.len)
+                m = last; /* the last message is still incomplete */
             coh_hdr h;
             shm_chan_desc d;
             shm_chan_head hd;
@@ -292,7 +291,11 @@ static cohort_status drain(void *arg_)
                 m->h = h;
                 m->have = 0;
                 m->chunks = 0;
-                *pp = m;
+                if (last)
+                    last->next = m;
+                else
+                    s->p2p_stash[q] = m;
+                s->p2p_last[q] = m;
                 s->p2p_stash_used += stash_cost(h.len);
             }
             if (d.mode == SHM_CHAN_CMA) {
@@ -445,6 +448,8 @@ cohort_status coh_shm_recv(coh_shm *s, const coh_call *c, int q, const coh_hdr *
         off = m->have;
         k = m->chunks;
         s->p2p_stash[q] = m->next;
+        if (!m->next)
+            s->p2p_last[q] = NULL;
         s->p2p_stash_used -= stash_cost(m->h.len);
         coh_free(m);
         if (off >= bytes)

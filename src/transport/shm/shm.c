@@ -389,6 +389,7 @@ static void cleanup(coh_shm *s)
             }
         coh_free(s->p2p_stash);
     }
+    coh_free(s->p2p_last);
     coh_free(s);
 }
 
@@ -1545,7 +1546,8 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
         s->p2p_in = coh_calloc((size_t)s->n, sizeof *s->p2p_in);
         s->p2p_acked = coh_calloc((size_t)s->n, sizeof *s->p2p_acked);
         s->p2p_stash = coh_calloc((size_t)s->n, sizeof *s->p2p_stash);
-        if (!s->p2p_out || !s->p2p_in || !s->p2p_acked || !s->p2p_stash) {
+        s->p2p_last = coh_calloc((size_t)s->n, sizeof *s->p2p_last);
+        if (!s->p2p_out || !s->p2p_in || !s->p2p_acked || !s->p2p_stash || !s->p2p_last) {
             coh_shm_abort(s, COHORT_ERR_NOMEM, "shm: out of memory");
             cleanup(s);
             return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");

@@ -604,6 +604,7 @@ struct coh_shm {
     uint32_t *p2p_acked;        /* [n]: q's ack as last read (a send reads the
                                  * line q writes only when a slot seems taken) */
     shm_p2p_msg **p2p_stash;    /* [n]: messages from q taken before their recv */
+    shm_p2p_msg **p2p_last;     /* [n]: the last of them (appended to: no walk) */
     size_t p2p_stash_cap;       /* COHORT_SHM_P2P_STASH_BYTES (shm_p2p.c "the stash") */
     size_t p2p_stash_used;      /* bytes the stash holds now (messages + their heads) */
     int p2p_held;               /* local rank last held back at the cap, or -1 */
