@@ -23,6 +23,7 @@
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
 #define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
 #define BC_FLAT_MIN (512u << 10) /* ... flat above when ranks > cores (one host) */
+#define SC_OSU_LINEAR_MAX 4096u  /* scatter right after a barrier, oversubscribed: linear */
 #define BC_COARSE_MIN (16u << 20) /* ... tree_coarse from here (one host, ranks > cores, n >= 4) */
 #define BC_COARSE_PIECES 4
 #define BC_OSU_FLAT_MAX (16u << 10) /* ... flat right after a barrier (oversubscribed) */
@@ -290,6 +291,26 @@ int coh_bc_after_barrier_flat(const cohort_group *g, const coh_call *c)
         return 0;
     return coh_bc_after_barrier_flat_pref(oversub_mode(g), g->size, g->oversub, bytes_of(c));
 }
+/* The same for a small scatter: right after a barrier, under the same
+ * rule, linear (the root sends every block itself) instead of the tree,
+ * whose relays have just left the barrier. 4 ranks on 2 cores over TCP,
+ * OSU style, 4 alternating rounds (session 33, `COHORT_ALGO_SCATTER`,
+ * results/2026-12-06-s33-intel-targets/ab/scosu): linear/tree x0.51-0.53 at
+ * 4-64 B a block, x0.74-0.79 at 1-4 KiB; back to back linear lost
+ * (x1.26-1.48, ab/scb2b), so a scatter that follows anything else keeps the
+ * tree. Blocks above 4 KiB were not measured: the tree keeps them. */
+int coh_sc_after_barrier_linear_pref(int mode, int n, int oversub, size_t block)
+{
+    return block <= SC_OSU_LINEAR_MAX && coh_bar_lead_pref(mode, n, oversub);
+}
+int coh_sc_after_barrier_linear(const cohort_group *g, const coh_call *c)
+{
+    if (c->coll != COH_COLL_SCATTER || c->seq != g->bcf_seq || g->bcf_seq == 0)
+        return 0;
+    if (coh_coll_forced(g, COH_COLL_SCATTER))
+        return 0;
+    return coh_sc_after_barrier_linear_pref(oversub_mode(g), g->size, g->oversub, bytes_of(c));
+}
 static int ag_bruck_pref(const cohort_group *g, const coh_call *c)
 {
     return bytes_of(c) * (size_t)g->size <= AG_BRUCK_MAX;
@@ -469,6 +490,8 @@ static cohort_status run_sc_linear(cohort_group *g, coh_call *c)
 }
 static cohort_status run_sc_tree(cohort_group *g, coh_call *c)
 {
+    if (coh_sc_after_barrier_linear(g, c))
+        return run_sc_linear(g, c);
     coh_view v = whole(g);
     return coh_tree_scatter(g, c, &v, c->send, c->recv, bytes_of(c), c->root, 0);
 }

@@ -307,6 +307,8 @@ int coh_bar_ack_from(const cohort_group *g, const coh_call *c);
  * flat instead of the tree, unless COHORT_ALGO_BROADCAST forces one. */
 int coh_bc_after_barrier_flat_pref(int mode, int n, int oversub, size_t bytes);
 int coh_bc_after_barrier_flat(const cohort_group *g, const coh_call *c);
+int coh_sc_after_barrier_linear_pref(int mode, int n, int oversub, size_t block);
+int coh_sc_after_barrier_linear(const cohort_group *g, const coh_call *c);
 /* The COHORT_ALGO_<OP> value forcing an algorithm for coll, or NULL
  * (unset or auto): select.c. */
 const char *coh_coll_forced(const cohort_group *g, int coll);

@@ -67,6 +67,14 @@ START_TEST(test_rule)
     ck_assert(!coh_bc_after_barrier_flat_pref(-1, 2, 1, 8));
     ck_assert(!coh_bc_after_barrier_flat_pref(0, 4, 1, 8));
     ck_assert(coh_bc_after_barrier_flat_pref(1, 4, 0, 8));
+    /* the scatter after a barrier: linear up to 4 KiB a block, same rule */
+    ck_assert(coh_sc_after_barrier_linear_pref(-1, 4, 1, 4));
+    ck_assert(coh_sc_after_barrier_linear_pref(-1, 3, 1, 4096));
+    ck_assert(!coh_sc_after_barrier_linear_pref(-1, 4, 1, 4097));
+    ck_assert(!coh_sc_after_barrier_linear_pref(-1, 4, 0, 4));
+    ck_assert(!coh_sc_after_barrier_linear_pref(-1, 2, 1, 4));
+    ck_assert(!coh_sc_after_barrier_linear_pref(0, 4, 1, 4));
+    ck_assert(coh_sc_after_barrier_linear_pref(1, 4, 0, 4));
     /* the ACK flushed after the barrier: 2 ranks on one machine only */
     ck_assert(coh_bar_ack_pref(2, 2));
     ck_assert(!coh_bar_ack_pref(2, 1)); /* two machines */
@@ -182,6 +190,18 @@ static int next_flat(cohort_group *g, size_t bytes)
     return coh_bc_after_barrier_flat(g, &c);
 }
 
+/* Whether a scatter of block bytes a rank as the next call would go linear. */
+static int next_sc_linear(cohort_group *g, size_t block)
+{
+    coh_call c;
+    memset(&c, 0, sizeof c);
+    c.coll = COH_COLL_SCATTER;
+    c.seq = g->seq + 1;
+    c.dtype = COHORT_UINT8;
+    c.count = block;
+    return coh_sc_after_barrier_linear(g, &c);
+}
+
 typedef struct loop_arg {
     int n;
     size_t bytes;
@@ -225,6 +245,23 @@ static int rank_loop(int rank, void *arg)
             RANK_CHECK(y == (float)a->n, "all_reduce: %g", (double)y);
             RANK_CHECK(next_leader(g) == -1, "a barrier after an all_reduce is led by %d",
                        next_leader(g));
+            RANK_PASS(cohort_barrier(g), g);
+            /* a small scatter right after a barrier goes linear (every
+             * loop case oversubscribes); after anything else, the tree */
+            RANK_CHECK(next_sc_linear(g, 16) && next_sc_linear(g, 4096) &&
+                           !next_sc_linear(g, 4097),
+                       "n=%d call %d: a scatter after a barrier: linear %d/%d/%d", a->n, i,
+                       next_sc_linear(g, 16), next_sc_linear(g, 4096), next_sc_linear(g, 4097));
+            static unsigned char sb[16 * 8], rb[16];
+            for (int q = 0; q < a->n; q++)
+                for (size_t j = 0; j < 16; j++)
+                    sb[(size_t)q * 16 + j] = pat(i, q, j);
+            memset(rb, 0, sizeof rb);
+            RANK_PASS(cohort_scatter(g, sb, rb, 16, COHORT_UINT8, 1), g);
+            for (size_t j = 0; j < 16; j++)
+                RANK_CHECK(rb[j] == pat(i, rank, j), "n=%d call %d: scattered byte %zu: %#x",
+                           a->n, i, j, rb[j]);
+            RANK_CHECK(!next_sc_linear(g, 16), "a scatter after a scatter goes linear");
             RANK_PASS(cohort_barrier(g), g);
             /* a zero-count broadcast moves nothing (a sync): no leader */
             RANK_PASS(cohort_broadcast(g, buf, 0, COHORT_UINT8, 1), g);
