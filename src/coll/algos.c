@@ -283,13 +283,17 @@ int coh_bc_after_barrier_flat_pref(int mode, int n, int oversub, size_t bytes)
 {
     return bytes <= BC_OSU_FLAT_MAX && coh_bar_lead_pref(mode, n, oversub);
 }
+/* c is a call of coll that directly follows a barrier, and no
+ * COHORT_ALGO_* forces coll's algorithm (the OSU loop's rules below). */
+static int follows_barrier(const cohort_group *g, const coh_call *c, int coll)
+{
+    return c->coll == coll && g->bcf_seq != 0 && c->seq == g->bcf_seq &&
+           !coh_coll_forced(g, coll);
+}
 int coh_bc_after_barrier_flat(const cohort_group *g, const coh_call *c)
 {
-    if (c->coll != COH_COLL_BROADCAST || c->seq != g->bcf_seq || g->bcf_seq == 0)
-        return 0;
-    if (coh_coll_forced(g, COH_COLL_BROADCAST))
-        return 0;
-    return coh_bc_after_barrier_flat_pref(oversub_mode(g), g->size, g->oversub, bytes_of(c));
+    return follows_barrier(g, c, COH_COLL_BROADCAST) &&
+           coh_bc_after_barrier_flat_pref(oversub_mode(g), g->size, g->oversub, bytes_of(c));
 }
 /* The same for a small scatter: right after a barrier, under the same
  * rule, linear (the root sends every block itself) instead of the tree,
@@ -305,11 +309,8 @@ int coh_sc_after_barrier_linear_pref(int mode, int n, int oversub, size_t block)
 }
 int coh_sc_after_barrier_linear(const cohort_group *g, const coh_call *c)
 {
-    if (c->coll != COH_COLL_SCATTER || c->seq != g->bcf_seq || g->bcf_seq == 0)
-        return 0;
-    if (coh_coll_forced(g, COH_COLL_SCATTER))
-        return 0;
-    return coh_sc_after_barrier_linear_pref(oversub_mode(g), g->size, g->oversub, bytes_of(c));
+    return follows_barrier(g, c, COH_COLL_SCATTER) &&
+           coh_sc_after_barrier_linear_pref(oversub_mode(g), g->size, g->oversub, bytes_of(c));
 }
 static int ag_bruck_pref(const cohort_group *g, const coh_call *c)
 {

@@ -178,27 +178,27 @@ static int next_leader(cohort_group *g)
     return coh_bar_leader(g, &c);
 }
 
-/* Whether a broadcast of bytes as the next call would go flat. */
-static int next_flat(cohort_group *g, size_t bytes)
+/* The next call (the next seq) as coll of bytes (a scatter: a block). */
+static coh_call next_call(const cohort_group *g, int coll, size_t bytes)
 {
     coh_call c;
     memset(&c, 0, sizeof c);
-    c.coll = COH_COLL_BROADCAST;
+    c.coll = (uint8_t)coll;
     c.seq = g->seq + 1;
     c.dtype = COHORT_UINT8;
     c.count = bytes;
+    return c;
+}
+/* Whether a broadcast of bytes as the next call would go flat. */
+static int next_flat(cohort_group *g, size_t bytes)
+{
+    coh_call c = next_call(g, COH_COLL_BROADCAST, bytes);
     return coh_bc_after_barrier_flat(g, &c);
 }
-
 /* Whether a scatter of block bytes a rank as the next call would go linear. */
 static int next_sc_linear(cohort_group *g, size_t block)
 {
-    coh_call c;
-    memset(&c, 0, sizeof c);
-    c.coll = COH_COLL_SCATTER;
-    c.seq = g->seq + 1;
-    c.dtype = COHORT_UINT8;
-    c.count = block;
+    coh_call c = next_call(g, COH_COLL_SCATTER, block);
     return coh_sc_after_barrier_linear(g, &c);
 }
 
