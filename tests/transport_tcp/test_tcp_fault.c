@@ -165,6 +165,74 @@ START_TEST(contract_stale_seq)
 }
 END_TEST
 
+/* A stray message for a finished call stashed *behind* a newer one from
+ * the same peer (its stream out of call order: a broken or hostile peer).
+ * The stale walk at a call's start stops at a peer's first message of the
+ * current call or later (linear, see xfer.c), so it passes the old message
+ * over while the newer one waits in front of it; once the newer one is
+ * taken the old one is first, and the next call's start must refuse it: a
+ * contract error naming its call on every rank, not a stash that grows. */
+static int behind_body(tf_rank *r)
+{
+    if (tf_connect(r))
+        return 1;
+    unsigned char buf[64];
+    coh_call go = tf_call(1, COH_COLL_SEND, COHORT_UINT8, -1, -1, 3, 0);
+    coh_call c5 = tf_call(5, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 0, 64);
+    coh_call c6 = tf_call(6, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 0, 64);
+    coh_call c7 = tf_call(7, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, 0, 64);
+    if (r->rank == 0) {
+        tf_fill(buf, sizeof buf, 6);
+        TF_OK(r, tf_send(r, &c6, COLL, 1, buf, 64, 0));
+        tf_fill(buf, sizeof buf, 5);
+        TF_OK(r, tf_send(r, &c5, COLL, 1, buf, 64, 0)); /* after #6: out of order */
+        TF_OK(r, tf_send(r, &go, P2P, 2, NULL, 0, 0));
+        cohort_status st = tf_recv(r, &c7, COLL, 1, buf, 64, 0);
+        tf_record(r, st);
+        TF_CHECK(r, st == COHORT_ERR_CONTRACT, "got %s: %s", cohort_status_name(st),
+                 r->g.err.msg);
+    } else if (r->rank == 2) {
+        TF_OK(r, tf_recv(r, &go, P2P, 0, NULL, 0, 0));
+        usleep(300 * 1000); /* rank 1 sleeps in poll() with rank 0's data there */
+        TF_OK(r, tf_send(r, &go, P2P, 1, NULL, 0, 0));
+        tf_fill(buf, sizeof buf, 55);
+        TF_OK(r, tf_send(r, &c5, COLL, 1, buf, 64, 0));
+        cohort_status st = tf_recv(r, &c7, COLL, 1, buf, 64, 0);
+        tf_record(r, st);
+        TF_CHECK(r, st == COHORT_ERR_CONTRACT, "got %s: %s", cohort_status_name(st),
+                 r->g.err.msg);
+    } else {
+        /* rank 0's two messages arrive while this rank waits on rank 2's
+         * word: both stashed, #6 in front of #5 */
+        TF_OK(r, tf_recv(r, &go, P2P, 2, NULL, 0, 0));
+        coh_net_tx_stats ts;
+        coh_net_get_tx_stats(r->net, &ts);
+        TF_CHECK(r, ts.stash_peak >= 2, "rank 0's messages were not stashed (%ld at most)",
+                 ts.stash_peak);
+        TF_OK(r, tf_recv(r, &c5, COLL, 2, buf, 64, 0)); /* #5 from rank 2 */
+        TF_CHECK(r, tf_check(buf, 64, 55) < 0, "call #5's payload is rank 2's");
+        TF_OK(r, tf_recv(r, &c6, COLL, 0, buf, 64, 0)); /* #6 from the stash's front */
+        TF_CHECK(r, tf_check(buf, 64, 6) < 0, "call #6's payload is rank 0's #6");
+        cohort_status st = tf_recv(r, &c7, COLL, 2, buf, 64, 0);
+        tf_record(r, st);
+        TF_CHECK(r, st == COHORT_ERR_CONTRACT, "got %s: %s", cohort_status_name(st),
+                 r->g.err.msg);
+        TF_CHECK(r, strstr(r->g.err.msg, "#5") && strstr(r->g.err.msg, "rank 0"),
+                 "message names rank 0's call #5: %s", r->g.err.msg);
+    }
+    return 0;
+}
+
+START_TEST(contract_stale_behind_newer)
+{
+    tf_opts o = {.nranks = 3, .timeout_ms = 10000};
+    tf_result res;
+    tf_shared *sh = tf_run(&o, behind_body, NULL, &res);
+    tf_assert_ok(sh, &res);
+    tf_done(sh);
+}
+END_TEST
+
 /* p2p: matched by tag, then count/dtype compared. */
 static int p2p_mm_body(tf_rank *r)
 {
@@ -564,6 +632,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 60);
     tcase_add_loop_test(t, contract_mismatch_fields, 0, (int)COH_ARRAY_LEN(mm_cases));
     tcase_add_test(t, contract_stale_seq);
+    tcase_add_test(t, contract_stale_behind_newer);
     tcase_add_test(t, contract_p2p_count);
     suite_add_tcase(s, t);
     t = tcase_create("peers");
