@@ -1208,7 +1208,8 @@ END_TEST
  * COHORT_SHM_SINGLE_COPY_BYTES (default 64 KiB per rank block) although
  * the probe (its times replaced: the kernel's copy 2x memcpy) keeps two
  * copies, and send/recv, gather and scatter (the ranks outnumber the cpus:
- * a leaf reads its block whole); every other op keeps two copies, and the
+ * a leaf reads its block whole; gather and scatter from just above the
+ * ring's slot); every other op keeps two copies, and the
  * data are right at 8 ranks through it (blocks at, above and below the
  * threshold, in place: two copies after the open phase; send/recv between
  * the pairs; gather and scatter from each root). 3 ranks with the affinity
@@ -1252,14 +1253,22 @@ static int crowd_main(int rank, void *arg)
     for (size_t k = 0; k < COH_ARRAY_LEN(others); k++)
         CHECK(!shm_cma_use(s, others[k], 4 * min), "op %d: two copies (%s)", others[k],
               s->copy_info);
+    /* gather and scatter: from just above the ring's slot */
+    const size_t gs = s->ring_bytes + 1;
+    CHECK(s->ring_k && s->ring_bytes < min, "the ring: %zu slots of %zu B", s->ring_k,
+          s->ring_bytes);
+    CHECK(s->busy_gs_from == (busy ? gs : 0), "rooted from %zu", s->busy_gs_from);
     static const int rooted[] = {COH_COLL_GATHER, COH_COLL_SCATTER};
     for (size_t k = 0; k < COH_ARRAY_LEN(rooted); k++) {
-        CHECK(shm_cma_use(s, rooted[k], min) == busy && !shm_cma_use(s, rooted[k], min - 1),
-              "op %d at %zu B a block (%s)", rooted[k], min, s->copy_info);
-        CHECK(strcmp(coh_shm_copy_path(s, rooted[k], min),
+        CHECK(shm_cma_use(s, rooted[k], gs) == busy && !shm_cma_use(s, rooted[k], gs - 1) &&
+                  shm_cma_use(s, rooted[k], min) == busy,
+              "op %d at %zu B a block (%s)", rooted[k], gs, s->copy_info);
+        CHECK(strcmp(coh_shm_copy_path(s, rooted[k], gs),
                      busy ? "single copy (cma)" : "two copies (segment)") == 0,
-              "op %d path: %s", rooted[k], coh_shm_copy_path(s, rooted[k], min));
+              "op %d path: %s", rooted[k], coh_shm_copy_path(s, rooted[k], gs));
     }
+    CHECK(!busy || strstr(s->copy_info, "above the ring's slot") != NULL, "named: %s",
+          s->copy_info);
     CHECK(!crowded || strstr(s->copy_info, "outnumber twice the cpus") != NULL, "named: %s",
           s->copy_info);
     if (mode != C_PINNED5) {
@@ -1279,12 +1288,14 @@ static int crowd_main(int rank, void *arg)
         for (int ip = 0; ip < 3; ip++) { /* scatter's 2: recv == send at the root */
             if (ip < 2) {
                 t_gather(COHORT_UINT8, min, ip, roots[ri]);
-                t_gather(COHORT_UINT8, min - 1, ip, roots[ri]);
-                t_gather(COHORT_FLOAT32, min / 4 + 1027, ip, roots[ri]);
+                t_gather(COHORT_UINT8, gs, ip, roots[ri]);
+                t_gather(COHORT_UINT8, gs - 1, ip, roots[ri]);
+                t_gather(COHORT_FLOAT32, gs / 4 + 1027, ip, roots[ri]);
             }
             t_scatter(COHORT_UINT8, min, ip, roots[ri]);
-            t_scatter(COHORT_UINT8, min - 1, ip, roots[ri]);
-            t_scatter(COHORT_FLOAT32, min / 4 + 1027, ip, roots[ri]);
+            t_scatter(COHORT_UINT8, gs, ip, roots[ri]);
+            t_scatter(COHORT_UINT8, gs - 1, ip, roots[ri]);
+            t_scatter(COHORT_FLOAT32, gs / 4 + 1027, ip, roots[ri]);
         }
     th_group_free(G);
     th_done(nranks);

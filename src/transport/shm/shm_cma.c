@@ -543,6 +543,22 @@ cohort_status shm_cma_agree(shm_op *o)
         s->cma_from[k] = apart && !lead_set ? apart_from(k) : s->cma_min;
         s->cma_to[k] = apart && !lead_set ? SIZE_MAX : s->cma_end;
     }
+    /* Busy gather and scatter from just above the ring's slot (session
+     * 34): a block the ring cannot carry goes through the two-copy phases,
+     * where every rank waits for all the others at each phase and ranks
+     * sharing cpus wait for the scheduler there (4 ranks on 2 cpus: 16 KiB
+     * a block 3.2 us, 20 KiB 10.7); a leaf's one read needs no other rank
+     * running. Intel host, quiet, 3 rounds, p50 of =on against auto: 4
+     * ranks 20-32 KiB a block x0.59-0.83, 8 ranks x0.67-0.79, both modes,
+     * 24 of 24 cells; at 16 KiB a block (the ring's, gather) x1.2-3.7
+     * (results/2026-12-06-s34-busy-gs). COHORT_SHM_SINGLE_COPY_BYTES, when
+     * set, still decides. */
+    s->busy_gs_from = 0;
+    if (busy && !lead_set) {
+        size_t rb = s->ring_k ? s->ring_bytes : SHM_DEFAULT_RING_BYTES;
+        s->busy_gs_from = COH_MIN(lead_min, rb + 1);
+        s->cma_from[COH_COLL_GATHER] = s->cma_from[COH_COLL_SCATTER] = s->busy_gs_from;
+    }
     s->ar_oop_to = apart && !lead_set ? AR_OOP_TO : SIZE_MAX;
     /* the adaptive band below the apart rule's all_reduce size */
     s->xc_adapt = apart && !lead_set ? xc_mode() : 0;
@@ -565,6 +581,11 @@ cohort_status shm_cma_agree(shm_op *o)
         snprintf(range, sizeof range, ">= %zu B", s->cma_min);
     else
         snprintf(range, sizeof range, ">= %zu B and < %zu B", s->cma_min, s->cma_end);
+    char gs_words[112] = "";
+    if (s->busy_gs_from)
+        snprintf(gs_words, sizeof gs_words,
+                 ", gather and scatter > %zu B per rank (above the ring's slot)",
+                 s->busy_gs_from - 1);
     if (s->n == 1)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
     else if (apart && !lead_set)
@@ -597,11 +618,14 @@ cohort_status shm_cma_agree(shm_op *o)
                  range, bound_apart ? where : "have a cpu each (unbound)", speed);
     else if (crowd || busy)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "%s%s%s %s per rank: single copy (process_vm_readv; auto: the kernel's copy loses "
-                 "to memcpy at attach's measurement but %s%s%s); else two copies through the "
-                 "segment%s",
+                 "%s%s%s %s per rank%s: single copy (process_vm_readv; auto: the kernel's copy "
+                 "loses to memcpy at attach's measurement but %s%s%s); else two copies through "
+                 "the segment%s",
                  crowd ? "all_to_all" : "", crowd && busy ? " and " : "",
-                 busy ? "gather, scatter and send/recv (read whole by the receiver)" : "", range,
+                 !busy              ? ""
+                 : s->busy_gs_from ? "send/recv (read whole by the receiver)"
+                                    : "gather, scatter and send/recv (read whole by the receiver)",
+                 range, gs_words,
                  crowd ? "the ranks outnumber twice the cpus, where all_to_all's two copies "
                          "outgrow the cache"
                        : "",
