@@ -23,7 +23,7 @@
 #define GS_TREE_MAX (16u << 10)  /* gather/scatter: binomial tree per-rank blocks */
 #define BC_TREE_MAX (512u << 10) /* broadcast: binomial tree up to here */
 #define BC_FLAT_MIN (512u << 10) /* ... flat above when ranks > cores (one host) */
-#define SC_OSU_LINEAR_MAX 4096u  /* scatter right after a barrier, oversubscribed: linear */
+#define SC_OSU_LINEAR_MAX GS_TREE_MAX /* scatter right after a barrier, oversubscribed: linear */
 #define BC_COARSE_MIN (16u << 20) /* ... tree_coarse from here (one host, ranks > cores, n >= 4) */
 #define BC_COARSE_PIECES 4
 #define BC_OSU_FLAT_MAX (16u << 10) /* ... flat right after a barrier (oversubscribed) */
@@ -302,7 +302,10 @@ int coh_bc_after_barrier_flat(const cohort_group *g, const coh_call *c)
  * results/2026-12-06-s33-intel-targets/ab/scosu): linear/tree x0.51-0.53 at
  * 4-64 B a block, x0.74-0.79 at 1-4 KiB; back to back linear lost
  * (x1.26-1.48, ab/scb2b), so a scatter that follows anything else keeps the
- * tree. Blocks above 4 KiB were not measured: the tree keeps them. */
+ * tree. Up to the tree's whole range (GS_TREE_MAX) since session 34: OSU
+ * style, 4 rounds, linear/tree x0.85 at 4 KiB a block, x0.59-0.60 at 8-16
+ * KiB (bench/compare/results/2026-12-06-s34-scosu16k); above it linear is
+ * the default anyway. */
 int coh_sc_after_barrier_linear_pref(int mode, int n, int oversub, size_t block)
 {
     return block <= SC_OSU_LINEAR_MAX && coh_bar_lead_pref(mode, n, oversub);

@@ -67,10 +67,11 @@ START_TEST(test_rule)
     ck_assert(!coh_bc_after_barrier_flat_pref(-1, 2, 1, 8));
     ck_assert(!coh_bc_after_barrier_flat_pref(0, 4, 1, 8));
     ck_assert(coh_bc_after_barrier_flat_pref(1, 4, 0, 8));
-    /* the scatter after a barrier: linear up to 4 KiB a block, same rule */
+    /* the scatter after a barrier: linear up to 16 KiB a block (the tree's range), same rule */
     ck_assert(coh_sc_after_barrier_linear_pref(-1, 4, 1, 4));
     ck_assert(coh_sc_after_barrier_linear_pref(-1, 3, 1, 4096));
-    ck_assert(!coh_sc_after_barrier_linear_pref(-1, 4, 1, 4097));
+    ck_assert(coh_sc_after_barrier_linear_pref(-1, 4, 1, 16384));
+    ck_assert(!coh_sc_after_barrier_linear_pref(-1, 4, 1, 16385));
     ck_assert(!coh_sc_after_barrier_linear_pref(-1, 4, 0, 4));
     ck_assert(!coh_sc_after_barrier_linear_pref(-1, 2, 1, 4));
     ck_assert(!coh_sc_after_barrier_linear_pref(0, 4, 1, 4));
@@ -248,10 +249,10 @@ static int rank_loop(int rank, void *arg)
             RANK_PASS(cohort_barrier(g), g);
             /* a small scatter right after a barrier goes linear (every
              * loop case oversubscribes); after anything else, the tree */
-            RANK_CHECK(next_sc_linear(g, 16) && next_sc_linear(g, 4096) &&
-                           !next_sc_linear(g, 4097),
+            RANK_CHECK(next_sc_linear(g, 16) && next_sc_linear(g, 16384) &&
+                           !next_sc_linear(g, 16385),
                        "n=%d call %d: a scatter after a barrier: linear %d/%d/%d", a->n, i,
-                       next_sc_linear(g, 16), next_sc_linear(g, 4096), next_sc_linear(g, 4097));
+                       next_sc_linear(g, 16), next_sc_linear(g, 16384), next_sc_linear(g, 16385));
             static unsigned char sb[16 * 8], rb[16];
             for (int q = 0; q < a->n; q++)
                 for (size_t j = 0; j < 16; j++)
