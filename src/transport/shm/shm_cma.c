@@ -527,9 +527,23 @@ cohort_status shm_cma_agree(shm_op *o)
      * all_to_all won there too (x0.58-0.80) but lost on a loaded AMD host
      * (session 11, above): not changed. */
     int busy = !all_want && !wins && !apart && all_can && s->oversub && s->n > 2;
+    /* And all_to_all from 2 ranks a cpu where the kernel's copy is cheap
+     * (session 34): the 64 KiB probe's process_vm_readv at most 3.2x its
+     * memcpy. The two hosts measured fall on either side of it: the Intel
+     * host's probe (1,438 attaches in this repo's results) reads x2.2-2.9
+     * at the median, above 3.2 in 1.9 %, and there =on took 4 ranks on 2
+     * cpus x0.51-0.74 of two copies' p50 from 64 KiB a pair, both modes
+     * (results/2026-12-06-s34-a2a-busy; session 33 x0.58-0.80); the AMD
+     * host's reads x3.6-5.7 (1,928 attaches, at or below 3.2 in 1.0 %),
+     * and there the single copy lost at 4 ranks (session 11, loaded: x1.1-
+     * 2.4). With every cpu busy the cpu time per byte decides: two copies
+     * cost two memcpys a byte, the single copy one kernel copy and no
+     * hand-off between two ranks. */
+    int cheap = measured && 5 * sum_cma_s <= 16 * sum_cpy_s;
+    int a2a_busy = busy && !crowd && cheap;
     if (crowd || busy)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX,
-        ops = (crowd ? 1u << COH_COLL_ALL_TO_ALL : 0u) |
+        ops = (crowd || a2a_busy ? 1u << COH_COLL_ALL_TO_ALL : 0u) |
               (busy ? 1u << COH_COLL_SEND | 1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER : 0u);
     s->cma = all_can && (all_want || wins || apart || crowd || busy);
     /* pidfd_getfd, which the one-copy broadcast's readers use, passes the
@@ -621,15 +635,17 @@ cohort_status shm_cma_agree(shm_op *o)
                  "%s%s%s %s per rank%s: single copy (process_vm_readv; auto: the kernel's copy "
                  "loses to memcpy at attach's measurement but %s%s%s); else two copies through "
                  "the segment%s",
-                 crowd ? "all_to_all" : "", crowd && busy ? " and " : "",
+                 crowd || a2a_busy ? "all_to_all" : "", (crowd || a2a_busy) && busy ? " and " : "",
                  !busy              ? ""
                  : s->busy_gs_from ? "send/recv (read whole by the receiver)"
                                     : "gather, scatter and send/recv (read whole by the receiver)",
                  range, gs_words,
-                 crowd ? "the ranks outnumber twice the cpus, where all_to_all's two copies "
-                         "outgrow the cache"
-                       : "",
-                 crowd && busy ? "; " : "",
+                 crowd      ? "the ranks outnumber twice the cpus, where all_to_all's two copies "
+                              "outgrow the cache"
+                 : a2a_busy ? "the kernel's copy costs at most 3.2 memcpys at 64 KiB, where "
+                              "all_to_all's two copies cost more cpu a byte"
+                            : "",
+                 (crowd || a2a_busy) && busy ? "; " : "",
                  busy ? "the ranks outnumber the cpus, where each hand-off of a two-copy "
                         "send and a two-copy root's copies wait for the scheduler"
                       : "",
