@@ -520,6 +520,61 @@ START_TEST(test_tree_one_piece)
 }
 END_TEST
 
+/* The linear gather's root parks a leaf's next call (park_ahead, algos.c
+ * run_ga_linear) instead of stashing it: 4 ranks over tcp, blocks of 128
+ * KiB (linear, above the tree's 16 KiB). Rank 1 sleeps before call 2, so
+ * while the root waits on it there, ranks 2 and 3 send calls 2 and 3: the
+ * root takes their call-2 blocks and finds call 3's headers behind them -
+ * parked (counted), nothing stashed - and every call's data is right. */
+enum { PG_BLOCK = 128 << 10, PG_CALLS = 4 };
+static int rank_park_gather(int rank, void *arg)
+{
+    (void)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    const int n = 4, root = 0;
+    unsigned char *send = malloc(PG_BLOCK), *recv = malloc((size_t)n * PG_BLOCK);
+    RANK_CHECK(send && recv, "out of memory");
+    RANK_PASS(cohort_barrier(g), g);
+    coh_net_tx_stats a, b;
+    coh_net_get_tx_stats(g->net, &a);
+    for (int call = 0; call < PG_CALLS; call++) {
+        for (size_t i = 0; i < PG_BLOCK; i++)
+            send[i] = (unsigned char)(i * 13 + (size_t)rank * 7 + (size_t)call);
+        memset(recv, 0, (size_t)n * PG_BLOCK);
+        if (rank == 1 && call == 1)
+            nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL);
+        RANK_PASS(cohort_gather(g, send, recv, PG_BLOCK, COHORT_UINT8, root), g);
+        if (rank != root)
+            continue;
+        for (int q = 0; q < n; q++)
+            for (size_t i = 0; i < PG_BLOCK; i++)
+                RANK_CHECK(recv[(size_t)q * PG_BLOCK + i] ==
+                               (unsigned char)(i * 13 + (size_t)q * 7 + (size_t)call),
+                           "call %d: rank %d's byte %zu", call, q, i);
+    }
+    coh_net_get_tx_stats(g->net, &b);
+    if (rank == root) {
+        RANK_CHECK(b.parks - a.parks >= 2, "the root parked %ld messages", b.parks - a.parks);
+        RANK_CHECK(b.stashes == a.stashes, "the root stashed %ld messages",
+                   b.stashes - a.stashes);
+    }
+    free(send);
+    free(recv);
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(test_gather_parks_ahead)
+{
+    cht_opts o = {.nranks = 4, .deadline_ms = 60000, .transport = "tcp",
+                  .extra_env = "COHORT_ALGO_GATHER=linear"};
+    cht_result r;
+    cht_run_ranks(&o, rank_park_gather, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coll");
@@ -530,6 +585,7 @@ static Suite *suite(void)
     tcase_add_loop_test(t, test_tree_rdv_gate, 0, 2);
     tcase_add_loop_test(t, test_tree_one_piece, 0, COH_ARRAY_LEN(one_piece_cases));
     tcase_add_test(t, test_tcp_oversubscribed_auto);
+    tcase_add_test(t, test_gather_parks_ahead);
     suite_add_tcase(s, t);
     TCase *m = tcase_create("shm");
     tcase_set_timeout(m, 240);

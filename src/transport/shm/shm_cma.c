@@ -501,7 +501,8 @@ cohort_status shm_cma_agree(shm_op *o)
      * 1 MiB x0.76 back to back, x0.74 OSU, 4 MiB x0.93 / x0.88; at 2 ranks
      * a cpu it loses (4 ranks 256 KiB x1.7-2.4, 1 MiB x1.1-1.4), so not
      * there (docs/performance.md "all_to_all at 8 ranks on 2 cores
-     * (session 11)"). The other ops were not measured: not changed. */
+     * (session 11)") unless the kernel's copy is cheap (a2a_busy, below).
+     * The other ops were not measured: not changed. */
     int crowd = !all_want && !wins && !apart && all_can && all_crowd;
     /* More local ranks than cpus (oversub, the same on every rank), 3 or
      * more: send/recv take the single copy too, the receiver reading the
@@ -525,7 +526,8 @@ cohort_status shm_cma_agree(shm_op *o)
      * ranks 1-16 MiB x0.52-0.68 / x0.55-0.62; 64 KiB a block x0.96-1.05
      * (results/2026-12-06-s33-intel-targets/ab/oversc). The 4-rank
      * all_to_all won there too (x0.58-0.80) but lost on a loaded AMD host
-     * (session 11, above): not changed. */
+     * (session 11, above): taken only where the kernel's copy is cheap,
+     * below. */
     int busy = !all_want && !wins && !apart && all_can && s->oversub && s->n > 2;
     /* And all_to_all from 2 ranks a cpu where the kernel's copy is cheap
      * (session 34): the 64 KiB probe's process_vm_readv at most 3.2x its
@@ -565,11 +567,14 @@ cohort_status shm_cma_agree(shm_op *o)
      * running. Intel host, quiet, 3 rounds, p50 of =on against auto: 4
      * ranks 20-32 KiB a block x0.59-0.83, 8 ranks x0.67-0.79, both modes,
      * 24 of 24 cells; at 16 KiB a block (the ring's, gather) x1.2-3.7
-     * (results/2026-12-06-s34-busy-gs). COHORT_SHM_SINGLE_COPY_BYTES, when
-     * set, still decides. */
+     * (results/2026-12-06-s34-busy-gs). Never below the default slot
+     * (a ring made smaller by COHORT_SHM_RING_BYTES: blocks of a few KiB
+     * were not measured), never above COHORT_SHM_SINGLE_COPY_BYTES, which,
+     * when set, still decides. */
     s->busy_gs_from = 0;
     if (busy && !lead_set) {
-        size_t rb = s->ring_k ? s->ring_bytes : SHM_DEFAULT_RING_BYTES;
+        size_t rb = s->ring_k ? COH_MAX(s->ring_bytes, (size_t)SHM_DEFAULT_RING_BYTES)
+                              : SHM_DEFAULT_RING_BYTES;
         s->busy_gs_from = COH_MIN(lead_min, rb + 1);
         s->cma_from[COH_COLL_GATHER] = s->cma_from[COH_COLL_SCATTER] = s->busy_gs_from;
     }

@@ -50,6 +50,7 @@ typedef struct coh_net_tx_stats {
                           park_ahead, or over COHORT_MAX_UNEXPECTED */
     long stash_scans;  /* stashed messages the stale check at a call's start looked at */
     long stash_peak;   /* the most messages stashed at once */
+    long stashes;      /* messages stashed (read ahead into memory), in all */
 } coh_net_tx_stats;
 void coh_net_get_tx_stats(const coh_net *n, coh_net_tx_stats *out);
 

@@ -289,6 +289,7 @@ static cohort_status rx_dispatch(coh_net *n, tcp_conn *c)
             c->sq_tail = s;
             n->stash_bytes += STASH_COST(h->len);
             n->nstash++;
+            n->tx_st.stashes++;
             if (n->nstash > n->tx_st.stash_peak)
                 n->tx_st.stash_peak = n->nstash;
             c->rx_dst = RXD_STASH;
