@@ -1272,7 +1272,8 @@ static int crowd_main(int rank, void *arg)
     const size_t gs = s->ring_bytes + 1;
     CHECK(s->ring_k && s->ring_bytes < min, "the ring: %zu slots of %zu B", s->ring_k,
           s->ring_bytes);
-    CHECK(s->busy_gs_from == (busy ? gs : 0), "rooted from %zu", s->busy_gs_from);
+    CHECK(!busy || (s->cma_from[COH_COLL_GATHER] == gs && s->cma_from[COH_COLL_SCATTER] == gs),
+          "rooted from %zu / %zu", s->cma_from[COH_COLL_GATHER], s->cma_from[COH_COLL_SCATTER]);
     static const int rooted[] = {COH_COLL_GATHER, COH_COLL_SCATTER};
     for (size_t k = 0; k < COH_ARRAY_LEN(rooted); k++) {
         CHECK(shm_cma_use(s, rooted[k], gs) == busy && !shm_cma_use(s, rooted[k], gs - 1) &&

@@ -50,6 +50,11 @@
  * single / two copies in place: far 256 KiB-4 MiB x1.23-1.29, near
  * x1.9-2.6 - so in place takes two copies (shm_coll.c rs_single). */
 #define RS_FROM ((size_t)256 << 10)
+/* all_to_all with ranks outnumbering cpus takes the single copy where the
+ * 64 KiB probe's kernel copy costs at most 3.2 memcpys (shm_cma_agree's
+ * a2a_busy); the reason names the same figure */
+#define A2A_CHEAP_X10 32
+#define A2A_CHEAP_WORDS "3.2"
 static size_t apart_from(int coll)
 {
     switch (coll) {
@@ -541,7 +546,7 @@ cohort_status shm_cma_agree(shm_op *o)
      * 2.4). With every cpu busy the cpu time per byte decides: two copies
      * cost two memcpys a byte, the single copy one kernel copy and no
      * hand-off between two ranks. */
-    int cheap = measured && 5 * sum_cma_s <= 16 * sum_cpy_s;
+    int cheap = measured && 10 * sum_cma_s <= A2A_CHEAP_X10 * sum_cpy_s;
     int a2a_busy = busy && !crowd && cheap;
     if (crowd || busy)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX,
@@ -571,12 +576,12 @@ cohort_status shm_cma_agree(shm_op *o)
      * (a ring made smaller by COHORT_SHM_RING_BYTES: blocks of a few KiB
      * were not measured), never above COHORT_SHM_SINGLE_COPY_BYTES, which,
      * when set, still decides. */
-    s->busy_gs_from = 0;
+    size_t gs_from = 0; /* that rule's bound (0: off), for the words below */
     if (busy && !lead_set) {
         size_t rb = s->ring_k ? COH_MAX(s->ring_bytes, (size_t)SHM_DEFAULT_RING_BYTES)
                               : SHM_DEFAULT_RING_BYTES;
-        s->busy_gs_from = COH_MIN(lead_min, rb + 1);
-        s->cma_from[COH_COLL_GATHER] = s->cma_from[COH_COLL_SCATTER] = s->busy_gs_from;
+        gs_from = COH_MIN(lead_min, rb + 1);
+        s->cma_from[COH_COLL_GATHER] = s->cma_from[COH_COLL_SCATTER] = gs_from;
     }
     s->ar_oop_to = apart && !lead_set ? AR_OOP_TO : SIZE_MAX;
     /* the adaptive band below the apart rule's all_reduce size */
@@ -601,10 +606,9 @@ cohort_status shm_cma_agree(shm_op *o)
     else
         snprintf(range, sizeof range, ">= %zu B and < %zu B", s->cma_min, s->cma_end);
     char gs_words[112] = "";
-    if (s->busy_gs_from)
+    if (gs_from)
         snprintf(gs_words, sizeof gs_words,
-                 ", gather and scatter > %zu B per rank (above the ring's slot)",
-                 s->busy_gs_from - 1);
+                 ", gather and scatter > %zu B per rank (above the ring's slot)", gs_from - 1);
     if (s->n == 1)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
     else if (apart && !lead_set)
@@ -642,12 +646,12 @@ cohort_status shm_cma_agree(shm_op *o)
                  "the segment%s",
                  crowd || a2a_busy ? "all_to_all" : "", (crowd || a2a_busy) && busy ? " and " : "",
                  !busy              ? ""
-                 : s->busy_gs_from ? "send/recv (read whole by the receiver)"
+                 : gs_from          ? "send/recv (read whole by the receiver)"
                                     : "gather, scatter and send/recv (read whole by the receiver)",
                  range, gs_words,
                  crowd      ? "the ranks outnumber twice the cpus, where all_to_all's two copies "
                               "outgrow the cache"
-                 : a2a_busy ? "the kernel's copy costs at most 3.2 memcpys at 64 KiB, where "
+                 : a2a_busy ? "the kernel's copy costs at most " A2A_CHEAP_WORDS " memcpys at 64 KiB, where "
                               "all_to_all's two copies cost more cpu a byte"
                             : "",
                  (crowd || a2a_busy) && busy ? "; " : "",

@@ -541,9 +541,6 @@ struct coh_shm {
     size_t cma_from[COH_COLL_KIND_COUNT];
     size_t cma_to[COH_COLL_KIND_COUNT];
     size_t ar_oop_to; /* all_reduce with no rank in place: two copies from here */
-    /* gather and scatter with ranks outnumbering cpus take the single copy
-     * from here, just above the ring's slot (shm_cma.c; 0: that rule is off) */
-    size_t busy_gs_from;
     /* 2 ranks apart under auto (xc_adapt): out-of-place all_reduce calls
      * below ar_far_to take single copy only while the lead's last
      * cross-core probe found the cpus far apart (shm_cma.c shm_xc_flags) */
