@@ -889,6 +889,12 @@ END_TEST
  * (B_USER) every one of the five from that size. Both ranks bound to one
  * cpu: two copies everywhere. The data of every op, at and around its
  * size, in and out of place, through whichever path was chosen. */
+static void t_barrier(void)
+{
+    coh_call c = th_call(G, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+    OK(coh_shm_barrier(G->shm, &c));
+}
+
 enum { B_APART, B_ONE_CPU, B_UNBOUND, B_USER };
 #define B_USER_MIN 12288
 static int bound_cpus[2];
@@ -943,6 +949,37 @@ static int bound_main(int rank, void *arg)
           s->copy_info);
     CHECK(mode != B_USER || strstr(s->copy_info, "COHORT_SHM_SINGLE_COPY_BYTES") != NULL,
           "named: %s", s->copy_info);
+    /* Apart under auto, broadcast, reduce and gather of 16 KiB (the ring's
+     * slot) take the ring back to back (one phase) and the single copy
+     * (its open and close phases at least) right after a barrier
+     * (shm_cma.h shm_ring_first); the user's size rules both; one cpu:
+     * the ring both times. The path by the phases, the data by t_*. */
+    int first = apart && mode != B_USER;
+    CHECK(s->ring_first_to == (first ? 16385u : 0u), "ring first to %zu", s->ring_first_to);
+    CHECK(!first || strstr(coh_shm_copy_path(s, COH_COLL_REDUCE, 16384), "right after a barrier"),
+          "reduce path at 16 KiB: %s", coh_shm_copy_path(s, COH_COLL_REDUCE, 16384));
+    CHECK(!first || strstr(s->copy_info, "only right after a barrier") != NULL, "named: %s",
+          s->copy_info);
+    for (int root = 0; root < 2; root++)
+        for (int k = 0; k < 4; k++)
+            for (int after = 0; after < 2; after++) {
+                if (after)
+                    t_barrier();
+                uint32_t ph = s->phase;
+                mis_unit = k == 1 || k == 2 ? 4 : 1;
+                if (k == 0)
+                    t_broadcast(COHORT_UINT8, 16384, root);
+                else if (k < 3)
+                    t_reduce(COHORT_FLOAT32, COHORT_SUM, 16384 / 4, k == 2, root);
+                else
+                    t_gather(COHORT_UINT8, 16384, 0, root);
+                mis_unit = 1;
+                int single = apart && (after || mode == B_USER);
+                CHECK(single ? s->phase - ph >= 2 : s->phase - ph == 1,
+                      "%s of 16 KiB (root %d, %s a barrier): %u phases, single copy %d",
+                      k == 0 ? "broadcast" : k < 3 ? "reduce" : "gather", root,
+                      after ? "right after" : "not after", s->phase - ph, single);
+            }
     /* the data, every root, through whichever path was chosen: just below,
      * at and above each op's size (uint8: count = bytes) */
     for (int root = 0; root < 2; root++) {
@@ -1090,12 +1127,6 @@ START_TEST(bound)
     cht_assert_all_ok(&r);
 }
 END_TEST
-
-static void t_barrier(void)
-{
-    coh_call c = th_call(G, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
-    OK(coh_shm_barrier(G->shm, &c));
-}
 
 /* 2 ranks apart, COHORT_SHM_XCORE=auto: an all_reduce in the band asks
  * for a probe every 10 ms and takes the lead's verdict; both ranks run

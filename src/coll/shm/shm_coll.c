@@ -1283,7 +1283,7 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
             copy_fast(recv, send, bytes);
         return COHORT_OK;
     }
-    if (shm_cma_use(s, COH_COLL_REDUCE, bytes)) {
+    if (!ring && shm_cma_use(s, COH_COLL_REDUCE, bytes)) {
         int fallback = 0;
         st = red_single(&o, send, recv, count, root, &fallback);
         if (st != COHORT_OK || !fallback)
@@ -2129,14 +2129,14 @@ static inline void ring_in_end(coh_shm *s, size_t bytes)
 static int gather_ring(const coh_shm *s, size_t bpr)
 {
     return s && s->ring_k && s->n > 1 && bpr <= s->ring_bytes &&
-           !shm_cma_use(s, COH_COLL_GATHER, bpr);
+           (!shm_cma_use(s, COH_COLL_GATHER, bpr) || shm_ring_first(s, bpr));
 }
 static int reduce_ring(const coh_shm *s, const coh_call *c, size_t count)
 {
     size_t bytes;
     return s && c && s->ring_k && s->n > 1 && c->dtype < COHORT_DTYPE_COUNT &&
            mul_ok(count, dt_size[c->dtype], &bytes) && bytes <= s->ring_bytes &&
-           !shm_cma_use(s, COH_COLL_REDUCE, bytes);
+           (!shm_cma_use(s, COH_COLL_REDUCE, bytes) || shm_ring_first(s, bytes));
 }
 
 /* inline into its one caller, coh_shm_broadcast: a frame less per small broadcast */
@@ -2146,7 +2146,7 @@ static COH_INLINE cohort_status bcast_any(coh_shm *s, const coh_call *c, void *b
     shm_op o;
     /* the ring for small messages, unless single copy was asked for them */
     int ring = s && s->ring_k && bytes <= s->ring_bytes && s->n > 1 &&
-               !shm_cma_use(s, COH_COLL_BROADCAST, bytes);
+               (!shm_cma_use(s, COH_COLL_BROADCAST, bytes) || shm_ring_first(s, bytes));
     cohort_status st = op_begin_x(&o, s, c, 0, ring);
     if (st != COHORT_OK)
         return st;
@@ -2598,6 +2598,7 @@ cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
         return st;
     uint32_t p = s->phase + 1;
     put_hdr(&o, shm_buf(s, s->me, p), 0, 0);
+    s->bar_end = p; /* the next call follows a barrier (shm_ring_first) */
     if (s->oversub && s->bar_ph == p) {
         /* Ranks outnumber the cpus and the barrier follows a broadcast
          * or a ring scatter (the OSU loop: broadcast, barrier, broadcast

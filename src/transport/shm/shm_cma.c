@@ -583,6 +583,12 @@ cohort_status shm_cma_agree(shm_op *o)
         gs_from = COH_MIN(lead_min, rb + 1);
         s->cma_from[COH_COLL_GATHER] = s->cma_from[COH_COLL_SCATTER] = gs_from;
     }
+    /* 2 ranks apart: the calls the ring carries take it back to back
+     * (shm_cma.h shm_ring_first), up to the default slot (larger slots were
+     * not measured) */
+    s->ring_first_to = 0;
+    if (apart && !lead_set && s->ring_k)
+        s->ring_first_to = COH_MIN(s->ring_bytes, (size_t)SHM_DEFAULT_RING_BYTES) + 1;
     s->ar_oop_to = apart && !lead_set ? AR_OOP_TO : SIZE_MAX;
     /* the adaptive band below the apart rule's all_reduce size */
     s->xc_adapt = apart && !lead_set ? xc_mode() : 0;
@@ -609,6 +615,11 @@ cohort_status shm_cma_agree(shm_op *o)
     if (gs_from)
         snprintf(gs_words, sizeof gs_words,
                  ", gather and scatter > %zu B per rank (above the ring's slot)", gs_from - 1);
+    char rf_words[96] = "";
+    if (s->ring_first_to)
+        snprintf(rf_words, sizeof rf_words,
+                 "; broadcast, reduce and gather of <= %zu B only right after a barrier",
+                 s->ring_first_to - 1);
     if (s->n == 1)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
     else if (apart && !lead_set)
@@ -620,8 +631,8 @@ cohort_status shm_cma_agree(shm_op *o)
                  "copy "
                  "(process_vm_readv/writev; "
                  "auto: the kernel's copy loses to memcpy at attach's measurement but the 2 ranks "
-                 "%s, where one copy by the kernel beats two copies that cross the cores); else "
-                 "two copies through the segment%s",
+                 "%s, where one copy by the kernel beats two copies that cross the cores%s); "
+                 "else two copies through the segment%s",
                  apart_from(COH_COLL_BROADCAST), apart_from(COH_COLL_ALL_GATHER),
                  apart_from(COH_COLL_GATHER), apart_from(COH_COLL_ALL_TO_ALL),
                  apart_from(COH_COLL_REDUCE), apart_from(COH_COLL_ALL_REDUCE), AR_OOP_TO,
@@ -629,7 +640,9 @@ cohort_status shm_cma_agree(shm_op *o)
                  s->xc_adapt == 1   ? "measure far apart (probed during calls)"
                  : s->xc_adapt == 3 ? "are far apart (COHORT_SHM_XCORE=far)"
                                     : "are far apart: never (COHORT_SHM_XCORE=near)",
-                 apart_from(COH_COLL_REDUCE_SCATTER), apart_from(COH_COLL_SEND), bound_apart ? where : "have a cpu each (unbound)", speed);
+                 apart_from(COH_COLL_REDUCE_SCATTER), apart_from(COH_COLL_SEND),
+                 bound_apart ? where : "have a cpu each (unbound)",
+                 rf_words, speed);
     else if (apart)
         snprintf(s->copy_info, sizeof s->copy_info,
                  "broadcast, all_gather, gather, scatter, all_to_all, reduce, all_reduce, "
@@ -697,6 +710,9 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
     }
     if (!shm_cma_use(s, coll, bytes))
         return "two copies (segment)";
+    if ((coll == COH_COLL_BROADCAST || coll == COH_COLL_REDUCE || coll == COH_COLL_GATHER) &&
+        bytes < s->ring_first_to && bytes <= s->ring_bytes)
+        return "two copies (the ring) back to back, single copy (cma) right after a barrier";
     int ar = coll == COH_COLL_ALL_REDUCE, near = s->xc_adapt && shm_xc_two_copies(coll, bytes);
     if (near && s->xc_adapt == 2)
         return coll == COH_COLL_ALL_GATHER

@@ -86,6 +86,25 @@ static inline int shm_cma_use(const coh_shm *s, int coll, size_t bytes)
            bytes < s->cma_to[coll];
 }
 
+/* 2 ranks apart: a broadcast, reduce or gather the ring can carry and the
+ * apart rule gives the single copy (16 KiB at the default slot) takes the
+ * ring back to back and the single copy only right after a barrier. Back
+ * to back the ring's root publishes and returns, the next call's copy
+ * overlapping the reader's; between barriers nobody runs ahead and the
+ * ring's two copies show. Intel host, 4 rounds, p50 ring / single copy:
+ * back to back broadcast 16 KiB x0.67, reduce x0.64, gather of 16 KiB
+ * blocks x0.76; OSU style (a barrier before each call) x1.79, x1.53, x1.70
+ * (bench/compare/results/2026-12-06-s34-apart-ring); with this rule against
+ * the build before, 4 rounds: back to back x0.65 / x0.62 / x0.81, OSU style
+ * x0.97-1.01 (results/2026-12-06-s35-ring-first). The phases
+ * advance alike on every local rank whose calls agree, so every rank takes
+ * the same path; ranks that disagree are told apart at the call that
+ * differs. The caller has checked bytes against the ring's slot. */
+static inline int shm_ring_first(const coh_shm *s, size_t bytes)
+{
+    return bytes < s->ring_first_to && s->phase != s->bar_end;
+}
+
 /* A broadcast above the ring's slot with ranks outnumbering cpus goes
  * through the ring in slot-sized pieces, one ring phase each, up to
  * SHM_PIECES_MAX pieces (128 KiB at the default slot) and a quarter of the
