@@ -876,12 +876,19 @@ START_TEST(size_rule)
 }
 END_TEST
 
+static void t_barrier(void)
+{
+    coh_call c = th_call(G, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
+    OK(coh_shm_barrier(G->shm, &c));
+}
+
 /* auto with 2 ranks bound to cpus of their own, or both unbound on a
  * machine whose ranks have a cpu each (2 ranks, >= 2 cpus here): broadcast,
  * all_gather, gather, scatter and all_to_all take single copy, each from
- * its own size (shm_cma.c apart_from: broadcast 16 KiB, all_gather and
- * all_to_all 8 KiB a block, gather and scatter 16 KiB a block, reduce
- * from 16 KiB, all_reduce from 2 MiB and out of place from 256 KiB while
+ * its own size (shm_cma.c apart_from: broadcast, gather and reduce above
+ * the ring's slot back to back (16 KiB + 1 B; at most the slot right after a
+ * barrier, below), all_gather and all_to_all 8 KiB a block, scatter 16 KiB
+ * a block, all_reduce from 2 MiB and out of place from 256 KiB while
  * the cpus are far apart (COHORT_SHM_XCORE: far bound apart, near
  * unbound), send/recv from 16 KiB, split
  * between the pair), although the probe (its times replaced: the kernel's
@@ -889,12 +896,6 @@ END_TEST
  * (B_USER) every one of the five from that size. Both ranks bound to one
  * cpu: two copies everywhere. The data of every op, at and around its
  * size, in and out of place, through whichever path was chosen. */
-static void t_barrier(void)
-{
-    coh_call c = th_call(G, COH_COLL_BARRIER, COHORT_UINT8, -1, -1, 0);
-    OK(coh_shm_barrier(G->shm, &c));
-}
-
 enum { B_APART, B_ONE_CPU, B_UNBOUND, B_USER };
 #define B_USER_MIN 12288
 static int bound_cpus[2];
@@ -922,9 +923,9 @@ static int bound_main(int rank, void *arg)
         int coll;
         size_t from;
         size_t to; /* first size not taken (0: none) */
-    } ops[] = {{COH_COLL_BROADCAST, 16384, 0}, {COH_COLL_ALL_GATHER, 8192, 0},
-               {COH_COLL_GATHER, 16384, 0},    {COH_COLL_SCATTER, 16384, 0},
-               {COH_COLL_ALL_TO_ALL, 8192, 0}, {COH_COLL_REDUCE, 16384, 0},
+    } ops[] = {{COH_COLL_BROADCAST, 16385, 0}, {COH_COLL_ALL_GATHER, 8192, 0},
+               {COH_COLL_GATHER, 16385, 0},    {COH_COLL_SCATTER, 16384, 0},
+               {COH_COLL_ALL_TO_ALL, 8192, 0}, {COH_COLL_REDUCE, 16385, 0},
                {COH_COLL_ALL_REDUCE, 256u << 10, 0}, {COH_COLL_SEND, 16384, 0},
                {COH_COLL_REDUCE_SCATTER, 256u << 10, 0}};
     CHECK(s->cma == apart, "single copy %d (%s)", s->cma, s->copy_info);
@@ -949,36 +950,65 @@ static int bound_main(int rank, void *arg)
           s->copy_info);
     CHECK(mode != B_USER || strstr(s->copy_info, "COHORT_SHM_SINGLE_COPY_BYTES") != NULL,
           "named: %s", s->copy_info);
-    /* Apart under auto, broadcast, reduce and gather of 16 KiB (the ring's
-     * slot) take the ring back to back (one phase) and the single copy
-     * (its open and close phases at least) right after a barrier
-     * (shm_cma.h shm_ring_first); the user's size rules both; one cpu:
-     * the ring both times. The path by the phases, the data by t_*. */
+    /* Ring first: apart under auto, broadcast, reduce and gather of up to
+     * 16 KiB (the ring's slot) take the ring back to back (one phase), and
+     * right after a barrier these and scatter take the single copy (its
+     * open and close phases at least) from 4 KiB a block (shm_cma.c
+     * BAR_SINGLE_FROM); the user's size rules both; one cpu: the ring
+     * always. The path by the phases, the data by t_*. */
     int first = apart && mode != B_USER;
-    CHECK(s->ring_first_to == (first ? 16385u : 0u), "ring first to %zu", s->ring_first_to);
+    static const int rooted[] = {COH_COLL_BROADCAST, COH_COLL_REDUCE, COH_COLL_GATHER,
+                                 COH_COLL_SCATTER};
+    for (size_t k = 0; k < COH_ARRAY_LEN(rooted); k++) {
+        int cl = rooted[k];
+        size_t want = first ? 4096 : s->cma_from[cl];
+        CHECK(s->bar_from[cl] == want, "%s after a barrier from %zu B (want %zu)",
+              coh_coll_name(cl), s->bar_from[cl], want);
+    }
     CHECK(!first || strstr(coh_shm_copy_path(s, COH_COLL_REDUCE, 16384), "right after a barrier"),
           "reduce path at 16 KiB: %s", coh_shm_copy_path(s, COH_COLL_REDUCE, 16384));
-    CHECK(!first || strstr(s->copy_info, "only right after a barrier") != NULL, "named: %s",
-          s->copy_info);
+    CHECK(!first || !strstr(coh_shm_copy_path(s, COH_COLL_REDUCE, 4095), "barrier"),
+          "reduce path at 4095 B: %s", coh_shm_copy_path(s, COH_COLL_REDUCE, 4095));
+    CHECK(!first || strstr(s->copy_info, "right after a barrier these and scatter from 4096 B"),
+          "named: %s", s->copy_info);
+    static const struct {
+        int coll;
+        size_t bytes; /* a block for gather and scatter */
+        int ip;
+    } rc[] = {{COH_COLL_BROADCAST, 16384, 0}, {COH_COLL_REDUCE, 16384, 0},
+              {COH_COLL_REDUCE, 16384, 1},    {COH_COLL_GATHER, 16384, 0},
+              {COH_COLL_BROADCAST, 4096, 0},  {COH_COLL_REDUCE, 4096, 0},
+              {COH_COLL_GATHER, 4096, 0},     {COH_COLL_SCATTER, 4096, 0},
+              {COH_COLL_SCATTER, 8192, 1},    {COH_COLL_REDUCE, 6144, 0},
+              {COH_COLL_BROADCAST, 4095, 0},  {COH_COLL_REDUCE, 4092, 0},
+              {COH_COLL_GATHER, 4095, 0},     {COH_COLL_SCATTER, 4095, 0}};
     for (int root = 0; root < 2; root++)
-        for (int k = 0; k < 4; k++)
+        for (size_t k = 0; k < COH_ARRAY_LEN(rc); k++)
             for (int after = 0; after < 2; after++) {
                 if (after)
                     t_barrier();
                 uint32_t ph = s->phase;
-                mis_unit = k == 1 || k == 2 ? 4 : 1;
-                if (k == 0)
-                    t_broadcast(COHORT_UINT8, 16384, root);
-                else if (k < 3)
-                    t_reduce(COHORT_FLOAT32, COHORT_SUM, 16384 / 4, k == 2, root);
-                else
-                    t_gather(COHORT_UINT8, 16384, 0, root);
-                mis_unit = 1;
-                int single = apart && (after || mode == B_USER);
+                size_t b = rc[k].bytes;
+                switch (rc[k].coll) {
+                case COH_COLL_BROADCAST:
+                    t_broadcast(COHORT_UINT8, b, root);
+                    break;
+                case COH_COLL_REDUCE:
+                    mis_unit = 4;
+                    t_reduce(COHORT_FLOAT32, COHORT_SUM, b / 4, rc[k].ip, root);
+                    mis_unit = 1;
+                    break;
+                case COH_COLL_GATHER:
+                    t_gather(COHORT_UINT8, b, rc[k].ip, root);
+                    break;
+                default:
+                    t_scatter(COHORT_UINT8, b, rc[k].ip, root);
+                }
+                int single = mode == B_USER ? b >= B_USER_MIN : first && after && b >= 4096;
                 CHECK(single ? s->phase - ph >= 2 : s->phase - ph == 1,
-                      "%s of 16 KiB (root %d, %s a barrier): %u phases, single copy %d",
-                      k == 0 ? "broadcast" : k < 3 ? "reduce" : "gather", root,
-                      after ? "right after" : "not after", s->phase - ph, single);
+                      "%s of %zu B (root %d, %s a barrier): %u phases, single copy %d",
+                      coh_coll_name(rc[k].coll), b, root, after ? "right after" : "not after",
+                      s->phase - ph, single);
             }
     /* the data, every root, through whichever path was chosen: just below,
      * at and above each op's size (uint8: count = bytes) */

@@ -808,7 +808,8 @@ static size_t red_cut(size_t count, int n, int j, size_t al, unsigned root_share
     if (j >= n)
         return count;
     size_t r = count / 16 * root_share + count % 16 * root_share / 16;
-    r = r / al * al;
+    if (root_share < 16) /* the root alone: no leaf writes a tail (6 KiB x0.7) */
+        r = r / al * al;
     return r + slice_lo(count - r, n - 1, j - 1, al);
 }
 
@@ -1283,7 +1284,7 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
             copy_fast(recv, send, bytes);
         return COHORT_OK;
     }
-    if (!ring && shm_cma_use(s, COH_COLL_REDUCE, bytes)) {
+    if (!ring && shm_cma_call(s, c, COH_COLL_REDUCE, bytes)) {
         int fallback = 0;
         st = red_single(&o, send, recv, count, root, &fallback);
         if (st != COHORT_OK || !fallback)
@@ -1457,9 +1458,9 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root, 
  * at once, as bcast_single splits the kernel's copy. */
 
 /* What readers publish in the first phase of the path they prepared. */
-static uint64_t bcast_first_len(const coh_shm *s, size_t bytes)
+static uint64_t bcast_first_len(const coh_shm *s, const coh_call *c, size_t bytes)
 {
-    return shm_cma_use(s, COH_COLL_BROADCAST, bytes) ? sizeof(shm_cma_desc) : 0;
+    return shm_cma_call(s, c, COH_COLL_BROADCAST, bytes) ? sizeof(shm_cma_desc) : 0;
 }
 
 static int mem_marked(const coh_shm *s, int q, uint32_t p)
@@ -1518,7 +1519,7 @@ static cohort_status bcast_mem_root(shm_op *o, const void *buf, const shm_mem_de
     mem_mark(s, p);
     shm_publish(s);
     if ((st = cs_wait_all(o, p)) != COHORT_OK ||
-        (st = check_all(o, p, 0, bcast_first_len(s, bytes), -1, 0)) != COHORT_OK)
+        (st = check_all(o, p, 0, bcast_first_len(s, o->c, bytes), -1, 0)) != COHORT_OK)
         return st;
     size_t tail = mem_tail(s, bytes), head = bytes - tail;
     for (int q = 0; q < s->n && tail; q++) {
@@ -1553,7 +1554,7 @@ static cohort_status bcast_mem_read(shm_op *o, void *buf, size_t bytes, int root
 {
     coh_shm *s = o->s;
     cohort_status st =
-        check_all(o, p, 0, bcast_first_len(s, bytes), root, sizeof(shm_mem_desc));
+        check_all(o, p, 0, bcast_first_len(s, o->c, bytes), root, sizeof(shm_mem_desc));
     if (st != COHORT_OK)
         return st;
     shm_mem_desc d;
@@ -2126,17 +2127,17 @@ static inline void ring_in_end(coh_shm *s, size_t bytes)
 
 /* Every rank decides from the call's own fields and the agreed geometry,
  * so ranks that agree on the call agree on the path. */
-static int gather_ring(const coh_shm *s, size_t bpr)
+static int gather_ring(const coh_shm *s, const coh_call *c, size_t bpr)
 {
-    return s && s->ring_k && s->n > 1 && bpr <= s->ring_bytes &&
-           (!shm_cma_use(s, COH_COLL_GATHER, bpr) || shm_ring_first(s, bpr));
+    return s && c && s->ring_k && s->n > 1 && bpr <= s->ring_bytes &&
+           !shm_cma_call(s, c, COH_COLL_GATHER, bpr);
 }
 static int reduce_ring(const coh_shm *s, const coh_call *c, size_t count)
 {
     size_t bytes;
     return s && c && s->ring_k && s->n > 1 && c->dtype < COHORT_DTYPE_COUNT &&
            mul_ok(count, dt_size[c->dtype], &bytes) && bytes <= s->ring_bytes &&
-           (!shm_cma_use(s, COH_COLL_REDUCE, bytes) || shm_ring_first(s, bytes));
+           !shm_cma_call(s, c, COH_COLL_REDUCE, bytes);
 }
 
 /* inline into its one caller, coh_shm_broadcast: a frame less per small broadcast */
@@ -2145,8 +2146,8 @@ static COH_INLINE cohort_status bcast_any(coh_shm *s, const coh_call *c, void *b
 {
     shm_op o;
     /* the ring for small messages, unless single copy was asked for them */
-    int ring = s && s->ring_k && bytes <= s->ring_bytes && s->n > 1 &&
-               (!shm_cma_use(s, COH_COLL_BROADCAST, bytes) || shm_ring_first(s, bytes));
+    int ring = s && c && s->ring_k && bytes <= s->ring_bytes && s->n > 1 &&
+               !shm_cma_call(s, c, COH_COLL_BROADCAST, bytes);
     cohort_status st = op_begin_x(&o, s, c, 0, ring);
     if (st != COHORT_OK)
         return st;
@@ -2164,7 +2165,7 @@ static COH_INLINE cohort_status bcast_any(coh_shm *s, const coh_call *c, void *b
     if (am_root && s->mem_ok && bytes && s->phase + 1 != 0 && coh_mem_find(s->g, buf, bytes, &md) &&
         coh_mem_recent(s, &md, 1))
         return bcast_mem_root(&o, buf, &md, bytes);
-    if (shm_cma_use(s, COH_COLL_BROADCAST, bytes)) {
+    if (shm_cma_call(s, c, COH_COLL_BROADCAST, bytes)) {
         int fallback = 0;
         st = bcast_single(&o, buf, bytes, root, &fallback);
         if (st != COHORT_OK || !fallback)
@@ -2283,7 +2284,7 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
                              size_t bpr, int root)
 {
     shm_op o;
-    int ring = gather_ring(s, bpr);
+    int ring = gather_ring(s, c, bpr);
     cohort_status st = op_begin_x(&o, s, c, 0, ring);
     if (st != COHORT_OK)
         return st;
@@ -2317,7 +2318,7 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
         ring_in_end(s, bpr);
         return COHORT_OK;
     }
-    if (shm_cma_use(s, COH_COLL_GATHER, bpr))
+    if (shm_cma_call(s, c, COH_COLL_GATHER, bpr))
         return ga_single(&o, send, rb, bpr, root,
                          own_move && overlap(send, bpr, rb, total));
     size_t S = pipe_piece(s->S, bpr), off = 0;
@@ -2365,18 +2366,18 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
  * from the call's own fields (bpr, the agreed geometry), so ranks that
  * agree on the call agree on the path; ranks that do not are told apart
  * by the records (ring_mismatch, ring_vs_call). */
-static int scatter_ring(const coh_shm *s, size_t bpr)
+static int scatter_ring(const coh_shm *s, const coh_call *c, size_t bpr)
 {
     size_t total;
-    return s && s->ring_k && s->n > 1 && mul_ok(bpr, (size_t)s->n, &total) &&
-           total <= s->ring_bytes && !shm_cma_use(s, COH_COLL_SCATTER, bpr);
+    return s && c && s->ring_k && s->n > 1 && mul_ok(bpr, (size_t)s->n, &total) &&
+           total <= s->ring_bytes && !shm_cma_call(s, c, COH_COLL_SCATTER, bpr);
 }
 
 cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, void *recv,
                               size_t bpr, int root)
 {
     shm_op o;
-    int ring = scatter_ring(s, bpr);
+    int ring = scatter_ring(s, c, bpr);
     cohort_status st = op_begin_x(&o, s, c, 0, ring);
     if (st != COHORT_OK)
         return st;
@@ -2405,7 +2406,7 @@ cohort_status coh_shm_scatter(coh_shm *s, const coh_call *c, const void *send, v
         return st;
     }
     o.nt = !am_root && bpr >= s->nt_bytes;
-    if (n > 1 && shm_cma_use(s, COH_COLL_SCATTER, bpr))
+    if (n > 1 && shm_cma_call(s, c, COH_COLL_SCATTER, bpr))
         return sc_single(&o, sb, rb, bpr, root);
     if (n > 1) {
         size_t Pb = block_piece(s, 1), off = 0;
@@ -2598,7 +2599,7 @@ cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
         return st;
     uint32_t p = s->phase + 1;
     put_hdr(&o, shm_buf(s, s->me, p), 0, 0);
-    s->bar_end = p; /* the next call follows a barrier (shm_ring_first) */
+    s->bar_seq = c->seq + 1; /* the next call follows a barrier (shm_cma_call) */
     if (s->oversub && s->bar_ph == p) {
         /* Ranks outnumber the cpus and the barrier follows a broadcast
          * or a ring scatter (the OSU loop: broadcast, barrier, broadcast

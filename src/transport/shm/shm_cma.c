@@ -54,6 +54,9 @@
  * 64 KiB probe's kernel copy costs at most 3.2 memcpys (shm_cma_agree's
  * a2a_busy); the reason names the same figure */
 #define A2A_CHEAP_X10 32
+/* 2 ranks apart, a rooted call directly after a barrier: the single copy
+ * from this many bytes (a block; shm_cma_agree's ring first) */
+#define BAR_SINGLE_FROM ((size_t)4 << 10)
 #define A2A_CHEAP_WORDS "3.2"
 static size_t apart_from(int coll)
 {
@@ -583,12 +586,34 @@ cohort_status shm_cma_agree(shm_op *o)
         gs_from = COH_MIN(lead_min, rb + 1);
         s->cma_from[COH_COLL_GATHER] = s->cma_from[COH_COLL_SCATTER] = gs_from;
     }
-    /* 2 ranks apart: the calls the ring carries take it back to back
-     * (shm_cma.h shm_ring_first), up to the default slot (larger slots were
-     * not measured) */
-    s->ring_first_to = 0;
-    if (apart && !lead_set && s->ring_k)
-        s->ring_first_to = COH_MIN(s->ring_bytes, (size_t)SHM_DEFAULT_RING_BYTES) + 1;
+    /* Ring first, 2 ranks apart (session 35): a broadcast, reduce or gather
+     * the ring carries takes it back to back, up to the default slot (larger
+     * slots were not measured), and a broadcast, reduce, gather or scatter
+     * directly after a barrier takes the single copy from BAR_SINGLE_FROM
+     * (shm_cma.h shm_cma_call). Back to back the ring's root publishes and
+     * returns, its next call's copy overlapping the reader's; between
+     * barriers nobody runs ahead and the ring's two copies show, while the
+     * single copy's open and close cost the same either way. Intel host,
+     * p50: the ring / the single copy at 16 KiB back to back x0.62-0.81,
+     * OSU style (a barrier before each call) x1.53-1.79, 4 rounds each
+     * (results/2026-12-06-s34-apart-ring, -s35-ring-first); the single copy /
+     * the ring right after a barrier, 3 rounds (-s35-bar-from): broadcast
+     * and reduce from 4 KiB x0.83-0.97, gather and scatter from 4 KiB a
+     * block x0.81-0.94; below 4 KiB x1.26-2.5. */
+    for (int k = 0; k < COH_COLL_KIND_COUNT; k++)
+        s->bar_from[k] = s->cma_from[k];
+    if (apart && !lead_set && s->ring_k) {
+        static const int rooted[] = {COH_COLL_BROADCAST, COH_COLL_REDUCE, COH_COLL_GATHER,
+                                     COH_COLL_SCATTER};
+        size_t slot = COH_MIN(s->ring_bytes, (size_t)SHM_DEFAULT_RING_BYTES);
+        for (size_t i = 0; i < COH_ARRAY_LEN(rooted); i++) {
+            int k = rooted[i];
+            /* scatter's ring carries both blocks: 2 x 16 KiB never */
+            if (k != COH_COLL_SCATTER && s->cma_from[k] <= slot)
+                s->cma_from[k] = slot + 1;
+            s->bar_from[k] = COH_MIN(s->cma_from[k], BAR_SINGLE_FROM);
+        }
+    }
     s->ar_oop_to = apart && !lead_set ? AR_OOP_TO : SIZE_MAX;
     /* the adaptive band below the apart rule's all_reduce size */
     s->xc_adapt = apart && !lead_set ? xc_mode() : 0;
@@ -615,11 +640,12 @@ cohort_status shm_cma_agree(shm_op *o)
     if (gs_from)
         snprintf(gs_words, sizeof gs_words,
                  ", gather and scatter > %zu B per rank (above the ring's slot)", gs_from - 1);
-    char rf_words[96] = "";
-    if (s->ring_first_to)
+    char rf_words[160] = "";
+    if (s->bar_from[COH_COLL_BROADCAST] < s->cma_from[COH_COLL_BROADCAST])
         snprintf(rf_words, sizeof rf_words,
-                 "; broadcast, reduce and gather of <= %zu B only right after a barrier",
-                 s->ring_first_to - 1);
+                 "; up to the ring's slot (%zu B) broadcast, reduce and gather by the ring "
+                 "back to back, and right after a barrier these and scatter from %zu B (a block)",
+                 s->cma_from[COH_COLL_BROADCAST] - 1, s->bar_from[COH_COLL_BROADCAST]);
     if (s->n == 1)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
     else if (apart && !lead_set)
@@ -709,10 +735,9 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
                                      : "two copies (send/recv channel, pipelined)";
     }
     if (!shm_cma_use(s, coll, bytes))
-        return "two copies (segment)";
-    if ((coll == COH_COLL_BROADCAST || coll == COH_COLL_REDUCE || coll == COH_COLL_GATHER) &&
-        bytes < s->ring_first_to && bytes <= s->ring_bytes)
-        return "two copies (the ring) back to back, single copy (cma) right after a barrier";
+        return s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->bar_from[coll]
+                   ? "single copy (cma) right after a barrier, else two copies"
+                   : "two copies (segment)";
     int ar = coll == COH_COLL_ALL_REDUCE, near = s->xc_adapt && shm_xc_two_copies(coll, bytes);
     if (near && s->xc_adapt == 2)
         return coll == COH_COLL_ALL_GATHER

@@ -86,23 +86,17 @@ static inline int shm_cma_use(const coh_shm *s, int coll, size_t bytes)
            bytes < s->cma_to[coll];
 }
 
-/* 2 ranks apart: a broadcast, reduce or gather the ring can carry and the
- * apart rule gives the single copy (16 KiB at the default slot) takes the
- * ring back to back and the single copy only right after a barrier. Back
- * to back the ring's root publishes and returns, the next call's copy
- * overlapping the reader's; between barriers nobody runs ahead and the
- * ring's two copies show. Intel host, 4 rounds, p50 ring / single copy:
- * back to back broadcast 16 KiB x0.67, reduce x0.64, gather of 16 KiB
- * blocks x0.76; OSU style (a barrier before each call) x1.79, x1.53, x1.70
- * (bench/compare/results/2026-12-06-s34-apart-ring); with this rule against
- * the build before, 4 rounds: back to back x0.65 / x0.62 / x0.81, OSU style
- * x0.97-1.01 (results/2026-12-06-s35-ring-first). The phases
- * advance alike on every local rank whose calls agree, so every rank takes
- * the same path; ranks that disagree are told apart at the call that
- * differs. The caller has checked bytes against the ring's slot. */
-static inline int shm_ring_first(const coh_shm *s, size_t bytes)
+/* shm_cma_use for call c of a rooted op the ring carries (broadcast,
+ * reduce, gather, scatter): the sizes start at bar_from instead when c
+ * directly follows a barrier. 2 ranks apart, those calls take the ring back
+ * to back up to its slot and the single copy from 4 KiB (a block) right
+ * after a barrier (shm_cma.c "ring first"). c->seq is the same on every
+ * rank whose calls agree, so they agree on the path; ranks that do not are
+ * told apart at the call that differs. */
+static inline int shm_cma_call(const coh_shm *s, const coh_call *c, int coll, size_t bytes)
 {
-    return bytes < s->ring_first_to && s->phase != s->bar_end;
+    size_t from = c->seq == s->bar_seq ? s->bar_from[coll] : s->cma_from[coll];
+    return s->cma && (s->cma_ops >> coll & 1u) && bytes >= from && bytes < s->cma_to[coll];
 }
 
 /* A broadcast above the ring's slot with ranks outnumbering cpus goes

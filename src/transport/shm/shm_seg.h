@@ -512,8 +512,8 @@ struct coh_shm {
     uint32_t bar_ph;            /* oversubscribed barrier right after it has that leader
                                  * (the same on every local rank; src/coll/shm) */
     int bar_scatter;            /* a ring scatter's root leads it too (COHORT_SHM_BAR_SCATTER) */
-    uint32_t bar_end;           /* the last barrier's phase: the next call follows it while
-                                 * phase == bar_end (the same on every local rank) */
+    uint64_t bar_seq;           /* the seq after the last barrier's: the call that has it
+                                 * follows that barrier directly (shm_cma.h shm_cma_call) */
     int ar_inl;                 /* all_reduce <= SHM_RING_INLINE bytes exchanges ring
                                  * records (COHORT_SHM_AR_INLINE, default 1; src/coll/shm) */
     int light;                  /* the light publish: a plain store and load, the sleeper
@@ -543,11 +543,9 @@ struct coh_shm {
     size_t cma_from[COH_COLL_KIND_COUNT];
     size_t cma_to[COH_COLL_KIND_COUNT];
     size_t ar_oop_to; /* all_reduce with no rank in place: two copies from here */
-    /* 2 ranks apart under auto: broadcast, reduce and gather calls below
-     * this many bytes (a block the ring carries) that the rule gives the
-     * single copy go through the ring unless they follow a barrier
-     * (shm_cma.h shm_ring_first); 0: never */
-    size_t ring_first_to;
+    /* per op, where a call directly after a barrier starts the single copy
+     * (<= cma_from; shm_cma.h shm_cma_call; agreed at attach) */
+    size_t bar_from[COH_COLL_KIND_COUNT];
     /* 2 ranks apart under auto (xc_adapt): out-of-place all_reduce calls
      * below ar_far_to take single copy only while the lead's last
      * cross-core probe found the cpus far apart (shm_cma.c shm_xc_flags) */
