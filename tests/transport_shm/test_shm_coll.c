@@ -30,6 +30,7 @@
 #include "support/support.h"
 #include "coll/shm/shm_coll.h"
 #include "transport/shm/shm_cma.h"
+#include "transport/shm/shm_mem.h"
 #include "transport/shm/shm_seg.h"
 #include "util/util.h"
 
@@ -1010,6 +1011,41 @@ static int bound_main(int rank, void *arg)
                       coh_coll_name(rc[k].coll), b, root, after ? "right after" : "not after",
                       s->phase - ph, single);
             }
+    /* the same from a cohort_mem_alloc buffer on every rank: right after a
+     * barrier the one-copy broadcast from it (shm_mem.h) where the ring
+     * took 4-16 KiB before; back to back the ring whatever the buffer */
+    unsigned char *mb = NULL;
+    OK(cohort_mem_alloc(G, 16384, (void **)&mb));
+    for (int root = 0; root < 2; root++)
+        for (size_t b = 4096; b <= 16384; b *= 4)
+            for (int after = 0; after < 2; after++) {
+                uint64_t salt = ++salt_ctr;
+                memset(mb, 0xa5, 16384);
+                if (me == root)
+                    for (size_t i = 0; i < b; i++)
+                        mb[i] = byte_of(root, 0, i, salt);
+                if (after)
+                    t_barrier();
+                uint32_t ph = s->phase;
+                uint64_t r0[3], r1[3];
+                coh_mem_counts(&r0[0], &r0[1], &r0[2]);
+                coh_call c = th_call(G, COH_COLL_BROADCAST, COHORT_UINT8, -1, root, b);
+                OK(coh_shm_broadcast(s, &c, mb, b, root));
+                coh_mem_counts(&r1[0], &r1[1], &r1[2]);
+                for (size_t i = 0; i < 16384; i++)
+                    CHECK(mb[i] == (i < b ? byte_of(root, 0, i, salt) : 0xa5),
+                          "mem broadcast of %zu B (root %d, after %d): byte %zu", b, root, after,
+                          i);
+                int single = mode == B_USER ? b >= B_USER_MIN : first && after;
+                CHECK(single ? s->phase - ph >= 2 : s->phase - ph == 1,
+                      "mem broadcast of %zu B (root %d, %s a barrier): %u phases", b, root,
+                      after ? "right after" : "not after", s->phase - ph);
+                /* the root: by its region exactly when not by the ring */
+                CHECK(me != root || r1[COH_MEM_ROOTED] - r0[COH_MEM_ROOTED] == (uint64_t)single,
+                      "mem broadcast of %zu B (root %d, after %d): rooted %llu", b, root, after,
+                      (unsigned long long)(r1[COH_MEM_ROOTED] - r0[COH_MEM_ROOTED]));
+            }
+    OK(cohort_mem_free(G, mb));
     /* the data, every root, through whichever path was chosen: just below,
      * at and above each op's size (uint8: count = bytes) */
     for (int root = 0; root < 2; root++) {
