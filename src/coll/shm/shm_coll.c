@@ -808,7 +808,7 @@ static size_t red_cut(size_t count, int n, int j, size_t al, unsigned root_share
     if (j >= n)
         return count;
     size_t r = count / 16 * root_share + count % 16 * root_share / 16;
-    if (root_share < 16) /* the root alone: no leaf writes a tail (6 KiB x0.7) */
+    if (root_share < 16) /* the root alone: no leaf writes a tail (6 KiB 1.90 -> 1.27 us) */
         r = r / al * al;
     return r + slice_lo(count - r, n - 1, j - 1, al);
 }

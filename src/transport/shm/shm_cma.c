@@ -54,10 +54,10 @@
  * 64 KiB probe's kernel copy costs at most 3.2 memcpys (shm_cma_agree's
  * a2a_busy); the reason names the same figure */
 #define A2A_CHEAP_X10 32
+#define A2A_CHEAP_WORDS "3.2"
 /* 2 ranks apart, a rooted call directly after a barrier: the single copy
  * from this many bytes (a block; shm_cma_agree's ring first) */
 #define BAR_SINGLE_FROM ((size_t)4 << 10)
-#define A2A_CHEAP_WORDS "3.2"
 static size_t apart_from(int coll)
 {
     switch (coll) {
@@ -598,8 +598,10 @@ cohort_status shm_cma_agree(shm_op *o)
      * OSU style (a barrier before each call) x1.53-1.79, 4 rounds each
      * (results/2026-12-06-s34-apart-ring, -s35-ring-first); the single copy /
      * the ring right after a barrier, 3 rounds (-s35-bar-from): broadcast
-     * and reduce from 4 KiB x0.83-0.97, gather and scatter from 4 KiB a
-     * block x0.81-0.94; below 4 KiB x1.26-2.5. */
+     * and reduce 4-12 KiB x0.71-0.97, gather and scatter 4-8 KiB a block
+     * x0.81-0.94; below 4 KiB x1.26-2.5. Measured with the cpus far apart
+     * (the host's usual state); near (shm_xc_two_copies) keeps these sizes
+     * on the single copy as it keeps 16 KiB, unmeasured. */
     for (int k = 0; k < COH_COLL_KIND_COUNT; k++)
         s->bar_from[k] = s->cma_from[k];
     if (apart && !lead_set && s->ring_k) {

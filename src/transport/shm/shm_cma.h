@@ -95,6 +95,8 @@ static inline int shm_cma_use(const coh_shm *s, int coll, size_t bytes)
  * told apart at the call that differs. */
 static inline int shm_cma_call(const coh_shm *s, const coh_call *c, int coll, size_t bytes)
 {
+    if (bytes < s->bar_from[coll]) /* bar_from <= cma_from: a small call's one compare */
+        return 0;
     size_t from = c->seq == s->bar_seq ? s->bar_from[coll] : s->cma_from[coll];
     return s->cma && (s->cma_ops >> coll & 1u) && bytes >= from && bytes < s->cma_to[coll];
 }

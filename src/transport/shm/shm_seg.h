@@ -512,8 +512,6 @@ struct coh_shm {
     uint32_t bar_ph;            /* oversubscribed barrier right after it has that leader
                                  * (the same on every local rank; src/coll/shm) */
     int bar_scatter;            /* a ring scatter's root leads it too (COHORT_SHM_BAR_SCATTER) */
-    uint64_t bar_seq;           /* the seq after the last barrier's: the call that has it
-                                 * follows that barrier directly (shm_cma.h shm_cma_call) */
     int ar_inl;                 /* all_reduce <= SHM_RING_INLINE bytes exchanges ring
                                  * records (COHORT_SHM_AR_INLINE, default 1; src/coll/shm) */
     int light;                  /* the light publish: a plain store and load, the sleeper
@@ -543,9 +541,6 @@ struct coh_shm {
     size_t cma_from[COH_COLL_KIND_COUNT];
     size_t cma_to[COH_COLL_KIND_COUNT];
     size_t ar_oop_to; /* all_reduce with no rank in place: two copies from here */
-    /* per op, where a call directly after a barrier starts the single copy
-     * (<= cma_from; shm_cma.h shm_cma_call; agreed at attach) */
-    size_t bar_from[COH_COLL_KIND_COUNT];
     /* 2 ranks apart under auto (xc_adapt): out-of-place all_reduce calls
      * below ar_far_to take single copy only while the lead's last
      * cross-core probe found the cpus far apart (shm_cma.c shm_xc_flags) */
@@ -622,6 +617,12 @@ struct coh_shm {
      * shm_coll.c's offsets stay. */
     uint32_t pieces_end[2];
     unsigned pieces_n;
+    /* Ring first (session 35), at the end for the same reason: the seq
+     * after the last barrier's (the call that has it follows that barrier
+     * directly), and per op where such a call starts the single copy
+     * (<= cma_from; agreed at attach; shm_cma.h shm_cma_call) */
+    uint64_t bar_seq;
+    size_t bar_from[COH_COLL_KIND_COUNT];
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */
