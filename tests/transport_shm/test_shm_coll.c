@@ -548,11 +548,14 @@ static int rank_main(int rank, void *arg)
                         shm_cma_use(s, COH_COLL_SCATTER, 65536) &&
                         !shm_cma_use(s, COH_COLL_BROADCAST, 65536) &&
                         !shm_cma_use(s, COH_COLL_ALL_GATHER, 65536) &&
-                        !shm_cma_use(s, COH_COLL_REDUCE, 65536) &&
+                        shm_cma_use(s, COH_COLL_REDUCE, 65536) ==
+                            (n <= 2 * coh_group_cpus(G) && cheap) &&
+                        !shm_cma_use(s, COH_COLL_REDUCE, 196608) &&
                         shm_cma_use(s, COH_COLL_ALL_TO_ALL, 65536) ==
                             (n > 2 * coh_group_cpus(G) || cheap)),
-              "ranks outnumbering the cpus: send/recv, gather, scatter, and all_to_all if more "
-              "than twice or the kernel's copy is cheap (%s)",
+              "ranks outnumbering the cpus: send/recv, gather, scatter, all_to_all if more "
+              "than twice or the kernel's copy is cheap, reduce below 192 KiB if cheap and not "
+              "more than twice (%s)",
               s->copy_info);
         if (strstr(cf->env, "probe-fail"))
             CHECK(strstr(s->copy_info, "process_vm_readv: Bad address") != NULL,
@@ -1365,6 +1368,16 @@ static int crowd_main(int rank, void *arg)
     for (size_t k = 0; k < COH_ARRAY_LEN(others); k++)
         CHECK(!shm_cma_use(s, others[k], 4 * min), "op %d: two copies (%s)", others[k],
               s->copy_info);
+    /* reduce: 32-192 KiB where 3 ranks outnumber the cpus and the kernel's
+     * copy is cheap (shm_cma.c red_busy), not crowded, not dear */
+    int red = busy && !crowded && cheap;
+    const size_t rlo = 32768, rhi = 196608;
+    CHECK(shm_cma_use(s, COH_COLL_REDUCE, rlo) == red && !shm_cma_use(s, COH_COLL_REDUCE, rlo - 1) &&
+              shm_cma_use(s, COH_COLL_REDUCE, rhi - 1) == red &&
+              !shm_cma_use(s, COH_COLL_REDUCE, rhi),
+          "reduce band (%s)", s->copy_info);
+    CHECK(!red || strstr(s->copy_info, "reduce of 32768-196607 B") != NULL, "named: %s",
+          s->copy_info);
     /* gather and scatter: from just above the ring's slot */
     const size_t gs = s->ring_bytes + 1;
     CHECK(s->ring_k && s->ring_bytes < min, "the ring: %zu slots of %zu B", s->ring_k,
@@ -1394,6 +1407,28 @@ static int crowd_main(int rank, void *arg)
     t_sendrecv(min - 1);
     t_sendrecv(min);
     t_sendrecv(3 * min + 5);
+    /* reduce around the band's ends, each root, in place too: the root
+     * alone below 64 KiB, the leaves' parts from there (red_share); the
+     * path by red_singles */
+    int rroots[] = {0, nranks - 1};
+    for (int ri = 0; ri < 2; ri++)
+        for (int ip = 0; ip < 2; ip++) {
+            static const size_t rb[] = {32764, 32768, 65536 + 4100, 131072, 196604, 196608};
+            for (size_t k = 0; k < COH_ARRAY_LEN(rb); k++) {
+                uint64_t n0 = s->red_singles;
+                mis_unit = 4;
+                t_reduce(COHORT_FLOAT32, COHORT_SUM, rb[k] / 4, ip, rroots[ri]);
+                mis_unit = 1;
+                int single = red && rb[k] >= rlo && rb[k] < rhi;
+                CHECK(s->red_singles - n0 == (uint64_t)single,
+                      "reduce of %zu B (root %d, in place %d): single copy %llu, want %d", rb[k],
+                      rroots[ri], ip, (unsigned long long)(s->red_singles - n0), single);
+            }
+            mis_unit = 4;
+            t_reduce(COHORT_INT32, COHORT_MAX, 50001, ip, rroots[ri]);
+            t_reduce(COHORT_FLOAT32, COHORT_AVG, 40000, ip, rroots[ri]);
+            mis_unit = 1;
+        }
     /* gather and scatter at, below and above the size, each root, in place
      * too: the single copy where the ranks outnumber the cpus */
     int roots[] = {0, nranks - 1};

@@ -832,6 +832,7 @@ static cohort_status red_single(shm_op *o, const unsigned char *send, unsigned c
         *fallback = 1;
         return COHORT_OK;
     }
+    s->red_singles++;
     if ((st = sc_scratch(o)) != COHORT_OK)
         return st;
     /* my part: the root's is part 0, the leaves' follow in rank order */

@@ -55,6 +55,10 @@
  * a2a_busy); the reason names the same figure */
 #define A2A_CHEAP_X10 32
 #define A2A_CHEAP_WORDS "3.2"
+/* reduce with 2 ranks a cpu where the kernel's copy is cheap: the single
+ * copy for [RED_BUSY_FROM, RED_BUSY_TO) bytes (shm_cma_agree's red_busy) */
+#define RED_BUSY_FROM ((size_t)32 << 10)
+#define RED_BUSY_TO ((size_t)192 << 10)
 /* 2 ranks apart, a rooted call directly after a barrier: the single copy
  * from this many bytes (a block; shm_cma_agree's ring first) */
 #define BAR_SINGLE_FROM ((size_t)4 << 10)
@@ -551,10 +555,24 @@ cohort_status shm_cma_agree(shm_op *o)
      * hand-off between two ranks. */
     int cheap = measured && 10 * sum_cma_s <= A2A_CHEAP_X10 * sum_cpy_s;
     int a2a_busy = busy && !crowd && cheap;
+    /* And reduce of RED_BUSY_FROM-RED_BUSY_TO there (session 35): the
+     * two-copy reduce has every rank reduce a slice between phases that
+     * wait for all the ranks, each a scheduler round when they share cpus;
+     * the single copy's root reads the leaves' inputs by the kernel and
+     * reduces alone (the leaves a part from 64 KiB, red_share). Intel host,
+     * 3 rounds, p50 of =on against auto: 3 ranks on 2 cpus 32-192 KiB
+     * x0.75-0.96 back to back, x0.67-0.86 OSU style; 4 ranks 32-128 KiB
+     * x0.84-0.90 / x0.91-0.97, 192 KiB x1.01 / x0.95, 256 KiB-1 MiB
+     * x1.10-1.14 (the slices spread the reduction again), 16 KiB x2.3 (the
+     * ring); 8 ranks (crowded) x1.5-2.0, so not there
+     * (results/2026-12-06-s35-red-busy/on-auto). Where the kernel's copy is cheap,
+     * as all_to_all's. */
+    int red_busy = a2a_busy;
     if (crowd || busy)
         s->cma_min = lead_min, s->cma_end = SIZE_MAX,
         ops = (crowd || a2a_busy ? 1u << COH_COLL_ALL_TO_ALL : 0u) |
-              (busy ? 1u << COH_COLL_SEND | 1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER : 0u);
+              (busy ? 1u << COH_COLL_SEND | 1u << COH_COLL_GATHER | 1u << COH_COLL_SCATTER : 0u) |
+              (red_busy ? 1u << COH_COLL_REDUCE : 0u);
     s->cma = all_can && (all_want || wins || apart || crowd || busy);
     /* pidfd_getfd, which the one-copy broadcast's readers use, passes the
      * same ptrace check as the probe's process_vm_readv */
@@ -585,6 +603,13 @@ cohort_status shm_cma_agree(shm_op *o)
                               : SHM_DEFAULT_RING_BYTES;
         gs_from = COH_MIN(lead_min, rb + 1);
         s->cma_from[COH_COLL_GATHER] = s->cma_from[COH_COLL_SCATTER] = gs_from;
+    }
+    /* the busy reduce's band: from the user's size when set, never past
+     * where the slices win again */
+    if (red_busy) {
+        if (!lead_set)
+            s->cma_from[COH_COLL_REDUCE] = RED_BUSY_FROM;
+        s->cma_to[COH_COLL_REDUCE] = RED_BUSY_TO;
     }
     /* Ring first, 2 ranks apart (session 35): a broadcast, reduce or gather
      * the ring carries takes it back to back, up to the default slot (larger
@@ -642,6 +667,10 @@ cohort_status shm_cma_agree(shm_op *o)
     if (gs_from)
         snprintf(gs_words, sizeof gs_words,
                  ", gather and scatter > %zu B per rank (above the ring's slot)", gs_from - 1);
+    char red_words[64] = "";
+    if (red_busy)
+        snprintf(red_words, sizeof red_words, ", reduce of %zu-%zu B",
+                 s->cma_from[COH_COLL_REDUCE], s->cma_to[COH_COLL_REDUCE] - 1);
     char rf_words[160] = "";
     if (s->bar_from[COH_COLL_BROADCAST] < s->cma_from[COH_COLL_BROADCAST])
         snprintf(rf_words, sizeof rf_words,
@@ -682,18 +711,19 @@ cohort_status shm_cma_agree(shm_op *o)
                  range, bound_apart ? where : "have a cpu each (unbound)", speed);
     else if (crowd || busy)
         snprintf(s->copy_info, sizeof s->copy_info,
-                 "%s%s%s %s per rank%s: single copy (process_vm_readv; auto: the kernel's copy "
-                 "loses to memcpy at attach's measurement but %s%s%s); else two copies through "
-                 "the segment%s",
+                 "%s%s%s %s per rank%s%s: single copy (process_vm_readv; auto: the kernel's "
+                 "copy loses to memcpy at attach's measurement but %s%s%s); else two copies "
+                 "through the segment%s",
                  crowd || a2a_busy ? "all_to_all" : "", (crowd || a2a_busy) && busy ? " and " : "",
                  !busy              ? ""
                  : gs_from          ? "send/recv (read whole by the receiver)"
                                     : "gather, scatter and send/recv (read whole by the receiver)",
-                 range, gs_words,
+                 range, gs_words, red_words,
                  crowd      ? "the ranks outnumber twice the cpus, where all_to_all's two copies "
                               "outgrow the cache"
                  : a2a_busy ? "the kernel's copy costs at most " A2A_CHEAP_WORDS " memcpys at 64 KiB, where "
-                              "all_to_all's two copies cost more cpu a byte"
+                              "all_to_all's two copies cost more cpu a byte and reduce's slices "
+                              "wait for every rank"
                             : "",
                  (crowd || a2a_busy) && busy ? "; " : "",
                  busy ? "the ranks outnumber the cpus, where each hand-off of a two-copy "

@@ -623,6 +623,7 @@ struct coh_shm {
      * (<= cma_from; agreed at attach; shm_cma.h shm_cma_call) */
     uint64_t bar_seq;
     size_t bar_from[COH_COLL_KIND_COUNT];
+    uint64_t red_singles; /* reduce calls that took the single copy (tests) */
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */
