@@ -637,8 +637,19 @@ static cohort_status sc_sync(shm_op *o)
 
 /* Split of one block between the two ranks that copy it: `share` bytes,
  * 1/n of the block rounded down to whole pages, go to the rank that
- * serves n-1 peers (a root), the rest to the peer. */
-static size_t sc_share(size_t bytes, int n) { return bytes / (size_t)n & ~(size_t)4095; }
+ * serves n-1 peers (a root), the rest to the peer. With 3 or more ranks a
+ * share under 8 KiB stays with the peer: the root's system call per peer
+ * costs more than one page it would move. Session 35, 3-4 rounds, p50
+ * against the 4 KiB share (results/2026-12-06-s35-gs-share): 8 ranks on 2
+ * cpus, 32 KiB a block, gather and scatter x0.85-0.89 both modes; 4 ranks,
+ * 20-24 KiB a block, gather x0.69-0.91, scatter x0.91 OSU style and
+ * x1.02-1.06 back to back. 2 ranks keep the page: both copy at once. */
+#define SC_SHARE_MIN ((size_t)8 << 10)
+static size_t sc_share(size_t bytes, int n)
+{
+    size_t share = bytes / (size_t)n & ~(size_t)4095;
+    return n > 2 && share < SC_SHARE_MIN ? 0 : share;
+}
 
 /* all_gather: every rank reads every peer's part from the peer's memory.
  * Where send overlaps recv (in place), a rank first moves its part to its
