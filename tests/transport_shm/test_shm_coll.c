@@ -1352,18 +1352,26 @@ static int crowd_main(int rank, void *arg)
           "send/recv at %zu B (%s)", min, s->copy_info);
     CHECK(!busy || strstr(coh_shm_copy_path(s, COH_COLL_SEND, min), "the receiver reads it"),
           "send/recv path: %s", coh_shm_copy_path(s, COH_COLL_SEND, min));
-    /* all_to_all: crowded, or busy with the kernel's copy cheap */
+    /* all_to_all: crowded, or busy with the kernel's copy cheap; from 32
+     * KiB a pair crowded, 16 KiB not (both cheap here: shm_cma.c
+     * A2A_CROWD_FROM, A2A_BUSY_FROM) */
     int a2a = crowded || (busy && cheap);
-    CHECK(shm_cma_use(s, COH_COLL_ALL_TO_ALL, min) == a2a, "all_to_all at %zu B (%s)", min,
-          s->copy_info);
-    CHECK(!shm_cma_use(s, COH_COLL_ALL_TO_ALL, min - 1), "all_to_all at %zu B", min - 1);
-    CHECK(strcmp(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, min),
+    const size_t a2a_from = crowded ? 32768 : 16384;
+    CHECK(shm_cma_use(s, COH_COLL_ALL_TO_ALL, a2a_from) == a2a &&
+              shm_cma_use(s, COH_COLL_ALL_TO_ALL, min) == a2a,
+          "all_to_all at %zu B (%s)", a2a_from, s->copy_info);
+    CHECK(!shm_cma_use(s, COH_COLL_ALL_TO_ALL, a2a_from - 1), "all_to_all at %zu B",
+          a2a_from - 1);
+    CHECK(strcmp(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, a2a_from),
                  a2a ? "single copy (cma)" : "two copies (segment)") == 0,
-          "path at %zu B: %s", min, coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, min));
+          "path at %zu B: %s", a2a_from, coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, a2a_from));
     CHECK(!(busy && !crowded && cheap) || strstr(s->copy_info, "at most 3.2 memcpys") != NULL,
           "named: %s", s->copy_info);
-    CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, min - 1), "two copies (segment)"),
-          "path at %zu B", min - 1);
+    CHECK(!a2a || strstr(s->copy_info, crowded ? "all_to_all from 32768 B a pair"
+                                               : "all_to_all from 16384 B a pair") != NULL,
+          "named: %s", s->copy_info);
+    CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, a2a_from - 1), "two copies (segment)"),
+          "path at %zu B", a2a_from - 1);
     static const int others[] = {COH_COLL_BROADCAST, COH_COLL_ALL_GATHER, COH_COLL_REDUCE};
     for (size_t k = 0; k < COH_ARRAY_LEN(others); k++)
         CHECK(!shm_cma_use(s, others[k], 4 * min), "op %d: two copies (%s)", others[k],
@@ -1398,6 +1406,9 @@ static int crowd_main(int rank, void *arg)
     CHECK(!crowded || strstr(s->copy_info, "outnumber twice the cpus") != NULL, "named: %s",
           s->copy_info);
     if (mode != C_PINNED5) {
+        t_all_to_all(COHORT_UINT8, a2a_from - 1, 0);
+        t_all_to_all(COHORT_UINT8, a2a_from, 0);
+        t_all_to_all(COHORT_UINT8, a2a_from, 1);
         t_all_to_all(COHORT_UINT8, min, 0);
         t_all_to_all(COHORT_UINT8, min + 4099, 0);
         t_all_to_all(COHORT_FLOAT32, min / 4 - 3, 0);

@@ -55,6 +55,10 @@
  * a2a_busy); the reason names the same figure */
 #define A2A_CHEAP_X10 32
 #define A2A_CHEAP_WORDS "3.2"
+/* all_to_all's single copy with ranks outnumbering cpus and the kernel's
+ * copy cheap, from this many bytes a pair (shm_cma_agree) */
+#define A2A_BUSY_FROM ((size_t)16 << 10)
+#define A2A_CROWD_FROM ((size_t)32 << 10)
 /* reduce with 2 ranks a cpu where the kernel's copy is cheap: the single
  * copy for [RED_BUSY_FROM, RED_BUSY_TO) bytes (shm_cma_agree's red_busy) */
 #define RED_BUSY_FROM ((size_t)32 << 10)
@@ -604,6 +608,18 @@ cohort_status shm_cma_agree(shm_op *o)
         gs_from = COH_MIN(lead_min, rb + 1);
         s->cma_from[COH_COLL_GATHER] = s->cma_from[COH_COLL_SCATTER] = gs_from;
     }
+    /* all_to_all with ranks outnumbering cpus where the kernel's copy is
+     * cheap: from A2A_BUSY_FROM a pair (2 ranks a cpu), A2A_CROWD_FROM
+     * (more) instead of the default 64 KiB (session 35). Intel host, 3
+     * rounds, p50 of the single copy against auto: 3 ranks 12-32 KiB a pair
+     * x0.61-0.91; 4 ranks 16-32 KiB x0.72-0.86 both modes, 9-12 KiB
+     * x0.91-1.18; 8 ranks 24-48 KiB x0.54-0.59 back to back and x0.95-1.05
+     * OSU style, 16 KiB x0.75 / x1.31, 8 KiB x1.3-1.9
+     * (results/2026-12-06-s35-a2a-from). The crowded rule's 64 KiB was
+     * measured on the AMD host, where the kernel's copy is dear: kept
+     * there. */
+    if ((crowd || a2a_busy) && cheap && !lead_set)
+        s->cma_from[COH_COLL_ALL_TO_ALL] = crowd ? A2A_CROWD_FROM : A2A_BUSY_FROM;
     /* the busy reduce's band: from the user's size when set, never past
      * where the slices win again */
     if (red_busy) {
@@ -667,10 +683,15 @@ cohort_status shm_cma_agree(shm_op *o)
     if (gs_from)
         snprintf(gs_words, sizeof gs_words,
                  ", gather and scatter > %zu B per rank (above the ring's slot)", gs_from - 1);
-    char red_words[64] = "";
+    char red_words[112] = "";
     if (red_busy)
         snprintf(red_words, sizeof red_words, ", reduce of %zu-%zu B",
                  s->cma_from[COH_COLL_REDUCE], s->cma_to[COH_COLL_REDUCE] - 1);
+    if ((s->cma_ops >> COH_COLL_ALL_TO_ALL & 1u) && s->cma_from[COH_COLL_ALL_TO_ALL] != s->cma_min) {
+        size_t o = strlen(red_words);
+        snprintf(red_words + o, sizeof red_words - o, ", all_to_all from %zu B a pair",
+                 s->cma_from[COH_COLL_ALL_TO_ALL]);
+    }
     char rf_words[160] = "";
     if (s->bar_from[COH_COLL_BROADCAST] < s->cma_from[COH_COLL_BROADCAST])
         snprintf(rf_words, sizeof rf_words,
