@@ -1348,8 +1348,14 @@ static int crowd_main(int rank, void *arg)
     const size_t min = 65536;
     int busy = crowded || nranks > crowd_cpus; /* the ranks outnumber the cpus */
     CHECK(s->cma == busy, "single copy %d (%s)", s->cma, s->copy_info);
-    CHECK(shm_cma_use(s, COH_COLL_SEND, min) == busy && !shm_cma_use(s, COH_COLL_SEND, min - 1),
-          "send/recv at %zu B (%s)", min, s->copy_info);
+    /* send/recv from 24 KiB where 2 ranks a cpu and the copy cheap (shm_cma.c
+     * P2P_BUSY_FROM), else from 64 KiB */
+    const size_t p2p_from = busy && !crowded && cheap ? 24576 : min;
+    CHECK(shm_cma_use(s, COH_COLL_SEND, p2p_from) == busy &&
+              !shm_cma_use(s, COH_COLL_SEND, p2p_from - 1),
+          "send/recv at %zu B (%s)", p2p_from, s->copy_info);
+    CHECK(p2p_from == min || strstr(s->copy_info, "send/recv from 24576 B") != NULL, "named: %s",
+          s->copy_info);
     CHECK(!busy || strstr(coh_shm_copy_path(s, COH_COLL_SEND, min), "the receiver reads it"),
           "send/recv path: %s", coh_shm_copy_path(s, COH_COLL_SEND, min));
     /* all_to_all: crowded, or busy with the kernel's copy cheap; from 32
@@ -1415,6 +1421,8 @@ static int crowd_main(int rank, void *arg)
         t_all_to_all(COHORT_UINT8, min + 1, 1);
         t_all_to_all(COHORT_UINT8, 3 * min, 0);
     }
+    t_sendrecv(p2p_from - 1);
+    t_sendrecv(p2p_from);
     t_sendrecv(min - 1);
     t_sendrecv(min);
     t_sendrecv(3 * min + 5);

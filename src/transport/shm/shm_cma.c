@@ -59,6 +59,8 @@
  * copy cheap, from this many bytes a pair (shm_cma_agree) */
 #define A2A_BUSY_FROM ((size_t)16 << 10)
 #define A2A_CROWD_FROM ((size_t)32 << 10)
+/* send/recv's, 2 ranks a cpu and the copy cheap (shm_cma_agree) */
+#define P2P_BUSY_FROM ((size_t)24 << 10)
 /* reduce with 2 ranks a cpu where the kernel's copy is cheap: the single
  * copy for [RED_BUSY_FROM, RED_BUSY_TO) bytes (shm_cma_agree's red_busy) */
 #define RED_BUSY_FROM ((size_t)32 << 10)
@@ -620,6 +622,17 @@ cohort_status shm_cma_agree(shm_op *o)
      * there. */
     if ((crowd || a2a_busy) && cheap && !lead_set)
         s->cma_from[COH_COLL_ALL_TO_ALL] = crowd ? A2A_CROWD_FROM : A2A_BUSY_FROM;
+    /* send/recv the same way, 2 ranks a cpu (session 35): the two-copy
+     * channel hands each slot over between the pair, a scheduler round
+     * when they share a cpu (its launches fall in two modes, 4 ranks 16 KiB
+     * 1.7 or 3.3 us); the receiver's one read needs the sender only to
+     * have published. 5 rounds, p50 against auto: 3 ranks 16-48 KiB
+     * x0.35-0.69; 4 ranks 24-48 KiB x0.55-0.70 back to back and
+     * x0.66-0.88 OSU style, 16 KiB x0.73 / x1.26; 8 ranks (crowded) 24-48
+     * KiB x0.73-0.92 / x0.96-1.25 - kept at 64 KiB there
+     * (results/2026-12-06-s35-p2p-from). */
+    if (a2a_busy && !lead_set)
+        s->cma_from[COH_COLL_SEND] = P2P_BUSY_FROM;
     /* the busy reduce's band: from the user's size when set, never past
      * where the slices win again */
     if (red_busy) {
@@ -683,7 +696,7 @@ cohort_status shm_cma_agree(shm_op *o)
     if (gs_from)
         snprintf(gs_words, sizeof gs_words,
                  ", gather and scatter > %zu B per rank (above the ring's slot)", gs_from - 1);
-    char red_words[112] = "";
+    char red_words[160] = "";
     if (red_busy)
         snprintf(red_words, sizeof red_words, ", reduce of %zu-%zu B",
                  s->cma_from[COH_COLL_REDUCE], s->cma_to[COH_COLL_REDUCE] - 1);
@@ -691,6 +704,11 @@ cohort_status shm_cma_agree(shm_op *o)
         size_t o = strlen(red_words);
         snprintf(red_words + o, sizeof red_words - o, ", all_to_all from %zu B a pair",
                  s->cma_from[COH_COLL_ALL_TO_ALL]);
+    }
+    if (busy && s->cma_from[COH_COLL_SEND] != s->cma_min) {
+        size_t o = strlen(red_words);
+        snprintf(red_words + o, sizeof red_words - o, ", send/recv from %zu B",
+                 s->cma_from[COH_COLL_SEND]);
     }
     char rf_words[160] = "";
     if (s->bar_from[COH_COLL_BROADCAST] < s->cma_from[COH_COLL_BROADCAST])
