@@ -696,18 +696,19 @@ cohort_status shm_cma_agree(shm_op *o)
     if (gs_from)
         snprintf(gs_words, sizeof gs_words,
                  ", gather and scatter > %zu B per rank (above the ring's slot)", gs_from - 1);
-    char red_words[160] = "";
+    /* the busy rules' own sizes (reduce, all_to_all, send/recv) */
+    char busy_words[160] = "";
     if (red_busy)
-        snprintf(red_words, sizeof red_words, ", reduce of %zu-%zu B",
+        snprintf(busy_words, sizeof busy_words, ", reduce of %zu-%zu B",
                  s->cma_from[COH_COLL_REDUCE], s->cma_to[COH_COLL_REDUCE] - 1);
     if ((s->cma_ops >> COH_COLL_ALL_TO_ALL & 1u) && s->cma_from[COH_COLL_ALL_TO_ALL] != s->cma_min) {
-        size_t o = strlen(red_words);
-        snprintf(red_words + o, sizeof red_words - o, ", all_to_all from %zu B a pair",
+        size_t o = strlen(busy_words);
+        snprintf(busy_words + o, sizeof busy_words - o, ", all_to_all from %zu B a pair",
                  s->cma_from[COH_COLL_ALL_TO_ALL]);
     }
     if (busy && s->cma_from[COH_COLL_SEND] != s->cma_min) {
-        size_t o = strlen(red_words);
-        snprintf(red_words + o, sizeof red_words - o, ", send/recv from %zu B",
+        size_t o = strlen(busy_words);
+        snprintf(busy_words + o, sizeof busy_words - o, ", send/recv from %zu B",
                  s->cma_from[COH_COLL_SEND]);
     }
     char rf_words[160] = "";
@@ -757,7 +758,7 @@ cohort_status shm_cma_agree(shm_op *o)
                  !busy              ? ""
                  : gs_from          ? "send/recv (read whole by the receiver)"
                                     : "gather, scatter and send/recv (read whole by the receiver)",
-                 range, gs_words, red_words,
+                 range, gs_words, busy_words,
                  crowd      ? "the ranks outnumber twice the cpus, where all_to_all's two copies "
                               "outgrow the cache"
                  : a2a_busy ? "the kernel's copy costs at most " A2A_CHEAP_WORDS " memcpys at 64 KiB, where "
