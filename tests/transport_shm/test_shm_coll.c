@@ -1324,17 +1324,19 @@ END_TEST
  * take the single copy where 3 ranks outnumber the cpus, and all_to_all
  * too where the faked probe makes the kernel's copy cheap (2 memcpys), not
  * where it is dear (4). */
-enum { C_PINNED5, C_PINNED8, C_FREE3, C_FREE3_DEAR };
+enum { C_PINNED5, C_PINNED8, C_FREE3, C_FREE3_DEAR, C_FREE5 };
 static int crowd_cpu, crowd_cpus;
 static int crowd_main(int rank, void *arg)
 {
-    int mode = *(const int *)arg, crowded = mode != C_FREE3 && mode != C_FREE3_DEAR;
-    nranks = mode == C_PINNED8 ? 8 : mode == C_PINNED5 ? 5 : 3;
+    int mode = *(const int *)arg, pinned = mode == C_PINNED5 || mode == C_PINNED8;
+    nranks = mode == C_PINNED8 ? 8 : mode == C_PINNED5 || mode == C_FREE5 ? 5 : 3;
+    /* 5 ranks with the affinity as given: crowded on 2 cpus (up to 4 a cpu) */
+    int crowded = pinned || (mode == C_FREE5 && nranks > 2 * crowd_cpus);
     /* the faked probe: the kernel's copy 2 memcpys (cheap), or 4 (dear) */
     int cheap = mode != C_FREE3_DEAR;
     me = rank;
-    where = crowded ? "crowded on one cpu" : "3 ranks, cpus as given";
-    if (crowded) {
+    where = pinned ? "crowded on one cpu" : mode == C_FREE5 ? "5 ranks, cpus as given" : "3 ranks, cpus as given";
+    if (pinned) {
         cpu_set_t one;
         CPU_ZERO(&one);
         CPU_SET(crowd_cpu, &one);
@@ -1358,11 +1360,12 @@ static int crowd_main(int rank, void *arg)
           s->copy_info);
     CHECK(!busy || strstr(coh_shm_copy_path(s, COH_COLL_SEND, min), "the receiver reads it"),
           "send/recv path: %s", coh_shm_copy_path(s, COH_COLL_SEND, min));
-    /* all_to_all: crowded, or busy with the kernel's copy cheap; from 32
-     * KiB a pair crowded, 16 KiB not (both cheap here: shm_cma.c
-     * A2A_CROWD_FROM, A2A_BUSY_FROM) */
+    /* all_to_all: crowded, or busy with the kernel's copy cheap; from 16
+     * KiB a pair not crowded, 32 KiB crowded up to 4 ranks a cpu, 64 KiB
+     * beyond (the pinned modes: 5 and 8 ranks on one cpu; both cheap here:
+     * shm_cma.c A2A_CROWD_FROM, A2A_BUSY_FROM) */
     int a2a = crowded || (busy && cheap);
-    const size_t a2a_from = crowded ? 32768 : 16384;
+    const size_t a2a_from = !crowded ? 16384 : nranks <= 4 * coh_group_cpus(G) ? 32768 : min;
     CHECK(shm_cma_use(s, COH_COLL_ALL_TO_ALL, a2a_from) == a2a &&
               shm_cma_use(s, COH_COLL_ALL_TO_ALL, min) == a2a,
           "all_to_all at %zu B (%s)", a2a_from, s->copy_info);
@@ -1373,8 +1376,9 @@ static int crowd_main(int rank, void *arg)
           "path at %zu B: %s", a2a_from, coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, a2a_from));
     CHECK(!(busy && !crowded && cheap) || strstr(s->copy_info, "at most 3.2 memcpys") != NULL,
           "named: %s", s->copy_info);
-    CHECK(!a2a || strstr(s->copy_info, crowded ? "all_to_all from 32768 B a pair"
-                                               : "all_to_all from 16384 B a pair") != NULL,
+    CHECK(!a2a || a2a_from == min ||
+              strstr(s->copy_info, crowded ? "all_to_all from 32768 B a pair"
+                                           : "all_to_all from 16384 B a pair") != NULL,
           "named: %s", s->copy_info);
     CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, a2a_from - 1), "two copies (segment)"),
           "path at %zu B", a2a_from - 1);
@@ -1481,12 +1485,12 @@ START_TEST(crowd)
             k++;
         }
     crowd_cpus = k;
-    static const int modes[4] = {C_PINNED5, C_PINNED8, C_FREE3, C_FREE3_DEAR};
-    if ((modes[_i] == C_FREE3 || modes[_i] == C_FREE3_DEAR) && k < 2) {
-        fprintf(stderr, "crowd: one cpu available, 3 ranks would be crowded\n");
+    static const int modes[5] = {C_PINNED5, C_PINNED8, C_FREE3, C_FREE3_DEAR, C_FREE5};
+    if ((modes[_i] == C_FREE3 || modes[_i] == C_FREE3_DEAR || modes[_i] == C_FREE5) && k < 2) {
+        fprintf(stderr, "crowd: one cpu available, the free ranks would be pinned-like\n");
         return;
     }
-    int n = modes[_i] == C_PINNED8 ? 8 : modes[_i] == C_PINNED5 ? 5 : 3;
+    int n = modes[_i] == C_PINNED8 ? 8 : modes[_i] == C_PINNED5 || modes[_i] == C_FREE5 ? 5 : 3;
     ck_assert_ptr_nonnull(th_shared_init());
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n, .deadline_ms = 120000,
                   .extra_env = modes[_i] == C_FREE3_DEAR
@@ -1511,7 +1515,7 @@ static Suite *make_suite(void)
     tcase_set_timeout(tb, 90);
     suite_add_tcase(s, tb);
     TCase *tw = tcase_create("crowd");
-    tcase_add_loop_test(tw, crowd, 0, 4);
+    tcase_add_loop_test(tw, crowd, 0, 5);
     tcase_set_timeout(tw, 150);
     suite_add_tcase(s, tw);
     TCase *tc = tcase_create("matrix");

@@ -617,10 +617,12 @@ cohort_status shm_cma_agree(shm_op *o)
      * x0.61-0.91; 4 ranks 16-32 KiB x0.72-0.86 both modes, 9-12 KiB
      * x0.91-1.18; 8 ranks 24-48 KiB x0.54-0.59 back to back and x0.95-1.05
      * OSU style, 16 KiB x0.75 / x1.31, 8 KiB x1.3-1.9
-     * (results/2026-12-06-s35-a2a-from). The crowded rule's 64 KiB was
+     * (results/2026-12-06-s35-a2a-from); 6 ranks 32-43 KiB x0.47-0.87;
+     * 16 ranks 32 KiB x0.79 back to back but x1.36 OSU style (crowd-6-16),
+     * so crowded only up to 4 ranks a cpu. The crowded rule's 64 KiB was
      * measured on the AMD host, where the kernel's copy is dear: kept
      * there. */
-    if ((crowd || a2a_busy) && cheap && !lead_set)
+    if ((crowd ? s->n <= 4 * coh_group_cpus(s->g) : a2a_busy) && cheap && !lead_set)
         s->cma_from[COH_COLL_ALL_TO_ALL] = crowd ? A2A_CROWD_FROM : A2A_BUSY_FROM;
     /* send/recv the same way, 2 ranks a cpu (session 35): the two-copy
      * channel hands each slot over between the pair, a scheduler round
