@@ -1602,12 +1602,14 @@ static int compact_ops_rank(int rank, void *arg)
     cohort_group *g = compact_group(rank, v == CO_NOCHECK);
     coh_shm *s = g->shm;
     cohort_status st = COHORT_OK;
-    unsigned char sb[64], rb[64];
+    unsigned char sb[128], rb[128];
     if (v == CO_DATA || v == CO_NOCHECK || v == CO_ROOT_BIG) {
         int calls = 3 * (int)s->ring_nrec + 7;
         for (int i = 0; i < calls; i++) {
             int op = 1 + i % 3, lr = (i / 100) % 2, me_root = rank == lr;
-            size_t bpr = (size_t)(i / 3 % 18); /* 0-17 B: compact to 8 (scatter) or 16 B */
+            /* 0-33 B a rank: compact to 16 B, a scatter's reader block
+             * inline in the full record to 32 B */
+            size_t bpr = (size_t)(i / 3 % 34);
             int croot = v == CO_ROOT_BIG ? 1 << 24 : lr;
             memset(rb, 0xEE, sizeof rb);
             memset(sb, 0xEE, sizeof sb);
@@ -1635,11 +1637,23 @@ static int compact_ops_rank(int rank, void *arg)
                                    rb[j]);
                 }
             }
-            size_t total = op == 1 ? 2 * bpr : bpr;
-            if (writer && total && total <= SHM_RING_CINL)
-                RANK_CHECK(co_wrote(s, op, lr) == (v != CO_ROOT_BIG),
-                           "call %d (op %d, %zu B): compact record %s", i, op, total,
-                           v == CO_ROOT_BIG ? "written with a root >= 2^24" : "missing");
+            /* the writer publishes bpr bytes: a leaf its input, a
+             * 2-rank scatter's root only the reader's block */
+            if (writer && bpr)
+                RANK_CHECK(co_wrote(s, op, lr) == (v != CO_ROOT_BIG && bpr <= SHM_RING_CINL),
+                           "call %d (op %d, %zu B a rank): compact record %s", i, op, bpr,
+                           bpr > SHM_RING_CINL  ? "written above its bound"
+                           : v == CO_ROOT_BIG ? "written with a root >= 2^24"
+                                              : "missing");
+            if (op == 1 && me_root && bpr && bpr <= SHM_RING_INLINE) {
+                /* the reader's block, at offset 0 of the root's record */
+                const unsigned char *in = shm_ring_rec_of(s, lr, s->phase)->inl;
+                for (size_t j = 0; j < bpr; j++)
+                    RANK_CHECK(in[j] == pat(i, 1 - lr, j),
+                               "scatter %d root %d (%zu B): inline byte %zu is %u, not the "
+                               "reader's",
+                               i, lr, bpr, j, in[j]);
+            }
         }
         /* the writer (rank 0) runs 8 calls ahead; the reader changes the
          * payloads in its compact records before it reads: what it gets
@@ -1655,7 +1669,7 @@ static int compact_ops_rank(int rank, void *arg)
                         shm_ring_crec *r = shm_ring_crec_of(s, 0, p);
                         RANK_CHECK(atomic_load(&r->phase) == p, "op %d: compact record %u missing",
                                    op, p);
-                        memset(r->inl + (op == 1 ? 4 : 0), 0xC5, 4);
+                        memset(r->inl, 0xC5, 4); /* a scatter's: the reader's block */
                     }
                 }
                 memset(sb, 0x11, sizeof sb);

@@ -64,7 +64,9 @@
  * A small scatter (n x bytes per rank <= ring_bytes) is the same phase: the
  * root publishes its whole send buffer as a broadcast root does, and a
  * reader checks the record against its own scatter call and copies only
- * its block.
+ * its block. With 2 ranks the root publishes only the reader's block, at
+ * offset 0 (inline up to SHM_RING_INLINE bytes, compact up to
+ * SHM_RING_CINL): a scatter of 64 B moves one line, not a slot's.
  *
  * Rooted in (small gather and reduce, bytes per rank <= ring_bytes): one
  * ring phase p the other way round. Every leaf is a writer: it waits, as a
@@ -135,7 +137,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 24u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 25u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -156,7 +158,8 @@
                         * scatter, gather and reduce write them too;
                         * 23: the cross-core probe's lines (xc_ping,
                         * xc_pong); 24: the control block's published call
-                        * state removed (nothing read it) */
+                        * state removed (nothing read it); 25: a 2-rank
+                        * ring scatter publishes the reader's block only */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -331,9 +334,10 @@ _Static_assert(sizeof(shm_ring_rec) == 128, "two lines per record");
 _Static_assert(offsetof(shm_ring_rec, inl) + SHM_RING_INLINE == SHM_LINE, "line 0 is full");
 
 /* A compact record (layout 21; 22: the root in the count word): a 2-rank
- * ring call of at most SHM_RING_CINL bytes - a broadcast or scatter from
- * its root, a gather or reduce from the leaf - is also announced in 32
- * bytes, two to a line, after its full record (shm_ring_crec_of). The
+ * ring call publishing at most SHM_RING_CINL bytes - a broadcast or a
+ * scatter's reader block from its root, a gather or reduce from the leaf -
+ * is also announced in 32 bytes, two to a line, after its full record
+ * (shm_ring_crec_of). The
  * reader checks and copies from it, so a writer running ahead moves one
  * line per two such calls instead of one per call, and the lines it
  * reuses need half the ownership requests (on the AMD host these stalled
