@@ -106,11 +106,19 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
                  "written, at most two calls ahead; from a cohort_mem_alloc root buffer the "
                  "readers copy it in place and the call ends in a barrier); %s",
                  pieces, slots, max, coh_shm_copy_info(g->shm));
-    else if (pieces == 1)
+    else if (pieces == 1) {
+        int pf = coh_shm_ring_prefetch(g->shm, bytes);
         snprintf(copy, sizeof copy,
                  "slot ring (%zu slots of %zu B per root; the root returns once its slot is "
-                 "written); %s",
-                 slots, max, coh_shm_copy_info(g->shm));
+                 "written%s); %s",
+                 slots, max,
+                 pf == 2   ? ", then takes the record and slot lines of its call 8 on for "
+                             "writing (PREFETCHW)"
+                 : pf == 1 ? ", then takes the record lines of its call 8 on for writing "
+                             "(PREFETCHW)"
+                           : "",
+                 coh_shm_copy_info(g->shm));
+    }
     else if (g->shm) {
         /* a broadcast root's buffer in the preloaded shared heap */
         char heap[256] = "";

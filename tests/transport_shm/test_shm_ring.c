@@ -24,6 +24,9 @@
  * 32-byte record - data, the path taken, and every mismatch with either
  * side on it or off it.
  */
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -1725,6 +1728,124 @@ START_TEST(compact_ops)
 }
 END_TEST
 
+/* ---- taking the next lines early (shm_seg.h): the ring writers' PREFETCHW ---- */
+
+/* Does this cpu have PREFETCHW (what shm.c decides ring_pf from)? */
+static int cpu_has_prefetchw(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 8));
+#else
+    return 1;
+#endif
+}
+
+/* 2 ranks (arg 0: the host's default depth; 1: COHORT_SHM_RING_SLOTS=8, a
+ * ring too shallow for the slot lines): which calls take which lines
+ * early, what cohort_describe says, and the data of calls whose writer ran
+ * a lap of its class ahead of a reader that slept - the lines the writer
+ * took early are then lines the reader has still to read, and the hint
+ * must leave every value as it was. */
+static int prefetch_rank(int rank, void *arg)
+{
+    int shallow = *(int *)arg;
+    cohort_status st;
+    cohort_group *g = th_group(rank, 2, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    coh_shm *s = g->shm;
+    RANK_CHECK(s->ring_pf == cpu_has_prefetchw(), "ring_pf %d, the cpu says %d", s->ring_pf,
+               cpu_has_prefetchw());
+    RANK_CHECK(shallow ? s->ring_k == 8 : s->ring_k >= SHM_RING_PF_CYC_MIN, "ring %zu slots",
+               s->ring_k);
+    static const size_t bounds[] = {1, 16, 32, 33, 64, 256, 257, 1000, 4096, 4097, 16384};
+    for (size_t i = 0; i < COH_ARRAY_LEN(bounds); i++) {
+        size_t b = bounds[i];
+        shm_ring_cls c = shm_ring_class(s, b);
+        int want = b > SHM_RING_INLINE && b <= 4096 && c.cyc >= 32;
+        RANK_CHECK(shm_ring_pf_slot(&c, b) == want, "%zu B (cyc %u): slot lines %d, want %d", b,
+                   c.cyc, shm_ring_pf_slot(&c, b), want);
+        RANK_CHECK(coh_shm_ring_prefetch(s, b) == (s->ring_pf ? 1 + want : 0),
+                   "%zu B: coh_shm_ring_prefetch %d", b, coh_shm_ring_prefetch(s, b));
+    }
+    char d[2048];
+    const char *both = "takes the record and slot lines of its call 8 on for writing (PREFETCHW)";
+    const char *recs = "takes the record lines of its call 8 on for writing (PREFETCHW)";
+    /* 64 B: the tiny ring's 128 slots either way; 1 KiB: 8 slots when shallow */
+    RANK_PASS(cohort_describe(g, "broadcast", 64, COHORT_UINT8, d, sizeof d), g);
+    RANK_CHECK(strstr(d, both) || !s->ring_pf, "describe 64 B: %s", d);
+    RANK_PASS(cohort_describe(g, "broadcast", 1024, COHORT_UINT8, d, sizeof d), g);
+    RANK_CHECK(strstr(d, shallow ? recs : both) || !s->ring_pf, "describe 1 KiB: %s", d);
+    RANK_PASS(cohort_describe(g, "broadcast", 8192, COHORT_UINT8, d, sizeof d), g);
+    RANK_CHECK(strstr(d, recs) || !s->ring_pf, "describe 8 KiB: %s", d);
+    int pf = s->ring_pf;
+    s->ring_pf = 0;
+    RANK_PASS(cohort_describe(g, "broadcast", 64, COHORT_UINT8, d, sizeof d), g);
+    RANK_CHECK(!strstr(d, "PREFETCHW"), "describe without the hint: %s", d);
+    s->ring_pf = pf;
+    /* the writer a lap ahead: op 0 broadcast, 1 scatter (root 0 writes),
+     * 2 gather (leaf 1 writes); per rank bytes */
+    static const size_t per[] = {16, 32, 40, 200, 1000, 4096};
+    unsigned char *sb = malloc(2 * 4096), *rb = malloc(2 * 4096);
+    RANK_CHECK(sb && rb, "malloc");
+    int lap = 0;
+    for (int op = 0; op < 3; op++)
+        for (size_t i = 0; i < COH_ARRAY_LEN(per); i++) {
+            size_t bpr = per[i];
+            if (op == 1 && 2 * bpr > s->ring_bytes / 2)
+                continue; /* scatter: the ring's, not the single copy's */
+            size_t bytes = op == 0 ? bpr : op == 1 ? (bpr <= SHM_RING_INLINE ? bpr : 2 * bpr) : bpr;
+            int calls = (int)COH_MIN(shm_ring_class(s, bytes).cyc - 1, 100u);
+            int writer = op == 2 ? 1 : 0;
+            RANK_PASS(ar(g), g);
+            uint32_t p0 = s->phase;
+            lap++;
+            /* the reader starts once the writer's lap is done */
+            if (rank != writer)
+                RANK_CHECK(flag_within(0, lap, hold_ms()), "op %d %zu B: the writer's lap",
+                           op, bpr);
+            for (int k = 0; k < calls; k++) {
+                size_t sz = op == 1 ? 2 * bpr : bpr;
+                for (size_t j = 0; j < sz; j++) /* a broadcast's reader: its buffer garbage */
+                    sb[j] = op == 0 && rank != 0 ? 0xEE
+                                                 : (unsigned char)(op == 2 ? pat(k, rank, j)
+                                                                           : pat(k, 0, j));
+                memset(rb, 0xEE, 2 * bpr);
+                RANK_PASS(co_call(g, op, COHORT_UINT8, -1, sb, rb, bpr, 0, 0), g);
+                if (rank == writer && k == calls - 1) {
+                    RANK_CHECK(atomic_load(&shm_ctl_of(s, 1 - writer)->arrive) == p0,
+                               "op %d %zu B: the reader at %u, the writer at %u", op, bpr,
+                               atomic_load(&shm_ctl_of(s, 1 - writer)->arrive), s->phase);
+                    atomic_store(&th_sh()->flag[0], lap);
+                }
+                for (size_t j = 0; j < bpr; j++) {
+                    unsigned char want = op == 0   ? pat(k, 0, j)
+                                         : op == 1 ? pat(k, 0, rank * bpr + j)
+                                                   : pat(k, 1, j);
+                    unsigned char got = op == 0 ? sb[j] : op == 2 ? rb[bpr + j] : rb[j];
+                    if (op == 2 && rank != 0)
+                        break;
+                    RANK_CHECK(got == want, "op %d %zu B call %d byte %zu: %u, want %u", op, bpr,
+                               k, j, got, want);
+                }
+            }
+        }
+    free(sb);
+    free(rb);
+    RANK_PASS(ar(g), g);
+    RANK_PASS(coh_shm_transport.close_check(s, 5000), g);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(prefetch)
+{
+    int shallow = _i;
+    run_all_ok(2, 60000, shallow ? "COHORT_SHM_RING_SLOTS=8" : NULL, prefetch_rank, &shallow);
+}
+END_TEST
+
 /* ---- dead root, dead reader ---- */
 
 static int kill_rank(int rank, void *arg)
@@ -1788,6 +1909,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, fast_reader, 0, 4);
     tcase_add_loop_test(tc, compact, 0, C_N);
     tcase_add_loop_test(tc, compact_ops, 0, CO_N);
+    tcase_add_loop_test(tc, prefetch, 0, 2);
     tcase_add_loop_test(tc, rooted_back_to_back, 0, 4);
     tcase_add_loop_test(tc, rooted_sigkill, 0, 2);
     tcase_add_test(tc, rooted_sigstop);

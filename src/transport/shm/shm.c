@@ -22,6 +22,9 @@
  * every member attached), and the store key is deleted by the lead.
  */
 #include <errno.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <fcntl.h>
 #include <poll.h>
 #include <sodium.h>
@@ -125,6 +128,20 @@ static size_t p2p_slot_stride(size_t p2p_bytes) { return round_up(p2p_bytes, SHM
 
 /* Records per rank: 4 x the deepest ring (shm_seg.h, "The ring"). */
 static size_t ring_nrec(const shm_ringcfg *r) { return 4 * COH_MAX(r->k, r->tiny_k); }
+
+/* Does this cpu take a line for writing on a hint (PREFETCHW: cpuid
+ * 0x80000001 ecx bit 8, on Intel since Broadwell and on every AMD64)?
+ * shm_seg.h "Taking the next lines early"; elsewhere the hint is PRFM or
+ * the compiler's write prefetch. */
+static int cpu_prefetchw(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    return __get_cpuid(0x80000001u, &a, &b, &c, &d) && (c & (1u << 8));
+#else
+    return 1;
+#endif
+}
 
 /* Per rank: [records][k slots of bytes][tiny_k slots of tiny_bytes][done words]. */
 static size_t ring_tiny_off(const shm_ringcfg *r)
@@ -350,6 +367,7 @@ static void set_geometry(coh_shm *s)
     s->p2p_slot_stride = p2p_slot_stride(s->p2p_bytes);
     s->p2p_stride = (size_t)h->p2p_stride;
     s->p2p = s->base + h->p2p_off;
+    s->ring_pf = cpu_prefetchw();
 }
 
 void *coh_shm_aux(coh_shm *s, int li)
@@ -1739,6 +1757,14 @@ void coh_shm_abort(coh_shm *s, cohort_status st, const char *reason)
 }
 
 const char *coh_shm_copy_info(const coh_shm *s) { return s ? s->copy_info : "no segment"; }
+
+int coh_shm_ring_prefetch(const coh_shm *s, size_t bytes)
+{
+    if (!s || !s->ring_pf)
+        return 0;
+    shm_ring_cls rc = shm_ring_class(s, bytes);
+    return shm_ring_pf_slot(&rc, bytes) ? 2 : 1;
+}
 
 int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *max,
                        size_t *pieces)

@@ -62,6 +62,10 @@ const char *coh_shm_xc_verdict(const coh_shm *s);
  * takes: 1, or more for a broadcast in ring pieces), for cohort_describe. */
 int coh_shm_ring_takes(const coh_shm *s, size_t bytes, size_t *slots, size_t *max,
                        size_t *pieces);
+/* How a ring writer of `bytes` takes its next call's lines early (shm_seg.h
+ * "Taking the next lines early"): 0 not at all (the cpu has no PREFETCHW),
+ * 1 its records, 2 its records and slot; for cohort_describe. */
+int coh_shm_ring_prefetch(const coh_shm *s, size_t bytes);
 
 /* Per local rank, COH_SHM_AUX_BYTES of zero-initialised shared memory after
  * the slots, owned by src/check (the external-collective checker keeps its
