@@ -1216,6 +1216,7 @@ static const struct {
     {"COHORT_SHM_RING_BYTES", "-1", "[0, 1048576]"},
     {"COHORT_SHM_RING_BYTES", "1048577", "[0, 1048576]"},
     {"COHORT_SHM_RING_SPLIT", "yes", "want auto, on or off"},
+    {"COHORT_SHM_COMPACT_PACK", "2", "want auto, on or off"},
 };
 
 START_TEST(bad_env)

@@ -1401,6 +1401,10 @@ static cohort_group *compact_group(int rank, int nocheck)
     cohort_status st;
     cohort_group *g = th_group(rank, 2, 20000, &st);
     RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    const char *pk = getenv("COHORT_SHM_COMPACT_PACK");
+    if (pk) /* the layout asked for (compact and compact_ops run both) */
+        RANK_CHECK(g->shm->crec_stride == (strcmp(pk, "on") ? SHM_LINE : sizeof(shm_ring_crec)),
+                   "COHORT_SHM_COMPACT_PACK=%s: records %zu B apart", pk, g->shm->crec_stride);
     if (nocheck)
         g->shm->check = 0;
     RANK_PASS(ar(g), g);
@@ -1543,10 +1547,16 @@ static int compact_rank(int rank, void *arg)
                            cfields[v]);
 }
 
+/* each case in both layouts: two compact records a line and one */
+static const char *pack_env(int i, int n)
+{
+    return i < n ? "COHORT_SHM_COMPACT_PACK=on" : "COHORT_SHM_COMPACT_PACK=off";
+}
+
 START_TEST(compact)
 {
-    int v = _i;
-    run_all_ok(2, 30000, NULL, compact_rank, &v);
+    int v = _i % C_N;
+    run_all_ok(2, 30000, pack_env(_i, C_N), compact_rank, &v);
 }
 END_TEST
 
@@ -1723,8 +1733,8 @@ static int compact_ops_rank(int rank, void *arg)
 
 START_TEST(compact_ops)
 {
-    int v = _i;
-    run_all_ok(2, 30000, NULL, compact_ops_rank, &v);
+    int v = _i % CO_N;
+    run_all_ok(2, 30000, pack_env(_i, CO_N), compact_ops_rank, &v);
 }
 END_TEST
 
@@ -1756,6 +1766,12 @@ static int prefetch_rank(int rank, void *arg)
     coh_shm *s = g->shm;
     RANK_CHECK(s->ring_pf == cpu_has_prefetchw(), "ring_pf %d, the cpu says %d", s->ring_pf,
                cpu_has_prefetchw());
+#if defined(__x86_64__) || defined(__i386__)
+    /* auto: compact records one a line on Intel with the hint, else two */
+    size_t crec = cpu_has_prefetchw() && __builtin_cpu_is("intel") ? SHM_LINE : 32;
+    RANK_CHECK(s->crec_stride == crec, "compact records %zu B apart, want %zu", s->crec_stride,
+               crec);
+#endif
     RANK_CHECK(shallow ? s->ring_k == 8 : s->ring_k >= SHM_RING_PF_CYC_MIN, "ring %zu slots",
                s->ring_k);
     static const size_t bounds[] = {1, 16, 32, 33, 64, 256, 257, 1000, 4096, 4097, 16384};
@@ -1907,8 +1923,8 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, pieces_forged, 0, 4);
     tcase_add_test(tc, lines);
     tcase_add_loop_test(tc, fast_reader, 0, 4);
-    tcase_add_loop_test(tc, compact, 0, C_N);
-    tcase_add_loop_test(tc, compact_ops, 0, CO_N);
+    tcase_add_loop_test(tc, compact, 0, 2 * C_N);
+    tcase_add_loop_test(tc, compact_ops, 0, 2 * CO_N);
     tcase_add_loop_test(tc, prefetch, 0, 2);
     tcase_add_loop_test(tc, rooted_back_to_back, 0, 4);
     tcase_add_loop_test(tc, rooted_sigkill, 0, 2);

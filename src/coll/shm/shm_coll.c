@@ -1885,7 +1885,7 @@ static __attribute__((noinline)) void ring_prefetch(const coh_shm *s, uint32_t p
     const unsigned char *r = (const unsigned char *)shm_ring_rec_of(s, s->me, q);
     shm_prefetch_w(r);
     shm_prefetch_w(r + SHM_LINE);
-    if (s->n == 2 && bytes <= SHM_RING_CINL)
+    if (s->n == 2 && bytes <= SHM_RING_CINL) /* a line apart from p's, either layout */
         shm_prefetch_w(shm_ring_crec_of(s, s->me, q));
     if (with_slot && shm_ring_pf_slot(rc, bytes)) {
         const unsigned char *sl = shm_ring_slot(s, s->me, q, rc);

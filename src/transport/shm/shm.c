@@ -119,7 +119,8 @@ typedef struct shm_geo {
 
 typedef struct shm_ringcfg {
     size_t k, bytes, tiny_k, tiny_bytes; /* k 0: no ring; tiny_k 0: no tiny ring */
-    int split; /* the footprint split (shm_seg.h), when K slots exceed it */
+    int split;   /* the footprint split (shm_seg.h), when K slots exceed it */
+    size_t crec; /* bytes per compact record: 32 (two a line) or 64 (one) */
 } shm_ringcfg;
 
 static size_t ring_slot_stride(size_t ring_bytes) { return round_up(ring_bytes, SHM_LINE); }
@@ -143,6 +144,15 @@ static int cpu_prefetchw(void)
 #endif
 }
 
+static int cpu_intel(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __builtin_cpu_is("intel");
+#else
+    return 0;
+#endif
+}
+
 /* Per rank: [records][k slots of bytes][tiny_k slots of tiny_bytes][done words]. */
 static size_t ring_tiny_off(const shm_ringcfg *r)
 {
@@ -157,7 +167,8 @@ static size_t ring_done_off(const shm_ringcfg *r)
     return round_up(ring_tiny_off(r) + r->tiny_k * ring_slot_stride(r->tiny_bytes), SHM_LINE);
 }
 
-/* Then (since 21) nrec compact records, two to a line (shm_ring_crec). */
+/* Then (since 21) nrec compact records, two to a line or (since 26) one
+ * (shm_ring_crec; crec bytes apart). */
 static size_t ring_crec_off(const shm_ringcfg *r)
 {
     return round_up(ring_done_off(r) + ring_nrec(r) * (sizeof(uint32_t) + SHM_LINE), SHM_LINE);
@@ -172,7 +183,7 @@ static void geometry(int n, size_t S, const shm_ringcfg *r, size_t p2p_bytes, sh
     /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux; then the ring */
     o->ring_off = o->slot_off + (size_t)n * (o->rank_stride + COH_SHM_AUX_BYTES);
     o->ring_stride =
-        r->k ? round_up(ring_crec_off(r) + ring_nrec(r) * sizeof(shm_ring_crec), 4096)
+        r->k ? round_up(ring_crec_off(r) + ring_nrec(r) * r->crec, 4096)
              : 0;
     /* then the send/recv channels, n x n (the diagonal carries no messages:
      * its head is the rank's bell, shm_bell_ring) */
@@ -189,7 +200,7 @@ size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
 {
     shm_geo o;
     shm_ringcfg r = {SHM_DEFAULT_RING_SLOTS, SHM_DEFAULT_RING_BYTES, SHM_DEFAULT_TINY_SLOTS,
-                     SHM_DEFAULT_TINY_BYTES, 0};
+                     SHM_DEFAULT_TINY_BYTES, 0, SHM_LINE};
     geometry(local_size, slot_bytes, &r, SHM_DEFAULT_P2P_BYTES, &o);
     return o.total;
 }
@@ -269,8 +280,23 @@ static cohort_status read_ring_env(cohort_group *g, shm_ringcfg *out)
             return coh_tp_fail_set(g, COHORT_ERR_INVALID,
                                    "COHORT_SHM_RING_SPLIT=%s: want auto, on or off", sp);
     }
+    /* Compact records two to a line (the layout measured on AMD, session
+     * 26: x0.70 in its slow state) or one (Intel with PREFETCHW, session
+     * 36: the writer takes a record's line early, and a line shared by
+     * two records is the reader's again by the second's write - 2 ranks
+     * gather 8-32 B x0.63-0.65, broadcast 8-16 B x0.82; docs/shm.md) */
+    const char *pk = coh_env_str("COHORT_SHM_COMPACT_PACK");
+    int pack = !(cpu_prefetchw() && cpu_intel());
+    if (pk && *pk && strcmp(pk, "auto")) {
+        if (!strcmp(pk, "on") || !strcmp(pk, "off"))
+            pack = !strcmp(pk, "on");
+        else
+            return coh_tp_fail_set(g, COHORT_ERR_INVALID,
+                                   "COHORT_SHM_COMPACT_PACK=%s: want auto, on or off", pk);
+    }
     memset(out, 0, sizeof *out);
     out->split = split;
+    out->crec = pack ? sizeof(shm_ring_crec) : SHM_LINE;
     out->k = b > 0 ? pow2_floor(v) : 0;
     out->bytes = out->k ? (size_t)b : 0;
     tb = COH_MIN(tb, (long)out->bytes);
@@ -340,7 +366,7 @@ static void set_geometry(coh_shm *s)
     s->slots = s->base + h->slot_off;
     s->aux = s->slots + (size_t)s->n * s->rank_stride;
     shm_ringcfg rc = {(size_t)h->ring_k, (size_t)h->ring_bytes, (size_t)h->tiny_k,
-                      (size_t)h->tiny_bytes, (int)h->ring_split};
+                      (size_t)h->tiny_bytes, (int)h->ring_split, (size_t)h->crec_stride};
     s->ring_k = rc.k;
     s->ring_nrec = ring_nrec(&rc);
     s->ring_bytes = rc.bytes;
@@ -361,6 +387,7 @@ static void set_geometry(coh_shm *s)
     s->tiny_off = ring_tiny_off(&rc);
     s->ring_done_off = ring_done_off(&rc);
     s->ring_crec_off = ring_crec_off(&rc);
+    s->crec_stride = rc.crec;
     s->ring_stride = (size_t)h->ring_stride;
     s->ring = s->base + h->ring_off;
     s->p2p_bytes = (size_t)h->p2p_bytes;
@@ -771,6 +798,7 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
     h->tiny_k = rc->tiny_k;
     h->tiny_bytes = rc->tiny_bytes;
     h->ring_split = (uint64_t)rc->split;
+    h->crec_stride = rc->crec;
     h->ring_off = geo.ring_off;
     h->ring_stride = geo.ring_stride;
     h->p2p_bytes = geo.p2p_stride ? p2p_bytes : 0;
@@ -1300,11 +1328,12 @@ static cohort_status member_attach(coh_shm *s)
                   h->tiny_k <= SHM_MAX_TINY_SLOTS && (h->tiny_k & (h->tiny_k - 1)) == 0 &&
                   h->tiny_k != 1 && h->tiny_bytes <= h->ring_bytes &&
                   (h->tiny_k == 0) == (h->tiny_bytes == 0) && (h->ring_k || !h->tiny_k) &&
-                  h->ring_split <= 1;
-    shm_ringcfg rc = {0, 0, 0, 0, 0};
+                  h->ring_split <= 1 &&
+                  (h->crec_stride == sizeof(shm_ring_crec) || h->crec_stride == SHM_LINE);
+    shm_ringcfg rc = {0, 0, 0, 0, 0, SHM_LINE};
     if (ring_ok)
         rc = (shm_ringcfg){(size_t)h->ring_k, (size_t)h->ring_bytes, (size_t)h->tiny_k,
-                           (size_t)h->tiny_bytes, (int)h->ring_split};
+                           (size_t)h->tiny_bytes, (int)h->ring_split, (size_t)h->crec_stride};
     int p2p_ok = h->p2p_bytes <= SHM_MAX_P2P_BYTES && h->p2p_bytes % SHM_LINE == 0;
     geometry(s->n, (size_t)h->slot_bytes, &rc, p2p_ok ? (size_t)h->p2p_bytes : 0, &geo);
     if (s->size < sizeof(shm_seg_hdr) || h->magic != SHM_MAGIC || h->version != SHM_VERSION ||
@@ -1507,7 +1536,7 @@ cohort_status coh_shm_create(cohort_group *g, coh_shm **out)
     if (sodium_init() < 0)
         return coh_tp_fail_set(g, COHORT_ERR_SYSTEM, "shm: libsodium initialisation failed");
     size_t S = 0, small = 0, p2p_bytes = 0, stash_cap = 0;
-    shm_ringcfg rc = {0, 0, 0, 0, 0};
+    shm_ringcfg rc = {0, 0, 0, 0, 0, SHM_LINE};
     cohort_status st = read_env(g, &S, &small);
     if (st == COHORT_OK)
         st = read_ring_env(g, &rc);

@@ -137,7 +137,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 25u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 26u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -159,7 +159,8 @@
                         * 23: the cross-core probe's lines (xc_ping,
                         * xc_pong); 24: the control block's published call
                         * state removed (nothing read it); 25: a 2-rank
-                        * ring scatter publishes the reader's block only */
+                        * ring scatter publishes the reader's block only;
+                        * 26: compact records one a line (crec_stride) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -233,6 +234,7 @@ typedef struct shm_seg_hdr {
     uint64_t ring_k, ring_bytes, ring_off, ring_stride; /* ring_k 0: no ring */
     uint64_t tiny_k, tiny_bytes; /* the tiny ring; tiny_k 0: none */
     uint64_t ring_split;         /* 1: the footprint split when K slots exceed it */
+    uint64_t crec_stride;        /* compact records: 32 (two a line) or 64 bytes apart */
     uint64_t p2p_bytes, p2p_off, p2p_stride; /* p2p_bytes 0: send/recv over tcp */
     _Atomic uint32_t flags;
     /* abort: claim (CAS 0 -> 1) elects the one writer of reason/status;
@@ -336,7 +338,8 @@ _Static_assert(offsetof(shm_ring_rec, inl) + SHM_RING_INLINE == SHM_LINE, "line 
 /* A compact record (layout 21; 22: the root in the count word): a 2-rank
  * ring call publishing at most SHM_RING_CINL bytes - a broadcast or a
  * scatter's reader block from its root, a gather or reduce from the leaf -
- * is also announced in 32 bytes, two to a line, after its full record
+ * is also announced in 32 bytes, two to a line (crec_stride 32) or, since
+ * layout 26, one (64: COHORT_SHM_COMPACT_PACK), after its full record
  * (shm_ring_crec_of). The
  * reader checks and copies from it, so a writer running ahead moves one
  * line per two such calls instead of one per call, and the lines it
@@ -358,7 +361,7 @@ typedef struct shm_ring_crec {
     _Atomic uint32_t count, seq, key;
     unsigned char inl[SHM_RING_CINL];
 } shm_ring_crec;
-_Static_assert(sizeof(shm_ring_crec) * 2 == SHM_LINE, "two compact records per line");
+_Static_assert(sizeof(shm_ring_crec) * 2 == SHM_LINE, "two compact records fit a line");
 
 /* Channels (send/recv between local ranks; src/coll/shm/shm_p2p.c). One
  * single-producer single-consumer channel per ordered pair (from, to):
@@ -631,6 +634,7 @@ struct coh_shm {
     /* a ring writer takes its next call's lines early (shm_prefetch_w:
      * the cpu has PREFETCHW; "Taking the next lines early" below) */
     int ring_pf;
+    size_t crec_stride; /* compact records' spacing (the header's crec_stride) */
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */
@@ -830,7 +834,7 @@ static inline _Atomic uint32_t *shm_ring_done(const coh_shm *s, int q, uint32_t 
 static inline shm_ring_crec *shm_ring_crec_of(const coh_shm *s, int q, uint32_t p)
 {
     return (shm_ring_crec *)(s->ring + (size_t)q * s->ring_stride + s->ring_crec_off +
-                             (size_t)(p & (uint32_t)(s->ring_nrec - 1)) * sizeof(shm_ring_crec));
+                             (size_t)(p & (uint32_t)(s->ring_nrec - 1)) * s->crec_stride);
 }
 
 /* Reads local rank q's record of phase p; 0 when it holds another phase
