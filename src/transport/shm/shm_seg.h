@@ -771,10 +771,11 @@ static inline unsigned char *shm_ring_slot(const coh_shm *s, int q, uint32_t p,
  * SHM_RING_PF_AHEAD for writing (PREFETCHW: ownership only, no fault, no
  * effect on any value): the invalidations overlap the program instead of
  * stalling the next call. Paired, 3 rounds: broadcast 64-256 B x0.36-0.41,
- * 4 KiB x0.77, scatter 256 B x0.31 (docs/shm.md). Far enough ahead that the
- * readers are done with the slot (they trail the writer by less than the
- * K slots it cycles through, and by less than K - 8 unless the ring is
- * nearly full), near enough that the lines are still free when written. */
+ * 4 KiB x0.77, scatter 256 B x0.31 (docs/shm.md). Eight on: the slot of
+ * p + 8 last held phase p + 8 - cyc, which a reader still reads only when
+ * it trails the writer by more than cyc - 8 (a nearly full ring: then the
+ * early request costs the reader a transfer, never a value), and near
+ * enough that the lines are still the writer's when it writes them. */
 #define SHM_RING_PF_AHEAD 8u
 /* Slot lines only up to this payload (a 16 KiB slot's 256 lines: scatter
  * 16 KiB x1.04-1.13 at 2-8 ranks) and with at least this many slots in
