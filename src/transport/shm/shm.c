@@ -226,6 +226,19 @@ static cohort_status env_range(cohort_group *g, const char *name, long *v, long 
                            coh_env_str(name), lo, hi);
 }
 
+/* An auto|on|off variable: *v keeps its automatic value unless on or off
+ * is set; anything else fails the group. */
+static cohort_status env_auto_on_off(cohort_group *g, const char *name, int *v)
+{
+    const char *e = coh_env_str(name);
+    if (!e || !*e || !strcmp(e, "auto"))
+        return COHORT_OK;
+    if (strcmp(e, "on") && strcmp(e, "off"))
+        return coh_tp_fail_set(g, COHORT_ERR_INVALID, "%s=%s: want auto, on or off", name, e);
+    *v = !strcmp(e, "on");
+    return COHORT_OK;
+}
+
 /* The small-broadcast ring: COHORT_SHM_RING_SLOTS (K, rounded down to a
  * power of two, 0 = off, the tiny ring included) and COHORT_SHM_RING_BYTES
  * (the largest broadcast it takes); the tiny ring for the smallest
@@ -270,30 +283,18 @@ static cohort_status read_ring_env(cohort_group *g, shm_ringcfg *out)
      * cpus, which never showed the slow mode, p99 1 KiB 0.6 -> 55 us and
      * 16 KiB 1.4 -> 150 us - so by default only from 8 ranks a cpu
      * (docs/shm.md "The ring's footprint"). */
-    const char *sp = coh_env_str("COHORT_SHM_RING_SPLIT");
     long cpus = coh_group_cpus(g);
     int split = cpus > 0 && g->local_size >= 8 * cpus;
-    if (sp && *sp && strcmp(sp, "auto")) {
-        if (!strcmp(sp, "on") || !strcmp(sp, "off"))
-            split = !strcmp(sp, "on");
-        else
-            return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                                   "COHORT_SHM_RING_SPLIT=%s: want auto, on or off", sp);
-    }
+    if ((st = env_auto_on_off(g, "COHORT_SHM_RING_SPLIT", &split)) != COHORT_OK)
+        return st;
     /* Compact records two to a line (the layout measured on AMD, session
      * 26: x0.70 in its slow state) or one (Intel with PREFETCHW, session
      * 36: the writer takes a record's line early, and a line shared by
      * two records is the reader's again by the second's write - 2 ranks
      * gather 8-32 B x0.63-0.65, broadcast 8-16 B x0.82; docs/shm.md) */
-    const char *pk = coh_env_str("COHORT_SHM_COMPACT_PACK");
     int pack = !(cpu_prefetchw() && cpu_intel());
-    if (pk && *pk && strcmp(pk, "auto")) {
-        if (!strcmp(pk, "on") || !strcmp(pk, "off"))
-            pack = !strcmp(pk, "on");
-        else
-            return coh_tp_fail_set(g, COHORT_ERR_INVALID,
-                                   "COHORT_SHM_COMPACT_PACK=%s: want auto, on or off", pk);
-    }
+    if ((st = env_auto_on_off(g, "COHORT_SHM_COMPACT_PACK", &pack)) != COHORT_OK)
+        return st;
     memset(out, 0, sizeof *out);
     out->split = split;
     out->crec = pack ? sizeof(shm_ring_crec) : SHM_LINE;
