@@ -16,7 +16,12 @@
  *   - silent local connections to the rendezvous socket (same uid or not)
  *     neither delay the real member nor make the lead's error misleading;
  *   - members that keep their handshake open after attaching delay nobody
- *     else's, and the lead's wait for them is bounded.
+ *     else's, and the lead's wait for them is bounded;
+ *   - a lead's header that differs from what this rank would build (each
+ *     field alone, and forged layouts that are consistent in themselves:
+ *     a slot size that wraps the strides, a compact record 48 bytes
+ *     apart) is refused naming the field, in the check itself and in a
+ *     live attach whose lead's header another process rewrote.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -41,6 +46,7 @@
 
 #include "support/support.h"
 #include "transport/shm/shm_cma.h"
+#include "transport/shm/shm_geo.h"
 #include "transport/shm/shm_seg.h"
 
 /* A 2-rank group that got through works: an all_reduce of rank + 1 is 3. */
@@ -1272,6 +1278,234 @@ START_TEST(ring_env)
 }
 END_TEST
 
+/* ---- a forged segment header ----
+ * The header is memory the lead wrote and any local process of the job can
+ * still write: a member checks a private copy against its own view of the
+ * group and its own computation of the layout (shm_geo.c). */
+
+/* A header the lead would write for n ranks (the defaults' ring, one record
+ * a line or two), and the member's view that matches it */
+static void valid_header(shm_seg_hdr *h, shm_hdr_want *w, int n, size_t crec, uint64_t S)
+{
+    memset(h, 0, sizeof *h);
+    *w = (shm_hdr_want){n, 0x31524843u, 7, 0x1234567890abcdefull, 1, 0};
+    shm_ringcfg rc = {8, 16384, 128, 256, 0, crec};
+    shm_geo geo;
+    shm_hdr_fill(h, w, (size_t)S, S < 16384 ? (size_t)S : 16384, &rc, 65536, &geo);
+    w->size = geo.total;
+}
+
+#define HF(f) offsetof(shm_seg_hdr, f), sizeof(((shm_seg_hdr *)0)->f), #f
+enum { POKE, ADD }; /* set the field, or add to it */
+static const struct {
+    size_t off, size;
+    const char *field;
+    int how;
+    uint64_t v;
+} hdr_pokes[] = {
+    {HF(magic), POKE, 0},
+    {HF(version), ADD, 1},
+    {HF(version), ADD, (uint64_t)-1},
+    {HF(group), ADD, 1},
+    {HF(gen), ADD, 1},
+    {HF(job_hash), ADD, 1},
+    {HF(local_size), ADD, 1},
+    {HF(check_contract), POKE, 0},
+    {HF(check_contract), POKE, 2},
+    {HF(slot_bytes), POKE, 0},
+    {HF(slot_bytes), POKE, 100},                       /* not whole lines */
+    {HF(slot_bytes), POKE, 268435456ull + 64},         /* over the bound */
+    {HF(slot_bytes), POKE, UINT64_MAX - 63},           /* wraps buf_stride to 0 */
+    {HF(small_bytes), ADD, 1u << 30},
+    {HF(ring_k), POKE, 3},
+    {HF(ring_k), POKE, 1},
+    {HF(ring_k), POKE, 512},
+    {HF(ring_k), POKE, 1ull << 40},
+    {HF(ring_bytes), POKE, 0},
+    {HF(ring_bytes), POKE, (1u << 20) + 64},
+    {HF(tiny_k), POKE, 3},
+    {HF(tiny_k), POKE, 2048},
+    {HF(tiny_bytes), POKE, 0},
+    {HF(tiny_bytes), POKE, 16384 + 64},                /* more than the ring's */
+    {HF(ring_split), POKE, 2},
+    {HF(crec_stride), POKE, 0},
+    {HF(crec_stride), POKE, 16},
+    {HF(crec_stride), POKE, 48},
+    {HF(crec_stride), POKE, 128},
+    {HF(p2p_bytes), POKE, 100},
+    {HF(p2p_bytes), POKE, (1u << 20) + 64},
+    {HF(buf_stride), ADD, 64},
+    {HF(rank_stride), ADD, 4096},
+    {HF(ctl_off), ADD, (uint64_t)-4096},
+    {HF(slot_off), ADD, 4096},
+    {HF(ring_off), ADD, 4096},
+    {HF(ring_stride), ADD, (uint64_t)-4096},
+    {HF(p2p_off), ADD, 4096},
+    {HF(p2p_stride), POKE, 0},
+    {HF(total_bytes), ADD, 4096},
+};
+
+static void poke(void *base, size_t i)
+{
+    unsigned char *p = (unsigned char *)base + hdr_pokes[i].off;
+    if (hdr_pokes[i].size == 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        v = hdr_pokes[i].how == ADD ? v + hdr_pokes[i].v : hdr_pokes[i].v;
+        memcpy(p, &v, 8);
+    } else {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        v = hdr_pokes[i].how == ADD ? v + (uint32_t)hdr_pokes[i].v : (uint32_t)hdr_pokes[i].v;
+        memcpy(p, &v, 4);
+    }
+}
+
+/* Each field changed alone, for 2 and 5 ranks and both record spacings;
+ * the unchanged header passes. */
+START_TEST(header_check)
+{
+    static const int ns[] = {2, 5};
+    for (size_t a = 0; a < 2; a++)
+        for (size_t crec = 32; crec <= 64; crec += 32) {
+            shm_seg_hdr h;
+            shm_hdr_want w;
+            valid_header(&h, &w, ns[a], crec, 512 * 1024);
+            const char *bad = shm_hdr_check(&h, &w);
+            ck_assert_msg(!bad, "n %d crec %zu: the lead's own header refused: %s", ns[a], crec,
+                          bad);
+            shm_seg_hdr f = h;
+            poke(&f, (size_t)_i);
+            bad = shm_hdr_check(&f, &w);
+            ck_assert_msg(bad && !strcmp(bad, hdr_pokes[_i].field),
+                          "n %d crec %zu: %s %s %llu: check said %s", ns[a], crec,
+                          hdr_pokes[_i].field, hdr_pokes[_i].how == ADD ? "+" : "=",
+                          (unsigned long long)hdr_pokes[_i].v, bad ? bad : "(accepted)");
+        }
+}
+END_TEST
+
+/* Layouts a hostile lead computes consistently (every offset agrees with
+ * the forged number, the mapping has the forged total): the ranges refuse
+ * them, where equality alone would not. */
+START_TEST(header_forged_layouts)
+{
+    static const struct {
+        uint64_t S;
+        size_t crec;
+        const char *field;
+    } cases[] = {
+        {UINT64_MAX - 63, 64, "slot_bytes"}, /* buf_stride 0: every rank's slots one place */
+        {(1ull << 63), 64, "slot_bytes"},
+        {64, 64, "slot_bytes"},              /* 5 ranks need 4 blocks of 8 B: 64 is enough */
+        {512 * 1024, 48, "crec_stride"},     /* records across lines */
+        {512 * 1024, 16, "crec_stride"},     /* records over each other */
+    };
+    for (size_t i = 0; i < COH_ARRAY_LEN(cases); i++) {
+        shm_seg_hdr h;
+        shm_hdr_want w;
+        valid_header(&h, &w, 5, cases[i].crec, cases[i].S);
+        const char *bad = shm_hdr_check(&h, &w);
+        if (i == 2) { /* the smallest legal slot passes */
+            ck_assert_msg(!bad, "64 B slots refused: %s", bad);
+            valid_header(&h, &w, 10, 64, 64); /* 9 blocks of 8 B do not fit 64 B */
+            bad = shm_hdr_check(&h, &w);
+        }
+        ck_assert_msg(bad && !strcmp(bad, cases[i].field), "case %zu: check said %s, want %s", i,
+                      bad ? bad : "(accepted)", cases[i].field);
+    }
+    /* a mapping smaller than the header says, or than a header */
+    shm_seg_hdr h;
+    shm_hdr_want w;
+    valid_header(&h, &w, 2, 64, 512 * 1024);
+    w.size -= 4096;
+    ck_assert_str_eq(shm_hdr_check(&h, &w), "total_bytes");
+    w.size = 100;
+    ck_assert_str_eq(shm_hdr_check(&h, &w), "size");
+}
+END_TEST
+
+/* Live: the member rewrites one field of its lead's header in the lead's
+ * mapping (process_vm_writev; same uid) after the lead published its
+ * address, so after the lead wrote the header, and then attaches. The
+ * member fails with COHORT_ERR_PROTOCOL naming the field, and so does the
+ * lead, at once: the member's reason reaches it through the abort words. */
+static const size_t live_pokes[] = {27 /* crec_stride 48 */, 12 /* slot_bytes wraps */,
+                                    14 /* ring_k 3 */, 7 /* check_contract 0 */};
+
+static uint64_t lead_segment(pid_t pid)
+{
+    char path[64], line[512];
+    snprintf(path, sizeof path, "/proc/%d/maps", (int)pid);
+    FILE *f = fopen(path, "r");
+    uint64_t a = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, "memfd:cohort-shm") && strstr(line, "rw-s")) {
+            a = strtoull(line, NULL, 16);
+            break;
+        }
+    if (f)
+        fclose(f);
+    return a;
+}
+
+static int forged_rank(int rank, void *arg)
+{
+    size_t i = *(const size_t *)arg;
+    char want[96];
+    snprintf(want, sizeof want, "unexpected header: %s (", hdr_pokes[live_pokes[i]].field);
+    if (rank == 0) {
+        atomic_store(&th_sh()->val[0], (int64_t)getpid());
+        cohort_group *g = th_group_bare(0, 2, 20000);
+        RANK_CHECK(g, "group");
+        uint64_t t0 = coh_now_ns();
+        cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
+        double ms = (coh_now_ns() - t0) / 1e6;
+        fprintf(stderr, "lead: %s after %.0f ms: %s\n", cohort_status_name(st), ms, th_errmsg(g));
+        /* the member's reason through the segment's abort words, long
+         * before the 20 s attach timeout */
+        RANK_CHECK(st == COHORT_ERR_PROTOCOL, "lead: %s, want PROTOCOL", cohort_status_name(st));
+        RANK_CHECK(strstr(th_errmsg(g), want), "lead: \"%s\" lacks \"%s\"", th_errmsg(g), want);
+        RANK_CHECK(ms < 10000, "the lead failed after %.0f ms", ms);
+        th_group_free(g);
+        th_done(2);
+        return 0;
+    }
+    cohort_group *g = th_group_bare(1, 2, 5000);
+    RANK_CHECK(g, "group");
+    void *val = NULL;
+    size_t len = 0;
+    RANK_CHECK(cohort_store_get(g->store, "shm/0/addr", 10, &val, &len, 10000) == COHORT_OK,
+               "the lead's address");
+    free(val);
+    pid_t lead = (pid_t)atomic_load(&th_sh()->val[0]);
+    uint64_t base = lead_segment(lead);
+    RANK_CHECK(base, "no cohort-shm mapping in /proc/%d/maps", (int)lead);
+    unsigned char hdr[SHM_HDR_PLAIN_BYTES];
+    struct iovec l = {hdr, sizeof hdr}, r = {(void *)(uintptr_t)base, sizeof hdr};
+    RANK_CHECK(process_vm_readv(lead, &l, 1, &r, 1, 0) == (ssize_t)sizeof hdr,
+               "process_vm_readv: %s", strerror(errno));
+    poke(hdr, live_pokes[i]);
+    RANK_CHECK(process_vm_writev(lead, &l, 1, &r, 1, 0) == (ssize_t)sizeof hdr,
+               "process_vm_writev: %s", strerror(errno));
+    cohort_status st = cht_tp_up(g, coh_shm_create(g, &g->shm));
+    fprintf(stderr, "member: %s: %s\n", cohort_status_name(st), th_errmsg(g));
+    RANK_CHECK(st == COHORT_ERR_PROTOCOL, "member: %s, want PROTOCOL", cohort_status_name(st));
+    RANK_CHECK(strstr(th_errmsg(g), want), "member: \"%s\" lacks \"%s\"", th_errmsg(g), want);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(header_forged_live)
+{
+    size_t i = (size_t)_i;
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 30000};
+    int want[2] = {0, 0};
+    run_expect(&o, forged_rank, &i, want);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_fault");
@@ -1294,6 +1528,9 @@ static Suite *make_suite(void)
     tcase_add_test(tc, stray_close);
     tcase_add_loop_test(tc, bad_env, 0, (int)COH_ARRAY_LEN(bad_envs));
     tcase_add_loop_test(tc, ring_env, 0, (int)COH_ARRAY_LEN(ring_envs));
+    tcase_add_loop_test(tc, header_check, 0, (int)COH_ARRAY_LEN(hdr_pokes));
+    tcase_add_test(tc, header_forged_layouts);
+    tcase_add_loop_test(tc, header_forged_live, 0, (int)COH_ARRAY_LEN(live_pokes));
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     /* its own case: CK_RUN_CASE=progress runs it alone */

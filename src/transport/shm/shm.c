@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "transport/shm/shm_cma.h"
+#include "transport/shm/shm_geo.h"
 #include "transport/shm/shm_mem.h"
 #include "transport/shm/shm_seg.h"
 #include "util/auth.h"
@@ -73,11 +74,17 @@ typedef struct hs_m3 {
 static const coh_call attach_call = {
     .seq = 0, .coll = COH_COLL_INTERNAL, .redop = -1, .root = -1, .file = "shm attach"};
 
-static size_t round_up(size_t x, size_t a) { return (x + a - 1) / a * a; }
-
 static uint64_t job_hash(const cohort_group *g)
 {
     return coh_hash64(g->job_id, strnlen(g->job_id, sizeof g->job_id), 0x73686dull);
+}
+
+/* Who the segment belongs to, as this rank sees it (s->size: the mapping) */
+static shm_hdr_want hdr_want(const coh_shm *s)
+{
+    const cohort_group *g = s->g;
+    return (shm_hdr_want){s->n, g->id, g->generation, job_hash(g), (uint32_t)s->check,
+                          (uint64_t)s->size};
 }
 
 /* MAC over a label, two nonces, the group identity and extra bytes
@@ -110,26 +117,6 @@ static void m3_mac(uint8_t out[32], const cohort_group *g, const hs_m3 *m, const
     hs_mac(out, g, "cohort-shm-lead", cn, sn, extra, sizeof extra);
 }
 
-/* Geometry from (n, S, ring K, ring bytes, tiny K, tiny bytes): every rank
- * computes it and checks the lead's. */
-typedef struct shm_geo {
-    size_t buf_stride, rank_stride, ctl_off, slot_off, ring_off, ring_stride, p2p_off, p2p_stride,
-        total;
-} shm_geo;
-
-typedef struct shm_ringcfg {
-    size_t k, bytes, tiny_k, tiny_bytes; /* k 0: no ring; tiny_k 0: no tiny ring */
-    int split;   /* the footprint split (shm_seg.h), when K slots exceed it */
-    size_t crec; /* bytes per compact record: 32 (two a line) or 64 (one) */
-} shm_ringcfg;
-
-static size_t ring_slot_stride(size_t ring_bytes) { return round_up(ring_bytes, SHM_LINE); }
-
-static size_t p2p_slot_stride(size_t p2p_bytes) { return round_up(p2p_bytes, SHM_LINE); }
-
-/* Records per rank: 4 x the deepest ring (shm_seg.h, "The ring"). */
-static size_t ring_nrec(const shm_ringcfg *r) { return 4 * COH_MAX(r->k, r->tiny_k); }
-
 /* Does this cpu take a line for writing on a hint (PREFETCHW: cpuid
  * 0x80000001 ecx bit 8, on Intel since Broadwell and on every AMD64)?
  * shm_seg.h "Taking the next lines early"; elsewhere the hint is PRFM or
@@ -153,55 +140,12 @@ static int cpu_intel(void)
 #endif
 }
 
-/* Per rank: [records][k slots of bytes][tiny_k slots of tiny_bytes][done words]. */
-static size_t ring_tiny_off(const shm_ringcfg *r)
-{
-    return ring_nrec(r) * sizeof(shm_ring_rec) + r->k * ring_slot_stride(r->bytes);
-}
-
-/* Then (since layout version 10) nrec done words: a reader stores phase x
- * into word x % nrec once its check of phase x passed; and (since 17) as
- * many spread one to a cache line, for the shallow ring (shm_ring_done). */
-static size_t ring_done_off(const shm_ringcfg *r)
-{
-    return round_up(ring_tiny_off(r) + r->tiny_k * ring_slot_stride(r->tiny_bytes), SHM_LINE);
-}
-
-/* Then (since 21) nrec compact records, two to a line or (since 26) one
- * (shm_ring_crec; crec bytes apart). */
-static size_t ring_crec_off(const shm_ringcfg *r)
-{
-    return round_up(ring_done_off(r) + ring_nrec(r) * (sizeof(uint32_t) + SHM_LINE), SHM_LINE);
-}
-
-static void geometry(int n, size_t S, const shm_ringcfg *r, size_t p2p_bytes, shm_geo *o)
-{
-    o->buf_stride = round_up(SHM_LINE + S, SHM_LINE);
-    o->rank_stride = round_up(2 * o->buf_stride, 4096);
-    o->ctl_off = SHM_SEG_HDR_BYTES;
-    o->slot_off = round_up(o->ctl_off + (size_t)n * SHM_CTL_BYTES, 4096);
-    /* then [aux, COH_SHM_AUX_BYTES x n]: see coh_shm_aux; then the ring */
-    o->ring_off = o->slot_off + (size_t)n * (o->rank_stride + COH_SHM_AUX_BYTES);
-    o->ring_stride =
-        r->k ? round_up(ring_crec_off(r) + ring_nrec(r) * r->crec, 4096)
-             : 0;
-    /* then the send/recv channels, n x n (the diagonal carries no messages:
-     * its head is the rank's bell, shm_bell_ring) */
-    o->p2p_off = o->ring_off + (size_t)n * o->ring_stride;
-    o->p2p_stride = p2p_bytes && n > 1
-                        ? round_up(sizeof(shm_chan) + SHM_P2P_HEADS * 2 * SHM_LINE +
-                                       SHM_P2P_SLOTS * p2p_slot_stride(p2p_bytes),
-                                   4096)
-                        : 0;
-    o->total = o->p2p_off + (size_t)n * (size_t)n * o->p2p_stride;
-}
-
 size_t coh_shm_segment_bytes(int local_size, size_t slot_bytes)
 {
     shm_geo o;
     shm_ringcfg r = {SHM_DEFAULT_RING_SLOTS, SHM_DEFAULT_RING_BYTES, SHM_DEFAULT_TINY_SLOTS,
                      SHM_DEFAULT_TINY_BYTES, 0, SHM_LINE};
-    geometry(local_size, slot_bytes, &r, SHM_DEFAULT_P2P_BYTES, &o);
+    shm_geometry(local_size, slot_bytes, &r, SHM_DEFAULT_P2P_BYTES, &o);
     return o.total;
 }
 
@@ -317,7 +261,7 @@ static cohort_status read_p2p_env(cohort_group *g, size_t *bytes)
                                "COHORT_SHM_P2P_BYTES=%s: want 0 (send/recv over tcp) or an integer "
                                "in [%u, %u]",
                                coh_env_str("COHORT_SHM_P2P_BYTES"), SHM_LINE, SHM_MAX_P2P_BYTES);
-    *bytes = round_up((size_t)b, SHM_LINE);
+    *bytes = shm_round_up((size_t)b, SHM_LINE);
     return COHORT_OK;
 }
 
@@ -346,18 +290,19 @@ static cohort_status read_env(cohort_group *g, size_t *slot, size_t *small)
         return st;
     /* Blocked algorithms put n-1 blocks of at least one 8-byte element in a
      * buffer; keep buffers a whole number of cache lines. */
-    size_t S = round_up((size_t)v, SHM_LINE);
+    size_t S = shm_round_up((size_t)v, SHM_LINE);
     size_t min_blocks = (size_t)(g->local_size > 1 ? g->local_size - 1 : 1) * 8;
     if (S < min_blocks)
-        S = round_up(min_blocks, SHM_LINE);
+        S = shm_round_up(min_blocks, SHM_LINE);
     *slot = S;
     *small = COH_MIN((size_t)sm, S);
     return COHORT_OK;
 }
 
-static void set_geometry(coh_shm *s)
+/* This rank's view of the segment, from a header it wrote or checked (a
+ * member passes its private copy: shm_geo.h) */
+static void set_geometry(coh_shm *s, const shm_seg_hdr *h)
 {
-    shm_seg_hdr *h = s->hdr;
     s->S = (size_t)h->slot_bytes;
     s->small_bytes = (size_t)h->small_bytes;
     s->check = (int)h->check_contract;
@@ -366,12 +311,11 @@ static void set_geometry(coh_shm *s)
     s->ctl_base = s->base + h->ctl_off;
     s->slots = s->base + h->slot_off;
     s->aux = s->slots + (size_t)s->n * s->rank_stride;
-    shm_ringcfg rc = {(size_t)h->ring_k, (size_t)h->ring_bytes, (size_t)h->tiny_k,
-                      (size_t)h->tiny_bytes, (int)h->ring_split, (size_t)h->crec_stride};
+    shm_ringcfg rc = shm_hdr_ringcfg(h);
     s->ring_k = rc.k;
-    s->ring_nrec = ring_nrec(&rc);
+    s->ring_nrec = shm_ring_nrec(&rc);
     s->ring_bytes = rc.bytes;
-    s->ring_slot_stride = ring_slot_stride(s->ring_bytes);
+    s->ring_slot_stride = shm_ring_slot_stride(s->ring_bytes);
     /* the footprint split (shm_seg.h): each class's slots within
      * SHM_RING_LEAD_BYTES, the big calls' at least 2 */
     s->ring_big_k = s->ring_big_from = 0;
@@ -384,15 +328,15 @@ static void set_geometry(coh_shm *s)
     }
     s->tiny_k = rc.tiny_k;
     s->tiny_bytes = rc.tiny_bytes;
-    s->tiny_slot_stride = ring_slot_stride(rc.tiny_bytes);
-    s->tiny_off = ring_tiny_off(&rc);
-    s->ring_done_off = ring_done_off(&rc);
-    s->ring_crec_off = ring_crec_off(&rc);
+    s->tiny_slot_stride = shm_ring_slot_stride(rc.tiny_bytes);
+    s->tiny_off = shm_ring_tiny_off(&rc);
+    s->ring_done_off = shm_ring_done_off(&rc);
+    s->ring_crec_off = shm_ring_crec_off(&rc);
     s->crec_stride = rc.crec;
     s->ring_stride = (size_t)h->ring_stride;
     s->ring = s->base + h->ring_off;
     s->p2p_bytes = (size_t)h->p2p_bytes;
-    s->p2p_slot_stride = p2p_slot_stride(s->p2p_bytes);
+    s->p2p_slot_stride = shm_p2p_slot_stride(s->p2p_bytes);
     s->p2p_stride = (size_t)h->p2p_stride;
     s->p2p = s->base + h->p2p_off;
     s->ring_pf = cpu_prefetchw();
@@ -751,7 +695,7 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
     cohort_group *g = s->g;
     int n = s->n;
     shm_geo geo;
-    geometry(n, S, rc, p2p_bytes, &geo);
+    shm_geometry(n, S, rc, p2p_bytes, &geo);
     size_t total = geo.total;
     int fd = memfd_create("cohort-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
@@ -781,32 +725,9 @@ static cohort_status lead_create(coh_shm *s, size_t S, size_t small, const shm_r
     }
     s->size = total;
     shm_seg_hdr *h = s->hdr = (shm_seg_hdr *)s->base;
-    h->version = SHM_VERSION;
-    h->group = g->id;
-    h->gen = g->generation;
-    h->job_hash = job_hash(g);
-    h->local_size = (uint32_t)n;
-    h->check_contract = (uint32_t)s->check;
-    h->slot_bytes = S;
-    h->small_bytes = small;
-    h->total_bytes = total;
-    h->ctl_off = geo.ctl_off;
-    h->slot_off = geo.slot_off;
-    h->rank_stride = geo.rank_stride;
-    h->buf_stride = geo.buf_stride;
-    h->ring_k = rc->k;
-    h->ring_bytes = rc->bytes;
-    h->tiny_k = rc->tiny_k;
-    h->tiny_bytes = rc->tiny_bytes;
-    h->ring_split = (uint64_t)rc->split;
-    h->crec_stride = rc->crec;
-    h->ring_off = geo.ring_off;
-    h->ring_stride = geo.ring_stride;
-    h->p2p_bytes = geo.p2p_stride ? p2p_bytes : 0;
-    h->p2p_off = geo.p2p_off;
-    h->p2p_stride = geo.p2p_stride;
-    h->magic = SHM_MAGIC;
-    set_geometry(s);
+    shm_hdr_want w = hdr_want(s);
+    shm_hdr_fill(h, &w, S, small, rc, p2p_bytes, &geo);
+    set_geometry(s, h);
     if (n == 1) {
         close(fd);
         return COHORT_OK;
@@ -1319,38 +1240,34 @@ static cohort_status member_attach(coh_shm *s)
                                strerror(e), e);
     }
     s->size = (size_t)m3.size;
-    shm_seg_hdr *h = s->hdr = (shm_seg_hdr *)s->base;
-    /* Recompute the layout from (n, S) instead of trusting the offsets:
-     * every access below stays inside the mapping. */
-    shm_geo geo;
-    int ring_ok = h->ring_k <= SHM_MAX_RING_SLOTS && (h->ring_k & (h->ring_k - 1)) == 0 &&
-                  h->ring_k != 1 && h->ring_bytes <= SHM_MAX_RING_BYTES &&
-                  (h->ring_k == 0) == (h->ring_bytes == 0) &&
-                  h->tiny_k <= SHM_MAX_TINY_SLOTS && (h->tiny_k & (h->tiny_k - 1)) == 0 &&
-                  h->tiny_k != 1 && h->tiny_bytes <= h->ring_bytes &&
-                  (h->tiny_k == 0) == (h->tiny_bytes == 0) && (h->ring_k || !h->tiny_k) &&
-                  h->ring_split <= 1 &&
-                  (h->crec_stride == sizeof(shm_ring_crec) || h->crec_stride == SHM_LINE);
-    shm_ringcfg rc = {0, 0, 0, 0, 0, SHM_LINE};
-    if (ring_ok)
-        rc = (shm_ringcfg){(size_t)h->ring_k, (size_t)h->ring_bytes, (size_t)h->tiny_k,
-                           (size_t)h->tiny_bytes, (int)h->ring_split, (size_t)h->crec_stride};
-    int p2p_ok = h->p2p_bytes <= SHM_MAX_P2P_BYTES && h->p2p_bytes % SHM_LINE == 0;
-    geometry(s->n, (size_t)h->slot_bytes, &rc, p2p_ok ? (size_t)h->p2p_bytes : 0, &geo);
-    if (s->size < sizeof(shm_seg_hdr) || h->magic != SHM_MAGIC || h->version != SHM_VERSION ||
-        h->group != g->id || h->gen != g->generation || h->job_hash != job_hash(g) ||
-        h->local_size != (uint32_t)s->n || h->total_bytes != s->size || geo.total != s->size ||
-        h->buf_stride != geo.buf_stride || h->rank_stride != geo.rank_stride ||
-        h->ctl_off != geo.ctl_off || h->slot_off != geo.slot_off || !ring_ok ||
-        h->ring_off != geo.ring_off || h->ring_stride != geo.ring_stride || !p2p_ok ||
-        h->p2p_off != geo.p2p_off || h->p2p_stride != geo.p2p_stride ||
-        h->small_bytes > h->slot_bytes) {
+    s->hdr = (shm_seg_hdr *)s->base;
+    /* A private copy of the header's plain fields, checked and then used
+     * alone: the segment stays writable by every local process of the job,
+     * and a value changed between the check and its use must not count
+     * (shm_geo.h). */
+    shm_seg_hdr h;
+    memset(&h, 0, sizeof h);
+    if (s->size >= SHM_HDR_PLAIN_BYTES)
+        memcpy(&h, s->base, SHM_HDR_PLAIN_BYTES);
+    shm_hdr_want w = hdr_want(s);
+    const char *bad = shm_hdr_check(&h, &w);
+    if (bad) {
+        /* The lead learns why at once (coh_shm_create's failure path
+         * aborts the segment): the abort words sit in the header's first
+         * page and the control blocks at a fixed offset, neither taken
+         * from the fields refused. */
+        if (s->size >= SHM_SEG_HDR_BYTES + (size_t)s->n * SHM_CTL_BYTES)
+            s->ctl_base = s->base + SHM_SEG_HDR_BYTES;
+        else
+            s->hdr = NULL;
         return coh_tp_fail_set(g, COHORT_ERR_PROTOCOL,
-                               "shm: the segment from rank %d has an unexpected header (group %u "
-                               "gen %u local size %u)",
-                               g->local_ranks[0], h->group, h->gen, h->local_size);
+                               "shm: the segment from rank %d has an unexpected header: %s "
+                               "(group %u gen %u local size %u, layout version %u; this rank: "
+                               "group %u gen %u local size %d, layout version %u)",
+                               g->local_ranks[0], bad, h.group, h.gen, h.local_size, h.version,
+                               w.group, w.gen, w.n, SHM_VERSION);
     }
-    set_geometry(s);
+    set_geometry(s, &h);
     return COHORT_OK;
 
 io_err:
