@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check/check_int.h"
 #include "cohort_check.h"
 #include "core/group.h"
 #include "support/support.h"
@@ -54,6 +55,7 @@ enum scen {
     S_LATE_GROUP,    /* rank 1 registers the group after the others found its first call bad */
     S_TICKS,         /* the monitor's tick: 50 ms while calls are quick, 10 ms once one lasts */
     S_STORE_STALE,   /* a wait published to the store, then compute: the store says idle */
+    S_STAMPS,        /* rank 1 stamps every slot of its record ring past its head */
 };
 
 typedef struct scase {
@@ -222,7 +224,7 @@ static int rank_main(int rank, void *arg)
     o.abort = end_job;
     o.transport = sc->transport;
     o.stall_warn_ms = sc->s == S_STALL ? 700 : -1;
-    o.timeout_ms = sc->s == S_TIMEOUT ? 1500 : -1;
+    o.timeout_ms = sc->s == S_TIMEOUT || sc->s == S_STAMPS ? 1500 : -1;
     o.deadlock_ms = 600;
     o.no_report_wait = sc->s == S_COUNT_NRW;
     cohort_check *c;
@@ -408,6 +410,18 @@ static int rank_main(int rank, void *arg)
             usleep(2000 * 1000);
         f = fpx("Allreduce", 1024, "SUM", -1, 56);
         call(c, gw, w, n, &f, 1);
+        break;
+    case S_STAMPS:
+        /* A broken or hostile writer (its aux region is shared memory):
+         * its successor must not loop on the stamps with the checker's
+         * lock held - it reports the ring corrupt, on every rank. */
+        if (rank == 1) {
+            chk_slot *ring = (chk_slot *)((unsigned char *)c->my_aux + CHK_RING_OFF);
+            for (unsigned i = 0; i < CHK_RING_N; i++)
+                atomic_store(&ring[i].stamp, i % 2 ? UINT64_MAX : (uint64_t)1 << 40);
+        }
+        f = fpx("Allreduce", 1024, "SUM", -1, 58);
+        call(c, gw, w, n, &f, 1); /* the handler ends the process */
         break;
     case S_TIMEOUT:
         if (rank == 1)
@@ -769,6 +783,8 @@ static const scase cases[] = {
     {S_P2P_RETRACT, 2, 1, 0, {NULL}},
     {S_THREADS, 3, 1, 0, {NULL}},
     {S_STORE_STALE, 2, 1, 0, {NULL}},
+    {S_STAMPS, 3, 0, 40 + COHORT_CHECK_ABORTED,
+     {"the record ring of rank 1 is corrupt", "a broken or hostile process"}},
 };
 
 /* Each field's mismatch (and a skipped call's site) after every rank's

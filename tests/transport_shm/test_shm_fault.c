@@ -17,6 +17,9 @@
  *     neither delay the real member nor make the lead's error misleading;
  *   - members that keep their handshake open after attaching delay nobody
  *     else's, and the lead's wait for them is bounded;
+ *   - a rank's pid word rewritten after the attach (a decoy process with
+ *     the same addresses named there): single copies still reach the
+ *     rank, the data exact;
  *   - a lead's header that differs from what this rank would build (each
  *     field alone, and forged layouts that are consistent in themselves:
  *     a slot size that wraps the strides, a compact record 48 bytes
@@ -32,6 +35,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <sched.h>
 #include <signal.h>
@@ -323,6 +327,86 @@ START_TEST(single_copy_failed_peer)
                   .extra_env = "COHORT_SHM_SINGLE_COPY=on"};
     int want[2] = {0, 0};
     run_expect(&o, failed_peer_rank, NULL, want);
+}
+END_TEST
+
+/* ---- a rewritten pid word ----
+ * Each rank's pid sits in its control block, which every local process
+ * can write. After the attach a rank's single copies must still reach the
+ * peer they attached to, not whoever the word names now. Each rank forks
+ * a decoy - a process with the same addresses, holding stale data where
+ * the rank's buffers are - and writes the decoy's pid into its own word;
+ * then a broadcast (the reader reads the root's buffer) and a 1 MiB reduce
+ * (the leaf writes its part into the root's recv) by single copy. Read
+ * from the word, the broadcast returns the decoy's stale bytes and the
+ * reduce's leaf part lands in the decoy: wrong data, COHORT_OK. */
+static int pid_word_rank(int rank, void *arg)
+{
+    (void)arg;
+    cohort_status st;
+    cohort_group *g = th_group(rank, 2, 30000, &st);
+    RANK_CHECK(g, "create: %s", cohort_status_name(st));
+    RANK_CHECK(g->shm->cma, "single copy not in use: %s", g->shm->copy_info);
+    size_t bb = 64 * 1024, rn = (1u << 20) / 4;
+    unsigned char *bbuf = malloc(bb);
+    float *rs = malloc(rn * 4), *rr = malloc(rn * 4);
+    RANK_CHECK(bbuf && rs && rr, "malloc");
+    memset(bbuf, 0xaa, bb);
+    for (size_t i = 0; i < rn; i++)
+        rs[i] = rr[i] = -1.0f;
+    int pp[2];
+    RANK_CHECK(pipe(pp) == 0, "pipe");
+    pid_t decoy = fork();
+    RANK_CHECK(decoy >= 0, "fork");
+    if (decoy == 0) { /* stale copies of the buffers at the same addresses */
+        char b;
+        close(pp[1]);
+        while (read(pp[0], &b, 1) < 0 && errno == EINTR)
+            ;
+        _exit(0);
+    }
+    close(pp[0]);
+    for (size_t i = 0; i < bb; i++)
+        bbuf[i] = rank == 0 ? (unsigned char)(i * 7 + 1) : 0;
+    for (size_t i = 0; i < rn; i++)
+        rs[i] = (float)(rank + 1) * (float)(i % 1000);
+    atomic_store(&shm_ctl_of(g->shm, g->shm->me)->pid, (int32_t)decoy);
+    atomic_store(&th_sh()->flag[rank], 1);
+    th_wait_flag(1 - rank, 10000);
+    RANK_CHECK(strstr(coh_shm_copy_path(g->shm, COH_COLL_BROADCAST, bb), "single copy"),
+               "broadcast of %zu B: %s", bb, coh_shm_copy_path(g->shm, COH_COLL_BROADCAST, bb));
+    coh_call c = th_call(g, COH_COLL_BROADCAST, COHORT_UINT8, -1, 0, bb);
+    RANK_PASS(coh_shm_broadcast(g->shm, &c, bbuf, bb, 0), NULL);
+    size_t bad = 0;
+    for (size_t i = 0; i < bb; i++)
+        bad += bbuf[i] != (unsigned char)(i * 7 + 1);
+    RANK_CHECK(!bad, "rank %d: %zu of %zu broadcast bytes wrong (the decoy's: %s)", rank, bad, bb,
+               bbuf[0] == 0xaa ? "yes" : "no");
+    uint64_t singles = g->shm->red_singles;
+    c = th_call(g, COH_COLL_REDUCE, COHORT_FLOAT32, COHORT_SUM, 0, rn);
+    RANK_PASS(coh_shm_reduce(g->shm, &c, rs, rr, rn, 0), NULL);
+    RANK_CHECK(g->shm->red_singles == singles + 1, "the reduce did not take the single copy");
+    bad = 0;
+    for (size_t i = 0; rank == 0 && i < rn; i++)
+        bad += rr[i] != 3.0f * (float)(i % 1000);
+    RANK_CHECK(!bad, "rank 0: %zu of %zu reduced elements wrong", bad, rn);
+    /* and a peer's real death is still seen through its pidfd */
+    close(pp[1]);
+    RANK_CHECK(waitpid(decoy, NULL, 0) == decoy, "decoy");
+    free(bbuf);
+    free(rs);
+    free(rr);
+    th_group_free(g);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(pid_word_rewritten)
+{
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 30000,
+                  .extra_env = "COHORT_SHM_SINGLE_COPY=on;COHORT_SHM_MEM=0"};
+    int want[2] = {0, 0};
+    run_expect(&o, pid_word_rank, NULL, want);
 }
 END_TEST
 
@@ -1516,6 +1600,7 @@ static Suite *make_suite(void)
     tcase_add_loop_test(tc, single_copy_scratch_oom, 0, 2);
     tcase_add_loop_test(tc, single_copy_bad_buffer, 0, 3);
     tcase_add_loop_test(tc, single_copy_failed_peer, 0, 2);
+    tcase_add_test(tc, pid_word_rewritten);
     tcase_add_test(tc, handshake_reset_after_reply);
     tcase_add_test(tc, sigstop_timeout);
     tcase_add_loop_test(tc, no_leaks, 0, 3);

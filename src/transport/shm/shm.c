@@ -360,6 +360,7 @@ static void cleanup(coh_shm *s)
                 close(s->pidfd[q]);
         coh_free(s->pidfd);
     }
+    coh_free(s->peer_pid);
     shm_cma_release(s);
     coh_free(s->srcs);
     coh_free(s->red_scratch);
@@ -1416,16 +1417,18 @@ static cohort_status attach(coh_shm *s, int pub_mode)
      * decided here. */
     publish_decide(s);
     s->pidfd = coh_malloc((size_t)s->n * sizeof(int));
-    if (!s->pidfd)
+    s->peer_pid = coh_calloc((size_t)s->n, sizeof *s->peer_pid);
+    if (!s->pidfd || !s->peer_pid)
         return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
     /* pidfds are opened after the barrier: every peer is alive and has
      * published its pid, so a recycled pid cannot be mistaken for it. */
     int nopid = (atomic_load(&s->hdr->flags) & SHM_F_NO_PIDFD) != 0;
     for (int q = 0; q < s->n; q++) {
         s->pidfd[q] = -1;
+        pid_t pid = q == s->me ? getpid() : atomic_load(&shm_ctl_of(s, q)->pid);
+        s->peer_pid[q] = pid; /* the one read: the single copy uses it (shm_seg.h) */
         if (q == s->me || nopid)
             continue;
-        pid_t pid = atomic_load(&shm_ctl_of(s, q)->pid);
         int fd = (int)syscall(SYS_pidfd_open, pid, 0);
         if (fd < 0)
             coh_info("shm: pidfd_open(%d) for rank %d: %s; its death will show as a timeout",

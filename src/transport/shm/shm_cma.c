@@ -269,7 +269,7 @@ static void measure(coh_shm *s)
     size_t len = probe_len(s, SHM_CMA_PROBE_BYTES), len_s = probe_len(s, SHM_CMA_PROBE_SMALL);
     if (!s->probe_buf || !src || len < 4096)
         return;
-    pid_t pid = (pid_t)atomic_load(&c->pid);
+    pid_t pid = s->peer_pid[q];
     uint64_t cma, cpy, cma_s, cpy_s;
     if (!time_copies(s, pid, src, len_s, &cma_s, &cpy_s) ||
         !time_copies(s, pid, src, len, &cma, &cpy))
@@ -351,11 +351,11 @@ static int probe_all(coh_shm *s, int m, char *why, size_t len)
         uint64_t addr = m == M_PROBE_FAIL ? 8 : atomic_load(&c->probe_addr);
         struct iovec l = {.iov_base = &got, .iov_len = sizeof got};
         struct iovec r = {.iov_base = (void *)(uintptr_t)addr, .iov_len = sizeof got};
-        ssize_t k = process_vm_readv((pid_t)atomic_load(&c->pid), &l, 1, &r, 1, 0);
+        ssize_t k = process_vm_readv(s->peer_pid[q], &l, 1, &r, 1, 0);
         int e = errno;
         if (k != (ssize_t)sizeof got) {
             snprintf(why, len, "rank %d cannot read rank %d (pid %d): process_vm_readv: %s%s",
-                     s->g->rank, s->g->local_ranks[q], (int)atomic_load(&c->pid),
+                     s->g->rank, s->g->local_ranks[q], (int)s->peer_pid[q],
                      k < 0 ? strerror(e) : "short read",
                      m == M_PROBE_FAIL ? " (COHORT_SHM_SINGLE_COPY=probe-fail)" : "");
             return 0;
@@ -856,8 +856,7 @@ static int peer_exited(coh_shm *s, int q)
 static cohort_status cma_xfer(shm_op *o, int q, void *local, uint64_t addr, size_t len, int wr)
 {
     coh_shm *s = o->s;
-    shm_ctl *c = shm_ctl_of(s, q);
-    pid_t pid = (pid_t)atomic_load_explicit(&c->pid, memory_order_relaxed);
+    pid_t pid = s->peer_pid[q]; /* not the control block's word (shm_seg.h) */
     const char *what = wr ? "write" : "read";
     cohort_status ab;
     if (wr && peer_exited(s, q)) /* never write into whoever has its pid now */

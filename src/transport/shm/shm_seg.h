@@ -635,6 +635,12 @@ struct coh_shm {
      * the cpu has PREFETCHW; "Taking the next lines early" below) */
     int ring_pf;
     size_t crec_stride; /* compact records' spacing (the header's crec_stride) */
+    /* [n]: each peer's pid, read once from its control block after the
+     * attach barrier - the pid its pidfd was opened for. The single copy's
+     * syscalls use this copy only: the control block stays writable by
+     * every local process, and a pid word rewritten later must not send
+     * this rank's reads and writes to another process (docs/shm.md) */
+    pid_t *peer_pid;
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */
