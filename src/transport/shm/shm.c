@@ -1418,8 +1418,11 @@ static cohort_status attach(coh_shm *s, int pub_mode)
     publish_decide(s);
     s->pidfd = coh_malloc((size_t)s->n * sizeof(int));
     s->peer_pid = coh_calloc((size_t)s->n, sizeof *s->peer_pid);
-    if (!s->pidfd || !s->peer_pid)
+    if (!s->pidfd || !s->peer_pid) { /* cleanup must not close what pidfd[] holds now */
+        coh_free(s->pidfd);
+        s->pidfd = NULL;
         return coh_tp_fail_set(g, COHORT_ERR_NOMEM, "shm: out of memory");
+    }
     /* pidfds are opened after the barrier: every peer is alive and has
      * published its pid, so a recycled pid cannot be mistaken for it. */
     int nopid = (atomic_load(&s->hdr->flags) & SHM_F_NO_PIDFD) != 0;
