@@ -22,6 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -522,14 +524,18 @@ END_TEST
 
 /* The linear gather's root parks a leaf's next call (park_ahead, algos.c
  * run_ga_linear) instead of stashing it: 4 ranks over tcp, blocks of 128
- * KiB (linear, above the tree's 16 KiB). Rank 1 sleeps before call 2, so
+ * KiB (linear, above the tree's 16 KiB). The root begins call 2 once ranks
+ * 2 and 3 have begun their call 3, rank 1 300 ms after that (a flag in a
+ * shared page, not a sleep alone: a clean-clone run beside test_check's
+ * forks once counted 1 park, the root or a leaf descheduled through the
+ * sleep), so
  * while the root waits on it there, ranks 2 and 3 send calls 2 and 3: the
  * root takes their call-2 blocks and finds call 3's headers behind them -
  * parked (counted), nothing stashed - and every call's data is right. */
 enum { PG_BLOCK = 128 << 10, PG_CALLS = 4 };
 static int rank_park_gather(int rank, void *arg)
 {
-    (void)arg;
+    _Atomic int *began = arg; /* [4]: rank q has begun its call 3 */
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
     const int n = 4, root = 0;
@@ -542,8 +548,18 @@ static int rank_park_gather(int rank, void *arg)
         for (size_t i = 0; i < PG_BLOCK; i++)
             send[i] = (unsigned char)(i * 13 + (size_t)rank * 7 + (size_t)call);
         memset(recv, 0, (size_t)n * PG_BLOCK);
-        if (rank == 1 && call == 1)
-            nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL);
+        if (rank >= 2 && call == 2)
+            atomic_store(&began[rank], 1);
+        if (rank <= 1 && call == 1) {
+            /* the root too: it then finds their blocks and call 3's
+             * headers waiting while rank 1 is still to come */
+            for (int w = 0; w < 20000 && !(atomic_load(&began[2]) && atomic_load(&began[3])); w++)
+                nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+            RANK_CHECK(atomic_load(&began[2]) && atomic_load(&began[3]),
+                       "ranks 2 and 3 did not begin call 3 within 20 s");
+            if (rank == 1)
+                nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL);
+        }
         RANK_PASS(cohort_gather(g, send, recv, PG_BLOCK, COHORT_UINT8, root), g);
         if (rank != root)
             continue;
@@ -570,7 +586,10 @@ START_TEST(test_gather_parks_ahead)
     cht_opts o = {.nranks = 4, .deadline_ms = 60000, .transport = "tcp",
                   .extra_env = "COHORT_ALGO_GATHER=linear"};
     cht_result r;
-    cht_run_ranks(&o, rank_park_gather, NULL, &r);
+    _Atomic int *began = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(began, MAP_FAILED);
+    cht_run_ranks(&o, rank_park_gather, began, &r);
+    munmap(began, 4096);
     cht_assert_all_ok(&r);
 }
 END_TEST
