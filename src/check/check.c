@@ -423,23 +423,26 @@ static int drain_aux(cohort_check *c, int w, chk_aux_hdr *ah, int lazy)
         uint64_t s1 = atomic_load_explicit(&r->stamp, memory_order_acquire);
         if (s1 < idx + 1)
             break; /* not written yet */
-        /* The writer stored its head for record s1 - 2 before the stamp
-         * of s1 - 1 (a release): an honest stamp is at most head + 1, and
-         * never near 2^64. Anything else is shared memory someone broke;
-         * followed, it would keep this loop, and c->mu, for ever. */
-        uint64_t head = atomic_load_explicit(&ah->head, memory_order_relaxed);
-        if (s1 >> 63 || s1 > head + 1) {
-            char text[300], value[400];
-            snprintf(text, sizeof text,
-                     "the record ring of rank %d is corrupt (slot %u stamped %" PRIu64
-                     ", past its head %" PRIu64 "): a broken or hostile process wrote its "
-                     "shared memory",
-                     w, (unsigned)(idx % CHK_RING_N), s1, head);
-            snprintf(value, sizeof value, "R %d %s", COHORT_CHECK_ABORTED, text);
-            coh_chk_fail(c, COHORT_CHECK_ABORTED, COHORT_ERR_PROTOCOL, value, text);
-            break;
-        }
         if (s1 > idx + 1) {
+            /* Only a skip can loop, so only a skip reads the writer's head
+             * (a line it dirties with every record: not on the path that
+             * consumes one). The writer stored its head for record s1 - 2
+             * before the stamp of s1 - 1 (a release): an honest stamp is at
+             * most head + 1, and never near 2^64. Anything else is shared
+             * memory someone broke; followed, it would keep this loop, and
+             * c->mu, for ever. */
+            uint64_t head = atomic_load_explicit(&ah->head, memory_order_relaxed);
+            if (s1 >> 63 || s1 > head + 1) {
+                char text[300], value[400];
+                snprintf(text, sizeof text,
+                         "the record ring of rank %d is corrupt (slot %u stamped %" PRIu64
+                         ", past its head %" PRIu64 "): a broken or hostile process wrote its "
+                         "shared memory",
+                         w, (unsigned)(idx % CHK_RING_N), s1, head);
+                snprintf(value, sizeof value, "R %d %s", COHORT_CHECK_ABORTED, text);
+                coh_chk_fail(c, COHORT_CHECK_ABORTED, COHORT_ERR_PROTOCOL, value, text);
+                break;
+            }
             /* Overwritten: it was someone else's (a record of mine is not
              * overwritten before I consumed it: the done words), and so
              * was every record before s1 - CHK_RING_N, whose slots the
