@@ -69,4 +69,14 @@ size_t coh_coll_chunk(const cohort_group *g);
  * overrides the size rules on pieces (coh_tree_bcast_plan). */
 int coh_coll_chunk_set(const cohort_group *g);
 
+/* What the rendezvous compares between ranks (group/agree.c): the
+ * COHORT_ALGO_<OP> value forcing an algorithm for coll, or NULL (unset or
+ * auto); that variable's name; the rule COHORT_TCP_OVERSUB feeds (mode: -1
+ * auto, 0 off, 1 on; n ranks; oversub: g->oversub): 1 where the barrier
+ * after a broadcast is led and small calls after a barrier go flat
+ * (algos.c coh_bar_leader). */
+const char *coh_coll_forced(const cohort_group *g, int coll);
+const char *coh_coll_env_name(int coll);
+int coh_bar_lead_pref(int mode, int n, int oversub);
+
 #endif

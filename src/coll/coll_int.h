@@ -286,11 +286,11 @@ cohort_status coh_dissemination_ack(cohort_group *g, const coh_call *c, const co
  * the cpus (OSU loops): led by that broadcast's root, which leaves first.
  * coh_bar_leader: the leader for barrier c, or -1 (the dissemination
  * barrier); coh_bar_lead_pref: the rule behind it (mode: COHORT_TCP_OVERSUB,
- * -1 auto; oversub: g->oversub, some machine's ranks outnumber its cpus).
+ * -1 auto; oversub: g->oversub, some machine's ranks outnumber its cpus;
+ * coll.h, since the rendezvous compares it between ranks).
  * coh_lead_barrier: every member sends at entry (the contract
  * meets every rank's call), the leader releases the others once all
  * arrived. */
-int coh_bar_lead_pref(int mode, int n, int oversub);
 int coh_bar_leader(const cohort_group *g, const coh_call *c);
 cohort_status coh_lead_barrier(cohort_group *g, const coh_call *c, const coh_view *v, int lead,
                                uint32_t step_base);
@@ -309,9 +309,6 @@ int coh_bc_after_barrier_flat_pref(int mode, int n, int oversub, size_t bytes);
 int coh_bc_after_barrier_flat(const cohort_group *g, const coh_call *c);
 int coh_sc_after_barrier_linear_pref(int mode, int n, int oversub, size_t block);
 int coh_sc_after_barrier_linear(const cohort_group *g, const coh_call *c);
-/* The COHORT_ALGO_<OP> value forcing an algorithm for coll, or NULL
- * (unset or auto): select.c. */
-const char *coh_coll_forced(const cohort_group *g, int coll);
 
 /* Per-rank blocks of B bytes (perrank.c). Gather: send is the rank's own
  * block (callers resolve in place to its slot of recv), recv (n*B) on root

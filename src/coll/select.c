@@ -43,6 +43,8 @@ static const char *env_name(int coll)
     return coll >= 0 && coll < N_COLL_NAMES ? env_names[coll] : "COHORT_ALGO_?";
 }
 
+const char *coh_coll_env_name(int coll) { return env_name(coll); }
+
 /* Pointers to the table rows, built once (the table is constant). */
 static const coh_algo *algo_ptrs[64];
 static pthread_once_t algo_once = PTHREAD_ONCE_INIT;

@@ -88,8 +88,9 @@ cohort_status coh_contract_mismatch(cohort_group *g, const coh_call *call, int p
         snprintf(msg, sizeof msg,
                  "%s #%" PRIu64 " (%s): algorithm step differs: this rank (%d) expected step %" PRIu32
                  " with %" PRIu64 " bytes, rank %d sent step %" PRIu32 " with %" PRIu64
-                 " bytes - the ranks chose different algorithms for the same call (is "
-                 "COHORT_ALGO_* set on some ranks only?); otherwise a cohort bug: please report it",
+                 " bytes - the ranks chose different algorithms for the same call, though the "
+                 "rendezvous found the settings that choose them equal: a cohort bug, please "
+                 "report it",
                  op, exp->seq, mine, g->rank, exp->step, exp->len, peer, got->step, got->len);
         break;
     case COH_FIELD_NONE:

@@ -11,6 +11,7 @@
 #include "coll/fail/fail.h"
 #include "contract/contract.h"
 #include "engine/engine.h"
+#include "group/agree.h"
 #include "group/group_internal.h"
 #include "transport/shm/shm_mem.h"
 #include "group/monitor.h"
@@ -387,6 +388,27 @@ static cohort_status wait_records(cohort_group *g, const void **kp, size_t *kl, 
     return st;
 }
 
+/* Every rank fails the same way on settings that differ, but a rank 0
+ * that hosts the store and leaves at once takes it away from ranks still
+ * reading the records (they failed with "store server shutting down"
+ * instead, test_agree). Each rank says it has seen the difference; the
+ * host waits for all of them, a few seconds at most. */
+static void differ_linger(cohort_group *g)
+{
+    char key[32];
+    snprintf(key, sizeof key, "differ/%d", g->rank);
+    if (cohort_store_set(g->store, key, strlen(key), "1", 1) != COHORT_OK || !g->server)
+        return;
+    uint64_t dl = coh_deadline_ns(COH_MIN(g->timeout_ms, 5000));
+    for (int r = 0; r < g->size; r++) {
+        snprintf(key, sizeof key, "differ/%d", r);
+        const void *kp = key;
+        size_t kl = strlen(key);
+        if (cohort_store_wait(g->store, &kp, &kl, 1, coh_ms_left(dl)) != COHORT_OK)
+            break;
+    }
+}
+
 cohort_status coh_group_rendezvous(cohort_group *g)
 {
     cohort_status st;
@@ -432,6 +454,12 @@ cohort_status coh_group_rendezvous(cohort_group *g)
                   "the group counts online cpus",
                   g->id, g->rank, COH_RDV_CPULIST_MAX);
     }
+    /* The eighth, session 38: the settings every rank must share
+     * (agree.c), compared below before a transport starts. */
+    if (coh_agree_format(g, me.cfg, sizeof me.cfg) < 0)
+        return coh_err_set(&g->err, COHORT_ERR_INVALID,
+                           "rendezvous: this rank's settings do not fit its record (%d bytes)",
+                           COH_RDV_CFG_MAX);
     snprintf(me.addr, sizeof me.addr, "%s", addr);
     snprintf(me.id, sizeof me.id, "%s", hostid);
     snprintf(me.name, sizeof me.name, "%s", hostname);
@@ -457,8 +485,11 @@ cohort_status coh_group_rendezvous(cohort_group *g)
     int *host_of = coh_calloc((size_t)n, sizeof *host_of);
     long *cpus = coh_calloc((size_t)n, sizeof *cpus);
     char **sets = coh_calloc((size_t)n, sizeof *sets);
+    char **cfgs = coh_calloc((size_t)n, sizeof *cfgs);
+    int *first = coh_calloc((size_t)n, sizeof *first);
     int all_sets = 1;
-    if (!keys || !kp || !kl || !vals || !vl || !ids || !names || !host_of || !cpus || !sets) {
+    if (!keys || !kp || !kl || !vals || !vl || !ids || !names || !host_of || !cpus || !sets ||
+        !cfgs || !first) {
         st = coh_err_set(&g->err, COHORT_ERR_NOMEM, "rendezvous: out of memory for %d ranks", n);
         goto out;
     }
@@ -500,6 +531,10 @@ cohort_status coh_group_rendezvous(cohort_group *g)
             st = coh_err_set(&g->err, COHORT_ERR_NOMEM, "rendezvous: out of memory");
             goto out;
         }
+        if (rec.cfg[0] && !(cfgs[r] = coh_strdup(rec.cfg))) {
+            st = coh_err_set(&g->err, COHORT_ERR_NOMEM, "rendezvous: out of memory");
+            goto out;
+        }
         int size = rec.size, pid = rec.pid;
         const char *a = rec.addr, *id = rec.id, *nm = rec.name;
         if (size != g->size) {
@@ -521,6 +556,7 @@ cohort_status coh_group_rendezvous(cohort_group *g)
         if (h == nh)
             host_of[nh++] = r; /* first rank of each host, by rank order */
         g->peers[r].host = h;
+        first[r] = host_of[h];
     }
     g->n_hosts = nh;
     g->hosts = coh_calloc((size_t)nh, sizeof *g->hosts);
@@ -571,6 +607,18 @@ cohort_status coh_group_rendezvous(cohort_group *g)
               g->id, g->rank, g->size, nh, g->local_size, g->machine_size, g->machine_cpus,
               cs ? "the union of their cpu sets" : "online", g->oversub);
 
+    /* Before any transport: ranks that differ in a setting that picks
+     * algorithms would otherwise wait for each other (agree.c). */
+    {
+        char why[COH_ERRLEN - 96];
+        if (coh_agree_check(g, (const char *const *)cfgs, first, why, sizeof why) != 0) {
+            st = coh_err_set(&g->err, COHORT_ERR_INVALID,
+                             "rendezvous of group %u (generation %u): %s", g->id, g->generation,
+                             why);
+            differ_linger(g);
+            goto out;
+        }
+    }
     /* Shared memory inside the host unless tcp is forced. */
     if (g->local_size > 1 && g->force_transport != 2) {
         st = coh_shm_create(g, &g->shm);
@@ -622,6 +670,11 @@ out:
         for (int r = 0; r < n; r++)
             coh_free(sets[r]);
     coh_free(sets);
+    if (cfgs)
+        for (int r = 0; r < n; r++)
+            coh_free(cfgs[r]);
+    coh_free(cfgs);
+    coh_free(first);
     return st;
 }
 

@@ -38,9 +38,103 @@ int coh_rdv_record_format(char *buf, size_t len, const coh_rdv_record *r)
     if (sl == sizeof r->cpuset ||
         (sl > 0 && coh_cpulist_check(r->cpuset, sl, &cn, &top, why, sizeof why) != 0))
         return -1;
-    int n = snprintf(buf, len, "%d %d %s %s %s %ld%s%s", r->size, r->pid, r->addr, r->id,
-                     r->name, r->cpus, sl ? " " : "", r->cpuset);
+    size_t fl = strnlen(r->cfg, sizeof r->cfg);
+    if (fl == sizeof r->cfg || (fl > 0 && coh_rdv_cfg_check(r->cfg, fl, why, sizeof why) != 0))
+        return -1;
+    /* an unknown cpu set is "-" when the settings follow it */
+    int n = snprintf(buf, len, "%d %d %s %s %s %ld%s%s%s%s", r->size, r->pid, r->addr, r->id,
+                     r->name, r->cpus, sl || fl ? " " : "", sl ? r->cpuset : fl ? "-" : "",
+                     fl ? " " : "", r->cfg);
     return n < 0 || (size_t)n >= len ? -1 : n;
+}
+
+static int key_byte(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.';
+}
+
+static int val_byte(char c)
+{
+    return key_byte(c) || (c >= 'A' && c <= 'Z') || c == '+' || c == ':' || c == '-';
+}
+
+/* The pair at s[*i]: its key [*k, *k + *kl) and value [*v, *v + *vl);
+ * *i moves past the pair and its comma. 0, or -1 with a reason. */
+static int cfg_pair(const char *s, size_t n, size_t *i, size_t *k, size_t *kl, size_t *v,
+                    size_t *vl, char *err, size_t errlen)
+{
+    size_t b = *i;
+    while (*i < n && key_byte(s[*i]))
+        (*i)++;
+    *k = b, *kl = *i - b;
+    if (*kl == 0 || *kl > COH_RDV_CFG_KEY_MAX || *i == n || s[*i] != '=') {
+        snprintf(err, errlen,
+                 "the settings are not key=value pairs (byte %zu: a key of 1-%d bytes [a-z0-9_.] "
+                 "and '=' expected)",
+                 b, COH_RDV_CFG_KEY_MAX);
+        return -1;
+    }
+    b = ++*i;
+    while (*i < n && val_byte(s[*i]))
+        (*i)++;
+    *v = b, *vl = *i - b;
+    if (*vl > COH_RDV_CFG_VAL_MAX) {
+        snprintf(err, errlen, "the settings' value at byte %zu is %zu bytes (at most %d)", b, *vl,
+                 COH_RDV_CFG_VAL_MAX);
+        return -1;
+    }
+    if (*i < n) {
+        if (s[*i] != ',' || *i + 1 == n) {
+            snprintf(err, errlen, "the settings are not key=value pairs (byte %zu: '%c')", *i,
+                     (unsigned char)s[*i] > ' ' && (unsigned char)s[*i] < 0x7f ? s[*i] : '?');
+            return -1;
+        }
+        (*i)++;
+    }
+    return 0;
+}
+
+int coh_rdv_cfg_check(const char *s, size_t n, char *err, size_t errlen)
+{
+    size_t i = 0, keys[COH_RDV_CFG_PAIRS], lens[COH_RDV_CFG_PAIRS];
+    int np = 0;
+    if (n == 0 || n > COH_RDV_CFG_MAX) {
+        snprintf(err, errlen, "the settings are %zu bytes (1 to %d)", n, COH_RDV_CFG_MAX);
+        return -1;
+    }
+    while (i < n) {
+        size_t k, kl, v, vl;
+        if (cfg_pair(s, n, &i, &k, &kl, &v, &vl, err, errlen) != 0)
+            return -1;
+        if (np == COH_RDV_CFG_PAIRS) {
+            snprintf(err, errlen, "the settings have more than %d pairs", COH_RDV_CFG_PAIRS);
+            return -1;
+        }
+        for (int q = 0; q < np; q++)
+            if (lens[q] == kl && !memcmp(s + keys[q], s + k, kl)) {
+                snprintf(err, errlen, "the settings name '%.*s' twice", (int)kl, s + k);
+                return -1;
+            }
+        keys[np] = k, lens[np] = kl, np++;
+    }
+    return 0;
+}
+
+int coh_rdv_cfg_get(const char *cfg, const char *key, char *out, size_t outlen)
+{
+    size_t n = strlen(cfg), i = 0, want = strlen(key);
+    char why[8];
+    while (i < n) {
+        size_t k, kl, v, vl;
+        if (cfg_pair(cfg, n, &i, &k, &kl, &v, &vl, why, sizeof why) != 0)
+            return 0;
+        if (kl == want && !memcmp(cfg + k, key, kl)) {
+            if (outlen)
+                snprintf(out, outlen, "%.*s", (int)vl, cfg + v);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* The whole token as a canonical decimal within [lo, hi] (util/txt.h). */
@@ -184,10 +278,10 @@ int coh_cpulist_self(char *buf, size_t len)
 
 int coh_rdv_record_parse(const char *s, size_t len, coh_rdv_record *r, char *err, size_t errlen)
 {
-    static const char *names[] = {"world size", "pid",       "address", "host id",
-                                  "host name",  "cpu count", "cpu set"};
+    static const char *names[] = {"world size", "pid",     "address", "host id",
+                                  "host name",  "cpu count", "cpu set", "settings"};
     static const size_t maxes[] = {10, 10, COH_RDV_ADDR_MAX, COH_RDV_ID_MAX, COH_RDV_NAME_MAX, 7,
-                                   COH_RDV_CPULIST_MAX};
+                                   COH_RDV_CPULIST_MAX, COH_RDV_CFG_MAX};
     memset(r, 0, sizeof *r);
     size_t i = 0;
     int k = 0;
@@ -198,7 +292,7 @@ int coh_rdv_record_parse(const char *s, size_t len, coh_rdv_record *r, char *err
             return -1;
         }
     }
-    while (k < 7) {
+    while (k < 8) {
         while (i < len && is_sep(s[i]))
             i++;
         if (i == len)
@@ -243,9 +337,16 @@ int coh_rdv_record_parse(const char *s, size_t len, coh_rdv_record *r, char *err
             r->cpus = v;
             break;
         case 6:
+            if (n == 1 && t[0] == '-')
+                break; /* unknown, the settings follow */
             if (coh_cpulist_check(t, n, &r->cpuset_n, &r->cpuset_top, err, errlen) != 0)
                 return -1;
             memcpy(r->cpuset, t, n);
+            break;
+        case 7:
+            if (coh_rdv_cfg_check(t, n, err, errlen) != 0)
+                return -1;
+            memcpy(r->cfg, t, n);
             break;
         }
         k++;

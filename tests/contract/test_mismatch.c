@@ -180,9 +180,9 @@ START_TEST(step_and_none)
     coh_contract_mismatch(g, &c, 0, &exp, &got);
     ck_assert_str_eq(err_msg(g), "all_gather #3 (train.c:20): algorithm step differs: this rank "
                                  "(1) expected step 1 with 100 bytes, rank 0 sent step 2 with 50 "
-                                 "bytes - the ranks chose different algorithms for the same call "
-                                 "(is COHORT_ALGO_* set on some ranks only?); otherwise a cohort "
-                                 "bug: please report it");
+                                 "bytes - the ranks chose different algorithms for the same call, "
+                                 "though the rendezvous found the settings that choose them equal: "
+                                 "a cohort bug, please report it");
     cht_group_free(g);
 
     g = tg_make(1, 2);

@@ -6,7 +6,8 @@
  * Properties beyond "no crash, no out-of-bounds access": on success the
  * numbers are in range, the three text fields are non-empty, within their
  * bounds and free of spaces and control bytes, the cpu set is empty or a
- * canonical list whose count and highest cpu are the bits it sets, and
+ * canonical list whose count and highest cpu are the bits it sets, the
+ * settings are empty or key=value pairs the field's checker accepts, and
  * formatting the record
  * and parsing it again gives the same record. On failure a reason is given.
  * The checked-in corpus replays in every normal ctest run (replay_main.c).
@@ -39,6 +40,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     coh_rdv_record r, b;
     char why[128] = "";
+    /* the settings' checker alone on the raw bytes (the parser hands it a
+     * token without separators; here it sees anything) */
+    if (size <= COH_RDV_CFG_MAX && coh_rdv_cfg_check((const char *)data, size, why,
+                                                     sizeof why) != 0)
+        must(why[0] != 0);
+    why[0] = 0;
     if (coh_rdv_record_parse((const char *)data, size, &r, why, sizeof why) != 0) {
         must(why[0] != 0);
         return 0;
@@ -68,6 +75,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         free(bits);
     } else {
         must(r.cpuset_n == 0 && r.cpuset_top == 0);
+    }
+    /* the settings: "" or a field coh_rdv_cfg_check accepts, whose keys
+     * read back with values within their bound */
+    size_t fl = strnlen(r.cfg, sizeof r.cfg);
+    must(fl < sizeof r.cfg);
+    if (fl) {
+        char w[128], v[COH_RDV_CFG_VAL_MAX + 8];
+        must(coh_rdv_cfg_check(r.cfg, fl, w, sizeof w) == 0);
+        static const char *const probe[] = {"transport", "contract", "debug", "chunk", "oversub",
+                                            "bar_scatter", "algo.all_reduce", "k"};
+        for (size_t i = 0; i < sizeof probe / sizeof probe[0]; i++)
+            if (coh_rdv_cfg_get(r.cfg, probe[i], v, sizeof v))
+                must(strlen(v) <= COH_RDV_CFG_VAL_MAX);
     }
     char buf[COH_RDV_RECORD_MAX + 1];
     int n = coh_rdv_record_format(buf, sizeof buf, &r);

@@ -10,6 +10,10 @@
  *     lists with their counts; refused (naming the field): overlapping,
  *     descending, touching, out-of-range, malformed and too-long lists; a
  *     record without it reads as "" (the group falls back to the count);
+ *   - the eighth field, the settings every rank must share (key=value
+ *     pairs): good fields and their values; refused (naming the field):
+ *     not pairs, empty or upper-case keys, a key twice, too many pairs,
+ *     too long a key, value or field; "-" for an unknown cpu set before it;
  *   - format and parse round trip; format refuses a field with a space;
  *   - end to end: a "rank" that publishes a malformed record makes the
  *     real rank's cohort_init fail with COHORT_ERR_PROTOCOL naming the rank
@@ -46,7 +50,8 @@ START_TEST(accepts_old_current_and_newer_records)
     ck_assert_int_eq(r.cpus, 2);
     ck_assert_str_eq(r.cpuset, ""); /* no cpu set: the group falls back to the count */
     ck_assert_int_eq(r.cpuset_n, 0);
-    ck_assert_int_eq(parse("  2\t99 a:1 i n 0 0-1 extra fields\n", &r, why), 0);
+    ck_assert_int_eq(parse("  2\t99 a:1 i n 0 0-1 k=v extra fields\n", &r, why), 0);
+    ck_assert_str_eq(r.cfg, "k=v");
     ck_assert_int_eq(r.size, 2);
     ck_assert_int_eq(r.cpus, 0);
     ck_assert_str_eq(r.cpuset, "0-1");
@@ -195,6 +200,72 @@ START_TEST(refuses_what_does_not_fit)
 }
 END_TEST
 
+/* The eighth field: key=value pairs (agree.c writes them). */
+START_TEST(settings_field)
+{
+    coh_rdv_record r;
+    char why[128], v[80], s[2400];
+    ck_assert_int_eq(parse("2 10 a i n 2 0-1 transport=auto,contract=on,algo.all_reduce=ring", &r,
+                           why), 0);
+    ck_assert_str_eq(r.cpuset, "0-1");
+    ck_assert_str_eq(r.cfg, "transport=auto,contract=on,algo.all_reduce=ring");
+    ck_assert_int_eq(coh_rdv_cfg_get(r.cfg, "contract", v, sizeof v), 1);
+    ck_assert_str_eq(v, "on");
+    ck_assert_int_eq(coh_rdv_cfg_get(r.cfg, "algo.all_reduce", v, sizeof v), 1);
+    ck_assert_str_eq(v, "ring");
+    ck_assert_int_eq(coh_rdv_cfg_get(r.cfg, "algo", v, sizeof v), 0); /* a prefix is not a key */
+    ck_assert_int_eq(coh_rdv_cfg_get(r.cfg, "transport.", v, sizeof v), 0);
+    /* "-": no cpu set, the settings follow; an empty value; every value byte */
+    ck_assert_int_eq(parse("2 10 a i n 2 - chunk=,x_1.y=A-z_0.9+:-", &r, why), 0);
+    ck_assert_str_eq(r.cpuset, "");
+    ck_assert_int_eq(r.cpuset_n, 0);
+    ck_assert_int_eq(coh_rdv_cfg_get(r.cfg, "chunk", v, sizeof v), 1);
+    ck_assert_str_eq(v, "");
+    ck_assert_int_eq(coh_rdv_cfg_get(r.cfg, "x_1.y", v, sizeof v), 1);
+    ck_assert_str_eq(v, "A-z_0.9+:-");
+    /* the most pairs, the longest key and value */
+    size_t at = (size_t)snprintf(s, sizeof s, "2 10 a i n 2 -");
+    for (int i = 0; i < COH_RDV_CFG_PAIRS; i++)
+        at += (size_t)snprintf(s + at, sizeof s - at, "%sk%d=%d", i ? "," : " ", i, i);
+    ck_assert_int_eq(parse(s, &r, why), 0);
+    ck_assert_int_eq(coh_rdv_cfg_get(r.cfg, "k31", v, sizeof v), 1);
+    ck_assert_str_eq(v, "31");
+    snprintf(s + at, sizeof s - at, ",k32=32"); /* one pair too many */
+    ck_assert_int_eq(parse(s, &r, why), -1);
+    ck_assert_msg(strstr(why, "more than 32 pairs"), "%s", why);
+    char key[COH_RDV_CFG_KEY_MAX + 2], val[COH_RDV_CFG_VAL_MAX + 2];
+    memset(key, 'k', sizeof key - 1), key[sizeof key - 1] = 0;
+    memset(val, 'v', sizeof val - 1), val[sizeof val - 1] = 0;
+    snprintf(s, sizeof s, "2 10 a i n 2 - %s=1", key + 1);
+    ck_assert_int_eq(parse(s, &r, why), 0);
+    snprintf(s, sizeof s, "2 10 a i n 2 - %s=1", key);
+    ck_assert_int_eq(parse(s, &r, why), -1);
+    snprintf(s, sizeof s, "2 10 a i n 2 - k=%s", val + 1);
+    ck_assert_int_eq(parse(s, &r, why), 0);
+    snprintf(s, sizeof s, "2 10 a i n 2 - k=%s", val);
+    ck_assert_int_eq(parse(s, &r, why), -1);
+    ck_assert_msg(strstr(why, "65 bytes"), "%s", why);
+    /* a field longer than its bound, though each pair fits */
+    at = (size_t)snprintf(s, sizeof s, "2 10 a i n 2 - ");
+    for (int i = 0; at < 20 + COH_RDV_CFG_MAX; i++)
+        at += (size_t)snprintf(s + at, sizeof s - at, "%sk%d=%s", i ? "," : "", i, val + 10);
+    ck_assert_int_eq(parse(s, &r, why), -1);
+    ck_assert_msg(strstr(why, "settings is"), "%s", why);
+    static const char *bad[] = {
+        "k",          "=v",        "k=v,",      ",k=v",       "k=v,,j=w", "K=v",
+        "k=v=w",      "k=v;j=w",   "k=v,k=w",   "a=1,b=2,a=3", "k-x=1",   "k=v,j",
+        "k=\"v\"",  "k=v/w",     "k.=v,k.=w",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(s, sizeof s, "2 10 a i n 2 0 %s", bad[i]);
+        ck_assert_msg(parse(s, &r, why) == -1, "accepted '%s'", bad[i]);
+        ck_assert_msg(strstr(why, "settings"), "'%s': %s", bad[i], why);
+        ck_assert_int_eq(coh_rdv_cfg_check(bad[i], strlen(bad[i]), why, sizeof why), -1);
+    }
+    ck_assert_int_eq(coh_rdv_cfg_check("", 0, why, sizeof why), -1);
+}
+END_TEST
+
 START_TEST(round_trip)
 {
     coh_rdv_record a = {.size = 8, .pid = 4242, .cpus = 64}, b;
@@ -221,6 +292,25 @@ START_TEST(round_trip)
     ck_assert_int_eq(coh_rdv_record_format(buf, sizeof buf, &a), -1);
     snprintf(a.name, sizeof a.name, "n");
     ck_assert_int_eq(coh_rdv_record_format(buf, 8, &a), -1); /* too short a buffer */
+    /* the settings: after the cpu set, or after "-" without one */
+    memset(a.cpuset, 0, sizeof a.cpuset); /* whole fields: the parse leaves zeros */
+    memset(a.name, 0, sizeof a.name);
+    a.name[0] = 'n';
+    snprintf(a.cfg, sizeof a.cfg, "transport=tcp,algo.broadcast=tree");
+    char big[COH_RDV_RECORD_MAX + 1];
+    n = coh_rdv_record_format(big, sizeof big, &a);
+    ck_assert_int_gt(n, 0);
+    ck_assert_msg(strstr(big, " 64 - transport=tcp,algo.broadcast=tree"), "%s", big);
+    ck_assert_int_eq(coh_rdv_record_parse(big, (size_t)n, &b, why, sizeof why), 0);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    snprintf(a.cpuset, sizeof a.cpuset, "1"), a.cpuset_n = 1, a.cpuset_top = 1;
+    n = coh_rdv_record_format(big, sizeof big, &a);
+    ck_assert_msg(strstr(big, " 64 1 transport=tcp,"), "%s", big);
+    ck_assert_int_eq(coh_rdv_record_parse(big, (size_t)n, &b, why, sizeof why), 0);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    snprintf(a.cfg, sizeof a.cfg, "transport=tcp,transport=shm"); /* refused */
+    ck_assert_int_eq(coh_rdv_record_format(big, sizeof big, &a), -1);
+    a.cfg[0] = 0;
     a.cpus = -1;
     ck_assert_int_eq(coh_rdv_record_format(buf, sizeof buf, &a), -1);
 }
@@ -236,8 +326,11 @@ static const char *bad_values[] = {
     "2 10 127.0.0.1:1 i\x02" "d n 2",
     /* a cpu set out of order */
     "2 10 127.0.0.1:1 id n 2 4-7,0-3",
+    /* settings naming a key twice */
+    "2 10 127.0.0.1:1 id n 2 0-1 transport=tcp,transport=shm",
 };
-static const char *bad_field[] = {"address", "world size", "control byte", "cpu set"};
+static const char *bad_field[] = {"address", "world size", "control byte", "cpu set",
+                                  "settings"};
 
 /* The store runs in a process of its own (CHT_STORE_PARENT): forking the
  * ranks from a process with a server thread can deadlock a child in the
@@ -294,6 +387,7 @@ int main(void)
     tcase_add_test(t, accepts_old_current_and_newer_records);
     tcase_add_test(t, refuses_what_does_not_fit);
     tcase_add_test(t, cpu_set_field);
+    tcase_add_test(t, settings_field);
     tcase_add_test(t, round_trip);
     tcase_add_test(t, malformed_peer_record_fails_init);
     suite_add_tcase(s, t);

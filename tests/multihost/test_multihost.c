@@ -2,7 +2,8 @@
  * veth pairs (3 hosts x 2 ranks): shm inside a host, tcp between hosts,
  * hierarchical algorithms; the collectives matrix in a reduced form; a host's
  * link taken down mid-job and brought back; the congestion control of
- * connections within a machine and to another one. The namespaces are
+ * connections within a machine and to another one; a setting the ranks of
+ * a host must share (group/agree.c), different between hosts. The namespaces are
  * created and removed by the test (also when it fails). */
 #include <math.h>
 #include <sched.h>
@@ -354,6 +355,61 @@ START_TEST(congestion_by_machine)
 }
 END_TEST
 
+/* ---- a host setting: the ranks of one host must share it, hosts may differ ---- */
+
+/* _i = 0: host 1's two ranks both run with COHORT_SHM_BAR_SCATTER=0 (the
+ * other hosts with the default): no error, right data over shm inside the
+ * hosts and tcp between them. _i = 1: only rank 3 does: every rank fails
+ * cohort_init naming rank 2 and rank 3. */
+static int rank_host_setting(int rank, void *arg)
+{
+    int only_one = *(const int *)arg;
+    if (only_one ? rank == 3 : rank / PER_HOST == 1)
+        setenv("COHORT_SHM_BAR_SCATTER", "0", 1);
+    cohort_group *g = NULL;
+    cohort_status st = cohort_init(&g);
+    if (only_one) {
+        const char *m = cohort_last_error(NULL);
+        RANK_CHECK(st == COHORT_ERR_INVALID, "rank %d: %s: %s", rank, cohort_status_name(st), m);
+        RANK_CHECK(strstr(m, "rank 2 has COHORT_SHM_BAR_SCATTER=1, rank 3 "
+                             "COHORT_SHM_BAR_SCATTER=0; every rank of a host"),
+                   "rank %d: %s", rank, m);
+        return 0;
+    }
+    RANK_CHECK(st == COHORT_OK, "rank %d: %s: %s", rank, cohort_status_name(st),
+               cohort_last_error(NULL));
+    int n = cohort_size(g);
+    for (int root = 0; root < n; root += PER_HOST + 1) {
+        int32_t in[2 * N], out[2];
+        for (int i = 0; i < 2 * n; i++)
+            in[i] = val(rank, (size_t)i);
+        RANK_PASS(cohort_scatter(g, in, out, 2, COHORT_INT32, root), g);
+        RANK_PASS(cohort_barrier(g), g);
+        for (int i = 0; i < 2; i++)
+            RANK_CHECK(out[i] == val(root, (size_t)(rank * 2 + i)), "scatter root %d", root);
+        RANK_PASS(cohort_all_reduce(g, in, out, 2, COHORT_INT32, COHORT_SUM), g);
+        int64_t want = 0;
+        for (int r = 0; r < n; r++)
+            want += val(r, 0);
+        RANK_CHECK(out[0] == (int32_t)want, "all_reduce %d want %lld", out[0], (long long)want);
+    }
+    RANK_PASS(cohort_finalize(g), NULL);
+    return 0;
+}
+
+START_TEST(host_setting_per_host)
+{
+    setup();
+    cht_opts o = {.nranks = N, .deadline_ms = 60000, .netns = rank_ns,
+                  .master_addr = cht_netns_ip(NET, 0), .extra_env = "COHORT_TIMEOUT=10"};
+    cht_result r;
+    int only_one = _i;
+    cht_run_ranks(&o, rank_host_setting, &only_one, &r);
+    teardown();
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     if (geteuid() != 0) {
@@ -368,6 +424,7 @@ static Suite *make_suite(void)
                         (int)(sizeof rootcases / sizeof rootcases[0]));
     tcase_add_test(tc, partition_then_restart);
     tcase_add_test(tc, congestion_by_machine);
+    tcase_add_loop_test(tc, host_setting_per_host, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

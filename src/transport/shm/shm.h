@@ -34,6 +34,11 @@ void coh_shm_wake(coh_shm *s);
 /* Marks the segment aborted so every local rank's waits end at once. */
 void coh_shm_abort(coh_shm *s, cohort_status st, const char *reason);
 
+/* COHORT_SHM_BAR_SCATTER (default 1: a ring scatter's root leads the
+ * barrier after it too), which the ranks of a host must share: the
+ * rendezvous compares it (group/agree.c). */
+int coh_shm_bar_scatter_setting(void);
+
 /* One whole handshake message of `len` bytes from the rendezvous socket fd
  * (and a passed descriptor into *got_fd, if given): 0, or -errno (-EPROTO
  * for another size, -ECONNRESET when the peer closed and nothing is

@@ -65,6 +65,12 @@ int shm_oversubscribed(const cohort_group *g, int n)
     return cpus > 0 && n > cpus;
 }
 
+int coh_shm_bar_scatter_setting(void)
+{
+    long v;
+    return coh_env_int("COHORT_SHM_BAR_SCATTER", &v) == 1 && v == 0 ? 0 : 1;
+}
+
 void shm_wait_defaults(coh_shm *s)
 {
     s->oversub = shm_oversubscribed(s->g, s->n);
@@ -85,9 +91,7 @@ void shm_wait_defaults(coh_shm *s)
     s->ring_drain = 0;
     if (coh_env_int("COHORT_SHM_RING_DRAIN", &v) == 1 && (v == 0 || v == 1))
         s->ring_drain = (int)v;
-    s->bar_scatter = 1;
-    if (coh_env_int("COHORT_SHM_BAR_SCATTER", &v) == 1 && (v == 0 || v == 1))
-        s->bar_scatter = (int)v;
+    s->bar_scatter = coh_shm_bar_scatter_setting();
     s->spin_cur = s->spin_ns;
     /* A small recv's spin for a sender running on another cpu (wait_loop),
      * with at most two ranks to a cpu: with more, the ranks left waiting
