@@ -489,17 +489,60 @@ static int pick_addr(char *out, size_t len)
     return found;
 }
 
+/* COHORT_MPI=off on every rank: 1. A launcher can set it per rank (an
+ * MPMD line, a wrapper script), and a rank that skipped the bootstrap's
+ * collectives left the others in them: 3 ranks, off on one, hung without
+ * a line until killed (session 38). So every rank says what it wants
+ * first, in one collective all of them run; where they differ the check
+ * is off for the whole job (what some rank asked for) and rank 0 names
+ * the ranks. */
+static int job_wants_off(int rank, int size)
+{
+    const char *v = getenv("COHORT_MPI");
+    int off = v && (!strcmp(v, "off") || !strcmp(v, "0"));
+    int *all = malloc((size_t)size * sizeof *all);
+    if (!all) {
+        /* no room to name them: still one collective every rank runs */
+        int any = 0;
+        PMPI_Allreduce(&off, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        return any;
+    }
+    PMPI_Allgather(&off, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+    int n_off = 0, first_on = -1;
+    char list[160] = "";
+    size_t used = 0;
+    for (int r = 0; r < size; r++) {
+        if (!all[r]) {
+            if (first_on < 0)
+                first_on = r;
+            continue;
+        }
+        if (n_off++ < 8 && used < sizeof list) {
+            int w = snprintf(list + used, sizeof list - used, "%s%d", used ? ", " : "", r);
+            used += w > 0 ? (size_t)w : 0;
+        }
+    }
+    free(all);
+    if (n_off > 8 && used < sizeof list)
+        snprintf(list + used, sizeof list - used, " and %d more", n_off - 8);
+    if (n_off && first_on >= 0 && rank == 0)
+        fprintf(stderr,
+                "cohort-mpi: rank 0: the check is off for this job: COHORT_MPI=off on rank%s %s "
+                "but not on rank %d (set it for the whole job, not per rank)\n",
+                n_off > 1 ? "s" : "", list, first_on);
+    return n_off > 0;
+}
+
 static void bootstrap(void)
 {
-    const char *off = getenv("COHORT_MPI");
-    if (off && (!strcmp(off, "off") || !strcmp(off, "0")))
+    int rank, size;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (job_wants_off(rank, size))
         return;
     /* cohort's own log lines would repeat the layer's reports in another
      * form: off unless asked for. */
     setenv("COHORT_LOG", "off", 0);
-    int rank, size;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    PMPI_Comm_size(MPI_COMM_WORLD, &size);
     cm_world_rank = rank;
     PMPI_Comm_dup(MPI_COMM_WORLD, &priv);
     PMPI_Comm_set_name(priv, "cohort-mpi bootstrap");

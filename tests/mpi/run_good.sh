@@ -7,10 +7,12 @@ set -u
 impl=$1 lib=$2 bindir=$3
 . "$(dirname "$0")/launch.sh"
 fail=0
+declare -A bare_sum
 for n in 2 3 4; do
   launcher "$impl" "$n" ""
   bare=$(timeout 300 "${L[@]}" "$bindir/good_all" 3 2>&1)
   rc0=$?
+  bare_sum[$n]=$(grep '^checksum' <<<"$bare")
   launcher "$impl" "$n" "$lib"
   [ "$impl" = openmpi ] && L+=(-x COHORT_MPI_STATS=1) || L+=(-genv COHORT_MPI_STATS 1)
   out=$(timeout 300 "${L[@]}" "$bindir/good_all" 3 2>&1)
@@ -46,6 +48,26 @@ else
   fail=1
 fi
 rm -f "$sf"
+# COHORT_MPI=off on one rank only (a per-rank wrapper): every rank learns it
+# in one collective at MPI_Init and the check is off for the whole job, rank
+# 0 naming the rank - before session 38 the others waited in the layer's
+# bootstrap collectives for a rank that skipped them (no output until killed).
+[ "$impl" = openmpi ] && rv=OMPI_COMM_WORLD_RANK || rv=PMI_RANK
+for off in 0 2; do
+  launcher "$impl" 3 "$lib"
+  [ "$impl" = openmpi ] && L+=(-x COHORT_MPI_STATS=1) || L+=(-genv COHORT_MPI_STATS 1)
+  out=$(timeout 120 "${L[@]}" bash -c "if [ \"\$$rv\" = $off ]; then export COHORT_MPI=off; fi; exec \"$bindir/good_all\" 3" 2>&1)
+  rc=$?
+  other=$([ $off = 0 ] && echo 1 || echo 0)
+  want="cohort-mpi: rank 0: the check is off for this job: COHORT_MPI=off on rank $off but not on rank $other (set it for the whole job, not per rank)"
+  if [ $rc = 0 ] && [ "$(grep -c '^cohort-mpi' <<<"$out")" = 1 ] && grep -qxF "$want" <<<"$out" \
+     && [ "$(grep '^checksum' <<<"$out")" = "${bare_sum[3]}" ]; then
+    echo "ok   $impl good_all -n 3, COHORT_MPI=off on rank $off only: off for the job, said once"
+  else
+    echo "FAIL $impl good_all -n 3, COHORT_MPI=off on rank $off only: exit $rc"
+    echo "$out" | sed 's/^/    /' | head -20; fail=1
+  fi
+done
 # error handlers: what the program sets is what it gets (tests/mpi/good_errh.c)
 launcher "$impl" 2 "$lib"
 out=$(timeout 120 "${L[@]}" "$bindir/good_errh" 2>&1)
