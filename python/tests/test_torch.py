@@ -65,6 +65,33 @@ def test_correct_program_bit_identical_with_and_without_check():
         assert int(on.values(r, "CHECKED")[0]) >= (15 if OLD else 19), on
 
 
+@pytest.mark.parametrize("off_rank", [0, ODD])
+def test_check_off_on_one_rank_only_is_off_for_the_job(off_rank):
+    # COHORT_TORCH_CHECK=0 on one rank (a per-rank wrapper): before session 38
+    # the others waited for it to join cohort's world until COHORT_TIMEOUT
+    # while it waited for them in gloo. Now it says so at start and nobody
+    # checks; rank 0 prints one line naming it.
+    wrap = (f'if [ "$LOCAL_RANK" = {off_rank} ]; then export COHORT_TORCH_CHECK=0; fi; '
+            f'exec "$0" -m cohort.torch.run "$1" correct')
+    cmd = [cohortrun(), "-n", str(N), "bash", "-c", wrap, sys.executable, PROG]
+    p = subprocess.run(cmd, env=job_env({"COHORT_TORCH_CHECK": "1", "COHORT_TIMEOUT": "60"}),
+                       capture_output=True, text=True, timeout=120)
+    job = Job(p.returncode, p.stdout, p.stderr)
+    errs = Job(0, p.stderr, "").lines
+    on = run("correct")
+    assert job.rc == 0, job
+    other = 1 if off_rank == 0 else 0
+    want = (f"cohort.torch: rank 0: the check is off for this job: COHORT_TORCH_CHECK=0 on rank "
+            f"{off_rank} but not on rank {other} (set it for the whole job, not per rank)")
+    assert [l for l in errs[0] if l.startswith("cohort.torch")] == [want], job
+    for r in range(N):
+        assert "OK correct" in job.lines[r], job
+        assert job.values(r, "CHECKED") == [], job
+        assert job.values(r, "DIGEST") == on.values(r, "DIGEST"), (job, on)
+        if r:
+            assert not [l for l in errs[r] if l.startswith("cohort.torch")], job
+
+
 L = line_of("MISMATCH-LINE")
 MISMATCHES = {
     # case: (call, what the report says)

@@ -26,7 +26,7 @@ import threading
 import cohort
 from cohort._cohort import _torch_depth, _torch_set_depth, _torch_pass
 
-__all__ = ["install", "uninstall", "installed", "checker", "EXIT_CODE", "WRAPPED"]
+__all__ = ["install", "uninstall", "installed", "checker", "decline", "EXIT_CODE", "WRAPPED"]
 
 # The exit code of a rank ended by the check (a mismatch, a dead peer, a
 # timeout): distinct from Python's 1 and from signals (128+n).
@@ -1012,11 +1012,54 @@ def _print_event(kind, status, text):
     print(f"cohort.torch: {text}", file=sys.stderr, flush=True)
 
 
+def _ranks_without_check(world, on):
+    """Every rank of the world says whether it runs with the check (one
+    all_gather); the ranks that do not. COHORT_TORCH_CHECK is a job setting,
+    but a wrapper can set it per rank: a rank that ran the program without
+    joining left the others waiting for it to join until COHORT_TIMEOUT,
+    while it waited for them in gloo (session 38: 3 ranks, 0 on one)."""
+    import array
+    send = array.array("i", [1 if on else 0])
+    recv = array.array("i", [0] * world.size)
+    world.all_gather(send, recv)
+    return [r for r in range(world.size) if not recv[r]]
+
+
+def _say_off(world, off):
+    if world.rank != 0 or not off or len(off) == world.size:
+        return
+    on = next(r for r in range(world.size) if r not in off)
+    shown = ", ".join(map(str, off[:8])) + (f" and {len(off) - 8} more" if len(off) > 8 else "")
+    print(f"cohort.torch: rank 0: the check is off for this job: COHORT_TORCH_CHECK=0 on "
+          f"rank{'s' if len(off) > 1 else ''} {shown} but not on rank {on} (set it for the "
+          f"whole job, not per rank)", file=sys.stderr, flush=True)
+
+
+def decline():
+    """What ``python3 -m cohort.torch.run`` does with COHORT_TORCH_CHECK=0:
+    joins cohort's world only to tell the other ranks that this one runs
+    without the check (so that, where some rank set it alone, the check is
+    off for the whole job instead of a hang), then leaves it. Where cohort
+    cannot start here the program runs all the same."""
+    try:
+        world = cohort.init()
+    except cohort.Error:
+        return
+    try:
+        _say_off(world, _ranks_without_check(world, False))
+    except cohort.Error:
+        pass
+    finally:
+        world.finalize()
+
+
 def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, handler=None):
     """Wraps torch.distributed's collectives with cohort's contract check.
 
     Every rank calls it once (before or after init_process_group, before
-    new_group). world: a cohort Group (default: cohort.init(), which reads
+    new_group). Returns None, checking nothing, where a rank of the job
+    runs without the check (cohort.torch.run with COHORT_TORCH_CHECK=0 on
+    that rank: decline); rank 0 says so on stderr. world: a cohort Group (default: cohort.init(), which reads
     torchrun's or cohortrun's environment). exit_code: the process ends with
     it, after printing the report, on a mismatch, a lost peer or a timeout
     (None: raise ContractError instead - only safe when no rank can be stuck
@@ -1033,6 +1076,17 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
         own = world is None
         if own:
             world = cohort.init()
+            # a rank of python3 -m cohort.torch.run with COHORT_TORCH_CHECK=0
+            # says so here (decline): then nobody checks
+            try:
+                off = _ranks_without_check(world, True)
+            except BaseException:
+                world.finalize()
+                raise
+            if off:
+                _say_off(world, off)
+                world.finalize()
+                return None
         try:
             chk = cohort.Checker(world, handler=handler or _print_event, exit_code=exit_code,
                                  stall_warn=stall_warn, timeout=timeout)

@@ -3,7 +3,8 @@
 Runs an unchanged torch.distributed program with cohort's contract check
 installed (cohort.torch.install()) on this rank; start it under cohortrun or
 torchrun like the program itself. COHORT_TORCH_CHECK=0 runs the program
-without the check (same launch, e.g. for A/B comparisons).
+without the check (same launch, e.g. for A/B comparisons); set on some ranks
+only, the check is off on every rank (rank 0 says so) instead of a hang.
 """
 import os
 import runpy
@@ -25,9 +26,11 @@ def main(argv=None):
         target, rest = argv[1], argv[2:]
     else:
         target, rest = argv[0], argv[1:]
+    import cohort.torch
     if os.environ.get("COHORT_TORCH_CHECK", "1") != "0":
-        import cohort.torch
         cohort.torch.install()
+    else:
+        cohort.torch.decline()  # the other ranks learn it: no check anywhere
     sys.argv = [target] + rest
     if as_module:
         runpy.run_module(target, run_name="__main__", alter_sys=True)
