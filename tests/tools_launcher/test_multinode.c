@@ -235,17 +235,62 @@ START_TEST(agents_must_agree_on_the_job_shape)
     ck_assert_int_eq(crun_finish(&p[1], DEADLINE), 125);
     ck_assert_ptr_nonnull(strstr(p[1].ebuf, "every node needs the same"));
     ck_assert_ptr_nonnull(strstr(p[1].ebuf, "max_restarts=1"));
+    /* Node 0, waiting in the first join, learns of the refusal and ends
+     * (before session 38 it waited out its 20 s join timeout). */
+    double t0 = cht_now_ms();
+    int rc0 = crun_finish(&p[0], DEADLINE);
+    double dt = cht_now_ms() - t0;
+    if (rc0 != 125)
+        dump2(p);
+    ck_assert_int_eq(rc0, 125);
+    ck_assert_msg(dt < 5000 * cht_time_scale(), "node 0 ended %.0f ms after the refusal", dt);
+    ck_assert_msg(strstr(p[0].ebuf, "node 0: generation 1: another agent of this job was refused, "
+                                    "so not every node can join: node 1 was started with "
+                                    "'nnodes=2 nproc=2 max_restarts=1'"),
+                  "%s", p[0].ebuf);
     /* A second agent claiming node 0 is refused too. */
     crun_proc dup;
     start_node(&dup, 0, NULL, job, extra0, prog);
     ck_assert_int_eq(crun_finish(&dup, DEADLINE), 125);
     ck_assert_ptr_nonnull(strstr(dup.ebuf, "--node-rank 0 is already taken"));
     crun_free(&dup);
-    /* Node 0 is still waiting for its partner: interrupt it. */
-    kill(p[0].pid, SIGTERM);
-    ck_assert_int_eq(crun_finish(&p[0], DEADLINE), 128 + SIGTERM);
     crun_free(&p[0]);
     crun_free(&p[1]);
+    cohort_store_close(st);
+    cohort_store_server_stop(srv);
+}
+END_TEST
+
+/* Two agents claim node 0 while node 0 waits in the first join: the
+ * second is refused, and node 0 ends at once naming both (the job cannot
+ * start: some node lacks its --node-rank). */
+START_TEST(a_refused_duplicate_ends_the_first_join)
+{
+    char addr[64], url[96];
+    const char *job = new_job();
+    cohort_store_server *srv = ext_store(job, addr, sizeof addr, url, sizeof url);
+    char *prog[] = {"env", NULL};
+    char *extra[] = {"--store", url, NULL};
+    crun_proc p, dup;
+    start_node(&p, 0, NULL, job, extra, prog);
+    cohort_store *st = NULL;
+    CHT_PASS(cohort_store_connect(&st, addr, job, TOKEN, 10000));
+    char *v = NULL;
+    CHT_PASS(cohort_store_gets(st, "cohortrun/node0", &v, 10000));
+    free(v);
+    start_node(&dup, 0, NULL, job, extra, prog);
+    ck_assert_int_eq(crun_finish(&dup, DEADLINE), 125);
+    double t0 = cht_now_ms();
+    int rc = crun_finish(&p, DEADLINE);
+    double dt = cht_now_ms() - t0;
+    ck_assert_msg(rc == 125, "rc %d: %s", rc, p.ebuf);
+    ck_assert_msg(dt < 5000 * cht_time_scale(), "node 0 ended %.0f ms after the refusal", dt);
+    ck_assert_msg(strstr(p.ebuf, "another agent of this job was refused, so not every node can "
+                                 "join: --node-rank 0 is already taken") &&
+                      strstr(p.ebuf, "was refused)"),
+                  "%s", p.ebuf);
+    crun_free(&p);
+    crun_free(&dup);
     cohort_store_close(st);
     cohort_store_server_stop(srv);
 }
@@ -355,6 +400,7 @@ static Suite *make_suite(void)
     tcase_add_test(t, failure_without_restart_stops_every_node);
     tcase_add_test(t, interrupt_on_one_node_stops_every_node);
     tcase_add_test(t, agents_must_agree_on_the_job_shape);
+    tcase_add_test(t, a_refused_duplicate_ends_the_first_join);
     tcase_add_test(t, join_reports_progress);
     tcase_add_test(t, store_outlives_restarts_and_refuses_stale_generation);
     suite_add_tcase(s, t);

@@ -55,6 +55,7 @@ struct crun_coord {
     atomic_int state;   /* CRUN_COORD_*; fail is written before state */
     crun_fail fail;
     int hosts_store;
+    int refused; /* the join ended on another agent's refusal (refuse) */
 };
 
 static uint64_t now_ms(void)
@@ -102,6 +103,28 @@ static int lost(crun_coord *c, cohort_store *st, const char *what, cohort_status
     return -1;
 }
 
+static int clip(size_t n, int max)
+{
+    return n < (size_t)max ? (int)n : max;
+}
+
+/* An agent refused at start-up tells the others, while the job has not
+ * started yet: they wait in the first join for every node, and would wait
+ * for this one until --join-timeout (300 s) with "waiting for node 1 to
+ * join" (session 38). Once the job runs, a refused extra agent leaves it
+ * alone. */
+static void refuse(crun_coord *c, const char *why)
+{
+    const void *gk[1] = {"cohortrun/generation"};
+    size_t gl[1] = {20};
+    int started = 0;
+    char k[96];
+    if (cohort_store_check(c->st, gk, gl, 1, &started) != COHORT_OK || started)
+        return;
+    key(k, sizeof k, 1, "refused");
+    cohort_store_sets(c->st, k, why);
+}
+
 int crun_coord_open(crun_coord **out, const crun_cfg *cfg, const char *store_addr,
                     const char *job_id, const char *token)
 {
@@ -141,9 +164,14 @@ int crun_coord_open(crun_coord **out, const crun_cfg *cfg, const char *store_add
     }
     int same = cur && curlen == strlen(mine) && !memcmp(cur, mine, curlen);
     if (!same) {
-        crun_msg("node %d was started with '%s' but the job has '%.*s': every node needs the same "
+        char why[400];
+        snprintf(why, sizeof why,
+                 "node %d was started with '%s' but the job has '%.*s': every node needs the same "
                  "--nnodes, --nproc-per-node and --max-restarts",
-                 cfg->node_rank, mine, (int)(cur ? curlen : 0), cur ? (char *)cur : "");
+                 cfg->node_rank, mine, cur ? clip(curlen, 128) : 0,
+                 cur ? (char *)cur : "");
+        crun_msg("%s", why);
+        refuse(c, why);
         free(cur);
         goto fail;
     }
@@ -163,8 +191,14 @@ int crun_coord_open(crun_coord **out, const crun_cfg *cfg, const char *store_add
     }
     same = cur && curlen == strlen(me) && !memcmp(cur, me, curlen);
     if (!same) {
-        crun_msg("--node-rank %d is already taken in job '%s' by cohortrun on %.*s",
-                 cfg->node_rank, job_id, (int)(cur ? curlen : 0), cur ? (char *)cur : "");
+        char why[400];
+        snprintf(why, sizeof why,
+                 "--node-rank %d is already taken in job '%s' by cohortrun on %.*s (cohortrun on "
+                 "%s pid %d was refused)",
+                 cfg->node_rank, job_id, cur ? clip(curlen, 128) : 0,
+                 cur ? (char *)cur : "", host, (int)getpid());
+        crun_msg("%s", why);
+        refuse(c, why);
         free(cur);
         goto fail;
     }
@@ -258,8 +292,10 @@ int crun_coord_join(crun_coord *c, uint32_t gen, int sigfd)
     int third = cfg->join_timeout_ms / 3;
     uint64_t every = (uint64_t)(third < 1000 ? 1000 : third > 10000 ? 10000 : third);
     uint64_t next_report = start + every;
-    const void *keys[1] = {go};
-    size_t klens[1] = {strlen(go)};
+    char rf[96];
+    key(rf, sizeof rf, gen, "refused");
+    const void *keys[2] = {go, rf};
+    size_t klens[2] = {strlen(go), strlen(rf)};
     for (;;) {
         int sig = pending_signal(sigfd);
         if (sig)
@@ -279,9 +315,23 @@ int crun_coord_join(crun_coord *c, uint32_t gen, int sigfd)
                          cfg->join_timeout_ms / 1000);
         }
         int slice = (int)(deadline - t < SLICE_MS ? deadline - t : SLICE_MS);
-        s = cohort_store_wait(c->st, keys, klens, 1, slice);
-        if (s == COHORT_OK)
+        int which = -1;
+        s = cohort_store_wait_any(c->st, keys, klens, 2, slice, &which);
+        if (s == COHORT_OK && which == 0)
             return 0;
+        if (s == COHORT_OK && which == 1) {
+            void *v = NULL;
+            size_t vl = 0;
+            s = cohort_store_get(c->st, rf, strlen(rf), &v, &vl, SLICE_MS);
+            if (s != COHORT_OK)
+                return lost(c, c->st, "the join", s);
+            crun_msg("node %d: generation %u: another agent of this job was refused, so not every "
+                     "node can join: %.*s",
+                     cfg->node_rank, gen, clip(vl, 400), (const char *)v);
+            free(v);
+            c->refused = 1;
+            return -1;
+        }
         if (s != COHORT_ERR_TIMEOUT)
             return lost(c, c->st, "the join", s);
     }
@@ -426,8 +476,27 @@ void crun_coord_leave(crun_coord *c, uint32_t gen)
     cohort_status s = count_node(c, gen, "left", "allleft");
     if (s != COHORT_OK || !c->hosts_store)
         return;
-    /* The host keeps serving until every agent has read the outcome. */
     char k[96];
+    if (c->refused) {
+        /* A refused agent never joins, so never leaves: the host waits
+         * for the agents that joined, which read the refusal too. */
+        int64_t joined = 0, left = 0;
+        key(k, sizeof k, gen, "joined");
+        if (cohort_store_add(c->st, k, strlen(k), 0, &joined) != COHORT_OK)
+            return;
+        key(k, sizeof k, gen, "left");
+        for (uint64_t end = now_ms() + LEAVE_WAIT_MS; now_ms() < end;) {
+            if (cohort_store_add(c->st, k, strlen(k), 0, &left) != COHORT_OK || left >= joined)
+                return;
+            struct timespec ts = {0, 20 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+        crun_msg("warning: not every node that joined acknowledged the end of the job within %d "
+                 "ms; stopping the store anyway",
+                 LEAVE_WAIT_MS);
+        return;
+    }
+    /* The host keeps serving until every agent has read the outcome. */
     key(k, sizeof k, gen, "allleft");
     const void *keys[1] = {k};
     size_t klens[1] = {strlen(k)};
