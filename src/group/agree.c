@@ -143,6 +143,9 @@ int coh_agree_check(const cohort_group *g, const char *const *cfg, const int *fi
         if (!cfg[r] || !cfg[r][0])
             return 0;
     for (int r = 1; r < n; r++) {
+        /* the usual case, the same bytes: nothing to compare key by key */
+        if (!strcmp(cfg[r], cfg[0]) && !strcmp(cfg[r], cfg[first_of_host[r]]))
+            continue;
         for (int k = 0; k < (int)COH_ARRAY_LEN(keys); k++) {
             int a = keys[k].host ? first_of_host[r] : 0;
             if (a != r && differs(g, cfg, a, r, keys[k].key, keys[k].var, k, msg, len))
