@@ -65,8 +65,8 @@ def test_correct_program_bit_identical_with_and_without_check():
         assert int(on.values(r, "CHECKED")[0]) >= (15 if OLD else 19), on
 
 
-@pytest.mark.parametrize("off_rank", [0, ODD])
-def test_check_off_on_one_rank_only_is_off_for_the_job(off_rank):
+@pytest.mark.parametrize("off_rank,self_install", [(0, False), (ODD, False), (ODD, True)])
+def test_check_off_on_one_rank_only_is_off_for_the_job(off_rank, self_install):
     # COHORT_TORCH_CHECK=0 on one rank (a per-rank wrapper): before session 38
     # the others waited for it to join cohort's world until COHORT_TIMEOUT
     # while it waited for them in gloo. Now it says so at start and nobody
@@ -74,8 +74,10 @@ def test_check_off_on_one_rank_only_is_off_for_the_job(off_rank):
     wrap = (f'if [ "$LOCAL_RANK" = {off_rank} ]; then export COHORT_TORCH_CHECK=0; fi; '
             f'exec "$0" -m cohort.torch.run "$1" correct')
     cmd = [cohortrun(), "-n", str(N), "bash", "-c", wrap, sys.executable, PROG]
-    p = subprocess.run(cmd, env=job_env({"COHORT_TORCH_CHECK": "1", "COHORT_TIMEOUT": "60"}),
-                       capture_output=True, text=True, timeout=120)
+    # self_install: the program calls cohort.torch.install() itself too
+    env = {"COHORT_TORCH_CHECK": "1", "COHORT_TIMEOUT": "60",
+           "TORCH_RANKS_INSTALL": "1" if self_install else "0"}
+    p = subprocess.run(cmd, env=job_env(env), capture_output=True, text=True, timeout=120)
     job = Job(p.returncode, p.stdout, p.stderr)
     errs = Job(0, p.stderr, "").lines
     on = run("correct")

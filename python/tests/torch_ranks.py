@@ -181,6 +181,12 @@ def beyond(rank, n, rnd, take):
 def main():
     case = sys.argv[1]
     args = sys.argv[2:]
+    if os.environ.get("TORCH_RANKS_INSTALL") == "1":
+        # a program that installs the check itself (under cohort.torch.run
+        # too: a second install() is the first one's, or nothing where the
+        # job runs without the check)
+        import cohort.torch
+        cohort.torch.install()
     dist.init_process_group("gloo")
     rank, n = dist.get_rank(), dist.get_world_size()
     odd = n - 1  # the rank that does something different

@@ -50,6 +50,10 @@ _REDOPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL
 
 _state = None
 _lock = threading.Lock()
+# The check is off for this process's job (decline, or a rank that did):
+# a later install() - the program's own, under cohort.torch.run - checks
+# nothing instead of joining cohort's world a second time.
+_off = False
 
 # The hot calls' per-call path in C (Checker.torch_call, docs/pytorch.md):
 # COHORT_TORCH_C=0 keeps the Python wrappers (comparisons, a fallback).
@@ -1041,6 +1045,11 @@ def decline():
     without the check (so that, where some rank set it alone, the check is
     off for the whole job instead of a hang), then leaves it. Where cohort
     cannot start here the program runs all the same."""
+    global _off
+    with _lock:
+        if _off or _state is not None:
+            return
+        _off = True
     try:
         world = cohort.init()
     except cohort.Error:
@@ -1059,7 +1068,8 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
     Every rank calls it once (before or after init_process_group, before
     new_group). Returns None, checking nothing, where a rank of the job
     runs without the check (cohort.torch.run with COHORT_TORCH_CHECK=0 on
-    that rank: decline); rank 0 says so on stderr. world: a cohort Group (default: cohort.init(), which reads
+    that rank: decline); rank 0 says so on stderr. Once so, later calls in
+    the process return None too. world: a cohort Group (default: cohort.init(), which reads
     torchrun's or cohortrun's environment). exit_code: the process ends with
     it, after printing the report, on a mismatch, a lost peer or a timeout
     (None: raise ContractError instead - only safe when no rank can be stuck
@@ -1067,10 +1077,12 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
     COHORT_TIMEOUT). handler(kind, status, text): reports (default: print to
     stderr). Returns the cohort.Checker.
     """
-    global _state
+    global _state, _off
     with _lock:
         if _state is not None:
             return _state.chk
+        if _off:
+            return None
         import torch.distributed as dist
         import torch.distributed.distributed_c10d as c10d
         own = world is None
@@ -1086,6 +1098,7 @@ def install(world=None, *, exit_code=EXIT_CODE, stall_warn=None, timeout=None, h
             if off:
                 _say_off(world, off)
                 world.finalize()
+                _off = True
                 return None
         try:
             chk = cohort.Checker(world, handler=handler or _print_event, exit_code=exit_code,
