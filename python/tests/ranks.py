@@ -511,6 +511,17 @@ def no_finalize():
     log("OK no_finalize")
 
 
+def twice():
+    """Two with-blocks, as a script in two phases would write them: the
+    second cohort.init() makes the job's world again (session 38: it failed
+    "joined group 0 twice" on a store that outlives the first)."""
+    for k in range(3):
+        with cohort.init() as g:
+            x = np.full(4, g.rank + k, np.float32)
+            g.all_reduce(x)
+            assert x[0] == g.size * (g.size - 1) / 2 + g.size * k, (k, x)
+
+
 def sigint_init():
     """Rank 0 waits in cohort.init() for rank 1, which does not come:
     Ctrl-C there raises KeyboardInterrupt at once."""
@@ -898,14 +909,14 @@ def main():
     name = sys.argv[1]
     if name == "sigint_init":
         return sigint_init()
-    if name in ("with_block", "no_finalize"):  # they make their own group
+    if name in ("with_block", "no_finalize", "twice"):  # they make their own group
         try:
             globals()[name]()
         except ValueError as e:
             log("RAISED", e)
             log("OK", name)
             return
-        if name == "with_block":
+        if name in ("with_block", "twice"):
             log("OK", name)
         return
     fn = CASES[name]

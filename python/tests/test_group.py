@@ -264,6 +264,10 @@ def test_group_finalized_when_collected(run_job):
     run_job(3, "no_finalize")
 
 
+def test_world_made_again_in_one_process(run_job):
+    run_job(3, "twice")
+
+
 def test_sigint_during_init():
     job, sent = sigint_job([0, 1], case="sigint_init", n=2)
     kind, t = caught(job, 0)

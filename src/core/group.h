@@ -161,7 +161,10 @@ typedef struct coh_peer {
 struct cohort_group {
     int rank, size;
     uint32_t generation;
-    uint32_t id;               /* group id: 0 for the world, hashed for sub-groups */
+    uint32_t id;               /* group id: 0 for the world (2n for a process's n-th
+                                * world of the same job, init.c world_instance),
+                                * hashed and odd for sub-groups */
+    int joined;                /* the rendezvous claimed join/<rank> */
     char job_id[64];
     int timeout_ms;            /* per-call timeout (COHORT_TIMEOUT) */
     int stall_warn_ms;         /* COHORT_STALL_WARN */

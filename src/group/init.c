@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "coll/coll.h"
@@ -429,6 +430,7 @@ cohort_status coh_group_rendezvous(cohort_group *g)
                            "rendezvous: rank %d joined group %u twice (two processes with the same "
                            "RANK?)",
                            g->rank, g->id);
+    g->joined = 1;
 
     char addr[128] = "-";
     if (g->size > 1) {
@@ -772,7 +774,10 @@ cohort_status cohort_init(cohort_group **group) { return cohort_init_opts(group,
 static cohort_status token_through_store(cohort_group *g)
 {
     char key[48];
-    snprintf(key, sizeof key, "token/gen%u", g->generation);
+    if (g->id)
+        snprintf(key, sizeof key, "token/gen%u/g%u", g->generation, g->id);
+    else
+        snprintf(key, sizeof key, "token/gen%u", g->generation);
     char tok[65];
     if (g->rank == 0) {
         unsigned char raw[32];
@@ -815,6 +820,97 @@ static cohort_status token_through_store(cohort_group *g)
     }
     g->token = t;
     return COHORT_OK;
+}
+
+/* The worlds this process has joined, per job (store, job id, generation).
+ * A world's keys (join/<r>, rank/<r>, ...) stay in a store that outlives
+ * it - cohortrun's, torchrun's, etcd - so a second cohort_init of the same
+ * job after cohort_finalize found its own old join/<r> and failed "rank 1
+ * joined group 0 twice (two processes with the same RANK?)" (session 38).
+ * The n-th world of a job in a process is group 2n instead (sub-groups are
+ * odd): every rank that makes its worlds in the same order meets in it.
+ * Counted once a rendezvous claimed join/<r> (a retry after a store that
+ * was not up yet keeps its number). */
+#define WORLD_SLOTS 16
+static struct {
+    uint64_t key;
+    uint32_t n;
+} worlds[WORLD_SLOTS];
+static unsigned worlds_next;
+static pthread_mutex_t worlds_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t world_key(const cohort_group *g)
+{
+    uint64_t h = coh_hash64(g->store_addr, strlen(g->store_addr), g->generation);
+    return coh_hash64(g->job_id, strlen(g->job_id), h) | 1u;
+}
+
+/* The number of worlds of g's job this process has joined; bump: count
+ * one more. */
+static uint32_t world_instance(const cohort_group *g, int bump)
+{
+    uint64_t k = world_key(g);
+    uint32_t n = 0;
+    pthread_mutex_lock(&worlds_mu);
+    int i;
+    for (i = 0; i < WORLD_SLOTS && worlds[i].key != k; i++)
+        ;
+    if (i < WORLD_SLOTS)
+        n = worlds[i].n;
+    if (bump) {
+        if (i == WORLD_SLOTS) {
+            i = (int)(worlds_next++ % WORLD_SLOTS);
+            worlds[i].key = k;
+            worlds[i].n = 0;
+        }
+        n = ++worlds[i].n;
+    }
+    pthread_mutex_unlock(&worlds_mu);
+    return n;
+}
+
+/* A world made again by a process whose rank 0 hosts the store
+ * (MASTER_ADDR:MASTER_PORT): rank 0's previous store stops once every
+ * rank has left the previous world, and a rank quick to make the next one
+ * may still reach it - then lose it mid-rendezvous ("store server shutting
+ * down") while rank 0 waits on its new store for a rank that never comes.
+ * So rank 0 marks its store as the one of world g->id, and the others
+ * wait for the mark, reconnecting while the store they reach goes away. */
+static cohort_status meet_new_host(cohort_group *g, const coh_settings *s)
+{
+    char key[48];
+    snprintf(key, sizeof key, "gen%u/host/g%u", g->generation, g->id);
+    if (s->host_store) {
+        cohort_status st = cohort_store_sets(g->store_root, key, "1");
+        if (st != COHORT_OK)
+            return coh_err_set(NULL, st, "marking this rank's store as world %u's: %s", g->id,
+                               cohort_store_last_error(g->store_root));
+        return COHORT_OK;
+    }
+    uint64_t dl = coh_deadline_ns(g->timeout_ms);
+    for (;;) {
+        const void *kp = key;
+        size_t kl = strlen(key);
+        cohort_status st = cohort_store_wait(g->store_root, &kp, &kl, 1, coh_ms_left(dl));
+        if (st == COHORT_OK)
+            return COHORT_OK;
+        if (st == COHORT_ERR_TIMEOUT || coh_ms_left(dl) <= 0)
+            return coh_err_set(NULL, COHORT_ERR_TIMEOUT,
+                               "the store at %s never became world %u's within %d ms (rank 0 "
+                               "hosts it: has rank 0 made this world again too?)",
+                               g->store_addr, g->id, g->timeout_ms);
+        /* the previous world's store went away: rank 0's next one comes */
+        cohort_store_close(g->store_root);
+        g->store_root = NULL;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        st = store_connect_reporting(g, "rank 0 hosts it at MASTER_ADDR:MASTER_PORT: has rank 0 "
+                                        "started?");
+        if (st != COHORT_OK)
+            return coh_err_set(NULL, st, "reconnecting to the store at %s: %s", g->store_addr,
+                               g->store_root ? cohort_store_last_error(g->store_root)
+                                             : cohort_last_error(NULL));
+    }
 }
 
 /* cohort_init_opts' body; *written is the token file this rank wrote
@@ -891,11 +987,18 @@ static cohort_status init_group(cohort_group **group, const cohort_options *o, c
         coh_group_free(g);
         return st;
     }
+    g->id = 2 * world_instance(g, 0);
+    if (g->id && s.store_port && (st = meet_new_host(g, &s)) != COHORT_OK) {
+        coh_group_free(g);
+        return st;
+    }
     if (s.token_via_store && (st = token_through_store(g)) != COHORT_OK) {
         coh_group_free(g);
         return st;
     }
     st = group_start(g);
+    if (g->joined)
+        world_instance(g, 1);
     if (st != COHORT_OK) {
         coh_err_set(NULL, st, "%s", g->err.msg[0] ? g->err.msg : "group start failed");
         coh_group_free(g);
