@@ -22,6 +22,7 @@
 #include <net/if.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -493,43 +494,31 @@ static int pick_addr(char *out, size_t len)
  * MPMD line, a wrapper script), and a rank that skipped the bootstrap's
  * collectives left the others in them: 3 ranks, off on one, hung without
  * a line until killed (session 38). So every rank says what it wants
- * first, in one collective all of them run; where they differ the check
- * is off for the whole job (what some rank asked for) and rank 0 names
- * the ranks. */
+ * first, in collectives all of them run; where they differ the check is
+ * off for the whole job (what some rank asked for) and rank 0 names the
+ * ranks. */
 static int job_wants_off(int rank, int size)
 {
+    (void)size;
     const char *v = getenv("COHORT_MPI");
     int off = v && (!strcmp(v, "off") || !strcmp(v, "0"));
-    int *all = malloc((size_t)size * sizeof *all);
-    if (!all) {
-        /* no room to name them: still one collective every rank runs */
-        int any = 0;
-        PMPI_Allreduce(&off, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-        return any;
-    }
-    PMPI_Allgather(&off, 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
-    int n_off = 0, first_on = -1;
-    char list[160] = "";
-    size_t used = 0;
-    for (int r = 0; r < size; r++) {
-        if (!all[r]) {
-            if (first_on < 0)
-                first_on = r;
-            continue;
-        }
-        if (n_off++ < 8 && used < sizeof list) {
-            int w = snprintf(list + used, sizeof list - used, "%s%d", used ? ", " : "", r);
-            used += w > 0 ? (size_t)w : 0;
-        }
-    }
-    free(all);
-    if (n_off > 8 && used < sizeof list)
-        snprintf(list + used, sizeof list - used, " and %d more", n_off - 8);
-    if (n_off && first_on >= 0 && rank == 0)
+    /* the same two collectives on every rank, whatever it wants or could
+     * allocate: the lowest rank off, the lowest on, the highest off (as
+     * its negative), then how many are off */
+    int m[3] = {off ? rank : INT_MAX, off ? INT_MAX : rank, off ? -rank : INT_MAX}, n_off = 0;
+    PMPI_Allreduce(MPI_IN_PLACE, m, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    PMPI_Allreduce(&off, &n_off, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (n_off && m[1] != INT_MAX && rank == 0) {
+        char which[64];
+        if (n_off == 1)
+            snprintf(which, sizeof which, "rank %d", m[0]);
+        else
+            snprintf(which, sizeof which, "%d ranks (%d to %d)", n_off, m[0], -m[2]);
         fprintf(stderr,
-                "cohort-mpi: rank 0: the check is off for this job: COHORT_MPI=off on rank%s %s "
-                "but not on rank %d (set it for the whole job, not per rank)\n",
-                n_off > 1 ? "s" : "", list, first_on);
+                "cohort-mpi: rank 0: the check is off for this job: COHORT_MPI=off on %s but not "
+                "on rank %d (set it for the whole job, not per rank)\n",
+                which, m[1]);
+    }
     return n_off > 0;
 }
 
