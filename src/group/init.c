@@ -389,6 +389,21 @@ static cohort_status wait_records(cohort_group *g, const void **kp, size_t *kl, 
     return st;
 }
 
+/* The store host's wait, at most wait_ms, until every rank of g has set
+ * <what>/<rank> (a rank it would take the store away from). */
+static void coh_wait_every_rank(cohort_group *g, const char *what, int wait_ms)
+{
+    char key[48];
+    uint64_t dl = coh_deadline_ns(wait_ms);
+    for (int r = 0; r < g->size; r++) {
+        snprintf(key, sizeof key, "%s/%d", what, r);
+        const void *kp = key;
+        size_t kl = strlen(key);
+        if (cohort_store_wait(g->store, &kp, &kl, 1, coh_ms_left(dl)) != COHORT_OK)
+            break;
+    }
+}
+
 /* Every rank fails the same way on settings that differ, but a rank 0
  * that hosts the store and leaves at once takes it away from ranks still
  * reading the records (they failed with "store server shutting down"
@@ -400,15 +415,9 @@ static void differ_linger(cohort_group *g)
     snprintf(key, sizeof key, "differ/%d", g->rank);
     if (cohort_store_set(g->store, key, strlen(key), "1", 1) != COHORT_OK || !g->server)
         return;
-    uint64_t dl = coh_deadline_ns(COH_MIN(g->timeout_ms, 5000));
-    for (int r = 0; r < g->size; r++) {
-        snprintf(key, sizeof key, "differ/%d", r);
-        const void *kp = key;
-        size_t kl = strlen(key);
-        if (cohort_store_wait(g->store, &kp, &kl, 1, coh_ms_left(dl)) != COHORT_OK)
-            break;
-    }
+    coh_wait_every_rank(g, "differ", COH_MIN(g->timeout_ms, 5000));
 }
+
 
 cohort_status coh_group_rendezvous(cohort_group *g)
 {
@@ -1130,15 +1139,8 @@ cohort_status cohort_finalize(cohort_group *g)
     if (g->server && g->store) {
         /* After a failure the others may still be building the contract
          * report through this store: a few seconds of grace. */
-        int wait_ms = coh_group_poisoned(g) ? 5000 : COH_MIN(g->timeout_ms, 30000);
-        uint64_t dl = coh_deadline_ns(wait_ms);
-        for (int r = 0; r < g->size; r++) {
-            snprintf(key, sizeof key, "left/%d", r);
-            const void *kp = key;
-            size_t kl = strlen(key);
-            if (cohort_store_wait(g->store, &kp, &kl, 1, coh_ms_left(dl)) != COHORT_OK)
-                break;
-        }
+        coh_wait_every_rank(g, "left",
+                            coh_group_poisoned(g) ? 5000 : COH_MIN(g->timeout_ms, 30000));
     }
     coh_group_free(g);
     return ret;
