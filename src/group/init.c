@@ -391,7 +391,7 @@ static cohort_status wait_records(cohort_group *g, const void **kp, size_t *kl, 
 
 /* The store host's wait, at most wait_ms, until every rank of g has set
  * <what>/<rank> (a rank it would take the store away from). */
-static void coh_wait_every_rank(cohort_group *g, const char *what, int wait_ms)
+static void wait_every_rank(cohort_group *g, const char *what, int wait_ms)
 {
     char key[48];
     uint64_t dl = coh_deadline_ns(wait_ms);
@@ -415,7 +415,7 @@ static void differ_linger(cohort_group *g)
     snprintf(key, sizeof key, "differ/%d", g->rank);
     if (cohort_store_set(g->store, key, strlen(key), "1", 1) != COHORT_OK || !g->server)
         return;
-    coh_wait_every_rank(g, "differ", COH_MIN(g->timeout_ms, 5000));
+    wait_every_rank(g, "differ", COH_MIN(g->timeout_ms, 5000));
 }
 
 
@@ -1139,7 +1139,7 @@ cohort_status cohort_finalize(cohort_group *g)
     if (g->server && g->store) {
         /* After a failure the others may still be building the contract
          * report through this store: a few seconds of grace. */
-        coh_wait_every_rank(g, "left",
+        wait_every_rank(g, "left",
                             coh_group_poisoned(g) ? 5000 : COH_MIN(g->timeout_ms, 30000));
     }
     coh_group_free(g);
