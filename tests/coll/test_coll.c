@@ -524,18 +524,20 @@ END_TEST
 
 /* The linear gather's root parks a leaf's next call (park_ahead, algos.c
  * run_ga_linear) instead of stashing it: 4 ranks over tcp, blocks of 128
- * KiB (linear, above the tree's 16 KiB). The root begins call 2 once ranks
- * 2 and 3 have begun their call 3, rank 1 300 ms after that (a flag in a
- * shared page, not a sleep alone: a clean-clone run beside test_check's
- * forks once counted 1 park, the root or a leaf descheduled through the
- * sleep), so
+ * KiB (linear, above the tree's 16 KiB). No leaf begins before the root
+ * has left the first barrier; the root begins call 2 once ranks 2 and 3
+ * have begun their call 3 (and 100 ms more), rank 1 300 ms after the
+ * root's own flag (flags in a shared page, the waits scaled by
+ * cht_time_scale; clean-clone runs counted 1 park twice, the leaves having
+ * run ahead through the barrier - session 38 found it), so
  * while the root waits on it there, ranks 2 and 3 send calls 2 and 3: the
  * root takes their call-2 blocks and finds call 3's headers behind them -
  * parked (counted), nothing stashed - and every call's data is right. */
 enum { PG_BLOCK = 128 << 10, PG_CALLS = 4 };
 static int rank_park_gather(int rank, void *arg)
 {
-    _Atomic int *began = arg; /* [4]: rank q has begun its call 3 */
+    _Atomic int *began = arg; /* [q]: rank q has begun its call 3 (the root: its call 2);
+                                 [4]: the root has left the first barrier */
     cohort_group *g;
     RANK_PASS(cohort_init(&g), NULL);
     const int n = 4, root = 0;
@@ -544,6 +546,17 @@ static int rank_park_gather(int rank, void *arg)
     RANK_PASS(cohort_barrier(g), g);
     coh_net_tx_stats a, b;
     coh_net_get_tx_stats(g->net, &a);
+    /* No leaf begins before the root has left the barrier: one that ran
+     * ahead through its calls while the root was still in it had its
+     * blocks stashed there, before the count began (the barrier is not a
+     * gather: nothing parks), and its call 3 arrived as one the root had
+     * already read - 1 park instead of 2, about 1 run in 10 on a loaded
+     * machine (session 38). */
+    if (rank == root)
+        atomic_store(&began[4], 1);
+    for (int w = 0; w < 20000 && !atomic_load(&began[4]); w++)
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+    RANK_CHECK(atomic_load(&began[4]), "the root did not leave the barrier within 20 s");
     for (int call = 0; call < PG_CALLS; call++) {
         for (size_t i = 0; i < PG_BLOCK; i++)
             send[i] = (unsigned char)(i * 13 + (size_t)rank * 7 + (size_t)call);
@@ -557,8 +570,20 @@ static int rank_park_gather(int rank, void *arg)
                 nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
             RANK_CHECK(atomic_load(&began[2]) && atomic_load(&began[3]),
                        "ranks 2 and 3 did not begin call 3 within 20 s");
-            if (rank == 1)
-                nanosleep(&(struct timespec){0, 300 * 1000 * 1000}, NULL);
+            /* the root lets their sends land, then says it enters call 2;
+             * rank 1 comes a while after that (scaled for the sanitizer
+             * runs) */
+            double scale = cht_time_scale();
+            if (rank == 0) {
+                nanosleep(&(struct timespec){0, (long)(100e6 * scale)}, NULL);
+                atomic_store(&began[0], 1);
+            } else {
+                for (int w = 0; w < 20000 && !atomic_load(&began[0]); w++)
+                    nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+                RANK_CHECK(atomic_load(&began[0]), "the root did not reach call 2 within 20 s");
+                long ns = (long)(300e6 * scale);
+                nanosleep(&(struct timespec){ns / 1000000000L, ns % 1000000000L}, NULL);
+            }
         }
         RANK_PASS(cohort_gather(g, send, recv, PG_BLOCK, COHORT_UINT8, root), g);
         if (rank != root)
