@@ -22,6 +22,15 @@
 
 static int32_t val(int r, size_t i) { return (int32_t)((r + 1) * 1000 + (int)(i % 97)); }
 
+/* The sum over n ranks of element i. */
+static int32_t sum(int n, size_t i)
+{
+    int64_t w = 0;
+    for (int r = 0; r < n; r++)
+        w += val(r, i);
+    return (int32_t)w;
+}
+
 static long check_ops(cohort_group *g, int rank, int n, size_t c)
 {
     long bad = 0;
@@ -33,23 +42,15 @@ static long check_ops(cohort_group *g, int rank, int n, size_t c)
         in[i] = val(rank, i);
     int32_t *dst = inplace ? in : out;
     RANK_PASS(cohort_all_reduce(g, in, dst, c, COHORT_INT32, COHORT_SUM), g);
-    for (size_t i = 0; i < c; i++) {
-        int64_t w = 0;
-        for (int r = 0; r < n; r++)
-            w += val(r, i);
-        bad += dst[i] != (int32_t)w;
-    }
+    for (size_t i = 0; i < c; i++)
+        bad += dst[i] != sum(n, i);
     /* reduce to rank 1 */
     for (size_t i = 0; i < c; i++)
         in[i] = val(rank, i);
     RANK_PASS(cohort_reduce(g, in, dst, c, COHORT_INT32, COHORT_SUM, root), g);
     if (rank == root)
-        for (size_t i = 0; i < c; i++) {
-            int64_t w = 0;
-            for (int r = 0; r < n; r++)
-                w += val(r, i);
-            bad += dst[i] != (int32_t)w;
-        }
+        for (size_t i = 0; i < c; i++)
+            bad += dst[i] != sum(n, i);
     /* all_gather: in place, the own block sits in recv */
     for (size_t i = 0; i < c; i++)
         in[i] = out[(size_t)rank * c + i] = val(rank, i);
@@ -62,12 +63,8 @@ static long check_ops(cohort_group *g, int rank, int n, size_t c)
         in[i] = val(rank, i);
     int32_t *rs = inplace ? in + (size_t)rank * c : out;
     RANK_PASS(cohort_reduce_scatter(g, in, rs, c, COHORT_INT32, COHORT_SUM), g);
-    for (size_t i = 0; i < c; i++) {
-        int64_t w = 0;
-        for (int r = 0; r < n; r++)
-            w += val(r, (size_t)rank * c + i);
-        bad += rs[i] != (int32_t)w;
-    }
+    for (size_t i = 0; i < c; i++)
+        bad += rs[i] != sum(n, (size_t)rank * c + i);
     /* gather to rank 1 (in place where it is odd: the root's block in recv) */
     for (size_t i = 0; i < c; i++)
         in[i] = out[(size_t)rank * c + i] = val(rank, i);
