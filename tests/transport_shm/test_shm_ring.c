@@ -1779,8 +1779,15 @@ static int prefetch_rank(int rank, void *arg)
     RANK_CHECK(s->crec_stride == crec, "compact records %zu B apart, want %zu", s->crec_stride,
                crec);
 #endif
-    RANK_CHECK(shallow ? s->ring_k == 8 : s->ring_k >= SHM_RING_PF_CYC_MIN, "ring %zu slots",
-               s->ring_k);
+    /* The default depth, 2 ranks a cpu each: the deep ring only where its
+     * slots take at most half this core's L2 (shm.c read_ring_env) - not
+     * on the AMD host (1 MiB L2 a core), where the default is 8 as with
+     * COHORT_SHM_RING_SLOTS=8; ranks outnumbering cpus: the deepest. */
+    long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    size_t deep_bytes = (size_t)SHM_DEEP_RING_SLOTS * SHM_DEFAULT_RING_BYTES;
+    int deep = !shallow && (s->oversub || (l2 > 0 && 2 * deep_bytes <= (size_t)l2));
+    RANK_CHECK(deep ? s->ring_k >= SHM_RING_PF_CYC_MIN : s->ring_k == 8,
+               "ring %zu slots (want %s; L2 %ld B)", s->ring_k, deep ? ">= 32" : "8", l2);
     static const size_t bounds[] = {1, 16, 32, 33, 64, 256, 257, 1000, 4096, 4097, 16384};
     for (size_t i = 0; i < COH_ARRAY_LEN(bounds); i++) {
         size_t b = bounds[i];
@@ -1794,11 +1801,11 @@ static int prefetch_rank(int rank, void *arg)
     char d[2048];
     const char *both = "takes the record and slot lines of its call 8 on for writing (PREFETCHW)";
     const char *recs = "takes the record lines of its call 8 on for writing (PREFETCHW)";
-    /* 64 B: the tiny ring's 128 slots either way; 1 KiB: 8 slots when shallow */
+    /* 64 B: the tiny ring's 128 slots either way; 1 KiB: 8 slots when not deep */
     RANK_PASS(cohort_describe(g, "broadcast", 64, COHORT_UINT8, d, sizeof d), g);
     RANK_CHECK(strstr(d, both) || !s->ring_pf, "describe 64 B: %s", d);
     RANK_PASS(cohort_describe(g, "broadcast", 1024, COHORT_UINT8, d, sizeof d), g);
-    RANK_CHECK(strstr(d, shallow ? recs : both) || !s->ring_pf, "describe 1 KiB: %s", d);
+    RANK_CHECK(strstr(d, deep ? both : recs) || !s->ring_pf, "describe 1 KiB: %s", d);
     RANK_PASS(cohort_describe(g, "broadcast", 8192, COHORT_UINT8, d, sizeof d), g);
     RANK_CHECK(strstr(d, recs) || !s->ring_pf, "describe 8 KiB: %s", d);
     int pf = s->ring_pf;
