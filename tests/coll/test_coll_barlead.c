@@ -456,6 +456,50 @@ START_TEST(test_ack_mismatch)
 }
 END_TEST
 
+/* Two ranks that each take themselves for the broadcast's root: each
+ * sends and is done, and meets the other's message in its next call (the
+ * barrier; case 1: an all_reduce). The report names the root at the
+ * broadcast, on both ranks - not "sequence number differs" at the call
+ * after it, which session 39's proof saw once under ASan in mcases' last
+ * case: a rank that adopted a peer's local report before the global one
+ * (built from every rank's history) replaced it. Here the global report
+ * arrives on both ranks, so this checks the end result; the local report
+ * of such a message (tcp/xfer.c past_mismatch) names the root since
+ * session 39 too, which the race above needs and no test reaches. */
+static int rank_self_root(int rank, void *arg)
+{
+    int what = *(const int *)arg;
+    cohort_group *g;
+    RANK_PASS(cohort_init(&g), NULL);
+    static float a[4], b[4];
+    RANK_PASS(cohort_barrier(g), g);
+    cohort_status st = cohort_broadcast(g, a, 2, COHORT_FLOAT32, rank);
+    if (st == COHORT_OK)
+        st = what ? cohort_all_reduce(g, a, b, 2, COHORT_FLOAT32, COHORT_SUM) : cohort_barrier(g);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", cohort_last_error(g));
+    RANK_CHECK(st == COHORT_ERR_CONTRACT || st == COHORT_ERR_ABORTED, "case %d: rank %d: %s: %s",
+               what, rank, cohort_status_name(st), msg);
+    RANK_CHECK(strstr(msg, "broadcast #2") && strstr(msg, "root differs") &&
+                   !strstr(msg, "sequence number"),
+               "case %d: rank %d: the message does not name the root at broadcast #2: %s", what,
+               rank, msg);
+    cohort_finalize(g);
+    return 0;
+}
+
+START_TEST(test_self_root)
+{
+    cht_opts o = {.nranks = 2, .deadline_ms = 40000, .transport = "tcp",
+                  .extra_env = "COHORT_TIMEOUT=20"};
+    cht_result r;
+    cht_run_ranks(&o, rank_self_root, (void *)&ack_mcases[_i], &r);
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(r.status[i] == 0 && !r.hung[i], "case %d: rank %d: %s %d", _i, i,
+                      r.hung[i] ? "hung" : "exit", r.status[i]);
+}
+END_TEST
+
 /* ---- mismatches under the led barrier ---- */
 
 enum { N = 4, LEAD = 1 };
@@ -692,6 +736,7 @@ static Suite *suite(void)
     tcase_add_loop_test(t, test_mismatch, 0, sizeof mcases / sizeof mcases[0]);
     tcase_add_loop_test(t, test_ack_loop, 0, sizeof ack_sizes / sizeof ack_sizes[0]);
     tcase_add_loop_test(t, test_ack_mismatch, 0, sizeof ack_mcases / sizeof ack_mcases[0]);
+    tcase_add_loop_test(t, test_self_root, 0, 2);
     suite_add_tcase(s, t);
     TCase *h = tcase_create("hosts");
     tcase_set_timeout(h, 300);
