@@ -67,6 +67,11 @@ cohort_status coh_contract_mismatch(cohort_group *g, const coh_call *call, int p
  * majority report. Idempotent. */
 void coh_contract_report(cohort_group *g);
 
+/* Whether collective message h belongs to a call this rank has finished
+ * (its flight recorder holds call number h->seq) and differs from it in a
+ * field other than seq and step: 1 with that call and the header it
+ * expected (*exp), so the transport names the field at that call. */
+int coh_contract_finished(cohort_group *g, const coh_hdr *h, coh_call *call, coh_hdr *exp);
 /* A message h (from h->src) that no call of this rank took: still queued
  * when its sender said goodbye at cohort_finalize (unconsumed.c). Judged
  * against this rank's own call of h->seq while the flight recorder still

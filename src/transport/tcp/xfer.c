@@ -149,37 +149,19 @@ static coh_xfer *find_recv(coh_net *n, int peer, const coh_hdr *h)
     return NULL;
 }
 
-/* The collective call of number seq this rank has finished, from its
- * flight recorder (the last 64 calls; send/recv number their own). */
-static int past_call(const coh_net *n, uint64_t seq, coh_call *out)
-{
-    coh_trace_entry e[64];
-    int k = coh_trace_last(n->g->trace, e, (int)COH_ARRAY_LEN(e));
-    for (int i = k - 1; i >= 0; i--)
-        if (e[i].call.seq == seq && e[i].call.coll != COH_COLL_SEND &&
-            e[i].call.coll != COH_COLL_RECV) {
-            *out = e[i].call;
-            return 1;
-        }
-    return 0;
-}
-
 /* A collective message of a call this rank has finished (got->seq below
  * the call it is in): a field that differs is named at that call. A rank
  * that took itself for a broadcast's root sends and goes on, and the true
  * root's message reaches it in its next call - "root differs" at #N, not
  * "sequence number differs" at #N+1 (test_coll_barlead, seen once under
- * ASan). With the fields equal, or the call no longer recorded: 0, and the
- * caller reports the sequence numbers. */
+ * ASan). The contract reads the recorder (coh_contract_finished); with the
+ * fields equal, or the call no longer recorded: 0, and the caller reports
+ * the sequence numbers. */
 static int past_mismatch(coh_net *n, const coh_hdr *got, cohort_status *st)
 {
     coh_call pc;
-    if (got->kind != COH_MSG_COLL || !past_call(n, got->seq, &pc))
-        return 0;
     coh_hdr e;
-    coh_hdr_from_call(&e, n->g, &pc, got->kind, got->step, got->len);
-    int f = coh_hdr_match(&e, got);
-    if (f == COH_FIELD_NONE || f == COH_FIELD_SEQ || f == COH_FIELD_STEP)
+    if (!coh_contract_finished(n->g, got, &pc, &e))
         return 0;
     *st = coh_tp_mismatch(n->g, &pc, got->src, &e, got);
     return 1;
