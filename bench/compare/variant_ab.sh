@@ -29,12 +29,19 @@ summarize() {
 ab_python - "$OUT" $VARIANTS <<'PY' | tee "$OUT/summary.md"
 import glob, json, os, statistics as S, sys
 out, names = sys.argv[1], sys.argv[2:]
-cell = {}
+cell, state = {}, {}
 for f in glob.glob(os.path.join(out, "*.json")):
     v, np_, mode, r = os.path.basename(f).split(".")[:4]
+    # the host's core-to-core round trip before and after the launch (c2c.c; absent in
+    # results from before session 40): the larger decides its state, near < 200 ns <= far
+    try:
+        cs = [int(x) for x in open(f[:-5] + ".c2c").read().split() if x.isdigit()]
+    except OSError:
+        cs = []
     for row in json.load(open(f))["results"]:
         k = (int(np_), mode, row["op"], row["size"])
         cell.setdefault(k, {}).setdefault(v, {})[r] = (row["p50_us"], row["p99_us"], row["max_us"])
+        state[(k, v, r)] = None if not cs else "near" if max(cs) < 200 else "far"
 print("| ranks | mode | op | bytes | " + " | ".join(f"{n} p50 (min-max) p99 max us" for n in names)
       + " | " + " | ".join(f"{n}/{names[0]} p50, faster/slower" for n in names[1:]) + " |")
 print("|" + "---|" * (4 + 2 * len(names) - 1))
@@ -49,6 +56,25 @@ for k in sorted(cell):
         rs = [d[n][r][0] / base[r][0] for r in d.get(n, {}) if r in base]
         cols.append(f"x{S.median(rs):.2f}, {sum(q < 1 for q in rs)}/{sum(q > 1 for q in rs)}" if rs else "-")
     print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | " + " | ".join(cols) + " |")
+if any(state.values()):
+    # unpaired: each variant's launches in one host state (a round's launches may differ)
+    print("\nBy the host's state (c2c before/after the launch, the larger: near < 200 ns <= far); "
+          "p50 median (launches) per variant:\n")
+    print("| ranks | mode | op | bytes | state | " + " | ".join(names) + " | "
+          + " | ".join(f"{n}/{names[0]}" for n in names[1:]) + " |")
+    print("|" + "---|" * (5 + 2 * len(names) - 1))
+    for k in sorted(cell):
+        for st in ("near", "far"):
+            med = {}
+            for n in names:
+                x = [a[0] for r, a in cell[k].get(n, {}).items() if state.get((k, n, r)) == st]
+                med[n] = (S.median(x), len(x)) if x else None
+            if not any(med.values()):
+                continue
+            cols = [f"{m[0]:.2f} ({m[1]})" if m else "-" for m in med.values()]
+            b = med[names[0]]
+            cols += [f"x{med[n][0] / b[0]:.2f}" if b and med[n] else "-" for n in names[1:]]
+            print(f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {st} | " + " | ".join(cols) + " |")
 PY
 }
 [ -n "$SUMMARIZE_ONLY" ] && { summarize; exit 0; }
@@ -57,6 +83,8 @@ for v in $VARIANTS; do
     e=VAR_${v}_ENV p=VAR_${v}_PERF
     info+=("# $v: env ${!e:-} perf ${!p:-$PERF}")
 done
+ab_tmp cohort-variant-ab
+cc -O2 -Wall -pthread -o "$TMP/c2c" "$HERE/c2c.c" || exit 2
 ab_info "${info[@]}"
 variant() { # NAME: every rank count and mode once; the round from the file ab_rounds opened
     local v=$1 e=VAR_${1}_ENV p=VAR_${1}_PERF np m r
@@ -65,9 +93,11 @@ variant() { # NAME: every rank count and mode once; the round from the file ab_r
         for m in $MODES; do
             local f=()
             [ "$m" = osu ] && f=(--osu)
+            local c2c=$("$TMP/c2c" | awk '{print $4}')
             env ${!e:-} timeout 600 "${!p:-$PERF}" --np "$np" --transport "$TRANSPORT" --coll "$COLLS" \
                 --sizes "$SIZES" --time "$T" --in-place no "${f[@]}" \
                 --json-out "$OUT/$v.$np.$m.$r.json" || echo "# $v np $np $m: exit $?"
+            echo "$c2c $("$TMP/c2c" | awk '{print $4}')" > "$OUT/$v.$np.$m.$r.c2c"
         done
     done
 }
