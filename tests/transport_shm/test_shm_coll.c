@@ -1085,8 +1085,16 @@ static int bound_main(int rank, void *arg)
     }
     for (int ip = 0; ip < 3; ip++) {
         t_all_gather(COHORT_UINT8, 8191, ip);
-        t_all_gather(COHORT_UINT8, 8192, ip);
+        uint64_t small = s->xc_twos;
+        t_all_gather(COHORT_UINT8, 8192, ip); /* near, a small block: two copies either way */
+        t_all_gather(COHORT_UINT8, 16384, ip);
+        CHECK(s->xc_twos - small == 2u * (mode == B_UNBOUND), "all_gather near, 8-16 KiB: %llu",
+              (unsigned long long)(s->xc_twos - small));
+        small = s->xc_twos;
+        t_all_gather(COHORT_UINT8, 16385, ip); /* above SHM_XC_AG_OOP_TO: in place only */
         t_all_gather(COHORT_UINT8, 70000 + 1, ip);
+        CHECK(s->xc_twos == small, "all_gather near, 16 KiB + 1 and 70001 B: %llu",
+              (unsigned long long)(s->xc_twos - small));
         uint64_t twos = s->xc_twos;
         t_all_gather(COHORT_UINT8, (512u << 10) + 4099, ip); /* near, in place: two copies */
         CHECK(s->xc_twos - twos == (mode == B_UNBOUND && ip), "all_gather near: %llu",

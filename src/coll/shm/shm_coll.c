@@ -654,8 +654,9 @@ static size_t sc_share(size_t bytes, int n)
 /* all_gather: every rank reads every peer's part from the peer's memory.
  * Where send overlaps recv (in place), a rank first moves its part to its
  * block of recv (the ready phase) and peers read it from there - unless
- * the cpus measure near: then every rank returns with *fallback set after
- * the open phase and the call takes two copies. */
+ * the cpus measure near and the call is in place or its blocks small
+ * (shm_cma.h SHM_XC_AG_OOP_TO): then every rank returns with *fallback set
+ * after the open phase and the call takes two copies. */
 static cohort_status ag_single(shm_op *o, const unsigned char *src, unsigned char *rb, size_t bpr,
                                int ovl, int *fallback)
 {
@@ -669,7 +670,8 @@ static cohort_status ag_single(shm_op *o, const unsigned char *src, unsigned cha
     cohort_status st = sc_open(o, &d, &p, &fl);
     if (st != COHORT_OK)
         return st;
-    if ((fl & SC_STAGED) && sc_near(o, fl, bpr)) { /* in place, near: two copies */
+    /* near: two copies in place, or for a small block either way */
+    if (((fl & SC_STAGED) || bpr <= SHM_XC_AG_OOP_TO) && sc_near(o, fl, bpr)) {
         *fallback = 1;
         return COHORT_OK;
     }

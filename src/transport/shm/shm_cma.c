@@ -813,8 +813,9 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
                    ? "single copy (cma) right after a barrier, else two copies"
                    : "two copies (segment)";
     int ar = coll == COH_COLL_ALL_REDUCE, near = s->xc_adapt && shm_xc_two_copies(coll, bytes);
+    int ag_ip = coll == COH_COLL_ALL_GATHER && bytes > SHM_XC_AG_OOP_TO; /* in place only */
     if (near && s->xc_adapt == 2)
-        return coll == COH_COLL_ALL_GATHER
+        return ag_ip
                    ? "single copy (cma) unless a rank is in place: two copies (segment; "
                      "COHORT_SHM_XCORE=near)"
                    : "two copies (segment; COHORT_SHM_XCORE=near)";
@@ -827,7 +828,7 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
     if (ar && bytes >= s->ar_oop_to) /* above XC_NEAR_TO: no verdict */
         return "single copy (cma) if any rank is in place, else two copies (segment)";
     if (near && s->xc_adapt == 1)
-        return coll == COH_COLL_ALL_GATHER
+        return ag_ip
                    ? "single copy (cma) unless a rank is in place and the cpus measure near "
                      "(probed during calls): two copies (segment)"
                    : "single copy (cma) unless the cpus measure near (probed during calls): two "
@@ -1004,8 +1005,9 @@ int shm_xc_two_copies(int coll, size_t bytes)
         return bytes >= ((size_t)256 << 10);
     case COH_COLL_BROADCAST:
         return bytes >= ((size_t)1 << 20);
-    case COH_COLL_ALL_GATHER: /* a rank block; in place only (shm_coll.c ag_single) */
-        return bytes >= ((size_t)512 << 10) && bytes <= ((size_t)2 << 20);
+    case COH_COLL_ALL_GATHER: /* a rank block: in place, or out of place (shm_coll.c ag_single) */
+        return (bytes >= ((size_t)512 << 10) && bytes <= ((size_t)2 << 20)) ||
+               bytes <= SHM_XC_AG_OOP_TO;
     default:
         return 0;
     }

@@ -76,6 +76,13 @@ int shm_xc_probe(coh_shm *s);
  * two copies when the cpus measured near (all_gather: in place only,
  * shm_coll.c ag_single). */
 int shm_xc_two_copies(int coll, size_t bytes);
+/* all_gather's blocks up to this size take two copies when near out of
+ * place too; larger ones in place only (512 KiB-2 MiB). 2 ranks apart, the
+ * AMD host, 4 rounds, p50 two copies / single copy out of place (session
+ * 40, results/2026-12-07-s40-ag-near): near 8 KiB a block x0.46 both
+ * modes, 16 KiB x0.91 back to back and x0.66 OSU style, 32 KiB x0.93-1.06;
+ * far 8-32 KiB x0.87-2.90 (the single copy stays). */
+#define SHM_XC_AG_OOP_TO ((size_t)16 << 10)
 
 /* Whether a call of `coll` moving `bytes` per rank block takes the single
  * copy: the same answer on every local rank once the contract check passed
