@@ -896,21 +896,25 @@ static void t_barrier(void)
  * the cpus are far apart (COHORT_SHM_XCORE: far bound apart, near
  * unbound), send/recv from 16 KiB, split
  * between the pair), although the probe (its times replaced: the kernel's
- * copy 2x memcpy) keeps two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
+ * copy 2x memcpy; 4x unbound, B_UNBOUND, and 2x again, B_CHEAP - near, an
+ * all_gather of 8-16 KiB a block takes two copies only where the copy is
+ * dear) keeps two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
  * (B_USER) every one of the five from that size. Both ranks bound to one
  * cpu: two copies everywhere. The data of every op, at and around its
  * size, in and out of place, through whichever path was chosen. */
-enum { B_APART, B_ONE_CPU, B_UNBOUND, B_USER };
+enum { B_APART, B_ONE_CPU, B_UNBOUND, B_USER, B_CHEAP };
 #define B_USER_MIN 12288
 static int bound_cpus[2];
 static int bound_main(int rank, void *arg)
 {
     int mode = *(const int *)arg, apart = mode != B_ONE_CPU;
+    int near_mode = mode == B_UNBOUND || mode == B_CHEAP; /* COHORT_SHM_XCORE=near */
     nranks = 2;
     me = rank;
     where = mode == B_APART     ? "bound apart"
             : mode == B_ONE_CPU ? "bound to one cpu"
             : mode == B_USER    ? "unbound, COHORT_SHM_SINGLE_COPY_BYTES"
+            : mode == B_CHEAP   ? "unbound, the kernel's copy cheap"
                                 : "unbound";
     if (mode == B_APART || mode == B_ONE_CPU) {
         cpu_set_t one;
@@ -950,7 +954,7 @@ static int bound_main(int rank, void *arg)
           "all_reduce out of place ends at %zu B", s->ar_oop_to);
     CHECK(mode != B_APART || strstr(s->copy_info, "bound to cpus") != NULL, "named: %s",
           s->copy_info);
-    CHECK(mode != B_UNBOUND || strstr(s->copy_info, "have a cpu each") != NULL, "named: %s",
+    CHECK(!near_mode || strstr(s->copy_info, "have a cpu each") != NULL, "named: %s",
           s->copy_info);
     CHECK(mode != B_USER || strstr(s->copy_info, "COHORT_SHM_SINGLE_COPY_BYTES") != NULL,
           "named: %s", s->copy_info);
@@ -1057,7 +1061,7 @@ static int bound_main(int rank, void *arg)
         t_broadcast(COHORT_UINT8, 3 * 65536 + 5, root);
         uint64_t twos = s->xc_twos;
         t_broadcast(COHORT_UINT8, (1u << 20) + 4099, root); /* near: two copies from 1 MiB */
-        CHECK(s->xc_twos - twos == (mode == B_UNBOUND), "broadcast near: %llu",
+        CHECK(s->xc_twos - twos == (uint64_t)near_mode, "broadcast near: %llu",
               (unsigned long long)(s->xc_twos - twos));
         for (int ip = 0; ip < 2; ip++) {
             mis_unit = 4; /* reductions need element alignment */
@@ -1068,7 +1072,7 @@ static int bound_main(int rank, void *arg)
             /* the leaf's part: 10/16 and 9/16 splits, several pieces each */
             uint64_t twos = s->xc_twos;
             t_reduce(COHORT_FLOAT32, COHORT_SUM, (1u << 20) / 4 + 1027, ip, root);
-            CHECK(s->xc_twos - twos == (mode == B_UNBOUND), "reduce near: %llu",
+            CHECK(s->xc_twos - twos == (uint64_t)near_mode, "reduce near: %llu",
                   (unsigned long long)(s->xc_twos - twos));
             t_reduce(COHORT_INT32, COHORT_SUM, (3u << 20) / 4 + 5, ip, root);
             mis_unit = 2; /* float16 AVG: divided in the fold (the n-rank kernel) */
@@ -1088,7 +1092,8 @@ static int bound_main(int rank, void *arg)
         uint64_t small = s->xc_twos;
         t_all_gather(COHORT_UINT8, 8192, ip); /* near, a small block: two copies either way */
         t_all_gather(COHORT_UINT8, 16384, ip);
-        CHECK(s->xc_twos - small == 2u * (mode == B_UNBOUND), "all_gather near, 8-16 KiB: %llu",
+        CHECK(s->xc_twos - small == 2u * (mode == B_UNBOUND),
+              "all_gather near, 8-16 KiB (two copies only where the kernel's copy is dear): %llu",
               (unsigned long long)(s->xc_twos - small));
         small = s->xc_twos;
         t_all_gather(COHORT_UINT8, 16385, ip); /* above SHM_XC_AG_OOP_TO: in place only */
@@ -1097,7 +1102,7 @@ static int bound_main(int rank, void *arg)
               (unsigned long long)(s->xc_twos - small));
         uint64_t twos = s->xc_twos;
         t_all_gather(COHORT_UINT8, (512u << 10) + 4099, ip); /* near, in place: two copies */
-        CHECK(s->xc_twos - twos == (mode == B_UNBOUND && ip), "all_gather near: %llu",
+        CHECK(s->xc_twos - twos == (near_mode && ip), "all_gather near: %llu",
               (unsigned long long)(s->xc_twos - twos));
     }
     for (int ip = 0; ip < 2; ip++) {
@@ -1105,7 +1110,7 @@ static int bound_main(int rank, void *arg)
         uint64_t twos = s->xc_twos;
         t_all_to_all(COHORT_UINT8, 70000 + 1, ip);
         /* 64 KiB - 1 MiB a pair, out of place: two copies when near */
-        CHECK(s->xc_twos - twos == (mode == B_UNBOUND && !ip), "all_to_all near: %llu",
+        CHECK(s->xc_twos - twos == (near_mode && !ip), "all_to_all near: %llu",
               (unsigned long long)(s->xc_twos - twos));
     }
     t_sendrecv(16383);
@@ -1124,9 +1129,9 @@ static int bound_main(int rank, void *arg)
         t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (256u << 10) / 8, ip);
         /* near (B_UNBOUND): two copies after the open phase (xc_twos); in
          * place too, unless the user's size rules */
-        CHECK(!apart || mode == B_UNBOUND || (ip && mode != B_USER) || s->phase - ph == 2,
+        CHECK(!apart || near_mode || (ip && mode != B_USER) || s->phase - ph == 2,
               "reduce_scatter of 256 KiB in place %d: %u phases", ip, s->phase - ph);
-        CHECK(s->xc_twos - twos == (mode == B_UNBOUND), "reduce_scatter near: %llu",
+        CHECK(s->xc_twos - twos == (uint64_t)near_mode, "reduce_scatter near: %llu",
               (unsigned long long)(s->xc_twos - twos));
         t_reduce_scatter(COHORT_INT32, COHORT_MAX, 300001, ip);
         t_reduce_scatter(COHORT_FLOAT32, COHORT_AVG, 40000, ip);
@@ -1149,7 +1154,7 @@ static int bound_main(int rank, void *arg)
           "all_reduce path at 256 KiB: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 256u << 10));
     for (int ip = 0; ip < 3; ip++) {
         /* near (B_UNBOUND): two copies up to 4 MiB (XC_NEAR_TO) */
-        int single_at = apart && mode != B_UNBOUND,
+        int single_at = apart && !near_mode,
             single_oop32 = apart && (ip || mode == B_USER);
         /* 256 KiB - 2 MiB: the user's size, or out of place on both ranks
          * while far (B_APART runs with COHORT_SHM_XCORE=far, B_UNBOUND near) */
@@ -1188,7 +1193,7 @@ START_TEST(bound)
         fprintf(stderr, "bound: one cpu available, nothing to test\n");
         return;
     }
-    static const int modes[4] = {B_APART, B_ONE_CPU, B_UNBOUND, B_USER};
+    static const int modes[5] = {B_APART, B_ONE_CPU, B_UNBOUND, B_USER, B_CHEAP};
     ck_assert_ptr_nonnull(th_shared_init());
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 60000,
                   .extra_env = modes[_i] == B_USER
@@ -1197,6 +1202,10 @@ START_TEST(bound)
                                : modes[_i] == B_APART
                                    ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
                                      "2000,1000;COHORT_SHM_XCORE=far"
+                               /* near; the kernel's copy 4x memcpy (dear) or 2x (cheap) */
+                               : modes[_i] == B_UNBOUND
+                                   ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
+                                     "4000,1000;COHORT_SHM_XCORE=near"
                                    : "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
                                      "2000,1000;COHORT_SHM_XCORE=near"};
     cht_result r;
@@ -1518,7 +1527,7 @@ static Suite *make_suite(void)
     tcase_add_test(tu, env_limits);
     suite_add_tcase(s, tu);
     TCase *tb = tcase_create("bound");
-    tcase_add_loop_test(tb, bound, 0, 4);
+    tcase_add_loop_test(tb, bound, 0, 5);
     tcase_add_test(tb, xcore);
     tcase_set_timeout(tb, 90);
     suite_add_tcase(s, tb);

@@ -655,7 +655,7 @@ static size_t sc_share(size_t bytes, int n)
  * Where send overlaps recv (in place), a rank first moves its part to its
  * block of recv (the ready phase) and peers read it from there - unless
  * the cpus measure near and the call is in place or its blocks small
- * (shm_cma.h SHM_XC_AG_OOP_TO): then every rank returns with *fallback set
+ * where the kernel's copy is dear (s->xc_ag_to): then every rank returns with *fallback set
  * after the open phase and the call takes two copies. */
 static cohort_status ag_single(shm_op *o, const unsigned char *src, unsigned char *rb, size_t bpr,
                                int ovl, int *fallback)
@@ -670,8 +670,10 @@ static cohort_status ag_single(shm_op *o, const unsigned char *src, unsigned cha
     cohort_status st = sc_open(o, &d, &p, &fl);
     if (st != COHORT_OK)
         return st;
-    /* near: two copies in place, or for a small block either way */
-    if (((fl & SC_STAGED) || bpr <= SHM_XC_AG_OOP_TO) && sc_near(o, fl, bpr)) {
+    /* near: two copies in place (512 KiB-2 MiB), or for a small block
+     * either way where the kernel's copy is dear (xc_ag_to) */
+    if ((bpr <= s->xc_ag_to || ((fl & SC_STAGED) && bpr > SHM_XC_AG_OOP_TO)) &&
+        sc_near(o, fl, bpr)) {
         *fallback = 1;
         return COHORT_OK;
     }

@@ -676,6 +676,11 @@ cohort_status shm_cma_agree(shm_op *o)
     /* the adaptive band below the apart rule's all_reduce size */
     s->xc_adapt = apart && !lead_set ? xc_mode() : 0;
     s->ar_far_to = 0;
+    /* all_gather's small blocks near (SHM_XC_AG_OOP_TO): measured where the
+     * kernel's copy is dear (the AMD host, session 40); where it is cheap
+     * the single copy won at 8 KiB a block (Intel, session 16: x0.60-0.72
+     * of two copies), so not there */
+    s->xc_ag_to = s->xc_adapt && !cheap ? SHM_XC_AG_OOP_TO : 0;
     if (s->xc_adapt) {
         s->ar_far_to = s->cma_from[COH_COLL_ALL_REDUCE];
         s->cma_from[COH_COLL_ALL_REDUCE] = XC_AR_FROM;
@@ -813,7 +818,9 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
                    ? "single copy (cma) right after a barrier, else two copies"
                    : "two copies (segment)";
     int ar = coll == COH_COLL_ALL_REDUCE, near = s->xc_adapt && shm_xc_two_copies(coll, bytes);
-    int ag_ip = coll == COH_COLL_ALL_GATHER && bytes > SHM_XC_AG_OOP_TO; /* in place only */
+    if (near && coll == COH_COLL_ALL_GATHER && bytes <= SHM_XC_AG_OOP_TO && bytes > s->xc_ag_to)
+        near = 0; /* small blocks: only where the kernel's copy is dear */
+    int ag_ip = coll == COH_COLL_ALL_GATHER && bytes > s->xc_ag_to; /* in place only */
     if (near && s->xc_adapt == 2)
         return ag_ip
                    ? "single copy (cma) unless a rank is in place: two copies (segment; "
@@ -1005,7 +1012,7 @@ int shm_xc_two_copies(int coll, size_t bytes)
         return bytes >= ((size_t)256 << 10);
     case COH_COLL_BROADCAST:
         return bytes >= ((size_t)1 << 20);
-    case COH_COLL_ALL_GATHER: /* a rank block: in place, or out of place (shm_coll.c ag_single) */
+    case COH_COLL_ALL_GATHER: /* a rank block: in place, or small where xc_ag_to says (ag_single) */
         return (bytes >= ((size_t)512 << 10) && bytes <= ((size_t)2 << 20)) ||
                bytes <= SHM_XC_AG_OOP_TO;
     default:

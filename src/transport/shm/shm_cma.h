@@ -81,7 +81,8 @@ int shm_xc_two_copies(int coll, size_t bytes);
  * AMD host, 4 rounds, p50 two copies / single copy out of place (session
  * 40, results/2026-12-07-s40-ag-near): near 8 KiB a block x0.46 both
  * modes, 16 KiB x0.91 back to back and x0.66 OSU style, 32 KiB x0.93-1.06;
- * far 8-32 KiB x0.87-2.90 (the single copy stays). */
+ * far 8-32 KiB x0.87-2.90 (the single copy stays). Only where the
+ * kernel's copy is dear (coh_shm.xc_ag_to, shm_cma_agree). */
 #define SHM_XC_AG_OOP_TO ((size_t)16 << 10)
 
 /* Whether a call of `coll` moving `bytes` per rank block takes the single
