@@ -973,7 +973,9 @@ static int bound_main(int rank, void *arg)
         CHECK(s->bar_from[cl] == want, "%s after a barrier from %zu B (want %zu)",
               coh_coll_name(cl), s->bar_from[cl], want);
     }
-    CHECK(!first || strstr(coh_shm_copy_path(s, COH_COLL_REDUCE, 16384), "right after a barrier"),
+    CHECK(!first || strstr(coh_shm_copy_path(s, COH_COLL_REDUCE, 16384),
+                           near_mode ? "after a barrier too: COHORT_SHM_XCORE=near"
+                                     : "right after a barrier"),
           "reduce path at 16 KiB: %s", coh_shm_copy_path(s, COH_COLL_REDUCE, 16384));
     CHECK(!first || !strstr(coh_shm_copy_path(s, COH_COLL_REDUCE, 4095), "barrier"),
           "reduce path at 4095 B: %s", coh_shm_copy_path(s, COH_COLL_REDUCE, 4095));
@@ -1012,7 +1014,9 @@ static int bound_main(int rank, void *arg)
                 default:
                     t_scatter(COHORT_UINT8, b, rc[k].ip, root);
                 }
-                int single = mode == B_USER ? b >= B_USER_MIN : first && after && b >= 4096;
+                /* near (the lead's verdict in the barrier): the ring after it too */
+                int single =
+                    mode == B_USER ? b >= B_USER_MIN : first && after && !near_mode && b >= 4096;
                 CHECK(single ? s->phase - ph >= 2 : s->phase - ph == 1,
                       "%s of %zu B (root %d, %s a barrier): %u phases, single copy %d",
                       coh_coll_name(rc[k].coll), b, root, after ? "right after" : "not after",
@@ -1043,7 +1047,7 @@ static int bound_main(int rank, void *arg)
                     CHECK(mb[i] == (i < b ? byte_of(root, 0, i, salt) : 0xa5),
                           "mem broadcast of %zu B (root %d, after %d): byte %zu", b, root, after,
                           i);
-                int single = mode == B_USER ? b >= B_USER_MIN : first && after;
+                int single = mode == B_USER ? b >= B_USER_MIN : first && after && !near_mode;
                 CHECK(single ? s->phase - ph >= 2 : s->phase - ph == 1,
                       "mem broadcast of %zu B (root %d, %s a barrier): %u phases", b, root,
                       after ? "right after" : "not after", s->phase - ph);
@@ -1271,6 +1275,45 @@ static int xcore_main(int rank, void *arg)
     CHECK(lo == hi && ep >= 1, "probes run: %lld here, %lld-%lld (%llu measured)", (long long)ep,
           (long long)lo, (long long)hi, (unsigned long long)(s->xc_probes - probes));
     t_all_reduce(COHORT_FLOAT32, COHORT_SUM, (512u << 10) / 4, 1); /* in place: two copies */
+    /* Every 16th barrier carries the lead's verdict to the calls right
+     * after barriers (bar_near: the ring near, the single copy from 4 KiB
+     * far or before a probe measured) and runs a probe when one is due, on
+     * both ranks. */
+    for (int i = 0; i < 4; i++) {
+        usleep(11000); /* a probe due */
+        int32_t want = -1; /* the lead's verdict as it entered the verdict barrier */
+        for (int k = 0; k < 16; k++) {
+            if (s->bar_count % 16 == 0)
+                want = s->xc_ns && s->xc_ns < 200;
+            t_barrier();
+            int32_t bn = s->bar_near, bmin = 0, bmax = 0;
+            uint32_t ph = s->phase;
+            t_broadcast(COHORT_UINT8, 8192, k & 1);
+            CHECK(bn ? s->phase - ph == 1 : s->phase - ph >= 2,
+                  "broadcast after a barrier, near %d: %u phases", bn, s->phase - ph);
+            coh_call c3 = th_call(G, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_MIN, -1, 1);
+            OK(coh_shm_all_reduce(s, &c3, &bn, &bmin, 1));
+            coh_call c4 = th_call(G, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_MAX, -1, 1);
+            OK(coh_shm_all_reduce(s, &c4, &bn, &bmax, 1));
+            CHECK(bmin == bmax, "both ranks read the lead's verdict: %d-%d", bmin, bmax);
+            CHECK(me || want < 0 || bn == want,
+                  "the lead's verdict as it entered the verdict barrier: near %d, want %d", bn,
+                  want);
+        }
+        CHECK(want >= 0 || me, "a verdict barrier in 16");
+    }
+    /* the probe is the barriers' own: 16 barriers and 1 KiB broadcasts (the
+     * ring, no single copy that could probe) 11 ms after the last probe */
+    for (int i = 0; i < 3; i++) {
+        usleep(11000);
+        uint64_t ep0 = s->xc_epoch;
+        for (int k = 0; k < 16; k++) {
+            t_barrier();
+            t_broadcast(COHORT_UINT8, 1024, 0);
+        }
+        CHECK(s->xc_epoch == ep0 + 1, "16 barriers 11 ms after the last probe ran %llu",
+              (unsigned long long)(s->xc_epoch - ep0));
+    }
     /* a rank alone in a probe (the lead first, then rank 1) gives up at the
      * limit with no measurement; the peer that comes later sees it gave up
      * and returns at once */

@@ -874,7 +874,7 @@ static void describe(perf_state *s, enum perf_op op, size_t bytes)
     size_t count = per_rank ? bytes / n / es : bytes / es;
     if (op != OP_BARRIER && count < 1)
         count = 1;
-    char d[1024];
+    char d[2048];
     /* sendrecv: the path of rank 0's send to rank 1 (the pairs are alike) */
     const char *dop = op == OP_SENDRECV ? "send" : perf_op_names[op];
     if (cohort_describe(s->g, dop, count, s->o->dtype, d, sizeof d) != COHORT_OK)

@@ -2646,6 +2646,39 @@ cohort_status coh_shm_broadcast_plain(coh_shm *s, const coh_call *c, void *buf, 
 
 /* ---- barrier ---- */
 
+/* 2 ranks apart under auto (xc_adapt): every BAR_VERDICT_EVERY-th barrier
+ * (by the barriers' count, the same on both ranks) the lead's message
+ * carries its cross-core verdict flags (shm_xc_flags): both ranks keep it
+ * as bar_near, which decides the path of each call right after a barrier
+ * until the next such barrier (shm_cma_call), and run the probe it asks
+ * for - both are awake there, and a program of small calls between
+ * barriers (the ring, near) opens no single copy that would probe. Not
+ * every barrier: the word is a line the other rank reads only for it, a
+ * crossing (~0.25-0.5 us far) that delays its next call; 1 in 16 of it. */
+#define BAR_VERDICT_EVERY 16u
+static int bar_verdict_due(coh_shm *s)
+{
+    return s->xc_adapt && s->bar_count++ % BAR_VERDICT_EVERY == 0;
+}
+
+/* After barrier phase p: every rank's header checked (the lead's message
+ * is its verdict flags, 8 bytes, in a verdict barrier), then that verdict
+ * for the calls after barriers and its probe (coh_shm_barrier). */
+static cohort_status bar_verdict(shm_op *o, uint32_t p, int vb)
+{
+    coh_shm *s = o->s;
+    uint64_t f = 0;
+    if (vb)
+        memcpy(&f, DATA(shm_buf(s, 0, p)), sizeof f);
+    cohort_status st = check_all(o, p, 0, 0, vb ? 0 : -1, sizeof f);
+    if (st != COHORT_OK || !vb)
+        return st;
+    s->bar_near = (f & SHM_XC_NEAR) != 0;
+    if (f & SHM_XC_PROBE)
+        shm_xc_probe(s);
+    return COHORT_OK;
+}
+
 cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
 {
     shm_op o;
@@ -2655,7 +2688,12 @@ cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
     if ((st = cs_claim(&o)) != COHORT_OK)
         return st;
     uint32_t p = s->phase + 1;
-    put_hdr(&o, shm_buf(s, s->me, p), 0, 0);
+    int vb = bar_verdict_due(s), lead_word = vb && s->me == 0;
+    uint64_t xcf = lead_word ? shm_xc_flags(s) : 0;
+    unsigned char *mb = shm_buf(s, s->me, p);
+    put_hdr(&o, mb, 0, lead_word ? sizeof xcf : 0);
+    if (lead_word)
+        memcpy(DATA(mb), &xcf, sizeof xcf);
     s->bar_seq = c->seq + 1; /* the next call follows a barrier (shm_cma_call) */
     if (s->oversub && s->bar_ph == p) {
         /* Ranks outnumber the cpus and the barrier follows a broadcast
@@ -2682,12 +2720,12 @@ cohort_status coh_shm_barrier(coh_shm *s, const coh_call *c)
             if ((st = cs_wait_rank(&o, lead, p)) != COHORT_OK)
                 return st;
         }
-        return check_all(&o, p, 0, 0, -1, 0);
+        return bar_verdict(&o, p, vb);
     }
     shm_publish(s);
     if ((st = cs_wait_all(&o, p)) != COHORT_OK)
         return st;
-    return check_all(&o, p, 0, 0, -1, 0);
+    return bar_verdict(&o, p, vb);
 }
 
 /* For the send/recv channels (shm_p2p.c): the same copies as above. */

@@ -718,12 +718,16 @@ cohort_status shm_cma_agree(shm_op *o)
         snprintf(busy_words + o, sizeof busy_words - o, ", send/recv from %zu B",
                  s->cma_from[COH_COLL_SEND]);
     }
-    char rf_words[160] = "";
+    char rf_words[256] = "";
     if (s->bar_from[COH_COLL_BROADCAST] < s->cma_from[COH_COLL_BROADCAST])
         snprintf(rf_words, sizeof rf_words,
                  "; up to the ring's slot (%zu B) broadcast, reduce and gather by the ring "
-                 "back to back, and right after a barrier these and scatter from %zu B (a block)",
-                 s->cma_from[COH_COLL_BROADCAST] - 1, s->bar_from[COH_COLL_BROADCAST]);
+                 "back to back, and right after a barrier these and scatter from %zu B (a block)%s",
+                 s->cma_from[COH_COLL_BROADCAST] - 1, s->bar_from[COH_COLL_BROADCAST],
+                 s->xc_adapt == 1 ? " while the cpus measure far apart (the lead's verdict in "
+                                    "the barrier)"
+                 : s->xc_adapt == 2 ? " - not while near (COHORT_SHM_XCORE=near)"
+                                    : "");
     if (s->n == 1)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
     else if (apart && !lead_set)
@@ -814,9 +818,13 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
                                      : "two copies (send/recv channel, pipelined)";
     }
     if (!shm_cma_use(s, coll, bytes))
-        return s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->bar_from[coll]
-                   ? "single copy (cma) right after a barrier, else two copies"
-                   : "two copies (segment)";
+        return !(s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->bar_from[coll])
+                   ? "two copies (segment)"
+               : s->xc_adapt == 1
+                   ? "single copy (cma) right after a barrier while the cpus measure far apart "
+                     "(the lead's verdict in the barrier), else two copies"
+               : s->xc_adapt == 2 ? "two copies (segment; after a barrier too: COHORT_SHM_XCORE=near)"
+                                  : "single copy (cma) right after a barrier, else two copies";
     int ar = coll == COH_COLL_ALL_REDUCE, near = s->xc_adapt && shm_xc_two_copies(coll, bytes);
     if (near && coll == COH_COLL_ALL_GATHER && bytes <= SHM_XC_AG_OOP_TO && bytes > s->xc_ag_to)
         near = 0; /* small blocks: only where the kernel's copy is dear */

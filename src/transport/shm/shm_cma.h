@@ -98,14 +98,16 @@ static inline int shm_cma_use(const coh_shm *s, int coll, size_t bytes)
  * reduce, gather, scatter): the sizes start at bar_from instead when c
  * directly follows a barrier. 2 ranks apart, those calls take the ring back
  * to back up to its slot and the single copy from 4 KiB (a block) right
- * after a barrier (shm_cma.c "ring first"). c->seq is the same on every
- * rank whose calls agree, so they agree on the path; ranks that do not are
- * told apart at the call that differs. */
+ * after a barrier (shm_cma.c "ring first") - unless the lead's verdict in
+ * that barrier said near (bar_near: the ring then too). c->seq is the same
+ * on every rank whose calls agree, and bar_near is the lead's word every
+ * rank read in the barrier, so they agree on the path; ranks whose calls
+ * do not are told apart at the call that differs. */
 static inline int shm_cma_call(const coh_shm *s, const coh_call *c, int coll, size_t bytes)
 {
     if (bytes < s->bar_from[coll]) /* bar_from <= cma_from: a small call's one compare */
         return 0;
-    size_t from = c->seq == s->bar_seq ? s->bar_from[coll] : s->cma_from[coll];
+    size_t from = c->seq == s->bar_seq && !s->bar_near ? s->bar_from[coll] : s->cma_from[coll];
     return s->cma && (s->cma_ops >> coll & 1u) && bytes >= from && bytes < s->cma_to[coll];
 }
 

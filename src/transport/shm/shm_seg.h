@@ -565,7 +565,7 @@ struct coh_shm {
     size_t cma_end;             /* ... and fewer than this many (SIZE_MAX: no bound);
                                  * auto's per-size rule, agreed at attach */
     uint64_t probe_word;        /* read by peers' probes (its address is published) */
-    char copy_info[768];        /* the copy path and why, for cohort-perf and logs */
+    char copy_info[1024];       /* the copy path and why, for cohort-perf and logs */
     /* one-copy broadcasts from cohort_mem_alloc buffers (shm_mem.h):
      * mem_ok: every local rank may take another's descriptors (the attach
      * probe's ptrace verdict) and COHORT_SHM_MEM is not off here; mem_mode:
@@ -631,6 +631,8 @@ struct coh_shm {
      * directly), and per op where such a call starts the single copy
      * (<= cma_from; agreed at attach; shm_cma.h shm_cma_call) */
     uint64_t bar_seq;
+    int bar_near;       /* the lead's cross-core verdict in the last verdict barrier: near */
+    uint64_t bar_count; /* barriers begun (every 16th carries the verdict; shm_coll.c) */
     size_t bar_from[COH_COLL_KIND_COUNT];
     uint64_t red_singles; /* reduce calls that took the single copy (tests) */
     /* a ring writer takes its next call's lines early (shm_prefetch_w:
