@@ -896,9 +896,9 @@ static void t_barrier(void)
  * the cpus are far apart (COHORT_SHM_XCORE: far bound apart, near
  * unbound), send/recv from 16 KiB, split
  * between the pair), although the probe (its times replaced: the kernel's
- * copy 2x memcpy; 4x unbound, B_UNBOUND, and 2x again, B_CHEAP - near, an
- * all_gather of 8-16 KiB a block takes two copies only where the copy is
- * dear) keeps two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
+ * copy 2x memcpy; 4x unbound, B_UNBOUND, and 2x again, B_CHEAP - near,
+ * a call right after a barrier takes the ring and an all_gather of 8-16
+ * KiB a block two copies only where the copy is dear) keeps two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
  * (B_USER) every one of the five from that size. Both ranks bound to one
  * cpu: two copies everywhere. The data of every op, at and around its
  * size, in and out of place, through whichever path was chosen. */
@@ -974,8 +974,8 @@ static int bound_main(int rank, void *arg)
               coh_coll_name(cl), s->bar_from[cl], want);
     }
     CHECK(!first || strstr(coh_shm_copy_path(s, COH_COLL_REDUCE, 16384),
-                           near_mode ? "after a barrier too: COHORT_SHM_XCORE=near"
-                                     : "right after a barrier"),
+                           mode == B_UNBOUND ? "after a barrier too: COHORT_SHM_XCORE=near"
+                                             : "right after a barrier"),
           "reduce path at 16 KiB: %s", coh_shm_copy_path(s, COH_COLL_REDUCE, 16384));
     CHECK(!first || !strstr(coh_shm_copy_path(s, COH_COLL_REDUCE, 4095), "barrier"),
           "reduce path at 4095 B: %s", coh_shm_copy_path(s, COH_COLL_REDUCE, 4095));
@@ -1014,9 +1014,10 @@ static int bound_main(int rank, void *arg)
                 default:
                     t_scatter(COHORT_UINT8, b, rc[k].ip, root);
                 }
-                /* near (the lead's verdict in the barrier): the ring after it too */
-                int single =
-                    mode == B_USER ? b >= B_USER_MIN : first && after && !near_mode && b >= 4096;
+                /* near where the kernel's copy is dear (the lead's verdict in the
+                 * barrier): the ring after it too */
+                int single = mode == B_USER ? b >= B_USER_MIN
+                                            : first && after && mode != B_UNBOUND && b >= 4096;
                 CHECK(single ? s->phase - ph >= 2 : s->phase - ph == 1,
                       "%s of %zu B (root %d, %s a barrier): %u phases, single copy %d",
                       coh_coll_name(rc[k].coll), b, root, after ? "right after" : "not after",
@@ -1047,7 +1048,7 @@ static int bound_main(int rank, void *arg)
                     CHECK(mb[i] == (i < b ? byte_of(root, 0, i, salt) : 0xa5),
                           "mem broadcast of %zu B (root %d, after %d): byte %zu", b, root, after,
                           i);
-                int single = mode == B_USER ? b >= B_USER_MIN : first && after && !near_mode;
+                int single = mode == B_USER ? b >= B_USER_MIN : first && after && mode != B_UNBOUND;
                 CHECK(single ? s->phase - ph >= 2 : s->phase - ph == 1,
                       "mem broadcast of %zu B (root %d, %s a barrier): %u phases", b, root,
                       after ? "right after" : "not after", s->phase - ph);
@@ -1283,8 +1284,8 @@ static int xcore_main(int rank, void *arg)
         usleep(11000); /* a probe due */
         int32_t want = -1; /* the lead's verdict as it entered the verdict barrier */
         for (int k = 0; k < 16; k++) {
-            if (s->bar_count % 16 == 0)
-                want = s->xc_ns && s->xc_ns < 200;
+            if (s->bar_count % 16 == 0) /* near counts where the kernel's copy is dear */
+                want = s->xc_dear && s->xc_ns && s->xc_ns < 200;
             t_barrier();
             int32_t bn = s->bar_near, bmin = 0, bmax = 0;
             uint32_t ph = s->phase;

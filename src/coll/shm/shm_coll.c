@@ -2673,7 +2673,7 @@ static cohort_status bar_verdict(shm_op *o, uint32_t p, int vb)
     cohort_status st = check_all(o, p, 0, 0, vb ? 0 : -1, sizeof f);
     if (st != COHORT_OK || !vb)
         return st;
-    s->bar_near = (f & SHM_XC_NEAR) != 0;
+    s->bar_near = s->xc_dear && (f & SHM_XC_NEAR); /* measured where the copy is dear */
     if (f & SHM_XC_PROBE)
         shm_xc_probe(s);
     return COHORT_OK;

@@ -676,11 +676,14 @@ cohort_status shm_cma_agree(shm_op *o)
     /* the adaptive band below the apart rule's all_reduce size */
     s->xc_adapt = apart && !lead_set ? xc_mode() : 0;
     s->ar_far_to = 0;
-    /* all_gather's small blocks near (SHM_XC_AG_OOP_TO): measured where the
-     * kernel's copy is dear (the AMD host, session 40); where it is cheap
-     * the single copy won at 8 KiB a block (Intel, session 16: x0.60-0.72
-     * of two copies), so not there */
-    s->xc_ag_to = s->xc_adapt && !cheap ? SHM_XC_AG_OOP_TO : 0;
+    /* The near rules measured only where the kernel's copy is dear (the
+     * AMD host, session 40): all_gather's small blocks (SHM_XC_AG_OOP_TO)
+     * and the ring right after a barrier (shm_coll.c bar_verdict). Where
+     * it is cheap the single copy won at these sizes (Intel: all_gather 8
+     * KiB a block x0.60-0.72 of two copies, session 16; after a barrier
+     * 4-12 KiB x0.71-0.97 of the ring, session 35), so not there. */
+    s->xc_dear = s->xc_adapt && !cheap;
+    s->xc_ag_to = s->xc_dear ? SHM_XC_AG_OOP_TO : 0;
     if (s->xc_adapt) {
         s->ar_far_to = s->cma_from[COH_COLL_ALL_REDUCE];
         s->cma_from[COH_COLL_ALL_REDUCE] = XC_AR_FROM;
@@ -724,10 +727,10 @@ cohort_status shm_cma_agree(shm_op *o)
                  "; up to the ring's slot (%zu B) broadcast, reduce and gather by the ring "
                  "back to back, and right after a barrier these and scatter from %zu B (a block)%s",
                  s->cma_from[COH_COLL_BROADCAST] - 1, s->bar_from[COH_COLL_BROADCAST],
-                 s->xc_adapt == 1 ? " while the cpus measure far apart (the lead's verdict in "
-                                    "the barrier)"
-                 : s->xc_adapt == 2 ? " - not while near (COHORT_SHM_XCORE=near)"
-                                    : "");
+                 !s->xc_dear        ? ""
+                 : s->xc_adapt == 1 ? " while the cpus measure far apart (the lead's verdict in "
+                                      "the barrier)"
+                                    : " - not while near (COHORT_SHM_XCORE=near)");
     if (s->n == 1)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
     else if (apart && !lead_set)
@@ -820,11 +823,12 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
     if (!shm_cma_use(s, coll, bytes))
         return !(s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->bar_from[coll])
                    ? "two copies (segment)"
-               : s->xc_adapt == 1
+               : s->xc_adapt == 1 && s->xc_dear
                    ? "single copy (cma) right after a barrier while the cpus measure far apart "
                      "(the lead's verdict in the barrier), else two copies"
-               : s->xc_adapt == 2 ? "two copies (segment; after a barrier too: COHORT_SHM_XCORE=near)"
-                                  : "single copy (cma) right after a barrier, else two copies";
+               : s->xc_adapt == 2 && s->xc_dear
+                   ? "two copies (segment; after a barrier too: COHORT_SHM_XCORE=near)"
+                   : "single copy (cma) right after a barrier, else two copies";
     int ar = coll == COH_COLL_ALL_REDUCE, near = s->xc_adapt && shm_xc_two_copies(coll, bytes);
     if (near && coll == COH_COLL_ALL_GATHER && bytes <= SHM_XC_AG_OOP_TO && bytes > s->xc_ag_to)
         near = 0; /* small blocks: only where the kernel's copy is dear */

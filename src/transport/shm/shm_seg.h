@@ -553,6 +553,8 @@ struct coh_shm {
      * cross-core probe found the cpus far apart (shm_cma.c shm_xc_flags) */
     size_t ar_far_to;
     int xc_adapt;     /* probe during calls (1), verdict fixed: near (2), far (3); 0 off */
+    int xc_dear;      /* xc_adapt where the kernel's copy is dear: the near rules measured
+                       * only there (all_gather's small blocks, the ring after a barrier) */
     size_t xc_ag_to;  /* near, all_gather blocks up to this take two copies either way
                        * (0: none; shm_cma.h SHM_XC_AG_OOP_TO where the copy is dear) */
     uint32_t xc_ns;   /* lead: the last probe's round trip (ns; 0 none or failed) */
