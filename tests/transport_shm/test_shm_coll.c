@@ -1080,6 +1080,10 @@ static int bound_main(int rank, void *arg)
             CHECK(s->xc_twos - twos == (uint64_t)near_mode, "reduce near: %llu",
                   (unsigned long long)(s->xc_twos - twos));
             t_reduce(COHORT_INT32, COHORT_SUM, (3u << 20) / 4 + 5, ip, root);
+            twos = s->xc_twos; /* near, 256 KiB-1 MiB: the single copy (session 40) */
+            t_reduce(COHORT_FLOAT32, COHORT_SUM, (512u << 10) / 4 + 1, ip, root);
+            CHECK(s->xc_twos == twos, "reduce of 512 KiB near: %llu",
+                  (unsigned long long)(s->xc_twos - twos));
             mis_unit = 2; /* float16 AVG: divided in the fold (the n-rank kernel) */
             t_reduce(COHORT_FLOAT16, COHORT_AVG, 50001, ip, root);
             mis_unit = 1;

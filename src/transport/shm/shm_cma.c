@@ -1006,7 +1006,11 @@ unsigned shm_xc_flags(coh_shm *s)
  * x0.62-0.83; all_reduce x0.35-0.96; broadcast 1-4 MiB
  * x0.52-0.55 (256 KiB x1.18: single copy wins); all_gather in place 1-4
  * MiB in all x0.47-0.52 (3 launches; out of place x0.93-0.97, 16 MiB in
- * place x0.99). Near 64 KiB, and gather and scatter: kept on single copy
+ * place x0.99). Reduce from 1 MiB only since session 40: the same host
+ * near, 6 rounds, p50 single copy / two copies 256 KiB x0.54 back to back
+ * and x0.63 OSU style, 512 KiB x0.71 / x0.84, 1-4 MiB x0.94-1.09 (the
+ * single copy's leaf now reduces a part, red_share; 32-128 KiB two
+ * copies x1.03-1.56: results/2026-12-07-s40-red-near). Near 64 KiB, and gather and scatter: kept on single copy
  * (no pair with both launches near yet: near_big.txt set near two copies
  * against far single copy; results/2026-12-05-s30-gs-near found none).
  * Measured up to 4 MiB: above it, single copy as far (XC_NEAR_TO). */
@@ -1021,7 +1025,7 @@ int shm_xc_two_copies(int coll, size_t bytes)
     case COH_COLL_ALL_TO_ALL:
         return bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20);
     case COH_COLL_REDUCE:
-        return bytes >= ((size_t)256 << 10);
+        return bytes >= ((size_t)1 << 20);
     case COH_COLL_BROADCAST:
         return bytes >= ((size_t)1 << 20);
     case COH_COLL_ALL_GATHER: /* a rank block: in place, or small where xc_ag_to says (ag_single) */
