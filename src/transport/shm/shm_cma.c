@@ -1010,7 +1010,12 @@ unsigned shm_xc_flags(coh_shm *s)
  * near, 6 rounds, p50 single copy / two copies 256 KiB x0.54 back to back
  * and x0.63 OSU style, 512 KiB x0.71 / x0.84, 1-4 MiB x0.94-1.09 (the
  * single copy's leaf now reduces a part, red_share; 32-128 KiB two
- * copies x1.03-1.56: results/2026-12-07-s40-red-near). Near 64 KiB, and gather and scatter: kept on single copy
+ * copies x1.03-1.56: results/2026-12-07-s40-red-near). Broadcast no more
+ * since session 40: near, 8 rounds, p50 single / two copies 1 MiB x0.60
+ * back to back and x0.76 OSU style, 4 MiB x0.71 / x0.80 (ops-never-two,
+ * near-bc-a2a there; all_to_all split by mode, x0.71-0.75 back to back
+ * and x1.34-1.67 OSU style at 256-512 KiB a pair: kept). Near 64 KiB, and
+ * gather and scatter: kept on single copy
  * (no pair with both launches near yet: near_big.txt set near two copies
  * against far single copy; results/2026-12-05-s30-gs-near found none).
  * Measured up to 4 MiB: above it, single copy as far (XC_NEAR_TO). */
@@ -1026,8 +1031,8 @@ int shm_xc_two_copies(int coll, size_t bytes)
         return bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20);
     case COH_COLL_REDUCE:
         return bytes >= ((size_t)1 << 20);
-    case COH_COLL_BROADCAST:
-        return bytes >= ((size_t)1 << 20);
+    case COH_COLL_BROADCAST: /* from 1 MiB until session 40 (above) */
+        return 0;
     case COH_COLL_ALL_GATHER: /* a rank block: in place, or small where xc_ag_to says (ag_single) */
         return (bytes >= ((size_t)512 << 10) && bytes <= ((size_t)2 << 20)) ||
                bytes <= SHM_XC_AG_OOP_TO;
