@@ -1310,7 +1310,10 @@ static int xcore_main(int rank, void *arg)
     /* the probe is the barriers' own: 16 barriers and 1 KiB broadcasts (the
      * ring, no single copy that could probe) 11 ms after the last probe */
     for (int i = 0; i < 3; i++) {
-        usleep(11000);
+        if (me == 0) { /* due: past the lead's schedule (longer after failed probes) */
+            uint64_t now = coh_now_ns();
+            usleep((useconds_t)((s->xc_next > now ? (s->xc_next - now) / 1000 : 0) + 1000));
+        }
         uint64_t ep0 = s->xc_epoch;
         for (int k = 0; k < 16; k++) {
             t_barrier();
@@ -1321,7 +1324,11 @@ static int xcore_main(int rank, void *arg)
     }
     /* a rank alone in a probe (the lead first, then rank 1) gives up at the
      * limit with no measurement; the peer that comes later sees it gave up
-     * and returns at once */
+     * and returns at once. The two barriers here are not verdict barriers
+     * (every 16th: its probe would reset the failures counted below); the
+     * count is the same on both ranks. */
+    while (s->bar_count % 16 == 0 || s->bar_count % 16 == 15)
+        t_barrier();
     for (int who = 0; who < 2; who++) {
         t_barrier();
         if (me != who)
