@@ -13,7 +13,8 @@
 #   VARIANTS="auto on" NP="4 8" COLLS=gather,scatter SIZES=81920,131072 bench/compare/variant_ab.sh
 #   VAR_new_PERF=/tmp/wt/build-o3/tools/cohort-perf/cohort-perf VARIANTS="old new" ...
 # Also: NP (default 4), COLLS (all_to_all), SIZES, T (0.1 s a size), MODES ("b2b osu"),
-# TRANSPORT (auto; tcp for the tcp paths).
+# TRANSPORT (auto; tcp for the tcp paths), IN_PLACE (no; yes adds the in-place rows, their op
+# named "OP in place").
 set -u
 . "$(dirname "$0")/ab_common.sh"
 VARIANTS=${VARIANTS:?VARIANTS="a b" names the variants}
@@ -23,6 +24,7 @@ SIZES=${SIZES:-65536,262144,1048576}
 T=${T:-0.1}
 MODES=${MODES:-"b2b osu"}
 TRANSPORT=${TRANSPORT:-auto}
+IN_PLACE=${IN_PLACE:-no}
 [ "${1:-}" = --summarize ] || set -- "${1:-3}"
 ab_args variant-ab "$@"
 summarize() {
@@ -39,7 +41,7 @@ for f in glob.glob(os.path.join(out, "*.json")):
     except OSError:
         cs = []
     for row in json.load(open(f))["results"]:
-        k = (int(np_), mode, row["op"], row["size"])
+        k = (int(np_), mode, row["op"] + (" in place" if row.get("in_place") else ""), row["size"])
         cell.setdefault(k, {}).setdefault(v, {})[r] = (row["p50_us"], row["p99_us"], row["max_us"])
         state[(k, v, r)] = None if not cs else "near" if max(cs) < 200 else "far"
 print("| ranks | mode | op | bytes | " + " | ".join(f"{n} p50 (min-max) p99 max us" for n in names)
@@ -78,7 +80,7 @@ if any(state.values()):
 PY
 }
 [ -n "$SUMMARIZE_ONLY" ] && { summarize; exit 0; }
-info=("# VARIANTS=$VARIANTS NP=$NP COLLS=$COLLS SIZES=$SIZES T=$T MODES=$MODES TRANSPORT=$TRANSPORT ROUNDS=$ROUNDS")
+info=("# VARIANTS=$VARIANTS NP=$NP COLLS=$COLLS SIZES=$SIZES T=$T MODES=$MODES TRANSPORT=$TRANSPORT IN_PLACE=$IN_PLACE ROUNDS=$ROUNDS")
 for v in $VARIANTS; do
     e=VAR_${v}_ENV p=VAR_${v}_PERF
     info+=("# $v: env ${!e:-} perf ${!p:-$PERF}")
@@ -95,7 +97,7 @@ variant() { # NAME: every rank count and mode once; the round from the file ab_r
             [ "$m" = osu ] && f=(--osu)
             local c2c=$("$TMP/c2c" | awk '{print $4}')
             env ${!e:-} timeout 600 "${!p:-$PERF}" --np "$np" --transport "$TRANSPORT" --coll "$COLLS" \
-                --sizes "$SIZES" --time "$T" --in-place no "${f[@]}" \
+                --sizes "$SIZES" --time "$T" --in-place "$IN_PLACE" "${f[@]}" \
                 --json-out "$OUT/$v.$np.$m.$r.json" || echo "# $v np $np $m: exit $?"
             echo "$c2c $("$TMP/c2c" | awk '{print $4}')" > "$OUT/$v.$np.$m.$r.c2c"
         done

@@ -897,14 +897,45 @@ static void t_barrier(void)
  * unbound), send/recv from 16 KiB, split
  * between the pair), although the probe (its times replaced: the kernel's
  * copy 2x memcpy; 4x unbound, B_UNBOUND, and 2x again, B_CHEAP - near,
- * a call right after a barrier takes the ring and an all_gather of 8-16
- * KiB a block two copies only where the copy is dear) keeps two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
+ * a call right after a barrier takes the ring, an all_gather of 8-16 KiB
+ * a block two copies, and above 4 MiB all_reduce, reduce and all_gather
+ * from 8 MiB a block two copies only where the copy is dear; B_FAR_DEAR
+ * far and dear) keeps two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
  * (B_USER) every one of the five from that size. Both ranks bound to one
  * cpu: two copies everywhere. The data of every op, at and around its
  * size, in and out of place, through whichever path was chosen. */
-enum { B_APART, B_ONE_CPU, B_UNBOUND, B_USER, B_CHEAP };
+enum { B_APART, B_ONE_CPU, B_UNBOUND, B_USER, B_CHEAP, B_FAR_DEAR };
 #define B_USER_MIN 12288
 static int bound_cpus[2];
+/* B_FAR_DEAR: unbound, COHORT_SHM_XCORE=far, the kernel's copy 4x memcpy:
+ * the near rules above 4 MiB send nothing to two copies; all_reduce out
+ * of place from 32 MiB takes two copies as B_APART (far, cheap) does. */
+static void bound_far_dear(coh_shm *s)
+{
+    CHECK(s->cma && s->xc_adapt == 3 && s->xc_dear, "far and dear: cma %d xc_adapt %d dear %d (%s)",
+          s->cma, s->xc_adapt, s->xc_dear, s->copy_info);
+    uint64_t twos = s->xc_twos;
+    for (int ip = 0; ip < 3; ip++) {
+        mis_unit = 4;
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (32u << 20) / 4, ip, ip != 0);
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (16u << 20) / 4 + 1027, ip, 1);
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (2u << 20) / 4 - 1, ip, ip == 0);
+    }
+    for (int ip = 0; ip < 2; ip++) {
+        t_reduce(COHORT_FLOAT32, COHORT_SUM, (8u << 20) / 4 + 1027, ip, 1);
+        mis_unit = 1;
+        t_all_gather(COHORT_UINT8, 8u << 20, ip);
+        mis_unit = 4;
+    }
+    mis_unit = 1;
+    CHECK(s->xc_twos == twos, "far: %llu calls sent to two copies",
+          (unsigned long long)(s->xc_twos - twos));
+    CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 64u << 20),
+                  "single copy (cma) if any rank is in place, else two copies (segment)"),
+          "all_reduce path at 64 MiB: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 64u << 20));
+    CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_REDUCE, 8u << 20), "single copy (cma)"),
+          "reduce path at 8 MiB: %s", coh_shm_copy_path(s, COH_COLL_REDUCE, 8u << 20));
+}
 static int bound_main(int rank, void *arg)
 {
     int mode = *(const int *)arg, apart = mode != B_ONE_CPU;
@@ -915,6 +946,7 @@ static int bound_main(int rank, void *arg)
             : mode == B_ONE_CPU ? "bound to one cpu"
             : mode == B_USER    ? "unbound, COHORT_SHM_SINGLE_COPY_BYTES"
             : mode == B_CHEAP   ? "unbound, the kernel's copy cheap"
+            : mode == B_FAR_DEAR ? "unbound, far, the kernel's copy dear"
                                 : "unbound";
     if (mode == B_APART || mode == B_ONE_CPU) {
         cpu_set_t one;
@@ -927,6 +959,12 @@ static int bound_main(int rank, void *arg)
     if (!G)
         return 1;
     coh_shm *s = G->shm;
+    if (mode == B_FAR_DEAR) { /* only what differs from B_APART (far, cheap) */
+        bound_far_dear(s);
+        th_group_free(G);
+        th_done(2);
+        return 0;
+    }
     static const struct {
         int coll;
         size_t from;
@@ -1114,6 +1152,32 @@ static int bound_main(int rank, void *arg)
         CHECK(s->xc_twos - twos == (near_mode && ip), "all_gather near: %llu",
               (unsigned long long)(s->xc_twos - twos));
     }
+    /* above 4 MiB near, where the kernel's copy is dear (session 41):
+     * reduce and all_gather from 8 MiB a block take two copies, in place
+     * or not; an all_gather block of 4 MiB and a bit keeps the single copy
+     * (in place: SHM_XC_AG_BIG; out of place: measured x0.84-1.02) */
+    for (int ip = 0; ip < 2; ip++) {
+        uint64_t twos = s->xc_twos;
+        mis_unit = 4;
+        t_reduce(COHORT_FLOAT32, COHORT_SUM, (8u << 20) / 4 + 1027, ip, ip);
+        CHECK(s->xc_twos - twos == (mode == B_UNBOUND), "reduce of 8 MiB near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
+        mis_unit = 1;
+        twos = s->xc_twos;
+        t_all_gather(COHORT_UINT8, (4u << 20) + 4099, ip);
+        CHECK(s->xc_twos == twos, "all_gather of 4 MiB a block near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
+        t_all_gather(COHORT_UINT8, 8u << 20, ip);
+        CHECK(s->xc_twos - twos == (mode == B_UNBOUND), "all_gather of 8 MiB a block near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
+    }
+    CHECK(mode != B_UNBOUND || strstr(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 64u << 20),
+                                      "two copies (segment; COHORT_SHM_XCORE=near)"),
+          "all_reduce path at 64 MiB: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 64u << 20));
+    CHECK(mode != B_UNBOUND || strstr(coh_shm_copy_path(s, COH_COLL_ALL_GATHER, 8u << 20),
+                                      "two copies (segment; COHORT_SHM_XCORE=near)"),
+          "all_gather path at 8 MiB a block: %s",
+          coh_shm_copy_path(s, COH_COLL_ALL_GATHER, 8u << 20));
     for (int ip = 0; ip < 2; ip++) {
         t_all_to_all(COHORT_UINT8, 8192, ip);
         uint64_t twos = s->xc_twos;
@@ -1164,7 +1228,7 @@ static int bound_main(int rank, void *arg)
     for (int ip = 0; ip < 3; ip++) {
         /* near (B_UNBOUND): two copies up to 4 MiB (XC_NEAR_TO) */
         int single_at = apart && !near_mode,
-            single_oop32 = apart && (ip || mode == B_USER);
+            single_oop32 = apart && ((ip && mode != B_UNBOUND) || mode == B_USER);
         /* 256 KiB - 2 MiB: the user's size, or out of place on both ranks
          * while far (B_APART runs with COHORT_SHM_XCORE=far, B_UNBOUND near) */
         int single_band = mode == B_USER || (mode == B_APART && ip == 0);
@@ -1180,6 +1244,18 @@ static int bound_main(int rank, void *arg)
         t_ar_path(COHORT_FLOAT64, COHORT_AVG, 300001, ip, single_at);
         mis_unit = 4;
         t_ar_path(COHORT_FLOAT32, COHORT_SUM, (32u << 20) / 4, ip, single_oop32);
+        /* near where the kernel's copy is dear: two copies from 16 MiB in
+         * and out of place, the single copy below (session 41, shm_cma.c
+         * xc_two_big) */
+        uint64_t twos = s->xc_twos;
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (16u << 20) / 4 + 1027, ip,
+                  apart && mode != B_UNBOUND);
+        CHECK(s->xc_twos - twos == (mode == B_UNBOUND), "all_reduce of 16 MiB near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
+        twos = s->xc_twos;
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (16u << 20) / 4 - 1, ip, apart);
+        CHECK(s->xc_twos == twos, "all_reduce of 16 MiB - 4 B near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
         mis_unit = 2;
         t_ar_path(COHORT_FLOAT16, COHORT_AVG, (1u << 20) + 5, ip, single_at);
         mis_unit = 1;
@@ -1202,7 +1278,7 @@ START_TEST(bound)
         fprintf(stderr, "bound: one cpu available, nothing to test\n");
         return;
     }
-    static const int modes[5] = {B_APART, B_ONE_CPU, B_UNBOUND, B_USER, B_CHEAP};
+    static const int modes[6] = {B_APART, B_ONE_CPU, B_UNBOUND, B_USER, B_CHEAP, B_FAR_DEAR};
     ck_assert_ptr_nonnull(th_shared_init());
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 60000,
                   .extra_env = modes[_i] == B_USER
@@ -1215,6 +1291,9 @@ START_TEST(bound)
                                : modes[_i] == B_UNBOUND
                                    ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
                                      "4000,1000;COHORT_SHM_XCORE=near"
+                               : modes[_i] == B_FAR_DEAR
+                                   ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
+                                     "4000,1000;COHORT_SHM_XCORE=far"
                                    : "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
                                      "2000,1000;COHORT_SHM_XCORE=near"};
     cht_result r;
@@ -1582,7 +1661,7 @@ static Suite *make_suite(void)
     tcase_add_test(tu, env_limits);
     suite_add_tcase(s, tu);
     TCase *tb = tcase_create("bound");
-    tcase_add_loop_test(tb, bound, 0, 5);
+    tcase_add_loop_test(tb, bound, 0, 6);
     tcase_add_test(tb, xcore);
     tcase_set_timeout(tb, 90);
     suite_add_tcase(s, tb);

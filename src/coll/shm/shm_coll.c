@@ -622,7 +622,7 @@ static sc_desc sc_peer(const shm_op *o, int q, uint32_t p)
 static uint64_t sc_xc(coh_shm *s) { return s->xc_adapt ? shm_xc_flags(s) : 0; }
 static int sc_near(const shm_op *o, int flags, size_t bytes)
 {
-    if (!(flags & SHM_XC_NEAR) || !shm_xc_two_copies(o->c->coll, bytes))
+    if (!(flags & SHM_XC_NEAR) || !shm_xc_two_copies(o->s, o->c->coll, bytes))
         return 0;
     o->s->xc_twos++;
     return 1;
@@ -671,8 +671,10 @@ static cohort_status ag_single(shm_op *o, const unsigned char *src, unsigned cha
     if (st != COHORT_OK)
         return st;
     /* near: two copies in place (512 KiB-2 MiB), or for a small block
-     * either way where the kernel's copy is dear (xc_ag_to) */
-    if ((bpr <= s->xc_ag_to || ((fl & SC_STAGED) && bpr > SHM_XC_AG_OOP_TO)) &&
+     * (xc_ag_to) or a large one (SHM_XC_AG_BIG) either way where the
+     * kernel's copy is dear */
+    if ((bpr <= s->xc_ag_to || ((fl & SC_STAGED) && bpr > SHM_XC_AG_OOP_TO) ||
+         bpr >= SHM_XC_AG_BIG) &&
         sc_near(o, fl, bpr)) {
         *fallback = 1;
         return COHORT_OK;

@@ -829,10 +829,11 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
                : s->xc_adapt == 2 && s->xc_dear
                    ? "two copies (segment; after a barrier too: COHORT_SHM_XCORE=near)"
                    : "single copy (cma) right after a barrier, else two copies";
-    int ar = coll == COH_COLL_ALL_REDUCE, near = s->xc_adapt && shm_xc_two_copies(coll, bytes);
+    int ar = coll == COH_COLL_ALL_REDUCE, near = s->xc_adapt && shm_xc_two_copies(s, coll, bytes);
     if (near && coll == COH_COLL_ALL_GATHER && bytes <= SHM_XC_AG_OOP_TO && bytes > s->xc_ag_to)
         near = 0; /* small blocks: only where the kernel's copy is dear */
-    int ag_ip = coll == COH_COLL_ALL_GATHER && bytes > s->xc_ag_to; /* in place only */
+    int ag_ip = coll == COH_COLL_ALL_GATHER && bytes > s->xc_ag_to &&
+                !(s->xc_dear && bytes >= SHM_XC_AG_BIG); /* in place only */
     if (near && s->xc_adapt == 2)
         return ag_ip
                    ? "single copy (cma) unless a rank is in place: two copies (segment; "
@@ -844,8 +845,11 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
                      "during calls), else two copies (segment)"
                    : "single copy (cma) out of place (COHORT_SHM_XCORE=far), else two copies "
                      "(segment)";
-    if (ar && bytes >= s->ar_oop_to) /* above XC_NEAR_TO: no verdict */
-        return "single copy (cma) if any rank is in place, else two copies (segment)";
+    if (ar && bytes >= s->ar_oop_to)
+        return near && s->xc_adapt == 1
+                   ? "single copy (cma) if any rank is in place and the cpus measure far apart "
+                     "(probed during calls), else two copies (segment)"
+                   : "single copy (cma) if any rank is in place, else two copies (segment)";
     if (near && s->xc_adapt == 1)
         return ag_ip
                    ? "single copy (cma) unless a rank is in place and the cpus measure near "
@@ -998,6 +1002,38 @@ unsigned shm_xc_flags(coh_shm *s)
     return f;
 }
 
+/* Near, above XC_NEAR_TO, where the kernel's copy is dear (session 41):
+ * reduce of any size, all_reduce from 16 MiB and all_gather from 8 MiB a
+ * block, in place or not, take two copies. 2 ranks apart, the AMD host,
+ * p50 two copies / single copy in launches measured near, 6 rounds each
+ * mode, three runs (results/2026-12-07-s41-big-near, -s41-big-ab): reduce
+ * 8-64 MiB x0.54-0.87 out of place, in place 16-64 MiB x0.78-0.91 (8 MiB
+ * x0.80-1.19); all_gather 16-64 MiB in all x0.55-0.87, in place
+ * x0.48-0.80 (8 MiB in all, 4 MiB a block: x0.84-1.28, kept); all_reduce
+ * 16 MiB x0.51-0.82 out of place, x0.67-0.89 in place, 64 MiB in place
+ * x0.65-0.82 (out of place it takes two copies from AR_OOP_TO anyway); 8
+ * MiB out of place x0.67-1.01 over two runs, in place x1.53-1.75: kept.
+ * Far, two copies x1.4-2.2 in one run and x1.0-1.1 in the next (what
+ * decides the far state's cost is more than the round trip the probe
+ * reads), so far keeps the single copy, as below 4 MiB; the verdict
+ * follows the host within XC_EVERY_NS, shorter than one of these calls.
+ * Broadcast stays on the single copy (8 MiB near x1.8-2.0, 64 MiB
+ * x0.85-0.97); the other ops were not measured here. */
+#define XC_AR_BIG ((size_t)16 << 20)
+static int xc_two_big(int coll, size_t bytes)
+{
+    switch (coll) {
+    case COH_COLL_ALL_REDUCE:
+        return bytes >= XC_AR_BIG;
+    case COH_COLL_REDUCE:
+        return 1;
+    case COH_COLL_ALL_GATHER: /* a block, in place or not */
+        return bytes >= SHM_XC_AG_BIG;
+    default:
+        return 0;
+    }
+}
+
 /* Near, 2 ranks apart, the AMD host at a 90-100 ns round trip (one launch
  * wholly near, `near.txt` in bench/compare/results/2026-12-05-s29-xcore),
  * p50 two copies / single copy: reduce_scatter 256 KiB-4 MiB in all
@@ -1018,11 +1054,11 @@ unsigned shm_xc_flags(coh_shm *s)
  * gather and scatter: kept on single copy
  * (no pair with both launches near yet: near_big.txt set near two copies
  * against far single copy; results/2026-12-05-s30-gs-near found none).
- * Measured up to 4 MiB: above it, single copy as far (XC_NEAR_TO). */
-int shm_xc_two_copies(int coll, size_t bytes)
+ * Measured up to 4 MiB here (XC_NEAR_TO); above it see xc_two_big. */
+int shm_xc_two_copies(const coh_shm *s, int coll, size_t bytes)
 {
     if (bytes > XC_NEAR_TO)
-        return 0;
+        return s->xc_dear && xc_two_big(coll, bytes);
     switch (coll) {
     case COH_COLL_ALL_REDUCE:
     case COH_COLL_REDUCE_SCATTER:

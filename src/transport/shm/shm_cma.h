@@ -74,8 +74,9 @@ unsigned shm_xc_flags(coh_shm *s);
 int shm_xc_probe(coh_shm *s);
 /* Whether a call of coll moving bytes (as shm_cma_use counts them) takes
  * two copies when the cpus measured near (all_gather: in place only,
- * shm_coll.c ag_single). */
-int shm_xc_two_copies(int coll, size_t bytes);
+ * shm_coll.c ag_single, but for the blocks SHM_XC_AG_OOP_TO and
+ * SHM_XC_AG_BIG name). */
+int shm_xc_two_copies(const coh_shm *s, int coll, size_t bytes);
 /* all_gather's blocks up to this size take two copies when near out of
  * place too; larger ones in place only (512 KiB-2 MiB). 2 ranks apart, the
  * AMD host, 4 rounds, p50 two copies / single copy out of place (session
@@ -84,6 +85,9 @@ int shm_xc_two_copies(int coll, size_t bytes);
  * far 8-32 KiB x0.87-2.90 (the single copy stays). Only where the
  * kernel's copy is dear (coh_shm.xc_ag_to, shm_cma_agree). */
 #define SHM_XC_AG_OOP_TO ((size_t)16 << 10)
+/* ... and from this size a block, in place or not, where the copy is dear
+ * (shm_cma.c xc_two_big) */
+#define SHM_XC_AG_BIG ((size_t)8 << 20)
 
 /* Whether a call of `coll` moving `bytes` per rank block takes the single
  * copy: the same answer on every local rank once the contract check passed
