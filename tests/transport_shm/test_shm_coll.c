@@ -898,8 +898,9 @@ static void t_barrier(void)
  * between the pair), although the probe (its times replaced: the kernel's
  * copy 2x memcpy; 4x unbound, B_UNBOUND, and 2x again, B_CHEAP - near,
  * a call right after a barrier takes the ring, an all_gather of 8-16 KiB
- * a block two copies, and above 4 MiB all_reduce, reduce and all_gather
- * from 8 MiB a block two copies only where the copy is dear; B_FAR_DEAR
+ * a block two copies, and above 4 MiB all_reduce, reduce, reduce_scatter,
+ * all_gather from 8 MiB a block and all_to_all from 4 MiB a pair two
+ * copies only where the copy is dear; B_FAR_DEAR
  * far and dear) keeps two copies. With COHORT_SHM_SINGLE_COPY_BYTES set
  * (B_USER) every one of the five from that size. Both ranks bound to one
  * cpu: two copies everywhere. The data of every op, at and around its
@@ -927,7 +928,9 @@ static void bound_far_dear(coh_shm *s)
         t_all_gather(COHORT_UINT8, 8u << 20, ip);
         mis_unit = 4;
     }
+    t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (8u << 20) / 8 + 1024, 0);
     mis_unit = 1;
+    t_all_to_all(COHORT_UINT8, 4u << 20, 0);
     CHECK(s->xc_twos == twos, "far: %llu calls sent to two copies",
           (unsigned long long)(s->xc_twos - twos));
     CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 64u << 20),
@@ -1184,6 +1187,26 @@ static int bound_main(int rank, void *arg)
         t_all_to_all(COHORT_UINT8, 70000 + 1, ip);
         /* 64 KiB - 1 MiB a pair, out of place: two copies when near */
         CHECK(s->xc_twos - twos == (near_mode && !ip), "all_to_all near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
+    }
+    /* near above 4 MiB where the kernel's copy is dear (session 41):
+     * all_to_all from 4 MiB a pair, reduce_scatter from 4 MiB + 1 in all,
+     * out of place (in place both take two copies anyway) */
+    {
+        uint64_t twos = s->xc_twos;
+        t_all_to_all(COHORT_UINT8, (4u << 20) - 4096, 0);
+        CHECK(s->xc_twos == twos, "all_to_all of 4 MiB - 4 KiB a pair near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
+        t_all_to_all(COHORT_UINT8, 4u << 20, 0);
+        t_all_to_all(COHORT_UINT8, (4u << 20) + 4096, 0);
+        CHECK(s->xc_twos - twos == 2u * (mode == B_UNBOUND),
+              "all_to_all of 4 MiB and 4 MiB + 4 KiB a pair near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
+        twos = s->xc_twos;
+        mis_unit = 4;
+        t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (8u << 20) / 8 + 1024, 0);
+        mis_unit = 1;
+        CHECK(s->xc_twos - twos == (mode == B_UNBOUND), "reduce_scatter of 8 MiB near: %llu",
               (unsigned long long)(s->xc_twos - twos));
     }
     t_sendrecv(16383);

@@ -1003,8 +1003,9 @@ unsigned shm_xc_flags(coh_shm *s)
 }
 
 /* Near, above XC_NEAR_TO, where the kernel's copy is dear (session 41):
- * reduce of any size, all_reduce from 16 MiB and all_gather from 8 MiB a
- * block, in place or not, take two copies. 2 ranks apart, the AMD host,
+ * reduce and reduce_scatter of any size, all_reduce from 16 MiB,
+ * all_gather from 8 MiB a block, in place or not, and all_to_all from 4
+ * MiB a pair take two copies. 2 ranks apart, the AMD host,
  * p50 two copies / single copy in launches measured near, 6 rounds each
  * mode, three runs (results/2026-12-07-s41-big-near, -s41-big-ab): reduce
  * 8-64 MiB x0.54-0.87 out of place, in place 16-64 MiB x0.78-0.91 (8 MiB
@@ -1018,14 +1019,21 @@ unsigned shm_xc_flags(coh_shm *s)
  * reads), so far keeps the single copy, as below 4 MiB; the verdict
  * follows the host within XC_EVERY_NS, shorter than one of these calls.
  * Broadcast stays on the single copy (8 MiB near x1.8-2.0, 64 MiB
- * x0.85-0.97); the other ops were not measured here. */
+ * x0.85-0.97). And (-s41-big-near/others, 6 rounds, every launch near)
+ * reduce_scatter 8-64 MiB in all x0.60-0.86 and all_to_all 4-32 MiB a
+ * pair x0.73-0.85, both modes, out of place (in place both take two
+ * copies in every state: rs_single, a2a_single); gather x0.94-1.94,
+ * scatter x0.88-1.24, send/recv x1.25-1.87: kept. */
 #define XC_AR_BIG ((size_t)16 << 20)
+#define XC_A2A_BIG ((size_t)4 << 20)
 static int xc_two_big(int coll, size_t bytes)
 {
     switch (coll) {
     case COH_COLL_ALL_REDUCE:
         return bytes >= XC_AR_BIG;
     case COH_COLL_REDUCE:
+    case COH_COLL_REDUCE_SCATTER: /* in all */
+    case COH_COLL_ALL_TO_ALL:     /* a pair, from XC_A2A_BIG */
         return 1;
     case COH_COLL_ALL_GATHER: /* a block, in place or not */
         return bytes >= SHM_XC_AG_BIG;
@@ -1064,7 +1072,8 @@ int shm_xc_two_copies(const coh_shm *s, int coll, size_t bytes)
     case COH_COLL_REDUCE_SCATTER:
         return 1; /* from where their single copy starts (XC_AR_FROM, RS_FROM) */
     case COH_COLL_ALL_TO_ALL:
-        return bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20);
+        return (bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20)) ||
+               (s->xc_dear && bytes >= XC_A2A_BIG);
     case COH_COLL_REDUCE:
         return bytes >= ((size_t)1 << 20);
     case COH_COLL_BROADCAST: /* from 1 MiB until session 40 (above) */
