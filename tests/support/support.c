@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
@@ -65,10 +66,12 @@ double cht_time_scale(void)
     return m > 1.0 ? m : 1.0;
 }
 
-int cht_free_port(void)
+/* Whether 127.0.0.1:port can be bound now (0: the kernel's pick), and which. */
+static int bind_probe(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t l = sizeof a;
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
         getsockname(fd, (struct sockaddr *)&a, &l) < 0) {
@@ -76,9 +79,36 @@ int cht_free_port(void)
             close(fd);
         return -1;
     }
-    int port = ntohs(a.sin_port);
     close(fd);
-    return port;
+    return ntohs(a.sin_port);
+}
+
+/* A port a listener binds later (MASTER_PORT; a rank that hosts the store
+ * after a delay). Picked below the kernel's ephemeral range, so that no
+ * connect() of this or a concurrent test takes it as its local port in the
+ * meantime: a port from bind(0) lies in that range, and test_waits'
+ * init_reports_missing_store, whose rank 0 binds the store 6.5 s after the
+ * pick, failed once under TSan with rank 0 exiting and rank 1 left waiting
+ * for a store that never came. Random in [low / 2, low), bindable at the
+ * pick; the kernel's pick if none is. */
+int cht_free_port(void)
+{
+    int lo = 32768;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d", &lo) != 1)
+            lo = 32768;
+        fclose(f);
+    }
+    if (lo >= 2048) {
+        unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL) ^ (unsigned)(uintptr_t)&lo;
+        for (int i = 0; i < 64; i++) {
+            int port = lo / 2 + (int)(rand_r(&seed) % (unsigned)(lo - lo / 2));
+            if (bind_probe(port) == port)
+                return port;
+        }
+    }
+    return bind_probe(0);
 }
 
 cohort_store_server *cht_store_start(const char *job, const char *token, char *addr,
