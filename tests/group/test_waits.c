@@ -40,6 +40,21 @@ static void read_stderr(int rank, char *out, size_t len)
     fclose(f);
 }
 
+/* A rank that failed wrote why into its capture: put it where ctest's log
+ * keeps it before the captures are removed (a failure once left only "rank
+ * 0: exit 1"). */
+static void show_failed(const cht_result *r)
+{
+    for (int k = 0; k < r->n && k < 8; k++) {
+        if (!r->status[k] && !r->hung[k])
+            continue;
+        char out[8192];
+        read_stderr(k, out, sizeof out);
+        fprintf(stderr, "--- rank %d's stderr (exit %d%s):\n%s\n", k, r->status[k],
+                r->hung[k] ? ", hung" : "", out);
+    }
+}
+
 static void remove_tmpdir(void)
 {
     for (int r = 0; r < 8; r++) {
@@ -92,6 +107,7 @@ START_TEST(world_size_disagreement_fails_fast)
     char out[4096];
     read_stderr(2, out, sizeof out);
     fprintf(stderr, "%s", out);
+    show_failed(&r);
     remove_tmpdir();
     cht_assert_all_ok(&r);
     ck_assert_msg(r.elapsed_ms < 8000, "took %.0f ms", r.elapsed_ms);
@@ -152,6 +168,7 @@ START_TEST(init_reports_missing_store)
     cht_opts o = {.nranks = 2, .deadline_ms = 40000, .extra_env = "COHORT_TIMEOUT=60"};
     cht_result r;
     cht_run_ranks(&o, rank_late_store, NULL, &r);
+    show_failed(&r);
     remove_tmpdir();
     cht_assert_all_ok(&r);
 }
@@ -164,6 +181,7 @@ START_TEST(init_reports_missing_ranks)
                   .extra_env = "COHORT_TIMEOUT=60"};
     cht_result r;
     cht_run_ranks(&o, rank_late_join, NULL, &r);
+    show_failed(&r);
     remove_tmpdir();
     cht_assert_all_ok(&r);
 }
@@ -224,6 +242,7 @@ START_TEST(stall_reports_repeat_fresh)
                                      : "COHORT_TIMEOUT=3.5;COHORT_STALL_WARN=1"};
     cht_result r;
     cht_run_ranks(&o, rank_stall, &quiet, &r);
+    show_failed(&r);
     remove_tmpdir();
     cht_assert_all_ok(&r);
 }
@@ -371,6 +390,7 @@ START_TEST(mismatch_logs_once_and_dumps_failed)
                   .extra_env = env};
     cht_result r;
     cht_run_ranks(&o, rank_mismatch_logs, NULL, &r);
+    show_failed(&r);
     remove_tmpdir();
     cht_assert_all_ok(&r);
 }
