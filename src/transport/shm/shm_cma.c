@@ -1033,8 +1033,9 @@ static int xc_two_big(int coll, size_t bytes)
         return bytes >= XC_AR_BIG;
     case COH_COLL_REDUCE:
     case COH_COLL_REDUCE_SCATTER: /* in all */
-    case COH_COLL_ALL_TO_ALL:     /* a pair, from XC_A2A_BIG */
-        return 1;
+        return bytes > XC_NEAR_TO;
+    case COH_COLL_ALL_TO_ALL: /* a pair */
+        return bytes >= XC_A2A_BIG;
     case COH_COLL_ALL_GATHER: /* a block, in place or not */
         return bytes >= SHM_XC_AG_BIG;
     default:
@@ -1062,18 +1063,20 @@ static int xc_two_big(int coll, size_t bytes)
  * gather and scatter: kept on single copy
  * (no pair with both launches near yet: near_big.txt set near two copies
  * against far single copy; results/2026-12-05-s30-gs-near found none).
- * Measured up to 4 MiB here (XC_NEAR_TO); above it see xc_two_big. */
+ * Measured up to 4 MiB here (XC_NEAR_TO); where the copy is dear,
+ * xc_two_big adds its own sizes first. */
 int shm_xc_two_copies(const coh_shm *s, int coll, size_t bytes)
 {
+    if (s->xc_dear && xc_two_big(coll, bytes))
+        return 1;
     if (bytes > XC_NEAR_TO)
-        return s->xc_dear && xc_two_big(coll, bytes);
+        return 0;
     switch (coll) {
     case COH_COLL_ALL_REDUCE:
     case COH_COLL_REDUCE_SCATTER:
         return 1; /* from where their single copy starts (XC_AR_FROM, RS_FROM) */
     case COH_COLL_ALL_TO_ALL:
-        return (bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20)) ||
-               (s->xc_dear && bytes >= XC_A2A_BIG);
+        return bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20);
     case COH_COLL_REDUCE:
         return bytes >= ((size_t)1 << 20);
     case COH_COLL_BROADCAST: /* from 1 MiB until session 40 (above) */
