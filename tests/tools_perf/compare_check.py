@@ -249,6 +249,37 @@ with tempfile.TemporaryDirectory() as d:
     expect("the contract check, paired" in r.stdout,
            "a contract miss points at the paired measurement's paragraph")
 
+    # contract_ab.sh runs kept in the results (contract_ab*/on.R.txt, off.R.txt; cohort-perf
+    # --percentiles rows: size count type redop root time algbw busbw #wrong p50 p99 max)
+    # decide the >= 64 KiB cells they measured: the median of the pairs' p50 on/off, pooled
+    # over the runs. all_reduce 64 KiB: unpaired 1.02x (above), paired 1.00x over 3 + 2
+    # pairs - met; broadcast 1 MiB, measured paired only: on 10 % slower in every pair.
+    def ab_launch(path, rows):
+        with open(path, "w") as f:
+            for op, sz, p50 in rows:
+                root = 0 if op == "broadcast" else -1
+                f.write(f"# Collective: {op}\n{sz} {sz // 4} float sum {root} {p50} 1.0 1.0 0 "
+                        f"{p50} {p50 * 2} {p50 * 3}\n")
+    for run, n in (("contract_ab", 3), ("contract_ab_more", 2)):
+        os.makedirs(os.path.join(d, run))
+        for k in range(1, n + 1):
+            base = 6.0 + k  # the pairs' state moves, their ratio does not
+            ab_launch(os.path.join(d, run, f"on.{k}.txt"),
+                      (("all_reduce", 65536, base), ("broadcast", 1048576, 1.1 * base)))
+            ab_launch(os.path.join(d, run, f"off.{k}.txt"),
+                      (("all_reduce", 65536, base), ("broadcast", 1048576, base)))
+    r = subprocess.run([sys.executable, check, d, "--min-launches", "4"], capture_output=True,
+                       text=True, timeout=120)
+    print(r.stdout)
+    ln = [l for l in r.stdout.splitlines() if "all_reduce 64 KiB: " in l]
+    expect(not ln, f"the paired all_reduce 64 KiB (1.00x) is met, not listed: {ln}")
+    big = [l for l in r.stdout.splitlines() if "contract check: within 3 %" in l]
+    expect(len(big) == 1 and big[0].startswith("MISSED (1 of 2 cells)") and
+           "worst broadcast 1 MiB 1.10x" in big[0], f"the paired cells decide: {big}")
+    ln = [l for l in r.stdout.splitlines() if "broadcast 1 MiB: 1.10x" in l]
+    expect(len(ln) == 1 and "paired: median of 5 pairs' p50 on/off, on slower in 5" in ln[0],
+           f"a paired miss says so, with its pairs: {ln}")
+
 
 # bench/compare/mpi_coll_ext.c against the real MPIs: builds with -Werror, its rows
 # parse, its sizes are cohort-perf's for the same --sizes (3 ranks: blocks round down),
