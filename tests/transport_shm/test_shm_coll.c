@@ -933,6 +933,31 @@ static void bound_far_dear(coh_shm *s)
     t_all_to_all(COHORT_UINT8, 4u << 20, 0);
     CHECK(s->xc_twos == twos, "far: %llu calls sent to two copies",
           (unsigned long long)(s->xc_twos - twos));
+    /* far where the copy is dear: all_reduce out of place and reduce_scatter
+     * from 64 KiB (XC_DEAR_FROM, session 42); in place all_reduce below 2
+     * MiB keeps two copies */
+    mis_unit = 4;
+    for (int ip = 0; ip < 2; ip++) {
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (64u << 10) / 4, ip, ip == 0);
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (64u << 10) / 4 - 1, ip, 0);
+    }
+    CHECK(shm_cma_use(s, COH_COLL_REDUCE_SCATTER, 64u << 10) &&
+              !shm_cma_use(s, COH_COLL_REDUCE_SCATTER, (64u << 10) - 1),
+          "reduce_scatter from 64 KiB in all (%s)", s->copy_info);
+    uint32_t ph = s->phase;
+    t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (64u << 10) / 8, 0);
+    CHECK(s->phase - ph == 2, "reduce_scatter of 64 KiB far: %u phases (single copy: 2)",
+          s->phase - ph);
+    t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (64u << 10) / 8 - 1, 0);
+    mis_unit = 1;
+    /* the path a block names (cohort_describe's count): 32 KiB a rank is 64 KiB in all */
+    CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_REDUCE_SCATTER, 32u << 10), "single copy (cma)"),
+          "reduce_scatter path at 32 KiB a block: %s",
+          coh_shm_copy_path(s, COH_COLL_REDUCE_SCATTER, 32u << 10));
+    CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_REDUCE_SCATTER, (32u << 10) - 4),
+                  "two copies (segment)"),
+          "reduce_scatter path below it: %s",
+          coh_shm_copy_path(s, COH_COLL_REDUCE_SCATTER, (32u << 10) - 4));
     CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 64u << 20),
                   "single copy (cma) if any rank is in place, else two copies (segment)"),
           "all_reduce path at 64 MiB: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 64u << 20));
@@ -979,7 +1004,11 @@ static int bound_main(int rank, void *arg)
                {COH_COLL_REDUCE_SCATTER, 256u << 10, 0}};
     CHECK(s->cma == apart, "single copy %d (%s)", s->cma, s->copy_info);
     for (size_t k = 0; k < COH_ARRAY_LEN(ops); k++) {
-        size_t from = mode == B_USER ? B_USER_MIN : ops[k].from;
+        /* where the kernel's copy is dear, all_reduce and reduce_scatter
+         * from 64 KiB (XC_DEAR_FROM, session 42) */
+        int dear_from = s->xc_dear && (ops[k].coll == COH_COLL_ALL_REDUCE ||
+                                       ops[k].coll == COH_COLL_REDUCE_SCATTER);
+        size_t from = mode == B_USER ? B_USER_MIN : dear_from ? (size_t)64 << 10 : ops[k].from;
         CHECK(shm_cma_use(s, ops[k].coll, from) == apart, "%s at %zu B (%s)",
               coh_coll_name(ops[k].coll), from, s->copy_info);
         size_t to = mode == B_USER ? 0 : ops[k].to;
@@ -993,6 +1022,16 @@ static int bound_main(int rank, void *arg)
     }
     CHECK(!apart || s->ar_oop_to == (mode == B_USER ? SIZE_MAX : (size_t)32 << 20),
           "all_reduce out of place ends at %zu B", s->ar_oop_to);
+    CHECK(s->xc_dear == (mode == B_UNBOUND), "dear copy %d in mode %d", s->xc_dear, mode);
+    if (mode == B_UNBOUND) { /* near and dear: 64 KiB opens, then two copies */
+        uint64_t twos = s->xc_twos;
+        mis_unit = 4;
+        t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (64u << 10) / 8, 0);
+        t_ar_path(COHORT_FLOAT32, COHORT_SUM, (64u << 10) / 4, 0, 0);
+        CHECK(s->xc_twos - twos == 2, "reduce_scatter and all_reduce of 64 KiB near: %llu",
+              (unsigned long long)(s->xc_twos - twos));
+        mis_unit = 1;
+    }
     CHECK(mode != B_APART || strstr(s->copy_info, "bound to cpus") != NULL, "named: %s",
           s->copy_info);
     CHECK(!near_mode || strstr(s->copy_info, "have a cpu each") != NULL, "named: %s",

@@ -108,6 +108,16 @@ static size_t apart_from(int coll)
  * x3.1, 256 KiB x2.7, 1 MiB x2.5; an Intel host (session 17, far): 128 KiB
  * x1.4, 256 KiB-1 MiB x0.75-0.80 - so from 256 KiB. */
 #define XC_AR_FROM ((size_t)256 << 10)
+/* Where the kernel's copy is dear (xc_dear), all_reduce and reduce_scatter
+ * out of place enter the single copy's open phase from this size and take
+ * the single copy while the cpus measure far (near: two copies,
+ * shm_xc_two_copies). Session 42, 2 ranks apart, the AMD host, every launch
+ * far (c2c 420-510 ns), 6 rounds, both modes, p50 single / two copies
+ * (results/2026-12-07-s42-far-mid): reduce_scatter 64 KiB 17.9 -> 6.2 us
+ * (x0.34-0.35), 128 KiB 35.1 -> 9.4 (x0.27); all_reduce 64 KiB x0.76-0.78,
+ * 128 KiB x0.70; 256-512 KiB x0.99-1.01 (both already single far). Two
+ * copies far cost 3.4x their near time at 64 KiB (5.4 against 18 us). */
+#define XC_DEAR_FROM ((size_t)64 << 10)
 /* A round trip of one line between the two cores at or above this is far:
  * between the near states (49-140 ns, one core complex) and the far ones
  * (330-620 ns) this host moves between (bench/compare/c2c.c). */
@@ -686,7 +696,12 @@ cohort_status shm_cma_agree(shm_op *o)
     s->xc_ag_to = s->xc_dear ? SHM_XC_AG_OOP_TO : 0;
     if (s->xc_adapt) {
         s->ar_far_to = s->cma_from[COH_COLL_ALL_REDUCE];
-        s->cma_from[COH_COLL_ALL_REDUCE] = XC_AR_FROM;
+        s->cma_from[COH_COLL_ALL_REDUCE] = s->xc_dear ? XC_DEAR_FROM : XC_AR_FROM;
+        if (s->xc_dear)
+            s->cma_from[COH_COLL_REDUCE_SCATTER] = XC_DEAR_FROM;
+        /* neither takes the barrier's sizes: bar_from <= cma_from all the same */
+        s->bar_from[COH_COLL_ALL_REDUCE] = s->cma_from[COH_COLL_ALL_REDUCE];
+        s->bar_from[COH_COLL_REDUCE_SCATTER] = s->cma_from[COH_COLL_REDUCE_SCATTER];
     }
     char speed[192] = "";
     if (all_can && measured)
@@ -747,11 +762,11 @@ cohort_status shm_cma_agree(shm_op *o)
                  apart_from(COH_COLL_BROADCAST), apart_from(COH_COLL_ALL_GATHER),
                  apart_from(COH_COLL_GATHER), apart_from(COH_COLL_ALL_TO_ALL),
                  apart_from(COH_COLL_REDUCE), apart_from(COH_COLL_ALL_REDUCE), AR_OOP_TO,
-                 XC_AR_FROM,
+                 s->cma_from[COH_COLL_ALL_REDUCE],
                  s->xc_adapt == 1   ? "measure far apart (probed during calls)"
                  : s->xc_adapt == 3 ? "are far apart (COHORT_SHM_XCORE=far)"
                                     : "are far apart: never (COHORT_SHM_XCORE=near)",
-                 apart_from(COH_COLL_REDUCE_SCATTER), apart_from(COH_COLL_SEND),
+                 s->cma_from[COH_COLL_REDUCE_SCATTER], apart_from(COH_COLL_SEND),
                  bound_apart ? where : "have a cpu each (unbound)",
                  rf_words, speed);
     else if (apart)
@@ -820,6 +835,10 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
         return bytes <= s->p2p_bytes ? "two copies (send/recv channel, eager)"
                                      : "two copies (send/recv channel, pipelined)";
     }
+    /* bytes is a block (cohort_describe's count); reduce_scatter's sizes are
+     * the blocks of every rank (shm_coll.c asks shm_cma_use with its total) */
+    if (coll == COH_COLL_REDUCE_SCATTER)
+        bytes = bytes > SIZE_MAX / (size_t)s->n ? SIZE_MAX : bytes * (size_t)s->n;
     if (!shm_cma_use(s, coll, bytes))
         return !(s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->bar_from[coll])
                    ? "two copies (segment)"
@@ -1074,7 +1093,8 @@ int shm_xc_two_copies(const coh_shm *s, int coll, size_t bytes)
     switch (coll) {
     case COH_COLL_ALL_REDUCE:
     case COH_COLL_REDUCE_SCATTER:
-        return 1; /* from where their single copy starts (XC_AR_FROM, RS_FROM) */
+        /* from where their single copy starts (XC_AR_FROM, RS_FROM, XC_DEAR_FROM) */
+        return 1;
     case COH_COLL_ALL_TO_ALL:
         return bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20);
     case COH_COLL_REDUCE:
