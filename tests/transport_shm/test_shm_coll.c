@@ -1023,13 +1023,25 @@ static int bound_main(int rank, void *arg)
     CHECK(!apart || s->ar_oop_to == (mode == B_USER ? SIZE_MAX : (size_t)32 << 20),
           "all_reduce out of place ends at %zu B", s->ar_oop_to);
     CHECK(s->xc_dear == (mode == B_UNBOUND), "dear copy %d in mode %d", s->xc_dear, mode);
-    if (mode == B_UNBOUND) { /* near and dear: 64 KiB opens, then two copies */
+    if (mode == B_UNBOUND) {
+        /* near and dear: all_reduce of 64 KiB opens, then two copies;
+         * reduce_scatter by single copy from 64 KiB and below 512 KiB in
+         * all, two copies from 512 KiB (XC_RS_NEAR_FROM) */
         uint64_t twos = s->xc_twos;
         mis_unit = 4;
-        t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (64u << 10) / 8, 0);
         t_ar_path(COHORT_FLOAT32, COHORT_SUM, (64u << 10) / 4, 0, 0);
-        CHECK(s->xc_twos - twos == 2, "reduce_scatter and all_reduce of 64 KiB near: %llu",
+        CHECK(s->xc_twos - twos == 1, "all_reduce of 64 KiB near: %llu",
               (unsigned long long)(s->xc_twos - twos));
+        static const size_t rs_at[] = {64u << 10, (512u << 10) - 8, 512u << 10};
+        for (size_t i = 0; i < COH_ARRAY_LEN(rs_at); i++) {
+            uint32_t ph = s->phase;
+            twos = s->xc_twos;
+            t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, rs_at[i] / 8, 0);
+            int two = rs_at[i] >= (512u << 10);
+            CHECK(s->xc_twos - twos == (uint64_t)two && (two || s->phase - ph == 2),
+                  "reduce_scatter of %zu B near: %llu to two copies, %u phases", rs_at[i],
+                  (unsigned long long)(s->xc_twos - twos), s->phase - ph);
+        }
         mis_unit = 1;
     }
     CHECK(mode != B_APART || strstr(s->copy_info, "bound to cpus") != NULL, "named: %s",
@@ -1262,11 +1274,13 @@ static int bound_main(int rank, void *arg)
         uint32_t ph = s->phase;
         uint64_t twos = s->xc_twos;
         t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, (256u << 10) / 8, ip);
-        /* near (B_UNBOUND): two copies after the open phase (xc_twos); in
-         * place too, unless the user's size rules */
-        CHECK(!apart || near_mode || (ip && mode != B_USER) || s->phase - ph == 2,
+        /* near and cheap (B_CHEAP): two copies after the open phase
+         * (xc_twos), in place too, unless the user's size rules; near and
+         * dear (B_UNBOUND): the single copy below 512 KiB (session 42) */
+        int near_two = near_mode && !s->xc_dear;
+        CHECK(!apart || near_two || (ip && mode != B_USER) || s->phase - ph == 2,
               "reduce_scatter of 256 KiB in place %d: %u phases", ip, s->phase - ph);
-        CHECK(s->xc_twos - twos == (uint64_t)near_mode, "reduce_scatter near: %llu",
+        CHECK(s->xc_twos - twos == (uint64_t)near_two, "reduce_scatter near: %llu",
               (unsigned long long)(s->xc_twos - twos));
         t_reduce_scatter(COHORT_INT32, COHORT_MAX, 300001, ip);
         t_reduce_scatter(COHORT_FLOAT32, COHORT_AVG, 40000, ip);

@@ -1084,6 +1084,15 @@ static int xc_two_big(int coll, size_t bytes)
  * against far single copy; results/2026-12-05-s30-gs-near found none).
  * Measured up to 4 MiB here (XC_NEAR_TO); where the copy is dear,
  * xc_two_big adds its own sizes first. */
+/* Near where the kernel's copy is dear, reduce_scatter takes two copies
+ * only from this size in all. Session 42, the AMD host, every launch near,
+ * 6 rounds, p50 single / two copies out of place (results/2026-12-07-s42-
+ * far-mid/rs-near): 128 KiB x0.79-0.80, 256 KiB x0.71-0.75 both modes; 512
+ * KiB x0.77 back to back but x1.19 OSU style; 1-2 MiB x1.19-1.82. Session
+ * 29 measured two copies x0.49-0.80 at 256 KiB - 4 MiB on the same host;
+ * what moved since was not traced. Where the copy is cheap: unmeasured,
+ * session 29's rule. */
+#define XC_RS_NEAR_FROM ((size_t)512 << 10)
 int shm_xc_two_copies(const coh_shm *s, int coll, size_t bytes)
 {
     if (s->xc_dear && xc_two_big(coll, bytes))
@@ -1092,9 +1101,10 @@ int shm_xc_two_copies(const coh_shm *s, int coll, size_t bytes)
         return 0;
     switch (coll) {
     case COH_COLL_ALL_REDUCE:
-    case COH_COLL_REDUCE_SCATTER:
-        /* from where their single copy starts (XC_AR_FROM, RS_FROM, XC_DEAR_FROM) */
+        /* from where its single copy starts (XC_AR_FROM, XC_DEAR_FROM) */
         return 1;
+    case COH_COLL_REDUCE_SCATTER: /* in all; from RS_FROM or XC_DEAR_FROM */
+        return !s->xc_dear || bytes >= XC_RS_NEAR_FROM;
     case COH_COLL_ALL_TO_ALL:
         return bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20);
     case COH_COLL_REDUCE:
