@@ -38,6 +38,21 @@ def perf_row(op, f):
     return None
 
 
+def perf_cells(out, variants):
+    """{(op, size): {variant: {round: (p50 us, p99 us)}}} of the cohort-perf
+    --percentiles launches of an A/B run (the out-of-place rows: root -1 or 0),
+    for the variants named (contract_ab.sh's summary, bench/compare/check)."""
+    cell = {}
+    for v, r, path in launches(out):
+        if v not in variants:
+            continue
+        for _, op, f in lines(path):
+            row = perf_row(op, f)
+            if row and f[4] in ("-1", "0"):
+                cell.setdefault((op, row[0]), {}).setdefault(v, {})[r] = row[2:]
+    return cell
+
+
 def median(xs):
     """The median of the values that are not None; None when there are none."""
     xs = [x for x in xs if x is not None]

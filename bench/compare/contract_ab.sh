@@ -26,14 +26,10 @@ ab_args contract-ab "$@"
 summarize() {
 ab_python - "$OUT" <<'PY' | tee "$OUT/summary.md"
 import sys, statistics as S
-from ab_rows import launches, lines, perf_row, fmt
+from ab_rows import launches, perf_cells, fmt
 out = sys.argv[1]
-cell, c2c = {}, {}
+cell, c2c = perf_cells(out, ("on", "off")), {}
 for v, r, path in launches(out):
-    for _, op, f in lines(path):
-        row = perf_row(op, f)
-        if row and f[4] in ("-1", "0"):
-            cell.setdefault((op, row[0]), {}).setdefault(v, {})[r] = row[2:]
     cs = [int(l.split()[6]) for l in open(path) if l.startswith("# c2c ") and len(l.split()) > 6
           and l.split()[6].isdigit()]
     c2c[(v, r)] = max(cs) if cs else None
