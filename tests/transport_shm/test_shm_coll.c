@@ -963,6 +963,52 @@ static void bound_far_dear(coh_shm *s)
           "all_reduce path at 64 MiB: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 64u << 20));
     CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_REDUCE, 8u << 20), "single copy (cma)"),
           "reduce path at 8 MiB: %s", coh_shm_copy_path(s, COH_COLL_REDUCE, 8u << 20));
+    /* The ring's verdict fixed far (COHORT_SHM_XCORE=far, xw 2): back to
+     * back, broadcast, reduce and gather from 8 KiB up to the ring's slot,
+     * and scatter from 8 KiB a block, take the single copy (its open and
+     * close phases at least) instead of the ring (one phase); below 8 KiB
+     * the ring. Every root; the data checked by t_*. */
+    CHECK(s->xw == 2 && strstr(s->copy_info, "back to back from 8192 B (COHORT_SHM_XCORE=far)"),
+          "ring verdict fixed far: xw %d (%s)", s->xw, s->copy_info);
+    CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_BROADCAST, 8192),
+                  "single copy (cma; COHORT_SHM_XCORE=far)") &&
+              strstr(coh_shm_copy_path(s, COH_COLL_BROADCAST, 8191), "right after a barrier"),
+          "broadcast path at 8 KiB: %s", coh_shm_copy_path(s, COH_COLL_BROADCAST, 8192));
+    static const struct {
+        int coll;
+        size_t bytes; /* a block for gather and scatter */
+    } xw[] = {{COH_COLL_BROADCAST, 8192},  {COH_COLL_BROADCAST, 16384}, {COH_COLL_BROADCAST, 8191},
+              {COH_COLL_REDUCE, 8192},     {COH_COLL_REDUCE, 16384},    {COH_COLL_REDUCE, 8188},
+              {COH_COLL_GATHER, 8192},     {COH_COLL_GATHER, 8191},     {COH_COLL_SCATTER, 8192},
+              {COH_COLL_SCATTER, 12288},   {COH_COLL_SCATTER, 4096}};
+    for (int root = 0; root < 2; root++)
+        for (size_t k = 0; k < COH_ARRAY_LEN(xw); k++) {
+            size_t b = xw[k].bytes;
+            uint64_t singles = s->xw_singles;
+            t_broadcast(COHORT_UINT8, 64, 0); /* not right after a barrier */
+            ph = s->phase;
+            switch (xw[k].coll) {
+            case COH_COLL_BROADCAST:
+                t_broadcast(COHORT_UINT8, b, root);
+                break;
+            case COH_COLL_REDUCE:
+                mis_unit = 4;
+                t_reduce(COHORT_FLOAT32, COHORT_SUM, b / 4, 0, root);
+                mis_unit = 1;
+                break;
+            case COH_COLL_GATHER:
+                t_gather(COHORT_UINT8, b, 0, root);
+                break;
+            default:
+                t_scatter(COHORT_UINT8, b, 0, root);
+            }
+            int single = b >= 8192;
+            CHECK(single ? s->phase - ph >= 2 : s->phase - ph == 1,
+                  "%s of %zu B back to back, far: %u phases, single copy %d",
+                  coh_coll_name(xw[k].coll), b, s->phase - ph, single);
+            CHECK(s->xw_singles - singles == (uint64_t)single, "%s of %zu B: %llu by the verdict",
+                  coh_coll_name(xw[k].coll), b, (unsigned long long)(s->xw_singles - singles));
+        }
 }
 static int bound_main(int rank, void *arg)
 {
@@ -1378,6 +1424,99 @@ START_TEST(bound)
 }
 END_TEST
 
+/* Both ranks hold the same value of v (two all_reduces: min and max). */
+static int agreed_u64(uint64_t v)
+{
+    int64_t x = (int64_t)v, lo = 0, hi = 0;
+    coh_call c1 = th_call(G, COH_COLL_ALL_REDUCE, COHORT_INT64, COHORT_MIN, -1, 1);
+    OK(coh_shm_all_reduce(G->shm, &c1, &x, &lo, 1));
+    coh_call c2 = th_call(G, COH_COLL_ALL_REDUCE, COHORT_INT64, COHORT_MAX, -1, 1);
+    OK(coh_shm_all_reduce(G->shm, &c2, &x, &hi, 1));
+    return lo == hi && lo == x;
+}
+
+/* The ring's verdict back to back (xw 1, shm_cma.c "the ring's verdict"):
+ * the first call in the window at or after xw_at runs a probe on both
+ * ranks, both take one outcome (the verdict, the calls to the next probe),
+ * and each call's path follows it - a path the ranks disagreed on would
+ * fail the call. Then the adversary: a rank alone in the probe gives up at
+ * the limit, the late one sees it, and both keep the verdict and double
+ * the interval, whichever of them came first. */
+static void xcore_ring_verdict(coh_shm *s)
+{
+    CHECK(strlen(s->copy_info) < sizeof s->copy_info - 1, "copy_info cut: %s", s->copy_info);
+    CHECK(s->xw == 1 && strstr(s->copy_info, "back to back from 8192 B while far (probed in its calls)"),
+          "ring verdict probed: xw %d (%s)", s->xw, s->copy_info);
+    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_BROADCAST, 16384), "back to back: the ring's"),
+          "broadcast path at 16 KiB: %s", coh_shm_copy_path(s, COH_COLL_BROADCAST, 16384));
+    for (int round = 0; round < 3; round++) {
+        t_broadcast(COHORT_UINT8, 64, 0);
+        s->xw_at = 0; /* a probe due (both ranks, between the same calls) */
+        uint64_t probes = s->xw_probes, singles = s->xw_singles;
+        uint64_t seq = G->seq + 1; /* the next call's */
+        uint32_t ph = s->phase;
+        t_broadcast(COHORT_UINT8, 16384, round & 1);
+        CHECK(s->xw_probes - probes == 1, "probe in the first call in the window: %llu",
+              (unsigned long long)(s->xw_probes - probes));
+        CHECK(s->xw_at == seq + s->xw_n && s->xw_n >= 16 && s->xw_n <= (1u << 22),
+              "next probe at %llu (seq %llu, every %llu calls)", (unsigned long long)s->xw_at,
+              (unsigned long long)seq, (unsigned long long)s->xw_n);
+        CHECK(s->xw_far ? s->phase - ph >= 2 : s->phase - ph == 1,
+              "broadcast of 16 KiB, verdict far %d: %u phases", s->xw_far, s->phase - ph);
+        CHECK(s->xw_singles - singles == (uint64_t)s->xw_far, "by the verdict: %llu",
+              (unsigned long long)(s->xw_singles - singles));
+        CHECK(agreed_u64((uint64_t)s->xw_far) && agreed_u64(s->xw_at) && agreed_u64(s->xw_n),
+              "one outcome: far %d, next at %llu", s->xw_far, (unsigned long long)s->xw_at);
+        /* back to back, every rooted op and size around the window's edge,
+         * over the next probe: the paths agree (the data is checked) */
+        for (int i = 0; i < 40; i++) {
+            int root = i & 1;
+            t_broadcast(COHORT_UINT8, i % 3 ? 16384 : 8191, root);
+            mis_unit = 4;
+            t_reduce(COHORT_FLOAT32, COHORT_SUM, i % 3 ? 8192 / 4 : 8188 / 4, 0, root);
+            mis_unit = 1;
+            t_gather(COHORT_UINT8, 8192, 0, root);
+            t_scatter(COHORT_UINT8, i % 2 ? 8192 : 4096, 0, root);
+        }
+        CHECK(agreed_u64(s->xw_probes) && agreed_u64(s->xw_singles) && agreed_u64(s->xw_at),
+              "probes %llu, singles %llu agreed", (unsigned long long)s->xw_probes,
+              (unsigned long long)s->xw_singles);
+    }
+    /* alone: the lead first, then rank 1 */
+    for (int who = 0; who < 2; who++) {
+        t_barrier();
+        int far = s->xw_far;
+        uint64_t n = s->xw_n, seq = G->seq + 1000;
+        if (me != who)
+            usleep(20000);
+        uint64_t t0 = coh_now_ns();
+        shm_xw_probe(s, seq);
+        uint64_t took = coh_now_ns() - t0;
+        CHECK(me != who || took >= 900000, "an xw probe alone took %llu ns",
+              (unsigned long long)took);
+        CHECK(s->xw_far == far && s->xw_n == (n * 2 < (1u << 22) ? n * 2 : 1u << 22) &&
+                  s->xw_at == seq + s->xw_n,
+              "gave up (%s first): far %d -> %d, every %llu -> %llu calls", who ? "rank 1" : "lead",
+              far, s->xw_far, (unsigned long long)n, (unsigned long long)s->xw_n);
+        CHECK(agreed_u64((uint64_t)s->xw_far) && agreed_u64(s->xw_n), "one outcome alone");
+    }
+    /* both there: the lead's verdict decides (a loaded host: retry) */
+    for (int tries = 0;; tries++) {
+        t_barrier();
+        uint64_t n = s->xw_n;
+        shm_xw_probe(s, G->seq + 1000);
+        int32_t ok = s->xw_n != (n * 2 < (1u << 22) ? n * 2 : 1u << 22), all = 0;
+        coh_call c = th_call(G, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_MIN, -1, 1);
+        OK(coh_shm_all_reduce(s, &c, &ok, &all, 1));
+        if (all)
+            break;
+        CHECK(tries < 100, "no xw probe decided in %d tries", tries);
+    }
+    CHECK(me || s->xw_far == (s->xc_ns >= 200), "decided: far %d after %u ns", s->xw_far,
+          s->xc_ns);
+    CHECK(agreed_u64((uint64_t)s->xw_far) && agreed_u64(s->xw_n), "one outcome decided");
+}
+
 /* 2 ranks apart, COHORT_SHM_XCORE=auto: an all_reduce in the band asks
  * for a probe every 10 ms and takes the lead's verdict; both ranks run
  * each probe, the lead measures a sane round trip, and the path follows
@@ -1513,6 +1652,7 @@ static int xcore_main(int rank, void *arg)
     CHECK(me || s->xc_fails == 0, "lead: %u failed probes after one measured", s->xc_fails);
     CHECK(me || !strcmp(coh_shm_xc_verdict(s), s->xc_ns >= 200 ? "far" : "near"),
           "verdict after %u ns: %s", s->xc_ns, coh_shm_xc_verdict(s));
+    CHECK(s->xw == 0, "the ring's verdict where the kernel's copy is cheap: xw %d", s->xw);
     t_all_reduce(COHORT_FLOAT32, COHORT_AVG, (1u << 20) / 4, 0);
     th_group_free(G);
     th_done(2);
@@ -1533,6 +1673,40 @@ START_TEST(xcore)
                                "2000,1000;COHORT_SHM_XCORE=auto"};
     cht_result r;
     cht_run_ranks(&o, xcore_main, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
+static int xcore_ring_main(int rank, void *arg)
+{
+    (void)arg;
+    nranks = 2;
+    me = rank;
+    where = "unbound, COHORT_SHM_XCORE=auto, the kernel's copy dear";
+    cohort_status st;
+    G = th_group(rank, 2, 30000, &st);
+    if (!G)
+        return 1;
+    xcore_ring_verdict(G->shm);
+    th_group_free(G);
+    th_done(2);
+    return 0;
+}
+
+START_TEST(xcore_ring)
+{
+    cpu_set_t set;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    if (CPU_COUNT(&set) < 2) {
+        fprintf(stderr, "xcore_ring: one cpu available, 2 ranks are not apart\n");
+        return;
+    }
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 60000,
+                  .extra_env = "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
+                               "4000,1000;COHORT_SHM_XCORE=auto"};
+    cht_result r;
+    cht_run_ranks(&o, xcore_ring_main, NULL, &r);
     cht_assert_all_ok(&r);
 }
 END_TEST
@@ -1739,6 +1913,7 @@ static Suite *make_suite(void)
     TCase *tb = tcase_create("bound");
     tcase_add_loop_test(tb, bound, 0, 6);
     tcase_add_test(tb, xcore);
+    tcase_add_test(tb, xcore_ring);
     tcase_set_timeout(tb, 90);
     suite_add_tcase(s, tb);
     TCase *tw = tcase_create("crowd");

@@ -1036,7 +1036,7 @@ static COH_INLINE void ring_put(coh_shm *s, uint32_t p, const coh_hdr *h, const 
                                uint64_t key, const void *data, size_t bytes);
 static int ring_in(shm_op *o, const void *send, size_t bytes, int root, cohort_status *st);
 static inline void ring_in_end(coh_shm *s, size_t bytes);
-static int reduce_ring(const coh_shm *s, const coh_call *c, size_t count);
+static int reduce_ring(coh_shm *s, const coh_call *c, size_t count);
 static int ring_full_bad(const coh_shm *s, const coh_call *c, int q, uint32_t p,
                          const coh_hdr *mine);
 static cohort_status ring_full_check(shm_op *o, const coh_call *c, int q, uint32_t p,
@@ -1476,7 +1476,7 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root, 
  * at once, as bcast_single splits the kernel's copy. */
 
 /* What readers publish in the first phase of the path they prepared. */
-static uint64_t bcast_first_len(const coh_shm *s, const coh_call *c, size_t bytes)
+static uint64_t bcast_first_len(coh_shm *s, const coh_call *c, size_t bytes)
 {
     return shm_cma_call(s, c, COH_COLL_BROADCAST, bytes) ? sizeof(shm_cma_desc) : 0;
 }
@@ -2176,12 +2176,12 @@ static inline void ring_in_end(coh_shm *s, size_t bytes)
 
 /* Every rank decides from the call's own fields and the agreed geometry,
  * so ranks that agree on the call agree on the path. */
-static int gather_ring(const coh_shm *s, const coh_call *c, size_t bpr)
+static int gather_ring(coh_shm *s, const coh_call *c, size_t bpr)
 {
     return s && c && s->ring_k && s->n > 1 && bpr <= s->ring_bytes &&
            !shm_cma_call(s, c, COH_COLL_GATHER, bpr);
 }
-static int reduce_ring(const coh_shm *s, const coh_call *c, size_t count)
+static int reduce_ring(coh_shm *s, const coh_call *c, size_t count)
 {
     size_t bytes;
     return s && c && s->ring_k && s->n > 1 && c->dtype < COHORT_DTYPE_COUNT &&
@@ -2415,7 +2415,7 @@ cohort_status coh_shm_gather(coh_shm *s, const coh_call *c, const void *send, vo
  * from the call's own fields (bpr, the agreed geometry), so ranks that
  * agree on the call agree on the path; ranks that do not are told apart
  * by the records (ring_mismatch, ring_vs_call). */
-static int scatter_ring(const coh_shm *s, const coh_call *c, size_t bpr)
+static int scatter_ring(coh_shm *s, const coh_call *c, size_t bpr)
 {
     size_t total;
     return s && c && s->ring_k && s->n > 1 && mul_ok(bpr, (size_t)s->n, &total) &&

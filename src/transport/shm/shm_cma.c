@@ -141,6 +141,15 @@ static size_t apart_from(int coll)
 /* Near sends calls of at most this many bytes to two copies (what was
  * measured; shm_xc_two_copies) */
 #define XC_NEAR_TO ((size_t)4 << 20)
+/* The ring's verdict ("the ring's verdict" below): the outcome word's
+ * states, and the calls from one probe to the next */
+enum { XW_DECIDED = 1u, XW_GAVE_UP = 2u };
+#define XW_N_FIRST 64u                  /* calls to the second probe */
+#define XW_N_MIN 16u                    /* at most one probe in this many calls */
+#define XW_N_MAX ((uint64_t)1 << 22)    /* fits the word's 24 bits */
+#define XW_EPOCH(v) ((v) >> 32)
+#define XW_FROM_WORDS "8192 B" /* SHM_XW_FROM, in copy_info */
+_Static_assert(SHM_XW_FROM == 8192, "XW_FROM_WORDS names SHM_XW_FROM");
 
 /* A choice variable's value as the index of its name in opts (n names,
  * "|"-joined in the warning); unset or empty: dflt; anything else: a
@@ -694,6 +703,12 @@ cohort_status shm_cma_agree(shm_op *o)
      * 4-12 KiB x0.71-0.97 of the ring, session 35), so not there. */
     s->xc_dear = s->xc_adapt && !cheap;
     s->xc_ag_to = s->xc_dear ? SHM_XC_AG_OOP_TO : 0;
+    /* the ring's verdict back to back: probed (1), fixed far (2); near
+     * fixed keeps the ring (shm_cma.h shm_cma_call) */
+    s->xw = !s->xc_dear || !s->ring_k ? 0 : s->xc_adapt == 1 ? 1 : s->xc_adapt == 3 ? 2 : 0;
+    s->xw_far = 0;
+    s->xw_at = s->xw_seen = s->xw_t = s->xw_p = 0;
+    s->xw_n = XW_N_FIRST;
     if (s->xc_adapt) {
         s->ar_far_to = s->cma_from[COH_COLL_ALL_REDUCE];
         s->cma_from[COH_COLL_ALL_REDUCE] = s->xc_dear ? XC_DEAR_FROM : XC_AR_FROM;
@@ -736,7 +751,7 @@ cohort_status shm_cma_agree(shm_op *o)
         snprintf(busy_words + o, sizeof busy_words - o, ", send/recv from %zu B",
                  s->cma_from[COH_COLL_SEND]);
     }
-    char rf_words[256] = "";
+    char rf_words[384] = "";
     if (s->bar_from[COH_COLL_BROADCAST] < s->cma_from[COH_COLL_BROADCAST])
         snprintf(rf_words, sizeof rf_words,
                  "; up to the ring's slot (%zu B) broadcast, reduce and gather by the ring "
@@ -744,7 +759,10 @@ cohort_status shm_cma_agree(shm_op *o)
                  s->cma_from[COH_COLL_BROADCAST] - 1, s->bar_from[COH_COLL_BROADCAST],
                  !s->xc_dear        ? ""
                  : s->xc_adapt == 1 ? " while the cpus measure far apart (the lead's verdict in "
-                                      "the barrier)"
+                                      "the barrier), back to back from " XW_FROM_WORDS
+                                      " while far (probed in its calls)"
+                 : s->xc_adapt == 3 ? ", and back to back from " XW_FROM_WORDS
+                                      " (COHORT_SHM_XCORE=far)"
                                     : " - not while near (COHORT_SHM_XCORE=near)");
     if (s->n == 1)
         snprintf(s->copy_info, sizeof s->copy_info, "one local rank: no copies between ranks");
@@ -842,6 +860,12 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
     if (!shm_cma_use(s, coll, bytes))
         return !(s->cma && (s->cma_ops >> coll & 1u) && bytes >= s->bar_from[coll])
                    ? "two copies (segment)"
+               : s->xw == 1 && bytes >= SHM_XW_FROM
+                   ? "single copy (cma) while the cpus measure far apart (right after a "
+                     "barrier: the lead's verdict in the barrier; back to back: the ring's "
+                     "verdict, probed in its calls), else two copies"
+               : s->xw == 2 && bytes >= SHM_XW_FROM
+                   ? "single copy (cma; COHORT_SHM_XCORE=far)"
                : s->xc_adapt == 1 && s->xc_dear
                    ? "single copy (cma) right after a barrier while the cpus measure far apart "
                      "(the lead's verdict in the barrier), else two copies"
@@ -1149,4 +1173,89 @@ int shm_xc_probe(coh_shm *s)
         atomic_store_explicit(mine, base | XC_GONE, memory_order_release);
     s->xc_probes += r == 1;
     return r;
+}
+
+/* ---- the ring's verdict ----
+ *
+ * Back to back the ring carries broadcast, reduce and gather up to its
+ * slot (and scatter's two blocks), and its calls carry no descriptor that
+ * every rank reads before the path forks. Where the kernel's copy is dear
+ * the ring's two copies cost 4x more far than near (2 ranks apart, the AMD
+ * host, 16 KiB broadcast 7.8 against 2.0 us), while the single copy wins
+ * far (x0.45 at 16 KiB). So the two ranks agree on a verdict the way they
+ * agree on anything else, without a phase: in a probe. The first call in
+ * the window (shm_cma_call) at or after xw_at runs one on both ranks - the
+ * same call, since both see the same calls and keep the same xw_at - and
+ * the lead writes its outcome in xw_word: the verdict, and how many calls
+ * until the next probe (its call rate, for one every XC_EVERY_NS). A rank
+ * that gives up first writes "gave up" instead; a compare-and-swap lets
+ * only the first writer of the probe's epoch decide, so both ranks read
+ * the same outcome whoever gave up when. Gave up: the verdict stays and
+ * the interval doubles, on both. No rank needs to know how far the other
+ * has run ahead: the verdict changes only inside a call both are in. */
+
+void shm_xw_probe(coh_shm *s, uint64_t seq)
+{
+    shm_seg_hdr *h = s->hdr;
+    int r = shm_xc_probe(s);
+    uint64_t ep = s->xc_epoch & 0xffffffffu, now = coh_now_ns();
+    uint64_t mine = ep << 32 | XW_GAVE_UP;
+    if (r == 1 && s->me == 0) {
+        /* the lead's calls since the last probe per XC_EVERY_NS */
+        uint64_t n = XW_N_FIRST;
+        if (s->xw_t && now > s->xw_t && seq > s->xw_p) {
+            uint64_t calls = COH_MIN(seq - s->xw_p, XW_N_MAX);
+            n = calls * XC_EVERY_NS / (now - s->xw_t);
+        }
+        n = COH_MAX(COH_MIN(n, XW_N_MAX), (uint64_t)XW_N_MIN);
+        mine = ep << 32 | n << 8 | (uint64_t)(s->xc_ns >= XC_FAR_NS) << 2 | XW_DECIDED;
+    } else if (r == 1) {
+        /* echoed every round trip: the lead decides right after its last */
+        uint64_t end = now + XC_LIMIT_NS, yield_at = now + XC_SPIN_NS;
+        for (unsigned i = 1;; i++) {
+            if (XW_EPOCH(atomic_load_explicit(&h->xw_word, memory_order_acquire)) == ep)
+                break;
+            coh_cpu_relax();
+            if (!(i & 63)) {
+                uint64_t t = coh_now_ns();
+                if (t >= end)
+                    break;
+                if (t >= yield_at)
+                    sched_yield();
+            }
+        }
+    }
+    uint64_t cur = atomic_load_explicit(&h->xw_word, memory_order_acquire);
+    while (XW_EPOCH(cur) != ep)
+        if (atomic_compare_exchange_weak_explicit(&h->xw_word, &cur, mine, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            cur = mine;
+    if ((cur & 3u) == XW_DECIDED) {
+        s->xw_far = (int)(cur >> 2 & 1u);
+        s->xw_n = cur >> 8 & 0xffffffu;
+    } else {
+        s->xw_n = COH_MIN(s->xw_n * 2, XW_N_MAX);
+    }
+    s->xw_at = seq + s->xw_n;
+    s->xw_probes++;
+    if (s->me == 0) {
+        s->xw_t = now;
+        s->xw_p = seq;
+        /* this probe serves the descriptors' verdict too */
+        s->xc_next = now + (XC_EVERY_NS << COH_MIN(s->xc_fails, XC_BACKOFF_MAX));
+    }
+}
+
+int shm_xw_far(coh_shm *s, uint64_t seq)
+{
+    int far = s->xw == 2 || s->xw_far; /* 2: COHORT_SHM_XCORE=far */
+    if (seq != s->xw_seen) {           /* once per call: the path may be asked again */
+        s->xw_seen = seq;
+        if (s->xw == 1 && seq >= s->xw_at) {
+            shm_xw_probe(s, seq);
+            far = s->xw_far;
+        }
+        s->xw_singles += (uint64_t)far;
+    }
+    return far;
 }

@@ -98,6 +98,18 @@ static inline int shm_cma_use(const coh_shm *s, int coll, size_t bytes)
            bytes < s->cma_to[coll];
 }
 
+/* The ring's verdict (shm_cma.c "the ring's verdict"): 2 ranks apart
+ * where the kernel's copy is dear, a broadcast, reduce or gather of at
+ * least this many bytes (a block for gather and scatter) below its single
+ * copy's own size takes the single copy back to back while the cpus
+ * measure far (the ring near). */
+#define SHM_XW_FROM ((size_t)8 << 10)
+/* The verdict for call seq, both ranks the same: the first call in the
+ * window at or after xw_at runs a probe with the peer first (out of line). */
+int shm_xw_far(coh_shm *s, uint64_t seq);
+/* The probe and its agreed outcome (tests call it directly). */
+void shm_xw_probe(coh_shm *s, uint64_t seq);
+
 /* shm_cma_use for call c of a rooted op the ring carries (broadcast,
  * reduce, gather, scatter): the sizes start at bar_from instead when c
  * directly follows a barrier. 2 ranks apart, those calls take the ring back
@@ -106,12 +118,22 @@ static inline int shm_cma_use(const coh_shm *s, int coll, size_t bytes)
  * that barrier said near (bar_near: the ring then too). c->seq is the same
  * on every rank whose calls agree, and bar_near is the lead's word every
  * rank read in the barrier, so they agree on the path; ranks whose calls
- * do not are told apart at the call that differs. */
-static inline int shm_cma_call(const coh_shm *s, const coh_call *c, int coll, size_t bytes)
+ * do not are told apart at the call that differs. Back to back, where the
+ * kernel's copy is dear and the cpus are probed, the ring's verdict moves
+ * calls from SHM_XW_FROM to the single copy while far: agreed by the
+ * probe both ranks take in the same call (shm_xw_far). */
+static inline int shm_cma_call(coh_shm *s, const coh_call *c, int coll, size_t bytes)
 {
     if (bytes < s->bar_from[coll]) /* bar_from <= cma_from: a small call's one compare */
         return 0;
-    size_t from = c->seq == s->bar_seq && !s->bar_near ? s->bar_from[coll] : s->cma_from[coll];
+    size_t from = s->cma_from[coll];
+    if (c->seq == s->bar_seq) {
+        if (!s->bar_near)
+            from = s->bar_from[coll];
+    } else if (s->xw && bytes >= SHM_XW_FROM && bytes < from && s->cma &&
+               (s->cma_ops >> coll & 1u) && shm_xw_far(s, c->seq)) {
+        from = SHM_XW_FROM;
+    }
     return s->cma && (s->cma_ops >> coll & 1u) && bytes >= from && bytes < s->cma_to[coll];
 }
 

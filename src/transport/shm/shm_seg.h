@@ -137,7 +137,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 26u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 27u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -160,7 +160,8 @@
                         * xc_pong); 24: the control block's published call
                         * state removed (nothing read it); 25: a 2-rank
                         * ring scatter publishes the reader's block only;
-                        * 26: compact records one a line (crec_stride) */
+                        * 26: compact records one a line (crec_stride);
+                        * 27: the ring verdict's decision word (xw_word) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
@@ -252,6 +253,11 @@ typedef struct shm_seg_hdr {
      * it to xc_pong; a line each, so a round trip is two line transfers */
     _Alignas(64) _Atomic uint64_t xc_ping;
     _Alignas(64) _Atomic uint64_t xc_pong;
+    /* the ring verdict's decision after a probe (shm_cma.c shm_xw_probe):
+     * the first of the two ranks to write it for the probe's epoch decides
+     * (compare-and-swap), so both take the same verdict even when one of
+     * them gave up waiting */
+    _Alignas(64) _Atomic uint64_t xw_word;
 } shm_seg_hdr;
 _Static_assert(sizeof(shm_seg_hdr) <= SHM_SEG_HDR_BYTES, "segment header fits its page");
 
@@ -647,6 +653,18 @@ struct coh_shm {
      * every local process, and a pid word rewritten later must not send
      * this rank's reads and writes to another process (docs/shm.md) */
     pid_t *peer_pid;
+    /* The ring verdict (shm_cma.c "the ring's verdict"): 2 ranks apart
+     * where the kernel's copy is dear, probing (xc_adapt 1). Agreed, the
+     * same on both ranks: xw_far, the verdict of the last probe both
+     * took; xw_at, the first rooted call in the window from this seq runs
+     * the next probe; xw_n, the calls from one probe to the next. This
+     * rank's: xw_seen, the last call that asked. The lead's: xw_t and
+     * xw_p, the time and seq of the last probe (its call rate sets xw_n). */
+    int xw;
+    int xw_far;
+    uint64_t xw_at, xw_n, xw_seen, xw_t, xw_p;
+    uint64_t xw_probes;  /* ring verdict probes taken (tests) */
+    uint64_t xw_singles; /* calls a far ring verdict sent to the single copy (tests) */
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */
