@@ -389,7 +389,8 @@ static int probe_all(coh_shm *s, int m, char *why, size_t len)
 }
 
 /* Verdicts published in shm_ctl.cma_ok (bits 0-3; bit 4: V_CROWD; bits
- * 8-31: bound_cpu()). */
+ * 5-6: xc_mode(), of which every rank takes the lead's; bits 8-31:
+ * bound_cpu()). */
 enum { V_NONE, V_CANNOT, V_CAN, V_WANT };
 #define V_CROWD 16u
 
@@ -429,7 +430,7 @@ cohort_status shm_cma_agree(shm_op *o)
     }
     atomic_store(&shm_ctl_of(s, s->me)->cma_ok,
                  (uint32_t)(!can ? V_CANNOT : m == M_ON ? V_WANT : V_CAN) | crowd_bit(s) |
-                     bound_cpu() << 8);
+                     (uint32_t)xc_mode() << 5 | bound_cpu() << 8);
     /* Barrier: every verdict is published before phase 2 is. */
     shm_publish(s);
     cohort_status st = shm_wait_all(o, s->phase);
@@ -693,7 +694,9 @@ cohort_status shm_cma_agree(shm_op *o)
     }
     s->ar_oop_to = apart && !lead_set ? AR_OOP_TO : SIZE_MAX;
     /* the adaptive band below the apart rule's all_reduce size */
-    s->xc_adapt = apart && !lead_set ? xc_mode() : 0;
+    /* the lead's COHORT_SHM_XCORE on every rank: the paths it steers
+     * must be the same everywhere (the ring's verdict is read on both) */
+    s->xc_adapt = apart && !lead_set ? (int)(atomic_load(&shm_ctl_of(s, 0)->cma_ok) >> 5 & 3u) : 0;
     s->ar_far_to = 0;
     /* The near rules measured only where the kernel's copy is dear (the
      * AMD host, session 40): all_gather's small blocks (SHM_XC_AG_OOP_TO)
