@@ -1458,7 +1458,11 @@ static void xcore_ring_verdict(coh_shm *s)
         t_broadcast(COHORT_UINT8, 16384, round & 1);
         CHECK(s->xw_probes - probes == 1, "probe in the first call in the window: %llu",
               (unsigned long long)(s->xw_probes - probes));
-        CHECK(s->xw_at == seq + s->xw_n && s->xw_n >= 16 && s->xw_n <= (1u << 22),
+        /* more than a ring root can run ahead: one word serves every probe */
+        CHECK(s->xw_n_min > 2 * (s->ring_k > s->tiny_k ? s->ring_k : s->tiny_k),
+              "probes at least %llu calls apart (ring %zu, tiny %zu)",
+              (unsigned long long)s->xw_n_min, s->ring_k, s->tiny_k);
+        CHECK(s->xw_at == seq + s->xw_n && s->xw_n >= s->xw_n_min && s->xw_n <= (1u << 22),
               "next probe at %llu (seq %llu, every %llu calls)", (unsigned long long)s->xw_at,
               (unsigned long long)seq, (unsigned long long)s->xw_n);
         CHECK(s->xw_far ? s->phase - ph >= 2 : s->phase - ph == 1,

@@ -144,8 +144,7 @@ static size_t apart_from(int coll)
 /* The ring's verdict ("the ring's verdict" below): the outcome word's
  * states, and the calls from one probe to the next */
 enum { XW_DECIDED = 1u, XW_GAVE_UP = 2u };
-#define XW_N_FIRST 64u                  /* calls to the second probe */
-#define XW_N_MIN 16u                    /* at most one probe in this many calls */
+#define XW_N_FIRST 64u                  /* calls to the second probe (at least xw_n_min) */
 #define XW_N_MAX ((uint64_t)1 << 22)    /* fits the word's 24 bits */
 #define XW_EPOCH(v) ((v) >> 32)
 #define XW_FROM_WORDS "8192 B" /* SHM_XW_FROM, in copy_info */
@@ -711,7 +710,13 @@ cohort_status shm_cma_agree(shm_op *o)
     s->xw = !s->xc_dear || !s->ring_k ? 0 : s->xc_adapt == 1 ? 1 : s->xc_adapt == 3 ? 2 : 0;
     s->xw_far = 0;
     s->xw_at = s->xw_seen = s->xw_t = s->xw_p = 0;
-    s->xw_n = XW_N_FIRST;
+    /* Probes further apart than a ring root can run ahead of its reader
+     * (it writes phase p once every rank arrived at p - K, K the deeper
+     * ring's; a call is at least one phase): no rank reaches the next
+     * probe, and writes its outcome, while the other still waits to read
+     * this one's - one word serves every probe. */
+    s->xw_n_min = 2 * (uint64_t)COH_MAX(s->ring_k, s->tiny_k) + 8;
+    s->xw_n = COH_MAX((uint64_t)XW_N_FIRST, s->xw_n_min);
     if (s->xc_adapt) {
         s->ar_far_to = s->cma_from[COH_COLL_ALL_REDUCE];
         s->cma_from[COH_COLL_ALL_REDUCE] = s->xc_dear ? XC_DEAR_FROM : XC_AR_FROM;
@@ -1194,8 +1199,9 @@ int shm_xc_probe(coh_shm *s)
  * that gives up first writes "gave up" instead; a compare-and-swap lets
  * only the first writer of the probe's epoch decide, so both ranks read
  * the same outcome whoever gave up when. Gave up: the verdict stays and
- * the interval doubles, on both. No rank needs to know how far the other
- * has run ahead: the verdict changes only inside a call both are in. */
+ * the interval doubles, on both. The verdict changes only inside a call
+ * both are in, however far a ring root has run ahead; only the word's
+ * reuse leans on that distance's bound (xw_n_min). */
 
 void shm_xw_probe(coh_shm *s, uint64_t seq)
 {
@@ -1210,7 +1216,7 @@ void shm_xw_probe(coh_shm *s, uint64_t seq)
             uint64_t calls = COH_MIN(seq - s->xw_p, XW_N_MAX);
             n = calls * XC_EVERY_NS / (now - s->xw_t);
         }
-        n = COH_MAX(COH_MIN(n, XW_N_MAX), (uint64_t)XW_N_MIN);
+        n = COH_MAX(COH_MIN(n, XW_N_MAX), s->xw_n_min);
         mine = ep << 32 | n << 8 | (uint64_t)(s->xc_ns >= XC_FAR_NS) << 2 | XW_DECIDED;
     } else if (r == 1) {
         /* echoed every round trip: the lead decides right after its last */

@@ -663,6 +663,7 @@ struct coh_shm {
     int xw;
     int xw_far;
     uint64_t xw_at, xw_n, xw_seen, xw_t, xw_p;
+    uint64_t xw_n_min; /* agreed: the fewest calls between probes (shm_cma_agree) */
     uint64_t xw_probes;  /* ring verdict probes taken (tests) */
     uint64_t xw_singles; /* calls a far ring verdict sent to the single copy (tests) */
 };
