@@ -1529,17 +1529,8 @@ static void xcore_ring_verdict(coh_shm *s)
  * measurement, on either side, and the next probe both ranks run (tokens
  * of a new epoch: the stale ones in the lines cannot match) measures
  * again. */
-static int xcore_main(int rank, void *arg)
+static void xcore_body(coh_shm *s)
 {
-    (void)arg;
-    nranks = 2;
-    me = rank;
-    where = "unbound, COHORT_SHM_XCORE=auto";
-    cohort_status st;
-    G = th_group(rank, 2, 30000, &st);
-    if (!G)
-        return 1;
-    coh_shm *s = G->shm;
     CHECK(s->cma && s->xc_adapt == 1 && s->ar_far_to == (2u << 20), "adaptive: %s",
           s->copy_info);
     CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, 1u << 20), "measure far apart"),
@@ -1658,6 +1649,25 @@ static int xcore_main(int rank, void *arg)
           "verdict after %u ns: %s", s->xc_ns, coh_shm_xc_verdict(s));
     CHECK(s->xw == 0, "the ring's verdict where the kernel's copy is cheap: xw %d", s->xw);
     t_all_reduce(COHORT_FLOAT32, COHORT_AVG, (1u << 20) / 4, 0);
+}
+
+/* One rank of an xcore case: the group, the case's body, the group freed. */
+typedef struct xcore_case {
+    const char *where;
+    void (*body)(coh_shm *s);
+} xcore_case;
+
+static int xcore_rank(int rank, void *arg)
+{
+    const xcore_case *x = arg;
+    nranks = 2;
+    me = rank;
+    where = x->where;
+    cohort_status st;
+    G = th_group(rank, 2, 30000, &st);
+    if (!G)
+        return 1;
+    x->body(G->shm);
     th_group_free(G);
     th_done(2);
     return 0;
@@ -1666,7 +1676,7 @@ static int xcore_main(int rank, void *arg)
 /* 2 unbound ranks, COHORT_SHM_XCORE=auto, the speed probe faked (probe_ns:
  * the kernel's copy 2x memcpy, cheap, or 4x, dear); nothing to test with
  * one cpu (the ranks are not apart). */
-static void xcore_run(const char *name, int (*fn)(int, void *), const char *probe_ns)
+static void xcore_run(const char *name, const xcore_case *x, const char *probe_ns)
 {
     cpu_set_t set;
     ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
@@ -1682,35 +1692,22 @@ static void xcore_run(const char *name, int (*fn)(int, void *), const char *prob
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 2, .deadline_ms = 60000,
                   .extra_env = env};
     cht_result r;
-    cht_run_ranks(&o, fn, NULL, &r);
+    cht_run_ranks(&o, xcore_rank, (void *)x, &r);
     cht_assert_all_ok(&r);
 }
 
 START_TEST(xcore)
 {
-    xcore_run("xcore", xcore_main, "2000,1000");
+    static const xcore_case x = {"unbound, COHORT_SHM_XCORE=auto", xcore_body};
+    xcore_run("xcore", &x, "2000,1000");
 }
 END_TEST
 
-static int xcore_ring_main(int rank, void *arg)
-{
-    (void)arg;
-    nranks = 2;
-    me = rank;
-    where = "unbound, COHORT_SHM_XCORE=auto, the kernel's copy dear";
-    cohort_status st;
-    G = th_group(rank, 2, 30000, &st);
-    if (!G)
-        return 1;
-    xcore_ring_verdict(G->shm);
-    th_group_free(G);
-    th_done(2);
-    return 0;
-}
-
 START_TEST(xcore_ring)
 {
-    xcore_run("xcore_ring", xcore_ring_main, "4000,1000");
+    static const xcore_case x = {"unbound, COHORT_SHM_XCORE=auto, the kernel's copy dear",
+                                 xcore_ring_verdict};
+    xcore_run("xcore_ring", &x, "4000,1000");
 }
 END_TEST
 
