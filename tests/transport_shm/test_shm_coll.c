@@ -1519,6 +1519,22 @@ static void xcore_ring_verdict(coh_shm *s)
     CHECK(me || s->xw_far == (s->xc_ns >= 200), "decided: far %d after %u ns", s->xw_far,
           s->xc_ns);
     CHECK(agreed_u64((uint64_t)s->xw_far) && agreed_u64(s->xw_n), "one outcome decided");
+    /* the adversary: another local process of the job writes the next
+     * probe's outcome first - decided, far, the next probe 0 calls on. Both
+     * ranks take it (it is the first writer), and the interval stays at
+     * least xw_n_min: no probe in every call. */
+    t_barrier();
+    if (me == 0) {
+        uint64_t ep = (s->xc_epoch + 1) & 0xffffffffu;
+        atomic_store(&s->hdr->xw_word, ep << 32 | 1u << 2 | 1u);
+    }
+    t_barrier();
+    uint64_t seq = G->seq + 1000;
+    shm_xw_probe(s, seq);
+    CHECK(s->xw_far == 1 && s->xw_n == s->xw_n_min && s->xw_at == seq + s->xw_n_min,
+          "forged outcome: far %d, every %llu calls (at least %llu)", s->xw_far,
+          (unsigned long long)s->xw_n, (unsigned long long)s->xw_n_min);
+    CHECK(agreed_u64((uint64_t)s->xw_far) && agreed_u64(s->xw_at), "one forged outcome");
 }
 
 /* 2 ranks apart, COHORT_SHM_XCORE=auto: an all_reduce in the band asks

@@ -1241,7 +1241,10 @@ void shm_xw_probe(coh_shm *s, uint64_t seq)
             cur = mine;
     if ((cur & 3u) == XW_DECIDED) {
         s->xw_far = (int)(cur >> 2 & 1u);
-        s->xw_n = cur >> 8 & 0xffffffu;
+        /* the lead writes at least xw_n_min; a word another local process
+         * rewrote must not bring the probes closer than that (or to every
+         * call) */
+        s->xw_n = COH_MAX(cur >> 8 & 0xffffffu, s->xw_n_min);
     } else {
         s->xw_n = COH_MIN(s->xw_n * 2, XW_N_MAX);
     }
