@@ -1727,6 +1727,221 @@ START_TEST(xcore_ring)
 }
 END_TEST
 
+/* ---- the lead's timed verdict (shm_cma.c "the lead's timed verdict") ----
+ *
+ * 4 ranks pinned to 2 cpus (so on any machine with 2), the kernel's copy
+ * dear (the probe faked at 4 memcpys): broadcast above its pieces, reduce,
+ * all_reduce and all_to_all from 64 KiB take the path of the lead's timed
+ * verdict. Every call's path is read from the op's single-copy counter and
+ * must be the class's agreed bit XOR the agreed exploring schedule; the
+ * data of every call is checked; every rank must hold one outcome. Then a
+ * decision forced by the lead's table, a decision the lead misses (the
+ * others give up at the limit: the paths stay, the interval doubles), and
+ * a forged word. */
+static int busy_cpu[2];
+
+/* one call of the window, its path checked against the verdict */
+static void ov_call(coh_shm *s, int coll, size_t bytes, int root, int inplace)
+{
+    int k = shm_ov_class(coll, bytes);
+    uint32_t i = s->ov_cnt[k];
+    uint64_t *ctr = coll == COH_COLL_BROADCAST ? &s->bc_singles
+                    : coll == COH_COLL_REDUCE  ? &s->red_singles
+                    : coll == COH_COLL_ALL_REDUCE ? &s->ar_singles
+                                                  : &s->a2a_singles;
+    uint64_t n0 = *ctr;
+    mis_unit = coll == COH_COLL_REDUCE || coll == COH_COLL_ALL_REDUCE ? 4 : 1;
+    if (coll == COH_COLL_BROADCAST)
+        t_broadcast(COHORT_UINT8, bytes, root);
+    else if (coll == COH_COLL_REDUCE)
+        t_reduce(COHORT_FLOAT32, COHORT_SUM, bytes / 4, inplace, root);
+    else if (coll == COH_COLL_ALL_REDUCE)
+        t_all_reduce(COHORT_FLOAT32, COHORT_SUM, bytes / 4, inplace);
+    else
+        t_all_to_all(COHORT_UINT8, bytes, inplace);
+    mis_unit = 1;
+    int want = (int)(s->ov_bits >> k & 1u) ^ shm_ov_explore(i);
+    /* an all_to_all in place leaves the single copy after its open phase */
+    int took = coll == COH_COLL_ALL_TO_ALL && inplace ? want : (int)(*ctr - n0);
+    CHECK(s->ov_ans == want && took == want && s->ov_cnt[k] == i + 1,
+          "op %d of %zu B (class %d, call %u, bits %llx): path %d, took %d, want %d", coll, bytes,
+          k, i, (unsigned long long)s->ov_bits, s->ov_ans, took, want);
+}
+
+static int ov_agreed(coh_shm *s)
+{
+    return agreed_u64(s->ov_bits) && agreed_u64(s->ov_w) && agreed_u64(s->ov_at) &&
+           agreed_u64(s->ov_n) && agreed_u64(s->ov_ep) && agreed_u64(s->ov_singles) &&
+           agreed_u64(s->ov_gaveup);
+}
+
+static void ov_fake(coh_shm *s, int k, uint32_t single_ns, uint32_t two_ns)
+{
+    for (int j = 0; j < SHM_OV_KEEP; j++)
+        s->ov_smp[k][1][j] = single_ns, s->ov_smp[k][0][j] = two_ns;
+    s->ov_nsmp[k][0] = s->ov_nsmp[k][1] = SHM_OV_KEEP;
+}
+
+static int busy_main(int rank, void *arg)
+{
+    (void)arg;
+    nranks = 4;
+    me = rank;
+    where = "4 ranks on 2 cpus, the kernel's copy dear, COHORT_SHM_BUSY=timed";
+    cpu_set_t two;
+    CPU_ZERO(&two);
+    CPU_SET(busy_cpu[0], &two);
+    CPU_SET(busy_cpu[1], &two);
+    CHECK(sched_setaffinity(0, sizeof two, &two) == 0, "sched_setaffinity");
+    cohort_status st;
+    G = th_group(rank, nranks, 60000, &st);
+    if (!G)
+        return 1;
+    coh_shm *s = G->shm;
+    const size_t K64 = 65536, pieces = COH_MIN(s->ring_k / 4, SHM_PIECES_MAX) * s->ring_bytes;
+    CHECK(s->oversub && s->ov == 1 && strstr(s->copy_info, "whichever the lead's own calls"),
+          "timed verdict %d: %s", s->ov, s->copy_info);
+    CHECK(s->ov_from[COH_COLL_BROADCAST] == COH_MAX(K64, pieces + 1) &&
+              s->ov_from[COH_COLL_REDUCE] == K64 && s->ov_from[COH_COLL_ALL_REDUCE] == K64 &&
+              s->ov_from[COH_COLL_ALL_TO_ALL] == K64 && s->ov_from[COH_COLL_GATHER] == SIZE_MAX,
+          "window from %zu / %zu / %zu / %zu", s->ov_from[COH_COLL_BROADCAST],
+          s->ov_from[COH_COLL_REDUCE], s->ov_from[COH_COLL_ALL_REDUCE],
+          s->ov_from[COH_COLL_ALL_TO_ALL]);
+    const size_t bc = s->ov_from[COH_COLL_BROADCAST];
+    CHECK(!shm_ring_pieces(s, bc) && shm_ring_pieces(s, bc - 1), "pieces end at %zu B", bc - 1);
+    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64), "two copies (segment) now"),
+          "path before a decision: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64));
+    /* below the window: not counted */
+    t_broadcast(COHORT_UINT8, bc - 1, 0);
+    mis_unit = 4;
+    t_all_reduce(COHORT_FLOAT32, COHORT_SUM, K64 / 4 - 1, 0);
+    mis_unit = 1;
+    CHECK(s->ov_w == 0, "calls below the window counted: %llu", (unsigned long long)s->ov_w);
+    /* the first calls of a class: two copies, then 4 on the single copy,
+     * before any decision */
+    for (int i = 0; i < 9; i++)
+        ov_call(s, COH_COLL_ALL_REDUCE, K64, 0, 0);
+    CHECK(s->ar_singles == 4 && s->ov_decisions == 0, "first calls: %llu single, %llu decisions",
+          (unsigned long long)s->ar_singles, (unsigned long long)s->ov_decisions);
+    /* every op, sizes across classes, roots, in place: decisions come at
+     * the agreed calls and every path follows the outcome */
+    static const size_t sz[] = {65536, 196608 + 4096, 1u << 20};
+    for (int round = 0; round < 6; round++) {
+        for (size_t z = 0; z < COH_ARRAY_LEN(sz); z++) {
+            int root = (round + (int)z) % nranks, ip = round & 1;
+            ov_call(s, COH_COLL_BROADCAST, COH_MAX(sz[z], bc), root, 0);
+            ov_call(s, COH_COLL_REDUCE, sz[z], root, ip);
+            ov_call(s, COH_COLL_ALL_REDUCE, sz[z], 0, ip);
+            ov_call(s, COH_COLL_ALL_TO_ALL, sz[z], 0, ip);
+            ov_call(s, COH_COLL_ALL_TO_ALL, sz[z] + 4100, 0, 0);
+        }
+        /* calls outside the window between them do not count */
+        uint64_t w = s->ov_w;
+        t_gather(COHORT_UINT8, K64, 0, round % nranks);
+        mis_unit = 4;
+        t_all_reduce(COHORT_FLOAT32, COHORT_SUM, 1000, 0);
+        mis_unit = 1;
+        CHECK(s->ov_w == w, "calls outside the window counted");
+        CHECK(ov_agreed(s), "one outcome: bits %llx, window call %llu, next at %llu",
+              (unsigned long long)s->ov_bits, (unsigned long long)s->ov_w,
+              (unsigned long long)s->ov_at);
+    }
+    CHECK(s->ov_decisions >= 2 && s->ov_at > s->ov_w && s->ov_n >= 8 && s->ov_n <= 1024,
+          "%llu decisions, next at %llu of %llu, every %llu", (unsigned long long)s->ov_decisions,
+          (unsigned long long)s->ov_at, (unsigned long long)s->ov_w, (unsigned long long)s->ov_n);
+    /* a decision the lead's table forces: the single copy for all_reduce of
+     * 64 KiB, two copies for broadcast of 1 MiB (median of 5: one real
+     * call's time cannot move it) */
+    int kar = shm_ov_class(COH_COLL_ALL_REDUCE, K64), kbc = shm_ov_class(COH_COLL_BROADCAST, 1u << 20);
+    if (me == 0) {
+        ov_fake(s, kar, 1000, 900000);
+        ov_fake(s, kbc, 900000, 1000);
+    }
+    s->ov_at = s->ov_w; /* due at the next window call, on every rank */
+    uint64_t dec = s->ov_decisions;
+    ov_call(s, COH_COLL_ALL_REDUCE, K64, 0, 0);
+    CHECK(s->ov_decisions == dec + 1 && (s->ov_bits >> kar & 1u) && !(s->ov_bits >> kbc & 1u),
+          "forced: bits %llx", (unsigned long long)s->ov_bits);
+    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64), "single copy (cma) now"),
+          "path: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64));
+    for (int i = 0; i < 20; i++) {
+        ov_call(s, COH_COLL_ALL_REDUCE, K64, 0, i & 1);
+        ov_call(s, COH_COLL_BROADCAST, 1u << 20, i % nranks, 0);
+    }
+    CHECK(ov_agreed(s), "one forced outcome");
+    /* the lead misses a decision: the others wait the limit, give up, and
+     * the lead, coming late, takes "gave up" too */
+    t_barrier();
+    uint64_t bits = s->ov_bits, n = s->ov_n, gave = s->ov_gaveup;
+    if (me == 0)
+        usleep(60000);
+    uint64_t t0 = coh_now_ns();
+    shm_ov_decide(s);
+    uint64_t took = coh_now_ns() - t0;
+    CHECK(me == 0 || took >= 19000000, "gave up after %llu ns", (unsigned long long)took);
+    CHECK(s->ov_bits == bits && s->ov_n == (n * 2 < 1024 ? n * 2 : 1024) &&
+              s->ov_gaveup == gave + 1 && s->ov_at == s->ov_w + s->ov_n,
+          "gave up: bits %llx -> %llx, every %llu -> %llu", (unsigned long long)bits,
+          (unsigned long long)s->ov_bits, (unsigned long long)n, (unsigned long long)s->ov_n);
+    CHECK(ov_agreed(s), "one outcome, gave up");
+    /* both there: the lead decides (a descheduled lead: retry) */
+    for (int tries = 0;; tries++) {
+        t_barrier();
+        uint64_t g0 = s->ov_gaveup;
+        shm_ov_decide(s);
+        int32_t ok = s->ov_gaveup == g0, all = 0;
+        coh_call c = th_call(G, COH_COLL_ALL_REDUCE, COHORT_INT32, COHORT_MIN, -1, 1);
+        OK(coh_shm_all_reduce(s, &c, &ok, &all, 1));
+        if (all)
+            break;
+        CHECK(tries < 50, "no decision in %d tries", tries);
+    }
+    CHECK(ov_agreed(s), "one outcome decided");
+    /* the adversary: another local process writes the next decision first -
+     * decided, every class single, code 0. Every rank takes it (the first
+     * writer); the interval stays at least 8 window calls. */
+    t_barrier();
+    if (me == 0) {
+        uint64_t ep = (s->ov_ep + 1) & 0xffffu;
+        atomic_store(&s->hdr->ov_word, ep << 48 | (uint64_t)1 << 47 | (((uint64_t)1 << 44) - 1));
+    }
+    t_barrier();
+    shm_ov_decide(s);
+    CHECK(s->ov_bits == (((uint64_t)1 << SHM_OV_CLASSES) - 1) && s->ov_n == 8 &&
+              s->ov_at == s->ov_w + 8,
+          "forged: bits %llx, every %llu", (unsigned long long)s->ov_bits,
+          (unsigned long long)s->ov_n);
+    CHECK(ov_agreed(s), "one forged outcome");
+    for (int i = 0; i < 12; i++)
+        ov_call(s, i & 1 ? COH_COLL_REDUCE : COH_COLL_ALL_TO_ALL, K64, i % nranks, 0);
+    CHECK(ov_agreed(s), "one outcome after the forged one");
+    th_group_free(G);
+    th_done(nranks);
+    return 0;
+}
+
+START_TEST(busy_timed)
+{
+    cpu_set_t set;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
+    int k = 0;
+    for (int c = 0; c < CPU_SETSIZE && k < 2; c++)
+        if (CPU_ISSET(c, &set))
+            busy_cpu[k++] = c;
+    if (k < 2) {
+        fprintf(stderr, "busy_timed: one cpu available, 4 ranks would be crowded on it\n");
+        return;
+    }
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 4, .deadline_ms = 120000,
+                  .extra_env = "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
+                               "4000,1000;COHORT_SHM_BUSY=timed"};
+    cht_result r;
+    cht_run_ranks(&o, busy_main, NULL, &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 /* auto with more than 2 ranks a cpu (every rank pinned to one cpu, so
  * this holds on any machine): all_to_all takes single copy from
  * COHORT_SHM_SINGLE_COPY_BYTES (default 64 KiB per rank block) although
@@ -1799,6 +2014,10 @@ static int crowd_main(int rank, void *arg)
           "named: %s", s->copy_info);
     CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, a2a_from - 1), "two copies (segment)"),
           "path at %zu B", a2a_from - 1);
+    /* 3 ranks on 2 cpus where the copy is dear: the timed verdict's ops,
+     * fixed at two copies here (COHORT_SHM_BUSY=two; busy_timed tests it) */
+    CHECK(s->ov == (busy && !crowded && !cheap ? 2 : 0), "timed verdict %d (%s)", s->ov,
+          s->copy_info);
     static const int others[] = {COH_COLL_BROADCAST, COH_COLL_ALL_GATHER, COH_COLL_REDUCE};
     for (size_t k = 0; k < COH_ARRAY_LEN(others); k++)
         CHECK(!shm_cma_use(s, others[k], 4 * min), "op %d: two copies (%s)", others[k],
@@ -1911,7 +2130,8 @@ START_TEST(crowd)
     ck_assert_ptr_nonnull(th_shared_init());
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n, .deadline_ms = 120000,
                   .extra_env = modes[_i] == C_FREE3_DEAR
-                                   ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS=4000,1000"
+                                   ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS=4000,1000;"
+                                     "COHORT_SHM_BUSY=two"
                                    : "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"};
     cht_result r;
     cht_run_ranks(&o, crowd_main, (void *)&modes[_i], &r);
@@ -1934,6 +2154,7 @@ static Suite *make_suite(void)
     suite_add_tcase(s, tb);
     TCase *tw = tcase_create("crowd");
     tcase_add_loop_test(tw, crowd, 0, 5);
+    tcase_add_test(tw, busy_timed);
     tcase_set_timeout(tw, 150);
     suite_add_tcase(s, tw);
     TCase *tc = tcase_create("matrix");

@@ -108,5 +108,11 @@ cohort_status coh_shm_broadcast(coh_shm *s, const coh_call *c, void *buf, size_t
 {
     if (shm_ring_pieces(s, bytes))
         return bcast_pieces(s, c, buf, bytes, root);
-    return coh_shm_broadcast_plain(s, c, buf, bytes, root);
+    /* the timed verdict's window starts above the pieces (shm_cma_agree) */
+    if (!s || !s->ov || !c || bytes < s->ov_from[COH_COLL_BROADCAST])
+        return coh_shm_broadcast_plain(s, c, buf, bytes, root); /* a tail call */
+    shm_ov_enter(s, c, COH_COLL_BROADCAST, bytes);
+    cohort_status st = coh_shm_broadcast_plain(s, c, buf, bytes, root);
+    shm_ov_done(s, st);
+    return st;
 }

@@ -489,6 +489,14 @@ static int mul_ok(size_t a, size_t b, size_t *out)
     return !__builtin_mul_overflow(a, b, out);
 }
 
+/* shm_cma_use for call c of all_reduce or all_to_all: the timed verdict
+ * where it rules (shm_cma.h shm_ov_path), else the rule agreed at attach */
+static inline int cma_at(coh_shm *s, const coh_call *c, int coll, size_t bytes)
+{
+    int ov = shm_ov_path(s, c, coll, bytes);
+    return ov >= 0 ? ov : shm_cma_use(s, coll, bytes);
+}
+
 /* Slice j of a piece of len elements over n ranks, boundaries aligned to
  * `al` elements so each rank's slice starts on a cache line. */
 static inline size_t slice_lo(size_t len, int n, int j, size_t al)
@@ -1019,6 +1027,7 @@ static cohort_status a2a_single(shm_op *o, const unsigned char *sb, unsigned cha
         *fallback = 1;
         return COHORT_OK;
     }
+    s->a2a_singles++;
     copy_fast(rb + (size_t)me * bpp, sb + (size_t)me * bpp, bpp);
     for (int k = 1; k < n; k++) {
         int q = (me + k) % n;
@@ -1246,8 +1255,8 @@ static cohort_status ar_large(shm_op *o, const unsigned char *send, unsigned cha
     return COHORT_OK;
 }
 
-cohort_status coh_shm_all_reduce(coh_shm *s, const coh_call *c, const void *send, void *recv,
-                                 size_t count)
+static cohort_status ar_call(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                             size_t count)
 {
     shm_op o;
     cohort_status st = op_begin(&o, s, c, 1);
@@ -1267,7 +1276,7 @@ cohort_status coh_shm_all_reduce(coh_shm *s, const coh_call *c, const void *send
     }
     if (bytes <= s->small_bytes)
         return ar_small(&o, send, recv, count);
-    if (shm_cma_use(s, COH_COLL_ALL_REDUCE, bytes)) {
+    if (cma_at(s, c, COH_COLL_ALL_REDUCE, bytes)) {
         int fallback = 0;
         st = ar_single(&o, send, recv, count, &fallback);
         if (st != COHORT_OK || !fallback)
@@ -1277,10 +1286,36 @@ cohort_status coh_shm_all_reduce(coh_shm *s, const coh_call *c, const void *send
     return op_end(&o, ar_large(&o, send, recv, count));
 }
 
+/* The timed verdict (shm_cma.h shm_ov_enter) around one call of an op it
+ * covers: every local rank counts the call before its path forks, and the
+ * lead times it. Bytes as the op's path rule counts them. */
+static inline int ov_in(coh_shm *s, const coh_call *c, int coll, size_t count, size_t unit)
+{
+    size_t bytes;
+    if (!s || !s->ov || !c || !mul_ok(count, unit, &bytes) || bytes < s->ov_from[coll])
+        return 0;
+    shm_ov_enter(s, c, coll, bytes);
+    return 1;
+}
+static inline size_t dt_unit(const coh_call *c)
+{
+    return c && c->dtype < COHORT_DTYPE_COUNT ? dt_size[c->dtype] : 0;
+}
+
+cohort_status coh_shm_all_reduce(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                 size_t count)
+{
+    if (!s || !s->ov || !ov_in(s, c, COH_COLL_ALL_REDUCE, count, dt_unit(c)))
+        return ar_call(s, c, send, recv, count); /* a tail call: nothing added but the test */
+    cohort_status st = ar_call(s, c, send, recv, count);
+    shm_ov_done(s, st);
+    return st;
+}
+
 /* ---- reduce ---- */
 
-cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, void *recv,
-                             size_t count, int root)
+static cohort_status red_call(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                              size_t count, int root)
 {
     shm_op o;
     int ring = reduce_ring(s, c, count);
@@ -1377,6 +1412,16 @@ cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, vo
     return op_end(&o, COHORT_OK);
 }
 
+cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                             size_t count, int root)
+{
+    if (!s || !s->ov || !ov_in(s, c, COH_COLL_REDUCE, count, dt_unit(c)))
+        return red_call(s, c, send, recv, count, root); /* a tail call: nothing added but the test */
+    cohort_status st = red_call(s, c, send, recv, count, root);
+    shm_ov_done(s, st);
+    return st;
+}
+
 /* ---- broadcast ---- */
 
 /* Single copy (s->cma, agreed at attach; bytes >= the lead's cma_min, the
@@ -1425,6 +1470,7 @@ static cohort_status bcast_single(shm_op *o, void *buf, size_t bytes, int root, 
         *fallback = 1;
         return COHORT_OK;
     }
+    s->bc_singles++;
     /* The root's share: the last bytes / n, page-aligned in the message. */
     size_t tail = bytes / (size_t)s->n & ~(size_t)4095;
     size_t head = bytes - tail;
@@ -2576,8 +2622,8 @@ cohort_status coh_shm_reduce_scatter(coh_shm *s, const coh_call *c, const void *
 /* Each rank publishes its n-1 outgoing blocks (a piece of each) and copies
  * its incoming ones; in place works because piece k of every block is
  * published before piece k of any block is overwritten. */
-cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send, void *recv,
-                                 size_t bpp)
+static cohort_status a2a_call(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                              size_t bpp)
 {
     shm_op o;
     cohort_status st = op_begin(&o, s, c, 0);
@@ -2599,7 +2645,7 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
         return COHORT_OK;
     }
     o.nt = total >= s->nt_bytes;
-    if (shm_cma_use(s, COH_COLL_ALL_TO_ALL, bpp)) {
+    if (cma_at(s, c, COH_COLL_ALL_TO_ALL, bpp)) {
         int fallback = 0;
         st = a2a_single(&o, sb, rb, bpp, &fallback);
         if (st != COHORT_OK || !fallback)
@@ -2631,6 +2677,16 @@ cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send
         step++;
     } while (off < bpp);
     return op_end(&o, COHORT_OK);
+}
+
+cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send, void *recv,
+                                 size_t bpp)
+{
+    if (!s || !s->ov || !ov_in(s, c, COH_COLL_ALL_TO_ALL, bpp, 1))
+        return a2a_call(s, c, send, recv, bpp); /* a tail call: nothing added but the test */
+    cohort_status st = a2a_call(s, c, send, recv, bpp);
+    shm_ov_done(s, st);
+    return st;
 }
 
 cohort_status coh_shm_broadcast_plain(coh_shm *s, const coh_call *c, void *buf, size_t bytes,

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <sodium.h>
@@ -148,6 +149,28 @@ enum { XW_DECIDED = 1u, XW_GAVE_UP = 2u };
 #define XW_N_MAX ((uint64_t)1 << 22)    /* fits the word's 24 bits */
 #define XW_EPOCH(v) ((v) >> 32)
 #define XW_FROM_WORDS "8192 B" /* SHM_XW_FROM, in copy_info */
+/* The lead's timed verdict ("the lead's timed verdict" below): its window
+ * from OV_FROM bytes; the first decision at window call OV_N_FIRST (after
+ * each class's first explored calls, ov_explore), then every 8 << code
+ * window calls, the code from the lead's call rate for one decision every
+ * OV_EVERY_NS; a rank waits at most OV_LIMIT_NS for the lead's word. */
+#define OV_FROM ((size_t)64 << 10)
+#define OV_N_FIRST 12u
+#define OV_N_MAX ((uint64_t)8 << 7)
+#define OV_EVERY_NS ((uint64_t)10 * 1000 * 1000)
+#define OV_LIMIT_NS ((uint64_t)20 * 1000 * 1000)
+/* One call of a class in OV_PERIOD runs the other path (and the call
+ * before it, unrecorded: a path's first call after the other's is cold) */
+#define OV_PERIOD 256u
+/* samples of each path a class needs before a decision moves it */
+#define OV_MIN_SAMPLES 3u
+/* the word: the epoch (16 bits), decided, the interval's code (3 bits),
+ * a path bit per class */
+#define OV_EPOCH(v) ((v) >> 48)
+#define OV_DECIDED ((uint64_t)1 << 47)
+#define OV_CODE(v) ((v) >> 44 & 7u)
+#define OV_BITS(v) ((v) & (((uint64_t)1 << SHM_OV_CLASSES) - 1))
+_Static_assert(SHM_OV_CLASSES <= 44, "the classes' bits fit below the code");
 _Static_assert(SHM_XW_FROM == 8192, "XW_FROM_WORDS names SHM_XW_FROM");
 
 /* A choice variable's value as the index of its name in opts (n names,
@@ -181,6 +204,16 @@ static int xc_mode(void)
 {
     static const char *const o[] = {"auto", "near", "far"};
     return 1 + env_pick("COHORT_SHM_XCORE", o, 3, 0);
+}
+
+/* COHORT_SHM_BUSY: how 3-4 ranks on 2 cpus where the kernel's copy is
+ * dear choose between the single copy and two copies for broadcast,
+ * reduce, all_reduce and all_to_all from 64 KiB - 0 timed (the lead's
+ * timed verdict), 1 two copies, 2 the single copy (fixed: A/B, tests) */
+static int ov_mode(void)
+{
+    static const char *const o[] = {"timed", "two", "single"};
+    return env_pick("COHORT_SHM_BUSY", o, 3, 0);
 }
 
 /* COHORT_SHM_MEM: 0 off, 1 on (default), 2 map-fail (tests: pidfd_getfd
@@ -388,8 +421,8 @@ static int probe_all(coh_shm *s, int m, char *why, size_t len)
 }
 
 /* Verdicts published in shm_ctl.cma_ok (bits 0-3; bit 4: V_CROWD; bits
- * 5-6: xc_mode(), of which every rank takes the lead's; bits 8-31:
- * bound_cpu()). */
+ * 5-6: xc_mode() and 7-8: ov_mode(), of which every rank takes the lead's;
+ * bits 10-31: bound_cpu()). */
 enum { V_NONE, V_CANNOT, V_CAN, V_WANT };
 #define V_CROWD 16u
 
@@ -399,7 +432,7 @@ static uint32_t bound_cpu(void)
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) != 0 || CPU_COUNT(&set) != 1)
         return 0;
-    for (int c = 0; c < CPU_SETSIZE && c < (1 << 24) - 1; c++)
+    for (int c = 0; c < CPU_SETSIZE && c < (1 << 22) - 1; c++)
         if (CPU_ISSET(c, &set))
             return (uint32_t)c + 1;
     return 0;
@@ -429,7 +462,7 @@ cohort_status shm_cma_agree(shm_op *o)
     }
     atomic_store(&shm_ctl_of(s, s->me)->cma_ok,
                  (uint32_t)(!can ? V_CANNOT : m == M_ON ? V_WANT : V_CAN) | crowd_bit(s) |
-                     (uint32_t)xc_mode() << 5 | bound_cpu() << 8);
+                     (uint32_t)xc_mode() << 5 | (uint32_t)ov_mode() << 7 | bound_cpu() << 10);
     /* Barrier: every verdict is published before phase 2 is. */
     shm_publish(s);
     cohort_status st = shm_wait_all(o, s->phase);
@@ -444,7 +477,7 @@ cohort_status shm_cma_agree(shm_op *o)
         uint32_t w = atomic_load(&c->cma_ok), v = w & 0x0f;
         all_crowd &= (w & V_CROWD) != 0;
         if (q < 2)
-            cpu[q] = w >> 8;
+            cpu[q] = w >> 10;
         if (v < V_CAN && all_can) {
             all_can = 0;
             if (!why[0])
@@ -726,6 +759,40 @@ cohort_status shm_cma_agree(shm_op *o)
         s->bar_from[COH_COLL_ALL_REDUCE] = s->cma_from[COH_COLL_ALL_REDUCE];
         s->bar_from[COH_COLL_REDUCE_SCATTER] = s->cma_from[COH_COLL_REDUCE_SCATTER];
     }
+    /* The lead's timed verdict (below, "the lead's timed verdict"): 3-4
+     * ranks on 2 cpus where the kernel's copy is dear (session 43,
+     * results/2026-12-07-s43-lead-timing: the single copy x0.26-0.84 of two
+     * copies far, x1.06-2.45 near, 4 ranks, 256 KiB-1 MiB). From 64 KiB,
+     * above the ring and, for broadcast, above its pieces (a root there
+     * runs calls ahead of its readers; every call in the window waits for
+     * every rank within a call, which the one decision word leans on), and
+     * never below the sizes these ops' own rules start from. */
+    int ov_m = (int)(atomic_load(&shm_ctl_of(s, 0)->cma_ok) >> 7 & 3u);
+    s->ov = busy && !crowd && measured && !cheap && !lead_set && s->n <= 4 ? 1 + ov_m : 0;
+    for (int k = 0; k < COH_COLL_KIND_COUNT; k++)
+        s->ov_from[k] = SIZE_MAX;
+    if (s->ov) {
+        size_t ring = s->ring_k ? s->ring_bytes + 1 : 0;
+        size_t pieces = s->ring_k ? COH_MIN(s->ring_k / 4, SHM_PIECES_MAX) * s->ring_bytes + 1 : 0;
+        s->ov_from[COH_COLL_BROADCAST] = COH_MAX(COH_MAX(OV_FROM, ring), pieces);
+        s->ov_from[COH_COLL_REDUCE] = COH_MAX(OV_FROM, ring);
+        s->ov_from[COH_COLL_ALL_REDUCE] = s->ov_from[COH_COLL_ALL_TO_ALL] = OV_FROM;
+        for (int k = 0; k < COH_COLL_KIND_COUNT; k++)
+            if (s->ov_from[k] != SIZE_MAX)
+                s->ov_from[k] = COH_MAX(s->ov_from[k], s->bar_from[k]);
+    }
+    s->ov_bits = s->ov == 3 ? ~(uint64_t)0 : 0;
+    s->ov_w = s->ov_ep = 0;
+    s->ov_at = OV_N_FIRST;
+    s->ov_n = OV_N_FIRST;
+    s->ov_seen = UINT64_MAX;
+    s->ov_seen_coll = -1;
+    s->ov_pend = 0;
+    s->ov_dt = s->ov_dw = 0;
+    memset(s->ov_cnt, 0, sizeof s->ov_cnt);
+    memset(s->ov_last, 0, sizeof s->ov_last);
+    memset(s->ov_nsmp, 0, sizeof s->ov_nsmp);
+    memset(s->ov_pos, 0, sizeof s->ov_pos);
     char speed[192] = "";
     if (all_can && measured)
         snprintf(speed, sizeof speed,
@@ -842,6 +909,19 @@ cohort_status shm_cma_agree(shm_op *o)
     else
         snprintf(s->copy_info, sizeof s->copy_info,
                  "two copies through the segment (single copy unavailable: %s)", why);
+    if (s->ov) {
+        size_t o = strlen(s->copy_info);
+        snprintf(s->copy_info + o, sizeof s->copy_info - o,
+                 "; broadcast >= %zu B, reduce >= %zu B, all_reduce >= %zu B, all_to_all >= %zu "
+                 "B a pair: %s",
+                 s->ov_from[COH_COLL_BROADCAST], s->ov_from[COH_COLL_REDUCE],
+                 s->ov_from[COH_COLL_ALL_REDUCE], s->ov_from[COH_COLL_ALL_TO_ALL],
+                 s->ov == 1   ? "the single copy or two copies, whichever the lead's own calls of "
+                                "the op and size time faster (the timed verdict; the ranks share "
+                                "the cpus and the kernel's copy is dear)"
+                 : s->ov == 2 ? "two copies (COHORT_SHM_BUSY=two)"
+                              : "single copy (COHORT_SHM_BUSY=single)");
+    }
     if (!all_can && s->n > 1 && m == M_ON)
         coh_warn("shm: COHORT_SHM_SINGLE_COPY=on but %s", s->copy_info);
     return COHORT_OK;
@@ -860,6 +940,18 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
                                 "reads the first part, the sender writes the rest)";
         return bytes <= s->p2p_bytes ? "two copies (send/recv channel, eager)"
                                      : "two copies (send/recv channel, pipelined)";
+    }
+    /* the timed verdict's window: the path its last decision gave */
+    if (s->ov && coll >= 0 && coll < COH_COLL_KIND_COUNT && bytes >= s->ov_from[coll]) {
+        if (s->ov != 1)
+            return s->ov == 2 ? "two copies (segment; COHORT_SHM_BUSY=two)"
+                              : "single copy (cma; COHORT_SHM_BUSY=single)";
+        return s->ov_bits >> shm_ov_class(coll, bytes) & 1u
+                   ? "single copy (cma) now: the lead's own calls of this op and size time it "
+                     "faster than two copies (the timed verdict; 2 calls in 256 take the other)"
+                   : "two copies (segment) now: the lead's own calls of this op and size time "
+                     "them faster than the single copy, or have not timed both yet (the timed "
+                     "verdict; 2 calls in 256 take the other)";
     }
     /* bytes is a block (cohort_describe's count); reduce_scatter's sizes are
      * the blocks of every rank (shm_coll.c asks shm_cma_use with its total) */
@@ -1270,4 +1362,182 @@ int shm_xw_far(coh_shm *s, uint64_t seq)
         s->xw_singles += (uint64_t)far;
     }
     return far;
+}
+
+/* ---- the lead's timed verdict ----
+ *
+ * 3-4 ranks on 2 cpus, where the kernel's copy is dear (the AMD host), the
+ * single copy wins when the host has the cpus far apart and loses when it
+ * has them near, and the host moves between the two within minutes and
+ * within a launch (session 39). Ranks that share cpus cannot time a
+ * ping-pong, so the source is the lead's own calls: it times each call of
+ * the window on the path it took, per op and size class, and decides by
+ * the medians of the last SHM_OV_KEEP of each path (session 43 measured
+ * that source: the lead's ratio points the way the group's does in all 48
+ * cells, results/2026-12-07-s43-lead-timing). The other path's times come
+ * from calls the agreed schedule sends there (ov_explore: each class's
+ * calls 1-4, then 2 in every OV_PERIOD), so every rank knows which calls
+ * explore without being told.
+ *
+ * How the ranks agree, without a phase: each keeps the window's call count
+ * (the same on all: they see the same calls) and the count of the next
+ * decision. The window call that reaches it takes the decision on every
+ * rank: the lead writes its outcome - the path bit of every class and the
+ * calls to the next decision - in ov_word; the others wait for it, at most
+ * OV_LIMIT_NS, and a rank that stops waiting writes "gave up" instead.
+ * Both by compare-and-swap under the decision's epoch, so the first writer
+ * decides and every rank takes the same outcome. Gave up: the paths stay
+ * and the interval doubles. A path changes only between calls every rank
+ * counted alike.
+ *
+ * One word serves every decision. That leans on the window's calls: each
+ * waits, within the call, for every rank to be in it (the two-copy paths
+ * claim a phase only when every rank has reached the one before; the
+ * single copy's readers and root wait for each other's descriptors and
+ * done words), so no rank reaches the next decision, 8 or more window
+ * calls on, while another has not yet read this one's word. The ring and
+ * the broadcast's pieces, where a root runs calls ahead, are below the
+ * window (shm_cma_agree). */
+
+int shm_ov_class(int coll, size_t bytes)
+{
+    int op = coll == COH_COLL_BROADCAST ? 0
+             : coll == COH_COLL_REDUCE  ? 1
+             : coll == COH_COLL_ALL_REDUCE ? 2
+                                           : 3;
+    int sz = 0;
+    for (size_t b = bytes >> 17; b && sz < SHM_OV_SIZES - 1; b >>= 1)
+        sz++;
+    return op * SHM_OV_SIZES + sz;
+}
+
+/* Whether call i of a class (from 0) takes the other path */
+int shm_ov_explore(uint32_t i)
+{
+    return (i >= 1 && i <= 4) || i % OV_PERIOD >= OV_PERIOD - 2;
+}
+
+static uint32_t ov_median(const uint32_t *v, unsigned n)
+{
+    uint32_t a[SHM_OV_KEEP];
+    memcpy(a, v, n * sizeof *a);
+    for (unsigned i = 1; i < n; i++) /* insertion sort of <= 5 */
+        for (unsigned j = i; j > 0 && a[j - 1] > a[j]; j--) {
+            uint32_t x = a[j];
+            a[j] = a[j - 1];
+            a[j - 1] = x;
+        }
+    return a[n / 2];
+}
+
+/* The lead's outcome: each class with enough times on both paths takes the
+ * faster median; the others keep their path. */
+static uint64_t ov_bits_now(const coh_shm *s)
+{
+    uint64_t bits = s->ov_bits;
+    for (int k = 0; k < SHM_OV_CLASSES; k++) {
+        unsigned n0 = s->ov_nsmp[k][0], n1 = s->ov_nsmp[k][1];
+        if (n0 < OV_MIN_SAMPLES || n1 < OV_MIN_SAMPLES)
+            continue;
+        uint64_t b = (uint64_t)1 << k;
+        bits = ov_median(s->ov_smp[k][1], n1) < ov_median(s->ov_smp[k][0], n0) ? bits | b
+                                                                                : bits & ~b;
+    }
+    return bits;
+}
+
+void shm_ov_decide(coh_shm *s)
+{
+    shm_seg_hdr *h = s->hdr;
+    uint64_t ep = ++s->ov_ep & 0xffffu, now = coh_now_ns();
+    uint64_t mine = ep << 48; /* gave up */
+    if (s->me == 0) {
+        /* the calls to the next decision: the window's rate since the
+         * last one, for one every OV_EVERY_NS */
+        unsigned code = 0;
+        if (s->ov_dt && now > s->ov_dt) {
+            uint64_t calls = COH_MIN(s->ov_w - s->ov_dw, OV_N_MAX);
+            uint64_t n = calls * OV_EVERY_NS / (now - s->ov_dt);
+            while (code < 7 && (8u << code) < n)
+                code++;
+        }
+        s->ov_dt = now;
+        s->ov_dw = s->ov_w;
+        mine |= OV_DECIDED | (uint64_t)code << 44 | ov_bits_now(s);
+    } else {
+        /* the lead writes it on entering this call: spin a little, then
+         * give the cpu away (the lead may need it), then sleep */
+        uint64_t end = now + OV_LIMIT_NS, yield_to = now + 200 * 1000;
+        for (unsigned i = 1;; i++) {
+            if (OV_EPOCH(atomic_load_explicit(&h->ov_word, memory_order_acquire)) == ep)
+                break;
+            if (i < 64) {
+                coh_cpu_relax();
+                continue;
+            }
+            uint64_t t = coh_now_ns();
+            if (t >= end)
+                break;
+            if (t < yield_to) {
+                sched_yield();
+            } else {
+                struct timespec ts = {0, 50 * 1000};
+                nanosleep(&ts, NULL);
+            }
+        }
+    }
+    uint64_t cur = atomic_load_explicit(&h->ov_word, memory_order_acquire);
+    while (OV_EPOCH(cur) != ep)
+        if (atomic_compare_exchange_weak_explicit(&h->ov_word, &cur, mine, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            cur = mine;
+    if (cur & OV_DECIDED) {
+        s->ov_bits = OV_BITS(cur);
+        s->ov_n = (uint64_t)8 << OV_CODE(cur); /* 8-1024 whatever the word says */
+    } else {
+        s->ov_n = COH_MIN(s->ov_n * 2, OV_N_MAX);
+        s->ov_gaveup++;
+    }
+    s->ov_at = s->ov_w + s->ov_n;
+    s->ov_decisions++;
+}
+
+void shm_ov_enter(coh_shm *s, const coh_call *c, int coll, size_t bytes)
+{
+    if (c->seq == s->ov_seen && coll == s->ov_seen_coll)
+        return; /* asked again for the same call */
+    s->ov_seen = c->seq;
+    s->ov_seen_coll = coll;
+    int k = shm_ov_class(coll, bytes);
+    if (s->ov == 1 && s->ov_w >= s->ov_at)
+        shm_ov_decide(s);
+    s->ov_w++;
+    uint32_t i = s->ov_cnt[k];
+    s->ov_cnt[k] = i + 1 ? i + 1 : OV_PERIOD; /* wraps past the first calls */
+    int path = s->ov == 2   ? 0
+               : s->ov == 3 ? 1
+                            : (int)(s->ov_bits >> k & 1u) ^ shm_ov_explore(i);
+    int same = s->ov_last[k] == path + 1;
+    s->ov_last[k] = (uint8_t)(path + 1);
+    s->ov_ans = path;
+    s->ov_singles += (uint64_t)path;
+    if (s->me == 0 && s->ov == 1 && same) {
+        s->ov_pend = k * 2 + path + 1;
+        s->ov_t0 = coh_now_ns();
+    }
+}
+
+void shm_ov_done(coh_shm *s, cohort_status st)
+{
+    if (!s->ov_pend)
+        return;
+    int k = (s->ov_pend - 1) / 2, p = (s->ov_pend - 1) % 2;
+    s->ov_pend = 0;
+    if (st != COHORT_OK)
+        return;
+    uint64_t dt = coh_now_ns() - s->ov_t0;
+    s->ov_smp[k][p][s->ov_pos[k][p]] = (uint32_t)COH_MIN(dt, UINT32_MAX);
+    s->ov_pos[k][p] = (uint8_t)((s->ov_pos[k][p] + 1) % SHM_OV_KEEP);
+    if (s->ov_nsmp[k][p] < SHM_OV_KEEP)
+        s->ov_nsmp[k][p]++;
 }

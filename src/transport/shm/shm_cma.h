@@ -110,6 +110,34 @@ int shm_xw_far(coh_shm *s, uint64_t seq);
 /* The probe and its agreed outcome (tests call it directly). */
 void shm_xw_probe(coh_shm *s, uint64_t seq);
 
+/* The lead's timed verdict (shm_cma.c "the lead's timed verdict"): 3-4
+ * ranks on 2 cpus where the kernel's copy is dear, a broadcast, reduce,
+ * all_reduce or all_to_all of at least ov_from[coll] bytes (all_to_all: a
+ * pair) takes the single copy or two copies as the lead's own calls of its
+ * op and size time faster. shm_ov_enter: every local rank calls it once
+ * per call of those ops, before the path forks (the public entry points:
+ * every rank counts the same calls, whichever path it then takes); the
+ * call that the agreed schedule names takes the next decision in it.
+ * shm_ov_done: after the call, the lead keeps its time. */
+void shm_ov_enter(coh_shm *s, const coh_call *c, int coll, size_t bytes);
+void shm_ov_done(coh_shm *s, cohort_status st);
+/* The decision itself (tests call it directly) */
+void shm_ov_decide(coh_shm *s);
+/* The class of a call in the window (0 .. SHM_OV_CLASSES - 1) */
+int shm_ov_class(int coll, size_t bytes);
+/* Whether call i of a class (from 0, agreed) takes the other path */
+int shm_ov_explore(uint32_t i);
+
+/* The path of call c where the timed verdict rules: 1 single copy, 0 two
+ * copies, -1 not in its window (the other rules decide). The same answer
+ * on every local rank once shm_ov_enter ran for c. */
+static inline int shm_ov_path(const coh_shm *s, const coh_call *c, int coll, size_t bytes)
+{
+    if (!s->ov || bytes < s->ov_from[coll])
+        return -1;
+    return c->seq == s->ov_seen && coll == s->ov_seen_coll ? s->ov_ans : -1;
+}
+
 /* shm_cma_use for call c of a rooted op the ring carries (broadcast,
  * reduce, gather, scatter): the sizes start at bar_from instead when c
  * directly follows a barrier. 2 ranks apart, those calls take the ring back
@@ -126,6 +154,9 @@ static inline int shm_cma_call(coh_shm *s, const coh_call *c, int coll, size_t b
 {
     if (bytes < s->bar_from[coll]) /* bar_from <= cma_from: a small call's one compare */
         return 0;
+    int ov = shm_ov_path(s, c, coll, bytes);
+    if (ov >= 0)
+        return ov;
     size_t from = s->cma_from[coll];
     if (c->seq == s->bar_seq) {
         if (!s->bar_near)

@@ -137,7 +137,7 @@
 #include "transport/transport.h"
 
 #define SHM_MAGIC 0x4d485343u /* "CSHM" */
-#define SHM_VERSION 27u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
+#define SHM_VERSION 28u /* 5: the single-copy speed probe; 6: the small-broadcast ring;
                         * 7: the tiny ring; 8: the send/recv channels; 9: their
                         * chunks of <= 32 bytes inline; 10: the ring's done
                         * words; 11: a ring of chunk heads (stamp, short
@@ -161,10 +161,17 @@
                         * state removed (nothing read it); 25: a 2-rank
                         * ring scatter publishes the reader's block only;
                         * 26: compact records one a line (crec_stride);
-                        * 27: the ring verdict's decision word (xw_word) */
+                        * 27: the ring verdict's decision word (xw_word);
+                        * 28: the timed verdict's decision word (ov_word) */
 #define SHM_SEG_HDR_BYTES 4096u
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
+/* The timed verdict's classes: broadcast, reduce, all_reduce, all_to_all
+ * (in that order), each in SHM_OV_SIZES powers of two from 64 KiB (the
+ * last one open-ended); the samples the lead keeps per class and path. */
+#define SHM_OV_SIZES 11
+#define SHM_OV_CLASSES (4 * SHM_OV_SIZES)
+#define SHM_OV_KEEP 5
 
 /* Defaults; see docs/shm.md for how they were chosen. */
 #define SHM_DEFAULT_SLOT_BYTES (512u * 1024u)
@@ -258,6 +265,10 @@ typedef struct shm_seg_hdr {
      * (compare-and-swap), so both take the same verdict even when one of
      * them gave up waiting */
     _Alignas(64) _Atomic uint64_t xw_word;
+    /* the timed verdict's decision (shm_cma.c shm_ov_enter): the lead's
+     * outcome, or "gave up" from a rank that stopped waiting for it; the
+     * first writer of the decision's epoch wins (compare-and-swap) */
+    _Alignas(64) _Atomic uint64_t ov_word;
 } shm_seg_hdr;
 _Static_assert(sizeof(shm_seg_hdr) <= SHM_SEG_HDR_BYTES, "segment header fits its page");
 
@@ -569,6 +580,8 @@ struct coh_shm {
     uint64_t xc_epoch;  /* probes begun, the same count on both ranks: token base */
     uint64_t xc_probes; /* probes this rank finished (tests) */
     uint64_t ar_singles; /* all_reduce calls that took the single copy (tests) */
+    uint64_t bc_singles;  /* broadcasts that took the single copy (tests) */
+    uint64_t a2a_singles; /* all_to_all calls that took the single copy (tests) */
     uint64_t xc_twos;    /* calls a near verdict sent to two copies (tests) */
     size_t cma_end;             /* ... and fewer than this many (SIZE_MAX: no bound);
                                  * auto's per-size rule, agreed at attach */
@@ -666,6 +679,33 @@ struct coh_shm {
     uint64_t xw_n_min; /* agreed: the fewest calls between probes (shm_cma_agree) */
     uint64_t xw_probes;  /* ring verdict probes taken (tests) */
     uint64_t xw_singles; /* calls a far ring verdict sent to the single copy (tests) */
+    /* The timed verdict (shm_cma.c "the lead's timed verdict"): 3-4 ranks
+     * on 2 cpus where the kernel's copy is dear, broadcast, reduce,
+     * all_reduce and all_to_all from ov_from (SIZE_MAX: not that op). ov:
+     * 0 off, 1 timed, 2 two copies fixed, 3 single copy fixed
+     * (COHORT_SHM_BUSY, the lead's). Agreed, the same on every local rank:
+     * ov_bits, class k's path (1 single copy); ov_w, window calls begun;
+     * ov_at, the window call that takes the next decision; ov_n, the calls
+     * between decisions; ov_ep, decisions taken; ov_cnt and ov_last, each
+     * class's calls and its last call's path + 1. This rank's: ov_seen and
+     * ov_seen_coll, the last call that asked, ov_ans its path. The lead's:
+     * the call in flight (ov_pend: class * 2 + path + 1, 0 none; ov_t0),
+     * the last decision's time and window call (ov_dt, ov_dw) and its own
+     * calls' times, the last SHM_OV_KEEP of each class and path. */
+    int ov;
+    int ov_ans;
+    uint64_t ov_bits, ov_w, ov_at, ov_n;
+    uint32_t ov_ep;
+    size_t ov_from[COH_COLL_KIND_COUNT];
+    uint64_t ov_seen;
+    int ov_seen_coll;
+    uint32_t ov_cnt[SHM_OV_CLASSES];
+    uint8_t ov_last[SHM_OV_CLASSES];
+    int ov_pend;
+    uint64_t ov_t0, ov_dt, ov_dw;
+    uint32_t ov_smp[SHM_OV_CLASSES][2][SHM_OV_KEEP];
+    uint8_t ov_nsmp[SHM_OV_CLASSES][2], ov_pos[SHM_OV_CLASSES][2];
+    uint64_t ov_decisions, ov_gaveup, ov_singles; /* tests */
 };
 
 /* Segment bytes for a local size and slot size (docs, tests). */
