@@ -1802,16 +1802,29 @@ static int busy_main(int rank, void *arg)
     CHECK(s->oversub && s->ov == 1 && strstr(s->copy_info, "whichever the lead's own calls"),
           "timed verdict %d: %s", s->ov, s->copy_info);
     CHECK(s->ov_from[COH_COLL_BROADCAST] == COH_MAX(K64, pieces + 1) &&
-              s->ov_from[COH_COLL_REDUCE] == K64 && s->ov_from[COH_COLL_ALL_REDUCE] == K64 &&
-              s->ov_from[COH_COLL_ALL_TO_ALL] == K64 && s->ov_from[COH_COLL_GATHER] == SIZE_MAX,
+              s->ov_from[COH_COLL_REDUCE] == K64 && s->ov_from[COH_COLL_ALL_REDUCE] == SIZE_MAX &&
+              s->ov_from[COH_COLL_ALL_TO_ALL] == 16384 && s->ov_from[COH_COLL_GATHER] == SIZE_MAX,
           "window from %zu / %zu / %zu / %zu", s->ov_from[COH_COLL_BROADCAST],
           s->ov_from[COH_COLL_REDUCE], s->ov_from[COH_COLL_ALL_REDUCE],
           s->ov_from[COH_COLL_ALL_TO_ALL]);
     const size_t bc = s->ov_from[COH_COLL_BROADCAST];
     CHECK(!shm_ring_pieces(s, bc) && shm_ring_pieces(s, bc - 1), "pieces end at %zu B", bc - 1);
-    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64), "two copies (segment) now"),
-          "path before a decision: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64));
+    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, K64), "two copies (segment) now"),
+          "path before a decision: %s", coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, K64));
+    CHECK(!strstr(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64), " now"),
+          "all_reduce is not in the window: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64));
+    /* the classes: powers of two from 64 KiB, all_to_all's from 16 KiB a pair */
+    CHECK(shm_ov_class(COH_COLL_ALL_TO_ALL, 16384) == 3 * SHM_OV_SIZES &&
+              shm_ov_class(COH_COLL_ALL_TO_ALL, 32767) == 3 * SHM_OV_SIZES &&
+              shm_ov_class(COH_COLL_ALL_TO_ALL, 32768) == 3 * SHM_OV_SIZES + 1 &&
+              shm_ov_class(COH_COLL_ALL_TO_ALL, SIZE_MAX) == 4 * SHM_OV_SIZES - 1 &&
+              shm_ov_class(COH_COLL_BROADCAST, K64) == 0 &&
+              shm_ov_class(COH_COLL_BROADCAST, 2 * K64 - 1) == 0 &&
+              shm_ov_class(COH_COLL_REDUCE, 2 * K64) == SHM_OV_SIZES + 1 &&
+              shm_ov_class(COH_COLL_ALL_REDUCE, (size_t)1 << 26) == 3 * SHM_OV_SIZES - 1,
+          "classes");
     /* below the window: not counted */
+    t_all_to_all(COHORT_UINT8, 16383, 0);
     t_broadcast(COHORT_UINT8, bc - 1, 0);
     mis_unit = 4;
     t_all_reduce(COHORT_FLOAT32, COHORT_SUM, K64 / 4 - 1, 0);
@@ -1820,9 +1833,9 @@ static int busy_main(int rank, void *arg)
     /* the first calls of a class: two copies, then 4 on the single copy,
      * before any decision */
     for (int i = 0; i < 9; i++)
-        ov_call(s, COH_COLL_ALL_REDUCE, K64, 0, 0);
-    CHECK(s->ar_singles == 4 && s->ov_decisions == 0, "first calls: %llu single, %llu decisions",
-          (unsigned long long)s->ar_singles, (unsigned long long)s->ov_decisions);
+        ov_call(s, COH_COLL_ALL_TO_ALL, K64, 0, 0);
+    CHECK(s->a2a_singles == 4 && s->ov_decisions == 0, "first calls: %llu single, %llu decisions",
+          (unsigned long long)s->a2a_singles, (unsigned long long)s->ov_decisions);
     /* every op, sizes across classes, roots, in place: decisions come at
      * the agreed calls and every path follows the outcome */
     static const size_t sz[] = {65536, 196608 + 4096, 1u << 20};
@@ -1831,9 +1844,15 @@ static int busy_main(int rank, void *arg)
             int root = (round + (int)z) % nranks, ip = round & 1;
             ov_call(s, COH_COLL_BROADCAST, COH_MAX(sz[z], bc), root, 0);
             ov_call(s, COH_COLL_REDUCE, sz[z], root, ip);
-            ov_call(s, COH_COLL_ALL_REDUCE, sz[z], 0, ip);
+            uint64_t ar = s->ar_singles, w = s->ov_w;
+            mis_unit = 4;
+            t_all_reduce(COHORT_FLOAT32, COHORT_SUM, sz[z] / 4, ip);
+            mis_unit = 1;
+            CHECK(s->ar_singles == ar && s->ov_w == w, "all_reduce of %zu B counted or single",
+                  sz[z]);
             ov_call(s, COH_COLL_ALL_TO_ALL, sz[z], 0, ip);
             ov_call(s, COH_COLL_ALL_TO_ALL, sz[z] + 4100, 0, 0);
+            ov_call(s, COH_COLL_ALL_TO_ALL, sz[z] / 4, 0, ip); /* 16 KiB a pair and up */
         }
         /* calls outside the window between them do not count */
         uint64_t w = s->ov_w;
@@ -1849,23 +1868,30 @@ static int busy_main(int rank, void *arg)
     CHECK(s->ov_decisions >= 2 && s->ov_at > s->ov_w && s->ov_n >= 8 && s->ov_n <= 1024,
           "%llu decisions, next at %llu of %llu, every %llu", (unsigned long long)s->ov_decisions,
           (unsigned long long)s->ov_at, (unsigned long long)s->ov_w, (unsigned long long)s->ov_n);
-    /* a decision the lead's table forces: the single copy for all_reduce of
-     * 64 KiB, two copies for broadcast of 1 MiB (median of 5: one real
+    /* a decision the lead's table forces: the single copy for all_to_all of
+     * 64 KiB a pair, two copies for broadcast of 1 MiB (median of 5: one real
      * call's time cannot move it) */
-    int kar = shm_ov_class(COH_COLL_ALL_REDUCE, K64), kbc = shm_ov_class(COH_COLL_BROADCAST, 1u << 20);
+    int kar = shm_ov_class(COH_COLL_ALL_TO_ALL, K64), kbc = shm_ov_class(COH_COLL_BROADCAST, 1u << 20);
+    /* and reduce of 256 KiB, the other path x0.9 of its own: the path
+     * moves only for a median at least 1/8 faster, so it stays */
+    int krd = shm_ov_class(COH_COLL_REDUCE, 4 * K64);
+    uint64_t krd_bit = s->ov_bits >> krd & 1u;
     if (me == 0) {
         ov_fake(s, kar, 1000, 900000);
         ov_fake(s, kbc, 900000, 1000);
+        ov_fake(s, krd, krd_bit ? 100000 : 90000, krd_bit ? 90000 : 100000);
     }
     s->ov_at = s->ov_w; /* due at the next window call, on every rank */
     uint64_t dec = s->ov_decisions;
-    ov_call(s, COH_COLL_ALL_REDUCE, K64, 0, 0);
+    ov_call(s, COH_COLL_ALL_TO_ALL, K64, 0, 0);
     CHECK(s->ov_decisions == dec + 1 && (s->ov_bits >> kar & 1u) && !(s->ov_bits >> kbc & 1u),
           "forced: bits %llx", (unsigned long long)s->ov_bits);
-    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64), "single copy (cma) now"),
-          "path: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64));
+    CHECK((s->ov_bits >> krd & 1u) == krd_bit, "reduce moved for a path only x0.9: bits %llx",
+          (unsigned long long)s->ov_bits);
+    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, K64), "single copy (cma) now"),
+          "path: %s", coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, K64));
     for (int i = 0; i < 20; i++) {
-        ov_call(s, COH_COLL_ALL_REDUCE, K64, 0, i & 1);
+        ov_call(s, COH_COLL_ALL_TO_ALL, K64, 0, i & 1);
         ov_call(s, COH_COLL_BROADCAST, 1u << 20, i % nranks, 0);
     }
     CHECK(ov_agreed(s), "one forced outcome");
@@ -2005,7 +2031,10 @@ static int crowd_main(int rank, void *arg)
     CHECK(!shm_cma_use(s, COH_COLL_ALL_TO_ALL, a2a_from - 1), "all_to_all at %zu B",
           a2a_from - 1);
     CHECK(strcmp(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, a2a_from),
-                 a2a ? "single copy (cma)" : "two copies (segment)") == 0,
+                 a2a                                                     ? "single copy (cma)"
+                 : s->ov == 2 && a2a_from >= s->ov_from[COH_COLL_ALL_TO_ALL]
+                     ? "two copies (segment; COHORT_SHM_BUSY=two)"
+                     : "two copies (segment)") == 0,
           "path at %zu B: %s", a2a_from, coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, a2a_from));
     CHECK(!(busy && !crowded && cheap) || strstr(s->copy_info, "at most 3.2 memcpys") != NULL,
           "named: %s", s->copy_info);

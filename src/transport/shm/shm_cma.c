@@ -155,6 +155,11 @@ enum { XW_DECIDED = 1u, XW_GAVE_UP = 2u };
  * window calls, the code from the lead's call rate for one decision every
  * OV_EVERY_NS; a rank waits at most OV_LIMIT_NS for the lead's word. */
 #define OV_FROM ((size_t)64 << 10)
+/* all_to_all from 16 KiB a pair: 4 ranks, the single copy forced from 16
+ * KiB against two copies, 4 rounds, p50 far x0.41-0.83 at 16-48 KiB a pair,
+ * near x1.08-1.64 (results/2026-12-07-s44-busy-timed/a2a-16k-premise);
+ * its size classes start there (shm_ov_class) */
+#define OV_A2A_FROM ((size_t)16 << 10)
 #define OV_N_FIRST 12u
 #define OV_N_MAX ((uint64_t)8 << 7)
 #define OV_EVERY_NS ((uint64_t)10 * 1000 * 1000)
@@ -776,10 +781,17 @@ cohort_status shm_cma_agree(shm_op *o)
         size_t pieces = s->ring_k ? COH_MIN(s->ring_k / 4, SHM_PIECES_MAX) * s->ring_bytes + 1 : 0;
         s->ov_from[COH_COLL_BROADCAST] = COH_MAX(COH_MAX(OV_FROM, ring), pieces);
         s->ov_from[COH_COLL_REDUCE] = COH_MAX(OV_FROM, ring);
-        s->ov_from[COH_COLL_ALL_REDUCE] = s->ov_from[COH_COLL_ALL_TO_ALL] = OV_FROM;
-        for (int k = 0; k < COH_COLL_KIND_COUNT; k++)
-            if (s->ov_from[k] != SIZE_MAX)
-                s->ov_from[k] = COH_MAX(s->ov_from[k], s->bar_from[k]);
+        /* all_reduce not: the single copy's ar_single took it x0.72-0.84 of
+         * two copies far in session 43's premise, but timed against two
+         * copies fixed it gained nothing three times over (far x0.82-1.00,
+         * x1.04-1.12, x1.10-1.82; results/2026-12-07-s44-busy-timed), its
+         * explored calls only cost */
+        s->ov_from[COH_COLL_ALL_TO_ALL] = OV_A2A_FROM;
+        /* the rooted ops ask shm_cma_call, which answers below bar_from
+         * before it asks the verdict */
+        s->ov_from[COH_COLL_BROADCAST] =
+            COH_MAX(s->ov_from[COH_COLL_BROADCAST], s->bar_from[COH_COLL_BROADCAST]);
+        s->ov_from[COH_COLL_REDUCE] = COH_MAX(s->ov_from[COH_COLL_REDUCE], s->bar_from[COH_COLL_REDUCE]);
     }
     s->ov_bits = s->ov == 3 ? ~(uint64_t)0 : 0;
     s->ov_w = s->ov_ep = 0;
@@ -912,10 +924,9 @@ cohort_status shm_cma_agree(shm_op *o)
     if (s->ov) {
         size_t o = strlen(s->copy_info);
         snprintf(s->copy_info + o, sizeof s->copy_info - o,
-                 "; broadcast >= %zu B, reduce >= %zu B, all_reduce >= %zu B, all_to_all >= %zu "
-                 "B a pair: %s",
+                 "; broadcast >= %zu B, reduce >= %zu B, all_to_all >= %zu B a pair: %s",
                  s->ov_from[COH_COLL_BROADCAST], s->ov_from[COH_COLL_REDUCE],
-                 s->ov_from[COH_COLL_ALL_REDUCE], s->ov_from[COH_COLL_ALL_TO_ALL],
+                 s->ov_from[COH_COLL_ALL_TO_ALL],
                  s->ov == 1   ? "the single copy or two copies, whichever the lead's own calls of "
                                 "the op and size time faster (the timed verdict; the ranks share "
                                 "the cpus and the kernel's copy is dear)"
@@ -1405,8 +1416,8 @@ int shm_ov_class(int coll, size_t bytes)
              : coll == COH_COLL_REDUCE  ? 1
              : coll == COH_COLL_ALL_REDUCE ? 2
                                            : 3;
-    int sz = 0;
-    for (size_t b = bytes >> 17; b && sz < SHM_OV_SIZES - 1; b >>= 1)
+    int sz = 0; /* powers of two from 64 KiB, all_to_all's from 16 KiB a pair */
+    for (size_t b = bytes >> (op == 3 ? 15 : 17); b && sz < SHM_OV_SIZES - 1; b >>= 1)
         sz++;
     return op * SHM_OV_SIZES + sz;
 }
@@ -1430,8 +1441,11 @@ static uint32_t ov_median(const uint32_t *v, unsigned n)
     return a[n / 2];
 }
 
-/* The lead's outcome: each class with enough times on both paths takes the
- * faster median; the others keep their path. */
+/* The lead's outcome: a class with enough times on both paths moves to the
+ * other path when that one's median is at least 1/8 below its own (the
+ * lead's times of one path spread x1.3-3 within a launch on a host that
+ * moves: a bare comparison flipped all_reduce back and forth, and each
+ * flip's first calls are cold); the others keep their path. */
 static uint64_t ov_bits_now(const coh_shm *s)
 {
     uint64_t bits = s->ov_bits;
@@ -1439,9 +1453,12 @@ static uint64_t ov_bits_now(const coh_shm *s)
         unsigned n0 = s->ov_nsmp[k][0], n1 = s->ov_nsmp[k][1];
         if (n0 < OV_MIN_SAMPLES || n1 < OV_MIN_SAMPLES)
             continue;
-        uint64_t b = (uint64_t)1 << k;
-        bits = ov_median(s->ov_smp[k][1], n1) < ov_median(s->ov_smp[k][0], n0) ? bits | b
-                                                                                : bits & ~b;
+        uint64_t b = (uint64_t)1 << k, m[2];
+        m[0] = ov_median(s->ov_smp[k][0], n0);
+        m[1] = ov_median(s->ov_smp[k][1], n1);
+        int cur = (bits & b) != 0;
+        if (8 * m[!cur] < 7 * m[cur])
+            bits ^= b;
     }
     return bits;
 }

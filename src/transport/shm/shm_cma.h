@@ -111,9 +111,9 @@ int shm_xw_far(coh_shm *s, uint64_t seq);
 void shm_xw_probe(coh_shm *s, uint64_t seq);
 
 /* The lead's timed verdict (shm_cma.c "the lead's timed verdict"): 3-4
- * ranks on 2 cpus where the kernel's copy is dear, a broadcast, reduce,
- * all_reduce or all_to_all of at least ov_from[coll] bytes (all_to_all: a
- * pair) takes the single copy or two copies as the lead's own calls of its
+ * ranks on 2 cpus where the kernel's copy is dear, a broadcast, reduce or
+ * all_to_all of at least ov_from[coll] bytes (all_to_all: a pair; all_reduce
+ * has classes and a path through it, but no window: shm_cma_agree) takes the single copy or two copies as the lead's own calls of its
  * op and size time faster. shm_ov_enter: every local rank calls it once
  * per call of those ops, before the path forks (the public entry points:
  * every rank counts the same calls, whichever path it then takes); the

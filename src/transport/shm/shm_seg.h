@@ -167,8 +167,10 @@
 #define SHM_CTL_BYTES 256u
 #define SHM_LINE 64u
 /* The timed verdict's classes: broadcast, reduce, all_reduce, all_to_all
- * (in that order), each in SHM_OV_SIZES powers of two from 64 KiB (the
- * last one open-ended); the samples the lead keeps per class and path. */
+ * (in that order; all_reduce's unused while it has no window), each in
+ * SHM_OV_SIZES powers of two from 64 KiB (from 16 KiB a pair for
+ * all_to_all; the last one open-ended); the samples the lead keeps per
+ * class and path. */
 #define SHM_OV_SIZES 11
 #define SHM_OV_CLASSES (4 * SHM_OV_SIZES)
 #define SHM_OV_KEEP 5
@@ -680,8 +682,8 @@ struct coh_shm {
     uint64_t xw_probes;  /* ring verdict probes taken (tests) */
     uint64_t xw_singles; /* calls a far ring verdict sent to the single copy (tests) */
     /* The timed verdict (shm_cma.c "the lead's timed verdict"): 3-4 ranks
-     * on 2 cpus where the kernel's copy is dear, broadcast, reduce,
-     * all_reduce and all_to_all from ov_from (SIZE_MAX: not that op). ov:
+     * on 2 cpus where the kernel's copy is dear, broadcast, reduce and
+     * all_to_all from ov_from (SIZE_MAX: not that op). ov:
      * 0 off, 1 timed, 2 two copies fixed, 3 single copy fixed
      * (COHORT_SHM_BUSY, the lead's). Agreed, the same on every local rank:
      * ov_bits, class k's path (1 single copy); ov_w, window calls begun;
