@@ -212,9 +212,10 @@ static int xc_mode(void)
 }
 
 /* COHORT_SHM_BUSY: how 3-4 ranks on 2 cpus where the kernel's copy is
- * dear choose between the single copy and two copies for broadcast,
- * reduce, all_reduce and all_to_all from 64 KiB - 0 timed (the lead's
- * timed verdict), 1 two copies, 2 the single copy (fixed: A/B, tests) */
+ * dear choose between the single copy and two copies for broadcast and
+ * reduce from 64 KiB and all_to_all from 16 KiB a pair - 0 timed (the
+ * lead's timed verdict), 1 two copies, 2 the single copy (fixed: A/B,
+ * tests) */
 static int ov_mode(void)
 {
     static const char *const o[] = {"timed", "two", "single"};
@@ -767,11 +768,11 @@ cohort_status shm_cma_agree(shm_op *o)
     /* The lead's timed verdict (below, "the lead's timed verdict"): 3-4
      * ranks on 2 cpus where the kernel's copy is dear (session 43,
      * results/2026-12-07-s43-lead-timing: the single copy x0.26-0.84 of two
-     * copies far, x1.06-2.45 near, 4 ranks, 256 KiB-1 MiB). From 64 KiB,
-     * above the ring and, for broadcast, above its pieces (a root there
-     * runs calls ahead of its readers; every call in the window waits for
-     * every rank within a call, which the one decision word leans on), and
-     * never below the sizes these ops' own rules start from. */
+     * copies far, x1.06-2.45 near, 4 ranks, 256 KiB-1 MiB). From 64 KiB
+     * (all_to_all: 16 KiB a pair), above the ring and, for broadcast,
+     * above its pieces (a root there runs calls ahead of its readers;
+     * every call in the window waits for every rank within a call, which
+     * the one decision word leans on). */
     int ov_m = (int)(atomic_load(&shm_ctl_of(s, 0)->cma_ok) >> 7 & 3u);
     s->ov = busy && !crowd && measured && !cheap && !lead_set && s->n <= 4 ? 1 + ov_m : 0;
     for (int k = 0; k < COH_COLL_KIND_COUNT; k++)
