@@ -1388,15 +1388,22 @@ static int bound_main(int rank, void *arg)
     return 0;
 }
 
-START_TEST(bound)
+/* The first two cpus this process may run on, into cpu; how many it found
+ * (a case that needs two skips with fewer). */
+static int first_two_cpus(int cpu[2])
 {
     cpu_set_t set;
     ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
     int k = 0;
     for (int c = 0; c < CPU_SETSIZE && k < 2; c++)
         if (CPU_ISSET(c, &set))
-            bound_cpus[k++] = c;
-    if (k < 2) {
+            cpu[k++] = c;
+    return k;
+}
+
+START_TEST(bound)
+{
+    if (first_two_cpus(bound_cpus) < 2) {
         fprintf(stderr, "bound: one cpu available, nothing to test\n");
         return;
     }
@@ -1948,13 +1955,7 @@ static int busy_main(int rank, void *arg)
 
 START_TEST(busy_timed)
 {
-    cpu_set_t set;
-    ck_assert_int_eq(sched_getaffinity(0, sizeof set, &set), 0);
-    int k = 0;
-    for (int c = 0; c < CPU_SETSIZE && k < 2; c++)
-        if (CPU_ISSET(c, &set))
-            busy_cpu[k++] = c;
-    if (k < 2) {
+    if (first_two_cpus(busy_cpu) < 2) {
         fprintf(stderr, "busy_timed: one cpu available, the ranks would be crowded on it\n");
         return;
     }

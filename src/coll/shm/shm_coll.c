@@ -1305,8 +1305,8 @@ static inline size_t dt_unit(const coh_call *c)
 cohort_status coh_shm_all_reduce(coh_shm *s, const coh_call *c, const void *send, void *recv,
                                  size_t count)
 {
-    if (!s || !s->ov || !ov_in(s, c, COH_COLL_ALL_REDUCE, count, dt_unit(c)))
-        return ar_call(s, c, send, recv, count); /* a tail call: nothing added but the test */
+    if (!ov_in(s, c, COH_COLL_ALL_REDUCE, count, dt_unit(c)))
+        return ar_call(s, c, send, recv, count); /* a tail call: ov_in's first test is !s->ov */
     cohort_status st = ar_call(s, c, send, recv, count);
     shm_ov_done(s, st);
     return st;
@@ -1415,8 +1415,8 @@ static cohort_status red_call(coh_shm *s, const coh_call *c, const void *send, v
 cohort_status coh_shm_reduce(coh_shm *s, const coh_call *c, const void *send, void *recv,
                              size_t count, int root)
 {
-    if (!s || !s->ov || !ov_in(s, c, COH_COLL_REDUCE, count, dt_unit(c)))
-        return red_call(s, c, send, recv, count, root); /* a tail call: nothing added but the test */
+    if (!ov_in(s, c, COH_COLL_REDUCE, count, dt_unit(c)))
+        return red_call(s, c, send, recv, count, root); /* a tail call: ov_in's first test is !s->ov */
     cohort_status st = red_call(s, c, send, recv, count, root);
     shm_ov_done(s, st);
     return st;
@@ -2682,8 +2682,8 @@ static cohort_status a2a_call(coh_shm *s, const coh_call *c, const void *send, v
 cohort_status coh_shm_all_to_all(coh_shm *s, const coh_call *c, const void *send, void *recv,
                                  size_t bpp)
 {
-    if (!s || !s->ov || !ov_in(s, c, COH_COLL_ALL_TO_ALL, bpp, 1))
-        return a2a_call(s, c, send, recv, bpp); /* a tail call: nothing added but the test */
+    if (!ov_in(s, c, COH_COLL_ALL_TO_ALL, bpp, 1))
+        return a2a_call(s, c, send, recv, bpp); /* a tail call: ov_in's first test is !s->ov */
     cohort_status st = a2a_call(s, c, send, recv, bpp);
     shm_ov_done(s, st);
     return st;
