@@ -5,6 +5,8 @@ cohort-perf launches plus peer and memcpy lines written here, then checks that:
   - check prints every target, "met" where the peer is made slow, exit 0;
   - with a fast peer it prints MISSED with the cells' per-launch spread, exit 1;
   - too few launches is a miss unless --min-launches allows it;
+  - cohort-perf prints its "# cohort: <op> from/after" line only where what the library
+    runs changed (a description longer than its last copy once printed at every size);
   - summarize.py writes compare.md with what each launch used (cohort's algorithm and
     copy path from cohort-perf's header, Open MPI's pml/btl from its verbose lines);
   - the ops only bench/compare/mpi_coll_ext.c measures for the MPIs (gather, all_to_all
@@ -69,6 +71,17 @@ with tempfile.TemporaryDirectory() as d:
     txt = open(os.path.join(raw, "cohort.1.txt")).read()
     expect("# cohort: broadcast from 8 B: algorithm shm" in txt, "cohort-perf names its algorithm")
     expect("copy: " in txt, "cohort-perf names its copy path")
+    # Sizes of one path: each op's description is printed once, not per size or per row.
+    r = subprocess.run([perf, "--np", "2", "--coll", "broadcast,all_reduce", "--sizes",
+                        "1048576,1048584,1048592", "-n", "3", "-w", "1"],
+                       capture_output=True, text=True, timeout=120)
+    expect(r.returncode == 0, f"cohort-perf, sizes of one path: exit {r.returncode}")
+    for op in ("broadcast", "all_reduce"):
+        descs = [l.split(": ", 2)[2] for l in r.stdout.splitlines()
+                 if l.startswith(f"# cohort: {op} from ") or l.startswith(f"# cohort: {op} after ")]
+        expect(descs and all(a != b for a, b in zip(descs, descs[1:])),
+               f"cohort-perf prints {op}'s description only where it changed: "
+               f"{len(descs)} lines, {len(set(descs))} distinct")
 
     # A peer a million times slower: every measured target is met. Its gather and
     # alltoall rows come from a second file per launch, as run.sh's mpi_coll_ext launch.

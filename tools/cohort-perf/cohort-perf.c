@@ -862,10 +862,13 @@ static void *xalloc(size_t bytes)
 /* Every (dtype, reduce op, root) combination of op, in nccl-tests' order. */
 /* "# cohort: broadcast from 65536 B: algorithm shm; transport ...; copy: ..."
  * whenever what the library runs changes along the sweep (rank 0, text
- * output): a comparison then records what decided cohort's speed. */
-static void describe(perf_state *s, enum perf_op op, size_t bytes)
+ * output): a comparison then records what decided cohort's speed. Asked
+ * again after a row's calls ("after 65536 B's calls"): a verdict agreed
+ * inside calls (the ring's, the lead's timed one) can move a size's path
+ * while its row runs, and the line before the row shows only the last. */
+static void describe(perf_state *s, enum perf_op op, size_t bytes, int after)
 {
-    static char last[OP_COUNT][1024];
+    static char last[OP_COUNT][2048]; /* d's size: a shorter copy never compares equal */
     if (s->rank != 0 || s->o->json)
         return;
     size_t es = s->esz ? s->esz : 1, n = (size_t)s->n;
@@ -882,7 +885,10 @@ static void describe(perf_state *s, enum perf_op op, size_t bytes)
     if (!strcmp(d, last[op]))
         return;
     snprintf(last[op], sizeof last[op], "%s", d);
-    printf("# cohort: %s from %zu B: %s\n", perf_op_names[op], bytes, d);
+    if (after)
+        printf("# cohort: %s after %zu B's calls: %s\n", perf_op_names[op], bytes, d);
+    else
+        printf("# cohort: %s from %zu B: %s\n", perf_op_names[op], bytes, d);
 }
 
 static void sweep_op(perf_state *s, enum perf_op op)
@@ -905,12 +911,13 @@ static void sweep_op(perf_state *s, enum perf_op op)
             for (int root = r0; root <= r1; root++) {
                 o->cur_root = root;
                 if (op == OP_BARRIER) {
-                    describe(s, op, 0);
+                    describe(s, op, 0, 0);
                     run_row(s, op, 0);
                 } else {
                     for (int i = 0; i < o->nsizes; i++) {
-                        describe(s, op, o->sizes[i]);
+                        describe(s, op, o->sizes[i], 0);
                         run_row(s, op, o->sizes[i]);
+                        describe(s, op, o->sizes[i], 1);
                     }
                 }
                 if (!perf_op_has_root(op))
