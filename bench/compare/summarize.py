@@ -250,7 +250,7 @@ _CFG_PATTERNS = [
     ("btl", re.compile(r"mca: bml: Using (\w+) btl for send to")),
     ("vader fallback", re.compile(r"(single.copy|CMA|cma).*(not|fail|disabl)", re.I)),
     ("ucx", re.compile(r"ep_cfg\[\d+\]: (tag\([^)]*\))")),
-    ("cohort", re.compile(r"^# cohort: ([a-z_]+ from \d+ B: .*)$")),
+    ("cohort", re.compile(r"^# cohort: ([a-z_]+ (?:from \d+ B|after \d+ B's calls): .*)$")),
     ("bound", re.compile(r"(MCW rank \d+ (?:is not bound|bound to)[^:]*)")),
     ("cohort bind", re.compile(r"^# cmd: .*cohort-perf.*(--bind \w+)")),
     ("cohort binding", re.compile(r"^# cohort: binding (.*)$")),
