@@ -859,16 +859,16 @@ static void *xalloc(size_t bytes)
     return p;
 }
 
-/* Every (dtype, reduce op, root) combination of op, in nccl-tests' order. */
 /* "# cohort: broadcast from 65536 B: algorithm shm; transport ...; copy: ..."
  * whenever what the library runs changes along the sweep (rank 0, text
  * output): a comparison then records what decided cohort's speed. Asked
  * again after a row's calls ("after 65536 B's calls"): a verdict agreed
  * inside calls (the ring's, the lead's timed one) can move a size's path
  * while its row runs, and the line before the row shows only the last. */
+#define DESC_BYTES 2048 /* one size for both: a shorter copy never compares equal */
 static void describe(perf_state *s, enum perf_op op, size_t bytes, int after)
 {
-    static char last[OP_COUNT][2048]; /* d's size: a shorter copy never compares equal */
+    static char last[OP_COUNT][DESC_BYTES];
     if (s->rank != 0 || s->o->json)
         return;
     size_t es = s->esz ? s->esz : 1, n = (size_t)s->n;
@@ -877,7 +877,7 @@ static void describe(perf_state *s, enum perf_op op, size_t bytes, int after)
     size_t count = per_rank ? bytes / n / es : bytes / es;
     if (op != OP_BARRIER && count < 1)
         count = 1;
-    char d[2048];
+    char d[DESC_BYTES];
     /* sendrecv: the path of rank 0's send to rank 1 (the pairs are alike) */
     const char *dop = op == OP_SENDRECV ? "send" : perf_op_names[op];
     if (cohort_describe(s->g, dop, count, s->o->dtype, d, sizeof d) != COHORT_OK)
@@ -891,6 +891,7 @@ static void describe(perf_state *s, enum perf_op op, size_t bytes, int after)
         printf("# cohort: %s from %zu B: %s\n", perf_op_names[op], bytes, d);
 }
 
+/* Every (dtype, reduce op, root) combination of op, in nccl-tests' order. */
 static void sweep_op(perf_state *s, enum perf_op op)
 {
     perf_opts *o = s->o;
