@@ -96,7 +96,7 @@ cohort_status cohort_describe(cohort_group *g, const char *op, size_t count, coh
      * whole story (what was probed and measured at attach, and why). */
     size_t es = cohort_dtype_size(dt);
     size_t bytes = count > SIZE_MAX / (es ? es : 1) ? SIZE_MAX : count * es;
-    char copy[2048];
+    char copy[3072]; /* the path, then copy_info whole (1536) */
     size_t slots = 0, max = 0, pieces = 0;
     if (g->shm && coll == COH_COLL_BROADCAST &&
         coh_shm_ring_takes(g->shm, bytes, &slots, &max, &pieces) && pieces > 1)

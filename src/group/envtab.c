@@ -55,7 +55,7 @@ static const coh_envvar table[] = {
     {"COHORT_SHM_P2P_STASH_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 0, 1024 * 1024 * MIB},
     {"COHORT_SHM_SINGLE_COPY", COH_ENV_CHOICE, COH_ENV_LIB, "auto|on|off|probe-fail", 0, 0},
     {"COHORT_SHM_XCORE", COH_ENV_CHOICE, COH_ENV_LIB, "auto|near|far", 0, 0},
-    {"COHORT_SHM_BUSY", COH_ENV_CHOICE, COH_ENV_LIB, "timed|two|single", 0, 0},
+    {"COHORT_SHM_BUSY", COH_ENV_CHOICE, COH_ENV_LIB, "timed|two|single|probe", 0, 0},
     {"COHORT_SHM_SINGLE_COPY_BYTES", COH_ENV_INT, COH_ENV_LIB, NULL, 1, LONG_MAX},
     {"COHORT_SHM_SINGLE_COPY_PROBE_NS", COH_ENV_STRING, COH_ENV_LIB, NULL, 0, 0},
     {"COHORT_SHM_MEM", COH_ENV_CHOICE, COH_ENV_LIB, "on|off|nosplit|map-fail", 0, 0},

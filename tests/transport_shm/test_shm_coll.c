@@ -1737,15 +1737,20 @@ END_TEST
 /* ---- the lead's timed verdict (shm_cma.c "the lead's timed verdict") ----
  *
  * 4 and 3 ranks pinned to 2 cpus (so on any machine with 2), the kernel's copy
- * dear (the probe faked at 4 memcpys): broadcast above its pieces, reduce,
- * all_reduce and all_to_all from 64 KiB take the path of the lead's timed
- * verdict. Every call's path is read from the op's single-copy counter and
- * must be the class's agreed bit XOR the agreed exploring schedule; the
- * data of every call is checked; every rank must hold one outcome. Then a
- * decision forced by the lead's table, a decision the lead misses (the
- * others give up at the limit: the paths stay, the interval doubles), and
- * a forged word. */
+ * dear (the probe faked at 4 memcpys) or cheap (2): broadcast above its
+ * pieces, reduce from 32 KiB and all_to_all from 16 KiB a pair take the
+ * path of the lead's timed verdict, each class first on the path the
+ * probe's rules give its smallest size (dear: two copies; cheap: the
+ * single copy for all_to_all and reduce of 32-192 KiB). Every call's path
+ * is read from the op's single-copy counter and must be the class's agreed
+ * bit XOR the agreed exploring schedule; the data of every call is
+ * checked; every rank must hold one outcome. Then a decision forced by the
+ * lead's table, a decision the lead misses (the others give up at the
+ * limit: the paths stay, the interval doubles), and a forged word. */
 static int busy_cpu[2];
+typedef struct busy_case {
+    int n, cheap;
+} busy_case;
 
 /* one call of the window, its path checked against the verdict */
 static void ov_call(coh_shm *s, int coll, size_t bytes, int root, int inplace)
@@ -1791,10 +1796,14 @@ static void ov_fake(coh_shm *s, int k, uint32_t single_ns, uint32_t two_ns)
 
 static int busy_main(int rank, void *arg)
 {
-    nranks = *(const int *)arg;
+    const busy_case *bc_ = arg;
+    const int cheap = bc_->cheap;
+    nranks = bc_->n;
     me = rank;
-    where = nranks == 3 ? "3 ranks on 2 cpus, the kernel's copy dear, COHORT_SHM_BUSY=timed"
-                        : "4 ranks on 2 cpus, the kernel's copy dear, COHORT_SHM_BUSY=timed";
+    where = cheap ? nranks == 3 ? "3 ranks on 2 cpus, the kernel's copy cheap, COHORT_SHM_BUSY=timed"
+                                : "4 ranks on 2 cpus, the kernel's copy cheap, COHORT_SHM_BUSY=timed"
+            : nranks == 3 ? "3 ranks on 2 cpus, the kernel's copy dear, COHORT_SHM_BUSY=timed"
+                          : "4 ranks on 2 cpus, the kernel's copy dear, COHORT_SHM_BUSY=timed";
     cpu_set_t two;
     CPU_ZERO(&two);
     CPU_SET(busy_cpu[0], &two);
@@ -1806,28 +1815,51 @@ static int busy_main(int rank, void *arg)
         return 1;
     coh_shm *s = G->shm;
     const size_t K64 = 65536, pieces = COH_MIN(s->ring_k / 4, SHM_PIECES_MAX) * s->ring_bytes;
-    CHECK(s->oversub && s->ov == 1 && strstr(s->copy_info, "whichever the lead's own calls"),
+    CHECK(s->oversub && s->ov == 1 && strstr(s->copy_info, "whichever the lead's own calls") &&
+              strstr(s->copy_info, cheap ? "each size starts on the path the rules above give it"
+                                         : "each size starts on two copies"),
           "timed verdict %d: %s", s->ov, s->copy_info);
     CHECK(s->ov_from[COH_COLL_BROADCAST] == COH_MAX(K64, pieces + 1) &&
-              s->ov_from[COH_COLL_REDUCE] == K64 && s->ov_from[COH_COLL_ALL_REDUCE] == SIZE_MAX &&
+              s->ov_from[COH_COLL_REDUCE] == 32768 && s->ov_from[COH_COLL_ALL_REDUCE] == SIZE_MAX &&
               s->ov_from[COH_COLL_ALL_TO_ALL] == 16384 && s->ov_from[COH_COLL_GATHER] == SIZE_MAX,
           "window from %zu / %zu / %zu / %zu", s->ov_from[COH_COLL_BROADCAST],
           s->ov_from[COH_COLL_REDUCE], s->ov_from[COH_COLL_ALL_REDUCE],
           s->ov_from[COH_COLL_ALL_TO_ALL]);
     const size_t bc = s->ov_from[COH_COLL_BROADCAST];
     CHECK(!shm_ring_pieces(s, bc) && shm_ring_pieces(s, bc - 1), "pieces end at %zu B", bc - 1);
-    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, K64), "two copies (segment) now"),
-          "path before a decision: %s", coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, K64));
+    /* the seeds: a class starts on the probe's rule at its smallest size */
+    uint64_t seed = 0;
+    for (int k = 0; k < SHM_OV_CLASSES; k++) {
+        int op = k / SHM_OV_SIZES, sz = k % SHM_OV_SIZES;
+        size_t lo = op == 1 ? (size_t)32768 << sz : op == 3 ? (size_t)16384 << sz : K64 << sz;
+        if (cheap && (op == 3 || (op == 1 && lo < 196608)))
+            seed |= (uint64_t)1 << k;
+        CHECK(shm_ov_class_lo(k) == lo && shm_ov_class(shm_ov_class_coll(k), lo) == k &&
+                  (sz == 0 || shm_ov_class(shm_ov_class_coll(k), lo - 1) == k - 1),
+              "class %d: from %zu B, op %d", k, shm_ov_class_lo(k), shm_ov_class_coll(k));
+    }
+    CHECK(s->ov_bits == seed, "seeded %llx, want %llx", (unsigned long long)s->ov_bits,
+          (unsigned long long)seed);
+    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, K64),
+                 cheap ? "single copy (cma) now" : "two copies (segment) now") &&
+              strstr(coh_shm_copy_path(s, COH_COLL_REDUCE, 32768),
+                     cheap ? "single copy (cma) now" : "two copies (segment) now") &&
+              strstr(coh_shm_copy_path(s, COH_COLL_REDUCE, 4 * K64), "two copies (segment) now") &&
+              strstr(coh_shm_copy_path(s, COH_COLL_BROADCAST, bc), "two copies (segment) now"),
+          "paths before a decision: %s", coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, K64));
     CHECK(!strstr(coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64), " now"),
           "all_reduce is not in the window: %s", coh_shm_copy_path(s, COH_COLL_ALL_REDUCE, K64));
-    /* the classes: powers of two from 64 KiB, all_to_all's from 16 KiB a pair */
+    /* the classes: powers of two from 64 KiB, reduce's from 32 KiB,
+     * all_to_all's from 16 KiB a pair */
     CHECK(shm_ov_class(COH_COLL_ALL_TO_ALL, 16384) == 3 * SHM_OV_SIZES &&
               shm_ov_class(COH_COLL_ALL_TO_ALL, 32767) == 3 * SHM_OV_SIZES &&
               shm_ov_class(COH_COLL_ALL_TO_ALL, 32768) == 3 * SHM_OV_SIZES + 1 &&
               shm_ov_class(COH_COLL_ALL_TO_ALL, SIZE_MAX) == 4 * SHM_OV_SIZES - 1 &&
               shm_ov_class(COH_COLL_BROADCAST, K64) == 0 &&
               shm_ov_class(COH_COLL_BROADCAST, 2 * K64 - 1) == 0 &&
-              shm_ov_class(COH_COLL_REDUCE, 2 * K64) == SHM_OV_SIZES + 1 &&
+              shm_ov_class(COH_COLL_REDUCE, 32768) == SHM_OV_SIZES &&
+              shm_ov_class(COH_COLL_REDUCE, K64 - 1) == SHM_OV_SIZES &&
+              shm_ov_class(COH_COLL_REDUCE, 2 * K64) == SHM_OV_SIZES + 2 &&
               shm_ov_class(COH_COLL_ALL_REDUCE, (size_t)1 << 26) == 3 * SHM_OV_SIZES - 1,
           "classes");
     /* below the window: not counted */
@@ -1835,14 +1867,16 @@ static int busy_main(int rank, void *arg)
     t_broadcast(COHORT_UINT8, bc - 1, 0);
     mis_unit = 4;
     t_all_reduce(COHORT_FLOAT32, COHORT_SUM, K64 / 4 - 1, 0);
+    t_reduce(COHORT_FLOAT32, COHORT_SUM, 32768 / 4 - 1, 0, 1);
     mis_unit = 1;
     CHECK(s->ov_w == 0, "calls below the window counted: %llu", (unsigned long long)s->ov_w);
-    /* the first calls of a class: two copies, then 4 on the single copy,
+    /* the first calls of a class: its seed's path, then 4 on the other,
      * before any decision */
     for (int i = 0; i < 9; i++)
         ov_call(s, COH_COLL_ALL_TO_ALL, K64, 0, 0);
-    CHECK(s->a2a_singles == 4 && s->ov_decisions == 0, "first calls: %llu single, %llu decisions",
-          (unsigned long long)s->a2a_singles, (unsigned long long)s->ov_decisions);
+    CHECK(s->a2a_singles == (cheap ? 5u : 4u) && s->ov_decisions == 0,
+          "first calls: %llu single, %llu decisions", (unsigned long long)s->a2a_singles,
+          (unsigned long long)s->ov_decisions);
     /* every op, sizes across classes, roots, in place: decisions come at
      * the agreed calls and every path follows the outcome */
     static const size_t sz[] = {65536, 196608 + 4096, 1u << 20};
@@ -1851,6 +1885,7 @@ static int busy_main(int rank, void *arg)
             int root = (round + (int)z) % nranks, ip = round & 1;
             ov_call(s, COH_COLL_BROADCAST, COH_MAX(sz[z], bc), root, 0);
             ov_call(s, COH_COLL_REDUCE, sz[z], root, ip);
+            ov_call(s, COH_COLL_REDUCE, sz[z] / 2, (root + 1) % nranks, !ip); /* from 32 KiB */
             uint64_t ar = s->ar_singles, w = s->ov_w;
             mis_unit = 4;
             t_all_reduce(COHORT_FLOAT32, COHORT_SUM, sz[z] / 4, ip);
@@ -1875,27 +1910,30 @@ static int busy_main(int rank, void *arg)
     CHECK(s->ov_decisions >= 2 && s->ov_at > s->ov_w && s->ov_n >= 8 && s->ov_n <= 1024,
           "%llu decisions, next at %llu of %llu, every %llu", (unsigned long long)s->ov_decisions,
           (unsigned long long)s->ov_at, (unsigned long long)s->ov_w, (unsigned long long)s->ov_n);
-    /* a decision the lead's table forces: the single copy for all_to_all of
-     * 64 KiB a pair, two copies for broadcast of 1 MiB (median of 5: one real
-     * call's time cannot move it) */
+    /* a decision the lead's table forces: all_to_all of 64 KiB a pair to
+     * the path it is not on, two copies for broadcast of 1 MiB (median of
+     * 5: one real call's time cannot move it) */
     int kar = shm_ov_class(COH_COLL_ALL_TO_ALL, K64), kbc = shm_ov_class(COH_COLL_BROADCAST, 1u << 20);
+    uint64_t kar_bit = s->ov_bits >> kar & 1u;
     /* and reduce of 256 KiB, the other path x0.9 of its own: the path
      * moves only for a median at least 1/8 faster, so it stays */
     int krd = shm_ov_class(COH_COLL_REDUCE, 4 * K64);
     uint64_t krd_bit = s->ov_bits >> krd & 1u;
     if (me == 0) {
-        ov_fake(s, kar, 1000, 900000);
+        ov_fake(s, kar, kar_bit ? 900000 : 1000, kar_bit ? 1000 : 900000);
         ov_fake(s, kbc, 900000, 1000);
         ov_fake(s, krd, krd_bit ? 100000 : 90000, krd_bit ? 90000 : 100000);
     }
     s->ov_at = s->ov_w; /* due at the next window call, on every rank */
     uint64_t dec = s->ov_decisions;
     ov_call(s, COH_COLL_ALL_TO_ALL, K64, 0, 0);
-    CHECK(s->ov_decisions == dec + 1 && (s->ov_bits >> kar & 1u) && !(s->ov_bits >> kbc & 1u),
+    CHECK(s->ov_decisions == dec + 1 && (s->ov_bits >> kar & 1u) == !kar_bit &&
+              !(s->ov_bits >> kbc & 1u),
           "forced: bits %llx", (unsigned long long)s->ov_bits);
     CHECK((s->ov_bits >> krd & 1u) == krd_bit, "reduce moved for a path only x0.9: bits %llx",
           (unsigned long long)s->ov_bits);
-    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, K64), "single copy (cma) now"),
+    CHECK(strstr(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, K64),
+                 kar_bit ? "two copies (segment) now" : "single copy (cma) now"),
           "path: %s", coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, K64));
     for (int i = 0; i < 20; i++) {
         ov_call(s, COH_COLL_ALL_TO_ALL, K64, 0, i & 1);
@@ -1960,12 +1998,15 @@ START_TEST(busy_timed)
         return;
     }
     ck_assert_ptr_nonnull(th_shared_init());
-    static const int n[2] = {4, 3};
-    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = n[_i], .deadline_ms = 120000,
-                  .extra_env = "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
-                               "4000,1000;COHORT_SHM_BUSY=timed"};
+    static const busy_case bc[4] = {{4, 0}, {3, 0}, {4, 1}, {3, 1}};
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = bc[_i].n, .deadline_ms = 120000,
+                  .extra_env = bc[_i].cheap
+                                   ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
+                                     "2000,1000;COHORT_SHM_BUSY=timed"
+                                   : "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS="
+                                     "4000,1000;COHORT_SHM_BUSY=timed"};
     cht_result r;
-    cht_run_ranks(&o, busy_main, (void *)&n[_i], &r);
+    cht_run_ranks(&o, busy_main, (void *)&bc[_i], &r);
     cht_assert_all_ok(&r);
 }
 END_TEST
@@ -1983,7 +2024,8 @@ END_TEST
  * left as it is (>= 2 cpus): not crowded; send/recv, gather and scatter
  * take the single copy where 3 ranks outnumber the cpus, and all_to_all
  * too where the faked probe makes the kernel's copy cheap (2 memcpys), not
- * where it is dear (4). */
+ * where it is dear (4); COHORT_SHM_BUSY=probe where cheap keeps those rules
+ * from the timed verdict, which they only seed by default (busy_timed). */
 enum { C_PINNED5, C_PINNED8, C_FREE3, C_FREE3_DEAR, C_FREE5 };
 static int crowd_cpu, crowd_cpus;
 static int crowd_main(int rank, void *arg)
@@ -2045,8 +2087,9 @@ static int crowd_main(int rank, void *arg)
           "named: %s", s->copy_info);
     CHECK(!strcmp(coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, a2a_from - 1), "two copies (segment)"),
           "path at %zu B", a2a_from - 1);
-    /* 3 ranks on 2 cpus where the copy is dear: the timed verdict's ops,
-     * fixed at two copies here (COHORT_SHM_BUSY=two; busy_timed tests it) */
+    /* 3 ranks on 2 cpus: the timed verdict's ops, fixed at two copies
+     * where the copy is dear (COHORT_SHM_BUSY=two), the probe's rules alone
+     * where cheap (=probe: no verdict; these rules seed it, busy_timed) */
     CHECK(s->ov == (busy && !crowded && !cheap ? 2 : 0), "timed verdict %d (%s)", s->ov,
           s->copy_info);
     static const int others[] = {COH_COLL_BROADCAST, COH_COLL_ALL_GATHER, COH_COLL_REDUCE};
@@ -2163,7 +2206,8 @@ START_TEST(crowd)
                   .extra_env = modes[_i] == C_FREE3_DEAR
                                    ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS=4000,1000;"
                                      "COHORT_SHM_BUSY=two"
-                                   : "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000"};
+                                   : "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_SINGLE_COPY_PROBE_NS=2000,1000;"
+                                     "COHORT_SHM_BUSY=probe"};
     cht_result r;
     cht_run_ranks(&o, crowd_main, (void *)&modes[_i], &r);
     cht_assert_all_ok(&r);
@@ -2185,7 +2229,7 @@ static Suite *make_suite(void)
     suite_add_tcase(s, tb);
     TCase *tw = tcase_create("crowd");
     tcase_add_loop_test(tw, crowd, 0, 5);
-    tcase_add_loop_test(tw, busy_timed, 0, 2);
+    tcase_add_loop_test(tw, busy_timed, 0, 4);
     tcase_set_timeout(tw, 150);
     suite_add_tcase(s, tw);
     TCase *tc = tcase_create("matrix");

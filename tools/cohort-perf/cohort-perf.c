@@ -865,7 +865,7 @@ static void *xalloc(size_t bytes)
  * again after a row's calls ("after 65536 B's calls"): a verdict agreed
  * inside calls (the ring's, the lead's timed one) can move a size's path
  * while its row runs, and the line before the row shows only the last. */
-#define DESC_BYTES 2048 /* one size for both: a shorter copy never compares equal */
+#define DESC_BYTES 4096 /* one size for both: a shorter copy never compares equal */
 static void describe(perf_state *s, enum perf_op op, size_t bytes, int after)
 {
     static char last[OP_COUNT][DESC_BYTES];

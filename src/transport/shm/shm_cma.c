@@ -160,6 +160,14 @@ enum { XW_DECIDED = 1u, XW_GAVE_UP = 2u };
  * near x1.08-1.64 (results/2026-12-07-s44-busy-timed/a2a-16k-premise);
  * its size classes start there (shm_ov_class) */
 #define OV_A2A_FROM ((size_t)16 << 10)
+/* reduce from 32 KiB (session 46): where the kernel's copy is cheap the
+ * probe's rule gave 32-192 KiB the single copy (RED_BUSY_FROM), but on the
+ * Intel host in session 45 two copies ran 4 ranks 32-64 KiB x0.78-0.96 of
+ * it and 3 ranks x0.87-0.93, the single copy ahead again at 128 KiB
+ * (results/2026-12-07-s45-red4-ab, -s45-red3-ab): no fixed bound held on
+ * one host, so the lead's times decide from the rule's own start. Its
+ * classes start there (shm_ov_class). */
+#define OV_RED_FROM RED_BUSY_FROM
 #define OV_N_FIRST 12u
 #define OV_N_MAX ((uint64_t)8 << 7)
 #define OV_EVERY_NS ((uint64_t)10 * 1000 * 1000)
@@ -211,15 +219,17 @@ static int xc_mode(void)
     return 1 + env_pick("COHORT_SHM_XCORE", o, 3, 0);
 }
 
-/* COHORT_SHM_BUSY: how 3-4 ranks on 2 cpus where the kernel's copy is
- * dear choose between the single copy and two copies for broadcast and
- * reduce from 64 KiB and all_to_all from 16 KiB a pair - 0 timed (the
- * lead's timed verdict), 1 two copies, 2 the single copy (fixed: A/B,
- * tests) */
+/* COHORT_SHM_BUSY: how 3-4 ranks on 2 cpus choose between the single copy
+ * and two copies for broadcast from 64 KiB, reduce from 32 KiB and
+ * all_to_all from 16 KiB a pair - 0 timed (the lead's timed verdict, seeded
+ * by the attach probe's rules), 1 two copies, 2 the single copy (fixed:
+ * A/B, tests), 3 the probe's rules alone, never timed (the rules before
+ * session 46: A/B, or a program that wants no explored calls) */
+enum { OV_M_TIMED, OV_M_TWO, OV_M_SINGLE, OV_M_PROBE };
 static int ov_mode(void)
 {
-    static const char *const o[] = {"timed", "two", "single"};
-    return env_pick("COHORT_SHM_BUSY", o, 3, 0);
+    static const char *const o[] = {"timed", "two", "single", "probe"};
+    return env_pick("COHORT_SHM_BUSY", o, 4, OV_M_TIMED);
 }
 
 /* COHORT_SHM_MEM: 0 off, 1 on (default), 2 map-fail (tests: pidfd_getfd
@@ -766,22 +776,29 @@ cohort_status shm_cma_agree(shm_op *o)
         s->bar_from[COH_COLL_REDUCE_SCATTER] = s->cma_from[COH_COLL_REDUCE_SCATTER];
     }
     /* The lead's timed verdict (below, "the lead's timed verdict"): 3-4
-     * ranks on 2 cpus where the kernel's copy is dear (session 43,
+     * ranks on 2 cpus (session 43, where the kernel's copy is dear,
      * results/2026-12-07-s43-lead-timing: the single copy x0.26-0.84 of two
-     * copies far, x1.06-2.45 near, 4 ranks, 256 KiB-1 MiB). From 64 KiB
-     * (all_to_all: 16 KiB a pair), above the ring and, for broadcast,
-     * above its pieces (a root there runs calls ahead of its readers;
-     * every call in the window waits for every rank within a call, which
-     * the one decision word leans on). */
+     * copies far, x1.06-2.45 near, 4 ranks, 256 KiB-1 MiB). Since session
+     * 46 where it is cheap too: there the probe's rules above (a2a_busy,
+     * red_busy) only seed the classes' paths, since one probe of 64 KiB
+     * at attach read x2.02-3.40 on one host in one run, against its 3.2
+     * limit, and sent 7 of 65 launches to the dear rules, and since the
+     * rules' bounds did not hold on the host they were measured on
+     * (OV_RED_FROM). From 64 KiB (reduce: 32 KiB, all_to_all: 16 KiB a
+     * pair), above the ring and, for broadcast, above its pieces (a root
+     * there runs calls ahead of its readers; every call in the window
+     * waits for every rank within a call, which the one decision word
+     * leans on). */
     int ov_m = (int)(atomic_load(&shm_ctl_of(s, 0)->cma_ok) >> 7 & 3u);
-    s->ov = busy && !crowd && measured && !cheap && !lead_set && s->n <= 4 ? 1 + ov_m : 0;
+    s->ov = busy && !crowd && measured && !lead_set && s->n <= 4 && ov_m != OV_M_PROBE ? 1 + ov_m
+                                                                                       : 0;
     for (int k = 0; k < COH_COLL_KIND_COUNT; k++)
         s->ov_from[k] = SIZE_MAX;
     if (s->ov) {
         size_t ring = s->ring_k ? s->ring_bytes + 1 : 0;
         size_t pieces = s->ring_k ? COH_MIN(s->ring_k / 4, SHM_PIECES_MAX) * s->ring_bytes + 1 : 0;
         s->ov_from[COH_COLL_BROADCAST] = COH_MAX(COH_MAX(OV_FROM, ring), pieces);
-        s->ov_from[COH_COLL_REDUCE] = COH_MAX(OV_FROM, ring);
+        s->ov_from[COH_COLL_REDUCE] = COH_MAX(OV_RED_FROM, ring);
         /* all_reduce not: the single copy's ar_single took it x0.72-0.84 of
          * two copies far in session 43's premise, but timed against two
          * copies fixed it gained nothing three times over (far x0.82-1.00,
@@ -789,12 +806,20 @@ cohort_status shm_cma_agree(shm_op *o)
          * explored calls only cost */
         s->ov_from[COH_COLL_ALL_TO_ALL] = OV_A2A_FROM;
         /* the rooted ops ask shm_cma_call, which answers below bar_from
-         * before it asks the verdict */
+         * before it asks the verdict: broadcast's window starts there at
+         * the least, reduce's bar_from (64 KiB where dear) moves down to
+         * its window */
         s->ov_from[COH_COLL_BROADCAST] =
             COH_MAX(s->ov_from[COH_COLL_BROADCAST], s->bar_from[COH_COLL_BROADCAST]);
-        s->ov_from[COH_COLL_REDUCE] = COH_MAX(s->ov_from[COH_COLL_REDUCE], s->bar_from[COH_COLL_REDUCE]);
+        s->bar_from[COH_COLL_REDUCE] = COH_MIN(s->bar_from[COH_COLL_REDUCE], s->ov_from[COH_COLL_REDUCE]);
     }
-    s->ov_bits = s->ov == 3 ? ~(uint64_t)0 : 0;
+    /* Each class starts on the path the probe's rules give its smallest
+     * size (dear: two copies everywhere; cheap: all_to_all and reduce of
+     * 32-192 KiB single); the lead's times move it from there. */
+    s->ov_bits = 0;
+    for (int k = 0; k < SHM_OV_CLASSES; k++)
+        if (s->ov == 3 || (s->ov == 1 && shm_cma_use(s, shm_ov_class_coll(k), shm_ov_class_lo(k))))
+            s->ov_bits |= (uint64_t)1 << k;
     s->ov_w = s->ov_ep = 0;
     s->ov_at = OV_N_FIRST;
     s->ov_n = OV_N_FIRST;
@@ -928,9 +953,14 @@ cohort_status shm_cma_agree(shm_op *o)
                  "; broadcast >= %zu B, reduce >= %zu B, all_to_all >= %zu B a pair: %s",
                  s->ov_from[COH_COLL_BROADCAST], s->ov_from[COH_COLL_REDUCE],
                  s->ov_from[COH_COLL_ALL_TO_ALL],
-                 s->ov == 1   ? "the single copy or two copies, whichever the lead's own calls of "
-                                "the op and size time faster (the timed verdict; the ranks share "
-                                "the cpus and the kernel's copy is dear)"
+                 s->ov == 1   ? cheap ? "the single copy or two copies, whichever the lead's own "
+                                        "calls of the op and size time faster (the timed verdict; "
+                                        "the ranks share the cpus; each size starts on the path "
+                                        "the rules above give it)"
+                                      : "the single copy or two copies, whichever the lead's own "
+                                        "calls of the op and size time faster (the timed verdict; "
+                                        "the ranks share the cpus; each size starts on two copies, "
+                                        "the kernel's copy dear)"
                  : s->ov == 2 ? "two copies (COHORT_SHM_BUSY=two)"
                               : "single copy (COHORT_SHM_BUSY=single)");
     }
@@ -960,10 +990,13 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
                               : "single copy (cma; COHORT_SHM_BUSY=single)";
         return s->ov_bits >> shm_ov_class(coll, bytes) & 1u
                    ? "single copy (cma) now: the lead's own calls of this op and size time it "
-                     "faster than two copies (the timed verdict; 2 calls in 256 take the other)"
+                     "faster than two copies, or have not timed both yet and the attach probe's "
+                     "rules give the single copy (the timed verdict; 2 calls in 256 take the "
+                     "other)"
                    : "two copies (segment) now: the lead's own calls of this op and size time "
-                     "them faster than the single copy, or have not timed both yet (the timed "
-                     "verdict; 2 calls in 256 take the other)";
+                     "them faster than the single copy, or have not timed both yet and the "
+                     "attach probe's rules give two copies (the timed verdict; 2 calls in 256 "
+                     "take the other)";
     }
     /* bytes is a block (cohort_describe's count); reduce_scatter's sizes are
      * the blocks of every rank (shm_coll.c asks shm_cma_use with its total) */
@@ -1411,16 +1444,32 @@ int shm_xw_far(coh_shm *s, uint64_t seq)
  * the broadcast's pieces, where a root runs calls ahead, are below the
  * window (shm_cma_agree). */
 
+/* a class's first size: 64 KiB, reduce's 32 KiB, all_to_all's 16 KiB a
+ * pair, shifted left by the class's power of two */
+static const unsigned ov_lo_shift[4] = {16, 15, 16, 14};
+static const int ov_colls[4] = {COH_COLL_BROADCAST, COH_COLL_REDUCE, COH_COLL_ALL_REDUCE,
+                                COH_COLL_ALL_TO_ALL};
+
 int shm_ov_class(int coll, size_t bytes)
 {
     int op = coll == COH_COLL_BROADCAST ? 0
              : coll == COH_COLL_REDUCE  ? 1
              : coll == COH_COLL_ALL_REDUCE ? 2
                                            : 3;
-    int sz = 0; /* powers of two from 64 KiB, all_to_all's from 16 KiB a pair */
-    for (size_t b = bytes >> (op == 3 ? 15 : 17); b && sz < SHM_OV_SIZES - 1; b >>= 1)
+    int sz = 0;
+    for (size_t b = bytes >> (ov_lo_shift[op] + 1); b && sz < SHM_OV_SIZES - 1; b >>= 1)
         sz++;
     return op * SHM_OV_SIZES + sz;
+}
+
+int shm_ov_class_coll(int k)
+{
+    return ov_colls[k / SHM_OV_SIZES];
+}
+
+size_t shm_ov_class_lo(int k)
+{
+    return (size_t)1 << (ov_lo_shift[k / SHM_OV_SIZES] + (unsigned)(k % SHM_OV_SIZES));
 }
 
 /* Whether call i of a class (from 0) takes the other path */

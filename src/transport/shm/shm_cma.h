@@ -111,7 +111,7 @@ int shm_xw_far(coh_shm *s, uint64_t seq);
 void shm_xw_probe(coh_shm *s, uint64_t seq);
 
 /* The lead's timed verdict (shm_cma.c "the lead's timed verdict"): 3-4
- * ranks on 2 cpus where the kernel's copy is dear, a broadcast, reduce or
+ * ranks on 2 cpus, a broadcast, reduce or
  * all_to_all of at least ov_from[coll] bytes (all_to_all: a pair; all_reduce
  * has classes and a path through it, but no window: shm_cma_agree) takes the single copy or two copies as the lead's own calls of its
  * op and size time faster. shm_ov_enter: every local rank calls it once
@@ -123,8 +123,11 @@ void shm_ov_enter(coh_shm *s, const coh_call *c, int coll, size_t bytes);
 void shm_ov_done(coh_shm *s, cohort_status st);
 /* The decision itself (tests call it directly) */
 void shm_ov_decide(coh_shm *s);
-/* The class of a call in the window (0 .. SHM_OV_CLASSES - 1) */
+/* The class of a call in the window (0 .. SHM_OV_CLASSES - 1); a class's
+ * op and its smallest size (the probe's rules at that size seed it) */
 int shm_ov_class(int coll, size_t bytes);
+int shm_ov_class_coll(int k);
+size_t shm_ov_class_lo(int k);
 /* Whether call i of a class (from 0, agreed) takes the other path */
 int shm_ov_explore(uint32_t i);
 

@@ -588,7 +588,7 @@ struct coh_shm {
     size_t cma_end;             /* ... and fewer than this many (SIZE_MAX: no bound);
                                  * auto's per-size rule, agreed at attach */
     uint64_t probe_word;        /* read by peers' probes (its address is published) */
-    char copy_info[1024];       /* the copy path and why, for cohort-perf and logs */
+    char copy_info[1536];       /* the copy path and why, for cohort-perf and logs */
     /* one-copy broadcasts from cohort_mem_alloc buffers (shm_mem.h):
      * mem_ok: every local rank may take another's descriptors (the attach
      * probe's ptrace verdict) and COHORT_SHM_MEM is not off here; mem_mode:
