@@ -1870,13 +1870,19 @@ static int busy_main(int rank, void *arg)
     t_reduce(COHORT_FLOAT32, COHORT_SUM, 32768 / 4 - 1, 0, 1);
     mis_unit = 1;
     CHECK(s->ov_w == 0, "calls below the window counted: %llu", (unsigned long long)s->ov_w);
-    /* the first calls of a class: its seed's path, then 4 on the other,
-     * before any decision */
+    /* the first calls of a class: its seed's path, then a run of 8 on the
+     * other, before any decision; the lead times a run's calls from its
+     * fifth (the first carry the other path's state): 4 of the run, none
+     * of call 0 */
     for (int i = 0; i < 9; i++)
         ov_call(s, COH_COLL_ALL_TO_ALL, K64, 0, 0);
-    CHECK(s->a2a_singles == (cheap ? 5u : 4u) && s->ov_decisions == 0,
+    CHECK(s->a2a_singles == (cheap ? 1u : 8u) && s->ov_decisions == 0,
           "first calls: %llu single, %llu decisions", (unsigned long long)s->a2a_singles,
           (unsigned long long)s->ov_decisions);
+    int k0 = shm_ov_class(COH_COLL_ALL_TO_ALL, K64);
+    CHECK(me != 0 || (s->ov_nsmp[k0][!cheap] == 4 && s->ov_nsmp[k0][cheap] == 0),
+          "the lead's times after the first run: %u two copies, %u single", s->ov_nsmp[k0][0],
+          s->ov_nsmp[k0][1]);
     /* every op, sizes across classes, roots, in place: decisions come at
      * the agreed calls and every path follows the outcome */
     static const size_t sz[] = {65536, 196608 + 4096, 1u << 20};

@@ -168,13 +168,24 @@ enum { XW_DECIDED = 1u, XW_GAVE_UP = 2u };
  * one host, so the lead's times decide from the rule's own start. Its
  * classes start there (shm_ov_class). */
 #define OV_RED_FROM RED_BUSY_FROM
-#define OV_N_FIRST 12u
+#define OV_N_FIRST 20u
 #define OV_N_MAX ((uint64_t)8 << 7)
 #define OV_EVERY_NS ((uint64_t)10 * 1000 * 1000)
 #define OV_LIMIT_NS ((uint64_t)20 * 1000 * 1000)
-/* One call of a class in OV_PERIOD runs the other path (and the call
- * before it, unrecorded: a path's first call after the other's is cold) */
-#define OV_PERIOD 256u
+/* A class's calls 1-OV_RUN, then the last OV_RUN in every OV_PERIOD, run
+ * the other path, and only a run's calls from its OV_SETTLE + 1st on are
+ * timed, on either path. A call carries the state the call before it left
+ * (which rank waits for which; whose lines are where): session 46, Intel
+ * host, 3 ranks on 2 cpus, reduce of 32 KiB, the lead's own times in one
+ * launch - the single copy 10.6-11.3 us run steadily but 15-17 us as a
+ * lone call among two-copy calls, two copies 12-13 us steadily but
+ * 10-10.5 us as a lone call among single-copy calls. Timed one call at a
+ * time (2 in 256, the first unrecorded), the verdict measured the switch:
+ * it moved that reduce to two copies, x1.05-1.13 of the single copy it
+ * left (p50 over launches, results/2026-12-07-s46-seeded). */
+#define OV_RUN 8u
+#define OV_SETTLE 4u
+#define OV_PERIOD 512u
 /* samples of each path a class needs before a decision moves it */
 #define OV_MIN_SAMPLES 3u
 /* the word: the epoch (16 bits), decided, the interval's code (3 bits),
@@ -829,6 +840,7 @@ cohort_status shm_cma_agree(shm_op *o)
     s->ov_dt = s->ov_dw = 0;
     memset(s->ov_cnt, 0, sizeof s->ov_cnt);
     memset(s->ov_last, 0, sizeof s->ov_last);
+    memset(s->ov_run, 0, sizeof s->ov_run);
     memset(s->ov_nsmp, 0, sizeof s->ov_nsmp);
     memset(s->ov_pos, 0, sizeof s->ov_pos);
     char speed[192] = "";
@@ -1421,8 +1433,9 @@ int shm_xw_far(coh_shm *s, uint64_t seq)
  * that source: the lead's ratio points the way the group's does in all 48
  * cells, results/2026-12-07-s43-lead-timing). The other path's times come
  * from calls the agreed schedule sends there (ov_explore: each class's
- * calls 1-4, then 2 in every OV_PERIOD), so every rank knows which calls
- * explore without being told.
+ * calls 1-OV_RUN, then OV_RUN in every OV_PERIOD; a run's first OV_SETTLE
+ * calls untimed), so every rank knows which calls explore without being
+ * told.
  *
  * How the ranks agree, without a phase: each keeps the window's call count
  * (the same on all: they see the same calls) and the count of the next
@@ -1475,7 +1488,7 @@ size_t shm_ov_class_lo(int k)
 /* Whether call i of a class (from 0) takes the other path */
 int shm_ov_explore(uint32_t i)
 {
-    return (i >= 1 && i <= 4) || i % OV_PERIOD >= OV_PERIOD - 2;
+    return (i >= 1 && i <= OV_RUN) || i % OV_PERIOD >= OV_PERIOD - OV_RUN;
 }
 
 static uint32_t ov_median(const uint32_t *v, unsigned n)
@@ -1584,8 +1597,11 @@ void shm_ov_enter(coh_shm *s, const coh_call *c, int coll, size_t bytes)
     int path = s->ov == 2   ? 0
                : s->ov == 3 ? 1
                             : (int)(s->ov_bits >> k & 1u) ^ shm_ov_explore(i);
-    int same = s->ov_last[k] == path + 1;
+    /* this call's place in its path's run (saturating) */
+    uint8_t run = s->ov_last[k] == path + 1 ? s->ov_run[k] : 0;
+    s->ov_run[k] = run < UINT8_MAX ? (uint8_t)(run + 1) : run;
     s->ov_last[k] = (uint8_t)(path + 1);
+    int same = run >= OV_SETTLE;
     s->ov_ans = path;
     s->ov_singles += (uint64_t)path;
     if (s->me == 0 && s->ov == 1 && same) {

@@ -688,8 +688,9 @@ struct coh_shm {
      * (COHORT_SHM_BUSY, the lead's). Agreed, the same on every local rank:
      * ov_bits, class k's path (1 single copy); ov_w, window calls begun;
      * ov_at, the window call that takes the next decision; ov_n, the calls
-     * between decisions; ov_ep, decisions taken; ov_cnt and ov_last, each
-     * class's calls and its last call's path + 1. This rank's: ov_seen and
+     * between decisions; ov_ep, decisions taken; ov_cnt, ov_last and
+     * ov_run, each class's calls, its last call's path + 1 and that call's
+     * place in its path's run (from 1). This rank's: ov_seen and
      * ov_seen_coll, the last call that asked, ov_ans its path. The lead's:
      * the call in flight (ov_pend: class * 2 + path + 1, 0 none; ov_t0),
      * the last decision's time and window call (ov_dt, ov_dw) and its own
@@ -702,7 +703,7 @@ struct coh_shm {
     uint64_t ov_seen;
     int ov_seen_coll;
     uint32_t ov_cnt[SHM_OV_CLASSES];
-    uint8_t ov_last[SHM_OV_CLASSES];
+    uint8_t ov_last[SHM_OV_CLASSES], ov_run[SHM_OV_CLASSES];
     int ov_pend;
     uint64_t ov_t0, ov_dt, ov_dw;
     uint32_t ov_smp[SHM_OV_CLASSES][2][SHM_OV_KEEP];
