@@ -1003,11 +1003,11 @@ const char *coh_shm_copy_path(const coh_shm *s, int coll, size_t bytes)
         return s->ov_bits >> shm_ov_class(coll, bytes) & 1u
                    ? "single copy (cma) now: the lead's own calls of this op and size time it "
                      "faster than two copies, or have not timed both yet and the attach probe's "
-                     "rules give the single copy (the timed verdict; 2 calls in 256 take the "
+                     "rules give the single copy (the timed verdict; 8 calls in 512 take the "
                      "other)"
                    : "two copies (segment) now: the lead's own calls of this op and size time "
                      "them faster than the single copy, or have not timed both yet and the "
-                     "attach probe's rules give two copies (the timed verdict; 2 calls in 256 "
+                     "attach probe's rules give two copies (the timed verdict; 8 calls in 512 "
                      "take the other)";
     }
     /* bytes is a block (cohort_describe's count); reduce_scatter's sizes are
