@@ -1796,9 +1796,9 @@ static void ov_fake(coh_shm *s, int k, uint32_t single_ns, uint32_t two_ns)
 
 static int busy_main(int rank, void *arg)
 {
-    const busy_case *bc_ = arg;
-    const int cheap = bc_->cheap;
-    nranks = bc_->n;
+    const busy_case *bcase = arg;
+    const int cheap = bcase->cheap;
+    nranks = bcase->n;
     me = rank;
     where = cheap ? nranks == 3 ? "3 ranks on 2 cpus, the kernel's copy cheap, COHORT_SHM_BUSY=timed"
                                 : "4 ranks on 2 cpus, the kernel's copy cheap, COHORT_SHM_BUSY=timed"

@@ -801,8 +801,8 @@ cohort_status shm_cma_agree(shm_op *o)
      * waits for every rank within a call, which the one decision word
      * leans on). */
     int ov_m = (int)(atomic_load(&shm_ctl_of(s, 0)->cma_ok) >> 7 & 3u);
-    s->ov = busy && !crowd && measured && !lead_set && s->n <= 4 && ov_m != OV_M_PROBE ? 1 + ov_m
-                                                                                       : 0;
+    int ov_on = busy && !crowd && measured && !lead_set && s->n <= 4 && ov_m != OV_M_PROBE;
+    s->ov = ov_on ? 1 + ov_m : 0;
     for (int k = 0; k < COH_COLL_KIND_COUNT; k++)
         s->ov_from[k] = SIZE_MAX;
     if (s->ov) {
@@ -829,7 +829,8 @@ cohort_status shm_cma_agree(shm_op *o)
      * 32-192 KiB single); the lead's times move it from there. */
     s->ov_bits = 0;
     for (int k = 0; k < SHM_OV_CLASSES; k++)
-        if (s->ov == 3 || (s->ov == 1 && shm_cma_use(s, shm_ov_class_coll(k), shm_ov_class_lo(k))))
+        if (s->ov == 1 + OV_M_SINGLE ||
+            (s->ov == 1 + OV_M_TIMED && shm_cma_use(s, shm_ov_class_coll(k), shm_ov_class_lo(k))))
             s->ov_bits |= (uint64_t)1 << k;
     s->ov_w = s->ov_ep = 0;
     s->ov_at = OV_N_FIRST;
