@@ -963,19 +963,17 @@ cohort_status shm_cma_agree(shm_op *o)
     if (s->ov) {
         size_t o = strlen(s->copy_info);
         snprintf(s->copy_info + o, sizeof s->copy_info - o,
-                 "; broadcast >= %zu B, reduce >= %zu B, all_to_all >= %zu B a pair: %s",
+                 "; broadcast >= %zu B, reduce >= %zu B, all_to_all >= %zu B a pair: %s%s",
                  s->ov_from[COH_COLL_BROADCAST], s->ov_from[COH_COLL_REDUCE],
                  s->ov_from[COH_COLL_ALL_TO_ALL],
-                 s->ov == 1   ? cheap ? "the single copy or two copies, whichever the lead's own "
-                                        "calls of the op and size time faster (the timed verdict; "
-                                        "the ranks share the cpus; each size starts on the path "
-                                        "the rules above give it)"
-                                      : "the single copy or two copies, whichever the lead's own "
-                                        "calls of the op and size time faster (the timed verdict; "
-                                        "the ranks share the cpus; each size starts on two copies, "
-                                        "the kernel's copy dear)"
+                 s->ov == 1   ? "the single copy or two copies, whichever the lead's own calls of "
+                                "the op and size time faster (the timed verdict; the ranks share "
+                                "the cpus; each size starts on "
                  : s->ov == 2 ? "two copies (COHORT_SHM_BUSY=two)"
-                              : "single copy (COHORT_SHM_BUSY=single)");
+                              : "single copy (COHORT_SHM_BUSY=single)",
+                 s->ov != 1 ? ""
+                 : cheap    ? "the path the rules above give it)"
+                            : "two copies, the kernel's copy dear)");
     }
     if (!all_can && s->n > 1 && m == M_ON)
         coh_warn("shm: COHORT_SHM_SINGLE_COPY=on but %s", s->copy_info);
