@@ -1819,6 +1819,11 @@ static int busy_main(int rank, void *arg)
               strstr(s->copy_info, cheap ? "each size starts on the path the rules above give it"
                                          : "each size starts on two copies"),
           "timed verdict %d: %s", s->ov, s->copy_info);
+    /* the longest copy_info there is (the cheap window's), whole, with room
+     * for its numbers to grow (the probe's times, measuring's us, a larger
+     * ring's sizes: 64 B more digits than the faked probe's here) */
+    CHECK(strlen(s->copy_info) + 64 < sizeof s->copy_info, "copy_info near its %zu B: %zu B: %s",
+          sizeof s->copy_info, strlen(s->copy_info), s->copy_info);
     CHECK(s->ov_from[COH_COLL_BROADCAST] == COH_MAX(K64, pieces + 1) &&
               s->ov_from[COH_COLL_REDUCE] == 32768 && s->ov_from[COH_COLL_ALL_REDUCE] == SIZE_MAX &&
               s->ov_from[COH_COLL_ALL_TO_ALL] == 16384 && s->ov_from[COH_COLL_GATHER] == SIZE_MAX,
