@@ -841,6 +841,37 @@ START_TEST(env_limits)
 }
 END_TEST
 
+/* The probe's median reading (shm_cma_median_round): each of the three
+ * positions, ratios not times (a slow pair of copies at the same ratio is
+ * not an outlier), ties, and times near 2^32 (the products must not wrap). */
+START_TEST(probe_median)
+{
+    ck_assert_int_eq(SHM_CMA_PROBE_ROUNDS, 3);
+    /* the cold first reading x3.6 among x2.5 and x2.8: the x2.8 one */
+    const uint64_t a1[] = {3600, 2500, 2800}, b1[] = {1000, 1000, 1000};
+    ck_assert_int_eq(shm_cma_median_round(a1, b1), 2);
+    const uint64_t a2[] = {2500, 3600, 2800};
+    ck_assert_int_eq(shm_cma_median_round(a2, b1), 2);
+    const uint64_t a3[] = {2800, 2500, 3600};
+    ck_assert_int_eq(shm_cma_median_round(a3, b1), 0);
+    /* by ratio: 6000/2000 = 3 is the median of 2, 3, 4 though its times
+     * are the largest */
+    const uint64_t a4[] = {2000, 6000, 4000}, b4[] = {1000, 2000, 1000};
+    ck_assert_int_eq(shm_cma_median_round(a4, b4), 1);
+    /* ties: all equal -> the middle reading by order; two equal */
+    const uint64_t a5[] = {3000, 3000, 3000};
+    ck_assert_int_eq(shm_cma_median_round(a5, b1), 1);
+    const uint64_t a6[] = {3000, 2000, 3000};
+    ck_assert_int_eq(shm_cma_median_round(a6, b1), 0);
+    /* times of seconds, under time_copies' 2^32 - 1 cap: the products
+     * need 64 bits (ratios 2, 0.25, 0.75: reading 2; with products cut to
+     * 32 bits reading 1) */
+    const uint64_t G = 1000000000;
+    const uint64_t a7[] = {2 * G, G, 3 * G}, b7[] = {G, 4 * G, 4 * G};
+    ck_assert_int_eq(shm_cma_median_round(a7, b7), 2);
+}
+END_TEST
+
 /* auto's per-size rule alone (shm_cma_size_rule): the verdict at each
  * probe size, the interpolated crossing rounded up to a page, the bound's
  * direction, the sums of many ranks, a slot too small for two sizes. */
@@ -2235,11 +2266,69 @@ START_TEST(crowd)
 }
 END_TEST
 
+/* The probe's readings at attach run with a barrier between them, which
+ * every rank must pass whether it measures or not: all ranks auto (each
+ * publishes the median of 3 readings), or one rank with the single copy
+ * off or its probe failing - attach still completes on every rank, they
+ * agree on two copies, and the data is right. */
+static int probe_rounds_main(int rank, void *arg)
+{
+    int odd = *(const int *)arg; /* 0 none; 1 rank 0 off; 2 rank 2 probe-fail */
+    me = rank;
+    nranks = 3;
+    where = "probe_rounds";
+    if ((odd == 1 && rank == 0) || (odd == 2 && rank == 2))
+        setenv("COHORT_SHM_SINGLE_COPY", odd == 1 ? "off" : "probe-fail", 1);
+    OK(cohort_init(&G));
+    coh_shm *s = G->shm;
+    CHECK(s != NULL, "no segment");
+    if (!odd) /* mem_ok: every rank could read every peer, so all measured */
+        CHECK(!s->mem_ok || strstr(s->copy_info, "each the median of 3 readings") != NULL,
+              "the readings are named: %s", s->copy_info);
+    else {
+        CHECK(!s->cma && !s->mem_ok, "single copy although a rank cannot: %s", s->copy_info);
+        const char *why = rank == (odd == 1 ? 0 : 2)
+                              ? (odd == 1 ? "COHORT_SHM_SINGLE_COPY=off" : "Bad address")
+                          : odd == 1 ? "rank 0 could not read every peer"
+                                     : "rank 2 could not read every peer";
+        CHECK(strstr(s->copy_info, why) != NULL, "why is named (%s): %s", why, s->copy_info);
+    }
+    size_t n = (size_t)96 << 10; /* 384 KiB of uint32: past every single-copy bound */
+    uint32_t *b = malloc(n * sizeof *b);
+    CHECK(b != NULL, "malloc");
+    for (int i = 0; i < 6; i++) {
+        int root = i % 3;
+        for (size_t j = 0; j < n; j++)
+            b[j] = rank == root ? (uint32_t)(mix((uint64_t)i << 32 | j)) : 0;
+        OK(cohort_broadcast(G, b, n, COHORT_UINT32, root));
+        for (size_t j = 0; j < n; j++)
+            CHECK(b[j] == (uint32_t)mix((uint64_t)i << 32 | j), "broadcast %d at %zu", i, j);
+    }
+    free(b);
+    OK(cohort_finalize(G));
+    return 0;
+}
+
+START_TEST(probe_rounds)
+{
+    static const int odd[3] = {0, 1, 2};
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 60000,
+                  .extra_env = "COHORT_SHM_SINGLE_COPY=auto"};
+    cht_result r;
+    cht_run_ranks(&o, probe_rounds_main, (void *)&odd[_i], &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_coll");
     TCase *tu = tcase_create("size_rule");
     tcase_add_test(tu, size_rule);
+    tcase_add_test(tu, probe_median);
+    tcase_add_loop_test(tu, probe_rounds, 0, 3);
+    tcase_set_timeout(tu, 60); /* probe_rounds: 3 ranks under a sanitizer */
     tcase_add_test(tu, env_limits);
     suite_add_tcase(s, tu);
     TCase *tb = tcase_create("bound");

@@ -48,6 +48,14 @@ cohort_status shm_cma_agree(shm_op *o);
 void shm_cma_size_rule(uint64_t sum_cma_s, uint64_t sum_cpy_s, uint64_t sum_cma,
                        uint64_t sum_cpy, uint64_t len_s, uint64_t len, size_t *lo, size_t *hi);
 
+/* The probe's readings at attach, each rank's own: at each size the
+ * median of this many, by the kernel's copy over memcpy's. */
+#define SHM_CMA_PROBE_ROUNDS 3
+/* Which of SHM_CMA_PROBE_ROUNDS readings (a[r] ns of the kernel's copy,
+ * b[r] of memcpy's, each < 2^32) has the median ratio a / b; equal ratios
+ * are ordered by reading. */
+int shm_cma_median_round(const uint64_t *a, const uint64_t *b);
+
 /* Copies len bytes at addr in local rank q's memory into dst. Any failure
  * (the peer exited: ESRCH or its pidfd readable afterwards; a bad address:
  * EFAULT) fails the group with a specific message - never partial data
