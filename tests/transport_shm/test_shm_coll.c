@@ -2266,11 +2266,11 @@ START_TEST(crowd)
 }
 END_TEST
 
-/* The probe's readings at attach run with a barrier between them, which
- * every rank must pass whether it measures or not: all ranks auto (each
- * publishes the median of 3 readings), or one rank with the single copy
- * off or its probe failing - attach still completes on every rank, they
- * agree on two copies, and the data is right. */
+/* The probe's readings at attach: all ranks auto (each publishes the
+ * median of 3 readings, and copy_info says so), or one rank with the
+ * single copy off or its probe failing while the others measure - attach
+ * completes on every rank, they agree on two copies, each names why, and
+ * the data is right. */
 static int probe_rounds_main(int rank, void *arg)
 {
     int odd = *(const int *)arg; /* 0 none; 1 rank 0 off; 2 rank 2 probe-fail */

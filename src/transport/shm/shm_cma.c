@@ -355,47 +355,33 @@ static size_t probe_len(const coh_shm *s, size_t want)
     return COH_MIN(want, s->S & ~(size_t)4095);
 }
 
-/* Runs my readings (can: the probe passed here) and the barriers between
- * them, which every rank runs whether it measures or not. */
-static cohort_status measure(shm_op *o, int can)
+static void measure(coh_shm *s)
 {
-    coh_shm *s = o->s;
     shm_ctl *me = shm_ctl_of(s, s->me);
     int q = (s->me + 1) % s->n;
     shm_ctl *c = shm_ctl_of(s, q);
     uint64_t src = atomic_load(&c->probe_buf);
     size_t len = probe_len(s, SHM_CMA_PROBE_BYTES), len_s = probe_len(s, SHM_CMA_PROBE_SMALL);
-    int ok = can && s->probe_buf && src && len >= 4096;
+    if (!s->probe_buf || !src || len < 4096)
+        return;
     pid_t pid = s->peer_pid[q];
     /* SHM_CMA_PROBE_ROUNDS readings, back to back; at each size the one
-     * whose ratio is the median. A first reading runs cold: in 300
-     * launches of two processes probing each other as here (the Intel
-     * host, 2026-12-08) the first 64 KiB reading came out above 3.2
-     * (A2A_CHEAP_WORDS) in 33-39, the second in 4-7, the median of three
-     * in 0-1. This attach's one reading was above it in 1 of 40 launches
-     * (3.46, the rest 2.2-3.0), and such a launch runs the dear rules
-     * (session 46, 2 ranks: x1.3-3.4 in several cells). */
+     * whose ratio is the median. A first reading runs cold: in 150
+     * launches of two processes probing each other as here
+     * (bench/compare/probe_rounds.c, the Intel host, 2026-12-08) the first
+     * 64 KiB reading came out above 3.2 (A2A_CHEAP_WORDS) in 10, the second
+     * in 1, the median of the first three in none. This attach's one
+     * reading was above it in 17 of 150 launches of 2 ranks, the median of
+     * three in none (results/2026-12-08-s47-probe-median), and such a
+     * launch runs the dear rules (session 46, 2 ranks: x1.3-3.4 in several
+     * cells). No barrier between readings: read back to back, the readings
+     * after the first matched those taken in step with the peer. */
     enum { R = SHM_CMA_PROBE_ROUNDS };
     uint64_t cma_r[R], cpy_r[R], cma_sr[R], cpy_sr[R];
-    for (int r = 0; r < R; r++) {
-        /* A barrier before each reading after the first: every rank
-         * copies in each, as in the first, where the ranks come straight
-         * from attach's barrier. Without it a rank that started early
-         * ends its readings alone, and alone the copies contend less:
-         * two processes' readings once the other had stopped came out
-         * x1.3-1.6 against x2.4-2.9 side by side (the Intel host). */
-        if (r) {
-            shm_publish(s);
-            cohort_status st = shm_wait_all(o, s->phase);
-            if (st != COHORT_OK)
-                return st;
-        }
-        if (ok && (!time_copies(s, pid, src, len_s, &cma_sr[r], &cpy_sr[r]) ||
-                   !time_copies(s, pid, src, len, &cma_r[r], &cpy_r[r])))
-            ok = 0;
-    }
-    if (!ok)
-        return COHORT_OK; /* unmeasured: the times stay 0 */
+    for (int r = 0; r < R; r++)
+        if (!time_copies(s, pid, src, len_s, &cma_sr[r], &cpy_sr[r]) ||
+            !time_copies(s, pid, src, len, &cma_r[r], &cpy_r[r]))
+            return;
     int ms = shm_cma_median_round(cma_sr, cpy_sr), ml = shm_cma_median_round(cma_r, cpy_r);
     uint64_t cma = cma_r[ml], cpy = cpy_r[ml], cma_s = cma_sr[ms], cpy_s = cpy_sr[ms];
     /* Tests of auto's decision on a machine whose kernel copy is slow:
@@ -414,7 +400,6 @@ static cohort_status measure(shm_op *o, int can)
     atomic_store(&me->cpy_ns_s, (uint32_t)COH_MIN(cpy_s, UINT32_MAX));
     atomic_store(&me->cma_ns, (uint32_t)COH_MIN(cma, UINT32_MAX));
     atomic_store(&me->cpy_ns, (uint32_t)COH_MIN(cpy, UINT32_MAX));
-    return COHORT_OK;
 }
 
 void shm_cma_size_rule(uint64_t sum_cma_s, uint64_t sum_cpy_s, uint64_t sum_cma,
@@ -529,13 +514,10 @@ cohort_status shm_cma_agree(shm_op *o)
     char why[128] = "";
     int m = mode();
     int can = s->n > 1 && probe_all(s, m, why, sizeof why);
-    if (s->n > 1) {
+    if (can) {
         uint64_t t0 = coh_now_ns();
-        cohort_status st = measure(o, can);
-        if (can)
-            s->probe_ns += coh_now_ns() - t0;
-        if (st != COHORT_OK)
-            return st;
+        measure(s);
+        s->probe_ns += coh_now_ns() - t0;
     }
     atomic_store(&shm_ctl_of(s, s->me)->cma_ok,
                  (uint32_t)(!can ? V_CANNOT : m == M_ON ? V_WANT : V_CAN) | crowd_bit(s) |
