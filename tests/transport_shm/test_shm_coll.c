@@ -538,11 +538,11 @@ static int rank_main(int rank, void *arg)
         CHECK(s->cma == (want || busy), "single copy %d, expected %d (%s)", s->cma, want || busy,
               s->copy_info);
         /* all_to_all too where more than twice, or where the 64 KiB probe
-         * reads the kernel's copy at most 3.2 memcpys (every faked probe
+         * reads the kernel's copy at most 3.0 memcpys (every faked probe
          * of a busy case here: 2 and 3) */
         unsigned long pc = 0, pm = 0;
         const char *pn = strstr(cf->env, "PROBE_NS=");
-        int cheap = pn && sscanf(pn, "PROBE_NS=%lu,%lu", &pc, &pm) == 2 && 5 * pc <= 16 * pm;
+        int cheap = pn && sscanf(pn, "PROBE_NS=%lu,%lu", &pc, &pm) == 2 && pc <= 3 * pm;
         CHECK(!busy || (shm_cma_use(s, COH_COLL_SEND, 65536) &&
                         shm_cma_use(s, COH_COLL_GATHER, 65536) &&
                         shm_cma_use(s, COH_COLL_SCATTER, 65536) &&
@@ -2131,7 +2131,7 @@ static int crowd_main(int rank, void *arg)
                      ? "two copies (segment; COHORT_SHM_BUSY=two)"
                      : "two copies (segment)") == 0,
           "path at %zu B: %s", a2a_from, coh_shm_copy_path(s, COH_COLL_ALL_TO_ALL, a2a_from));
-    CHECK(!(busy && !crowded && cheap) || strstr(s->copy_info, "at most 3.2 memcpys") != NULL,
+    CHECK(!(busy && !crowded && cheap) || strstr(s->copy_info, "at most 3.0 memcpys") != NULL,
           "named: %s", s->copy_info);
     CHECK(!a2a || a2a_from == min ||
               strstr(s->copy_info, crowded ? "all_to_all from 32768 B a pair"
@@ -2321,6 +2321,45 @@ START_TEST(probe_rounds)
 }
 END_TEST
 
+/* The cheap limit's edge (A2A_CHEAP_X10): 3 ranks outnumbering the cpus,
+ * the probe's 64 KiB reading faked at exactly 3.0 memcpys (cheap: the busy
+ * all_to_all takes the single copy from 16 KiB a pair) and at 3.001 (dear:
+ * two copies). */
+static int cheap_edge_main(int rank, void *arg)
+{
+    int dear = *(const int *)arg;
+    me = rank;
+    nranks = 3;
+    where = dear ? "cheap_edge 3.001" : "cheap_edge 3.0";
+    OK(cohort_init(&G));
+    coh_shm *s = G->shm;
+    CHECK(s != NULL, "no segment");
+    if (!s->oversub && rank == 0)
+        fprintf(stderr, "cheap_edge: 3 ranks do not outnumber the cpus here: not checked\n");
+    if (s->mem_ok && s->oversub) { /* every rank could read every peer */
+        CHECK(shm_cma_use(s, COH_COLL_ALL_TO_ALL, 65536) == !dear, "all_to_all 64 KiB: %s",
+              s->copy_info);
+        CHECK((strstr(s->copy_info, "at most 3.0 memcpys") == NULL) == dear, "named: %s", s->copy_info);
+    }
+    OK(cohort_finalize(G));
+    return 0;
+}
+
+START_TEST(cheap_edge)
+{
+    static const int dear[2] = {0, 1};
+    ck_assert_ptr_nonnull(th_shared_init());
+    cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 60000,
+                  .extra_env = _i ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_BUSY=probe;"
+                                    "COHORT_SHM_SINGLE_COPY_PROBE_NS=3001,1000,3001,1000"
+                                  : "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_BUSY=probe;"
+                                    "COHORT_SHM_SINGLE_COPY_PROBE_NS=3000,1000,3000,1000"};
+    cht_result r;
+    cht_run_ranks(&o, cheap_edge_main, (void *)&dear[_i], &r);
+    cht_assert_all_ok(&r);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
     Suite *s = suite_create("shm_coll");
@@ -2328,6 +2367,7 @@ static Suite *make_suite(void)
     tcase_add_test(tu, size_rule);
     tcase_add_test(tu, probe_median);
     tcase_add_loop_test(tu, probe_rounds, 0, 3);
+    tcase_add_loop_test(tu, cheap_edge, 0, 2);
     tcase_set_timeout(tu, 60); /* probe_rounds: 3 ranks under a sanitizer */
     tcase_add_test(tu, env_limits);
     suite_add_tcase(s, tu);
