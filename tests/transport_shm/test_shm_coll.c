@@ -1081,10 +1081,11 @@ static int bound_main(int rank, void *arg)
                {COH_COLL_REDUCE_SCATTER, 256u << 10, 0}};
     CHECK(s->cma == apart, "single copy %d (%s)", s->cma, s->copy_info);
     for (size_t k = 0; k < COH_ARRAY_LEN(ops); k++) {
-        /* where the kernel's copy is dear, all_reduce and reduce_scatter
-         * from 64 KiB (XC_DEAR_FROM, session 42) */
-        int dear_from = s->xc_dear && (ops[k].coll == COH_COLL_ALL_REDUCE ||
-                                       ops[k].coll == COH_COLL_REDUCE_SCATTER);
+        /* where the kernel's copy is dear, all_reduce from 64 KiB
+         * (XC_DEAR_FROM, session 42); reduce_scatter from 64 KiB wherever
+         * the cross-core verdict runs (XC_RS_FROM, session 47) */
+        int dear_from = (s->xc_dear && ops[k].coll == COH_COLL_ALL_REDUCE) ||
+                        (s->xc_adapt && ops[k].coll == COH_COLL_REDUCE_SCATTER);
         size_t from = mode == B_USER ? B_USER_MIN : dear_from ? (size_t)64 << 10 : ops[k].from;
         CHECK(shm_cma_use(s, ops[k].coll, from) == apart, "%s at %zu B (%s)",
               coh_coll_name(ops[k].coll), from, s->copy_info);
@@ -1117,6 +1118,22 @@ static int bound_main(int rank, void *arg)
             int two = rs_at[i] >= (512u << 10);
             CHECK(s->xc_twos - twos == (uint64_t)two && (two || s->phase - ph == 2),
                   "reduce_scatter of %zu B near: %llu to two copies, %u phases", rs_at[i],
+                  (unsigned long long)(s->xc_twos - twos), s->phase - ph);
+        }
+        mis_unit = 1;
+    }
+    if (mode == B_APART) {
+        /* far, the kernel's copy cheap: reduce_scatter of 64 KiB in all
+         * (XC_RS_FROM) and up takes the single copy: its open and close
+         * phases, nothing sent on to two copies; the data by t_* */
+        static const size_t rs_at[] = {64u << 10, 192u << 10};
+        mis_unit = 4;
+        for (size_t i = 0; i < COH_ARRAY_LEN(rs_at); i++) {
+            uint32_t ph = s->phase;
+            uint64_t twos = s->xc_twos;
+            t_reduce_scatter(COHORT_FLOAT32, COHORT_SUM, rs_at[i] / 8, 0);
+            CHECK(s->xc_twos == twos && s->phase - ph == 2,
+                  "reduce_scatter of %zu B far: %llu to two copies, %u phases", rs_at[i],
                   (unsigned long long)(s->xc_twos - twos), s->phase - ph);
         }
         mis_unit = 1;

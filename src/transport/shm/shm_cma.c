@@ -109,8 +109,9 @@ static size_t apart_from(int coll)
  * x3.1, 256 KiB x2.7, 1 MiB x2.5; an Intel host (session 17, far): 128 KiB
  * x1.4, 256 KiB-1 MiB x0.75-0.80 - so from 256 KiB. */
 #define XC_AR_FROM ((size_t)256 << 10)
-/* Where the kernel's copy is dear (xc_dear), all_reduce and reduce_scatter
- * out of place enter the single copy's open phase from this size and take
+/* Where the kernel's copy is dear (xc_dear), all_reduce (and since session
+ * 47 wherever the copy is cheap too, reduce_scatter: XC_RS_FROM) out of
+ * place enter the single copy's open phase from this size and take
  * the single copy while the cpus measure far (near: two copies,
  * shm_xc_two_copies). Session 42, 2 ranks apart, the AMD host, every launch
  * far (c2c 420-510 ns), 6 rounds, both modes, p50 single / two copies
@@ -119,6 +120,15 @@ static size_t apart_from(int coll)
  * 128 KiB x0.70; 256-512 KiB x0.99-1.01 (both already single far). Two
  * copies far cost 3.4x their near time at 64 KiB (5.4 against 18 us). */
 #define XC_DEAR_FROM ((size_t)64 << 10)
+/* reduce_scatter the same way wherever the lead's cross-core verdict runs
+ * (2 ranks apart), the kernel's copy dear or cheap: from this size in all,
+ * out of place, the single copy while far. Session 47, the Intel host
+ * (cheap), every launch far, 6 rounds, p50 single / two copies out of
+ * place (results/2026-12-08-s47-rs-far): 64 KiB x0.61-0.65, 128 KiB
+ * x0.51-0.68, 192 KiB x0.47-0.52, 32 KiB (still two copies) x0.97-1.00.
+ * In place, which opens and then takes two copies: x0.96-1.04 OSU style,
+ * x1.04-1.21 back to back (as session 42's x0.98-1.04 on the AMD host). */
+#define XC_RS_FROM ((size_t)64 << 10)
 /* A round trip of one line between the two cores at or above this is far:
  * between the near states (49-140 ns, one core complex) and the far ones
  * (330-620 ns) this host moves between (bench/compare/c2c.c). */
@@ -818,8 +828,7 @@ cohort_status shm_cma_agree(shm_op *o)
     if (s->xc_adapt) {
         s->ar_far_to = s->cma_from[COH_COLL_ALL_REDUCE];
         s->cma_from[COH_COLL_ALL_REDUCE] = s->xc_dear ? XC_DEAR_FROM : XC_AR_FROM;
-        if (s->xc_dear)
-            s->cma_from[COH_COLL_REDUCE_SCATTER] = XC_DEAR_FROM;
+        s->cma_from[COH_COLL_REDUCE_SCATTER] = XC_RS_FROM;
         /* neither takes the barrier's sizes: bar_from <= cma_from all the same */
         s->bar_from[COH_COLL_ALL_REDUCE] = s->cma_from[COH_COLL_ALL_REDUCE];
         s->bar_from[COH_COLL_REDUCE_SCATTER] = s->cma_from[COH_COLL_REDUCE_SCATTER];
@@ -1322,7 +1331,7 @@ int shm_xc_two_copies(const coh_shm *s, int coll, size_t bytes)
     case COH_COLL_ALL_REDUCE:
         /* from where its single copy starts (XC_AR_FROM, XC_DEAR_FROM) */
         return 1;
-    case COH_COLL_REDUCE_SCATTER: /* in all; from RS_FROM or XC_DEAR_FROM */
+    case COH_COLL_REDUCE_SCATTER: /* in all; from XC_RS_FROM */
         return !s->xc_dear || bytes >= XC_RS_NEAR_FROM;
     case COH_COLL_ALL_TO_ALL:
         return bytes >= ((size_t)64 << 10) && bytes < ((size_t)1 << 20);
