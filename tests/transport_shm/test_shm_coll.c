@@ -2356,7 +2356,8 @@ static int cheap_edge_main(int rank, void *arg)
     if (s->mem_ok && s->oversub) { /* every rank could read every peer */
         CHECK(shm_cma_use(s, COH_COLL_ALL_TO_ALL, 65536) == !dear, "all_to_all 64 KiB: %s",
               s->copy_info);
-        CHECK((strstr(s->copy_info, "at most 3.0 memcpys") == NULL) == dear, "named: %s", s->copy_info);
+        CHECK((strstr(s->copy_info, "at most 3.0 memcpys") == NULL) == dear, "named: %s",
+              s->copy_info);
     }
     OK(cohort_finalize(G));
     return 0;

@@ -123,11 +123,11 @@ static size_t apart_from(int coll)
 /* reduce_scatter the same way wherever the lead's cross-core verdict runs
  * (2 ranks apart), the kernel's copy dear or cheap: from this size in all,
  * out of place, the single copy while far. Session 47, the Intel host
- * (cheap), every launch far, 6 rounds, p50 single / two copies out of
- * place (results/2026-12-08-s47-rs-far): 64 KiB x0.61-0.65, 128 KiB
- * x0.51-0.68, 192 KiB x0.47-0.52, 32 KiB (still two copies) x0.97-1.00.
- * In place, which opens and then takes two copies: x0.96-1.04 OSU style,
- * x1.04-1.21 back to back (as session 42's x0.98-1.04 on the AMD host). */
+ * (cheap), every launch far, 6 rounds, both modes, two runs, p50 single /
+ * two copies out of place (results/2026-12-08-s47-rs-far): 64 KiB
+ * x0.61-0.72, 128 KiB x0.51-0.68, 192 KiB x0.47-0.58. In place, which
+ * opens and then takes two copies: x0.84-1.04 OSU style, x1.04-1.27 back
+ * to back (session 42 on the AMD host: x0.98-1.04). */
 #define XC_RS_FROM ((size_t)64 << 10)
 /* A round trip of one line between the two cores at or above this is far:
  * between the near states (49-140 ns, one core complex) and the far ones
@@ -376,18 +376,19 @@ static void measure(coh_shm *s)
         return;
     pid_t pid = s->peer_pid[q];
     /* SHM_CMA_PROBE_ROUNDS readings, back to back; at each size the one
-     * whose ratio is the median. A first reading runs cold: in 150
+     * whose ratio is the median. A first reading runs cold: in 120-150
      * launches of two processes probing each other as here
      * (bench/compare/probe_rounds.c, the Intel host, 2026-12-08) the first
      * 64 KiB reading came out above 3.2 (the limit until then) in 1-10,
-     * the second in 1-3, the median of the first three in none. This
+     * the second in 0-3, the median of the first three in none. This
      * attach's one reading was above it in 21 of 360 launches of 2-4 ranks
      * (13 of 120 at 2), the median of three in none, its largest 2.80
      * (results/2026-12-08-s47-probe-median); a launch read dear runs the
      * dear rules (session 46, 2 ranks: x1.3-3.4 in several cells). The
      * median reads x0.90-0.92 of the one reading at the p50, hence the
-     * limit's move to 3.0 (A2A_CHEAP_WORDS). No barrier between readings: read back to back, the readings
-     * after the first matched those taken in step with the peer. */
+     * limit's move to 3.0 (A2A_CHEAP_WORDS). No barrier between readings:
+     * read back to back, the readings after the first matched those taken
+     * in step with the peer (p50 2.69 either way). */
     enum { R = SHM_CMA_PROBE_ROUNDS };
     uint64_t cma_r[R], cpy_r[R], cma_sr[R], cpy_sr[R];
     for (int r = 0; r < R; r++)
@@ -683,9 +684,9 @@ cohort_status shm_cma_agree(shm_op *o)
      * 2.4). The median of three readings (measure) reads x0.90-0.92 of one
      * at the p50 on the Intel host, at most 2.80 in 360 attaches: 3.0 lies
      * between that and the AMD host's low end scaled alike (x3.6 -> 3.3;
-     * its median readings not measured yet). With every cpu busy the cpu time per byte decides: two copies
-     * cost two memcpys a byte, the single copy one kernel copy and no
-     * hand-off between two ranks. */
+     * its median readings not measured yet). With every cpu busy the cpu
+     * time per byte decides: two copies cost two memcpys a byte, the
+     * single copy one kernel copy and no hand-off between two ranks. */
     int cheap = measured && 10 * sum_cma_s <= A2A_CHEAP_X10 * sum_cpy_s;
     int a2a_busy = busy && !crowd && cheap;
     /* And reduce of RED_BUSY_FROM-RED_BUSY_TO there (session 35): the
