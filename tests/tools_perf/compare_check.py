@@ -438,5 +438,31 @@ expect(r.returncode == 2 and "OPS: unknown collective nosuch" in r.stderr,
        "run.sh refuses an unknown op in OPS")
 r = subprocess.run([sys.executable, check, "/nonexistent"], capture_output=True, text=True)
 expect(r.returncode == 2, "a directory without raw/ is a usage error")
+# probe_dist.sh (with probe_rounds.c, which it builds): two launches of 2 ranks and
+# two bare readings of each kind; its tables name them. A launch reads "unmeasured"
+# where the kernel refuses process_vm_readv between the ranks (Yama); the bare
+# readings need it too, so both are checked only where one launch measured.
+with tempfile.TemporaryDirectory() as d:
+    r = subprocess.run(["bash", os.path.join(src, "bench", "compare", "probe_dist.sh")],
+                       env=dict(os.environ, COHORT_PERF=perf, NP="2", N="2", OUT=d),
+                       capture_output=True, text=True, timeout=240)
+    lines = open(os.path.join(d, "NP2.txt")).read().split("\n") if os.path.exists(
+        os.path.join(d, "NP2.txt")) else []
+    measured = [l.split() for l in lines if len(l.split()) == 4]
+    if not measured and any("unmeasured" in l for l in lines):
+        print("SKIP probe_dist.sh's readings: the probe did not measure here")
+    else:
+        expect(r.returncode == 0, f"probe_dist.sh exit {r.returncode}: {r.stderr[-500:]}")
+        expect(len(measured) == 2 and all(m[0] == "cur" and float(m[1]) > 0 and
+                                          float(m[3]) > 0 for m in measured),
+               f"probe_dist.sh: two readings of build cur, ratios and times > 0: {lines}")
+        summ = open(os.path.join(d, "summary.md")).read() if os.path.exists(
+            os.path.join(d, "summary.md")) else ""
+        expect("| 2 | cur | 2 |" in summ and "| yes | 2 |" in summ and "| no | 2 |" in summ,
+               f"probe_dist.sh's summary names the launches: {summ[-600:]}")
+        rounds = open(os.path.join(d, "rounds-sync.txt")).read().split()
+        expect(len(rounds) == 14 and all(float(x) > 0 for x in rounds),
+               f"probe_rounds: 7 readings a launch: {rounds}")
+
 print("FAILED" if fails else "OK")
 sys.exit(1 if fails else 0)
