@@ -12,21 +12,16 @@
 # threshold shm_cma.c's A2A_CHEAP_WORDS names), min/p10/p50/p90/max and what
 # measuring took.
 set -u
-here=$(cd "$(dirname "$0")" && pwd)
+. "$(dirname "$0")/ab_common.sh"
 NP=${NP:-"2 3 4"}
 N=${N:-100}
 OUT=${OUT:?OUT=dir}
 mkdir -p "$OUT"
 builds=("$@")
 [ ${#builds[@]} -gt 0 ] || builds=("cur=${COHORT_PERF:?COHORT_PERF or NAME=PERF arguments}")
-{
-    echo "date: $(date -u +%FT%TZ)"
-    echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) (model $(grep -m1 '^model[[:space:]]' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')), $(nproc) cpus, kernel $(uname -r)"
-    echo "ptrace_scope: $(cat /proc/sys/kernel/yama/ptrace_scope 2>/dev/null || echo none)"
-    echo "commit: $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
-    for b in "${builds[@]}"; do echo "build ${b%%=*}: ${b#*=}"; done
-    echo "NP=$NP N=$N; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-} > "$OUT/info.txt"
+lines=()
+for b in "${builds[@]}"; do lines+=("# build ${b%%=*}: ${b#*=}"); done
+ab_info "${lines[@]}" "# NP=$NP N=$N"
 for np in $NP; do
     : > "$OUT/NP$np.txt"
     for i in $(seq "$N"); do
@@ -38,16 +33,16 @@ for np in $NP; do
         done
     done
 done
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-cc -O2 -Wall -Wextra -o "$tmp/probe_rounds" "$here/probe_rounds.c"
+ab_tmp probe-dist
+tmp=$TMP
+cc -O2 -Wall -Wextra -o "$tmp/probe_rounds" "$HERE/probe_rounds.c"
 : > "$OUT/rounds-sync.txt"
 : > "$OUT/rounds-b2b.txt"
 for i in $(seq "$N"); do
     "$tmp/probe_rounds" 7 1 >> "$OUT/rounds-sync.txt"
     "$tmp/probe_rounds" 7 0 >> "$OUT/rounds-b2b.txt"
 done
-echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/info.txt"
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)" >> "$OUT/info.txt"
 python3 - "$OUT" $NP <<'PY' > "$OUT/summary.md"
 import statistics as st, sys
 out, nps = sys.argv[1], sys.argv[2:]
