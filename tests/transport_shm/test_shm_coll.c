@@ -1084,9 +1084,9 @@ static int bound_main(int rank, void *arg)
         /* where the kernel's copy is dear, all_reduce from 64 KiB
          * (XC_DEAR_FROM, session 42); reduce_scatter from 64 KiB wherever
          * the cross-core verdict runs (XC_RS_FROM, session 47) */
-        int dear_from = (s->xc_dear && ops[k].coll == COH_COLL_ALL_REDUCE) ||
-                        (s->xc_adapt && ops[k].coll == COH_COLL_REDUCE_SCATTER);
-        size_t from = mode == B_USER ? B_USER_MIN : dear_from ? (size_t)64 << 10 : ops[k].from;
+        int from_64k = (s->xc_dear && ops[k].coll == COH_COLL_ALL_REDUCE) ||
+                       (s->xc_adapt && ops[k].coll == COH_COLL_REDUCE_SCATTER);
+        size_t from = mode == B_USER ? B_USER_MIN : from_64k ? (size_t)64 << 10 : ops[k].from;
         CHECK(shm_cma_use(s, ops[k].coll, from) == apart, "%s at %zu B (%s)",
               coh_coll_name(ops[k].coll), from, s->copy_info);
         size_t to = mode == B_USER ? 0 : ops[k].to;
@@ -2366,12 +2366,13 @@ static int cheap_edge_main(int rank, void *arg)
 START_TEST(cheap_edge)
 {
     static const int dear[2] = {0, 1};
+#define CHEAP_EDGE_ENV(ns) "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_BUSY=probe;" \
+                           "COHORT_SHM_SINGLE_COPY_PROBE_NS=" ns "," ns
+    static const char *const env[2] = {CHEAP_EDGE_ENV("3000,1000"), CHEAP_EDGE_ENV("3001,1000")};
+#undef CHEAP_EDGE_ENV
     ck_assert_ptr_nonnull(th_shared_init());
     cht_opts o = {.store_mode = CHT_STORE_RANK0, .nranks = 3, .deadline_ms = 60000,
-                  .extra_env = _i ? "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_BUSY=probe;"
-                                    "COHORT_SHM_SINGLE_COPY_PROBE_NS=3001,1000,3001,1000"
-                                  : "COHORT_SHM_SINGLE_COPY=auto;COHORT_SHM_BUSY=probe;"
-                                    "COHORT_SHM_SINGLE_COPY_PROBE_NS=3000,1000,3000,1000"};
+                  .extra_env = env[_i]};
     cht_result r;
     cht_run_ranks(&o, cheap_edge_main, (void *)&dear[_i], &r);
     cht_assert_all_ok(&r);
